@@ -1,0 +1,46 @@
+# ax — run `make help` for the targets.
+
+GO            ?= go
+GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+SWAG          ?= $(GO) run github.com/swaggo/swag/cmd/swag@v1.16.6
+TEST_FLAGS    ?= -race -count=1 -timeout 20m
+FUZZ_TIME     ?= 10s
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_\/-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: ## Run ax (embedded Postgres under ./.ax unless AX_DATABASE_URL is set).
+	$(GO) run ./cmd/server
+
+.PHONY: build
+build: ## Build the ax binary into ./bin/ax.
+	$(GO) build -o bin/ax ./cmd/server
+
+.PHONY: test
+test: ## Run every test (starts a throwaway Postgres; needs the postgresql package).
+	$(GO) vet ./...
+	$(GO) test $(TEST_FLAGS) ./...
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZ_TIME.
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZ_TIME); \
+	  done; done
+
+.PHONY: lint
+lint: ## Run golangci-lint v2.
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: generate
+generate: ## Regenerate openapi/ from the handlers' annotations.
+	$(GO) generate ./...
+
+.PHONY: verify
+verify: generate ## Fail when generated files are stale or go.mod is untidy.
+	$(GO) mod tidy
+	git diff --exit-code -- openapi go.mod go.sum

@@ -1,0 +1,315 @@
+package api
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/labstack/echo/v4"
+)
+
+// Scopes a token may carry (API.md).
+const (
+	ScopeTasksRead       = "tasks:read"
+	ScopeTasksWrite      = "tasks:write"
+	ScopeEndpointsRead   = "endpoints:read"
+	ScopeEndpointsWrite  = "endpoints:write"
+	ScopeExecutionsRead  = "executions:read"
+	ScopeExecutionsWrite = "executions:write"
+	ScopeAdmin           = "admin"
+)
+
+// AllScopes lists every scope, admin included.
+var AllScopes = []string{
+	ScopeTasksRead, ScopeTasksWrite, ScopeEndpointsRead, ScopeEndpointsWrite,
+	ScopeExecutionsRead, ScopeExecutionsWrite, ScopeAdmin,
+}
+
+// TenantScopes lists every scope but admin: what a tenant's own tooling needs.
+var TenantScopes = AllScopes[:len(AllScopes)-1]
+
+const (
+	// LeewayDefault absorbs clock skew between the issuer and ax.
+	LeewayDefault = 30 * time.Second
+	// maxAuthorizationBytes bounds the Authorization header ax will parse.
+	maxAuthorizationBytes = 8 << 10
+)
+
+// tenantPattern is what a tenant id may look like: it becomes a key in every
+// table and a label in logs.
+var tenantPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
+
+// Claims are the JWT claims ax reads.
+type Claims struct {
+	jwt.RegisteredClaims
+	// Tenant is the tenant the caller acts for. Required.
+	Tenant string `json:"tenant"`
+	// Scope is a space-separated list of scopes.
+	Scope string `json:"scope,omitempty"`
+}
+
+// Principal is the verified caller of a request.
+type Principal struct {
+	Tenant  string
+	Subject string
+	Scopes  []string
+}
+
+// Has reports whether the principal holds scope.
+func (p Principal) Has(scope string) bool { return slices.Contains(p.Scopes, scope) }
+
+// AuthConfig configures token verification.
+type AuthConfig struct {
+	// HMACSecret verifies HS256 tokens. Empty disables HS256.
+	HMACSecret []byte
+	// PublicKeys verify RS256, ES256 and EdDSA tokens.
+	PublicKeys []PublicKey
+	// Issuer and Audience, when set, must match the token's iss and aud.
+	Issuer, Audience string
+	// Leeway for exp, nbf and iat. Defaults to LeewayDefault.
+	Leeway time.Duration
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// PublicKey is a verification key, optionally named by a key id (kid).
+type PublicKey struct {
+	ID  string
+	Key crypto.PublicKey
+}
+
+// Authenticator verifies bearer tokens.
+type Authenticator struct {
+	cfg AuthConfig
+}
+
+// NewAuthenticator checks cfg and returns an Authenticator.
+func NewAuthenticator(cfg AuthConfig) (*Authenticator, error) {
+	if len(cfg.HMACSecret) == 0 && len(cfg.PublicKeys) == 0 {
+		return nil, errors.New("no token verification key configured")
+	}
+	if cfg.Leeway == 0 {
+		cfg.Leeway = LeewayDefault
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Authenticator{cfg: cfg}, nil
+}
+
+// errInvalidToken is the one answer every bad token gets; the reason stays
+// in the server log.
+var errInvalidToken = errors.New("invalid token")
+
+// Verify parses and verifies a raw token and returns its principal.
+func (a *Authenticator) Verify(raw string) (Principal, error) {
+	var claims Claims
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods(a.methods()),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(a.cfg.Leeway),
+		jwt.WithTimeFunc(a.cfg.Now),
+	}
+	if a.cfg.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(a.cfg.Issuer))
+	}
+	if a.cfg.Audience != "" {
+		opts = append(opts, jwt.WithAudience(a.cfg.Audience))
+	}
+	_, err := jwt.NewParser(opts...).ParseWithClaims(raw, &claims, a.keyFor)
+	if err != nil {
+		return Principal{}, fmt.Errorf("%w: %w", errInvalidToken, err)
+	}
+	if !tenantPattern.MatchString(claims.Tenant) {
+		return Principal{}, fmt.Errorf("%w: tenant claim missing or malformed", errInvalidToken)
+	}
+	return Principal{Tenant: claims.Tenant, Subject: claims.Subject, Scopes: strings.Fields(claims.Scope)}, nil
+}
+
+func (a *Authenticator) methods() []string {
+	var m []string
+	if len(a.cfg.HMACSecret) > 0 {
+		m = append(m, "HS256")
+	}
+	for _, k := range a.cfg.PublicKeys {
+		m = append(m, methodFor(k.Key)...)
+	}
+	slices.Sort(m)
+	return slices.Compact(m)
+}
+
+func methodFor(k crypto.PublicKey) []string {
+	switch k.(type) {
+	case *rsa.PublicKey:
+		return []string{"RS256"}
+	case *ecdsa.PublicKey:
+		return []string{"ES256"}
+	case ed25519.PublicKey:
+		return []string{"EdDSA"}
+	}
+	return nil
+}
+
+// keyFor picks the verification key for a token. Keys come only from
+// configuration: jku, x5u and embedded jwk headers are ignored, and kid only
+// selects among configured keys. Each key verifies only its own algorithm,
+// so an HS256 token "signed" with a public key is rejected.
+func (a *Authenticator) keyFor(t *jwt.Token) (any, error) {
+	alg := t.Method.Alg()
+	if alg == "HS256" {
+		return a.cfg.HMACSecret, nil
+	}
+	kid, _ := t.Header["kid"].(string)
+	var set jwt.VerificationKeySet
+	for _, k := range a.cfg.PublicKeys {
+		if !slices.Contains(methodFor(k.Key), alg) || (kid != "" && k.ID != "" && k.ID != kid) {
+			continue
+		}
+		set.Keys = append(set.Keys, k.Key)
+	}
+	if len(set.Keys) == 0 {
+		return nil, errors.New("no configured key for this token")
+	}
+	return set, nil
+}
+
+// ParsePublicKeys reads PEM-encoded public keys ("PUBLIC KEY" in PKIX form
+// for RSA, ECDSA P-256 and Ed25519, or "RSA PUBLIC KEY"). A block's "kid"
+// header, if any, names the key.
+func ParsePublicKeys(data []byte) ([]PublicKey, error) {
+	var keys []PublicKey
+	for n := 1; ; n++ {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		var (
+			key crypto.PublicKey
+			err error
+		)
+		switch block.Type {
+		case "PUBLIC KEY":
+			key, err = x509.ParsePKIXPublicKey(block.Bytes)
+		case "RSA PUBLIC KEY":
+			key, err = x509.ParsePKCS1PublicKey(block.Bytes)
+		default:
+			return nil, fmt.Errorf("PEM block %d: type %q is not a public key", n, block.Type)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("PEM block %d: %w", n, err)
+		}
+		if ec, ok := key.(*ecdsa.PublicKey); ok && ec.Curve.Params().Name != "P-256" {
+			return nil, fmt.Errorf("PEM block %d: only P-256 ECDSA keys (ES256) are supported", n)
+		}
+		if rk, ok := key.(*rsa.PublicKey); ok && rk.N.BitLen() < 2048 {
+			return nil, fmt.Errorf("PEM block %d: RSA keys must have at least 2048 bits", n)
+		}
+		if methodFor(key) == nil {
+			return nil, fmt.Errorf("PEM block %d: unsupported key type %T", n, key)
+		}
+		keys = append(keys, PublicKey{ID: block.Headers["kid"], Key: key})
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no PEM public keys found")
+	}
+	return keys, nil
+}
+
+// IssueToken signs an HS256 token for tenant with the given scopes, valid
+// for ttl. iss and aud are set when given. It serves `ax token` and the dev
+// banner.
+func IssueToken(secret []byte, tenant, subject string, scopes []string, ttl time.Duration, issuer, audience string) (string, error) {
+	if !tenantPattern.MatchString(tenant) {
+		return "", fmt.Errorf("tenant %q: must match %s", tenant, tenantPattern)
+	}
+	now := time.Now()
+	claims := Claims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   subject,
+			Issuer:    issuer,
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+		},
+		Tenant: tenant,
+		Scope:  strings.Join(scopes, " "),
+	}
+	if audience != "" {
+		claims.Audience = jwt.ClaimStrings{audience}
+	}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+}
+
+// principalFrom returns the request's verified principal. Routes behind
+// authenticate always have one.
+func principalFrom(c echo.Context) Principal {
+	p, _ := c.Get(principalContextKey).(Principal)
+	return p
+}
+
+const principalContextKey = "ax.principal"
+
+// authenticate verifies the bearer token and stores the principal.
+// ensure creates the tenant on its first authenticated use.
+func authenticate(a *Authenticator, ensure func(c echo.Context, tenant string) error) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			h := c.Request().Header.Get(echo.HeaderAuthorization)
+			if h == "" {
+				return &authError{challenge: `Bearer realm="ax"`, detail: "missing bearer token"}
+			}
+			scheme, raw, ok := strings.Cut(h, " ")
+			if !ok || !strings.EqualFold(scheme, "Bearer") || raw == "" {
+				return &authError{challenge: `Bearer realm="ax", error="invalid_request"`, detail: "the Authorization header must be `Bearer <token>`"}
+			}
+			if len(h) > maxAuthorizationBytes {
+				return &authError{challenge: `Bearer realm="ax", error="invalid_token"`, detail: "the token is invalid or expired"}
+			}
+			p, err := a.Verify(strings.TrimSpace(raw))
+			if err != nil {
+				logFrom(c).Info("rejected token", "error", err.Error())
+				return &authError{challenge: `Bearer realm="ax", error="invalid_token"`, detail: "the token is invalid or expired"}
+			}
+			if err := ensure(c, p.Tenant); err != nil {
+				return err
+			}
+			c.Set(principalContextKey, p)
+			setLogAttrs(c, "tenant", p.Tenant)
+			return next(c)
+		}
+	}
+}
+
+// requireScope answers 403 unless the principal holds scope (or admin).
+func requireScope(scope string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			p := principalFrom(c)
+			if !p.Has(scope) && !p.Has(ScopeAdmin) {
+				return &problem{Status: http.StatusForbidden, Title: "Forbidden",
+					Detail: fmt.Sprintf("this token lacks the %q scope", scope)}
+			}
+			return next(c)
+		}
+	}
+}
+
+// authError is a 401 with its WWW-Authenticate challenge.
+type authError struct {
+	challenge string
+	detail    string
+}
+
+func (e *authError) Error() string { return "unauthorized: " + e.detail }

@@ -1,0 +1,33 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// meResponse describes the caller.
+type meResponse struct {
+	Tenant  string   `json:"tenant" example:"demo"`
+	Subject string   `json:"subject" example:"ci-bot"`
+	Scopes  []string `json:"scopes" example:"tasks:read,tasks:write"`
+} // @name Me
+
+// me godoc
+//
+//	@Summary		The caller's tenant and scopes
+//	@Description	Any valid token may call it.
+//	@Tags			auth
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Success		200	{object}	meResponse
+//	@Failure		401	{object}	problem
+//	@Router			/v1/me [get]
+func (h *handlers) me(c echo.Context) error {
+	p := principalFrom(c)
+	scopes := p.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	return c.JSON(http.StatusOK, meResponse{Tenant: p.Tenant, Subject: p.Subject, Scopes: scopes})
+}

@@ -1,0 +1,141 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/axhq/ax/service"
+)
+
+// BodyLimitDefault caps request bodies.
+const BodyLimitDefault = 1 << 20
+
+// Config holds what the API needs.
+type Config struct {
+	// Logger receives request logs. Required.
+	Logger *slog.Logger
+	// Auth verifies bearer tokens. Required.
+	Auth *Authenticator
+	// Tenants creates tenants on first use. Required.
+	Tenants *service.Tenants
+	// Ready reports whether the server can serve: database reachable and
+	// migrated. Required.
+	Ready func(ctx context.Context) error
+	// BodyLimit caps request bodies in bytes. Defaults to BodyLimitDefault.
+	BodyLimit int64
+	// Version is reported by /healthz.
+	Version string
+}
+
+// New returns the API as an http.Handler (an *echo.Echo).
+func New(cfg Config) *echo.Echo {
+	cfg.BodyLimit = cmp.Or(cfg.BodyLimit, BodyLimitDefault)
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = handleError
+	e.Use(
+		middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: newRequestID}),
+		requestLogger(cfg.Logger),
+		recoverPanics(),
+		bodyLimit(cfg.BodyLimit),
+	)
+	h := &handlers{cfg: cfg}
+	registerRoutes(e, h)
+	return e
+}
+
+// handlers carries the dependencies of every handler.
+type handlers struct {
+	cfg Config
+}
+
+func (h *handlers) ensureTenant(c echo.Context, tenant string) error {
+	return h.cfg.Tenants.Ensure(c.Request().Context(), tenant)
+}
+
+// logState is per-request logging context that middleware down the chain
+// (authentication) can add to.
+type logState struct {
+	logger *slog.Logger
+}
+
+const logContextKey = "ax.log"
+
+func logFrom(c echo.Context) *slog.Logger {
+	if s, ok := c.Get(logContextKey).(*logState); ok {
+		return s.logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func setLogAttrs(c echo.Context, args ...any) {
+	if s, ok := c.Get(logContextKey).(*logState); ok {
+		s.logger = s.logger.With(args...)
+	}
+}
+
+func requestLogger(logger *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			st := &logState{logger: logger.With("request_id", c.Response().Header().Get(echo.HeaderXRequestID))}
+			c.Set(logContextKey, st)
+			err := next(c)
+			if err != nil {
+				c.Error(err) // writes the problem response now, so the status is known
+			}
+			status := c.Response().Status
+			level := slog.LevelInfo
+			if status >= 500 {
+				level = slog.LevelError
+			}
+			path := c.Path()
+			if path == "" {
+				path = "unmatched"
+			}
+			st.logger.Log(c.Request().Context(), level, "request",
+				"method", c.Request().Method, "route", path, "status", status,
+				"duration_ms", float64(time.Since(start).Microseconds())/1000, "bytes_out", c.Response().Size)
+			return nil
+		}
+	}
+}
+
+// recoverPanics turns a handler panic into a 500 problem; the panic and
+// its stack go to the log with the request id.
+func recoverPanics() echo.MiddlewareFunc {
+	return middleware.RecoverWithConfig(middleware.RecoverConfig{
+		DisablePrintStack: true,
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			logFrom(c).Error("panic in handler", "error", err.Error(), "stack", string(stack))
+			return errors.New("handler panicked")
+		},
+	})
+}
+
+// bodyLimit rejects bodies over limit with 413, whether or not the client
+// sent an honest Content-Length.
+func bodyLimit(limit int64) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			if req.ContentLength > limit {
+				return echo.NewHTTPError(http.StatusRequestEntityTooLarge)
+			}
+			req.Body = &limitedBody{rc: req.Body, left: limit}
+			return next(c)
+		}
+	}
+}
+
+func newRequestID() string {
+	return strings.ReplaceAll(service.NewID(), "-", "")
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/axhq/ax/api"
+)
+
+// config is ax's configuration, read once from the environment (API.md).
+type config struct {
+	DatabaseURL         string          // AX_DATABASE_URL; empty: embedded Postgres
+	DataDir             string          // AX_DATA_DIR
+	HTTPAddr            string          // AX_HTTP_ADDR
+	JWTSecret           []byte          // AX_JWT_SECRET
+	JWTPublicKeys       []api.PublicKey // AX_JWT_PUBLIC_KEYS (a PEM file)
+	JWTIssuer           string          // AX_JWT_ISSUER
+	JWTAudience         string          // AX_JWT_AUDIENCE
+	AllowPrivateTargets bool            // AX_ALLOW_PRIVATE_TARGETS
+	AutoMigrate         bool            // AX_AUTO_MIGRATE
+	LogLevel            slog.Level      // AX_LOG_LEVEL
+	ShutdownTimeout     time.Duration   // AX_SHUTDOWN_TIMEOUT
+	MaxBodyBytes        int64           // AX_MAX_BODY_BYTES
+}
+
+// Defaults for the variables that have one.
+const (
+	dataDirDefault         = "./.ax"
+	httpAddrDefault        = ":8080"
+	shutdownTimeoutDefault = 30 * time.Second
+	jwtSecretMin           = 32
+)
+
+// Embedded reports whether ax runs its own Postgres.
+func (c config) Embedded() bool { return c.DatabaseURL == "" }
+
+// configErrors collects every invalid variable so a user fixes them in one go.
+type configErrors []string
+
+func (e configErrors) Error() string {
+	return "invalid configuration:\n  " + strings.Join(e, "\n  ")
+}
+
+func (e *configErrors) add(name, value, want string) {
+	if value != "" {
+		*e = append(*e, fmt.Sprintf("%s=%q: %s", name, value, want))
+		return
+	}
+	*e = append(*e, fmt.Sprintf("%s: %s", name, want))
+}
+
+// loadConfig reads and validates the environment.
+func loadConfig(getenv func(string) string) (config, error) {
+	var errs configErrors
+	c := config{
+		DatabaseURL: strings.TrimSpace(getenv("AX_DATABASE_URL")),
+		DataDir:     orDefault(getenv("AX_DATA_DIR"), dataDirDefault),
+		HTTPAddr:    orDefault(getenv("AX_HTTP_ADDR"), httpAddrDefault),
+		JWTIssuer:   getenv("AX_JWT_ISSUER"),
+		JWTAudience: getenv("AX_JWT_AUDIENCE"),
+	}
+	if c.DatabaseURL != "" {
+		if err := checkDatabaseURL(c.DatabaseURL); err != nil {
+			errs.add("AX_DATABASE_URL", "", err.Error())
+		}
+	}
+	if _, port, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		errs.add("AX_HTTP_ADDR", c.HTTPAddr, `want host:port, e.g. ":8080" or "127.0.0.1:8080"`)
+	} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		errs.add("AX_HTTP_ADDR", c.HTTPAddr, "the port must be a number from 0 to 65535")
+	}
+	if s := getenv("AX_JWT_SECRET"); s != "" {
+		if len(s) < jwtSecretMin {
+			errs.add("AX_JWT_SECRET", "", fmt.Sprintf("must be at least %d characters (HS256 needs a 256-bit key); "+
+				"generate one with `openssl rand -base64 48`", jwtSecretMin))
+		}
+		c.JWTSecret = []byte(s)
+	}
+	if path := getenv("AX_JWT_PUBLIC_KEYS"); path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			errs.add("AX_JWT_PUBLIC_KEYS", path, "cannot read the PEM file: "+unwrapPathError(err))
+		} else if c.JWTPublicKeys, err = api.ParsePublicKeys(data); err != nil {
+			errs.add("AX_JWT_PUBLIC_KEYS", path, "want a PEM file of RSA, ECDSA P-256 or Ed25519 public keys: "+err.Error())
+		}
+	}
+	if c.DatabaseURL != "" && len(c.JWTSecret) == 0 && len(c.JWTPublicKeys) == 0 {
+		errs.add("AX_JWT_SECRET", "", "required with AX_DATABASE_URL unless AX_JWT_PUBLIC_KEYS is set "+
+			"(only the embedded mode generates a development secret)")
+	}
+	var err error
+	if c.AllowPrivateTargets, err = parseBool(getenv("AX_ALLOW_PRIVATE_TARGETS"), false); err != nil {
+		errs.add("AX_ALLOW_PRIVATE_TARGETS", getenv("AX_ALLOW_PRIVATE_TARGETS"), "want true or false")
+	}
+	if c.AutoMigrate, err = parseBool(getenv("AX_AUTO_MIGRATE"), true); err != nil {
+		errs.add("AX_AUTO_MIGRATE", getenv("AX_AUTO_MIGRATE"), "want true or false")
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(orDefault(getenv("AX_LOG_LEVEL"), "info"))); err != nil {
+		errs.add("AX_LOG_LEVEL", getenv("AX_LOG_LEVEL"), "want debug, info, warn or error")
+	}
+	c.ShutdownTimeout = shutdownTimeoutDefault
+	if v := getenv("AX_SHUTDOWN_TIMEOUT"); v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d <= 0 {
+			errs.add("AX_SHUTDOWN_TIMEOUT", v, `want a positive duration, e.g. "30s"`)
+		} else {
+			c.ShutdownTimeout = d
+		}
+	}
+	c.MaxBodyBytes = api.BodyLimitDefault
+	if v := getenv("AX_MAX_BODY_BYTES"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 1024 || n > 64<<20 {
+			errs.add("AX_MAX_BODY_BYTES", v, "want a number of bytes from 1024 to 67108864")
+		} else {
+			c.MaxBodyBytes = n
+		}
+	}
+	if len(errs) > 0 {
+		return config{}, errs
+	}
+	return c, nil
+}
+
+func checkDatabaseURL(raw string) error {
+	if strings.HasPrefix(raw, "postgres://") || strings.HasPrefix(raw, "postgresql://") {
+		if _, err := url.Parse(raw); err != nil {
+			return errors.New("not a valid URL (check for unescaped characters in the password)")
+		}
+		return nil
+	}
+	if strings.Contains(raw, "=") { // keyword/value form: host=... dbname=...
+		return nil
+	}
+	return errors.New(`want a PostgreSQL URL such as "postgres://user:pass@host:5432/ax" or keyword/value settings`)
+}
+
+func parseBool(v string, def bool) (bool, error) {
+	if v == "" {
+		return def, nil
+	}
+	return strconv.ParseBool(strings.ToLower(strings.TrimSpace(v)))
+}
+
+func orDefault(v, def string) string {
+	if strings.TrimSpace(v) == "" {
+		return def
+	}
+	return v
+}
+
+func unwrapPathError(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}

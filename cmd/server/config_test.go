@@ -1,0 +1,86 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func envOf(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func TestLoadConfigDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := loadConfig(envOf(nil))
+	require.NoError(t, err)
+	require.True(t, c.Embedded())
+	require.Equal(t, "./.ax", c.DataDir)
+	require.Equal(t, ":8080", c.HTTPAddr)
+	require.True(t, c.AutoMigrate)
+	require.False(t, c.AllowPrivateTargets)
+	require.Equal(t, 30*time.Second, c.ShutdownTimeout)
+	require.EqualValues(t, 1<<20, c.MaxBodyBytes)
+}
+
+func TestLoadConfigErrors(t *testing.T) {
+	t.Parallel()
+	badPEM := filepath.Join(t.TempDir(), "keys.pem")
+	require.NoError(t, os.WriteFile(badPEM, []byte("not a pem"), 0o600))
+	cases := []struct {
+		name string
+		env  map[string]string
+		want []string // substrings of the error
+	}{
+		{"bad addr", map[string]string{"AX_HTTP_ADDR": "8080"}, []string{`AX_HTTP_ADDR="8080"`, "host:port"}},
+		{"bad port", map[string]string{"AX_HTTP_ADDR": ":99999"}, []string{"AX_HTTP_ADDR", "0 to 65535"}},
+		{"short secret", map[string]string{"AX_JWT_SECRET": "abc"}, []string{"AX_JWT_SECRET", "at least 32"}},
+		{"secret not echoed", map[string]string{"AX_JWT_SECRET": "hunter2"}, []string{"AX_JWT_SECRET: must"}},
+		{"db url without secret", map[string]string{"AX_DATABASE_URL": "postgres://u@h/db"}, []string{"AX_JWT_SECRET", "required with AX_DATABASE_URL"}},
+		{"bad db url", map[string]string{"AX_DATABASE_URL": "mysql-ish", "AX_JWT_SECRET": "0123456789abcdef0123456789abcdef"}, []string{"AX_DATABASE_URL", "PostgreSQL URL"}},
+		{"bad bool", map[string]string{"AX_ALLOW_PRIVATE_TARGETS": "yes please"}, []string{"AX_ALLOW_PRIVATE_TARGETS", "true or false"}},
+		{"bad migrate bool", map[string]string{"AX_AUTO_MIGRATE": "maybe"}, []string{"AX_AUTO_MIGRATE"}},
+		{"bad level", map[string]string{"AX_LOG_LEVEL": "loud"}, []string{"AX_LOG_LEVEL", "debug, info, warn or error"}},
+		{"bad timeout", map[string]string{"AX_SHUTDOWN_TIMEOUT": "-3s"}, []string{"AX_SHUTDOWN_TIMEOUT", "positive duration"}},
+		{"bad body", map[string]string{"AX_MAX_BODY_BYTES": "12"}, []string{"AX_MAX_BODY_BYTES"}},
+		{"missing keys file", map[string]string{"AX_JWT_PUBLIC_KEYS": "/nonexistent/keys.pem"}, []string{"AX_JWT_PUBLIC_KEYS", "no such file"}},
+		{"bad keys file", map[string]string{"AX_JWT_PUBLIC_KEYS": badPEM}, []string{"AX_JWT_PUBLIC_KEYS", "no PEM public keys"}},
+		{"several at once", map[string]string{"AX_HTTP_ADDR": "x", "AX_LOG_LEVEL": "x"}, []string{"AX_HTTP_ADDR", "AX_LOG_LEVEL"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := loadConfig(envOf(tc.env))
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+			require.NotContains(t, err.Error(), "hunter2")
+		})
+	}
+}
+
+func TestRunUnknownCommand(t *testing.T) {
+	t.Parallel()
+	err := run(t.Context(), []string{"frobnicate"}, envOf(nil), new(syncBuffer))
+	require.ErrorContains(t, err, `unknown command "frobnicate"`)
+}
+
+func TestRunVersion(t *testing.T) {
+	t.Parallel()
+	out := new(syncBuffer)
+	require.NoError(t, run(t.Context(), []string{"version"}, envOf(nil), out))
+	require.Regexp(t, `^ax \S+\n$`, out.String())
+}
+
+func TestServeRejectsBadConfigBeforeStarting(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	err := run(t.Context(), nil, envOf(map[string]string{"AX_DATA_DIR": dir, "AX_HTTP_ADDR": "nope"}), new(syncBuffer))
+	require.ErrorContains(t, err, "AX_HTTP_ADDR")
+	entries, _ := os.ReadDir(dir)
+	require.Empty(t, entries, "nothing is created when the configuration is invalid")
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axhq/ax/api"
+	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/db/pglocal"
+	"github.com/axhq/ax/service"
+)
+
+// database is an open pool and, in embedded mode, the cluster behind it.
+type database struct {
+	pool    *pgxpool.Pool
+	cluster *pglocal.Cluster
+}
+
+// openDatabase connects to AX_DATABASE_URL, or starts the embedded cluster.
+func openDatabase(ctx context.Context, cfg config, getenv func(string) string, logger *slog.Logger) (*database, error) {
+	d := &database{}
+	url := cfg.DatabaseURL
+	if cfg.Embedded() {
+		if err := makeDataDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
+		logger.Info("starting embedded postgres (AX_DATABASE_URL is not set)", "dir", filepath.Join(cfg.DataDir, "pg"))
+		c, err := pglocal.Start(ctx, pglocal.Config{
+			Dir: filepath.Join(cfg.DataDir, "pg"), Getenv: getenv, Durable: true, Logger: logger,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("embedded postgres: %w", err)
+		}
+		d.cluster = c
+		if err := c.CreateDatabase(ctx, "ax"); err != nil {
+			d.close(logger)
+			return nil, err
+		}
+		url = c.URL("ax")
+	}
+	pcfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		d.close(logger)
+		return nil, fmt.Errorf("AX_DATABASE_URL: %w", err)
+	}
+	pcfg.MaxConnIdleTime = time.Minute
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		d.close(logger)
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	d.pool = pool
+	pingCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		d.close(logger)
+		return nil, fmt.Errorf("connect to the database: %w", err)
+	}
+	return d, nil
+}
+
+// close closes the pool, then stops the embedded cluster.
+func (d *database) close(logger *slog.Logger) {
+	if d.pool != nil {
+		d.pool.Close()
+	}
+	if d.cluster != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.cluster.Stop(ctx); err != nil {
+			logger.Error("stop embedded postgres", "error", err.Error())
+		}
+	}
+}
+
+func migrate(ctx context.Context, args []string, getenv func(string) string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("migrate takes no arguments")
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(cfg.LogLevel)
+	d, err := openDatabase(ctx, cfg, getenv, logger)
+	if err != nil {
+		return err
+	}
+	defer d.close(logger)
+	if err := db.Migrate(ctx, d.pool, logger); err != nil {
+		return err
+	}
+	logger.Info("database is up to date")
+	return nil
+}
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) > 0 {
+		return fmt.Errorf("serve takes no arguments; configure it with AX_* variables")
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(cfg.LogLevel)
+	secret, err := jwtSecret(cfg)
+	if err != nil {
+		return err
+	}
+	auth, err := api.NewAuthenticator(api.AuthConfig{
+		HMACSecret: secret, PublicKeys: cfg.JWTPublicKeys, Issuer: cfg.JWTIssuer, Audience: cfg.JWTAudience,
+	})
+	if err != nil {
+		return err
+	}
+	// Listen before the slow start-up steps so a bad address fails fast.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("AX_HTTP_ADDR: %w", err)
+	}
+	defer ln.Close()
+
+	d, err := openDatabase(ctx, cfg, getenv, logger)
+	if err != nil {
+		return err
+	}
+	defer d.close(logger)
+	if cfg.AutoMigrate {
+		if err := db.Migrate(ctx, d.pool, logger); err != nil {
+			return err
+		}
+	} else if err := db.CheckMigrated(ctx, d.pool); err != nil {
+		logger.Warn("the database is not migrated and AX_AUTO_MIGRATE=false; run `ax migrate`", "error", err.Error())
+	}
+
+	handler := api.New(api.Config{
+		Logger:    logger,
+		Auth:      auth,
+		Tenants:   service.NewTenants(d.pool),
+		Ready:     func(ctx context.Context) error { return db.CheckMigrated(ctx, d.pool) },
+		BodyLimit: cfg.MaxBodyBytes,
+		Version:   version(),
+	})
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	base := "http://" + displayAddr(ln.Addr())
+	logger.Info("ax started", "addr", ln.Addr().String(), "version", version(), "embedded_postgres", cfg.Embedded())
+	printBanner(stdout, base, cfg, secret)
+
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	}
+	// Shut down in order: stop taking requests and let in-flight ones
+	// finish, then (deferred) close the pool and stop the embedded Postgres.
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Error("http shutdown", "error", err.Error())
+	}
+	return nil
+}
+
+// printBanner tells a newcomer where ax is and, in embedded mode, hands out
+// a ready-to-use development token.
+func printBanner(w io.Writer, base string, cfg config, secret []byte) {
+	fmt.Fprintf(w, "ax %s listening on %s\n", version(), base)
+	if !cfg.Embedded() || len(secret) == 0 {
+		return
+	}
+	const ttl = 24 * time.Hour
+	tok, err := api.IssueToken(secret, "demo", "ax-dev", api.AllScopes, ttl, cfg.JWTIssuer, cfg.JWTAudience)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(w, "\nDevelopment token (tenant \"demo\", all scopes, valid %s):\n%s\n\n", ttl, tok)
+	fmt.Fprintf(w, "Try it:\n  curl -H \"Authorization: Bearer %s\" %s/v1/me\n\n", tok, base)
+	fmt.Fprintf(w, "More tokens: go run ./cmd/server token --tenant demo --ttl 8h\n")
+}
+
+func displayAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	if tcp.IP == nil || tcp.IP.IsUnspecified() {
+		return fmt.Sprintf("localhost:%d", tcp.Port)
+	}
+	return tcp.String()
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/db/dbtest"
+	"github.com/axhq/ax/db/pglocal"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+const testSecret = "test-secret-0123456789abcdef-0123456789"
+
+// syncBuffer is an io.Writer safe to read while run writes to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
+
+// startServer runs `serve` in-process and returns its base URL and its
+// stdout. The server stops when the test ends.
+func startServer(t *testing.T, env map[string]string) (string, *syncBuffer) {
+	t.Helper()
+	full := map[string]string{"AX_HTTP_ADDR": "127.0.0.1:0", "AX_LOG_LEVEL": "error", "AX_SHUTDOWN_TIMEOUT": "5s", "PATH": os.Getenv("PATH")}
+	for k, v := range env {
+		full[k] = v
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := new(syncBuffer)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve"}, envOf(full), out) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop within 30s")
+		}
+	})
+	var base string
+	require.Eventually(t, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited early: %v", err)
+		default:
+		}
+		if m := listenRE.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+			return true
+		}
+		return false
+	}, 60*time.Second, 20*time.Millisecond)
+	return base, out
+}
+
+func get(t *testing.T, url, token string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var m map[string]any
+	_ = json.Unmarshal(body, &m)
+	return resp.StatusCode, m
+}
+
+func TestServeWithDatabaseURL(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": testSecret}
+	base, out := startServer(t, env)
+	require.NotContains(t, out.String(), "Development token", "no token is printed outside the embedded mode")
+
+	code, _ := get(t, base+"/healthz", "")
+	require.Equal(t, http.StatusOK, code)
+	code, _ = get(t, base+"/readyz", "")
+	require.Equal(t, http.StatusOK, code)
+
+	// A token printed by `ax token` with the same configuration is accepted.
+	tokOut := new(syncBuffer)
+	require.NoError(t, run(t.Context(), []string{"token", "--tenant", "acme", "--scope", "tasks:read"}, envOf(env), tokOut))
+	tok := strings.TrimSpace(tokOut.String())
+	require.NotContains(t, tok, "\n", "ax token prints only the token")
+	code, me := get(t, base+"/v1/me", tok)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "acme", me["tenant"])
+	require.Equal(t, []any{"tasks:read"}, me["scopes"])
+
+	code, p := get(t, base+"/v1/me", "")
+	require.Equal(t, http.StatusUnauthorized, code)
+	require.EqualValues(t, 401, p["status"])
+}
+
+// TestReadinessFollowsTheDatabase stops Postgres under a running server:
+// /readyz fails while it is down and recovers when it is back.
+func TestReadinessFollowsTheDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "pg")
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
+	require.NoError(t, os.Chmod(filepath.Dir(filepath.Dir(dir)), 0o711))
+	cluster, err := pglocal.Start(ctx, pglocal.Config{Dir: dir})
+	require.NoError(t, err)
+	require.NoError(t, cluster.CreateDatabase(ctx, "ax"))
+	t.Cleanup(func() { _ = cluster.Stop(context.Background()) })
+
+	base, _ := startServer(t, map[string]string{"AX_DATABASE_URL": cluster.URL("ax"), "AX_JWT_SECRET": testSecret})
+	code, _ := get(t, base+"/readyz", "")
+	require.Equal(t, http.StatusOK, code)
+
+	require.NoError(t, cluster.Stop(ctx))
+	code, p := get(t, base+"/readyz", "")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Equal(t, "Not ready", p["title"])
+	code, _ = get(t, base+"/healthz", "")
+	require.Equal(t, http.StatusOK, code, "liveness does not depend on the database")
+
+	cluster2, err := pglocal.Start(ctx, pglocal.Config{Dir: dir})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cluster2.Stop(context.Background()) })
+	require.Eventually(t, func() bool {
+		code, _ := get(t, base+"/readyz", "")
+		return code == http.StatusOK
+	}, 30*time.Second, 100*time.Millisecond)
+}
+
+func TestReadinessFailsWhenNotMigrated(t *testing.T) {
+	t.Parallel()
+	base, _ := startServer(t, map[string]string{
+		"AX_DATABASE_URL": dbtest.EmptyURL(t), "AX_JWT_SECRET": testSecret, "AX_AUTO_MIGRATE": "false",
+	})
+	code, _ := get(t, base+"/readyz", "")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	code, _ = get(t, base+"/healthz", "")
+	require.Equal(t, http.StatusOK, code)
+}
+
+func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
+	url := dbtest.EmptyURL(t)
+	env := envOf(map[string]string{"AX_DATABASE_URL": url, "AX_JWT_SECRET": testSecret, "AX_LOG_LEVEL": "error"})
+	require.NoError(t, run(t.Context(), []string{"migrate"}, env, new(syncBuffer)))
+	require.NoError(t, run(t.Context(), []string{"migrate"}, env, new(syncBuffer)))
+	base, _ := startServer(t, map[string]string{"AX_DATABASE_URL": url, "AX_JWT_SECRET": testSecret, "AX_AUTO_MIGRATE": "false"})
+	code, _ := get(t, base+"/readyz", "")
+	require.Equal(t, http.StatusOK, code)
+}
+
+func TestTokenCommand(t *testing.T) {
+	t.Parallel()
+	env := envOf(map[string]string{"AX_JWT_SECRET": testSecret})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"token"}, "--tenant is required"},
+		{[]string{"token", "--tenant", "a", "--scope", "root"}, `unknown scope "root"`},
+		{[]string{"token", "--tenant", "a", "--ttl", "-1h"}, "--ttl must be positive"},
+		{[]string{"token", "--tenant", "bad tenant!"}, "tenant"},
+		{[]string{"token", "--bogus"}, "flag provided but not defined"},
+	} {
+		err := run(t.Context(), tc.args, env, new(syncBuffer))
+		require.ErrorContains(t, err, tc.want, tc.args)
+	}
+	// Outside the embedded mode there is no development secret to fall back on.
+	err := run(t.Context(), []string{"token", "--tenant", "a"},
+		envOf(map[string]string{"AX_DATABASE_URL": "postgres://x@y/z", "AX_JWT_PUBLIC_KEYS": ""}), new(syncBuffer))
+	require.ErrorContains(t, err, "AX_JWT_SECRET")
+}

@@ -1,0 +1,465 @@
+// Package pglocal runs a private PostgreSQL cluster from the machine's own
+// PostgreSQL binaries. ax uses it for its embedded default (no
+// AX_DATABASE_URL) and the test harness uses it for throwaway clusters.
+//
+// The cluster listens only on a Unix socket in a directory that only its
+// owner can enter, with trust authentication on that socket: nothing else on
+// the machine can connect. When the current user is root, initdb refuses to
+// run, so the cluster runs as the unprivileged "postgres" user and its
+// directories are owned by that user.
+package pglocal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNoBinaries means no PostgreSQL server binaries were found.
+var ErrNoBinaries = errors.New("no PostgreSQL server binaries found (looked for initdb and postgres on PATH, " +
+	"in `pg_config --bindir` and under /usr/lib/postgresql/*/bin): install them with " +
+	"`apt-get install postgresql`, or set AX_DATABASE_URL to use an existing server")
+
+// Superuser is the name of the cluster's superuser.
+const Superuser = "ax"
+
+// socketPathMax is the longest Unix socket path the kernel accepts, less a
+// margin for the ".s.PGSQL.5432" file name.
+const socketPathMax = 107 - len("/.s.PGSQL.5432")
+
+// Config describes a cluster to start.
+type Config struct {
+	// Dir holds the cluster: its data directory (Dir/data) and its socket
+	// directory (Dir/run). It is created when missing and reused when it
+	// already holds a cluster.
+	Dir string
+	// BinDir is where initdb and postgres live. Empty means FindBinaries.
+	BinDir string
+	// Getenv reads PATH for FindBinaries. Defaults to os.Getenv.
+	Getenv func(string) string
+	// Durable keeps fsync on. Test clusters turn it off for speed.
+	Durable bool
+	// Settings are extra server settings (`-c name=value`).
+	Settings map[string]string
+	// Logger receives the server's output at debug level and lifecycle
+	// messages at info level. Defaults to a discarding logger.
+	Logger *slog.Logger
+	// StartTimeout bounds how long Start waits for the server to accept
+	// connections. Defaults to 60 seconds.
+	StartTimeout time.Duration
+}
+
+// Cluster is a running server started by Start.
+type Cluster struct {
+	cfg       Config
+	socketDir string
+	cmd       *exec.Cmd
+	done      chan struct{}
+	waitErr   error
+	stopOnce  sync.Once
+	stopErr   error
+	cleanupFn func()
+}
+
+// FindBinaries returns the directory holding initdb and postgres: PATH
+// first, then `pg_config --bindir`, then the newest /usr/lib/postgresql/*/bin.
+func FindBinaries(getenv func(string) string) (string, error) {
+	return findBinaries(getenv, "/usr/lib/postgresql")
+}
+
+func findBinaries(getenv func(string) string, libRoot string) (string, error) {
+	has := func(dir string) bool {
+		for _, name := range []string{"initdb", "postgres"} {
+			if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for _, dir := range filepath.SplitList(getenv("PATH")) {
+		if dir != "" && has(dir) {
+			return dir, nil
+		}
+	}
+	for _, dir := range filepath.SplitList(getenv("PATH")) {
+		pgConfig := filepath.Join(dir, "pg_config")
+		if _, err := os.Stat(pgConfig); err != nil {
+			continue
+		}
+		out, err := exec.Command(pgConfig, "--bindir").Output() //nolint:noctx // a local, instant command
+		if err == nil && has(strings.TrimSpace(string(out))) {
+			return strings.TrimSpace(string(out)), nil
+		}
+		break
+	}
+	if libRoot != "" {
+		dirs, _ := filepath.Glob(filepath.Join(libRoot, "*", "bin"))
+		sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
+		for _, dir := range dirs {
+			if has(dir) {
+				return dir, nil
+			}
+		}
+	}
+	return "", ErrNoBinaries
+}
+
+func versionOf(binDir string) float64 {
+	v, _ := strconv.ParseFloat(filepath.Base(filepath.Dir(binDir)), 64)
+	return v
+}
+
+// Start starts the cluster in cfg.Dir, creating it on first use, and waits
+// until it accepts connections. The server runs until Stop or until this
+// process dies (it receives SIGINT, a fast shutdown, when its parent exits).
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.Getenv == nil {
+		cfg.Getenv = os.Getenv
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 60 * time.Second
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded postgres directory: %w", err)
+	}
+	cfg.Dir = dir
+	if cfg.BinDir == "" {
+		if cfg.BinDir, err = FindBinaries(cfg.Getenv); err != nil {
+			return nil, err
+		}
+	}
+	owner, err := clusterOwner()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, done: make(chan struct{})}
+	if err := c.prepareDirs(owner); err != nil {
+		return nil, err
+	}
+	dataDir := c.dataDir()
+	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		if err := c.initdb(ctx, owner); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("embedded postgres: %w", err)
+	}
+	stopStale(dataDir, cfg.Logger)
+	if err := c.start(owner); err != nil {
+		return nil, err
+	}
+	if err := c.waitReady(ctx); err != nil {
+		_ = c.Stop(context.Background())
+		return nil, err
+	}
+	cfg.Logger.Info("embedded postgres started", "dir", dir, "bin_dir", cfg.BinDir)
+	return c, nil
+}
+
+// URL returns a connection URL for database name on the cluster.
+func (c *Cluster) URL(name string) string {
+	q := url.Values{}
+	q.Set("host", c.socketDir)
+	q.Set("user", Superuser)
+	q.Set("sslmode", "disable")
+	return "postgres:///" + url.PathEscape(name) + "?" + q.Encode()
+}
+
+// CreateDatabase creates database name unless it exists.
+func (c *Cluster) CreateDatabase(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return fmt.Errorf("connect to embedded postgres: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// Done is closed when the server process has exited.
+func (c *Cluster) Done() <-chan struct{} { return c.done }
+
+// Stop shuts the server down (fast shutdown: sessions are disconnected,
+// committed data is kept) and waits for it to exit. After ctx expires the
+// server is killed with an immediate shutdown.
+func (c *Cluster) Stop(ctx context.Context) error {
+	c.stopOnce.Do(func() {
+		defer func() {
+			if c.cleanupFn != nil {
+				c.cleanupFn()
+			}
+		}()
+		select {
+		case <-c.done:
+			return
+		default:
+		}
+		_ = c.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-c.done:
+			case <-time.After(10 * time.Second):
+				_ = c.cmd.Process.Kill()
+				<-c.done
+			}
+			c.stopErr = fmt.Errorf("embedded postgres did not stop in time: %w", ctx.Err())
+		}
+		c.cfg.Logger.Info("embedded postgres stopped")
+	})
+	return c.stopErr
+}
+
+func (c *Cluster) dataDir() string { return filepath.Join(c.cfg.Dir, "data") }
+
+// owner is the account the server runs as: nil means the current user.
+type owner struct {
+	uid, gid uint32
+	name     string
+}
+
+func clusterOwner() (*owner, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, errors.New("running as root: PostgreSQL refuses to run as root, and the unprivileged " +
+			"'postgres' account to run it as does not exist (`apt-get install postgresql` creates it)")
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return &owner{uid: uint32(uid), gid: uint32(gid), name: u.Username}, nil
+}
+
+func (c *Cluster) prepareDirs(o *owner) error {
+	// Parents ax creates itself are traversable (not listable), so that the
+	// postgres account can reach the cluster when ax runs as root.
+	if err := os.MkdirAll(filepath.Dir(c.cfg.Dir), 0o711); err != nil {
+		return fmt.Errorf("create embedded postgres directory: %w", err)
+	}
+	c.socketDir = filepath.Join(c.cfg.Dir, "run")
+	if len(c.socketDir) > socketPathMax {
+		// A deep directory would make the socket path too long for the
+		// kernel; use a short private directory instead.
+		tmp, err := os.MkdirTemp("", "ax-pg-")
+		if err != nil {
+			return fmt.Errorf("create socket directory: %w", err)
+		}
+		c.socketDir = tmp
+		c.cleanupFn = func() { _ = os.RemoveAll(tmp) }
+	}
+	for _, d := range []string{c.cfg.Dir, c.socketDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return fmt.Errorf("chmod %s: %w", d, err)
+		}
+		if o != nil {
+			if err := os.Lchown(d, int(o.uid), int(o.gid)); err != nil {
+				return fmt.Errorf("chown %s to %s: %w", d, o.name, err)
+			}
+		}
+	}
+	if o != nil {
+		if err := checkTraversable(c.cfg.Dir, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTraversable fails clearly when the postgres account cannot reach dir
+// because a parent directory is closed to it (e.g. a checkout under /root).
+func checkTraversable(dir string, o *owner) error {
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("embedded postgres: %w", err)
+		}
+		st, _ := fi.Sys().(*syscall.Stat_t)
+		ok := fi.Mode().Perm()&0o001 != 0 ||
+			(st != nil && st.Uid == o.uid && fi.Mode().Perm()&0o100 != 0) ||
+			(st != nil && st.Gid == o.gid && fi.Mode().Perm()&0o010 != 0)
+		if !ok {
+			return fmt.Errorf("embedded postgres runs as the %q account (PostgreSQL refuses root), which cannot enter %s; "+
+				"set AX_DATA_DIR to a directory it can reach (e.g. under /tmp or /var/lib) or allow it with `chmod o+x %s`",
+				o.name, p, p)
+		}
+		if p == "/" || p == filepath.Dir(p) {
+			return nil
+		}
+	}
+}
+
+func (c *Cluster) command(ctx context.Context, o *owner, name string, args ...string) *exec.Cmd {
+	var cmd *exec.Cmd
+	if ctx != nil {
+		cmd = exec.CommandContext(ctx, filepath.Join(c.cfg.BinDir, name), args...)
+	} else {
+		cmd = exec.Command(filepath.Join(c.cfg.BinDir, name), args...) //nolint:noctx // the server outlives any request context
+	}
+	cmd.Dir = c.cfg.Dir
+	cmd.Env = []string{"LC_ALL=C", "PATH=" + c.cfg.Getenv("PATH")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if o != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: o.uid, Gid: o.gid}
+	}
+	return cmd
+}
+
+func (c *Cluster) initdb(ctx context.Context, o *owner) error {
+	args := []string{"-D", c.dataDir(), "-U", Superuser, "--auth=trust", "-E", "UTF8", "--locale=C"}
+	if !c.cfg.Durable {
+		args = append(args, "--no-sync")
+	}
+	cmd := c.command(ctx, o, "initdb", args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		_ = os.RemoveAll(c.dataDir())
+		return fmt.Errorf("initdb failed: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func (c *Cluster) start(o *owner) error {
+	settings := map[string]string{
+		"listen_addresses":        "",
+		"unix_socket_directories": c.socketDir,
+		"unix_socket_permissions": "0700",
+		"max_connections":         "200",
+		"shared_buffers":          "128MB",
+		"logging_collector":       "off",
+	}
+	if !c.cfg.Durable {
+		settings["fsync"] = "off"
+		settings["synchronous_commit"] = "off"
+		settings["full_page_writes"] = "off"
+	}
+	for k, v := range c.cfg.Settings {
+		settings[k] = v
+	}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	args := []string{"-D", c.dataDir()}
+	for _, k := range keys {
+		args = append(args, "-c", k+"="+settings[k])
+	}
+	cmd := c.command(nil, o, "postgres", args...)
+	// If ax dies without stopping the server (even by SIGKILL), the kernel
+	// sends the server SIGINT: a fast shutdown. No postgres outlives ax.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGINT
+	out := &logWriter{logger: c.cfg.Logger}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	c.cmd = cmd
+	go func() {
+		c.waitErr = cmd.Wait()
+		close(c.done)
+	}()
+	return nil
+}
+
+func (c *Cluster) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
+	defer cancel()
+	for {
+		conn, err := pgx.Connect(ctx, c.URL("postgres"))
+		if err == nil {
+			_ = conn.Close(ctx)
+			return nil
+		}
+		select {
+		case <-c.done:
+			return fmt.Errorf("postgres exited during start-up (%v); its log is in the server output", c.waitErr)
+		case <-ctx.Done():
+			return fmt.Errorf("postgres did not accept connections within %s: %w", c.cfg.StartTimeout, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// stopStale stops a server left running on dataDir by an earlier process
+// that could not stop it, so that this start can proceed.
+func stopStale(dataDir string, logger *slog.Logger) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil || pid <= 0 {
+		return
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.Contains(string(cmdline), dataDir) {
+		return // not running, or a different process reused the pid
+	}
+	logger.Warn("stopping a postgres left running by an earlier ax", "pid", pid)
+	_ = syscall.Kill(pid, syscall.SIGINT)
+	for range 300 {
+		if syscall.Kill(pid, 0) != nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// logWriter forwards the server's output to the logger line by line.
+type logWriter struct {
+	mu     sync.Mutex
+	logger *slog.Logger
+	buf    []byte
+}
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := strings.IndexByte(string(w.buf), '\n')
+		if i < 0 {
+			break
+		}
+		w.logger.Debug("postgres", "line", string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+	return len(p), nil
+}
+
+var _ io.Writer = (*logWriter)(nil)

@@ -1,0 +1,122 @@
+package pglocal
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFindBinariesMissing(t *testing.T) {
+	t.Parallel()
+	empty := t.TempDir()
+	getenv := func(k string) string {
+		if k == "PATH" {
+			return empty
+		}
+		return ""
+	}
+	_, err := findBinaries(getenv, filepath.Join(empty, "nothing-here"))
+	require.ErrorIs(t, err, ErrNoBinaries)
+	require.Contains(t, err.Error(), "apt-get install postgresql")
+	require.Contains(t, err.Error(), "AX_DATABASE_URL")
+
+	// Start reports the same error before touching the directory.
+}
+
+func TestFindBinariesLibFallbackPicksNewest(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for _, v := range []string{"13", "16", "9.6"} {
+		bin := filepath.Join(root, v, "bin")
+		require.NoError(t, os.MkdirAll(bin, 0o755))
+		for _, name := range []string{"initdb", "postgres"} {
+			require.NoError(t, os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"), 0o755))
+		}
+	}
+	dir, err := findBinaries(func(string) string { return "" }, root)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(root, "16", "bin"), dir)
+}
+
+// TestStartReuseStop starts a cluster, writes data, stops it, checks that no
+// server process is left, then starts it again and finds the data.
+func TestStartReuseStop(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := filepath.Join(tempDir(t), "pg")
+
+	c, err := Start(ctx, Config{Dir: dir})
+	require.NoError(t, err)
+	require.NoError(t, c.CreateDatabase(ctx, "ax"))
+	require.NoError(t, c.CreateDatabase(ctx, "ax")) // idempotent
+	conn, err := pgx.Connect(ctx, c.URL("ax"))
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('hello')")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	pid := c.cmd.Process.Pid
+
+	require.NoError(t, c.Stop(ctx))
+	require.NoError(t, c.Stop(ctx)) // idempotent
+	requireGone(t, pid)
+	_, err = os.Stat(filepath.Join(dir, "data", "postmaster.pid"))
+	require.ErrorIs(t, err, os.ErrNotExist, "a clean shutdown removes postmaster.pid")
+
+	c2, err := Start(ctx, Config{Dir: dir})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c2.Stop(ctx)) }()
+	conn, err = pgx.Connect(ctx, c2.URL("ax"))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var v string
+	require.NoError(t, conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v))
+	require.Equal(t, "hello", v)
+}
+
+// TestStaleServerIsStopped simulates an earlier ax that died without
+// stopping its server: a new Start on the same directory must succeed.
+func TestStaleServerIsStopped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := filepath.Join(tempDir(t), "pg")
+	c, err := Start(ctx, Config{Dir: dir})
+	require.NoError(t, err)
+	oldPid := c.cmd.Process.Pid
+	// Forget about it, as a crashed parent would.
+	c2, err := Start(ctx, Config{Dir: dir})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c2.Stop(ctx)) }()
+	requireGone(t, oldPid)
+	<-c.Done()
+}
+
+func requireGone(t *testing.T, pid int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		err := syscall.Kill(pid, 0)
+		if err != nil {
+			return true
+		}
+		// A zombie not yet reaped by its parent counts as gone.
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		return strings.Contains(string(b), ") Z ")
+	}, 10*time.Second, 20*time.Millisecond, "postgres pid %d still running", pid)
+}
+
+// tempDir is t.TempDir opened for traversal, as the postgres account needs
+// when the tests run as root.
+func tempDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	require.NoError(t, os.Chmod(d, 0o711))
+	require.NoError(t, os.Chmod(filepath.Dir(d), 0o711))
+	return d
+}

@@ -1,0 +1,34 @@
+package service
+
+import (
+	"context"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axhq/ax/db"
+)
+
+// Tenants creates tenants on their first authenticated use.
+type Tenants struct {
+	pool  *pgxpool.Pool
+	known sync.Map // tenant id → struct{}: already in the database
+}
+
+// NewTenants returns a Tenants backed by pool.
+func NewTenants(pool *pgxpool.Pool) *Tenants {
+	return &Tenants{pool: pool}
+}
+
+// Ensure makes sure tenant exists. A tenant seen once by this process is
+// not written again, so the cost per request is a map lookup.
+func (t *Tenants) Ensure(ctx context.Context, tenant string) error {
+	if _, ok := t.known.Load(tenant); ok {
+		return nil
+	}
+	if err := db.EnsureTenant(ctx, t.pool, tenant); err != nil {
+		return err
+	}
+	t.known.Store(tenant, struct{}{})
+	return nil
+}
