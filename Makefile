@@ -41,6 +41,7 @@ generate: ## Regenerate openapi/ from the handlers' annotations.
 	$(GO) generate ./...
 
 .PHONY: verify
-verify: generate ## Fail when generated files are stale or go.mod is untidy.
+verify: generate ## Fail when generated files are stale or go.mod is untidy, or the spec is off.
 	$(GO) mod tidy
 	git diff --exit-code -- openapi go.mod go.sum
+	$(GO) test -count=1 ./openapi/...

@@ -3,3 +3,20 @@
 // every error to an RFC 9457 problem. Handlers are thin: bind, authorize,
 // call service, render. There is no SQL here.
 package api
+
+// The general API information below is read by swag (`make generate`, see
+// package openapi); it is not part of the package documentation.
+// Swagger 2.0 has no bearer scheme, so BearerAuth is declared as an API key
+// in the Authorization header; the OpenAPI 3 conversion turns it into an
+// http/bearer scheme with bearerFormat JWT.
+
+//	@title						ax API
+//	@version					1
+//	@description				ax schedules HTTP webhooks for many tenants: cron, interval and one-off tasks that call your endpoints, with retries and a full execution history.
+//	@description				Every /v1 route needs `Authorization: Bearer <JWT>`; errors are RFC 9457 `application/problem+json` documents.
+//	@BasePath					/
+//
+//	@securityDefinitions.apikey	BearerAuth
+//	@in							header
+//	@name						Authorization
+//	@description				Bearer <JWT>: a JWT whose `tenant` claim names the caller's tenant and whose `scope` claim lists its scopes.

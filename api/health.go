@@ -16,6 +16,7 @@ type healthResponse struct {
 
 // healthz godoc
 //
+//	@ID			healthz
 //	@Summary	Liveness: the process is up
 //	@Tags		operations
 //	@Produce	json
@@ -27,6 +28,7 @@ func (h *handlers) healthz(c echo.Context) error {
 
 // readyz godoc
 //
+//	@ID			readyz
 //	@Summary	Readiness: the database is reachable and migrated
 //	@Tags		operations
 //	@Produce	json

@@ -15,6 +15,7 @@ type meResponse struct {
 
 // me godoc
 //
+//	@ID			me
 //	@Summary		The caller's tenant and scopes
 //	@Description	Any valid token may call it.
 //	@Tags			auth

@@ -1,12 +1,64 @@
 package api
 
-import "github.com/labstack/echo/v4"
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
 
 // registerRoutes registers every route in one place.
 func registerRoutes(e *echo.Echo, h *handlers) {
 	e.GET("/healthz", h.healthz)
 	e.GET("/readyz", h.readyz)
+	e.GET("/openapi.json", serveOpenAPI())
 
-	v1 := e.Group("/v1", authenticate(h.cfg.Auth, h.ensureTenant))
+	// Not e.Group("/v1", auth): a group with middleware answers 404 to
+	// every unknown method, where a 405 is right.
+	v1 := &authedRoutes{e: e, prefix: "/v1", auth: authenticate(h.cfg.Auth, h.ensureTenant)}
 	v1.GET("/me", h.me)
+
+	epR, epW := requireScope(ScopeEndpointsRead), requireScope(ScopeEndpointsWrite)
+	v1.POST("/endpoints", h.createEndpoint, epW, h.idempotent("endpoints"))
+	v1.GET("/endpoints", h.listEndpoints, epR)
+	v1.GET("/endpoints/:id", h.getEndpoint, epR)
+	v1.PATCH("/endpoints/:id", h.patchEndpoint, epW)
+	v1.DELETE("/endpoints/:id", h.deleteEndpoint, epW)
+	v1.POST("/endpoints/:id/rotate-secret", h.rotateEndpointSecret, epW)
+
+	tR, tW := requireScope(ScopeTasksRead), requireScope(ScopeTasksWrite)
+	v1.POST("/tasks", h.createTask, tW, h.idempotent("tasks"))
+	v1.GET("/tasks", h.listTasks, tR)
+	v1.GET("/tasks/:id", h.getTask, tR)
+	v1.PATCH("/tasks/:id", h.patchTask, tW)
+	v1.DELETE("/tasks/:id", h.deleteTask, tW)
+	v1.POST("/tasks/:id/pause", h.pauseTask, tW)
+	v1.POST("/tasks/:id/resume", h.resumeTask, tW)
+	v1.GET("/tasks/:id/preview", h.previewTask, tR)
+}
+
+// authedRoutes registers routes under a prefix behind authentication.
+type authedRoutes struct {
+	e      *echo.Echo
+	prefix string
+	auth   echo.MiddlewareFunc
+}
+
+func (g *authedRoutes) add(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	g.e.Add(method, g.prefix+path, h, append([]echo.MiddlewareFunc{g.auth}, m...)...)
+}
+
+func (g *authedRoutes) GET(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	g.add(http.MethodGet, path, h, m...)
+}
+
+func (g *authedRoutes) POST(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	g.add(http.MethodPost, path, h, m...)
+}
+
+func (g *authedRoutes) PATCH(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	g.add(http.MethodPatch, path, h, m...)
+}
+
+func (g *authedRoutes) DELETE(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	g.add(http.MethodDelete, path, h, m...)
 }

@@ -26,6 +26,10 @@ type Config struct {
 	Auth *Authenticator
 	// Tenants creates tenants on first use. Required.
 	Tenants *service.Tenants
+	// Endpoints and Tasks serve their resources. Required.
+	Endpoints   *service.Endpoints
+	Tasks       *service.Tasks
+	Idempotency *service.IdempotencyKeys
 	// Ready reports whether the server can serve: database reachable and
 	// migrated. Required.
 	Ready func(ctx context.Context) error

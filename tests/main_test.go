@@ -135,4 +135,7 @@ func (w *testLogWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-func ctxT(t *testing.T) context.Context { return t.Context() }
+func ctxT(t *testing.T) context.Context {
+	t.Helper()
+	return t.Context()
+}

@@ -84,7 +84,7 @@ func (d *database) close(logger *slog.Logger) {
 
 func migrate(ctx context.Context, args []string, getenv func(string) string) error {
 	if len(args) > 0 {
-		return fmt.Errorf("migrate takes no arguments")
+		return errors.New("migrate takes no arguments")
 	}
 	cfg, err := loadConfig(getenv)
 	if err != nil {
@@ -105,7 +105,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string) err
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(args) > 0 {
-		return fmt.Errorf("serve takes no arguments; configure it with AX_* variables")
+		return errors.New("serve takes no arguments; configure it with AX_* variables")
 	}
 	cfg, err := loadConfig(getenv)
 	if err != nil {
@@ -123,7 +123,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	// Listen before the slow start-up steps so a bad address fails fast.
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("AX_HTTP_ADDR: %w", err)
 	}
@@ -143,12 +143,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 
 	handler := api.New(api.Config{
-		Logger:    logger,
-		Auth:      auth,
-		Tenants:   service.NewTenants(d.pool),
-		Ready:     func(ctx context.Context) error { return db.CheckMigrated(ctx, d.pool) },
-		BodyLimit: cfg.MaxBodyBytes,
-		Version:   version(),
+		Logger:      logger,
+		Auth:        auth,
+		Tenants:     service.NewTenants(d.pool),
+		Endpoints:   service.NewEndpoints(d.pool),
+		Tasks:       service.NewTasks(d.pool, service.TasksConfig{}),
+		Idempotency: service.NewIdempotencyKeys(d.pool),
+		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, d.pool) },
+		BodyLimit:   cfg.MaxBodyBytes,
+		Version:     version(),
 	})
 	srv := &http.Server{
 		Handler:           handler,

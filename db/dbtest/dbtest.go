@@ -44,7 +44,7 @@ type server struct {
 var (
 	once    sync.Once
 	srv     *server
-	srvErr  error
+	errSrv  error
 	counter atomic.Int64
 )
 
@@ -63,9 +63,9 @@ func Main(m *testing.M) {
 
 func get(t testing.TB) *server {
 	t.Helper()
-	once.Do(func() { srv, srvErr = start() })
-	if srvErr != nil {
-		t.Fatalf("dbtest: cannot get a PostgreSQL server for tests: %v", srvErr)
+	once.Do(func() { srv, errSrv = start() })
+	if errSrv != nil {
+		t.Fatalf("dbtest: cannot get a PostgreSQL server for tests: %v", errSrv)
 	}
 	return srv
 }

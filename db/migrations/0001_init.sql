@@ -49,7 +49,8 @@ CREATE TABLE tasks (
     -- The exact bytes of the JSON payload: webhooks carry it byte for byte.
     payload              bytea NOT NULL DEFAULT '\x7b7d', -- {}
     priority             smallint NOT NULL DEFAULT 2 CHECK (priority BETWEEN 1 AND 4),
-    timeout_ms           integer NOT NULL DEFAULT 30000,
+    -- NULL: the endpoint's timeout applies.
+    timeout_ms           integer,
     max_attempts         integer NOT NULL DEFAULT 5,
     initial_backoff_ms   bigint NOT NULL DEFAULT 1000,
     max_backoff_ms       bigint NOT NULL DEFAULT 600000,
@@ -68,6 +69,7 @@ CREATE TABLE tasks (
     updated_at           timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant_id, id),
     UNIQUE (tenant_id, name),
+    CHECK (start_at IS NULL OR end_at IS NULL OR start_at < end_at),
     FOREIGN KEY (tenant_id, endpoint_id) REFERENCES endpoints (tenant_id, id),
     FOREIGN KEY (tenant_id, alert_endpoint_id) REFERENCES endpoints (tenant_id, id)
 );
@@ -78,7 +80,23 @@ CREATE TABLE tasks (
 CREATE INDEX tasks_due_idx ON tasks (next_run_at) WHERE state = 'active' AND next_run_at IS NOT NULL;
 CREATE INDEX tasks_endpoint_idx ON tasks (tenant_id, endpoint_id);
 CREATE INDEX tasks_alert_endpoint_idx ON tasks (tenant_id, alert_endpoint_id) WHERE alert_endpoint_id IS NOT NULL;
-CREATE INDEX tasks_list_idx ON tasks (tenant_id, id DESC);
+-- The primary keys (tenant_id, id) serve the newest-first list queries.
+CREATE INDEX tasks_labels_idx ON tasks USING gin (labels jsonb_path_ops);
+
+-- Idempotency-Key replay for POST creates: the first response to a key is
+-- kept for 24 hours and replayed for the same request body.
+CREATE TABLE idempotency_keys (
+    tenant_id     text NOT NULL REFERENCES tenants (id),
+    key           text NOT NULL,
+    route         text NOT NULL,
+    request_hash  bytea NOT NULL,
+    -- NULL while the first request is still being handled.
+    status        integer,
+    response      bytea,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, route, key)
+);
+CREATE INDEX idempotency_keys_created_idx ON idempotency_keys (created_at);
 
 -- One row per fire. The id is the webhook's idempotency key. executions
 -- deliberately do not reference tasks: history outlives a deleted task.

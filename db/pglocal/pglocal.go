@@ -265,7 +265,7 @@ func clusterOwner() (*owner, error) {
 func (c *Cluster) prepareDirs(o *owner) error {
 	// Parents ax creates itself are traversable (not listable), so that the
 	// postgres account can reach the cluster when ax runs as root.
-	if err := os.MkdirAll(filepath.Dir(c.cfg.Dir), 0o711); err != nil {
+	if err := os.MkdirAll(filepath.Dir(c.cfg.Dir), 0o711); err != nil { //nolint:gosec // traversable, not listable
 		return fmt.Errorf("create embedded postgres directory: %w", err)
 	}
 	c.socketDir = filepath.Join(c.cfg.Dir, "run")
@@ -283,7 +283,7 @@ func (c *Cluster) prepareDirs(o *owner) error {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
-		if err := os.Chmod(d, 0o700); err != nil {
+		if err := os.Chmod(d, 0o700); err != nil { //nolint:gosec // a directory: owner-only
 			return fmt.Errorf("chmod %s: %w", d, err)
 		}
 		if o != nil {
@@ -324,12 +324,7 @@ func checkTraversable(dir string, o *owner) error {
 }
 
 func (c *Cluster) command(ctx context.Context, o *owner, name string, args ...string) *exec.Cmd {
-	var cmd *exec.Cmd
-	if ctx != nil {
-		cmd = exec.CommandContext(ctx, filepath.Join(c.cfg.BinDir, name), args...)
-	} else {
-		cmd = exec.Command(filepath.Join(c.cfg.BinDir, name), args...) //nolint:noctx // the server outlives any request context
-	}
+	cmd := exec.CommandContext(ctx, filepath.Join(c.cfg.BinDir, name), args...)
 	cmd.Dir = c.cfg.Dir
 	cmd.Env = []string{"LC_ALL=C", "PATH=" + c.cfg.Getenv("PATH")}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -379,7 +374,8 @@ func (c *Cluster) start(o *owner) error {
 	for _, k := range keys {
 		args = append(args, "-c", k+"="+settings[k])
 	}
-	cmd := c.command(nil, o, "postgres", args...)
+	// Not tied to a context: the server lives until Stop.
+	cmd := c.command(context.Background(), o, "postgres", args...)
 	// If ax dies without stopping the server (even by SIGKILL), the kernel
 	// sends the server SIGINT: a fast shutdown. No postgres outlives ax.
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGINT
@@ -407,7 +403,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-c.done:
-			return fmt.Errorf("postgres exited during start-up (%v); its log is in the server output", c.waitErr)
+			return fmt.Errorf("postgres exited during start-up: %w (run with AX_LOG_LEVEL=debug to see its log)", c.waitErr)
 		case <-ctx.Done():
 			return fmt.Errorf("postgres did not accept connections within %s: %w", c.cfg.StartTimeout, err)
 		case <-time.After(50 * time.Millisecond):

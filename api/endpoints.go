@@ -1,0 +1,288 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/axhq/ax/service"
+)
+
+// endpointRequest is the body of POST /v1/endpoints, and the shape a PATCH
+// merges into.
+type endpointRequest struct {
+	Name    string            `json:"name" example:"billing"`
+	URL     string            `json:"url" example:"https://hooks.example.com/ax"`
+	Method  string            `json:"method,omitempty" example:"POST" enums:"POST,PUT,PATCH"`
+	Headers map[string]string `json:"headers,omitempty"`
+	// Timeout of one delivery attempt in milliseconds (100..300000; default 10000).
+	TimeoutMS int `json:"timeout_ms,omitempty" example:"10000"`
+	// Enabled defaults to true. Set it to true to re-enable an endpoint ax disabled.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Secret is the signing secret: whsec_ + base64 of 24..64 bytes. Generated when omitted.
+	Secret string `json:"secret,omitempty" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq="`
+} // @name EndpointRequest
+
+// endpointResponse is an endpoint as the API returns it.
+type endpointResponse struct {
+	ID        string            `json:"id" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e"`
+	Name      string            `json:"name" example:"billing"`
+	URL       string            `json:"url" example:"https://hooks.example.com/ax"`
+	Method    string            `json:"method" example:"POST"`
+	Headers   map[string]string `json:"headers"`
+	TimeoutMS int               `json:"timeout_ms" example:"10000"`
+	Enabled   bool              `json:"enabled" example:"true"`
+	// DisabledReason says why ax disabled the endpoint (e.g. it answered 410 Gone).
+	DisabledReason string     `json:"disabled_reason,omitempty"`
+	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
+	// Secret is returned only by create and rotate-secret.
+	Secret string `json:"secret,omitempty"`
+	// PreviousSecretExpiresAt is when the secret replaced by the last rotation stops signing.
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
+	CreatedAt               time.Time  `json:"created_at"`
+	UpdatedAt               time.Time  `json:"updated_at"`
+} // @name Endpoint
+
+// endpointList is a page of endpoints.
+type endpointList struct {
+	Items      []endpointResponse `json:"items"`
+	NextCursor string             `json:"next_cursor,omitempty"`
+} // @name EndpointList
+
+// rotateSecretRequest optionally supplies the new secret.
+type rotateSecretRequest struct {
+	Secret string `json:"secret,omitempty"`
+} // @name RotateSecretRequest
+
+var endpointReadOnly = []string{"id", "created_at", "updated_at", "disabled_reason", "disabled_at", "previous_secret_expires_at", "tenant", "tenant_id"}
+
+func (r endpointRequest) input() service.EndpointInput {
+	in := service.EndpointInput{
+		Name: r.Name, URL: r.URL, Method: r.Method, Headers: r.Headers, Secret: r.Secret,
+		Timeout: time.Duration(r.TimeoutMS) * time.Millisecond, Enabled: true,
+	}
+	if r.Enabled != nil {
+		in.Enabled = *r.Enabled
+	}
+	return in
+}
+
+func endpointRequestOf(in service.EndpointInput) endpointRequest {
+	enabled := in.Enabled
+	return endpointRequest{Name: in.Name, URL: in.URL, Method: in.Method, Headers: in.Headers,
+		TimeoutMS: int(in.Timeout / time.Millisecond), Enabled: &enabled}
+}
+
+func endpointOut(e service.Endpoint, withSecret bool) endpointResponse {
+	out := endpointResponse{
+		ID: e.ID, Name: e.Name, URL: e.URL, Method: e.Method, Headers: e.Headers, TimeoutMS: int(e.Timeout / time.Millisecond),
+		Enabled: e.Enabled, DisabledReason: e.DisabledReason, DisabledAt: e.DisabledAt,
+		CreatedAt: e.CreatedAt.UTC(), UpdatedAt: e.UpdatedAt.UTC(),
+	}
+	if withSecret {
+		out.Secret = e.Secret
+	}
+	if e.PreviousSecretExpiresAt != nil && e.PreviousSecretExpiresAt.After(time.Now()) {
+		t := e.PreviousSecretExpiresAt.UTC()
+		out.PreviousSecretExpiresAt = &t
+	}
+	return out
+}
+
+// createEndpoint godoc
+//
+//	@ID			createEndpoint
+//	@Summary		Create a webhook endpoint
+//	@Description	The response includes the signing secret. Supports Idempotency-Key.
+//	@Tags			endpoints
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			Idempotency-Key	header		string			false	"replay protection for 24 h"
+//	@Param			body			body		endpointRequest	true	"the endpoint"
+//	@Success		201				{object}	endpointResponse
+//	@Failure		400,401,403,413,415,422	{object}	problem
+//	@Router			/v1/endpoints [post]
+func (h *handlers) createEndpoint(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var req endpointRequest
+	if err := decodeStrict(body, &req, endpointReadOnly...); err != nil {
+		return err
+	}
+	e, err := h.cfg.Endpoints.Create(c.Request().Context(), principalFrom(c).Tenant, req.input())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, endpointOut(e, true))
+}
+
+// listEndpoints godoc
+//
+//	@ID			listEndpoints
+//	@Summary	List endpoints, newest first
+//	@Tags		endpoints
+//	@Produce	json
+//	@Security	BearerAuth
+//	@Param		limit	query		int		false	"page size (default 50, max 500)"
+//	@Param		cursor	query		string	false	"next_cursor of the previous page"
+//	@Success	200		{object}	endpointList
+//	@Failure	401,403,422	{object}	problem
+//	@Router		/v1/endpoints [get]
+func (h *handlers) listEndpoints(c echo.Context) error {
+	page, err := pageParams(c)
+	if err != nil {
+		return err
+	}
+	items, next, err := h.cfg.Endpoints.List(c.Request().Context(), principalFrom(c).Tenant, page)
+	if err != nil {
+		return err
+	}
+	out := endpointList{Items: make([]endpointResponse, 0, len(items)), NextCursor: encodeCursor(next)}
+	for _, e := range items {
+		out.Items = append(out.Items, endpointOut(e, false))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// getEndpoint godoc
+//
+//	@ID			getEndpoint
+//	@Summary	Get an endpoint
+//	@Tags		endpoints
+//	@Produce	json
+//	@Security	BearerAuth
+//	@Param		id	path		string	true	"endpoint id"
+//	@Success	200	{object}	endpointResponse
+//	@Failure	401,403,404	{object}	problem
+//	@Router		/v1/endpoints/{id} [get]
+func (h *handlers) getEndpoint(c echo.Context) error {
+	e, err := h.cfg.Endpoints.Get(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, endpointOut(e, false))
+}
+
+// patchEndpoint godoc
+//
+//	@ID			patchEndpoint
+//	@Summary		Update an endpoint
+//	@Description	Fields present in the body replace the current ones (headers as a whole); use rotate-secret to change the secret.
+//	@Tags			endpoints
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id		path		string			true	"endpoint id"
+//	@Param			body	body		endpointRequest	true	"fields to change"
+//	@Success		200		{object}	endpointResponse
+//	@Failure		400,401,403,404,413,415,422	{object}	problem
+//	@Router			/v1/endpoints/{id} [patch]
+func (h *handlers) patchEndpoint(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if err := checkReadOnly(body, append(endpointReadOnly, "secret")); err != nil {
+		return err
+	}
+	e, err := h.cfg.Endpoints.Update(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"),
+		func(in *service.EndpointInput) error {
+			req := endpointRequestOf(*in)
+			if err := mergePatch(body, &req, "headers"); err != nil {
+				return err
+			}
+			*in = req.input()
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, endpointOut(e, false))
+}
+
+// deleteEndpoint godoc
+//
+//	@ID			deleteEndpoint
+//	@Summary		Delete an endpoint
+//	@Description	409 while tasks use it.
+//	@Tags			endpoints
+//	@Security		BearerAuth
+//	@Param			id	path	string	true	"endpoint id"
+//	@Success		204
+//	@Failure		401,403,404,409	{object}	problem
+//	@Router			/v1/endpoints/{id} [delete]
+func (h *handlers) deleteEndpoint(c echo.Context) error {
+	if err := h.cfg.Endpoints.Delete(c.Request().Context(), principalFrom(c).Tenant, c.Param("id")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// rotateEndpointSecret godoc
+//
+//	@ID			rotateEndpointSecret
+//	@Summary		Rotate an endpoint's signing secret
+//	@Description	The previous secret keeps signing (a second webhook-signature entry) for 24 hours. The body is optional.
+//	@Tags			endpoints
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id		path		string				true	"endpoint id"
+//	@Param			body	body		rotateSecretRequest	false	"the new secret; generated when omitted"
+//	@Success		200		{object}	endpointResponse
+//	@Failure		400,401,403,404,415,422	{object}	problem
+//	@Router			/v1/endpoints/{id}/rotate-secret [post]
+func (h *handlers) rotateEndpointSecret(c echo.Context) error {
+	var req rotateSecretRequest
+	if c.Request().ContentLength != 0 {
+		body, err := readBody(c)
+		if err != nil {
+			return err
+		}
+		if len(body) > 0 {
+			if err := decodeStrict(body, &req); err != nil {
+				return err
+			}
+		}
+	}
+	e, err := h.cfg.Endpoints.RotateSecret(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), req.Secret)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, endpointOut(e, true))
+}
+
+// mergePatch applies a JSON patch body onto dst (the current state as a
+// request DTO): present fields replace, absent ones stay. Fields named in
+// replace (maps) are replaced wholesale rather than merged key by key.
+func mergePatch(body []byte, dst any, replace ...string) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return jsonError(err)
+	}
+	if top == nil {
+		return badRequest("the request body must be a JSON object")
+	}
+	clearFields(dst, top, replace)
+	return decodeStrict(body, dst)
+}
+
+// clearFields zeroes the fields of the struct *dst whose json names are in
+// names and present in top, so decoding replaces them instead of merging.
+func clearFields(dst any, top map[string]json.RawMessage, names []string) {
+	v := reflect.ValueOf(dst).Elem()
+	for i := range v.NumField() {
+		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if _, present := top[name]; present && slices.Contains(names, name) {
+			v.Field(i).SetZero()
+		}
+	}
+}

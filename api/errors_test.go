@@ -1,0 +1,176 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	body := map[string]any{"name": "billing", "url": "https://example.com/hook"}
+	key := map[string]string{"Idempotency-Key": "create-billing-1"}
+
+	first := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Body: body, Header: key})
+	again := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Body: body, Header: key})
+	require.Equal(t, first.JSON["id"], again.JSON["id"])
+	require.Equal(t, string(first.Raw), string(again.Raw), "the original response, byte for byte")
+	require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
+
+	changed := map[string]any{"name": "billing-2", "url": "https://example.com/hook"}
+	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Body: changed, Header: key})
+	require.Contains(t, r.JSON["detail"], "different request body")
+
+	// Keys are per tenant and per route: another tenant may use the same key.
+	other := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: token(t, "other"), Body: body, Header: key})
+	require.NotEqual(t, first.JSON["id"], other.JSON["id"])
+
+	// Without a key every POST creates.
+	a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Body: body})
+	var n int
+	require.NoError(t, a.pool.QueryRow(context.Background(), "SELECT count(*) FROM endpoints WHERE tenant_id = 'acme'").Scan(&n))
+	require.Equal(t, 2, n)
+
+	// A validation failure is replayed too (same request, same answer).
+	bad := map[string]any{"name": "", "url": "https://example.com/hook"}
+	k2 := map[string]string{"Idempotency-Key": "bad-1"}
+	r1 := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Body: bad, Header: k2})
+	r2 := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Body: bad, Header: k2})
+	require.Equal(t, fieldErrors(r1), fieldErrors(r2))
+
+	// Tasks honour it too.
+	ep := first.JSON["id"].(string)
+	tb := map[string]any{"name": "t", "endpoint_id": ep, "schedule": map[string]any{"type": "interval", "interval_seconds": 60}}
+	t1 := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: tb, Header: key})
+	t2 := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: tb, Header: key})
+	require.Equal(t, t1.JSON["id"], t2.JSON["id"])
+
+	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Body: body,
+		Header: map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}})
+}
+
+func TestErrorResponses(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	cases := []struct {
+		name   string
+		r      req
+		status int
+	}{
+		{"unknown route", req{Method: http.MethodGet, Path: "/v1/nothing", Token: tok}, http.StatusNotFound},
+		{"unknown top-level route", req{Method: http.MethodGet, Path: "/nothing"}, http.StatusNotFound},
+		{"method not allowed", req{Method: http.MethodPut, Path: "/v1/tasks", Token: tok}, http.StatusMethodNotAllowed},
+		{"malformed JSON", req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: `{"name": `}, http.StatusBadRequest},
+		{"broken JSON", req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: `{"name" "x"}`}, http.StatusBadRequest},
+		{"trailing garbage", req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
+			Body: `{"name":"a","url":"https://example.com"} extra`}, http.StatusBadRequest},
+		{"empty body", req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: ``}, http.StatusBadRequest},
+		{"array body", req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: `[]`}, http.StatusBadRequest},
+		{"text/plain", req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: `{}`,
+			Header: map[string]string{"Content-Type": "text/plain"}}, http.StatusUnsupportedMediaType},
+		{"no content type", req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: `{}`,
+			Header: map[string]string{"Content-Type": ""}}, http.StatusUnsupportedMediaType},
+		{"too large", req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+			Body: `{"payload":"` + strings.Repeat("x", 1<<20) + `"}`}, http.StatusRequestEntityTooLarge},
+		{"missing id", req{Method: http.MethodGet, Path: "/v1/tasks/01a228b6-0000-7000-8000-000000000000", Token: tok}, http.StatusNotFound},
+		{"malformed id", req{Method: http.MethodGet, Path: "/v1/tasks/not-an-id", Token: tok}, http.StatusNotFound},
+		{"missing scope", req{Method: http.MethodGet, Path: "/v1/tasks", Token: token(t, "acme", "endpoints:read")}, http.StatusForbidden},
+		{"write needs write scope", req{Method: http.MethodPost, Path: "/v1/endpoints", Token: token(t, "acme", "endpoints:read"),
+			Body: `{}`}, http.StatusForbidden},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := a.must(tc.status, tc.r)
+			require.NotContains(t, string(r.Raw), "pgx")
+			require.NotContains(t, string(r.Raw), "SQLSTATE")
+		})
+	}
+}
+
+// TestBodyLimitChunked sends an oversized body without Content-Length.
+func TestBodyLimitChunked(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	big := bytes.Repeat([]byte("x"), 2<<20)
+	body := io.MultiReader(strings.NewReader(`{"name":"`), bytes.NewReader(big), strings.NewReader(`"}`))
+	hr, err := http.NewRequestWithContext(t.Context(), http.MethodPost, a.srv.URL+"/v1/endpoints", io.NopCloser(body))
+	require.NoError(t, err)
+	hr.ContentLength = -1 // chunked
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Authorization", "Bearer "+token(t, "acme"))
+	res, err := http.DefaultClient.Do(hr)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode)
+	require.Equal(t, "application/problem+json", res.Header.Get("Content-Type"))
+}
+
+// TestTenantIsolation calls every route that takes an id with tenant B's
+// token and tenant A's ids: each answers 404 and nothing of A's changes.
+func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tokA, tokB := token(t, "tenant-a"), token(t, "tenant-b")
+	epA := a.createEndpoint(tokA, "a-endpoint")
+	taskA := a.createTask(tokA, epA, "a-task", nil).JSON["id"].(string)
+	epB := a.createEndpoint(tokB, "b-endpoint")
+
+	snapshot := func() string {
+		var s string
+		require.NoError(t, a.pool.QueryRow(context.Background(), `SELECT
+			(SELECT json_agg(e ORDER BY id)::text FROM endpoints e WHERE tenant_id = 'tenant-a') ||
+			(SELECT json_agg(t ORDER BY id)::text FROM tasks t WHERE tenant_id = 'tenant-a')`).Scan(&s))
+		return s
+	}
+	before := snapshot()
+
+	routes := []req{
+		{Method: http.MethodGet, Path: "/v1/endpoints/" + epA},
+		{Method: http.MethodPatch, Path: "/v1/endpoints/" + epA, Body: `{"name":"stolen"}`},
+		{Method: http.MethodDelete, Path: "/v1/endpoints/" + epA},
+		{Method: http.MethodPost, Path: "/v1/endpoints/" + epA + "/rotate-secret"},
+		{Method: http.MethodGet, Path: "/v1/tasks/" + taskA},
+		{Method: http.MethodPatch, Path: "/v1/tasks/" + taskA, Body: `{"name":"stolen"}`},
+		{Method: http.MethodDelete, Path: "/v1/tasks/" + taskA},
+		{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/pause"},
+		{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/resume"},
+		{Method: http.MethodGet, Path: "/v1/tasks/" + taskA + "/preview"},
+	}
+	covered := map[string]bool{}
+	for _, r := range routes {
+		r.Token = tokB
+		a.must(http.StatusNotFound, r)
+		path := strings.NewReplacer(epA, ":id", taskA, ":id").Replace(r.Path)
+		covered[r.Method+" "+path] = true
+	}
+	// Every route that takes an id is in the table above.
+	for _, rt := range a.e.Routes() {
+		if strings.Contains(rt.Path, ":id") {
+			require.True(t, covered[rt.Method+" "+rt.Path], "route %s %s is missing from the tenant matrix", rt.Method, rt.Path)
+		}
+	}
+	// Creating a task on A's endpoint with B's token is a field error.
+	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tokB,
+		Body: map[string]any{"name": "x", "endpoint_id": epA, "schedule": map[string]any{"type": "interval", "interval_seconds": 5}}})
+	require.Equal(t, []string{"endpoint_id"}, fieldErrors(r))
+	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tokB,
+		Body: map[string]any{"name": "x", "endpoint_id": epB, "alert_endpoint_id": epA, "schedule": map[string]any{"type": "interval", "interval_seconds": 5}}})
+	require.Equal(t, []string{"alert_endpoint_id"}, fieldErrors(r))
+
+	// Lists show only B's objects.
+	l := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/endpoints", Token: tokB})
+	require.Len(t, l.JSON["items"], 1)
+	l = a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks", Token: tokB})
+	require.Empty(t, l.JSON["items"])
+
+	require.Equal(t, before, snapshot(), "tenant A's rows are untouched")
+}

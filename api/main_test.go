@@ -1,0 +1,186 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/api"
+	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/db/dbtest"
+	"github.com/axhq/ax/service"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
+
+const testSecret = "api-test-secret-0123456789abcdef0123456789"
+
+// testAPI is the real API on a fresh database, served over HTTP.
+type testAPI struct {
+	t    *testing.T
+	pool *pgxpool.Pool
+	srv  *httptest.Server
+	e    *echo.Echo
+}
+
+// apiOpts adjusts newAPI.
+type apiOpts struct {
+	Auth      *api.AuthConfig // default: HS256 with testSecret
+	BodyLimit int64
+}
+
+func newAPI(t *testing.T, opts *apiOpts) *testAPI {
+	t.Helper()
+	if opts == nil {
+		opts = &apiOpts{}
+	}
+	pool := dbtest.Pool(t)
+	authCfg := api.AuthConfig{HMACSecret: []byte(testSecret)}
+	if opts.Auth != nil {
+		authCfg = *opts.Auth
+	}
+	auth, err := api.NewAuthenticator(authCfg)
+	require.NoError(t, err)
+	e := api.New(api.Config{
+		Logger:      slog.New(slog.DiscardHandler),
+		Auth:        auth,
+		Tenants:     service.NewTenants(pool),
+		Endpoints:   service.NewEndpoints(pool),
+		Tasks:       service.NewTasks(pool, service.TasksConfig{}),
+		Idempotency: service.NewIdempotencyKeys(pool),
+		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, pool) },
+		BodyLimit:   opts.BodyLimit,
+		Version:     "test",
+	})
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	return &testAPI{t: t, pool: pool, srv: srv, e: e}
+}
+
+// token returns an HS256 token for tenant with scopes (all tenant scopes
+// when none are given).
+func token(t *testing.T, tenant string, scopes ...string) string {
+	t.Helper()
+	if len(scopes) == 0 {
+		scopes = api.TenantScopes
+	}
+	tok, err := api.IssueToken([]byte(testSecret), tenant, "test", scopes, time.Hour, "", "")
+	require.NoError(t, err)
+	return tok
+}
+
+// resp is a decoded response.
+type resp struct {
+	Status int
+	Header http.Header
+	Raw    []byte
+	JSON   map[string]any
+}
+
+// req is one request; Body is JSON-encoded unless it is a string or []byte.
+type req struct {
+	Method, Path, Token string
+	Body                any
+	Header              map[string]string
+}
+
+func (a *testAPI) do(r req) resp {
+	a.t.Helper()
+	var body io.Reader
+	switch b := r.Body.(type) {
+	case nil:
+	case string:
+		body = strings.NewReader(b)
+	case []byte:
+		body = bytes.NewReader(b)
+	default:
+		enc, err := json.Marshal(b)
+		require.NoError(a.t, err)
+		body = bytes.NewReader(enc)
+	}
+	hr, err := http.NewRequestWithContext(a.t.Context(), r.Method, a.srv.URL+r.Path, body)
+	require.NoError(a.t, err)
+	if body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	if r.Token != "" {
+		hr.Header.Set("Authorization", "Bearer "+r.Token)
+	}
+	for k, v := range r.Header {
+		if v == "" {
+			hr.Header.Del(k)
+		} else {
+			hr.Header.Set(k, v)
+		}
+	}
+	res, err := http.DefaultClient.Do(hr)
+	require.NoError(a.t, err)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(a.t, err)
+	out := resp{Status: res.StatusCode, Header: res.Header, Raw: raw}
+	_ = json.Unmarshal(raw, &out.JSON)
+	return out
+}
+
+// must sends r and requires status.
+func (a *testAPI) must(status int, r req) resp {
+	a.t.Helper()
+	out := a.do(r)
+	require.Equal(a.t, status, out.Status, "%s %s: %s", r.Method, r.Path, out.Raw)
+	if status >= 400 {
+		requireProblem(a.t, out, status)
+	}
+	return out
+}
+
+// requireProblem checks an RFC 9457 body.
+func requireProblem(t *testing.T, r resp, status int) {
+	t.Helper()
+	require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"), string(r.Raw))
+	require.EqualValues(t, status, r.JSON["status"])
+	require.NotEmpty(t, r.JSON["type"])
+	require.NotEmpty(t, r.JSON["title"])
+}
+
+// fieldErrors returns the field names of a validation problem.
+func fieldErrors(r resp) []string {
+	var out []string
+	errs, _ := r.JSON["errors"].([]any)
+	for _, e := range errs {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m["field"].(string))
+		}
+	}
+	return out
+}
+
+// createEndpoint makes an endpoint for tok's tenant and returns its id.
+func (a *testAPI) createEndpoint(tok, name string) string {
+	a.t.Helper()
+	r := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
+		Body: map[string]any{"name": name, "url": "https://hooks.example.com/" + name}})
+	return r.JSON["id"].(string)
+}
+
+// createTask makes a cron task with extra fields merged in.
+func (a *testAPI) createTask(tok, endpointID, name string, extra map[string]any) resp {
+	a.t.Helper()
+	body := map[string]any{"name": name, "endpoint_id": endpointID,
+		"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *", "timezone": "Asia/Shanghai"}}
+	for k, v := range extra {
+		body[k] = v
+	}
+	return a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: body})
+}

@@ -1,0 +1,408 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/axhq/ax/service"
+)
+
+// scheduleDTO is a task's schedule (API.md).
+type scheduleDTO struct {
+	Type string `json:"type" enums:"cron,interval,once" example:"cron"`
+	// Cron: 5 fields, or 6 with seconds first; descriptors like @hourly; L = last day of month.
+	Cron string `json:"cron,omitempty" example:"0 2 * * *"`
+	// Timezone is an IANA zone name; default UTC.
+	Timezone        string  `json:"timezone,omitempty" example:"Asia/Shanghai"`
+	IntervalSeconds int64   `json:"interval_seconds,omitempty" example:"60"`
+	RunAt           *string `json:"run_at,omitempty" format:"date-time"`
+	StartAt         *string `json:"start_at,omitempty" format:"date-time"`
+	EndAt           *string `json:"end_at,omitempty" format:"date-time"`
+} // @name Schedule
+
+// retryDTO bounds delivery retries.
+type retryDTO struct {
+	// MaxAttempts 1..100; 1 means never retry. Default 5.
+	MaxAttempts int `json:"max_attempts,omitempty" example:"5"`
+	// InitialBackoffMS default 1000.
+	InitialBackoffMS int64 `json:"initial_backoff_ms,omitempty" example:"1000"`
+	// MaxBackoffMS default 600000 (and at least initial_backoff_ms).
+	MaxBackoffMS int64 `json:"max_backoff_ms,omitempty" example:"600000"`
+} // @name RetryPolicy
+
+// taskRequest is the body of POST /v1/tasks, and the shape a PATCH merges into.
+type taskRequest struct {
+	Name       string      `json:"name" example:"order.reconcile.daily"`
+	EndpointID string      `json:"endpoint_id" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e"`
+	Schedule   scheduleDTO `json:"schedule"`
+	// Payload is any JSON; the webhook body carries it byte for byte. Default {}.
+	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
+	// Priority 1 (highest) to 4; default 2.
+	Priority int `json:"priority,omitempty" example:"2"`
+	// TimeoutMS per attempt (100..300000); null or absent: the endpoint's timeout.
+	TimeoutMS     *int              `json:"timeout_ms,omitempty" example:"30000"`
+	Retry         retryDTO          `json:"retry"`
+	OverlapPolicy string            `json:"overlap_policy,omitempty" enums:"allow,skip,queue" example:"allow"`
+	MisfirePolicy string            `json:"misfire_policy,omitempty" enums:"fire_once,fire_all,skip" example:"fire_once"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	// AlertEndpointID receives a signed alert when an execution fails for good.
+	AlertEndpointID string `json:"alert_endpoint_id,omitempty"`
+	// PauseAfterFailures pauses the task after this many consecutive failed executions (0: never).
+	PauseAfterFailures int `json:"pause_after_failures,omitempty"`
+} // @name TaskRequest
+
+// taskResponse is a task as the API returns it.
+type taskResponse struct {
+	ID                 string            `json:"id"`
+	Name               string            `json:"name"`
+	EndpointID         string            `json:"endpoint_id"`
+	Schedule           scheduleDTO       `json:"schedule"`
+	Payload            json.RawMessage   `json:"payload" swaggertype:"object"`
+	Priority           int               `json:"priority"`
+	TimeoutMS          *int              `json:"timeout_ms,omitempty"`
+	Retry              retryDTO          `json:"retry"`
+	OverlapPolicy      string            `json:"overlap_policy"`
+	MisfirePolicy      string            `json:"misfire_policy"`
+	Labels             map[string]string `json:"labels"`
+	AlertEndpointID    string            `json:"alert_endpoint_id,omitempty"`
+	PauseAfterFailures int               `json:"pause_after_failures,omitempty"`
+	State              string            `json:"state" enums:"active,paused,completed"`
+	NextRunAt          *time.Time        `json:"next_run_at"`
+	// MissedCount counts slots that were not fired (misfire policy).
+	MissedCount int64     `json:"missed_count"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+} // @name Task
+
+// taskList is a page of tasks.
+type taskList struct {
+	Items      []taskResponse `json:"items"`
+	NextCursor string         `json:"next_cursor,omitempty"`
+} // @name TaskList
+
+// previewItem is one upcoming fire time.
+type previewItem struct {
+	// At is the fire time in UTC.
+	At time.Time `json:"at"`
+	// Local is the same instant on the schedule's time zone.
+	Local string `json:"local" example:"2026-03-08T03:00:00-04:00"`
+} // @name PreviewItem
+
+// previewResponse lists a task's next fire times.
+type previewResponse struct {
+	Timezone string        `json:"timezone"`
+	Items    []previewItem `json:"items"`
+} // @name Preview
+
+var taskReadOnly = []string{"id", "state", "next_run_at", "created_at", "updated_at", "missed_count", "tenant", "tenant_id", "version"}
+
+func (r taskRequest) input() (service.TaskInput, error) {
+	var ve service.ValidationError
+	in := service.TaskInput{
+		Name: r.Name, EndpointID: r.EndpointID, Payload: r.Payload, Priority: r.Priority,
+		Schedule: service.ScheduleSpec{
+			Type: r.Schedule.Type, Cron: r.Schedule.Cron, Timezone: r.Schedule.Timezone, IntervalSeconds: r.Schedule.IntervalSeconds,
+			RunAt: parseTime(&ve, "schedule.run_at", r.Schedule.RunAt), StartAt: parseTime(&ve, "schedule.start_at", r.Schedule.StartAt),
+			EndAt: parseTime(&ve, "schedule.end_at", r.Schedule.EndAt),
+		},
+		Retry: service.RetryPolicy{
+			MaxAttempts: r.Retry.MaxAttempts, InitialBackoff: time.Duration(r.Retry.InitialBackoffMS) * time.Millisecond,
+			MaxBackoff: time.Duration(r.Retry.MaxBackoffMS) * time.Millisecond,
+		},
+		OverlapPolicy: r.OverlapPolicy, MisfirePolicy: r.MisfirePolicy, Labels: r.Labels,
+		AlertEndpointID: r.AlertEndpointID, PauseAfterFailures: r.PauseAfterFailures,
+	}
+	if r.TimeoutMS != nil {
+		if *r.TimeoutMS <= 0 {
+			ve.Add("timeout_ms", "must be between 100 and 300000, or null for the endpoint's timeout")
+		}
+		in.Timeout = time.Duration(*r.TimeoutMS) * time.Millisecond
+	}
+	if r.Retry.InitialBackoffMS < 0 {
+		ve.Add("retry.initial_backoff_ms", "must be positive")
+	}
+	if r.Retry.MaxBackoffMS < 0 {
+		ve.Add("retry.max_backoff_ms", "must be positive")
+	}
+	if r.Retry.MaxAttempts < 0 {
+		ve.Add("retry.max_attempts", "must be 1 to 100")
+	}
+	if r.Priority < 0 {
+		ve.Add("priority", "must be 1 (highest) to 4")
+	}
+	return in, ve.Err()
+}
+
+func parseTime(ve *service.ValidationError, field string, s *string) *time.Time {
+	if s == nil {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, *s)
+	if err != nil {
+		ve.Add(field, "must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+		return nil
+	}
+	return &t
+}
+
+func formatTime(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := t.UTC().Format(time.RFC3339Nano)
+	return &s
+}
+
+func scheduleOut(s service.ScheduleSpec) scheduleDTO {
+	return scheduleDTO{Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
+		RunAt: formatTime(s.RunAt), StartAt: formatTime(s.StartAt), EndAt: formatTime(s.EndAt)}
+}
+
+func taskRequestOf(in service.TaskInput) taskRequest {
+	r := taskRequest{
+		Name: in.Name, EndpointID: in.EndpointID, Schedule: scheduleOut(in.Schedule), Payload: in.Payload, Priority: in.Priority,
+		Retry: retryDTO{MaxAttempts: in.Retry.MaxAttempts, InitialBackoffMS: in.Retry.InitialBackoff.Milliseconds(),
+			MaxBackoffMS: in.Retry.MaxBackoff.Milliseconds()},
+		OverlapPolicy: in.OverlapPolicy, MisfirePolicy: in.MisfirePolicy, Labels: in.Labels,
+		AlertEndpointID: in.AlertEndpointID, PauseAfterFailures: in.PauseAfterFailures,
+	}
+	if in.Timeout != 0 {
+		ms := int(in.Timeout.Milliseconds())
+		r.TimeoutMS = &ms
+	}
+	return r
+}
+
+func taskOut(t service.Task) taskResponse {
+	req := taskRequestOf(t.Input())
+	return taskResponse{
+		ID: t.ID, Name: t.Name, EndpointID: t.EndpointID, Schedule: req.Schedule, Payload: t.Payload, Priority: t.Priority,
+		TimeoutMS: req.TimeoutMS, Retry: req.Retry, OverlapPolicy: t.OverlapPolicy, MisfirePolicy: t.MisfirePolicy,
+		Labels: t.Labels, AlertEndpointID: t.AlertEndpointID, PauseAfterFailures: t.PauseAfterFailures,
+		State: t.State, NextRunAt: t.NextRunAt, MissedCount: t.MissedCount, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+	}
+}
+
+// createTask godoc
+//
+//	@ID			createTask
+//	@Summary		Create a task
+//	@Description	Supports Idempotency-Key. An endpoint_id that is not one of yours is a 422 on endpoint_id.
+//	@Tags			tasks
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			Idempotency-Key	header		string		false	"replay protection for 24 h"
+//	@Param			body			body		taskRequest	true	"the task"
+//	@Success		201				{object}	taskResponse
+//	@Failure		400,401,403,409,413,415,422	{object}	problem
+//	@Router			/v1/tasks [post]
+func (h *handlers) createTask(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var req taskRequest
+	if err := decodeStrict(body, &req, taskReadOnly...); err != nil {
+		return err
+	}
+	in, err := req.input()
+	if err != nil {
+		return err
+	}
+	t, err := h.cfg.Tasks.Create(c.Request().Context(), principalFrom(c).Tenant, in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, taskOut(t))
+}
+
+// listTasks godoc
+//
+//	@ID			listTasks
+//	@Summary	List tasks, newest first
+//	@Tags		tasks
+//	@Produce	json
+//	@Security	BearerAuth
+//	@Param		state	query		string		false	"active, paused or completed"
+//	@Param		label	query		[]string	false	"k:v; repeat to require several labels"	collectionFormat(multi)
+//	@Param		limit	query		int			false	"page size (default 50, max 500)"
+//	@Param		cursor	query		string		false	"next_cursor of the previous page"
+//	@Success	200		{object}	taskList
+//	@Failure	401,403,422	{object}	problem
+//	@Router		/v1/tasks [get]
+func (h *handlers) listTasks(c echo.Context) error {
+	page, err := pageParams(c)
+	if err != nil {
+		return err
+	}
+	f := service.TaskFilter{State: c.QueryParam("state"), Labels: map[string]string{}}
+	for _, l := range c.QueryParams()["label"] {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok || k == "" {
+			return &service.ValidationError{Fields: []service.FieldError{{Field: "label", Message: "must be key:value"}}}
+		}
+		f.Labels[k] = v
+	}
+	items, next, err := h.cfg.Tasks.List(c.Request().Context(), principalFrom(c).Tenant, f, page)
+	if err != nil {
+		return err
+	}
+	out := taskList{Items: make([]taskResponse, 0, len(items)), NextCursor: encodeCursor(next)}
+	for _, t := range items {
+		out.Items = append(out.Items, taskOut(t))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// getTask godoc
+//
+//	@ID			getTask
+//	@Summary	Get a task
+//	@Tags		tasks
+//	@Produce	json
+//	@Security	BearerAuth
+//	@Param		id	path		string	true	"task id"
+//	@Success	200	{object}	taskResponse
+//	@Failure	401,403,404	{object}	problem
+//	@Router		/v1/tasks/{id} [get]
+func (h *handlers) getTask(c echo.Context) error {
+	t, err := h.cfg.Tasks.Get(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, taskOut(t))
+}
+
+// patchTask godoc
+//
+//	@ID			patchTask
+//	@Summary		Update a task
+//	@Description	Fields present replace the current ones; schedule and labels are replaced as a whole, retry is merged. A schedule change recomputes next_run_at and cancels slots materialised for the old schedule.
+//	@Tags			tasks
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id		path		string		true	"task id"
+//	@Param			body	body		taskRequest	true	"fields to change"
+//	@Success		200		{object}	taskResponse
+//	@Failure		400,401,403,404,409,413,415,422	{object}	problem
+//	@Router			/v1/tasks/{id} [patch]
+func (h *handlers) patchTask(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if err := checkReadOnly(body, taskReadOnly); err != nil {
+		return err
+	}
+	t, err := h.cfg.Tasks.Update(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"),
+		func(in *service.TaskInput) error {
+			req := taskRequestOf(*in)
+			if err := mergePatch(body, &req, "schedule", "labels"); err != nil {
+				return err
+			}
+			next, err := req.input()
+			*in = next
+			return err
+		})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, taskOut(t))
+}
+
+// deleteTask godoc
+//
+//	@ID			deleteTask
+//	@Summary		Delete a task
+//	@Description	Cancels its executions that have not started; execution history is kept.
+//	@Tags			tasks
+//	@Security		BearerAuth
+//	@Param			id	path	string	true	"task id"
+//	@Success		204
+//	@Failure		401,403,404	{object}	problem
+//	@Router			/v1/tasks/{id} [delete]
+func (h *handlers) deleteTask(c echo.Context) error {
+	if err := h.cfg.Tasks.Delete(c.Request().Context(), principalFrom(c).Tenant, c.Param("id")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// pauseTask godoc
+//
+//	@ID			pauseTask
+//	@Summary		Pause a task
+//	@Description	Stops new slots and cancels materialised ones that have not started. Idempotent.
+//	@Tags			tasks
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id	path		string	true	"task id"
+//	@Success		200	{object}	taskResponse
+//	@Failure		401,403,404,409	{object}	problem
+//	@Router			/v1/tasks/{id}/pause [post]
+func (h *handlers) pauseTask(c echo.Context) error {
+	t, err := h.cfg.Tasks.Pause(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, taskOut(t))
+}
+
+// resumeTask godoc
+//
+//	@ID			resumeTask
+//	@Summary		Resume a paused task
+//	@Description	Fires again from now on; slots missed while paused are not fired. Idempotent.
+//	@Tags			tasks
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id	path		string	true	"task id"
+//	@Success		200	{object}	taskResponse
+//	@Failure		401,403,404,409	{object}	problem
+//	@Router			/v1/tasks/{id}/resume [post]
+func (h *handlers) resumeTask(c echo.Context) error {
+	t, err := h.cfg.Tasks.Resume(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, taskOut(t))
+}
+
+// previewTask godoc
+//
+//	@ID			previewTask
+//	@Summary		The task's next fire times
+//	@Description	Computed by the scheduler's own code, DST rules included.
+//	@Tags			tasks
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id		path		string	true	"task id"
+//	@Param			count	query		int		false	"how many (1..1000, default 10)"
+//	@Success		200		{object}	previewResponse
+//	@Failure		401,403,404,422	{object}	problem
+//	@Router			/v1/tasks/{id}/preview [get]
+func (h *handlers) previewTask(c echo.Context) error {
+	n := 10
+	if v := c.QueryParam("count"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > service.PreviewMax {
+			return &service.ValidationError{Fields: []service.FieldError{{Field: "count", Message: "must be 1 to 1000"}}}
+		}
+	}
+	times, loc, err := h.cfg.Tasks.Preview(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), n)
+	if err != nil {
+		return err
+	}
+	out := previewResponse{Timezone: loc.String(), Items: make([]previewItem, 0, len(times))}
+	for _, t := range times {
+		out.Items = append(out.Items, previewItem{At: t.UTC(), Local: t.In(loc).Format(time.RFC3339)})
+	}
+	return c.JSON(http.StatusOK, out)
+}

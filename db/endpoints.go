@@ -1,0 +1,97 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Endpoint is a row of endpoints.
+type Endpoint struct {
+	TenantID                string            `db:"tenant_id"`
+	ID                      string            `db:"id"`
+	Name                    string            `db:"name"`
+	URL                     string            `db:"url"`
+	Method                  string            `db:"method"`
+	Headers                 map[string]string `db:"headers"`
+	Secret                  string            `db:"secret"`
+	PreviousSecret          *string           `db:"previous_secret"`
+	PreviousSecretExpiresAt *time.Time        `db:"previous_secret_expires_at"`
+	TimeoutMS               int               `db:"timeout_ms"`
+	Enabled                 bool              `db:"enabled"`
+	DisabledReason          *string           `db:"disabled_reason"`
+	DisabledAt              *time.Time        `db:"disabled_at"`
+	CreatedAt               time.Time         `db:"created_at"`
+	UpdatedAt               time.Time         `db:"updated_at"`
+}
+
+const endpointColumns = `tenant_id, id::text, name, url, method, headers, secret, previous_secret,
+	previous_secret_expires_at, timeout_ms, enabled, disabled_reason, disabled_at, created_at, updated_at`
+
+// ErrNoRows is returned by single-row reads that find nothing.
+var ErrNoRows = errors.New("no rows")
+
+func collectOne[T any](rows pgx.Rows, err error) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, err
+	}
+	v, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[T])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return zero, ErrNoRows
+	}
+	return v, err
+}
+
+// InsertEndpoint inserts e and returns the stored row.
+func InsertEndpoint(ctx context.Context, q Querier, e Endpoint) (Endpoint, error) {
+	rows, err := q.Query(ctx, `INSERT INTO endpoints (tenant_id, id, name, url, method, headers, secret, timeout_ms, enabled)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+endpointColumns,
+		e.TenantID, e.ID, e.Name, e.URL, e.Method, e.Headers, e.Secret, e.TimeoutMS, e.Enabled)
+	return collectOne[Endpoint](rows, err)
+}
+
+// GetEndpoint reads one endpoint; forUpdate locks it until the transaction ends.
+func GetEndpoint(ctx context.Context, q Querier, tenant, id string, forUpdate bool) (Endpoint, error) {
+	sql := `SELECT ` + endpointColumns + ` FROM endpoints WHERE tenant_id = $1 AND id = $2`
+	if forUpdate {
+		sql += ` FOR UPDATE`
+	}
+	rows, err := q.Query(ctx, sql, tenant, id)
+	return collectOne[Endpoint](rows, err)
+}
+
+// ListEndpoints returns up to limit endpoints newest first, with ids below
+// before when it is set.
+func ListEndpoints(ctx context.Context, q Querier, tenant, before string, limit int) ([]Endpoint, error) {
+	rows, err := q.Query(ctx, `SELECT `+endpointColumns+` FROM endpoints
+		WHERE tenant_id = $1 AND ($2 = '' OR id < NULLIF($2, '')::uuid) ORDER BY id DESC LIMIT $3`, tenant, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[Endpoint])
+}
+
+// UpdateEndpoint writes e's mutable fields and returns the stored row.
+func UpdateEndpoint(ctx context.Context, q Querier, e Endpoint) (Endpoint, error) {
+	rows, err := q.Query(ctx, `UPDATE endpoints SET name = $3, url = $4, method = $5, headers = $6, secret = $7,
+		previous_secret = $8, previous_secret_expires_at = $9, timeout_ms = $10, enabled = $11,
+		disabled_reason = $12, disabled_at = $13, updated_at = now()
+		WHERE tenant_id = $1 AND id = $2 RETURNING `+endpointColumns,
+		e.TenantID, e.ID, e.Name, e.URL, e.Method, e.Headers, e.Secret, e.PreviousSecret, e.PreviousSecretExpiresAt,
+		e.TimeoutMS, e.Enabled, e.DisabledReason, e.DisabledAt)
+	return collectOne[Endpoint](rows, err)
+}
+
+// DeleteEndpoint deletes an endpoint and reports whether it existed. A
+// foreign-key violation means tasks still use it.
+func DeleteEndpoint(ctx context.Context, q Querier, tenant, id string) (bool, error) {
+	tag, err := q.Exec(ctx, `DELETE FROM endpoints WHERE tenant_id = $1 AND id = $2`, tenant, id)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -1,0 +1,145 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Task is a row of tasks.
+type Task struct {
+	TenantID            string            `db:"tenant_id"`
+	ID                  string            `db:"id"`
+	Name                string            `db:"name"`
+	EndpointID          string            `db:"endpoint_id"`
+	ScheduleType        string            `db:"schedule_type"`
+	Cron                *string           `db:"cron"`
+	Timezone            string            `db:"timezone"`
+	IntervalSeconds     *int64            `db:"interval_seconds"`
+	RunAt               *time.Time        `db:"run_at"`
+	StartAt             *time.Time        `db:"start_at"`
+	EndAt               *time.Time        `db:"end_at"`
+	Payload             []byte            `db:"payload"`
+	Priority            int16             `db:"priority"`
+	TimeoutMS           *int32            `db:"timeout_ms"`
+	MaxAttempts         int32             `db:"max_attempts"`
+	InitialBackoffMS    int64             `db:"initial_backoff_ms"`
+	MaxBackoffMS        int64             `db:"max_backoff_ms"`
+	OverlapPolicy       string            `db:"overlap_policy"`
+	MisfirePolicy       string            `db:"misfire_policy"`
+	State               string            `db:"state"`
+	NextRunAt           *time.Time        `db:"next_run_at"`
+	Labels              map[string]string `db:"labels"`
+	AlertEndpointID     *string           `db:"alert_endpoint_id"`
+	PauseAfterFailures  *int32            `db:"pause_after_failures"`
+	ConsecutiveFailures int32             `db:"consecutive_failures"`
+	MissedCount         int64             `db:"missed_count"`
+	Version             int32             `db:"version"`
+	CreatedAt           time.Time         `db:"created_at"`
+	UpdatedAt           time.Time         `db:"updated_at"`
+}
+
+const taskColumns = `tenant_id, id::text, name, endpoint_id::text, schedule_type, cron, timezone, interval_seconds,
+	run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms, max_backoff_ms,
+	overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id::text, pause_after_failures,
+	consecutive_failures, missed_count, version, created_at, updated_at`
+
+// InsertTask inserts t and returns the stored row.
+func InsertTask(ctx context.Context, q Querier, t Task) (Task, error) {
+	rows, err := q.Query(ctx, `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, cron, timezone,
+		interval_seconds, run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms,
+		max_backoff_ms, overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id,
+		pause_after_failures)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
+		$23, $24) RETURNING `+taskColumns,
+		t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
+		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
+		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures)
+	return collectOne[Task](rows, err)
+}
+
+// GetTask reads one task; forUpdate locks it until the transaction ends.
+func GetTask(ctx context.Context, q Querier, tenant, id string, forUpdate bool) (Task, error) {
+	sql := `SELECT ` + taskColumns + ` FROM tasks WHERE tenant_id = $1 AND id = $2`
+	if forUpdate {
+		sql += ` FOR UPDATE`
+	}
+	rows, err := q.Query(ctx, sql, tenant, id)
+	return collectOne[Task](rows, err)
+}
+
+// TaskFilter narrows ListTasks.
+type TaskFilter struct {
+	State  string            // "" for any
+	Labels map[string]string // every pair must match
+	Before string            // id cursor: only ids below it; "" for the first page
+	Limit  int
+}
+
+// ListTasks returns tasks newest first.
+func ListTasks(ctx context.Context, q Querier, tenant string, f TaskFilter) ([]Task, error) {
+	labels := f.Labels
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	rows, err := q.Query(ctx, `SELECT `+taskColumns+` FROM tasks
+		WHERE tenant_id = $1 AND ($2 = '' OR id < NULLIF($2, '')::uuid) AND ($3 = '' OR state = $3) AND labels @> $4
+		ORDER BY id DESC LIMIT $5`, tenant, f.Before, f.State, labels, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[Task])
+}
+
+// UpdateTask writes t's mutable fields, bumps its version and returns the
+// stored row.
+func UpdateTask(ctx context.Context, q Querier, t Task) (Task, error) {
+	rows, err := q.Query(ctx, `UPDATE tasks SET name = $3, endpoint_id = $4, schedule_type = $5, cron = $6,
+		timezone = $7, interval_seconds = $8, run_at = $9, start_at = $10, end_at = $11, payload = $12,
+		priority = $13, timeout_ms = $14, max_attempts = $15, initial_backoff_ms = $16, max_backoff_ms = $17,
+		overlap_policy = $18, misfire_policy = $19, state = $20, next_run_at = $21, labels = $22,
+		alert_endpoint_id = $23, pause_after_failures = $24, consecutive_failures = $25,
+		version = version + 1, updated_at = now()
+		WHERE tenant_id = $1 AND id = $2 RETURNING `+taskColumns,
+		t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
+		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
+		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
+		t.ConsecutiveFailures)
+	return collectOne[Task](rows, err)
+}
+
+// DeleteTask deletes a task and reports whether it existed.
+func DeleteTask(ctx context.Context, q Querier, tenant, id string) (bool, error) {
+	tag, err := q.Exec(ctx, `DELETE FROM tasks WHERE tenant_id = $1 AND id = $2`, tenant, id)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// CancelPendingExecutions cancels a task's executions that have not started
+// (pending, or scheduled for after `from` when from is set), appends a
+// cancelled event to each with reason, and returns how many it cancelled.
+// Running and retrying executions are left to finish.
+func CancelPendingExecutions(ctx context.Context, q Querier, tenant, taskID string, from *time.Time, reason string) (int64, error) {
+	tag, err := q.Exec(ctx, `WITH c AS (
+			UPDATE executions SET state = 'cancelled', finished_at = now(), last_error = $4
+			WHERE tenant_id = $1 AND task_id = $2 AND state = 'pending'
+			  AND ($3::timestamptz IS NULL OR scheduled_for >= $3)
+			RETURNING tenant_id, id)
+		INSERT INTO execution_events (tenant_id, execution_id, type, message)
+		SELECT tenant_id, id, 'cancelled', $4 FROM c`, tenant, taskID, from, reason)
+	if err != nil {
+		return 0, fmt.Errorf("cancel pending executions: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// Now returns the database clock: due-ness is always judged by it.
+func Now(ctx context.Context, q Querier) (time.Time, error) {
+	var t time.Time
+	err := q.QueryRow(ctx, `SELECT now()`).Scan(&t)
+	return t, err
+}

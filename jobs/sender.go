@@ -1,0 +1,364 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// ErrInvalidRequest means a delivery could not be built: a malformed URL, a
+// scheme other than http/https, credentials in the URL, an invalid custom
+// header, a missing execution id or signing key. Retrying cannot fix it.
+var ErrInvalidRequest = errors.New("invalid webhook request")
+
+// Sender defaults. See SenderConfig.
+const (
+	UserAgentDefault              = "ax"
+	MaxResponseBytesDefault       = 4 << 10
+	MaxIdleConnsPerHostDefault    = 8
+	DialTimeoutDefault            = 10 * time.Second
+	TLSHandshakeTimeoutDefault    = 10 * time.Second
+	ResponseHeaderTimeoutDefault  = 5 * time.Minute
+	MaxResponseHeaderBytesDefault = 64 << 10
+	TimeoutDefault                = 30 * time.Second
+
+	// ResponseReadMax bounds how much of a response body is read (the
+	// excerpt, then a drain so the connection can be reused). A longer
+	// body is abandoned and its connection closed.
+	ResponseReadMax = 64 << 10
+
+	maxIdleConns    = 256
+	idleConnTimeout = 90 * time.Second
+)
+
+// SenderConfig configures a Sender. Zero fields take the documented
+// defaults (WithDefaults).
+type SenderConfig struct {
+	// AllowPrivateTargets lets webhooks reach loopback, private and other
+	// special-purpose addresses (development, tests). Default false.
+	AllowPrivateTargets bool
+	// UserAgent is sent as User-Agent, e.g. "ax/1.4.0". Default "ax".
+	UserAgent string
+	// MaxResponseBytes caps the response excerpt kept in Result.Excerpt.
+	// Default 4 KiB; at most ResponseReadMax.
+	MaxResponseBytes int64
+	// MaxIdleConnsPerHost is the keep-alive pool size per receiver host.
+	// Default 8.
+	MaxIdleConnsPerHost int
+	// DialTimeout bounds connecting (after DNS). Default 10 s.
+	DialTimeout time.Duration
+	// TLSHandshakeTimeout bounds the TLS handshake. Default 10 s.
+	TLSHandshakeTimeout time.Duration
+	// ResponseHeaderTimeout is a backstop on waiting for response headers,
+	// whatever the request's own timeout; keep it above the largest
+	// endpoint timeout. Default 5 min.
+	ResponseHeaderTimeout time.Duration
+	// MaxResponseHeaderBytes bounds the response header size. Default 64 KiB.
+	MaxResponseHeaderBytes int64
+	// TimeoutDefault is the per-attempt timeout of a Request without one.
+	// Default 30 s.
+	TimeoutDefault time.Duration
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c SenderConfig) WithDefaults() SenderConfig {
+	setDefault(&c.UserAgent, UserAgentDefault)
+	setDefault(&c.MaxResponseBytes, MaxResponseBytesDefault)
+	setDefault(&c.MaxIdleConnsPerHost, MaxIdleConnsPerHostDefault)
+	setDefault(&c.DialTimeout, DialTimeoutDefault)
+	setDefault(&c.TLSHandshakeTimeout, TLSHandshakeTimeoutDefault)
+	setDefault(&c.ResponseHeaderTimeout, ResponseHeaderTimeoutDefault)
+	setDefault(&c.MaxResponseHeaderBytes, MaxResponseHeaderBytesDefault)
+	setDefault(&c.TimeoutDefault, TimeoutDefault)
+	return c
+}
+
+func setDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}
+
+func (c SenderConfig) validate() error {
+	switch {
+	case c.MaxResponseBytes < 0 || c.MaxResponseBytes > ResponseReadMax:
+		return fmt.Errorf("MaxResponseBytes %d: must be 0..%d", c.MaxResponseBytes, ResponseReadMax)
+	case c.MaxIdleConnsPerHost < 0:
+		return fmt.Errorf("MaxIdleConnsPerHost %d: must not be negative", c.MaxIdleConnsPerHost)
+	case c.DialTimeout < 0, c.TLSHandshakeTimeout < 0, c.ResponseHeaderTimeout < 0, c.TimeoutDefault < 0:
+		return errors.New("timeouts must not be negative")
+	case c.MaxResponseHeaderBytes < 0:
+		return fmt.Errorf("MaxResponseHeaderBytes %d: must not be negative", c.MaxResponseHeaderBytes)
+	case strings.ContainsAny(c.UserAgent, "\r\n"):
+		return errors.New("UserAgent must be a single line")
+	}
+	return nil
+}
+
+// Request is one delivery attempt.
+type Request struct {
+	// Method defaults to POST.
+	Method string
+	// URL is the endpoint URL: http or https, no credentials.
+	URL string
+	// Headers are the endpoint's custom headers. They are added first and
+	// never override the headers ax sets (see Send).
+	Headers map[string]string
+	// Body is sent byte for byte, and signed as is.
+	Body []byte
+	// Timeout bounds the whole attempt; 0 means SenderConfig.TimeoutDefault.
+	Timeout time.Duration
+
+	ExecutionID  string    // Idempotency-Key, webhook-id, X-Ax-Execution-Id
+	TaskID       string    // X-Ax-Task-Id
+	ScheduledFor time.Time // X-Ax-Scheduled-For
+	Attempt      int       // X-Ax-Attempt, 1 for the first
+	// Keys are the endpoint's signing keys (ParseSecret output), the
+	// current one first; two during a rotation overlap. At least one.
+	Keys [][]byte
+}
+
+// Result is what came back from one attempt.
+type Result struct {
+	// StatusCode is 0 when no response was received (see Err).
+	StatusCode int
+	Header     http.Header
+	// Excerpt is the start of the response body, at most
+	// SenderConfig.MaxResponseBytes, valid UTF-8 without NUL bytes so it
+	// can be stored as text. It may be shorter if reading the body failed
+	// or timed out; that does not change the response's status.
+	Excerpt string
+	// Latency runs from sending the request to the end of reading the body.
+	Latency time.Duration
+	// Err is set when no response was received: an invalid request, a
+	// blocked target, DNS, connect, TLS or timeout errors. It never
+	// contains signing secrets or signatures.
+	Err error
+}
+
+// Sender delivers webhooks over HTTP: it signs each request (Standard
+// Webhooks), dials only addresses the SSRF guard allows, never follows
+// redirects and bounds every step with a timeout. It is safe for
+// concurrent use and reuses connections across calls.
+type Sender struct {
+	cfg       SenderConfig
+	guard     *Guard
+	transport *http.Transport
+	client    *http.Client
+}
+
+// NewSender returns a Sender. It panics on an invalid configuration, which
+// is a programming error.
+func NewSender(cfg SenderConfig) *Sender {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		panic("jobs: invalid SenderConfig: " + err.Error())
+	}
+	guard := NewGuard(GuardConfig{AllowPrivate: cfg.AllowPrivateTargets})
+	transport := &http.Transport{
+		// Never from the environment: through a proxy the guard would
+		// only see the proxy's address.
+		Proxy:                  nil,
+		DialContext:            guard.Dialer(cfg.DialTimeout).DialContext,
+		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:    cfg.TLSHandshakeTimeout,
+		ResponseHeaderTimeout:  cfg.ResponseHeaderTimeout,
+		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           maxIdleConns,
+		MaxIdleConnsPerHost:    cfg.MaxIdleConnsPerHost,
+		IdleConnTimeout:        idleConnTimeout,
+	}
+	return &Sender{
+		cfg:       cfg,
+		guard:     guard,
+		transport: transport,
+		client: &http.Client{
+			Transport: transport,
+			// A 3xx is the attempt's answer, never followed: the next hop
+			// would be a target nobody registered.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
+}
+
+// Close releases idle connections. The Sender stays usable.
+func (s *Sender) Close() { s.transport.CloseIdleConnections() }
+
+// Send makes one delivery attempt and reports what happened; it never
+// returns an error separately: failures are in Result.Err.
+//
+// Headers, after the endpoint's custom headers: Content-Type:
+// application/json, Idempotency-Key and webhook-id (the execution id),
+// webhook-timestamp (this attempt, unix seconds), webhook-signature,
+// X-Ax-Task-Id, X-Ax-Execution-Id, X-Ax-Scheduled-For (RFC 3339 UTC),
+// X-Ax-Attempt and User-Agent. Custom headers cannot set those, any other
+// Webhook-* or X-Ax-* header, Host, or the hop-by-hop and framing headers.
+func (s *Sender) Send(ctx context.Context, r Request) Result {
+	start := time.Now()
+	timeout := r.Timeout
+	if timeout <= 0 {
+		timeout = s.cfg.TimeoutDefault
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	req, err := s.newRequest(ctx, r, start)
+	if err != nil {
+		return Result{Err: err}
+	}
+	resp, err := s.client.Do(req) //nolint:bodyclose // readBody drains and closes it
+	if err != nil {
+		return Result{Err: err, Latency: time.Since(start)}
+	}
+	excerpt := s.readBody(resp.Body)
+	return Result{
+		StatusCode: resp.StatusCode,
+		Header:     resp.Header,
+		Excerpt:    excerpt,
+		Latency:    time.Since(start),
+	}
+}
+
+func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*http.Request, error) {
+	u, err := url.Parse(r.URL)
+	if err != nil {
+		// url.Parse errors quote the URL, which may carry tokens.
+		return nil, fmt.Errorf("%w: malformed URL", ErrInvalidRequest)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%w: URL scheme must be http or https", ErrInvalidRequest)
+	case u.Hostname() == "":
+		return nil, fmt.Errorf("%w: URL has no host", ErrInvalidRequest)
+	case u.User != nil:
+		return nil, fmt.Errorf("%w: URL must not contain credentials", ErrInvalidRequest)
+	case r.ExecutionID == "":
+		return nil, fmt.Errorf("%w: no execution id", ErrInvalidRequest)
+	case len(r.Keys) == 0:
+		return nil, fmt.Errorf("%w: no signing key", ErrInvalidRequest)
+	}
+	for _, k := range r.Keys {
+		if len(k) == 0 {
+			return nil, fmt.Errorf("%w: empty signing key", ErrInvalidRequest)
+		}
+	}
+	if err := s.guard.CheckHost(u.Hostname()); err != nil {
+		return nil, err
+	}
+
+	method := r.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	req, err := http.NewRequestWithContext(ctx, method, r.URL, bytes.NewReader(r.Body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: invalid method", ErrInvalidRequest)
+	}
+
+	for name, value := range r.Headers {
+		if !validHeaderName(name) {
+			return nil, fmt.Errorf("%w: custom header name %q is invalid", ErrInvalidRequest, name)
+		}
+		if !validHeaderValue(value) {
+			// The value may be a credential: name the header only.
+			return nil, fmt.Errorf("%w: custom header %q has an invalid value", ErrInvalidRequest, name)
+		}
+		if canonical := http.CanonicalHeaderKey(name); !reservedHeader(canonical) {
+			req.Header.Set(canonical, value)
+		}
+	}
+
+	h := req.Header
+	h.Set("Content-Type", "application/json")
+	h.Set("Idempotency-Key", r.ExecutionID)
+	h.Set("Webhook-Id", r.ExecutionID)
+	h.Set("Webhook-Timestamp", strconv.FormatInt(now.Unix(), 10))
+	h.Set("Webhook-Signature", SignatureHeader(r.Keys, r.ExecutionID, now, r.Body))
+	h.Set("X-Ax-Task-Id", r.TaskID)
+	h.Set("X-Ax-Execution-Id", r.ExecutionID)
+	h.Set("X-Ax-Scheduled-For", r.ScheduledFor.UTC().Format(time.RFC3339Nano))
+	h.Set("X-Ax-Attempt", strconv.Itoa(r.Attempt))
+	h.Set("User-Agent", s.cfg.UserAgent)
+	return req, nil
+}
+
+// reservedHeader reports the canonical header names custom headers may not
+// set: ax's own, Standard Webhooks', and those that control routing or
+// message framing.
+func reservedHeader(canonical string) bool {
+	if strings.HasPrefix(canonical, "Webhook-") || strings.HasPrefix(canonical, "X-Ax-") {
+		return true
+	}
+	switch canonical {
+	case "Content-Type", "Idempotency-Key", "User-Agent",
+		"Host", "Content-Length", "Transfer-Encoding", "Connection",
+		"Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Upgrade", "Expect":
+		return true
+	}
+	return false
+}
+
+// validHeaderName reports whether name is an RFC 9110 token.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := range len(name) {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue rejects control characters other than horizontal tab,
+// which would otherwise let a value inject headers.
+func validHeaderValue(v string) bool {
+	for i := range len(v) {
+		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// readBody keeps the first MaxResponseBytes of the body, then drains up to
+// ResponseReadMax so that the connection can go back to the pool, and
+// closes it. Read errors only shorten the excerpt.
+func (s *Sender) readBody(body io.ReadCloser) string {
+	defer body.Close()
+	limited := io.LimitReader(body, ResponseReadMax)
+	excerpt, _ := io.ReadAll(io.LimitReader(limited, s.cfg.MaxResponseBytes))
+	_, _ = io.Copy(io.Discard, limited)
+	return textExcerpt(excerpt)
+}
+
+// textExcerpt makes b storable as Postgres text: it drops a rune cut off at
+// the end, replaces invalid UTF-8 and removes NUL bytes.
+func textExcerpt(b []byte) string {
+	for i := 1; i <= utf8.UTFMax && i <= len(b); i++ {
+		if utf8.RuneStart(b[len(b)-i]) {
+			if !utf8.FullRune(b[len(b)-i:]) {
+				b = b[:len(b)-i]
+			}
+			break
+		}
+	}
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "")
+}

@@ -1,0 +1,271 @@
+// Command convert turns the Swagger 2.0 document swag writes into the
+// OpenAPI 3 document ax serves, and finishes what Swagger 2.0 cannot say:
+//
+//   - The bearer scheme (an apiKey in the Authorization header, the only way
+//     Swagger 2.0 can spell it) becomes http/bearer with bearerFormat JWT.
+//   - An operation without @Security gets `security: []`: it is public.
+//   - Every 4xx/5xx response is application/problem+json, whatever the
+//     operation's @Produce says, and a 401 declares WWW-Authenticate.
+//   - Required properties. encoding/json always writes a field without
+//     omitempty, so in a schema that only responses use such a field is
+//     required; those schemas come from a second swag run with
+//     --requiredByDefault (-required). A request schema cannot be read that
+//     way (PATCH bodies reuse create DTOs), so it keeps only the fields
+//     marked `validate:"required"`, as swag wrote them in -in.
+//
+// It fails on a schema swag left empty (a field type it could not resolve),
+// validates the result, and writes it with sorted keys and two-space
+// indentation, so that regenerating an unchanged API yields the same bytes.
+// `go generate` in package openapi runs it.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi2"
+	"github.com/getkin/kin-openapi/openapi2conv"
+	"github.com/getkin/kin-openapi/openapi3"
+)
+
+const (
+	problemContentType = "application/problem+json"
+	schemaRefPrefix    = "#/components/schemas/"
+)
+
+func main() {
+	in := flag.String("in", "swagger.json", "the Swagger 2.0 document swag wrote")
+	required := flag.String("required", "", "the same document written with swag --requiredByDefault (optional)")
+	out := flag.String("out", "openapi.json", "the OpenAPI 3 document to write")
+	flag.Parse()
+	if err := run(*in, *required, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "convert:", err)
+		os.Exit(1)
+	}
+}
+
+func run(in, required, out string) error {
+	doc, err := load(in)
+	if err != nil {
+		return err
+	}
+	if required != "" {
+		withDefaults, err := load(required)
+		if err != nil {
+			return err
+		}
+		if err := takeResponseSchemas(doc, withDefaults); err != nil {
+			return fmt.Errorf("%s and %s: %w", in, required, err)
+		}
+	}
+	if err := finish(doc); err != nil {
+		return err
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		return fmt.Errorf("the converted document is invalid: %w", err)
+	}
+	b, err := encode(doc)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(out, b, 0o644) //nolint:gosec // a generated file, committed and served
+}
+
+func load(path string) (*openapi3.T, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc2 openapi2.T
+	if err := json.Unmarshal(raw, &doc2); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", path, err)
+	}
+	doc, err := openapi2conv.ToV3(&doc2)
+	if err != nil {
+		return nil, fmt.Errorf("convert %s: %w", path, err)
+	}
+	if doc.Components == nil {
+		doc.Components = &openapi3.Components{}
+	}
+	return doc, nil
+}
+
+// takeResponseSchemas replaces the schemas of doc that no request body or
+// parameter uses with their versions in withDefaults.
+func takeResponseSchemas(doc, withDefaults *openapi3.T) error {
+	names := slices.Sorted(maps.Keys(doc.Components.Schemas))
+	if !slices.Equal(names, slices.Sorted(maps.Keys(withDefaults.Components.Schemas))) {
+		return errors.New("the two swag runs produced different schemas; regenerate both")
+	}
+	inRequests := map[string]bool{}
+	if doc.Paths != nil {
+		for _, item := range doc.Paths.Map() {
+			for _, op := range item.Operations() {
+				var params openapi3.Parameters
+				params = append(params, item.Parameters...)
+				params = append(params, op.Parameters...)
+				for _, p := range params {
+					if p.Value != nil {
+						mark(doc, p.Value.Schema, inRequests)
+					}
+				}
+				if op.RequestBody != nil && op.RequestBody.Value != nil {
+					for _, m := range op.RequestBody.Value.Content {
+						mark(doc, m.Schema, inRequests)
+					}
+				}
+			}
+		}
+	}
+	for _, name := range names {
+		if !inRequests[name] {
+			doc.Components.Schemas[name] = withDefaults.Components.Schemas[name]
+		}
+	}
+	return nil
+}
+
+// mark records the component schemas s refers to, transitively.
+func mark(doc *openapi3.T, s *openapi3.SchemaRef, seen map[string]bool) {
+	if s == nil {
+		return
+	}
+	if name, ok := strings.CutPrefix(s.Ref, schemaRefPrefix); ok {
+		if seen[name] {
+			return
+		}
+		seen[name] = true
+		mark(doc, doc.Components.Schemas[name], seen)
+		return
+	}
+	v := s.Value
+	if v == nil {
+		return
+	}
+	for _, p := range v.Properties {
+		mark(doc, p, seen)
+	}
+	for _, group := range []openapi3.SchemaRefs{v.AllOf, v.AnyOf, v.OneOf} {
+		for _, sub := range group {
+			mark(doc, sub, seen)
+		}
+	}
+	mark(doc, v.Items, seen)
+	mark(doc, v.Not, seen)
+	mark(doc, v.AdditionalProperties.Schema, seen)
+}
+
+// finish rewrites the converted document where Swagger 2.0 falls short.
+func finish(doc *openapi3.T) error {
+	if c := doc.Info.Contact; c != nil && c.Name == "" && c.URL == "" && c.Email == "" && len(c.Extensions) == 0 {
+		doc.Info.Contact = nil // swag always writes an empty one
+	}
+	for _, s := range doc.Components.SecuritySchemes {
+		if s.Value != nil && s.Value.Type == "apiKey" && s.Value.In == "header" &&
+			strings.EqualFold(s.Value.Name, "Authorization") {
+			s.Value.Type, s.Value.Scheme, s.Value.BearerFormat = "http", "bearer", "JWT"
+			s.Value.In, s.Value.Name = "", ""
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(doc.Components.Schemas)) {
+		if v := doc.Components.Schemas[name].Value; v != nil && isEmptyObject(v) {
+			return fmt.Errorf("schema %s is empty: swag could not resolve one of its fields "+
+				"(json.RawMessage and other external types need a swaggertype tag); run swag without --quiet to see which", name)
+		}
+	}
+	if doc.Paths == nil {
+		return nil
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody != nil && op.RequestBody.Value != nil {
+				delete(op.RequestBody.Value.Extensions, "x-originalParamName")
+			}
+			if op.Security == nil {
+				// Say explicitly that the operation is public.
+				op.Security = &openapi3.SecurityRequirements{}
+			}
+			if op.Responses == nil {
+				continue
+			}
+			for code, r := range op.Responses.Map() {
+				if r.Value == nil || !isError(code) {
+					continue
+				}
+				if err := asProblem(r.Value, code); err != nil {
+					return fmt.Errorf("%s %s: response %s: %w", method, path, code, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// isEmptyObject reports whether a named schema says nothing at all, which
+// is what swag writes for a struct it failed to parse.
+func isEmptyObject(v *openapi3.Schema) bool {
+	return (v.Type == nil || v.Type.Is("object")) && len(v.Properties) == 0 &&
+		v.AdditionalProperties.Schema == nil && v.AdditionalProperties.Has == nil &&
+		len(v.AllOf) == 0 && len(v.AnyOf) == 0 && len(v.OneOf) == 0
+}
+
+// isError reports whether a response code is a 4xx or 5xx one (or default).
+func isError(code string) bool {
+	return code == "default" || strings.HasPrefix(code, "4") || strings.HasPrefix(code, "5")
+}
+
+// asProblem makes an error response's body application/problem+json and
+// gives a 401 its challenge header.
+func asProblem(r *openapi3.Response, code string) error {
+	var media *openapi3.MediaType
+	for _, m := range r.Content {
+		if media != nil && (m.Schema == nil || media.Schema == nil || m.Schema.Ref != media.Schema.Ref) {
+			return errors.New("an error response has one body schema, the problem")
+		}
+		media = m
+	}
+	if media != nil {
+		r.Content = openapi3.Content{problemContentType: media}
+	}
+	if _, ok := r.Headers["WWW-Authenticate"]; code == "401" && !ok {
+		if r.Headers == nil {
+			r.Headers = openapi3.Headers{}
+		}
+		r.Headers["WWW-Authenticate"] = &openapi3.HeaderRef{Value: &openapi3.Header{Parameter: openapi3.Parameter{
+			Description: "The bearer challenge, e.g. `Bearer realm=\"ax\", error=\"invalid_token\"`.",
+			Schema:      openapi3.NewStringSchema().NewRef(),
+		}}}
+	}
+	return nil
+}
+
+// encode writes doc as indented JSON with sorted keys, without escaping
+// <, > and & as json.Marshal does, ending with a newline.
+func encode(doc *openapi3.T) ([]byte, error) {
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

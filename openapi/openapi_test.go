@@ -1,0 +1,213 @@
+package openapi_test
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/api"
+	"github.com/axhq/ax/openapi"
+)
+
+const (
+	// oapiCodegen generates the client that must compile.
+	oapiCodegen = "github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@v2.8.2"
+	// oapiRuntime is the runtime library that client needs.
+	oapiRuntime = "github.com/oapi-codegen/runtime@v1.9.0"
+
+	problemRef         = "#/components/schemas/Problem"
+	problemContentType = "application/problem+json"
+)
+
+func load(t *testing.T) *openapi3.T {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromData(openapi.Spec())
+	require.NoError(t, err)
+	return doc
+}
+
+func TestSpecIsValid(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	require.NoError(t, doc.Validate(t.Context()))
+	require.Equal(t, "ax API", doc.Info.Title)
+
+	bearer := doc.Components.SecuritySchemes["BearerAuth"]
+	require.NotNil(t, bearer, "the BearerAuth security scheme is missing")
+	require.Equal(t, "http", bearer.Value.Type)
+	require.Equal(t, "bearer", bearer.Value.Scheme)
+	require.Equal(t, "JWT", bearer.Value.BearerFormat)
+
+	require.Contains(t, doc.Components.Schemas, "Problem")
+	require.Contains(t, doc.Components.Schemas, "FieldError")
+
+	// Schema names become type names in generated clients: every DTO needs
+	// a `// @name Name` after its struct, or swag names it api.fooResponse
+	// (and a generic one Page-api_fooResponse).
+	name := regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+	for n := range doc.Components.Schemas {
+		require.Regexp(t, name, n, "schema %q: end its struct with `} // @name PascalCase`; no generic DTOs", n)
+	}
+}
+
+// TestSchemaNamesAreUnique guards against two DTOs with the same
+// `// @name`: swag silently keeps only one of them.
+func TestSchemaNamesAreUnique(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("..", "api", "*.go"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	atName := regexp.MustCompile(`(?m)^}\s*//\s*@name\s+(\S+)`)
+	seen := map[string]string{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range atName.FindAllSubmatch(src, -1) {
+			name := string(m[1])
+			if prev, dup := seen[name]; dup {
+				t.Errorf("@name %s is used in both %s and %s", name, prev, f)
+			}
+			seen[name] = f
+		}
+	}
+}
+
+func newServer(t *testing.T) *echo.Echo {
+	t.Helper()
+	auth, err := api.NewAuthenticator(api.AuthConfig{HMACSecret: []byte("test secret; no /v1 request is served")})
+	require.NoError(t, err)
+	return api.New(api.Config{
+		Logger: slog.New(slog.DiscardHandler),
+		Auth:   auth,
+		Ready:  func(context.Context) error { return nil },
+	})
+}
+
+// TestEveryRouteIsDocumented checks that the routes echo serves and the
+// operations the spec describes are the same set.
+func TestEveryRouteIsDocumented(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	documented := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			documented[method+" "+path] = true
+		}
+	}
+	param := regexp.MustCompile(`:([^/]+)`)
+	served := map[string]bool{}
+	for _, r := range newServer(t).Routes() {
+		if r.Method == echo.RouteNotFound || r.Path == "/openapi.json" {
+			continue
+		}
+		require.NotContains(t, r.Path, "*", "route %s %s: a wildcard route cannot be described", r.Method, r.Path)
+		served[r.Method+" "+param.ReplaceAllString(r.Path, "{$1}")] = true
+	}
+	for _, route := range slices.Sorted(maps.Keys(served)) {
+		if !documented[route] {
+			t.Errorf("%s is served but not in the spec: annotate its handler (@Router) and run `make generate`", route)
+		}
+	}
+	for _, op := range slices.Sorted(maps.Keys(documented)) {
+		if !served[op] {
+			t.Errorf("%s is in the spec but not served: fix its @Router or api/routes.go and run `make generate`", op)
+		}
+	}
+}
+
+func TestServeSpec(t *testing.T) {
+	t.Parallel()
+	e := newServer(t)
+
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/openapi.json", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	require.NotEmpty(t, rec.Header().Get("Cache-Control"))
+	require.Equal(t, openapi.Spec(), rec.Body.Bytes())
+	etag := rec.Header().Get("ETag")
+	require.NotEmpty(t, etag)
+
+	req := httptest.NewRequest(http.MethodGet, "/openapi.json", nil)
+	req.Header.Set("If-None-Match", etag)
+	rec = httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusNotModified, rec.Code)
+	require.Empty(t, rec.Body.Bytes())
+}
+
+// TestOperations checks what every operation must declare: /v1 ones need
+// the bearer token and may answer 401; every error is a Problem.
+func TestOperations(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			where := method + " " + path
+			var success bool
+			for code, r := range op.Responses.Map() {
+				if code == "default" || code[0] == '4' || code[0] == '5' {
+					require.Len(t, r.Value.Content, 1, "%s: response %s: one body, a Problem", where, code)
+					media := r.Value.Content.Get(problemContentType)
+					require.NotNil(t, media, "%s: response %s is not %s", where, code, problemContentType)
+					require.Equal(t, problemRef, media.Schema.Ref,
+						"%s: response %s: write `@Failure %s {object} problem`", where, code, code)
+				} else if code[0] == '2' {
+					success = true
+				}
+			}
+			require.True(t, success, "%s: no @Success response", where)
+
+			if !strings.HasPrefix(path, "/v1/") {
+				continue
+			}
+			require.NotNil(t, op.Security, "%s: add `@Security BearerAuth`", where)
+			require.True(t, slices.ContainsFunc(*op.Security, func(req openapi3.SecurityRequirement) bool {
+				_, ok := req["BearerAuth"]
+				return ok
+			}), "%s: add `@Security BearerAuth`", where)
+			require.NotNil(t, op.Responses.Status(http.StatusUnauthorized), "%s: add `@Failure 401 {object} problem`", where)
+		}
+	}
+}
+
+// TestGeneratedClientCompiles generates a Go client with oapi-codegen in a
+// throwaway module and builds it. It needs the Go module proxy.
+func TestGeneratedClientCompiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
+	}
+	write("openapi.json", string(openapi.Spec()))
+	write("go.mod", "module example.com/axclient\n\ngo 1.24\n")
+	write("oapi-codegen.yaml", "package: axclient\noutput: client.gen.go\ngenerate:\n  models: true\n  client: true\n")
+
+	env := append(os.Environ(), "GOFLAGS=-mod=mod -buildvcs=false", "GOWORK=off")
+	run := func(args ...string) {
+		cmd := exec.CommandContext(t.Context(), "go", args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
+	}
+	run("run", oapiCodegen, "-config", "oapi-codegen.yaml", "openapi.json")
+	run("get", oapiRuntime)
+	run("build", "./...")
+	run("vet", "./...")
+}

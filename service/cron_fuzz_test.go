@@ -1,0 +1,57 @@
+package service
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// FuzzCronParse parses arbitrary expressions in assorted zones. Invalid input
+// must yield a *ValidationError; valid input must produce strictly
+// increasing, rule-abiding fire times.
+func FuzzCronParse(f *testing.F) {
+	zones := []string{"UTC", "America/New_York", "Europe/London", "Asia/Shanghai", "Australia/Lord_Howe",
+		"Pacific/Apia", "Pacific/Chatham", "Asia/Kathmandu", "America/Santiago", "Africa/Casablanca",
+		"Antarctica/Troll", "Asia/Tehran", "Pacific/Kiritimati", "America/St_Johns", "Europe/Dublin"}
+	for _, seed := range []string{
+		"TZ=TZ=TZ=", "TZ=0", "CRON_TZ=", "15/0 * * * *", "5-2 * * * *", ", * * * *", "0 0 30 2 *",
+		"@every 0s", strings.Repeat("1,2 ", 2560),
+		"* * * * *", "*/15 * * * * *", "30 2 * * *", "30 1 * * *", "0 * * * *", "0 0 L * *", "0 0 L-3 2 *",
+		"0 0 29 2 *", "0 0 29 2 */6", "0 0 13 * FRI", "0 0 */2 * MON", "0 9-17/4 * * MON-FRI", "0 0 1 jan,Jul ?",
+		"@yearly", "@hourly", "59 59 23 31 12 *", "0 0 * * 7", "0 0 ? * 0-7", "10-40/15 5/10 * * * *",
+		"@", "*/", "-", "1-", "L-", "0 0 L-30 2 *", "? ? ? ? ?", "0 0 l * sun",
+	} {
+		f.Add(seed, uint8(len(seed)), int64(1772931600)) // 2026-03-08T01:00:00Z
+	}
+	f.Add("*/7 * * * * *", uint8(1), int64(1793502000)) // New York, 2026-11-01T05:40:00Z
+	f.Add("* * * * *", uint8(5), int64(1325239200))     // Apia, 2011-12-30T10:00:00Z
+
+	f.Fuzz(func(t *testing.T, expr string, zi uint8, start int64) {
+		zone := zones[int(zi)%len(zones)]
+		s, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: expr, Timezone: zone}, time.Time{})
+		if err != nil {
+			var verr *ValidationError
+			require.ErrorAs(t, err, &verr)
+			require.NotEmpty(t, verr.Fields)
+			return
+		}
+		for _, extreme := range []time.Time{{}, time.Unix(-1<<62, 0), time.Unix(1<<62, 0), maxFire().Add(-time.Hour)} {
+			if next, ok := s.Next(extreme); ok {
+				require.True(t, next.After(extreme))
+			}
+		}
+		// Start somewhere in 1900-2300, where zone data is rich.
+		const from, span = -2208988800, 400 * 365 * secondsPerDay
+		after := time.Unix(from+floorMod(start, span), floorMod(start, 1e9))
+		prev := after
+		for range 5 {
+			next, ok := s.Next(prev)
+			require.True(t, ok, "%q in %s after %s", expr, zone, prev)
+			require.True(t, next.After(prev), "%q in %s: %s not after %s", expr, zone, next, prev)
+			checkFire(t, s.cron, s.loc, expr, next)
+			prev = next
+		}
+	})
+}

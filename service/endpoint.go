@@ -1,0 +1,369 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axhq/ax/db"
+)
+
+// Endpoint limits and defaults.
+const (
+	EndpointTimeoutDefault = 10 * time.Second
+	TimeoutMin             = 100 * time.Millisecond
+	TimeoutMax             = 300 * time.Second
+	// SecretOverlap is how long a rotated-out secret keeps signing.
+	SecretOverlap  = 24 * time.Hour
+	urlMaxLen      = 2048
+	nameMaxLen     = 128
+	headersMax     = 32
+	headerValueMax = 1024
+)
+
+// Endpoint is a webhook target.
+type Endpoint struct {
+	ID      string
+	Name    string
+	URL     string
+	Method  string
+	Headers map[string]string
+	// Secret is the current signing secret (whsec_…). PreviousSecret, until
+	// PreviousSecretExpiresAt, also signs (rotation overlap).
+	Secret                  string
+	PreviousSecret          string
+	PreviousSecretExpiresAt *time.Time
+	Timeout                 time.Duration
+	Enabled                 bool
+	// DisabledReason says why ax disabled the endpoint (e.g. a 410 Gone).
+	DisabledReason string
+	DisabledAt     *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// EndpointInput is what a client may set on an endpoint.
+type EndpointInput struct {
+	Name    string
+	URL     string
+	Method  string // "" means POST
+	Headers map[string]string
+	Secret  string // "" means generate one (on create) or keep (on update)
+	Timeout time.Duration
+	Enabled bool
+}
+
+// Input returns the client-settable fields of e, the starting point of a
+// partial update.
+func (e Endpoint) Input() EndpointInput {
+	return EndpointInput{Name: e.Name, URL: e.URL, Method: e.Method, Headers: e.Headers, Timeout: e.Timeout, Enabled: e.Enabled}
+}
+
+// Endpoints manages webhook endpoints.
+type Endpoints struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+}
+
+// NewEndpoints returns an Endpoints backed by pool.
+func NewEndpoints(pool *pgxpool.Pool) *Endpoints {
+	return &Endpoints{pool: pool, now: time.Now}
+}
+
+// Create validates in and stores a new endpoint, generating its secret
+// unless one is given.
+func (s *Endpoints) Create(ctx context.Context, tenant string, in EndpointInput) (Endpoint, error) {
+	in = in.withDefaults()
+	if err := in.validate(); err != nil {
+		return Endpoint{}, err
+	}
+	if in.Secret == "" {
+		secret, err := GenerateSecret()
+		if err != nil {
+			return Endpoint{}, err
+		}
+		in.Secret = secret
+	}
+	row, err := db.InsertEndpoint(ctx, s.pool, db.Endpoint{
+		TenantID: tenant, ID: NewID(), Name: in.Name, URL: in.URL, Method: in.Method, Headers: in.Headers,
+		Secret: in.Secret, TimeoutMS: int(in.Timeout / time.Millisecond), Enabled: in.Enabled,
+	})
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("create endpoint: %w", err)
+	}
+	return endpointFromRow(row), nil
+}
+
+// Get returns one endpoint.
+func (s *Endpoints) Get(ctx context.Context, tenant, id string) (Endpoint, error) {
+	if !validID(id) {
+		return Endpoint{}, ErrNotFound
+	}
+	row, err := db.GetEndpoint(ctx, s.pool, tenant, id, false)
+	if err != nil {
+		return Endpoint{}, translate(err, "endpoint")
+	}
+	return endpointFromRow(row), nil
+}
+
+// List returns a page of endpoints, newest first.
+func (s *Endpoints) List(ctx context.Context, tenant string, page Page) ([]Endpoint, string, error) {
+	if err := page.check(); err != nil {
+		return nil, "", err
+	}
+	rows, err := db.ListEndpoints(ctx, s.pool, tenant, page.After, page.Limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]Endpoint, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, endpointFromRow(r))
+	}
+	out, next := pageOf(out, page.Limit, func(e Endpoint) string { return e.ID })
+	return out, next, nil
+}
+
+// Update applies change to the endpoint's current input under a row lock,
+// validates the result and stores it. Re-enabling an endpoint that ax
+// disabled clears the reason.
+func (s *Endpoints) Update(ctx context.Context, tenant, id string, change func(*EndpointInput) error) (Endpoint, error) {
+	if !validID(id) {
+		return Endpoint{}, ErrNotFound
+	}
+	var out Endpoint
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		row, err := db.GetEndpoint(ctx, tx, tenant, id, true)
+		if err != nil {
+			return translate(err, "endpoint")
+		}
+		cur := endpointFromRow(row)
+		in := cur.Input()
+		if err := change(&in); err != nil {
+			return err
+		}
+		in = in.withDefaults()
+		if err := in.validate(); err != nil {
+			return err
+		}
+		row.Name, row.URL, row.Method, row.Headers = in.Name, in.URL, in.Method, in.Headers
+		row.TimeoutMS = int(in.Timeout / time.Millisecond)
+		if in.Secret != "" && in.Secret != row.Secret {
+			s.rotate(&row, in.Secret)
+		}
+		if in.Enabled && !row.Enabled {
+			row.DisabledReason, row.DisabledAt = nil, nil
+		}
+		row.Enabled = in.Enabled
+		if row, err = db.UpdateEndpoint(ctx, tx, row); err != nil {
+			return fmt.Errorf("update endpoint: %w", err)
+		}
+		out = endpointFromRow(row)
+		return nil
+	})
+	return out, err
+}
+
+// RotateSecret replaces the signing secret with secret (or a generated one
+// when empty). The old secret keeps signing for SecretOverlap, so receivers
+// can switch keys without dropping a delivery.
+func (s *Endpoints) RotateSecret(ctx context.Context, tenant, id, secret string) (Endpoint, error) {
+	if secret != "" {
+		if _, err := ParseSecret(secret); err != nil {
+			return Endpoint{}, &ValidationError{Fields: []FieldError{{Field: "secret", Message: err.Error()}}}
+		}
+	} else {
+		var err error
+		if secret, err = GenerateSecret(); err != nil {
+			return Endpoint{}, err
+		}
+	}
+	return s.Update(ctx, tenant, id, func(in *EndpointInput) error {
+		in.Secret = secret
+		return nil
+	})
+}
+
+func (s *Endpoints) rotate(row *db.Endpoint, secret string) {
+	prev := row.Secret
+	until := s.now().Add(SecretOverlap)
+	row.PreviousSecret, row.PreviousSecretExpiresAt = &prev, &until
+	row.Secret = secret
+}
+
+// Delete deletes an endpoint. An endpoint still used by a task (as its
+// target or its alert endpoint) cannot be deleted: ErrConflict.
+func (s *Endpoints) Delete(ctx context.Context, tenant, id string) error {
+	if !validID(id) {
+		return ErrNotFound
+	}
+	ok, err := db.DeleteEndpoint(ctx, s.pool, tenant, id)
+	if db.IsForeignKeyViolation(err) {
+		return fmt.Errorf("the endpoint is used by tasks; delete or re-point them first: %w", ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("delete endpoint: %w", err)
+	}
+	if !ok {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// SigningKeys returns the keys that sign a delivery at time now: the
+// current secret first, then the previous one during the rotation overlap.
+func (e Endpoint) SigningKeys(now time.Time) ([][]byte, error) {
+	cur, err := ParseSecret(e.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %s: stored secret: %w", e.ID, err)
+	}
+	keys := [][]byte{cur}
+	if e.PreviousSecret != "" && e.PreviousSecretExpiresAt != nil && now.Before(*e.PreviousSecretExpiresAt) {
+		if prev, err := ParseSecret(e.PreviousSecret); err == nil {
+			keys = append(keys, prev)
+		}
+	}
+	return keys, nil
+}
+
+func (in EndpointInput) withDefaults() EndpointInput {
+	if in.Method == "" {
+		in.Method = http.MethodPost
+	}
+	in.Method = strings.ToUpper(in.Method)
+	if in.Timeout == 0 {
+		in.Timeout = EndpointTimeoutDefault
+	}
+	if in.Headers == nil {
+		in.Headers = map[string]string{}
+	}
+	return in
+}
+
+var headerNamePattern = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
+
+// reservedHeaders are set by ax on every delivery and cannot be configured.
+var reservedHeaders = []string{
+	"content-type", "content-length", "host", "transfer-encoding", "connection", "user-agent",
+	"idempotency-key", "te", "trailer", "upgrade", "keep-alive", "proxy-connection",
+}
+
+func (in EndpointInput) validate() error {
+	var ve ValidationError
+	validateName(&ve, "name", in.Name)
+	validateURL(&ve, "url", in.URL)
+	switch in.Method {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+	default:
+		ve.Add("method", "must be POST, PUT or PATCH")
+	}
+	if len(in.Headers) > headersMax {
+		ve.Add("headers", fmt.Sprintf("at most %d headers", headersMax))
+	}
+	for k, v := range in.Headers {
+		lk := strings.ToLower(k)
+		switch {
+		case !headerNamePattern.MatchString(k):
+			ve.Add("headers."+k, "not a valid header name")
+		case contains(reservedHeaders, lk) || strings.HasPrefix(lk, "webhook-") || strings.HasPrefix(lk, "x-ax-"):
+			ve.Add("headers."+k, "is set by ax and cannot be configured")
+		case len(v) > headerValueMax || strings.ContainsAny(v, "\r\n\x00"):
+			ve.Add("headers."+k, fmt.Sprintf("value must be at most %d characters without line breaks", headerValueMax))
+		}
+	}
+	validateTimeout(&ve, "timeout_ms", in.Timeout)
+	if in.Secret != "" {
+		if _, err := ParseSecret(in.Secret); err != nil {
+			ve.Add("secret", err.Error())
+		}
+	}
+	return ve.Err()
+}
+
+func validateName(ve *ValidationError, field, name string) {
+	switch {
+	case strings.TrimSpace(name) == "":
+		ve.Add(field, "is required")
+	case len(name) > nameMaxLen:
+		ve.Add(field, fmt.Sprintf("must be at most %d characters", nameMaxLen))
+	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+		ve.Add(field, "must not contain control characters")
+	}
+}
+
+func validateURL(ve *ValidationError, field, raw string) {
+	if raw == "" {
+		ve.Add(field, "is required")
+		return
+	}
+	if len(raw) > urlMaxLen {
+		ve.Add(field, fmt.Sprintf("must be at most %d characters", urlMaxLen))
+		return
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		ve.Add(field, "is not a valid URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		ve.Add(field, "must be an absolute http or https URL")
+	case u.Host == "" || u.Hostname() == "":
+		ve.Add(field, "must include a host")
+	case u.User != nil:
+		ve.Add(field, "must not contain credentials (user:password@); use headers instead")
+	case u.Fragment != "" || strings.Contains(raw, "#"):
+		ve.Add(field, "must not contain a fragment")
+	case strings.ContainsAny(raw, " \t\r\n"):
+		ve.Add(field, "must not contain whitespace")
+	}
+}
+
+func validateTimeout(ve *ValidationError, field string, d time.Duration) {
+	if d < TimeoutMin || d > TimeoutMax {
+		ve.Add(field, fmt.Sprintf("must be between %d and %d", TimeoutMin.Milliseconds(), TimeoutMax.Milliseconds()))
+	}
+}
+
+func endpointFromRow(r db.Endpoint) Endpoint {
+	e := Endpoint{
+		ID: r.ID, Name: r.Name, URL: r.URL, Method: r.Method, Headers: r.Headers, Secret: r.Secret,
+		PreviousSecretExpiresAt: r.PreviousSecretExpiresAt, Timeout: time.Duration(r.TimeoutMS) * time.Millisecond,
+		Enabled: r.Enabled, DisabledAt: r.DisabledAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+	if r.PreviousSecret != nil {
+		e.PreviousSecret = *r.PreviousSecret
+	}
+	if r.DisabledReason != nil {
+		e.DisabledReason = *r.DisabledReason
+	}
+	if e.Headers == nil {
+		e.Headers = map[string]string{}
+	}
+	return e
+}
+
+// translate maps driver errors to the service's sentinels.
+func translate(err error, what string) error {
+	switch {
+	case errors.Is(err, db.ErrNoRows):
+		return ErrNotFound
+	case db.IsUniqueViolation(err):
+		return fmt.Errorf("%s already exists: %w", what, ErrConflict)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

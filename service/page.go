@@ -1,0 +1,54 @@
+package service
+
+import "github.com/google/uuid"
+
+// List page sizes.
+const (
+	PageLimitDefault = 50
+	PageLimitMax     = 500
+)
+
+// Page selects one page of a newest-first list.
+type Page struct {
+	// After is the id of the last item of the previous page; "" for the first.
+	After string
+	// Limit is the page size, already clamped by the caller (ClampLimit).
+	Limit int
+}
+
+// ClampLimit turns a requested page size into one in 1..PageLimitMax; 0
+// means the default.
+func ClampLimit(n int) int {
+	switch {
+	case n <= 0:
+		return PageLimitDefault
+	case n > PageLimitMax:
+		return PageLimitMax
+	}
+	return n
+}
+
+// pageOf trims a result fetched with limit+1 rows and returns the cursor of
+// the next page, "" when this is the last.
+func pageOf[T any](items []T, limit int, id func(T) string) ([]T, string) {
+	if len(items) <= limit {
+		return items, ""
+	}
+	items = items[:limit]
+	return items, id(items[len(items)-1])
+}
+
+// validID reports whether id can name a resource; anything else is simply
+// not found.
+func validID(id string) bool {
+	_, err := uuid.Parse(id)
+	return err == nil && len(id) == 36
+}
+
+// check rejects a cursor that cannot have come from this API.
+func (p Page) check() error {
+	if p.After != "" && !validID(p.After) {
+		return &ValidationError{Fields: []FieldError{{Field: "cursor", Message: "is not a cursor returned by this API"}}}
+	}
+	return nil
+}

@@ -1,0 +1,311 @@
+package service
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Schedule types, as schedule.type spells them.
+const (
+	ScheduleCron     = "cron"
+	ScheduleInterval = "interval"
+	ScheduleOnce     = "once"
+)
+
+const (
+	// IntervalSecondsMin and IntervalSecondsMax bound schedule.interval_seconds
+	// (the maximum is 366 days).
+	IntervalSecondsMin = 1
+	IntervalSecondsMax = 366 * secondsPerDay
+	// PreviewMax caps the number of fire times Preview returns.
+	PreviewMax = 1000
+)
+
+// minFire returns the first instant a schedule may fire at, 0001-01-01Z.
+func minFire() time.Time {
+	return time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+}
+
+// maxFire returns the last instant a schedule may fire at: later times have
+// no RFC 3339 form, so Next treats it as an implicit end_at.
+func maxFire() time.Time {
+	return time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC)
+}
+
+// ScheduleSpec is the schedule as a client gives it (API.md).
+type ScheduleSpec struct {
+	Type            string     // "cron" | "interval" | "once"
+	Cron            string     // cron: 5 fields, or 6 with seconds first; or a descriptor
+	Timezone        string     // IANA name; "" means "UTC"
+	IntervalSeconds int64      // interval: >= 1
+	RunAt           *time.Time // once
+	StartAt, EndAt  *time.Time // optional bounds, any type
+}
+
+// Schedule is a validated schedule that computes fire times. It is immutable
+// and safe for concurrent use.
+//
+// # Cron
+//
+// Five fields "minute hour day-of-month month day-of-week" (second 0), or six
+// with a leading second field. Each field is a comma-separated list of *,
+// values, ranges a-b, and steps (*/15, 10-40/5, and 5/10 meaning 5-max/10).
+// Months accept JAN-DEC and weekdays SUN-SAT, case-insensitively; day-of-week
+// 7 is Sunday too. ? means * in day-of-month and day-of-week. Day-of-month may
+// be L (the month's last day) or L-n (n days before it) as the whole field.
+// Ranges do not wrap around. Descriptors: @yearly, @annually, @monthly,
+// @weekly, @daily, @midnight, @hourly.
+//
+// Day matching follows Vixie cron: when both day-of-month and day-of-week are
+// restricted, a day matches if either matches; a field that starts with * or
+// ? is not restricted, and then a day must match both (so "0 0 */2 * MON" is
+// odd-numbered Mondays).
+//
+// # Time zones and DST
+//
+// Cron fields are evaluated on the wall clock of the schedule's IANA zone. A
+// wall clock that does not exist (spring forward) fires once, at the first
+// instant after the gap: every matching time inside the gap collapses into
+// that single fire, shared with a match at the gap's end. A wall clock that
+// occurs twice (fall back) fires once, at its first occurrence; the repeated
+// stretch fires nothing. Fire times are therefore never duplicated.
+//
+// # Interval and once
+//
+// Interval slots are base + k*interval_seconds (k >= 0) in real seconds,
+// unaffected by DST, where base is start_at when set and otherwise the anchor
+// given to ParseSchedule, truncated to the second. A once schedule fires at
+// run_at.
+//
+// # Bounds
+//
+// start_at and end_at are inclusive and apply to every type.
+type Schedule struct {
+	spec     ScheduleSpec
+	loc      *time.Location
+	cron     *cronExpr
+	interval int64     // seconds
+	base     time.Time // interval slot 0
+	runAt    time.Time
+	start    time.Time // zero: unbounded
+	end      time.Time // always set: end_at or maxFire()
+}
+
+// ParseSchedule validates spec and returns a Schedule. anchor is the task's
+// creation time: interval slots are StartAt + k*interval when StartAt is set,
+// otherwise anchor + k*interval (k >= 0), with anchor truncated to the second
+// so slots do not depend on the precision the anchor was stored with.
+//
+// Every problem is reported in one *ValidationError whose field names are the
+// API's (schedule.type, schedule.cron, ...). A cron expression that can never
+// fire (such as 30 February) is invalid.
+func ParseSchedule(spec ScheduleSpec, anchor time.Time) (*Schedule, error) {
+	var verr ValidationError
+	s := &Schedule{spec: normalizeSpec(spec), end: maxFire()}
+
+	loc, msg := loadZone(spec.Timezone)
+	if msg != "" {
+		verr.Add("schedule.timezone", msg)
+	}
+	s.loc = loc
+
+	cronSet := strings.TrimSpace(spec.Cron) != ""
+	notFor := func(field string) {
+		verr.Add(field, fmt.Sprintf("must not be set for a %s schedule", spec.Type))
+	}
+	switch spec.Type {
+	case ScheduleCron:
+		if !cronSet {
+			verr.Add("schedule.cron", "is required for a cron schedule")
+		} else {
+			c, msgs := parseCron(spec.Cron)
+			for _, m := range msgs {
+				verr.Add("schedule.cron", m)
+			}
+			s.cron = c
+		}
+		if spec.IntervalSeconds != 0 {
+			notFor("schedule.interval_seconds")
+		}
+		if spec.RunAt != nil {
+			notFor("schedule.run_at")
+		}
+	case ScheduleInterval:
+		switch n := spec.IntervalSeconds; {
+		case n == 0:
+			verr.Add("schedule.interval_seconds", "is required for an interval schedule")
+		case n < IntervalSecondsMin || n > IntervalSecondsMax:
+			verr.Add("schedule.interval_seconds",
+				fmt.Sprintf("must be between %d and %d (366 days)", IntervalSecondsMin, IntervalSecondsMax))
+		}
+		s.interval = spec.IntervalSeconds
+		if cronSet {
+			notFor("schedule.cron")
+		}
+		if spec.RunAt != nil {
+			notFor("schedule.run_at")
+		}
+	case ScheduleOnce:
+		if spec.RunAt == nil {
+			verr.Add("schedule.run_at", "is required for a once schedule")
+		}
+		if cronSet {
+			notFor("schedule.cron")
+		}
+		if spec.IntervalSeconds != 0 {
+			notFor("schedule.interval_seconds")
+		}
+	case "":
+		verr.Add("schedule.type", `is required; must be one of "cron", "interval", "once"`)
+	default:
+		verr.Add("schedule.type", fmt.Sprintf(`%q is not a schedule type; must be one of "cron", "interval", "once"`, spec.Type))
+	}
+
+	for _, t := range []struct {
+		field string
+		at    *time.Time
+	}{{"schedule.run_at", spec.RunAt}, {"schedule.start_at", spec.StartAt}, {"schedule.end_at", spec.EndAt}} {
+		if t.at != nil && (t.at.Year() < 1 || t.at.After(maxFire())) {
+			verr.Add(t.field, "must be between years 0001 and 9999")
+		}
+	}
+	if spec.StartAt != nil && spec.EndAt != nil && !spec.StartAt.Before(*spec.EndAt) {
+		verr.Add("schedule.end_at", "must be after schedule.start_at")
+	}
+	if spec.Type == ScheduleOnce && spec.RunAt != nil &&
+		(spec.StartAt != nil && spec.RunAt.Before(*spec.StartAt) || spec.EndAt != nil && spec.RunAt.After(*spec.EndAt)) {
+		verr.Add("schedule.run_at", "must be within schedule.start_at and schedule.end_at")
+	}
+	if err := verr.Err(); err != nil {
+		return nil, err
+	}
+
+	if spec.RunAt != nil {
+		s.runAt = spec.RunAt.UTC()
+	}
+	if spec.StartAt != nil {
+		s.start = spec.StartAt.UTC()
+	}
+	if spec.EndAt != nil {
+		s.end = spec.EndAt.UTC()
+	}
+	s.base = anchor.UTC().Truncate(time.Second)
+	if spec.StartAt != nil {
+		s.base = s.start
+	}
+	return s, nil
+}
+
+// normalizeSpec fills the default zone, trims the expression and copies the
+// times (in UTC) so the Schedule shares nothing with the caller.
+func normalizeSpec(spec ScheduleSpec) ScheduleSpec {
+	if spec.Timezone == "" {
+		spec.Timezone = "UTC"
+	}
+	spec.Cron = strings.TrimSpace(spec.Cron)
+	spec.RunAt = copyTime(spec.RunAt)
+	spec.StartAt = copyTime(spec.StartAt)
+	spec.EndAt = copyTime(spec.EndAt)
+	return spec
+}
+
+func copyTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// Spec returns the normalised schedule: Timezone filled ("UTC" when it was
+// empty), Cron trimmed, times in UTC.
+func (s *Schedule) Spec() ScheduleSpec {
+	return normalizeSpec(s.spec)
+}
+
+// Location returns the schedule's time zone (UTC unless one was given).
+func (s *Schedule) Location() *time.Location {
+	return s.loc
+}
+
+// Next returns the first fire time strictly after `after`, in UTC, honouring
+// start_at and end_at (both inclusive); ok is false when the schedule never
+// fires again. Feeding each result back in yields a strictly increasing
+// sequence. Fire times are limited to years 0001-9999 (the RFC 3339 range).
+// Its cost is bounded (microseconds) for every valid schedule.
+func (s *Schedule) Next(after time.Time) (t time.Time, ok bool) {
+	if !s.start.IsZero() && after.Before(s.start) {
+		after = s.start.Add(-time.Nanosecond)
+	}
+	if after.Before(minFire()) {
+		after = minFire().Add(-time.Nanosecond)
+	}
+	if !after.Before(s.end) {
+		return time.Time{}, false
+	}
+	switch {
+	case s.cron != nil:
+		t, ok = s.nextCron(after)
+	case s.interval > 0:
+		t, ok = s.nextInterval(after), true
+	default:
+		t, ok = s.runAt, s.runAt.After(after)
+	}
+	if !ok || t.After(s.end) {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// Preview returns up to n fire times strictly after `after` (n clamped to
+// 1..PreviewMax).
+func (s *Schedule) Preview(after time.Time, n int) []time.Time {
+	n = min(max(n, 1), PreviewMax)
+	out := make([]time.Time, 0, min(n, 16))
+	for len(out) < n {
+		t, ok := s.Next(after)
+		if !ok {
+			break
+		}
+		out = append(out, t)
+		after = t
+	}
+	return out
+}
+
+// nextInterval returns the first slot base + k*interval after `after`.
+func (s *Schedule) nextInterval(after time.Time) time.Time {
+	if after.Before(s.base) {
+		return s.base
+	}
+	// Whole seconds elapsed since base, rounded down.
+	q := after.Unix() - s.base.Unix()
+	if after.Nanosecond() < s.base.Nanosecond() {
+		q--
+	}
+	k := q/s.interval + 1
+	return time.Unix(s.base.Unix()+k*s.interval, int64(s.base.Nanosecond())).UTC()
+}
+
+// nextCron returns the first cron fire strictly after `after`.
+//
+// Fire instants are resolveWall(w) for matching wall clocks w, a
+// non-decreasing mapping, so the answer is the instant of the first matching
+// wall clock at or after firstWallAfter.
+func (s *Schedule) nextCron(after time.Time) (time.Time, bool) {
+	a := after.Unix() // whole seconds; fires are on whole seconds
+	ws := firstWallAfter(s.loc, a)
+	y, _, _ := civilFromDays(floorDiv(ws, secondsPerDay))
+	maxYear := min(y+cronCheckYears+1, 10000)
+	for {
+		w, ok := s.cron.nextWall(ws, maxYear)
+		if !ok {
+			return time.Time{}, false
+		}
+		if x := resolveWall(s.loc, w); x > a {
+			return time.Unix(x, 0).UTC(), true
+		}
+		ws = w + 1 // not reached given the mapping is monotonic; kept for safety
+	}
+}

@@ -1,0 +1,939 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// ts parses an RFC 3339 time for test tables.
+func ts(t testing.TB, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339Nano, s)
+	require.NoError(t, err)
+	return v
+}
+
+func tsp(t testing.TB, s string) *time.Time {
+	t.Helper()
+	v := ts(t, s)
+	return &v
+}
+
+func mustZone(t testing.TB, name string) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation(name)
+	require.NoError(t, err)
+	return loc
+}
+
+// formatTimes renders fire times for readable diffs.
+func formatTimes(times []time.Time) []string {
+	out := make([]string, len(times))
+	for i, v := range times {
+		out[i] = v.Format(time.RFC3339)
+	}
+	return out
+}
+
+func mustCron(t testing.TB, expr, zone string) *Schedule {
+	t.Helper()
+	s, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: expr, Timezone: zone}, time.Time{})
+	require.NoError(t, err, expr)
+	return s
+}
+
+func TestScheduleCronNext(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		expr  string
+		after string
+		want  []string
+	}{
+		{"5 fields fire on second 0", "*/20 * * * *", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T00:20:00Z", "2026-01-01T00:40:00Z", "2026-01-01T01:00:00Z"}},
+		{"seconds step", "*/20 * * * * *", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T00:00:20Z", "2026-01-01T00:00:40Z", "2026-01-01T00:01:00Z"}},
+		{"seconds range step", "10-40/15 * * * * *", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T00:00:10Z", "2026-01-01T00:00:25Z", "2026-01-01T00:00:40Z", "2026-01-01T00:01:10Z"}},
+		{"seconds start step", "5/20 * * * * *", "2026-01-01T00:00:05Z",
+			[]string{"2026-01-01T00:00:25Z", "2026-01-01T00:00:45Z", "2026-01-01T00:01:05Z"}},
+		{"six fields fixed time", "15 30 9 * * *", "2026-01-01T09:30:15Z",
+			[]string{"2026-01-02T09:30:15Z", "2026-01-03T09:30:15Z"}},
+		{"after with fraction", "* * * * * *", "2026-01-01T00:00:00.5Z",
+			[]string{"2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z"}},
+		{"lists", "0 0,30 8,20 * * *", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T08:00:00Z", "2026-01-01T08:30:00Z", "2026-01-01T20:00:00Z", "2026-01-01T20:30:00Z", "2026-01-02T08:00:00Z"}},
+		{"hour range step and weekday range", "0 9-17/4 * * MON-FRI", "2026-01-02T10:00:00Z",
+			[]string{"2026-01-02T13:00:00Z", "2026-01-02T17:00:00Z", "2026-01-05T09:00:00Z"}},
+		{"month names mixed case", "0 0 1 JAN,jul *", "2026-01-01T00:00:00Z",
+			[]string{"2026-07-01T00:00:00Z", "2027-01-01T00:00:00Z"}},
+		{"month name range", "0 0 1 feb-Apr *", "2026-01-01T00:00:00Z",
+			[]string{"2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z", "2027-02-01T00:00:00Z"}},
+		{"weekday name", "0 12 * * sun", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-04T12:00:00Z", "2026-01-11T12:00:00Z"}},
+		{"weekday 7 is sunday", "0 12 * * 7", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-04T12:00:00Z", "2026-01-11T12:00:00Z"}},
+		{"weekday range to 7", "0 12 * * 6-7", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-03T12:00:00Z", "2026-01-04T12:00:00Z", "2026-01-10T12:00:00Z"}},
+		{"weekday step", "0 0 * * */3", "2026-01-01T00:00:00Z", // SUN, WED, SAT
+			[]string{"2026-01-03T00:00:00Z", "2026-01-04T00:00:00Z", "2026-01-07T00:00:00Z", "2026-01-10T00:00:00Z"}},
+		{"question mark in dom", "0 0 ? * MON", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-05T00:00:00Z", "2026-01-12T00:00:00Z"}},
+		{"question mark in dow", "0 0 1 * ?", "2026-01-01T00:00:00Z",
+			[]string{"2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"}},
+		{"L in leap year", "0 0 L * *", "2028-01-15T00:00:00Z",
+			[]string{"2028-01-31T00:00:00Z", "2028-02-29T00:00:00Z", "2028-03-31T00:00:00Z", "2028-04-30T00:00:00Z", "2028-05-31T00:00:00Z", "2028-06-30T00:00:00Z"}},
+		{"L in non-leap year", "0 0 l * *", "2026-01-31T00:00:00Z",
+			[]string{"2026-02-28T00:00:00Z", "2026-03-31T00:00:00Z", "2026-04-30T00:00:00Z"}},
+		{"L february only", "0 0 L 2 *", "2026-01-01T00:00:00Z",
+			[]string{"2026-02-28T00:00:00Z", "2027-02-28T00:00:00Z", "2028-02-29T00:00:00Z", "2029-02-28T00:00:00Z"}},
+		{"L minus n", "0 0 L-3 * *", "2026-02-01T00:00:00Z",
+			[]string{"2026-02-25T00:00:00Z", "2026-03-28T00:00:00Z", "2026-04-27T00:00:00Z"}},
+		{"L with weekday is OR", "0 0 L * FRI", "2026-01-25T00:00:00Z",
+			[]string{"2026-01-30T00:00:00Z", "2026-01-31T00:00:00Z", "2026-02-06T00:00:00Z"}},
+		{"dom and dow restricted: OR", "0 0 1 * MON", "2026-01-31T00:00:00Z",
+			[]string{"2026-02-01T00:00:00Z", "2026-02-02T00:00:00Z", "2026-02-09T00:00:00Z", "2026-02-16T00:00:00Z", "2026-02-23T00:00:00Z", "2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z"}},
+		{"dom starts with star: AND", "0 0 */2 * MON", "2026-02-01T00:00:00Z",
+			[]string{"2026-02-09T00:00:00Z", "2026-02-23T00:00:00Z", "2026-03-09T00:00:00Z"}},
+		{"dow starts with star: AND", "0 0 1-7 * */6", "2026-01-31T00:00:00Z", // first Saturday or Sunday
+			[]string{"2026-02-01T00:00:00Z", "2026-02-07T00:00:00Z", "2026-03-01T00:00:00Z", "2026-03-07T00:00:00Z"}},
+		{"feb 29 skips 2100", "0 0 29 2 *", "2096-03-01T00:00:00Z",
+			[]string{"2104-02-29T00:00:00Z", "2108-02-29T00:00:00Z"}},
+		{"feb 29 on a weekend: sparse", "0 0 29 2 */6", "2032-03-01T00:00:00Z",
+			[]string{"2048-02-29T00:00:00Z", "2060-02-29T00:00:00Z"}},
+		{"@yearly", "@yearly", "2026-01-01T00:00:30Z", []string{"2027-01-01T00:00:00Z", "2028-01-01T00:00:00Z"}},
+		{"@annually", "@annually", "2026-01-01T00:00:30Z", []string{"2027-01-01T00:00:00Z"}},
+		{"@monthly", "@monthly", "2026-01-01T00:00:30Z", []string{"2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"}},
+		{"@weekly", "@weekly", "2026-01-01T00:00:30Z", []string{"2026-01-04T00:00:00Z", "2026-01-11T00:00:00Z"}},
+		{"@daily", "@daily", "2026-01-01T00:00:30Z", []string{"2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"}},
+		{"@midnight upper case", "@MIDNIGHT", "2026-01-01T00:00:30Z", []string{"2026-01-02T00:00:00Z"}},
+		{"@hourly", "  @hourly\t", "2026-01-01T00:00:30Z", []string{"2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z"}},
+		{"year end rollover", "59 59 23 31 12 *", "2026-06-01T00:00:00Z",
+			[]string{"2026-12-31T23:59:59Z", "2027-12-31T23:59:59Z"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustCron(t, tt.expr, "")
+			got := s.Preview(ts(t, tt.after), len(tt.want))
+			require.Equal(t, tt.want, formatTimes(got))
+		})
+	}
+}
+
+// TestScheduleDST pins ax's DST rule with exact instants: a wall clock in a
+// spring-forward gap fires once at the end of the gap, a repeated wall clock
+// fires once at its first occurrence.
+func TestScheduleDST(t *testing.T) {
+	t.Parallel()
+	const ny, london, shanghai = "America/New_York", "Europe/London", "Asia/Shanghai"
+	tests := []struct {
+		name  string
+		zone  string
+		expr  string
+		after string
+		want  []string
+	}{
+		// New York, 2026-03-08: 02:00 EST (07:00Z) jumps to 03:00 EDT.
+		{"NY gap: daily inside the gap", ny, "30 2 * * *", "2026-03-07T00:00:00Z",
+			[]string{"2026-03-07T07:30:00Z", "2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"}},
+		{"NY gap: daily at gap start", ny, "0 2 * * *", "2026-03-07T12:00:00Z",
+			[]string{"2026-03-08T07:00:00Z", "2026-03-09T06:00:00Z"}},
+		{"NY gap: daily at gap end", ny, "0 3 * * *", "2026-03-07T12:00:00Z",
+			[]string{"2026-03-08T07:00:00Z", "2026-03-09T07:00:00Z"}},
+		{"NY gap: every 15 min of hour 2 fires once", ny, "*/15 2 * * *", "2026-03-07T00:00:00Z",
+			[]string{"2026-03-07T07:00:00Z", "2026-03-07T07:15:00Z", "2026-03-07T07:30:00Z", "2026-03-07T07:45:00Z",
+				"2026-03-08T07:00:00Z",
+				"2026-03-09T06:00:00Z", "2026-03-09T06:15:00Z"}},
+		{"NY gap: gap and 03:00 share one fire", ny, "*/15 2,3 * * *", "2026-03-08T06:50:00Z",
+			[]string{"2026-03-08T07:00:00Z", "2026-03-08T07:15:00Z", "2026-03-08T07:30:00Z", "2026-03-08T07:45:00Z", "2026-03-09T06:00:00Z"}},
+		{"NY gap: hourly", ny, "0 * * * *", "2026-03-08T04:00:00Z",
+			[]string{"2026-03-08T05:00:00Z", "2026-03-08T06:00:00Z", "2026-03-08T07:00:00Z", "2026-03-08T08:00:00Z"}},
+		{"NY gap: hourly at half past", ny, "30 * * * *", "2026-03-08T05:00:00Z",
+			[]string{"2026-03-08T05:30:00Z", "2026-03-08T06:30:00Z", "2026-03-08T07:00:00Z", "2026-03-08T07:30:00Z", "2026-03-08T08:30:00Z"}},
+		{"NY gap: every minute", ny, "* * * * *", "2026-03-08T06:58:00Z",
+			[]string{"2026-03-08T06:59:00Z", "2026-03-08T07:00:00Z", "2026-03-08T07:01:00Z"}},
+		{"NY gap: every 15 seconds", ny, "*/15 * * * * *", "2026-03-08T06:59:30Z",
+			[]string{"2026-03-08T06:59:45Z", "2026-03-08T07:00:00Z", "2026-03-08T07:00:15Z"}},
+		{"NY gap: after inside nothing-fires stretch", ny, "30 2 * * *", "2026-03-08T06:59:59.5Z",
+			[]string{"2026-03-08T07:00:00Z"}},
+		// New York, 2026-11-01: 02:00 EDT (06:00Z) falls back to 01:00 EST.
+		{"NY overlap: daily inside the repeated hour", ny, "30 1 * * *", "2026-10-31T12:00:00Z",
+			[]string{"2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"}},
+		{"NY overlap: daily at 01:00", ny, "0 1 * * *", "2026-10-31T12:00:00Z",
+			[]string{"2026-11-01T05:00:00Z", "2026-11-02T06:00:00Z"}},
+		{"NY overlap: daily at 02:00", ny, "0 2 * * *", "2026-10-31T12:00:00Z",
+			[]string{"2026-11-01T07:00:00Z", "2026-11-02T07:00:00Z"}},
+		{"NY overlap: hourly", ny, "0 * * * *", "2026-11-01T03:30:00Z",
+			[]string{"2026-11-01T04:00:00Z", "2026-11-01T05:00:00Z", "2026-11-01T07:00:00Z", "2026-11-01T08:00:00Z"}},
+		{"NY overlap: every minute", ny, "* * * * *", "2026-11-01T05:58:00Z",
+			[]string{"2026-11-01T05:59:00Z", "2026-11-01T07:00:00Z", "2026-11-01T07:01:00Z"}},
+		{"NY overlap: every 15 seconds", ny, "*/15 * * * * *", "2026-11-01T05:59:30Z",
+			[]string{"2026-11-01T05:59:45Z", "2026-11-01T07:00:00Z", "2026-11-01T07:00:15Z"}},
+		{"NY overlap: after inside the repeat", ny, "*/10 * * * *", "2026-11-01T06:30:00Z",
+			[]string{"2026-11-01T07:00:00Z", "2026-11-01T07:10:00Z"}},
+		{"NY overlap: after inside the repeat, daily", ny, "30 1 * * *", "2026-11-01T06:10:00.25Z",
+			[]string{"2026-11-02T06:30:00Z"}},
+		{"NY overlap: after at the transition", ny, "*/20 * * * *", "2026-11-01T06:00:00Z",
+			[]string{"2026-11-01T07:00:00Z"}},
+		{"NY overlap: after just before the transition", ny, "59 59 1 * * *", "2026-11-01T05:59:58Z",
+			[]string{"2026-11-01T05:59:59Z", "2026-11-02T06:59:59Z"}},
+		// London, 2026-03-29: 01:00 GMT (01:00Z) jumps to 02:00 BST.
+		{"London gap: daily inside the gap", london, "30 1 * * *", "2026-03-28T12:00:00Z",
+			[]string{"2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"}},
+		{"London gap: hourly", london, "0 * * * *", "2026-03-28T23:30:00Z",
+			[]string{"2026-03-29T00:00:00Z", "2026-03-29T01:00:00Z", "2026-03-29T02:00:00Z"}},
+		{"London gap: every minute", london, "* * * * *", "2026-03-29T00:58:00Z",
+			[]string{"2026-03-29T00:59:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:01:00Z"}},
+		{"London gap: every 15 seconds", london, "*/15 * * * * *", "2026-03-29T00:59:30Z",
+			[]string{"2026-03-29T00:59:45Z", "2026-03-29T01:00:00Z", "2026-03-29T01:00:15Z"}},
+		// London, 2026-10-25: 02:00 BST (01:00Z) falls back to 01:00 GMT.
+		{"London overlap: daily inside the repeated hour", london, "30 1 * * *", "2026-10-24T12:00:00Z",
+			[]string{"2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"}},
+		{"London overlap: hourly", london, "0 * * * *", "2026-10-24T22:30:00Z",
+			[]string{"2026-10-24T23:00:00Z", "2026-10-25T00:00:00Z", "2026-10-25T02:00:00Z", "2026-10-25T03:00:00Z"}},
+		{"London overlap: every minute", london, "* * * * *", "2026-10-25T00:58:00Z",
+			[]string{"2026-10-25T00:59:00Z", "2026-10-25T02:00:00Z", "2026-10-25T02:01:00Z"}},
+		{"London overlap: every 15 seconds", london, "*/15 * * * * *", "2026-10-25T00:59:30Z",
+			[]string{"2026-10-25T00:59:45Z", "2026-10-25T02:00:00Z", "2026-10-25T02:00:15Z"}},
+		// Samoa skipped Friday 2011-12-30: 23:59:59 -10 on the 29th was
+		// followed by 00:00 +14 on the 31st (10:00Z). A daily noon job fires
+		// once for the missing day, at the end of the gap.
+		{"Apia skipped day", "Pacific/Apia", "0 12 * * *", "2011-12-29T00:00:00Z",
+			[]string{"2011-12-29T22:00:00Z", "2011-12-30T10:00:00Z", "2011-12-30T22:00:00Z"}},
+		// Lord Howe shifts by 30 minutes: 02:00 +1030 becomes 02:30 +11 on
+		// 2026-10-04 (15:30Z), and 02:00 +11 becomes 01:30 +1030 on
+		// 2026-04-05 (15:00Z).
+		{"Lord Howe half-hour gap", "Australia/Lord_Howe", "*/20 2 * * *", "2026-10-03T15:00:00Z",
+			[]string{"2026-10-03T15:30:00Z", "2026-10-03T15:40:00Z", "2026-10-04T15:00:00Z"}},
+		{"Lord Howe half-hour overlap", "Australia/Lord_Howe", "*/20 1 * * *", "2026-04-04T14:00:00Z",
+			[]string{"2026-04-04T14:20:00Z", "2026-04-04T14:40:00Z", "2026-04-05T14:30:00Z", "2026-04-05T14:50:00Z"}},
+		// Shanghai has no DST: UTC+8 all year.
+		{"Shanghai daily", shanghai, "0 2 * * *", "2026-03-07T00:00:00Z",
+			[]string{"2026-03-07T18:00:00Z", "2026-03-08T18:00:00Z", "2026-03-09T18:00:00Z"}},
+		{"Shanghai hourly across the NY and London dates", shanghai, "0 * * * *", "2026-10-25T00:30:00Z",
+			[]string{"2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z", "2026-10-25T03:00:00Z"}},
+		{"Shanghai month end", shanghai, "0 0 L * *", "2026-02-01T00:00:00Z",
+			[]string{"2026-02-27T16:00:00Z", "2026-03-30T16:00:00Z"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustCron(t, tt.expr, tt.zone)
+			got := s.Preview(ts(t, tt.after), len(tt.want))
+			require.Equal(t, tt.want, formatTimes(got))
+		})
+	}
+}
+
+func TestScheduleInterval(t *testing.T) {
+	t.Parallel()
+	anchor := "2026-01-01T10:00:00.75Z"
+	tests := []struct {
+		name     string
+		interval int64
+		start    string
+		after    string
+		want     []string
+	}{
+		{"anchor is slot 0, truncated to the second", 60, "", "2026-01-01T09:00:00Z",
+			[]string{"2026-01-01T10:00:00Z", "2026-01-01T10:01:00Z"}},
+		{"strictly after a slot", 60, "", "2026-01-01T10:01:00Z",
+			[]string{"2026-01-01T10:02:00Z", "2026-01-01T10:03:00Z"}},
+		{"between slots", 90, "", "2026-01-01T10:02:59.999Z",
+			[]string{"2026-01-01T10:03:00Z", "2026-01-01T10:04:30Z"}},
+		{"far after the anchor", 7, "", "2027-01-01T00:00:00Z",
+			[]string{"2027-01-01T00:00:07Z", "2027-01-01T00:00:14Z"}},
+		{"start_at is slot 0", 3600, "2026-02-01T00:00:30Z", "2026-01-01T00:00:00Z",
+			[]string{"2026-02-01T00:00:30Z", "2026-02-01T01:00:30Z"}},
+		{"start_at keeps its fraction", 1, "2026-02-01T00:00:00.5Z", "2026-02-01T00:00:01Z",
+			[]string{"2026-02-01T00:00:01.5Z", "2026-02-01T00:00:02.5Z"}},
+		{"real seconds across DST", 3600, "2026-03-08T05:00:00Z", "2026-03-08T05:00:00Z",
+			[]string{"2026-03-08T06:00:00Z", "2026-03-08T07:00:00Z", "2026-03-08T08:00:00Z"}},
+		{"maximum interval", IntervalSecondsMax, "2028-01-01T00:00:00Z", "2028-01-01T00:00:00Z",
+			[]string{"2029-01-01T00:00:00Z", "2030-01-02T00:00:00Z"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			spec := ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: tt.interval, Timezone: "America/New_York"}
+			if tt.start != "" {
+				spec.StartAt = tsp(t, tt.start)
+			}
+			s, err := ParseSchedule(spec, ts(t, anchor))
+			require.NoError(t, err)
+			got := s.Preview(ts(t, tt.after), len(tt.want))
+			want := make([]time.Time, len(tt.want))
+			for i, w := range tt.want {
+				want[i] = ts(t, w)
+			}
+			require.Equal(t, want, got)
+		})
+	}
+}
+
+func TestScheduleOnce(t *testing.T) {
+	t.Parallel()
+	s, err := ParseSchedule(ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-05-01T12:00:00+02:00")}, time.Now())
+	require.NoError(t, err)
+	tests := []struct {
+		name  string
+		after string
+		want  string // "" means no fire
+	}{
+		{"before run_at", "2026-05-01T09:59:59.999Z", "2026-05-01T10:00:00Z"},
+		{"long before run_at", "2000-01-01T00:00:00Z", "2026-05-01T10:00:00Z"},
+		{"at run_at", "2026-05-01T10:00:00Z", ""},
+		{"after run_at", "2026-05-02T00:00:00Z", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := s.Next(ts(t, tt.after))
+			if tt.want == "" {
+				require.False(t, ok)
+				require.True(t, got.IsZero())
+				return
+			}
+			require.True(t, ok)
+			require.Equal(t, ts(t, tt.want), got)
+			require.Equal(t, time.UTC, got.Location())
+		})
+	}
+}
+
+func TestScheduleBounds(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		spec       ScheduleSpec
+		start, end string
+		after      string
+		want       []string
+	}{
+		{"cron start inclusive", ScheduleSpec{Type: ScheduleCron, Cron: "0 * * * *"},
+			"2026-01-01T05:00:00Z", "2026-01-01T06:30:00Z", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T05:00:00Z", "2026-01-01T06:00:00Z"}},
+		{"cron start with fraction excludes earlier slot", ScheduleSpec{Type: ScheduleCron, Cron: "* * * * * *"},
+			"2026-01-01T05:00:00.5Z", "2026-01-01T05:00:02Z", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T05:00:01Z", "2026-01-01T05:00:02Z"}},
+		{"cron end inclusive", ScheduleSpec{Type: ScheduleCron, Cron: "0 * * * *"},
+			"", "2026-01-01T02:00:00Z", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z"}},
+		{"cron both bounds", ScheduleSpec{Type: ScheduleCron, Cron: "*/30 * * * *"},
+			"2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z", "2025-01-01T00:00:00Z",
+			[]string{"2026-01-01T01:00:00Z", "2026-01-01T01:30:00Z", "2026-01-01T02:00:00Z"}},
+		{"after end", ScheduleSpec{Type: ScheduleCron, Cron: "*/30 * * * *"},
+			"", "2026-01-01T02:00:00Z", "2026-01-01T02:00:00Z", nil},
+		{"interval end", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 600},
+			"2026-01-01T00:00:00Z", "2026-01-01T00:25:00Z", "2025-12-31T00:00:00Z",
+			[]string{"2026-01-01T00:00:00Z", "2026-01-01T00:10:00Z", "2026-01-01T00:20:00Z"}},
+		{"once at start", ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
+			"2026-01-01T00:00:00Z", "2026-01-01T00:00:00.1Z", "2025-12-31T00:00:00Z",
+			[]string{"2026-01-01T00:00:00Z"}},
+		{"once at end", ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
+			"", "2026-01-01T00:00:00Z", "2025-12-31T00:00:00Z",
+			[]string{"2026-01-01T00:00:00Z"}},
+		{"far future cap", ScheduleSpec{Type: ScheduleCron, Cron: "@yearly"},
+			"", "", "9997-06-01T00:00:00Z",
+			[]string{"9998-01-01T00:00:00Z", "9999-01-01T00:00:00Z"}},
+		{"far future cap interval", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: IntervalSecondsMax},
+			"9999-06-01T00:00:00Z", "", "9999-01-01T00:00:00Z",
+			[]string{"9999-06-01T00:00:00Z"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			spec := tt.spec
+			if tt.start != "" {
+				spec.StartAt = tsp(t, tt.start)
+			}
+			if tt.end != "" {
+				spec.EndAt = tsp(t, tt.end)
+			}
+			s, err := ParseSchedule(spec, ts(t, "2020-01-01T00:00:00Z"))
+			require.NoError(t, err)
+			got := s.Preview(ts(t, tt.after), max(len(tt.want), 1)+1)
+			if tt.want == nil {
+				require.Empty(t, got)
+				return
+			}
+			want := make([]time.Time, len(tt.want))
+			for i, w := range tt.want {
+				want[i] = ts(t, w)
+			}
+			require.Equal(t, want, got)
+		})
+	}
+}
+
+func TestSchedulePreviewClamp(t *testing.T) {
+	t.Parallel()
+	s := mustCron(t, "* * * * * *", "Europe/London")
+	after := ts(t, "2026-10-25T00:59:00Z")
+	tests := []struct {
+		name string
+		n    int
+		want int
+	}{
+		{"zero means one", 0, 1},
+		{"negative means one", -5, 1},
+		{"within range", 7, 7},
+		{"capped", 5000, PreviewMax},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := s.Preview(after, tt.n)
+			require.Len(t, got, tt.want)
+			for i := 1; i < len(got); i++ {
+				require.True(t, got[i].After(got[i-1]))
+			}
+		})
+	}
+}
+
+func TestScheduleSpecAndLocation(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 1, 1, 9, 0, 0, 0, time.FixedZone("CET", 3600))
+	in := ScheduleSpec{Type: ScheduleCron, Cron: "  0 9 * * MON-FRI \n", StartAt: &start}
+	s, err := ParseSchedule(in, time.Now())
+	require.NoError(t, err)
+	got := s.Spec()
+	require.Equal(t, "UTC", got.Timezone)
+	require.Equal(t, "0 9 * * MON-FRI", got.Cron)
+	require.Equal(t, time.UTC, s.Location())
+	require.NotNil(t, got.StartAt)
+	require.True(t, start.Equal(*got.StartAt))
+	require.Equal(t, time.UTC, got.StartAt.Location())
+
+	// The schedule shares no memory with its input or its callers.
+	*got.StartAt = got.StartAt.Add(time.Hour)
+	start = start.Add(time.Hour)
+	require.Equal(t, time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC), *s.Spec().StartAt)
+
+	ny, err := ParseSchedule(ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 5, Timezone: "America/New_York"}, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, "America/New_York", ny.Location().String())
+	require.Equal(t, "America/New_York", ny.Spec().Timezone)
+}
+
+func TestScheduleValidation(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("1,", 130) + " * * * *"
+	tests := []struct {
+		name string
+		spec ScheduleSpec
+		// want lists the expected errors in order; Message is a substring.
+		want []FieldError
+	}{
+		{"missing type", ScheduleSpec{}, []FieldError{{"schedule.type", `is required; must be one of "cron", "interval", "once"`}}},
+		{"unknown type", ScheduleSpec{Type: "weekly"}, []FieldError{{"schedule.type", `"weekly" is not a schedule type; must be one of "cron", "interval", "once"`}}},
+		{"cron missing", ScheduleSpec{Type: ScheduleCron, Cron: " "}, []FieldError{{"schedule.cron", "is required for a cron schedule"}}},
+		{"cron too long", ScheduleSpec{Type: ScheduleCron, Cron: long}, []FieldError{{"schedule.cron", "at most 256 characters"}}},
+		{"TZ prefix", ScheduleSpec{Type: ScheduleCron, Cron: "TZ=UTC 0 * * * *"}, []FieldError{{"schedule.cron", "set schedule.timezone instead"}}},
+		{"CRON_TZ prefix", ScheduleSpec{Type: ScheduleCron, Cron: "cron_tz=Europe/London 0 * * * *"}, []FieldError{{"schedule.cron", "TZ= or CRON_TZ="}}},
+		{"@every", ScheduleSpec{Type: ScheduleCron, Cron: "@every 5m"}, []FieldError{{"schedule.cron", `use schedule.type "interval"`}}},
+		{"@every alone", ScheduleSpec{Type: ScheduleCron, Cron: "@EVERY"}, []FieldError{{"schedule.cron", `use schedule.type "interval"`}}},
+		{"unknown descriptor", ScheduleSpec{Type: ScheduleCron, Cron: "@fortnightly"}, []FieldError{{"schedule.cron", `unknown descriptor "@fortnightly"; use one of @yearly`}}},
+		{"descriptor with fields", ScheduleSpec{Type: ScheduleCron, Cron: "@daily 5"}, []FieldError{{"schedule.cron", "must be the whole expression"}}},
+		{"too few fields", ScheduleSpec{Type: ScheduleCron, Cron: "* * * *"}, []FieldError{{"schedule.cron", "must have 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first; got 4"}}},
+		{"too many fields", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 0 * * * 2026"}, []FieldError{{"schedule.cron", "got 7"}}},
+		{"second out of range", ScheduleSpec{Type: ScheduleCron, Cron: "60 * * * * *"}, []FieldError{{"schedule.cron", "second field: value 60 is out of range 0-59"}}},
+		{"minute out of range", ScheduleSpec{Type: ScheduleCron, Cron: "60 * * * *"}, []FieldError{{"schedule.cron", "minute field: value 60 is out of range 0-59"}}},
+		{"hour out of range", ScheduleSpec{Type: ScheduleCron, Cron: "0 24 * * *"}, []FieldError{{"schedule.cron", "hour field: value 24 is out of range 0-23"}}},
+		{"day-of-month zero", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 0 * *"}, []FieldError{{"schedule.cron", "day-of-month field: value 0 is out of range 1-31"}}},
+		{"month out of range", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 1 13 *"}, []FieldError{{"schedule.cron", "month field: value 13 is out of range 1-12"}}},
+		{"day-of-week out of range", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * 8"}, []FieldError{{"schedule.cron", "day-of-week field: value 8 is out of range 0-7"}}},
+		{"huge number", ScheduleSpec{Type: ScheduleCron, Cron: "99999999999999999999 * * * *"}, []FieldError{{"schedule.cron", "value 99999999999999999999 is out of range 0-59"}}},
+		{"backwards range", ScheduleSpec{Type: ScheduleCron, Cron: "5-2 * * * *"}, []FieldError{{"schedule.cron", "minute field: range 5-2 is backwards (5 > 2); ranges do not wrap around"}}},
+		{"backwards names", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * SAT-SUN"}, []FieldError{{"schedule.cron", "range SAT-SUN is backwards"}}},
+		{"step zero", ScheduleSpec{Type: ScheduleCron, Cron: "*/0 * * * *"}, []FieldError{{"schedule.cron", "minute field: step 0 is out of range 1-59"}}},
+		{"step zero after value", ScheduleSpec{Type: ScheduleCron, Cron: "15/0 * * * *"}, []FieldError{{"schedule.cron", "step 0 is out of range 1-59"}}},
+		{"step too large", ScheduleSpec{Type: ScheduleCron, Cron: "0 */24 * * *"}, []FieldError{{"schedule.cron", "hour field: step 24 is out of range 1-23"}}},
+		{"step not a number", ScheduleSpec{Type: ScheduleCron, Cron: "*/x * * * *"}, []FieldError{{"schedule.cron", `step "x" is not a number`}}},
+		{"empty step", ScheduleSpec{Type: ScheduleCron, Cron: "*/ * * * *"}, []FieldError{{"schedule.cron", `step "" is not a number`}}},
+		{"two slashes", ScheduleSpec{Type: ScheduleCron, Cron: "1/2/3 * * * *"}, []FieldError{{"schedule.cron", `"1/2/3" has more than one /`}}},
+		{"no value before slash", ScheduleSpec{Type: ScheduleCron, Cron: "/5 * * * *"}, []FieldError{{"schedule.cron", `"/5" has no value before /`}}},
+		{"half range", ScheduleSpec{Type: ScheduleCron, Cron: "-5 * * * *"}, []FieldError{{"schedule.cron", "missing value in range"}}},
+		{"leading comma", ScheduleSpec{Type: ScheduleCron, Cron: ", * * * *"}, []FieldError{{"schedule.cron", "minute field: empty list item"}}},
+		{"double comma", ScheduleSpec{Type: ScheduleCron, Cron: "0 1,,2 * * *"}, []FieldError{{"schedule.cron", "hour field: empty list item"}}},
+		{"not a number", ScheduleSpec{Type: ScheduleCron, Cron: "a * * * *"}, []FieldError{{"schedule.cron", `minute field: "a" is not a number`}}},
+		{"bad month name", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 1 FOO *"}, []FieldError{{"schedule.cron", `"FOO" is not a number or a month name (JAN-DEC)`}}},
+		{"weekday name in month", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 1 MON *"}, []FieldError{{"schedule.cron", "month name"}}},
+		{"month name in weekday", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * JAN"}, []FieldError{{"schedule.cron", `"JAN" is not a number or a weekday name (SUN-SAT)`}}},
+		{"long weekday name", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * MONDAY"}, []FieldError{{"schedule.cron", "weekday name"}}},
+		{"quartz last weekday", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * 5L"}, []FieldError{{"schedule.cron", "day-of-week field:"}}},
+		{"quartz nth weekday", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * 1#2"}, []FieldError{{"schedule.cron", "day-of-week field:"}}},
+		{"question mark in minute", ScheduleSpec{Type: ScheduleCron, Cron: "? * * * *"}, []FieldError{{"schedule.cron", "minute field: ? is only allowed in the day-of-month and day-of-week fields"}}},
+		{"question mark in list", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 ?,1 * *"}, []FieldError{{"schedule.cron", "? must be the whole field"}}},
+		{"L in list", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 1,L * *"}, []FieldError{{"schedule.cron", "L must be the whole day-of-month field"}}},
+		{"L offset too large", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 L-31 * *"}, []FieldError{{"schedule.cron", "L must be the whole day-of-month field"}}},
+		{"LW", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 LW * *"}, []FieldError{{"schedule.cron", "L must be the whole day-of-month field"}}},
+		{"L in hour", ScheduleSpec{Type: ScheduleCron, Cron: "0 L * * *"}, []FieldError{{"schedule.cron", `hour field: "L" is not a number`}}},
+		{"every bad field reported", ScheduleSpec{Type: ScheduleCron, Cron: "60 24 * * *"}, []FieldError{
+			{"schedule.cron", "minute field"}, {"schedule.cron", "hour field"}}},
+		{"never fires: 30 February", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 30 2 *"}, []FieldError{{"schedule.cron", "never fires"}}},
+		{"never fires: 31st of 30-day months", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 31 4,6,9,11 *"}, []FieldError{{"schedule.cron", "never fires"}}},
+		{"never fires: L-30 in February", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 L-30 2 *"}, []FieldError{{"schedule.cron", "never fires"}}},
+		{"never fires with seconds and ?", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 0 31 2 ?"}, []FieldError{{"schedule.cron", "never fires"}}},
+		{"cron with interval_seconds and run_at", ScheduleSpec{Type: ScheduleCron, Cron: "@daily", IntervalSeconds: 5, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
+			[]FieldError{{"schedule.interval_seconds", "must not be set for a cron schedule"}, {"schedule.run_at", "must not be set for a cron schedule"}}},
+		{"interval missing", ScheduleSpec{Type: ScheduleInterval}, []FieldError{{"schedule.interval_seconds", "is required for an interval schedule"}}},
+		{"interval negative", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: -1}, []FieldError{{"schedule.interval_seconds", "must be between 1 and 31622400 (366 days)"}}},
+		{"interval too long", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: IntervalSecondsMax + 1}, []FieldError{{"schedule.interval_seconds", "must be between 1 and 31622400"}}},
+		{"interval with cron and run_at", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 60, Cron: "@daily", RunAt: tsp(t, "2026-01-01T00:00:00Z")},
+			[]FieldError{{"schedule.cron", "must not be set for a interval schedule"}, {"schedule.run_at", "must not be set for a interval schedule"}}},
+		{"once missing run_at", ScheduleSpec{Type: ScheduleOnce}, []FieldError{{"schedule.run_at", "is required for a once schedule"}}},
+		{"once with cron and interval", ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-01-01T00:00:00Z"), Cron: "x", IntervalSeconds: 1},
+			[]FieldError{{"schedule.cron", "must not be set for a once schedule"}, {"schedule.interval_seconds", "must not be set for a once schedule"}}},
+		{"once before start", ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-01-01T00:00:00Z"), StartAt: tsp(t, "2026-01-01T00:00:01Z")},
+			[]FieldError{{"schedule.run_at", "must be within schedule.start_at and schedule.end_at"}}},
+		{"once after end", ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
+			[]FieldError{{"schedule.run_at", "must be within"}}},
+		{"end before start", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, StartAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
+			[]FieldError{{"schedule.end_at", "must be after schedule.start_at"}}},
+		{"end equals start", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, StartAt: tsp(t, "2026-01-01T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
+			[]FieldError{{"schedule.end_at", "must be after schedule.start_at"}}},
+		{"year out of range", ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-01-01T00:00:00Z"), EndAt: func() *time.Time {
+			v := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+			return &v
+		}()}, []FieldError{{"schedule.end_at", "must be between years 0001 and 9999"}}},
+		{"zone Local", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "Local"}, []FieldError{{"schedule.timezone", `"Local" is not allowed`}}},
+		{"zone local lower case", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "local"}, []FieldError{{"schedule.timezone", `"Local" is not allowed`}}},
+		{"zone traversal", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "../../etc/passwd"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
+		{"zone dot segment", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "Europe/./London"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
+		{"zone absolute path", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "/usr/share/zoneinfo/UTC"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
+		{"zone empty segment", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "America//New_York"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
+		{"zone trailing slash", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "Europe/"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
+		{"zone backslash", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: `Europe\London`}, []FieldError{{"schedule.timezone", "allowed: letters, digits"}}},
+		{"zone space", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "America/New York"}, []FieldError{{"schedule.timezone", "allowed: letters, digits"}}},
+		{"zone too long", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: strings.Repeat("A", 65)}, []FieldError{{"schedule.timezone", "at most 64 characters"}}},
+		{"zone unknown", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "Mars/Olympus_Mons"}, []FieldError{{"schedule.timezone", `unknown time zone "Mars/Olympus_Mons"`}}},
+		{"every problem at once", ScheduleSpec{Type: ScheduleCron, Cron: "5-2 * * * *", Timezone: "Local",
+			StartAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
+			[]FieldError{{"schedule.timezone", "Local"}, {"schedule.cron", "backwards"}, {"schedule.end_at", "must be after"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := ParseSchedule(tt.spec, time.Now())
+			require.Nil(t, s)
+			var verr *ValidationError
+			require.ErrorAs(t, err, &verr)
+			require.Len(t, verr.Fields, len(tt.want), "%v", verr)
+			for i, w := range tt.want {
+				require.Equal(t, w.Field, verr.Fields[i].Field, "%v", verr)
+				require.Contains(t, verr.Fields[i].Message, w.Message)
+			}
+		})
+	}
+}
+
+func TestScheduleValidZones(t *testing.T) {
+	t.Parallel()
+	for _, zone := range []string{"", "UTC", "Etc/GMT+5", "America/Argentina/Buenos_Aires", "EST5EDT", "Asia/Kathmandu", "America/Port-au-Prince"} {
+		t.Run(zone, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: "@hourly", Timezone: zone}, time.Now())
+			require.NoError(t, err)
+		})
+	}
+}
+
+// matchWall is a naive reference matcher over a cronExpr's value sets,
+// independent of nextWall's field-wise search.
+func matchWall(c *cronExpr, w int64) bool {
+	u := time.Unix(w, 0).UTC()
+	has := func(set uint64, v int) bool { return set&(1<<v) != 0 }
+	if !has(c.second, u.Second()) || !has(c.minute, u.Minute()) || !has(c.hour, u.Hour()) || !has(c.month, int(u.Month())) {
+		return false
+	}
+	lastDay := time.Date(u.Year(), u.Month()+1, 0, 0, 0, 0, 0, time.UTC).Day()
+	dom := has(c.dom, u.Day()) || c.last != 0 && has(c.last, lastDay-u.Day())
+	dow := has(c.dow, int(u.Weekday()))
+	if c.domStar || c.dowStar {
+		return dom && dow
+	}
+	return dom || dow
+}
+
+// oracleFires lists the fire times in (from, to] by walking every second and
+// applying the DST rule literally: a wall clock fires the first time the
+// clock shows it, and wall clocks the clock jumps over fire when it lands.
+// from must not lie in a repeated stretch.
+func oracleFires(c *cronExpr, loc *time.Location, from, to int64) []time.Time {
+	var out []time.Time
+	maxWall := wallOf(time.Unix(from, 0), loc)
+	for x := from + 1; x <= to; x++ {
+		w := wallOf(time.Unix(x, 0), loc)
+		if w <= maxWall {
+			continue // a repeat: already fired at the first occurrence
+		}
+		fire := matchWall(c, w)
+		for g := maxWall + 1; g < w && !fire; g++ {
+			fire = matchWall(c, g)
+		}
+		if fire {
+			out = append(out, time.Unix(x, 0).UTC())
+		}
+		maxWall = w
+	}
+	return out
+}
+
+// randomCron builds a cron expression from random parts. Some are invalid or
+// never fire; callers skip those.
+func randomCron(r *rand.Rand, busy bool) string {
+	field := func(lo, hi int, names []string) string {
+		n := 1 + r.IntN(3)
+		items := make([]string, 0, n)
+		for range n {
+			a, b := lo+r.IntN(hi-lo+1), lo+r.IntN(hi-lo+1)
+			a, b = min(a, b), max(a, b)
+			val := func(v int) string {
+				if names != nil && r.IntN(3) == 0 {
+					return names[v%len(names)]
+				}
+				return fmt.Sprint(v)
+			}
+			switch r.IntN(7) {
+			case 0:
+				items = append(items, "*")
+			case 1:
+				items = append(items, fmt.Sprintf("*/%d", 1+r.IntN(max(1, (hi-lo)/2))))
+			case 2:
+				items = append(items, val(a))
+			case 3:
+				items = append(items, val(a)+"-"+val(b))
+			case 4:
+				items = append(items, fmt.Sprintf("%s-%s/%d", val(a), val(b), 1+r.IntN(max(1, (hi-lo)/3))))
+			case 5:
+				items = append(items, fmt.Sprintf("%d/%d", a, 1+r.IntN(max(1, (hi-lo)/3))))
+			default:
+				items = append(items, val(b))
+			}
+		}
+		return strings.Join(items, ",")
+	}
+	months := []string{"DEC", "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV"}
+	days := []string{"SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT", "sun"}
+	if busy {
+		// Fires often around 01:00-03:00, where the DST transitions are.
+		secs := []string{"0", "0", "*/15", "*/7", "30", "10-40/10", "*"}
+		mins := []string{"*", "*/15", "0", "30", "0-59/13", "45", "59", "0,30"}
+		hours := []string{"*", "1", "2", "1-3", "0,2", "*/2", "3", "0-4"}
+		return fmt.Sprintf("%s %s %s * * *", secs[r.IntN(len(secs))], mins[r.IntN(len(mins))], hours[r.IntN(len(hours))])
+	}
+	dom := field(1, 31, nil)
+	switch r.IntN(6) {
+	case 0:
+		dom = "?"
+	case 1:
+		dom = "L"
+	case 2:
+		dom = fmt.Sprintf("L-%d", 1+r.IntN(5))
+	}
+	dow := field(0, 7, days)
+	if r.IntN(3) == 0 {
+		dow = "*"
+	}
+	expr := fmt.Sprintf("%s %s %s %s %s", field(0, 59, nil), field(0, 23, nil), dom, field(1, 12, months), dow)
+	if r.IntN(2) == 0 {
+		expr = field(0, 59, nil) + " " + expr
+	}
+	return expr
+}
+
+// checkFire asserts that fire time t of c in loc is ax-correct on its own:
+// its wall clock matches at its first occurrence, or it is the end of a gap.
+func checkFire(t testing.TB, c *cronExpr, loc *time.Location, expr string, fire time.Time) {
+	t.Helper()
+	w := wallOf(fire, loc)
+	if matchWall(c, w) {
+		require.Equal(t, fire.Unix(), resolveWall(loc, w), "%s in %s: %s is not the first occurrence", expr, loc, fire)
+		return
+	}
+	// Otherwise the fire must be a gap-shifted one: fire is the instant a
+	// zone transition moved the clock forward over a matching wall clock.
+	lt := fire.In(loc)
+	start, _ := lt.ZoneBounds()
+	require.True(t, start.Equal(fire), "%s in %s: %s does not match and is not a transition", expr, loc, fire)
+	_, before := fire.Add(-time.Second).In(loc).Zone()
+	_, after := lt.Zone()
+	require.Greater(t, after, before, "%s in %s: %s is not a spring-forward transition", expr, loc, fire)
+	matched := false
+	for g := fire.Unix() - 1 + int64(before) + 1; g < w && !matched; g++ {
+		matched = matchWall(c, g)
+	}
+	require.True(t, matched, "%s in %s: nothing in the gap before %s matches", expr, loc, fire)
+}
+
+// TestScheduleCronProperties checks random expressions in zones with DST,
+// odd offsets and history: results strictly increase, are ax-correct one by
+// one, and match a second-by-second oracle around DST transitions.
+func TestScheduleCronProperties(t *testing.T) {
+	t.Parallel()
+	zones := []string{"UTC", "America/New_York", "Europe/London", "Asia/Shanghai", "Australia/Lord_Howe",
+		"Pacific/Apia", "America/Santiago", "Asia/Kathmandu", "Africa/Casablanca", "Antarctica/Troll"}
+
+	t.Run("sequences", func(t *testing.T) {
+		t.Parallel()
+		r := rand.New(rand.NewPCG(1, 2))
+		valid := 0
+		for valid < 300 {
+			expr := randomCron(r, r.IntN(4) == 0)
+			zone := zones[r.IntN(len(zones))]
+			s, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: expr, Timezone: zone}, time.Time{})
+			if err != nil {
+				var verr *ValidationError
+				require.ErrorAs(t, err, &verr)
+				continue
+			}
+			valid++
+			after := time.Unix(946684800+r.Int64N(40*365*secondsPerDay), int64(r.IntN(1e9)))
+			prev := after
+			for range 40 {
+				next, ok := s.Next(prev)
+				require.True(t, ok, "%s in %s after %s", expr, zone, prev)
+				require.True(t, next.After(prev), "%s in %s: %s not after %s", expr, zone, next, prev)
+				checkFire(t, s.cron, s.loc, expr, next)
+				ref, ok := refNextUTC(s.cron, prev.In(s.loc))
+				if zone == "UTC" {
+					require.True(t, ok)
+					require.Equal(t, ref, next, "%s after %s", expr, prev)
+				}
+				prev = next
+			}
+		}
+	})
+
+	t.Run("oracle around transitions", func(t *testing.T) {
+		t.Parallel()
+		r := rand.New(rand.NewPCG(3, 4))
+		checked := 0
+		defer func() { require.Greater(t, checked, 5000) }()
+		for _, zone := range []string{"America/New_York", "Europe/London", "Australia/Lord_Howe", "Pacific/Apia", "Asia/Shanghai"} {
+			loc := mustZone(t, zone)
+			// The 2011 transitions include Apia skipping 30 December.
+			for _, year := range []int{2011, 2026} {
+				var transitions []time.Time
+				for at := time.Date(year, 1, 1, 0, 0, 0, 0, time.UTC); at.Year() == year; {
+					_, end := at.In(loc).ZoneBounds()
+					if end.IsZero() {
+						transitions = append(transitions, at.AddDate(0, 6, 0)) // no DST: a plain window
+						break
+					}
+					if end.Year() == year {
+						transitions = append(transitions, end)
+					}
+					at = end
+				}
+				for _, at := range transitions {
+					from, to := at.Unix()-90*60, at.Unix()+150*60
+					for range 4 {
+						expr := randomCron(r, true)
+						s := mustCron(t, expr, zone)
+						want := oracleFires(s.cron, loc, from, to)
+						var got []time.Time
+						for next, ok := s.Next(time.Unix(from, 0)); ok && next.Unix() <= to; next, ok = s.Next(next) {
+							got = append(got, next)
+						}
+						require.Equal(t, formatTimes(want), formatTimes(got), "%s in %s around %s", expr, zone, at)
+						checked += len(got)
+					}
+				}
+			}
+		}
+	})
+}
+
+// refNextUTC is a slow reference for wall-clock search: it walks day by day
+// and then through the day's hours, minutes and seconds.
+func refNextUTC(c *cronExpr, after time.Time) (time.Time, bool) {
+	if after.Location() != time.UTC {
+		return time.Time{}, false
+	}
+	start := after.Unix() + 1
+	day := time.Unix(floorDiv(start, secondsPerDay)*secondsPerDay, 0).UTC()
+	for range 450 * 366 {
+		base := day.Unix()
+		if matchWall(&cronExpr{second: ^uint64(0), minute: ^uint64(0), hour: ^uint64(0), dom: c.dom, month: c.month, dow: c.dow, last: c.last, domStar: c.domStar, dowStar: c.dowStar}, base) {
+			for h := range 24 {
+				if c.hour&(1<<h) == 0 || base+int64(h*3600+3599) < start {
+					continue
+				}
+				for m := range 60 {
+					if c.minute&(1<<m) == 0 || base+int64(h*3600+m*60+59) < start {
+						continue
+					}
+					for s := range 60 {
+						w := base + int64(h*3600+m*60+s)
+						if w >= start && c.second&(1<<s) != 0 {
+							return time.Unix(w, 0).UTC(), true
+						}
+					}
+				}
+			}
+		}
+		day = day.AddDate(0, 0, 1)
+	}
+	return time.Time{}, false
+}
+
+func TestScheduleNextNeverGoesBack(t *testing.T) {
+	t.Parallel()
+	// Next from every second of the New York fall-back window lands after
+	// `after` and on the fire list of the window.
+	s := mustCron(t, "*/20 * * * * *", "America/New_York")
+	from := ts(t, "2026-11-01T05:58:00Z")
+	fires := map[time.Time]bool{}
+	for next, ok := s.Next(from); ok && next.Before(from.Add(3*time.Hour)); next, ok = s.Next(next) {
+		fires[next] = true
+	}
+	// 05:58:20-05:59:40Z (EDT), then from 07:00Z (02:00 EST); the repeated
+	// 01:xx EST hour fires nothing.
+	require.Len(t, fires, 5+117*3+3) // up to 08:57:40Z
+	for f := range fires {
+		require.False(t, f.Hour() == 6, "fire in the repeated hour: %s", f)
+	}
+	for x := from; x.Before(from.Add(2 * time.Hour)); x = x.Add(time.Second) {
+		next, ok := s.Next(x)
+		require.True(t, ok)
+		if !next.After(x) || !fires[next] {
+			require.Failf(t, "bad fire", "Next(%s) = %s", x, next)
+		}
+	}
+}
+
+func TestCronDescriptorsMatchTheirExpansion(t *testing.T) {
+	t.Parallel()
+	for _, d := range []string{"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"} {
+		t.Run(d, func(t *testing.T) {
+			t.Parallel()
+			std, ok := cronDescriptor(d)
+			require.True(t, ok)
+			a, b := mustCron(t, d, "Europe/London"), mustCron(t, std, "Europe/London")
+			after := ts(t, "2026-03-01T00:00:00Z")
+			require.Equal(t, b.Preview(after, 20), a.Preview(after, 20))
+		})
+	}
+}
+
+func TestScheduleErrorsAreValidationErrors(t *testing.T) {
+	t.Parallel()
+	_, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: "0 0 30 2 *"}, time.Now())
+	var verr *ValidationError
+	require.True(t, errors.As(err, &verr))
+	require.Equal(t, "invalid input: schedule.cron: never fires: no date matches the day-of-month, month and day-of-week fields (e.g. 30 February)", err.Error())
+}
+
+func BenchmarkScheduleNext(b *testing.B) {
+	for _, bc := range []struct{ expr, zone string }{
+		{"*/15 * * * * *", "America/New_York"},
+		{"30 2 * * *", "America/New_York"},
+		{"0 0 29 2 *", "UTC"},
+		{"0 0 29 2 */6", "Europe/London"},
+		{"0 0 L * FRI", "Asia/Shanghai"},
+	} {
+		b.Run(bc.expr+" "+bc.zone, func(b *testing.B) {
+			s := mustCron(b, bc.expr, bc.zone)
+			after := time.Date(2026, 11, 1, 5, 59, 0, 0, time.UTC)
+			for b.Loop() {
+				next, ok := s.Next(after)
+				if !ok {
+					b.Fatal("no fire")
+				}
+				after = next
+				if after.Year() > 9000 {
+					after = time.Date(2026, 11, 1, 5, 59, 0, 0, time.UTC)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkParseSchedule(b *testing.B) {
+	for _, expr := range []string{"0 9 * * MON-FRI", "0 0 30 2 *"} {
+		b.Run(expr, func(b *testing.B) {
+			for b.Loop() {
+				_, _ = ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: expr, Timezone: "Europe/Berlin"}, time.Time{})
+			}
+		})
+	}
+}
+
+// TMPSTRESS-BEGIN
+func TestTmpStressAllZones(t *testing.T) {
+	if os.Getenv("AX_STRESS") == "" {
+		t.Skip()
+	}
+	var zones []string
+	_ = filepath.WalkDir("/usr/share/zoneinfo", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel("/usr/share/zoneinfo", p)
+		if strings.HasPrefix(rel, "posix") || strings.HasPrefix(rel, "right") || strings.Contains(rel, ".") || rel == "Factory" || rel == "localtime" || rel == "posixrules" {
+			return nil
+		}
+		if _, err := time.LoadLocation(rel); err == nil {
+			zones = append(zones, rel)
+		}
+		return nil
+	})
+	t.Logf("%d zones", len(zones))
+	exprs := []string{"*/20 * * * * *", "0 */15 * * * *", "30 2,3 * * *", "0 0 * * *"}
+	for _, zone := range zones {
+		t.Run(zone, func(t *testing.T) {
+			t.Parallel()
+			loc := mustZone(t, zone)
+			scheds := make([]*Schedule, len(exprs))
+			for i, e := range exprs {
+				scheds[i] = mustCron(t, e, zone)
+			}
+			at := time.Date(1880, 1, 1, 0, 0, 0, 0, time.UTC)
+			for n := 0; n < 2000; n++ {
+				_, end := at.In(loc).ZoneBounds()
+				if end.IsZero() || end.Year() > 2045 {
+					break
+				}
+				at = end
+				_, o1 := at.Add(-time.Second).In(loc).Zone()
+				_, o2 := at.In(loc).Zone()
+				d := int64(o2 - o1)
+				if d < 0 {
+					d = -d
+				}
+				from, to := at.Unix()-3600, at.Unix()+3600+d
+				for i, s := range scheds {
+					want := oracleFires(s.cron, loc, from, to)
+					var got []time.Time
+					for next, ok := s.Next(time.Unix(from, 0)); ok && next.Unix() <= to; next, ok = s.Next(next) {
+						got = append(got, next)
+					}
+					if len(want) != len(got) || (len(want) > 0 && !want[0].Equal(got[0])) || (len(want) > 0 && !want[len(want)-1].Equal(got[len(got)-1])) {
+						require.Equal(t, formatTimes(want), formatTimes(got), "%s in %s around %s (%d->%d)", exprs[i], zone, at, o1, o2)
+					}
+					for j := range want {
+						if !want[j].Equal(got[j]) {
+							require.Equal(t, formatTimes(want), formatTimes(got), "%s in %s around %s", exprs[i], zone, at)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TMPSTRESS-END

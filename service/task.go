@@ -1,0 +1,590 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axhq/ax/db"
+)
+
+// Task states.
+const (
+	TaskActive    = "active"
+	TaskPaused    = "paused"
+	TaskCompleted = "completed"
+)
+
+// Overlap policies: what a fire does while the previous execution is unfinished.
+const (
+	OverlapAllow = "allow"
+	OverlapSkip  = "skip"
+	OverlapQueue = "queue"
+)
+
+// Misfire policies: what happens to slots missed during downtime or a backlog.
+const (
+	MisfireFireOnce = "fire_once"
+	MisfireFireAll  = "fire_all"
+	MisfireSkip     = "skip"
+)
+
+// Task limits and defaults.
+const (
+	PriorityDefault          = 2
+	MaxAttemptsDefault       = 5
+	MaxAttemptsMax           = 100
+	InitialBackoffDefault    = time.Second
+	MaxBackoffDefault        = 10 * time.Minute
+	BackoffMin               = 100 * time.Millisecond
+	BackoffMax               = 7 * 24 * time.Hour
+	PayloadMaxDefault        = 256 << 10
+	LabelsMax                = 32
+	labelValueMax            = 256
+	PauseAfterFailuresMax    = 1000
+	taskChangedNotifyChannel = "ax_task_changed"
+)
+
+var (
+	taskNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
+	labelKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
+)
+
+// RetryPolicy bounds delivery retries. MaxAttempts 1 means never retry.
+type RetryPolicy struct {
+	MaxAttempts    int
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+}
+
+// Task is a schedule, a payload and an endpoint.
+type Task struct {
+	ID         string
+	Name       string
+	EndpointID string
+	Schedule   ScheduleSpec
+	// Payload is the exact JSON the webhook body carries.
+	Payload  []byte
+	Priority int
+	// Timeout per delivery attempt; 0 means the endpoint's.
+	Timeout            time.Duration
+	Retry              RetryPolicy
+	OverlapPolicy      string
+	MisfirePolicy      string
+	Labels             map[string]string
+	AlertEndpointID    string
+	PauseAfterFailures int
+	State              string
+	NextRunAt          *time.Time
+	MissedCount        int64
+	ConsecutiveFails   int
+	Version            int
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+}
+
+// TaskInput is what a client may set on a task. Zero values take defaults.
+type TaskInput struct {
+	Name               string
+	EndpointID         string
+	Schedule           ScheduleSpec
+	Payload            []byte
+	Priority           int
+	Timeout            time.Duration
+	Retry              RetryPolicy
+	OverlapPolicy      string
+	MisfirePolicy      string
+	Labels             map[string]string
+	AlertEndpointID    string
+	PauseAfterFailures int
+}
+
+// Input returns the client-settable fields of t, the starting point of a
+// partial update.
+func (t Task) Input() TaskInput {
+	return TaskInput{
+		Name: t.Name, EndpointID: t.EndpointID, Schedule: t.Schedule, Payload: t.Payload, Priority: t.Priority,
+		Timeout: t.Timeout, Retry: t.Retry, OverlapPolicy: t.OverlapPolicy, MisfirePolicy: t.MisfirePolicy,
+		Labels: t.Labels, AlertEndpointID: t.AlertEndpointID, PauseAfterFailures: t.PauseAfterFailures,
+	}
+}
+
+// TasksConfig configures Tasks.
+type TasksConfig struct {
+	// PayloadMax caps a task's payload in bytes. Defaults to PayloadMaxDefault.
+	PayloadMax int
+}
+
+// Tasks manages tasks.
+type Tasks struct {
+	pool *pgxpool.Pool
+	cfg  TasksConfig
+}
+
+// NewTasks returns a Tasks backed by pool.
+func NewTasks(pool *pgxpool.Pool, cfg TasksConfig) *Tasks {
+	if cfg.PayloadMax <= 0 {
+		cfg.PayloadMax = PayloadMaxDefault
+	}
+	return &Tasks{pool: pool, cfg: cfg}
+}
+
+// Create validates in and stores a new active task with its first slot.
+func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, error) {
+	in = in.withDefaults()
+	var out Task
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		sched, err := s.validate(in, now)
+		if err != nil {
+			return err
+		}
+		next, err := firstRun(sched, now)
+		if err != nil {
+			return err
+		}
+		row := taskRow(tenant, NewID(), in)
+		row.State, row.NextRunAt = TaskActive, next
+		row, err = db.InsertTask(ctx, tx, row)
+		if err != nil {
+			return s.insertError(err, in)
+		}
+		out = taskFromRow(row)
+		return notifyTaskChanged(ctx, tx)
+	})
+	return out, err
+}
+
+// Get returns one task.
+func (s *Tasks) Get(ctx context.Context, tenant, id string) (Task, error) {
+	if !validID(id) {
+		return Task{}, ErrNotFound
+	}
+	row, err := db.GetTask(ctx, s.pool, tenant, id, false)
+	if err != nil {
+		return Task{}, translate(err, "task")
+	}
+	return taskFromRow(row), nil
+}
+
+// TaskFilter narrows List.
+type TaskFilter struct {
+	State  string
+	Labels map[string]string
+}
+
+// List returns a page of tasks, newest first.
+func (s *Tasks) List(ctx context.Context, tenant string, f TaskFilter, page Page) ([]Task, string, error) {
+	var ve ValidationError
+	if f.State != "" && f.State != TaskActive && f.State != TaskPaused && f.State != TaskCompleted {
+		ve.Add("state", "must be active, paused or completed")
+	}
+	if err := ve.Err(); err != nil {
+		return nil, "", err
+	}
+	if err := page.check(); err != nil {
+		return nil, "", err
+	}
+	rows, err := db.ListTasks(ctx, s.pool, tenant, db.TaskFilter{State: f.State, Labels: f.Labels, Before: page.After, Limit: page.Limit + 1})
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]Task, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, taskFromRow(r))
+	}
+	out, next := pageOf(out, page.Limit, func(t Task) string { return t.ID })
+	return out, next, nil
+}
+
+// Update applies change to the task's current input under a row lock,
+// validates and stores the result. When the schedule changes, next_run_at
+// is recomputed from now and executions materialised for the old schedule
+// but not started are cancelled.
+func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*TaskInput) error) (Task, error) {
+	if !validID(id) {
+		return Task{}, ErrNotFound
+	}
+	var out Task
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		row, err := db.GetTask(ctx, tx, tenant, id, true)
+		if err != nil {
+			return translate(err, "task")
+		}
+		cur := taskFromRow(row)
+		in := cur.Input()
+		if err := change(&in); err != nil {
+			return err
+		}
+		in = in.withDefaults()
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		sched, err := s.validate(in, cur.CreatedAt)
+		if err != nil {
+			return err
+		}
+		upd := taskRow(tenant, id, in)
+		upd.State, upd.NextRunAt, upd.ConsecutiveFailures = row.State, row.NextRunAt, row.ConsecutiveFailures
+		if !sameSchedule(cur.Schedule, sched.Spec()) {
+			if _, err := db.CancelPendingExecutions(ctx, tx, tenant, id, nil, "the task's schedule changed"); err != nil {
+				return err
+			}
+			if row.State != TaskPaused {
+				next, err := firstRun(sched, now)
+				if err != nil {
+					return err
+				}
+				upd.State, upd.NextRunAt = TaskActive, next
+			}
+		}
+		if row, err = db.UpdateTask(ctx, tx, upd); err != nil {
+			return s.insertError(err, in)
+		}
+		out = taskFromRow(row)
+		return notifyTaskChanged(ctx, tx)
+	})
+	return out, err
+}
+
+// Delete deletes a task and cancels its executions that have not started.
+// Execution history is kept.
+func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
+	if !validID(id) {
+		return ErrNotFound
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		ok, err := db.DeleteTask(ctx, tx, tenant, id)
+		if err != nil {
+			return fmt.Errorf("delete task: %w", err)
+		}
+		if !ok {
+			return ErrNotFound
+		}
+		_, err = db.CancelPendingExecutions(ctx, tx, tenant, id, nil, "the task was deleted")
+		return err
+	})
+}
+
+// Pause stops new slots and cancels executions that have not started. A
+// paused task stays paused; a completed one cannot be paused.
+func (s *Tasks) Pause(ctx context.Context, tenant, id string) (Task, error) {
+	return s.setState(ctx, tenant, id, func(tx pgx.Tx, row *db.Task, _ time.Time) error {
+		switch row.State {
+		case TaskPaused:
+			return nil
+		case TaskCompleted:
+			return fmt.Errorf("a completed task cannot be paused: %w", ErrConflict)
+		}
+		row.State = TaskPaused
+		_, err := db.CancelPendingExecutions(ctx, tx, row.TenantID, row.ID, nil, "the task was paused")
+		return err
+	})
+}
+
+// Resume reactivates a paused task from now: slots missed while it was
+// paused are not fired.
+func (s *Tasks) Resume(ctx context.Context, tenant, id string) (Task, error) {
+	return s.setState(ctx, tenant, id, func(_ pgx.Tx, row *db.Task, now time.Time) error {
+		switch row.State {
+		case TaskActive:
+			return nil
+		case TaskCompleted:
+			return fmt.Errorf("a completed task cannot be resumed; change its schedule instead: %w", ErrConflict)
+		}
+		sched, err := ParseSchedule(taskFromRow(*row).Schedule, row.CreatedAt)
+		if err != nil {
+			return err
+		}
+		row.State, row.ConsecutiveFailures = TaskActive, 0
+		if next, ok := sched.Next(now); ok {
+			row.NextRunAt = &next
+		} else {
+			row.State, row.NextRunAt = TaskCompleted, nil
+		}
+		return nil
+	})
+}
+
+func (s *Tasks) setState(ctx context.Context, tenant, id string, change func(pgx.Tx, *db.Task, time.Time) error) (Task, error) {
+	if !validID(id) {
+		return Task{}, ErrNotFound
+	}
+	var out Task
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		row, err := db.GetTask(ctx, tx, tenant, id, true)
+		if err != nil {
+			return translate(err, "task")
+		}
+		before := row.State
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if err := change(tx, &row, now); err != nil {
+			return err
+		}
+		if row.State == before {
+			out = taskFromRow(row)
+			return nil
+		}
+		if row, err = db.UpdateTask(ctx, tx, row); err != nil {
+			return fmt.Errorf("update task: %w", err)
+		}
+		out = taskFromRow(row)
+		return notifyTaskChanged(ctx, tx)
+	})
+	return out, err
+}
+
+// Preview returns the task's next n fire times after now, computed by the
+// same code the scheduler uses.
+func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) ([]time.Time, *time.Location, error) {
+	t, err := s.Get(ctx, tenant, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	sched, err := ParseSchedule(t.Schedule, t.CreatedAt)
+	if err != nil {
+		return nil, nil, err
+	}
+	now, err := db.Now(ctx, s.pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	return sched.Preview(now, n), sched.Location(), nil
+}
+
+func (in TaskInput) withDefaults() TaskInput {
+	if len(in.Payload) == 0 {
+		in.Payload = []byte("{}")
+	}
+	if in.Priority == 0 {
+		in.Priority = PriorityDefault
+	}
+	if in.Retry.MaxAttempts == 0 {
+		in.Retry.MaxAttempts = MaxAttemptsDefault
+	}
+	if in.Retry.InitialBackoff == 0 {
+		in.Retry.InitialBackoff = InitialBackoffDefault
+	}
+	if in.Retry.MaxBackoff == 0 {
+		in.Retry.MaxBackoff = max(MaxBackoffDefault, in.Retry.InitialBackoff)
+	}
+	if in.OverlapPolicy == "" {
+		in.OverlapPolicy = OverlapAllow
+	}
+	if in.MisfirePolicy == "" {
+		in.MisfirePolicy = MisfireFireOnce
+	}
+	if in.Labels == nil {
+		in.Labels = map[string]string{}
+	}
+	if in.Schedule.Timezone == "" {
+		in.Schedule.Timezone = "UTC"
+	}
+	return in
+}
+
+// validate checks every field and parses the schedule.
+func (s *Tasks) validate(in TaskInput, anchor time.Time) (*Schedule, error) {
+	var ve ValidationError
+	if !taskNamePattern.MatchString(in.Name) {
+		ve.Add("name", "must match ^[a-z0-9][a-z0-9._-]{0,127}$ (lower-case letters, digits, '.', '_', '-')")
+	}
+	if !validID(in.EndpointID) {
+		ve.Add("endpoint_id", "must be the id of one of your endpoints")
+	}
+	sched, err := ParseSchedule(in.Schedule, anchor)
+	if err != nil {
+		if se, ok := err.(*ValidationError); ok { //nolint:errorlint // ParseSchedule returns it unwrapped
+			ve.Fields = append(ve.Fields, se.Fields...)
+		} else {
+			return nil, err
+		}
+	}
+	switch {
+	case len(in.Payload) > s.cfg.PayloadMax:
+		ve.Add("payload", fmt.Sprintf("must be at most %d bytes", s.cfg.PayloadMax))
+	case !json.Valid(in.Payload):
+		ve.Add("payload", "must be valid JSON")
+	}
+	if in.Priority < 1 || in.Priority > 4 {
+		ve.Add("priority", "must be 1 (highest) to 4")
+	}
+	if in.Timeout != 0 {
+		validateTimeout(&ve, "timeout_ms", in.Timeout)
+	}
+	r := in.Retry
+	if r.MaxAttempts < 1 || r.MaxAttempts > MaxAttemptsMax {
+		ve.Add("retry.max_attempts", fmt.Sprintf("must be 1 to %d (1 means never retry)", MaxAttemptsMax))
+	}
+	if r.InitialBackoff < BackoffMin || r.InitialBackoff > BackoffMax {
+		ve.Add("retry.initial_backoff_ms", fmt.Sprintf("must be %d to %d", BackoffMin.Milliseconds(), BackoffMax.Milliseconds()))
+	}
+	if r.MaxBackoff < BackoffMin || r.MaxBackoff > BackoffMax {
+		ve.Add("retry.max_backoff_ms", fmt.Sprintf("must be %d to %d", BackoffMin.Milliseconds(), BackoffMax.Milliseconds()))
+	} else if r.MaxBackoff < r.InitialBackoff {
+		ve.Add("retry.max_backoff_ms", "must be at least retry.initial_backoff_ms")
+	}
+	if !contains([]string{OverlapAllow, OverlapSkip, OverlapQueue}, in.OverlapPolicy) {
+		ve.Add("overlap_policy", "must be allow, skip or queue")
+	}
+	if !contains([]string{MisfireFireOnce, MisfireFireAll, MisfireSkip}, in.MisfirePolicy) {
+		ve.Add("misfire_policy", "must be fire_once, fire_all or skip")
+	}
+	validateLabels(&ve, in.Labels)
+	if in.AlertEndpointID != "" && !validID(in.AlertEndpointID) {
+		ve.Add("alert_endpoint_id", "must be the id of one of your endpoints")
+	}
+	if in.PauseAfterFailures < 0 || in.PauseAfterFailures > PauseAfterFailuresMax {
+		ve.Add("pause_after_failures", fmt.Sprintf("must be 0 (never) to %d", PauseAfterFailuresMax))
+	}
+	if err := ve.Err(); err != nil {
+		return nil, err
+	}
+	return sched, nil
+}
+
+func validateLabels(ve *ValidationError, labels map[string]string) {
+	if len(labels) > LabelsMax {
+		ve.Add("labels", fmt.Sprintf("at most %d labels", LabelsMax))
+		return
+	}
+	for k, v := range labels {
+		if !labelKeyPattern.MatchString(k) {
+			ve.Add("labels."+k, "key must match ^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
+		}
+		if len(v) > labelValueMax || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 }) {
+			ve.Add("labels."+k, fmt.Sprintf("value must be at most %d characters without control characters", labelValueMax))
+		}
+	}
+}
+
+// firstRun is the first slot of a new or rescheduled task: a once task's
+// run_at even when it has passed (it then fires at once, late), otherwise
+// the first fire time after now.
+func firstRun(sched *Schedule, now time.Time) (*time.Time, error) {
+	spec := sched.Spec()
+	if spec.Type == ScheduleOnce && spec.RunAt != nil {
+		t := spec.RunAt.UTC()
+		return &t, nil
+	}
+	next, ok := sched.Next(now)
+	if !ok {
+		return nil, &ValidationError{Fields: []FieldError{{Field: "schedule.end_at", Message: "the schedule has no fire time left (end_at has passed)"}}}
+	}
+	return &next, nil
+}
+
+// insertError explains constraint violations of a task write.
+func (s *Tasks) insertError(err error, in TaskInput) error {
+	switch {
+	case db.IsUniqueViolation(err):
+		return fmt.Errorf("a task named %q already exists: %w", in.Name, ErrConflict)
+	case db.IsForeignKeyViolation(err):
+		field := "endpoint_id"
+		if strings.Contains(db.ConstraintName(err), "alert") {
+			field = "alert_endpoint_id"
+		}
+		return &ValidationError{Fields: []FieldError{{Field: field, Message: "no such endpoint"}}}
+	}
+	return fmt.Errorf("store task: %w", err)
+}
+
+func sameSchedule(a, b ScheduleSpec) bool {
+	eqTime := func(x, y *time.Time) bool {
+		return (x == nil && y == nil) || (x != nil && y != nil && x.Equal(*y))
+	}
+	return a.Type == b.Type && a.Cron == b.Cron && a.Timezone == b.Timezone && a.IntervalSeconds == b.IntervalSeconds &&
+		eqTime(a.RunAt, b.RunAt) && eqTime(a.StartAt, b.StartAt) && eqTime(a.EndAt, b.EndAt)
+}
+
+// notifyTaskChanged wakes the scheduler loops (delivered at commit).
+func notifyTaskChanged(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", taskChangedNotifyChannel)
+	return err
+}
+
+func taskRow(tenant, id string, in TaskInput) db.Task {
+	r := db.Task{
+		TenantID: tenant, ID: id, Name: in.Name, EndpointID: in.EndpointID, ScheduleType: in.Schedule.Type,
+		Timezone: in.Schedule.Timezone, RunAt: in.Schedule.RunAt, StartAt: in.Schedule.StartAt, EndAt: in.Schedule.EndAt,
+		Payload: in.Payload, Priority: int16(in.Priority), MaxAttempts: int32(in.Retry.MaxAttempts),
+		InitialBackoffMS: in.Retry.InitialBackoff.Milliseconds(), MaxBackoffMS: in.Retry.MaxBackoff.Milliseconds(),
+		OverlapPolicy: in.OverlapPolicy, MisfirePolicy: in.MisfirePolicy, Labels: in.Labels,
+	}
+	if in.Schedule.Cron != "" {
+		c := strings.TrimSpace(in.Schedule.Cron)
+		r.Cron = &c
+	}
+	if in.Schedule.IntervalSeconds != 0 {
+		v := in.Schedule.IntervalSeconds
+		r.IntervalSeconds = &v
+	}
+	if in.Timeout != 0 {
+		ms := int32(in.Timeout.Milliseconds())
+		r.TimeoutMS = &ms
+	}
+	if in.AlertEndpointID != "" {
+		a := in.AlertEndpointID
+		r.AlertEndpointID = &a
+	}
+	if in.PauseAfterFailures != 0 {
+		n := int32(in.PauseAfterFailures)
+		r.PauseAfterFailures = &n
+	}
+	return r
+}
+
+func taskFromRow(r db.Task) Task {
+	t := Task{
+		ID: r.ID, Name: r.Name, EndpointID: r.EndpointID,
+		Schedule: ScheduleSpec{Type: r.ScheduleType, Timezone: r.Timezone, RunAt: utcPtr(r.RunAt), StartAt: utcPtr(r.StartAt), EndAt: utcPtr(r.EndAt)},
+		Payload:  r.Payload, Priority: int(r.Priority),
+		Retry: RetryPolicy{
+			MaxAttempts: int(r.MaxAttempts), InitialBackoff: time.Duration(r.InitialBackoffMS) * time.Millisecond,
+			MaxBackoff: time.Duration(r.MaxBackoffMS) * time.Millisecond,
+		},
+		OverlapPolicy: r.OverlapPolicy, MisfirePolicy: r.MisfirePolicy, Labels: r.Labels, State: r.State,
+		NextRunAt: utcPtr(r.NextRunAt), MissedCount: r.MissedCount, ConsecutiveFails: int(r.ConsecutiveFailures),
+		Version: int(r.Version), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
+	if r.Cron != nil {
+		t.Schedule.Cron = *r.Cron
+	}
+	if r.IntervalSeconds != nil {
+		t.Schedule.IntervalSeconds = *r.IntervalSeconds
+	}
+	if r.TimeoutMS != nil {
+		t.Timeout = time.Duration(*r.TimeoutMS) * time.Millisecond
+	}
+	if r.AlertEndpointID != nil {
+		t.AlertEndpointID = *r.AlertEndpointID
+	}
+	if r.PauseAfterFailures != nil {
+		t.PauseAfterFailures = int(*r.PauseAfterFailures)
+	}
+	if t.Labels == nil {
+		t.Labels = map[string]string{}
+	}
+	return t
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
