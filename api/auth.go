@@ -169,6 +169,9 @@ func methodFor(k crypto.PublicKey) []string {
 func (a *Authenticator) keyFor(t *jwt.Token) (any, error) {
 	alg := t.Method.Alg()
 	if alg == "HS256" {
+		if len(a.cfg.HMACSecret) == 0 {
+			return nil, errors.New("HS256 is not configured")
+		}
 		return a.cfg.HMACSecret, nil
 	}
 	kid, _ := t.Header["kid"].(string)
@@ -272,7 +275,7 @@ func authenticate(a *Authenticator, ensure func(c echo.Context, tenant string) e
 			}
 			scheme, raw, ok := strings.Cut(h, " ")
 			if !ok || !strings.EqualFold(scheme, "Bearer") || raw == "" {
-				return &authError{challenge: `Bearer realm="ax", error="invalid_request"`, detail: "the Authorization header must be `Bearer <token>`"}
+				return &authError{challenge: `Bearer realm="ax"`, detail: "the Authorization header must be `Bearer <token>`"}
 			}
 			if len(h) > maxAuthorizationBytes {
 				return &authError{challenge: `Bearer realm="ax", error="invalid_token"`, detail: "the token is invalid or expired"}

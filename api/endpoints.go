@@ -281,8 +281,14 @@ func clearFields(dst any, top map[string]json.RawMessage, names []string) {
 	v := reflect.ValueOf(dst).Elem()
 	for i := range v.NumField() {
 		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
-		if _, present := top[name]; present && slices.Contains(names, name) {
-			v.Field(i).SetZero()
+		if !slices.Contains(names, name) {
+			continue
+		}
+		// encoding/json matches keys case-insensitively; so must this.
+		for k := range top {
+			if strings.EqualFold(k, name) {
+				v.Field(i).SetZero()
+			}
 		}
 	}
 }
