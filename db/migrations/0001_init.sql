@@ -121,6 +121,8 @@ CREATE TABLE executions (
     last_error       text,
     last_error_class text,
     river_job_id     bigint,
+    -- When the next attempt is due while the execution is retrying.
+    next_attempt_at  timestamptz,
     created_at       timestamptz NOT NULL DEFAULT now(),
     started_at       timestamptz,
     finished_at      timestamptz,

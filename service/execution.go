@@ -1,0 +1,188 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// Execution states (DESIGN.md "Execution state machine").
+const (
+	ExecPending   = "pending"
+	ExecRunning   = "running"
+	ExecRetrying  = "retrying"
+	ExecSucceeded = "succeeded"
+	ExecFailed    = "failed"
+	ExecCancelled = "cancelled"
+	ExecSkipped   = "skipped"
+)
+
+// Execution triggers.
+const (
+	TriggerSchedule = "schedule"
+	TriggerManual   = "manual"
+	TriggerRetry    = "retry"
+)
+
+// Execution event types on the timeline.
+const (
+	EventFired            = "fired"
+	EventMissed           = "missed"
+	EventSkipped          = "skipped"
+	EventCancelled        = "cancelled"
+	EventAttemptStarted   = "attempt_started"
+	EventAttemptSucceeded = "attempt_succeeded"
+	EventAttemptFailed    = "attempt_failed"
+	EventRetryScheduled   = "retry_scheduled"
+	EventRescued          = "rescued"
+	EventSucceeded        = "succeeded"
+	EventFailed           = "failed"
+	EventEndpointDisabled = "endpoint_disabled"
+	EventTaskPaused       = "task_paused"
+	EventAlertQueued      = "alert_queued"
+	EventRetried          = "retried"
+)
+
+// River queues and job kinds.
+const (
+	// QueueDeliver carries webhook deliveries.
+	QueueDeliver = "deliver"
+	// QueueAlert carries failure alerts, so a flood of alerts cannot delay
+	// scheduled deliveries.
+	QueueAlert = "alert"
+	// riverAttemptsMargin is added to a task's max_attempts for River's own
+	// MaxAttempts: the worker enforces the task's budget itself, and the
+	// margin lets a run that was rescued after a crash reach the worker to
+	// be recorded instead of being discarded by River.
+	riverAttemptsMargin = 3
+)
+
+// DeliverArgs is the River job that delivers one execution. It carries ids
+// only: secrets and payloads stay in the database (riverui shows job args).
+type DeliverArgs struct {
+	TenantID    string `json:"tenant_id"`
+	ExecutionID string `json:"execution_id" river:"unique"`
+
+	// retryAfter is set by the worker for NextRetry (not serialised).
+	retryAfter time.Duration
+}
+
+// Kind implements river.JobArgs.
+func (DeliverArgs) Kind() string { return "deliver" }
+
+// SetRetryDelay records the delay before the next attempt; the deliver
+// worker's NextRetry reads it.
+func (a *DeliverArgs) SetRetryDelay(d time.Duration) { a.retryAfter = d }
+
+// RetryDelay returns what SetRetryDelay recorded.
+func (a DeliverArgs) RetryDelay() time.Duration { return a.retryAfter }
+
+// AlertArgs is the River job that sends a failure alert for an execution to
+// its task's alert endpoint.
+type AlertArgs struct {
+	TenantID    string `json:"tenant_id"`
+	ExecutionID string `json:"execution_id" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (AlertArgs) Kind() string { return "alert" }
+
+// deliverInsert returns the insert parameters of an execution's deliver
+// job: unique per execution while one is live, scheduled at the slot.
+func deliverInsert(tenant, executionID string, scheduledFor time.Time, priority, maxAttempts int, now time.Time) river.InsertManyParams {
+	opts := &river.InsertOpts{
+		Queue:       QueueDeliver,
+		Priority:    priority,
+		MaxAttempts: maxAttempts + riverAttemptsMargin,
+		UniqueOpts:  river.UniqueOpts{ByArgs: true},
+	}
+	if scheduledFor.After(now) {
+		opts.ScheduledAt = scheduledFor
+	}
+	return river.InsertManyParams{Args: DeliverArgs{TenantID: tenant, ExecutionID: executionID}, InsertOpts: opts}
+}
+
+// NearTermWindow is how far ahead a scheduled job is written as available
+// (its scheduled_at still holds it back): River promotes scheduled jobs
+// only every 5 s, so without this a fire due within 5 s could be up to 5 s
+// late (notes/river.md §1.4).
+const NearTermWindow = 5 * time.Second
+
+// nearTermAvailable is a River insert hook implementing NearTermWindow.
+func nearTermAvailable(_ context.Context, p *rivertype.JobInsertParams) error {
+	if p.State == rivertype.JobStateScheduled && p.ScheduledAt != nil && time.Until(*p.ScheduledAt) <= NearTermWindow {
+		p.State = rivertype.JobStateAvailable
+	}
+	return nil
+}
+
+// Enqueuer inserts River jobs inside service transactions. It is an
+// insert-only River client; jobs/ runs the working one.
+type Enqueuer struct {
+	client *river.Client[pgx.Tx]
+}
+
+// NewEnqueuer returns an Enqueuer on pool.
+func NewEnqueuer(pool *pgxpool.Pool) (*Enqueuer, error) {
+	c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Hooks: []rivertype.Hook{river.HookInsertBeginFunc(nearTermAvailable)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river insert client: %w", err)
+	}
+	return &Enqueuer{client: c}, nil
+}
+
+// Hooks returns the insert hooks every River client of ax must use.
+func Hooks() []rivertype.Hook {
+	return []rivertype.Hook{river.HookInsertBeginFunc(nearTermAvailable)}
+}
+
+// insertMany inserts jobs in tx.
+func (e *Enqueuer) insertMany(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error) {
+	if len(params) == 0 {
+		return nil, nil
+	}
+	res, err := e.client.InsertManyTx(ctx, tx, params)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue %d jobs: %w", len(params), err)
+	}
+	return res, nil
+}
+
+// Execution is one fire of a task.
+type Execution struct {
+	ID             string
+	TaskID         string
+	ScheduledFor   time.Time
+	Trigger        string
+	DedupKey       string
+	State          string
+	Attempts       int
+	Late           bool
+	LastStatusCode *int
+	LastError      string
+	LastErrorClass string
+	CreatedAt      time.Time
+	StartedAt      *time.Time
+	FinishedAt     *time.Time
+	Events         []Event
+}
+
+// Event is one step on an execution's timeline.
+type Event struct {
+	Type       string
+	At         time.Time
+	Attempt    *int
+	StatusCode *int
+	LatencyMS  *int
+	ErrorClass string
+	Message    string
+	Data       map[string]any
+}
