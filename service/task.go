@@ -37,18 +37,20 @@ const (
 
 // Task limits and defaults.
 const (
-	PriorityDefault          = 2
-	MaxAttemptsDefault       = 5
-	MaxAttemptsMax           = 100
-	InitialBackoffDefault    = time.Second
-	MaxBackoffDefault        = 10 * time.Minute
-	BackoffMin               = 100 * time.Millisecond
-	BackoffMax               = 7 * 24 * time.Hour
-	PayloadMaxDefault        = 256 << 10
-	LabelsMax                = 32
-	labelValueMax            = 256
-	PauseAfterFailuresMax    = 1000
-	taskChangedNotifyChannel = "ax_task_changed"
+	PriorityDefault       = 2
+	MaxAttemptsDefault    = 5
+	MaxAttemptsMax        = 100
+	InitialBackoffDefault = time.Second
+	MaxBackoffDefault     = 10 * time.Minute
+	BackoffMin            = 100 * time.Millisecond
+	BackoffMax            = 7 * 24 * time.Hour
+	PayloadMaxDefault     = 256 << 10
+	LabelsMax             = 32
+	labelValueMax         = 256
+	PauseAfterFailuresMax = 1000
+	// TaskChangedChannel is the NOTIFY channel a task write signals on, so
+	// scheduler loops wake at once.
+	TaskChangedChannel = "ax_task_changed"
 )
 
 var (
@@ -512,7 +514,7 @@ func sameSchedule(a, b ScheduleSpec) bool {
 
 // notifyTaskChanged wakes the scheduler loops (delivered at commit).
 func notifyTaskChanged(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", taskChangedNotifyChannel)
+	_, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", TaskChangedChannel)
 	return err
 }
 

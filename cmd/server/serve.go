@@ -16,6 +16,7 @@ import (
 	"github.com/axhq/ax/api"
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/pglocal"
+	"github.com/axhq/ax/jobs"
 	"github.com/axhq/ax/service"
 )
 
@@ -141,6 +142,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	} else if err := db.CheckMigrated(ctx, d.pool); err != nil {
 		logger.Warn("the database is not migrated and AX_AUTO_MIGRATE=false; run `ax migrate`", "error", err.Error())
 	}
+
+	enq, err := service.NewEnqueuer(d.pool)
+	if err != nil {
+		return err
+	}
+	schedCtx, stopScheduler := context.WithCancel(context.WithoutCancel(ctx))
+	schedDone := make(chan struct{})
+	go func() {
+		defer close(schedDone)
+		jobs.RunScheduler(schedCtx, d.pool, service.NewScheduler(d.pool, enq, service.SchedulerConfig{}, logger),
+			jobs.SchedulerLoopConfig{Logger: logger})
+	}()
+	defer func() { stopScheduler(); <-schedDone }()
 
 	handler := api.New(api.Config{
 		Logger:      logger,

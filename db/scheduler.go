@@ -1,0 +1,143 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DueTask is what the scheduler needs of a claimed task.
+type DueTask struct {
+	TenantID        string     `db:"tenant_id"`
+	ID              string     `db:"id"`
+	ScheduleType    string     `db:"schedule_type"`
+	Cron            *string    `db:"cron"`
+	Timezone        string     `db:"timezone"`
+	IntervalSeconds *int64     `db:"interval_seconds"`
+	RunAt           *time.Time `db:"run_at"`
+	StartAt         *time.Time `db:"start_at"`
+	EndAt           *time.Time `db:"end_at"`
+	Priority        int16      `db:"priority"`
+	MaxAttempts     int32      `db:"max_attempts"`
+	MisfirePolicy   string     `db:"misfire_policy"`
+	NextRunAt       time.Time  `db:"next_run_at"`
+	Version         int32      `db:"version"`
+	CreatedAt       time.Time  `db:"created_at"`
+}
+
+// ClaimDueTasks locks up to limit active tasks whose next_run_at is at or
+// before horizon, oldest first. Rows locked by another scheduler are
+// skipped, so concurrent schedulers share the work without waiting.
+func ClaimDueTasks(ctx context.Context, tx pgx.Tx, horizon time.Time, limit int) ([]DueTask, error) {
+	rows, err := tx.Query(ctx, `SELECT tenant_id, id::text, schedule_type, cron, timezone, interval_seconds, run_at,
+			start_at, end_at, priority, max_attempts, misfire_policy, next_run_at, version, created_at
+		FROM tasks
+		WHERE state = 'active' AND next_run_at IS NOT NULL AND next_run_at <= $1
+		ORDER BY next_run_at
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED`, horizon, limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim due tasks: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[DueTask])
+}
+
+// NewExecution is a scheduled fire to insert.
+type NewExecution struct {
+	TenantID     string
+	ID           string
+	TaskID       string
+	ScheduledFor time.Time
+	Late         bool
+	// Event data for the fired event (JSON object).
+	EventData map[string]any
+}
+
+// InsertedExecution is an execution the insert actually created.
+type InsertedExecution struct {
+	TenantID     string    `db:"tenant_id"`
+	ID           string    `db:"id"`
+	TaskID       string    `db:"task_id"`
+	ScheduledFor time.Time `db:"scheduled_for"`
+}
+
+// InsertScheduledExecutions inserts scheduled executions, skipping slots
+// that already have one (the permanent (task_id, scheduled_for) key), and
+// appends a fired event to each inserted one. It returns the inserted rows.
+func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecution) ([]InsertedExecution, error) {
+	if len(execs) == 0 {
+		return nil, nil
+	}
+	n := len(execs)
+	tenants, ids, tasks := make([]string, n), make([]string, n), make([]string, n)
+	slots, late, data := make([]time.Time, n), make([]bool, n), make([]map[string]any, n)
+	for i, e := range execs {
+		tenants[i], ids[i], tasks[i], slots[i], late[i], data[i] = e.TenantID, e.ID, e.TaskID, e.ScheduledFor, e.Late, e.EventData
+	}
+	rows, err := tx.Query(ctx, `WITH input AS (
+			SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::bool[], $6::jsonb[])
+				AS i(tenant_id, id, task_id, scheduled_for, late, data)
+		), ins AS (
+			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, late)
+			SELECT tenant_id, id, task_id, scheduled_for, 'schedule', late FROM input
+			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
+			RETURNING tenant_id, id, task_id, scheduled_for
+		), ev AS (
+			INSERT INTO execution_events (tenant_id, execution_id, type, data)
+			SELECT ins.tenant_id, ins.id, 'fired', input.data FROM ins JOIN input ON input.id = ins.id
+		)
+		SELECT tenant_id, id::text, task_id::text, scheduled_for FROM ins`,
+		tenants, ids, tasks, slots, late, data)
+	if err != nil {
+		return nil, fmt.Errorf("insert executions: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[InsertedExecution])
+}
+
+// TaskAdvance is a claimed task's new position.
+type TaskAdvance struct {
+	TenantID  string
+	ID        string
+	NextRunAt *time.Time // nil: the task will not fire again (completed)
+	Missed    int64
+}
+
+// AdvanceTasks sets next_run_at (completing tasks that have none left) and
+// adds to their missed counters.
+func AdvanceTasks(ctx context.Context, tx pgx.Tx, adv []TaskAdvance) error {
+	if len(adv) == 0 {
+		return nil
+	}
+	n := len(adv)
+	tenants, ids, next, missed := make([]string, n), make([]string, n), make([]*time.Time, n), make([]int64, n)
+	for i, a := range adv {
+		tenants[i], ids[i], next[i], missed[i] = a.TenantID, a.ID, a.NextRunAt, a.Missed
+	}
+	_, err := tx.Exec(ctx, `UPDATE tasks t SET next_run_at = u.next_run_at,
+			state = CASE WHEN u.next_run_at IS NULL THEN 'completed' ELSE t.state END,
+			missed_count = t.missed_count + u.missed
+		FROM unnest($1::text[], $2::uuid[], $3::timestamptz[], $4::bigint[]) AS u(tenant_id, id, next_run_at, missed)
+		WHERE t.tenant_id = u.tenant_id AND t.id = u.id`, tenants, ids, next, missed)
+	if err != nil {
+		return fmt.Errorf("advance tasks: %w", err)
+	}
+	return nil
+}
+
+// NextDueIn returns how long until the earliest next_run_at of an active
+// task, by the database clock (negative when overdue); ok is false when no
+// task is scheduled.
+func NextDueIn(ctx context.Context, q Querier) (time.Duration, bool, error) {
+	var secs *float64
+	err := q.QueryRow(ctx, `SELECT extract(epoch FROM (SELECT next_run_at FROM tasks
+		WHERE state = 'active' AND next_run_at IS NOT NULL ORDER BY next_run_at LIMIT 1) - now())::float8`).Scan(&secs)
+	if err != nil {
+		return 0, false, fmt.Errorf("next due task: %w", err)
+	}
+	if secs == nil {
+		return 0, false, nil
+	}
+	return time.Duration(*secs * float64(time.Second)), true, nil
+}

@@ -1,0 +1,155 @@
+package jobs
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axhq/ax/service"
+)
+
+// Scheduler loop defaults.
+const (
+	// PollCeilingDefault bounds how long the loop sleeps without looking at
+	// the tasks table, whatever the timers and notifications say.
+	PollCeilingDefault = time.Second
+)
+
+// SchedulerLoopConfig configures RunScheduler.
+type SchedulerLoopConfig struct {
+	// PollCeiling is the longest sleep between passes. Defaults to 1 s.
+	PollCeiling time.Duration
+	// Logger defaults to a discarding logger.
+	Logger *slog.Logger
+	// OnTick, if set, observes every pass (metrics, tests).
+	OnTick func(service.TickResult, time.Duration)
+}
+
+// RunScheduler runs the scheduler loop until ctx is done. It wakes at the
+// earliest next_run_at minus the look-ahead, when a task changes (LISTEN on
+// the task-change channel) and at least every PollCeiling; each wake claims
+// due tasks in batches until none are left.
+func RunScheduler(ctx context.Context, pool *pgxpool.Pool, s *service.Scheduler, cfg SchedulerLoopConfig) {
+	cfg.PollCeiling = cmp.Or(cfg.PollCeiling, PollCeilingDefault)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	wake := make(chan struct{}, 1)
+	listenDone := make(chan struct{})
+	go func() {
+		defer close(listenDone)
+		listen(ctx, pool, wake, cfg.Logger)
+	}()
+	defer func() { <-listenDone }()
+
+	lookAhead := s.Config().LookAhead
+	backoff := 100 * time.Millisecond
+	for {
+		start := time.Now()
+		res, err := s.Tick(ctx)
+		if cfg.OnTick != nil && err == nil {
+			cfg.OnTick(res, time.Since(start))
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			cfg.Logger.Error("scheduler pass failed", "error", err.Error())
+			if !sleep(ctx, backoff, wake) {
+				return
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if res.More {
+			continue
+		}
+		wait := cfg.PollCeiling
+		if d, ok, err := s.NextDueIn(ctx); err == nil && ok {
+			wait = min(wait, max(d-lookAhead, 0))
+		}
+		if wait <= 0 {
+			// Due within the look-ahead already handled? Then it was
+			// claimed by another replica or just advanced; avoid a hot loop.
+			wait = 10 * time.Millisecond
+		}
+		if !sleep(ctx, wait, wake) {
+			return
+		}
+	}
+}
+
+// sleep waits for d, a wake-up or ctx; it reports false when ctx is done.
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wake:
+		return true
+	case <-t.C:
+		return true
+	}
+}
+
+// listen holds a connection LISTENing on the task-change channel and turns
+// notifications into wake-ups, reconnecting after failures.
+func listen(ctx context.Context, pool *pgxpool.Pool, wake chan<- struct{}, logger *slog.Logger) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := listenOnce(ctx, pool, wake)
+		if ctx.Err() != nil {
+			return
+		}
+		logger.Warn("task-change listener lost its connection; polling until it is back", "error", errString(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func listenOnce(ctx context.Context, pool *pgxpool.Pool, wake chan<- struct{}) error {
+	pooled, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The connection gets LISTEN state: take it out of the pool for good.
+	conn := pooled.Hijack()
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+service.TaskChangedChannel); err != nil {
+		return err
+	}
+	notify(wake) // changes made while we were not listening
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		notify(wake)
+	}
+}
+
+func notify(wake chan<- struct{}) {
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "closed"
+	}
+	if errors.Is(err, context.Canceled) {
+		return "cancelled"
+	}
+	return err.Error()
+}

@@ -1,0 +1,272 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/axhq/ax/db"
+)
+
+// Scheduler defaults.
+const (
+	BatchSizeDefault        = 500
+	LookAheadDefault        = 2 * time.Second
+	MisfireThresholdDefault = 5 * time.Second
+	CatchUpWindowDefault    = 24 * time.Hour
+	CatchUpMaxDefault       = 100
+	// slotsPerTaskMax bounds the slots one task materialises per pass.
+	slotsPerTaskMax = 1000
+	// missedCountMax bounds how many missed slots a pass enumerates to
+	// count them; beyond it the count is a lower bound.
+	missedCountMax = 100_000
+)
+
+// SchedulerConfig tunes firing.
+type SchedulerConfig struct {
+	// BatchSize is how many due tasks one transaction claims. Defaults to 500.
+	BatchSize int
+	// LookAhead materialises slots this far ahead of their time, so their
+	// deliveries are queued before they are due. Defaults to 2 s.
+	LookAhead time.Duration
+	// MisfireThreshold: a slot more than this late when it is claimed
+	// (downtime, backlog) is a misfire, handled by the task's misfire
+	// policy. Defaults to 5 s.
+	MisfireThreshold time.Duration
+	// CatchUpWindow: fire_all fires missed slots no older than this.
+	// Defaults to 24 h.
+	CatchUpWindow time.Duration
+	// CatchUpMax: fire_all fires at most this many missed slots of a task
+	// (the most recent ones). Defaults to 100.
+	CatchUpMax int
+}
+
+// WithDefaults fills unset fields.
+func (c SchedulerConfig) WithDefaults() SchedulerConfig {
+	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
+	c.LookAhead = cmp.Or(c.LookAhead, LookAheadDefault)
+	c.MisfireThreshold = cmp.Or(c.MisfireThreshold, MisfireThresholdDefault)
+	c.CatchUpWindow = cmp.Or(c.CatchUpWindow, CatchUpWindowDefault)
+	c.CatchUpMax = cmp.Or(c.CatchUpMax, CatchUpMaxDefault)
+	return c
+}
+
+// Scheduler fires due tasks: it turns slots into executions and their
+// deliver jobs. Every replica runs one; they share the work through
+// row locks and the per-slot unique key, so no slot fires twice.
+type Scheduler struct {
+	pool   *pgxpool.Pool
+	enq    *Enqueuer
+	cfg    SchedulerConfig
+	logger *slog.Logger
+
+	mu    sync.Mutex
+	cache map[string]cachedSchedule // task id → parsed schedule
+}
+
+type cachedSchedule struct {
+	version int32
+	sched   *Schedule
+}
+
+// NewScheduler returns a Scheduler.
+func NewScheduler(pool *pgxpool.Pool, enq *Enqueuer, cfg SchedulerConfig, logger *slog.Logger) *Scheduler {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Scheduler{pool: pool, enq: enq, cfg: cfg.WithDefaults(), logger: logger, cache: map[string]cachedSchedule{}}
+}
+
+// Config returns the effective configuration.
+func (s *Scheduler) Config() SchedulerConfig { return s.cfg }
+
+// TickResult says what one pass did.
+type TickResult struct {
+	Tasks     int   // tasks claimed
+	Fired     int   // executions created
+	Duplicate int   // slots that already had an execution
+	Missed    int64 // slots not fired by misfire policy
+	// More is true when the batch was full: call Tick again at once.
+	More bool
+}
+
+// Tick claims one batch of due tasks and, in one transaction, inserts their
+// executions and deliver jobs and advances next_run_at. Due-ness is judged
+// by the database clock.
+func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
+	var res TickResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		res = TickResult{}
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		due, err := db.ClaimDueTasks(ctx, tx, now.Add(s.cfg.LookAhead), s.cfg.BatchSize)
+		if err != nil {
+			return err
+		}
+		res.Tasks, res.More = len(due), len(due) == s.cfg.BatchSize
+		if len(due) == 0 {
+			return nil
+		}
+		var (
+			execs []db.NewExecution
+			advs  []db.TaskAdvance
+			meta  = make(map[string]db.DueTask, len(due))
+		)
+		for _, t := range due {
+			meta[t.ID] = t
+			plan := s.plan(t, now)
+			execs = append(execs, plan.execs...)
+			advs = append(advs, db.TaskAdvance{TenantID: t.TenantID, ID: t.ID, NextRunAt: plan.next, Missed: plan.missed})
+			res.Missed += plan.missed
+		}
+		inserted, err := db.InsertScheduledExecutions(ctx, tx, execs)
+		if err != nil {
+			return err
+		}
+		res.Fired, res.Duplicate = len(inserted), len(execs)-len(inserted)
+		jobs := make([]river.InsertManyParams, 0, len(inserted))
+		for _, e := range inserted {
+			t := meta[e.TaskID]
+			jobs = append(jobs, deliverInsert(e.TenantID, e.ID, e.ScheduledFor, int(t.Priority), int(t.MaxAttempts), now))
+		}
+		if _, err := s.enq.insertMany(ctx, tx, jobs); err != nil {
+			return err
+		}
+		return db.AdvanceTasks(ctx, tx, advs)
+	})
+	if err != nil {
+		return TickResult{}, fmt.Errorf("scheduler tick: %w", err)
+	}
+	return res, nil
+}
+
+// NextDueIn returns how long until the earliest active task is due (by the
+// database clock); ok is false when nothing is scheduled.
+func (s *Scheduler) NextDueIn(ctx context.Context) (time.Duration, bool, error) {
+	return db.NextDueIn(ctx, s.pool)
+}
+
+// plan is what a pass does with one claimed task.
+type plan struct {
+	execs  []db.NewExecution
+	next   *time.Time
+	missed int64
+}
+
+// plan computes a claimed task's slots up to now+LookAhead under its
+// misfire policy, and its next slot after them.
+func (s *Scheduler) plan(t db.DueTask, now time.Time) plan {
+	sched, err := s.schedule(t)
+	if err != nil {
+		// A stored schedule that no longer parses (e.g. a zone removed from
+		// tzdata) cannot fire; complete the task rather than spin on it.
+		s.logger.Error("task schedule is invalid; completing the task", "tenant", t.TenantID, "task_id", t.ID, "error", err.Error())
+		return plan{}
+	}
+	horizon := now.Add(s.cfg.LookAhead)
+	cut := now.Add(-s.cfg.MisfireThreshold) // slots before cut are misfires
+	var p plan
+	slot, ok := t.NextRunAt, true
+
+	// Misfired slots: [next_run_at, cut).
+	var missed []time.Time // the most recent ones, bounded
+	keep := 1
+	if t.MisfirePolicy == MisfireFireAll {
+		keep = s.cfg.CatchUpMax
+	}
+	var missedTotal int64
+	for ok && slot.Before(cut) && missedTotal < missedCountMax {
+		missedTotal++
+		if t.MisfirePolicy == MisfireFireAll && slot.Before(now.Add(-s.cfg.CatchUpWindow)) {
+			// Outside the catch-up window: counted only.
+		} else {
+			missed = append(missed, slot)
+			if len(missed) > keep {
+				missed = missed[1:]
+			}
+		}
+		slot, ok = sched.Next(slot)
+	}
+	if ok && slot.Before(cut) {
+		// More misfires than we count one by one: jump past them.
+		slot, ok = sched.Next(cut.Add(-time.Nanosecond))
+	}
+	var fire []time.Time
+	switch t.MisfirePolicy {
+	case MisfireSkip:
+		p.missed = missedTotal
+	default: // fire_once keeps the latest missed slot; fire_all the latest CatchUpMax in the window
+		fire = missed
+		p.missed = missedTotal - int64(len(missed))
+	}
+	for _, m := range fire {
+		p.execs = append(p.execs, s.newExecution(t, m, now, true, missedTotal))
+	}
+	// On-time slots: [cut, horizon].
+	for n := 0; ok && !slot.After(horizon) && n < slotsPerTaskMax; n++ {
+		data := (*int64)(nil)
+		if len(p.execs) == 0 && p.missed > 0 {
+			data = &p.missed // tell the first fire about the misses before it
+		}
+		e := s.newExecution(t, slot, now, false, 0)
+		if data != nil {
+			e.EventData["missed_before"] = *data
+		}
+		p.execs = append(p.execs, e)
+		slot, ok = sched.Next(slot)
+	}
+	if ok {
+		next := slot.UTC()
+		p.next = &next
+	}
+	return p
+}
+
+func (s *Scheduler) newExecution(t db.DueTask, slot, now time.Time, late bool, missedTotal int64) db.NewExecution {
+	data := map[string]any{"scheduled_for": slot.UTC().Format(time.RFC3339Nano)}
+	if late {
+		data["late"] = true
+		data["lateness_ms"] = now.Sub(slot).Milliseconds()
+		data["misfire_policy"] = t.MisfirePolicy
+		data["missed_slots"] = missedTotal
+	}
+	return db.NewExecution{TenantID: t.TenantID, ID: NewID(), TaskID: t.ID, ScheduledFor: slot, Late: late, EventData: data}
+}
+
+// schedule returns the task's parsed schedule, cached per task version
+// (parsing loads the time zone).
+func (s *Scheduler) schedule(t db.DueTask) (*Schedule, error) {
+	s.mu.Lock()
+	c, ok := s.cache[t.ID]
+	s.mu.Unlock()
+	if ok && c.version == t.Version {
+		return c.sched, nil
+	}
+	spec := ScheduleSpec{Type: t.ScheduleType, Timezone: t.Timezone, RunAt: t.RunAt, StartAt: t.StartAt, EndAt: t.EndAt}
+	if t.Cron != nil {
+		spec.Cron = *t.Cron
+	}
+	if t.IntervalSeconds != nil {
+		spec.IntervalSeconds = *t.IntervalSeconds
+	}
+	sched, err := ParseSchedule(spec, t.CreatedAt)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if len(s.cache) > 200_000 {
+		clear(s.cache)
+	}
+	s.cache[t.ID] = cachedSchedule{version: t.Version, sched: sched}
+	s.mu.Unlock()
+	return sched, nil
+}

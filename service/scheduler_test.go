@@ -1,0 +1,305 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/db/dbtest"
+	"github.com/axhq/ax/jobs"
+	"github.com/axhq/ax/service"
+)
+
+// fixture is a database with one tenant and one endpoint.
+type fixture struct {
+	pool     *pgxpool.Pool
+	enq      *service.Enqueuer
+	tasks    *service.Tasks
+	tenant   string
+	endpoint string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	enq, err := service.NewEnqueuer(pool)
+	require.NoError(t, err)
+	require.NoError(t, service.NewTenants(pool).Ensure(ctx, "acme"))
+	ep, err := service.NewEndpoints(pool).Create(ctx, "acme", service.EndpointInput{Name: "e", URL: "https://example.com/hook"})
+	require.NoError(t, err)
+	return &fixture{pool: pool, enq: enq, tasks: service.NewTasks(pool, service.TasksConfig{}), tenant: "acme", endpoint: ep.ID}
+}
+
+// insertTasks bulk-inserts n active interval tasks whose first slot is
+// first, faster than the API would.
+func (f *fixture) insertTasks(t *testing.T, n int, intervalSeconds int, first time.Time, misfire string) {
+	t.Helper()
+	_, err := f.pool.Exec(context.Background(), `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type,
+			interval_seconds, start_at, next_run_at, misfire_policy)
+		SELECT $1, gen_random_uuid(), 'bulk-' || g, $2, 'interval', $3, $4, $4, $6
+		FROM generate_series(1, $5) g`, f.tenant, f.endpoint, intervalSeconds, first, n, misfire)
+	require.NoError(t, err)
+}
+
+func (f *fixture) scheduler(cfg service.SchedulerConfig) *service.Scheduler {
+	return service.NewScheduler(f.pool, f.enq, cfg, slog.New(slog.DiscardHandler))
+}
+
+func (f *fixture) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, f.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+// requireExactlyOncePerSlot checks that every task fired every slot from
+// its first to its last exactly once, with one deliver job per execution.
+func (f *fixture) requireExactlyOncePerSlot(t *testing.T, intervalSeconds int) {
+	t.Helper()
+	gaps := f.count(t, `SELECT count(*) FROM (
+		SELECT task_id FROM executions WHERE trigger = 'schedule' GROUP BY task_id
+		HAVING count(*) <> extract(epoch FROM max(scheduled_for) - min(scheduled_for))::int / $1 + 1) g`, intervalSeconds)
+	require.Zero(t, gaps, "every task fired every slot between its first and last")
+	execs := f.count(t, `SELECT count(*) FROM executions`)
+	jobs := f.count(t, `SELECT count(*) FROM river_job WHERE kind = 'deliver'`)
+	distinct := f.count(t, `SELECT count(DISTINCT args->>'execution_id') FROM river_job WHERE kind = 'deliver'`)
+	require.Equal(t, execs, jobs, "one deliver job per execution")
+	require.Equal(t, execs, distinct, "no execution has two jobs")
+	orphans := f.count(t, `SELECT count(*) FROM river_job j WHERE kind = 'deliver'
+		AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.id = (j.args->>'execution_id')::uuid)`)
+	require.Zero(t, orphans)
+}
+
+// TestConcurrentSchedulersFireEachSlotOnce runs four scheduler loops (as
+// four replicas would) over 1,000 tasks all due at the same instants.
+func TestConcurrentSchedulersFireEachSlotOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	f.insertTasks(t, 1000, 1, now.Add(time.Second), "fire_once")
+
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	fired := 0
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jobs.RunScheduler(runCtx, f.pool, f.scheduler(service.SchedulerConfig{BatchSize: 300}), jobs.SchedulerLoopConfig{
+				OnTick: func(r service.TickResult, _ time.Duration) {
+					mu.Lock()
+					fired += r.Fired
+					mu.Unlock()
+				},
+			})
+		}()
+	}
+	// Let every task fire several slots.
+	require.Eventually(t, func() bool {
+		return f.count(t, `SELECT count(*) FROM tasks WHERE next_run_at < $1`, now.Add(4*time.Second)) == 0
+	}, 30*time.Second, 50*time.Millisecond)
+	cancel()
+	wg.Wait()
+
+	require.GreaterOrEqual(t, f.count(t, `SELECT count(*) FROM executions`), 3000)
+	f.requireExactlyOncePerSlot(t, 1)
+	mu.Lock()
+	require.Equal(t, f.count(t, `SELECT count(*) FROM executions`), fired, "every reported fire is an execution")
+	mu.Unlock()
+	// Every slot at or after the first was fired, none before it.
+	require.Equal(t, 1000, f.count(t, `SELECT count(*) FROM executions WHERE scheduled_for = $1`, now.Add(time.Second)))
+	require.Zero(t, f.count(t, `SELECT count(*) FROM executions WHERE scheduled_for < $1`, now.Add(time.Second)))
+}
+
+// TestSchedulerSurvivesInterruptions cancels the loop at random moments,
+// mid-transaction included, and restarts it: no slot is lost or doubled.
+func TestSchedulerSurvivesInterruptions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	f.insertTasks(t, 200, 1, now.Add(time.Second), "fire_all")
+	rnd := rand.New(rand.NewPCG(1, 2))
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rnd.IntN(40))*time.Millisecond)
+		jobs.RunScheduler(ctx, f.pool, f.scheduler(service.SchedulerConfig{BatchSize: 50}), jobs.SchedulerLoopConfig{})
+		cancel()
+	}
+	// A final uninterrupted pass catches up.
+	_, err := f.scheduler(service.SchedulerConfig{}).Tick(context.Background())
+	require.NoError(t, err)
+	f.requireExactlyOncePerSlot(t, 1)
+	require.Positive(t, f.count(t, `SELECT count(*) FROM executions`))
+}
+
+func TestMisfirePolicies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		policy    string
+		wantFired int // catch-up executions for the 60 missed slots
+		wantLate  int
+	}{
+		{"fire_once", 1, 1},
+		{"fire_all", 60, 60},
+		{"skip", 0, 0},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			ctx := context.Background()
+			// The task was due every 10 s for the last 10 minutes while
+			// no scheduler ran.
+			now := time.Now().UTC().Truncate(10 * time.Second)
+			f.insertTasks(t, 1, 10, now.Add(-600*time.Second), tc.policy)
+			s := f.scheduler(service.SchedulerConfig{LookAhead: time.Millisecond, MisfireThreshold: 5 * time.Second})
+			res, err := s.Tick(ctx)
+			require.NoError(t, err)
+
+			late := f.count(t, `SELECT count(*) FROM executions WHERE late`)
+			require.Equal(t, tc.wantLate, late)
+			onTime := f.count(t, `SELECT count(*) FROM executions WHERE NOT late`)
+			require.LessOrEqual(t, onTime, 1, "at most the current slot fires on time")
+			require.Equal(t, tc.wantFired+onTime, res.Fired)
+			var missed int64
+			var next time.Time
+			require.NoError(t, f.pool.QueryRow(ctx, `SELECT missed_count, next_run_at FROM tasks`).Scan(&missed, &next))
+			require.Equal(t, res.Missed, missed)
+			totalMissed := 60 + (1 - onTime) // slots from -600 s to the misfire cut
+			require.InDelta(t, totalMissed-tc.wantFired, int(missed), 1)
+			require.True(t, next.After(time.Now().Add(-time.Second)), "next_run_at moved to the future: %s", next)
+			if tc.wantFired > 0 {
+				var data string
+				require.NoError(t, f.pool.QueryRow(ctx, `SELECT data::text FROM execution_events ev JOIN executions e
+					ON e.id = ev.execution_id WHERE e.late ORDER BY e.scheduled_for DESC LIMIT 1`).Scan(&data))
+				require.Contains(t, data, `"late": true`)
+				require.Contains(t, data, `"misfire_policy": "`+tc.policy+`"`)
+			}
+			// A second pass fires nothing more for the past.
+			res, err = s.Tick(ctx)
+			require.NoError(t, err)
+			require.Zero(t, res.Missed)
+		})
+	}
+}
+
+func TestFireAllIsBounded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	f.insertTasks(t, 1, 1, now.Add(-2*time.Hour), "fire_all")
+	s := f.scheduler(service.SchedulerConfig{LookAhead: time.Millisecond, CatchUpWindow: time.Hour, CatchUpMax: 50})
+	res, err := s.Tick(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 50, f.count(t, `SELECT count(*) FROM executions WHERE late`))
+	// The 50 fired are the most recent missed slots.
+	require.Zero(t, f.count(t, `SELECT count(*) FROM executions WHERE late AND scheduled_for < $1`, now.Add(-2*time.Minute)))
+	require.Greater(t, res.Missed, int64(7000))
+}
+
+// TestTaskLifecycleAndMaterialisedSlots checks pause, resume, schedule
+// changes, delete and once-task completion against materialised slots.
+func TestTaskLifecycleAndMaterialisedSlots(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	s := f.scheduler(service.SchedulerConfig{LookAhead: 10 * time.Second})
+
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "every-2s", EndpointID: f.endpoint,
+		Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 2}})
+	require.NoError(t, err)
+	_, err = s.Tick(ctx)
+	require.NoError(t, err)
+	pending := f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1 AND state = 'pending'`, task.ID)
+	require.GreaterOrEqual(t, pending, 4, "slots within the look-ahead are materialised")
+
+	// Pause cancels materialised, unstarted slots and stops new ones.
+	_, err = f.tasks.Pause(ctx, f.tenant, task.ID)
+	require.NoError(t, err)
+	require.Zero(t, f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1 AND state = 'pending'`, task.ID))
+	require.Equal(t, pending, f.count(t, `SELECT count(*) FROM execution_events ev JOIN executions e ON e.id = ev.execution_id
+		WHERE e.task_id = $1 AND ev.type = 'cancelled'`, task.ID))
+	before := f.count(t, `SELECT count(*) FROM executions`)
+	_, err = s.Tick(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before, f.count(t, `SELECT count(*) FROM executions`), "a paused task fires nothing")
+
+	// Resume starts from now: nothing missed while paused is fired.
+	resumed, err := f.tasks.Resume(ctx, f.tenant, task.ID)
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now(), *resumed.NextRunAt, 3*time.Second)
+	_, err = s.Tick(ctx)
+	require.NoError(t, err)
+	require.Zero(t, f.count(t, `SELECT count(*) FROM executions WHERE late`))
+
+	// A schedule change cancels slots materialised for the old schedule.
+	_, err = f.tasks.Update(ctx, f.tenant, task.ID, func(in *service.TaskInput) error {
+		in.Schedule = service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 3600}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Zero(t, f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1 AND state = 'pending'`, task.ID))
+
+	// Delete keeps history.
+	hist := f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1`, task.ID)
+	require.NoError(t, f.tasks.Delete(ctx, f.tenant, task.ID))
+	require.Equal(t, hist, f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1`, task.ID))
+
+	// A once task fires once and completes.
+	runAt := time.Now().Add(time.Second)
+	once, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "once", EndpointID: f.endpoint,
+		Schedule: service.ScheduleSpec{Type: service.ScheduleOnce, RunAt: &runAt}})
+	require.NoError(t, err)
+	_, err = s.Tick(ctx)
+	require.NoError(t, err)
+	got, err := f.tasks.Get(ctx, f.tenant, once.ID)
+	require.NoError(t, err)
+	require.Equal(t, service.TaskCompleted, got.State)
+	require.Nil(t, got.NextRunAt)
+	require.Equal(t, 1, f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1`, once.ID))
+
+	// A task past end_at completes.
+	end := time.Now().Add(3 * time.Second)
+	bounded, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "bounded", EndpointID: f.endpoint,
+		Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 1, EndAt: &end}})
+	require.NoError(t, err)
+	_, err = s.Tick(ctx)
+	require.NoError(t, err)
+	got, err = f.tasks.Get(ctx, f.tenant, bounded.ID)
+	require.NoError(t, err)
+	require.Equal(t, service.TaskCompleted, got.State)
+	n := f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1`, bounded.ID)
+	require.True(t, n >= 2 && n <= 4, fmt.Sprintf("fired %d slots up to end_at", n))
+}
+
+// TestSchedulerWakesOnTaskChange: a new task due now fires well before the
+// poll ceiling, because task writes NOTIFY the loop.
+func TestSchedulerWakesOnTaskChange(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		jobs.RunScheduler(ctx, f.pool, f.scheduler(service.SchedulerConfig{}), jobs.SchedulerLoopConfig{PollCeiling: time.Minute})
+	}()
+	time.Sleep(300 * time.Millisecond) // the loop is idle, sleeping up to a minute
+	runAt := time.Now()
+	_, err := f.tasks.Create(context.Background(), f.tenant, service.TaskInput{Name: "now", EndpointID: f.endpoint,
+		Schedule: service.ScheduleSpec{Type: service.ScheduleOnce, RunAt: &runAt}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return f.count(t, `SELECT count(*) FROM executions`) == 1 },
+		5*time.Second, 10*time.Millisecond)
+	cancel()
+	<-done
+}
