@@ -158,25 +158,27 @@ func TestMisfirePolicies(t *testing.T) {
 			f := newFixture(t)
 			ctx := context.Background()
 			// The task was due every 10 s for the last 10 minutes while
-			// no scheduler ran.
-			now := time.Now().UTC().Truncate(10 * time.Second)
-			f.insertTasks(t, 1, 10, now.Add(-600*time.Second), tc.policy)
+			// no scheduler ran: 60 slots lie before the misfire cut
+			// (now - 5 s) and the next one is 2.5 s ahead.
+			base := time.Now().UTC().Truncate(time.Microsecond)
+			f.insertTasks(t, 1, 10, base.Add(-597500*time.Millisecond), tc.policy)
 			s := f.scheduler(service.SchedulerConfig{LookAhead: time.Millisecond, MisfireThreshold: 5 * time.Second})
 			res, err := s.Tick(ctx)
 			require.NoError(t, err)
 
-			late := f.count(t, `SELECT count(*) FROM executions WHERE late`)
-			require.Equal(t, tc.wantLate, late)
-			onTime := f.count(t, `SELECT count(*) FROM executions WHERE NOT late`)
-			require.LessOrEqual(t, onTime, 1, "at most the current slot fires on time")
-			require.Equal(t, tc.wantFired+onTime, res.Fired)
+			require.Equal(t, tc.wantLate, f.count(t, `SELECT count(*) FROM executions WHERE late`))
+			require.Zero(t, f.count(t, `SELECT count(*) FROM executions WHERE NOT late`), "nothing is due on time yet")
+			require.Equal(t, tc.wantFired, res.Fired)
 			var missed int64
 			var next time.Time
 			require.NoError(t, f.pool.QueryRow(ctx, `SELECT missed_count, next_run_at FROM tasks`).Scan(&missed, &next))
 			require.Equal(t, res.Missed, missed)
-			totalMissed := 60 + (1 - onTime) // slots from -600 s to the misfire cut
-			require.InDelta(t, totalMissed-tc.wantFired, int(missed), 1)
-			require.True(t, next.After(time.Now().Add(-time.Second)), "next_run_at moved to the future: %s", next)
+			require.EqualValues(t, 60-tc.wantFired, missed)
+			require.Equal(t, base.Add(2500*time.Millisecond), next.UTC(), "next_run_at is the first slot after the misses")
+			if tc.policy == "fire_once" {
+				require.Equal(t, 1, f.count(t, `SELECT count(*) FROM executions WHERE scheduled_for = $1`,
+					base.Add(-7500*time.Millisecond)), "fire_once fires the latest missed slot")
+			}
 			if tc.wantFired > 0 {
 				var data string
 				require.NoError(t, f.pool.QueryRow(ctx, `SELECT data::text FROM execution_events ev JOIN executions e
