@@ -122,13 +122,17 @@ func TestTenantIsolation(t *testing.T) {
 	tokA, tokB := token(t, "tenant-a"), token(t, "tenant-b")
 	epA := a.createEndpoint(tokA, "a-endpoint")
 	taskA := a.createTask(tokA, epA, "a-task", nil).JSON["id"].(string)
+	execA := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/trigger", Token: tokA}).JSON["id"].(string)
 	epB := a.createEndpoint(tokB, "b-endpoint")
 
 	snapshot := func() string {
 		var s string
 		require.NoError(t, a.pool.QueryRow(context.Background(), `SELECT
 			(SELECT json_agg(e ORDER BY id)::text FROM endpoints e WHERE tenant_id = 'tenant-a') ||
-			(SELECT json_agg(t ORDER BY id)::text FROM tasks t WHERE tenant_id = 'tenant-a')`).Scan(&s))
+			(SELECT json_agg(t ORDER BY id)::text FROM tasks t WHERE tenant_id = 'tenant-a') ||
+			(SELECT json_agg(x ORDER BY id)::text FROM executions x WHERE tenant_id = 'tenant-a') ||
+			(SELECT json_agg(v ORDER BY seq)::text FROM execution_events v WHERE tenant_id = 'tenant-a') ||
+			(SELECT json_agg(j ORDER BY id)::text FROM river_job j)`).Scan(&s))
 		return s
 	}
 	before := snapshot()
@@ -144,12 +148,17 @@ func TestTenantIsolation(t *testing.T) {
 		{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/pause"},
 		{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/resume"},
 		{Method: http.MethodGet, Path: "/v1/tasks/" + taskA + "/preview"},
+		{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/trigger"},
+		{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/trigger", Body: `{"dedup_key":"k"}`},
+		{Method: http.MethodGet, Path: "/v1/executions/" + execA},
+		{Method: http.MethodPost, Path: "/v1/executions/" + execA + "/cancel"},
+		{Method: http.MethodPost, Path: "/v1/executions/" + execA + "/retry"},
 	}
 	covered := map[string]bool{}
 	for _, r := range routes {
 		r.Token = tokB
 		a.must(http.StatusNotFound, r)
-		path := strings.NewReplacer(epA, ":id", taskA, ":id").Replace(r.Path)
+		path := strings.NewReplacer(epA, ":id", taskA, ":id", execA, ":id").Replace(r.Path)
 		covered[r.Method+" "+path] = true
 	}
 	// Every route that takes an id is in the table above.
@@ -170,6 +179,10 @@ func TestTenantIsolation(t *testing.T) {
 	l := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/endpoints", Token: tokB})
 	require.Len(t, l.JSON["items"], 1)
 	l = a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks", Token: tokB})
+	require.Empty(t, l.JSON["items"])
+	l = a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/executions", Token: tokB})
+	require.Empty(t, l.JSON["items"])
+	l = a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/executions?task_id=" + taskA, Token: tokB})
 	require.Empty(t, l.JSON["items"])
 
 	require.Equal(t, before, snapshot(), "tenant A's rows are untouched")

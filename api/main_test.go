@@ -52,12 +52,15 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 	}
 	auth, err := api.NewAuthenticator(authCfg)
 	require.NoError(t, err)
+	enq, err := service.NewEnqueuer(pool)
+	require.NoError(t, err)
 	e := api.New(api.Config{
 		Logger:      slog.New(slog.DiscardHandler),
 		Auth:        auth,
 		Tenants:     service.NewTenants(pool),
 		Endpoints:   service.NewEndpoints(pool),
 		Tasks:       service.NewTasks(pool, service.TasksConfig{}),
+		Executions:  service.NewExecutions(pool, enq),
 		Idempotency: service.NewIdempotencyKeys(pool),
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, pool) },
 		BodyLimit:   opts.BodyLimit,

@@ -34,6 +34,13 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.POST("/tasks/:id/pause", h.pauseTask, tW)
 	v1.POST("/tasks/:id/resume", h.resumeTask, tW)
 	v1.GET("/tasks/:id/preview", h.previewTask, tR)
+	v1.POST("/tasks/:id/trigger", h.triggerTask, tW, h.idempotentTrigger)
+
+	xR, xW := requireScope(ScopeExecutionsRead), requireScope(ScopeExecutionsWrite)
+	v1.GET("/executions", h.listExecutions, xR)
+	v1.GET("/executions/:id", h.getExecution, xR)
+	v1.POST("/executions/:id/cancel", h.cancelExecution, xW)
+	v1.POST("/executions/:id/retry", h.retryExecution, xW)
 }
 
 // authedRoutes registers routes under a prefix behind authentication.

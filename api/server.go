@@ -30,6 +30,8 @@ type Config struct {
 	Endpoints   *service.Endpoints
 	Tasks       *service.Tasks
 	Idempotency *service.IdempotencyKeys
+	// Executions serves executions and manual triggers. Required.
+	Executions *service.Executions
 	// Ready reports whether the server can serve: database reachable and
 	// migrated. Required.
 	Ready func(ctx context.Context) error

@@ -163,6 +163,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Endpoints:   service.NewEndpoints(d.pool),
 		Tasks:       service.NewTasks(d.pool, service.TasksConfig{}),
 		Idempotency: service.NewIdempotencyKeys(d.pool),
+		Executions:  service.NewExecutions(d.pool, enq),
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, d.pool) },
 		BodyLimit:   cfg.MaxBodyBytes,
 		Version:     version(),

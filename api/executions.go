@@ -1,0 +1,253 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/axhq/ax/service"
+)
+
+// executionEventDTO is one step on an execution's timeline.
+type executionEventDTO struct {
+	Type string    `json:"type" example:"attempt_succeeded"`
+	At   time.Time `json:"at"`
+	// Attempt is the delivery attempt the event belongs to (1-based).
+	Attempt    *int `json:"attempt,omitempty" example:"1"`
+	StatusCode *int `json:"status_code,omitempty" example:"200"`
+	LatencyMS  *int `json:"latency_ms,omitempty" example:"12"`
+	// ErrorClass classifies a failed attempt (timeout, connection, http_5xx, …).
+	ErrorClass string `json:"error_class,omitempty"`
+	Message    string `json:"message,omitempty"`
+	// Data carries event-specific details, e.g. {"trigger":"manual"} on fired.
+	Data map[string]any `json:"data,omitempty"`
+} // @name ExecutionEvent
+
+// executionResponse is an execution as the API returns it.
+type executionResponse struct {
+	// ID is also the webhook's Idempotency-Key and webhook-id.
+	ID           string    `json:"id"`
+	TaskID       string    `json:"task_id"`
+	ScheduledFor time.Time `json:"scheduled_for"`
+	Trigger      string    `json:"trigger" enums:"schedule,manual,backfill,retry,dependency"`
+	// DedupKey is the dedup_key of a manual trigger.
+	DedupKey string `json:"dedup_key,omitempty"`
+	State    string `json:"state" enums:"pending,running,retrying,succeeded,failed,cancelled,skipped"`
+	Attempts int    `json:"attempts"`
+	// Late: the slot was fired late, as a misfire catch-up (e.g. after downtime).
+	Late bool `json:"late"`
+	// CancelRequested: a cancel arrived while the execution was running; it ends as cancelled.
+	CancelRequested bool    `json:"cancel_requested,omitempty"`
+	LastStatusCode  *int    `json:"last_status_code" extensions:"x-nullable"`
+	LastError       *string `json:"last_error" extensions:"x-nullable"`
+	// ErrorClass classifies the last error.
+	ErrorClass string `json:"error_class,omitempty"`
+	// NextAttemptAt is when a retrying execution's next attempt is due.
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	StartedAt     *time.Time `json:"started_at" extensions:"x-nullable"`
+	FinishedAt    *time.Time `json:"finished_at" extensions:"x-nullable"`
+	// Events is the timeline, oldest first; only on single-execution responses.
+	Events []executionEventDTO `json:"events,omitempty"`
+} // @name Execution
+
+// executionList is a page of executions.
+type executionList struct {
+	Items      []executionResponse `json:"items"`
+	NextCursor string              `json:"next_cursor,omitempty"`
+} // @name ExecutionList
+
+// triggerRequest is the optional body of POST /v1/tasks/{id}/trigger.
+type triggerRequest struct {
+	// Payload overrides the task's payload for this execution only; the webhook body carries it byte for byte. Absent or null: the task's payload.
+	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
+	// DedupKey (1 to 128 printable characters) makes the trigger idempotent per task, forever: the same key returns the execution it first created and fires nothing.
+	DedupKey *string `json:"dedup_key,omitempty" example:"invoice-2026-01-42"`
+} // @name TriggerRequest
+
+func executionOut(x service.ExecutionDetail) executionResponse {
+	out := executionResponse{
+		ID: x.ID, TaskID: x.TaskID, ScheduledFor: x.ScheduledFor, Trigger: x.Trigger, DedupKey: x.DedupKey, State: x.State,
+		Attempts: x.Attempts, Late: x.Late, CancelRequested: x.CancelRequested, LastStatusCode: x.LastStatusCode,
+		ErrorClass: x.LastErrorClass, NextAttemptAt: x.NextAttemptAt, CreatedAt: x.CreatedAt,
+		StartedAt: x.StartedAt, FinishedAt: x.FinishedAt,
+	}
+	if x.LastError != "" {
+		out.LastError = &x.LastError
+	}
+	for _, ev := range x.Events {
+		out.Events = append(out.Events, executionEventDTO{
+			Type: ev.Type, At: ev.At, Attempt: ev.Attempt, StatusCode: ev.StatusCode, LatencyMS: ev.LatencyMS,
+			ErrorClass: ev.ErrorClass, Message: ev.Message, Data: ev.Data,
+		})
+	}
+	return out
+}
+
+// listExecutions godoc
+//
+//	@ID				listExecutions
+//	@Summary		List executions, newest first
+//	@Description	state=failed is the dead-letter view. since and until bound scheduled_for (since inclusive, until exclusive). Items carry no events; get one execution for its timeline.
+//	@Tags			executions
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			task_id	query		string	false	"only this task's executions"
+//	@Param			state	query		string	false	"pending, running, retrying, succeeded, failed, cancelled or skipped"
+//	@Param			since	query		string	false	"RFC 3339; scheduled_for at or after"	format(date-time)
+//	@Param			until	query		string	false	"RFC 3339; scheduled_for before"		format(date-time)
+//	@Param			limit	query		int		false	"page size (default 50, max 500)"
+//	@Param			cursor	query		string	false	"next_cursor of the previous page"
+//	@Success		200		{object}	executionList
+//	@Failure		401,403,422	{object}	problem
+//	@Router			/v1/executions [get]
+func (h *handlers) listExecutions(c echo.Context) error {
+	page, err := pageParams(c)
+	if err != nil {
+		return err
+	}
+	var ve service.ValidationError
+	f := service.ExecutionFilter{TaskID: c.QueryParam("task_id"), State: c.QueryParam("state")}
+	if v := c.QueryParam("since"); v != "" {
+		f.Since = parseTime(&ve, "since", &v)
+	}
+	if v := c.QueryParam("until"); v != "" {
+		f.Until = parseTime(&ve, "until", &v)
+	}
+	if err := ve.Err(); err != nil {
+		return err
+	}
+	items, next, err := h.cfg.Executions.List(c.Request().Context(), principalFrom(c).Tenant, f, page)
+	if err != nil {
+		return err
+	}
+	out := executionList{Items: make([]executionResponse, 0, len(items)), NextCursor: encodeCursor(next)}
+	for _, x := range items {
+		out.Items = append(out.Items, executionOut(x))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// getExecution godoc
+//
+//	@ID			getExecution
+//	@Summary	Get an execution with its timeline
+//	@Tags		executions
+//	@Produce	json
+//	@Security	BearerAuth
+//	@Param		id	path		string	true	"execution id"
+//	@Success	200	{object}	executionResponse
+//	@Failure	401,403,404	{object}	problem
+//	@Router		/v1/executions/{id} [get]
+func (h *handlers) getExecution(c echo.Context) error {
+	x, err := h.cfg.Executions.Get(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, executionOut(x))
+}
+
+// cancelExecution godoc
+//
+//	@ID				cancelExecution
+//	@Summary		Cancel an execution
+//	@Description	pending or retrying: cancelled at once, and its queued delivery is cancelled. running: the in-flight attempt is interrupted and the execution ends as cancelled; until then it shows state running with cancel_requested true (an attempt that completes first keeps its outcome). Idempotent while running. Finished executions (succeeded, failed, cancelled, skipped): 409.
+//	@Tags			executions
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id	path		string	true	"execution id"
+//	@Success		200	{object}	executionResponse
+//	@Failure		401,403,404,409	{object}	problem
+//	@Router			/v1/executions/{id}/cancel [post]
+func (h *handlers) cancelExecution(c echo.Context) error {
+	x, err := h.cfg.Executions.Cancel(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, executionOut(x))
+}
+
+// retryExecution godoc
+//
+//	@ID				retryExecution
+//	@Summary		Deliver a failed or cancelled execution again
+//	@Description	The execution becomes pending with its attempts and last outcome reset and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. Other states: 409 (skipped too: that slot was deliberately not fired; trigger the task instead). 409 as well when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), or while the previous delivery is still finishing.
+//	@Tags			executions
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id	path		string	true	"execution id"
+//	@Success		202	{object}	executionResponse
+//	@Failure		401,403,404,409	{object}	problem
+//	@Router			/v1/executions/{id}/retry [post]
+func (h *handlers) retryExecution(c echo.Context) error {
+	x, err := h.cfg.Executions.Retry(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, executionOut(x))
+}
+
+// triggerTask godoc
+//
+//	@ID				triggerTask
+//	@Summary		Fire a task now
+//	@Description	Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. Supports Idempotency-Key, remembered per task.
+//	@Tags			tasks
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id				path		string			true	"task id"
+//	@Param			Idempotency-Key	header		string			false	"replay protection for 24 h"
+//	@Param			body			body		triggerRequest	false	"payload override and dedup key"
+//	@Success		202				{object}	executionResponse
+//	@Failure		400,401,403,404,409,413,415,422	{object}	problem
+//	@Router			/v1/tasks/{id}/trigger [post]
+func (h *handlers) triggerTask(c echo.Context) error {
+	var req triggerRequest
+	if c.Request().ContentLength != 0 {
+		body, err := readBody(c)
+		if err != nil {
+			return err
+		}
+		if len(body) > 0 {
+			if err := decodeStrict(body, &req); err != nil {
+				return err
+			}
+		}
+	}
+	in, err := req.input()
+	if err != nil {
+		return err
+	}
+	x, err := h.cfg.Executions.Trigger(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, executionOut(x))
+}
+
+func (r triggerRequest) input() (service.TriggerInput, error) {
+	var in service.TriggerInput
+	if len(r.Payload) > 0 && string(r.Payload) != "null" {
+		in.Payload = r.Payload
+	}
+	if r.DedupKey != nil {
+		if *r.DedupKey == "" {
+			return in, &service.ValidationError{Fields: []service.FieldError{{Field: "dedup_key",
+				Message: "must be 1 to 128 printable characters; omit it for no deduplication"}}}
+		}
+		in.DedupKey = *r.DedupKey
+	}
+	return in, nil
+}
+
+// idempotentTrigger is idempotent for a task's trigger. Keys are kept per
+// tenant and route, so the route names the task: the same key sent to two
+// tasks fires both.
+func (h *handlers) idempotentTrigger(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return h.idempotent("tasks/" + c.Param("id") + "/trigger")(next)(c)
+	}
+}

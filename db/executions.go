@@ -1,0 +1,193 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Execution is a row of executions (without the payload override, which
+// only the deliver worker reads).
+type Execution struct {
+	TenantID        string     `db:"tenant_id"`
+	ID              string     `db:"id"`
+	TaskID          string     `db:"task_id"`
+	ScheduledFor    time.Time  `db:"scheduled_for"`
+	Trigger         string     `db:"trigger"`
+	DedupKey        *string    `db:"dedup_key"`
+	State           string     `db:"state"`
+	Attempts        int32      `db:"attempts"`
+	Late            bool       `db:"late"`
+	CancelRequested bool       `db:"cancel_requested"`
+	LastStatusCode  *int32     `db:"last_status_code"`
+	LastError       *string    `db:"last_error"`
+	LastErrorClass  *string    `db:"last_error_class"`
+	RiverJobID      *int64     `db:"river_job_id"`
+	NextAttemptAt   *time.Time `db:"next_attempt_at"`
+	CreatedAt       time.Time  `db:"created_at"`
+	StartedAt       *time.Time `db:"started_at"`
+	FinishedAt      *time.Time `db:"finished_at"`
+}
+
+const executionColumns = `tenant_id, id::text, task_id::text, scheduled_for, trigger, dedup_key, state, attempts,
+	late, cancel_requested, last_status_code, last_error, last_error_class, river_job_id, next_attempt_at,
+	created_at, started_at, finished_at`
+
+// ExecutionEvent is a row of execution_events.
+type ExecutionEvent struct {
+	Type       string         `db:"type"`
+	At         time.Time      `db:"at"`
+	Attempt    *int32         `db:"attempt"`
+	StatusCode *int32         `db:"status_code"`
+	LatencyMS  *int32         `db:"latency_ms"`
+	ErrorClass *string        `db:"error_class"`
+	Message    *string        `db:"message"`
+	Data       map[string]any `db:"data"`
+}
+
+// ExecutionFilter narrows ListExecutions.
+type ExecutionFilter struct {
+	TaskID string // "" for any
+	State  string // "" for any
+	// Since and Until bound scheduled_for: Since <= scheduled_for < Until.
+	Since, Until *time.Time
+	Before       string // id cursor: only ids below it; "" for the first page
+	Limit        int
+}
+
+// ListExecutions returns executions newest first (ids are UUIDv7).
+func ListExecutions(ctx context.Context, q Querier, tenant string, f ExecutionFilter) ([]Execution, error) {
+	rows, err := q.Query(ctx, `SELECT `+executionColumns+` FROM executions
+		WHERE tenant_id = $1 AND ($2 = '' OR id < NULLIF($2, '')::uuid)
+		  AND ($3 = '' OR task_id = NULLIF($3, '')::uuid) AND ($4 = '' OR state = $4)
+		  AND ($5::timestamptz IS NULL OR scheduled_for >= $5) AND ($6::timestamptz IS NULL OR scheduled_for < $6)
+		ORDER BY id DESC LIMIT $7`, tenant, f.Before, f.TaskID, f.State, f.Since, f.Until, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list executions: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[Execution])
+}
+
+// GetExecution reads one execution; forUpdate locks it until the
+// transaction ends.
+func GetExecution(ctx context.Context, q Querier, tenant, id string, forUpdate bool) (Execution, error) {
+	sql := `SELECT ` + executionColumns + ` FROM executions WHERE tenant_id = $1 AND id = $2`
+	if forUpdate {
+		sql += ` FOR UPDATE`
+	}
+	rows, err := q.Query(ctx, sql, tenant, id)
+	return collectOne[Execution](rows, err)
+}
+
+// ListExecutionEvents returns an execution's timeline in order.
+func ListExecutionEvents(ctx context.Context, q Querier, tenant, executionID string) ([]ExecutionEvent, error) {
+	rows, err := q.Query(ctx, `SELECT type, at, attempt, status_code, latency_ms, error_class, message, data
+		FROM execution_events WHERE tenant_id = $1 AND execution_id = $2 ORDER BY seq`, tenant, executionID)
+	if err != nil {
+		return nil, fmt.Errorf("list execution events: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[ExecutionEvent])
+}
+
+// ManualExecution is a manual fire to insert.
+type ManualExecution struct {
+	TenantID string
+	ID       string
+	TaskID   string
+	DedupKey *string
+	Payload  []byte // nil: the task's payload
+}
+
+// InsertManualExecution inserts a pending manual execution scheduled for
+// now (the database clock) with its fired event. With a dedup key already
+// used for the task it inserts nothing and reports false.
+func InsertManualExecution(ctx context.Context, q Querier, e ManualExecution) (bool, error) {
+	tag, err := q.Exec(ctx, `WITH x AS (
+			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, dedup_key, payload)
+			VALUES ($1, $2, $3, now(), 'manual', $4, $5)
+			ON CONFLICT (tenant_id, task_id, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+			RETURNING tenant_id, id)
+		INSERT INTO execution_events (tenant_id, execution_id, type, data)
+		SELECT tenant_id, id, 'fired', '{"trigger":"manual"}' FROM x`,
+		e.TenantID, e.ID, e.TaskID, e.DedupKey, e.Payload)
+	if err != nil {
+		return false, fmt.Errorf("insert manual execution: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// GetExecutionByDedupKey reads the execution of a task with dedup key.
+func GetExecutionByDedupKey(ctx context.Context, q Querier, tenant, taskID, key string) (Execution, error) {
+	rows, err := q.Query(ctx, `SELECT `+executionColumns+` FROM executions
+		WHERE tenant_id = $1 AND task_id = $2 AND dedup_key = $3`, tenant, taskID, key)
+	return collectOne[Execution](rows, err)
+}
+
+// CancelExecution moves a pending or retrying execution to cancelled and
+// appends a cancelled event with message. It reports false when the
+// execution is in another state.
+func CancelExecution(ctx context.Context, q Querier, tenant, id, message string) (bool, error) {
+	tag, err := q.Exec(ctx, `WITH c AS (
+			UPDATE executions SET state = 'cancelled', finished_at = now(), next_attempt_at = NULL
+			WHERE tenant_id = $1 AND id = $2 AND state IN ('pending', 'retrying')
+			RETURNING tenant_id, id)
+		INSERT INTO execution_events (tenant_id, execution_id, type, message)
+		SELECT tenant_id, id, 'cancelled', $3 FROM c`, tenant, id, message)
+	if err != nil {
+		return false, fmt.Errorf("cancel execution: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// RequestExecutionCancel flags a running execution so that its worker
+// finishes it as cancelled. It reports false when the execution is not
+// running.
+func RequestExecutionCancel(ctx context.Context, q Querier, tenant, id string) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE executions SET cancel_requested = true
+		WHERE tenant_id = $1 AND id = $2 AND state = 'running'`, tenant, id)
+	if err != nil {
+		return false, fmt.Errorf("request execution cancel: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// RetryExecution moves a failed or cancelled execution back to pending as
+// if it had never been attempted, delivered by River job jobID, and
+// appends a retried event that records the state it left (from). It
+// reports false when the execution is not in state from.
+func RetryExecution(ctx context.Context, q Querier, tenant, id, from string, jobID int64) (bool, error) {
+	tag, err := q.Exec(ctx, `WITH r AS (
+			UPDATE executions SET state = 'pending', attempts = 0, lease_attempt = 0, cancel_requested = false,
+				last_status_code = NULL, last_error = NULL, last_error_class = NULL, next_attempt_at = NULL,
+				started_at = NULL, finished_at = NULL, river_job_id = $4
+			WHERE tenant_id = $1 AND id = $2 AND state = $3 AND state IN ('failed', 'cancelled')
+			RETURNING tenant_id, id)
+		INSERT INTO execution_events (tenant_id, execution_id, type, data)
+		SELECT tenant_id, id, 'retried', jsonb_build_object('previous_state', $3::text) FROM r`, tenant, id, from, jobID)
+	if err != nil {
+		return false, fmt.Errorf("retry execution: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// RiverJob is the part of a River job row that execution commands need.
+type RiverJob struct {
+	ID    int64  `db:"id"`
+	State string `db:"state"`
+}
+
+// ExecutionJobs returns the River jobs of kind that deliver an execution
+// and are not cancelled or discarded: the job recorded in river_job_id
+// (jobID, when set) and any whose args name the execution.
+func ExecutionJobs(ctx context.Context, q Querier, kind, tenant, executionID string, jobID *int64) ([]RiverJob, error) {
+	rows, err := q.Query(ctx, `SELECT id, state::text FROM river_job
+		WHERE (id = $4 OR (kind = $1 AND args @> jsonb_build_object('tenant_id', $2::text, 'execution_id', $3::text)))
+		  AND state NOT IN ('cancelled', 'discarded')
+		ORDER BY id`, kind, tenant, executionID, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("list execution jobs: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[RiverJob])
+}

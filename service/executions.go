@@ -1,0 +1,397 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/axhq/ax/db"
+)
+
+// DedupKeyMax is the longest dedup key of a manual trigger, in characters.
+const DedupKeyMax = 128
+
+// executionStates lists every execution state, in lifecycle order.
+var executionStates = []string{ExecPending, ExecRunning, ExecRetrying, ExecSucceeded, ExecFailed, ExecCancelled, ExecSkipped}
+
+// ExecutionDetail is an execution as operators see it: the execution and
+// the delivery state they act on.
+type ExecutionDetail struct {
+	Execution
+	// CancelRequested: a cancel arrived while the execution was running;
+	// its worker finishes it as cancelled.
+	CancelRequested bool
+	// NextAttemptAt is when a retrying execution's next attempt is due.
+	NextAttemptAt *time.Time
+}
+
+// Executions lets tenants inspect executions, cancel and retry them, and
+// fire tasks by hand.
+type Executions struct {
+	pool *pgxpool.Pool
+	enq  *Enqueuer
+}
+
+// NewExecutions returns an Executions backed by pool, enqueuing deliveries
+// with enq.
+func NewExecutions(pool *pgxpool.Pool, enq *Enqueuer) *Executions {
+	return &Executions{pool: pool, enq: enq}
+}
+
+// ExecutionFilter narrows List. Since and Until bound scheduled_for
+// (Since inclusive, Until exclusive).
+type ExecutionFilter struct {
+	TaskID string
+	State  string
+	Since  *time.Time
+	Until  *time.Time
+}
+
+// List returns a page of executions, newest first (by id, i.e. by
+// creation). State failed is the dead-letter set.
+func (s *Executions) List(ctx context.Context, tenant string, f ExecutionFilter, page Page) ([]ExecutionDetail, string, error) {
+	var ve ValidationError
+	if f.TaskID != "" && !validID(f.TaskID) {
+		ve.Add("task_id", "must be a task id")
+	}
+	if f.State != "" && !contains(executionStates, f.State) {
+		ve.Add("state", "must be one of "+strings.Join(executionStates, ", "))
+	}
+	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
+		ve.Add("until", "must be after since")
+	}
+	if err := ve.Err(); err != nil {
+		return nil, "", err
+	}
+	if err := page.check(); err != nil {
+		return nil, "", err
+	}
+	rows, err := db.ListExecutions(ctx, s.pool, tenant, db.ExecutionFilter{
+		TaskID: f.TaskID, State: f.State, Since: f.Since, Until: f.Until, Before: page.After, Limit: page.Limit + 1,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]ExecutionDetail, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, executionDetailOf(r, nil))
+	}
+	out, next := pageOf(out, page.Limit, func(e ExecutionDetail) string { return e.ID })
+	return out, next, nil
+}
+
+// Get returns one execution with its timeline.
+func (s *Executions) Get(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
+	if !validID(id) {
+		return ExecutionDetail{}, ErrNotFound
+	}
+	row, err := db.GetExecution(ctx, s.pool, tenant, id, false)
+	if err != nil {
+		return ExecutionDetail{}, translate(err, "execution")
+	}
+	return s.withEvents(ctx, s.pool, row)
+}
+
+// Cancel cancels an execution. A pending or retrying one becomes cancelled
+// at once and its River job is cancelled; a running one is flagged
+// cancel_requested and its job's context is cancelled, and the worker
+// finishes it as cancelled (if the attempt completes first, it keeps that
+// outcome). Cancelling a running execution again is a no-op; any other
+// state is a conflict.
+func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
+	if !validID(id) {
+		return ExecutionDetail{}, ErrNotFound
+	}
+	var out ExecutionDetail
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		row, err := db.GetExecution(ctx, tx, tenant, id, true)
+		if err != nil {
+			return translate(err, "execution")
+		}
+		var ok bool
+		switch row.State {
+		case ExecPending, ExecRetrying:
+			ok, err = db.CancelExecution(ctx, tx, tenant, id, "cancelled through the API")
+		case ExecRunning:
+			ok, err = db.RequestExecutionCancel(ctx, tx, tenant, id)
+		default:
+			return fmt.Errorf("the execution is %s; only pending, retrying and running executions can be cancelled: %w", row.State, ErrConflict)
+		}
+		if err != nil {
+			return err
+		}
+		if !ok { // the row is locked: cannot happen
+			return fmt.Errorf("the execution changed state; try again: %w", ErrConflict)
+		}
+		// Even when a job cannot be cancelled (a worker just picked it
+		// up), the worker re-checks the execution and sends nothing.
+		jobs, err := db.ExecutionJobs(ctx, tx, DeliverArgs{}.Kind(), tenant, id, row.RiverJobID)
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			if rivertype.JobState(j.State) == rivertype.JobStateCompleted {
+				continue
+			}
+			if err := s.enq.cancelTx(ctx, tx, j.ID); err != nil {
+				return err
+			}
+		}
+		if row, err = db.GetExecution(ctx, tx, tenant, id, false); err != nil {
+			return translate(err, "execution")
+		}
+		out, err = s.withEvents(ctx, tx, row)
+		return err
+	})
+	return out, err
+}
+
+// Retry sends a failed or cancelled execution again: it becomes pending
+// with its attempts, lease and last outcome reset, keeps its id (the
+// webhook's idempotency key) and gets a new deliver job available at once.
+// Other states, skipped included (the slot was deliberately not fired),
+// are a conflict, as is an execution whose task was deleted, a scheduled
+// execution of a paused task (the worker would cancel it), and one whose
+// previous delivery job is still running.
+func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
+	if !validID(id) {
+		return ExecutionDetail{}, ErrNotFound
+	}
+	var out ExecutionDetail
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		row, err := db.GetExecution(ctx, tx, tenant, id, true)
+		if err != nil {
+			return translate(err, "execution")
+		}
+		if row.State != ExecFailed && row.State != ExecCancelled {
+			return fmt.Errorf("the execution is %s; only failed and cancelled executions can be retried: %w", row.State, ErrConflict)
+		}
+		task, err := db.GetTask(ctx, tx, tenant, row.TaskID, false)
+		if errors.Is(err, db.ErrNoRows) {
+			return fmt.Errorf("the execution's task was deleted: %w", ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("load task: %w", err)
+		}
+		if task.State == TaskPaused && row.Trigger != TriggerManual {
+			// The deliver worker cancels such an execution of a paused task.
+			return fmt.Errorf("the task is paused; resume it before retrying its scheduled executions: %w", ErrConflict)
+		}
+		if err := s.releaseJobs(ctx, tx, tenant, row); err != nil {
+			return err
+		}
+		jobID, err := s.enqueueNow(ctx, tx, tenant, id, task)
+		if err != nil {
+			return err
+		}
+		ok, err := db.RetryExecution(ctx, tx, tenant, id, row.State, jobID)
+		if err != nil {
+			return err
+		}
+		if !ok { // the row is locked: cannot happen
+			return fmt.Errorf("the execution changed state; try again: %w", ErrConflict)
+		}
+		if row, err = db.GetExecution(ctx, tx, tenant, id, false); err != nil {
+			return translate(err, "execution")
+		}
+		out, err = s.withEvents(ctx, tx, row)
+		return err
+	})
+	return out, err
+}
+
+// releaseJobs frees the River unique slot of an execution's deliver job
+// (DeliverArgs are unique by execution, and a completed job keeps its slot
+// until River's cleaner deletes it) so that a new job can be inserted: a
+// completed job is deleted (the execution's own timeline keeps the
+// history), a queued one is cancelled. A running job means a worker is
+// still finishing the previous delivery: a conflict.
+func (s *Executions) releaseJobs(ctx context.Context, tx pgx.Tx, tenant string, row db.Execution) error {
+	jobs, err := db.ExecutionJobs(ctx, tx, DeliverArgs{}.Kind(), tenant, row.ID, row.RiverJobID)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		switch rivertype.JobState(j.State) {
+		case rivertype.JobStateRunning:
+			return fmt.Errorf("the previous delivery of this execution is still finishing; retry shortly: %w", ErrConflict)
+		case rivertype.JobStateCompleted:
+			err = s.enq.deleteTx(ctx, tx, j.ID)
+		default:
+			err = s.enq.cancelTx(ctx, tx, j.ID)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TriggerInput is a manual fire of a task.
+type TriggerInput struct {
+	// Payload overrides the task's payload for this execution; nil means
+	// the task's.
+	Payload []byte
+	// DedupKey, when set, makes the trigger idempotent per task: the same
+	// key returns the execution it first created.
+	DedupKey string
+}
+
+// Trigger fires a task now: a pending execution with trigger manual,
+// scheduled for the database's now, and its deliver job, in one
+// transaction. Active, paused and completed tasks can be triggered (a
+// manual fire is an explicit request; the schedule is not consulted). With
+// a DedupKey already used for the task, the execution that key created is
+// returned (whatever its payload and state) and nothing is enqueued.
+func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in TriggerInput) (ExecutionDetail, error) {
+	if !validID(taskID) {
+		return ExecutionDetail{}, ErrNotFound
+	}
+	if err := in.validate(); err != nil {
+		return ExecutionDetail{}, err
+	}
+	var out ExecutionDetail
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// Not locked: the scheduler claims tasks with SKIP LOCKED, and a
+		// lock here would make it skip this task for a tick.
+		task, err := db.GetTask(ctx, tx, tenant, taskID, false)
+		if err != nil {
+			return translate(err, "task")
+		}
+		e := db.ManualExecution{TenantID: tenant, ID: NewID(), TaskID: taskID, Payload: in.Payload}
+		if in.DedupKey != "" {
+			e.DedupKey = &in.DedupKey
+		}
+		created, err := db.InsertManualExecution(ctx, tx, e)
+		if err != nil {
+			return err
+		}
+		var row db.Execution
+		if created {
+			if _, err := s.enqueueNow(ctx, tx, tenant, e.ID, task); err != nil {
+				return err
+			}
+			row, err = db.GetExecution(ctx, tx, tenant, e.ID, false)
+		} else {
+			row, err = db.GetExecutionByDedupKey(ctx, tx, tenant, taskID, in.DedupKey)
+		}
+		if err != nil {
+			return fmt.Errorf("load triggered execution: %w", err)
+		}
+		out, err = s.withEvents(ctx, tx, row)
+		return err
+	})
+	return out, err
+}
+
+func (in TriggerInput) validate() error {
+	var ve ValidationError
+	if in.Payload != nil {
+		switch {
+		case len(in.Payload) > PayloadMaxDefault:
+			ve.Add("payload", fmt.Sprintf("must be at most %d bytes", PayloadMaxDefault))
+		case !json.Valid(in.Payload):
+			ve.Add("payload", "must be valid JSON")
+		}
+	}
+	if in.DedupKey != "" && !validDedupKey(in.DedupKey) {
+		ve.Add("dedup_key", fmt.Sprintf("must be 1 to %d printable characters", DedupKeyMax))
+	}
+	return ve.Err()
+}
+
+func validDedupKey(k string) bool {
+	return k != "" && utf8.ValidString(k) && utf8.RuneCountInString(k) <= DedupKeyMax &&
+		!strings.ContainsFunc(k, func(r rune) bool { return !unicode.IsPrint(r) })
+}
+
+// enqueueNow inserts an execution's deliver job, available at once, with
+// the task's priority and attempt budget, and returns its id.
+func (s *Executions) enqueueNow(ctx context.Context, tx pgx.Tx, tenant, executionID string, task db.Task) (int64, error) {
+	var now time.Time // scheduled for now: not a scheduled job
+	res, err := s.enq.insertMany(ctx, tx, []river.InsertManyParams{
+		deliverInsert(tenant, executionID, now, int(task.Priority), int(task.MaxAttempts), now),
+	})
+	if err != nil {
+		return 0, err
+	}
+	if res[0].UniqueSkippedAsDuplicate {
+		return 0, fmt.Errorf("a delivery of this execution is already queued: %w", ErrConflict)
+	}
+	return res[0].Job.ID, nil
+}
+
+func (s *Executions) withEvents(ctx context.Context, q db.Querier, row db.Execution) (ExecutionDetail, error) {
+	events, err := db.ListExecutionEvents(ctx, q, row.TenantID, row.ID)
+	if err != nil {
+		return ExecutionDetail{}, err
+	}
+	return executionDetailOf(row, events), nil
+}
+
+func executionDetailOf(r db.Execution, events []db.ExecutionEvent) ExecutionDetail {
+	d := ExecutionDetail{
+		Execution: Execution{
+			ID: r.ID, TaskID: r.TaskID, ScheduledFor: r.ScheduledFor.UTC(), Trigger: r.Trigger, DedupKey: strValue(r.DedupKey),
+			State: r.State, Attempts: int(r.Attempts), Late: r.Late, LastStatusCode: intValue(r.LastStatusCode),
+			LastError: strValue(r.LastError), LastErrorClass: strValue(r.LastErrorClass), CreatedAt: r.CreatedAt.UTC(),
+			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
+		},
+		CancelRequested: r.CancelRequested,
+		NextAttemptAt:   utcPtr(r.NextAttemptAt),
+	}
+	if events != nil {
+		d.Events = make([]Event, 0, len(events))
+		for _, ev := range events {
+			d.Events = append(d.Events, Event{
+				Type: ev.Type, At: ev.At.UTC(), Attempt: intValue(ev.Attempt), StatusCode: intValue(ev.StatusCode),
+				LatencyMS: intValue(ev.LatencyMS), ErrorClass: strValue(ev.ErrorClass), Message: strValue(ev.Message), Data: ev.Data,
+			})
+		}
+	}
+	return d
+}
+
+func strValue(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func intValue(n *int32) *int {
+	if n == nil {
+		return nil
+	}
+	v := int(*n)
+	return &v
+}
+
+// cancelTx cancels a River job in tx: a queued job is cancelled at once; a
+// running one gets a cancel request that its client acts on (cancelling
+// the job's context) when tx commits. A job River no longer has is fine.
+func (e *Enqueuer) cancelTx(ctx context.Context, tx pgx.Tx, jobID int64) error {
+	if _, err := e.client.JobCancelTx(ctx, tx, jobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
+		return fmt.Errorf("cancel job %d: %w", jobID, err)
+	}
+	return nil
+}
+
+// deleteTx deletes a River job that is not running in tx. A job River no
+// longer has is fine.
+func (e *Enqueuer) deleteTx(ctx context.Context, tx pgx.Tx, jobID int64) error {
+	if _, err := e.client.JobDeleteTx(ctx, tx, jobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
+		return fmt.Errorf("delete job %d: %w", jobID, err)
+	}
+	return nil
+}
