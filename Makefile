@@ -5,6 +5,9 @@ GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lin
 SWAG          ?= $(GO) run github.com/swaggo/swag/cmd/swag@v1.16.6
 TEST_FLAGS    ?= -race -count=1 -timeout 20m
 FUZZ_TIME     ?= 10s
+HELM_VERSION  ?= v3.22.0
+# helm on PATH, else where `go install` puts it.
+HELM          ?= $(or $(shell command -v helm 2>/dev/null),$(firstword $(shell $(GO) env GOBIN) $(shell $(GO) env GOPATH)/bin)/helm)
 
 .DEFAULT_GOAL := help
 
@@ -45,3 +48,11 @@ verify: generate ## Fail when generated files are stale or go.mod is untidy, or 
 	$(GO) mod tidy
 	git diff --exit-code -- openapi go.mod go.sum
 	$(GO) test -count=1 ./openapi/...
+
+.PHONY: helm-check
+helm-check: ## Lint and render the Helm chart with default and production values (builds helm v3 when missing).
+	@test -x "$(HELM)" || { echo "building helm $(HELM_VERSION) (a few minutes, once)"; $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION); }
+	$(HELM) lint --strict deploy/helm/ax
+	$(HELM) lint --strict deploy/helm/ax -f deploy/helm/ax/values-production.yaml
+	$(HELM) template ax deploy/helm/ax >/dev/null
+	$(HELM) template ax deploy/helm/ax -f deploy/helm/ax/values-production.yaml >/dev/null
