@@ -91,10 +91,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 			errs.add("AX_JWT_PUBLIC_KEYS", path, "want a PEM file of RSA, ECDSA P-256 or Ed25519 public keys: "+err.Error())
 		}
 	}
-	if c.DatabaseURL != "" && len(c.JWTSecret) == 0 && len(c.JWTPublicKeys) == 0 {
-		errs.add("AX_JWT_SECRET", "", "required with AX_DATABASE_URL unless AX_JWT_PUBLIC_KEYS is set "+
-			"(only the embedded mode generates a development secret)")
-	}
 	var err error
 	if c.AllowPrivateTargets, err = parseBool(getenv("AX_ALLOW_PRIVATE_TARGETS"), false); err != nil {
 		errs.add("AX_ALLOW_PRIVATE_TARGETS", getenv("AX_ALLOW_PRIVATE_TARGETS"), "want true or false")
@@ -125,6 +121,18 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return config{}, errs
 	}
 	return c, nil
+}
+
+// checkAuth reports a configuration that could verify no token: serve
+// needs a key, migrate does not.
+func (c config) checkAuth() error {
+	if c.DatabaseURL != "" && len(c.JWTSecret) == 0 && len(c.JWTPublicKeys) == 0 {
+		var errs configErrors
+		errs.add("AX_JWT_SECRET", "", "required with AX_DATABASE_URL unless AX_JWT_PUBLIC_KEYS is set "+
+			"(only the embedded mode generates a development secret)")
+		return errs
+	}
+	return nil
 }
 
 func checkDatabaseURL(raw string) error {

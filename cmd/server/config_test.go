@@ -39,7 +39,6 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"bad port", map[string]string{"AX_HTTP_ADDR": ":99999"}, []string{"AX_HTTP_ADDR", "0 to 65535"}},
 		{"short secret", map[string]string{"AX_JWT_SECRET": "abc"}, []string{"AX_JWT_SECRET", "at least 32"}},
 		{"secret not echoed", map[string]string{"AX_JWT_SECRET": "hunter2"}, []string{"AX_JWT_SECRET: must"}},
-		{"db url without secret", map[string]string{"AX_DATABASE_URL": "postgres://u@h/db"}, []string{"AX_JWT_SECRET", "required with AX_DATABASE_URL"}},
 		{"bad db url", map[string]string{"AX_DATABASE_URL": "mysql-ish", "AX_JWT_SECRET": "0123456789abcdef0123456789abcdef"}, []string{"AX_DATABASE_URL", "PostgreSQL URL"}},
 		{"bad bool", map[string]string{"AX_ALLOW_PRIVATE_TARGETS": "yes please"}, []string{"AX_ALLOW_PRIVATE_TARGETS", "true or false"}},
 		{"bad migrate bool", map[string]string{"AX_AUTO_MIGRATE": "maybe"}, []string{"AX_AUTO_MIGRATE"}},
@@ -61,6 +60,16 @@ func TestLoadConfigErrors(t *testing.T) {
 			require.NotContains(t, err.Error(), "hunter2")
 		})
 	}
+}
+
+func TestServeNeedsAVerificationKey(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"AX_DATABASE_URL": "postgres://u@h/db"}
+	c, err := loadConfig(envOf(env))
+	require.NoError(t, err, "migrate needs no JWT key")
+	require.ErrorContains(t, c.checkAuth(), "required with AX_DATABASE_URL")
+	err = run(t.Context(), nil, envOf(env), new(syncBuffer))
+	require.ErrorContains(t, err, "AX_JWT_SECRET")
 }
 
 func TestRunUnknownCommand(t *testing.T) {

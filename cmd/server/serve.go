@@ -112,6 +112,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	if err := cfg.checkAuth(); err != nil {
+		return err
+	}
 	logger := newLogger(cfg.LogLevel)
 	secret, err := jwtSecret(cfg)
 	if err != nil {
