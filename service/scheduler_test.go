@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -280,7 +279,7 @@ func TestTaskLifecycleAndMaterialisedSlots(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, service.TaskCompleted, got.State)
 	n := f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1`, bounded.ID)
-	require.True(t, n >= 2 && n <= 4, fmt.Sprintf("fired %d slots up to end_at", n))
+	require.True(t, n >= 2 && n <= 4, "fired %d slots up to end_at", n)
 }
 
 // TestSchedulerWakesOnTaskChange: a new task due now fires well before the

@@ -28,6 +28,10 @@ type config struct {
 	LogLevel            slog.Level      // AX_LOG_LEVEL
 	ShutdownTimeout     time.Duration   // AX_SHUTDOWN_TIMEOUT
 	MaxBodyBytes        int64           // AX_MAX_BODY_BYTES
+	DeliverWorkers      int             // AX_DELIVER_WORKERS; 0: jobs default
+	JobTimeout          time.Duration   // AX_JOB_TIMEOUT; 0: jobs default
+	RescueAfter         time.Duration   // AX_RESCUE_STUCK_JOBS_AFTER; 0: jobs default
+	SoftStopTimeout     time.Duration   // AX_SOFT_STOP_TIMEOUT; 0: jobs default
 }
 
 // Defaults for the variables that have one.
@@ -107,6 +111,32 @@ func loadConfig(getenv func(string) string) (config, error) {
 			errs.add("AX_SHUTDOWN_TIMEOUT", v, `want a positive duration, e.g. "30s"`)
 		} else {
 			c.ShutdownTimeout = d
+		}
+	}
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{
+		{"AX_JOB_TIMEOUT", &c.JobTimeout},
+		{"AX_RESCUE_STUCK_JOBS_AFTER", &c.RescueAfter},
+		{"AX_SOFT_STOP_TIMEOUT", &c.SoftStopTimeout},
+	} {
+		if v := getenv(d.name); v != "" {
+			if p, err := time.ParseDuration(v); err != nil || p <= 0 {
+				errs.add(d.name, v, `want a positive duration, e.g. "30s"`)
+			} else {
+				*d.dst = p
+			}
+		}
+	}
+	if c.JobTimeout > 0 && c.RescueAfter > 0 && c.RescueAfter < c.JobTimeout {
+		errs.add("AX_RESCUE_STUCK_JOBS_AFTER", getenv("AX_RESCUE_STUCK_JOBS_AFTER"), "must be at least AX_JOB_TIMEOUT")
+	}
+	if v := getenv("AX_DELIVER_WORKERS"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 10000 {
+			errs.add("AX_DELIVER_WORKERS", v, "want a number from 1 to 10000")
+		} else {
+			c.DeliverWorkers = n
 		}
 	}
 	c.MaxBodyBytes = api.BodyLimitDefault

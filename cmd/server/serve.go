@@ -150,14 +150,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	schedCtx, stopScheduler := context.WithCancel(context.WithoutCancel(ctx))
-	schedDone := make(chan struct{})
-	go func() {
-		defer close(schedDone)
-		jobs.RunScheduler(schedCtx, d.pool, service.NewScheduler(d.pool, enq, service.SchedulerConfig{}, logger),
-			jobs.SchedulerLoopConfig{Logger: logger})
-	}()
-	defer func() { stopScheduler(); <-schedDone }()
+	sender := jobs.NewSender(jobs.SenderConfig{AllowPrivateTargets: cfg.AllowPrivateTargets, UserAgent: "ax/" + version()})
+	defer sender.Close()
+	bg, err := startBackground(ctx, d.pool, enq, sender, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer bg.stop(cfg.ShutdownTimeout)
 
 	handler := api.New(api.Config{
 		Logger:      logger,
@@ -194,7 +193,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("http server: %w", err)
 	}
 	// Shut down in order: stop taking requests and let in-flight ones
-	// finish, then (deferred) close the pool and stop the embedded Postgres.
+	// finish; then (deferred) stop the scheduler and River (in-flight
+	// deliveries get the soft-stop timeout), close the pool and stop the
+	// embedded Postgres.
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -157,14 +157,21 @@ func TestReadinessFollowsTheDatabase(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond)
 }
 
-func TestReadinessFailsWhenNotMigrated(t *testing.T) {
+// TestServeWaitsForMigrations: with AX_AUTO_MIGRATE=false on an empty
+// database the server stays up, unready, and becomes ready once a separate
+// `ax migrate` (a deploy job) has run.
+func TestServeWaitsForMigrations(t *testing.T) {
 	t.Parallel()
-	base, _ := startServer(t, map[string]string{
-		"AX_DATABASE_URL": dbtest.EmptyURL(t), "AX_JWT_SECRET": testSecret, "AX_AUTO_MIGRATE": "false",
-	})
+	url := dbtest.EmptyURL(t)
+	base, _ := startServer(t, map[string]string{"AX_DATABASE_URL": url, "AX_JWT_SECRET": testSecret, "AX_AUTO_MIGRATE": "false"})
 	code, _ := get(t, base+"/readyz", "")
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	code, _ = get(t, base+"/healthz", "")
+	require.Equal(t, http.StatusOK, code)
+
+	env := envOf(map[string]string{"AX_DATABASE_URL": url, "AX_LOG_LEVEL": "error"})
+	require.NoError(t, run(t.Context(), []string{"migrate"}, env, new(syncBuffer)))
+	code, _ = get(t, base+"/readyz", "")
 	require.Equal(t, http.StatusOK, code)
 }
 

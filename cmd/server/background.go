@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+
+	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/jobs"
+	"github.com/axhq/ax/service"
+)
+
+// background runs the scheduler loop and River's workers. They need the
+// schema, so they start once the database is migrated: a server started
+// with AX_AUTO_MIGRATE=false before its migration job finished serves
+// /healthz, fails /readyz, and begins work when the schema arrives.
+type background struct {
+	river  *river.Client[pgx.Tx]
+	logger *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+	// riverStarted records that River was started; read it after done.
+	riverStarted bool
+}
+
+func startBackground(ctx context.Context, pool *pgxpool.Pool, enq *service.Enqueuer, sender *jobs.Sender,
+	cfg config, logger *slog.Logger,
+) (*background, error) {
+	rc, err := jobs.NewRiverClient(pool, jobs.RiverConfig{
+		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout,
+		RescueStuckJobsAfter: cfg.RescueAfter, SoftStopTimeout: cfg.SoftStopTimeout,
+	}, jobs.WorkerDeps{
+		Deliveries: service.NewDeliveries(pool, enq, service.DeliveriesConfig{}),
+		Sender:     sender,
+		Logger:     logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Its own context: shutdown stops it explicitly, after the HTTP server.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	b := &background{river: rc, logger: logger, cancel: cancel, done: make(chan struct{})}
+	go b.run(runCtx, pool, enq)
+	return b, nil
+}
+
+func (b *background) run(ctx context.Context, pool *pgxpool.Pool, enq *service.Enqueuer) {
+	defer close(b.done)
+	for warned := false; ; warned = true {
+		err := db.CheckMigrated(ctx, pool)
+		if err == nil {
+			break
+		}
+		if !warned {
+			b.logger.Warn("waiting for the database to be migrated before starting the scheduler and workers "+
+				"(run `ax migrate`, or set AX_AUTO_MIGRATE=true)", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if err := b.river.Start(ctx); err != nil {
+		b.logger.Error("start river", "error", err.Error())
+		return
+	}
+	b.riverStarted = true
+	jobs.RunScheduler(ctx, pool, service.NewScheduler(pool, enq, service.SchedulerConfig{}, b.logger),
+		jobs.SchedulerLoopConfig{Logger: b.logger})
+}
+
+// stop stops the scheduler, then River: running deliveries get River's
+// soft-stop timeout to finish, then are interrupted (and re-run, with the
+// same idempotency key, by this or another replica).
+func (b *background) stop(timeout time.Duration) {
+	b.cancel()
+	<-b.done
+	if !b.riverStarted {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := b.river.Stop(ctx); err != nil {
+		b.logger.Error("river did not stop in time", "error", fmt.Sprint(err))
+	}
+}

@@ -1,0 +1,309 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DeliveryRow is what the deliver worker needs to decide and send one
+// attempt: the execution, its task and the task's endpoint (both may be
+// gone), how many of the task's executions before it are unfinished (only
+// counted for a pending execution whose task does not allow overlap) and
+// the database clock.
+type DeliveryRow struct {
+	TenantID        string    `db:"tenant_id"`
+	ID              string    `db:"id"`
+	TaskID          string    `db:"task_id"`
+	ScheduledFor    time.Time `db:"scheduled_for"`
+	Trigger         string    `db:"trigger"`
+	State           string    `db:"state"`
+	Attempts        int       `db:"attempts"`
+	LeaseAttempt    int       `db:"lease_attempt"`
+	CancelRequested bool      `db:"cancel_requested"`
+	Payload         []byte    `db:"payload"` // the execution's override; nil: the task's
+
+	TaskFound         bool              `db:"task_found"`
+	TaskName          *string           `db:"task_name"`
+	TaskState         *string           `db:"task_state"`
+	TaskPayload       []byte            `db:"task_payload"`
+	TaskTimeoutMS     *int32            `db:"task_timeout_ms"`
+	MaxAttempts       *int32            `db:"max_attempts"`
+	InitialBackoffMS  *int64            `db:"initial_backoff_ms"`
+	MaxBackoffMS      *int64            `db:"max_backoff_ms"`
+	OverlapPolicy     *string           `db:"overlap_policy"`
+	EarlierUnfinished int               `db:"earlier_unfinished"`
+	EndpointFound     bool              `db:"endpoint_found"`
+	EndpointID        *string           `db:"endpoint_id"`
+	EndpointURL       *string           `db:"endpoint_url"`
+	EndpointMethod    *string           `db:"endpoint_method"`
+	EndpointHeaders   map[string]string `db:"endpoint_headers"`
+	Secret            *string           `db:"secret"`
+	PreviousSecret    *string           `db:"previous_secret"`
+	PreviousSecretExp *time.Time        `db:"previous_secret_expires_at"`
+	EndpointTimeoutMS *int32            `db:"endpoint_timeout_ms"`
+	EndpointEnabled   *bool             `db:"endpoint_enabled"`
+	Now               time.Time         `db:"now"`
+}
+
+// GetDeliveryForUpdate reads an execution with its task and endpoint and
+// locks the execution row until the transaction ends. The overlap count
+// looks only at the task's unfinished executions ordered before this one by
+// (scheduled_for, id), through executions_unfinished_idx, and stops at two.
+func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string) (DeliveryRow, error) {
+	rows, err := q.Query(ctx, `SELECT e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.state,
+			e.attempts, e.lease_attempt, e.cancel_requested, e.payload,
+			t.id IS NOT NULL AS task_found, t.name AS task_name, t.state AS task_state, t.payload AS task_payload,
+			t.timeout_ms AS task_timeout_ms, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,
+			CASE WHEN e.state = 'pending' AND t.overlap_policy IN ('skip', 'queue') THEN (
+				SELECT count(*) FROM (
+					SELECT 1 FROM executions o
+					WHERE o.task_id = e.task_id AND o.tenant_id = e.tenant_id
+					  AND o.state IN ('pending', 'running', 'retrying')
+					  AND o.scheduled_for <= e.scheduled_for
+					  AND (o.scheduled_for < e.scheduled_for OR o.id < e.id)
+					LIMIT 2) earlier)
+			ELSE 0 END::int AS earlier_unfinished,
+			ep.id IS NOT NULL AS endpoint_found, ep.id::text AS endpoint_id, ep.url AS endpoint_url,
+			ep.method AS endpoint_method, ep.headers AS endpoint_headers, ep.secret, ep.previous_secret,
+			ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms, ep.enabled AS endpoint_enabled,
+			now() AS now
+		FROM executions e
+		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
+		LEFT JOIN endpoints ep ON ep.tenant_id = t.tenant_id AND ep.id = t.endpoint_id
+		WHERE e.tenant_id = $1 AND e.id = $2
+		FOR UPDATE OF e`, tenant, id)
+	return collectOne[DeliveryRow](rows, err)
+}
+
+// StartDelivery moves an execution to running for River attempt lease and
+// returns its attempt count (1 after pending; one more after retrying or
+// when it takes over a running row). The transition is fenced: a pending
+// row, a retrying row whose lease is older, or a running row whose lease is
+// not newer (a run interrupted by a crash or a shutdown). ok is false when
+// no row matched.
+func StartDelivery(ctx context.Context, q Querier, tenant, id string, lease int) (attempts int, ok bool, err error) {
+	err = q.QueryRow(ctx, `UPDATE executions SET state = 'running',
+			attempts = CASE WHEN state = 'pending' THEN 1 ELSE attempts + 1 END,
+			lease_attempt = $3, started_at = coalesce(started_at, now()), next_attempt_at = NULL
+		WHERE tenant_id = $1 AND id = $2
+		  AND (state = 'pending' OR (state = 'retrying' AND lease_attempt < $3) OR (state = 'running' AND lease_attempt <= $3))
+		RETURNING attempts`, tenant, id, lease).Scan(&attempts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("start delivery: %w", err)
+	}
+	return attempts, true, nil
+}
+
+// DeliveryEnd is a transition of an execution to a final state, or to
+// retrying.
+type DeliveryEnd struct {
+	TenantID string
+	ID       string
+	// From lists the states the row may be in; the transition matches no
+	// row otherwise.
+	From []string
+	// MaxLease, when set, also requires lease_attempt <= *MaxLease for a
+	// running row; Lease requires lease_attempt = *Lease for any row.
+	MaxLease *int
+	Lease    *int
+	To       string
+	// Attempts, when set, is stored as the attempt count.
+	Attempts       *int
+	StatusCode     *int
+	Error          *string
+	ErrorClass     *string
+	NextAttemptIn  *time.Duration // retrying only
+	KeepStatusCode bool           // leave last_status_code as it is
+}
+
+// EndDelivery applies a conditional transition and reports whether a row
+// matched. Final states set finished_at; retrying sets next_attempt_at.
+func EndDelivery(ctx context.Context, q Querier, e DeliveryEnd) (bool, error) {
+	var nextIn *float64
+	if e.NextAttemptIn != nil {
+		s := e.NextAttemptIn.Seconds()
+		nextIn = &s
+	}
+	tag, err := q.Exec(ctx, `UPDATE executions SET state = $3,
+			finished_at = CASE WHEN $3 = 'retrying' THEN NULL ELSE now() END,
+			next_attempt_at = CASE WHEN $3 = 'retrying' THEN now() + make_interval(secs => $8) END,
+			attempts = coalesce($7, attempts),
+			last_status_code = CASE WHEN $10 THEN last_status_code ELSE $4 END,
+			last_error = $5, last_error_class = $6
+		WHERE tenant_id = $1 AND id = $2 AND state = ANY($9)
+		  AND ($11::int IS NULL OR state <> 'running' OR lease_attempt <= $11)
+		  AND ($12::int IS NULL OR lease_attempt = $12)`,
+		e.TenantID, e.ID, e.To, e.StatusCode, e.Error, e.ErrorClass, e.Attempts, nextIn, e.From, e.KeepStatusCode,
+		e.MaxLease, e.Lease)
+	if err != nil {
+		return false, fmt.Errorf("execution %s → %s: %w", e.ID, e.To, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// DeliveryOwner is a running execution locked by the attempt that owns it,
+// with what finishing it needs from its task.
+type DeliveryOwner struct {
+	TaskID          string `db:"task_id"`
+	Attempts        int    `db:"attempts"`
+	CancelRequested bool   `db:"cancel_requested"`
+	TaskFound       bool   `db:"task_found"`
+	MaxAttempts     *int32 `db:"max_attempts"`
+}
+
+// GetDeliveryOwner locks the execution if it is running under lease and
+// returns ErrNoRows otherwise (another attempt owns it, or it ended).
+func GetDeliveryOwner(ctx context.Context, q Querier, tenant, id string, lease int) (DeliveryOwner, error) {
+	rows, err := q.Query(ctx, `SELECT e.task_id::text, e.attempts, e.cancel_requested, t.id IS NOT NULL AS task_found,
+			t.max_attempts
+		FROM executions e
+		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
+		WHERE e.tenant_id = $1 AND e.id = $2 AND e.state = 'running' AND e.lease_attempt = $3
+		FOR UPDATE OF e`, tenant, id, lease)
+	return collectOne[DeliveryOwner](rows, err)
+}
+
+// DeliveryEvent is one timeline entry to append.
+type DeliveryEvent struct {
+	Type       string
+	Attempt    *int
+	StatusCode *int
+	LatencyMS  *int
+	ErrorClass *string
+	Message    *string
+	Data       map[string]any
+}
+
+// InsertDeliveryEvents appends events to an execution's timeline in order.
+func InsertDeliveryEvents(ctx context.Context, q Querier, tenant, executionID string, events []DeliveryEvent) error {
+	if len(events) == 0 {
+		return nil
+	}
+	batch := &pgx.Batch{}
+	for _, ev := range events {
+		batch.Queue(`INSERT INTO execution_events (tenant_id, execution_id, type, attempt, status_code, latency_ms,
+			error_class, message, data) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			tenant, executionID, ev.Type, ev.Attempt, ev.StatusCode, ev.LatencyMS, ev.ErrorClass, ev.Message, ev.Data)
+	}
+	if err := sendBatch(ctx, q, batch); err != nil {
+		return fmt.Errorf("append events to execution %s: %w", executionID, err)
+	}
+	return nil
+}
+
+// batcher is implemented by pgx.Tx, *pgx.Conn and *pgxpool.Pool.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+func sendBatch(ctx context.Context, q Querier, b *pgx.Batch) error {
+	if bq, ok := q.(batcher); ok {
+		return bq.SendBatch(ctx, b).Close()
+	}
+	for _, qq := range b.QueuedQueries {
+		if _, err := q.Exec(ctx, qq.SQL, qq.Arguments...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ResetTaskFailures zeroes a task's consecutive failure count.
+func ResetTaskFailures(ctx context.Context, q Querier, tenant, taskID string) error {
+	_, err := q.Exec(ctx, `UPDATE tasks SET consecutive_failures = 0
+		WHERE tenant_id = $1 AND id = $2 AND consecutive_failures <> 0`, tenant, taskID)
+	if err != nil {
+		return fmt.Errorf("reset task failures: %w", err)
+	}
+	return nil
+}
+
+// TaskFailures is a task's failure count after one more failure.
+type TaskFailures struct {
+	Consecutive        int     `db:"consecutive_failures"`
+	PauseAfterFailures *int32  `db:"pause_after_failures"`
+	State              string  `db:"state"`
+	AlertEndpointID    *string `db:"alert_endpoint_id"`
+}
+
+// AddTaskFailure counts one more consecutive failure of a task. ErrNoRows
+// means the task is gone.
+func AddTaskFailure(ctx context.Context, q Querier, tenant, taskID string) (TaskFailures, error) {
+	rows, err := q.Query(ctx, `UPDATE tasks SET consecutive_failures = consecutive_failures + 1
+		WHERE tenant_id = $1 AND id = $2
+		RETURNING consecutive_failures, pause_after_failures, state, alert_endpoint_id::text`, tenant, taskID)
+	return collectOne[TaskFailures](rows, err)
+}
+
+// AutoPauseTask pauses an active task and reports whether it did.
+func AutoPauseTask(ctx context.Context, q Querier, tenant, taskID string) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE tasks SET state = 'paused', version = version + 1, updated_at = now()
+		WHERE tenant_id = $1 AND id = $2 AND state = 'active'`, tenant, taskID)
+	if err != nil {
+		return false, fmt.Errorf("pause task: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// DisableEndpoint disables an enabled endpoint with reason and reports
+// whether it did.
+func DisableEndpoint(ctx context.Context, q Querier, tenant, id, reason string) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE endpoints SET enabled = false, disabled_reason = $3, disabled_at = now(),
+			updated_at = now()
+		WHERE tenant_id = $1 AND id = $2 AND enabled`, tenant, id, reason)
+	if err != nil {
+		return false, fmt.Errorf("disable endpoint: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// AlertRow is what a failure alert reports, with the alert endpoint.
+type AlertRow struct {
+	ExecutionID       string            `db:"id"`
+	TaskID            string            `db:"task_id"`
+	ScheduledFor      time.Time         `db:"scheduled_for"`
+	Trigger           string            `db:"trigger"`
+	State             string            `db:"state"`
+	Attempts          int               `db:"attempts"`
+	LastStatusCode    *int              `db:"last_status_code"`
+	LastError         *string           `db:"last_error"`
+	LastErrorClass    *string           `db:"last_error_class"`
+	FinishedAt        *time.Time        `db:"finished_at"`
+	TaskName          *string           `db:"task_name"`
+	TaskState         *string           `db:"task_state"`
+	EndpointFound     bool              `db:"endpoint_found"`
+	EndpointID        *string           `db:"endpoint_id"`
+	EndpointURL       *string           `db:"endpoint_url"`
+	EndpointMethod    *string           `db:"endpoint_method"`
+	EndpointHeaders   map[string]string `db:"endpoint_headers"`
+	Secret            *string           `db:"secret"`
+	PreviousSecret    *string           `db:"previous_secret"`
+	PreviousSecretExp *time.Time        `db:"previous_secret_expires_at"`
+	EndpointTimeoutMS *int32            `db:"endpoint_timeout_ms"`
+	EndpointEnabled   *bool             `db:"endpoint_enabled"`
+	Now               time.Time         `db:"now"`
+}
+
+// GetAlert reads a failed execution with its task and the task's alert
+// endpoint (both may be gone).
+func GetAlert(ctx context.Context, q Querier, tenant, executionID string) (AlertRow, error) {
+	rows, err := q.Query(ctx, `SELECT e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.state, e.attempts,
+			e.last_status_code, e.last_error, e.last_error_class, e.finished_at,
+			t.name AS task_name, t.state AS task_state,
+			ep.id IS NOT NULL AS endpoint_found, ep.id::text AS endpoint_id, ep.url AS endpoint_url,
+			ep.method AS endpoint_method, ep.headers AS endpoint_headers, ep.secret, ep.previous_secret,
+			ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms, ep.enabled AS endpoint_enabled,
+			now() AS now
+		FROM executions e
+		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
+		LEFT JOIN endpoints ep ON ep.tenant_id = t.tenant_id AND ep.id = t.alert_endpoint_id
+		WHERE e.tenant_id = $1 AND e.id = $2`, tenant, executionID)
+	return collectOne[AlertRow](rows, err)
+}

@@ -1,0 +1,128 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/axhq/ax/service"
+)
+
+// AlertType is the "type" of the failure alert body.
+const AlertType = "execution.failed"
+
+// AlertBody is the JSON a task's alert endpoint receives when one of its
+// executions fails for good. README "Alerts and auto-pause" documents it.
+type AlertBody struct {
+	Type           string     `json:"type"`
+	ExecutionID    string     `json:"execution_id"`
+	TaskID         string     `json:"task_id"`
+	TaskName       string     `json:"task_name"`
+	TaskState      string     `json:"task_state"`
+	ScheduledFor   time.Time  `json:"scheduled_for"`
+	Trigger        string     `json:"trigger"`
+	State          string     `json:"state"`
+	Attempts       int        `json:"attempts"`
+	LastStatusCode *int       `json:"last_status_code"`
+	LastError      string     `json:"last_error"`
+	ErrorClass     string     `json:"error_class"`
+	FinishedAt     *time.Time `json:"finished_at"`
+}
+
+// AlertWorker sends a failure alert to a task's alert endpoint through the
+// same Sender as deliveries (signed, SSRF-guarded). Its idempotency key
+// and webhook-id are "alert-<execution id>-<job id>": the same on every
+// retry of one alert. River's default backoff retries it up to the job's
+// MaxAttempts (service.DeliveriesConfig.AlertMaxAttempts); a failing
+// alert is recorded on the execution's timeline and never alerts again.
+type AlertWorker struct {
+	river.WorkerDefaults[service.AlertArgs]
+
+	deliveries *service.Deliveries
+	sender     *Sender
+	logger     *slog.Logger
+	timeout    time.Duration
+}
+
+var _ river.Worker[service.AlertArgs] = (*AlertWorker)(nil)
+
+func newAlertWorker(deps WorkerDeps, cfg RiverConfig) *AlertWorker {
+	return &AlertWorker{deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, timeout: cfg.JobTimeout}
+}
+
+// Timeout bounds a job; the sender enforces the alert endpoint's timeout.
+func (w *AlertWorker) Timeout(*river.Job[service.AlertArgs]) time.Duration { return w.timeout }
+
+// Work sends one alert attempt.
+func (w *AlertWorker) Work(ctx context.Context, job *river.Job[service.AlertArgs]) error {
+	args := job.Args
+	log := w.logger.With("job_id", job.ID, "execution_id", args.ExecutionID, "tenant", args.TenantID, "attempt", job.Attempt)
+	a, err := w.deliveries.Alert(ctx, args.TenantID, args.ExecutionID)
+	switch {
+	case errors.Is(err, service.ErrNotFound):
+		log.WarnContext(ctx, "alert for a missing execution; nothing to send")
+		return nil
+	case err != nil:
+		return fmt.Errorf("load alert: %w", err)
+	}
+	rctx, cancel := recordContext(ctx)
+	defer cancel()
+	if a.Skip != "" {
+		log.InfoContext(ctx, "alert not sent", "reason", a.Skip)
+		return w.record(rctx, args, false, Result{}, "", a.Skip)
+	}
+	body, err := json.Marshal(AlertBody{
+		Type: AlertType, ExecutionID: a.ExecutionID, TaskID: a.TaskID, TaskName: a.TaskName, TaskState: a.TaskState,
+		ScheduledFor: a.ScheduledFor, Trigger: a.Trigger, State: a.State, Attempts: a.Attempts,
+		LastStatusCode: a.LastStatusCode, LastError: a.LastError, ErrorClass: a.ErrorClass, FinishedAt: a.FinishedAt,
+	})
+	if err != nil {
+		return river.JobCancel(fmt.Errorf("encode alert: %w", err))
+	}
+	res := w.sender.Send(ctx, Request{
+		Method: a.Method, URL: a.URL, Headers: a.Headers, Body: body, Timeout: a.Timeout,
+		ExecutionID: AlertID(a.ExecutionID, job.ID), TaskID: a.TaskID, ScheduledFor: a.ScheduledFor,
+		Attempt: job.Attempt, Keys: a.Keys,
+	})
+	if res.Err != nil && stopping(ctx) {
+		return ctx.Err()
+	}
+	c := Classify(res, time.Now())
+	log = log.With("status_code", res.StatusCode, "latency_ms", res.Latency.Milliseconds(), "error_class", c.ErrorClass)
+	if c.Outcome == OutcomeSuccess {
+		log.InfoContext(ctx, "alert sent")
+		return w.record(rctx, args, true, res, "", "")
+	}
+	failure := failureText(res, c, a.Timeout)
+	if c.Outcome == OutcomeRetry && job.Attempt < job.MaxAttempts {
+		log.InfoContext(ctx, "alert attempt failed; retrying", "error", failure)
+		return fmt.Errorf("alert attempt %d: %s", job.Attempt, failure)
+	}
+	msg := fmt.Sprintf("alert given up after attempt %d: %s", job.Attempt, failure)
+	log.WarnContext(ctx, "alert failed", "error", failure)
+	if err := w.record(rctx, args, false, res, c.ErrorClass, msg); err != nil {
+		log.ErrorContext(ctx, "record alert failure", "error", err.Error())
+	}
+	return river.JobCancel(errors.New(msg))
+}
+
+func (w *AlertWorker) record(ctx context.Context, args service.AlertArgs, sent bool, res Result, class, msg string) error {
+	err := w.deliveries.AlertResult(ctx, args.TenantID, args.ExecutionID, sent, res.StatusCode, res.Latency, class, msg)
+	if err != nil {
+		return fmt.Errorf("record alert result: %w", err)
+	}
+	return nil
+}
+
+// AlertID is the idempotency key and webhook-id of an alert: stable across
+// the alert job's retries, distinct per alert, without '.' (Standard
+// Webhooks signs "id.timestamp.body").
+func AlertID(executionID string, jobID int64) string {
+	return "alert-" + executionID + "-" + strconv.FormatInt(jobID, 10)
+}

@@ -1,0 +1,108 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/service"
+)
+
+// TestAlert: a failed execution sends one signed alert to its task's alert
+// endpoint, and the outcome lands on the execution's timeline.
+func TestAlert(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	recv := newScript(t, response{Status: http.StatusBadRequest, Body: "nope"})
+	alerts := newScript(t, response{Status: http.StatusOK})
+	alertEP := h.endpoint(alerts.srv.URL+"/alerts", nil)
+	task := h.task(h.endpoint(recv.srv.URL, nil).ID, func(in *service.TaskInput) { in.AlertEndpointID = alertEP.ID })
+	slot := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
+	id := h.fire(task, fireOpts{ScheduledFor: slot})
+
+	got := alerts.next(t)
+	h.waitState(id, service.ExecFailed)
+	require.Eventually(t, func() bool {
+		evs := eventTypes(h.events(id))
+		return evs[len(evs)-1] == service.EventAlertSent
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, []string{"fired", "attempt_started", "attempt_failed", "failed", "alert_queued", "alert_sent"},
+		eventTypes(h.events(id)))
+
+	var jobID int64
+	require.NoError(t, h.pool.QueryRow(context.Background(),
+		`SELECT id FROM river_job WHERE kind = 'alert' AND args->>'execution_id' = $1`, id).Scan(&jobID))
+	alertID := AlertID(id, jobID)
+	require.Equal(t, "alert-"+id+"-"+strconv.FormatInt(jobID, 10), alertID)
+	require.NotContains(t, alertID, ".")
+	require.Equal(t, alertID, got.Header.Get("Webhook-Id"))
+	require.Equal(t, alertID, got.Header.Get("Idempotency-Key"))
+	ts, err := strconv.ParseInt(got.Header.Get("Webhook-Timestamp"), 10, 64)
+	require.NoError(t, err)
+	key, err := service.ParseSecret(alertEP.Secret)
+	require.NoError(t, err)
+	require.Equal(t, Sign(key, alertID, time.Unix(ts, 0), got.Body), got.Header.Get("Webhook-Signature"))
+
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(got.Body, &body))
+	require.Equal(t, map[string]any{
+		"type": "execution.failed", "execution_id": id, "task_id": task.ID, "task_name": task.Name, "task_state": "active",
+		"scheduled_for": slot.Format(time.RFC3339Nano), "trigger": "schedule", "state": "failed", "attempts": float64(1),
+		"last_status_code": float64(400), "last_error": "HTTP 400 Bad Request", "error_class": "http_4xx",
+		"finished_at": body["finished_at"],
+	}, body)
+	require.NotEmpty(t, body["finished_at"])
+	alerts.quiet(t, 200*time.Millisecond)
+}
+
+// TestAlertFailureDoesNotAlert: an alert endpoint that refuses the alert
+// gets it once (a permanent failure), the failure is recorded, and no
+// alert about the alert follows.
+func TestAlertFailureDoesNotAlert(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	recv := newScript(t, response{Status: http.StatusUnprocessableEntity})
+	alerts := newScript(t, response{Status: http.StatusBadRequest})
+	alertEP := h.endpoint(alerts.srv.URL, nil)
+	// The alert endpoint alerts to itself: still one request.
+	task := h.task(h.endpoint(recv.srv.URL, nil).ID, func(in *service.TaskInput) { in.AlertEndpointID = alertEP.ID })
+	id := h.fire(task, fireOpts{})
+	alerts.next(t)
+	require.Eventually(t, func() bool {
+		evs := h.events(id)
+		return evs[len(evs)-1].Type == service.EventAlertFailed
+	}, 10*time.Second, 10*time.Millisecond)
+	evs := h.events(id)
+	last := evs[len(evs)-1]
+	require.Equal(t, 400, *last.StatusCode)
+	require.Contains(t, *last.Message, "alert given up after attempt 1: HTTP 400 Bad Request")
+	alerts.quiet(t, 300*time.Millisecond)
+	var n int
+	require.NoError(t, h.pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE kind = 'alert'`).Scan(&n))
+	require.Equal(t, 1, n)
+}
+
+// TestAlertRetried: an alert endpoint that fails transiently gets the
+// same alert again under the same id.
+func TestAlertRetried(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	recv := newScript(t, response{Status: http.StatusBadRequest})
+	alerts := newScript(t, response{Status: http.StatusServiceUnavailable}, response{Status: http.StatusOK})
+	alertEP := h.endpoint(alerts.srv.URL, nil)
+	task := h.task(h.endpoint(recv.srv.URL, nil).ID, func(in *service.TaskInput) { in.AlertEndpointID = alertEP.ID })
+	id := h.fire(task, fireOpts{})
+	first, second := alerts.next(t), alerts.next(t) // River's first retry comes about 1 s later
+	require.Equal(t, first.Header.Get("Webhook-Id"), second.Header.Get("Webhook-Id"))
+	require.Equal(t, "2", second.Header.Get("X-Ax-Attempt"))
+	require.Equal(t, first.Body, second.Body)
+	require.Eventually(t, func() bool {
+		evs := h.events(id)
+		return evs[len(evs)-1].Type == service.EventAlertSent
+	}, 10*time.Second, 10*time.Millisecond)
+}

@@ -1,0 +1,193 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/axhq/ax/service"
+)
+
+// DeliverWorker delivers one execution per job: Begin (decide and mark it
+// running, one transaction), one HTTP attempt, Classify, Finish (record the
+// outcome, one transaction). What it returns tells River what to do next:
+// nil when the execution is final, river.JobCancel when it failed for good
+// or was cancelled, an error (with the delay stashed for NextRetry) when it
+// is retrying, river.JobSnooze while an overlap "queue" wait lasts, and the
+// context's error when a shutdown cut the attempt short: River then makes
+// the job available again without counting the attempt, and the re-run
+// resumes the execution with the same idempotency key.
+type DeliverWorker struct {
+	river.WorkerDefaults[service.DeliverArgs]
+
+	deliveries *service.Deliveries
+	sender     *Sender
+	logger     *slog.Logger
+	rnd        func() float64
+	timeout    time.Duration
+	queuePoll  time.Duration
+}
+
+var _ river.Worker[service.DeliverArgs] = (*DeliverWorker)(nil)
+
+func newDeliverWorker(deps WorkerDeps, cfg RiverConfig) *DeliverWorker {
+	return &DeliverWorker{
+		deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, rnd: deps.Rand,
+		timeout: cfg.JobTimeout, queuePoll: cfg.QueueWaitPoll,
+	}
+}
+
+// Timeout bounds a job: the sender enforces each endpoint's own timeout
+// inside it.
+func (w *DeliverWorker) Timeout(*river.Job[service.DeliverArgs]) time.Duration { return w.timeout }
+
+// NextRetry schedules a retry after the delay Work chose (backoff or
+// Retry-After, capped by the task's max backoff); without one, River's
+// default policy applies (e.g. after a database error).
+func (w *DeliverWorker) NextRetry(job *river.Job[service.DeliverArgs]) time.Time {
+	if d := job.Args.RetryDelay(); d > 0 {
+		return time.Now().Add(d)
+	}
+	return time.Time{}
+}
+
+// Work makes one delivery attempt.
+func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.DeliverArgs]) error {
+	args := job.Args
+	log := w.logger.With("job_id", job.ID, "execution_id", args.ExecutionID, "tenant", args.TenantID)
+	d, err := w.deliveries.Begin(ctx, args.TenantID, args.ExecutionID, job.Attempt)
+	switch {
+	case err != nil && stopping(ctx):
+		return ctx.Err()
+	case errors.Is(err, service.ErrNotFound):
+		log.WarnContext(ctx, "deliver job of a missing execution; nothing to do", "attempt", job.Attempt)
+		return nil
+	case err != nil:
+		return fmt.Errorf("begin delivery of execution %s: %w", args.ExecutionID, err)
+	}
+	switch d.Action {
+	case service.ActionDone:
+		log.DebugContext(ctx, "nothing to deliver", "attempt", job.Attempt, "state", d.State, "reason", d.Reason)
+		return nil
+	case service.ActionWait:
+		return river.JobSnooze(w.queueWait(job))
+	}
+
+	log = log.With("attempt", d.Attempt)
+	if d.Resumed {
+		log.InfoContext(ctx, "resuming an interrupted delivery")
+	}
+	res := w.sender.Send(ctx, Request{
+		Method: d.Method, URL: d.URL, Headers: d.Headers, Body: d.Payload, Timeout: d.Timeout,
+		ExecutionID: d.ExecutionID, TaskID: d.TaskID, ScheduledFor: d.ScheduledFor, Attempt: d.Attempt, Keys: d.Keys,
+	})
+	remoteCancel := errors.Is(context.Cause(ctx), river.ErrJobCancelledRemotely)
+	if res.Err != nil && stopping(ctx) {
+		// Not a failure of the receiver: leave the execution running for
+		// the re-run River makes after the interrupted job.
+		log.InfoContext(ctx, "delivery interrupted by shutdown; it will be resumed with the same idempotency key")
+		return ctx.Err()
+	}
+
+	class := Classify(res, time.Now())
+	out := w.outcome(res, class, d)
+	if remoteCancel && class.Outcome != OutcomeSuccess {
+		out.Kind = service.OutcomeCancelled
+		if res.Err != nil {
+			out.Error, out.ErrorClass = "the attempt was cut short by a cancel", ErrorClassCanceled
+		}
+	}
+	rctx, cancel := recordContext(ctx)
+	defer cancel()
+	fin, err := w.deliveries.Finish(rctx, args.TenantID, args.ExecutionID, d.Lease, out)
+	if errors.Is(err, service.ErrConflict) {
+		log.WarnContext(ctx, "attempt outcome not recorded: a newer run owns the execution", "status_code", res.StatusCode,
+			"error_class", class.ErrorClass)
+		return nil
+	}
+	if err != nil {
+		// The execution stays running; River's retry resumes it.
+		return fmt.Errorf("record attempt %d of execution %s: %w", d.Attempt, d.ExecutionID, err)
+	}
+
+	log = log.With("state", fin.State, "status_code", res.StatusCode, "latency_ms", res.Latency.Milliseconds())
+	switch fin.State {
+	case service.ExecSucceeded:
+		log.InfoContext(ctx, "delivered")
+		return nil
+	case service.ExecRetrying:
+		log.InfoContext(ctx, "delivery attempt failed; retrying", "error_class", class.ErrorClass, "error", out.Error,
+			"retry_in_ms", fin.RetryDelay.Milliseconds())
+		job.Args.SetRetryDelay(fin.RetryDelay)
+		return fmt.Errorf("attempt %d: %s; retrying in %s", d.Attempt, out.Error, fin.RetryDelay)
+	default:
+		log.WarnContext(ctx, "delivery failed", "error_class", class.ErrorClass, "error", out.Error,
+			"task_paused", fin.TaskPaused, "alert_queued", fin.AlertQueued)
+		return river.JobCancel(fmt.Errorf("attempt %d: execution %s: %s", d.Attempt, fin.State, out.Error))
+	}
+}
+
+// outcome translates one attempt's result for the service.
+func (w *DeliverWorker) outcome(res Result, c Class, d service.Delivery) service.Outcome {
+	out := service.Outcome{
+		StatusCode: res.StatusCode, Latency: res.Latency, ErrorClass: c.ErrorClass, Excerpt: res.Excerpt,
+		DisableEndpoint: c.DisableEndpoint, EndpointID: d.EndpointID,
+	}
+	switch c.Outcome {
+	case OutcomeSuccess:
+		out.Kind = service.OutcomeSucceeded
+		return out
+	case OutcomeRetry:
+		out.Kind = service.OutcomeRetry
+		out.RetryDelay = RetryDelay(c, d.Attempt, d.Retry.InitialBackoff, d.Retry.MaxBackoff, w.rnd)
+		out.RetryReason = "backoff"
+		if c.RetryAfter > 0 {
+			out.RetryReason = "retry_after"
+		}
+	default:
+		out.Kind = service.OutcomePermanent
+	}
+	out.Error = failureText(res, c, d.Timeout)
+	return out
+}
+
+// failureText describes a failed attempt for the timeline and the logs.
+// Transport errors lose their URL wrapper: a URL may carry a token.
+func failureText(res Result, c Class, timeout time.Duration) string {
+	if res.Err == nil {
+		text := fmt.Sprintf("HTTP %d", res.StatusCode)
+		if st := http.StatusText(res.StatusCode); st != "" {
+			text += " " + st
+		}
+		if c.ErrorClass == ErrorClassHTTP3xx {
+			text += " (redirects are never followed; point the endpoint at the final URL)"
+		}
+		return text
+	}
+	if c.ErrorClass == ErrorClassTimeout {
+		return fmt.Sprintf("no response within %s", timeout)
+	}
+	err := res.Err
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		err = urlErr.Err
+	}
+	return err.Error()
+}
+
+// queueWait is the snooze of an overlap "queue" wait: QueueWaitPoll,
+// doubling with each snooze up to 16×.
+func (w *DeliverWorker) queueWait(job *river.Job[service.DeliverArgs]) time.Duration {
+	var meta struct {
+		Snoozes int `json:"snoozes"`
+	}
+	_ = json.Unmarshal(job.Metadata, &meta) // no metadata: no snoozes yet
+	return w.queuePoll << min(max(meta.Snoozes, 0), queueWaitPollGrowth)
+}

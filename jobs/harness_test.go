@@ -1,0 +1,374 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/db/dbtest"
+	"github.com/axhq/ax/service"
+)
+
+// harness is a migrated database of its own with the real River client
+// and workers, a tenant, and the services to create endpoints and tasks.
+type harness struct {
+	t          *testing.T
+	pool       *pgxpool.Pool
+	client     *river.Client[pgx.Tx]
+	deliveries *service.Deliveries
+	endpoints  *service.Endpoints
+	tasks      *service.Tasks
+	tenant     string
+	river      RiverConfig
+	deps       WorkerDeps
+	names      atomic.Int64
+}
+
+// harnessOpts adjusts newHarness.
+type harnessOpts struct {
+	River      RiverConfig              // zero fields: fast test values
+	Deliveries service.DeliveriesConfig // zero fields: the defaults
+	NoStart    bool                     // build the client but do not start it
+}
+
+const testUserAgent = "ax/test"
+
+func newHarness(t *testing.T, opts harnessOpts) *harness {
+	t.Helper()
+	pool := dbtest.Pool(t)
+	enq, err := service.NewEnqueuer(pool)
+	require.NoError(t, err)
+	cfg := opts.River
+	setDefault(&cfg.FetchCooldown, 5*time.Millisecond)
+	setDefault(&cfg.FetchPollInterval, 25*time.Millisecond)
+	setDefault(&cfg.QueueWaitPoll, 50*time.Millisecond)
+	setDefault(&cfg.SoftStopTimeout, 5*time.Second)
+	h := &harness{
+		t: t, pool: pool, tenant: "acme", river: cfg,
+		deliveries: service.NewDeliveries(pool, enq, opts.Deliveries),
+		endpoints:  service.NewEndpoints(pool),
+		tasks:      service.NewTasks(pool, service.TasksConfig{}),
+	}
+	sender := NewSender(SenderConfig{AllowPrivateTargets: true, UserAgent: testUserAgent})
+	t.Cleanup(sender.Close)
+	h.deps = WorkerDeps{Deliveries: h.deliveries, Sender: sender, Logger: testLogger(), Rand: func() float64 { return 1 }}
+	require.NoError(t, db.EnsureTenant(t.Context(), pool, h.tenant))
+	h.client = h.newClient()
+	if !opts.NoStart {
+		h.start(h.client)
+	}
+	return h
+}
+
+// testLogger discards logs unless AX_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("AX_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func (h *harness) newClient() *river.Client[pgx.Tx] {
+	h.t.Helper()
+	c, err := NewRiverClient(h.pool, h.river, h.deps)
+	require.NoError(h.t, err)
+	return c
+}
+
+// start starts c and stops it when the test ends.
+func (h *harness) start(c *river.Client[pgx.Tx]) {
+	h.t.Helper()
+	require.NoError(h.t, c.Start(context.Background()))
+	h.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.Stop(ctx)
+	})
+}
+
+func (h *harness) name(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, h.names.Add(1))
+}
+
+// endpoint creates an enabled endpoint for url.
+func (h *harness) endpoint(url string, change func(*service.EndpointInput)) service.Endpoint {
+	h.t.Helper()
+	in := service.EndpointInput{Name: h.name("ep"), URL: url, Timeout: 2 * time.Second, Enabled: true}
+	if change != nil {
+		change(&in)
+	}
+	ep, err := h.endpoints.Create(h.t.Context(), h.tenant, in)
+	require.NoError(h.t, err)
+	return ep
+}
+
+// task creates a task on endpointID whose own schedule never comes due
+// during the test (no scheduler runs here; fire materialises executions).
+func (h *harness) task(endpointID string, change func(*service.TaskInput)) service.Task {
+	h.t.Helper()
+	far := time.Now().Add(24 * time.Hour).UTC()
+	in := service.TaskInput{
+		Name: h.name("task"), EndpointID: endpointID,
+		Schedule: service.ScheduleSpec{Type: service.ScheduleOnce, RunAt: &far},
+		Payload:  []byte(`{"n":1}`),
+		Retry:    service.RetryPolicy{MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond},
+	}
+	if change != nil {
+		change(&in)
+	}
+	task, err := h.tasks.Create(h.t.Context(), h.tenant, in)
+	require.NoError(h.t, err)
+	return task
+}
+
+// fireOpts adjusts fire.
+type fireOpts struct {
+	ScheduledFor time.Time // zero: now
+	Trigger      string    // "": schedule
+	Payload      []byte    // manual payload override
+}
+
+// fire materialises an execution of task with its deliver job, the way the
+// scheduler does: both in one transaction.
+func (h *harness) fire(task service.Task, opts fireOpts) string {
+	h.t.Helper()
+	ctx := h.t.Context()
+	if opts.ScheduledFor.IsZero() {
+		opts.ScheduledFor = time.Now().UTC()
+	}
+	if opts.Trigger == "" {
+		opts.Trigger = service.TriggerSchedule
+	}
+	id := service.NewID()
+	err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, payload)
+			VALUES ($1, $2, $3, $4, $5, $6)`, h.tenant, id, task.ID, opts.ScheduledFor, opts.Trigger, opts.Payload); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO execution_events (tenant_id, execution_id, type) VALUES ($1, $2, 'fired')`,
+			h.tenant, id); err != nil {
+			return err
+		}
+		insert := &river.InsertOpts{
+			Queue: service.QueueDeliver, Priority: task.Priority, MaxAttempts: task.Retry.MaxAttempts + 3,
+			UniqueOpts: river.UniqueOpts{ByArgs: true},
+		}
+		if opts.ScheduledFor.After(time.Now()) {
+			insert.ScheduledAt = opts.ScheduledFor
+		}
+		res, err := h.client.InsertTx(ctx, tx, service.DeliverArgs{TenantID: h.tenant, ExecutionID: id}, insert)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE executions SET river_job_id = $3 WHERE tenant_id = $1 AND id = $2`, h.tenant, id, res.Job.ID)
+		return err
+	})
+	require.NoError(h.t, err)
+	return id
+}
+
+// execution is the part of an execution row tests look at.
+type execution struct {
+	State          string
+	Attempts       int
+	LeaseAttempt   int
+	LastStatusCode *int
+	LastError      *string
+	LastErrorClass *string
+	RiverJobID     *int64
+	StartedAt      *time.Time
+	FinishedAt     *time.Time
+	NextAttemptAt  *time.Time
+}
+
+func (h *harness) execution(id string) execution {
+	h.t.Helper()
+	var e execution
+	err := h.pool.QueryRow(context.Background(), `SELECT state, attempts, lease_attempt, last_status_code, last_error,
+			last_error_class, river_job_id, started_at, finished_at, next_attempt_at
+		FROM executions WHERE tenant_id = $1 AND id = $2`, h.tenant, id).Scan(&e.State, &e.Attempts, &e.LeaseAttempt,
+		&e.LastStatusCode, &e.LastError, &e.LastErrorClass, &e.RiverJobID, &e.StartedAt, &e.FinishedAt, &e.NextAttemptAt)
+	require.NoError(h.t, err)
+	return e
+}
+
+// waitState waits until the execution is in state and returns it.
+func (h *harness) waitState(id, state string) execution {
+	h.t.Helper()
+	var e execution
+	require.Eventually(h.t, func() bool {
+		e = h.execution(id)
+		return e.State == state
+	}, 20*time.Second, 10*time.Millisecond, "execution %s never became %s (last %+v)", id, state, &e)
+	return e
+}
+
+// event is a timeline entry as tests compare it.
+type event struct {
+	Type       string
+	Attempt    *int
+	StatusCode *int
+	LatencyMS  *int
+	ErrorClass *string
+	Message    *string
+	Data       map[string]any
+}
+
+func (h *harness) events(id string) []event {
+	h.t.Helper()
+	rows, err := h.pool.Query(context.Background(), `SELECT type, attempt, status_code, latency_ms, error_class, message, data
+		FROM execution_events WHERE tenant_id = $1 AND execution_id = $2 ORDER BY seq`, h.tenant, id)
+	require.NoError(h.t, err)
+	var out []event
+	for rows.Next() {
+		var e event
+		require.NoError(h.t, rows.Scan(&e.Type, &e.Attempt, &e.StatusCode, &e.LatencyMS, &e.ErrorClass, &e.Message, &e.Data))
+		out = append(out, e)
+	}
+	require.NoError(h.t, rows.Err())
+	return out
+}
+
+func eventTypes(evs []event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}
+
+// jobState returns the state and attempt of a River job.
+func (h *harness) jobState(id int64) (string, int) {
+	h.t.Helper()
+	var state string
+	var attempt int
+	require.NoError(h.t, h.pool.QueryRow(context.Background(),
+		`SELECT state::text, attempt FROM river_job WHERE id = $1`, id).Scan(&state, &attempt))
+	return state, attempt
+}
+
+func (h *harness) waitJobState(id int64, state string) {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		s, _ := h.jobState(id)
+		return s == state
+	}, 20*time.Second, 10*time.Millisecond, "river job %d never became %s", id, state)
+}
+
+// hit is one request a script receiver got.
+type hit struct {
+	At     time.Time
+	Header http.Header
+	Body   []byte
+}
+
+// script is a webhook receiver that answers the n-th request with the
+// n-th response (the last one repeats) and records every request.
+type script struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	hits []hit
+	got  chan hit
+	// hold, when set, makes requests wait for release (or the client
+	// going away) before answering.
+	hold    bool
+	release chan struct{}
+	once    sync.Once
+}
+
+// response is one scripted answer; a negative Status never answers.
+type response struct {
+	Status int
+	Header map[string]string
+	Body   string
+}
+
+func newScript(t *testing.T, responses ...response) *script {
+	t.Helper()
+	if len(responses) == 0 {
+		responses = []response{{Status: http.StatusOK}}
+	}
+	s := &script{got: make(chan hit, 64), release: make(chan struct{})}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		h := hit{At: time.Now(), Header: r.Header.Clone(), Body: body}
+		s.mu.Lock()
+		n := len(s.hits)
+		s.hits = append(s.hits, h)
+		hold := s.hold
+		s.mu.Unlock()
+		s.got <- h
+		if hold {
+			select {
+			case <-s.release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		resp := responses[min(n, len(responses)-1)]
+		if resp.Status < 0 { // hang until the client gives up
+			<-r.Context().Done()
+			return
+		}
+		for k, v := range resp.Header {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(resp.Status)
+		_, _ = io.WriteString(w, resp.Body)
+	}))
+	t.Cleanup(s.srv.Close)
+	t.Cleanup(s.releaseAll) // runs first: held handlers return before Close waits for them
+	return s
+}
+
+// holdRequests makes the following requests wait until releaseAll.
+func (s *script) holdRequests() *script {
+	s.mu.Lock()
+	s.hold = true
+	s.mu.Unlock()
+	return s
+}
+
+func (s *script) releaseAll() { s.once.Do(func() { close(s.release) }) }
+
+func (s *script) hitsSoFar() []hit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]hit(nil), s.hits...)
+}
+
+// next waits for the next request.
+func (s *script) next(t *testing.T) hit {
+	t.Helper()
+	select {
+	case h := <-s.got:
+		return h
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no request within 20s")
+		return hit{}
+	}
+}
+
+// quiet asserts that no request arrives for d.
+func (s *script) quiet(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case h := <-s.got:
+		t.Fatalf("unexpected request %s attempt %s", h.Header.Get("Idempotency-Key"), h.Header.Get("X-Ax-Attempt"))
+	case <-time.After(d):
+	}
+}

@@ -1,0 +1,215 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/axhq/ax/service"
+)
+
+// RiverConfig defaults. See RiverConfig.
+const (
+	DeliverWorkersDefault = 100
+	AlertWorkersDefault   = 10
+	// FetchCooldownDefault and FetchPollIntervalDefault bound how late a
+	// due job is picked up to about the poll interval (notes/river.md §1.5).
+	FetchCooldownDefault     = 10 * time.Millisecond
+	FetchPollIntervalDefault = 50 * time.Millisecond
+	// JobTimeoutDefault is the largest endpoint timeout plus a margin for
+	// the two short transactions around the HTTP call.
+	JobTimeoutDefault = service.TimeoutMax + 30*time.Second
+	// RescueStuckJobsAfterDefault is how long a job may stay running before
+	// River's rescuer retries it (a crashed process): a few minutes, not
+	// River's hour. It must be at least the JobTimeout.
+	RescueStuckJobsAfterDefault = 6 * time.Minute
+	SoftStopTimeoutDefault      = 20 * time.Second
+	QueueWaitPollDefault        = time.Second
+
+	// alertPollInterval is the alert queue's poll: only retries depend on it.
+	alertPollInterval = time.Second
+
+	// queueWaitPollGrowth bounds how far the overlap "queue" wait backs
+	// off: up to QueueWaitPoll × 16.
+	queueWaitPollGrowth = 4
+)
+
+// RiverConfig configures the working River client. Zero fields take the
+// documented defaults (WithDefaults).
+type RiverConfig struct {
+	// DeliverWorkers is the deliver queue's concurrency per process.
+	// Default 100.
+	DeliverWorkers int
+	// AlertWorkers is the alert queue's concurrency per process. Default 10.
+	AlertWorkers int
+	// FetchCooldown is the shortest time between two fetches of a queue,
+	// and the throttle of River's insert notifications. Default 10 ms.
+	FetchCooldown time.Duration
+	// FetchPollInterval is how often the deliver queue polls for due jobs:
+	// the bound on firing lateness. Default 50 ms. The alert queue polls
+	// every second (or this, if longer).
+	FetchPollInterval time.Duration
+	// JobTimeout cancels a job's context; keep it above the largest
+	// endpoint timeout. Default service.TimeoutMax + 30 s.
+	JobTimeout time.Duration
+	// RescueStuckJobsAfter is how long a job may stay running before it is
+	// retried as stuck (its process died): a delivery cut by a crash is
+	// resumed this long after it started, plus up to River's 30 s rescuer
+	// interval. At least JobTimeout. Default 6 min.
+	RescueStuckJobsAfter time.Duration
+	// SoftStopTimeout is how long Stop lets running deliveries finish
+	// before cancelling them; cancelled ones are resumed by the next run
+	// with the same idempotency key. Keep it below the pod's termination
+	// grace period. Default 20 s.
+	SoftStopTimeout time.Duration
+	// QueueWaitPoll is how often an execution of an overlap_policy "queue"
+	// task checks whether the previous one finished; it doubles per check
+	// up to 16×. Default 1 s.
+	QueueWaitPoll time.Duration
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c RiverConfig) WithDefaults() RiverConfig {
+	setDefault(&c.DeliverWorkers, DeliverWorkersDefault)
+	setDefault(&c.AlertWorkers, AlertWorkersDefault)
+	setDefault(&c.FetchCooldown, FetchCooldownDefault)
+	setDefault(&c.FetchPollInterval, FetchPollIntervalDefault)
+	setDefault(&c.JobTimeout, JobTimeoutDefault)
+	setDefault(&c.RescueStuckJobsAfter, max(RescueStuckJobsAfterDefault, c.JobTimeout))
+	setDefault(&c.SoftStopTimeout, SoftStopTimeoutDefault)
+	setDefault(&c.QueueWaitPoll, QueueWaitPollDefault)
+	return c
+}
+
+func (c RiverConfig) validate() error {
+	switch {
+	case c.DeliverWorkers < 1 || c.DeliverWorkers > 10_000, c.AlertWorkers < 1 || c.AlertWorkers > 10_000:
+		return errors.New("DeliverWorkers and AlertWorkers must be 1..10000")
+	case c.FetchCooldown < time.Millisecond:
+		return errors.New("FetchCooldown must be at least 1ms")
+	case c.FetchPollInterval < c.FetchCooldown:
+		return fmt.Errorf("FetchPollInterval %s must be at least FetchCooldown %s", c.FetchPollInterval, c.FetchCooldown)
+	case c.JobTimeout <= 0:
+		return errors.New("JobTimeout must be positive")
+	case c.RescueStuckJobsAfter < c.JobTimeout:
+		return fmt.Errorf("RescueStuckJobsAfter %s must be at least JobTimeout %s", c.RescueStuckJobsAfter, c.JobTimeout)
+	case c.SoftStopTimeout < 0, c.QueueWaitPoll < 0:
+		return errors.New("SoftStopTimeout and QueueWaitPoll must not be negative")
+	}
+	return nil
+}
+
+// WorkerDeps are what the deliver and alert workers use.
+type WorkerDeps struct {
+	// Deliveries runs the execution state machine. Required.
+	Deliveries *service.Deliveries
+	// Sender sends webhooks and alerts; its UserAgent is "ax/<version>".
+	// Required.
+	Sender *Sender
+	// Logger receives the workers' logs; River's own go there at warn and
+	// above. Default: discard.
+	Logger *slog.Logger
+	// Rand returns values in [0, 1) for backoff jitter. Default math/rand/v2.
+	Rand func() float64
+}
+
+// NewRiverClient returns the River client that works ax's queues: deliver
+// (DeliverWorkers) and alert (AlertWorkers). Start it after migrations
+// with client.Start(ctx); on shutdown, after the HTTP server, call
+// client.Stop(ctx): it stops fetching, lets running deliveries finish for
+// SoftStopTimeout, then cancels them (they are resumed by the next run).
+func NewRiverClient(pool *pgxpool.Pool, cfg RiverConfig, deps WorkerDeps) (*river.Client[pgx.Tx], error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("river config: %w", err)
+	}
+	if deps.Deliveries == nil || deps.Sender == nil {
+		return nil, errors.New("river: WorkerDeps needs Deliveries and Sender")
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, newDeliverWorker(deps, cfg))
+	river.AddWorker(workers, newAlertWorker(deps, cfg))
+	queue := func(n int, poll time.Duration) river.QueueConfig {
+		return river.QueueConfig{MaxWorkers: n, FetchCooldown: cfg.FetchCooldown, FetchPollInterval: poll}
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		FetchCooldown:        cfg.FetchCooldown,
+		FetchPollInterval:    cfg.FetchPollInterval,
+		JobTimeout:           cfg.JobTimeout,
+		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
+		SoftStopTimeout:      cfg.SoftStopTimeout,
+		Hooks:                service.Hooks(),
+		// River logs every retry at info; the workers log deliveries.
+		Logger:       slog.New(minLevel{min: slog.LevelWarn, Handler: deps.Logger.Handler()}),
+		ErrorHandler: panicLogger{logger: deps.Logger},
+		Queues: map[string]river.QueueConfig{
+			service.QueueDeliver: queue(cfg.DeliverWorkers, cfg.FetchPollInterval),
+			// Alerts are not due at an instant: new ones wake the queue by
+			// NOTIFY, and retries can wait for a slow poll.
+			service.QueueAlert: queue(cfg.AlertWorkers, max(cfg.FetchPollInterval, alertPollInterval)),
+		},
+		Workers: workers,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	return client, nil
+}
+
+// minLevel drops records below min.
+type minLevel struct {
+	min slog.Level
+	slog.Handler
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return minLevel{min: h.min, Handler: h.Handler.WithAttrs(attrs)}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{min: h.min, Handler: h.Handler.WithGroup(name)}
+}
+
+// panicLogger logs worker panics (River retries the job; a delivery cut
+// by a panic is resumed like one cut by a crash).
+type panicLogger struct{ logger *slog.Logger }
+
+func (p panicLogger) HandleError(context.Context, *rivertype.JobRow, error) *river.ErrorHandlerResult {
+	return nil
+}
+
+func (p panicLogger) HandlePanic(ctx context.Context, job *rivertype.JobRow, v any, trace string) *river.ErrorHandlerResult {
+	p.logger.ErrorContext(ctx, "worker panicked", "job_id", job.ID, "job_kind", job.Kind, "attempt", job.Attempt,
+		"panic", fmt.Sprint(v), "trace", trace)
+	return nil
+}
+
+// stopping reports whether ctx ended because the River client is stopping
+// (not a timeout, not a cancel of the job).
+func stopping(ctx context.Context) bool {
+	return errors.Is(ctx.Err(), context.Canceled) && !errors.Is(context.Cause(ctx), river.ErrJobCancelledRemotely)
+}
+
+// recordTimeout bounds recording an outcome after the HTTP call, on a
+// context that survives the job's cancellation: an answer that arrived is
+// recorded even during a shutdown.
+const recordTimeout = 15 * time.Second
+
+func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+}
