@@ -53,6 +53,9 @@ type NewExecution struct {
 	Late         bool
 	// Event data for the fired event (JSON object).
 	EventData map[string]any
+	// Missed, when positive, adds a missed event: that many slots before
+	// this one were not fired (misfire policy).
+	Missed int64
 }
 
 // InsertedExecution is an execution the insert actually created.
@@ -73,23 +76,29 @@ func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecut
 	n := len(execs)
 	tenants, ids, tasks := make([]string, n), make([]string, n), make([]string, n)
 	slots, late, data := make([]time.Time, n), make([]bool, n), make([]map[string]any, n)
+	missed := make([]int64, n)
 	for i, e := range execs {
 		tenants[i], ids[i], tasks[i], slots[i], late[i], data[i] = e.TenantID, e.ID, e.TaskID, e.ScheduledFor, e.Late, e.EventData
+		missed[i] = e.Missed
 	}
 	rows, err := tx.Query(ctx, `WITH input AS (
-			SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::bool[], $6::jsonb[])
-				AS i(tenant_id, id, task_id, scheduled_for, late, data)
+			SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::bool[], $6::jsonb[], $7::bigint[])
+				AS i(tenant_id, id, task_id, scheduled_for, late, data, missed)
 		), ins AS (
 			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, late)
 			SELECT tenant_id, id, task_id, scheduled_for, 'schedule', late FROM input
 			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), ev AS (
-			INSERT INTO execution_events (tenant_id, execution_id, type, data)
-			SELECT ins.tenant_id, ins.id, 'fired', input.data FROM ins JOIN input ON input.id = ins.id
+			INSERT INTO execution_events (tenant_id, execution_id, type, message, data)
+			SELECT ins.tenant_id, ins.id, 'missed', input.missed || ' earlier slot(s) were not fired (misfire policy)',
+				jsonb_build_object('count', input.missed)
+			FROM ins JOIN input ON input.id = ins.id WHERE input.missed > 0
+			UNION ALL
+			SELECT ins.tenant_id, ins.id, 'fired', NULL, input.data FROM ins JOIN input ON input.id = ins.id
 		)
 		SELECT tenant_id, id::text, task_id::text, scheduled_for FROM ins`,
-		tenants, ids, tasks, slots, late, data)
+		tenants, ids, tasks, slots, late, data, missed)
 	if err != nil {
 		return nil, fmt.Errorf("insert executions: %w", err)
 	}

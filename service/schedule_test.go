@@ -3,10 +3,7 @@ package service
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -872,68 +869,3 @@ func BenchmarkParseSchedule(b *testing.B) {
 		})
 	}
 }
-
-// TMPSTRESS-BEGIN
-func TestTmpStressAllZones(t *testing.T) {
-	if os.Getenv("AX_STRESS") == "" {
-		t.Skip()
-	}
-	var zones []string
-	_ = filepath.WalkDir("/usr/share/zoneinfo", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
-		}
-		rel, _ := filepath.Rel("/usr/share/zoneinfo", p)
-		if strings.HasPrefix(rel, "posix") || strings.HasPrefix(rel, "right") || strings.Contains(rel, ".") || rel == "Factory" || rel == "localtime" || rel == "posixrules" {
-			return nil
-		}
-		if _, err := time.LoadLocation(rel); err == nil {
-			zones = append(zones, rel)
-		}
-		return nil
-	})
-	t.Logf("%d zones", len(zones))
-	exprs := []string{"*/20 * * * * *", "0 */15 * * * *", "30 2,3 * * *", "0 0 * * *"}
-	for _, zone := range zones {
-		t.Run(zone, func(t *testing.T) {
-			t.Parallel()
-			loc := mustZone(t, zone)
-			scheds := make([]*Schedule, len(exprs))
-			for i, e := range exprs {
-				scheds[i] = mustCron(t, e, zone)
-			}
-			at := time.Date(1880, 1, 1, 0, 0, 0, 0, time.UTC)
-			for n := 0; n < 2000; n++ {
-				_, end := at.In(loc).ZoneBounds()
-				if end.IsZero() || end.Year() > 2045 {
-					break
-				}
-				at = end
-				_, o1 := at.Add(-time.Second).In(loc).Zone()
-				_, o2 := at.In(loc).Zone()
-				d := int64(o2 - o1)
-				if d < 0 {
-					d = -d
-				}
-				from, to := at.Unix()-3600, at.Unix()+3600+d
-				for i, s := range scheds {
-					want := oracleFires(s.cron, loc, from, to)
-					var got []time.Time
-					for next, ok := s.Next(time.Unix(from, 0)); ok && next.Unix() <= to; next, ok = s.Next(next) {
-						got = append(got, next)
-					}
-					if len(want) != len(got) || (len(want) > 0 && !want[0].Equal(got[0])) || (len(want) > 0 && !want[len(want)-1].Equal(got[len(got)-1])) {
-						require.Equal(t, formatTimes(want), formatTimes(got), "%s in %s around %s (%d->%d)", exprs[i], zone, at, o1, o2)
-					}
-					for j := range want {
-						if !want[j].Equal(got[j]) {
-							require.Equal(t, formatTimes(want), formatTimes(got), "%s in %s around %s", exprs[i], zone, at)
-						}
-					}
-				}
-			}
-		})
-	}
-}
-
-// TMPSTRESS-END

@@ -213,16 +213,12 @@ func (s *Scheduler) plan(t db.DueTask, now time.Time) plan {
 	}
 	// On-time slots: [cut, horizon].
 	for n := 0; ok && !slot.After(horizon) && n < slotsPerTaskMax; n++ {
-		data := (*int64)(nil)
-		if len(p.execs) == 0 && p.missed > 0 {
-			data = &p.missed // tell the first fire about the misses before it
-		}
-		e := s.newExecution(t, slot, now, false, 0)
-		if data != nil {
-			e.EventData["missed_before"] = *data
-		}
-		p.execs = append(p.execs, e)
+		p.execs = append(p.execs, s.newExecution(t, slot, now, false, 0))
 		slot, ok = sched.Next(slot)
+	}
+	if len(p.execs) > 0 {
+		// The first fire after the misses carries them on its timeline.
+		p.execs[0].Missed = p.missed
 	}
 	if ok {
 		next := slot.UTC()
