@@ -65,9 +65,22 @@ type RetryPolicy struct {
 	MaxBackoff     time.Duration
 }
 
-// Task is a schedule, a payload and an endpoint.
+// Task is a schedule, a payload and an endpoint: what the client set
+// (TaskInput, with defaults applied) and what the server keeps.
 type Task struct {
-	ID         string
+	TaskInput
+	ID               string
+	State            string
+	NextRunAt        *time.Time
+	MissedCount      int64
+	ConsecutiveFails int
+	Version          int
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+// TaskInput is what a client may set on a task. Zero values take defaults.
+type TaskInput struct {
 	Name       string
 	EndpointID string
 	Schedule   ScheduleSpec
@@ -82,40 +95,11 @@ type Task struct {
 	Labels             map[string]string
 	AlertEndpointID    string
 	PauseAfterFailures int
-	State              string
-	NextRunAt          *time.Time
-	MissedCount        int64
-	ConsecutiveFails   int
-	Version            int
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
-}
-
-// TaskInput is what a client may set on a task. Zero values take defaults.
-type TaskInput struct {
-	Name               string
-	EndpointID         string
-	Schedule           ScheduleSpec
-	Payload            []byte
-	Priority           int
-	Timeout            time.Duration
-	Retry              RetryPolicy
-	OverlapPolicy      string
-	MisfirePolicy      string
-	Labels             map[string]string
-	AlertEndpointID    string
-	PauseAfterFailures int
 }
 
 // Input returns the client-settable fields of t, the starting point of a
 // partial update.
-func (t Task) Input() TaskInput {
-	return TaskInput{
-		Name: t.Name, EndpointID: t.EndpointID, Schedule: t.Schedule, Payload: t.Payload, Priority: t.Priority,
-		Timeout: t.Timeout, Retry: t.Retry, OverlapPolicy: t.OverlapPolicy, MisfirePolicy: t.MisfirePolicy,
-		Labels: t.Labels, AlertEndpointID: t.AlertEndpointID, PauseAfterFailures: t.PauseAfterFailures,
-	}
-}
+func (t Task) Input() TaskInput { return t.TaskInput }
 
 // TasksConfig configures Tasks.
 type TasksConfig struct {
@@ -551,16 +535,18 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 
 func taskFromRow(r db.Task) Task {
 	t := Task{
-		ID: r.ID, Name: r.Name, EndpointID: r.EndpointID,
-		Schedule: ScheduleSpec{Type: r.ScheduleType, Timezone: r.Timezone, RunAt: utcPtr(r.RunAt), StartAt: utcPtr(r.StartAt), EndAt: utcPtr(r.EndAt)},
-		Payload:  r.Payload, Priority: int(r.Priority),
-		Retry: RetryPolicy{
-			MaxAttempts: int(r.MaxAttempts), InitialBackoff: time.Duration(r.InitialBackoffMS) * time.Millisecond,
-			MaxBackoff: time.Duration(r.MaxBackoffMS) * time.Millisecond,
+		TaskInput: TaskInput{
+			Name: r.Name, EndpointID: r.EndpointID,
+			Schedule: ScheduleSpec{Type: r.ScheduleType, Timezone: r.Timezone, RunAt: utcPtr(r.RunAt), StartAt: utcPtr(r.StartAt), EndAt: utcPtr(r.EndAt)},
+			Payload:  r.Payload, Priority: int(r.Priority),
+			Retry: RetryPolicy{
+				MaxAttempts: int(r.MaxAttempts), InitialBackoff: time.Duration(r.InitialBackoffMS) * time.Millisecond,
+				MaxBackoff: time.Duration(r.MaxBackoffMS) * time.Millisecond,
+			},
+			OverlapPolicy: r.OverlapPolicy, MisfirePolicy: r.MisfirePolicy, Labels: r.Labels,
 		},
-		OverlapPolicy: r.OverlapPolicy, MisfirePolicy: r.MisfirePolicy, Labels: r.Labels, State: r.State,
-		NextRunAt: utcPtr(r.NextRunAt), MissedCount: r.MissedCount, ConsecutiveFails: int(r.ConsecutiveFailures),
-		Version: int(r.Version), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		ID: r.ID, State: r.State, NextRunAt: utcPtr(r.NextRunAt), MissedCount: r.MissedCount,
+		ConsecutiveFails: int(r.ConsecutiveFailures), Version: int(r.Version), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 	if r.Cron != nil {
 		t.Schedule.Cron = *r.Cron
