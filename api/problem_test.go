@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,7 +22,7 @@ func TestInternalErrorsDoNotLeak(t *testing.T) {
 	var logs bytes.Buffer
 	e := echo.New()
 	e.HTTPErrorHandler = handleError
-	e.Use(requestLogger(slog.New(slog.NewJSONHandler(&logs, nil))), recoverPanics())
+	e.Use(requestLogger(slog.New(slog.NewJSONHandler(&logs, nil)), newHTTPMetrics(prometheus.NewRegistry())), recoverPanics())
 	e.GET("/boom", func(echo.Context) error { return errors.New("pq: password authentication failed for user secret-user") })
 	e.GET("/panic", func(echo.Context) error { panic("nil map write in handler") })
 

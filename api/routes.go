@@ -10,6 +10,9 @@ import (
 func registerRoutes(e *echo.Echo, h *handlers) {
 	e.GET("/healthz", h.healthz)
 	e.GET("/readyz", h.readyz)
+	if h.cfg.Metrics != nil {
+		e.GET("/metrics", metricsHandler(h.cfg.Metrics))
+	}
 	e.GET("/openapi.json", serveOpenAPI())
 
 	// Not e.Group("/v1", auth): a group with middleware answers 404 to
@@ -41,6 +44,14 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.GET("/executions/:id", h.getExecution, xR)
 	v1.POST("/executions/:id/cancel", h.cancelExecution, xW)
 	v1.POST("/executions/:id/retry", h.retryExecution, xW)
+
+	v1.GET("/stats", h.getStats, xR)
+
+	// River's UI for operators: not part of the REST API, so not in the spec.
+	if h.cfg.RiverUI != nil {
+		e.Match([]string{http.MethodGet, http.MethodHead}, RiverUIPrefix, riverUIRedirect)
+		e.Any(RiverUIPrefix+"/*", h.riverUI)
+	}
 }
 
 // authedRoutes registers routes under a prefix behind authentication.

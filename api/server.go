@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axhq/ax/service"
 )
@@ -39,6 +40,15 @@ type Config struct {
 	BodyLimit int64
 	// Version is reported by /healthz.
 	Version string
+	// Metrics receives the API's request metrics and is served at
+	// /metrics. Nil: request metrics go to a private registry and
+	// /metrics is not served.
+	Metrics *prometheus.Registry
+	// Stats serves GET /v1/stats. Required.
+	Stats *service.Stats
+	// RiverUI is River's web UI, served at RiverUIPrefix/ to admin tokens
+	// only (riverui.go). Nil: not mounted.
+	RiverUI http.Handler
 }
 
 // New returns the API as an http.Handler (an *echo.Echo).
@@ -49,7 +59,7 @@ func New(cfg Config) *echo.Echo {
 	e.HTTPErrorHandler = handleError
 	e.Use(
 		middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: newRequestID}),
-		requestLogger(cfg.Logger),
+		requestLogger(cfg.Logger, newHTTPMetrics(registerer(cfg.Metrics))),
 		recoverPanics(),
 		bodyLimit(cfg.BodyLimit),
 	)
@@ -88,7 +98,14 @@ func setLogAttrs(c echo.Context, args ...any) {
 	}
 }
 
-func requestLogger(logger *slog.Logger) echo.MiddlewareFunc {
+func registerer(r *prometheus.Registry) prometheus.Registerer {
+	if r == nil {
+		return prometheus.NewRegistry()
+	}
+	return r
+}
+
+func requestLogger(logger *slog.Logger, metrics *httpMetrics) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
@@ -107,9 +124,11 @@ func requestLogger(logger *slog.Logger) echo.MiddlewareFunc {
 			if path == "" {
 				path = "unmatched"
 			}
+			elapsed := time.Since(start)
+			metrics.observe(c.Request().Method, path, status, elapsed)
 			st.logger.Log(c.Request().Context(), level, "request",
 				"method", c.Request().Method, "route", path, "status", status,
-				"duration_ms", float64(time.Since(start).Microseconds())/1000, "bytes_out", c.Response().Size)
+				"duration_ms", float64(elapsed.Microseconds())/1000, "bytes_out", c.Response().Size)
 			return nil
 		}
 	}

@@ -31,6 +31,7 @@ type DeliverWorker struct {
 	sender     *Sender
 	logger     *slog.Logger
 	rnd        func() float64
+	metrics    *Metrics
 	timeout    time.Duration
 	queuePoll  time.Duration
 }
@@ -39,7 +40,7 @@ var _ river.Worker[service.DeliverArgs] = (*DeliverWorker)(nil)
 
 func newDeliverWorker(deps WorkerDeps, cfg RiverConfig) *DeliverWorker {
 	return &DeliverWorker{
-		deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, rnd: deps.Rand,
+		deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, rnd: deps.Rand, metrics: deps.Metrics,
 		timeout: cfg.JobTimeout, queuePoll: cfg.QueueWaitPoll,
 	}
 }
@@ -72,6 +73,9 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.Deliver
 	case err != nil:
 		return fmt.Errorf("begin delivery of execution %s: %w", args.ExecutionID, err)
 	}
+	if d.Ended {
+		w.metrics.Finished.WithLabelValues(d.State).Inc()
+	}
 	switch d.Action {
 	case service.ActionDone:
 		log.DebugContext(ctx, "nothing to deliver", "attempt", job.Attempt, "state", d.State, "reason", d.Reason)
@@ -81,6 +85,12 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.Deliver
 	}
 
 	log = log.With("attempt", d.Attempt)
+	if d.Attempt == 1 && !d.Resumed {
+		w.metrics.FiringLateness.Observe(max(time.Since(d.ScheduledFor), 0).Seconds())
+		if d.Trigger != service.TriggerSchedule {
+			w.metrics.Fires.WithLabelValues(d.Trigger).Inc() // the scheduler counts its own fires
+		}
+	}
 	if d.Resumed {
 		log.InfoContext(ctx, "resuming an interrupted delivery")
 	}
@@ -97,6 +107,8 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.Deliver
 	}
 
 	class := Classify(res, time.Now())
+	w.metrics.Attempts.WithLabelValues(class.Outcome.String(), class.ErrorClass).Inc()
+	w.metrics.AttemptDuration.Observe(res.Latency.Seconds())
 	out := w.outcome(res, class, d)
 	if remoteCancel && class.Outcome != OutcomeSuccess {
 		out.Kind = service.OutcomeCancelled
@@ -118,6 +130,11 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.Deliver
 	}
 
 	log = log.With("state", fin.State, "status_code", res.StatusCode, "latency_ms", res.Latency.Milliseconds())
+	if fin.State == service.ExecRetrying {
+		w.metrics.RetriesScheduled.Inc()
+	} else {
+		w.metrics.Finished.WithLabelValues(fin.State).Inc()
+	}
 	switch fin.State {
 	case service.ExecSucceeded:
 		log.InfoContext(ctx, "delivered")

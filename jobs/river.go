@@ -119,6 +119,8 @@ type WorkerDeps struct {
 	Logger *slog.Logger
 	// Rand returns values in [0, 1) for backoff jitter. Default math/rand/v2.
 	Rand func() float64
+	// Metrics records deliveries. Default: metrics on a private registry.
+	Metrics *Metrics
 }
 
 // NewRiverClient returns the River client that works ax's queues: deliver
@@ -136,6 +138,9 @@ func NewRiverClient(pool *pgxpool.Pool, cfg RiverConfig, deps WorkerDeps) (*rive
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = NewMetrics(nil)
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, newDeliverWorker(deps, cfg))

@@ -260,10 +260,10 @@ func parseItem(f cronField, item string) (uint64, string) {
 		step = n
 	}
 	var lo, hi int
-	switch {
-	case rng == "*":
+	switch rng {
+	case "*":
 		lo, hi = flo, starHi
-	case rng == "":
+	case "":
 		return 0, fmt.Sprintf("%q has no value before /", item)
 	default:
 		a, b, isRange := strings.Cut(rng, "-")

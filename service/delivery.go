@@ -101,6 +101,9 @@ type Delivery struct {
 	State string
 	// Reason explains ActionDone and ActionWait.
 	Reason string
+	// Ended is set when this Begin moved the execution to its final State
+	// (cancelled, skipped, or failed without sending).
+	Ended bool
 
 	TenantID     string
 	ExecutionID  string
@@ -193,7 +196,7 @@ func (s *Deliveries) begin(ctx context.Context, tx pgx.Tx, row db.DeliveryRow, l
 		if err := s.end(ctx, tx, row, lease, ExecCancelled, reason, "", append(events, db.DeliveryEvent{Type: EventCancelled, Message: &reason})); err != nil {
 			return Delivery{}, err
 		}
-		d.State = ExecCancelled
+		d.State, d.Ended = ExecCancelled, true
 		return done(reason)
 	}
 
@@ -229,7 +232,7 @@ func (s *Deliveries) begin(ctx context.Context, tx pgx.Tx, row db.DeliveryRow, l
 		if _, err := s.afterFailure(ctx, tx, row.TenantID, row.ID, row.TaskID); err != nil {
 			return Delivery{}, err
 		}
-		d.State = ExecFailed
+		d.State, d.Ended = ExecFailed, true
 		return done(reason)
 	}
 
@@ -274,7 +277,7 @@ func (s *Deliveries) skip(ctx context.Context, tx pgx.Tx, row db.DeliveryRow, d 
 	if err := s.end(ctx, tx, row, 0, ExecSkipped, reason, "", []db.DeliveryEvent{ev}); err != nil {
 		return Delivery{}, err
 	}
-	d.Action, d.State, d.Reason = ActionDone, ExecSkipped, reason
+	d.Action, d.State, d.Reason, d.Ended = ActionDone, ExecSkipped, reason, true
 	return d, nil
 }
 

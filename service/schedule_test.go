@@ -1,9 +1,9 @@
 package service
 
 import (
-	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -602,7 +602,7 @@ func randomCron(r *rand.Rand, busy bool) string {
 				if names != nil && r.IntN(3) == 0 {
 					return names[v%len(names)]
 				}
-				return fmt.Sprint(v)
+				return strconv.Itoa(v)
 			}
 			switch r.IntN(7) {
 			case 0:
@@ -802,7 +802,7 @@ func TestScheduleNextNeverGoesBack(t *testing.T) {
 	// 01:xx EST hour fires nothing.
 	require.Len(t, fires, 5+117*3+3) // up to 08:57:40Z
 	for f := range fires {
-		require.False(t, f.Hour() == 6, "fire in the repeated hour: %s", f)
+		require.NotEqual(t, 6, f.Hour(), "fire in the repeated hour: %s", f)
 	}
 	for x := from; x.Before(from.Add(2 * time.Hour)); x = x.Add(time.Second) {
 		next, ok := s.Next(x)
@@ -831,7 +831,7 @@ func TestScheduleErrorsAreValidationErrors(t *testing.T) {
 	t.Parallel()
 	_, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: "0 0 30 2 *"}, time.Now())
 	var verr *ValidationError
-	require.True(t, errors.As(err, &verr))
+	require.ErrorAs(t, err, &verr)
 	require.Equal(t, "invalid input: schedule.cron: never fires: no date matches the day-of-month, month and day-of-week fields (e.g. 30 February)", err.Error())
 }
 

@@ -20,16 +20,17 @@ import (
 // with AX_AUTO_MIGRATE=false before its migration job finished serves
 // /healthz, fails /readyz, and begins work when the schema arrives.
 type background struct {
-	river  *river.Client[pgx.Tx]
-	logger *slog.Logger
-	cancel context.CancelFunc
-	done   chan struct{}
+	river   *river.Client[pgx.Tx]
+	logger  *slog.Logger
+	metrics *jobs.Metrics
+	cancel  context.CancelFunc
+	done    chan struct{}
 	// riverStarted records that River was started; read it after done.
 	riverStarted bool
 }
 
 func startBackground(ctx context.Context, pool *pgxpool.Pool, enq *service.Enqueuer, sender *jobs.Sender,
-	cfg config, logger *slog.Logger,
+	metrics *jobs.Metrics, cfg config, logger *slog.Logger,
 ) (*background, error) {
 	rc, err := jobs.NewRiverClient(pool, jobs.RiverConfig{
 		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout,
@@ -38,13 +39,14 @@ func startBackground(ctx context.Context, pool *pgxpool.Pool, enq *service.Enque
 		Deliveries: service.NewDeliveries(pool, enq, service.DeliveriesConfig{}),
 		Sender:     sender,
 		Logger:     logger,
+		Metrics:    metrics,
 	})
 	if err != nil {
 		return nil, err
 	}
 	// Its own context: shutdown stops it explicitly, after the HTTP server.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	b := &background{river: rc, logger: logger, cancel: cancel, done: make(chan struct{})}
+	b := &background{river: rc, logger: logger, metrics: metrics, cancel: cancel, done: make(chan struct{})}
 	go b.run(runCtx, pool, enq)
 	return b, nil
 }
@@ -72,7 +74,7 @@ func (b *background) run(ctx context.Context, pool *pgxpool.Pool, enq *service.E
 	}
 	b.riverStarted = true
 	jobs.RunScheduler(ctx, pool, service.NewScheduler(pool, enq, service.SchedulerConfig{}, b.logger),
-		jobs.SchedulerLoopConfig{Logger: b.logger})
+		jobs.SchedulerLoopConfig{Logger: b.logger, OnTick: b.metrics.ObserveTick})
 }
 
 // stop stops the scheduler, then River: running deliveries get River's

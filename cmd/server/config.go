@@ -32,6 +32,7 @@ type config struct {
 	JobTimeout          time.Duration   // AX_JOB_TIMEOUT; 0: jobs default
 	RescueAfter         time.Duration   // AX_RESCUE_STUCK_JOBS_AFTER; 0: jobs default
 	SoftStopTimeout     time.Duration   // AX_SOFT_STOP_TIMEOUT; 0: jobs default
+	RiverUI             bool            // AX_RIVERUI: serve River's UI at /riverui/ to admin tokens
 }
 
 // Defaults for the variables that have one.
@@ -101,6 +102,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if c.AutoMigrate, err = parseBool(getenv("AX_AUTO_MIGRATE"), true); err != nil {
 		errs.add("AX_AUTO_MIGRATE", getenv("AX_AUTO_MIGRATE"), "want true or false")
+	}
+	if c.RiverUI, err = parseBool(getenv("AX_RIVERUI"), true); err != nil {
+		errs.add("AX_RIVERUI", getenv("AX_RIVERUI"), "want true or false")
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(orDefault(getenv("AX_LOG_LEVEL"), "info"))); err != nil {
 		errs.add("AX_LOG_LEVEL", getenv("AX_LOG_LEVEL"), "want debug, info, warn or error")

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/axhq/ax/api"
 	"github.com/axhq/ax/db"
@@ -152,11 +154,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	sender := jobs.NewSender(jobs.SenderConfig{AllowPrivateTargets: cfg.AllowPrivateTargets, UserAgent: "ax/" + version()})
 	defer sender.Close()
-	bg, err := startBackground(ctx, d.pool, enq, sender, cfg, logger)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		jobs.NewQueueCollector(d.pool))
+	metrics := jobs.NewMetrics(registry)
+	bg, err := startBackground(ctx, d.pool, enq, sender, metrics, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer bg.stop(cfg.ShutdownTimeout)
+	riverUI, err := newRiverUI(ctx, cfg, d.pool, logger)
+	if err != nil {
+		return err
+	}
 
 	handler := api.New(api.Config{
 		Logger:      logger,
@@ -169,6 +179,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, d.pool) },
 		BodyLimit:   cfg.MaxBodyBytes,
 		Version:     version(),
+		Metrics:     registry,
+		Stats:       service.NewStats(d.pool),
+		RiverUI:     riverUI,
 	})
 	srv := &http.Server{
 		Handler:           handler,

@@ -1,0 +1,153 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/axhq/ax/service"
+)
+
+// statsResponse is a tenant's activity over a window ending now.
+type statsResponse struct {
+	// WindowSeconds is the window's length.
+	WindowSeconds int64 `json:"window_seconds" example:"86400"`
+	// Since and Until bound the window (database clock).
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"`
+	// Executions are those created in the window.
+	Executions executionStats `json:"executions"`
+	// DeliveryLatencyMS: how long the window's delivery attempts took, from
+	// request to response (attempt_succeeded and attempt_failed events).
+	DeliveryLatencyMS percentiles `json:"delivery_latency_ms"`
+	// FiringLatenessMS: how late the window's scheduled fires started their
+	// first attempt (started_at - scheduled_for); misfire catch-ups (late) and
+	// manual triggers are excluded.
+	FiringLatenessMS percentiles `json:"firing_lateness_ms"`
+	// Tasks are counted now, whatever the window.
+	Tasks taskStats `json:"tasks"`
+	// Endpoints are counted now, whatever the window.
+	Endpoints endpointStats `json:"endpoints"`
+} // @name Stats
+
+// executionStats counts executions.
+type executionStats struct {
+	Total   int64                `json:"total" example:"1440"`
+	ByState executionStateCounts `json:"by_state"`
+	// Late counts misfire catch-ups: slots fired late after downtime.
+	Late int64 `json:"late" example:"0"`
+	// SuccessRate: succeeded / (succeeded + failed), 0 to 1; null when there are neither.
+	SuccessRate *float64 `json:"success_rate" example:"0.998" extensions:"x-nullable"`
+} // @name ExecutionStats
+
+// executionStateCounts counts executions per state.
+type executionStateCounts struct {
+	Pending   int64 `json:"pending"`
+	Running   int64 `json:"running"`
+	Retrying  int64 `json:"retrying"`
+	Succeeded int64 `json:"succeeded"`
+	Failed    int64 `json:"failed"`
+	Cancelled int64 `json:"cancelled"`
+	Skipped   int64 `json:"skipped"`
+} // @name ExecutionStateCounts
+
+// percentiles summarises samples in milliseconds, rounded to 0.1 ms.
+type percentiles struct {
+	// Count is the number of samples.
+	Count int64 `json:"count" example:"1440"`
+	// P50 is the median (interpolated); null without samples.
+	P50 *float64 `json:"p50" example:"12.5" extensions:"x-nullable"`
+	// P99 is the 99th percentile (interpolated); null without samples.
+	P99 *float64 `json:"p99" example:"85" extensions:"x-nullable"`
+} // @name Percentiles
+
+// taskStats counts tasks per state.
+type taskStats struct {
+	Total     int64 `json:"total"`
+	Active    int64 `json:"active"`
+	Paused    int64 `json:"paused"`
+	Completed int64 `json:"completed"`
+} // @name TaskStats
+
+// endpointStats counts endpoints.
+type endpointStats struct {
+	Total   int64 `json:"total"`
+	Enabled int64 `json:"enabled"`
+	// Disabled counts endpoints disabled by hand or by ax (e.g. after a 410 Gone).
+	Disabled int64 `json:"disabled"`
+} // @name EndpointStats
+
+// getStats godoc
+//
+//	@ID				getStats
+//	@Summary		Activity of the caller's tenant
+//	@Description	Executions created in the window by state, the success rate, delivery latency and firing lateness percentiles, and the current counts of tasks and endpoints. window is a duration such as 90m, 24h or 7d (default 24h, from 1m to 30d).
+//	@Tags			executions
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			window	query		string	false	"how far back to look (default 24h, max 30d)"
+//	@Success		200		{object}	statsResponse
+//	@Failure		401,403,422	{object}	problem
+//	@Router			/v1/stats [get]
+func (h *handlers) getStats(c echo.Context) error {
+	window, err := parseWindow(c.QueryParam("window"))
+	if err != nil {
+		return err
+	}
+	s, err := h.cfg.Stats.Get(c.Request().Context(), principalFrom(c).Tenant, window)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, statsOut(s))
+}
+
+// parseWindow reads a Go duration ("90m", "24h") or whole days ("7d");
+// empty is 0, the default.
+func parseWindow(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	bad := &service.ValidationError{Fields: []service.FieldError{{Field: "window",
+		Message: "must be a duration such as 90m, 24h or 7d"}}}
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 || n > 366 {
+			return 0, bad
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, bad
+	}
+	return d, nil
+}
+
+func statsOut(s service.TenantStats) statsResponse {
+	x := s.Executions
+	out := statsResponse{
+		WindowSeconds: int64(s.Window / time.Second), Since: s.Since, Until: s.Until,
+		Executions: executionStats{
+			ByState: executionStateCounts{
+				Pending: x[service.ExecPending], Running: x[service.ExecRunning], Retrying: x[service.ExecRetrying],
+				Succeeded: x[service.ExecSucceeded], Failed: x[service.ExecFailed], Cancelled: x[service.ExecCancelled],
+				Skipped: x[service.ExecSkipped],
+			},
+			Late: s.Late, SuccessRate: s.SuccessRate,
+		},
+		DeliveryLatencyMS: percentiles{Count: s.DeliveryLatency.Count, P50: s.DeliveryLatency.P50, P99: s.DeliveryLatency.P99},
+		FiringLatenessMS:  percentiles{Count: s.FiringLateness.Count, P50: s.FiringLateness.P50, P99: s.FiringLateness.P99},
+		Tasks: taskStats{Active: s.Tasks[service.TaskActive], Paused: s.Tasks[service.TaskPaused],
+			Completed: s.Tasks[service.TaskCompleted]},
+		Endpoints: endpointStats{Total: s.EndpointsEnabled + s.EndpointsDisabled, Enabled: s.EndpointsEnabled,
+			Disabled: s.EndpointsDisabled},
+	}
+	for _, n := range x {
+		out.Executions.Total += n
+	}
+	out.Tasks.Total = out.Tasks.Active + out.Tasks.Paused + out.Tasks.Completed
+	return out
+}

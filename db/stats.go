@@ -1,0 +1,145 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// idSkewMargin widens the id range of a stats window: execution ids are
+// UUIDv7 minted by ax's clock, created_at is the database's, and the two
+// may disagree a little.
+const idSkewMargin = 5 * time.Minute
+
+// uuidV7Floor returns the smallest UUIDv7 minted at or after t: its first
+// 48 bits are t's Unix milliseconds. Execution ids are UUIDv7, so "id >=
+// floor" turns a time window into a range of the (tenant_id, id) primary
+// key, where a filter on created_at alone would read the tenant's whole
+// history.
+func uuidV7Floor(t time.Time) string {
+	ms := max(t.UnixMilli(), 0)
+	return fmt.Sprintf("%08x-%04x-0000-0000-000000000000", uint64(ms)>>16, uint64(ms)&0xffff)
+}
+
+// ExecutionStats summarises a tenant's executions created in a window.
+type ExecutionStats struct {
+	// ByState counts executions per state; states without any are absent.
+	ByState map[string]int64
+	// Late counts misfire catch-ups (late = true).
+	Late int64
+	// Latency is the duration of delivery attempts (attempt_succeeded and
+	// attempt_failed events) in milliseconds.
+	Latency Percentiles
+	// Lateness is started_at - scheduled_for in milliseconds, over
+	// scheduled, on-time fires that started.
+	Lateness Percentiles
+}
+
+// Percentiles are the 50th and 99th percentiles (interpolated) of Count
+// samples; nil without samples.
+type Percentiles struct {
+	Count    int64
+	P50, P99 *float64
+}
+
+// GetExecutionStats summarises the executions of tenant created at or
+// after since. Each query is a range scan of a primary key bounded by the
+// window (see uuidV7Floor).
+func GetExecutionStats(ctx context.Context, q Querier, tenant string, since time.Time) (ExecutionStats, error) {
+	floor := uuidV7Floor(since.Add(-idSkewMargin))
+	out := ExecutionStats{ByState: map[string]int64{}}
+	rows, err := q.Query(ctx, `SELECT state, count(*), count(*) FILTER (WHERE late)
+		FROM executions WHERE tenant_id = $1 AND id >= $2::uuid AND created_at >= $3
+		GROUP BY state`, tenant, floor, since)
+	if err != nil {
+		return out, fmt.Errorf("count executions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			state   string
+			n, late int64
+		)
+		if err := rows.Scan(&state, &n, &late); err != nil {
+			return out, fmt.Errorf("count executions: %w", err)
+		}
+		out.ByState[state], out.Late = n, out.Late+late
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("count executions: %w", err)
+	}
+
+	out.Lateness, err = percentiles(ctx, q, `SELECT count(*),
+			percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_for) * 1000)
+		FROM executions WHERE tenant_id = $1 AND id >= $2::uuid AND created_at >= $3
+		  AND trigger = 'schedule' AND NOT late AND started_at IS NOT NULL`, tenant, floor, since)
+	if err != nil {
+		return out, fmt.Errorf("firing lateness: %w", err)
+	}
+	// The events' primary key (tenant_id, execution_id, seq) is ranged by
+	// the same floor.
+	out.Latency, err = percentiles(ctx, q, `SELECT count(*),
+			percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY v.latency_ms)
+		FROM executions e
+		JOIN execution_events v ON v.tenant_id = e.tenant_id AND v.execution_id = e.id
+		WHERE e.tenant_id = $1 AND e.id >= $2::uuid AND e.created_at >= $3
+		  AND v.execution_id >= $2::uuid
+		  AND v.type IN ('attempt_succeeded', 'attempt_failed') AND v.latency_ms IS NOT NULL`, tenant, floor, since)
+	if err != nil {
+		return out, fmt.Errorf("delivery latency: %w", err)
+	}
+	return out, nil
+}
+
+func percentiles(ctx context.Context, q Querier, sql string, args ...any) (Percentiles, error) {
+	var (
+		p  Percentiles
+		ps []float64
+	)
+	if err := q.QueryRow(ctx, sql, args...).Scan(&p.Count, &ps); err != nil {
+		return p, err
+	}
+	if len(ps) == 2 {
+		p.P50, p.P99 = &ps[0], &ps[1]
+	}
+	return p, nil
+}
+
+// CountTasksByState counts a tenant's tasks per state; states without any
+// are absent.
+func CountTasksByState(ctx context.Context, q Querier, tenant string) (map[string]int64, error) {
+	rows, err := q.Query(ctx, `SELECT state, count(*) FROM tasks WHERE tenant_id = $1 GROUP BY state`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("count tasks: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var (
+			state string
+			n     int64
+		)
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, fmt.Errorf("count tasks: %w", err)
+		}
+		out[state] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count tasks: %w", err)
+	}
+	return out, nil
+}
+
+// CountEndpoints counts a tenant's enabled and disabled endpoints.
+func CountEndpoints(ctx context.Context, q Querier, tenant string) (enabled, disabled int64, err error) {
+	err = q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE enabled), count(*) FILTER (WHERE NOT enabled)
+		FROM endpoints WHERE tenant_id = $1`, tenant).Scan(&enabled, &disabled)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count endpoints: %w", err)
+	}
+	return enabled, disabled, nil
+}
+
+// IsQueryCanceled reports whether err is a statement cancelled by
+// statement_timeout (or by a cancel request).
+func IsQueryCanceled(err error) bool { return sqlState(err) == "57014" }

@@ -1,0 +1,134 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/axhq/ax/db"
+)
+
+// Stats windows.
+const (
+	StatsWindowDefault = 24 * time.Hour
+	StatsWindowMin     = time.Minute
+	StatsWindowMax     = 30 * 24 * time.Hour
+	// statsTimeout bounds the queries of one summary: a window of a very
+	// busy tenant answers "try a shorter window" instead of loading the
+	// database for minutes.
+	statsTimeout = 10 * time.Second
+)
+
+// Stats summarises a tenant's activity for dashboards and health checks.
+type Stats struct {
+	pool *pgxpool.Pool
+}
+
+// NewStats returns a Stats backed by pool.
+func NewStats(pool *pgxpool.Pool) *Stats {
+	return &Stats{pool: pool}
+}
+
+// TenantStats is a tenant's activity over a window ending now.
+type TenantStats struct {
+	Window       time.Duration
+	Since, Until time.Time // the window, by the database clock
+	// Executions counts the executions created in the window by state;
+	// every state is present.
+	Executions map[string]int64
+	// Late counts the window's misfire catch-ups.
+	Late int64
+	// SuccessRate is succeeded / (succeeded + failed); nil when neither.
+	SuccessRate *float64
+	// DeliveryLatency is the duration of the window's delivery attempts.
+	DeliveryLatency Percentiles
+	// FiringLateness is how late the window's scheduled fires started their
+	// first attempt (started_at - scheduled_for), misfire catch-ups
+	// excluded.
+	FiringLateness Percentiles
+	// Tasks counts the tenant's tasks by state (now, not in the window);
+	// every state is present.
+	Tasks map[string]int64
+	// EndpointsEnabled and EndpointsDisabled count the tenant's endpoints.
+	EndpointsEnabled, EndpointsDisabled int64
+}
+
+// Percentiles summarise Count samples in milliseconds, rounded to 0.1 ms;
+// P50 and P99 are nil without samples.
+type Percentiles struct {
+	Count    int64
+	P50, P99 *float64
+}
+
+// Get summarises tenant's activity over the window ending now (0: the
+// default, 24 h). The window is StatsWindowMin to StatsWindowMax.
+func (s *Stats) Get(ctx context.Context, tenant string, window time.Duration) (TenantStats, error) {
+	if window == 0 {
+		window = StatsWindowDefault
+	}
+	if window < StatsWindowMin || window > StatsWindowMax {
+		return TenantStats{}, &ValidationError{Fields: []FieldError{{Field: "window",
+			Message: "must be a duration from 1m to 30d (720h), e.g. 90m, 24h or 7d"}}}
+	}
+	out := TenantStats{Window: window}
+	// One snapshot, so the numbers agree with each other.
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", statsTimeout.Milliseconds())); err != nil {
+			return err
+		}
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		out.Since, out.Until = now.Add(-window).UTC(), now.UTC()
+		x, err := db.GetExecutionStats(ctx, tx, tenant, out.Since)
+		if err != nil {
+			return err
+		}
+		out.Executions, out.Late = allStates(executionStates, x.ByState), x.Late
+		out.DeliveryLatency, out.FiringLateness = percentilesOf(x.Latency), percentilesOf(x.Lateness)
+		if ok, bad := out.Executions[ExecSucceeded], out.Executions[ExecFailed]; ok+bad > 0 {
+			rate := float64(ok) / float64(ok+bad)
+			out.SuccessRate = &rate
+		}
+		tasks, err := db.CountTasksByState(ctx, tx, tenant)
+		if err != nil {
+			return err
+		}
+		out.Tasks = allStates([]string{TaskActive, TaskPaused, TaskCompleted}, tasks)
+		out.EndpointsEnabled, out.EndpointsDisabled, err = db.CountEndpoints(ctx, tx, tenant)
+		return err
+	})
+	if db.IsQueryCanceled(err) && ctx.Err() == nil {
+		return TenantStats{}, &ValidationError{Fields: []FieldError{{Field: "window",
+			Message: "too much activity to summarise in time; use a shorter window"}}}
+	}
+	if err != nil {
+		return TenantStats{}, fmt.Errorf("stats: %w", err)
+	}
+	return out, nil
+}
+
+func allStates(states []string, counts map[string]int64) map[string]int64 {
+	out := make(map[string]int64, len(states))
+	for _, s := range states {
+		out[s] = counts[s]
+	}
+	return out
+}
+
+func percentilesOf(p db.Percentiles) Percentiles {
+	return Percentiles{Count: p.Count, P50: roundTenth(p.P50), P99: roundTenth(p.P99)}
+}
+
+func roundTenth(v *float64) *float64 {
+	if v == nil {
+		return nil
+	}
+	r := math.Round(*v*10) / 10
+	return &r
+}

@@ -1,0 +1,318 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/db/dbtest"
+)
+
+// replicaHit is one webhook the receiver got.
+type replicaHit struct {
+	task, execution, attempt string
+	slot, at                 time.Time
+}
+
+// replicaReceiver records every webhook and answers 200, so nothing is
+// retried: each execution must arrive exactly once.
+type replicaReceiver struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	hits []replicaHit
+	bad  []string
+}
+
+func newReplicaReceiver(t *testing.T) *replicaReceiver {
+	t.Helper()
+	r := &replicaReceiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		h := replicaHit{task: req.Header.Get("X-Ax-Task-Id"), execution: req.Header.Get("X-Ax-Execution-Id"),
+			attempt: req.Header.Get("X-Ax-Attempt"), at: time.Now()}
+		slot, err := time.Parse(time.RFC3339Nano, req.Header.Get("X-Ax-Scheduled-For"))
+		r.mu.Lock()
+		if err != nil || h.task == "" || h.execution == "" || req.Header.Get("Webhook-Id") != h.execution {
+			r.bad = append(r.bad, fmt.Sprintf("%v", req.Header))
+		}
+		h.slot = slot
+		r.hits = append(r.hits, h)
+		r.mu.Unlock()
+		// Hold the delivery a little, so that some are in flight when a
+		// replica is stopped.
+		time.Sleep(100 * time.Millisecond)
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *replicaReceiver) snapshot() ([]replicaHit, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.hits), slices.Clone(r.bad)
+}
+
+// TestReplicas runs two ax processes on one database with 200 tasks firing
+// every second: every slot is delivered exactly once with no gaps, both
+// replicas deliver, and after one is stopped with SIGTERM the other carries
+// on without losing or repeating a slot.
+func TestReplicas(t *testing.T) {
+	t.Parallel()
+	const (
+		tasks  = 200
+		before = 7 * time.Second  // both replicas running
+		after  = 6 * time.Second  // after replica B exited
+		settle = 30 * time.Second // at most, for the last slots to arrive
+	)
+	dbURL := dbtest.URL(t)
+	env := map[string]string{
+		"AX_DATABASE_URL":          dbURL,
+		"AX_JWT_SECRET":            "replicas-test-secret-0123456789abcdef0123456789",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+	}
+	recv := newReplicaReceiver(t)
+	a, b := startAx(t, env), startAx(t, env)
+	tok := cliToken(t, env, "replicas", "tasks:read tasks:write endpoints:read endpoints:write executions:read")
+	ep := apiPost(t, a.base, tok, "/v1/endpoints", map[string]any{"name": "recv", "url": recv.srv.URL + "/hook"})
+
+	// Create the tasks through replica A, a few at a time.
+	created := make([]time.Time, tasks)
+	ids := make([]string, tasks)
+	errs := make(chan error, tasks)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				created[i] = time.Now()
+				id, err := createIntervalTask(t, a.base, tok, ep["id"].(string), i)
+				if err != nil {
+					errs <- err
+				}
+				ids[i] = id
+			}
+		})
+	}
+	for i := range tasks {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	taskCreated := map[string]time.Time{}
+	for i, id := range ids {
+		taskCreated[id] = created[i]
+	}
+
+	// Stop B just after a second boundary, while it delivers that slot.
+	time.Sleep(time.Until(time.Now().Add(before).Truncate(time.Second).Add(50 * time.Millisecond)))
+	killAt := time.Now()
+	b.stop(t, syscall.SIGTERM)
+	exitedAt := time.Now()
+	require.Zero(t, b.cmd.ProcessState.ExitCode(), "replica B shuts down cleanly")
+	t.Logf("replica B stopped in %s", exitedAt.Sub(killAt).Round(time.Millisecond))
+	time.Sleep(after)
+	end := time.Now()
+
+	// Wait for every slot due by the end to be fired and finished: how late
+	// they were is reported below; whether they arrived is the test.
+	pool, err := pgxpool.New(ctxT(t), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	lastSlot := end.Truncate(time.Second).UTC()
+	require.Eventually(t, func() bool {
+		var fired, unfinished int
+		err := pool.QueryRow(ctxT(t), `SELECT count(*) FILTER (WHERE scheduled_for = $2),
+				count(*) FILTER (WHERE state NOT IN ('succeeded', 'failed', 'cancelled', 'skipped'))
+			FROM executions WHERE tenant_id = 'replicas' AND scheduled_for <= $1`, end, lastSlot).Scan(&fired, &unfinished)
+		return err == nil && fired == tasks && unfinished == 0
+	}, settle, 100*time.Millisecond, "every slot due by the end fires and finishes")
+	hits, bad := recv.snapshot()
+	require.Empty(t, bad, "webhooks without the ax headers")
+
+	// Exactly once: each execution and each (task, slot) arrived once, at
+	// attempt 1.
+	perExecution := map[string]int{}
+	perSlot := map[string]int{}
+	slots := map[string][]time.Time{}
+	for _, h := range hits {
+		require.Equal(t, "1", h.attempt, "execution %s: a 200 is never retried", h.execution)
+		perExecution[h.execution]++
+		perSlot[h.task+"@"+h.slot.Format(time.RFC3339Nano)]++
+		if !h.slot.After(end) {
+			slots[h.task] = append(slots[h.task], h.slot)
+		}
+	}
+	var dups []string
+	for k, n := range perExecution {
+		if n > 1 {
+			dups = append(dups, fmt.Sprintf("execution %s ×%d", k, n))
+		}
+	}
+	for k, n := range perSlot {
+		if n > 1 {
+			dups = append(dups, fmt.Sprintf("slot %s ×%d", k, n))
+		}
+	}
+	require.Empty(t, dups, "delivered more than once")
+
+	// No gaps: each task's slots are consecutive seconds from its first
+	// fire (within 2 s of its creation) to the end of the run.
+	require.Len(t, slots, tasks, "every task fired")
+	var gaps []string
+	for task, ss := range slots {
+		sort.Slice(ss, func(i, j int) bool { return ss[i].Before(ss[j]) })
+		for i := 1; i < len(ss); i++ {
+			if d := ss[i].Sub(ss[i-1]); d != time.Second {
+				gaps = append(gaps, fmt.Sprintf("task %s: %s → %s", task, ss[i-1].Format(time.TimeOnly), ss[i].Format(time.TimeOnly)))
+			}
+		}
+		require.WithinDuration(t, taskCreated[task], ss[0], 2*time.Second, "task %s: first slot", task)
+		require.Equal(t, lastSlot, ss[len(ss)-1], "task %s: last slot", task)
+	}
+	require.Empty(t, gaps, "slots never delivered")
+
+	// The database agrees: every execution due by the end succeeded and
+	// was received; no slot was missed or caught up late.
+	type execution struct {
+		ID, State    string
+		ScheduledFor time.Time
+		Late         bool
+	}
+	rows, err := pool.Query(ctxT(t), `SELECT id::text, state, scheduled_for, late FROM executions
+		WHERE tenant_id = 'replicas' AND scheduled_for <= $1`, end)
+	require.NoError(t, err)
+	executions, err := pgx.CollectRows(rows, pgx.RowToStructByPos[execution])
+	require.NoError(t, err)
+	for _, x := range executions {
+		require.Equal(t, "succeeded", x.State, "execution %+v", x)
+		require.False(t, x.Late, "execution %+v was a misfire catch-up", x)
+		require.Equal(t, 1, perExecution[x.ID], "execution %+v was not received", x)
+	}
+	var missed int64
+	require.NoError(t, pool.QueryRow(ctxT(t), `SELECT coalesce(sum(missed_count), 0) FROM tasks WHERE tenant_id = 'replicas'`).Scan(&missed))
+	require.Zero(t, missed, "slots skipped by the misfire policy")
+	var checked int
+	for _, ss := range slots {
+		checked += len(ss)
+	}
+	require.Len(t, executions, checked, "every received slot is an execution and vice versa")
+
+	// Both replicas delivered while both ran; only one did after B exited.
+	// River records the client (one per process) that ran each job.
+	type share struct {
+		Client        string
+		Before, After int
+	}
+	rows, err = pool.Query(ctxT(t), `SELECT attempted_by[cardinality(attempted_by)],
+			count(*) FILTER (WHERE finalized_at < $1), count(*) FILTER (WHERE finalized_at > $2)
+		FROM river_job WHERE kind = 'deliver' AND state = 'completed' GROUP BY 1`, killAt, exitedAt)
+	require.NoError(t, err)
+	shares, err := pgx.CollectRows(rows, pgx.RowToStructByPos[share])
+	require.NoError(t, err)
+	var (
+		beforeKill  = map[string]int{}
+		afterExit   = map[string]int{}
+		totalBefore int
+	)
+	for _, s := range shares {
+		if s.Before > 0 {
+			beforeKill[s.Client] = s.Before
+		}
+		if s.After > 0 {
+			afterExit[s.Client] = s.After
+		}
+		totalBefore += s.Before
+	}
+	t.Logf("deliveries per River client before the stop: %v; after: %v", beforeKill, afterExit)
+	require.Len(t, beforeKill, 2, "both replicas delivered")
+	for client, n := range beforeKill {
+		require.GreaterOrEqual(t, n*10, totalBefore, "client %s delivered %d of %d: the load is not shared", client, n, totalBefore)
+	}
+	require.Len(t, afterExit, 1, "only the surviving replica delivers after the stop")
+	for client := range afterExit {
+		require.Contains(t, beforeKill, client)
+	}
+
+	// Lateness, reported honestly: how long after its slot each delivery
+	// arrived, overall and for the slots around the stop.
+	var all, aroundStop []time.Duration
+	for _, h := range hits {
+		if h.slot.After(end) {
+			continue
+		}
+		d := h.at.Sub(h.slot)
+		all = append(all, d)
+		if !h.slot.Before(killAt.Add(-time.Second)) && !h.slot.After(exitedAt.Add(2*time.Second)) {
+			aroundStop = append(aroundStop, d)
+		}
+	}
+	report := func(name string, ds []time.Duration) {
+		slices.Sort(ds)
+		var late int
+		for _, d := range ds {
+			if d > time.Second {
+				late++
+			}
+		}
+		if len(ds) == 0 {
+			return
+		}
+		t.Logf("%s: %d deliveries, lateness p50 %s p99 %s max %s; %d more than 1 s late", name, len(ds),
+			ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)*99/100].Round(time.Millisecond),
+			ds[len(ds)-1].Round(time.Millisecond), late)
+	}
+	report("all slots", all)
+	report("slots around the stop", aroundStop)
+	require.NotEmpty(t, aroundStop)
+}
+
+func createIntervalTask(t *testing.T, base, tok, endpointID string, i int) (string, error) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{
+		"name": fmt.Sprintf("replica.%03d", i), "endpoint_id": endpointID, "payload": map[string]any{"i": i},
+		"schedule": map[string]any{"type": "interval", "interval_seconds": 1},
+	})
+	if err != nil {
+		return "", err
+	}
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, base+"/v1/tasks", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusCreated {
+		return "", fmt.Errorf("create task %d: %d %s", i, res.StatusCode, raw)
+	}
+	var out struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return "", err
+	}
+	return out.ID, nil
+}

@@ -1,0 +1,157 @@
+package tests
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/db/dbtest"
+)
+
+// uiResp is a River UI response.
+type uiResp struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (r uiResp) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.body), &m), r.body)
+	return m
+}
+
+// uiDo sends one request without following redirects.
+func uiDo(t *testing.T, method, url string, header map[string]string, body string) uiResp {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctxT(t), method, url, rd)
+	require.NoError(t, err)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return uiResp{status: res.StatusCode, header: res.Header, body: string(b)}
+}
+
+// cliToken mints a token with `ax token` and the server's configuration.
+func cliToken(t *testing.T, env map[string]string, tenant, scope string) string {
+	t.Helper()
+	cmd := exec.Command(axBinary, "token", "--tenant", tenant, "--scope", scope)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	return strings.TrimSpace(string(out))
+}
+
+// TestRiverUI: the real River UI at /riverui/, for admin tokens only, in a
+// browser through the ?token= → cookie exchange, with changes refused from
+// other sites.
+func TestRiverUI(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"AX_DATABASE_URL": dbtest.URL(t),
+		"AX_JWT_SECRET":   "riverui-test-secret-0123456789abcdef0123456789",
+	}
+	p := startAx(t, env)
+	admin := cliToken(t, env, "ops", "admin")
+	tenant := cliToken(t, env, "acme", "tasks:read tasks:write endpoints:read endpoints:write executions:read executions:write")
+	ui := p.base + "/riverui/"
+	auth := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+	isProblem := func(r uiResp, status int) {
+		t.Helper()
+		require.Equal(t, status, r.status, r.body)
+		require.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
+	}
+
+	isProblem(uiDo(t, http.MethodGet, ui, nil, ""), http.StatusUnauthorized)
+	isProblem(uiDo(t, http.MethodGet, ui+"api/jobs?state=available", nil, ""), http.StatusUnauthorized)
+	isProblem(uiDo(t, http.MethodGet, ui, auth("not-a-token"), ""), http.StatusUnauthorized)
+	isProblem(uiDo(t, http.MethodGet, ui, auth(tenant), ""), http.StatusForbidden)
+	isProblem(uiDo(t, http.MethodGet, ui+"api/queues", auth(tenant), ""), http.StatusForbidden)
+	isProblem(uiDo(t, http.MethodGet, ui+"?token="+tenant, nil, ""), http.StatusForbidden)
+
+	// The admin gets River's own index page, configured for the prefix.
+	r := uiDo(t, http.MethodGet, ui, auth(admin), "")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.header.Get("Content-Type"), "text/html")
+	require.Contains(t, r.body, "<title>River</title>")
+	require.Contains(t, r.body, `"apiUrl":"/riverui/api"`)
+	require.Equal(t, "/riverui/", uiDo(t, http.MethodGet, p.base+"/riverui", nil, "").header.Get("Location"))
+
+	// A browser: ?token= once, then the cookie.
+	r = uiDo(t, http.MethodGet, ui+"?token="+admin, nil, "")
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	require.Equal(t, "/riverui/", r.header.Get("Location"))
+	cookies := (&http.Response{Header: r.header}).Cookies()
+	require.Len(t, cookies, 1)
+	ck := cookies[0]
+	require.Equal(t, admin, ck.Value)
+	require.Equal(t, "/riverui/", ck.Path)
+	require.True(t, ck.HttpOnly)
+	require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
+	browser := func(h map[string]string) map[string]string {
+		out := map[string]string{"Cookie": ck.Name + "=" + ck.Value, "Accept": "text/html,application/json"}
+		for k, v := range h {
+			out[k] = v
+		}
+		return out
+	}
+	r = uiDo(t, http.MethodGet, ui, browser(nil), "")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.body, "<title>River</title>")
+	r = uiDo(t, http.MethodGet, ui+"api/states", browser(nil), "")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	require.Contains(t, r.json(t), "available")
+
+	// The River client of the server registers the deliver queue.
+	require.Eventually(t, func() bool {
+		return uiDo(t, http.MethodGet, ui+"api/queues/deliver", browser(nil), "").status == http.StatusOK
+	}, 30*time.Second, 100*time.Millisecond)
+
+	// Changes from another site are refused and change nothing.
+	for _, h := range []map[string]string{
+		{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"},
+		{"Origin": "https://evil.example"},
+		{},
+	} {
+		isProblem(uiDo(t, http.MethodPut, ui+"api/queues/deliver/pause", browser(h), ""), http.StatusForbidden)
+		isProblem(uiDo(t, http.MethodPost, ui+"api/jobs/cancel", browser(h), `{"ids":["1"]}`), http.StatusForbidden)
+	}
+	q := uiDo(t, http.MethodGet, ui+"api/queues/deliver", browser(nil), "").json(t)
+	require.Nil(t, q["paused_at"])
+
+	// From the UI's own pages they work.
+	r = uiDo(t, http.MethodPut, ui+"api/queues/deliver/pause", browser(map[string]string{"Sec-Fetch-Site": "same-origin"}), "")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	q = uiDo(t, http.MethodGet, ui+"api/queues/deliver", browser(nil), "").json(t)
+	require.NotNil(t, q["paused_at"])
+	r = uiDo(t, http.MethodPut, ui+"api/queues/deliver/resume", browser(map[string]string{"Origin": p.base}), "")
+	require.Equal(t, http.StatusOK, r.status, r.body)
+	q = uiDo(t, http.MethodGet, ui+"api/queues/deliver", browser(nil), "").json(t)
+	require.Nil(t, q["paused_at"])
+
+	// AX_RIVERUI=false: no UI.
+	env["AX_RIVERUI"] = "false"
+	off := startAx(t, env)
+	require.Equal(t, http.StatusNotFound, uiDo(t, http.MethodGet, off.base+"/riverui/", auth(admin), "").status)
+}
