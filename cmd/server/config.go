@@ -29,6 +29,7 @@ type config struct {
 	ShutdownTimeout     time.Duration   // AX_SHUTDOWN_TIMEOUT
 	MaxBodyBytes        int64           // AX_MAX_BODY_BYTES
 	DeliverWorkers      int             // AX_DELIVER_WORKERS; 0: jobs default
+	DBMaxConns          int             // AX_DB_MAX_CONNS
 	JobTimeout          time.Duration   // AX_JOB_TIMEOUT; 0: jobs default
 	RescueAfter         time.Duration   // AX_RESCUE_STUCK_JOBS_AFTER; 0: jobs default
 	SoftStopTimeout     time.Duration   // AX_SOFT_STOP_TIMEOUT; 0: jobs default
@@ -41,6 +42,7 @@ const (
 	httpAddrDefault        = ":8080"
 	shutdownTimeoutDefault = 30 * time.Second
 	jwtSecretMin           = 32
+	dbMaxConnsDefault      = 40
 )
 
 // Embedded reports whether ax runs its own Postgres.
@@ -135,6 +137,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if c.JobTimeout > 0 && c.RescueAfter > 0 && c.RescueAfter < c.JobTimeout {
 		errs.add("AX_RESCUE_STUCK_JOBS_AFTER", getenv("AX_RESCUE_STUCK_JOBS_AFTER"), "must be at least AX_JOB_TIMEOUT")
+	}
+	c.DBMaxConns = dbMaxConnsDefault
+	if v := getenv("AX_DB_MAX_CONNS"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 4 || n > 1000 {
+			errs.add("AX_DB_MAX_CONNS", v, "want a number from 4 to 1000")
+		} else {
+			c.DBMaxConns = n
+		}
 	}
 	if v := getenv("AX_DELIVER_WORKERS"); v != "" {
 		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 10000 {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -56,6 +57,12 @@ func openDatabase(ctx context.Context, cfg config, getenv func(string) string, l
 		return nil, fmt.Errorf("AX_DATABASE_URL: %w", err)
 	}
 	pcfg.MaxConnIdleTime = time.Minute
+	// pgxpool's default (the number of CPUs) would make a hundred delivery
+	// workers, the scheduler and the API queue for four connections. A
+	// pool_max_conns in the URL wins.
+	if !strings.Contains(url, "pool_max_conns") {
+		pcfg.MaxConns = int32(cfg.DBMaxConns)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		d.close(logger)
