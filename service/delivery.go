@@ -152,6 +152,9 @@ type Delivery struct {
 func (s *Deliveries) Begin(ctx context.Context, tenant, executionID string, lease int) (Delivery, error) {
 	var d Delivery
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := db.AsyncCommit(ctx, tx); err != nil {
+			return err
+		}
 		row, err := db.GetDeliveryForUpdate(ctx, tx, tenant, executionID)
 		if errors.Is(err, db.ErrNoRows) {
 			return fmt.Errorf("execution %s: %w", executionID, ErrNotFound)
@@ -373,6 +376,9 @@ type Finished struct {
 func (s *Deliveries) Finish(ctx context.Context, tenant, executionID string, lease int, out Outcome) (Finished, error) {
 	var fin Finished
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := db.AsyncCommit(ctx, tx); err != nil {
+			return err
+		}
 		owner, err := db.GetDeliveryOwner(ctx, tx, tenant, executionID, lease)
 		if errors.Is(err, db.ErrNoRows) {
 			return fmt.Errorf("execution %s is not running under attempt %d; its outcome is not recorded: %w",
