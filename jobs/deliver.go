@@ -84,7 +84,7 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.Deliver
 		return river.JobSnooze(w.queueWait(job))
 	}
 
-	log = log.With("attempt", d.Attempt)
+	log = log.With("task_id", d.TaskID, "attempt", d.Attempt)
 	if d.Attempt == 1 && !d.Resumed {
 		w.metrics.FiringLateness.Observe(max(time.Since(d.ScheduledFor), 0).Seconds())
 		if d.Trigger != service.TriggerSchedule {
