@@ -56,3 +56,13 @@ helm-check: ## Lint and render the Helm chart with default and production values
 	$(HELM) lint --strict deploy/helm/ax -f deploy/helm/ax/values-production.yaml
 	$(HELM) template ax deploy/helm/ax >/dev/null
 	$(HELM) template ax deploy/helm/ax -f deploy/helm/ax/values-production.yaml >/dev/null
+
+BENCH_FLAGS ?=
+
+.PHONY: bench-precision
+bench-precision: ## Firing lateness at 1,000 fires/s for 30 s, then a 10,000-task burst (tests/bench; BENCH_FLAGS adds flags).
+	$(GO) run ./tests/bench -scenario precision,burst -duration 30s -json tmp/bench-precision.json $(BENCH_FLAGS)
+
+.PHONY: bench
+bench: ## Every benchmark scenario (about 10 min); prints a table and writes tmp/bench.json.
+	$(GO) run ./tests/bench -scenario all -json tmp/bench.json $(BENCH_FLAGS)

@@ -17,8 +17,8 @@ import (
 
 // Scheduler defaults.
 const (
-	BatchSizeDefault        = 500
-	LookAheadDefault        = 2 * time.Second
+	BatchSizeDefault        = 1000
+	LookAheadDefault        = 4 * time.Second
 	MisfireThresholdDefault = 5 * time.Second
 	CatchUpWindowDefault    = 24 * time.Hour
 	CatchUpMaxDefault       = 100
@@ -31,10 +31,13 @@ const (
 
 // SchedulerConfig tunes firing.
 type SchedulerConfig struct {
-	// BatchSize is how many due tasks one transaction claims. Defaults to 500.
+	// BatchSize is how many due tasks one transaction claims. Defaults to 1000.
 	BatchSize int
 	// LookAhead materialises slots this far ahead of their time, so their
-	// deliveries are queued before they are due. Defaults to 2 s.
+	// deliveries are queued before they are due (a burst of thousands of
+	// fires due at one instant is written before it). It stays below
+	// NearTermWindow so that those jobs are written as available. Defaults
+	// to 4 s.
 	LookAhead time.Duration
 	// MisfireThreshold: a slot more than this late when it is claimed
 	// (downtime, backlog) is a misfire, handled by the task's misfire

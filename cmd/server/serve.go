@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -159,7 +160,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	sender := jobs.NewSender(jobs.SenderConfig{AllowPrivateTargets: cfg.AllowPrivateTargets, UserAgent: "ax/" + version()})
+	// Keep a connection per worker alive per receiver host: a busy
+	// endpoint would otherwise pay a new (TLS) connection per delivery.
+	sender := jobs.NewSender(jobs.SenderConfig{
+		AllowPrivateTargets: cfg.AllowPrivateTargets, UserAgent: "ax/" + version(),
+		MaxIdleConnsPerHost: cmp.Or(cfg.DeliverWorkers, jobs.DeliverWorkersDefault),
+	})
 	defer sender.Close()
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -1,0 +1,278 @@
+// Command bench measures ax end to end on this machine: it builds the ax
+// binary, starts a throwaway durable PostgreSQL cluster (fsync on) and a
+// webhook receiver on loopback, drives ax through its public API and prints
+// how late and how completely the webhooks arrive.
+//
+//	go run ./tests/bench -scenario precision -tasks 1000 -duration 30s
+//	go run ./tests/bench -scenario burst -tasks 10000
+//	go run ./tests/bench -scenario all -json tmp/bench.json
+//
+// Scenarios (each gets a fresh database and a fresh ax process on one shared
+// cluster):
+//
+//   - precision: N interval tasks (interval 1 s, start times staggered over
+//     the interval), so N fires/s. After a warm-up, every slot in the
+//     measurement window is expected exactly once; lateness = arrival at the
+//     receiver − X-Ax-Scheduled-For. Target: p99 ≤ 50 ms at 1,000 fires/s.
+//   - sustained: precision with N = 5,000 by default.
+//   - burst: N one-shot tasks (default 10,000) due at the same instant,
+//     created beforehand; time from that instant until the last delivery.
+//     Target: all delivered within 3 s.
+//   - idle: N tasks (default 1,000,000) none due for an hour; ax CPU%, RSS,
+//     PostgreSQL statements/s and CPU% while nothing is due.
+//   - api: POST /v1/tasks and GET /v1/executions at fixed concurrency.
+//   - ceiling: River alone (no ax) working no-op jobs on the same cluster:
+//     the throughput ceiling of the queue on this box.
+//
+// Each database is ANALYZEd just before measuring (-analyze), as autovacuum
+// does within a minute on a running server. Every scenario records the CPU
+// used by ax, PostgreSQL, this command and everything else on the machine,
+// and the disk's fdatasync rate, because both move the figures.
+//
+// Everything listens on and talks to 127.0.0.1 only. Every wait has a
+// deadline; the command stops ax and PostgreSQL and removes its temporary
+// directory on the way out (SIGINT included). It is a measurement, never a
+// test: it exits non-zero only when it could not measure, and reports
+// missed targets in its output (STYLE.md rule 24).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the command-line flags.
+type options struct {
+	scenario    string
+	tasks       int
+	duration    time.Duration
+	warmup      time.Duration
+	grace       time.Duration
+	interval    int
+	stagger     bool
+	lead        time.Duration
+	concurrency int
+	jsonPath    string
+	axPath      string
+	keep        bool
+	verbose     bool
+	timeout     time.Duration
+	poolConns   int
+	topQueries  int
+	waits       bool
+	env         multiFlag
+	pgSettings  multiFlag
+	label       string
+	quietWait   time.Duration
+	analyze     bool
+}
+
+// multiFlag is a repeatable KEY=VALUE flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string { return strings.Join(*m, ",") }
+
+func (m *multiFlag) Set(v string) error {
+	if !strings.Contains(v, "=") {
+		return fmt.Errorf("%q: want KEY=VALUE", v)
+	}
+	*m = append(*m, v)
+	return nil
+}
+
+var scenarios = []string{"precision", "burst", "sustained", "idle", "api", "ceiling"}
+
+func main() {
+	var o options
+	flag.StringVar(&o.scenario, "scenario", "precision",
+		"precision|burst|sustained|idle|api|ceiling, a comma-separated list, or all")
+	flag.IntVar(&o.tasks, "tasks", 0, "number of tasks (0: the scenario's default: precision 1000, sustained 5000, "+
+		"burst 10000, idle 1000000, ceiling 20000 jobs per configuration)")
+	flag.DurationVar(&o.duration, "duration", 30*time.Second, "measurement window (precision, sustained, idle, and each api phase)")
+	flag.DurationVar(&o.warmup, "warmup", 5*time.Second, "discarded warm-up after the first slot (precision, sustained)")
+	flag.DurationVar(&o.grace, "grace", 10*time.Second, "how long after the window a slot may still arrive before it counts as missing")
+	flag.IntVar(&o.interval, "interval", 1, "interval_seconds of the precision/sustained tasks (fires/s = tasks/interval)")
+	flag.BoolVar(&o.stagger, "stagger", true, "spread the precision/sustained tasks' slots evenly over the interval "+
+		"(false: all N fire at the same instant every interval)")
+	flag.DurationVar(&o.lead, "lead", 0, "burst: how far ahead of now the shared run_at is (0: from the task count)")
+	flag.IntVar(&o.concurrency, "concurrency", 32, "concurrent API clients (task creation, api scenario)")
+	flag.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
+	flag.StringVar(&o.axPath, "ax", "", "use this ax binary instead of building ./cmd/server")
+	flag.BoolVar(&o.keep, "keep", false, "keep the temporary directory (PostgreSQL data, ax logs)")
+	flag.BoolVar(&o.verbose, "v", false, "progress details and ax's log on stderr")
+	flag.DurationVar(&o.timeout, "timeout", 45*time.Minute, "give up after this long")
+	flag.IntVar(&o.poolConns, "pool-max-conns", 0, "set pool_max_conns on ax's database URL (0: ax's default)")
+	flag.IntVar(&o.topQueries, "top-queries", 0, "print the N statements with the most total time per scenario (pg_stat_statements)")
+	flag.BoolVar(&o.waits, "waits", false, "sample what PostgreSQL's active sessions wait on during the window (pg_stat_activity, every 100 ms)")
+	flag.DurationVar(&o.quietWait, "quiet-wait", 0, "before each scenario, wait up to this long for the machine to be idle "+
+		"(other processes under 20% of a CPU over 3 s); the figures are meaningless on a busy machine")
+	flag.BoolVar(&o.analyze, "analyze", true, "ANALYZE the database just before measuring (precision: after the warm-up; burst: "+
+		"after creating the tasks), as autovacuum does within a minute on a running server; false measures a freshly created "+
+		"database, whose planner has no statistics yet")
+	flag.StringVar(&o.label, "label", "", "a note recorded with the results, e.g. what -ax was built from")
+	flag.Var(&o.pgSettings, "pg", "extra PostgreSQL setting name=value for experiments, e.g. synchronous_commit=off (repeatable)")
+	flag.Var(&o.env, "env", "extra KEY=VALUE for ax's environment, e.g. a tuning variable (repeatable)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	err := run(ctx, o)
+	cancel()
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func (o options) list() ([]string, error) {
+	if o.scenario == "all" {
+		return scenarios, nil
+	}
+	var out []string
+	for s := range strings.SplitSeq(o.scenario, ",") {
+		s = strings.TrimSpace(s)
+		if !slices.Contains(scenarios, s) {
+			return nil, fmt.Errorf("unknown scenario %q (known: %s, all)", s, strings.Join(scenarios, ", "))
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (o options) validate() error {
+	switch {
+	case o.tasks < 0:
+		return errors.New("-tasks must not be negative")
+	case o.duration <= 0 || o.warmup < 0 || o.grace <= 0:
+		return errors.New("-duration and -grace must be positive, -warmup not negative")
+	case o.interval < 1:
+		return errors.New("-interval must be at least 1 (second)")
+	case o.concurrency < 1:
+		return errors.New("-concurrency must be at least 1")
+	}
+	return nil
+}
+
+func run(ctx context.Context, o options) error {
+	list, err := o.list()
+	if err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	st, err := newStack(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+
+	rep := report{
+		StartedAt: time.Now().UTC(),
+		Host:      hostInfo(ctx, st),
+		AxEnv:     st.publicEnv(),
+	}
+	var failed []string
+	for _, name := range list {
+		if ctx.Err() != nil {
+			break
+		}
+		st.logf("=== scenario %s", name)
+		quiet := waitQuiet(ctx, o.quietWait)
+		fsyncs := fsyncRate(st.dir, time.Second)
+		res, err := runScenario(ctx, st, o, name)
+		if err != nil {
+			failed = append(failed, name)
+			fmt.Fprintf(os.Stderr, "bench: scenario %s: %v\n", name, err)
+			if res == nil {
+				res = &result{Scenario: name}
+			}
+			res.Failure = err.Error()
+		}
+		res.FsyncPerSecond = math.Round(fsyncs)
+		if quiet != "" {
+			res.Notes = append(res.Notes, quiet)
+		}
+		rep.Results = append(rep.Results, *res)
+	}
+	rep.FinishedAt = time.Now().UTC()
+	rep.print(os.Stdout)
+	if o.jsonPath != "" {
+		if err := rep.writeJSON(o.jsonPath); err != nil {
+			return err
+		}
+		fmt.Printf("\nwrote %s\n", o.jsonPath)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("stopped early: %w", context.Cause(ctx))
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("could not measure: %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+func runScenario(ctx context.Context, st *stack, o options, name string) (*result, error) {
+	n := o.tasks
+	switch name {
+	case "precision":
+		return precision(ctx, st, o, name, orInt(n, 1000))
+	case "sustained":
+		return precision(ctx, st, o, name, orInt(n, 5000))
+	case "burst":
+		return burst(ctx, st, o, orInt(n, 10000))
+	case "idle":
+		return idle(ctx, st, o, orInt(n, 1_000_000))
+	case "api":
+		return apiScenario(ctx, st, o)
+	case "ceiling":
+		return ceiling(ctx, st, o, orInt(n, 20_000))
+	}
+	return nil, fmt.Errorf("unknown scenario %q", name)
+}
+
+func orInt(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// waitQuiet waits up to d for the machine to be nearly idle and, when it
+// never was, says so.
+func waitQuiet(ctx context.Context, d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	deadline := time.Now().Add(d)
+	var cores float64
+	for {
+		b0, t0 := machineBusy(), time.Now()
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-time.After(3 * time.Second):
+		}
+		cores = float64(machineBusy()-b0) / clockTicks / time.Since(t0).Seconds()
+		if cores < 0.2 {
+			return ""
+		}
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("the machine was still busy (%.0f%% of a CPU) after waiting %s for it to be idle", cores*100, d)
+		}
+	}
+}

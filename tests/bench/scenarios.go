@@ -1,0 +1,510 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// session is one scenario's ax process, database and receiver.
+type session struct {
+	st    *stack
+	name  string
+	dbURL string
+	ax    *axProc
+	rcv   *receiver
+	epID  string
+}
+
+// open starts a fresh database, ax on it and a receiver, and registers the
+// receiver as an endpoint. withReceiver false skips the receiver.
+func open(ctx context.Context, st *stack, name string, withReceiver bool) (*session, error) {
+	s := &session{st: st, name: name}
+	var err error
+	if s.dbURL, err = st.createDatabase(ctx, "bench_"+name); err != nil {
+		return nil, err
+	}
+	st.logf("starting ax for %s", name)
+	if s.ax, err = st.startAx(ctx, name, s.dbURL); err != nil {
+		return nil, err
+	}
+	if !withReceiver {
+		return s, nil
+	}
+	if s.rcv, err = startReceiver(ctx); err == nil {
+		s.epID, err = s.ax.createEndpoint(ctx, s.rcv.url)
+	}
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// close stops ax (SIGTERM, wait) and the receiver.
+func (s *session) close() {
+	if s.ax != nil {
+		s.ax.stop()
+	}
+	if s.rcv != nil {
+		s.rcv.close()
+	}
+}
+
+// finish adds what every scenario reports at its end.
+func (s *session) finish(ctx context.Context, res *result) {
+	if s.rcv != nil {
+		res.ReceiverConnections = s.rcv.conns.Load()
+	}
+	if n := s.st.o.topQueries; n > 0 && s.st.pgss {
+		top, err := topStatements(ctx, s.dbURL, n)
+		if err != nil {
+			res.Notes = append(res.Notes, "pg_stat_statements: "+err.Error())
+		}
+		res.TopStatements = top
+	}
+	if s.ax != nil && s.ax.exitedEarly() {
+		res.Notes = append(res.Notes, "ax exited during the run; its log: "+tail(s.ax.logPath, 5))
+	}
+}
+
+// analyze runs ANALYZE on the scenario's database when -analyze is set: a
+// database created seconds ago has no statistics, and until autovacuum's
+// first pass (up to a minute) the planner may pick plans a running server
+// would not.
+func (s *session) analyze(ctx context.Context, res *result) {
+	if !s.st.o.analyze {
+		res.Notes = append(res.Notes, "no ANALYZE before measuring (-analyze=false): a freshly created database")
+		return
+	}
+	conn, err := pgx.Connect(ctx, s.dbURL)
+	if err == nil {
+		_, err = conn.Exec(ctx, "ANALYZE")
+		_ = conn.Close(ctx)
+	}
+	if err != nil {
+		res.Notes = append(res.Notes, "ANALYZE: "+err.Error())
+	}
+}
+
+// stages adds the latency breakdown of the slots in [from, to).
+func (s *session) stages(ctx context.Context, res *result, from, to time.Time) {
+	st, err := stageStats(ctx, s.dbURL, from, to)
+	if err != nil {
+		res.Notes = append(res.Notes, "latency breakdown: "+err.Error())
+		return
+	}
+	res.Stages = st
+}
+
+// sampleWaits starts the wait-event sampler when -waits is set.
+func (s *session) sampleWaits(ctx context.Context, res *result) *waitSampler {
+	if !s.st.o.waits {
+		return nil
+	}
+	w, err := startWaitSampler(ctx, s.dbURL)
+	if err != nil {
+		res.Notes = append(res.Notes, "wait sampler: "+err.Error())
+		return nil
+	}
+	return w
+}
+
+// waitUntil sleeps until t, logging progress every 5 s; it returns early
+// with ctx's error, or when ax exits.
+func (s *session) waitUntil(ctx context.Context, t time.Time, what string) error {
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.ax.done:
+			return fmt.Errorf("ax exited; its log:\n%s", tail(s.ax.logPath, 20))
+		case <-tick.C:
+			if s.rcv != nil {
+				s.st.logf("%s: %s in %s, %d requests received", s.name, what, time.Until(t).Round(time.Second), s.rcv.count())
+			}
+		}
+	}
+}
+
+// precision runs n interval tasks (so n/interval fires per second) and
+// measures the lateness of every slot in a window after a warm-up.
+func precision(ctx context.Context, st *stack, o options, name string, n int) (*result, error) {
+	s, err := open(ctx, st, name, true)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	iv := time.Duration(o.interval) * time.Second
+	stagger := o.stagger
+	res := &result{
+		Scenario: name, Tasks: n, IntervalSeconds: o.interval, Staggered: &stagger,
+		FiresPerSecond: float64(n) / iv.Seconds(),
+	}
+	if name == "precision" {
+		res.Target = "p99 ≤ 50 ms, nothing missing or duplicated"
+	}
+
+	// The first slot comes after a generous guess of the creation time; a
+	// late guess only shortens the warm-up (the window starts after both).
+	base := time.Now().Add(3*time.Second + time.Duration(n)*time.Millisecond).Truncate(time.Second)
+	offset := func(i int) time.Duration {
+		if !stagger {
+			return 0
+		}
+		return (iv * time.Duration(i) / time.Duration(n)).Truncate(time.Microsecond)
+	}
+	st.logf("%s: creating %d interval tasks (every %s, first slot %s)", name, n, iv, base.Format(time.RFC3339))
+	cr := s.ax.createTasks(ctx, n, o.concurrency, func(i int) map[string]any {
+		return map[string]any{
+			"name":        fmt.Sprintf("%s-%07d", name, i),
+			"endpoint_id": s.epID,
+			"schedule": map[string]any{
+				"type": "interval", "interval_seconds": o.interval,
+				"start_at": base.Add(offset(i)).UTC().Format(time.RFC3339Nano),
+			},
+			"payload": map[string]any{"i": i},
+		}
+	})
+	res.setCreation(cr)
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	if cr.errors == n {
+		return res, fmt.Errorf("no task could be created: %v", cr.samples)
+	}
+	created := time.Now()
+	st.logf("%s: created %d tasks in %s (%.0f/s)", name, n-cr.errors, cr.elapsed.Round(time.Millisecond), cr.perSec())
+
+	w0 := base
+	if created.After(w0) {
+		w0 = created
+	}
+	w0 = w0.Add(o.warmup)
+	w1 := w0.Add(o.duration)
+	res.WindowSeconds = o.duration.Seconds()
+
+	if err := s.waitUntil(ctx, w0.Add(-time.Second), "analyze"); err != nil {
+		return res, err
+	}
+	s.analyze(ctx, res)
+	if err := s.waitUntil(ctx, w0, "window starts"); err != nil {
+		return res, err
+	}
+	cpu0 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	waits := s.sampleWaits(ctx, res)
+	if err := s.waitUntil(ctx, w1, "window ends"); err != nil {
+		return res, err
+	}
+	cpu1 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	if waits != nil {
+		res.Waits = waits.result(12)
+	}
+	res.setCPU(cpu0, cpu1)
+	if err := s.waitUntil(ctx, w1.Add(o.grace), "grace ends"); err != nil {
+		return res, err
+	}
+	got := s.rcv.snapshot()
+	s.ax.stop()
+	s.finish(ctx, res)
+	s.stages(ctx, res, w0, w1)
+
+	// Expected slots: every k ≥ 0 with w0 ≤ base_i + k·iv < w1.
+	idx := make(map[string]int, n)
+	for i, id := range cr.ids {
+		if id == "" {
+			continue
+		}
+		idx[id] = i
+		bi := base.Add(offset(i))
+		res.Expected += int(ceilDiv(w1.Sub(bi), iv) - max(ceilDiv(w0.Sub(bi), iv), 0))
+	}
+	type slot struct {
+		task int
+		k    int64
+	}
+	firstExec := make(map[slot]string, res.Expected)
+	var (
+		lateness []time.Duration
+		trend    [][]time.Duration // lateness by slot time, trendBucket each
+	)
+	a := newAudit(res)
+	for _, d := range got {
+		sched, ok := a.check(d)
+		if !ok {
+			continue
+		}
+		i, ok := idx[d.task]
+		if !ok {
+			a.fail("a webhook for an unknown task " + d.task)
+			continue
+		}
+		if sched.Before(w0) || !sched.Before(w1) {
+			continue // warm-up or after the window
+		}
+		rel := sched.Sub(base.Add(offset(i)))
+		if rel%iv != 0 {
+			a.fail(fmt.Sprintf("slot %s of task %d is off its grid", sched.Format(time.RFC3339Nano), i))
+			continue
+		}
+		k := slot{i, int64(rel / iv)}
+		if prev, seen := firstExec[k]; seen {
+			if prev != d.exec {
+				res.DuplicateSlots++
+			}
+			continue
+		}
+		firstExec[k] = d.exec
+		lateness = append(lateness, d.at.Sub(sched))
+		b := int(sched.Sub(w0) / trendBucket)
+		for len(trend) <= b {
+			trend = append(trend, nil)
+		}
+		trend[b] = append(trend[b], d.at.Sub(sched))
+	}
+	for i, ds := range trend {
+		if l := summarize(ds); l != nil {
+			res.Trend = append(res.Trend, trendPoint{From: (time.Duration(i) * trendBucket).Seconds(), N: l.N, P50: l.P50, P99: l.P99})
+		}
+	}
+	res.Delivered = len(firstExec)
+	res.Missing = res.Expected - res.Delivered
+	// Throughput is every request that arrived during the window, whatever
+	// its slot: behind a backlog, ax may be busy with warm-up slots.
+	inWindow := 0
+	for _, d := range got {
+		if !d.at.Before(w0) && d.at.Before(w1) {
+			inWindow++
+		}
+	}
+	res.DeliveriesPerSecond = math.Round(float64(inWindow) / o.duration.Seconds())
+	if res.Delivered == 0 && res.Expected > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("no slot of the window arrived within the grace: ax fell behind by more "+
+			"than the warm-up, window and grace together (%d requests arrived in all, for earlier slots)", len(got)))
+	}
+	res.Lateness = summarize(lateness)
+	res.Early = countNegative(lateness)
+	if name == "precision" {
+		pass := res.Lateness != nil && res.Lateness.P99 <= 50 && res.Missing == 0 && res.Duplicates == 0 && res.DuplicateSlots == 0
+		res.Pass = &pass
+	}
+	return res, nil
+}
+
+// burst creates n one-shot tasks due at the same instant and measures how
+// long after it the last one is delivered.
+func burst(ctx context.Context, st *stack, o options, n int) (*result, error) {
+	s, err := open(ctx, st, "burst", true)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	res := &result{Scenario: "burst", Tasks: n, Target: "all delivered ≤ 3 s after the instant"}
+
+	lead := o.lead
+	if lead == 0 {
+		// Creation runs at several hundred tasks/s with fsync on; leave
+		// ample room so every task exists well before the instant.
+		lead = 10*time.Second + time.Duration(n)*3*time.Millisecond
+	}
+	runAt := time.Now().Add(lead).Truncate(time.Second)
+	st.logf("burst: creating %d one-shot tasks due at %s", n, runAt.Format(time.RFC3339))
+	cr := s.ax.createTasks(ctx, n, o.concurrency, func(i int) map[string]any {
+		return map[string]any{
+			"name":        fmt.Sprintf("burst-%07d", i),
+			"endpoint_id": s.epID,
+			"schedule":    map[string]any{"type": "once", "run_at": runAt.UTC().Format(time.RFC3339Nano)},
+			"payload":     map[string]any{"i": i},
+		}
+	})
+	res.setCreation(cr)
+	if ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	created := time.Now()
+	st.logf("burst: created %d tasks in %s (%.0f/s), %s before the instant",
+		n-cr.errors, cr.elapsed.Round(time.Millisecond), cr.perSec(), time.Until(runAt).Round(time.Millisecond))
+	// The scheduler materialises slots up to a few seconds ahead; creation
+	// still running then would compete with it and skew the measurement.
+	if margin := runAt.Sub(created); margin < 5*time.Second {
+		return res, fmt.Errorf("the tasks were created only %s before the instant (want 5 s or more); raise -lead (now %s)",
+			margin.Round(time.Millisecond), lead)
+	}
+	want := n - cr.errors
+	s.analyze(ctx, res)
+
+	// Wait for every task's delivery, at most a minute past the instant.
+	deadline := runAt.Add(60 * time.Second)
+	if err := s.waitUntil(ctx, runAt.Add(-time.Second), "the instant"); err != nil {
+		return res, err
+	}
+	cpu0 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	waits := s.sampleWaits(ctx, res)
+	for distinctTasks(s.rcv.snapshot()) < want && time.Now().Before(deadline) {
+		if err := s.waitUntil(ctx, time.Now().Add(20*time.Millisecond), "next check"); err != nil {
+			return res, err
+		}
+	}
+	cpu1 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	if waits != nil {
+		res.Waits = waits.result(12)
+	}
+	res.setCPU(cpu0, cpu1)
+	// A moment more, so that a duplicate right behind the last one is seen.
+	if err := s.waitUntil(ctx, time.Now().Add(2*time.Second), "duplicates"); err != nil {
+		return res, err
+	}
+	got := s.rcv.snapshot()
+	s.ax.stop()
+	s.finish(ctx, res)
+	s.stages(ctx, res, runAt, runAt.Add(time.Microsecond))
+
+	idx := make(map[string]bool, n)
+	for _, id := range cr.ids {
+		if id != "" {
+			idx[id] = true
+		}
+	}
+	res.Expected = want
+	first := make(map[string]string, want) // task → first execution id
+	var lateness []time.Duration
+	var firstAt, lastAt time.Time
+	a := newAudit(res)
+	for _, d := range got {
+		sched, ok := a.check(d)
+		if !ok {
+			continue
+		}
+		if !idx[d.task] {
+			a.fail("a webhook for an unknown task " + d.task)
+			continue
+		}
+		if !sched.Equal(runAt) {
+			a.fail(fmt.Sprintf("scheduled for %s, not the instant %s", d.sched, runAt.Format(time.RFC3339Nano)))
+		}
+		if prev, seen := first[d.task]; seen {
+			if prev != d.exec {
+				res.DuplicateSlots++
+			}
+			continue
+		}
+		first[d.task] = d.exec
+		lateness = append(lateness, d.at.Sub(runAt))
+		if firstAt.IsZero() || d.at.Before(firstAt) {
+			firstAt = d.at
+		}
+		if d.at.After(lastAt) {
+			lastAt = d.at
+		}
+	}
+	res.Delivered = len(first)
+	res.Missing = want - res.Delivered
+	res.Lateness = summarize(lateness)
+	res.Early = countNegative(lateness)
+	for _, l := range lateness {
+		b := max(int(l/burstBucket), 0)
+		for len(res.Trend) <= b {
+			res.Trend = append(res.Trend, trendPoint{From: (time.Duration(len(res.Trend)) * burstBucket).Seconds()})
+		}
+		res.Trend[b].N++
+	}
+	if res.Delivered > 0 {
+		res.FirstDeliveryMS = ms(firstAt.Sub(runAt))
+		res.LastDeliveryMS = ms(lastAt.Sub(runAt))
+		if span := lastAt.Sub(firstAt); span > 0 {
+			res.DeliveriesPerSecond = float64(res.Delivered) / span.Seconds()
+		}
+		for _, l := range lateness {
+			if l <= 3*time.Second {
+				res.WithinTarget++
+			}
+		}
+	}
+	pass := res.Delivered > 0 && res.Missing == 0 && res.LastDeliveryMS != nil && *res.LastDeliveryMS <= 3000 &&
+		res.Duplicates == 0 && res.DuplicateSlots == 0
+	res.Pass = &pass
+	return res, nil
+}
+
+// trendBucket and burstBucket are the widths of the trends' buckets.
+const (
+	trendBucket = 5 * time.Second
+	burstBucket = 500 * time.Millisecond
+)
+
+// audit checks each delivery's headers and counts duplicate execution ids
+// and retries into a result.
+type audit struct {
+	res   *result
+	execs map[string]int
+}
+
+func newAudit(res *result) *audit { return &audit{res: res, execs: map[string]int{}} }
+
+func (a *audit) fail(msg string) {
+	a.res.Errors++
+	if len(a.res.ErrorSamples) < 10 {
+		a.res.ErrorSamples = append(a.res.ErrorSamples, msg)
+	}
+}
+
+// check parses the scheduled time and records the execution id; ok is false
+// for a request that cannot be attributed.
+func (a *audit) check(d delivery) (time.Time, bool) {
+	if d.exec == "" || d.task == "" {
+		a.fail("a webhook without X-Ax-Execution-Id or X-Ax-Task-Id")
+		return time.Time{}, false
+	}
+	a.execs[d.exec]++
+	if a.execs[d.exec] > 1 {
+		a.res.Duplicates++
+	}
+	if n, err := strconv.Atoi(d.attempt); err != nil || n < 1 {
+		a.fail(fmt.Sprintf("X-Ax-Attempt %q", d.attempt))
+	} else if n > 1 {
+		a.res.Retries++
+	}
+	sched, err := time.Parse(time.RFC3339Nano, d.sched)
+	if err != nil {
+		a.fail(fmt.Sprintf("X-Ax-Scheduled-For %q", d.sched))
+		return time.Time{}, false
+	}
+	return sched, true
+}
+
+func distinctTasks(got []delivery) int {
+	seen := make(map[string]struct{}, len(got))
+	for _, d := range got {
+		seen[d.task] = struct{}{}
+	}
+	return len(seen)
+}
+
+// ceilDiv is ⌈a/b⌉ for durations, b > 0.
+func ceilDiv(a, b time.Duration) int64 {
+	q := int64(a / b)
+	if a%b > 0 {
+		q++
+	}
+	return q
+}
+
+func countNegative(ds []time.Duration) int {
+	n := 0
+	for _, d := range ds {
+		if d < 0 {
+			n++
+		}
+	}
+	return n
+}

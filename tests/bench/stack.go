@@ -1,0 +1,712 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/axhq/ax/db/pglocal"
+)
+
+// stack is what every scenario shares: the ax binary, one durable cluster,
+// the temporary directory holding both.
+type stack struct {
+	o       options
+	dir     string
+	axBin   string
+	cluster *pglocal.Cluster
+	secret  string
+	pgss    bool // pg_stat_statements is loaded
+}
+
+func newStack(ctx context.Context, o options) (st *stack, err error) {
+	dir, err := os.MkdirTemp("", "ax-bench-")
+	if err != nil {
+		return nil, err
+	}
+	st = &stack{o: o, dir: dir}
+	defer func() {
+		if err != nil {
+			st.close()
+		}
+	}()
+	// As root, PostgreSQL runs as the postgres account, which must be able
+	// to traverse (not list) the directories above its own.
+	if err := os.Chmod(dir, 0o711); err != nil { //nolint:gosec // traversable, not listable
+		return nil, err
+	}
+	if o.axPath != "" {
+		if fi, err := os.Stat(o.axPath); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return nil, fmt.Errorf("-ax %s: not an executable file", o.axPath)
+		}
+	}
+	if st.axBin = o.axPath; st.axBin == "" {
+		st.axBin = filepath.Join(dir, "ax")
+		st.logf("building ax")
+		build := exec.CommandContext(ctx, "go", "build", "-o", st.axBin, "github.com/axhq/ax/cmd/server")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return nil, fmt.Errorf("build ax: %w", err)
+		}
+	}
+	raw := make([]byte, 48)
+	_, _ = rand.Read(raw)
+	st.secret = base64.RawURLEncoding.EncodeToString(raw)
+
+	st.logf("starting a durable PostgreSQL (fsync on) in %s", dir)
+	settings := map[string]string{"max_connections": "300"}
+	if hasPGStatStatements() {
+		settings["shared_preload_libraries"] = "pg_stat_statements"
+		settings["pg_stat_statements.track"] = "all"
+		st.pgss = true
+	}
+	for _, kv := range o.pgSettings {
+		k, v, _ := strings.Cut(kv, "=")
+		settings[k] = v
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if o.verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	st.cluster, err = pglocal.Start(ctx, pglocal.Config{
+		Dir: filepath.Join(dir, "pg"), Durable: true, Settings: settings, Logger: logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	return st, nil
+}
+
+// hasPGStatStatements reports whether the pg_stat_statements extension is
+// installed next to the server binaries.
+func hasPGStatStatements() bool {
+	bin, err := pglocal.FindBinaries(os.Getenv)
+	if err != nil {
+		return false
+	}
+	// PATH may hold symlinks (/usr/local/bin/postgres → …/15/bin/postgres).
+	if real, err := filepath.EvalSymlinks(filepath.Join(bin, "postgres")); err == nil {
+		bin = filepath.Dir(real)
+	}
+	out, err := exec.Command(filepath.Join(bin, "pg_config"), "--sharedir").Output() //nolint:noctx // instant, local
+	share := strings.TrimSpace(string(out))
+	if err != nil || share == "" {
+		// Debian layout: /usr/lib/postgresql/15/bin → /usr/share/postgresql/15.
+		share = filepath.Join("/usr/share/postgresql", filepath.Base(filepath.Dir(bin)))
+	}
+	_, err = os.Stat(filepath.Join(share, "extension", "pg_stat_statements.control"))
+	return err == nil
+}
+
+func (st *stack) close() {
+	if st.cluster != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		if err := st.cluster.Stop(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: stop postgres:", err)
+		}
+		cancel()
+	}
+	if st.o.keep {
+		fmt.Fprintln(os.Stderr, "bench: kept", st.dir)
+		return
+	}
+	_ = os.RemoveAll(st.dir)
+}
+
+func (st *stack) logf(format string, args ...any) {
+	if st.o.verbose {
+		fmt.Fprintf(os.Stderr, "%s bench: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
+}
+
+// createDatabase creates a fresh database for one scenario.
+func (st *stack) createDatabase(ctx context.Context, name string) (string, error) {
+	if err := st.cluster.CreateDatabase(ctx, name); err != nil {
+		return "", err
+	}
+	u := st.cluster.URL(name)
+	if st.pgss {
+		conn, err := pgx.Connect(ctx, u)
+		if err != nil {
+			return "", err
+		}
+		_, err = conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+		_ = conn.Close(ctx)
+		if err != nil {
+			return "", fmt.Errorf("create pg_stat_statements: %w", err)
+		}
+	}
+	return u, nil
+}
+
+// axEnv is the environment ax runs with for database url.
+func (st *stack) axEnv(dbURL string) []string {
+	if st.o.poolConns > 0 {
+		dbURL += "&pool_max_conns=" + strconv.Itoa(st.o.poolConns)
+	}
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"AX_DATABASE_URL=" + dbURL,
+		"AX_JWT_SECRET=" + st.secret,
+		"AX_ALLOW_PRIVATE_TARGETS=true",
+		"AX_HTTP_ADDR=127.0.0.1:0",
+		"AX_LOG_LEVEL=warn",
+	}
+	// Pass through tuning the operator set for this run (AX_* in the
+	// bench's own environment), then -env, which wins.
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "AX_") && !strings.HasPrefix(kv, "AX_DATABASE_URL=") &&
+			!strings.HasPrefix(kv, "AX_JWT_SECRET=") && !strings.HasPrefix(kv, "AX_HTTP_ADDR=") &&
+			!strings.HasPrefix(kv, "AX_DATA_DIR=") && !strings.HasPrefix(kv, "AX_TEST_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, st.o.env...)
+}
+
+// publicEnv is the ax environment without secrets and per-run paths, for
+// the report.
+func (st *stack) publicEnv() map[string]string {
+	m := map[string]string{}
+	for _, kv := range st.axEnv("postgres:///x?host=/x") {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "PATH", "AX_JWT_SECRET":
+			continue
+		case "AX_DATABASE_URL":
+			v = "(local durable cluster)"
+			if st.o.poolConns > 0 {
+				v += " pool_max_conns=" + strconv.Itoa(st.o.poolConns)
+			}
+		}
+		m[k] = v
+	}
+	return m
+}
+
+// axProc is a running ax server.
+type axProc struct {
+	cmd     *exec.Cmd
+	base    string
+	env     []string
+	done    chan struct{}
+	logPath string
+	token   string
+	client  *http.Client
+	stopped atomic.Bool // stop was called
+}
+
+// exitedEarly reports whether ax exited without being asked to.
+func (p *axProc) exitedEarly() bool {
+	select {
+	case <-p.done:
+		return !p.stopped.Load()
+	default:
+		return false
+	}
+}
+
+var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
+
+// startAx starts `ax serve` on the database at dbURL, waits for its banner
+// and mints an API token with `ax token` under the same configuration.
+func (st *stack) startAx(ctx context.Context, name, dbURL string) (*axProc, error) {
+	env := st.axEnv(dbURL)
+	logPath := filepath.Join(st.dir, name+".ax.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(st.axBin, "serve") //nolint:noctx // stopped with SIGTERM by stop, not by a context
+	cmd.Env = env
+	// If the bench dies, so does ax.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	var stderr io.Writer = logFile
+	if st.o.verbose {
+		stderr = io.MultiWriter(logFile, os.Stderr)
+	}
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		_ = logFile.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("start ax: %w", err)
+	}
+	p := &axProc{cmd: cmd, env: env, done: make(chan struct{}), logPath: logPath}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		_ = cmd.Wait()
+		_ = logFile.Close()
+		close(p.done)
+	}()
+	deadline := time.NewTimer(90 * time.Second)
+	defer deadline.Stop()
+	for p.base == "" {
+		select {
+		case l := <-lines:
+			if m := listenRE.FindStringSubmatch(l); m != nil {
+				p.base = m[1]
+			}
+		case <-p.done:
+			return nil, fmt.Errorf("ax exited before listening; its log:\n%s", tail(logPath, 20))
+		case <-deadline.C:
+			p.stop()
+			return nil, errors.New("ax did not print its banner within 90s")
+		case <-ctx.Done():
+			p.stop()
+			return nil, ctx.Err()
+		}
+	}
+	cmdTok := exec.CommandContext(ctx, st.axBin, "token", "--tenant", "bench", "--ttl", "12h")
+	cmdTok.Env = env
+	out, err := cmdTok.Output()
+	if err != nil {
+		p.stop()
+		return nil, fmt.Errorf("ax token: %w", err)
+	}
+	p.token = strings.TrimSpace(string(out))
+	p.client = &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			MaxIdleConns: 512, MaxIdleConnsPerHost: 512, MaxConnsPerHost: 0,
+			IdleConnTimeout: 90 * time.Second, DisableCompression: true,
+		},
+	}
+	return p, nil
+}
+
+// stop sends SIGTERM and waits up to a minute, then kills.
+func (p *axProc) stop() {
+	p.stopped.Store(true)
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		fmt.Fprintln(os.Stderr, "bench: ax did not exit within 60s of SIGTERM; killing it")
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	if p.client != nil {
+		p.client.CloseIdleConnections()
+	}
+}
+
+// apiError is a non-2xx answer.
+type apiError struct {
+	Status int
+	Body   string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Body) }
+
+// call sends a JSON request and decodes a JSON answer into out (when not
+// nil). 429 and 503 are retried a few times.
+func (p *axProc) call(ctx context.Context, method, path string, in, out any) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		err := p.callOnce(ctx, method, path, body, out)
+		var ae *apiError
+		if attempt < 5 && errors.As(err, &ae) && (ae.Status == http.StatusTooManyRequests || ae.Status == http.StatusServiceUnavailable) {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+			}
+			continue
+		}
+		return err
+	}
+}
+
+func (p *axProc) callOnce(ctx context.Context, method, path string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, p.base+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return &apiError{Status: resp.StatusCode, Body: strings.TrimSpace(string(b[:min(len(b), 300)]))}
+	}
+	if out != nil {
+		return json.Unmarshal(b, out)
+	}
+	return nil
+}
+
+// createEndpoint registers the receiver and returns the endpoint id.
+func (p *axProc) createEndpoint(ctx context.Context, hookURL string) (string, error) {
+	var ep struct {
+		ID string `json:"id"`
+	}
+	err := p.call(ctx, http.MethodPost, "/v1/endpoints", map[string]any{
+		"name": "bench-receiver", "url": hookURL, "timeout_ms": 10000,
+	}, &ep)
+	if err != nil {
+		return "", fmt.Errorf("create endpoint: %w", err)
+	}
+	return ep.ID, nil
+}
+
+// createResult is what a concurrent creation did.
+type createResult struct {
+	ids     []string // by task index; "" when it failed
+	elapsed time.Duration
+	errors  int
+	samples []string // a few error messages
+}
+
+func (c createResult) perSec() float64 {
+	ok := 0
+	for _, id := range c.ids {
+		if id != "" {
+			ok++
+		}
+	}
+	return float64(ok) / c.elapsed.Seconds()
+}
+
+// createTasks POSTs n tasks, body(i) each, with the configured concurrency.
+func (p *axProc) createTasks(ctx context.Context, n, concurrency int, body func(i int) map[string]any) createResult {
+	res := createResult{ids: make([]string, n)}
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		next = make(chan int)
+	)
+	start := time.Now()
+	for range min(concurrency, n) {
+		wg.Go(func() {
+			for i := range next {
+				var t struct {
+					ID string `json:"id"`
+				}
+				err := p.call(ctx, http.MethodPost, "/v1/tasks", body(i), &t)
+				if err == nil && t.ID == "" {
+					err = errors.New("no id in the response")
+				}
+				if err != nil {
+					mu.Lock()
+					res.errors++
+					if len(res.samples) < 5 {
+						res.samples = append(res.samples, "create task: "+err.Error())
+					}
+					mu.Unlock()
+					continue
+				}
+				res.ids[i] = t.ID
+			}
+		})
+	}
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	return res
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// dbStats reads the database's transaction counter and, with
+// pg_stat_statements, its statement count.
+type dbStats struct {
+	xacts int64
+	calls int64
+}
+
+func readDBStats(ctx context.Context, conn *pgx.Conn, pgss bool) (dbStats, error) {
+	var s dbStats
+	err := conn.QueryRow(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&s.xacts)
+	if err != nil {
+		return s, err
+	}
+	if pgss {
+		err = conn.QueryRow(ctx, `SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&s.calls)
+	}
+	return s, err
+}
+
+// topStatements returns the n statements with the most total execution
+// time in the current database.
+func topStatements(ctx context.Context, dbURL string, n int) ([]statement, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `
+SELECT calls, total_exec_time, mean_exec_time, rows, regexp_replace(query, '\s+', ' ', 'g')
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+ORDER BY total_exec_time DESC LIMIT $1`, n)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (statement, error) {
+		var s statement
+		err := r.Scan(&s.Calls, &s.TotalMS, &s.MeanMS, &s.Rows, &s.Query)
+		if len(s.Query) > 160 {
+			s.Query = s.Query[:160] + "…"
+		}
+		return s, err
+	})
+}
+
+// statement is one pg_stat_statements row.
+type statement struct {
+	Calls   int64   `json:"calls"`
+	TotalMS float64 `json:"total_ms"`
+	MeanMS  float64 `json:"mean_ms"`
+	Rows    int64   `json:"rows"`
+	Query   string  `json:"query"`
+}
+
+// hostInfo describes the machine and the software measured.
+func hostInfo(ctx context.Context, st *stack) map[string]string {
+	h := map[string]string{"cpus": strconv.Itoa(numCPU())}
+	if len(st.o.pgSettings) > 0 {
+		h["postgres_settings"] = strings.Join(st.o.pgSettings, " ")
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				h["cpu"] = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if out, err := exec.CommandContext(ctx, st.axBin, "version").Output(); err == nil {
+		h["ax"] = strings.TrimSpace(string(out))
+	}
+	if st.o.axPath == "" {
+		// Built from this checkout: name the commit, and say when the
+		// working tree differs from it.
+		if out, err := exec.CommandContext(ctx, "git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
+			h["source"] = "git " + strings.TrimSpace(string(out))
+			if out, err := exec.CommandContext(ctx, "git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(out) > 0 {
+				h["source"] += " with uncommitted changes"
+			}
+		}
+	} else {
+		h["source"] = st.o.axPath
+	}
+	if st.o.label != "" {
+		h["label"] = st.o.label
+	}
+	if conn, err := pgx.Connect(ctx, st.cluster.URL("postgres")); err == nil {
+		var v string
+		if conn.QueryRow(ctx, "SHOW server_version").Scan(&v) == nil {
+			h["postgres"] = v
+		}
+		var fsync, sc string
+		if conn.QueryRow(ctx, "SELECT current_setting('fsync'), current_setting('synchronous_commit')").Scan(&fsync, &sc) == nil {
+			h["postgres_fsync"], h["postgres_synchronous_commit"] = fsync, sc
+		}
+		_ = conn.Close(ctx)
+	}
+	return h
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// stage is one step between a slot and its delivery, in ms after the slot.
+type stage struct {
+	Stage string  `json:"stage"`
+	N     int64   `json:"n"`
+	P50   float64 `json:"p50"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+// stageStats reads, for the slots scheduled in [from, to), when each step
+// happened relative to the slot: the execution row written by the scheduler
+// (materialised, its transaction's start), River's fetch of the deliver job
+// (fetched: attempted_at, of the last attempt), the worker's start and end
+// (started, finished). Negative values are ahead of the slot.
+func stageStats(ctx context.Context, dbURL string, from, to time.Time) ([]stage, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `
+WITH s AS (
+    SELECT e.created_at - e.scheduled_for  AS materialised,
+           j.attempted_at - e.scheduled_for AS fetched,
+           e.started_at - e.scheduled_for  AS started,
+           e.finished_at - e.scheduled_for AS finished
+    FROM executions e
+    LEFT JOIN river_job j ON j.kind = 'deliver' AND (j.args->>'execution_id')::uuid = e.id
+    WHERE e.scheduled_for >= $1 AND e.scheduled_for < $2
+), v AS (
+    SELECT x.stage, x.ord, extract(epoch FROM x.d) * 1000 AS ms
+    FROM s, LATERAL (VALUES ('materialised', 1, s.materialised), ('fetched', 2, s.fetched),
+                            ('started', 3, s.started), ('finished', 4, s.finished)) AS x(stage, ord, d)
+    WHERE x.d IS NOT NULL
+)
+SELECT stage, count(*),
+       percentile_disc(0.5) WITHIN GROUP (ORDER BY ms)::float8,
+       percentile_disc(0.99) WITHIN GROUP (ORDER BY ms)::float8,
+       max(ms)::float8
+FROM v GROUP BY stage, ord ORDER BY ord`, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (stage, error) {
+		var s stage
+		err := r.Scan(&s.Stage, &s.N, &s.P50, &s.P99, &s.Max)
+		s.P50, s.P99, s.Max = round1(s.P50), round1(s.P99), round1(s.Max)
+		return s, err
+	})
+}
+
+func round1(v float64) float64 { return math.Round(v*10) / 10 }
+
+// waitSampler samples, every 100 ms, what the database's busy sessions are
+// doing (pg_stat_activity: the wait event, "CPU" when not waiting, or idle
+// in a transaction while the client works).
+type waitSampler struct {
+	stop   context.CancelFunc
+	done   chan struct{}
+	counts map[string]int
+	polls  int
+}
+
+func startWaitSampler(ctx context.Context, dbURL string) (*waitSampler, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &waitSampler{stop: cancel, done: make(chan struct{}), counts: map[string]int{}}
+	go func() {
+		defer close(w.done)
+		defer conn.Close(context.WithoutCancel(ctx))
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			rows, err := conn.Query(ctx, `
+SELECT CASE WHEN state = 'active' THEN coalesce(wait_event_type || ':' || wait_event, 'CPU')
+            ELSE 'idle in transaction (client side), last:' END || ' ' ||
+       CASE WHEN query ~* '^\s*commit' THEN 'commit' ELSE left(regexp_replace(query, '\s+', ' ', 'g'), 40) END
+FROM pg_stat_activity
+WHERE datname = current_database() AND state IN ('active', 'idle in transaction') AND pid <> pg_backend_pid()`)
+			if err != nil {
+				continue
+			}
+			events, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				continue
+			}
+			w.polls++
+			for _, e := range events {
+				w.counts[e]++
+			}
+		}
+	}()
+	return w, nil
+}
+
+// result stops the sampler and returns the most frequent states with the
+// average number of sessions in each.
+func (w *waitSampler) result(n int) []waitEvent {
+	w.stop()
+	<-w.done
+	out := make([]waitEvent, 0, len(w.counts))
+	for k, c := range w.counts {
+		out = append(out, waitEvent{Event: k, Sessions: round2(float64(c) / float64(max(w.polls, 1)))})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Sessions > out[j].Sessions })
+	return out[:min(n, len(out))]
+}
+
+// waitEvent is how many active sessions were, on average, in one state.
+type waitEvent struct {
+	Event    string  `json:"event"`
+	Sessions float64 `json:"sessions"`
+}
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }
