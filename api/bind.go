@@ -56,6 +56,19 @@ func decodeStrict(body []byte, dst any, readOnly ...string) error {
 	return nil
 }
 
+// decodeOptional decodes a JSON body into dst when the request has one; an
+// empty body leaves dst as it is.
+func decodeOptional(c echo.Context, dst any) error {
+	if c.Request().ContentLength == 0 {
+		return nil
+	}
+	body, err := readBody(c)
+	if err != nil || len(body) == 0 {
+		return err
+	}
+	return decodeStrict(body, dst)
+}
+
 // checkReadOnly rejects top-level fields the server owns.
 func checkReadOnly(body []byte, readOnly []string) error {
 	if len(readOnly) == 0 {

@@ -242,16 +242,8 @@ func (h *handlers) deleteEndpoint(c echo.Context) error {
 //	@Router			/v1/endpoints/{id}/rotate-secret [post]
 func (h *handlers) rotateEndpointSecret(c echo.Context) error {
 	var req rotateSecretRequest
-	if c.Request().ContentLength != 0 {
-		body, err := readBody(c)
-		if err != nil {
-			return err
-		}
-		if len(body) > 0 {
-			if err := decodeStrict(body, &req); err != nil {
-				return err
-			}
-		}
+	if err := decodeOptional(c, &req); err != nil {
+		return err
 	}
 	e, err := h.cfg.Endpoints.RotateSecret(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), req.Secret)
 	if err != nil {

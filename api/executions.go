@@ -206,16 +206,8 @@ func (h *handlers) retryExecution(c echo.Context) error {
 //	@Router			/v1/tasks/{id}/trigger [post]
 func (h *handlers) triggerTask(c echo.Context) error {
 	var req triggerRequest
-	if c.Request().ContentLength != 0 {
-		body, err := readBody(c)
-		if err != nil {
-			return err
-		}
-		if len(body) > 0 {
-			if err := decodeStrict(body, &req); err != nil {
-				return err
-			}
-		}
+	if err := decodeOptional(c, &req); err != nil {
+		return err
 	}
 	in, err := req.input()
 	if err != nil {
