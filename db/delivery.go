@@ -307,17 +307,3 @@ func GetAlert(ctx context.Context, q Querier, tenant, executionID string) (Alert
 		WHERE e.tenant_id = $1 AND e.id = $2`, tenant, executionID)
 	return collectOne[AlertRow](rows, err)
 }
-
-// AsyncCommit makes the transaction commit without waiting for its WAL
-// flush (synchronous_commit = off for this transaction only).
-//
-// The deliver worker's state transitions use it: the River job is the
-// source of truth for whether a delivery runs again, and River's own
-// later, synchronous commit of the job's outcome flushes the WAL up to and
-// including this transaction. A crash can lose at most the last few
-// milliseconds of transitions of jobs River still sees as running; their
-// re-run resumes them with the same idempotency key (at-least-once).
-func AsyncCommit(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off")
-	return err
-}

@@ -73,7 +73,10 @@ type Deliveries struct {
 }
 
 // NewDeliveries returns Deliveries on pool; enqueuer inserts alert jobs in
-// the transaction that fails an execution.
+// the transaction that fails an execution. The pool may commit without
+// waiting for the WAL flush (synchronous_commit off; cmd/server does): the
+// deliver job's River state decides re-runs, and River's later synchronous
+// commit flushes these transitions.
 func NewDeliveries(pool *pgxpool.Pool, enqueuer *Enqueuer, cfg DeliveriesConfig) *Deliveries {
 	return &Deliveries{pool: pool, enqueuer: enqueuer, cfg: cfg.WithDefaults()}
 }
@@ -152,9 +155,6 @@ type Delivery struct {
 func (s *Deliveries) Begin(ctx context.Context, tenant, executionID string, lease int) (Delivery, error) {
 	var d Delivery
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := db.AsyncCommit(ctx, tx); err != nil {
-			return err
-		}
 		row, err := db.GetDeliveryForUpdate(ctx, tx, tenant, executionID)
 		if errors.Is(err, db.ErrNoRows) {
 			return fmt.Errorf("execution %s: %w", executionID, ErrNotFound)
@@ -376,9 +376,6 @@ type Finished struct {
 func (s *Deliveries) Finish(ctx context.Context, tenant, executionID string, lease int, out Outcome) (Finished, error) {
 	var fin Finished
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := db.AsyncCommit(ctx, tx); err != nil {
-			return err
-		}
 		owner, err := db.GetDeliveryOwner(ctx, tx, tenant, executionID, lease)
 		if errors.Is(err, db.ErrNoRows) {
 			return fmt.Errorf("execution %s is not running under attempt %d; its outcome is not recorded: %w",

@@ -29,14 +29,15 @@ type background struct {
 	riverStarted bool
 }
 
-func startBackground(ctx context.Context, pool *pgxpool.Pool, enq *service.Enqueuer, sender *jobs.Sender,
+func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, sender *jobs.Sender,
 	metrics *jobs.Metrics, cfg config, logger *slog.Logger,
 ) (*background, error) {
+	pool := d.pool
 	rc, err := jobs.NewRiverClient(pool, jobs.RiverConfig{
 		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout,
 		RescueStuckJobsAfter: cfg.RescueAfter, SoftStopTimeout: cfg.SoftStopTimeout,
 	}, jobs.WorkerDeps{
-		Deliveries: service.NewDeliveries(pool, enq, service.DeliveriesConfig{}),
+		Deliveries: service.NewDeliveries(d.asyncPool, enq, service.DeliveriesConfig{}),
 		Sender:     sender,
 		Logger:     logger,
 		Metrics:    metrics,

@@ -26,8 +26,11 @@ import (
 
 // database is an open pool and, in embedded mode, the cluster behind it.
 type database struct {
-	pool    *pgxpool.Pool
-	cluster *pglocal.Cluster
+	pool *pgxpool.Pool
+	// asyncPool commits without waiting for the WAL flush; only the
+	// deliver worker's state transitions use it.
+	asyncPool *pgxpool.Pool
+	cluster   *pglocal.Cluster
 }
 
 // openDatabase connects to AX_DATABASE_URL, or starts the embedded cluster.
@@ -62,14 +65,28 @@ func openDatabase(ctx context.Context, cfg config, getenv func(string) string, l
 	// workers, the scheduler and the API queue for four connections. A
 	// pool_max_conns in the URL wins.
 	if !strings.Contains(url, "pool_max_conns") {
-		pcfg.MaxConns = int32(cfg.DBMaxConns)
+		pcfg.MaxConns = int32(cfg.DBMaxConns - cfg.DBMaxConns*2/5)
 	}
+	// The deliver worker's state transitions use their own connections,
+	// whose commits do not wait for the WAL flush (synchronous_commit off).
+	// That is safe because the River job, committed synchronously by the
+	// main pool, decides whether a delivery runs again, and River's later
+	// synchronous commit of the job's outcome flushes the WAL up to these
+	// transitions; a crash loses at most transitions of jobs River still
+	// sees running, which are resumed with the same idempotency key.
+	acfg := pcfg.Copy()
+	acfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	acfg.MaxConns = max(2, int32(cfg.DBMaxConns*2/5))
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		d.close(logger)
 		return nil, fmt.Errorf("open database pool: %w", err)
 	}
 	d.pool = pool
+	if d.asyncPool, err = pgxpool.NewWithConfig(ctx, acfg); err != nil {
+		d.close(logger)
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
 	pingCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
@@ -81,6 +98,9 @@ func openDatabase(ctx context.Context, cfg config, getenv func(string) string, l
 
 // close closes the pool, then stops the embedded cluster.
 func (d *database) close(logger *slog.Logger) {
+	if d.asyncPool != nil {
+		d.asyncPool.Close()
+	}
 	if d.pool != nil {
 		d.pool.Close()
 	}
@@ -171,7 +191,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		jobs.NewQueueCollector(d.pool))
 	metrics := jobs.NewMetrics(registry)
-	bg, err := startBackground(ctx, d.pool, enq, sender, metrics, cfg, logger)
+	bg, err := startBackground(ctx, d, enq, sender, metrics, cfg, logger)
 	if err != nil {
 		return err
 	}
