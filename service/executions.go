@@ -109,16 +109,11 @@ func (s *Executions) Get(ctx context.Context, tenant, id string) (ExecutionDetai
 // outcome). Cancelling a running execution again is a no-op; any other
 // state is a conflict.
 func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
-	if !validID(id) {
-		return ExecutionDetail{}, ErrNotFound
-	}
-	var out ExecutionDetail
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		row, err := db.GetExecution(ctx, tx, tenant, id, true)
-		if err != nil {
-			return translate(err, "execution")
-		}
-		var ok bool
+	return s.change(ctx, tenant, id, func(tx pgx.Tx, row db.Execution) error {
+		var (
+			ok  bool
+			err error
+		)
 		switch row.State {
 		case ExecPending, ExecRetrying:
 			ok, err = db.CancelExecution(ctx, tx, tenant, id, "cancelled through the API")
@@ -147,6 +142,25 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 				return err
 			}
 		}
+		return nil
+	})
+}
+
+// change runs fn on the execution locked in a transaction and returns the
+// execution as fn left it, with its events.
+func (s *Executions) change(ctx context.Context, tenant, id string, fn func(pgx.Tx, db.Execution) error) (ExecutionDetail, error) {
+	if !validID(id) {
+		return ExecutionDetail{}, ErrNotFound
+	}
+	var out ExecutionDetail
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		row, err := db.GetExecution(ctx, tx, tenant, id, true)
+		if err != nil {
+			return translate(err, "execution")
+		}
+		if err := fn(tx, row); err != nil {
+			return err
+		}
 		if row, err = db.GetExecution(ctx, tx, tenant, id, false); err != nil {
 			return translate(err, "execution")
 		}
@@ -164,15 +178,7 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 // execution of a paused task (the worker would cancel it), and one whose
 // previous delivery job is still running.
 func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
-	if !validID(id) {
-		return ExecutionDetail{}, ErrNotFound
-	}
-	var out ExecutionDetail
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		row, err := db.GetExecution(ctx, tx, tenant, id, true)
-		if err != nil {
-			return translate(err, "execution")
-		}
+	return s.change(ctx, tenant, id, func(tx pgx.Tx, row db.Execution) error {
 		if row.State != ExecFailed && row.State != ExecCancelled {
 			return fmt.Errorf("the execution is %s; only failed and cancelled executions can be retried: %w", row.State, ErrConflict)
 		}
@@ -201,13 +207,8 @@ func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDet
 		if !ok { // the row is locked: cannot happen
 			return fmt.Errorf("the execution changed state; try again: %w", ErrConflict)
 		}
-		if row, err = db.GetExecution(ctx, tx, tenant, id, false); err != nil {
-			return translate(err, "execution")
-		}
-		out, err = s.withEvents(ctx, tx, row)
-		return err
+		return nil
 	})
-	return out, err
 }
 
 // releaseJobs frees the River unique slot of an execution's deliver job
