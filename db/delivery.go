@@ -156,13 +156,15 @@ type DeliveryOwner struct {
 	CancelRequested bool   `db:"cancel_requested"`
 	TaskFound       bool   `db:"task_found"`
 	MaxAttempts     *int32 `db:"max_attempts"`
+	// TaskFailures is the task's consecutive failure count (0 without a task).
+	TaskFailures int32 `db:"task_failures"`
 }
 
 // GetDeliveryOwner locks the execution if it is running under lease and
 // returns ErrNoRows otherwise (another attempt owns it, or it ended).
 func GetDeliveryOwner(ctx context.Context, q Querier, tenant, id string, lease int) (DeliveryOwner, error) {
 	rows, err := q.Query(ctx, `SELECT e.task_id::text, e.attempts, e.cancel_requested, t.id IS NOT NULL AS task_found,
-			t.max_attempts
+			t.max_attempts, coalesce(t.consecutive_failures, 0) AS task_failures
 		FROM executions e
 		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
 		WHERE e.tenant_id = $1 AND e.id = $2 AND e.state = 'running' AND e.lease_attempt = $3

@@ -412,7 +412,7 @@ func (s *Deliveries) finish(ctx context.Context, tx pgx.Tx, tenant, executionID 
 		if err := s.transition(ctx, tx, end, events); err != nil {
 			return Finished{}, err
 		}
-		if owner.TaskFound {
+		if owner.TaskFailures > 0 { // most successes follow successes: no write then
 			if err := db.ResetTaskFailures(ctx, tx, tenant, owner.TaskID); err != nil {
 				return Finished{}, err
 			}
