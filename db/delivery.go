@@ -26,16 +26,23 @@ type DeliveryRow struct {
 	CancelRequested bool      `db:"cancel_requested"`
 	Payload         []byte    `db:"payload"` // the execution's override; nil: the task's
 
-	TaskFound         bool              `db:"task_found"`
-	TaskName          *string           `db:"task_name"`
-	TaskState         *string           `db:"task_state"`
-	TaskPayload       []byte            `db:"task_payload"`
-	TaskTimeoutMS     *int32            `db:"task_timeout_ms"`
-	MaxAttempts       *int32            `db:"max_attempts"`
-	InitialBackoffMS  *int64            `db:"initial_backoff_ms"`
-	MaxBackoffMS      *int64            `db:"max_backoff_ms"`
-	OverlapPolicy     *string           `db:"overlap_policy"`
-	EarlierUnfinished int               `db:"earlier_unfinished"`
+	TaskFound         bool    `db:"task_found"`
+	TaskName          *string `db:"task_name"`
+	TaskState         *string `db:"task_state"`
+	TaskPayload       []byte  `db:"task_payload"`
+	TaskTimeoutMS     *int32  `db:"task_timeout_ms"`
+	MaxAttempts       *int32  `db:"max_attempts"`
+	InitialBackoffMS  *int64  `db:"initial_backoff_ms"`
+	MaxBackoffMS      *int64  `db:"max_backoff_ms"`
+	OverlapPolicy     *string `db:"overlap_policy"`
+	EarlierUnfinished int     `db:"earlier_unfinished"`
+	JoinedEndpoint
+	Now time.Time `db:"now"`
+}
+
+// JoinedEndpoint is an endpoint LEFT JOINed to an execution's task: every
+// column may be NULL when the endpoint is gone.
+type JoinedEndpoint struct {
 	EndpointFound     bool              `db:"endpoint_found"`
 	EndpointID        *string           `db:"endpoint_id"`
 	EndpointURL       *string           `db:"endpoint_url"`
@@ -46,7 +53,6 @@ type DeliveryRow struct {
 	PreviousSecretExp *time.Time        `db:"previous_secret_expires_at"`
 	EndpointTimeoutMS *int32            `db:"endpoint_timeout_ms"`
 	EndpointEnabled   *bool             `db:"endpoint_enabled"`
-	Now               time.Time         `db:"now"`
 }
 
 // GetDeliveryForUpdate reads an execution with its task and endpoint and
@@ -268,29 +274,20 @@ func DisableEndpoint(ctx context.Context, q Querier, tenant, id, reason string) 
 
 // AlertRow is what a failure alert reports, with the alert endpoint.
 type AlertRow struct {
-	ExecutionID       string            `db:"id"`
-	TaskID            string            `db:"task_id"`
-	ScheduledFor      time.Time         `db:"scheduled_for"`
-	Trigger           string            `db:"trigger"`
-	State             string            `db:"state"`
-	Attempts          int               `db:"attempts"`
-	LastStatusCode    *int              `db:"last_status_code"`
-	LastError         *string           `db:"last_error"`
-	LastErrorClass    *string           `db:"last_error_class"`
-	FinishedAt        *time.Time        `db:"finished_at"`
-	TaskName          *string           `db:"task_name"`
-	TaskState         *string           `db:"task_state"`
-	EndpointFound     bool              `db:"endpoint_found"`
-	EndpointID        *string           `db:"endpoint_id"`
-	EndpointURL       *string           `db:"endpoint_url"`
-	EndpointMethod    *string           `db:"endpoint_method"`
-	EndpointHeaders   map[string]string `db:"endpoint_headers"`
-	Secret            *string           `db:"secret"`
-	PreviousSecret    *string           `db:"previous_secret"`
-	PreviousSecretExp *time.Time        `db:"previous_secret_expires_at"`
-	EndpointTimeoutMS *int32            `db:"endpoint_timeout_ms"`
-	EndpointEnabled   *bool             `db:"endpoint_enabled"`
-	Now               time.Time         `db:"now"`
+	ExecutionID    string     `db:"id"`
+	TaskID         string     `db:"task_id"`
+	ScheduledFor   time.Time  `db:"scheduled_for"`
+	Trigger        string     `db:"trigger"`
+	State          string     `db:"state"`
+	Attempts       int        `db:"attempts"`
+	LastStatusCode *int       `db:"last_status_code"`
+	LastError      *string    `db:"last_error"`
+	LastErrorClass *string    `db:"last_error_class"`
+	FinishedAt     *time.Time `db:"finished_at"`
+	TaskName       *string    `db:"task_name"`
+	TaskState      *string    `db:"task_state"`
+	JoinedEndpoint
+	Now time.Time `db:"now"`
 }
 
 // GetAlert reads a failed execution with its task and the task's alert

@@ -250,7 +250,7 @@ func (s *Deliveries) begin(ctx context.Context, tx pgx.Tx, row db.DeliveryRow, l
 	if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, events); err != nil {
 		return Delivery{}, err
 	}
-	keys, err := endpointOf(row).SigningKeys(row.Now)
+	keys, err := endpointOf(row.JoinedEndpoint).SigningKeys(row.Now)
 	if err != nil {
 		return Delivery{}, err
 	}
@@ -607,8 +607,7 @@ func (s *Deliveries) Alert(ctx context.Context, tenant, executionID string) (Ale
 		a.Skip = "the alert endpoint is disabled"
 		return a, nil
 	}
-	ep := Endpoint{ID: zeroIfNil(row.EndpointID), Secret: zeroIfNil(row.Secret), PreviousSecret: zeroIfNil(row.PreviousSecret),
-		PreviousSecretExpiresAt: row.PreviousSecretExp}
+	ep := endpointOf(row.JoinedEndpoint)
 	keys, err := ep.SigningKeys(row.Now)
 	if err != nil {
 		return Alert{}, err
@@ -657,7 +656,7 @@ func deliveryFromRow(row db.DeliveryRow, lease int) Delivery {
 	return d
 }
 
-func endpointOf(row db.DeliveryRow) Endpoint {
+func endpointOf(row db.JoinedEndpoint) Endpoint {
 	return Endpoint{ID: zeroIfNil(row.EndpointID), Secret: zeroIfNil(row.Secret), PreviousSecret: zeroIfNil(row.PreviousSecret),
 		PreviousSecretExpiresAt: row.PreviousSecretExp}
 }

@@ -46,7 +46,8 @@ func TestCancelReason(t *testing.T) {
 	t.Parallel()
 	ok := func() db.DeliveryRow {
 		active, enabled := TaskActive, true
-		return db.DeliveryRow{Trigger: TriggerSchedule, TaskFound: true, TaskState: &active, EndpointFound: true, EndpointEnabled: &enabled}
+		return db.DeliveryRow{Trigger: TriggerSchedule, TaskFound: true, TaskState: &active,
+			JoinedEndpoint: db.JoinedEndpoint{EndpointFound: true, EndpointEnabled: &enabled}}
 	}
 	paused, disabled := TaskPaused, false
 	tests := []struct {
@@ -73,7 +74,7 @@ func TestDeliveryFromRow(t *testing.T) {
 	t.Parallel()
 	taskTimeout, epTimeout := int32(1500), int32(10_000)
 	row := db.DeliveryRow{
-		TaskPayload: []byte(`{"task":1}`), EndpointTimeoutMS: &epTimeout,
+		TaskPayload: []byte(`{"task":1}`), JoinedEndpoint: db.JoinedEndpoint{EndpointTimeoutMS: &epTimeout},
 		ScheduledFor: time.Date(2026, 3, 1, 10, 0, 0, 0, time.FixedZone("X", 3600)),
 	}
 	d := deliveryFromRow(row, 3)
