@@ -123,11 +123,7 @@ func (s *Endpoints) List(ctx context.Context, tenant string, page Page) ([]Endpo
 	if err != nil {
 		return nil, "", err
 	}
-	out := make([]Endpoint, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, endpointFromRow(r))
-	}
-	out, next := pageOf(out, page.Limit, func(e Endpoint) string { return e.ID })
+	out, next := pageOf(rows, page.Limit, endpointFromRow, func(e Endpoint) string { return e.ID })
 	return out, next, nil
 }
 

@@ -82,11 +82,8 @@ func (s *Executions) List(ctx context.Context, tenant string, f ExecutionFilter,
 	if err != nil {
 		return nil, "", err
 	}
-	out := make([]ExecutionDetail, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, executionDetailOf(r, nil))
-	}
-	out, next := pageOf(out, page.Limit, func(e ExecutionDetail) string { return e.ID })
+	out, next := pageOf(rows, page.Limit, func(r db.Execution) ExecutionDetail { return executionDetailOf(r, nil) },
+		func(e ExecutionDetail) string { return e.ID })
 	return out, next, nil
 }
 

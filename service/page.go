@@ -28,13 +28,20 @@ func ClampLimit(n int) int {
 	return n
 }
 
-// pageOf trims a result fetched with limit+1 rows and returns the cursor of
-// the next page, "" when this is the last.
-func pageOf[T any](items []T, limit int, id func(T) string) ([]T, string) {
-	if len(items) <= limit {
+// pageOf converts a result fetched with limit+1 rows, trims it to limit and
+// returns the cursor of the next page, "" when this is the last.
+func pageOf[R, T any](rows []R, limit int, convert func(R) T, id func(T) string) ([]T, string) {
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
+	}
+	items := make([]T, 0, len(rows))
+	for _, r := range rows {
+		items = append(items, convert(r))
+	}
+	if !more || len(items) == 0 {
 		return items, ""
 	}
-	items = items[:limit]
 	return items, id(items[len(items)-1])
 }
 

@@ -184,11 +184,7 @@ func (s *Tasks) List(ctx context.Context, tenant string, f TaskFilter, page Page
 	if err != nil {
 		return nil, "", err
 	}
-	out := make([]Task, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, taskFromRow(r))
-	}
-	out, next := pageOf(out, page.Limit, func(t Task) string { return t.ID })
+	out, next := pageOf(rows, page.Limit, taskFromRow, func(t Task) string { return t.ID })
 	return out, next, nil
 }
 
