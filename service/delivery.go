@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -70,7 +71,56 @@ type Deliveries struct {
 	pool     *pgxpool.Pool
 	enqueuer *Enqueuer
 	cfg      DeliveriesConfig
+	// starts and successes batch the common case of Begin and Finish
+	// (db.StartPendingDeliveries, db.SucceedDeliveries).
+	starts    *batcher[db.DeliveryKey, startResult]
+	successes *batcher[db.DeliverySuccess, successResult]
+	batched   atomic.Int64 // Begins and Finishes a batch completed
+	batchErrs atomic.Int64 // Begins and Finishes whose batch failed
 }
+
+// BatchStats counts Begins and Finishes by path: Batched completed in a
+// batched statement; Failed were carried by a batch that failed and took
+// the row-by-row path (a deadlock with a concurrent pause, a lost
+// connection). The rest took the row-by-row path because they needed a
+// decision.
+type BatchStats struct {
+	Batched, Failed int64
+}
+
+// BatchStats returns the counts since NewDeliveries.
+func (s *Deliveries) BatchStats() BatchStats {
+	return BatchStats{Batched: s.batched.Load(), Failed: s.batchErrs.Load()}
+}
+
+// count records how a batched call went and reports whether it completed.
+func (s *Deliveries) count(ok bool, err error) bool {
+	switch {
+	case err != nil:
+		s.batchErrs.Add(1)
+	case ok:
+		s.batched.Add(1)
+	}
+	return err == nil && ok
+}
+
+type startResult struct {
+	row db.DeliveryRow
+	ok  bool
+}
+
+type successResult struct {
+	attempts int
+	ok       bool
+}
+
+// Batching of the deliver worker's two statements: at most deliveryBatchMax
+// executions per statement, and at most deliveryBatchFlushers statements of
+// each kind in flight at once.
+const (
+	deliveryBatchMax      = 256
+	deliveryBatchFlushers = 3
+)
 
 // NewDeliveries returns Deliveries on pool; enqueuer inserts alert jobs in
 // the transaction that fails an execution. The pool may commit without
@@ -78,7 +128,34 @@ type Deliveries struct {
 // deliver job's River state decides re-runs, and River's later synchronous
 // commit flushes these transitions.
 func NewDeliveries(pool *pgxpool.Pool, enqueuer *Enqueuer, cfg DeliveriesConfig) *Deliveries {
-	return &Deliveries{pool: pool, enqueuer: enqueuer, cfg: cfg.WithDefaults()}
+	s := &Deliveries{pool: pool, enqueuer: enqueuer, cfg: cfg.WithDefaults()}
+	s.starts = newBatcher(deliveryBatchMax, deliveryBatchFlushers, s.startPending)
+	s.successes = newBatcher(deliveryBatchMax, deliveryBatchFlushers, s.recordSuccesses)
+	return s
+}
+
+func (s *Deliveries) startPending(ctx context.Context, keys []db.DeliveryKey) ([]startResult, error) {
+	started, err := db.StartPendingDeliveries(ctx, s.pool, keys)
+	if err != nil {
+		return nil, err
+	}
+	res := make([]startResult, len(keys))
+	for i, k := range keys {
+		res[i].row, res[i].ok = started[k]
+	}
+	return res, nil
+}
+
+func (s *Deliveries) recordSuccesses(ctx context.Context, oks []db.DeliverySuccess) ([]successResult, error) {
+	done, err := db.SucceedDeliveries(ctx, s.pool, oks)
+	if err != nil {
+		return nil, err
+	}
+	res := make([]successResult, len(oks))
+	for i, o := range oks {
+		res[i].attempts, res[i].ok = done[o.DeliveryKey]
+	}
+	return res, nil
 }
 
 // Action is what the worker should do after Begin.
@@ -152,7 +229,21 @@ type Delivery struct {
 //     crashes and shutdowns;
 //   - otherwise the execution becomes running under lease and the
 //     Delivery carries everything the sender needs.
+//
+// The common case (a pending execution that needs none of these decisions)
+// is batched with concurrent Begins into one statement; everything else,
+// and any execution a failed batch carried, takes the row-by-row path.
 func (s *Deliveries) Begin(ctx context.Context, tenant, executionID string, lease int) (Delivery, error) {
+	key := db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease}
+	if r, err := s.starts.do(ctx, key); s.count(r.ok, err) {
+		d := deliveryFromRow(r.row, lease)
+		keys, err := endpointOf(r.row.JoinedEndpoint).SigningKeys(r.row.Now)
+		if err != nil {
+			return Delivery{}, err
+		}
+		d.Action, d.Attempt, d.Keys = ActionSend, r.row.Attempts, keys
+		return d, nil
+	}
 	var d Delivery
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		row, err := db.GetDeliveryForUpdate(ctx, tx, tenant, executionID)
@@ -373,7 +464,20 @@ type Finished struct {
 //     pause_after_failures (its pending executions are cancelled); an
 //     alert job is enqueued when the task has an alert endpoint;
 //   - a 410 also disables the endpoint.
+//
+// Successes are batched with concurrent ones into one statement; a success
+// the batch did not record (or a failed batch) takes the row-by-row path,
+// which reports the conflict.
 func (s *Deliveries) Finish(ctx context.Context, tenant, executionID string, lease int, out Outcome) (Finished, error) {
+	if out.Kind == OutcomeSucceeded {
+		r, err := s.successes.do(ctx, db.DeliverySuccess{
+			DeliveryKey: db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease},
+			StatusCode:  out.StatusCode, LatencyMS: int(out.Latency.Milliseconds()),
+		})
+		if s.count(r.ok, err) {
+			return Finished{State: ExecSucceeded, Attempt: r.attempts}, nil
+		}
+	}
 	var fin Finished
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		owner, err := db.GetDeliveryOwner(ctx, tx, tenant, executionID, lease)

@@ -74,6 +74,16 @@ func openDatabase(ctx context.Context, cfg config, getenv func(string) string, l
 	// synchronous commit of the job's outcome flushes the WAL up to these
 	// transitions; a crash loses at most transitions of jobs River still
 	// sees running, which are resumed with the same idempotency key.
+	//
+	// Every statement is planned for the table sizes of the moment
+	// (plan_cache_mode force_custom_plan) instead of a cached generic plan.
+	// River's fetch is the reason: a generic plan made while river_job was
+	// empty (an idle server polls every 20 ms) is a sequential scan joined
+	// by a nested loop, and it stays cached until the next ANALYZE of
+	// river_job — minutes in which a burst of 10,000 due jobs was fetched
+	// at 20 ms and more per query instead of 1. Planning costs a fraction
+	// of a millisecond; ax's hot statements are batched.
+	pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	acfg := pcfg.Copy()
 	acfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	acfg.MaxConns = max(2, int32(cfg.DBMaxConns*2/5))

@@ -1,0 +1,159 @@
+package db
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The deliver worker's common case — a pending execution of an active task
+// that allows overlap, sent to an enabled endpoint, and then a 2xx — runs
+// as one statement per batch of deliveries for each of its two steps. The
+// conditions are those the row-by-row path (GetDeliveryForUpdate,
+// StartDelivery, GetDeliveryOwner, EndDelivery) would reach the same
+// decision under; an execution a batch leaves alone takes that path.
+
+// ExecutionRef names an execution.
+type ExecutionRef struct {
+	TenantID string
+	ID       string
+}
+
+// DeliveryKey names one River attempt of an execution.
+type DeliveryKey struct {
+	ExecutionRef
+	Lease int
+}
+
+// StartPendingDeliveries moves each pending execution whose delivery needs
+// no decision (not cancel-requested; its task exists, is not paused unless
+// the execution was triggered manually, allows overlap and allows an
+// attempt; its endpoint exists and is enabled) to running under its lease
+// as attempt 1, appends attempt_started, and returns the started rows as
+// GetDeliveryForUpdate would have read them. The
+// others are untouched and absent from the map.
+func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) (map[DeliveryKey]DeliveryRow, error) {
+	tenants, ids, leases := make([]string, len(keys)), make([]string, len(keys)), make([]int32, len(keys))
+	for i, k := range keys {
+		tenants[i], ids[i], leases[i] = k.TenantID, k.ID, int32(k.Lease) //nolint:gosec // River attempts are small
+	}
+	rows, err := q.Query(ctx, `WITH input AS (
+			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[]) AS i(tenant_id, id, lease)
+		), cur AS (
+			SELECT e.tenant_id, e.id, i.lease,
+				t.name AS task_name, t.state AS task_state, t.payload AS task_payload, t.timeout_ms AS task_timeout_ms,
+				t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,
+				ep.id AS endpoint_id, ep.url AS endpoint_url, ep.method AS endpoint_method, ep.headers AS endpoint_headers,
+				ep.secret, ep.previous_secret, ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms,
+				ep.enabled AS endpoint_enabled
+			FROM input i
+			CROSS JOIN LATERAL (
+				SELECT e.tenant_id, e.id, e.task_id, e.trigger FROM executions e
+				WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.state = 'pending' AND NOT e.cancel_requested
+				OFFSET 0 FOR UPDATE
+			) e
+			JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
+			JOIN endpoints ep ON ep.tenant_id = t.tenant_id AND ep.id = t.endpoint_id
+			WHERE (t.state <> 'paused' OR e.trigger = 'manual') AND t.overlap_policy = 'allow' AND t.max_attempts >= 1
+			  AND ep.enabled
+		), started AS (
+			UPDATE executions e SET state = 'running', attempts = 1, lease_attempt = c.lease,
+				started_at = coalesce(e.started_at, now()), next_attempt_at = NULL
+			FROM cur c
+			WHERE e.tenant_id = c.tenant_id AND e.id = c.id
+			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for, e.trigger, e.state, e.attempts, e.lease_attempt,
+				e.cancel_requested, e.payload, c.task_name, c.task_state, c.task_payload, c.task_timeout_ms,
+				c.max_attempts, c.initial_backoff_ms, c.max_backoff_ms, c.overlap_policy, c.endpoint_id, c.endpoint_url,
+				c.endpoint_method, c.endpoint_headers, c.secret, c.previous_secret, c.previous_secret_expires_at,
+				c.endpoint_timeout_ms, c.endpoint_enabled
+		), events AS (
+			INSERT INTO execution_events (tenant_id, execution_id, type, attempt)
+			SELECT tenant_id, id, 'attempt_started', attempts FROM started
+		)
+		SELECT tenant_id, id::text, task_id::text, scheduled_for, trigger, state, attempts, lease_attempt,
+			cancel_requested, payload,
+			true AS task_found, task_name, task_state, task_payload, task_timeout_ms, max_attempts,
+			initial_backoff_ms, max_backoff_ms, overlap_policy, 0 AS earlier_unfinished,
+			true AS endpoint_found, endpoint_id::text, endpoint_url, endpoint_method, endpoint_headers, secret,
+			previous_secret, previous_secret_expires_at, endpoint_timeout_ms, endpoint_enabled,
+			now() AS now
+		FROM started`, tenants, ids, leases)
+	if err != nil {
+		return nil, fmt.Errorf("start deliveries: %w", err)
+	}
+	started, err := pgx.CollectRows(rows, pgx.RowToStructByName[DeliveryRow])
+	if err != nil {
+		return nil, fmt.Errorf("start deliveries: %w", err)
+	}
+	out := make(map[DeliveryKey]DeliveryRow, len(started))
+	for _, r := range started {
+		out[DeliveryKey{ExecutionRef{r.TenantID, r.ID}, r.LeaseAttempt}] = r
+	}
+	return out, nil
+}
+
+// DeliverySuccess is a 2xx answer to a River attempt of an execution.
+type DeliverySuccess struct {
+	DeliveryKey
+	StatusCode int
+	LatencyMS  int
+}
+
+// SucceedDeliveries records 2xx outcomes: each execution still running
+// under its lease becomes succeeded (the fence of EndDelivery), gains
+// attempt_succeeded and succeeded events, and its task's consecutive
+// failure count is reset when it is not zero. It returns the attempt
+// count of each execution it changed; the others (a newer
+// attempt owns them, or they ended) are untouched and absent.
+func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (map[DeliveryKey]int, error) {
+	n := len(ok)
+	tenants, ids, leases := make([]string, n), make([]string, n), make([]int32, n)
+	codes, latencies := make([]int32, n), make([]int32, n)
+	for i, s := range ok {
+		tenants[i], ids[i], leases[i] = s.TenantID, s.ID, int32(s.Lease)               //nolint:gosec // small
+		codes[i], latencies[i] = int32(s.StatusCode), int32(min(s.LatencyMS, 1<<31-1)) //nolint:gosec // bounded
+	}
+	rows, err := q.Query(ctx, `WITH input AS (
+			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::int[], $5::int[])
+				AS i(tenant_id, id, lease, status_code, latency_ms)
+		), cur AS (
+			SELECT e.tenant_id, e.id, i.status_code, i.latency_ms
+			FROM input i
+			CROSS JOIN LATERAL (
+				SELECT e.tenant_id, e.id FROM executions e
+				WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.state = 'running' AND e.lease_attempt = i.lease
+				OFFSET 0 FOR UPDATE
+			) e
+		), done AS (
+			UPDATE executions e SET state = 'succeeded', finished_at = now(), next_attempt_at = NULL,
+				last_status_code = c.status_code, last_error = NULL, last_error_class = NULL
+			FROM cur c
+			WHERE e.tenant_id = c.tenant_id AND e.id = c.id
+			RETURNING e.tenant_id, e.id, e.lease_attempt, e.task_id, e.attempts, c.status_code, c.latency_ms
+		), events AS (
+			INSERT INTO execution_events (tenant_id, execution_id, type, attempt, status_code, latency_ms)
+			SELECT d.tenant_id, d.id, k.type, d.attempts, d.status_code, CASE WHEN k.n = 1 THEN d.latency_ms END
+			FROM done d CROSS JOIN (VALUES (1, 'attempt_succeeded'), (2, 'succeeded')) AS k(n, type)
+			ORDER BY d.id, k.n
+		), reset AS (
+			UPDATE tasks t SET consecutive_failures = 0
+			FROM (SELECT DISTINCT tenant_id, task_id FROM done) d
+			WHERE t.tenant_id = d.tenant_id AND t.id = d.task_id AND t.consecutive_failures <> 0
+		)
+		SELECT tenant_id, id::text, lease_attempt, attempts FROM done`, tenants, ids, leases, codes, latencies)
+	if err != nil {
+		return nil, fmt.Errorf("record successes: %w", err)
+	}
+	out := make(map[DeliveryKey]int, n)
+	var tenant, id string
+	var lease, attempts int
+	_, err = pgx.ForEachRow(rows, []any{&tenant, &id, &lease, &attempts}, func() error {
+		out[DeliveryKey{ExecutionRef{tenant, id}, lease}] = attempts
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record successes: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,108 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// pendingLen is the number of calls waiting for a flusher.
+func (b *batcher[Req, Res]) pendingLen() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pending)
+}
+
+func TestBatcherGroupsConcurrentCalls(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	var sizes []int
+	b := newBatcher(50, 1, func(_ context.Context, reqs []int) ([]int, error) {
+		mu.Lock()
+		first := len(sizes) == 0
+		sizes = append(sizes, len(reqs))
+		mu.Unlock()
+		if first {
+			<-gate // hold the first statement until the others queue up
+		}
+		out := make([]int, len(reqs))
+		for i, r := range reqs {
+			out[i] = r * 2
+		}
+		return out, nil
+	})
+	ctx := context.Background()
+	results := make([]int, 121)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		r, err := b.do(ctx, 0)
+		require.NoError(t, err)
+		results[0] = r
+	})
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(sizes) == 1 }, 5*time.Second, time.Millisecond)
+	for i := 1; i <= 120; i++ {
+		wg.Go(func() {
+			r, err := b.do(ctx, i)
+			require.NoError(t, err)
+			results[i] = r
+		})
+	}
+	require.Eventually(t, func() bool { return b.pendingLen() == 120 }, 5*time.Second, time.Millisecond)
+	close(gate)
+	wg.Wait()
+	for i, r := range results {
+		require.Equal(t, 2*i, r, "call %d got another call's result", i)
+	}
+	// One flusher: the first call alone, then the 120 waiting ones in
+	// batches of at most 50.
+	require.Equal(t, []int{1, 50, 50, 20}, sizes)
+	require.Zero(t, b.pendingLen())
+	b.mu.Lock()
+	require.Zero(t, b.flushers, "the flusher gave its slot back")
+	b.mu.Unlock()
+}
+
+func TestBatcherFailuresReachEveryCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	boom := errors.New("boom")
+	failing := newBatcher(10, 2, func(context.Context, []int) ([]int, error) { return nil, boom })
+	_, err := failing.do(ctx, 1)
+	require.ErrorIs(t, err, boom)
+
+	panicking := newBatcher(10, 2, func(context.Context, []int) ([]int, error) { panic("bad") })
+	_, err = panicking.do(ctx, 1)
+	require.ErrorContains(t, err, "panicked: bad")
+
+	short := newBatcher(10, 2, func(context.Context, []int) ([]int, error) { return []int{}, nil })
+	_, err = short.do(ctx, 1)
+	require.ErrorContains(t, err, "0 results for 1 requests")
+	for _, b := range []*batcher[int, int]{failing, panicking, short} {
+		require.Zero(t, b.pendingLen())
+	}
+}
+
+// A caller whose context ends still learns the outcome of the statement
+// that carried it, which runs without that cancellation.
+func TestBatcherOutlivesTheCallersContext(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	b := newBatcher(10, 1, func(rctx context.Context, reqs []int) ([]int, error) {
+		cancel()
+		time.Sleep(10 * time.Millisecond)
+		if rctx.Err() != nil {
+			return nil, rctx.Err()
+		}
+		_, hasDeadline := rctx.Deadline()
+		require.True(t, hasDeadline, "a batch is bounded by batchTimeout")
+		return reqs, nil
+	})
+	r, err := b.do(ctx, 7)
+	require.NoError(t, err)
+	require.Equal(t, 7, r)
+}
