@@ -10,9 +10,21 @@ import (
 // The deliver worker's common case — a pending execution of an active task
 // that allows overlap, sent to an enabled endpoint, and then a 2xx — runs
 // as one statement per batch of deliveries for each of its two steps. The
-// conditions are those the row-by-row path (GetDeliveryForUpdate,
-// StartDelivery, GetDeliveryOwner, EndDelivery) would reach the same
-// decision under; an execution a batch leaves alone takes that path.
+// conditions are those under which the row-by-row path
+// (GetDeliveryForUpdate, StartDelivery, GetDeliveryOwner, EndDelivery)
+// reaches the same decision; an execution a batch leaves alone takes that
+// path. Results are keyed by execution and lease, so a stale attempt
+// batched with the current one never takes its result.
+//
+// Each execution, its task and its endpoint are found by primary key in
+// LATERAL subqueries the planner may not flatten (OFFSET 0); the execution
+// is locked there (FOR UPDATE yields its newest version, which the
+// conditions then check). A join the planner were free to reorder would,
+// with the statistics of a table that grew within seconds, start from an
+// index on state and visit every pending execution of the tenant for each
+// one of the batch. The pool these run on keeps generic plans and rules
+// out sequential scans, hash and merge joins (cmd/server), so the plan is
+// the same whatever the statistics said when it was made.
 
 // ExecutionRef names an execution.
 type ExecutionRef struct {
@@ -49,13 +61,18 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 				ep.enabled AS endpoint_enabled
 			FROM input i
 			CROSS JOIN LATERAL (
-				SELECT e.tenant_id, e.id, e.task_id, e.trigger FROM executions e
-				WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.state = 'pending' AND NOT e.cancel_requested
+				SELECT e.tenant_id, e.id, e.task_id, e.trigger, e.state, e.cancel_requested FROM executions e
+				WHERE e.tenant_id = i.tenant_id AND e.id = i.id
 				OFFSET 0 FOR UPDATE
 			) e
-			JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
-			JOIN endpoints ep ON ep.tenant_id = t.tenant_id AND ep.id = t.endpoint_id
-			WHERE (t.state <> 'paused' OR e.trigger = 'manual') AND t.overlap_policy = 'allow' AND t.max_attempts >= 1
+			CROSS JOIN LATERAL (
+				SELECT * FROM tasks t WHERE t.tenant_id = e.tenant_id AND t.id = e.task_id OFFSET 0
+			) t
+			CROSS JOIN LATERAL (
+				SELECT * FROM endpoints ep WHERE ep.tenant_id = e.tenant_id AND ep.id = t.endpoint_id OFFSET 0
+			) ep
+			WHERE e.state = 'pending' AND NOT e.cancel_requested
+			  AND (t.state <> 'paused' OR e.trigger = 'manual') AND t.overlap_policy = 'allow' AND t.max_attempts >= 1
 			  AND ep.enabled
 		), started AS (
 			UPDATE executions e SET state = 'running', attempts = 1, lease_attempt = c.lease,
@@ -121,10 +138,11 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 			SELECT e.tenant_id, e.id, i.status_code, i.latency_ms
 			FROM input i
 			CROSS JOIN LATERAL (
-				SELECT e.tenant_id, e.id FROM executions e
-				WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.state = 'running' AND e.lease_attempt = i.lease
+				SELECT e.tenant_id, e.id, e.state, e.lease_attempt FROM executions e
+				WHERE e.tenant_id = i.tenant_id AND e.id = i.id
 				OFFSET 0 FOR UPDATE
 			) e
+			WHERE e.state = 'running' AND e.lease_attempt = i.lease
 		), done AS (
 			UPDATE executions e SET state = 'succeeded', finished_at = now(), next_attempt_at = NULL,
 				last_status_code = c.status_code, last_error = NULL, last_error_class = NULL

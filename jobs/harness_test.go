@@ -49,7 +49,8 @@ const testUserAgent = "ax/test"
 
 func newHarness(t *testing.T, opts harnessOpts) *harness {
 	t.Helper()
-	pool := dbtest.Pool(t)
+	pools := dbtest.Pools(t)
+	pool := pools.Main
 	enq, err := service.NewEnqueuer(pool)
 	require.NoError(t, err)
 	cfg := opts.River
@@ -59,7 +60,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	setDefault(&cfg.SoftStopTimeout, 5*time.Second)
 	h := &harness{
 		t: t, pool: pool, tenant: "acme", river: cfg,
-		deliveries: service.NewDeliveries(pool, enq, opts.Deliveries),
+		deliveries: service.NewDeliveries(pools.Delivery, enq, opts.Deliveries),
 		endpoints:  service.NewEndpoints(pool),
 		tasks:      service.NewTasks(pool, service.TasksConfig{}),
 	}

@@ -18,7 +18,7 @@ import (
 
 // RiverConfig defaults. See RiverConfig.
 const (
-	DeliverWorkersDefault = 100
+	DeliverWorkersDefault = 400
 	AlertWorkersDefault   = 10
 	// FetchCooldownDefault and FetchPollIntervalDefault bound how late a
 	// due job is picked up to about the poll interval (notes/river.md §1.5).

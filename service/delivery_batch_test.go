@@ -52,7 +52,7 @@ func TestBatchedBeginAndFinish(t *testing.T) {
 	// A failure streak the success must reset.
 	exec1(`UPDATE tasks SET consecutive_failures = 3 WHERE id = $1`, execs[3].task)
 
-	d := service.NewDeliveries(f.pool, f.enq, service.DeliveriesConfig{})
+	d := service.NewDeliveries(f.delivery, f.enq, service.DeliveriesConfig{})
 	begun := make([]service.Delivery, n)
 	var wg sync.WaitGroup
 	for i, e := range execs {

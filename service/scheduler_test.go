@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"math/rand/v2"
@@ -19,6 +20,7 @@ import (
 // fixture is a database with one tenant and one endpoint.
 type fixture struct {
 	pool     *pgxpool.Pool
+	delivery *pgxpool.Pool // the deliver worker's pool (db.DeliveryParams)
 	enq      *service.Enqueuer
 	tasks    *service.Tasks
 	tenant   string
@@ -28,13 +30,14 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	pool := dbtest.Pool(t)
+	pools := dbtest.Pools(t)
+	pool := pools.Main
 	enq, err := service.NewEnqueuer(pool)
 	require.NoError(t, err)
 	require.NoError(t, service.NewTenants(pool).Ensure(ctx, "acme"))
 	ep, err := service.NewEndpoints(pool).Create(ctx, "acme", service.EndpointInput{Name: "e", URL: "https://example.com/hook"})
 	require.NoError(t, err)
-	return &fixture{pool: pool, enq: enq, tasks: service.NewTasks(pool, service.TasksConfig{}), tenant: "acme", endpoint: ep.ID}
+	return &fixture{pool: pool, delivery: pools.Delivery, enq: enq, tasks: service.NewTasks(pool, service.TasksConfig{}), tenant: "acme", endpoint: ep.ID}
 }
 
 // insertTasks bulk-inserts n active interval tasks whose first slot is
@@ -90,11 +93,14 @@ func TestConcurrentSchedulersFireEachSlotOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	fired := 0
+	var logs bytes.Buffer // slog's handlers serialise their writes
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			jobs.RunScheduler(runCtx, f.pool, f.scheduler(service.SchedulerConfig{BatchSize: 300}), jobs.SchedulerLoopConfig{
+				Logger: logger,
 				OnTick: func(r service.TickResult, _ time.Duration) {
 					mu.Lock()
 					fired += r.Fired
@@ -113,7 +119,8 @@ func TestConcurrentSchedulersFireEachSlotOnce(t *testing.T) {
 	require.GreaterOrEqual(t, f.count(t, `SELECT count(*) FROM executions`), 3000)
 	f.requireExactlyOncePerSlot(t, 1)
 	mu.Lock()
-	require.Equal(t, f.count(t, `SELECT count(*) FROM executions`), fired, "every reported fire is an execution")
+	require.Equal(t, f.count(t, `SELECT count(*) FROM executions`), fired,
+		"every reported fire is an execution; the loops logged:\n%s", logs.String())
 	mu.Unlock()
 	// Every slot at or after the first was fired, none before it.
 	require.Equal(t, 1000, f.count(t, `SELECT count(*) FROM executions WHERE scheduled_for = $1`, now.Add(time.Second)))

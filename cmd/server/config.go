@@ -34,6 +34,7 @@ type config struct {
 	RescueAfter         time.Duration   // AX_RESCUE_STUCK_JOBS_AFTER; 0: jobs default
 	SoftStopTimeout     time.Duration   // AX_SOFT_STOP_TIMEOUT; 0: jobs default
 	RiverUI             bool            // AX_RIVERUI: serve River's UI at /riverui/ to admin tokens
+	DebugAddr           string          // AX_DEBUG_ADDR: Go's pprof profiles on a separate listener; "" off
 }
 
 // Defaults for the variables that have one.
@@ -108,6 +109,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.RiverUI, err = parseBool(getenv("AX_RIVERUI"), true); err != nil {
 		errs.add("AX_RIVERUI", getenv("AX_RIVERUI"), "want true or false")
 	}
+	c.DebugAddr = getenv("AX_DEBUG_ADDR")
 	if err := c.LogLevel.UnmarshalText([]byte(orDefault(getenv("AX_LOG_LEVEL"), "info"))); err != nil {
 		errs.add("AX_LOG_LEVEL", getenv("AX_LOG_LEVEL"), "want debug, info, warn or error")
 	}

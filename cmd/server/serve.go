@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -55,48 +54,16 @@ func openDatabase(ctx context.Context, cfg config, getenv func(string) string, l
 		}
 		url = c.URL("ax")
 	}
-	pcfg, err := pgxpool.ParseConfig(url)
+	// pgxpool's default (the number of CPUs) would make hundreds of
+	// delivery workers, the scheduler and the API queue for four
+	// connections. A pool_max_conns in the URL wins.
+	pools, err := db.OpenPools(ctx, url, cfg.DBMaxConns)
 	if err != nil {
 		d.close(logger)
 		return nil, fmt.Errorf("AX_DATABASE_URL: %w", err)
 	}
-	pcfg.MaxConnIdleTime = time.Minute
-	// pgxpool's default (the number of CPUs) would make a hundred delivery
-	// workers, the scheduler and the API queue for four connections. A
-	// pool_max_conns in the URL wins.
-	if !strings.Contains(url, "pool_max_conns") {
-		pcfg.MaxConns = int32(cfg.DBMaxConns - cfg.DBMaxConns*2/5)
-	}
-	// The deliver worker's state transitions use their own connections,
-	// whose commits do not wait for the WAL flush (synchronous_commit off).
-	// That is safe because the River job, committed synchronously by the
-	// main pool, decides whether a delivery runs again, and River's later
-	// synchronous commit of the job's outcome flushes the WAL up to these
-	// transitions; a crash loses at most transitions of jobs River still
-	// sees running, which are resumed with the same idempotency key.
-	//
-	// Every statement is planned for the table sizes of the moment
-	// (plan_cache_mode force_custom_plan) instead of a cached generic plan.
-	// River's fetch is the reason: a generic plan made while river_job was
-	// empty (an idle server polls every 20 ms) is a sequential scan joined
-	// by a nested loop, and it stays cached until the next ANALYZE of
-	// river_job — minutes in which a burst of 10,000 due jobs was fetched
-	// at 20 ms and more per query instead of 1. Planning costs a fraction
-	// of a millisecond; ax's hot statements are batched.
-	pcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
-	acfg := pcfg.Copy()
-	acfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-	acfg.MaxConns = max(2, int32(cfg.DBMaxConns*2/5))
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		d.close(logger)
-		return nil, fmt.Errorf("open database pool: %w", err)
-	}
-	d.pool = pool
-	if d.asyncPool, err = pgxpool.NewWithConfig(ctx, acfg); err != nil {
-		d.close(logger)
-		return nil, fmt.Errorf("open database pool: %w", err)
-	}
+	d.pool, d.asyncPool = pools.Main, pools.Delivery
+	pool := d.pool
 	pingCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
@@ -237,6 +204,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
+	if cfg.DebugAddr != "" {
+		stopDebug, err := serveDebug(ctx, cfg.DebugAddr, logger)
+		if err != nil {
+			return err
+		}
+		defer stopDebug()
+	}
 
 	base := "http://" + displayAddr(ln.Addr())
 	logger.Info("ax started", "addr", ln.Addr().String(), "version", version(), "embedded_postgres", cfg.Embedded())

@@ -217,6 +217,19 @@ func Pool(t testing.TB) *pgxpool.Pool {
 	return pool
 }
 
+// Pools returns ax's main and delivery pools (db.OpenPools, with the
+// session parameters of production) on a fresh migrated database, closed
+// when t ends.
+func Pools(t testing.TB) db.Pools {
+	t.Helper()
+	p, err := db.OpenPools(context.Background(), URL(t), 10)
+	if err != nil {
+		t.Fatalf("dbtest: open pools: %v", err)
+	}
+	t.Cleanup(p.Close) // registered after the drop, so it runs first
+	return p
+}
+
 // AdminURL returns a URL on the test server's maintenance database, for
 // tests that manage databases themselves.
 func AdminURL(t testing.TB) string {
