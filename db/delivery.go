@@ -94,7 +94,8 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string) (De
 func StartDelivery(ctx context.Context, q Querier, tenant, id string, lease int) (attempts int, ok bool, err error) {
 	err = q.QueryRow(ctx, `UPDATE executions SET state = 'running',
 			attempts = CASE WHEN state = 'pending' THEN 1 ELSE attempts + 1 END,
-			lease_attempt = $3, started_at = coalesce(started_at, now()), next_attempt_at = NULL
+			lease_attempt = $3, started_at = coalesce(started_at, now()), next_attempt_at = NULL,
+			first_started_at = coalesce(first_started_at, now())
 		WHERE tenant_id = $1 AND id = $2
 		  AND (state = 'pending' OR (state = 'retrying' AND lease_attempt < $3) OR (state = 'running' AND lease_attempt <= $3))
 		RETURNING attempts`, tenant, id, lease).Scan(&attempts)

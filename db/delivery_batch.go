@@ -42,7 +42,9 @@ type DeliveryKey struct {
 // no decision (not cancel-requested; its task exists, is not paused unless
 // the execution was triggered manually, allows overlap and allows an
 // attempt; its endpoint exists and is enabled) to running under its lease
-// as attempt 1, appends attempt_started, and returns the started rows as
+// as attempt 1 — its attempt_started event implied by the row
+// (ImplicitStarted) for the execution's first start ever, stored for a
+// start after an API retry — and returns the started rows as
 // GetDeliveryForUpdate would have read them. The
 // others are untouched and absent from the map.
 func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) (map[DeliveryKey]DeliveryRow, error) {
@@ -53,7 +55,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 	rows, err := q.Query(ctx, `WITH input AS (
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[]) AS i(tenant_id, id, lease)
 		), cur AS (
-			SELECT e.tenant_id, e.id, i.lease,
+			SELECT e.tenant_id, e.id, i.lease, e.first_started_at AS prev_first_started_at,
 				t.name AS task_name, t.state AS task_state, t.payload AS task_payload, t.timeout_ms AS task_timeout_ms,
 				t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,
 				ep.id AS endpoint_id, ep.url AS endpoint_url, ep.method AS endpoint_method, ep.headers AS endpoint_headers,
@@ -61,7 +63,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 				ep.enabled AS endpoint_enabled
 			FROM input i
 			CROSS JOIN LATERAL (
-				SELECT e.tenant_id, e.id, e.task_id, e.trigger, e.state, e.cancel_requested FROM executions e
+				SELECT e.tenant_id, e.id, e.task_id, e.trigger, e.state, e.cancel_requested, e.first_started_at FROM executions e
 				WHERE e.tenant_id = i.tenant_id AND e.id = i.id
 				OFFSET 0 FOR UPDATE
 			) e
@@ -76,17 +78,19 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 			  AND ep.enabled
 		), started AS (
 			UPDATE executions e SET state = 'running', attempts = 1, lease_attempt = c.lease,
-				started_at = coalesce(e.started_at, now()), next_attempt_at = NULL
+				started_at = coalesce(e.started_at, now()), next_attempt_at = NULL,
+				first_started_at = coalesce(e.first_started_at, now()),
+				implicit_events = e.implicit_events | CASE WHEN c.prev_first_started_at IS NULL THEN 2 ELSE 0 END
 			FROM cur c
 			WHERE e.tenant_id = c.tenant_id AND e.id = c.id
 			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for, e.trigger, e.state, e.attempts, e.lease_attempt,
 				e.cancel_requested, e.payload, c.task_name, c.task_state, c.task_payload, c.task_timeout_ms,
 				c.max_attempts, c.initial_backoff_ms, c.max_backoff_ms, c.overlap_policy, c.endpoint_id, c.endpoint_url,
 				c.endpoint_method, c.endpoint_headers, c.secret, c.previous_secret, c.previous_secret_expires_at,
-				c.endpoint_timeout_ms, c.endpoint_enabled
+				c.endpoint_timeout_ms, c.endpoint_enabled, c.prev_first_started_at
 		), events AS (
 			INSERT INTO execution_events (tenant_id, execution_id, type, attempt)
-			SELECT tenant_id, id, 'attempt_started', attempts FROM started
+			SELECT tenant_id, id, 'attempt_started', attempts FROM started WHERE prev_first_started_at IS NOT NULL
 		)
 		SELECT tenant_id, id::text, task_id::text, scheduled_for, trigger, state, attempts, lease_attempt,
 			cancel_requested, payload,
@@ -118,8 +122,9 @@ type DeliverySuccess struct {
 }
 
 // SucceedDeliveries records 2xx outcomes: each execution still running
-// under its lease becomes succeeded (the fence of EndDelivery), gains
-// attempt_succeeded and succeeded events, and its task's consecutive
+// under its lease becomes succeeded (the fence of EndDelivery), its
+// attempt_succeeded and succeeded events implied by the row
+// (ImplicitSucceeded, with last_latency_ms), and its task's consecutive
 // failure count is reset when it is not zero. It returns the attempt
 // count of each execution it changed; the others (a newer
 // attempt owns them, or they ended) are untouched and absent.
@@ -145,15 +150,11 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 			WHERE e.state = 'running' AND e.lease_attempt = i.lease
 		), done AS (
 			UPDATE executions e SET state = 'succeeded', finished_at = now(), next_attempt_at = NULL,
-				last_status_code = c.status_code, last_error = NULL, last_error_class = NULL
+				last_status_code = c.status_code, last_latency_ms = c.latency_ms, last_error = NULL,
+				last_error_class = NULL, implicit_events = e.implicit_events | 4
 			FROM cur c
 			WHERE e.tenant_id = c.tenant_id AND e.id = c.id
-			RETURNING e.tenant_id, e.id, e.lease_attempt, e.task_id, e.attempts, c.status_code, c.latency_ms
-		), events AS (
-			INSERT INTO execution_events (tenant_id, execution_id, type, attempt, status_code, latency_ms)
-			SELECT d.tenant_id, d.id, k.type, d.attempts, d.status_code, CASE WHEN k.n = 1 THEN d.latency_ms END
-			FROM done d CROSS JOIN (VALUES (1, 'attempt_succeeded'), (2, 'succeeded')) AS k(n, type)
-			ORDER BY d.id, k.n
+			RETURNING e.tenant_id, e.id, e.lease_attempt, e.task_id, e.attempts
 		), reset AS (
 			UPDATE tasks t SET consecutive_failures = 0
 			FROM (SELECT DISTINCT tenant_id, task_id FROM done) d

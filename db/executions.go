@@ -29,11 +29,29 @@ type Execution struct {
 	CreatedAt       time.Time  `db:"created_at"`
 	StartedAt       *time.Time `db:"started_at"`
 	FinishedAt      *time.Time `db:"finished_at"`
+	// ImplicitEvents and LastLatencyMS carry the timeline events the row
+	// stands for (ImplicitFired, ImplicitStarted, ImplicitSucceeded).
+	ImplicitEvents int16      `db:"implicit_events"`
+	LastLatencyMS  *int32     `db:"last_latency_ms"`
+	FirstStartedAt *time.Time `db:"first_started_at"`
 }
+
+// Bits of executions.implicit_events: timeline events the row implies
+// instead of storing (migration 0004).
+const (
+	// ImplicitFired: fired, on time, at created_at.
+	ImplicitFired = 1
+	// ImplicitStarted: attempt 1 started at first_started_at, after the fired
+	// (and missed) events and before every other stored event.
+	ImplicitStarted = 2
+	// ImplicitSucceeded: attempt_succeeded (attempts, last_status_code,
+	// last_latency_ms) then succeeded, at finished_at; always last.
+	ImplicitSucceeded = 4
+)
 
 const executionColumns = `tenant_id, id::text, task_id::text, scheduled_for, trigger, dedup_key, state, attempts,
 	late, cancel_requested, last_status_code, last_error, last_error_class, river_job_id, next_attempt_at,
-	created_at, started_at, finished_at`
+	created_at, started_at, finished_at, implicit_events, last_latency_ms, first_started_at`
 
 // ExecutionEvent is a row of execution_events.
 type ExecutionEvent struct {
@@ -81,14 +99,53 @@ func GetExecution(ctx context.Context, q Querier, tenant, id string, forUpdate b
 	return collectOne[Execution](rows, err)
 }
 
-// ListExecutionEvents returns an execution's timeline in order.
-func ListExecutionEvents(ctx context.Context, q Querier, tenant, executionID string) ([]ExecutionEvent, error) {
+// ListExecutionEvents returns an execution's timeline in order: its stored
+// events with the ones the row implies put back in place.
+func ListExecutionEvents(ctx context.Context, q Querier, row Execution) ([]ExecutionEvent, error) {
 	rows, err := q.Query(ctx, `SELECT type, at, attempt, status_code, latency_ms, error_class, message, data
-		FROM execution_events WHERE tenant_id = $1 AND execution_id = $2 ORDER BY seq`, tenant, executionID)
+		FROM execution_events WHERE tenant_id = $1 AND execution_id = $2 ORDER BY seq`, row.TenantID, row.ID)
 	if err != nil {
 		return nil, fmt.Errorf("list execution events: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByName[ExecutionEvent])
+	stored, err := pgx.CollectRows(rows, pgx.RowToStructByName[ExecutionEvent])
+	if err != nil {
+		return nil, fmt.Errorf("list execution events: %w", err)
+	}
+	return Timeline(row, stored), nil
+}
+
+// Timeline merges an execution's stored events (in seq order) with the
+// events its row implies. The places are fixed by the state machine: an
+// implied fired event is the first (a fire that stores a missed or late
+// fired event implies none); an implied start of attempt 1 follows the
+// fired and missed events and precedes everything stored after them (it
+// is only implied for an execution's first start ever, which an API retry
+// does not forget); an implied success is
+// the last (a succeeded execution is final).
+func Timeline(row Execution, stored []ExecutionEvent) []ExecutionEvent {
+	out := make([]ExecutionEvent, 0, len(stored)+4)
+	if row.ImplicitEvents&ImplicitFired != 0 {
+		out = append(out, ExecutionEvent{Type: "fired", At: row.CreatedAt,
+			Data: map[string]any{"scheduled_for": row.ScheduledFor.UTC().Format(time.RFC3339Nano)}})
+	}
+	i := 0
+	for i < len(stored) && (stored[i].Type == "fired" || stored[i].Type == "missed") {
+		out = append(out, stored[i])
+		i++
+	}
+	if row.ImplicitEvents&ImplicitStarted != 0 && row.FirstStartedAt != nil {
+		one := int32(1)
+		out = append(out, ExecutionEvent{Type: "attempt_started", At: *row.FirstStartedAt, Attempt: &one})
+	}
+	out = append(out, stored[i:]...)
+	if row.ImplicitEvents&ImplicitSucceeded != 0 && row.FinishedAt != nil {
+		attempt := row.Attempts
+		out = append(out,
+			ExecutionEvent{Type: "attempt_succeeded", At: *row.FinishedAt, Attempt: &attempt, StatusCode: row.LastStatusCode,
+				LatencyMS: row.LastLatencyMS},
+			ExecutionEvent{Type: "succeeded", At: *row.FinishedAt, Attempt: &attempt, StatusCode: row.LastStatusCode})
+	}
+	return out
 }
 
 // ManualExecution is a manual fire to insert.

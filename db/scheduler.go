@@ -67,8 +67,10 @@ type InsertedExecution struct {
 }
 
 // InsertScheduledExecutions inserts scheduled executions, skipping slots
-// that already have one (the permanent (task_id, scheduled_for) key), and
-// appends a fired event to each inserted one. It returns the inserted rows.
+// that already have one (the permanent (task_id, scheduled_for) key). An
+// on-time fire's fired event is implied by the row (ImplicitFired); a late
+// one, or one after missed slots, stores its fired event, with the data
+// the scheduler gave, after a missed event. It returns the inserted rows.
 func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecution) ([]InsertedExecution, error) {
 	if len(execs) == 0 {
 		return nil, nil
@@ -85,8 +87,9 @@ func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecut
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::bool[], $6::jsonb[], $7::bigint[])
 				AS i(tenant_id, id, task_id, scheduled_for, late, data, missed)
 		), ins AS (
-			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, late)
-			SELECT tenant_id, id, task_id, scheduled_for, 'schedule', late FROM input
+			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, late, implicit_events)
+			SELECT tenant_id, id, task_id, scheduled_for, 'schedule', late,
+				CASE WHEN late OR missed > 0 THEN 0 ELSE 1 END FROM input
 			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), ev AS (
@@ -96,6 +99,7 @@ func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecut
 			FROM ins JOIN input ON input.id = ins.id WHERE input.missed > 0
 			UNION ALL
 			SELECT ins.tenant_id, ins.id, 'fired', NULL, input.data FROM ins JOIN input ON input.id = ins.id
+			WHERE input.late OR input.missed > 0
 		)
 		SELECT tenant_id, id::text, task_id::text, scheduled_for FROM ins`,
 		tenants, ids, tasks, slots, late, data, missed)

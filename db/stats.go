@@ -77,14 +77,22 @@ func GetExecutionStats(ctx context.Context, q Querier, tenant string, since time
 		return out, fmt.Errorf("firing lateness: %w", err)
 	}
 	// The events' primary key (tenant_id, execution_id, seq) is ranged by
-	// the same floor.
+	// the same floor. A success implied by its execution row
+	// (ImplicitSucceeded) keeps its latency in last_latency_ms.
 	out.Latency, err = percentiles(ctx, q, `SELECT count(*),
-			percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY v.latency_ms)
-		FROM executions e
-		JOIN execution_events v ON v.tenant_id = e.tenant_id AND v.execution_id = e.id
-		WHERE e.tenant_id = $1 AND e.id >= $2::uuid AND e.created_at >= $3
-		  AND v.execution_id >= $2::uuid
-		  AND v.type IN ('attempt_succeeded', 'attempt_failed') AND v.latency_ms IS NOT NULL`, tenant, floor, since)
+			percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY latency_ms)
+		FROM (
+			SELECT v.latency_ms
+			FROM executions e
+			JOIN execution_events v ON v.tenant_id = e.tenant_id AND v.execution_id = e.id
+			WHERE e.tenant_id = $1 AND e.id >= $2::uuid AND e.created_at >= $3
+			  AND v.execution_id >= $2::uuid
+			  AND v.type IN ('attempt_succeeded', 'attempt_failed') AND v.latency_ms IS NOT NULL
+			UNION ALL
+			SELECT e.last_latency_ms FROM executions e
+			WHERE e.tenant_id = $1 AND e.id >= $2::uuid AND e.created_at >= $3
+			  AND e.implicit_events & 4 <> 0 AND e.last_latency_ms IS NOT NULL
+		) l`, tenant, floor, since)
 	if err != nil {
 		return out, fmt.Errorf("delivery latency: %w", err)
 	}

@@ -229,19 +229,28 @@ type event struct {
 	Data       map[string]any
 }
 
+// events returns an execution's timeline as the API shows it (stored
+// events and those the row implies).
 func (h *harness) events(id string) []event {
 	h.t.Helper()
-	rows, err := h.pool.Query(context.Background(), `SELECT type, attempt, status_code, latency_ms, error_class, message, data
-		FROM execution_events WHERE tenant_id = $1 AND execution_id = $2 ORDER BY seq`, h.tenant, id)
+	row, err := db.GetExecution(context.Background(), h.pool, h.tenant, id, false)
 	require.NoError(h.t, err)
-	var out []event
-	for rows.Next() {
-		var e event
-		require.NoError(h.t, rows.Scan(&e.Type, &e.Attempt, &e.StatusCode, &e.LatencyMS, &e.ErrorClass, &e.Message, &e.Data))
-		out = append(out, e)
+	evs, err := db.ListExecutionEvents(context.Background(), h.pool, row)
+	require.NoError(h.t, err)
+	out := make([]event, 0, len(evs))
+	for _, ev := range evs {
+		out = append(out, event{Type: ev.Type, Attempt: intPtr(ev.Attempt), StatusCode: intPtr(ev.StatusCode),
+			LatencyMS: intPtr(ev.LatencyMS), ErrorClass: ev.ErrorClass, Message: ev.Message, Data: ev.Data})
 	}
-	require.NoError(h.t, rows.Err())
 	return out
+}
+
+func intPtr(p *int32) *int {
+	if p == nil {
+		return nil
+	}
+	v := int(*p)
+	return &v
 }
 
 func eventTypes(evs []event) []string {

@@ -175,7 +175,7 @@ func NewSender(cfg SenderConfig) *Sender {
 		ResponseHeaderTimeout:  cfg.ResponseHeaderTimeout,
 		MaxResponseHeaderBytes: cfg.MaxResponseHeaderBytes,
 		ForceAttemptHTTP2:      true,
-		MaxIdleConns:           maxIdleConns,
+		MaxIdleConns:           max(maxIdleConns, 2*cfg.MaxIdleConnsPerHost),
 		MaxIdleConnsPerHost:    cfg.MaxIdleConnsPerHost,
 		IdleConnTimeout:        idleConnTimeout,
 	}

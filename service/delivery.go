@@ -119,7 +119,7 @@ type successResult struct {
 // each kind in flight at once.
 const (
 	deliveryBatchMax      = 256
-	deliveryBatchFlushers = 3
+	deliveryBatchFlushers = 4
 )
 
 // NewDeliveries returns Deliveries on pool; enqueuer inserts alert jobs in

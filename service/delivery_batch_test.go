@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service"
 )
 
@@ -123,29 +124,93 @@ func TestBatchedBeginAndFinish(t *testing.T) {
 		if e == cancelled || e == paused {
 			continue
 		}
-		evs, err := f.pool.Query(ctx, `SELECT type, attempt, status_code, latency_ms FROM execution_events
-			WHERE execution_id = $1 ORDER BY seq`, e.id)
+		row, err := db.GetExecution(ctx, f.pool, f.tenant, e.id, false)
+		require.NoError(t, err)
+		timeline, err := db.ListExecutionEvents(ctx, f.pool, row)
 		require.NoError(t, err)
 		type ev struct {
 			typ                  string
-			attempt, code, latMS *int
+			attempt, code, latMS *int32
 		}
 		var got []ev
-		for evs.Next() {
-			var v ev
-			require.NoError(t, evs.Scan(&v.typ, &v.attempt, &v.code, &v.latMS))
-			got = append(got, v)
+		for _, v := range timeline {
+			got = append(got, ev{v.Type, v.Attempt, v.StatusCode, v.LatencyMS})
 		}
-		require.NoError(t, evs.Err())
+		if e == overlap { // started row by row: its start is stored
+			require.Equal(t, db.ImplicitFired|db.ImplicitSucceeded, int(row.ImplicitEvents))
+		} else {
+			require.Equal(t, db.ImplicitFired|db.ImplicitStarted|db.ImplicitSucceeded, int(row.ImplicitEvents))
+		}
 		require.Len(t, got, 4, "execution %d", i)
 		require.Equal(t, []string{service.EventFired, service.EventAttemptStarted, service.EventAttemptSucceeded, service.EventSucceeded},
 			[]string{got[0].typ, got[1].typ, got[2].typ, got[3].typ})
 		for _, v := range got[1:] {
-			require.Equal(t, 1, *v.attempt)
+			require.EqualValues(t, 1, *v.attempt)
 		}
-		require.Equal(t, 200+i%7, *got[2].code)
-		require.Equal(t, i, *got[2].latMS)
-		require.Equal(t, 200+i%7, *got[3].code)
+		require.EqualValues(t, 200+i%7, *got[2].code)
+		require.EqualValues(t, i, *got[2].latMS)
+		require.EqualValues(t, 200+i%7, *got[3].code)
 		require.Nil(t, got[3].latMS)
 	}
+}
+
+// TestImpliedEventsSurviveARetry: an execution whose first start and
+// fired event are implied by its row fails, is retried through the API and
+// then succeeds; the API's timeline keeps every step in order.
+func TestImpliedEventsSurviveARetry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.insertTasks(t, 1, 60, time.Now().UTC().Add(time.Second), "fire_once")
+	_, err := f.pool.Exec(ctx, `UPDATE endpoints SET enabled = true`)
+	require.NoError(t, err)
+	_, err = f.scheduler(service.SchedulerConfig{}).Tick(ctx)
+	require.NoError(t, err)
+	var id string
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT id::text FROM executions`).Scan(&id))
+	// The scheduler's River job would race this test's calls: drop it.
+	_, err = f.pool.Exec(ctx, `DELETE FROM river_job`)
+	require.NoError(t, err)
+
+	d := service.NewDeliveries(f.delivery, f.enq, service.DeliveriesConfig{})
+	b, err := d.Begin(ctx, f.tenant, id, 1)
+	require.NoError(t, err)
+	require.Equal(t, service.ActionSend, b.Action)
+	fin, err := d.Finish(ctx, f.tenant, id, 1, service.Outcome{Kind: service.OutcomePermanent, StatusCode: 400,
+		ErrorClass: "http_4xx", Error: "HTTP 400 Bad Request"})
+	require.NoError(t, err)
+	require.Equal(t, service.ExecFailed, fin.State)
+
+	ex := service.NewExecutions(f.pool, f.enq)
+	r, err := ex.Retry(ctx, f.tenant, id)
+	require.NoError(t, err)
+	require.Nil(t, r.StartedAt, "a retried execution shows no start until it runs again")
+	b, err = d.Begin(ctx, f.tenant, id, 1)
+	require.NoError(t, err)
+	require.Equal(t, service.ActionSend, b.Action)
+	require.Equal(t, 1, b.Attempt)
+	_, err = d.Finish(ctx, f.tenant, id, 1, service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 204, Latency: 7 * time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), d.BatchStats().Batched, "both starts and the success were batched")
+
+	got, err := ex.Get(ctx, f.tenant, id)
+	require.NoError(t, err)
+	var types []string
+	for _, e := range got.Events {
+		types = append(types, e.Type)
+	}
+	require.Equal(t, []string{
+		service.EventFired, service.EventAttemptStarted, service.EventAttemptFailed, service.EventFailed,
+		service.EventRetried, service.EventAttemptStarted, service.EventAttemptSucceeded, service.EventSucceeded,
+	}, types)
+	for i := 1; i < len(got.Events); i++ {
+		require.False(t, got.Events[i].At.Before(got.Events[i-1].At), "event %d (%s) is before its predecessor", i, types[i])
+	}
+	require.Equal(t, 1, *got.Events[1].Attempt)
+	require.Equal(t, 1, *got.Events[5].Attempt)
+	require.Equal(t, 204, *got.Events[6].StatusCode)
+	require.Equal(t, 7, *got.Events[6].LatencyMS)
+	require.Equal(t, service.ExecSucceeded, got.State)
+	require.NotNil(t, got.StartedAt)
+	require.Equal(t, got.Events[5].At, *got.StartedAt, "started_at is the start of the latest run")
 }

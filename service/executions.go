@@ -330,7 +330,7 @@ func (s *Executions) enqueueNow(ctx context.Context, tx pgx.Tx, tenant, executio
 }
 
 func (s *Executions) withEvents(ctx context.Context, q db.Querier, row db.Execution) (ExecutionDetail, error) {
-	events, err := db.ListExecutionEvents(ctx, q, row.TenantID, row.ID)
+	events, err := db.ListExecutionEvents(ctx, q, row)
 	if err != nil {
 		return ExecutionDetail{}, err
 	}

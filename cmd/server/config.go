@@ -44,6 +44,7 @@ const (
 	shutdownTimeoutDefault = 30 * time.Second
 	jwtSecretMin           = 32
 	dbMaxConnsDefault      = 40
+	gcPercentDefault       = 400 // unless GOGC is set
 )
 
 // Embedded reports whether ax runs its own Postgres.
