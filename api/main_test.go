@@ -52,7 +52,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 	}
 	auth, err := api.NewAuthenticator(authCfg)
 	require.NoError(t, err)
-	enq, err := service.NewEnqueuer(pool)
+	enq, err := service.NewEnqueuer(pool, nil)
 	require.NoError(t, err)
 	e := api.New(api.Config{
 		Logger:      slog.New(slog.DiscardHandler),

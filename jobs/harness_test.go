@@ -51,7 +51,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	t.Helper()
 	pools := dbtest.Pools(t)
 	pool := pools.Main
-	enq, err := service.NewEnqueuer(pool)
+	enq, err := service.NewEnqueuer(pool, nil)
 	require.NoError(t, err)
 	cfg := opts.River
 	setDefault(&cfg.FetchCooldown, 5*time.Millisecond)

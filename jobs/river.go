@@ -23,7 +23,7 @@ const (
 	// FetchCooldownDefault and FetchPollIntervalDefault bound how late a
 	// due job is picked up to about the poll interval (notes/river.md §1.5).
 	FetchCooldownDefault     = 10 * time.Millisecond
-	FetchPollIntervalDefault = 20 * time.Millisecond
+	FetchPollIntervalDefault = 10 * time.Millisecond
 	// JobTimeoutDefault is the largest endpoint timeout plus a margin for
 	// the two short transactions around the HTTP call.
 	JobTimeoutDefault = service.TimeoutMax + 30*time.Second

@@ -17,7 +17,7 @@ func TestRiverConfigDefaults(t *testing.T) {
 	t.Parallel()
 	c := RiverConfig{}.WithDefaults()
 	require.Equal(t, RiverConfig{
-		DeliverWorkers: 400, AlertWorkers: 10, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 20 * time.Millisecond,
+		DeliverWorkers: 400, AlertWorkers: 10, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 10 * time.Millisecond,
 		JobTimeout: service.TimeoutMax + 30*time.Second, RescueStuckJobsAfter: 6 * time.Minute,
 		SoftStopTimeout: 20 * time.Second, QueueWaitPoll: time.Second,
 	}, c)
@@ -45,7 +45,7 @@ func TestRiverConfigValidate(t *testing.T) {
 	_, err = NewRiverClient(pool, RiverConfig{}, WorkerDeps{})
 	require.ErrorContains(t, err, "Deliveries and Sender")
 	// Short values for tests are accepted together.
-	enq, err := service.NewEnqueuer(pool)
+	enq, err := service.NewEnqueuer(pool, nil)
 	require.NoError(t, err)
 	_, err = NewRiverClient(pool, RiverConfig{JobTimeout: 2 * time.Second, RescueStuckJobsAfter: 3 * time.Second},
 		WorkerDeps{Deliveries: service.NewDeliveries(pool, enq, service.DeliveriesConfig{}), Sender: NewSender(SenderConfig{})})

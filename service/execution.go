@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -129,9 +130,16 @@ type Enqueuer struct {
 }
 
 // NewEnqueuer returns an Enqueuer on pool.
-func NewEnqueuer(pool *pgxpool.Pool) (*Enqueuer, error) {
+//
+// River logs through logger (nil: nowhere), e.g. a failed insert
+// notification when the inserting transaction is cancelled.
+func NewEnqueuer(pool *pgxpool.Pool, logger *slog.Logger) (*Enqueuer, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Hooks: []rivertype.Hook{river.HookInsertBeginFunc(nearTermAvailable)},
+		Hooks:  []rivertype.Hook{river.HookInsertBeginFunc(nearTermAvailable)},
+		Logger: logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river insert client: %w", err)

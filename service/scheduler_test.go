@@ -32,7 +32,7 @@ func newFixture(t *testing.T) *fixture {
 	ctx := context.Background()
 	pools := dbtest.Pools(t)
 	pool := pools.Main
-	enq, err := service.NewEnqueuer(pool)
+	enq, err := service.NewEnqueuer(pool, nil)
 	require.NoError(t, err)
 	require.NoError(t, service.NewTenants(pool).Ensure(ctx, "acme"))
 	ep, err := service.NewEndpoints(pool).Create(ctx, "acme", service.EndpointInput{Name: "e", URL: "https://example.com/hook"})

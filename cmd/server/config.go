@@ -43,7 +43,7 @@ const (
 	httpAddrDefault        = ":8080"
 	shutdownTimeoutDefault = 30 * time.Second
 	jwtSecretMin           = 32
-	dbMaxConnsDefault      = 40
+	dbMaxConnsDefault      = 20
 	gcPercentDefault       = 400 // unless GOGC is set
 )
 

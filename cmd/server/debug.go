@@ -13,12 +13,12 @@ import (
 
 // serveDebug serves Go's profiles (net/http/pprof) on their own listener,
 // which AX_DEBUG_ADDR must keep private (e.g. 127.0.0.1:6060): they have
-// no authentication and reveal the program's internals. It returns a
-// function that closes the listener.
-func serveDebug(ctx context.Context, addr string, logger *slog.Logger) (func(), error) {
+// no authentication and reveal the program's internals. It returns the
+// address it listens on and a function that closes the listener.
+func serveDebug(ctx context.Context, addr string, logger *slog.Logger) (string, func(), error) {
 	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("AX_DEBUG_ADDR: %w", err)
+		return "", nil, fmt.Errorf("AX_DEBUG_ADDR: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -34,5 +34,5 @@ func serveDebug(ctx context.Context, addr string, logger *slog.Logger) (func(), 
 		}
 	}()
 	logger.Info("serving Go profiles", "addr", ln.Addr().String(), "path", "/debug/pprof/")
-	return func() { _ = srv.Close() }, nil
+	return ln.Addr().String(), func() { _ = srv.Close() }, nil
 }

@@ -160,7 +160,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		logger.Warn("the database is not migrated and AX_AUTO_MIGRATE=false; run `ax migrate`", "error", err.Error())
 	}
 
-	enq, err := service.NewEnqueuer(d.pool)
+	enq, err := service.NewEnqueuer(d.pool, logger)
 	if err != nil {
 		return err
 	}
@@ -212,7 +212,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	if cfg.DebugAddr != "" {
-		stopDebug, err := serveDebug(ctx, cfg.DebugAddr, logger)
+		_, stopDebug, err := serveDebug(ctx, cfg.DebugAddr, logger)
 		if err != nil {
 			return err
 		}
