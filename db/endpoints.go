@@ -68,7 +68,7 @@ func GetEndpoint(ctx context.Context, q Querier, tenant, id string, forUpdate bo
 // before when it is set.
 func ListEndpoints(ctx context.Context, q Querier, tenant, before string, limit int) ([]Endpoint, error) {
 	rows, err := q.Query(ctx, `SELECT `+endpointColumns+` FROM endpoints
-		WHERE tenant_id = $1 AND ($2 = '' OR id < NULLIF($2, '')::uuid) ORDER BY id DESC LIMIT $3`, tenant, before, limit)
+		WHERE tenant_id = $1 AND ($2 = '' OR id < NULLIF($2, '')::uuid) ORDER BY endpoints.id DESC LIMIT $3`, tenant, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
 	}

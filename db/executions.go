@@ -81,7 +81,7 @@ func ListExecutions(ctx context.Context, q Querier, tenant string, f ExecutionFi
 		WHERE tenant_id = $1 AND ($2 = '' OR id < NULLIF($2, '')::uuid)
 		  AND ($3 = '' OR task_id = NULLIF($3, '')::uuid) AND ($4 = '' OR state = $4)
 		  AND ($5::timestamptz IS NULL OR scheduled_for >= $5) AND ($6::timestamptz IS NULL OR scheduled_for < $6)
-		ORDER BY id DESC LIMIT $7`, tenant, f.Before, f.TaskID, f.State, f.Since, f.Until, f.Limit)
+		ORDER BY executions.id DESC LIMIT $7`, tenant, f.Before, f.TaskID, f.State, f.Since, f.Until, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list executions: %w", err)
 	}

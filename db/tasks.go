@@ -86,7 +86,7 @@ func ListTasks(ctx context.Context, q Querier, tenant string, f TaskFilter) ([]T
 	}
 	rows, err := q.Query(ctx, `SELECT `+taskColumns+` FROM tasks
 		WHERE tenant_id = $1 AND ($2 = '' OR id < NULLIF($2, '')::uuid) AND ($3 = '' OR state = $3) AND labels @> $4
-		ORDER BY id DESC LIMIT $5`, tenant, f.Before, f.State, labels, f.Limit)
+		ORDER BY tasks.id DESC LIMIT $5`, tenant, f.Before, f.State, labels, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}

@@ -1,0 +1,70 @@
+package db_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/db/dbtest"
+)
+
+// explainer is a db.Querier that, instead of running a query, records
+// PostgreSQL's plan for it (the real statement, with its arguments).
+type explainer struct {
+	*pgxpool.Pool
+	t     *testing.T
+	plans []string
+}
+
+func (e *explainer) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	var plan []map[string]any
+	require.NoError(e.t, e.Pool.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&plan))
+	b, err := json.Marshal(plan)
+	require.NoError(e.t, err)
+	e.plans = append(e.plans, string(b))
+	return e.Pool.Query(ctx, "SELECT 1 WHERE false")
+}
+
+// TestListQueriesWalkAnIndex: the newest-first list queries read one page
+// through an index, whatever the tenant's size, instead of sorting every
+// row. (ORDER BY id once sorted by the selected id::text, not the indexed
+// uuid: 68 ms for 50 of 100,000 executions.)
+func TestListQueriesWalkAnIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pools := dbtest.Pools(t)
+	pool := pools.Main
+	_, err := pool.Exec(ctx, `
+		INSERT INTO tenants (id) VALUES ('big');
+		INSERT INTO endpoints (tenant_id, id, name, url, secret)
+			SELECT 'big', gen_random_uuid(), 'e' || g, 'https://example.com', 'whsec_x' FROM generate_series(1, 2000) g;
+		INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, interval_seconds)
+			SELECT 'big', gen_random_uuid(), 't' || g, (SELECT id FROM endpoints LIMIT 1), 'interval', 60
+			FROM generate_series(1, 20000) g;
+		INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger)
+			SELECT 'big', gen_random_uuid(), gen_random_uuid(), now(), 'manual' FROM generate_series(1, 50000) g;
+		ANALYZE`)
+	require.NoError(t, err)
+
+	e := &explainer{Pool: pool, t: t}
+	_, err = db.ListEndpoints(ctx, e, "big", "", 50)
+	require.NoError(t, err)
+	_, err = db.ListTasks(ctx, e, "big", db.TaskFilter{Limit: 50})
+	require.NoError(t, err)
+	_, err = db.ListExecutions(ctx, e, "big", db.ExecutionFilter{Limit: 50})
+	require.NoError(t, err)
+	_, err = db.ListExecutions(ctx, e, "big", db.ExecutionFilter{State: "pending", Limit: 50})
+	require.NoError(t, err)
+	require.Len(t, e.plans, 4)
+	for _, plan := range e.plans {
+		require.NotContains(t, plan, `"Node Type":"Sort"`, plan)
+		require.NotContains(t, plan, `"Node Type":"Seq Scan"`, plan)
+		require.True(t, strings.Contains(plan, `"Node Type":"Index Scan"`) || strings.Contains(plan, `"Node Type":"Index Only Scan"`), plan)
+	}
+}
