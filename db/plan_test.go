@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -67,4 +68,57 @@ func TestListQueriesWalkAnIndex(t *testing.T) {
 		require.NotContains(t, plan, `"Node Type":"Seq Scan"`, plan)
 		require.True(t, strings.Contains(plan, `"Node Type":"Index Scan"`) || strings.Contains(plan, `"Node Type":"Index Only Scan"`), plan)
 	}
+}
+
+// TestBatchedDeliveryStatementsUsePrimaryKeys: on the delivery pool, which
+// keeps generic plans, the batched start and success statements reach
+// executions, tasks and endpoints only through their primary keys once the
+// tables have statistics — which AnalyzeYoungTables provides while they
+// are young. (Planned on tables without statistics, a generic plan picked
+// executions_state_idx and tasks_endpoint_idx on a cost tie.)
+func TestBatchedDeliveryStatementsUsePrimaryKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pools := dbtest.Pools(t)
+	_, err := pools.Main.Exec(ctx, `
+		INSERT INTO tenants (id) VALUES ('t');
+		INSERT INTO endpoints (tenant_id, id, name, url, secret)
+			SELECT 't', gen_random_uuid(), 'e' || g, 'https://example.com', 'whsec_x' FROM generate_series(1, 3) g;
+		INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, interval_seconds)
+			SELECT 't', gen_random_uuid(), 't' || g, (SELECT id FROM endpoints LIMIT 1), 'interval', 60
+			FROM generate_series(1, 300) g;
+		INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger)
+			SELECT 't', gen_random_uuid(), t.id, now() + g * interval '1 minute', 'schedule'
+			FROM tasks t, generate_series(1, 10) g`)
+	require.NoError(t, err)
+	// The statistics counters reach pg_stat_user_tables within a second.
+	var analyzed []string
+	require.Eventually(t, func() bool {
+		names, err := db.AnalyzeYoungTables(ctx, pools.Main)
+		require.NoError(t, err)
+		analyzed = append(analyzed, names...)
+		return len(analyzed) >= 2
+	}, 10*time.Second, 100*time.Millisecond)
+	require.ElementsMatch(t, []string{"tasks", "executions"}, analyzed, "endpoints changed too little")
+	time.Sleep(1500 * time.Millisecond) // let the counters settle
+	analyzed, err = db.AnalyzeYoungTables(ctx, pools.Main)
+	require.NoError(t, err)
+	require.Empty(t, analyzed, "nothing changed since")
+
+	e := &explainer{Pool: pools.Delivery, t: t}
+	keys := []db.DeliveryKey{{ExecutionRef: db.ExecutionRef{TenantID: "t", ID: "01900000-0000-7000-8000-000000000001"}, Lease: 1}}
+	_, err = db.StartPendingDeliveries(ctx, e, keys)
+	require.NoError(t, err)
+	_, err = db.SucceedDeliveries(ctx, e, []db.DeliverySuccess{{DeliveryKey: keys[0], StatusCode: 200}})
+	require.NoError(t, err)
+	require.Len(t, e.plans, 2)
+	for _, plan := range e.plans {
+		for _, bad := range []string{`"Node Type":"Seq Scan"`, `"Node Type":"Hash Join"`, `"Node Type":"Merge Join"`,
+			`"executions_state_idx"`, `"executions_unfinished_idx"`, `"executions_task_idx"`, `"tasks_endpoint_idx"`} {
+			require.NotContains(t, plan, bad, plan)
+		}
+		require.Contains(t, plan, `"Index Name":"executions_pkey"`, plan)
+	}
+	require.Contains(t, e.plans[0], `"Index Name":"tasks_pkey"`)
+	require.Contains(t, e.plans[0], `"Index Name":"endpoints_pkey"`)
 }

@@ -13,3 +13,8 @@ type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
+
+// TxBeginner starts transactions: a *pgxpool.Pool or a *pgx.Conn.
+type TxBeginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}

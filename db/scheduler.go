@@ -154,3 +154,47 @@ func NextDueIn(ctx context.Context, q Querier) (time.Duration, bool, error) {
 	}
 	return time.Duration(*secs * float64(time.Second)), true, nil
 }
+
+// youngTablesAnalyzeLock is the advisory lock key that keeps replicas from
+// analyzing the same tables at once.
+const youngTablesAnalyzeLock = 0x61785f616e616c // "ax_anal"
+
+// AnalyzeYoungTables runs ANALYZE on the hot tables that are still small
+// (under 100,000 rows by their statistics, or never analyzed) and have
+// changed more than they hold since their last ANALYZE, and returns their
+// names. Plans cached while a table was empty or tiny pick whatever index
+// ties first (the delivery pool keeps generic plans); ANALYZE invalidates
+// them. Autovacuum does the same, but only once a minute at best and never
+// before 50 rows have changed; past 100,000 rows its thresholds suffice.
+// Replicas take turns (an advisory lock); one that finds it taken skips.
+func AnalyzeYoungTables(ctx context.Context, q TxBeginner) ([]string, error) {
+	var analyzed []string
+	err := pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
+		var got bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(youngTablesAnalyzeLock)).Scan(&got); err != nil || !got {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+			WHERE s.schemaname = current_schema()
+			  AND s.relname IN ('executions', 'tasks', 'endpoints', 'river_job')
+			  AND c.reltuples < 100000 AND s.n_mod_since_analyze > greatest(200, c.reltuples)`)
+		if err != nil {
+			return err
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			if _, err := tx.Exec(ctx, "ANALYZE "+pgx.Identifier{name}.Sanitize()); err != nil {
+				return err
+			}
+			analyzed = append(analyzed, name)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("analyze young tables: %w", err)
+	}
+	return analyzed, nil
+}

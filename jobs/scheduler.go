@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service"
 )
 
@@ -19,6 +20,9 @@ const (
 	PollCeilingDefault = time.Second
 	// GatherDefault is how long the loop lets due tasks accumulate.
 	GatherDefault = 500 * time.Millisecond
+	// analyzeEvery is how often the loop looks for young tables to
+	// ANALYZE (db.AnalyzeYoungTables).
+	analyzeEvery = 10 * time.Second
 )
 
 // SchedulerLoopConfig configures RunScheduler.
@@ -59,7 +63,16 @@ func RunScheduler(ctx context.Context, pool *pgxpool.Pool, s *service.Scheduler,
 	lookAhead := s.Config().LookAhead
 	gather := min(cmp.Or(cfg.Gather, GatherDefault), lookAhead/2)
 	backoff := 100 * time.Millisecond
+	var analyzed time.Time
 	for {
+		if time.Since(analyzed) >= analyzeEvery {
+			analyzed = time.Now()
+			if names, err := db.AnalyzeYoungTables(ctx, pool); err != nil && ctx.Err() == nil {
+				cfg.Logger.Warn("could not analyze young tables", "error", err.Error())
+			} else if len(names) > 0 {
+				cfg.Logger.Debug("analyzed young tables", "tables", names)
+			}
+		}
 		start := time.Now()
 		res, err := s.Tick(ctx)
 		if cfg.OnTick != nil && err == nil {
