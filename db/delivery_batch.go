@@ -13,8 +13,11 @@ import (
 // conditions are those under which the row-by-row path
 // (GetDeliveryForUpdate, StartDelivery, GetDeliveryOwner, EndDelivery)
 // reaches the same decision; an execution a batch leaves alone takes that
-// path. Results are keyed by execution and lease, so a stale attempt
-// batched with the current one never takes its result.
+// path. Results are keyed by their request's position (WITH ORDINALITY):
+// neither a stale attempt batched with the current one nor an id spelled in
+// upper case can take or miss a result. Rows another transaction holds are
+// skipped (SKIP LOCKED) and left to the row-by-row path, so a batch never
+// waits on, or deadlocks with, a pause or a cancel.
 //
 // Each execution, its task and its endpoint are found by primary key in
 // LATERAL subqueries the planner may not flatten (OFFSET 0); the execution
@@ -45,17 +48,18 @@ type DeliveryKey struct {
 // as attempt 1 — its attempt_started event implied by the row
 // (ImplicitStarted) for the execution's first start ever, stored for a
 // start after an API retry — and returns the started rows as
-// GetDeliveryForUpdate would have read them. The
-// others are untouched and absent from the map.
-func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) (map[DeliveryKey]DeliveryRow, error) {
+// GetDeliveryForUpdate would have read them, keyed by their index in keys.
+// The others — including any another transaction has locked — are
+// untouched and absent from the map.
+func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) (map[int]DeliveryRow, error) {
 	tenants, ids, leases := make([]string, len(keys)), make([]string, len(keys)), make([]int32, len(keys))
 	for i, k := range keys {
 		tenants[i], ids[i], leases[i] = k.TenantID, k.ID, int32(k.Lease) //nolint:gosec // River attempts are small
 	}
 	rows, err := q.Query(ctx, `WITH input AS (
-			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[]) AS i(tenant_id, id, lease)
+			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[]) WITH ORDINALITY AS i(tenant_id, id, lease, ord)
 		), cur AS (
-			SELECT e.tenant_id, e.id, i.lease, e.first_started_at AS prev_first_started_at,
+			SELECT i.ord, e.tenant_id, e.id, i.lease, e.first_started_at AS prev_first_started_at,
 				t.name AS task_name, t.state AS task_state, t.payload AS task_payload, t.timeout_ms AS task_timeout_ms,
 				t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,
 				ep.id AS endpoint_id, ep.url AS endpoint_url, ep.method AS endpoint_method, ep.headers AS endpoint_headers,
@@ -65,7 +69,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 			CROSS JOIN LATERAL (
 				SELECT e.tenant_id, e.id, e.task_id, e.trigger, e.state, e.cancel_requested, e.first_started_at FROM executions e
 				WHERE e.tenant_id = i.tenant_id AND e.id = i.id
-				OFFSET 0 FOR UPDATE
+				OFFSET 0 FOR UPDATE SKIP LOCKED
 			) e
 			CROSS JOIN LATERAL (
 				SELECT * FROM tasks t WHERE t.tenant_id = e.tenant_id AND t.id = e.task_id OFFSET 0
@@ -83,7 +87,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 				implicit_events = e.implicit_events | CASE WHEN c.prev_first_started_at IS NULL THEN 2 ELSE 0 END
 			FROM cur c
 			WHERE e.tenant_id = c.tenant_id AND e.id = c.id
-			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for, e.trigger, e.state, e.attempts, e.lease_attempt,
+			RETURNING c.ord, e.tenant_id, e.id, e.task_id, e.scheduled_for, e.trigger, e.state, e.attempts, e.lease_attempt,
 				e.cancel_requested, e.payload, c.task_name, c.task_state, c.task_payload, c.task_timeout_ms,
 				c.max_attempts, c.initial_backoff_ms, c.max_backoff_ms, c.overlap_policy, c.endpoint_id, c.endpoint_url,
 				c.endpoint_method, c.endpoint_headers, c.secret, c.previous_secret, c.previous_secret_expires_at,
@@ -92,7 +96,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 			INSERT INTO execution_events (tenant_id, execution_id, type, attempt)
 			SELECT tenant_id, id, 'attempt_started', attempts FROM started WHERE prev_first_started_at IS NOT NULL
 		)
-		SELECT tenant_id, id::text, task_id::text, scheduled_for, trigger, state, attempts, lease_attempt,
+		SELECT ord, tenant_id, id::text, task_id::text, scheduled_for, trigger, state, attempts, lease_attempt,
 			cancel_requested, payload,
 			true AS task_found, task_name, task_state, task_payload, task_timeout_ms, max_attempts,
 			initial_backoff_ms, max_backoff_ms, overlap_policy, 0 AS earlier_unfinished,
@@ -103,13 +107,17 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 	if err != nil {
 		return nil, fmt.Errorf("start deliveries: %w", err)
 	}
-	started, err := pgx.CollectRows(rows, pgx.RowToStructByName[DeliveryRow])
+	type startedRow struct {
+		Ord int `db:"ord"`
+		DeliveryRow
+	}
+	started, err := pgx.CollectRows(rows, pgx.RowToStructByName[startedRow])
 	if err != nil {
 		return nil, fmt.Errorf("start deliveries: %w", err)
 	}
-	out := make(map[DeliveryKey]DeliveryRow, len(started))
+	out := make(map[int]DeliveryRow, len(started))
 	for _, r := range started {
-		out[DeliveryKey{ExecutionRef{r.TenantID, r.ID}, r.LeaseAttempt}] = r
+		out[r.Ord-1] = r.DeliveryRow
 	}
 	return out, nil
 }
@@ -124,11 +132,13 @@ type DeliverySuccess struct {
 // SucceedDeliveries records 2xx outcomes: each execution still running
 // under its lease becomes succeeded (the fence of EndDelivery), its
 // attempt_succeeded and succeeded events implied by the row
-// (ImplicitSucceeded, with last_latency_ms), and its task's consecutive
-// failure count is reset when it is not zero. It returns the attempt
-// count of each execution it changed; the others (a newer
-// attempt owns them, or they ended) are untouched and absent.
-func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (map[DeliveryKey]int, error) {
+// (ImplicitSucceeded, with last_latency_ms). It returns the attempt count
+// of each execution it changed, keyed by its index in ok; the others (a
+// newer attempt owns them, they ended, or another transaction has them
+// locked) are untouched and absent. Tasks whose consecutive failure count
+// is not zero are reset afterwards, in a statement of their own that locks
+// them in id order and holds no execution lock.
+func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (map[int]int, error) {
 	n := len(ok)
 	tenants, ids, leases := make([]string, n), make([]string, n), make([]int32, n)
 	codes, latencies := make([]int32, n), make([]int32, n)
@@ -137,15 +147,15 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 		codes[i], latencies[i] = int32(s.StatusCode), int32(min(s.LatencyMS, 1<<31-1)) //nolint:gosec // bounded
 	}
 	rows, err := q.Query(ctx, `WITH input AS (
-			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::int[], $5::int[])
-				AS i(tenant_id, id, lease, status_code, latency_ms)
+			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::int[], $5::int[]) WITH ORDINALITY
+				AS i(tenant_id, id, lease, status_code, latency_ms, ord)
 		), cur AS (
-			SELECT e.tenant_id, e.id, i.status_code, i.latency_ms
+			SELECT i.ord, e.tenant_id, e.id, i.status_code, i.latency_ms
 			FROM input i
 			CROSS JOIN LATERAL (
 				SELECT e.tenant_id, e.id, e.state, e.lease_attempt FROM executions e
 				WHERE e.tenant_id = i.tenant_id AND e.id = i.id
-				OFFSET 0 FOR UPDATE
+				OFFSET 0 FOR UPDATE SKIP LOCKED
 			) e
 			WHERE e.state = 'running' AND e.lease_attempt = i.lease
 		), done AS (
@@ -154,25 +164,58 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 				last_error_class = NULL, implicit_events = e.implicit_events | 4
 			FROM cur c
 			WHERE e.tenant_id = c.tenant_id AND e.id = c.id
-			RETURNING e.tenant_id, e.id, e.lease_attempt, e.task_id, e.attempts
-		), reset AS (
-			UPDATE tasks t SET consecutive_failures = 0
-			FROM (SELECT DISTINCT tenant_id, task_id FROM done) d
-			WHERE t.tenant_id = d.tenant_id AND t.id = d.task_id AND t.consecutive_failures <> 0
+			RETURNING c.ord, e.tenant_id, e.task_id, e.attempts
 		)
-		SELECT tenant_id, id::text, lease_attempt, attempts FROM done`, tenants, ids, leases, codes, latencies)
+		SELECT d.ord, d.attempts, t.id::text AS failing_task
+		FROM done d
+		LEFT JOIN LATERAL (
+			SELECT t.id FROM tasks t
+			WHERE t.tenant_id = d.tenant_id AND t.id = d.task_id AND t.consecutive_failures <> 0 OFFSET 0
+		) t ON true`, tenants, ids, leases, codes, latencies)
 	if err != nil {
 		return nil, fmt.Errorf("record successes: %w", err)
 	}
-	out := make(map[DeliveryKey]int, n)
-	var tenant, id string
-	var lease, attempts int
-	_, err = pgx.ForEachRow(rows, []any{&tenant, &id, &lease, &attempts}, func() error {
-		out[DeliveryKey{ExecutionRef{tenant, id}, lease}] = attempts
+	out := make(map[int]int, n)
+	var reset []ExecutionRef // tasks, as (tenant, id)
+	var ord, attempts int
+	var failing *string
+	_, err = pgx.ForEachRow(rows, []any{&ord, &attempts, &failing}, func() error {
+		out[ord-1] = attempts
+		if failing != nil {
+			reset = append(reset, ExecutionRef{TenantID: ok[ord-1].TenantID, ID: *failing})
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record successes: %w", err)
 	}
+	if len(reset) > 0 {
+		if err := resetTasksFailures(ctx, q, reset); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// resetTasksFailures zeroes the consecutive failure count of tasks, locking
+// them in (tenant, id) order so that concurrent resets cannot deadlock.
+func resetTasksFailures(ctx context.Context, q Querier, tasks []ExecutionRef) error {
+	tenants, ids := make([]string, len(tasks)), make([]string, len(tasks))
+	for i, t := range tasks {
+		tenants[i], ids[i] = t.TenantID, t.ID
+	}
+	_, err := q.Exec(ctx, `WITH locked AS (
+			SELECT t.tenant_id, t.id FROM unnest($1::text[], $2::uuid[]) AS i(tenant_id, id)
+			CROSS JOIN LATERAL (
+				SELECT t.tenant_id, t.id FROM tasks t WHERE t.tenant_id = i.tenant_id AND t.id = i.id OFFSET 0
+			) t
+			ORDER BY t.tenant_id, t.id
+			FOR UPDATE OF t
+		)
+		UPDATE tasks t SET consecutive_failures = 0 FROM locked l
+		WHERE t.tenant_id = l.tenant_id AND t.id = l.id AND t.consecutive_failures <> 0`, tenants, ids)
+	if err != nil {
+		return fmt.Errorf("reset task failures: %w", err)
+	}
+	return nil
 }

@@ -119,8 +119,9 @@ func ListExecutionEvents(ctx context.Context, q Querier, row Execution) ([]Execu
 // implied fired event is the first (a fire that stores a missed or late
 // fired event implies none); an implied start of attempt 1 follows the
 // fired and missed events and precedes everything stored after them (it
-// is only implied for an execution's first start ever, which an API retry
-// does not forget); an implied success is
+// is only implied for a start before anything else happened to the
+// execution: an API retry sets first_started_at, so the next start is
+// stored); an implied success is
 // the last (a succeeded execution is final).
 func Timeline(row Execution, stored []ExecutionEvent) []ExecutionEvent {
 	out := make([]ExecutionEvent, 0, len(stored)+4)
@@ -218,7 +219,10 @@ func RetryExecution(ctx context.Context, q Querier, tenant, id, from string, job
 	tag, err := q.Exec(ctx, `WITH r AS (
 			UPDATE executions SET state = 'pending', attempts = 0, lease_attempt = 0, cancel_requested = false,
 				last_status_code = NULL, last_error = NULL, last_error_class = NULL, next_attempt_at = NULL,
-				started_at = NULL, finished_at = NULL, river_job_id = $4
+				started_at = NULL, finished_at = NULL, river_job_id = $4,
+				-- Stored events follow the fire now: a later first start
+				-- must be stored after them, not implied before them.
+				first_started_at = coalesce(first_started_at, now())
 			WHERE tenant_id = $1 AND id = $2 AND state = $3 AND state IN ('failed', 'cancelled')
 			RETURNING tenant_id, id)
 		INSERT INTO execution_events (tenant_id, execution_id, type, data)

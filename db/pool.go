@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -29,8 +30,8 @@ func (p Pools) Close() {
 	}
 }
 
-// MainParams are the main pool's session parameters; a parameter of the
-// database URL wins.
+// MainParams are the main pool's session parameters (set on each new
+// connection); a parameter of the database URL wins.
 //
 // Every statement is planned for the table sizes of the moment
 // (plan_cache_mode force_custom_plan) instead of a cached generic plan.
@@ -48,7 +49,8 @@ func (p Pools) Close() {
 var MainParams = map[string]string{"plan_cache_mode": "force_custom_plan", "random_page_cost": "1.1"}
 
 // DeliveryParams are the delivery pool's session parameters, on top of
-// the main pool's; they win over the URL.
+// the main pool's; they win over the URL (set after it, on each new
+// connection).
 //
 // Commits do not wait for the WAL flush (synchronous_commit off). That is
 // safe because the River job, committed synchronously by the main pool,
@@ -76,13 +78,17 @@ func OpenPools(ctx context.Context, url string, maxConns int) (Pools, error) {
 		return Pools{}, err
 	}
 	main.MaxConnIdleTime = time.Minute
+	delivery := main.Copy()
+	mainParams := map[string]string{}
 	for name, value := range MainParams {
 		if _, set := main.ConnConfig.RuntimeParams[name]; !set {
-			main.ConnConfig.RuntimeParams[name] = value
+			mainParams[name] = value
 		}
 	}
-	delivery := main.Copy()
-	maps.Copy(delivery.ConnConfig.RuntimeParams, DeliveryParams)
+	deliveryParams := maps.Clone(mainParams)
+	maps.Copy(deliveryParams, DeliveryParams)
+	main.AfterConnect = setParams(mainParams)
+	delivery.AfterConnect = setParams(deliveryParams)
 	if !strings.Contains(url, "pool_max_conns") {
 		main.MaxConns = int32(max(2, maxConns-maxConns*2/5)) //nolint:gosec // bounded by config validation
 		delivery.MaxConns = int32(max(2, maxConns*2/5))      //nolint:gosec // bounded by config validation
@@ -96,4 +102,26 @@ func OpenPools(ctx context.Context, url string, maxConns int) (Pools, error) {
 		return Pools{}, fmt.Errorf("open database pool: %w", err)
 	}
 	return p, nil
+}
+
+// setParams sets session parameters on a new connection with set_config
+// rather than as startup parameters, which PgBouncer refuses unless told to
+// ignore them (and then drops). Behind PgBouncer ax needs session pooling
+// anyway: River LISTENs.
+func setParams(params map[string]string) func(context.Context, *pgx.Conn) error {
+	names, values := make([]string, 0, len(params)), make([]string, 0, len(params))
+	for name, value := range params {
+		names, values = append(names, name), append(values, value)
+	}
+	return func(ctx context.Context, conn *pgx.Conn) error {
+		if len(names) == 0 {
+			return nil
+		}
+		_, err := conn.Exec(ctx, `SELECT set_config(name, value, false) FROM unnest($1::text[], $2::text[]) AS p(name, value)`,
+			names, values)
+		if err != nil {
+			return fmt.Errorf("set session parameters: %w", err)
+		}
+		return nil
+	}
 }

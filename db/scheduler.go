@@ -160,9 +160,10 @@ func NextDueIn(ctx context.Context, q Querier) (time.Duration, bool, error) {
 const youngTablesAnalyzeLock = 0x61785f616e616c // "ax_anal"
 
 // AnalyzeYoungTables runs ANALYZE on the hot tables that are still small
-// (under 100,000 rows by their statistics, or never analyzed) and have
-// changed more than they hold since their last ANALYZE, and returns their
-// names. Plans cached while a table was empty or tiny pick whatever index
+// (under 100,000 rows by their statistics, or never analyzed) and have more
+// than doubled since their last ANALYZE (or hold 100 rows and never had
+// one), and returns their names. Tables ax's role does not own are left to
+// autovacuum. Plans cached while a table was empty or tiny pick whatever index
 // ties first (the delivery pool keeps generic plans); ANALYZE invalidates
 // them. Autovacuum does the same, but only once a minute at best and never
 // before 50 rows have changed; past 100,000 rows its thresholds suffice.
@@ -170,14 +171,23 @@ const youngTablesAnalyzeLock = 0x61785f616e616c // "ax_anal"
 func AnalyzeYoungTables(ctx context.Context, q TxBeginner) ([]string, error) {
 	var analyzed []string
 	err := pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
+		// Never stall the scheduler loop behind a lock (an index build,
+		// an anti-wraparound vacuum): give up and try again later.
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '200ms'; SET LOCAL statement_timeout = '10s'`); err != nil {
+			return err
+		}
 		var got bool
 		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(youngTablesAnalyzeLock)).Scan(&got); err != nil || !got {
 			return err
 		}
+		// Growth, not churn: a small table whose rows are updated all the
+		// time (tasks advance on every fire) keeps its row count.
 		rows, err := tx.Query(ctx, `SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
 			WHERE s.schemaname = current_schema()
 			  AND s.relname IN ('executions', 'tasks', 'endpoints', 'river_job')
-			  AND c.reltuples < 100000 AND s.n_mod_since_analyze > greatest(200, c.reltuples)`)
+			  AND pg_has_role(current_user, c.relowner, 'USAGE')
+			  AND c.reltuples < 100000
+			  AND s.n_live_tup > CASE WHEN c.reltuples < 0 THEN 100 ELSE 2 * greatest(c.reltuples, 100) END`)
 		if err != nil {
 			return err
 		}

@@ -9,16 +9,18 @@ import (
 
 // batcher groups concurrent calls into one database statement ("natural
 // batching"): a call joins the pending list and, when fewer than
-// maxFlushers are flushing, flushes itself, taking everything pending (up
-// to maxBatch at a time) until the list is empty. An idle system therefore
-// runs a call at once, alone; a busy one turns a hundred deliveries'
-// round trips into one statement without any timer or background
-// goroutine.
+// maxFlushers are flushing, flushes: it takes everything pending (up to
+// maxBatch at a time) and runs it as one statement, again and again. An
+// idle system therefore runs a call at once, alone; a busy one turns a
+// hundred deliveries' round trips into one statement without any timer or
+// background goroutine. A flusher whose own call is done hands its role to
+// the oldest waiting call rather than working for others indefinitely.
 //
-// A call always waits for the statement that carries it, even when its own
-// context ends: the statement may already have committed, and the caller
-// must learn the outcome. The statement runs under the flusher's context
-// without its cancellation, bounded by batchTimeout.
+// A call whose context has ended before its statement is formed is not
+// run (it returns the context's error); once formed, the statement runs
+// under the flusher's context without its cancellation, bounded by
+// batchTimeout, and every call it carries waits for the outcome: the
+// statement may commit, and the caller must learn it.
 type batcher[Req, Res any] struct {
 	maxBatch    int
 	maxFlushers int
@@ -26,14 +28,17 @@ type batcher[Req, Res any] struct {
 
 	mu       sync.Mutex
 	pending  []*batchCall[Req, Res]
-	flushers int
+	flushers int // flushing goroutines, plus roles handed over and not yet taken
 }
 
 type batchCall[Req, Res any] struct {
+	ctx  context.Context
 	req  Req
 	res  Res
 	err  error
 	done chan struct{}
+	// lead, when signalled, hands this call's goroutine a flusher role.
+	lead chan struct{}
 }
 
 // batchTimeout bounds one batched statement.
@@ -46,7 +51,11 @@ func newBatcher[Req, Res any](maxBatch, maxFlushers int, run func(context.Contex
 // do runs req in the next batch and returns its result. run must return
 // one result per request, in order, or an error that applies to all.
 func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
-	c := &batchCall[Req, Res]{req: req, done: make(chan struct{})}
+	if err := ctx.Err(); err != nil {
+		var zero Res
+		return zero, err
+	}
+	c := &batchCall[Req, Res]{ctx: ctx, req: req, done: make(chan struct{}), lead: make(chan struct{}, 1)}
 	b.mu.Lock()
 	b.pending = append(b.pending, c)
 	flush := b.flushers < b.maxFlushers
@@ -55,21 +64,46 @@ func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 	}
 	b.mu.Unlock()
 	if flush {
-		b.flush(context.WithoutCancel(ctx))
+		b.flush(context.WithoutCancel(ctx), c)
 	}
-	<-c.done
-	return c.res, c.err
+	for {
+		select {
+		case <-c.lead:
+			b.flush(context.WithoutCancel(ctx), c)
+		case <-c.done:
+			// A role handed over just before the call was carried by
+			// someone else's statement is still ours to pass on.
+			select {
+			case <-c.lead:
+				b.flush(context.WithoutCancel(ctx), c)
+			default:
+			}
+			return c.res, c.err
+		}
+	}
 }
 
-func (b *batcher[Req, Res]) flush(ctx context.Context) {
+// flush runs batches until nothing is pending or, once own is done, hands
+// the role to the oldest waiting call.
+func (b *batcher[Req, Res]) flush(ctx context.Context, own *batchCall[Req, Res]) {
 	for {
 		b.mu.Lock()
-		n := min(len(b.pending), b.maxBatch)
-		if n == 0 {
+		if len(b.pending) == 0 {
 			b.flushers--
 			b.mu.Unlock()
 			return
 		}
+		select {
+		case <-own.done:
+			select {
+			case b.pending[0].lead <- struct{}{}:
+				b.mu.Unlock()
+				return
+			default: // it holds a role already: keep this one
+			}
+		default:
+		}
+		n := min(len(b.pending), b.maxBatch)
 		calls := make([]*batchCall[Req, Res], n)
 		copy(calls, b.pending)
 		rest := copy(b.pending, b.pending[n:])
@@ -77,12 +111,24 @@ func (b *batcher[Req, Res]) flush(ctx context.Context) {
 		b.pending = b.pending[:rest]
 		b.mu.Unlock()
 
-		reqs := make([]Req, n)
-		for i, c := range calls {
+		live := calls[:0:0]
+		for _, c := range calls {
+			if err := c.ctx.Err(); err != nil {
+				c.err = err
+				close(c.done)
+				continue
+			}
+			live = append(live, c)
+		}
+		if len(live) == 0 {
+			continue
+		}
+		reqs := make([]Req, len(live))
+		for i, c := range live {
 			reqs[i] = c.req
 		}
 		res, err := b.runSafely(ctx, reqs)
-		for i, c := range calls {
+		for i, c := range live {
 			if err != nil {
 				c.err = err
 			} else {

@@ -106,3 +106,86 @@ func TestBatcherOutlivesTheCallersContext(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 7, r)
 }
+
+// A flusher whose own call is done hands the role on instead of running
+// other callers' statements indefinitely.
+func TestBatcherFlusherLeavesOnceItsCallIsDone(t *testing.T) {
+	t.Parallel()
+	first, rest := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var seen []int
+	b := newBatcher(1, 1, func(_ context.Context, reqs []int) ([]int, error) {
+		mu.Lock()
+		seen = append(seen, reqs...)
+		mu.Unlock()
+		if reqs[0] == 0 {
+			<-first
+		} else {
+			<-rest
+		}
+		return reqs, nil
+	})
+	ctx := context.Background()
+	returned := make(chan int, 4)
+	var wg sync.WaitGroup
+	wg.Go(func() { r, _ := b.do(ctx, 0); returned <- r })
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1 }, 5*time.Second, time.Millisecond)
+	for i := 1; i <= 3; i++ {
+		wg.Go(func() { r, _ := b.do(ctx, i); returned <- r })
+	}
+	require.Eventually(t, func() bool { return b.pendingLen() == 3 }, 5*time.Second, time.Millisecond)
+	close(first)
+	require.Equal(t, 0, <-returned, "the first call returns while the others' statements are still running")
+	close(rest)
+	wg.Wait()
+	close(returned)
+	var got []int
+	for r := range returned {
+		got = append(got, r)
+	}
+	require.ElementsMatch(t, []int{1, 2, 3}, got)
+	b.mu.Lock()
+	require.Zero(t, b.flushers)
+	b.mu.Unlock()
+}
+
+// A call whose context ends while it waits for a statement is not run.
+func TestBatcherDropsCallsCancelledBeforeTheirStatement(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	var seen []int
+	b := newBatcher(10, 1, func(_ context.Context, reqs []int) ([]int, error) {
+		mu.Lock()
+		seen = append(seen, reqs...)
+		mu.Unlock()
+		if reqs[0] == 0 {
+			<-gate
+		}
+		return reqs, nil
+	})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := b.do(context.Background(), 0)
+		require.NoError(t, err)
+	})
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1 }, 5*time.Second, time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	wg.Go(func() {
+		_, err := b.do(ctx, 1)
+		require.ErrorIs(t, err, context.Canceled)
+	})
+	wg.Go(func() {
+		r, err := b.do(context.Background(), 2)
+		require.NoError(t, err)
+		require.Equal(t, 2, r)
+	})
+	require.Eventually(t, func() bool { return b.pendingLen() == 2 }, 5*time.Second, time.Millisecond)
+	cancel()
+	close(gate)
+	wg.Wait()
+	require.Equal(t, []int{0, 2}, seen, "the cancelled call never reached the database")
+
+	_, err := b.do(ctx, 3)
+	require.ErrorIs(t, err, context.Canceled, "an ended context does not even join")
+}

@@ -140,8 +140,8 @@ func (s *Deliveries) startPending(ctx context.Context, keys []db.DeliveryKey) ([
 		return nil, err
 	}
 	res := make([]startResult, len(keys))
-	for i, k := range keys {
-		res[i].row, res[i].ok = started[k]
+	for i := range keys {
+		res[i].row, res[i].ok = started[i]
 	}
 	return res, nil
 }
@@ -152,8 +152,8 @@ func (s *Deliveries) recordSuccesses(ctx context.Context, oks []db.DeliverySucce
 		return nil, err
 	}
 	res := make([]successResult, len(oks))
-	for i, o := range oks {
-		res[i].attempts, res[i].ok = done[o.DeliveryKey]
+	for i := range oks {
+		res[i].attempts, res[i].ok = done[i]
 	}
 	return res, nil
 }

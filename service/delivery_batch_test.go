@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -213,4 +214,55 @@ func TestImpliedEventsSurviveARetry(t *testing.T) {
 	require.Equal(t, service.ExecSucceeded, got.State)
 	require.NotNil(t, got.StartedAt)
 	require.Equal(t, got.Events[5].At, *got.StartedAt, "started_at is the start of the latest run")
+}
+
+// TestRetryOfAnUnstartedExecution: cancelled before it ever started, then
+// retried (with the id in upper case), then started and succeeded in
+// batches addressed in upper case too: the start is stored after the
+// retry, not implied before the cancel, and nothing is taken for an
+// interrupted run.
+func TestRetryOfAnUnstartedExecution(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.insertTasks(t, 1, 60, time.Now().UTC().Add(time.Second), "fire_once")
+	_, err := f.pool.Exec(ctx, `UPDATE endpoints SET enabled = true`)
+	require.NoError(t, err)
+	_, err = f.scheduler(service.SchedulerConfig{}).Tick(ctx)
+	require.NoError(t, err)
+	var id string
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT id::text FROM executions`).Scan(&id))
+	upper := strings.ToUpper(id)
+
+	ex := service.NewExecutions(f.pool, f.enq)
+	c, err := ex.Cancel(ctx, f.tenant, id)
+	require.NoError(t, err)
+	require.Equal(t, service.ExecCancelled, c.State)
+	_, err = ex.Retry(ctx, f.tenant, upper)
+	require.NoError(t, err)
+	var argsID string
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT args->>'execution_id' FROM river_job WHERE state = 'available'`).Scan(&argsID))
+	require.Equal(t, id, argsID, "the new job carries the canonical id")
+	_, err = f.pool.Exec(ctx, `DELETE FROM river_job`) // this test plays the worker
+	require.NoError(t, err)
+
+	d := service.NewDeliveries(f.delivery, f.enq, service.DeliveriesConfig{})
+	b, err := d.Begin(ctx, f.tenant, upper, 1)
+	require.NoError(t, err)
+	require.Equal(t, service.ActionSend, b.Action)
+	require.Equal(t, 1, b.Attempt)
+	require.False(t, b.Resumed)
+	fin, err := d.Finish(ctx, f.tenant, upper, 1, service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 200})
+	require.NoError(t, err)
+	require.Equal(t, service.ExecSucceeded, fin.State)
+	require.Equal(t, service.BatchStats{Batched: 2}, d.BatchStats())
+
+	got, err := ex.Get(ctx, f.tenant, id)
+	require.NoError(t, err)
+	var types []string
+	for _, e := range got.Events {
+		types = append(types, e.Type)
+	}
+	require.Equal(t, []string{service.EventFired, service.EventCancelled, service.EventRetried, service.EventAttemptStarted,
+		service.EventAttemptSucceeded, service.EventSucceeded}, types)
 }

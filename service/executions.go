@@ -193,11 +193,13 @@ func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDet
 		if err := s.releaseJobs(ctx, tx, tenant, row); err != nil {
 			return err
 		}
-		jobID, err := s.enqueueNow(ctx, tx, tenant, id, task)
+		// row.ID is the canonical (lower-case) id: the job's args and
+		// River's unique key must not depend on how the caller spelled it.
+		jobID, err := s.enqueueNow(ctx, tx, tenant, row.ID, task)
 		if err != nil {
 			return err
 		}
-		ok, err := db.RetryExecution(ctx, tx, tenant, id, row.State, jobID)
+		ok, err := db.RetryExecution(ctx, tx, tenant, row.ID, row.State, jobID)
 		if err != nil {
 			return err
 		}

@@ -209,8 +209,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
 	if cfg.DebugAddr != "" {
 		_, stopDebug, err := serveDebug(ctx, cfg.DebugAddr, logger)
 		if err != nil {
@@ -218,6 +216,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		}
 		defer stopDebug()
 	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
 
 	base := "http://" + displayAddr(ln.Addr())
 	logger.Info("ax started", "addr", ln.Addr().String(), "version", version(), "embedded_postgres", cfg.Embedded())

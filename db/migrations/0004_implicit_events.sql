@@ -11,6 +11,6 @@
 ALTER TABLE executions
     ADD COLUMN implicit_events smallint NOT NULL DEFAULT 0,
     ADD COLUMN last_latency_ms integer,
-    -- When the execution was first started; unlike started_at, an API
-    -- retry does not clear it.
+    -- When the execution was first started (or, if it never was, retried
+    -- through the API); unlike started_at, a retry does not clear it.
     ADD COLUMN first_started_at timestamptz;
