@@ -34,7 +34,7 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, se
 ) (*background, error) {
 	pool := d.pool
 	rc, err := jobs.NewRiverClient(pool, jobs.RiverConfig{
-		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout,
+		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout, FetchPollInterval: cfg.FetchPollInterval,
 		RescueStuckJobsAfter: cfg.RescueAfter, SoftStopTimeout: cfg.SoftStopTimeout,
 	}, jobs.WorkerDeps{
 		Deliveries: service.NewDeliveries(d.asyncPool, enq, service.DeliveriesConfig{}),

@@ -31,6 +31,7 @@ type config struct {
 	DeliverWorkers      int             // AX_DELIVER_WORKERS; 0: jobs default
 	DBMaxConns          int             // AX_DB_MAX_CONNS
 	JobTimeout          time.Duration   // AX_JOB_TIMEOUT; 0: jobs default
+	FetchPollInterval   time.Duration   // AX_FETCH_POLL_INTERVAL; 0: jobs default
 	RescueAfter         time.Duration   // AX_RESCUE_STUCK_JOBS_AFTER; 0: jobs default
 	SoftStopTimeout     time.Duration   // AX_SOFT_STOP_TIMEOUT; 0: jobs default
 	RiverUI             bool            // AX_RIVERUI: serve River's UI at /riverui/ to admin tokens
@@ -147,6 +148,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 			errs.add("AX_DB_MAX_CONNS", v, "want a number from 4 to 1000")
 		} else {
 			c.DBMaxConns = n
+		}
+	}
+	if v := getenv("AX_FETCH_POLL_INTERVAL"); v != "" {
+		if p, err := time.ParseDuration(v); err != nil || p < 10*time.Millisecond || p > 10*time.Second {
+			errs.add("AX_FETCH_POLL_INTERVAL", v, `want a duration from 10ms to 10s, e.g. "50ms"`)
+		} else {
+			c.FetchPollInterval = p
 		}
 	}
 	if v := getenv("AX_DELIVER_WORKERS"); v != "" {

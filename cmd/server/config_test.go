@@ -45,6 +45,8 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"bad level", map[string]string{"AX_LOG_LEVEL": "loud"}, []string{"AX_LOG_LEVEL", "debug, info, warn or error"}},
 		{"bad timeout", map[string]string{"AX_SHUTDOWN_TIMEOUT": "-3s"}, []string{"AX_SHUTDOWN_TIMEOUT", "positive duration"}},
 		{"bad body", map[string]string{"AX_MAX_BODY_BYTES": "12"}, []string{"AX_MAX_BODY_BYTES"}},
+		{"poll too fast", map[string]string{"AX_FETCH_POLL_INTERVAL": "1ms"}, []string{"AX_FETCH_POLL_INTERVAL", "10ms to 10s"}},
+		{"poll not a duration", map[string]string{"AX_FETCH_POLL_INTERVAL": "often"}, []string{"AX_FETCH_POLL_INTERVAL"}},
 		{"missing keys file", map[string]string{"AX_JWT_PUBLIC_KEYS": "/nonexistent/keys.pem"}, []string{"AX_JWT_PUBLIC_KEYS", "no such file"}},
 		{"bad keys file", map[string]string{"AX_JWT_PUBLIC_KEYS": badPEM}, []string{"AX_JWT_PUBLIC_KEYS", "no PEM public keys"}},
 		{"several at once", map[string]string{"AX_HTTP_ADDR": "x", "AX_LOG_LEVEL": "x"}, []string{"AX_HTTP_ADDR", "AX_LOG_LEVEL"}},
