@@ -176,13 +176,13 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 		return nil, fmt.Errorf("record successes: %w", err)
 	}
 	out := make(map[int]int, n)
-	var reset []ExecutionRef // tasks, as (tenant, id)
+	var reset []taskRef
 	var ord, attempts int
 	var failing *string
 	_, err = pgx.ForEachRow(rows, []any{&ord, &attempts, &failing}, func() error {
 		out[ord-1] = attempts
 		if failing != nil {
-			reset = append(reset, ExecutionRef{TenantID: ok[ord-1].TenantID, ID: *failing})
+			reset = append(reset, taskRef{tenant: ok[ord-1].TenantID, id: *failing})
 		}
 		return nil
 	})
@@ -197,12 +197,15 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 	return out, nil
 }
 
+// taskRef names a task.
+type taskRef struct{ tenant, id string }
+
 // resetTasksFailures zeroes the consecutive failure count of tasks, locking
 // them in (tenant, id) order so that concurrent resets cannot deadlock.
-func resetTasksFailures(ctx context.Context, q Querier, tasks []ExecutionRef) error {
+func resetTasksFailures(ctx context.Context, q Querier, tasks []taskRef) error {
 	tenants, ids := make([]string, len(tasks)), make([]string, len(tasks))
 	for i, t := range tasks {
-		tenants[i], ids[i] = t.TenantID, t.ID
+		tenants[i], ids[i] = t.tenant, t.id
 	}
 	_, err := q.Exec(ctx, `WITH locked AS (
 			SELECT t.tenant_id, t.id FROM unnest($1::text[], $2::uuid[]) AS i(tenant_id, id)

@@ -266,3 +266,50 @@ func TestRetryOfAnUnstartedExecution(t *testing.T) {
 	require.Equal(t, []string{service.EventFired, service.EventCancelled, service.EventRetried, service.EventAttemptStarted,
 		service.EventAttemptSucceeded, service.EventSucceeded}, types)
 }
+
+// A row another transaction holds (a pause, a cancel in progress) is
+// skipped by the batch and waits on the row-by-row path, which then sees
+// the outcome of that transaction.
+func TestBatchSkipsLockedExecutions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.insertTasks(t, 2, 60, time.Now().UTC().Add(time.Second), "fire_once")
+	_, err := f.pool.Exec(ctx, `UPDATE endpoints SET enabled = true`)
+	require.NoError(t, err)
+	_, err = f.scheduler(service.SchedulerConfig{}).Tick(ctx)
+	require.NoError(t, err)
+	var locked, free string
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT min(id::text), max(id::text) FROM executions`).Scan(&locked, &free))
+
+	tx, err := f.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `UPDATE executions SET cancel_requested = true WHERE id = $1`, locked)
+	require.NoError(t, err)
+
+	d := service.NewDeliveries(f.delivery, f.enq, service.DeliveriesConfig{})
+	type result struct {
+		d   service.Delivery
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		b, err := d.Begin(ctx, f.tenant, locked, 1)
+		got <- result{b, err}
+	}()
+	b, err := d.Begin(ctx, f.tenant, free, 1)
+	require.NoError(t, err)
+	require.Equal(t, service.ActionSend, b.Action, "the other execution is not held up")
+	select {
+	case r := <-got:
+		t.Fatalf("Begin of a locked execution returned before the lock was released: %+v", r)
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, tx.Commit(ctx))
+	r := <-got
+	require.NoError(t, r.err)
+	require.Equal(t, service.ActionDone, r.d.Action)
+	require.Equal(t, service.ExecCancelled, r.d.State, "the row-by-row path saw the committed cancel request")
+	require.Equal(t, service.BatchStats{Batched: 1}, d.BatchStats())
+}
