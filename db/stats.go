@@ -28,7 +28,8 @@ type ExecutionStats struct {
 	// Late counts misfire catch-ups (late = true).
 	Late int64
 	// Latency is the duration of delivery attempts (attempt_succeeded and
-	// attempt_failed events) in milliseconds.
+	// attempt_failed events, stored or implied by the execution row) in
+	// milliseconds.
 	Latency Percentiles
 	// Lateness is started_at - scheduled_for in milliseconds, over
 	// scheduled, on-time fires that started.

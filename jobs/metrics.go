@@ -135,3 +135,33 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, ok)
 }
+
+// NewBatchCollector returns a collector of how the deliver worker's state
+// transitions ran (service.Deliveries.BatchStats): batched, or carried by a
+// batch that failed and redone row by row. A growing failure count means
+// the batched statements keep failing (deadlocks, a lost connection).
+func NewBatchCollector(stats func() service.BatchStats) prometheus.Collector {
+	return batchCollector{
+		stats: stats,
+		batched: prometheus.NewDesc("ax_delivery_transitions_batched_total",
+			"Delivery starts and successes recorded by a batched statement.", nil, nil),
+		failed: prometheus.NewDesc("ax_delivery_batch_failures_total",
+			"Delivery starts and successes whose batched statement failed; they took the row-by-row path.", nil, nil),
+	}
+}
+
+type batchCollector struct {
+	stats           func() service.BatchStats
+	batched, failed *prometheus.Desc
+}
+
+func (c batchCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.batched
+	ch <- c.failed
+}
+
+func (c batchCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	ch <- prometheus.MustNewConstMetric(c.batched, prometheus.CounterValue, float64(s.Batched))
+	ch <- prometheus.MustNewConstMetric(c.failed, prometheus.CounterValue, float64(s.Failed))
+}

@@ -54,7 +54,7 @@ type RiverConfig struct {
 	// and the throttle of River's insert notifications. Default 10 ms.
 	FetchCooldown time.Duration
 	// FetchPollInterval is how often the deliver queue polls for due jobs:
-	// the bound on firing lateness. Default 20 ms. The alert queue polls
+	// the bound on firing lateness. Default 10 ms. The alert queue polls
 	// every second (or this, if longer).
 	FetchPollInterval time.Duration
 	// JobTimeout cancels a job's context; keep it above the largest

@@ -93,19 +93,28 @@ func RunScheduler(ctx context.Context, pool *pgxpool.Pool, s *service.Scheduler,
 		if res.More {
 			continue
 		}
-		wait := cfg.PollCeiling
-		if d, ok, err := s.NextDueIn(ctx); err == nil && ok {
-			wait = min(wait, max(d-lookAhead+gather, 0))
-		}
-		if wait <= 0 {
-			// Due within the look-ahead already handled? Then it was
-			// claimed by another replica or just advanced; avoid a hot loop.
-			wait = 10 * time.Millisecond
-		}
-		if !sleep(ctx, wait, wake) {
+		due, known, err := s.NextDueIn(ctx)
+		if !sleep(ctx, nextWait(due, known && err == nil, cfg.PollCeiling, lookAhead, gather), wake) {
 			return
 		}
 	}
+}
+
+// nextWait is how long the loop sleeps after a pass that left nothing to
+// claim, given how far off the earliest due task is (known: there is one):
+// until it comes within the look-ahead plus the gathering time, at most
+// ceiling, and never a hot loop.
+func nextWait(due time.Duration, known bool, ceiling, lookAhead, gather time.Duration) time.Duration {
+	wait := ceiling
+	if known {
+		wait = min(wait, max(due-lookAhead+gather, 0))
+	}
+	if wait <= 0 {
+		// Due within the look-ahead and still unclaimed: another replica
+		// holds it or just advanced it.
+		wait = 10 * time.Millisecond
+	}
+	return wait
 }
 
 // sleep waits for d, a wake-up or ctx; it reports false when ctx is done.

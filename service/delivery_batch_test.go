@@ -13,6 +13,43 @@ import (
 	"github.com/axhq/ax/service"
 )
 
+// firedExec is an execution the fixture fired, with its task.
+type firedExec struct{ id, task string }
+
+// fire creates n interval tasks on the fixture's endpoint (enabled), fires
+// their first slot with one scheduler pass and returns the executions in
+// id order.
+func (f *fixture) fire(t *testing.T, n int) []firedExec {
+	t.Helper()
+	ctx := context.Background()
+	f.insertTasks(t, n, 60, time.Now().UTC().Add(time.Second), "fire_once")
+	_, err := f.pool.Exec(ctx, `UPDATE endpoints SET enabled = true`)
+	require.NoError(t, err)
+	res, err := f.scheduler(service.SchedulerConfig{}).Tick(ctx)
+	require.NoError(t, err)
+	require.Equal(t, n, res.Fired)
+	rows, err := f.pool.Query(ctx, `SELECT id::text, task_id::text FROM executions ORDER BY id`)
+	require.NoError(t, err)
+	var execs []firedExec
+	for rows.Next() {
+		var e firedExec
+		require.NoError(t, rows.Scan(&e.id, &e.task))
+		execs = append(execs, e)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, execs, n)
+	return execs
+}
+
+// eventTypes lists the types of an execution's timeline.
+func eventTypes(d service.ExecutionDetail) []string {
+	types := make([]string, 0, len(d.Events))
+	for _, e := range d.Events {
+		types = append(types, e.Type)
+	}
+	return types
+}
+
 // TestBatchedBeginAndFinish drives many concurrent deliveries through
 // Begin and Finish: the common case is batched, the cases that need a
 // decision take the row-by-row path, and both leave the same rows and
@@ -22,22 +59,7 @@ func TestBatchedBeginAndFinish(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	const n = 300
-	f.insertTasks(t, n, 60, time.Now().UTC().Add(time.Second), "fire_once")
-	res, err := f.scheduler(service.SchedulerConfig{}).Tick(ctx)
-	require.NoError(t, err)
-	require.Equal(t, n, res.Fired)
-
-	type exec struct{ id, task string }
-	rows, err := f.pool.Query(ctx, `SELECT id::text, task_id::text FROM executions ORDER BY id`)
-	require.NoError(t, err)
-	var execs []exec
-	for rows.Next() {
-		var e exec
-		require.NoError(t, rows.Scan(&e.id, &e.task))
-		execs = append(execs, e)
-	}
-	require.NoError(t, rows.Err())
-	require.Len(t, execs, n)
+	execs := f.fire(t, n)
 
 	// Three that need a decision: a requested cancel, a paused task, and
 	// a task whose overlap policy must be checked (nothing overlaps it,
@@ -50,7 +72,6 @@ func TestBatchedBeginAndFinish(t *testing.T) {
 	exec1(`UPDATE executions SET cancel_requested = true WHERE id = $1`, cancelled.id)
 	exec1(`UPDATE tasks SET state = 'paused' WHERE id = $1`, paused.task)
 	exec1(`UPDATE tasks SET overlap_policy = 'skip' WHERE id = $1`, overlap.task)
-	exec1(`UPDATE endpoints SET enabled = true`)
 	// A failure streak the success must reset.
 	exec1(`UPDATE tasks SET consecutive_failures = 3 WHERE id = $1`, execs[3].task)
 
@@ -162,15 +183,9 @@ func TestImpliedEventsSurviveARetry(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	f.insertTasks(t, 1, 60, time.Now().UTC().Add(time.Second), "fire_once")
-	_, err := f.pool.Exec(ctx, `UPDATE endpoints SET enabled = true`)
-	require.NoError(t, err)
-	_, err = f.scheduler(service.SchedulerConfig{}).Tick(ctx)
-	require.NoError(t, err)
-	var id string
-	require.NoError(t, f.pool.QueryRow(ctx, `SELECT id::text FROM executions`).Scan(&id))
+	id := f.fire(t, 1)[0].id
 	// The scheduler's River job would race this test's calls: drop it.
-	_, err = f.pool.Exec(ctx, `DELETE FROM river_job`)
+	_, err := f.pool.Exec(ctx, `DELETE FROM river_job`)
 	require.NoError(t, err)
 
 	d := service.NewDeliveries(f.delivery, f.enq, service.DeliveriesConfig{})
@@ -196,10 +211,7 @@ func TestImpliedEventsSurviveARetry(t *testing.T) {
 
 	got, err := ex.Get(ctx, f.tenant, id)
 	require.NoError(t, err)
-	var types []string
-	for _, e := range got.Events {
-		types = append(types, e.Type)
-	}
+	types := eventTypes(got)
 	require.Equal(t, []string{
 		service.EventFired, service.EventAttemptStarted, service.EventAttemptFailed, service.EventFailed,
 		service.EventRetried, service.EventAttemptStarted, service.EventAttemptSucceeded, service.EventSucceeded,
@@ -225,13 +237,7 @@ func TestRetryOfAnUnstartedExecution(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	f.insertTasks(t, 1, 60, time.Now().UTC().Add(time.Second), "fire_once")
-	_, err := f.pool.Exec(ctx, `UPDATE endpoints SET enabled = true`)
-	require.NoError(t, err)
-	_, err = f.scheduler(service.SchedulerConfig{}).Tick(ctx)
-	require.NoError(t, err)
-	var id string
-	require.NoError(t, f.pool.QueryRow(ctx, `SELECT id::text FROM executions`).Scan(&id))
+	id := f.fire(t, 1)[0].id
 	upper := strings.ToUpper(id)
 
 	ex := service.NewExecutions(f.pool, f.enq)
@@ -259,10 +265,7 @@ func TestRetryOfAnUnstartedExecution(t *testing.T) {
 
 	got, err := ex.Get(ctx, f.tenant, id)
 	require.NoError(t, err)
-	var types []string
-	for _, e := range got.Events {
-		types = append(types, e.Type)
-	}
+	types := eventTypes(got)
 	require.Equal(t, []string{service.EventFired, service.EventCancelled, service.EventRetried, service.EventAttemptStarted,
 		service.EventAttemptSucceeded, service.EventSucceeded}, types)
 }
@@ -274,13 +277,8 @@ func TestBatchSkipsLockedExecutions(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	f.insertTasks(t, 2, 60, time.Now().UTC().Add(time.Second), "fire_once")
-	_, err := f.pool.Exec(ctx, `UPDATE endpoints SET enabled = true`)
-	require.NoError(t, err)
-	_, err = f.scheduler(service.SchedulerConfig{}).Tick(ctx)
-	require.NoError(t, err)
-	var locked, free string
-	require.NoError(t, f.pool.QueryRow(ctx, `SELECT min(id::text), max(id::text) FROM executions`).Scan(&locked, &free))
+	execs := f.fire(t, 2)
+	locked, free := execs[0].id, execs[1].id
 
 	tx, err := f.pool.Begin(ctx)
 	require.NoError(t, err)

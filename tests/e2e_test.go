@@ -122,12 +122,14 @@ func TestScheduledWebhookEndToEnd(t *testing.T) {
 		`ax_delivery_attempt_duration_seconds_count`,
 		`ax_scheduler_pass_duration_seconds_count`,
 		`ax_scheduler_claimed_tasks_count`,
+		`ax_delivery_transitions_batched_total`,
 		`ax_http_requests_total{method="POST",route="/v1/tasks",status="201"}`,
 		`ax_http_request_duration_seconds_count{method="POST",route="/v1/tasks"}`,
 	} {
 		require.Regexp(t, regexp.QuoteMeta(want)+` [1-9]`, m, "metric %s is present and positive", want)
 	}
 	require.Contains(t, m, "ax_river_jobs_scrape_ok 1")
+	require.Contains(t, m, "ax_delivery_batch_failures_total 0")
 	require.Contains(t, m, "go_goroutines")
 	require.Contains(t, m, "process_resident_memory_bytes")
 }

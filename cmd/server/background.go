@@ -29,15 +29,15 @@ type background struct {
 	riverStarted bool
 }
 
-func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, sender *jobs.Sender,
-	metrics *jobs.Metrics, cfg config, logger *slog.Logger,
+func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, deliveries *service.Deliveries,
+	sender *jobs.Sender, metrics *jobs.Metrics, cfg config, logger *slog.Logger,
 ) (*background, error) {
 	pool := d.pool
 	rc, err := jobs.NewRiverClient(pool, jobs.RiverConfig{
 		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout, FetchPollInterval: cfg.FetchPollInterval,
 		RescueStuckJobsAfter: cfg.RescueAfter, SoftStopTimeout: cfg.SoftStopTimeout,
 	}, jobs.WorkerDeps{
-		Deliveries: service.NewDeliveries(d.asyncPool, enq, service.DeliveriesConfig{}),
+		Deliveries: deliveries,
 		Sender:     sender,
 		Logger:     logger,
 		Metrics:    metrics,

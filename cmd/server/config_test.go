@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -24,6 +25,22 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.False(t, c.AllowPrivateTargets)
 	require.Equal(t, 30*time.Second, c.ShutdownTimeout)
 	require.EqualValues(t, 1<<20, c.MaxBodyBytes)
+	require.Equal(t, 20, c.DBMaxConns)
+	require.Zero(t, c.FetchPollInterval, "jobs' default")
+
+	c, err = loadConfig(envOf(map[string]string{"AX_FETCH_POLL_INTERVAL": "50ms"}))
+	require.NoError(t, err)
+	require.Equal(t, 50*time.Millisecond, c.FetchPollInterval)
+}
+
+// Not parallel: the collector setting is the process's.
+func TestSetGCPercent(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	setGCPercent(envOf(map[string]string{"GOGC": "150"}))
+	require.Equal(t, 100, debug.SetGCPercent(100), "GOGC set: left as the runtime has it")
+	setGCPercent(envOf(nil))
+	require.Equal(t, gcPercentDefault, debug.SetGCPercent(100))
 }
 
 func TestLoadConfigErrors(t *testing.T) {
