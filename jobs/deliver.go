@@ -34,14 +34,15 @@ type DeliverWorker struct {
 	metrics    *Metrics
 	timeout    time.Duration
 	queuePoll  time.Duration
+	slots      sendSlots
 }
 
 var _ river.Worker[service.DeliverArgs] = (*DeliverWorker)(nil)
 
-func newDeliverWorker(deps WorkerDeps, cfg RiverConfig) *DeliverWorker {
+func newDeliverWorker(deps WorkerDeps, cfg RiverConfig, slots sendSlots) *DeliverWorker {
 	return &DeliverWorker{
 		deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, rnd: deps.Rand, metrics: deps.Metrics,
-		timeout: cfg.JobTimeout, queuePoll: cfg.QueueWaitPoll,
+		timeout: cfg.JobTimeout, queuePoll: cfg.QueueWaitPoll, slots: slots,
 	}
 }
 
@@ -62,26 +63,82 @@ func (w *DeliverWorker) NextRetry(job *river.Job[service.DeliverArgs]) time.Time
 // Work makes one delivery attempt.
 func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.DeliverArgs]) error {
 	args := job.Args
+	if !w.slots.acquire(ctx, 0) {
+		return ctx.Err()
+	}
+	defer w.slots.release()
+	lease := args.Lease(job.Attempt)
 	log := w.logger.With("job_id", job.ID, "execution_id", args.ExecutionID, "tenant", args.TenantID)
-	d, err := w.deliveries.Begin(ctx, args.TenantID, args.ExecutionID, job.Attempt)
+	st := w.attempt(ctx, args.TenantID, args.ExecutionID, lease, nil, log)
+	switch st.kind {
+	case stepDone:
+		return nil
+	case stepWait:
+		return river.JobSnooze(w.queueWait(job))
+	case stepInterrupted:
+		return ctx.Err()
+	case stepRetry:
+		job.Args.SetRetryDelay(st.delay)
+		return st.err
+	case stepCancel:
+		return river.JobCancel(st.err)
+	default:
+		return st.err
+	}
+}
+
+// stepKind is what one attempt of an execution came to, for the job that
+// made it.
+type stepKind int
+
+const (
+	// stepDone: the execution needs nothing more from this job.
+	stepDone stepKind = iota
+	// stepWait: an overlap "queue" wait; nothing was sent.
+	stepWait
+	// stepInterrupted: a shutdown cut the attempt short; the execution
+	// stays as it was (running, if it was sent) for the job's re-run.
+	stepInterrupted
+	// stepRetry: the execution is retrying after delay (err describes the
+	// failure).
+	stepRetry
+	// stepCancel: the execution failed for good or was cancelled (err
+	// says why).
+	stepCancel
+	// stepError: Begin or Finish could not be recorded (err); the
+	// execution is as it was before the failed call.
+	stepError
+)
+
+type step struct {
+	kind  stepKind
+	delay time.Duration
+	err   error
+}
+
+// attempt makes one delivery attempt of an execution under lease: Begin,
+// send, Classify, Finish. handOff is set when a batch job makes it (see
+// service.Outcome.HandOff).
+func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string, lease int, handOff *service.HandOff, log *slog.Logger) step {
+	d, err := w.deliveries.Begin(ctx, tenant, executionID, lease)
 	switch {
 	case err != nil && stopping(ctx):
-		return ctx.Err()
+		return step{kind: stepInterrupted}
 	case errors.Is(err, service.ErrNotFound):
-		log.WarnContext(ctx, "deliver job of a missing execution; nothing to do", "attempt", job.Attempt)
-		return nil
+		log.WarnContext(ctx, "deliver job of a missing execution; nothing to do", "lease", lease)
+		return step{kind: stepDone}
 	case err != nil:
-		return fmt.Errorf("begin delivery of execution %s: %w", args.ExecutionID, err)
+		return step{kind: stepError, err: fmt.Errorf("begin delivery of execution %s: %w", executionID, err)}
 	}
 	if d.Ended {
 		w.metrics.Finished.WithLabelValues(d.State).Inc()
 	}
 	switch d.Action {
 	case service.ActionDone:
-		log.DebugContext(ctx, "nothing to deliver", "attempt", job.Attempt, "state", d.State, "reason", d.Reason)
-		return nil
+		log.DebugContext(ctx, "nothing to deliver", "lease", lease, "state", d.State, "reason", d.Reason)
+		return step{kind: stepDone}
 	case service.ActionWait:
-		return river.JobSnooze(w.queueWait(job))
+		return step{kind: stepWait}
 	}
 
 	log = log.With("task_id", d.TaskID, "attempt", d.Attempt)
@@ -103,13 +160,14 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.Deliver
 		// Not a failure of the receiver: leave the execution running for
 		// the re-run River makes after the interrupted job.
 		log.InfoContext(ctx, "delivery interrupted by shutdown; it will be resumed with the same idempotency key")
-		return ctx.Err()
+		return step{kind: stepInterrupted}
 	}
 
 	class := Classify(res, time.Now())
 	w.metrics.Attempts.WithLabelValues(class.Outcome.String(), class.ErrorClass).Inc()
 	w.metrics.AttemptDuration.Observe(res.Latency.Seconds())
 	out := w.outcome(res, class, d)
+	out.HandOff = handOff
 	if remoteCancel && class.Outcome != OutcomeSuccess {
 		out.Kind = service.OutcomeCancelled
 		if res.Err != nil {
@@ -118,15 +176,15 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.Deliver
 	}
 	rctx, cancel := recordContext(ctx)
 	defer cancel()
-	fin, err := w.deliveries.Finish(rctx, args.TenantID, args.ExecutionID, d.Lease, out)
+	fin, err := w.deliveries.Finish(rctx, tenant, executionID, d.Lease, out)
 	if errors.Is(err, service.ErrConflict) {
 		log.WarnContext(ctx, "attempt outcome not recorded: a newer run owns the execution", "status_code", res.StatusCode,
 			"error_class", class.ErrorClass)
-		return nil
+		return step{kind: stepDone}
 	}
 	if err != nil {
-		// The execution stays running; River's retry resumes it.
-		return fmt.Errorf("record attempt %d of execution %s: %w", d.Attempt, d.ExecutionID, err)
+		// The execution stays running; a re-run of the job resumes it.
+		return step{kind: stepError, err: fmt.Errorf("record attempt %d of execution %s: %w", d.Attempt, d.ExecutionID, err)}
 	}
 
 	log = log.With("state", fin.State, "status_code", res.StatusCode, "latency_ms", res.Latency.Milliseconds())
@@ -138,16 +196,16 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.Deliver
 	switch fin.State {
 	case service.ExecSucceeded:
 		log.InfoContext(ctx, "delivered")
-		return nil
+		return step{kind: stepDone}
 	case service.ExecRetrying:
 		log.InfoContext(ctx, "delivery attempt failed; retrying", "error_class", class.ErrorClass, "error", out.Error,
 			"retry_in_ms", fin.RetryDelay.Milliseconds())
-		job.Args.SetRetryDelay(fin.RetryDelay)
-		return fmt.Errorf("attempt %d: %s; retrying in %s", d.Attempt, out.Error, fin.RetryDelay)
+		return step{kind: stepRetry, delay: fin.RetryDelay,
+			err: fmt.Errorf("attempt %d: %s; retrying in %s", d.Attempt, out.Error, fin.RetryDelay)}
 	default:
 		log.WarnContext(ctx, "delivery failed", "error_class", class.ErrorClass, "error", out.Error,
 			"task_paused", fin.TaskPaused, "alert_queued", fin.AlertQueued)
-		return river.JobCancel(fmt.Errorf("attempt %d: execution %s: %s", d.Attempt, fin.State, out.Error))
+		return step{kind: stepCancel, err: fmt.Errorf("attempt %d: execution %s: %s", d.Attempt, fin.State, out.Error)}
 	}
 }
 

@@ -382,3 +382,54 @@ func (s *script) quiet(t *testing.T, d time.Duration) {
 	case <-time.After(d):
 	}
 }
+
+// fireBatch materialises an execution of each task due at slot with one
+// deliver_batch job for them all, the way the scheduler does for
+// executions due at the same instant; it returns the execution ids and the
+// job's id.
+func (h *harness) fireBatch(tasks []service.Task, slot time.Time) ([]string, int64) {
+	h.t.Helper()
+	ctx := h.t.Context()
+	ids := make([]string, len(tasks))
+	args := service.DeliverBatchArgs{}
+	var jobID int64
+	err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
+		for i, task := range tasks {
+			ids[i] = service.NewID()
+			if _, err := tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, implicit_events)
+				VALUES ($1, $2, $3, $4, 'schedule', 1)`, h.tenant, ids[i], task.ID, slot); err != nil {
+				return err
+			}
+			args.Executions = append(args.Executions, service.ExecutionRef{TenantID: h.tenant, ExecutionID: ids[i]})
+		}
+		insert := &river.InsertOpts{Queue: service.QueueDeliver, MaxAttempts: 25}
+		if slot.After(time.Now()) {
+			insert.ScheduledAt = slot
+		}
+		res, err := h.client.InsertTx(ctx, tx, args, insert)
+		if err != nil {
+			return err
+		}
+		jobID = res.Job.ID
+		return nil
+	})
+	require.NoError(h.t, err)
+	return ids, jobID
+}
+
+// deliverJobs returns the deliver jobs of an execution: state and
+// lease_base, oldest first.
+func (h *harness) deliverJobs(id string) (states []string, leaseBases []int) {
+	h.t.Helper()
+	rows, err := h.pool.Query(context.Background(), `SELECT state::text, coalesce((args->>'lease_base')::int, 0)
+		FROM river_job WHERE kind = 'deliver' AND args->>'execution_id' = $1 ORDER BY id`, id)
+	require.NoError(h.t, err)
+	for rows.Next() {
+		var s string
+		var b int
+		require.NoError(h.t, rows.Scan(&s, &b))
+		states, leaseBases = append(states, s), append(leaseBases, b)
+	}
+	require.NoError(h.t, rows.Err())
+	return states, leaseBases
+}

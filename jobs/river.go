@@ -143,7 +143,9 @@ func NewRiverClient(pool *pgxpool.Pool, cfg RiverConfig, deps WorkerDeps) (*rive
 		deps.Metrics = NewMetrics(nil)
 	}
 	workers := river.NewWorkers()
-	river.AddWorker(workers, newDeliverWorker(deps, cfg))
+	one := newDeliverWorker(deps, cfg, newSendSlots(cfg.DeliverWorkers))
+	river.AddWorker(workers, one)
+	river.AddWorker(workers, newDeliverBatchWorker(one, cfg))
 	river.AddWorker(workers, newAlertWorker(deps, cfg))
 	queue := func(n int, poll time.Duration) river.QueueConfig {
 		return river.QueueConfig{MaxWorkers: n, FetchCooldown: cfg.FetchCooldown, FetchPollInterval: poll}

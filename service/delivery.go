@@ -433,6 +433,16 @@ type Outcome struct {
 	DisableEndpoint bool
 	// EndpointID is the endpoint the attempt was sent to.
 	EndpointID string
+	// HandOff is set when a batch job (DeliverBatchArgs) made the attempt:
+	// a retry then continues as a DeliverArgs job of its own, inserted
+	// with the retrying transition and due when the retry is.
+	HandOff *HandOff
+}
+
+// HandOff is how a batch job's execution continues on its own.
+type HandOff struct {
+	// Priority is the River priority of the job that continues it.
+	Priority int
 }
 
 // Finished is the execution's state after Finish.
@@ -565,6 +575,14 @@ func (s *Deliveries) finish(ctx context.Context, tx pgx.Tx, tenant, executionID 
 		if err := s.transition(ctx, tx, end, events); err != nil {
 			return Finished{}, err
 		}
+		if out.HandOff != nil {
+			ref := ExecutionRef{TenantID: tenant, ExecutionID: executionID}
+			if _, err := s.enqueuer.insertMany(ctx, tx, []river.InsertManyParams{
+				handOffInsert(ref, lease, out.HandOff.Priority, time.Now().Add(delay)),
+			}); err != nil {
+				return Finished{}, err
+			}
+		}
 		fin.State, fin.RetryDelay = ExecRetrying, delay
 		return fin, nil
 	}
@@ -598,6 +616,32 @@ func (s *Deliveries) finish(ctx context.Context, tx pgx.Tx, tenant, executionID 
 	}
 	fin.State, fin.TaskPaused, fin.AlertQueued = ExecFailed, after.paused, after.alerted
 	return fin, nil
+}
+
+// HandOff inserts, in one transaction, a DeliverArgs job for each of refs
+// that continues it outside its batch job: available at at (at once when
+// zero), with leases above leaseBase — the batch's own lease, so that the
+// new job's attempts are newer than the batch's. An execution that already
+// has a live or completed deliver job is not given a second one (the jobs
+// are unique per execution); the new job's Begin decides what an
+// execution still needs, which may be nothing.
+func (s *Deliveries) HandOff(ctx context.Context, refs []ExecutionRef, leaseBase, priority int, at time.Time) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	seen := make(map[ExecutionRef]bool, len(refs))
+	params := make([]river.InsertManyParams, 0, len(refs))
+	for _, r := range refs {
+		if seen[r] { // the same key twice aborts a unique InsertMany
+			continue
+		}
+		seen[r] = true
+		params = append(params, handOffInsert(r, leaseBase, priority, at))
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		_, err := s.enqueuer.insertMany(ctx, tx, params)
+		return err
+	})
 }
 
 // transition applies a fenced transition and appends events; no matching

@@ -1,9 +1,11 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,6 +71,11 @@ const (
 type DeliverArgs struct {
 	TenantID    string `json:"tenant_id"`
 	ExecutionID string `json:"execution_id" river:"unique"`
+	// LeaseBase is added to the job's River attempt to make the lease that
+	// fences the execution (Deliveries.Begin): a job that takes over an
+	// execution from a batch (DeliverBatchArgs) starts above the batch's
+	// leases, so that its attempts are newer than the batch's.
+	LeaseBase int `json:"lease_base,omitempty"`
 
 	// retryAfter is set by the worker for NextRetry (not serialised).
 	retryAfter time.Duration
@@ -83,6 +90,53 @@ func (a *DeliverArgs) SetRetryDelay(d time.Duration) { a.retryAfter = d }
 
 // RetryDelay returns what SetRetryDelay recorded.
 func (a DeliverArgs) RetryDelay() time.Duration { return a.retryAfter }
+
+// Lease returns the lease of River attempt attempt of the job.
+func (a DeliverArgs) Lease(attempt int) int { return a.LeaseBase + attempt }
+
+// ExecutionRef names an execution in a job's args.
+type ExecutionRef struct {
+	TenantID    string `json:"tenant_id"`
+	ExecutionID string `json:"execution_id"`
+	// ScheduledFor is the execution's slot, in a batch: the batch job is
+	// due at its earliest member's slot, and each member is sent no
+	// earlier than its own.
+	ScheduledFor time.Time `json:"scheduled_for,omitzero"`
+}
+
+// DeliverBatchArgs is the River job that makes the first attempt of
+// several executions due within deliverBatchWindow of each other (the
+// scheduler's fires): one
+// River job instead of one per execution, which takes River's insert,
+// fetch and completion out of the per-delivery cost. Each execution is
+// still begun, sent and finished on its own, under the batch job's attempt
+// as lease; what it cannot finish in the batch — a retry, an overlap
+// "queue" wait, a run of the batch job after its first — continues as a
+// DeliverArgs job of its own (Deliveries.HandOff).
+type DeliverBatchArgs struct {
+	Executions []ExecutionRef `json:"executions"`
+}
+
+// Kind implements river.JobArgs.
+func (DeliverBatchArgs) Kind() string { return "deliver_batch" }
+
+// deliverBatchMax is the most executions one DeliverBatchArgs job carries,
+// and deliverBatchWindow the most their slots may be apart: the job is due
+// at the earliest slot and holds a River worker until the latest has been
+// sent.
+const (
+	deliverBatchMax    = 50
+	deliverBatchWindow = 20 * time.Millisecond
+)
+
+// deliverBatchMaxAttempts is a batch job's River attempts: every run after
+// the first only hands its executions off, so more runs cost little and
+// keep a batch from being discarded while the database is unreachable.
+const deliverBatchMaxAttempts = 25
+
+// handOffMaxAttempts is the River attempts of a job that continues an
+// execution from a batch: the worker enforces the task's own budget.
+const handOffMaxAttempts = MaxAttemptsMax + riverAttemptsMargin
 
 // AlertArgs is the River job that sends a failure alert for an execution to
 // its task's alert endpoint.
@@ -107,6 +161,73 @@ func deliverInsert(tenant, executionID string, scheduledFor time.Time, priority,
 		opts.ScheduledAt = scheduledFor
 	}
 	return river.InsertManyParams{Args: DeliverArgs{TenantID: tenant, ExecutionID: executionID}, InsertOpts: opts}
+}
+
+// fireInserts returns the deliver jobs of executions the scheduler
+// inserted: executions of the same priority whose slots lie within
+// deliverBatchWindow of the earliest share DeliverBatchArgs jobs of up to
+// deliverBatchMax; one alone gets a DeliverArgs job.
+func fireInserts(execs []firedExecution, now time.Time) []river.InsertManyParams {
+	sorted := slices.Clone(execs)
+	slices.SortStableFunc(sorted, func(a, b firedExecution) int {
+		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
+			return c
+		}
+		return a.ScheduledFor.Compare(b.ScheduledFor)
+	})
+	jobs := make([]river.InsertManyParams, 0, len(sorted))
+	for len(sorted) > 0 {
+		first := sorted[0]
+		n := 1
+		for n < len(sorted) && n < deliverBatchMax && sorted[n].Priority == first.Priority &&
+			sorted[n].ScheduledFor.Sub(first.ScheduledFor) < deliverBatchWindow {
+			n++
+		}
+		chunk := sorted[:n]
+		sorted = sorted[n:]
+		if n == 1 {
+			jobs = append(jobs, deliverInsert(first.TenantID, first.ID, first.ScheduledFor, first.Priority, first.MaxAttempts, now))
+			continue
+		}
+		args := DeliverBatchArgs{Executions: make([]ExecutionRef, n)}
+		for i, e := range chunk {
+			args.Executions[i] = ExecutionRef{TenantID: e.TenantID, ExecutionID: e.ID, ScheduledFor: e.ScheduledFor.UTC()}
+		}
+		opts := &river.InsertOpts{Queue: QueueDeliver, Priority: first.Priority, MaxAttempts: deliverBatchMaxAttempts}
+		if first.ScheduledFor.After(now) {
+			opts.ScheduledAt = first.ScheduledFor
+		}
+		jobs = append(jobs, river.InsertManyParams{Args: args, InsertOpts: opts})
+	}
+	return jobs
+}
+
+// firedExecution is an execution the scheduler inserted, with what its
+// deliver job needs.
+type firedExecution struct {
+	TenantID     string
+	ID           string
+	ScheduledFor time.Time
+	Priority     int
+	MaxAttempts  int
+}
+
+// handOffInsert returns the insert parameters of the DeliverArgs job that
+// continues an execution after a batch: unique per execution while one is
+// live (a second hand-off of the same execution is skipped), available at
+// at (or at once when at is zero), its leases above leaseBase.
+func handOffInsert(ref ExecutionRef, leaseBase, priority int, at time.Time) river.InsertManyParams {
+	opts := &river.InsertOpts{
+		Queue: QueueDeliver, Priority: priority, MaxAttempts: handOffMaxAttempts,
+		UniqueOpts: river.UniqueOpts{ByArgs: true},
+	}
+	if !at.IsZero() {
+		opts.ScheduledAt = at
+	}
+	return river.InsertManyParams{
+		Args:       DeliverArgs{TenantID: ref.TenantID, ExecutionID: ref.ExecutionID, LeaseBase: leaseBase},
+		InsertOpts: opts,
+	}
 }
 
 // NearTermWindow is how far ahead a scheduled job is written as available

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
 
 	"github.com/axhq/ax/db"
 )
@@ -136,12 +135,13 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 			return err
 		}
 		res.Fired, res.Duplicate = len(inserted), len(execs)-len(inserted)
-		jobs := make([]river.InsertManyParams, 0, len(inserted))
-		for _, e := range inserted {
+		fired := make([]firedExecution, len(inserted))
+		for i, e := range inserted {
 			t := meta[e.TaskID]
-			jobs = append(jobs, deliverInsert(e.TenantID, e.ID, e.ScheduledFor, int(t.Priority), int(t.MaxAttempts), now))
+			fired[i] = firedExecution{TenantID: e.TenantID, ID: e.ID, ScheduledFor: e.ScheduledFor,
+				Priority: int(t.Priority), MaxAttempts: int(t.MaxAttempts)}
 		}
-		if _, err := s.enq.insertMany(ctx, tx, jobs); err != nil {
+		if _, err := s.enq.insertMany(ctx, tx, fireInserts(fired, now)); err != nil {
 			return err
 		}
 		return db.AdvanceTasks(ctx, tx, advs)

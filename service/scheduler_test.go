@@ -63,21 +63,29 @@ func (f *fixture) count(t *testing.T, sql string, args ...any) int {
 }
 
 // requireExactlyOncePerSlot checks that every task fired every slot from
-// its first to its last exactly once, with one deliver job per execution.
+// its first to its last exactly once, each execution in exactly one deliver
+// or deliver_batch job, a batch's executions all due within its window.
 func (f *fixture) requireExactlyOncePerSlot(t *testing.T, intervalSeconds int) {
 	t.Helper()
 	gaps := f.count(t, `SELECT count(*) FROM (
 		SELECT task_id FROM executions WHERE trigger = 'schedule' GROUP BY task_id
 		HAVING count(*) <> extract(epoch FROM max(scheduled_for) - min(scheduled_for))::int / $1 + 1) g`, intervalSeconds)
 	require.Zero(t, gaps, "every task fired every slot between its first and last")
+	const refs = `WITH refs AS (
+			SELECT id AS job_id, (args->>'execution_id')::uuid AS id FROM river_job WHERE kind = 'deliver'
+			UNION ALL
+			SELECT j.id, (x->>'execution_id')::uuid FROM river_job j, jsonb_array_elements(j.args->'executions') x
+			WHERE j.kind = 'deliver_batch'
+		) `
 	execs := f.count(t, `SELECT count(*) FROM executions`)
-	jobs := f.count(t, `SELECT count(*) FROM river_job WHERE kind = 'deliver'`)
-	distinct := f.count(t, `SELECT count(DISTINCT args->>'execution_id') FROM river_job WHERE kind = 'deliver'`)
-	require.Equal(t, execs, jobs, "one deliver job per execution")
-	require.Equal(t, execs, distinct, "no execution has two jobs")
-	orphans := f.count(t, `SELECT count(*) FROM river_job j WHERE kind = 'deliver'
-		AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.id = (j.args->>'execution_id')::uuid)`)
-	require.Zero(t, orphans)
+	require.Equal(t, execs, f.count(t, refs+`SELECT count(*) FROM refs`), "one deliver job per execution")
+	require.Equal(t, execs, f.count(t, refs+`SELECT count(DISTINCT id) FROM refs`), "no execution has two jobs")
+	require.Zero(t, f.count(t, refs+`SELECT count(*) FROM refs r WHERE NOT EXISTS (SELECT 1 FROM executions e WHERE e.id = r.id)`))
+	require.Zero(t, f.count(t, refs+`SELECT count(*) FROM (
+			SELECT r.job_id FROM refs r JOIN executions e ON e.id = r.id JOIN river_job j ON j.id = r.job_id
+			WHERE j.kind = 'deliver_batch' GROUP BY r.job_id
+			HAVING max(e.scheduled_for) - min(e.scheduled_for) >= interval '20 ms' OR count(*) > 50 OR count(*) < 2) b`),
+		"a batch carries 2 to 50 executions due within 20 ms")
 }
 
 // TestConcurrentSchedulersFireEachSlotOnce runs four scheduler loops (as
@@ -118,9 +126,16 @@ func TestConcurrentSchedulersFireEachSlotOnce(t *testing.T) {
 
 	require.GreaterOrEqual(t, f.count(t, `SELECT count(*) FROM executions`), 3000)
 	f.requireExactlyOncePerSlot(t, 1)
+	require.Positive(t, f.count(t, `SELECT count(*) FROM river_job WHERE kind = 'deliver_batch'`),
+		"executions due at one instant share batch jobs")
+	// Every reported fire is an execution. A pass the cancel cut during its
+	// COMMIT may have committed without being reported (the client cannot
+	// tell), so the executions may exceed the reports by that last pass of
+	// each loop, never the other way.
 	mu.Lock()
-	require.Equal(t, f.count(t, `SELECT count(*) FROM executions`), fired,
-		"every reported fire is an execution; the loops logged:\n%s", logs.String())
+	execs := f.count(t, `SELECT count(*) FROM executions`)
+	require.LessOrEqual(t, fired, execs, "the loops logged:\n%s", logs.String())
+	require.LessOrEqual(t, execs-fired, 4*300, "the loops logged:\n%s", logs.String())
 	mu.Unlock()
 	// Every slot at or after the first was fired, none before it.
 	require.Equal(t, 1000, f.count(t, `SELECT count(*) FROM executions WHERE scheduled_for = $1`, now.Add(time.Second)))

@@ -1,0 +1,196 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/axhq/ax/service"
+)
+
+// DeliverBatchWorker makes the first attempt of the executions of a
+// service.DeliverBatchArgs job, each concurrently and each exactly as the
+// DeliverWorker would (Begin, send, Finish, under the job's attempt as
+// lease), so that River's per-job work is paid once per batch instead of
+// once per delivery. What an execution needs after that attempt continues
+// in a DeliverArgs job of its own (service.Deliveries.HandOff):
+//
+//   - a retry: Finish inserts the job with the retrying transition;
+//   - an overlap "queue" wait: a job due after the first wait;
+//   - no send slot within the batch's slot wait: a job due at once;
+//   - every execution of a run after the first (the batch job was rescued
+//     after a crash, or its first run failed to record something): a job
+//     each, whose Begin resumes, finishes or leaves alone what the first
+//     run left; executions that already have a deliver job keep it.
+//
+// A shutdown that interrupts the batch leaves its sent executions running;
+// River runs the job again and the re-run resumes them with the same
+// idempotency keys.
+type DeliverBatchWorker struct {
+	river.WorkerDefaults[service.DeliverBatchArgs]
+
+	one      *DeliverWorker
+	slotWait time.Duration
+}
+
+var _ river.Worker[service.DeliverBatchArgs] = (*DeliverBatchWorker)(nil)
+
+// batchSlotWaitMax bounds how long a batch's execution waits for a send
+// slot before it is handed off to a job of its own: the batch job's
+// timeout must cover the wait and the slowest endpoint.
+const batchSlotWaitMax = 15 * time.Second
+
+func newDeliverBatchWorker(one *DeliverWorker, cfg RiverConfig) *DeliverBatchWorker {
+	return &DeliverBatchWorker{one: one, slotWait: min(batchSlotWaitMax, cfg.JobTimeout/4)}
+}
+
+// Timeout bounds a batch job like a single delivery: its sends run
+// concurrently.
+func (w *DeliverBatchWorker) Timeout(*river.Job[service.DeliverBatchArgs]) time.Duration {
+	return w.one.timeout
+}
+
+// Work delivers the batch.
+func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.DeliverBatchArgs]) error {
+	refs := job.Args.Executions
+	log := w.one.logger.With("job_id", job.ID)
+	if job.Attempt > 1 {
+		return w.handOff(ctx, log, refs, job.Attempt, job.Priority, time.Time{}, "the batch job runs again (attempt %d)", job.Attempt)
+	}
+	lease := job.Attempt
+	handOff := &service.HandOff{Priority: job.Priority}
+	var (
+		wg          sync.WaitGroup
+		mu          sync.Mutex
+		waits, late []service.ExecutionRef
+		errs        []error
+		interrupted bool
+	)
+	for _, ref := range refs {
+		wg.Go(func() {
+			if !sleepUntil(ctx, ref.ScheduledFor) {
+				mu.Lock()
+				interrupted = true
+				mu.Unlock()
+				return
+			}
+			if !w.one.slots.acquire(ctx, w.slotWait) {
+				mu.Lock()
+				defer mu.Unlock()
+				if ctx.Err() != nil {
+					interrupted = true
+				} else {
+					late = append(late, ref)
+				}
+				return
+			}
+			defer w.one.slots.release()
+			elog := log.With("execution_id", ref.ExecutionID, "tenant", ref.TenantID)
+			st := w.one.attempt(ctx, ref.TenantID, ref.ExecutionID, lease, handOff, elog)
+			mu.Lock()
+			defer mu.Unlock()
+			switch st.kind {
+			case stepWait:
+				waits = append(waits, ref)
+			case stepInterrupted:
+				interrupted = true
+			case stepError:
+				errs = append(errs, st.err)
+			}
+		})
+	}
+	wg.Wait()
+
+	// Hand-offs are recorded even when a shutdown is under way: they are
+	// what the executions need next.
+	rctx, cancel := recordContext(ctx)
+	defer cancel()
+	if err := w.handOff(rctx, log, late, lease, job.Priority, time.Time{}, "no send slot within %s", w.slotWait); err != nil {
+		errs = append(errs, err)
+	}
+	wait := w.one.queuePoll
+	if err := w.handOff(rctx, log, waits, lease, job.Priority, time.Now().Add(wait), "overlap_policy queue: waiting %s", wait); err != nil {
+		errs = append(errs, err)
+	}
+	switch {
+	case len(errs) > 0:
+		// River runs the batch again; that run hands every execution off.
+		return fmt.Errorf("batch of %d executions: %w", len(refs), errors.Join(errs...))
+	case interrupted:
+		return ctx.Err()
+	}
+	return nil
+}
+
+// handOff continues refs in jobs of their own (service.Deliveries.HandOff)
+// and logs why.
+func (w *DeliverBatchWorker) handOff(ctx context.Context, log *slog.Logger, refs []service.ExecutionRef, leaseBase, priority int,
+	at time.Time, why string, whyArgs ...any,
+) error {
+	if len(refs) == 0 {
+		return nil
+	}
+	if err := w.one.deliveries.HandOff(ctx, refs, leaseBase, priority, at); err != nil {
+		if stopping(ctx) {
+			return ctx.Err()
+		}
+		return fmt.Errorf("hand off %d executions: %w", len(refs), err)
+	}
+	log.InfoContext(ctx, "executions continue in deliver jobs of their own", "executions", len(refs),
+		"reason", fmt.Sprintf(why, whyArgs...))
+	return nil
+}
+
+// sleepUntil waits until t (an execution's slot; the batch job was due at
+// its earliest member's); false means ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return true
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// sendSlots bounds the webhooks sent at once by one process, whether by
+// DeliverWorker or DeliverBatchWorker jobs (RiverConfig.DeliverWorkers).
+type sendSlots chan struct{}
+
+func newSendSlots(n int) sendSlots { return make(sendSlots, n) }
+
+// acquire takes a slot, waiting up to wait (0: as long as ctx lasts). It
+// reports whether it got one.
+func (s sendSlots) acquire(ctx context.Context, wait time.Duration) bool {
+	select {
+	case s <- struct{}{}:
+		return true
+	default:
+	}
+	var expired <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case s <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-expired:
+		return false
+	}
+}
+
+func (s sendSlots) release() { <-s }

@@ -1,0 +1,145 @@
+package jobs
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/service"
+)
+
+// TestDeliverBatch: one batch job makes the first attempt of each of its
+// executions with fewer send slots than executions; what needs more — a
+// retry, an overlap "queue" wait — continues in a deliver job of its own
+// with leases above the batch's, and the decisions of a single delivery
+// (a paused task) hold in a batch too.
+func TestDeliverBatch(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{River: RiverConfig{DeliverWorkers: 2}})
+	ok := newScript(t, response{Status: http.StatusOK})
+	flaky := newScript(t, response{Status: http.StatusServiceUnavailable}, response{Status: http.StatusOK})
+	epOK, epFlaky := h.endpoint(ok.srv.URL, nil), h.endpoint(flaky.srv.URL, nil)
+
+	plain := []service.Task{h.task(epOK.ID, nil), h.task(epOK.ID, nil), h.task(epOK.ID, nil), h.task(epOK.ID, nil)}
+	retried := h.task(epFlaky.ID, nil)
+	paused := h.task(epOK.ID, nil)
+	_, err := h.tasks.Pause(t.Context(), h.tenant, paused.ID)
+	require.NoError(t, err)
+	queued := h.task(epOK.ID, func(in *service.TaskInput) { in.OverlapPolicy = service.OverlapQueue })
+	// The queued task's previous execution is still running (no job).
+	earlier := service.NewID()
+	_, err = h.pool.Exec(t.Context(), `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, attempts, lease_attempt)
+		VALUES ($1, $2, $3, now() - interval '1 minute', 'schedule', 'running', 1, 1)`, h.tenant, earlier, queued.ID)
+	require.NoError(t, err)
+
+	slot := time.Now().Add(-100 * time.Millisecond).UTC().Truncate(time.Millisecond)
+	ids, batchJob := h.fireBatch(append(plain, retried, paused, queued), slot)
+
+	for _, id := range ids[:4] {
+		e := h.waitState(id, service.ExecSucceeded)
+		require.Equal(t, 1, e.Attempts)
+		require.Equal(t, []string{"fired", "attempt_started", "attempt_succeeded", "succeeded"}, eventTypes(h.events(id)))
+		states, _ := h.deliverJobs(id)
+		require.Empty(t, states, "a first attempt that succeeds needs no job of its own")
+	}
+	got := map[string]bool{}
+	for range 4 {
+		hit := ok.next(t)
+		require.Equal(t, "1", hit.Header.Get("X-Ax-Attempt"))
+		got[hit.Header.Get("Idempotency-Key")] = true
+	}
+	require.Len(t, got, 4, "each execution of the batch was sent once")
+
+	// The retry: attempt 2 in a deliver job whose leases start above the
+	// batch's, with the same idempotency key.
+	e := h.waitState(ids[4], service.ExecSucceeded)
+	require.Equal(t, 2, e.Attempts)
+	require.Equal(t, 2, e.LeaseAttempt)
+	first, second := flaky.next(t), flaky.next(t)
+	require.Equal(t, ids[4], first.Header.Get("Idempotency-Key"))
+	require.Equal(t, ids[4], second.Header.Get("Idempotency-Key"))
+	require.Equal(t, []string{"1", "2"}, []string{first.Header.Get("X-Ax-Attempt"), second.Header.Get("X-Ax-Attempt")})
+	require.Equal(t, []string{"fired", "attempt_started", "attempt_failed", "retry_scheduled", "attempt_started",
+		"attempt_succeeded", "succeeded"}, eventTypes(h.events(ids[4])))
+	require.Eventually(t, func() bool {
+		states, bases := h.deliverJobs(ids[4])
+		return len(states) == 1 && states[0] == "completed" && bases[0] == 1
+	}, 10*time.Second, 10*time.Millisecond, "one job of its own, leases above the batch's 1")
+
+	// The paused task's execution is cancelled without a send.
+	e = h.waitState(ids[5], service.ExecCancelled)
+	require.Equal(t, 0, e.Attempts)
+
+	// The queued execution waits in a job of its own, and is sent once
+	// the previous execution has finished.
+	require.Eventually(t, func() bool {
+		states, _ := h.deliverJobs(ids[6])
+		return len(states) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	h.waitJobState(batchJob, "completed")
+	require.Equal(t, service.ExecPending, h.execution(ids[6]).State)
+	_, err = h.pool.Exec(t.Context(), `UPDATE executions SET state = 'succeeded', finished_at = now()
+		WHERE tenant_id = $1 AND id = $2`, h.tenant, earlier)
+	require.NoError(t, err)
+	h.waitState(ids[6], service.ExecSucceeded)
+	require.Equal(t, ids[6], ok.next(t).Header.Get("Idempotency-Key"))
+	ok.quiet(t, 200*time.Millisecond)
+}
+
+// TestDeliverBatchRerun: a batch job that runs again (River rescued it
+// after a crash) sends nothing itself; every execution continues in a
+// deliver job of its own above the batch's leases: the one the crash cut
+// mid-send is resumed with the same idempotency key as attempt 2, the one
+// never begun is sent as attempt 1, the finished one is left alone, and
+// one whose task allows a single attempt is failed without a second send.
+func TestDeliverBatchRerun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{NoStart: true})
+	recv := newScript(t)
+	ep := h.endpoint(recv.srv.URL, nil)
+	tasks := []service.Task{h.task(ep.ID, nil), h.task(ep.ID, nil), h.task(ep.ID, nil),
+		h.task(ep.ID, func(in *service.TaskInput) { in.Retry.MaxAttempts = 1 })}
+	slot := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
+	ids, batchJob := h.fireBatch(tasks, slot)
+	ctx := context.Background()
+	// The first run: sent ids[0] and ids[3] and crashed; finished ids[2].
+	_, err := h.pool.Exec(ctx, `UPDATE executions SET state = 'running', attempts = 1, lease_attempt = 1,
+			started_at = now(), first_started_at = now(), implicit_events = implicit_events | 2
+		WHERE tenant_id = $1 AND id = ANY($2::uuid[])`, h.tenant, []string{ids[0], ids[3]})
+	require.NoError(t, err)
+	_, err = h.pool.Exec(ctx, `UPDATE executions SET state = 'succeeded', attempts = 1, lease_attempt = 1,
+			started_at = now(), first_started_at = now(), finished_at = now(), last_status_code = 200,
+			implicit_events = implicit_events | 6
+		WHERE tenant_id = $1 AND id = $2`, h.tenant, ids[2])
+	require.NoError(t, err)
+	_, err = h.pool.Exec(ctx, `UPDATE river_job SET attempt = 1, attempted_at = now() WHERE id = $1`, batchJob)
+	require.NoError(t, err)
+	h.start(h.client)
+
+	e := h.waitState(ids[0], service.ExecSucceeded)
+	require.Equal(t, 2, e.Attempts)
+	e = h.waitState(ids[1], service.ExecSucceeded)
+	require.Equal(t, 1, e.Attempts)
+	e = h.waitState(ids[3], service.ExecFailed)
+	require.Equal(t, 1, e.Attempts)
+	require.Equal(t, service.ErrorClassInterrupted, *e.LastErrorClass)
+	h.waitJobState(batchJob, "completed")
+
+	sent := map[string]string{}
+	for range 2 {
+		hit := recv.next(t)
+		sent[hit.Header.Get("Idempotency-Key")] = hit.Header.Get("X-Ax-Attempt")
+	}
+	require.Equal(t, map[string]string{ids[0]: "2", ids[1]: "1"}, sent)
+	recv.quiet(t, 300*time.Millisecond)
+	for _, id := range []string{ids[0], ids[1], ids[3]} {
+		states, bases := h.deliverJobs(id)
+		require.Len(t, states, 1, "execution %s", id)
+		require.Equal(t, 2, bases[0], "leases above the batch's second run")
+	}
+	require.Equal(t, "succeeded", h.execution(ids[2]).State)
+	require.Contains(t, eventTypes(h.events(ids[0])), "rescued")
+}
