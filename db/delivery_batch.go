@@ -222,3 +222,25 @@ func resetTasksFailures(ctx context.Context, q Querier, tasks []taskRef) error {
 	}
 	return nil
 }
+
+// CancelRequested returns the ids of those of refs that are running with a
+// cancel requested (RequestExecutionCancel).
+func CancelRequested(ctx context.Context, q Querier, refs []ExecutionRef) ([]string, error) {
+	tenants, ids := make([]string, len(refs)), make([]string, len(refs))
+	for i, r := range refs {
+		tenants[i], ids[i] = r.TenantID, r.ID
+	}
+	rows, err := q.Query(ctx, `SELECT e.id::text FROM unnest($1::text[], $2::uuid[]) AS i(tenant_id, id)
+		CROSS JOIN LATERAL (
+			SELECT e.id FROM executions e
+			WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.state = 'running' AND e.cancel_requested OFFSET 0
+		) e`, tenants, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read cancel requests: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read cancel requests: %w", err)
+	}
+	return out, nil
+}

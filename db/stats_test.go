@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
-	"github.com/axhq/ax/service"
 )
 
 // A success implied by its execution row (no attempt_succeeded row) still
@@ -18,7 +18,8 @@ func TestExecutionStatsCountImpliedSuccesses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := dbtest.Pool(t)
-	implied, stored := service.NewID(), service.NewID()
+	// Time-ordered ids, like the service's: the stats scan ids from a floor.
+	implied, stored := uuid.Must(uuid.NewV7()).String(), uuid.Must(uuid.NewV7()).String()
 	exec := func(sql string, args ...any) {
 		_, err := pool.Exec(ctx, sql, args...)
 		require.NoError(t, err)

@@ -155,7 +155,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		Method: d.Method, URL: d.URL, Headers: d.Headers, Body: d.Payload, Timeout: d.Timeout,
 		ExecutionID: d.ExecutionID, TaskID: d.TaskID, ScheduledFor: d.ScheduledFor, Attempt: d.Attempt, Keys: d.Keys,
 	})
-	remoteCancel := errors.Is(context.Cause(ctx), river.ErrJobCancelledRemotely)
+	remoteCancel := cancelledOnRequest(ctx)
 	if res.Err != nil && stopping(ctx) {
 		// Not a failure of the receiver: leave the execution running for
 		// the re-run River makes after the interrupted job.

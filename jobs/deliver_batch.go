@@ -30,7 +30,9 @@ import (
 //
 // A shutdown that interrupts the batch leaves its sent executions running;
 // River runs the job again and the re-run resumes them with the same
-// idempotency keys.
+// idempotency keys. A cancel requested through the API for an execution
+// in flight cuts its attempt short within about a second
+// (cancelWatchInterval), as River's job cancel does for a single delivery.
 type DeliverBatchWorker struct {
 	river.WorkerDefaults[service.DeliverBatchArgs]
 
@@ -71,6 +73,13 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 		errs        []error
 		interrupted bool
 	)
+	inflight := newInflight()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		w.watchCancels(watchCtx, log, inflight)
+	}()
 	for _, ref := range refs {
 		wg.Go(func() {
 			if !sleepUntil(ctx, ref.ScheduledFor) {
@@ -91,7 +100,9 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 			}
 			defer w.one.slots.release()
 			elog := log.With("execution_id", ref.ExecutionID, "tenant", ref.TenantID)
-			st := w.one.attempt(ctx, ref.TenantID, ref.ExecutionID, lease, handOff, elog)
+			actx := inflight.add(ctx, ref)
+			st := w.one.attempt(actx, ref.TenantID, ref.ExecutionID, lease, handOff, elog)
+			inflight.remove(ref)
 			mu.Lock()
 			defer mu.Unlock()
 			switch st.kind {
@@ -105,6 +116,8 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 		})
 	}
 	wg.Wait()
+	stopWatch()
+	<-watched
 
 	// Hand-offs are recorded even when a shutdown is under way: they are
 	// what the executions need next.
@@ -144,6 +157,88 @@ func (w *DeliverBatchWorker) handOff(ctx context.Context, log *slog.Logger, refs
 	log.InfoContext(ctx, "executions continue in deliver jobs of their own", "executions", len(refs),
 		"reason", fmt.Sprintf(why, whyArgs...))
 	return nil
+}
+
+// cancelWatchInterval is how often a batch looks for cancel requests of
+// its executions in flight: a single delivery's job is cancelled through
+// River, but a batch job carries others.
+const cancelWatchInterval = time.Second
+
+// watchCancels cuts short the attempts of executions in flight whose
+// cancel was requested through the API, until ctx ends. It reads nothing
+// while every attempt ends within cancelWatchInterval.
+func (w *DeliverBatchWorker) watchCancels(ctx context.Context, log *slog.Logger, inflight *inflight) {
+	t := time.NewTicker(cancelWatchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		refs := inflight.refs()
+		if len(refs) == 0 {
+			continue
+		}
+		ids, err := w.one.deliveries.CancelRequested(ctx, refs)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.WarnContext(ctx, "could not read cancel requests of a batch's executions", "error", err.Error())
+			}
+			continue
+		}
+		for _, id := range ids {
+			inflight.cancel(id)
+		}
+	}
+}
+
+// inflight tracks a batch's attempts in flight and how to cut each short.
+type inflight struct {
+	mu      sync.Mutex
+	cancels map[string]context.CancelCauseFunc
+	byID    map[string]service.ExecutionRef
+}
+
+func newInflight() *inflight {
+	return &inflight{cancels: map[string]context.CancelCauseFunc{}, byID: map[string]service.ExecutionRef{}}
+}
+
+// add registers ref's attempt and returns its context.
+func (f *inflight) add(ctx context.Context, ref service.ExecutionRef) context.Context {
+	actx, cancel := context.WithCancelCause(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cancels[ref.ExecutionID], f.byID[ref.ExecutionID] = cancel, ref
+	return actx
+}
+
+func (f *inflight) remove(ref service.ExecutionRef) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cancel, ok := f.cancels[ref.ExecutionID]; ok {
+		cancel(nil)
+	}
+	delete(f.cancels, ref.ExecutionID)
+	delete(f.byID, ref.ExecutionID)
+}
+
+func (f *inflight) refs() []service.ExecutionRef {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]service.ExecutionRef, 0, len(f.byID))
+	for _, r := range f.byID {
+		out = append(out, r)
+	}
+	return out
+}
+
+func (f *inflight) cancel(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if cancel, ok := f.cancels[id]; ok {
+		cancel(errCancelRequested)
+	}
 }
 
 // sleepUntil waits until t (an execution's slot; the batch job was due at

@@ -143,3 +143,28 @@ func TestDeliverBatchRerun(t *testing.T) {
 	require.Equal(t, "succeeded", h.execution(ids[2]).State)
 	require.Contains(t, eventTypes(h.events(ids[0])), "rescued")
 }
+
+// TestDeliverBatchCancelWhileRunning: a cancel requested while a batched
+// execution is in flight cuts its attempt short (the batch job carries
+// others, so River's job cancel cannot be used); the other execution of
+// the batch is untouched.
+func TestDeliverBatchCancelWhileRunning(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	hang := newScript(t, response{Status: -1})
+	ok := newScript(t)
+	tasks := []service.Task{h.task(h.endpoint(hang.srv.URL, func(in *service.EndpointInput) { in.Timeout = 30 * time.Second }).ID, nil),
+		h.task(h.endpoint(ok.srv.URL, nil).ID, nil)}
+	ids, batchJob := h.fireBatch(tasks, time.Now().UTC())
+	hang.next(t)
+	h.waitState(ids[1], service.ExecSucceeded)
+	_, err := h.pool.Exec(t.Context(), `UPDATE executions SET cancel_requested = true WHERE tenant_id = $1 AND id = $2`,
+		h.tenant, ids[0])
+	require.NoError(t, err)
+	e := h.waitState(ids[0], service.ExecCancelled)
+	require.Equal(t, ErrorClassCanceled, *e.LastErrorClass)
+	require.Equal(t, []string{"fired", "attempt_started", "attempt_failed", "cancelled"}, eventTypes(h.events(ids[0])))
+	h.waitJobState(batchJob, "completed")
+	states, _ := h.deliverJobs(ids[0])
+	require.Empty(t, states)
+}

@@ -209,7 +209,19 @@ func (p panicLogger) HandlePanic(ctx context.Context, job *rivertype.JobRow, v a
 // stopping reports whether ctx ended because the River client is stopping
 // (not a timeout, not a cancel of the job).
 func stopping(ctx context.Context) bool {
-	return errors.Is(ctx.Err(), context.Canceled) && !errors.Is(context.Cause(ctx), river.ErrJobCancelledRemotely)
+	return errors.Is(ctx.Err(), context.Canceled) && !cancelledOnRequest(ctx)
+}
+
+// errCancelRequested ends the context of one execution's attempt in a
+// batch whose execution got a cancel request (DeliverBatchWorker).
+var errCancelRequested = errors.New("the execution's cancel was requested")
+
+// cancelledOnRequest reports whether ctx ended because a cancel of the
+// execution was requested: River cancelled the job, or a batch cancelled
+// the attempt.
+func cancelledOnRequest(ctx context.Context) bool {
+	cause := context.Cause(ctx)
+	return errors.Is(cause, river.ErrJobCancelledRemotely) || errors.Is(cause, errCancelRequested)
 }
 
 // recordTimeout bounds recording an outcome after the HTTP call, on a

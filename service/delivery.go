@@ -644,6 +644,16 @@ func (s *Deliveries) HandOff(ctx context.Context, refs []ExecutionRef, leaseBase
 	})
 }
 
+// CancelRequested returns the ids of those of refs that are running with
+// a cancel requested through the API.
+func (s *Deliveries) CancelRequested(ctx context.Context, refs []ExecutionRef) ([]string, error) {
+	in := make([]db.ExecutionRef, len(refs))
+	for i, r := range refs {
+		in[i] = db.ExecutionRef{TenantID: r.TenantID, ID: r.ExecutionID}
+	}
+	return db.CancelRequested(ctx, s.pool, in)
+}
+
 // transition applies a fenced transition and appends events; no matching
 // row is ErrConflict.
 func (s *Deliveries) transition(ctx context.Context, tx pgx.Tx, end db.DeliveryEnd, events []db.DeliveryEvent) error {

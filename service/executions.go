@@ -100,8 +100,10 @@ func (s *Executions) Get(ctx context.Context, tenant, id string) (ExecutionDetai
 }
 
 // Cancel cancels an execution. A pending or retrying one becomes cancelled
-// at once and its River job is cancelled; a running one is flagged
-// cancel_requested and its job's context is cancelled, and the worker
+// at once and its River deliver job is cancelled (a deliver_batch job,
+// which carries others, is left to find it cancelled); a running one is
+// flagged cancel_requested and its deliver job's context is cancelled (a
+// batch job watches the flag of its executions in flight), and the worker
 // finishes it as cancelled (if the attempt completes first, it keeps that
 // outcome). Cancelling a running execution again is a no-op; any other
 // state is a conflict.

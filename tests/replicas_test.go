@@ -221,9 +221,13 @@ func TestReplicas(t *testing.T) {
 		Client        string
 		Before, After int
 	}
+	// A deliver_batch job counts for each execution it carries.
 	rows, err = pool.Query(ctxT(t), `SELECT attempted_by[cardinality(attempted_by)],
-			count(*) FILTER (WHERE finalized_at < $1), count(*) FILTER (WHERE finalized_at > $2)
-		FROM river_job WHERE kind = 'deliver' AND state = 'completed' GROUP BY 1`, killAt, exitedAt)
+			coalesce(sum(n) FILTER (WHERE finalized_at < $1), 0), coalesce(sum(n) FILTER (WHERE finalized_at > $2), 0)
+		FROM (SELECT attempted_by, finalized_at,
+				CASE WHEN kind = 'deliver_batch' THEN jsonb_array_length(args->'executions') ELSE 1 END AS n
+			FROM river_job WHERE kind IN ('deliver', 'deliver_batch') AND state = 'completed') j
+		GROUP BY 1`, killAt, exitedAt)
 	require.NoError(t, err)
 	shares, err := pgx.CollectRows(rows, pgx.RowToStructByPos[share])
 	require.NoError(t, err)

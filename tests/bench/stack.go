@@ -598,8 +598,9 @@ type stage struct {
 
 // stageStats reads, for the slots scheduled in [from, to), when each step
 // happened relative to the slot: the execution row written by the scheduler
-// (materialised, its transaction's start), River's fetch of the deliver job
-// (fetched: attempted_at, of the last attempt), the worker's start and end
+// (materialised, its transaction's start), River's fetch of the job that
+// carried it (fetched: attempted_at of the last attempt of its deliver or
+// deliver_batch job, the earlier of the two), the worker's start and end
 // (started, finished). Negative values are ahead of the slot.
 func stageStats(ctx context.Context, dbURL string, from, to time.Time) ([]stage, error) {
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -614,7 +615,14 @@ WITH s AS (
            e.started_at - e.scheduled_for  AS started,
            e.finished_at - e.scheduled_for AS finished
     FROM executions e
-    LEFT JOIN river_job j ON j.kind = 'deliver' AND (j.args->>'execution_id')::uuid = e.id
+    LEFT JOIN (
+        SELECT id, min(attempted_at) AS attempted_at FROM (
+            SELECT (args->>'execution_id')::uuid AS id, attempted_at FROM river_job WHERE kind = 'deliver'
+            UNION ALL
+            SELECT (x->>'execution_id')::uuid, j.attempted_at
+            FROM river_job j, jsonb_array_elements(j.args->'executions') x WHERE j.kind = 'deliver_batch'
+        ) refs GROUP BY id
+    ) j ON j.id = e.id
     WHERE e.scheduled_for >= $1 AND e.scheduled_for < $2
 ), v AS (
     SELECT x.stage, x.ord, extract(epoch FROM x.d) * 1000 AS ms
