@@ -25,6 +25,7 @@ type DeliveryRow struct {
 	LeaseAttempt    int       `db:"lease_attempt"`
 	CancelRequested bool      `db:"cancel_requested"`
 	Payload         []byte    `db:"payload"` // the execution's override; nil: the task's
+	RiverJobID      *int64    `db:"river_job_id"`
 
 	TaskFound         bool    `db:"task_found"`
 	TaskName          *string `db:"task_name"`
@@ -61,7 +62,7 @@ type JoinedEndpoint struct {
 // (scheduled_for, id), through executions_unfinished_idx, and stops at two.
 func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string) (DeliveryRow, error) {
 	rows, err := q.Query(ctx, `SELECT e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.state,
-			e.attempts, e.lease_attempt, e.cancel_requested, e.payload,
+			e.attempts, e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id,
 			t.id IS NOT NULL AS task_found, t.name AS task_name, t.state AS task_state, t.payload AS task_payload,
 			t.timeout_ms AS task_timeout_ms, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,
 			CASE WHEN e.state = 'pending' AND t.overlap_policy IN ('skip', 'queue') THEN (

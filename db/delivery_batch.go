@@ -39,6 +39,9 @@ type ExecutionRef struct {
 type DeliveryKey struct {
 	ExecutionRef
 	Lease int
+	// JobID is the River job making the attempt: an execution whose
+	// river_job_id names another job is not its to start. 0: not checked.
+	JobID int64
 }
 
 // StartPendingDeliveries moves each pending execution whose delivery needs
@@ -53,11 +56,12 @@ type DeliveryKey struct {
 // untouched and absent from the map.
 func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) (map[int]DeliveryRow, error) {
 	tenants, ids, leases := make([]string, len(keys)), make([]string, len(keys)), make([]int32, len(keys))
+	jobs := make([]int64, len(keys))
 	for i, k := range keys {
-		tenants[i], ids[i], leases[i] = k.TenantID, k.ID, int32(k.Lease) //nolint:gosec // River attempts are small
+		tenants[i], ids[i], leases[i], jobs[i] = k.TenantID, k.ID, int32(k.Lease), k.JobID //nolint:gosec // River attempts are small
 	}
 	rows, err := q.Query(ctx, `WITH input AS (
-			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[]) WITH ORDINALITY AS i(tenant_id, id, lease, ord)
+			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::bigint[]) WITH ORDINALITY AS i(tenant_id, id, lease, job_id, ord)
 		), cur AS (
 			SELECT i.ord, e.tenant_id, e.id, i.lease, e.first_started_at AS prev_first_started_at,
 				t.name AS task_name, t.state AS task_state, t.payload AS task_payload, t.timeout_ms AS task_timeout_ms,
@@ -67,7 +71,8 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 				ep.enabled AS endpoint_enabled
 			FROM input i
 			CROSS JOIN LATERAL (
-				SELECT e.tenant_id, e.id, e.task_id, e.trigger, e.state, e.cancel_requested, e.first_started_at FROM executions e
+				SELECT e.tenant_id, e.id, e.task_id, e.trigger, e.state, e.cancel_requested, e.first_started_at, e.river_job_id
+				FROM executions e
 				WHERE e.tenant_id = i.tenant_id AND e.id = i.id
 				OFFSET 0 FOR UPDATE SKIP LOCKED
 			) e
@@ -78,6 +83,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 				SELECT * FROM endpoints ep WHERE ep.tenant_id = e.tenant_id AND ep.id = t.endpoint_id OFFSET 0
 			) ep
 			WHERE e.state = 'pending' AND NOT e.cancel_requested
+			  AND (i.job_id = 0 OR e.river_job_id IS NULL OR e.river_job_id = i.job_id)
 			  AND (t.state <> 'paused' OR e.trigger = 'manual') AND t.overlap_policy = 'allow' AND t.max_attempts >= 1
 			  AND ep.enabled
 		), started AS (
@@ -88,7 +94,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 			FROM cur c
 			WHERE e.tenant_id = c.tenant_id AND e.id = c.id
 			RETURNING c.ord, e.tenant_id, e.id, e.task_id, e.scheduled_for, e.trigger, e.state, e.attempts, e.lease_attempt,
-				e.cancel_requested, e.payload, c.task_name, c.task_state, c.task_payload, c.task_timeout_ms,
+				e.cancel_requested, e.payload, e.river_job_id, c.task_name, c.task_state, c.task_payload, c.task_timeout_ms,
 				c.max_attempts, c.initial_backoff_ms, c.max_backoff_ms, c.overlap_policy, c.endpoint_id, c.endpoint_url,
 				c.endpoint_method, c.endpoint_headers, c.secret, c.previous_secret, c.previous_secret_expires_at,
 				c.endpoint_timeout_ms, c.endpoint_enabled, c.prev_first_started_at
@@ -97,13 +103,13 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 			SELECT tenant_id, id, 'attempt_started', attempts FROM started WHERE prev_first_started_at IS NOT NULL
 		)
 		SELECT ord, tenant_id, id::text, task_id::text, scheduled_for, trigger, state, attempts, lease_attempt,
-			cancel_requested, payload,
+			cancel_requested, payload, river_job_id,
 			true AS task_found, task_name, task_state, task_payload, task_timeout_ms, max_attempts,
 			initial_backoff_ms, max_backoff_ms, overlap_policy, 0 AS earlier_unfinished,
 			true AS endpoint_found, endpoint_id::text, endpoint_url, endpoint_method, endpoint_headers, secret,
 			previous_secret, previous_secret_expires_at, endpoint_timeout_ms, endpoint_enabled,
 			now() AS now
-		FROM started`, tenants, ids, leases)
+		FROM started`, tenants, ids, leases, jobs)
 	if err != nil {
 		return nil, fmt.Errorf("start deliveries: %w", err)
 	}
@@ -243,4 +249,20 @@ func CancelRequested(ctx context.Context, q Querier, refs []ExecutionRef) ([]str
 		return nil, fmt.Errorf("read cancel requests: %w", err)
 	}
 	return out, nil
+}
+
+// SetExecutionJobs records the River job that delivers each execution
+// (river_job_id), from now on the only one whose Begin may start it.
+func SetExecutionJobs(ctx context.Context, q Querier, refs []ExecutionRef, jobIDs []int64) error {
+	tenants, ids := make([]string, len(refs)), make([]string, len(refs))
+	for i, r := range refs {
+		tenants[i], ids[i] = r.TenantID, r.ID
+	}
+	_, err := q.Exec(ctx, `UPDATE executions e SET river_job_id = i.job_id
+		FROM unnest($1::text[], $2::uuid[], $3::bigint[]) AS i(tenant_id, id, job_id)
+		WHERE e.tenant_id = i.tenant_id AND e.id = i.id`, tenants, ids, jobIDs)
+	if err != nil {
+		return fmt.Errorf("record execution jobs: %w", err)
+	}
+	return nil
 }

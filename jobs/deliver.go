@@ -35,6 +35,9 @@ type DeliverWorker struct {
 	timeout    time.Duration
 	queuePoll  time.Duration
 	slots      sendSlots
+	// slotWait bounds the wait for a send slot (slotWaitMax, or less for
+	// a short JobTimeout).
+	slotWait time.Duration
 }
 
 var _ river.Worker[service.DeliverArgs] = (*DeliverWorker)(nil)
@@ -42,7 +45,7 @@ var _ river.Worker[service.DeliverArgs] = (*DeliverWorker)(nil)
 func newDeliverWorker(deps WorkerDeps, cfg RiverConfig, slots sendSlots) *DeliverWorker {
 	return &DeliverWorker{
 		deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, rnd: deps.Rand, metrics: deps.Metrics,
-		timeout: cfg.JobTimeout, queuePoll: cfg.QueueWaitPoll, slots: slots,
+		timeout: cfg.JobTimeout, queuePoll: cfg.QueueWaitPoll, slots: slots, slotWait: min(slotWaitMax, cfg.JobTimeout/4),
 	}
 }
 
@@ -63,13 +66,17 @@ func (w *DeliverWorker) NextRetry(job *river.Job[service.DeliverArgs]) time.Time
 // Work makes one delivery attempt.
 func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.DeliverArgs]) error {
 	args := job.Args
-	if !w.slots.acquire(ctx, 0) {
-		return ctx.Err()
+	if !w.slots.acquire(ctx, w.slotWait) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// Every send slot is busy: come back without using an attempt.
+		return river.JobSnooze(time.Second)
 	}
 	defer w.slots.release()
 	lease := args.Lease(job.Attempt)
 	log := w.logger.With("job_id", job.ID, "execution_id", args.ExecutionID, "tenant", args.TenantID)
-	st := w.attempt(ctx, args.TenantID, args.ExecutionID, lease, nil, log)
+	st := w.attempt(ctx, args.TenantID, args.ExecutionID, lease, job.ID, nil, log)
 	switch st.kind {
 	case stepDone:
 		return nil
@@ -119,8 +126,10 @@ type step struct {
 // attempt makes one delivery attempt of an execution under lease: Begin,
 // send, Classify, Finish. handOff is set when a batch job makes it (see
 // service.Outcome.HandOff).
-func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string, lease int, handOff *service.HandOff, log *slog.Logger) step {
-	d, err := w.deliveries.Begin(ctx, tenant, executionID, lease)
+func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string, lease int, jobID int64, handOff *service.HandOff,
+	log *slog.Logger,
+) step {
+	d, err := w.deliveries.BeginJob(ctx, tenant, executionID, lease, jobID)
 	switch {
 	case err != nil && stopping(ctx):
 		return step{kind: stepInterrupted}

@@ -23,32 +23,35 @@ import (
 //   - a retry: Finish inserts the job with the retrying transition;
 //   - an overlap "queue" wait: a job due after the first wait;
 //   - no send slot within the batch's slot wait: a job due at once;
-//   - every execution of a run after the first (the batch job was rescued
-//     after a crash, or its first run failed to record something): a job
-//     each, whose Begin resumes, finishes or leaves alone what the first
-//     run left; executions that already have a deliver job keep it.
+//   - every execution of a run whose River attempt is above 1 (the batch
+//     job was rescued after a crash, or its first run failed to record
+//     something): a job each, whose Begin resumes, finishes or leaves
+//     alone what the first run left; executions that already have a
+//     deliver job keep it.
 //
-// A shutdown that interrupts the batch leaves its sent executions running;
-// River runs the job again and the re-run resumes them with the same
-// idempotency keys. A cancel requested through the API for an execution
+// A handed-off execution belongs to its job (river_job_id): Begin under
+// the batch leaves it alone. A shutdown that interrupts the batch leaves
+// its sent executions running; River makes the job available again with
+// the same attempt, and the re-run resumes them under the same lease with
+// the same idempotency keys. A cancel requested through the API for an execution
 // in flight cuts its attempt short within about a second
 // (cancelWatchInterval), as River's job cancel does for a single delivery.
 type DeliverBatchWorker struct {
 	river.WorkerDefaults[service.DeliverBatchArgs]
 
-	one      *DeliverWorker
-	slotWait time.Duration
+	one *DeliverWorker
 }
 
 var _ river.Worker[service.DeliverBatchArgs] = (*DeliverBatchWorker)(nil)
 
-// batchSlotWaitMax bounds how long a batch's execution waits for a send
-// slot before it is handed off to a job of its own: the batch job's
-// timeout must cover the wait and the slowest endpoint.
-const batchSlotWaitMax = 15 * time.Second
+// slotWaitMax bounds how long a delivery waits for a send slot: a batch's
+// execution is then handed off to a job of its own, a single delivery's
+// job snoozes. The job's timeout must cover the wait and the slowest
+// endpoint.
+const slotWaitMax = 15 * time.Second
 
-func newDeliverBatchWorker(one *DeliverWorker, cfg RiverConfig) *DeliverBatchWorker {
-	return &DeliverBatchWorker{one: one, slotWait: min(batchSlotWaitMax, cfg.JobTimeout/4)}
+func newDeliverBatchWorker(one *DeliverWorker) *DeliverBatchWorker {
+	return &DeliverBatchWorker{one: one}
 }
 
 // Timeout bounds a batch job like a single delivery: its sends run
@@ -69,10 +72,18 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 	var (
 		wg          sync.WaitGroup
 		mu          sync.Mutex
-		waits, late []service.ExecutionRef
 		errs        []error
 		interrupted bool
 	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopping(ctx) {
+			interrupted = true
+		} else {
+			errs = append(errs, err)
+		}
+	}
 	inflight := newInflight()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
@@ -82,36 +93,43 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 	}()
 	for _, ref := range refs {
 		wg.Go(func() {
+			elog := log.With("execution_id", ref.ExecutionID, "tenant", ref.TenantID)
 			if !sleepUntil(ctx, ref.ScheduledFor) {
-				mu.Lock()
-				interrupted = true
-				mu.Unlock()
+				fail(ctx.Err())
 				return
 			}
-			if !w.one.slots.acquire(ctx, w.slotWait) {
-				mu.Lock()
-				defer mu.Unlock()
+			if !w.one.slots.acquire(ctx, w.one.slotWait) {
 				if ctx.Err() != nil {
-					interrupted = true
-				} else {
-					late = append(late, ref)
+					fail(ctx.Err())
+					return
+				}
+				if err := w.handOff(ctx, elog, []service.ExecutionRef{ref}, lease, job.Priority, time.Time{},
+					"no send slot within %s", w.one.slotWait); err != nil {
+					fail(err)
 				}
 				return
 			}
 			defer w.one.slots.release()
-			elog := log.With("execution_id", ref.ExecutionID, "tenant", ref.TenantID)
 			actx := inflight.add(ctx, ref)
-			st := w.one.attempt(actx, ref.TenantID, ref.ExecutionID, lease, handOff, elog)
+			st := w.one.attempt(actx, ref.TenantID, ref.ExecutionID, lease, job.ID, handOff, elog)
 			inflight.remove(ref)
-			mu.Lock()
-			defer mu.Unlock()
 			switch st.kind {
 			case stepWait:
-				waits = append(waits, ref)
+				// Recorded even when a shutdown is under way: it is what
+				// the execution needs next.
+				rctx, cancel := recordContext(ctx)
+				defer cancel()
+				wait := w.one.queuePoll
+				if err := w.handOff(rctx, elog, []service.ExecutionRef{ref}, lease, job.Priority, time.Now().Add(wait),
+					"overlap_policy queue: waiting %s", wait); err != nil {
+					fail(err)
+				}
 			case stepInterrupted:
+				mu.Lock()
 				interrupted = true
+				mu.Unlock()
 			case stepError:
-				errs = append(errs, st.err)
+				fail(st.err)
 			}
 		})
 	}
@@ -119,22 +137,14 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 	stopWatch()
 	<-watched
 
-	// Hand-offs are recorded even when a shutdown is under way: they are
-	// what the executions need next.
-	rctx, cancel := recordContext(ctx)
-	defer cancel()
-	if err := w.handOff(rctx, log, late, lease, job.Priority, time.Time{}, "no send slot within %s", w.slotWait); err != nil {
-		errs = append(errs, err)
-	}
-	wait := w.one.queuePoll
-	if err := w.handOff(rctx, log, waits, lease, job.Priority, time.Now().Add(wait), "overlap_policy queue: waiting %s", wait); err != nil {
-		errs = append(errs, err)
-	}
 	switch {
 	case len(errs) > 0:
 		// River runs the batch again; that run hands every execution off.
 		return fmt.Errorf("batch of %d executions: %w", len(refs), errors.Join(errs...))
 	case interrupted:
+		// River makes the job available again with the same attempt: the
+		// re-run resumes what was sent, and leaves alone what was handed
+		// off (Begin: the execution belongs to its own job now).
 		return ctx.Err()
 	}
 	return nil

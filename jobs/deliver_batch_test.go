@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/service"
@@ -167,4 +168,34 @@ func TestDeliverBatchCancelWhileRunning(t *testing.T) {
 	h.waitJobState(batchJob, "completed")
 	states, _ := h.deliverJobs(ids[0])
 	require.Empty(t, states)
+}
+
+// TestDeliverBatchLeavesOwnedExecutions: an execution of a batch that
+// another job owns (an API retry after a cancel while it waited in the
+// batch) is that job's alone: the batch does not start it, so it is sent
+// once.
+func TestDeliverBatchLeavesOwnedExecutions(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{NoStart: true})
+	recv := newScript(t)
+	ep := h.endpoint(recv.srv.URL, nil)
+	ids, batchJob := h.fireBatch([]service.Task{h.task(ep.ID, nil), h.task(ep.ID, nil)}, time.Now().UTC())
+	res, err := h.client.Insert(t.Context(), service.DeliverArgs{TenantID: h.tenant, ExecutionID: ids[0]},
+		&river.InsertOpts{Queue: service.QueueDeliver, UniqueOpts: river.UniqueOpts{ByArgs: true}})
+	require.NoError(t, err)
+	_, err = h.pool.Exec(t.Context(), `UPDATE executions SET river_job_id = $3 WHERE tenant_id = $1 AND id = $2`,
+		h.tenant, ids[0], res.Job.ID)
+	require.NoError(t, err)
+	h.start(h.client)
+
+	h.waitState(ids[0], service.ExecSucceeded)
+	h.waitState(ids[1], service.ExecSucceeded)
+	h.waitJobState(batchJob, "completed")
+	h.waitJobState(res.Job.ID, "completed")
+	got := map[string]int{}
+	for range 2 {
+		got[recv.next(t).Header.Get("Idempotency-Key")]++
+	}
+	recv.quiet(t, 300*time.Millisecond)
+	require.Equal(t, map[string]int{ids[0]: 1, ids[1]: 1}, got)
 }

@@ -145,7 +145,7 @@ func NewRiverClient(pool *pgxpool.Pool, cfg RiverConfig, deps WorkerDeps) (*rive
 	workers := river.NewWorkers()
 	one := newDeliverWorker(deps, cfg, newSendSlots(cfg.DeliverWorkers))
 	river.AddWorker(workers, one)
-	river.AddWorker(workers, newDeliverBatchWorker(one, cfg))
+	river.AddWorker(workers, newDeliverBatchWorker(one))
 	river.AddWorker(workers, newAlertWorker(deps, cfg))
 	queue := func(n int, poll time.Duration) river.QueueConfig {
 		return river.QueueConfig{MaxWorkers: n, FetchCooldown: cfg.FetchCooldown, FetchPollInterval: poll}

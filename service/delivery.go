@@ -234,7 +234,14 @@ type Delivery struct {
 // is batched with concurrent Begins into one statement; everything else,
 // and any execution a failed batch carried, takes the row-by-row path.
 func (s *Deliveries) Begin(ctx context.Context, tenant, executionID string, lease int) (Delivery, error) {
-	key := db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease}
+	return s.BeginJob(ctx, tenant, executionID, lease, 0)
+}
+
+// BeginJob is Begin for River job jobID: an execution whose river_job_id
+// names another job (a job it was handed off to, or the job of an API
+// retry) belongs to that job, and this one gets ActionDone.
+func (s *Deliveries) BeginJob(ctx context.Context, tenant, executionID string, lease int, jobID int64) (Delivery, error) {
+	key := db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease, JobID: jobID}
 	if r, err := s.starts.do(ctx, key); s.count(r.ok, err) {
 		d := deliveryFromRow(r.row, lease)
 		keys, err := endpointOf(r.row.JoinedEndpoint).SigningKeys(r.row.Now)
@@ -253,7 +260,7 @@ func (s *Deliveries) Begin(ctx context.Context, tenant, executionID string, leas
 		if err != nil {
 			return fmt.Errorf("load execution %s: %w", executionID, err)
 		}
-		d, err = s.begin(ctx, tx, row, lease)
+		d, err = s.begin(ctx, tx, row, lease, jobID)
 		return err
 	})
 	if err != nil {
@@ -262,13 +269,15 @@ func (s *Deliveries) Begin(ctx context.Context, tenant, executionID string, leas
 	return d, nil
 }
 
-func (s *Deliveries) begin(ctx context.Context, tx pgx.Tx, row db.DeliveryRow, lease int) (Delivery, error) {
+func (s *Deliveries) begin(ctx context.Context, tx pgx.Tx, row db.DeliveryRow, lease int, jobID int64) (Delivery, error) {
 	d := deliveryFromRow(row, lease)
 	done := func(reason string) (Delivery, error) {
 		d.Action, d.Reason = ActionDone, reason
 		return d, nil
 	}
 	switch {
+	case jobID != 0 && row.RiverJobID != nil && *row.RiverJobID != jobID:
+		return done(fmt.Sprintf("River job %d delivers the execution", *row.RiverJobID))
 	case row.State == ExecRunning && row.LeaseAttempt > lease:
 		return done(fmt.Sprintf("attempt %d is stale: River attempt %d owns the execution", lease, row.LeaseAttempt))
 	case row.State == ExecRetrying && row.LeaseAttempt >= lease:
@@ -577,9 +586,7 @@ func (s *Deliveries) finish(ctx context.Context, tx pgx.Tx, tenant, executionID 
 		}
 		if out.HandOff != nil {
 			ref := ExecutionRef{TenantID: tenant, ExecutionID: executionID}
-			if _, err := s.enqueuer.insertMany(ctx, tx, []river.InsertManyParams{
-				handOffInsert(ref, lease, out.HandOff.Priority, time.Now().Add(delay)),
-			}); err != nil {
+			if err := s.handOff(ctx, tx, []ExecutionRef{ref}, lease, out.HandOff.Priority, time.Now().Add(delay)); err != nil {
 				return Finished{}, err
 			}
 		}
@@ -619,29 +626,44 @@ func (s *Deliveries) finish(ctx context.Context, tx pgx.Tx, tenant, executionID 
 }
 
 // HandOff inserts, in one transaction, a DeliverArgs job for each of refs
-// that continues it outside its batch job: available at at (at once when
+// that continues it outside its batch job, available at at (at once when
 // zero), with leases above leaseBase — the batch's own lease, so that the
-// new job's attempts are newer than the batch's. An execution that already
-// has a live or completed deliver job is not given a second one (the jobs
-// are unique per execution); the new job's Begin decides what an
+// new job's attempts are newer than the batch's — and records the job as
+// the execution's (river_job_id): from then on the batch, run again or
+// not, leaves the execution alone. An execution that already has a live
+// or completed deliver job keeps it (the jobs are unique per execution)
+// and that job is recorded instead; the job's Begin decides what an
 // execution still needs, which may be nothing.
 func (s *Deliveries) HandOff(ctx context.Context, refs []ExecutionRef, leaseBase, priority int, at time.Time) error {
 	if len(refs) == 0 {
 		return nil
 	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return s.handOff(ctx, tx, refs, leaseBase, priority, at)
+	})
+}
+
+func (s *Deliveries) handOff(ctx context.Context, tx pgx.Tx, refs []ExecutionRef, leaseBase, priority int, at time.Time) error {
 	seen := make(map[ExecutionRef]bool, len(refs))
 	params := make([]river.InsertManyParams, 0, len(refs))
+	owned := make([]db.ExecutionRef, 0, len(refs))
 	for _, r := range refs {
 		if seen[r] { // the same key twice aborts a unique InsertMany
 			continue
 		}
 		seen[r] = true
 		params = append(params, handOffInsert(r, leaseBase, priority, at))
+		owned = append(owned, db.ExecutionRef{TenantID: r.TenantID, ID: r.ExecutionID})
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		_, err := s.enqueuer.insertMany(ctx, tx, params)
+	res, err := s.enqueuer.insertMany(ctx, tx, params)
+	if err != nil {
 		return err
-	})
+	}
+	jobIDs := make([]int64, len(res))
+	for i, r := range res {
+		jobIDs[i] = r.Job.ID
+	}
+	return db.SetExecutionJobs(ctx, tx, owned, jobIDs)
 }
 
 // CancelRequested returns the ids of those of refs that are running with

@@ -106,13 +106,13 @@ type ExecutionRef struct {
 
 // DeliverBatchArgs is the River job that makes the first attempt of
 // several executions due within deliverBatchWindow of each other (the
-// scheduler's fires): one
-// River job instead of one per execution, which takes River's insert,
-// fetch and completion out of the per-delivery cost. Each execution is
+// scheduler's fires): one River job instead of one per execution, which
+// takes River's insert, fetch and completion out of the per-delivery cost. Each execution is
 // still begun, sent and finished on its own, under the batch job's attempt
 // as lease; what it cannot finish in the batch — a retry, an overlap
-// "queue" wait, a run of the batch job after its first — continues as a
-// DeliverArgs job of its own (Deliveries.HandOff).
+// "queue" wait, a rescued run of the batch job — continues as a
+// DeliverArgs job of its own (Deliveries.HandOff), which becomes the
+// execution's river_job_id: the batch leaves it alone from then on.
 type DeliverBatchArgs struct {
 	Executions []ExecutionRef `json:"executions"`
 }
@@ -213,9 +213,10 @@ type firedExecution struct {
 }
 
 // handOffInsert returns the insert parameters of the DeliverArgs job that
-// continues an execution after a batch: unique per execution while one is
-// live (a second hand-off of the same execution is skipped), available at
-// at (or at once when at is zero), its leases above leaseBase.
+// continues an execution after a batch: unique per execution (a live or
+// completed deliver job of the execution makes the insert return that job
+// instead), available at at (or at once when at is zero), its leases above
+// leaseBase.
 func handOffInsert(ref ExecutionRef, leaseBase, priority int, at time.Time) river.InsertManyParams {
 	opts := &river.InsertOpts{
 		Queue: QueueDeliver, Priority: priority, MaxAttempts: handOffMaxAttempts,
