@@ -33,8 +33,8 @@ import (
 // the batch leaves it alone. A shutdown that interrupts the batch leaves
 // its sent executions running; River makes the job available again with
 // the same attempt, and the re-run resumes them under the same lease with
-// the same idempotency keys. A cancel requested through the API for an execution
-// in flight cuts its attempt short within about a second
+// the same idempotency keys. A cancel requested through the API for an
+// execution in flight cuts its attempt short within about a second
 // (cancelWatchInterval), as River's job cancel does for a single delivery.
 type DeliverBatchWorker struct {
 	river.WorkerDefaults[service.DeliverBatchArgs]
@@ -203,15 +203,20 @@ func (w *DeliverBatchWorker) watchCancels(ctx context.Context, log *slog.Logger,
 	}
 }
 
-// inflight tracks a batch's attempts in flight and how to cut each short.
+// inflight tracks a batch's attempts in flight, by execution id, and how
+// to cut each short.
 type inflight struct {
-	mu      sync.Mutex
-	cancels map[string]context.CancelCauseFunc
-	byID    map[string]service.ExecutionRef
+	mu       sync.Mutex
+	attempts map[string]inflightAttempt
+}
+
+type inflightAttempt struct {
+	ref    service.ExecutionRef
+	cancel context.CancelCauseFunc
 }
 
 func newInflight() *inflight {
-	return &inflight{cancels: map[string]context.CancelCauseFunc{}, byID: map[string]service.ExecutionRef{}}
+	return &inflight{attempts: map[string]inflightAttempt{}}
 }
 
 // add registers ref's attempt and returns its context.
@@ -219,26 +224,25 @@ func (f *inflight) add(ctx context.Context, ref service.ExecutionRef) context.Co
 	actx, cancel := context.WithCancelCause(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.cancels[ref.ExecutionID], f.byID[ref.ExecutionID] = cancel, ref
+	f.attempts[ref.ExecutionID] = inflightAttempt{ref: ref, cancel: cancel}
 	return actx
 }
 
 func (f *inflight) remove(ref service.ExecutionRef) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if cancel, ok := f.cancels[ref.ExecutionID]; ok {
-		cancel(nil)
+	if a, ok := f.attempts[ref.ExecutionID]; ok {
+		a.cancel(nil)
+		delete(f.attempts, ref.ExecutionID)
 	}
-	delete(f.cancels, ref.ExecutionID)
-	delete(f.byID, ref.ExecutionID)
 }
 
 func (f *inflight) refs() []service.ExecutionRef {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]service.ExecutionRef, 0, len(f.byID))
-	for _, r := range f.byID {
-		out = append(out, r)
+	out := make([]service.ExecutionRef, 0, len(f.attempts))
+	for _, a := range f.attempts {
+		out = append(out, a.ref)
 	}
 	return out
 }
@@ -246,8 +250,8 @@ func (f *inflight) refs() []service.ExecutionRef {
 func (f *inflight) cancel(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if cancel, ok := f.cancels[id]; ok {
-		cancel(errCancelRequested)
+	if a, ok := f.attempts[id]; ok {
+		a.cancel(errCancelRequested)
 	}
 }
 

@@ -199,3 +199,46 @@ func TestDeliverBatchLeavesOwnedExecutions(t *testing.T) {
 	recv.quiet(t, 300*time.Millisecond)
 	require.Equal(t, map[string]int{ids[0]: 1, ids[1]: 1}, got)
 }
+
+// TestDeliverBatchSlotWait: with every send slot busy past the slot wait,
+// a batch's member continues in a deliver job of its own (and that job
+// snoozes, using no attempt, while the slot stays busy); both are sent
+// once, as attempt 1.
+func TestDeliverBatchSlotWait(t *testing.T) {
+	t.Parallel()
+	// JobTimeout 2 s: a slot wait of 500 ms.
+	// Two send slots and two River workers: the batch holds both slots
+	// through one worker, and the handed-off job runs on the other.
+	h := newHarness(t, harnessOpts{River: RiverConfig{DeliverWorkers: 2, JobTimeout: 2 * time.Second}})
+	recv := newScript(t).holdRequests()
+	ep := h.endpoint(recv.srv.URL, nil)
+	ids, batchJob := h.fireBatch([]service.Task{h.task(ep.ID, nil), h.task(ep.ID, nil), h.task(ep.ID, nil)}, time.Now().UTC())
+	sent := map[string]bool{recv.next(t).Header.Get("Idempotency-Key"): true, recv.next(t).Header.Get("Idempotency-Key"): true}
+	var waiting string
+	for _, id := range ids {
+		if !sent[id] {
+			waiting = id
+		}
+	}
+	require.Eventually(t, func() bool {
+		states, _ := h.deliverJobs(waiting)
+		return len(states) == 1
+	}, 5*time.Second, 10*time.Millisecond, "the member without a slot is handed off")
+	_, bases := h.deliverJobs(waiting)
+	require.Equal(t, []int{1}, bases)
+	time.Sleep(700 * time.Millisecond) // the handed-off job finds the slot busy and snoozes
+	recv.releaseAll()
+	for _, id := range ids {
+		e := h.waitState(id, service.ExecSucceeded)
+		require.Equal(t, 1, e.Attempts)
+	}
+	second := recv.next(t)
+	require.Equal(t, waiting, second.Header.Get("Idempotency-Key"))
+	require.Equal(t, "1", second.Header.Get("X-Ax-Attempt"))
+	h.waitJobState(batchJob, "completed")
+	recv.quiet(t, 300*time.Millisecond)
+	var snoozes int
+	require.NoError(t, h.pool.QueryRow(t.Context(), `SELECT coalesce((metadata->>'snoozes')::int, 0) FROM river_job
+		WHERE kind = 'deliver' AND args->>'execution_id' = $1`, waiting).Scan(&snoozes))
+	require.Positive(t, snoozes, "the handed-off job snoozed while the only slot was busy")
+}
