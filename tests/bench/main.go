@@ -44,6 +44,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -74,6 +75,7 @@ type options struct {
 	label       string
 	quietWait   time.Duration
 	analyze     bool
+	cpuProfile  string
 }
 
 // multiFlag is a repeatable KEY=VALUE flag.
@@ -121,12 +123,27 @@ func main() {
 	flag.StringVar(&o.label, "label", "", "a note recorded with the results, e.g. what -ax was built from")
 	flag.Var(&o.pgSettings, "pg", "extra PostgreSQL setting name=value for experiments, e.g. synchronous_commit=off (repeatable)")
 	flag.Var(&o.env, "env", "extra KEY=VALUE for ax's environment, e.g. a tuning variable (repeatable)")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write this command's own CPU profile (the receiver, the load) to this file")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
 		os.Exit(2)
 	}
 
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	err := run(ctx, o)
@@ -134,7 +151,8 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+		pprof.StopCPUProfile()
+		os.Exit(1) //nolint:gocritic // the profile is stopped above
 	}
 }
 

@@ -93,6 +93,8 @@ type result struct {
 	Pass          *bool       `json:"pass,omitempty"`
 	Notes         []string    `json:"notes,omitempty"`
 	TopStatements []statement `json:"top_statements,omitempty"`
+	Tables        []tableStat `json:"tables,omitempty"`
+	WAL           *walStat    `json:"wal,omitempty"`
 	Waits         []waitEvent `json:"waits,omitempty"`
 	Failure       string      `json:"failure,omitempty"`
 }
@@ -365,6 +367,23 @@ func (rep *report) details(w io.Writer, r result) {
 			fmt.Fprintf(tw, "    %d\t%.0f\t%.2f\t%d\t%s\n", s.Calls, s.TotalMS, s.MeanMS, s.Rows, s.Query)
 		}
 		_ = tw.Flush()
+	}
+	if len(r.Tables) > 0 {
+		fmt.Fprintf(w, "  %s: row writes by table (pg_stat_user_tables; HOT updates touch no index):\n", r.Scenario)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "    table\tinserted\tupdated\tHOT\tdeleted")
+		for _, t := range r.Tables {
+			hot := "-"
+			if t.Updated > 0 {
+				hot = fmt.Sprintf("%.0f%%", 100*float64(t.HOTUpdated)/float64(t.Updated))
+			}
+			fmt.Fprintf(tw, "    %s\t%d\t%d\t%s\t%d\n", t.Name, t.Inserted, t.Updated, hot, t.Deleted)
+		}
+		_ = tw.Flush()
+	}
+	if wal := r.WAL; wal != nil {
+		fmt.Fprintf(w, "  %s: WAL since the scenario began: %.1f MB in %d records, %d full-page images, %d checkpoints\n",
+			r.Scenario, float64(wal.Bytes)/1e6, wal.Records, wal.FullPages, wal.Checkpoints)
 	}
 }
 

@@ -28,6 +28,12 @@ func open(ctx context.Context, st *stack, name string, withReceiver bool) (*sess
 	if s.dbURL, err = st.createDatabase(ctx, "bench_"+name); err != nil {
 		return nil, err
 	}
+	if st.o.topQueries > 0 {
+		// The cluster's WAL and checkpoint counters, from here on (finish).
+		if err := resetSharedStats(ctx, s.dbURL); err != nil {
+			return nil, err
+		}
+	}
 	st.logf("starting ax for %s", name)
 	if s.ax, err = st.startAx(ctx, name, s.dbURL); err != nil {
 		return nil, err
@@ -66,6 +72,12 @@ func (s *session) finish(ctx context.Context, res *result) {
 			res.Notes = append(res.Notes, "pg_stat_statements: "+err.Error())
 		}
 		res.TopStatements = top
+		if res.Tables, err = tableStats(ctx, s.dbURL); err != nil {
+			res.Notes = append(res.Notes, "table statistics: "+err.Error())
+		}
+		if res.WAL, err = walStats(ctx, s.dbURL); err != nil {
+			res.Notes = append(res.Notes, "WAL statistics: "+err.Error())
+		}
 	}
 	if s.ax != nil && s.ax.exitedEarly() {
 		res.Notes = append(res.Notes, "ax exited during the run; its log: "+tail(s.ax.logPath, 5))

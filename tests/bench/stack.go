@@ -522,6 +522,71 @@ ORDER BY total_exec_time DESC LIMIT $1`, n)
 	})
 }
 
+// tableStat is one table's row-write counters (pg_stat_user_tables).
+type tableStat struct {
+	Name       string `json:"name"`
+	Inserted   int64  `json:"inserted"`
+	Updated    int64  `json:"updated"`
+	HOTUpdated int64  `json:"hot_updated"`
+	Deleted    int64  `json:"deleted"`
+}
+
+// tableStats returns the row-write counters of the tables that were
+// written to, most written first.
+func tableStats(ctx context.Context, dbURL string) ([]tableStat, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `
+SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del FROM pg_stat_user_tables
+WHERE n_tup_ins + n_tup_upd + n_tup_del > 0
+ORDER BY n_tup_ins + n_tup_upd + n_tup_del DESC`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (tableStat, error) {
+		var t tableStat
+		err := r.Scan(&t.Name, &t.Inserted, &t.Updated, &t.HOTUpdated, &t.Deleted)
+		return t, err
+	})
+}
+
+// walStat is the cluster's WAL and checkpoint activity since the
+// scenario's start (pg_stat_wal, pg_stat_bgwriter).
+type walStat struct {
+	Records     int64 `json:"records"`
+	FullPages   int64 `json:"full_page_images"`
+	Bytes       int64 `json:"bytes"`
+	Checkpoints int64 `json:"checkpoints"`
+}
+
+func resetSharedStats(ctx context.Context, dbURL string) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, `SELECT pg_stat_reset_shared('wal'), pg_stat_reset_shared('bgwriter')`)
+	return err
+}
+
+func walStats(ctx context.Context, dbURL string) (*walStat, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var w walStat
+	err = conn.QueryRow(ctx, `SELECT wal_records, wal_fpi, wal_bytes::bigint, (SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)
+		FROM pg_stat_wal`).Scan(&w.Records, &w.FullPages, &w.Bytes, &w.Checkpoints)
+	if err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
 // statement is one pg_stat_statements row.
 type statement struct {
 	Calls   int64   `json:"calls"`
