@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/axhq/ax/db/dbtest"
 	"github.com/axhq/ax/service"
 )
 
@@ -31,17 +32,20 @@ func (a *testAPI) execution(o execOpts) string {
 		o.ScheduledFor = time.Now()
 	}
 	id := service.NewID()
-	_, err := a.pool.Exec(a.t.Context(), `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state)
-		VALUES ($1, $2, $3, $4, 'schedule', $5)`, o.Tenant, id, o.TaskID, o.ScheduledFor, o.State)
-	require.NoError(a.t, err)
+	// A failed, cancelled or skipped execution always has a last_error.
+	a.exec(`INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, last_error)
+		VALUES ($1, $2, $3, $4, 'schedule', $5, CASE WHEN $5 IN ('failed', 'cancelled', 'skipped') THEN 'fixture' END)`,
+		o.Tenant, id, o.TaskID, o.ScheduledFor, o.State)
 	return id
 }
 
-// exec runs SQL that sets up a scenario.
+// exec runs SQL that sets up a scenario, then brings unfinished_executions
+// in line with what it did to executions.
 func (a *testAPI) exec(sql string, args ...any) {
 	a.t.Helper()
 	_, err := a.pool.Exec(a.t.Context(), sql, args...)
 	require.NoError(a.t, err)
+	dbtest.SyncUnfinished(a.t, a.pool)
 }
 
 // riverJob is a deliver job of an execution as River stores it.
@@ -243,6 +247,59 @@ func TestTriggerValidation(t *testing.T) {
 	require.Equal(t, 1, n, "only the valid trigger created an execution")
 }
 
+// TestExecutionListByState: every state filter returns exactly that
+// state's executions of the caller's tenant, newest first and page by page,
+// whichever set it reads (unfinished_executions for pending, running and
+// retrying; the rows with a last_error for failed, cancelled and skipped;
+// the primary key for succeeded).
+func TestExecutionListByState(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	ep := a.createEndpoint(tok, "e")
+	t1 := a.createTask(tok, ep, "one", nil).JSON["id"].(string)
+	t2 := a.createTask(tok, ep, "two", nil).JSON["id"].(string)
+	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: token(t, "other")}) // creates the tenant
+	day := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	want := map[string][]string{}
+	n := 0
+	for range 3 {
+		for _, state := range []string{"pending", "running", "retrying", "succeeded", "failed", "cancelled", "skipped"} {
+			n++
+			task := t1
+			if n%2 == 0 {
+				task = t2
+			}
+			id := a.execution(execOpts{Tenant: "acme", TaskID: task, State: state, ScheduledFor: day.Add(time.Duration(n) * time.Minute)})
+			want[state] = append([]string{id}, want[state]...) // newest first
+			a.execution(execOpts{Tenant: "other", TaskID: service.NewID(), State: state, ScheduledFor: day})
+		}
+	}
+	for state, ids := range want {
+		var got []string
+		path := "/v1/executions?limit=2&state=" + state
+		for pages := 0; ; pages++ {
+			require.Less(t, pages, 3, state)
+			r := a.must(http.StatusOK, req{Method: http.MethodGet, Path: path, Token: tok})
+			for _, item := range r.JSON["items"].([]any) {
+				require.Equal(t, state, item.(map[string]any)["state"])
+				got = append(got, item.(map[string]any)["id"].(string))
+			}
+			next, ok := r.JSON["next_cursor"].(string)
+			if !ok {
+				break
+			}
+			path = "/v1/executions?limit=2&state=" + state + "&cursor=" + next
+		}
+		require.Equal(t, ids, got, state)
+		r := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/executions?state=" + state + "&task_id=" + t1, Token: tok})
+		for _, item := range r.JSON["items"].([]any) {
+			require.Equal(t, t1, item.(map[string]any)["task_id"], state)
+		}
+		require.NotEmpty(t, r.JSON["items"], state)
+	}
+}
+
 func TestExecutionList(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, nil)
@@ -379,6 +436,7 @@ func TestExecutionCancel(t *testing.T) {
 	require.Equal(t, "cancelled", r.JSON["state"])
 	require.NotEmpty(t, r.JSON["finished_at"])
 	require.Equal(t, []string{"fired", "cancelled"}, eventTypes(r))
+	require.Equal(t, "cancelled through the API", r.JSON["last_error"], "a cancelled execution says why")
 	jobs := a.jobs(pending)
 	require.Len(t, jobs, 1)
 	require.Equal(t, "cancelled", jobs[0].State)
@@ -493,7 +551,7 @@ func TestExecutionRetry(t *testing.T) {
 
 	// A failed execution whose previous job is still running: try later.
 	finishing := a.trigger(tok, task, nil).JSON["id"].(string)
-	a.exec(`UPDATE executions SET state = 'failed', finished_at = now() WHERE id = $1`, finishing)
+	a.exec(`UPDATE executions SET state = 'failed', finished_at = now(), last_error = 'HTTP 500' WHERE id = $1`, finishing)
 	a.exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() WHERE args->>'execution_id' = $1`, finishing)
 	r = retry(http.StatusConflict, finishing)
 	require.Contains(t, r.JSON["detail"], "still finishing")
@@ -515,7 +573,7 @@ func TestExecutionRetry(t *testing.T) {
 	r = retry(http.StatusConflict, scheduled)
 	require.Contains(t, r.JSON["detail"], "paused")
 	manual := a.trigger(tok, task, nil).JSON["id"].(string)
-	a.exec(`UPDATE executions SET state = 'failed' WHERE id = $1`, manual)
+	a.exec(`UPDATE executions SET state = 'failed', last_error = 'HTTP 500' WHERE id = $1`, manual)
 	a.exec(`UPDATE river_job SET state = 'discarded', finalized_at = now() WHERE args->>'execution_id' = $1`, manual)
 	retry(http.StatusAccepted, manual)
 	a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/resume", Token: tok})

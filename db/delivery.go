@@ -41,6 +41,17 @@ type DeliveryRow struct {
 	Now time.Time `db:"now"`
 }
 
+// fields returns pointers to r's fields in their order: a statement that
+// selects every column of the struct in that order scans into them.
+func (r *DeliveryRow) fields() []any {
+	e := &r.JoinedEndpoint
+	return []any{&r.TenantID, &r.ID, &r.TaskID, &r.ScheduledFor, &r.Trigger, &r.State, &r.Attempts, &r.LeaseAttempt,
+		&r.CancelRequested, &r.Payload, &r.RiverJobID, &r.TaskFound, &r.TaskName, &r.TaskState, &r.TaskPayload,
+		&r.TaskTimeoutMS, &r.MaxAttempts, &r.InitialBackoffMS, &r.MaxBackoffMS, &r.OverlapPolicy, &r.EarlierUnfinished,
+		&e.EndpointFound, &e.EndpointID, &e.EndpointURL, &e.EndpointMethod, &e.EndpointHeaders, &e.Secret,
+		&e.PreviousSecret, &e.PreviousSecretExp, &e.EndpointTimeoutMS, &e.EndpointEnabled, &r.Now}
+}
+
 // JoinedEndpoint is an endpoint LEFT JOINed to an execution's task: every
 // column may be NULL when the endpoint is gone.
 type JoinedEndpoint struct {
@@ -59,7 +70,7 @@ type JoinedEndpoint struct {
 // GetDeliveryForUpdate reads an execution with its task and endpoint and
 // locks the execution row until the transaction ends. The overlap count
 // looks only at the task's unfinished executions ordered before this one by
-// (scheduled_for, id), through executions_unfinished_idx, and stops at two.
+// (scheduled_for, id), in unfinished_executions, and stops at two.
 func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string) (DeliveryRow, error) {
 	rows, err := q.Query(ctx, `SELECT e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.state,
 			e.attempts, e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id,
@@ -67,11 +78,9 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string) (De
 			t.timeout_ms AS task_timeout_ms, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,
 			CASE WHEN e.state = 'pending' AND t.overlap_policy IN ('skip', 'queue') THEN (
 				SELECT count(*) FROM (
-					SELECT 1 FROM executions o
-					WHERE o.task_id = e.task_id AND o.tenant_id = e.tenant_id
-					  AND o.state IN ('pending', 'running', 'retrying')
-					  AND o.scheduled_for <= e.scheduled_for
-					  AND (o.scheduled_for < e.scheduled_for OR o.id < e.id)
+					SELECT 1 FROM unfinished_executions o
+					WHERE o.tenant_id = e.tenant_id AND o.task_id = e.task_id
+					  AND (o.scheduled_for, o.id) < (e.scheduled_for, e.id)
 					LIMIT 2) earlier)
 			ELSE 0 END::int AS earlier_unfinished,
 			ep.id IS NOT NULL AS endpoint_found, ep.id::text AS endpoint_id, ep.url AS endpoint_url,
@@ -132,28 +141,37 @@ type DeliveryEnd struct {
 }
 
 // EndDelivery applies a conditional transition and reports whether a row
-// matched. Final states set finished_at; retrying sets next_attempt_at.
+// matched. Final states set finished_at and take the execution out of
+// unfinished_executions; retrying sets next_attempt_at.
 func EndDelivery(ctx context.Context, q Querier, e DeliveryEnd) (bool, error) {
 	var nextIn *float64
 	if e.NextAttemptIn != nil {
 		s := e.NextAttemptIn.Seconds()
 		nextIn = &s
 	}
-	tag, err := q.Exec(ctx, `UPDATE executions SET state = $3,
-			finished_at = CASE WHEN $3 = 'retrying' THEN NULL ELSE now() END,
-			next_attempt_at = CASE WHEN $3 = 'retrying' THEN now() + make_interval(secs => $8) END,
-			attempts = coalesce($7, attempts),
-			last_status_code = CASE WHEN $10 THEN last_status_code ELSE $4 END,
-			last_error = $5, last_error_class = $6
-		WHERE tenant_id = $1 AND id = $2 AND state = ANY($9)
-		  AND ($11::int IS NULL OR state <> 'running' OR lease_attempt <= $11)
-		  AND ($12::int IS NULL OR lease_attempt = $12)`,
+	var n int
+	err := q.QueryRow(ctx, `WITH x AS (
+			UPDATE executions SET state = $3,
+				finished_at = CASE WHEN $3 = 'retrying' THEN NULL ELSE now() END,
+				next_attempt_at = CASE WHEN $3 = 'retrying' THEN now() + make_interval(secs => $8) END,
+				attempts = coalesce($7, attempts),
+				last_status_code = CASE WHEN $10 THEN last_status_code ELSE $4 END,
+				last_error = $5, last_error_class = $6
+			WHERE tenant_id = $1 AND id = $2 AND state = ANY($9)
+			  AND ($11::int IS NULL OR state <> 'running' OR lease_attempt <= $11)
+			  AND ($12::int IS NULL OR lease_attempt = $12)
+			RETURNING tenant_id, task_id, scheduled_for, id
+		), u AS (
+			DELETE FROM unfinished_executions u USING x
+			WHERE $3 IN ('succeeded', 'failed', 'cancelled', 'skipped')
+			  AND u.tenant_id = x.tenant_id AND u.task_id = x.task_id AND u.scheduled_for = x.scheduled_for AND u.id = x.id)
+		SELECT count(*) FROM x`,
 		e.TenantID, e.ID, e.To, e.StatusCode, e.Error, e.ErrorClass, e.Attempts, nextIn, e.From, e.KeepStatusCode,
-		e.MaxLease, e.Lease)
+		e.MaxLease, e.Lease).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("execution %s → %s: %w", e.ID, e.To, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return n == 1, nil
 }
 
 // DeliveryOwner is a running execution locked by the attempt that owns it,

@@ -15,14 +15,15 @@ import (
 // reaches the same decision; an execution a batch leaves alone takes that
 // path. Results are keyed by their request's position (WITH ORDINALITY):
 // neither a stale attempt batched with the current one nor an id spelled in
-// upper case can take or miss a result. Rows another transaction holds are
-// skipped (SKIP LOCKED) and left to the row-by-row path, so a batch never
-// waits on, or deadlocks with, a pause or a cancel.
+// upper case can take or miss a result. Pending rows another transaction
+// holds are skipped by the start (SKIP LOCKED) and left to the row-by-row
+// path, so a start never waits on, or deadlocks with, a pause or a cancel.
 //
 // Each execution, its task and its endpoint are found by primary key in
-// LATERAL subqueries the planner may not flatten (OFFSET 0); the execution
-// is locked there (FOR UPDATE yields its newest version, which the
-// conditions then check). A join the planner were free to reorder would,
+// LATERAL subqueries the planner may not flatten (OFFSET 0); the start
+// locks the execution there (FOR UPDATE yields its newest version, which
+// the conditions then check) and updates it by its ctid, without a second
+// look-up in the primary key. A join the planner were free to reorder would,
 // with the statistics of a table that grew within seconds, start from an
 // index on state and visit every pending execution of the tenant for each
 // one of the batch. The pool these run on keeps generic plans and rules
@@ -60,10 +61,14 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 	for i, k := range keys {
 		tenants[i], ids[i], leases[i], jobs[i] = k.TenantID, k.ID, int32(k.Lease), k.JobID //nolint:gosec // River attempts are small
 	}
+	uids, err := uuidArray(ids)
+	if err != nil {
+		return nil, fmt.Errorf("start deliveries: %w", err)
+	}
 	rows, err := q.Query(ctx, `WITH input AS (
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::bigint[]) WITH ORDINALITY AS i(tenant_id, id, lease, job_id, ord)
 		), cur AS (
-			SELECT i.ord, e.tenant_id, e.id, i.lease, e.first_started_at AS prev_first_started_at,
+			SELECT i.ord, e.row, e.tenant_id, e.id, i.lease, e.first_started_at AS prev_first_started_at,
 				t.name AS task_name, t.state AS task_state, t.payload AS task_payload, t.timeout_ms AS task_timeout_ms,
 				t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,
 				ep.id AS endpoint_id, ep.url AS endpoint_url, ep.method AS endpoint_method, ep.headers AS endpoint_headers,
@@ -71,7 +76,8 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 				ep.enabled AS endpoint_enabled
 			FROM input i
 			CROSS JOIN LATERAL (
-				SELECT e.tenant_id, e.id, e.task_id, e.trigger, e.state, e.cancel_requested, e.first_started_at, e.river_job_id
+				SELECT e.ctid AS row, e.tenant_id, e.id, e.task_id, e.trigger, e.state, e.cancel_requested, e.first_started_at,
+					e.river_job_id
 				FROM executions e
 				WHERE e.tenant_id = i.tenant_id AND e.id = i.id
 				OFFSET 0 FOR UPDATE SKIP LOCKED
@@ -92,7 +98,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 				first_started_at = coalesce(e.first_started_at, now()),
 				implicit_events = e.implicit_events | CASE WHEN c.prev_first_started_at IS NULL THEN 2 ELSE 0 END
 			FROM cur c
-			WHERE e.tenant_id = c.tenant_id AND e.id = c.id
+			WHERE e.ctid = c.row AND e.tenant_id = c.tenant_id AND e.id = c.id
 			RETURNING c.ord, e.tenant_id, e.id, e.task_id, e.scheduled_for, e.trigger, e.state, e.attempts, e.lease_attempt,
 				e.cancel_requested, e.payload, e.river_job_id, c.task_name, c.task_state, c.task_payload, c.task_timeout_ms,
 				c.max_attempts, c.initial_backoff_ms, c.max_backoff_ms, c.overlap_policy, c.endpoint_id, c.endpoint_url,
@@ -109,21 +115,24 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 			true AS endpoint_found, endpoint_id::text, endpoint_url, endpoint_method, endpoint_headers, secret,
 			previous_secret, previous_secret_expires_at, endpoint_timeout_ms, endpoint_enabled,
 			now() AS now
-		FROM started`, tenants, ids, leases, jobs)
+		FROM started`, tenants, uids, leases, jobs)
 	if err != nil {
 		return nil, fmt.Errorf("start deliveries: %w", err)
 	}
-	type startedRow struct {
-		Ord int `db:"ord"`
-		DeliveryRow
-	}
-	started, err := pgx.CollectRows(rows, pgx.RowToStructByName[startedRow])
+	out := make(map[int]DeliveryRow, len(keys))
+	var (
+		ord int
+		r   DeliveryRow
+	)
+	// Scanned by position into the fields in their order (the SELECT lists
+	// them so): named struct scanning was a twentieth of ax's CPU here.
+	_, err = pgx.ForEachRow(rows, append([]any{&ord}, r.fields()...), func() error {
+		out[ord-1] = r
+		r = DeliveryRow{}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("start deliveries: %w", err)
-	}
-	out := make(map[int]DeliveryRow, len(started))
-	for _, r := range started {
-		out[r.Ord-1] = r.DeliveryRow
 	}
 	return out, nil
 }
@@ -136,14 +145,17 @@ type DeliverySuccess struct {
 }
 
 // SucceedDeliveries records 2xx outcomes: each execution still running
-// under its lease becomes succeeded (the fence of EndDelivery), its
-// attempt_succeeded and succeeded events implied by the row
-// (ImplicitSucceeded, with last_latency_ms). It returns the attempt count
-// of each execution it changed, keyed by its index in ok; the others (a
-// newer attempt owns them, they ended, or another transaction has them
-// locked) are untouched and absent. Tasks whose consecutive failure count
-// is not zero are reset afterwards, in a statement of their own that locks
-// them in id order and holds no execution lock.
+// under its lease becomes succeeded (the fence of EndDelivery) and leaves
+// unfinished_executions, its attempt_succeeded and succeeded events
+// implied by the row (ImplicitSucceeded, with last_latency_ms). It returns
+// the attempt count of each execution it changed, keyed by its index in
+// ok; the others (a newer attempt owns them, or they ended) are untouched
+// and absent. Unlike the start it takes no lock ahead of its update (a
+// lock is a write of its own): only single-row statements (a cancel
+// request, an API command) ever lock a running execution, so it waits at
+// most for one of those and cannot deadlock. Tasks whose consecutive
+// failure count is not zero are reset afterwards, in a statement of their
+// own that locks them in id order and holds no execution lock.
 func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (map[int]int, error) {
 	n := len(ok)
 	tenants, ids, leases := make([]string, n), make([]string, n), make([]int32, n)
@@ -152,32 +164,30 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 		tenants[i], ids[i], leases[i] = s.TenantID, s.ID, int32(s.Lease)               //nolint:gosec // small
 		codes[i], latencies[i] = int32(s.StatusCode), int32(min(s.LatencyMS, 1<<31-1)) //nolint:gosec // bounded
 	}
+	uids, err := uuidArray(ids)
+	if err != nil {
+		return nil, fmt.Errorf("record successes: %w", err)
+	}
 	rows, err := q.Query(ctx, `WITH input AS (
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::int[], $5::int[]) WITH ORDINALITY
 				AS i(tenant_id, id, lease, status_code, latency_ms, ord)
-		), cur AS (
-			SELECT i.ord, e.tenant_id, e.id, i.status_code, i.latency_ms
-			FROM input i
-			CROSS JOIN LATERAL (
-				SELECT e.tenant_id, e.id, e.state, e.lease_attempt FROM executions e
-				WHERE e.tenant_id = i.tenant_id AND e.id = i.id
-				OFFSET 0 FOR UPDATE SKIP LOCKED
-			) e
-			WHERE e.state = 'running' AND e.lease_attempt = i.lease
 		), done AS (
 			UPDATE executions e SET state = 'succeeded', finished_at = now(), next_attempt_at = NULL,
-				last_status_code = c.status_code, last_latency_ms = c.latency_ms, last_error = NULL,
+				last_status_code = i.status_code, last_latency_ms = i.latency_ms, last_error = NULL,
 				last_error_class = NULL, implicit_events = e.implicit_events | 4
-			FROM cur c
-			WHERE e.tenant_id = c.tenant_id AND e.id = c.id
-			RETURNING c.ord, e.tenant_id, e.task_id, e.attempts
+			FROM input i
+			WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.state = 'running' AND e.lease_attempt = i.lease
+			RETURNING i.ord, e.tenant_id, e.task_id, e.attempts, e.scheduled_for, e.id
+		), closed AS (
+			DELETE FROM unfinished_executions u USING done d
+			WHERE u.tenant_id = d.tenant_id AND u.task_id = d.task_id AND u.scheduled_for = d.scheduled_for AND u.id = d.id
 		)
 		SELECT d.ord, d.attempts, t.id::text AS failing_task
 		FROM done d
 		LEFT JOIN LATERAL (
 			SELECT t.id FROM tasks t
 			WHERE t.tenant_id = d.tenant_id AND t.id = d.task_id AND t.consecutive_failures <> 0 OFFSET 0
-		) t ON true`, tenants, ids, leases, codes, latencies)
+		) t ON true`, tenants, uids, leases, codes, latencies)
 	if err != nil {
 		return nil, fmt.Errorf("record successes: %w", err)
 	}

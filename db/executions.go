@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,9 +50,11 @@ const (
 	ImplicitSucceeded = 4
 )
 
-const executionColumns = `tenant_id, id::text, task_id::text, scheduled_for, trigger, dedup_key, state, attempts,
-	late, cancel_requested, last_status_code, last_error, last_error_class, river_job_id, next_attempt_at,
-	created_at, started_at, finished_at, implicit_events, last_latency_ms, first_started_at`
+// executionColumns are Execution's columns of executions aliased e.
+const executionColumns = `e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.dedup_key, e.state,
+	e.attempts, e.late, e.cancel_requested, e.last_status_code, e.last_error, e.last_error_class, e.river_job_id,
+	e.next_attempt_at, e.created_at, e.started_at, e.finished_at, e.implicit_events, e.last_latency_ms,
+	e.first_started_at`
 
 // ExecutionEvent is a row of execution_events.
 type ExecutionEvent struct {
@@ -75,13 +78,38 @@ type ExecutionFilter struct {
 	Limit        int
 }
 
-// ListExecutions returns executions newest first (ids are UUIDv7).
+// ListExecutions returns executions newest first (ids are UUIDv7). No
+// index of executions holds state (migration 0005), so a state filter
+// reads a narrower set than the tenant's history where it can: the
+// unfinished states through unfinished_executions (the rows not final: a
+// few seconds of fires on a busy tenant), sorted there before each is
+// looked up; failed, cancelled and skipped through
+// executions_last_error_idx (every one has a last_error). Succeeded, the
+// common state, walks the primary key like no filter.
 func ListExecutions(ctx context.Context, q Querier, tenant string, f ExecutionFilter) ([]Execution, error) {
-	rows, err := q.Query(ctx, `SELECT `+executionColumns+` FROM executions
-		WHERE tenant_id = $1 AND ($2 = '' OR id < NULLIF($2, '')::uuid)
-		  AND ($3 = '' OR task_id = NULLIF($3, '')::uuid) AND ($4 = '' OR state = $4)
-		  AND ($5::timestamptz IS NULL OR scheduled_for >= $5) AND ($6::timestamptz IS NULL OR scheduled_for < $6)
-		ORDER BY executions.id DESC LIMIT $7`, tenant, f.Before, f.TaskID, f.State, f.Since, f.Until, f.Limit)
+	const filters = `($4 = '' OR e.state = $4)
+		  AND ($5::timestamptz IS NULL OR e.scheduled_for >= $5) AND ($6::timestamptz IS NULL OR e.scheduled_for < $6)`
+	sql := `SELECT ` + executionColumns + ` FROM executions e
+		WHERE e.tenant_id = $1 AND ($2 = '' OR e.id < NULLIF($2, '')::uuid)
+		  AND ($3 = '' OR e.task_id = NULLIF($3, '')::uuid) AND ` + filters + `
+		ORDER BY e.id DESC LIMIT $7`
+	switch f.State {
+	case "pending", "running", "retrying":
+		sql = `SELECT ` + executionColumns + ` FROM (
+				SELECT u.tenant_id, u.id FROM unfinished_executions u
+				WHERE u.tenant_id = $1 AND ($2 = '' OR u.id < NULLIF($2, '')::uuid)
+				  AND ($3 = '' OR u.task_id = NULLIF($3, '')::uuid)
+				ORDER BY u.id DESC OFFSET 0
+			) u
+			CROSS JOIN LATERAL (
+				SELECT * FROM executions e WHERE e.tenant_id = u.tenant_id AND e.id = u.id OFFSET 0
+			) e
+			WHERE ` + filters + `
+			ORDER BY u.id DESC LIMIT $7`
+	case "failed", "cancelled", "skipped":
+		sql = strings.Replace(sql, `WHERE e.tenant_id = $1`, `WHERE e.tenant_id = $1 AND e.last_error IS NOT NULL`, 1)
+	}
+	rows, err := q.Query(ctx, sql, tenant, f.Before, f.TaskID, f.State, f.Since, f.Until, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list executions: %w", err)
 	}
@@ -91,7 +119,7 @@ func ListExecutions(ctx context.Context, q Querier, tenant string, f ExecutionFi
 // GetExecution reads one execution; forUpdate locks it until the
 // transaction ends.
 func GetExecution(ctx context.Context, q Querier, tenant, id string, forUpdate bool) (Execution, error) {
-	sql := `SELECT ` + executionColumns + ` FROM executions WHERE tenant_id = $1 AND id = $2`
+	sql := `SELECT ` + executionColumns + ` FROM executions e WHERE e.tenant_id = $1 AND e.id = $2`
 	if forUpdate {
 		sql += ` FOR UPDATE`
 	}
@@ -166,7 +194,10 @@ func InsertManualExecution(ctx context.Context, q Querier, e ManualExecution) (b
 			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, dedup_key, payload)
 			VALUES ($1, $2, $3, now(), 'manual', $4, $5)
 			ON CONFLICT (tenant_id, task_id, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
-			RETURNING tenant_id, id)
+			RETURNING tenant_id, id, task_id, scheduled_for
+		), u AS (
+			INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)
+			SELECT tenant_id, task_id, scheduled_for, id FROM x)
 		INSERT INTO execution_events (tenant_id, execution_id, type, data)
 		SELECT tenant_id, id, 'fired', '{"trigger":"manual"}' FROM x`,
 		e.TenantID, e.ID, e.TaskID, e.DedupKey, e.Payload)
@@ -178,19 +209,24 @@ func InsertManualExecution(ctx context.Context, q Querier, e ManualExecution) (b
 
 // GetExecutionByDedupKey reads the execution of a task with dedup key.
 func GetExecutionByDedupKey(ctx context.Context, q Querier, tenant, taskID, key string) (Execution, error) {
-	rows, err := q.Query(ctx, `SELECT `+executionColumns+` FROM executions
-		WHERE tenant_id = $1 AND task_id = $2 AND dedup_key = $3`, tenant, taskID, key)
+	rows, err := q.Query(ctx, `SELECT `+executionColumns+` FROM executions e
+		WHERE e.tenant_id = $1 AND e.task_id = $2 AND e.dedup_key = $3`, tenant, taskID, key)
 	return collectOne[Execution](rows, err)
 }
 
 // CancelExecution moves a pending or retrying execution to cancelled and
-// appends a cancelled event with message. It reports false when the
-// execution is in another state.
+// appends a cancelled event with message, which also becomes its
+// last_error unless it has one (a retrying execution keeps its last
+// failure). It reports false when the execution is in another state.
 func CancelExecution(ctx context.Context, q Querier, tenant, id, message string) (bool, error) {
 	tag, err := q.Exec(ctx, `WITH c AS (
-			UPDATE executions SET state = 'cancelled', finished_at = now(), next_attempt_at = NULL
+			UPDATE executions SET state = 'cancelled', finished_at = now(), next_attempt_at = NULL,
+				last_error = coalesce(last_error, $3)
 			WHERE tenant_id = $1 AND id = $2 AND state IN ('pending', 'retrying')
-			RETURNING tenant_id, id)
+			RETURNING tenant_id, id, task_id, scheduled_for
+		), u AS (
+			DELETE FROM unfinished_executions u USING c
+			WHERE u.tenant_id = c.tenant_id AND u.task_id = c.task_id AND u.scheduled_for = c.scheduled_for AND u.id = c.id)
 		INSERT INTO execution_events (tenant_id, execution_id, type, message)
 		SELECT tenant_id, id, 'cancelled', $3 FROM c`, tenant, id, message)
 	if err != nil {
@@ -224,7 +260,10 @@ func RetryExecution(ctx context.Context, q Querier, tenant, id, from string, job
 				-- must be stored after them, not implied before them.
 				first_started_at = coalesce(first_started_at, now())
 			WHERE tenant_id = $1 AND id = $2 AND state = $3 AND state IN ('failed', 'cancelled')
-			RETURNING tenant_id, id)
+			RETURNING tenant_id, id, task_id, scheduled_for
+		), u AS (
+			INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)
+			SELECT tenant_id, task_id, scheduled_for, id FROM r)
 		INSERT INTO execution_events (tenant_id, execution_id, type, data)
 		SELECT tenant_id, id, 'retried', jsonb_build_object('previous_state', $3::text) FROM r`, tenant, id, from, jobID)
 	if err != nil {

@@ -48,9 +48,14 @@ func TestListQueriesWalkAnIndex(t *testing.T) {
 		INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, interval_seconds)
 			SELECT 'big', gen_random_uuid(), 't' || g, (SELECT id FROM endpoints LIMIT 1), 'interval', 60
 			FROM generate_series(1, 20000) g;
-		INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger)
-			SELECT 'big', gen_random_uuid(), gen_random_uuid(), now(), 'manual' FROM generate_series(1, 50000) g;
-		ANALYZE`)
+		INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, last_error)
+			SELECT 'big', gen_random_uuid(), gen_random_uuid(), now(), 'manual',
+				CASE WHEN g % 100 = 0 THEN 'failed' WHEN g % 10 = 0 THEN 'pending' ELSE 'succeeded' END,
+				CASE WHEN g % 100 = 0 THEN 'HTTP 500' END
+			FROM generate_series(1, 100000) g`)
+	require.NoError(t, err)
+	dbtest.SyncUnfinished(t, pool)
+	_, err = pool.Exec(ctx, `ANALYZE`)
 	require.NoError(t, err)
 
 	e := &explainer{Pool: pool, t: t}
@@ -60,7 +65,7 @@ func TestListQueriesWalkAnIndex(t *testing.T) {
 	require.NoError(t, err)
 	_, err = db.ListExecutions(ctx, e, "big", db.ExecutionFilter{Limit: 50})
 	require.NoError(t, err)
-	_, err = db.ListExecutions(ctx, e, "big", db.ExecutionFilter{State: "pending", Limit: 50})
+	_, err = db.ListExecutions(ctx, e, "big", db.ExecutionFilter{State: "failed", Limit: 50})
 	require.NoError(t, err)
 	require.Len(t, e.plans, 4)
 	for _, plan := range e.plans {
@@ -68,6 +73,75 @@ func TestListQueriesWalkAnIndex(t *testing.T) {
 		require.NotContains(t, plan, `"Node Type":"Seq Scan"`, plan)
 		require.True(t, strings.Contains(plan, `"Node Type":"Index Scan"`) || strings.Contains(plan, `"Node Type":"Index Only Scan"`), plan)
 	}
+	require.Contains(t, e.plans[3], `"Index Name":"executions_last_error_idx"`, "the dead-letter list reads the rows with a last_error")
+
+	// The unfinished states: the tenant's unfinished executions (10,000
+	// here; one tenant owns every row, so a sequential scan of
+	// unfinished_executions is the planner's right choice) are sorted by
+	// id there, and only as many executions are looked up as the page
+	// needs.
+	e.plans = nil
+	_, err = db.ListExecutions(ctx, e, "big", db.ExecutionFilter{State: "pending", Limit: 50})
+	require.NoError(t, err)
+	plan := e.plans[0]
+	for _, n := range planNodes(t, plan) {
+		if n.Relation == "executions" {
+			require.Equal(t, "executions_pkey", n.Index, "executions are looked up by key only: %s", plan)
+		}
+	}
+	require.Contains(t, plan, `"Node Type":"Nested Loop"`, plan)
+	require.Equal(t, 1, strings.Count(plan, `"Node Type":"Sort"`), plan)
+	require.Contains(t, plan, `"Sort Key":["u.id DESC"]`, plan)
+
+	// And it reads what it says: nine pages of 1,000 cover the pending ones
+	// exactly, newest first.
+	var before string
+	seen := 0
+	for {
+		page, err := db.ListExecutions(ctx, pool, "big", db.ExecutionFilter{State: "pending", Before: before, Limit: 1000})
+		require.NoError(t, err)
+		for _, x := range page {
+			require.Equal(t, "pending", x.State)
+			if before != "" {
+				require.Less(t, x.ID, before)
+			}
+			before = x.ID
+		}
+		seen += len(page)
+		if len(page) < 1000 {
+			break
+		}
+	}
+	require.Equal(t, 9000, seen)
+}
+
+// planNode is a node of an EXPLAIN (FORMAT JSON) plan.
+type planNode struct {
+	Type     string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Index    string     `json:"Index Name"`
+	Plans    []planNode `json:"Plans"`
+}
+
+// planNodes returns every node of a plan, depth first.
+func planNodes(t *testing.T, plan string) []planNode {
+	t.Helper()
+	var top []struct {
+		Plan planNode `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(plan), &top))
+	var out []planNode
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		out = append(out, n)
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	for _, p := range top {
+		walk(p.Plan)
+	}
+	return out
 }
 
 // TestBatchedDeliveryStatementsUsePrimaryKeys: on the delivery pool, which
@@ -91,6 +165,7 @@ func TestBatchedDeliveryStatementsUsePrimaryKeys(t *testing.T) {
 			SELECT 't', gen_random_uuid(), t.id, now() + g * interval '1 minute', 'schedule'
 			FROM tasks t, generate_series(1, 10) g`)
 	require.NoError(t, err)
+	dbtest.SyncUnfinished(t, pools.Main)
 	// The statistics counters reach pg_stat_user_tables within a second.
 	var analyzed []string
 	require.Eventually(t, func() bool {
@@ -114,11 +189,13 @@ func TestBatchedDeliveryStatementsUsePrimaryKeys(t *testing.T) {
 	require.Len(t, e.plans, 2)
 	for _, plan := range e.plans {
 		for _, bad := range []string{`"Node Type":"Seq Scan"`, `"Node Type":"Hash Join"`, `"Node Type":"Merge Join"`,
-			`"executions_state_idx"`, `"executions_unfinished_idx"`, `"executions_task_idx"`, `"tasks_endpoint_idx"`} {
+			`"executions_task_idx"`, `"executions_slot_idx"`, `"executions_last_error_idx"`, `"tasks_endpoint_idx"`} {
 			require.NotContains(t, plan, bad, plan)
 		}
 		require.Contains(t, plan, `"Index Name":"executions_pkey"`, plan)
 	}
+	require.Contains(t, e.plans[0], `"Node Type":"Tid Scan"`, "the start updates the row it locked by its ctid")
 	require.Contains(t, e.plans[0], `"Index Name":"tasks_pkey"`)
 	require.Contains(t, e.plans[0], `"Index Name":"endpoints_pkey"`)
+	require.Contains(t, e.plans[1], `"Index Name":"unfinished_executions_pkey"`, "a success leaves unfinished_executions by its key")
 }

@@ -64,9 +64,15 @@ var MainParams = map[string]string{"plan_cache_mode": "force_custom_plan", "rand
 // execution (1 ms against 0.2 ms). So they keep generic plans, and
 // sequential scans, hash and merge joins are ruled out: a plan made on an
 // empty table is then the same as one made on a large table.
+//
+// No statement there waits for a lock longer than lock_timeout: the
+// batched success waits for row locks (see SucceedDeliveries), and every
+// lock it can meet is held for milliseconds; a statement that times out
+// fails, and its deliveries take the row-by-row path or River's retry.
 var DeliveryParams = map[string]string{
 	"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan",
 	"enable_seqscan": "off", "enable_hashjoin": "off", "enable_mergejoin": "off",
+	"lock_timeout": "10s",
 }
 
 // OpenPools opens the main and delivery pools on url with maxConns

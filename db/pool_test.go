@@ -28,7 +28,7 @@ func TestPoolSessionParameters(t *testing.T) {
 	require.Equal(t, "on", show(pools.Main, "enable_seqscan"))
 	for name, want := range map[string]string{
 		"plan_cache_mode": "force_generic_plan", "synchronous_commit": "off",
-		"enable_seqscan": "off", "enable_hashjoin": "off", "enable_mergejoin": "off",
+		"enable_seqscan": "off", "enable_hashjoin": "off", "enable_mergejoin": "off", "lock_timeout": "10s",
 	} {
 		require.Equal(t, want, show(pools.Delivery, name), name)
 	}

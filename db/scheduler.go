@@ -66,47 +66,109 @@ type InsertedExecution struct {
 	ScheduledFor time.Time `db:"scheduled_for"`
 }
 
-// InsertScheduledExecutions inserts scheduled executions, skipping slots
-// that already have one (the permanent (task_id, scheduled_for) key). An
-// on-time fire's fired event is implied by the row (ImplicitFired); a late
-// one, or one after missed slots, stores its fired event, with the data
-// the scheduler gave, after a missed event. It returns the inserted rows.
+// InsertScheduledExecutions inserts scheduled executions (and their rows
+// of unfinished_executions), skipping slots that already have one (the
+// permanent (task_id, scheduled_for) key). An on-time fire's fired event is
+// implied by the row (ImplicitFired); a late one, or one after missed
+// slots, stores its fired event, with the data the scheduler gave, after a
+// missed event. It returns the inserted rows.
 func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecution) ([]InsertedExecution, error) {
 	if len(execs) == 0 {
 		return nil, nil
 	}
 	n := len(execs)
 	tenants, ids, tasks := make([]string, n), make([]string, n), make([]string, n)
-	slots, late, data := make([]time.Time, n), make([]bool, n), make([]map[string]any, n)
-	missed := make([]int64, n)
+	slots, implicit := make([]time.Time, n), make([]int16, n)
+	late := make([]bool, n)
+	var noted []int // executions with stored events
 	for i, e := range execs {
-		tenants[i], ids[i], tasks[i], slots[i], late[i], data[i] = e.TenantID, e.ID, e.TaskID, e.ScheduledFor, e.Late, e.EventData
-		missed[i] = e.Missed
+		tenants[i], ids[i], tasks[i], slots[i], late[i] = e.TenantID, e.ID, e.TaskID, e.ScheduledFor, e.Late
+		if e.Late || e.Missed > 0 {
+			noted = append(noted, i)
+		} else {
+			implicit[i] = ImplicitFired
+		}
 	}
-	rows, err := tx.Query(ctx, `WITH input AS (
-			SELECT * FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::bool[], $6::jsonb[], $7::bigint[])
-				AS i(tenant_id, id, task_id, scheduled_for, late, data, missed)
-		), ins AS (
-			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, late, implicit_events)
-			SELECT tenant_id, id, task_id, scheduled_for, 'schedule', late,
-				CASE WHEN late OR missed > 0 THEN 0 ELSE 1 END FROM input
-			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
-			RETURNING tenant_id, id, task_id, scheduled_for
-		), ev AS (
-			INSERT INTO execution_events (tenant_id, execution_id, type, message, data)
-			SELECT ins.tenant_id, ins.id, 'missed', input.missed || ' earlier slot(s) were not fired (misfire policy)',
-				jsonb_build_object('count', input.missed)
-			FROM ins JOIN input ON input.id = ins.id WHERE input.missed > 0
-			UNION ALL
-			SELECT ins.tenant_id, ins.id, 'fired', NULL, input.data FROM ins JOIN input ON input.id = ins.id
-			WHERE input.late OR input.missed > 0
-		)
-		SELECT tenant_id, id::text, task_id::text, scheduled_for FROM ins`,
-		tenants, ids, tasks, slots, late, data, missed)
+	uids, err := uuidArray(ids)
 	if err != nil {
 		return nil, fmt.Errorf("insert executions: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByName[InsertedExecution])
+	taskIDs, err := uuidArray(tasks)
+	if err != nil {
+		return nil, fmt.Errorf("insert executions: %w", err)
+	}
+	rows, err := tx.Query(ctx, `WITH ins AS (
+			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, late, implicit_events)
+			SELECT tenant_id, id, task_id, scheduled_for, 'schedule', late, implicit
+			FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::bool[], $6::int2[])
+				AS i(tenant_id, id, task_id, scheduled_for, late, implicit)
+			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
+			RETURNING tenant_id, id, task_id, scheduled_for
+		), u AS (
+			INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)
+			SELECT tenant_id, task_id, scheduled_for, id FROM ins
+		)
+		SELECT tenant_id, id::text, task_id::text, scheduled_for FROM ins`,
+		tenants, uids, taskIDs, slots, late, implicit)
+	if err != nil {
+		return nil, fmt.Errorf("insert executions: %w", err)
+	}
+	out := make([]InsertedExecution, 0, n)
+	var r InsertedExecution
+	_, err = pgx.ForEachRow(rows, []any{&r.TenantID, &r.ID, &r.TaskID, &r.ScheduledFor}, func() error {
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert executions: %w", err)
+	}
+	if len(noted) > 0 {
+		if err := insertFireEvents(ctx, tx, execs, noted, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// insertFireEvents stores the missed and fired events of those of
+// execs[noted] that were inserted.
+func insertFireEvents(ctx context.Context, tx pgx.Tx, execs []NewExecution, noted []int, inserted []InsertedExecution) error {
+	got := make(map[string]bool, len(inserted))
+	for _, e := range inserted {
+		got[e.ID] = true
+	}
+	var (
+		tenants, ids []string
+		data         []map[string]any
+		missed       []int64
+	)
+	for _, i := range noted {
+		if e := execs[i]; got[e.ID] {
+			tenants, ids, data, missed = append(tenants, e.TenantID), append(ids, e.ID), append(data, e.EventData), append(missed, e.Missed)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	uids, err := uuidArray(ids)
+	if err != nil {
+		return fmt.Errorf("insert fire events: %w", err)
+	}
+	_, err = tx.Exec(ctx, `WITH input AS (
+			SELECT * FROM unnest($1::text[], $2::uuid[], $3::jsonb[], $4::bigint[]) WITH ORDINALITY AS i(tenant_id, id, data, missed, ord)
+		)
+		INSERT INTO execution_events (tenant_id, execution_id, type, message, data)
+		SELECT tenant_id, id, type, message, data FROM (
+			SELECT tenant_id, id, ord, 1 AS n, 'missed' AS type, missed || ' earlier slot(s) were not fired (misfire policy)' AS message,
+				jsonb_build_object('count', missed) AS data
+			FROM input WHERE missed > 0
+			UNION ALL
+			SELECT tenant_id, id, ord, 2, 'fired', NULL, data FROM input
+		) ev ORDER BY ord, n`, tenants, uids, data, missed)
+	if err != nil {
+		return fmt.Errorf("insert fire events: %w", err)
+	}
+	return nil
 }
 
 // TaskAdvance is a claimed task's new position.
@@ -128,11 +190,15 @@ func AdvanceTasks(ctx context.Context, tx pgx.Tx, adv []TaskAdvance) error {
 	for i, a := range adv {
 		tenants[i], ids[i], next[i], missed[i] = a.TenantID, a.ID, a.NextRunAt, a.Missed
 	}
-	_, err := tx.Exec(ctx, `UPDATE tasks t SET next_run_at = u.next_run_at,
+	uids, err := uuidArray(ids)
+	if err != nil {
+		return fmt.Errorf("advance tasks: %w", err)
+	}
+	_, err = tx.Exec(ctx, `UPDATE tasks t SET next_run_at = u.next_run_at,
 			state = CASE WHEN u.next_run_at IS NULL THEN 'completed' ELSE t.state END,
 			missed_count = t.missed_count + u.missed
 		FROM unnest($1::text[], $2::uuid[], $3::timestamptz[], $4::bigint[]) AS u(tenant_id, id, next_run_at, missed)
-		WHERE t.tenant_id = u.tenant_id AND t.id = u.id`, tenants, ids, next, missed)
+		WHERE t.tenant_id = u.tenant_id AND t.id = u.id`, tenants, uids, next, missed)
 	if err != nil {
 		return fmt.Errorf("advance tasks: %w", err)
 	}

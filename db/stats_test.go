@@ -25,9 +25,9 @@ func TestExecutionStatsCountImpliedSuccesses(t *testing.T) {
 		require.NoError(t, err)
 	}
 	exec(`INSERT INTO tenants (id) VALUES ('s')`)
-	exec(`INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, implicit_events, last_latency_ms)
-		VALUES ('s', $1, gen_random_uuid(), now(), 'schedule', 'succeeded', 7, 10),
-		       ('s', $2, gen_random_uuid(), now(), 'schedule', 'failed', 3, NULL)`, implied, stored)
+	exec(`INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, implicit_events, last_latency_ms, last_error)
+		VALUES ('s', $1, gen_random_uuid(), now(), 'schedule', 'succeeded', 7, 10, NULL),
+		       ('s', $2, gen_random_uuid(), now(), 'schedule', 'failed', 3, NULL, 'HTTP 500')`, implied, stored)
 	exec(`INSERT INTO execution_events (tenant_id, execution_id, type, attempt, latency_ms)
 		VALUES ('s', $1, 'attempt_failed', 1, 30)`, stored)
 	st, err := db.GetExecutionStats(ctx, pool, "s", time.Now().Add(-time.Hour))

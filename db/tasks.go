@@ -125,10 +125,14 @@ func DeleteTask(ctx context.Context, q Querier, tenant, id string) (bool, error)
 // Running and retrying executions are left to finish.
 func CancelPendingExecutions(ctx context.Context, q Querier, tenant, taskID string, from *time.Time, reason string) (int64, error) {
 	tag, err := q.Exec(ctx, `WITH c AS (
-			UPDATE executions SET state = 'cancelled', finished_at = now(), last_error = $4
-			WHERE tenant_id = $1 AND task_id = $2 AND state = 'pending'
-			  AND ($3::timestamptz IS NULL OR scheduled_for >= $3)
-			RETURNING tenant_id, id)
+			UPDATE executions e SET state = 'cancelled', finished_at = now(), last_error = $4
+			FROM unfinished_executions u
+			WHERE u.tenant_id = $1 AND u.task_id = $2 AND e.tenant_id = u.tenant_id AND e.id = u.id
+			  AND e.state = 'pending' AND ($3::timestamptz IS NULL OR e.scheduled_for >= $3)
+			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for
+		), d AS (
+			DELETE FROM unfinished_executions u USING c
+			WHERE u.tenant_id = c.tenant_id AND u.task_id = c.task_id AND u.scheduled_for = c.scheduled_for AND u.id = c.id)
 		INSERT INTO execution_events (tenant_id, execution_id, type, message)
 		SELECT tenant_id, id, 'cancelled', $4 FROM c`, tenant, taskID, from, reason)
 	if err != nil {

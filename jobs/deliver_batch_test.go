@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
+	"github.com/axhq/ax/db/dbtest"
 	"github.com/axhq/ax/service"
 )
 
@@ -35,6 +36,7 @@ func TestDeliverBatch(t *testing.T) {
 	_, err = h.pool.Exec(t.Context(), `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, attempts, lease_attempt)
 		VALUES ($1, $2, $3, now() - interval '1 minute', 'schedule', 'running', 1, 1)`, h.tenant, earlier, queued.ID)
 	require.NoError(t, err)
+	dbtest.SyncUnfinished(t, h.pool)
 
 	slot := time.Now().Add(-100 * time.Millisecond).UTC().Truncate(time.Millisecond)
 	ids, batchJob := h.fireBatch(append(plain, retried, paused, queued), slot)
@@ -85,6 +87,7 @@ func TestDeliverBatch(t *testing.T) {
 	_, err = h.pool.Exec(t.Context(), `UPDATE executions SET state = 'succeeded', finished_at = now()
 		WHERE tenant_id = $1 AND id = $2`, h.tenant, earlier)
 	require.NoError(t, err)
+	dbtest.SyncUnfinished(t, h.pool)
 	h.waitState(ids[6], service.ExecSucceeded)
 	require.Equal(t, ids[6], ok.next(t).Header.Get("Idempotency-Key"))
 	ok.quiet(t, 200*time.Millisecond)
@@ -116,6 +119,7 @@ func TestDeliverBatchRerun(t *testing.T) {
 			implicit_events = implicit_events | 6
 		WHERE tenant_id = $1 AND id = $2`, h.tenant, ids[2])
 	require.NoError(t, err)
+	dbtest.SyncUnfinished(t, h.pool)
 	_, err = h.pool.Exec(ctx, `UPDATE river_job SET attempt = 1, attempted_at = now() WHERE id = $1`, batchJob)
 	require.NoError(t, err)
 	h.start(h.client)

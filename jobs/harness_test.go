@@ -156,8 +156,11 @@ func (h *harness) fire(task service.Task, opts fireOpts) string {
 	}
 	id := service.NewID()
 	err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, payload)
-			VALUES ($1, $2, $3, $4, $5, $6)`, h.tenant, id, task.ID, opts.ScheduledFor, opts.Trigger, opts.Payload); err != nil {
+		if _, err := tx.Exec(ctx, `WITH x AS (
+				INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, payload)
+				VALUES ($1, $2, $3, $4, $5, $6) RETURNING tenant_id, task_id, scheduled_for, id)
+			INSERT INTO unfinished_executions SELECT * FROM x`,
+			h.tenant, id, task.ID, opts.ScheduledFor, opts.Trigger, opts.Payload); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO execution_events (tenant_id, execution_id, type) VALUES ($1, $2, 'fired')`,
@@ -396,8 +399,10 @@ func (h *harness) fireBatch(tasks []service.Task, slot time.Time) ([]string, int
 	err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
 		for i, task := range tasks {
 			ids[i] = service.NewID()
-			if _, err := tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, implicit_events)
-				VALUES ($1, $2, $3, $4, 'schedule', 1)`, h.tenant, ids[i], task.ID, slot); err != nil {
+			if _, err := tx.Exec(ctx, `WITH x AS (
+					INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, implicit_events)
+					VALUES ($1, $2, $3, $4, 'schedule', 1) RETURNING tenant_id, task_id, scheduled_for, id)
+				INSERT INTO unfinished_executions SELECT * FROM x`, h.tenant, ids[i], task.ID, slot); err != nil {
 				return err
 			}
 			args.Executions = append(args.Executions, service.ExecutionRef{TenantID: h.tenant, ExecutionID: ids[i]})

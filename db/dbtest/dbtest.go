@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axhq/ax/db"
@@ -188,9 +189,13 @@ func newDatabase(t testing.TB, opts string) string {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+opts); err != nil {
 		t.Fatalf("dbtest: create database: %v", err)
 	}
+	dbURL := withDatabase(s.adminURL, name)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if !t.Failed() {
+			checkUnfinished(ctx, t, dbURL)
+		}
 		conn, err := pgx.Connect(ctx, s.adminURL)
 		if err != nil {
 			t.Errorf("dbtest: connect for cleanup: %v", err)
@@ -201,7 +206,76 @@ func newDatabase(t testing.TB, opts string) string {
 			t.Errorf("dbtest: drop database: %v", err)
 		}
 	})
-	return withDatabase(s.adminURL, name)
+	return dbURL
+}
+
+// unfinishedMismatch lists the executions that unfinished_executions gets
+// wrong: a row of an execution that is final or gone, or a missing row of
+// one that is not final.
+const unfinishedMismatch = `
+	SELECT coalesce(e.id, u.id)::text, coalesce(e.state, 'no execution'), u.id IS NOT NULL
+	FROM (SELECT * FROM executions WHERE state IN ('pending', 'running', 'retrying')) e
+	FULL JOIN unfinished_executions u
+	  ON u.tenant_id = e.tenant_id AND u.task_id = e.task_id AND u.scheduled_for = e.scheduled_for AND u.id = e.id
+	WHERE e.id IS NULL OR u.id IS NULL
+	LIMIT 20`
+
+// checkUnfinished fails t when unfinished_executions does not hold exactly
+// the executions that are not final (pending, running, retrying): every
+// statement that changes whether an execution is final maintains it, and
+// each test's database is checked when the test ends.
+func checkUnfinished(ctx context.Context, t testing.TB, dbURL string) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Errorf("dbtest: connect to check unfinished_executions: %v", err)
+		return
+	}
+	defer conn.Close(context.Background())
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass('unfinished_executions') IS NOT NULL").Scan(&exists); err != nil || !exists {
+		return // not migrated (a migration test)
+	}
+	rows, err := conn.Query(ctx, unfinishedMismatch)
+	if err != nil {
+		t.Errorf("dbtest: check unfinished_executions: %v", err)
+		return
+	}
+	type mismatch struct {
+		ID, State string
+		Listed    bool
+	}
+	bad, err := pgx.CollectRows(rows, pgx.RowToStructByPos[mismatch])
+	if err != nil {
+		t.Errorf("dbtest: check unfinished_executions: %v", err)
+		return
+	}
+	for _, m := range bad {
+		if m.Listed {
+			t.Errorf("dbtest: unfinished_executions lists execution %s, which is %s", m.ID, m.State)
+		} else {
+			t.Errorf("dbtest: unfinished_executions misses execution %s, which is %s", m.ID, m.State)
+		}
+	}
+}
+
+// Execer runs a statement: a pool, a connection or a transaction.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// SyncUnfinished makes unfinished_executions hold exactly the executions
+// that are not final, for a test that inserted or changed executions by
+// hand (ax's own statements keep it so themselves).
+func SyncUnfinished(t testing.TB, q Execer) {
+	t.Helper()
+	_, err := q.Exec(context.Background(), `
+		DELETE FROM unfinished_executions;
+		INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)
+			SELECT tenant_id, task_id, scheduled_for, id FROM executions WHERE state IN ('pending', 'running', 'retrying')`)
+	if err != nil {
+		t.Fatalf("dbtest: sync unfinished_executions: %v", err)
+	}
 }
 
 // Pool returns a pool on a fresh migrated database for t, closed and
