@@ -74,7 +74,7 @@ func (f *fixture) requireExactlyOncePerSlot(t *testing.T, intervalSeconds int) {
 	const refs = `WITH refs AS (
 			SELECT id AS job_id, (args->>'execution_id')::uuid AS id FROM river_job WHERE kind = 'deliver'
 			UNION ALL
-			SELECT j.id, (x->>'execution_id')::uuid FROM river_job j, jsonb_array_elements(j.args->'executions') x
+			SELECT j.id, split_part(m, '.', 2)::uuid FROM river_job j, regexp_split_to_table(j.args->>'executions', ' ') m
 			WHERE j.kind = 'deliver_batch'
 		) `
 	execs := f.count(t, `SELECT count(*) FROM executions`)

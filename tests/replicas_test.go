@@ -225,7 +225,7 @@ func TestReplicas(t *testing.T) {
 	rows, err = pool.Query(ctxT(t), `SELECT attempted_by[cardinality(attempted_by)],
 			coalesce(sum(n) FILTER (WHERE finalized_at < $1), 0), coalesce(sum(n) FILTER (WHERE finalized_at > $2), 0)
 		FROM (SELECT attempted_by, finalized_at,
-				CASE WHEN kind = 'deliver_batch' THEN jsonb_array_length(args->'executions') ELSE 1 END AS n
+				CASE WHEN kind = 'deliver_batch' THEN array_length(string_to_array(args->>'executions', ' '), 1) ELSE 1 END AS n
 			FROM river_job WHERE kind IN ('deliver', 'deliver_batch') AND state = 'completed') j
 		GROUP BY 1`, killAt, exitedAt)
 	require.NoError(t, err)

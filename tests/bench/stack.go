@@ -684,8 +684,8 @@ WITH s AS (
         SELECT id, min(attempted_at) AS attempted_at FROM (
             SELECT (args->>'execution_id')::uuid AS id, attempted_at FROM river_job WHERE kind = 'deliver'
             UNION ALL
-            SELECT (x->>'execution_id')::uuid, j.attempted_at
-            FROM river_job j, jsonb_array_elements(j.args->'executions') x WHERE j.kind = 'deliver_batch'
+            SELECT split_part(m, '.', 2)::uuid, j.attempted_at
+            FROM river_job j, regexp_split_to_table(j.args->>'executions', ' ') m WHERE j.kind = 'deliver_batch'
         ) refs GROUP BY id
     ) j ON j.id = e.id
     WHERE e.scheduled_for >= $1 AND e.scheduled_for < $2

@@ -1,0 +1,79 @@
+package service
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDeliverBatchArgsRoundTrip(t *testing.T) {
+	t.Parallel()
+	first := time.Date(2026, 12, 1, 9, 6, 5, 123456000, time.UTC)
+	in := DeliverBatchArgs{Executions: []ExecutionRef{
+		{TenantID: "acme", ExecutionID: NewID(), ScheduledFor: first.Add(15 * time.Millisecond)},
+		{TenantID: "tenant with spaces. and dots", ExecutionID: NewID(), ScheduledFor: first},
+		{TenantID: "acme", ExecutionID: NewID()}, // no slot: sent at once
+		{TenantID: "acme", ExecutionID: NewID(), ScheduledFor: first.Add(19999 * time.Microsecond)},
+	}}
+	b, err := json.Marshal(in)
+	require.NoError(t, err)
+
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(b, &raw))
+	require.Equal(t, []any{"acme", "tenant with spaces. and dots"}, raw["tenants"])
+	require.Equal(t, "2026-12-01T09:06:05.123456Z", raw["first"])
+	members := strings.Split(raw["executions"].(string), " ")
+	require.Equal(t, []string{
+		"0." + in.Executions[0].ExecutionID + ".15000",
+		"1." + in.Executions[1].ExecutionID + ".0",
+		"0." + in.Executions[2].ExecutionID + ".-",
+		"0." + in.Executions[3].ExecutionID + ".19999",
+	}, members)
+
+	var out DeliverBatchArgs
+	require.NoError(t, json.Unmarshal(b, &out))
+	require.Len(t, out.Executions, len(in.Executions))
+	for i := range in.Executions {
+		require.Equal(t, in.Executions[i].TenantID, out.Executions[i].TenantID)
+		require.Equal(t, in.Executions[i].ExecutionID, out.Executions[i].ExecutionID)
+		require.True(t, in.Executions[i].ScheduledFor.Equal(out.Executions[i].ScheduledFor), "member %d", i)
+	}
+}
+
+// A job written before the packed form still decodes.
+func TestDeliverBatchArgsReadsTheObjectArray(t *testing.T) {
+	t.Parallel()
+	id := NewID()
+	var out DeliverBatchArgs
+	require.NoError(t, json.Unmarshal([]byte(`{"executions":[{"tenant_id":"acme","execution_id":"`+id+
+		`","scheduled_for":"2026-12-01T09:00:00Z"},{"tenant_id":"b","execution_id":"`+id+`"}]}`), &out))
+	require.Equal(t, []ExecutionRef{
+		{TenantID: "acme", ExecutionID: id, ScheduledFor: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)},
+		{TenantID: "b", ExecutionID: id},
+	}, out.Executions)
+}
+
+func TestDeliverBatchArgsRejectsWhatItDidNotWrite(t *testing.T) {
+	t.Parallel()
+	id := NewID()
+	for _, args := range []string{
+		`{"tenants":["a"],"executions":"1.` + id + `.-"}`,                                 // no such tenant
+		`{"tenants":["a"],"executions":"0.not-a-uuid.-"}`,                                 // bad id
+		`{"tenants":["a"],"executions":"0.` + id + `.15"}`,                                // an offset without first
+		`{"tenants":["a"],"first":"2026-12-01T09:00:00Z","executions":"0.` + id + `.x"}`,  // bad offset
+		`{"tenants":["a"],"first":"2026-12-01T09:00:00Z","executions":"0.` + id + `"}`,    // no slot field
+		`{"tenants":["a"],"first":"2026-12-01T09:00:00Z","executions":"-1.` + id + `.0"}`, // negative index
+		`{"executions":[{"tenant_id":1}]}`,                                                // a bad object array
+	} {
+		var out DeliverBatchArgs
+		require.ErrorIs(t, json.Unmarshal([]byte(args), &out), errBadBatchArgs, args)
+	}
+	var out DeliverBatchArgs
+	_, err := json.Marshal(DeliverBatchArgs{Executions: []ExecutionRef{{TenantID: "a", ExecutionID: "nope"}}})
+	require.Error(t, err)
+	require.NoError(t, json.Unmarshal([]byte(`{"tenants":[],"executions":""}`), &out))
+	require.Empty(t, out.Executions)
+}
