@@ -234,8 +234,12 @@ func handOffInsert(ref ExecutionRef, leaseBase, priority int, at time.Time) rive
 // NearTermWindow is how far ahead a scheduled job is written as available
 // (its scheduled_at still holds it back): River promotes scheduled jobs
 // only every 5 s, so without this a fire due within 5 s could be up to 5 s
-// late (notes/river.md §1.4).
-const NearTermWindow = 5 * time.Second
+// late (notes/river.md §1.4). River's fetch only takes an available job
+// once its scheduled_at has passed, so the window may be wider than River's
+// own 5 s look-ahead; it covers the scheduler's Horizon, so every job the
+// scheduler writes is available and none waits for River's leader to
+// promote it.
+const NearTermWindow = 10 * time.Second
 
 // nearTermAvailable is a River insert hook implementing NearTermWindow.
 func nearTermAvailable(_ context.Context, p *rivertype.JobInsertParams) error {

@@ -32,12 +32,17 @@ const (
 type SchedulerConfig struct {
 	// BatchSize is how many due tasks one transaction claims. Defaults to 1000.
 	BatchSize int
-	// LookAhead materialises slots this far ahead of their time, so their
+	// LookAhead claims a task once its next slot is this close, so that
 	// deliveries are queued before they are due (a burst of thousands of
-	// fires due at one instant is written before it). It stays below
-	// NearTermWindow so that those jobs are written as available. Defaults
-	// to 4 s.
+	// fires due at one instant is written before it). Defaults to 4 s.
 	LookAhead time.Duration
+	// Horizon is how far ahead a claimed task's slots are materialised
+	// (at least LookAhead): a task firing every second is claimed once per
+	// Horizon − LookAhead, not on every pass, and each claim rewrites the
+	// task row (next_run_at, a non-HOT update of every index on tasks).
+	// It stays within NearTermWindow so that the deliveries' jobs are
+	// written as available. Defaults to twice the look-ahead (8 s).
+	Horizon time.Duration
 	// MisfireThreshold: a slot more than this late when it is claimed
 	// (downtime, backlog) is a misfire, handled by the task's misfire
 	// policy. Defaults to 5 s.
@@ -54,6 +59,7 @@ type SchedulerConfig struct {
 func (c SchedulerConfig) WithDefaults() SchedulerConfig {
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
 	c.LookAhead = cmp.Or(c.LookAhead, LookAheadDefault)
+	c.Horizon = max(cmp.Or(c.Horizon, min(2*c.LookAhead, NearTermWindow)), c.LookAhead)
 	c.MisfireThreshold = cmp.Or(c.MisfireThreshold, MisfireThresholdDefault)
 	c.CatchUpWindow = cmp.Or(c.CatchUpWindow, CatchUpWindowDefault)
 	c.CatchUpMax = cmp.Or(c.CatchUpMax, CatchUpMaxDefault)
@@ -165,7 +171,7 @@ type plan struct {
 	missed int64
 }
 
-// plan computes a claimed task's slots up to now+LookAhead under its
+// plan computes a claimed task's slots up to now+Horizon under its
 // misfire policy, and its next slot after them.
 func (s *Scheduler) plan(t db.DueTask, now time.Time) plan {
 	sched, err := s.schedule(t)
@@ -175,7 +181,7 @@ func (s *Scheduler) plan(t db.DueTask, now time.Time) plan {
 		s.logger.Error("task schedule is invalid; completing the task", "tenant", t.TenantID, "task_id", t.ID, "error", err.Error())
 		return plan{}
 	}
-	horizon := now.Add(s.cfg.LookAhead)
+	horizon := now.Add(s.cfg.Horizon)
 	cut := now.Add(-s.cfg.MisfireThreshold) // slots before cut are misfires
 	var p plan
 	slot, ok := t.NextRunAt, true
@@ -219,9 +225,13 @@ func (s *Scheduler) plan(t db.DueTask, now time.Time) plan {
 		p.execs = append(p.execs, s.newExecution(t, slot, now, false, 0))
 		slot, ok = sched.Next(slot)
 	}
-	if len(p.execs) > 0 {
+	if len(p.execs) > 0 && p.missed > 0 {
 		// The first fire after the misses carries them on its timeline.
-		p.execs[0].Missed = p.missed
+		first := &p.execs[0]
+		first.Missed = p.missed
+		if first.EventData == nil {
+			first.EventData = fireData(first.ScheduledFor)
+		}
 	}
 	if ok {
 		next := slot.UTC()
@@ -230,15 +240,24 @@ func (s *Scheduler) plan(t db.DueTask, now time.Time) plan {
 	return p
 }
 
+// newExecution returns a fire of t at slot. Only a late fire (and the
+// first after missed slots) stores its fired event, so only those carry
+// the event's data.
 func (s *Scheduler) newExecution(t db.DueTask, slot, now time.Time, late bool, missedTotal int64) db.NewExecution {
-	data := map[string]any{"scheduled_for": slot.UTC().Format(time.RFC3339Nano)}
+	var data map[string]any
 	if late {
+		data = fireData(slot)
 		data["late"] = true
 		data["lateness_ms"] = now.Sub(slot).Milliseconds()
 		data["misfire_policy"] = t.MisfirePolicy
 		data["missed_slots"] = missedTotal
 	}
 	return db.NewExecution{TenantID: t.TenantID, ID: NewID(), TaskID: t.ID, ScheduledFor: slot, Late: late, EventData: data}
+}
+
+// fireData is the data of a stored fired event.
+func fireData(slot time.Time) map[string]any {
+	return map[string]any{"scheduled_for": slot.UTC().Format(time.RFC3339Nano)}
 }
 
 // schedule returns the task's parsed schedule, cached per task version

@@ -331,3 +331,48 @@ func TestSchedulerWakesOnTaskChange(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestHorizonSpacesClaims: a claimed task materialises its slots up to
+// the horizon (twice the look-ahead by default), so it is not claimed
+// again until its next slot comes within the look-ahead: a task firing
+// every second rewrites its row once per horizon − look-ahead, not on
+// every pass.
+func TestHorizonSpacesClaims(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	s := f.scheduler(service.SchedulerConfig{LookAhead: 2 * time.Second})
+	require.Equal(t, 4*time.Second, s.Config().Horizon)
+	first := time.Now().UTC().Add(500 * time.Millisecond).Truncate(time.Millisecond)
+	f.insertTasks(t, 1, 1, first, "fire_once")
+
+	res, err := s.Tick(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Tasks)
+	require.GreaterOrEqual(t, res.Fired, 4, "slots up to the horizon")
+	require.LessOrEqual(t, res.Fired, 5)
+	var next time.Time
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT next_run_at FROM tasks`).Scan(&next))
+	require.Equal(t, first.Add(time.Duration(res.Fired)*time.Second), next.UTC())
+
+	res, err = s.Tick(ctx)
+	require.NoError(t, err)
+	require.Zero(t, res.Tasks, "not claimed again while its next slot is beyond the look-ahead")
+}
+
+func TestSchedulerConfigHorizon(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   service.SchedulerConfig
+		want time.Duration
+	}{
+		{service.SchedulerConfig{}, 8 * time.Second},
+		{service.SchedulerConfig{LookAhead: time.Second}, 2 * time.Second},
+		{service.SchedulerConfig{LookAhead: 7 * time.Second}, service.NearTermWindow},
+		{service.SchedulerConfig{LookAhead: 12 * time.Second}, 12 * time.Second},
+		{service.SchedulerConfig{LookAhead: 4 * time.Second, Horizon: time.Second}, 4 * time.Second},
+		{service.SchedulerConfig{LookAhead: 4 * time.Second, Horizon: 6 * time.Second}, 6 * time.Second},
+	} {
+		require.Equal(t, tc.want, tc.in.WithDefaults().Horizon, "%+v", tc.in)
+	}
+}
