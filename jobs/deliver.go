@@ -73,10 +73,12 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.Deliver
 		// Every send slot is busy: come back without using an attempt.
 		return river.JobSnooze(time.Second)
 	}
-	defer w.slots.release()
+	sent := w.slots.holder()
+	defer sent()
 	lease := args.Lease(job.Attempt)
-	log := w.logger.With("job_id", job.ID, "execution_id", args.ExecutionID, "tenant", args.TenantID)
-	st := w.attempt(ctx, args.TenantID, args.ExecutionID, lease, job.ID, nil, log)
+	log := newAttrLogger(w.logger, slog.Int64("job_id", job.ID), slog.String("execution_id", args.ExecutionID),
+		slog.String("tenant", args.TenantID))
+	st := w.attempt(ctx, args.TenantID, args.ExecutionID, lease, job.ID, nil, log, sent)
 	switch st.kind {
 	case stepDone:
 		return nil
@@ -125,16 +127,17 @@ type step struct {
 
 // attempt makes one delivery attempt of an execution under lease: Begin,
 // send, Classify, Finish. handOff is set when a batch job makes it (see
-// service.Outcome.HandOff).
+// service.Outcome.HandOff). sent is called once the request is over,
+// before its outcome is recorded: it gives the send slot back.
 func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string, lease int, jobID int64, handOff *service.HandOff,
-	log *slog.Logger,
+	log attrLogger, sent func(),
 ) step {
 	d, err := w.deliveries.BeginJob(ctx, tenant, executionID, lease, jobID)
 	switch {
 	case err != nil && stopping(ctx):
 		return step{kind: stepInterrupted}
 	case errors.Is(err, service.ErrNotFound):
-		log.WarnContext(ctx, "deliver job of a missing execution; nothing to do", "lease", lease)
+		log.warn(ctx, "deliver job of a missing execution; nothing to do", slog.Int("lease", lease))
 		return step{kind: stepDone}
 	case err != nil:
 		return step{kind: stepError, err: fmt.Errorf("begin delivery of execution %s: %w", executionID, err)}
@@ -144,13 +147,13 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	}
 	switch d.Action {
 	case service.ActionDone:
-		log.DebugContext(ctx, "nothing to deliver", "lease", lease, "state", d.State, "reason", d.Reason)
+		log.debug(ctx, "nothing to deliver", slog.Int("lease", lease), slog.String("state", d.State), slog.String("reason", d.Reason))
 		return step{kind: stepDone}
 	case service.ActionWait:
 		return step{kind: stepWait}
 	}
 
-	log = log.With("task_id", d.TaskID, "attempt", d.Attempt)
+	log = log.with(slog.String("task_id", d.TaskID), slog.Int("attempt", d.Attempt))
 	if d.Attempt == 1 && !d.Resumed {
 		w.metrics.FiringLateness.Observe(max(time.Since(d.ScheduledFor), 0).Seconds())
 		if d.Trigger != service.TriggerSchedule {
@@ -158,17 +161,18 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		}
 	}
 	if d.Resumed {
-		log.InfoContext(ctx, "resuming an interrupted delivery")
+		log.info(ctx, "resuming an interrupted delivery")
 	}
 	res := w.sender.Send(ctx, Request{
 		Method: d.Method, URL: d.URL, Headers: d.Headers, Body: d.Payload, Timeout: d.Timeout,
 		ExecutionID: d.ExecutionID, TaskID: d.TaskID, ScheduledFor: d.ScheduledFor, Attempt: d.Attempt, Keys: d.Keys,
 	})
+	sent()
 	remoteCancel := cancelledOnRequest(ctx)
 	if res.Err != nil && stopping(ctx) {
 		// Not a failure of the receiver: leave the execution running for
 		// the re-run River makes after the interrupted job.
-		log.InfoContext(ctx, "delivery interrupted by shutdown; it will be resumed with the same idempotency key")
+		log.info(ctx, "delivery interrupted by shutdown; it will be resumed with the same idempotency key")
 		return step{kind: stepInterrupted}
 	}
 
@@ -187,8 +191,8 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	defer cancel()
 	fin, err := w.deliveries.Finish(rctx, tenant, executionID, d.Lease, out)
 	if errors.Is(err, service.ErrConflict) {
-		log.WarnContext(ctx, "attempt outcome not recorded: a newer run owns the execution", "status_code", res.StatusCode,
-			"error_class", class.ErrorClass)
+		log.warn(ctx, "attempt outcome not recorded: a newer run owns the execution", slog.Int("status_code", res.StatusCode),
+			slog.String("error_class", class.ErrorClass))
 		return step{kind: stepDone}
 	}
 	if err != nil {
@@ -196,7 +200,8 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		return step{kind: stepError, err: fmt.Errorf("record attempt %d of execution %s: %w", d.Attempt, d.ExecutionID, err)}
 	}
 
-	log = log.With("state", fin.State, "status_code", res.StatusCode, "latency_ms", res.Latency.Milliseconds())
+	log = log.with(slog.String("state", fin.State), slog.Int("status_code", res.StatusCode),
+		slog.Int64("latency_ms", res.Latency.Milliseconds()))
 	if fin.State == service.ExecRetrying {
 		w.metrics.RetriesScheduled.Inc()
 	} else {
@@ -204,16 +209,19 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	}
 	switch fin.State {
 	case service.ExecSucceeded:
-		log.InfoContext(ctx, "delivered")
+		// Debug: at thousands a second an info record per delivery would
+		// be most of the log (and of its cost); the execution row and
+		// the metrics have it.
+		log.debug(ctx, "delivered")
 		return step{kind: stepDone}
 	case service.ExecRetrying:
-		log.InfoContext(ctx, "delivery attempt failed; retrying", "error_class", class.ErrorClass, "error", out.Error,
-			"retry_in_ms", fin.RetryDelay.Milliseconds())
+		log.info(ctx, "delivery attempt failed; retrying", slog.String("error_class", class.ErrorClass),
+			slog.String("error", out.Error), slog.Int64("retry_in_ms", fin.RetryDelay.Milliseconds()))
 		return step{kind: stepRetry, delay: fin.RetryDelay,
 			err: fmt.Errorf("attempt %d: %s; retrying in %s", d.Attempt, out.Error, fin.RetryDelay)}
 	default:
-		log.WarnContext(ctx, "delivery failed", "error_class", class.ErrorClass, "error", out.Error,
-			"task_paused", fin.TaskPaused, "alert_queued", fin.AlertQueued)
+		log.warn(ctx, "delivery failed", slog.String("error_class", class.ErrorClass), slog.String("error", out.Error),
+			slog.Bool("task_paused", fin.TaskPaused), slog.Bool("alert_queued", fin.AlertQueued))
 		return step{kind: stepCancel, err: fmt.Errorf("attempt %d: execution %s: %s", d.Attempt, fin.State, out.Error)}
 	}
 }

@@ -63,7 +63,7 @@ func (w *DeliverBatchWorker) Timeout(*river.Job[service.DeliverBatchArgs]) time.
 // Work delivers the batch.
 func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.DeliverBatchArgs]) error {
 	refs := job.Args.Executions
-	log := w.one.logger.With("job_id", job.ID)
+	log := newAttrLogger(w.one.logger, slog.Int64("job_id", job.ID))
 	if job.Attempt > 1 {
 		return w.handOff(ctx, log, refs, job.Attempt, job.Priority, time.Time{}, "the batch job runs again (attempt %d)", job.Attempt)
 	}
@@ -93,7 +93,7 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 	}()
 	for _, ref := range refs {
 		wg.Go(func() {
-			elog := log.With("execution_id", ref.ExecutionID, "tenant", ref.TenantID)
+			elog := log.with(slog.String("execution_id", ref.ExecutionID), slog.String("tenant", ref.TenantID))
 			if !sleepUntil(ctx, ref.ScheduledFor) {
 				fail(ctx.Err())
 				return
@@ -109,9 +109,10 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 				}
 				return
 			}
-			defer w.one.slots.release()
+			sent := w.one.slots.holder()
+			defer sent()
 			actx := inflight.add(ctx, ref)
-			st := w.one.attempt(actx, ref.TenantID, ref.ExecutionID, lease, job.ID, handOff, elog)
+			st := w.one.attempt(actx, ref.TenantID, ref.ExecutionID, lease, job.ID, handOff, elog, sent)
 			inflight.remove(ref)
 			switch st.kind {
 			case stepWait:
@@ -152,7 +153,7 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 
 // handOff continues refs in jobs of their own (service.Deliveries.HandOff)
 // and logs why.
-func (w *DeliverBatchWorker) handOff(ctx context.Context, log *slog.Logger, refs []service.ExecutionRef, leaseBase, priority int,
+func (w *DeliverBatchWorker) handOff(ctx context.Context, log attrLogger, refs []service.ExecutionRef, leaseBase, priority int,
 	at time.Time, why string, whyArgs ...any,
 ) error {
 	if len(refs) == 0 {
@@ -164,8 +165,8 @@ func (w *DeliverBatchWorker) handOff(ctx context.Context, log *slog.Logger, refs
 		}
 		return fmt.Errorf("hand off %d executions: %w", len(refs), err)
 	}
-	log.InfoContext(ctx, "executions continue in deliver jobs of their own", "executions", len(refs),
-		"reason", fmt.Sprintf(why, whyArgs...))
+	log.info(ctx, "executions continue in deliver jobs of their own", slog.Int("executions", len(refs)),
+		slog.String("reason", fmt.Sprintf(why, whyArgs...)))
 	return nil
 }
 
@@ -177,7 +178,7 @@ const cancelWatchInterval = time.Second
 // watchCancels cuts short the attempts of executions in flight whose
 // cancel was requested through the API, until ctx ends. It reads nothing
 // while every attempt ends within cancelWatchInterval.
-func (w *DeliverBatchWorker) watchCancels(ctx context.Context, log *slog.Logger, inflight *inflight) {
+func (w *DeliverBatchWorker) watchCancels(ctx context.Context, log attrLogger, inflight *inflight) {
 	t := time.NewTicker(cancelWatchInterval)
 	defer t.Stop()
 	for {
@@ -193,7 +194,7 @@ func (w *DeliverBatchWorker) watchCancels(ctx context.Context, log *slog.Logger,
 		ids, err := w.one.deliveries.CancelRequested(ctx, refs)
 		if err != nil {
 			if ctx.Err() == nil {
-				log.WarnContext(ctx, "could not read cancel requests of a batch's executions", "error", err.Error())
+				log.warn(ctx, "could not read cancel requests of a batch's executions", slog.String("error", err.Error()))
 			}
 			continue
 		}
@@ -303,3 +304,17 @@ func (s sendSlots) acquire(ctx context.Context, wait time.Duration) bool {
 }
 
 func (s sendSlots) release() { <-s }
+
+// holder returns a function that releases a slot acquired by its caller
+// the first time it is called, and does nothing after: the slot may go
+// back before the attempt's outcome is recorded, or when the caller ends.
+// It is for one goroutine.
+func (s sendSlots) holder() func() {
+	held := true
+	return func() {
+		if held {
+			held = false
+			s.release()
+		}
+	}
+}

@@ -710,7 +710,6 @@ func TestSendNoProxy(t *testing.T) {
 	s := newTestSender(t, SenderConfig{})
 	require.Nil(t, s.transport.Proxy, "the proxy must never come from the environment")
 	require.True(t, s.transport.ForceAttemptHTTP2)
-	require.NotNil(t, s.client.CheckRedirect)
 }
 
 func TestNewSenderRejectsInvalidConfig(t *testing.T) {
@@ -847,4 +846,32 @@ func requireNoSecrets(t *testing.T, err error, key []byte) {
 	require.NotContains(t, msg, base64.StdEncoding.EncodeToString(key))
 	require.NotContains(t, msg, base64.RawStdEncoding.EncodeToString(key)[:16])
 	require.NotContains(t, msg, "v1,")
+}
+
+// TestEndpointURLCache: an endpoint URL is parsed once and reused; a bad
+// one is rejected every time and never cached; the cache starts over past
+// urlCacheMax entries.
+func TestEndpointURLCache(t *testing.T) {
+	t.Parallel()
+	s := newTestSender(t, SenderConfig{})
+	a, err := s.endpointURL("https://hooks.example.com/a?x=1")
+	require.NoError(t, err)
+	b, err := s.endpointURL("https://hooks.example.com/a?x=1")
+	require.NoError(t, err)
+	require.Same(t, a, b)
+	for range 2 {
+		_, err := s.endpointURL("https://user:pw@hooks.example.com/")
+		require.ErrorIs(t, err, ErrInvalidRequest)
+		_, err = s.endpointURL("ftp://hooks.example.com/")
+		require.ErrorIs(t, err, ErrInvalidRequest)
+	}
+	_, cached := s.urls.Load("ftp://hooks.example.com/")
+	require.False(t, cached)
+	for i := range urlCacheMax + 1 {
+		_, err := s.endpointURL(fmt.Sprintf("https://hooks.example.com/%d", i))
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, s.urlCount.Load(), int64(urlCacheMax))
+	_, cached = s.urls.Load("https://hooks.example.com/a?x=1")
+	require.False(t, cached, "the cache started over")
 }

@@ -115,11 +115,16 @@ type successResult struct {
 }
 
 // Batching of the deliver worker's two statements: at most deliveryBatchMax
-// executions per statement, and at most deliveryBatchFlushers statements of
-// each kind in flight at once.
+// executions per statement, and at most startFlushers (successFlushers)
+// start (success) statements in flight at once. Each statement has a fixed
+// cost in the database (its executor, its constraints, its commit) worth
+// a dozen rows; fewer in flight make each carry more. A start delays its
+// webhook, so two run at once; a success only records what was sent (the
+// send slot is already free), so one at a time lets them gather.
 const (
-	deliveryBatchMax      = 256
-	deliveryBatchFlushers = 4
+	deliveryBatchMax = 256
+	startFlushers    = 2
+	successFlushers  = 1
 )
 
 // NewDeliveries returns Deliveries on pool; enqueuer inserts alert jobs in
@@ -129,8 +134,8 @@ const (
 // commit flushes these transitions.
 func NewDeliveries(pool *pgxpool.Pool, enqueuer *Enqueuer, cfg DeliveriesConfig) *Deliveries {
 	s := &Deliveries{pool: pool, enqueuer: enqueuer, cfg: cfg.WithDefaults()}
-	s.starts = newBatcher(deliveryBatchMax, deliveryBatchFlushers, s.startPending)
-	s.successes = newBatcher(deliveryBatchMax, deliveryBatchFlushers, s.recordSuccesses)
+	s.starts = newBatcher(deliveryBatchMax, startFlushers, s.startPending)
+	s.successes = newBatcher(deliveryBatchMax, successFlushers, s.recordSuccesses)
 	return s
 }
 

@@ -404,7 +404,7 @@ func tuning(env map[string]string) string {
 	var parts []string
 	for _, k := range sortedKeys(env) {
 		switch k {
-		case "AX_DATABASE_URL", "AX_ALLOW_PRIVATE_TARGETS", "AX_HTTP_ADDR", "AX_LOG_LEVEL":
+		case "AX_DATABASE_URL", "AX_ALLOW_PRIVATE_TARGETS", "AX_HTTP_ADDR":
 			if k != "AX_DATABASE_URL" || !strings.Contains(env[k], "pool_max_conns") {
 				continue
 			}

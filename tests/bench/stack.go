@@ -172,7 +172,6 @@ func (st *stack) axEnv(dbURL string) []string {
 		"AX_JWT_SECRET=" + st.secret,
 		"AX_ALLOW_PRIVATE_TARGETS=true",
 		"AX_HTTP_ADDR=127.0.0.1:0",
-		"AX_LOG_LEVEL=warn",
 	}
 	// Pass through tuning the operator set for this run (AX_* in the
 	// bench's own environment), then -env, which wins.
