@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -90,4 +91,53 @@ func TestMigrationsNumbered(t *testing.T) {
 		require.Equal(t, i+1, m.Version)
 		require.NotEmpty(t, m.Name)
 	}
+}
+
+// TestMigrateHotExecutions upgrades a database at version 4 that holds
+// executions in every state: unfinished_executions gets exactly the
+// unfinished ones, a cancelled execution without a last_error gets one, and
+// the indexes on state are gone.
+func TestMigrateHotExecutions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := openEmpty(t)
+	ms, err := db.Migrations()
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `CREATE TABLE ax_migrations (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`)
+	require.NoError(t, err)
+	for _, m := range ms[:4] {
+		_, err := pool.Exec(ctx, m.SQL)
+		require.NoError(t, err, m.Name)
+		_, err = pool.Exec(ctx, `INSERT INTO ax_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
+		require.NoError(t, err)
+	}
+	_, err = pool.Exec(ctx, `
+		INSERT INTO tenants (id) VALUES ('t');
+		INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, last_error)
+		SELECT 't', gen_random_uuid(), gen_random_uuid(), now(), 'manual', s,
+			CASE WHEN s IN ('failed', 'skipped') THEN 'why' END
+		FROM unnest(ARRAY['pending', 'running', 'retrying', 'succeeded', 'failed', 'cancelled', 'skipped']) s`)
+	require.NoError(t, err)
+
+	require.NoError(t, db.Migrate(ctx, pool, nil))
+	require.NoError(t, db.CheckMigrated(ctx, pool))
+	var unfinished []string
+	rows, err := pool.Query(ctx, `SELECT e.state FROM unfinished_executions u JOIN executions e ON e.id = u.id ORDER BY 1`)
+	require.NoError(t, err)
+	unfinished, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"pending", "retrying", "running"}, unfinished)
+	var reason string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT last_error FROM executions WHERE state = 'cancelled'`).Scan(&reason))
+	require.Equal(t, "cancelled through the API", reason)
+	var indexes []string
+	rows, err = pool.Query(ctx, `SELECT indexname FROM pg_indexes WHERE tablename = 'executions' ORDER BY 1`)
+	require.NoError(t, err)
+	indexes, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"executions_dedup_idx", "executions_last_error_idx", "executions_pkey", "executions_slot_idx",
+		"executions_task_idx"}, indexes)
+	_, err = pool.Exec(ctx, `UPDATE executions SET last_error = NULL WHERE state = 'failed'`)
+	require.ErrorContains(t, err, "executions_final_reason", "a failed execution says why")
 }

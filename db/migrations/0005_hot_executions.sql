@@ -18,10 +18,10 @@
 --    always carry last_error (a CHECK says so), and an index of the rows
 --    that have one serves the list of those states. A delivery's success
 --    leaves last_error NULL, so it stays HOT.
-DROP INDEX executions_state_idx;
-DROP INDEX executions_unfinished_idx;
-ALTER TABLE executions SET (fillfactor = 60);
-
+--
+-- The upgrade reads executions once (the constraint's check and the new
+-- index) while it holds the table; the old indexes find the rows to copy
+-- and to mend before they go.
 CREATE TABLE unfinished_executions (
     tenant_id     text NOT NULL,
     task_id       uuid NOT NULL,
@@ -36,8 +36,13 @@ INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)
     SELECT tenant_id, task_id, scheduled_for, id FROM executions WHERE state IN ('pending', 'running', 'retrying');
 
 -- An execution cancelled through the API while pending had no last_error.
-UPDATE executions SET last_error = 'cancelled through the API'
+UPDATE executions
+    SET last_error = CASE state WHEN 'cancelled' THEN 'cancelled through the API' ELSE 'no reason was recorded' END
     WHERE state IN ('failed', 'cancelled', 'skipped') AND last_error IS NULL;
 ALTER TABLE executions ADD CONSTRAINT executions_final_reason
     CHECK (state NOT IN ('failed', 'cancelled', 'skipped') OR last_error IS NOT NULL);
 CREATE INDEX executions_last_error_idx ON executions (tenant_id, id DESC) WHERE last_error IS NOT NULL;
+
+DROP INDEX executions_state_idx;
+DROP INDEX executions_unfinished_idx;
+ALTER TABLE executions SET (fillfactor = 60);
