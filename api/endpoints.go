@@ -39,13 +39,13 @@ type endpointResponse struct {
 	Enabled   bool              `json:"enabled" example:"true"`
 	// DisabledReason says why ax disabled the endpoint (e.g. it answered 410 Gone).
 	DisabledReason string     `json:"disabled_reason,omitempty"`
-	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
+	DisabledAt     *timestamp `json:"disabled_at,omitempty" swaggertype:"string"`
 	// Secret is returned only by create and rotate-secret.
 	Secret string `json:"secret,omitempty"`
 	// PreviousSecretExpiresAt is when the secret replaced by the last rotation stops signing.
-	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
-	CreatedAt               time.Time  `json:"created_at"`
-	UpdatedAt               time.Time  `json:"updated_at"`
+	PreviousSecretExpiresAt *timestamp `json:"previous_secret_expires_at,omitempty" swaggertype:"string"`
+	CreatedAt               timestamp  `json:"created_at" swaggertype:"string"`
+	UpdatedAt               timestamp  `json:"updated_at" swaggertype:"string"`
 } // @name Endpoint
 
 // endpointList is a page of endpoints.
@@ -81,14 +81,14 @@ func endpointRequestOf(in service.EndpointInput) endpointRequest {
 func endpointOut(e service.Endpoint, withSecret bool) endpointResponse {
 	out := endpointResponse{
 		ID: e.ID, Name: e.Name, URL: e.URL, Method: e.Method, Headers: e.Headers, TimeoutMS: int(e.Timeout / time.Millisecond),
-		Enabled: e.Enabled, DisabledReason: e.DisabledReason, DisabledAt: e.DisabledAt,
-		CreatedAt: e.CreatedAt.UTC(), UpdatedAt: e.UpdatedAt.UTC(),
+		Enabled: e.Enabled, DisabledReason: e.DisabledReason, DisabledAt: stampPtr(e.DisabledAt),
+		CreatedAt: stamp(e.CreatedAt.UTC()), UpdatedAt: stamp(e.UpdatedAt.UTC()),
 	}
 	if withSecret {
 		out.Secret = e.Secret
 	}
 	if e.PreviousSecretExpiresAt != nil && e.PreviousSecretExpiresAt.After(time.Now()) {
-		t := e.PreviousSecretExpiresAt.UTC()
+		t := stamp(e.PreviousSecretExpiresAt.UTC())
 		out.PreviousSecretExpiresAt = &t
 	}
 	return out

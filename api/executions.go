@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -13,7 +12,7 @@ import (
 // executionEventDTO is one step on an execution's timeline.
 type executionEventDTO struct {
 	Type string    `json:"type" example:"attempt_succeeded"`
-	At   time.Time `json:"at"`
+	At   timestamp `json:"at" swaggertype:"string"`
 	// Attempt is the delivery attempt the event belongs to (1-based).
 	Attempt    *int `json:"attempt,omitempty" example:"1"`
 	StatusCode *int `json:"status_code,omitempty" example:"200"`
@@ -30,7 +29,7 @@ type executionResponse struct {
 	// ID is also the webhook's Idempotency-Key and webhook-id.
 	ID           string    `json:"id"`
 	TaskID       string    `json:"task_id"`
-	ScheduledFor time.Time `json:"scheduled_for"`
+	ScheduledFor timestamp `json:"scheduled_for" swaggertype:"string"`
 	Trigger      string    `json:"trigger" enums:"schedule,manual,backfill,retry,dependency"`
 	// DedupKey is the dedup_key of a manual trigger.
 	DedupKey string `json:"dedup_key,omitempty"`
@@ -45,10 +44,10 @@ type executionResponse struct {
 	// ErrorClass classifies the last error.
 	ErrorClass string `json:"error_class,omitempty"`
 	// NextAttemptAt is when a retrying execution's next attempt is due.
-	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
-	CreatedAt     time.Time  `json:"created_at"`
-	StartedAt     *time.Time `json:"started_at" extensions:"x-nullable"`
-	FinishedAt    *time.Time `json:"finished_at" extensions:"x-nullable"`
+	NextAttemptAt *timestamp `json:"next_attempt_at,omitempty" swaggertype:"string"`
+	CreatedAt     timestamp  `json:"created_at" swaggertype:"string"`
+	StartedAt     *timestamp `json:"started_at" extensions:"x-nullable" swaggertype:"string"`
+	FinishedAt    *timestamp `json:"finished_at" extensions:"x-nullable" swaggertype:"string"`
 	// Events is the timeline, oldest first; only on single-execution responses.
 	Events []executionEventDTO `json:"events,omitempty"`
 } // @name Execution
@@ -69,17 +68,17 @@ type triggerRequest struct {
 
 func executionOut(x service.ExecutionDetail) executionResponse {
 	out := executionResponse{
-		ID: x.ID, TaskID: x.TaskID, ScheduledFor: x.ScheduledFor, Trigger: x.Trigger, DedupKey: x.DedupKey, State: x.State,
+		ID: x.ID, TaskID: x.TaskID, ScheduledFor: stamp(x.ScheduledFor), Trigger: x.Trigger, DedupKey: x.DedupKey, State: x.State,
 		Attempts: x.Attempts, Late: x.Late, CancelRequested: x.CancelRequested, LastStatusCode: x.LastStatusCode,
-		ErrorClass: x.LastErrorClass, NextAttemptAt: x.NextAttemptAt, CreatedAt: x.CreatedAt,
-		StartedAt: x.StartedAt, FinishedAt: x.FinishedAt,
+		ErrorClass: x.LastErrorClass, NextAttemptAt: stampPtr(x.NextAttemptAt),
+		CreatedAt: stamp(x.CreatedAt), StartedAt: stampPtr(x.StartedAt), FinishedAt: stampPtr(x.FinishedAt),
 	}
 	if x.LastError != "" {
 		out.LastError = &x.LastError
 	}
 	for _, ev := range x.Events {
 		out.Events = append(out.Events, executionEventDTO{
-			Type: ev.Type, At: ev.At, Attempt: ev.Attempt, StatusCode: ev.StatusCode, LatencyMS: ev.LatencyMS,
+			Type: ev.Type, At: stamp(ev.At), Attempt: ev.Attempt, StatusCode: ev.StatusCode, LatencyMS: ev.LatencyMS,
 			ErrorClass: ev.ErrorClass, Message: ev.Message, Data: ev.Data,
 		})
 	}

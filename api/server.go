@@ -57,6 +57,7 @@ func New(cfg Config) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = handleError
+	e.JSONSerializer = jsonSerializer{}
 	e.Use(
 		middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: newRequestID}),
 		requestLogger(cfg.Logger, newHTTPMetrics(registerer(cfg.Metrics))),

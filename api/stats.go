@@ -16,8 +16,8 @@ type statsResponse struct {
 	// WindowSeconds is the window's length.
 	WindowSeconds int64 `json:"window_seconds" example:"86400"`
 	// Since and Until bound the window (database clock).
-	Since time.Time `json:"since"`
-	Until time.Time `json:"until"`
+	Since timestamp `json:"since" swaggertype:"string"`
+	Until timestamp `json:"until" swaggertype:"string"`
 	// Executions are those created in the window.
 	Executions executionStats `json:"executions"`
 	// DeliveryLatencyMS: how long the window's delivery attempts took, from
@@ -129,7 +129,7 @@ func parseWindow(v string) (time.Duration, error) {
 func statsOut(s service.TenantStats) statsResponse {
 	x := s.Executions
 	out := statsResponse{
-		WindowSeconds: int64(s.Window / time.Second), Since: s.Since, Until: s.Until,
+		WindowSeconds: int64(s.Window / time.Second), Since: stamp(s.Since), Until: stamp(s.Until),
 		Executions: executionStats{
 			ByState: executionStateCounts{
 				Pending: x[service.ExecPending], Running: x[service.ExecRunning], Retrying: x[service.ExecRetrying],

@@ -72,11 +72,11 @@ type taskResponse struct {
 	AlertEndpointID    string            `json:"alert_endpoint_id,omitempty"`
 	PauseAfterFailures int               `json:"pause_after_failures,omitempty"`
 	State              string            `json:"state" enums:"active,paused,completed"`
-	NextRunAt          *time.Time        `json:"next_run_at"`
+	NextRunAt          *timestamp        `json:"next_run_at" swaggertype:"string"`
 	// MissedCount counts slots that were not fired (misfire policy).
 	MissedCount int64     `json:"missed_count"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	CreatedAt   timestamp `json:"created_at" swaggertype:"string"`
+	UpdatedAt   timestamp `json:"updated_at" swaggertype:"string"`
 } // @name Task
 
 // taskList is a page of tasks.
@@ -88,7 +88,7 @@ type taskList struct {
 // previewItem is one upcoming fire time.
 type previewItem struct {
 	// At is the fire time in UTC.
-	At time.Time `json:"at"`
+	At timestamp `json:"at" swaggertype:"string"`
 	// Local is the same instant on the schedule's time zone.
 	Local string `json:"local" example:"2026-03-08T03:00:00-04:00"`
 } // @name PreviewItem
@@ -184,7 +184,8 @@ func taskOut(t service.Task) taskResponse {
 		ID: t.ID, Name: t.Name, EndpointID: t.EndpointID, Schedule: req.Schedule, Payload: t.Payload, Priority: t.Priority,
 		TimeoutMS: req.TimeoutMS, Retry: req.Retry, OverlapPolicy: t.OverlapPolicy, MisfirePolicy: t.MisfirePolicy,
 		Labels: t.Labels, AlertEndpointID: t.AlertEndpointID, PauseAfterFailures: t.PauseAfterFailures,
-		State: t.State, NextRunAt: t.NextRunAt, MissedCount: t.MissedCount, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		State: t.State, NextRunAt: stampPtr(t.NextRunAt), MissedCount: t.MissedCount,
+		CreatedAt: stamp(t.CreatedAt), UpdatedAt: stamp(t.UpdatedAt),
 	}
 }
 
@@ -402,7 +403,7 @@ func (h *handlers) previewTask(c echo.Context) error {
 	}
 	out := previewResponse{Timezone: loc.String(), Items: make([]previewItem, 0, len(times))}
 	for _, t := range times {
-		out.Items = append(out.Items, previewItem{At: t.UTC(), Local: t.In(loc).Format(time.RFC3339)})
+		out.Items = append(out.Items, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339)})
 	}
 	return c.JSON(http.StatusOK, out)
 }

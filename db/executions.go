@@ -37,6 +37,16 @@ type Execution struct {
 	FirstStartedAt *time.Time `db:"first_started_at"`
 }
 
+// fields returns pointers to e's fields in their order, which is that of
+// executionColumns: a list scans by position, without pgx's per-row
+// matching of names (a quarter of a list request's CPU).
+func (e *Execution) fields() []any {
+	return []any{&e.TenantID, &e.ID, &e.TaskID, &e.ScheduledFor, &e.Trigger, &e.DedupKey, &e.State, &e.Attempts,
+		&e.Late, &e.CancelRequested, &e.LastStatusCode, &e.LastError, &e.LastErrorClass, &e.RiverJobID,
+		&e.NextAttemptAt, &e.CreatedAt, &e.StartedAt, &e.FinishedAt, &e.ImplicitEvents, &e.LastLatencyMS,
+		&e.FirstStartedAt}
+}
+
 // Bits of executions.implicit_events: timeline events the row implies
 // instead of storing (migration 0004).
 const (
@@ -113,7 +123,11 @@ func ListExecutions(ctx context.Context, q Querier, tenant string, f ExecutionFi
 	if err != nil {
 		return nil, fmt.Errorf("list executions: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByName[Execution])
+	out, err := collectRows[Execution](rows, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list executions: %w", err)
+	}
+	return out, nil
 }
 
 // GetExecution reads one execution; forUpdate locks it until the
@@ -124,7 +138,7 @@ func GetExecution(ctx context.Context, q Querier, tenant, id string, forUpdate b
 		sql += ` FOR UPDATE`
 	}
 	rows, err := q.Query(ctx, sql, tenant, id)
-	return collectOne[Execution](rows, err)
+	return collectOneRow[Execution](rows, err)
 }
 
 // ListExecutionEvents returns an execution's timeline in order: its stored
@@ -211,7 +225,7 @@ func InsertManualExecution(ctx context.Context, q Querier, e ManualExecution) (b
 func GetExecutionByDedupKey(ctx context.Context, q Querier, tenant, taskID, key string) (Execution, error) {
 	rows, err := q.Query(ctx, `SELECT `+executionColumns+` FROM executions e
 		WHERE e.tenant_id = $1 AND e.task_id = $2 AND e.dedup_key = $3`, tenant, taskID, key)
-	return collectOne[Execution](rows, err)
+	return collectOneRow[Execution](rows, err)
 }
 
 // CancelExecution moves a pending or retrying execution to cancelled and

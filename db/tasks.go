@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Task is a row of tasks.
@@ -41,23 +39,41 @@ type Task struct {
 	UpdatedAt           time.Time         `db:"updated_at"`
 }
 
+// fields returns pointers to t's fields in their order, which is that of
+// taskColumns.
+func (t *Task) fields() []any {
+	return []any{&t.TenantID, &t.ID, &t.Name, &t.EndpointID, &t.ScheduleType, &t.Cron, &t.Timezone, &t.IntervalSeconds,
+		&t.RunAt, &t.StartAt, &t.EndAt, &t.Payload, &t.Priority, &t.TimeoutMS, &t.MaxAttempts, &t.InitialBackoffMS,
+		&t.MaxBackoffMS, &t.OverlapPolicy, &t.MisfirePolicy, &t.State, &t.NextRunAt, &t.Labels, &t.AlertEndpointID,
+		&t.PauseAfterFailures, &t.ConsecutiveFailures, &t.MissedCount, &t.Version, &t.CreatedAt, &t.UpdatedAt}
+}
+
 const taskColumns = `tenant_id, id::text, name, endpoint_id::text, schedule_type, cron, timezone, interval_seconds,
 	run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms, max_backoff_ms,
 	overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id::text, pause_after_failures,
 	consecutive_failures, missed_count, version, created_at, updated_at`
 
-// InsertTask inserts t and returns the stored row.
-func InsertTask(ctx context.Context, q Querier, t Task) (Task, error) {
-	rows, err := q.Query(ctx, `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, cron, timezone,
-		interval_seconds, run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms,
-		max_backoff_ms, overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id,
-		pause_after_failures)
+// InsertTask inserts t and returns the stored row. With a channel, it
+// signals NOTIFY on it in the same statement (one round trip; the
+// notification goes out only if the row is stored).
+func InsertTask(ctx context.Context, q Querier, t Task, channel string) (Task, error) {
+	const insert = `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, cron, timezone,
+			interval_seconds, run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms,
+			max_backoff_ms, overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id,
+			pause_after_failures)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-		$23, $24) RETURNING `+taskColumns,
-		t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
+			$23, $24)
+		RETURNING ` + taskColumns
+	args := []any{t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
 		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
-		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures)
-	return collectOne[Task](rows, err)
+		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures}
+	sql := insert
+	if channel != "" {
+		sql = `WITH t AS (` + insert + `) SELECT t.* FROM t, (SELECT pg_notify($25, '')) n`
+		args = append(args, channel)
+	}
+	rows, err := q.Query(ctx, sql, args...)
+	return collectOneRow[Task](rows, err)
 }
 
 // GetTask reads one task; forUpdate locks it until the transaction ends.
@@ -67,7 +83,7 @@ func GetTask(ctx context.Context, q Querier, tenant, id string, forUpdate bool) 
 		sql += ` FOR UPDATE`
 	}
 	rows, err := q.Query(ctx, sql, tenant, id)
-	return collectOne[Task](rows, err)
+	return collectOneRow[Task](rows, err)
 }
 
 // TaskFilter narrows ListTasks.
@@ -90,7 +106,7 @@ func ListTasks(ctx context.Context, q Querier, tenant string, f TaskFilter) ([]T
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByName[Task])
+	return collectRows[Task](rows, f.Limit)
 }
 
 // UpdateTask writes t's mutable fields, bumps its version and returns the
@@ -107,7 +123,7 @@ func UpdateTask(ctx context.Context, q Querier, t Task) (Task, error) {
 		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
 		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
 		t.ConsecutiveFailures)
-	return collectOne[Task](rows, err)
+	return collectOneRow[Task](rows, err)
 }
 
 // DeleteTask deletes a task and reports whether it existed.

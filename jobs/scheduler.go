@@ -27,7 +27,9 @@ const (
 
 // SchedulerLoopConfig configures RunScheduler.
 type SchedulerLoopConfig struct {
-	// PollCeiling is the longest sleep between passes. Defaults to 1 s.
+	// PollCeiling is the longest sleep between passes. Defaults to 1 s; at
+	// most service.TaskWakeWithin minus the look-ahead, since a new task
+	// due later than that wakes no loop (service.Tasks.Create).
 	PollCeiling time.Duration
 	// Gather lets tasks that come due accumulate for up to this long
 	// before a pass claims them, so that a steady stream of slots (1,000
@@ -61,6 +63,7 @@ func RunScheduler(ctx context.Context, pool *pgxpool.Pool, s *service.Scheduler,
 	defer func() { <-listenDone }()
 
 	lookAhead := s.Config().LookAhead
+	cfg.PollCeiling = max(min(cfg.PollCeiling, service.TaskWakeWithin-lookAhead), 10*time.Millisecond)
 	gather := min(cmp.Or(cfg.Gather, GatherDefault), lookAhead/2)
 	backoff := 100 * time.Millisecond
 	var analyzed time.Time

@@ -376,3 +376,35 @@ func TestSchedulerConfigHorizon(t *testing.T) {
 		require.Equal(t, tc.want, tc.in.WithDefaults().Horizon, "%+v", tc.in)
 	}
 }
+
+// TestCreateWakesTheSchedulersOnlyForNearSlots: a task whose first slot is
+// within TaskWakeWithin notifies the scheduler loops; one further off does
+// not (the loops' regular passes claim it in time: see jobs.RunScheduler's
+// PollCeiling bound).
+func TestCreateWakesTheSchedulersOnlyForNearSlots(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	conn, err := f.pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "LISTEN "+service.TaskChangedChannel)
+	require.NoError(t, err)
+	notified := func() bool {
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		_, err := conn.Conn().WaitForNotification(wctx)
+		return err == nil
+	}
+	create := func(name string, in time.Duration) {
+		runAt := time.Now().Add(in)
+		_, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: name, EndpointID: f.endpoint,
+			Schedule: service.ScheduleSpec{Type: service.ScheduleOnce, RunAt: &runAt}})
+		require.NoError(t, err)
+	}
+	create("far", service.TaskWakeWithin+time.Minute)
+	require.False(t, notified(), "a far task wakes nobody")
+	create("near", 10*time.Second)
+	require.True(t, notified(), "a near task wakes the loops")
+	require.Less(t, service.LookAheadDefault+jobs.PollCeilingDefault, service.TaskWakeWithin)
+}

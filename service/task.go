@@ -51,6 +51,14 @@ const (
 	// TaskChangedChannel is the NOTIFY channel a task write signals on, so
 	// scheduler loops wake at once.
 	TaskChangedChannel = "ax_task_changed"
+	// TaskWakeWithin: a new task wakes the scheduler loops only when its
+	// first slot is this close. The loops look at the tasks table at least
+	// every second (jobs.PollCeilingDefault) and claim a slot LookAhead
+	// (4 s) before it is due, so a slot further off is claimed in time
+	// anyway; a notification is a signal to every listening replica at
+	// each commit, and most tasks are created far ahead of their first
+	// slot.
+	TaskWakeWithin = 30 * time.Second
 )
 
 var (
@@ -121,33 +129,35 @@ func NewTasks(pool *pgxpool.Pool, cfg TasksConfig) *Tasks {
 	return &Tasks{pool: pool, cfg: cfg}
 }
 
-// Create validates in and stores a new active task with its first slot.
+// Create validates in and stores a new active task with its first slot
+// (from the database's clock), waking the scheduler loops when that slot
+// is near (TaskWakeWithin): two round trips, the insert and its
+// notification one statement.
 func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, error) {
 	in = in.withDefaults()
-	var out Task
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		now, err := db.Now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		sched, err := s.validate(in, now)
-		if err != nil {
-			return err
-		}
-		next, err := firstRun(sched, now)
-		if err != nil {
-			return err
-		}
-		row := taskRow(tenant, NewID(), in)
-		row.State, row.NextRunAt = TaskActive, next
-		row, err = db.InsertTask(ctx, tx, row)
-		if err != nil {
-			return s.insertError(err, in)
-		}
-		out = taskFromRow(row)
-		return notifyTaskChanged(ctx, tx)
-	})
-	return out, err
+	now, err := db.Now(ctx, s.pool)
+	if err != nil {
+		return Task{}, err
+	}
+	sched, err := s.validate(in, now)
+	if err != nil {
+		return Task{}, err
+	}
+	next, err := firstRun(sched, now)
+	if err != nil {
+		return Task{}, err
+	}
+	row := taskRow(tenant, NewID(), in)
+	row.State, row.NextRunAt = TaskActive, next
+	wake := ""
+	if next != nil && next.Sub(now) <= TaskWakeWithin {
+		wake = TaskChangedChannel
+	}
+	row, err = db.InsertTask(ctx, s.pool, row, wake)
+	if err != nil {
+		return Task{}, s.insertError(err, in)
+	}
+	return taskFromRow(row), nil
 }
 
 // Get returns one task.
