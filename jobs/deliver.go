@@ -63,9 +63,13 @@ func (w *DeliverWorker) NextRetry(job *river.Job[service.DeliverArgs]) time.Time
 	return time.Time{}
 }
 
-// Work makes one delivery attempt.
+// Work makes one delivery attempt: of a scheduled fire, at its slot
+// (its job is due a little ahead; see service.SchedulerConfig.FetchAhead).
 func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.DeliverArgs]) error {
 	args := job.Args
+	if !sleepUntil(ctx, args.ScheduledFor) {
+		return ctx.Err() // a shutdown: River runs the job again
+	}
 	if !w.slots.acquire(ctx, w.slotWait) {
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -20,10 +20,12 @@ import (
 const (
 	DeliverWorkersDefault = 400
 	AlertWorkersDefault   = 10
-	// FetchCooldownDefault and FetchPollIntervalDefault bound how late a
-	// due job is picked up to about the poll interval (notes/river.md §1.5).
+	// FetchCooldownDefault and FetchPollIntervalDefault: a due job is
+	// picked up within about the poll interval (notes/river.md §1.5); a
+	// fire's job is due that much ahead of its slot (FetchAhead), so the
+	// poll costs idle queries, not lateness.
 	FetchCooldownDefault     = 10 * time.Millisecond
-	FetchPollIntervalDefault = 10 * time.Millisecond
+	FetchPollIntervalDefault = 50 * time.Millisecond
 	// JobTimeoutDefault is the largest endpoint timeout plus a margin for
 	// the two short transactions around the HTTP call.
 	JobTimeoutDefault = service.TimeoutMax + 30*time.Second
@@ -53,8 +55,9 @@ type RiverConfig struct {
 	// FetchCooldown is the shortest time between two fetches of a queue,
 	// and the throttle of River's insert notifications. Default 10 ms.
 	FetchCooldown time.Duration
-	// FetchPollInterval is how often the deliver queue polls for due jobs:
-	// the bound on firing lateness. Default 10 ms. The alert queue polls
+	// FetchPollInterval is how often the deliver queue polls for due jobs.
+	// Fires are not late by it (FetchAhead); retries and waits that come
+	// due are picked up within it. Default 50 ms. The alert queue polls
 	// every second (or this, if longer).
 	FetchPollInterval time.Duration
 	// JobTimeout cancels a job's context; keep it above the largest
@@ -87,6 +90,24 @@ func (c RiverConfig) WithDefaults() RiverConfig {
 	setDefault(&c.SoftStopTimeout, SoftStopTimeoutDefault)
 	setDefault(&c.QueueWaitPoll, QueueWaitPollDefault)
 	return c
+}
+
+// fetchAheadMargin is what FetchAhead adds to the deliver queue's poll
+// interval and fetch cooldown: the fetch itself and handing the job to a
+// worker, on a busy machine.
+const fetchAheadMargin = 50 * time.Millisecond
+
+// fetchAheadMax bounds FetchAhead: a job waits in a worker for its slot,
+// and with a poll slower than about a second precision is not the point.
+const fetchAheadMax = time.Second
+
+// FetchAhead is how long before its slot a fire's deliver job should be
+// due (service.SchedulerConfig.FetchAhead) for River to hand it to a
+// worker before the slot: the deliver queue's poll interval and fetch
+// cooldown, plus a margin; at most a second.
+func (c RiverConfig) FetchAhead() time.Duration {
+	c = c.WithDefaults()
+	return min(c.FetchPollInterval+c.FetchCooldown+fetchAheadMargin, fetchAheadMax)
 }
 
 func (c RiverConfig) validate() error {

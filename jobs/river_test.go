@@ -17,12 +17,17 @@ func TestRiverConfigDefaults(t *testing.T) {
 	t.Parallel()
 	c := RiverConfig{}.WithDefaults()
 	require.Equal(t, RiverConfig{
-		DeliverWorkers: 400, AlertWorkers: 10, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 10 * time.Millisecond,
+		DeliverWorkers: 400, AlertWorkers: 10, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
 		JobTimeout: service.TimeoutMax + 30*time.Second, RescueStuckJobsAfter: 6 * time.Minute,
 		SoftStopTimeout: 20 * time.Second, QueueWaitPoll: time.Second,
 	}, c)
 	require.NoError(t, c.validate())
 	require.GreaterOrEqual(t, c.RescueStuckJobsAfter, c.JobTimeout)
+
+	// A fire's job is due ahead by the poll, the cooldown and a margin, at
+	// most a second.
+	require.Equal(t, 110*time.Millisecond, c.FetchAhead())
+	require.Equal(t, time.Second, RiverConfig{FetchPollInterval: 5 * time.Second}.FetchAhead())
 
 	// A long JobTimeout raises the default rescue delay with it.
 	c = RiverConfig{JobTimeout: 10 * time.Minute}.WithDefaults()

@@ -76,6 +76,10 @@ type DeliverArgs struct {
 	// execution from a batch (DeliverBatchArgs) starts above the batch's
 	// leases, so that its attempts are newer than the batch's.
 	LeaseBase int `json:"lease_base,omitempty"`
+	// ScheduledFor is the slot of a scheduled fire: its job is due a
+	// little earlier (SchedulerConfig.FetchAhead), and the worker waits
+	// for the slot before it begins. Zero: begin at once.
+	ScheduledFor time.Time `json:"scheduled_for,omitzero"`
 
 	// retryAfter is set by the worker for NextRetry (not serialised).
 	retryAfter time.Duration
@@ -148,26 +152,31 @@ type AlertArgs struct {
 // Kind implements river.JobArgs.
 func (AlertArgs) Kind() string { return "alert" }
 
-// deliverInsert returns the insert parameters of an execution's deliver
-// job: unique per execution while one is live, scheduled at the slot.
-func deliverInsert(tenant, executionID string, scheduledFor time.Time, priority, maxAttempts int, now time.Time) river.InsertManyParams {
+// deliverInsert returns the insert parameters of a scheduled fire's
+// deliver job: unique per execution while one is live, due ahead before
+// the slot, which its args carry.
+func deliverInsert(tenant, executionID string, scheduledFor time.Time, priority, maxAttempts int, now time.Time,
+	ahead time.Duration,
+) river.InsertManyParams {
 	opts := &river.InsertOpts{
 		Queue:       QueueDeliver,
 		Priority:    priority,
 		MaxAttempts: maxAttempts + riverAttemptsMargin,
 		UniqueOpts:  river.UniqueOpts{ByArgs: true},
 	}
-	if scheduledFor.After(now) {
-		opts.ScheduledAt = scheduledFor
+	if due := scheduledFor.Add(-ahead); due.After(now) {
+		opts.ScheduledAt = due
 	}
-	return river.InsertManyParams{Args: DeliverArgs{TenantID: tenant, ExecutionID: executionID}, InsertOpts: opts}
+	args := DeliverArgs{TenantID: tenant, ExecutionID: executionID, ScheduledFor: scheduledFor.UTC()}
+	return river.InsertManyParams{Args: args, InsertOpts: opts}
 }
 
 // fireInserts returns the deliver jobs of executions the scheduler
 // inserted: executions of the same priority whose slots lie within
 // deliverBatchWindow of the earliest share DeliverBatchArgs jobs of up to
-// deliverBatchMax; one alone gets a DeliverArgs job.
-func fireInserts(execs []firedExecution, now time.Time) []river.InsertManyParams {
+// deliverBatchMax; one alone gets a DeliverArgs job. Each job is due ahead
+// of its earliest slot.
+func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []river.InsertManyParams {
 	sorted := slices.Clone(execs)
 	slices.SortStableFunc(sorted, func(a, b firedExecution) int {
 		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
@@ -186,7 +195,7 @@ func fireInserts(execs []firedExecution, now time.Time) []river.InsertManyParams
 		chunk := sorted[:n]
 		sorted = sorted[n:]
 		if n == 1 {
-			jobs = append(jobs, deliverInsert(first.TenantID, first.ID, first.ScheduledFor, first.Priority, first.MaxAttempts, now))
+			jobs = append(jobs, deliverInsert(first.TenantID, first.ID, first.ScheduledFor, first.Priority, first.MaxAttempts, now, ahead))
 			continue
 		}
 		args := DeliverBatchArgs{Executions: make([]ExecutionRef, n)}
@@ -194,8 +203,8 @@ func fireInserts(execs []firedExecution, now time.Time) []river.InsertManyParams
 			args.Executions[i] = ExecutionRef{TenantID: e.TenantID, ExecutionID: e.ID, ScheduledFor: e.ScheduledFor.UTC()}
 		}
 		opts := &river.InsertOpts{Queue: QueueDeliver, Priority: first.Priority, MaxAttempts: deliverBatchMaxAttempts}
-		if first.ScheduledFor.After(now) {
-			opts.ScheduledAt = first.ScheduledFor
+		if due := first.ScheduledFor.Add(-ahead); due.After(now) {
+			opts.ScheduledAt = due
 		}
 		jobs = append(jobs, river.InsertManyParams{Args: args, InsertOpts: opts})
 	}

@@ -53,6 +53,13 @@ type SchedulerConfig struct {
 	// CatchUpMax: fire_all fires at most this many missed slots of a task
 	// (the most recent ones). Defaults to 100.
 	CatchUpMax int
+	// FetchAhead makes a fire's deliver job due this long before its slot;
+	// the worker then waits for the slot itself. River hands a due job out
+	// at its next poll of the queue, so a job due at the slot was up to a
+	// poll interval late; one due a poll interval (and a margin) ahead is
+	// waiting in its worker when the slot comes. cmd/server sets it from
+	// the deliver queue's poll (jobs.RiverConfig.FetchAhead). Default 0.
+	FetchAhead time.Duration
 }
 
 // WithDefaults fills unset fields.
@@ -147,7 +154,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 			fired[i] = firedExecution{TenantID: e.TenantID, ID: e.ID, ScheduledFor: e.ScheduledFor,
 				Priority: int(t.Priority), MaxAttempts: int(t.MaxAttempts)}
 		}
-		if _, err := s.enq.insertMany(ctx, tx, fireInserts(fired, now)); err != nil {
+		if _, err := s.enq.insertMany(ctx, tx, fireInserts(fired, now, s.cfg.FetchAhead)); err != nil {
 			return err
 		}
 		return db.AdvanceTasks(ctx, tx, advs)

@@ -33,10 +33,11 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	sender *jobs.Sender, metrics *jobs.Metrics, cfg config, logger *slog.Logger,
 ) (*background, error) {
 	pool := d.pool
-	rc, err := jobs.NewRiverClient(pool, jobs.RiverConfig{
+	riverCfg := jobs.RiverConfig{
 		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout, FetchPollInterval: cfg.FetchPollInterval,
 		RescueStuckJobsAfter: cfg.RescueAfter, SoftStopTimeout: cfg.SoftStopTimeout,
-	}, jobs.WorkerDeps{
+	}
+	rc, err := jobs.NewRiverClient(pool, riverCfg, jobs.WorkerDeps{
 		Deliveries: deliveries,
 		Sender:     sender,
 		Logger:     logger,
@@ -48,11 +49,11 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	// Its own context: shutdown stops it explicitly, after the HTTP server.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b := &background{river: rc, logger: logger, metrics: metrics, cancel: cancel, done: make(chan struct{})}
-	go b.run(runCtx, pool, enq)
+	go b.run(runCtx, pool, enq, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead()})
 	return b, nil
 }
 
-func (b *background) run(ctx context.Context, pool *pgxpool.Pool, enq *service.Enqueuer) {
+func (b *background) run(ctx context.Context, pool *pgxpool.Pool, enq *service.Enqueuer, schedCfg service.SchedulerConfig) {
 	defer close(b.done)
 	for warned := false; ; warned = true {
 		err := db.CheckMigrated(ctx, pool)
@@ -74,7 +75,7 @@ func (b *background) run(ctx context.Context, pool *pgxpool.Pool, enq *service.E
 		return
 	}
 	b.riverStarted = true
-	jobs.RunScheduler(ctx, pool, service.NewScheduler(pool, enq, service.SchedulerConfig{}, b.logger),
+	jobs.RunScheduler(ctx, pool, service.NewScheduler(pool, enq, schedCfg, b.logger),
 		jobs.SchedulerLoopConfig{Logger: b.logger, OnTick: b.metrics.ObserveTick})
 }
 
