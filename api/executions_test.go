@@ -32,9 +32,11 @@ func (a *testAPI) execution(o execOpts) string {
 		o.ScheduledFor = time.Now()
 	}
 	id := service.NewID()
-	// A failed, cancelled or skipped execution always has a last_error.
-	a.exec(`INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, last_error)
-		VALUES ($1, $2, $3, $4, 'schedule', $5, CASE WHEN $5 IN ('failed', 'cancelled', 'skipped') THEN 'fixture' END)`,
+	// A failed, cancelled or skipped execution always has a last_error, a
+	// retrying one a next attempt.
+	a.exec(`INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, last_error, next_attempt_at)
+		VALUES ($1, $2, $3, $4, 'schedule', $5, CASE WHEN $5 IN ('failed', 'cancelled', 'skipped') THEN 'fixture' END,
+			CASE WHEN $5 = 'retrying' THEN now() + interval '1 minute' END)`,
 		o.Tenant, id, o.TaskID, o.ScheduledFor, o.State)
 	return id
 }

@@ -70,7 +70,9 @@ type JoinedEndpoint struct {
 // GetDeliveryForUpdate reads an execution with its task and endpoint and
 // locks the execution row until the transaction ends. The overlap count
 // looks only at the task's unfinished executions ordered before this one by
-// (scheduled_for, id), in unfinished_executions, and stops at two.
+// (scheduled_for, id), found in unfinished_executions (and confirmed in
+// executions, should a row there be stale: see SweepUnfinished), and stops
+// at two.
 func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string) (DeliveryRow, error) {
 	rows, err := q.Query(ctx, `SELECT e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.state,
 			e.attempts, e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id,
@@ -79,8 +81,10 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string) (De
 			CASE WHEN e.state = 'pending' AND t.overlap_policy IN ('skip', 'queue') THEN (
 				SELECT count(*) FROM (
 					SELECT 1 FROM unfinished_executions o
+					JOIN executions x ON x.tenant_id = o.tenant_id AND x.id = o.id
 					WHERE o.tenant_id = e.tenant_id AND o.task_id = e.task_id
 					  AND (o.scheduled_for, o.id) < (e.scheduled_for, e.id)
+					  AND x.state IN ('pending', 'running', 'retrying')
 					LIMIT 2) earlier)
 			ELSE 0 END::int AS earlier_unfinished,
 			ep.id IS NOT NULL AS endpoint_found, ep.id::text AS endpoint_id, ep.url AS endpoint_url,

@@ -90,10 +90,11 @@ type ExecutionFilter struct {
 
 // ListExecutions returns executions newest first (ids are UUIDv7). No
 // index of executions holds state (migration 0005), so a state filter
-// reads a narrower set than the tenant's history where it can: the
-// unfinished states through unfinished_executions (the rows not final: a
-// few seconds of fires on a busy tenant), sorted there before each is
-// looked up; failed, cancelled and skipped through
+// reads a narrower set than the tenant's history where it can: pending and
+// running through unfinished_executions (the rows not final: a few seconds
+// of fires on a busy tenant), sorted there before each is looked up;
+// retrying through executions_retrying_idx (the rows with a
+// next_attempt_at); failed, cancelled and skipped through
 // executions_last_error_idx (every one has a last_error). Succeeded, the
 // common state, walks the primary key like no filter.
 func ListExecutions(ctx context.Context, q Querier, tenant string, f ExecutionFilter) ([]Execution, error) {
@@ -104,7 +105,7 @@ func ListExecutions(ctx context.Context, q Querier, tenant string, f ExecutionFi
 		  AND ($3 = '' OR e.task_id = NULLIF($3, '')::uuid) AND ` + filters + `
 		ORDER BY e.id DESC LIMIT $7`
 	switch f.State {
-	case "pending", "running", "retrying":
+	case "pending", "running":
 		sql = `SELECT ` + executionColumns + ` FROM (
 				SELECT u.tenant_id, u.id FROM unfinished_executions u
 				WHERE u.tenant_id = $1 AND ($2 = '' OR u.id < NULLIF($2, '')::uuid)
@@ -116,6 +117,8 @@ func ListExecutions(ctx context.Context, q Querier, tenant string, f ExecutionFi
 			) e
 			WHERE ` + filters + `
 			ORDER BY u.id DESC LIMIT $7`
+	case "retrying":
+		sql = strings.Replace(sql, `WHERE e.tenant_id = $1`, `WHERE e.tenant_id = $1 AND e.next_attempt_at IS NOT NULL`, 1)
 	case "failed", "cancelled", "skipped":
 		sql = strings.Replace(sql, `WHERE e.tenant_id = $1`, `WHERE e.tenant_id = $1 AND e.last_error IS NOT NULL`, 1)
 	}
@@ -277,7 +280,8 @@ func RetryExecution(ctx context.Context, q Querier, tenant, id, from string, job
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
 			INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)
-			SELECT tenant_id, task_id, scheduled_for, id FROM r)
+			SELECT tenant_id, task_id, scheduled_for, id FROM r
+			ON CONFLICT DO NOTHING)
 		INSERT INTO execution_events (tenant_id, execution_id, type, data)
 		SELECT tenant_id, id, 'retried', jsonb_build_object('previous_state', $3::text) FROM r`, tenant, id, from, jobID)
 	if err != nil {
@@ -304,4 +308,54 @@ func ExecutionJobs(ctx context.Context, q Querier, kind, tenant, executionID str
 		return nil, fmt.Errorf("list execution jobs: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByName[RiverJob])
+}
+
+// unfinishedSweepLock is the advisory lock key that keeps replicas from
+// sweeping unfinished_executions at once.
+const unfinishedSweepLock = 0x61785f7377656570 // "ax_sweep"
+
+// SweepUnfinished deletes the rows of unfinished_executions whose execution
+// is final or gone, and returns how many it deleted. ax's own statements
+// keep the table exact, so it finds nothing unless something else wrote
+// executions (an earlier version of ax running beside this one, a hand
+// edit); readers confirm the state in executions, so such a row only costs
+// space until it goes. An execution another transaction holds is left for
+// the next sweep, and one reopened since this sweep's snapshot (an API
+// retry) is seen reopened: the row lock makes the sweep look again.
+// Replicas take turns (an advisory lock); one that finds it taken skips.
+func SweepUnfinished(ctx context.Context, q TxBeginner) (int64, error) {
+	var n int64
+	err := pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '200ms'; SET LOCAL statement_timeout = '30s'`); err != nil {
+			return err
+		}
+		var got bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(unfinishedSweepLock)).Scan(&got); err != nil || !got {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `WITH stale AS (
+				SELECT u.tenant_id, u.task_id, u.scheduled_for, u.id
+				FROM unfinished_executions u
+				JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
+				WHERE e.state NOT IN ('pending', 'running', 'retrying')
+				FOR UPDATE OF e SKIP LOCKED
+			)
+			DELETE FROM unfinished_executions u USING stale s
+			WHERE u.tenant_id = s.tenant_id AND u.task_id = s.task_id AND u.scheduled_for = s.scheduled_for AND u.id = s.id`)
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		tag, err = tx.Exec(ctx, `DELETE FROM unfinished_executions u
+			WHERE NOT EXISTS (SELECT 1 FROM executions e WHERE e.tenant_id = u.tenant_id AND e.id = u.id)`)
+		if err != nil {
+			return err
+		}
+		n += tag.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sweep unfinished executions: %w", err)
+	}
+	return n, nil
 }

@@ -52,7 +52,9 @@ func TestListQueriesWalkAnIndex(t *testing.T) {
 			SELECT 'big', gen_random_uuid(), gen_random_uuid(), now(), 'manual',
 				CASE WHEN g % 100 = 0 THEN 'failed' WHEN g % 10 = 0 THEN 'pending' ELSE 'succeeded' END,
 				CASE WHEN g % 100 = 0 THEN 'HTTP 500' END
-			FROM generate_series(1, 100000) g`)
+			FROM generate_series(1, 100000) g;
+		UPDATE executions SET state = 'retrying', last_error = 'HTTP 503', next_attempt_at = now() + interval '1 minute'
+			WHERE state = 'succeeded' AND id::text LIKE '0%'`)
 	require.NoError(t, err)
 	dbtest.SyncUnfinished(t, pool)
 	_, err = pool.Exec(ctx, `ANALYZE`)
@@ -67,13 +69,16 @@ func TestListQueriesWalkAnIndex(t *testing.T) {
 	require.NoError(t, err)
 	_, err = db.ListExecutions(ctx, e, "big", db.ExecutionFilter{State: "failed", Limit: 50})
 	require.NoError(t, err)
-	require.Len(t, e.plans, 4)
+	_, err = db.ListExecutions(ctx, e, "big", db.ExecutionFilter{State: "retrying", Limit: 50})
+	require.NoError(t, err)
+	require.Len(t, e.plans, 5)
 	for _, plan := range e.plans {
 		require.NotContains(t, plan, `"Node Type":"Sort"`, plan)
 		require.NotContains(t, plan, `"Node Type":"Seq Scan"`, plan)
 		require.True(t, strings.Contains(plan, `"Node Type":"Index Scan"`) || strings.Contains(plan, `"Node Type":"Index Only Scan"`), plan)
 	}
 	require.Contains(t, e.plans[3], `"Index Name":"executions_last_error_idx"`, "the dead-letter list reads the rows with a last_error")
+	require.Contains(t, e.plans[4], `"Index Name":"executions_retrying_idx"`, "the retrying list reads the rows with a next attempt")
 
 	// The unfinished states: the tenant's unfinished executions (10,000
 	// here; one tenant owns every row, so a sequential scan of
@@ -194,7 +199,9 @@ func TestBatchedDeliveryStatementsUsePrimaryKeys(t *testing.T) {
 		}
 		require.Contains(t, plan, `"Index Name":"executions_pkey"`, plan)
 	}
-	require.Contains(t, e.plans[0], `"Node Type":"Tid Scan"`, "the start updates the row it locked by its ctid")
+	for _, plan := range e.plans {
+		require.Contains(t, plan, `"Node Type":"Tid Scan"`, "the update finds the row it locked by its ctid")
+	}
 	require.Contains(t, e.plans[0], `"Index Name":"tasks_pkey"`)
 	require.Contains(t, e.plans[0], `"Index Name":"endpoints_pkey"`)
 	require.Contains(t, e.plans[1], `"Index Name":"unfinished_executions_pkey"`, "a success leaves unfinished_executions by its key")

@@ -65,10 +65,10 @@ var MainParams = map[string]string{"plan_cache_mode": "force_custom_plan", "rand
 // sequential scans, hash and merge joins are ruled out: a plan made on an
 // empty table is then the same as one made on a large table.
 //
-// No statement there waits for a lock longer than lock_timeout: the
-// batched success waits for row locks (see SucceedDeliveries), and every
-// lock it can meet is held for milliseconds; a statement that times out
-// fails, and its deliveries take the row-by-row path or River's retry.
+// No statement there waits for a lock longer than lock_timeout (the
+// batched statements skip locked rows; the row-by-row path waits for its
+// one row, which a pause or an API command holds for milliseconds): a
+// statement that times out fails, and River runs its delivery again.
 var DeliveryParams = map[string]string{
 	"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan",
 	"enable_seqscan": "off", "enable_hashjoin": "off", "enable_mergejoin": "off",

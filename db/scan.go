@@ -17,7 +17,7 @@ type positional[T any] interface {
 
 // collectRows scans every row into a T, by position.
 func collectRows[T any, P positional[T]](rows pgx.Rows, capacity int) ([]T, error) {
-	out := make([]T, 0, capacity)
+	out := make([]T, 0, max(capacity, 0))
 	var v T
 	_, err := pgx.ForEachRow(rows, P(&v).fields(), func() error {
 		out = append(out, v)

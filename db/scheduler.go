@@ -206,19 +206,21 @@ func AdvanceTasks(ctx context.Context, tx pgx.Tx, adv []TaskAdvance) error {
 }
 
 // NextDueIn returns how long until the earliest next_run_at of an active
-// task, by the database clock (negative when overdue); ok is false when no
-// task is scheduled.
-func NextDueIn(ctx context.Context, q Querier) (time.Duration, bool, error) {
+// task, by the database clock (negative when overdue), and that clock's
+// reading (clock_timestamp(), taken during the statement); ok is false when
+// no task is scheduled.
+func NextDueIn(ctx context.Context, q Querier) (due time.Duration, ok bool, dbNow time.Time, err error) {
 	var secs *float64
-	err := q.QueryRow(ctx, `SELECT extract(epoch FROM (SELECT next_run_at FROM tasks
-		WHERE state = 'active' AND next_run_at IS NOT NULL ORDER BY next_run_at LIMIT 1) - now())::float8`).Scan(&secs)
+	err = q.QueryRow(ctx, `SELECT extract(epoch FROM (SELECT next_run_at FROM tasks
+		WHERE state = 'active' AND next_run_at IS NOT NULL ORDER BY next_run_at LIMIT 1) - now())::float8,
+		clock_timestamp()`).Scan(&secs, &dbNow)
 	if err != nil {
-		return 0, false, fmt.Errorf("next due task: %w", err)
+		return 0, false, time.Time{}, fmt.Errorf("next due task: %w", err)
 	}
 	if secs == nil {
-		return 0, false, nil
+		return 0, false, dbNow, nil
 	}
-	return time.Duration(*secs * float64(time.Second)), true, nil
+	return time.Duration(*secs * float64(time.Second)), true, dbNow, nil
 }
 
 // youngTablesAnalyzeLock is the advisory lock key that keeps replicas from

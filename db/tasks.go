@@ -53,23 +53,25 @@ const taskColumns = `tenant_id, id::text, name, endpoint_id::text, schedule_type
 	overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id::text, pause_after_failures,
 	consecutive_failures, missed_count, version, created_at, updated_at`
 
-// InsertTask inserts t and returns the stored row. With a channel, it
-// signals NOTIFY on it in the same statement (one round trip; the
-// notification goes out only if the row is stored).
+// InsertTask inserts t, created (and updated) at t.CreatedAt, and returns
+// the stored row. With a channel, it signals NOTIFY on it in the same
+// statement (one round trip; the notification goes out only if the row is
+// stored).
 func InsertTask(ctx context.Context, q Querier, t Task, channel string) (Task, error) {
 	const insert = `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, cron, timezone,
 			interval_seconds, run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms,
 			max_backoff_ms, overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id,
-			pause_after_failures)
+			pause_after_failures, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-			$23, $24)
+			$23, $24, $25, $25)
 		RETURNING ` + taskColumns
 	args := []any{t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
 		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
-		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures}
+		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
+		t.CreatedAt}
 	sql := insert
 	if channel != "" {
-		sql = `WITH t AS (` + insert + `) SELECT t.* FROM t, (SELECT pg_notify($25, '')) n`
+		sql = `WITH t AS (` + insert + `) SELECT t.* FROM t, (SELECT pg_notify($26, '')) n`
 		args = append(args, channel)
 	}
 	rows, err := q.Query(ctx, sql, args...)
@@ -136,21 +138,21 @@ func DeleteTask(ctx context.Context, q Querier, tenant, id string) (bool, error)
 }
 
 // CancelPendingExecutions cancels a task's executions that have not started
-// (pending, or scheduled for after `from` when from is set), appends a
+// (pending; with dueOnly, only those whose slot has come), appends a
 // cancelled event to each with reason, and returns how many it cancelled.
 // Running and retrying executions are left to finish.
-func CancelPendingExecutions(ctx context.Context, q Querier, tenant, taskID string, from *time.Time, reason string) (int64, error) {
+func CancelPendingExecutions(ctx context.Context, q Querier, tenant, taskID string, dueOnly bool, reason string) (int64, error) {
 	tag, err := q.Exec(ctx, `WITH c AS (
 			UPDATE executions e SET state = 'cancelled', finished_at = now(), last_error = $4
 			FROM unfinished_executions u
 			WHERE u.tenant_id = $1 AND u.task_id = $2 AND e.tenant_id = u.tenant_id AND e.id = u.id
-			  AND e.state = 'pending' AND ($3::timestamptz IS NULL OR e.scheduled_for >= $3)
+			  AND e.state = 'pending' AND (NOT $3 OR e.scheduled_for <= now())
 			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for
 		), d AS (
 			DELETE FROM unfinished_executions u USING c
 			WHERE u.tenant_id = c.tenant_id AND u.task_id = c.task_id AND u.scheduled_for = c.scheduled_for AND u.id = c.id)
 		INSERT INTO execution_events (tenant_id, execution_id, type, message)
-		SELECT tenant_id, id, 'cancelled', $4 FROM c`, tenant, taskID, from, reason)
+		SELECT tenant_id, id, 'cancelled', $4 FROM c`, tenant, taskID, dueOnly, reason)
 	if err != nil {
 		return 0, fmt.Errorf("cancel pending executions: %w", err)
 	}

@@ -32,6 +32,7 @@ type DeliverWorker struct {
 	logger     *slog.Logger
 	rnd        func() float64
 	metrics    *Metrics
+	clock      *service.DBClock
 	timeout    time.Duration
 	queuePoll  time.Duration
 	slots      sendSlots
@@ -44,7 +45,7 @@ var _ river.Worker[service.DeliverArgs] = (*DeliverWorker)(nil)
 
 func newDeliverWorker(deps WorkerDeps, cfg RiverConfig, slots sendSlots) *DeliverWorker {
 	return &DeliverWorker{
-		deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, rnd: deps.Rand, metrics: deps.Metrics,
+		deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, rnd: deps.Rand, metrics: deps.Metrics, clock: deps.Clock,
 		timeout: cfg.JobTimeout, queuePoll: cfg.QueueWaitPoll, slots: slots, slotWait: min(slotWaitMax, cfg.JobTimeout/4),
 	}
 }
@@ -67,7 +68,7 @@ func (w *DeliverWorker) NextRetry(job *river.Job[service.DeliverArgs]) time.Time
 // (its job is due a little ahead; see service.SchedulerConfig.FetchAhead).
 func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.DeliverArgs]) error {
 	args := job.Args
-	if !sleepUntil(ctx, args.ScheduledFor) {
+	if !sleepUntil(ctx, w.clock.Local(args.ScheduledFor)) {
 		return ctx.Err() // a shutdown: River runs the job again
 	}
 	if !w.slots.acquire(ctx, w.slotWait) {
@@ -77,12 +78,11 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.Deliver
 		// Every send slot is busy: come back without using an attempt.
 		return river.JobSnooze(time.Second)
 	}
-	sent := w.slots.holder()
-	defer sent()
+	defer w.slots.release()
 	lease := args.Lease(job.Attempt)
 	log := newAttrLogger(w.logger, slog.Int64("job_id", job.ID), slog.String("execution_id", args.ExecutionID),
 		slog.String("tenant", args.TenantID))
-	st := w.attempt(ctx, args.TenantID, args.ExecutionID, lease, job.ID, nil, log, sent)
+	st := w.attempt(ctx, args.TenantID, args.ExecutionID, lease, job.ID, nil, log)
 	switch st.kind {
 	case stepDone:
 		return nil
@@ -131,10 +131,9 @@ type step struct {
 
 // attempt makes one delivery attempt of an execution under lease: Begin,
 // send, Classify, Finish. handOff is set when a batch job makes it (see
-// service.Outcome.HandOff). sent is called once the request is over,
-// before its outcome is recorded: it gives the send slot back.
+// service.Outcome.HandOff).
 func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string, lease int, jobID int64, handOff *service.HandOff,
-	log attrLogger, sent func(),
+	log attrLogger,
 ) step {
 	d, err := w.deliveries.BeginJob(ctx, tenant, executionID, lease, jobID)
 	switch {
@@ -171,7 +170,6 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		Method: d.Method, URL: d.URL, Headers: d.Headers, Body: d.Payload, Timeout: d.Timeout,
 		ExecutionID: d.ExecutionID, TaskID: d.TaskID, ScheduledFor: d.ScheduledFor, Attempt: d.Attempt, Keys: d.Keys,
 	})
-	sent()
 	remoteCancel := cancelledOnRequest(ctx)
 	if res.Err != nil && stopping(ctx) {
 		// Not a failure of the receiver: leave the execution running for

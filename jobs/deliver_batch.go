@@ -94,7 +94,7 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 	for _, ref := range refs {
 		wg.Go(func() {
 			elog := log.with(slog.String("execution_id", ref.ExecutionID), slog.String("tenant", ref.TenantID))
-			if !sleepUntil(ctx, ref.ScheduledFor) {
+			if !sleepUntil(ctx, w.one.clock.Local(ref.ScheduledFor)) {
 				fail(ctx.Err())
 				return
 			}
@@ -109,10 +109,9 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 				}
 				return
 			}
-			sent := w.one.slots.holder()
-			defer sent()
+			defer w.one.slots.release()
 			actx := inflight.add(ctx, ref)
-			st := w.one.attempt(actx, ref.TenantID, ref.ExecutionID, lease, job.ID, handOff, elog, sent)
+			st := w.one.attempt(actx, ref.TenantID, ref.ExecutionID, lease, job.ID, handOff, elog)
 			inflight.remove(ref)
 			switch st.kind {
 			case stepWait:
@@ -256,8 +255,9 @@ func (f *inflight) cancel(id string) {
 	}
 }
 
-// sleepUntil waits until t (an execution's slot; the batch job was due at
-// its earliest member's); false means ctx ended first.
+// sleepUntil waits until t on this process's clock (for a slot, the
+// moment the database's clock reads it: DBClock.Local); false means ctx
+// ended first.
 func sleepUntil(ctx context.Context, t time.Time) bool {
 	d := time.Until(t)
 	if d <= 0 {
@@ -304,17 +304,3 @@ func (s sendSlots) acquire(ctx context.Context, wait time.Duration) bool {
 }
 
 func (s sendSlots) release() { <-s }
-
-// holder returns a function that releases a slot acquired by its caller
-// the first time it is called, and does nothing after: the slot may go
-// back before the attempt's outcome is recorded, or when the caller ends.
-// It is for one goroutine.
-func (s sendSlots) holder() func() {
-	held := true
-	return func() {
-		if held {
-			held = false
-			s.release()
-		}
-	}
-}

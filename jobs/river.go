@@ -142,6 +142,10 @@ type WorkerDeps struct {
 	Rand func() float64
 	// Metrics records deliveries. Default: metrics on a private registry.
 	Metrics *Metrics
+	// Clock is the database's clock, which a worker waiting for a slot
+	// waits by (the scheduler loop keeps it: service.SchedulerConfig.Clock).
+	// Default: this process's clock.
+	Clock *service.DBClock
 }
 
 // NewRiverClient returns the River client that works ax's queues: deliver

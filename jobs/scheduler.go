@@ -23,6 +23,10 @@ const (
 	// analyzeEvery is how often the loop looks for young tables to
 	// ANALYZE (db.AnalyzeYoungTables).
 	analyzeEvery = 10 * time.Second
+	// sweepEvery is how often the loop sweeps unfinished_executions of
+	// rows a writer other than ax left (db.SweepUnfinished); the first
+	// sweep is at start.
+	sweepEvery = time.Minute
 )
 
 // SchedulerLoopConfig configures RunScheduler.
@@ -63,11 +67,20 @@ func RunScheduler(ctx context.Context, pool *pgxpool.Pool, s *service.Scheduler,
 	defer func() { <-listenDone }()
 
 	lookAhead := s.Config().LookAhead
-	cfg.PollCeiling = max(min(cfg.PollCeiling, service.TaskWakeWithin-lookAhead), 10*time.Millisecond)
+	cfg.PollCeiling = max(min(cfg.PollCeiling, service.TaskWakeWithin-lookAhead), 100*time.Millisecond)
 	gather := min(cmp.Or(cfg.Gather, GatherDefault), lookAhead/2)
 	backoff := 100 * time.Millisecond
-	var analyzed time.Time
+	var analyzed, swept time.Time
 	for {
+		if time.Since(swept) >= sweepEvery {
+			swept = time.Now()
+			if n, err := db.SweepUnfinished(ctx, pool); err != nil && ctx.Err() == nil {
+				cfg.Logger.Warn("could not sweep unfinished executions", "error", err.Error())
+			} else if n > 0 {
+				cfg.Logger.Warn("removed rows of unfinished_executions whose execution is final; something other than "+
+					"this version of ax writes executions (an older replica?)", "rows", n)
+			}
+		}
 		if time.Since(analyzed) >= analyzeEvery {
 			analyzed = time.Now()
 			if names, err := db.AnalyzeYoungTables(ctx, pool); err != nil && ctx.Err() == nil {

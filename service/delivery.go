@@ -119,8 +119,8 @@ type successResult struct {
 // start (success) statements in flight at once. Each statement has a fixed
 // cost in the database (its executor, its constraints, its commit) worth
 // a dozen rows; fewer in flight make each carry more. A start delays its
-// webhook, so two run at once; a success only records what was sent (the
-// send slot is already free), so one at a time lets them gather.
+// webhook, so two run at once; a success only records what was sent, so
+// one at a time lets them gather.
 const (
 	deliveryBatchMax = 256
 	startFlushers    = 2
@@ -715,7 +715,9 @@ func (s *Deliveries) afterFailure(ctx context.Context, tx pgx.Tx, tenant, execut
 		}
 		if paused {
 			reason := fmt.Sprintf("the task was paused after %d consecutive failed executions (pause_after_failures)", tf.Consecutive)
-			n, err := db.CancelPendingExecutions(ctx, tx, tenant, taskID, nil, reason)
+			// Fires still ahead stay pending: if the task is still paused
+			// at their slot, their start cancels them (Tasks.Pause).
+			n, err := db.CancelPendingExecutions(ctx, tx, tenant, taskID, true, reason)
 			if err != nil {
 				return fx, err
 			}

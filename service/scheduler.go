@@ -60,6 +60,9 @@ type SchedulerConfig struct {
 	// waiting in its worker when the slot comes. cmd/server sets it from
 	// the deliver queue's poll (jobs.RiverConfig.FetchAhead). Default 0.
 	FetchAhead time.Duration
+	// Clock, when set, learns the database's clock from the loop's
+	// queries, for workers that wait for a slot.
+	Clock *DBClock
 }
 
 // WithDefaults fills unset fields.
@@ -168,7 +171,12 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 // NextDueIn returns how long until the earliest active task is due (by the
 // database clock); ok is false when nothing is scheduled.
 func (s *Scheduler) NextDueIn(ctx context.Context) (time.Duration, bool, error) {
-	return db.NextDueIn(ctx, s.pool)
+	sent := time.Now()
+	due, ok, dbNow, err := db.NextDueIn(ctx, s.pool)
+	if err == nil {
+		s.cfg.Clock.Observe(sent, dbNow, time.Now())
+	}
+	return due, ok, err
 }
 
 // plan is what a pass does with one claimed task.

@@ -3,6 +3,7 @@ package service_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -53,6 +54,12 @@ func (f *fixture) insertTasks(t *testing.T, n int, intervalSeconds int, first ti
 
 func (f *fixture) scheduler(cfg service.SchedulerConfig) *service.Scheduler {
 	return service.NewScheduler(f.pool, f.enq, cfg, slog.New(slog.DiscardHandler))
+}
+
+func (f *fixture) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	_, err := f.pool.Exec(context.Background(), sql, args...)
+	require.NoError(t, err)
 }
 
 func (f *fixture) count(t *testing.T, sql string, args ...any) int {
@@ -250,24 +257,31 @@ func TestTaskLifecycleAndMaterialisedSlots(t *testing.T) {
 	pending := f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1 AND state = 'pending'`, task.ID)
 	require.GreaterOrEqual(t, pending, 4, "slots within the look-ahead are materialised")
 
-	// Pause cancels materialised, unstarted slots and stops new ones.
+	// Pause stops new slots and cancels the materialised ones already
+	// due (here: one made due by hand); those still ahead stay pending,
+	// for their start to cancel if the task is still paused then.
+	f.exec(t, `UPDATE executions SET scheduled_for = scheduled_for - interval '1 hour'
+		WHERE id = (SELECT id FROM executions WHERE task_id = $1 ORDER BY scheduled_for LIMIT 1)`, task.ID)
+	dbtest.SyncUnfinished(t, f.pool)
 	_, err = f.tasks.Pause(ctx, f.tenant, task.ID)
 	require.NoError(t, err)
-	require.Zero(t, f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1 AND state = 'pending'`, task.ID))
-	require.Equal(t, pending, f.count(t, `SELECT count(*) FROM execution_events ev JOIN executions e ON e.id = ev.execution_id
+	require.Equal(t, pending-1, f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1 AND state = 'pending'`, task.ID))
+	require.Equal(t, 1, f.count(t, `SELECT count(*) FROM execution_events ev JOIN executions e ON e.id = ev.execution_id
 		WHERE e.task_id = $1 AND ev.type = 'cancelled'`, task.ID))
 	before := f.count(t, `SELECT count(*) FROM executions`)
 	_, err = s.Tick(ctx)
 	require.NoError(t, err)
 	require.Equal(t, before, f.count(t, `SELECT count(*) FROM executions`), "a paused task fires nothing")
 
-	// Resume starts from now: nothing missed while paused is fired.
+	// Resume starts from now: nothing missed while paused is fired, and
+	// the slots still ahead keep their pending executions.
 	resumed, err := f.tasks.Resume(ctx, f.tenant, task.ID)
 	require.NoError(t, err)
 	require.WithinDuration(t, time.Now(), *resumed.NextRunAt, 3*time.Second)
 	_, err = s.Tick(ctx)
 	require.NoError(t, err)
 	require.Zero(t, f.count(t, `SELECT count(*) FROM executions WHERE late`))
+	require.GreaterOrEqual(t, f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1 AND state = 'pending'`, task.ID), pending-1)
 
 	// A schedule change cancels slots materialised for the old schedule.
 	_, err = f.tasks.Update(ctx, f.tenant, task.ID, func(in *service.TaskInput) error {
@@ -407,4 +421,45 @@ func TestCreateWakesTheSchedulersOnlyForNearSlots(t *testing.T) {
 	create("near", 10*time.Second)
 	require.True(t, notified(), "a near task wakes the loops")
 	require.Less(t, service.LookAheadDefault+jobs.PollCeilingDefault, service.TaskWakeWithin)
+}
+
+// TestIntervalTaskAnchorsOnItsCreation: an interval task's slots are
+// anchored on created_at, and its first slot (planned when it was created)
+// lies on that grid, so the scheduler's later slots follow it.
+func TestIntervalTaskAnchorsOnItsCreation(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	for i := range 20 {
+		task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: fmt.Sprintf("every-7s-%d", i), EndpointID: f.endpoint,
+			Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 7}})
+		require.NoError(t, err)
+		sched, err := service.ParseSchedule(task.Schedule, task.CreatedAt)
+		require.NoError(t, err)
+		first, ok := sched.Next(task.CreatedAt)
+		require.True(t, ok)
+		require.Equal(t, first, task.NextRunAt.UTC(), "the first slot is on the grid of created_at")
+		second, ok := sched.Next(first)
+		require.True(t, ok)
+		require.Equal(t, 7*time.Second, second.Sub(first))
+	}
+}
+
+// TestSchedulerLearnsTheDatabaseClock: the loop's look at the next due
+// task also reads the database's clock; on one machine the offset is
+// about zero.
+func TestSchedulerLearnsTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	clock := new(service.DBClock)
+	// A stale estimate an hour off, from a fast round trip 20 s ago.
+	old := time.Now().Add(-20 * time.Second)
+	clock.Observe(old, old.Add(time.Hour), old.Add(time.Millisecond))
+	require.InDelta(t, time.Hour.Seconds(), clock.Offset().Seconds(), 1)
+	s := service.NewScheduler(f.pool, f.enq, service.SchedulerConfig{Clock: clock}, slog.New(slog.DiscardHandler))
+	_, _, err := s.NextDueIn(context.Background())
+	require.NoError(t, err)
+	require.InDelta(t, 0, clock.Offset().Seconds(), 0.1)
+	now := time.Now()
+	require.WithinDuration(t, now, clock.Local(now), 100*time.Millisecond)
 }

@@ -148,7 +148,10 @@ func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, 
 		return Task{}, err
 	}
 	row := taskRow(tenant, NewID(), in)
-	row.State, row.NextRunAt = TaskActive, next
+	// The schedule was planned from now: an interval task's slots are
+	// anchored on its creation time (created_at), which must be the same
+	// instant, not the insert's own now() a round trip later.
+	row.State, row.NextRunAt, row.CreatedAt = TaskActive, next, now
 	wake := ""
 	if next != nil && next.Sub(now) <= TaskWakeWithin {
 		wake = TaskChangedChannel
@@ -229,7 +232,7 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 		upd := taskRow(tenant, id, in)
 		upd.State, upd.NextRunAt, upd.ConsecutiveFailures = row.State, row.NextRunAt, row.ConsecutiveFailures
 		if !sameSchedule(cur.Schedule, sched.Spec()) {
-			if _, err := db.CancelPendingExecutions(ctx, tx, tenant, id, nil, "the task's schedule changed"); err != nil {
+			if _, err := db.CancelPendingExecutions(ctx, tx, tenant, id, false, "the task's schedule changed"); err != nil {
 				return err
 			}
 			if row.State != TaskPaused {
@@ -263,13 +266,18 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 		if !ok {
 			return ErrNotFound
 		}
-		_, err = db.CancelPendingExecutions(ctx, tx, tenant, id, nil, "the task was deleted")
+		_, err = db.CancelPendingExecutions(ctx, tx, tenant, id, false, "the task was deleted")
 		return err
 	})
 }
 
-// Pause stops new slots and cancels executions that have not started. A
-// paused task stays paused; a completed one cannot be paused.
+// Pause stops new slots and cancels the executions whose slot has come and
+// that have not started. Those materialised for slots still ahead stay
+// pending: if the task is still paused at its slot, an execution's start
+// cancels it (Deliveries.Begin); if it was resumed, it is sent. Cancelling
+// them now would lose them on a quick resume, since their slots keep
+// their (task, slot) key. A paused task stays paused; a completed one
+// cannot be paused.
 func (s *Tasks) Pause(ctx context.Context, tenant, id string) (Task, error) {
 	return s.setState(ctx, tenant, id, func(tx pgx.Tx, row *db.Task, _ time.Time) error {
 		switch row.State {
@@ -279,13 +287,14 @@ func (s *Tasks) Pause(ctx context.Context, tenant, id string) (Task, error) {
 			return fmt.Errorf("a completed task cannot be paused: %w", ErrConflict)
 		}
 		row.State = TaskPaused
-		_, err := db.CancelPendingExecutions(ctx, tx, row.TenantID, row.ID, nil, "the task was paused")
+		_, err := db.CancelPendingExecutions(ctx, tx, row.TenantID, row.ID, true, "the task was paused")
 		return err
 	})
 }
 
 // Resume reactivates a paused task from now: slots missed while it was
-// paused are not fired.
+// paused are not fired; executions materialised before the pause for
+// slots still ahead are sent at their slots (Pause).
 func (s *Tasks) Resume(ctx context.Context, tenant, id string) (Task, error) {
 	return s.setState(ctx, tenant, id, func(_ pgx.Tx, row *db.Task, now time.Time) error {
 		switch row.State {

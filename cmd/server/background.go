@@ -33,6 +33,7 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	sender *jobs.Sender, metrics *jobs.Metrics, cfg config, logger *slog.Logger,
 ) (*background, error) {
 	pool := d.pool
+	clock := new(service.DBClock)
 	riverCfg := jobs.RiverConfig{
 		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout, FetchPollInterval: cfg.FetchPollInterval,
 		RescueStuckJobsAfter: cfg.RescueAfter, SoftStopTimeout: cfg.SoftStopTimeout,
@@ -42,6 +43,7 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 		Sender:     sender,
 		Logger:     logger,
 		Metrics:    metrics,
+		Clock:      clock,
 	})
 	if err != nil {
 		return nil, err
@@ -49,7 +51,7 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	// Its own context: shutdown stops it explicitly, after the HTTP server.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b := &background{river: rc, logger: logger, metrics: metrics, cancel: cancel, done: make(chan struct{})}
-	go b.run(runCtx, pool, enq, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead()})
+	go b.run(runCtx, pool, enq, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock})
 	return b, nil
 }
 

@@ -17,11 +17,18 @@
 --  - the failed, cancelled and skipped executions (the dead-letter set)
 --    always carry last_error (a CHECK says so), and an index of the rows
 --    that have one serves the list of those states. A delivery's success
---    leaves last_error NULL, so it stays HOT.
+--    leaves last_error NULL, so it stays HOT;
+--  - a retrying execution is the one with a next_attempt_at: an index of
+--    those rows serves the list of that state.
 --
--- The upgrade reads executions once (the constraint's check and the new
--- index) while it holds the table; the old indexes find the rows to copy
--- and to mend before they go.
+-- Replicas of an earlier version must not run beside this one (they would
+-- neither keep unfinished_executions nor read the new batch jobs): stop
+-- them before the upgrade (CHANGELOG). The upgrade holds executions
+-- against writes while it copies, mends and reads it once (the constraint's
+-- check and the new indexes); the old indexes find the rows to copy and to
+-- mend before they go.
+LOCK TABLE executions IN EXCLUSIVE MODE;
+
 CREATE TABLE unfinished_executions (
     tenant_id     text NOT NULL,
     task_id       uuid NOT NULL,
@@ -42,6 +49,7 @@ UPDATE executions
 ALTER TABLE executions ADD CONSTRAINT executions_final_reason
     CHECK (state NOT IN ('failed', 'cancelled', 'skipped') OR last_error IS NOT NULL);
 CREATE INDEX executions_last_error_idx ON executions (tenant_id, id DESC) WHERE last_error IS NOT NULL;
+CREATE INDEX executions_retrying_idx ON executions (tenant_id, id DESC) WHERE next_attempt_at IS NOT NULL;
 
 DROP INDEX executions_state_idx;
 DROP INDEX executions_unfinished_idx;

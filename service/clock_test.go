@@ -1,0 +1,37 @@
+package service
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestDBClock(t *testing.T) {
+	t.Parallel()
+	var nilClock *DBClock
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	require.Equal(t, now, nilClock.Local(now), "nil: this process's clock")
+	nilClock.Observe(now, now, now) // no panic
+
+	var c DBClock
+	require.Zero(t, c.Offset())
+	// The database reads 09:00:00.250 in the middle of a 10 ms round trip
+	// sent at 09:00:00 here: it is 245 ms ahead.
+	c.Observe(now, now.Add(250*time.Millisecond), now.Add(10*time.Millisecond))
+	require.Equal(t, 245*time.Millisecond, c.Offset())
+	require.Equal(t, now.Add(-245*time.Millisecond), c.Local(now))
+	require.True(t, c.Local(time.Time{}).IsZero())
+
+	// A much slower round trip soon after is not trusted; one 10 s later is.
+	c.Observe(now.Add(time.Second), now.Add(time.Second), now.Add(time.Second+100*time.Millisecond))
+	require.Equal(t, 245*time.Millisecond, c.Offset())
+	later := now.Add(11 * time.Second)
+	c.Observe(later, later.Add(-time.Second), later.Add(100*time.Millisecond))
+	require.Equal(t, -1050*time.Millisecond, c.Offset())
+	// A fast one replaces it at once; a reversed one is ignored.
+	c.Observe(later, later, later.Add(2*time.Millisecond))
+	require.Equal(t, -time.Millisecond, c.Offset())
+	c.Observe(later, later.Add(time.Hour), later.Add(-time.Millisecond))
+	require.Equal(t, -time.Millisecond, c.Offset())
+}
