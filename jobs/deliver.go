@@ -78,11 +78,12 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.Deliver
 		// Every send slot is busy: come back without using an attempt.
 		return river.JobSnooze(time.Second)
 	}
-	defer w.slots.release()
+	sent := w.slots.holder()
+	defer sent()
 	lease := args.Lease(job.Attempt)
 	log := newAttrLogger(w.logger, slog.Int64("job_id", job.ID), slog.String("execution_id", args.ExecutionID),
 		slog.String("tenant", args.TenantID))
-	st := w.attempt(ctx, args.TenantID, args.ExecutionID, lease, job.ID, nil, log)
+	st := w.attempt(ctx, args.TenantID, args.ExecutionID, lease, job.ID, nil, log, sent)
 	switch st.kind {
 	case stepDone:
 		return nil
@@ -131,9 +132,12 @@ type step struct {
 
 // attempt makes one delivery attempt of an execution under lease: Begin,
 // send, Classify, Finish. handOff is set when a batch job makes it (see
-// service.Outcome.HandOff).
+// service.Outcome.HandOff). sent is called once the request is over,
+// before its outcome is recorded: it gives the send slot back, so that a
+// slot bounds webhooks in flight, and recording (batched: its statement
+// waits for its turn) does not hold a slot the next send could use.
 func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string, lease int, jobID int64, handOff *service.HandOff,
-	log attrLogger,
+	log attrLogger, sent func(),
 ) step {
 	d, err := w.deliveries.BeginJob(ctx, tenant, executionID, lease, jobID)
 	switch {
@@ -170,6 +174,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		Method: d.Method, URL: d.URL, Headers: d.Headers, Body: d.Payload, Timeout: d.Timeout,
 		ExecutionID: d.ExecutionID, TaskID: d.TaskID, ScheduledFor: d.ScheduledFor, Attempt: d.Attempt, Keys: d.Keys,
 	})
+	sent()
 	remoteCancel := cancelledOnRequest(ctx)
 	if res.Err != nil && stopping(ctx) {
 		// Not a failure of the receiver: leave the execution running for

@@ -109,9 +109,10 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 				}
 				return
 			}
-			defer w.one.slots.release()
+			sent := w.one.slots.holder()
+			defer sent()
 			actx := inflight.add(ctx, ref)
-			st := w.one.attempt(actx, ref.TenantID, ref.ExecutionID, lease, job.ID, handOff, elog)
+			st := w.one.attempt(actx, ref.TenantID, ref.ExecutionID, lease, job.ID, handOff, elog, sent)
 			inflight.remove(ref)
 			switch st.kind {
 			case stepWait:
@@ -304,3 +305,17 @@ func (s sendSlots) acquire(ctx context.Context, wait time.Duration) bool {
 }
 
 func (s sendSlots) release() { <-s }
+
+// holder returns a function that releases a slot acquired by its caller
+// the first time it is called, and does nothing after: the slot goes back
+// when the request is over, or when the caller ends without sending. It
+// is for one goroutine.
+func (s sendSlots) holder() func() {
+	held := true
+	return func() {
+		if held {
+			held = false
+			s.release()
+		}
+	}
+}

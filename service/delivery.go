@@ -119,8 +119,8 @@ type successResult struct {
 // start (success) statements in flight at once. Each statement has a fixed
 // cost in the database (its executor, its constraints, its commit) worth
 // a dozen rows; fewer in flight make each carry more. A start delays its
-// webhook, so two run at once; a success only records what was sent, so
-// one at a time lets them gather.
+// webhook, so two run at once; a success only records what was sent (its
+// send slot is free already), so one at a time lets them gather.
 const (
 	deliveryBatchMax = 256
 	startFlushers    = 2

@@ -212,6 +212,7 @@ func run(ctx context.Context, o options) error {
 		st.logf("=== scenario %s", name)
 		quiet := waitQuiet(ctx, o.quietWait)
 		fsyncs := fsyncRate(st.dir, time.Second)
+		loopback := loopbackRate(ctx, time.Second)
 		res, err := runScenario(ctx, st, o, name)
 		if err != nil {
 			failed = append(failed, name)
@@ -222,6 +223,7 @@ func run(ctx context.Context, o options) error {
 			res.Failure = err.Error()
 		}
 		res.FsyncPerSecond = math.Round(fsyncs)
+		res.LoopbackPerSecond = math.Round(loopback)
 		if quiet != "" {
 			res.Notes = append(res.Notes, quiet)
 		}

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"context"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -132,6 +136,40 @@ func machineBusy() int64 {
 		busy += n
 	}
 	return busy
+}
+
+// loopbackRate measures how many HTTP requests per second one client makes
+// to a server on loopback for d, both in this process: the kind of work a
+// delivery is made of (system calls, scheduling), on a shared virtual
+// machine whose speed varies from hour to hour. 0 if it could not measure.
+func loopbackRate(ctx context.Context, d time.Duration) float64 {
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0
+	}
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }),
+		ReadHeaderTimeout: time.Second,
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() { _ = srv.Close() }()
+	url := "http://" + ln.Addr().String() + "/"
+	client := &http.Client{Timeout: time.Second}
+	n, start := 0, time.Now()
+	for time.Since(start) < d {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader("{}"))
+		if err != nil {
+			return 0
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		n++
+	}
+	return float64(n) / time.Since(start).Seconds()
 }
 
 // fsyncRate measures how many 8 kB write+fdatasync pairs per second the

@@ -84,6 +84,11 @@ type result struct {
 	// FsyncPerSecond is the disk's 8 kB write+fdatasync rate measured just
 	// before the scenario: the floor under every durable commit.
 	FsyncPerSecond float64 `json:"disk_fsync_per_second,omitempty"`
+	// LoopbackPerSecond is one client's HTTP requests per second to a
+	// server on loopback, measured just before the scenario: the machine's
+	// speed for the work a delivery is made of, which varies on shared
+	// virtual machines. Compare runs at similar values.
+	LoopbackPerSecond float64 `json:"loopback_http_per_second,omitempty"`
 
 	API           []apiStats   `json:"api,omitempty"`
 	JobsPerSecond float64      `json:"jobs_per_second,omitempty"` // ceiling: the best configuration
@@ -332,8 +337,10 @@ func (rep *report) details(w io.Writer, r result) {
 		parts = append(parts, fmt.Sprintf("CPU (%% of one core) ax %s, postgres %s, bench %s, other %s; ax RSS %s MiB",
 			fp(r.AxCPUPercent), fp(r.PGCPUPercent), fp(r.BenchCPUPercent), fp(r.OtherCPUPercent), fp(r.AxRSSMiB)))
 	}
-	if r.FsyncPerSecond > 0 {
-		parts = append(parts, fmt.Sprintf("disk: %.0f fdatasync/s just before the scenario (8 kB writes; it varies on shared disks)", r.FsyncPerSecond))
+	if r.FsyncPerSecond > 0 || r.LoopbackPerSecond > 0 {
+		parts = append(parts, fmt.Sprintf("machine just before the scenario: %.0f fdatasync/s (8 kB writes), %.0f loopback HTTP "+
+			"requests/s from one client (both vary on shared virtual machines: compare runs at similar values)",
+			r.FsyncPerSecond, r.LoopbackPerSecond))
 	}
 	if r.ReceiverConnections > 0 {
 		parts = append(parts, fmt.Sprintf("receiver accepted %d connections", r.ReceiverConnections))
