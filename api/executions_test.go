@@ -251,9 +251,9 @@ func TestTriggerValidation(t *testing.T) {
 
 // TestExecutionListByState: every state filter returns exactly that
 // state's executions of the caller's tenant, newest first and page by page,
-// whichever set it reads (unfinished_executions for pending, running and
-// retrying; the rows with a last_error for failed, cancelled and skipped;
-// the primary key for succeeded).
+// whichever set it reads (unfinished_executions for pending and running;
+// the rows with a next attempt for retrying; the rows with a last_error for
+// failed, cancelled and skipped; the primary key for succeeded).
 func TestExecutionListByState(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, nil)

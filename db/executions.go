@@ -325,14 +325,7 @@ const unfinishedSweepLock = 0x61785f7377656570 // "ax_sweep"
 // Replicas take turns (an advisory lock); one that finds it taken skips.
 func SweepUnfinished(ctx context.Context, q TxBeginner) (int64, error) {
 	var n int64
-	err := pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '200ms'; SET LOCAL statement_timeout = '30s'`); err != nil {
-			return err
-		}
-		var got bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(unfinishedSweepLock)).Scan(&got); err != nil || !got {
-			return err
-		}
+	err := inTurn(ctx, q, unfinishedSweepLock, "30s", func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `WITH stale AS (
 				SELECT u.tenant_id, u.task_id, u.scheduled_for, u.id
 				FROM unfinished_executions u

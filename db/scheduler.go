@@ -223,6 +223,25 @@ func NextDueIn(ctx context.Context, q Querier) (due time.Duration, ok bool, dbNo
 	return time.Duration(*secs * float64(time.Second)), true, dbNow, nil
 }
 
+// inTurn runs fn in a transaction holding advisory lock key, or does
+// nothing when another session holds it: maintenance that replicas take
+// turns at. It never stalls its caller behind a lock (an index build, an
+// anti-wraparound vacuum): waits end after 200 ms, statements after
+// statementTimeout, and the caller tries again later.
+func inTurn(ctx context.Context, q TxBeginner, key int64, statementTimeout string, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', '200ms', true), set_config('statement_timeout', $1, true)`,
+			statementTimeout); err != nil {
+			return err
+		}
+		var got bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, key).Scan(&got); err != nil || !got {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
 // youngTablesAnalyzeLock is the advisory lock key that keeps replicas from
 // analyzing the same tables at once.
 const youngTablesAnalyzeLock = 0x61785f616e616c // "ax_anal"
@@ -238,16 +257,7 @@ const youngTablesAnalyzeLock = 0x61785f616e616c // "ax_anal"
 // Replicas take turns (an advisory lock); one that finds it taken skips.
 func AnalyzeYoungTables(ctx context.Context, q TxBeginner) ([]string, error) {
 	var analyzed []string
-	err := pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
-		// Never stall the scheduler loop behind a lock (an index build,
-		// an anti-wraparound vacuum): give up and try again later.
-		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '200ms'; SET LOCAL statement_timeout = '10s'`); err != nil {
-			return err
-		}
-		var got bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(youngTablesAnalyzeLock)).Scan(&got); err != nil || !got {
-			return err
-		}
+	err := inTurn(ctx, q, youngTablesAnalyzeLock, "10s", func(tx pgx.Tx) error {
 		// Growth, not churn: a small table whose rows are updated all the
 		// time (tasks advance on every fire) keeps its row count.
 		rows, err := tx.Query(ctx, `SELECT s.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
