@@ -293,6 +293,32 @@ func (rep *report) print(w io.Writer) {
 		}
 		rep.details(w, r)
 	}
+	rep.againstCeiling(w)
+}
+
+// againstCeiling prints ax's delivery rates as a fraction of River's best
+// no-op rate in the same run (a delivery is a webhook sent and two rows
+// written; a no-op job is nothing but River's own work).
+func (rep *report) againstCeiling(w io.Writer) {
+	var ceiling float64
+	for _, r := range rep.Results {
+		if r.Scenario == "ceiling" {
+			ceiling = r.JobsPerSecond
+		}
+	}
+	if ceiling <= 0 {
+		return
+	}
+	for _, r := range rep.Results {
+		switch r.Scenario {
+		case "precision", "sustained", "burst":
+			if r.DeliveriesPerSecond > 0 {
+				fmt.Fprintf(w, "\n%s: %.0f deliveries/s = %.0f%% of River's best no-op rate in this run (%.0f jobs/s)",
+					r.Scenario, r.DeliveriesPerSecond, 100*r.DeliveriesPerSecond/ceiling, ceiling)
+			}
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 // details prints a scenario's side notes: creation, resource use, errors.
