@@ -103,8 +103,9 @@ type ExecutionRef struct {
 	TenantID    string `json:"tenant_id"`
 	ExecutionID string `json:"execution_id"`
 	// ScheduledFor is the execution's slot, in a batch: the batch job is
-	// due at its earliest member's slot, and each member is sent no
-	// earlier than its own.
+	// due a little before its earliest member's slot
+	// (SchedulerConfig.FetchAhead), and each member is sent no earlier
+	// than its own.
 	ScheduledFor time.Time `json:"scheduled_for,omitzero"`
 }
 
