@@ -15,20 +15,18 @@ import (
 // reaches the same decision; an execution a batch leaves alone takes that
 // path. Results are keyed by their request's position (WITH ORDINALITY):
 // neither a stale attempt batched with the current one nor an id spelled in
-// upper case can take or miss a result. Rows another transaction holds
-// are skipped (SKIP LOCKED) and left to the row-by-row path, so a batch
-// never waits on, or deadlocks with, a pause or a cancel: a multi-row
-// UPDATE keeps the locks of rows whose recheck failed, so even a running
-// execution may be held by a pause's cancel of pending ones.
+// upper case can take or miss a result. Pending rows another transaction
+// holds are skipped by the start (SKIP LOCKED) and left to the row-by-row
+// path, so a start never waits on a pause or a cancel.
 //
 // Each execution, its task and its endpoint are found by primary key in
-// LATERAL subqueries the planner may not flatten (OFFSET 0); the execution
-// is locked there (FOR UPDATE yields its newest version, which the
-// conditions then check) and updated by its ctid, without a second look-up
-// in the primary key. A row updated and committed after the statement's
-// snapshot is locked in its new version, which that snapshot cannot see:
-// the update then leaves it alone, and it takes the row-by-row path. A
-// join the planner were free to reorder would,
+// LATERAL subqueries the planner may not flatten (OFFSET 0); the start
+// locks the execution there (FOR UPDATE yields its newest version, which
+// the conditions then check) and updates it by its ctid, without a second
+// look-up in the primary key. A row updated and committed after the
+// statement's snapshot is locked in its new version, which that snapshot
+// cannot see: the update then leaves it alone, and it takes the row-by-row
+// path. A join the planner were free to reorder would,
 // with the statistics of a table that grew within seconds, start from an
 // index on state and visit every pending execution of the tenant for each
 // one of the batch. The pool these run on keeps generic plans and rules
@@ -154,11 +152,16 @@ type DeliverySuccess struct {
 // unfinished_executions, its attempt_succeeded and succeeded events
 // implied by the row (ImplicitSucceeded, with last_latency_ms). It returns
 // the attempt count of each execution it changed, keyed by its index in
-// ok; the others (a newer attempt owns them, they ended, or another
-// transaction has them locked) are untouched and absent. Tasks whose
-// consecutive failure count is not zero are reset afterwards, in a
-// statement of their own that locks them in id order and holds no
-// execution lock.
+// ok; the others (a newer attempt owns them, or they ended) are untouched
+// and absent. Unlike the start it takes no lock ahead of its update (a
+// lock is a write of its own, a fifth of the statement's cost): it may
+// wait for a running execution's lock, but no statement holding one waits
+// in turn — API commands and the row-by-row path lock one execution, and
+// the cancel of a task's pending executions, which may keep the lock of a
+// row it found running, skips every locked row (CancelPendingExecutions)
+// — so it cannot deadlock. Tasks whose consecutive failure count is not
+// zero are reset afterwards, in a statement of their own that locks them
+// in id order and holds no execution lock.
 func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (map[int]int, error) {
 	n := len(ok)
 	tenants, ids, leases := make([]string, n), make([]string, n), make([]int32, n)
@@ -174,22 +177,13 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 	rows, err := q.Query(ctx, `WITH input AS (
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::int[], $5::int[]) WITH ORDINALITY
 				AS i(tenant_id, id, lease, status_code, latency_ms, ord)
-		), cur AS (
-			SELECT i.ord, e.row, e.tenant_id, e.id, i.status_code, i.latency_ms
-			FROM input i
-			CROSS JOIN LATERAL (
-				SELECT e.ctid AS row, e.tenant_id, e.id, e.state, e.lease_attempt FROM executions e
-				WHERE e.tenant_id = i.tenant_id AND e.id = i.id
-				OFFSET 0 FOR UPDATE SKIP LOCKED
-			) e
-			WHERE e.state = 'running' AND e.lease_attempt = i.lease
 		), done AS (
 			UPDATE executions e SET state = 'succeeded', finished_at = now(), next_attempt_at = NULL,
-				last_status_code = c.status_code, last_latency_ms = c.latency_ms, last_error = NULL,
+				last_status_code = i.status_code, last_latency_ms = i.latency_ms, last_error = NULL,
 				last_error_class = NULL, implicit_events = e.implicit_events | 4
-			FROM cur c
-			WHERE e.ctid = c.row AND e.tenant_id = c.tenant_id AND e.id = c.id
-			RETURNING c.ord, e.tenant_id, e.task_id, e.attempts, e.scheduled_for, e.id
+			FROM input i
+			WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.state = 'running' AND e.lease_attempt = i.lease
+			RETURNING i.ord, e.tenant_id, e.task_id, e.attempts, e.scheduled_for, e.id
 		), closed AS (
 			DELETE FROM unfinished_executions u USING done d
 			WHERE u.tenant_id = d.tenant_id AND u.task_id = d.task_id AND u.scheduled_for = d.scheduled_for AND u.id = d.id

@@ -199,9 +199,7 @@ func TestBatchedDeliveryStatementsUsePrimaryKeys(t *testing.T) {
 		}
 		require.Contains(t, plan, `"Index Name":"executions_pkey"`, plan)
 	}
-	for _, plan := range e.plans {
-		require.Contains(t, plan, `"Node Type":"Tid Scan"`, "the update finds the row it locked by its ctid")
-	}
+	require.Contains(t, e.plans[0], `"Node Type":"Tid Scan"`, "the start updates the row it locked by its ctid")
 	require.Contains(t, e.plans[0], `"Index Name":"tasks_pkey"`)
 	require.Contains(t, e.plans[0], `"Index Name":"endpoints_pkey"`)
 	require.Contains(t, e.plans[1], `"Index Name":"unfinished_executions_pkey"`, "a success leaves unfinished_executions by its key")

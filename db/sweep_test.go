@@ -58,3 +58,54 @@ func TestSweepUnfinished(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"pending", "retrying", "running"}, left)
 }
+
+// TestCancelPendingSkipsLockedExecutions: the cancel of a task's pending
+// executions skips one another transaction holds instead of waiting for
+// it (so that nothing waits while holding the locks it takes), and with
+// dueOnly leaves the slots still ahead alone.
+func TestCancelPendingSkipsLockedExecutions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	task := uuid.NewString()
+	var due, held, ahead string
+	for _, p := range []struct {
+		id *string
+		at string
+	}{{&due, "now() - interval '1 second'"}, {&held, "now() - interval '2 seconds'"}, {&ahead, "now() + interval '1 hour'"}} {
+		*p.id = uuid.NewString()
+		_, err := pool.Exec(ctx, `WITH x AS (
+				INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger)
+				VALUES ('t', $1, $2, `+p.at+`, 'schedule') RETURNING tenant_id, task_id, scheduled_for, id)
+			INSERT INTO unfinished_executions SELECT * FROM x`, *p.id, task)
+		require.NoError(t, err)
+	}
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, `SELECT 1 FROM executions WHERE id = $1 FOR UPDATE`, held)
+	require.NoError(t, err)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	// The held row stays held: any wait for it ends in an error.
+	_, err = tx.Exec(ctx, `SET LOCAL lock_timeout = '100ms'`)
+	require.NoError(t, err)
+	n, err := db.CancelPendingExecutions(ctx, tx, "t", task, true, "the task was paused")
+	require.NoError(t, err, "no wait for the held row")
+	require.NoError(t, tx.Commit(ctx))
+	require.EqualValues(t, 1, n)
+	state := func(id string) string {
+		var s string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT state FROM executions WHERE id = $1`, id).Scan(&s))
+		return s
+	}
+	require.Equal(t, "cancelled", state(due))
+	require.Equal(t, "pending", state(held), "held by another transaction: skipped")
+	require.Equal(t, "pending", state(ahead), "its slot is still ahead")
+	require.NoError(t, holder.Rollback(ctx))
+
+	n, err = db.CancelPendingExecutions(ctx, pool, "t", task, false, "the task was deleted")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+}

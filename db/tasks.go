@@ -140,13 +140,22 @@ func DeleteTask(ctx context.Context, q Querier, tenant, id string) (bool, error)
 // CancelPendingExecutions cancels a task's executions that have not started
 // (pending; with dueOnly, only those whose slot has come), appends a
 // cancelled event to each with reason, and returns how many it cancelled.
-// Running and retrying executions are left to finish.
+// Running and retrying executions are left to finish. An execution another
+// transaction holds is skipped, never waited for: it is being started or
+// cancelled, and a start of a paused or deleted task's execution cancels it
+// itself (service.Deliveries.Begin). So this statement, which keeps the
+// lock of a row it found no longer pending, never waits while holding one,
+// and the batched success that may wait for such a lock cannot deadlock
+// with it.
 func CancelPendingExecutions(ctx context.Context, q Querier, tenant, taskID string, dueOnly bool, reason string) (int64, error) {
-	tag, err := q.Exec(ctx, `WITH c AS (
+	tag, err := q.Exec(ctx, `WITH p AS (
+			SELECT e.tenant_id, e.id FROM unfinished_executions u
+			JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
+			WHERE u.tenant_id = $1 AND u.task_id = $2 AND e.state = 'pending' AND (NOT $3 OR e.scheduled_for <= now())
+			FOR UPDATE OF e SKIP LOCKED
+		), c AS (
 			UPDATE executions e SET state = 'cancelled', finished_at = now(), last_error = $4
-			FROM unfinished_executions u
-			WHERE u.tenant_id = $1 AND u.task_id = $2 AND e.tenant_id = u.tenant_id AND e.id = u.id
-			  AND e.state = 'pending' AND (NOT $3 OR e.scheduled_for <= now())
+			FROM p WHERE e.tenant_id = p.tenant_id AND e.id = p.id
 			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for
 		), d AS (
 			DELETE FROM unfinished_executions u USING c
