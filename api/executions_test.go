@@ -249,6 +249,18 @@ func TestTriggerValidation(t *testing.T) {
 	require.Equal(t, 1, n, "only the valid trigger created an execution")
 }
 
+// twoTasks returns an API with tenant acme's token and two of its tasks on
+// one endpoint.
+func twoTasks(t *testing.T) (a *testAPI, tok, t1, t2 string) {
+	t.Helper()
+	a = newAPI(t, nil)
+	tok = token(t, "acme")
+	ep := a.createEndpoint(tok, "e")
+	t1 = a.createTask(tok, ep, "one", nil).JSON["id"].(string)
+	t2 = a.createTask(tok, ep, "two", nil).JSON["id"].(string)
+	return a, tok, t1, t2
+}
+
 // TestExecutionListByState: every state filter returns exactly that
 // state's executions of the caller's tenant, newest first and page by page,
 // whichever set it reads (unfinished_executions for pending and running;
@@ -256,11 +268,7 @@ func TestTriggerValidation(t *testing.T) {
 // failed, cancelled and skipped; the primary key for succeeded).
 func TestExecutionListByState(t *testing.T) {
 	t.Parallel()
-	a := newAPI(t, nil)
-	tok := token(t, "acme")
-	ep := a.createEndpoint(tok, "e")
-	t1 := a.createTask(tok, ep, "one", nil).JSON["id"].(string)
-	t2 := a.createTask(tok, ep, "two", nil).JSON["id"].(string)
+	a, tok, t1, t2 := twoTasks(t)
 	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: token(t, "other")}) // creates the tenant
 	day := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	want := map[string][]string{}
@@ -304,11 +312,7 @@ func TestExecutionListByState(t *testing.T) {
 
 func TestExecutionList(t *testing.T) {
 	t.Parallel()
-	a := newAPI(t, nil)
-	tok := token(t, "acme")
-	ep := a.createEndpoint(tok, "e")
-	t1 := a.createTask(tok, ep, "one", nil).JSON["id"].(string)
-	t2 := a.createTask(tok, ep, "two", nil).JSON["id"].(string)
+	a, tok, t1, t2 := twoTasks(t)
 	day := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	// Created in this order, so newest first is the reverse.
 	e1 := a.execution(execOpts{Tenant: "acme", TaskID: t1, State: "succeeded", ScheduledFor: day})
