@@ -34,12 +34,19 @@ const endpointColumns = `tenant_id, id::text, name, url, method, headers, secret
 // ErrNoRows is returned by single-row reads that find nothing.
 var ErrNoRows = errors.New("no rows")
 
+// collectOne scans exactly one row into a T by column name; no row is
+// ErrNoRows.
 func collectOne[T any](rows pgx.Rows, err error) (T, error) {
+	return exactlyOne(rows, err, pgx.RowToStructByName[T])
+}
+
+// exactlyOne scans exactly one row with scan; no row is ErrNoRows.
+func exactlyOne[T any](rows pgx.Rows, err error, scan pgx.RowToFunc[T]) (T, error) {
 	var zero T
 	if err != nil {
 		return zero, err
 	}
-	v, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[T])
+	v, err := pgx.CollectExactlyOneRow(rows, scan)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return zero, ErrNoRows
 	}

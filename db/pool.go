@@ -66,9 +66,10 @@ var MainParams = map[string]string{"plan_cache_mode": "force_custom_plan", "rand
 // empty table is then the same as one made on a large table.
 //
 // No statement there waits for a lock longer than lock_timeout (the
-// batched statements skip locked rows; the row-by-row path waits for its
-// one row, which a pause or an API command holds for milliseconds): a
-// statement that times out fails, and River runs its delivery again.
+// batched start skips locked rows; the batched success and the row-by-row
+// path wait for rows that an API command or a single delivery holds for
+// milliseconds): a statement that times out fails, and River runs its
+// delivery again.
 var DeliveryParams = map[string]string{
 	"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan",
 	"enable_seqscan": "off", "enable_hashjoin": "off", "enable_mergejoin": "off",

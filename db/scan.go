@@ -1,10 +1,6 @@
 package db
 
-import (
-	"errors"
-
-	"github.com/jackc/pgx/v5"
-)
+import "github.com/jackc/pgx/v5"
 
 // positional is a row type whose fields() lists pointers to its fields in
 // the order its statements select the columns (TestFieldsFollowTheStruct).
@@ -34,22 +30,9 @@ func collectRows[T any, P positional[T]](rows pgx.Rows, capacity int) ([]T, erro
 // collectOneRow scans exactly one row into a T, by position; no row is
 // ErrNoRows.
 func collectOneRow[T any, P positional[T]](rows pgx.Rows, err error) (T, error) {
-	var v T
-	if err != nil {
+	return exactlyOne(rows, err, func(row pgx.CollectableRow) (T, error) {
+		var v T
+		err := row.Scan(P(&v).fields()...)
 		return v, err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return v, err
-		}
-		return v, ErrNoRows
-	}
-	if err := rows.Scan(P(&v).fields()...); err != nil {
-		return v, err
-	}
-	if rows.Next() {
-		return v, errors.New("more than one row")
-	}
-	return v, rows.Err()
+	})
 }
