@@ -76,6 +76,7 @@ type options struct {
 	quietWait   time.Duration
 	analyze     bool
 	cpuProfile  string
+	receiver    string
 }
 
 // multiFlag is a repeatable KEY=VALUE flag.
@@ -124,6 +125,8 @@ func main() {
 	flag.Var(&o.pgSettings, "pg", "extra PostgreSQL setting name=value for experiments, e.g. synchronous_commit=off (repeatable)")
 	flag.Var(&o.env, "env", "extra KEY=VALUE for ax's environment, e.g. a tuning variable (repeatable)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write this command's own CPU profile (the receiver, the load) to this file")
+	flag.StringVar(&o.receiver, "receiver", receiverFast, "the webhook receiver's HTTP server: "+receiverFast+" or "+receiverNetHTTP+
+		" (it shares the machine with ax; see receiver.go)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())

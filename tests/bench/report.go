@@ -213,6 +213,9 @@ func (rep *report) print(w io.Writer) {
 	if v := rep.Host["source"]; v != "" {
 		fmt.Fprintf(w, "ax built from: %s\n", v)
 	}
+	if v := rep.Host["receiver"]; v != "" {
+		fmt.Fprintf(w, "webhook receiver: %s server on 127.0.0.1\n", v)
+	}
 	if v := rep.Host["label"]; v != "" {
 		fmt.Fprintf(w, "label: %s\n", v)
 	}

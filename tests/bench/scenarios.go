@@ -41,7 +41,7 @@ func open(ctx context.Context, st *stack, name string, withReceiver bool) (*sess
 	if !withReceiver {
 		return s, nil
 	}
-	if s.rcv, err = startReceiver(ctx); err == nil {
+	if s.rcv, err = startReceiver(ctx, st.o.receiver); err == nil {
 		s.epID, err = s.ax.createEndpoint(ctx, s.rcv.url)
 	}
 	if err != nil {

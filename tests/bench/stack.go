@@ -624,6 +624,7 @@ func hostInfo(ctx context.Context, st *stack) map[string]string {
 	} else {
 		h["source"] = st.o.axPath
 	}
+	h["receiver"] = st.o.receiver
 	if st.o.label != "" {
 		h["label"] = st.o.label
 	}
