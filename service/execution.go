@@ -249,7 +249,7 @@ func handOffInsert(ref ExecutionRef, leaseBase, priority int, at time.Time) rive
 // own 5 s look-ahead; it covers the scheduler's Horizon, so every job the
 // scheduler writes is available and none waits for River's leader to
 // promote it.
-const NearTermWindow = 10 * time.Second
+const NearTermWindow = 20 * time.Second
 
 // nearTermAvailable is a River insert hook implementing NearTermWindow.
 func nearTermAvailable(_ context.Context, p *rivertype.JobInsertParams) error {

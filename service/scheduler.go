@@ -41,7 +41,9 @@ type SchedulerConfig struct {
 	// Horizon − LookAhead, not on every pass, and each claim rewrites the
 	// task row (next_run_at, a non-HOT update of every index on tasks).
 	// It stays within NearTermWindow so that the deliveries' jobs are
-	// written as available. Defaults to twice the look-ahead (8 s).
+	// written as available. Defaults to four times the look-ahead (16 s:
+	// at 5,000 fires/s a third of the task row rewrites of twice the
+	// look-ahead).
 	Horizon time.Duration
 	// MisfireThreshold: a slot more than this late when it is claimed
 	// (downtime, backlog) is a misfire, handled by the task's misfire
@@ -69,7 +71,7 @@ type SchedulerConfig struct {
 func (c SchedulerConfig) WithDefaults() SchedulerConfig {
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
 	c.LookAhead = cmp.Or(c.LookAhead, LookAheadDefault)
-	c.Horizon = max(cmp.Or(c.Horizon, min(2*c.LookAhead, NearTermWindow)), c.LookAhead)
+	c.Horizon = max(cmp.Or(c.Horizon, min(4*c.LookAhead, NearTermWindow)), c.LookAhead)
 	c.MisfireThreshold = cmp.Or(c.MisfireThreshold, MisfireThresholdDefault)
 	c.CatchUpWindow = cmp.Or(c.CatchUpWindow, CatchUpWindowDefault)
 	c.CatchUpMax = cmp.Or(c.CatchUpMax, CatchUpMaxDefault)

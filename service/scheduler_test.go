@@ -351,7 +351,7 @@ func TestSchedulerWakesOnTaskChange(t *testing.T) {
 }
 
 // TestHorizonSpacesClaims: a claimed task materialises its slots up to
-// the horizon (twice the look-ahead by default), so it is not claimed
+// the horizon (four times the look-ahead by default), so it is not claimed
 // again until its next slot comes within the look-ahead: a task firing
 // every second rewrites its row once per horizon − look-ahead, not on
 // every pass.
@@ -360,15 +360,15 @@ func TestHorizonSpacesClaims(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	s := f.scheduler(service.SchedulerConfig{LookAhead: 2 * time.Second})
-	require.Equal(t, 4*time.Second, s.Config().Horizon)
+	require.Equal(t, 8*time.Second, s.Config().Horizon)
 	first := time.Now().UTC().Add(500 * time.Millisecond).Truncate(time.Millisecond)
 	f.insertTasks(t, 1, 1, first, "fire_once")
 
 	res, err := s.Tick(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Tasks)
-	require.GreaterOrEqual(t, res.Fired, 4, "slots up to the horizon")
-	require.LessOrEqual(t, res.Fired, 5)
+	require.GreaterOrEqual(t, res.Fired, 8, "slots up to the horizon")
+	require.LessOrEqual(t, res.Fired, 9)
 	var next time.Time
 	require.NoError(t, f.pool.QueryRow(ctx, `SELECT next_run_at FROM tasks`).Scan(&next))
 	require.Equal(t, first.Add(time.Duration(res.Fired)*time.Second), next.UTC())
@@ -384,10 +384,10 @@ func TestSchedulerConfigHorizon(t *testing.T) {
 		in   service.SchedulerConfig
 		want time.Duration
 	}{
-		{service.SchedulerConfig{}, 8 * time.Second},
-		{service.SchedulerConfig{LookAhead: time.Second}, 2 * time.Second},
+		{service.SchedulerConfig{}, 16 * time.Second},
+		{service.SchedulerConfig{LookAhead: time.Second}, 4 * time.Second},
 		{service.SchedulerConfig{LookAhead: 7 * time.Second}, service.NearTermWindow},
-		{service.SchedulerConfig{LookAhead: 12 * time.Second}, 12 * time.Second},
+		{service.SchedulerConfig{LookAhead: 25 * time.Second}, 25 * time.Second},
 		{service.SchedulerConfig{LookAhead: 4 * time.Second, Horizon: time.Second}, 4 * time.Second},
 		{service.SchedulerConfig{LookAhead: 4 * time.Second, Horizon: 6 * time.Second}, 6 * time.Second},
 	} {
