@@ -39,13 +39,13 @@ type endpointResponse struct {
 	Enabled   bool              `json:"enabled" example:"true"`
 	// DisabledReason says why ax disabled the endpoint (e.g. it answered 410 Gone).
 	DisabledReason string     `json:"disabled_reason,omitempty"`
-	DisabledAt     *timestamp `json:"disabled_at,omitempty" swaggertype:"string"`
+	DisabledAt     *timestamp `json:"disabled_at,omitempty" swaggertype:"string" format:"date-time"`
 	// Secret is returned only by create and rotate-secret.
 	Secret string `json:"secret,omitempty"`
 	// PreviousSecretExpiresAt is when the secret replaced by the last rotation stops signing.
-	PreviousSecretExpiresAt *timestamp `json:"previous_secret_expires_at,omitempty" swaggertype:"string"`
-	CreatedAt               timestamp  `json:"created_at" swaggertype:"string"`
-	UpdatedAt               timestamp  `json:"updated_at" swaggertype:"string"`
+	PreviousSecretExpiresAt *timestamp `json:"previous_secret_expires_at,omitempty" swaggertype:"string" format:"date-time"`
+	CreatedAt               timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
+	UpdatedAt               timestamp  `json:"updated_at" swaggertype:"string" format:"date-time"`
 } // @name Endpoint
 
 // endpointList is a page of endpoints.

@@ -12,7 +12,7 @@ import (
 // executionEventDTO is one step on an execution's timeline.
 type executionEventDTO struct {
 	Type string    `json:"type" example:"attempt_succeeded"`
-	At   timestamp `json:"at" swaggertype:"string"`
+	At   timestamp `json:"at" swaggertype:"string" format:"date-time"`
 	// Attempt is the delivery attempt the event belongs to (1-based).
 	Attempt    *int `json:"attempt,omitempty" example:"1"`
 	StatusCode *int `json:"status_code,omitempty" example:"200"`
@@ -29,7 +29,7 @@ type executionResponse struct {
 	// ID is also the webhook's Idempotency-Key and webhook-id.
 	ID           string    `json:"id"`
 	TaskID       string    `json:"task_id"`
-	ScheduledFor timestamp `json:"scheduled_for" swaggertype:"string"`
+	ScheduledFor timestamp `json:"scheduled_for" swaggertype:"string" format:"date-time"`
 	Trigger      string    `json:"trigger" enums:"schedule,manual,backfill,retry,dependency"`
 	// DedupKey is the dedup_key of a manual trigger.
 	DedupKey string `json:"dedup_key,omitempty"`
@@ -44,10 +44,10 @@ type executionResponse struct {
 	// ErrorClass classifies the last error.
 	ErrorClass string `json:"error_class,omitempty"`
 	// NextAttemptAt is when a retrying execution's next attempt is due.
-	NextAttemptAt *timestamp `json:"next_attempt_at,omitempty" swaggertype:"string"`
-	CreatedAt     timestamp  `json:"created_at" swaggertype:"string"`
-	StartedAt     *timestamp `json:"started_at" extensions:"x-nullable" swaggertype:"string"`
-	FinishedAt    *timestamp `json:"finished_at" extensions:"x-nullable" swaggertype:"string"`
+	NextAttemptAt *timestamp `json:"next_attempt_at,omitempty" swaggertype:"string" format:"date-time"`
+	CreatedAt     timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
+	StartedAt     *timestamp `json:"started_at" extensions:"x-nullable" swaggertype:"string" format:"date-time"`
+	FinishedAt    *timestamp `json:"finished_at" extensions:"x-nullable" swaggertype:"string" format:"date-time"`
 	// Events is the timeline, oldest first; only on single-execution responses.
 	Events []executionEventDTO `json:"events,omitempty"`
 } // @name Execution

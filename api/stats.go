@@ -16,8 +16,8 @@ type statsResponse struct {
 	// WindowSeconds is the window's length.
 	WindowSeconds int64 `json:"window_seconds" example:"86400"`
 	// Since and Until bound the window (database clock).
-	Since timestamp `json:"since" swaggertype:"string"`
-	Until timestamp `json:"until" swaggertype:"string"`
+	Since timestamp `json:"since" swaggertype:"string" format:"date-time"`
+	Until timestamp `json:"until" swaggertype:"string" format:"date-time"`
 	// Executions are those created in the window.
 	Executions executionStats `json:"executions"`
 	// DeliveryLatencyMS: how long the window's delivery attempts took, from

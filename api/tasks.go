@@ -72,11 +72,11 @@ type taskResponse struct {
 	AlertEndpointID    string            `json:"alert_endpoint_id,omitempty"`
 	PauseAfterFailures int               `json:"pause_after_failures,omitempty"`
 	State              string            `json:"state" enums:"active,paused,completed"`
-	NextRunAt          *timestamp        `json:"next_run_at" swaggertype:"string"`
+	NextRunAt          *timestamp        `json:"next_run_at" swaggertype:"string" format:"date-time"`
 	// MissedCount counts slots that were not fired (misfire policy).
 	MissedCount int64     `json:"missed_count"`
-	CreatedAt   timestamp `json:"created_at" swaggertype:"string"`
-	UpdatedAt   timestamp `json:"updated_at" swaggertype:"string"`
+	CreatedAt   timestamp `json:"created_at" swaggertype:"string" format:"date-time"`
+	UpdatedAt   timestamp `json:"updated_at" swaggertype:"string" format:"date-time"`
 } // @name Task
 
 // taskList is a page of tasks.
@@ -88,7 +88,7 @@ type taskList struct {
 // previewItem is one upcoming fire time.
 type previewItem struct {
 	// At is the fire time in UTC.
-	At timestamp `json:"at" swaggertype:"string"`
+	At timestamp `json:"at" swaggertype:"string" format:"date-time"`
 	// Local is the same instant on the schedule's time zone.
 	Local string `json:"local" example:"2026-03-08T03:00:00-04:00"`
 } // @name PreviewItem
