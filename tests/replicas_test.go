@@ -245,11 +245,14 @@ func TestReplicas(t *testing.T) {
 		}
 		totalBefore += s.Before
 	}
-	t.Logf("deliveries per River client before the stop: %v; after: %v", beforeKill, afterExit)
+	t.Logf("deliveries per River client before the stop: %v of %d; after: %v", beforeKill, totalBefore, afterExit)
+	// Both replicas take jobs. How evenly is not asserted: River hands a
+	// due job to the first client that polls after it is due, and at this
+	// load (200 a second, far below one replica's workers) the two
+	// clients' poll phases decide the split, which ranged from 50/50 to
+	// 1/99 in repeated runs. Under load a replica whose workers are all
+	// busy fetches nothing, and the other takes the rest.
 	require.Len(t, beforeKill, 2, "both replicas delivered")
-	for client, n := range beforeKill {
-		require.GreaterOrEqual(t, n*10, totalBefore, "client %s delivered %d of %d: the load is not shared", client, n, totalBefore)
-	}
 	require.Len(t, afterExit, 1, "only the surviving replica delivers after the stop")
 	for client := range afterExit {
 		require.Contains(t, beforeKill, client)
