@@ -142,7 +142,9 @@ func (a *Authenticator) Verify(raw string) (Principal, error) {
 		if t := v.(verifiedToken); now.Before(t.until) {
 			return t.principal, nil
 		}
-		a.verified.Delete(raw)
+		if _, loaded := a.verified.LoadAndDelete(raw); loaded {
+			a.verifiedCount.Add(-1)
+		}
 	}
 	var claims Claims
 	opts := []jwt.ParserOption{
@@ -167,11 +169,14 @@ func (a *Authenticator) Verify(raw string) (Principal, error) {
 	}
 	p := Principal{Tenant: claims.Tenant, Subject: claims.Subject, Scopes: strings.Fields(claims.Scope)}
 	if claims.ExpiresAt != nil { // required, so always
-		if a.verifiedCount.Add(1) > verifiedMax {
+		if a.verifiedCount.Load() >= verifiedMax {
 			a.verified.Clear()
-			a.verifiedCount.Store(1)
+			a.verifiedCount.Store(0)
 		}
-		a.verified.Store(raw, verifiedToken{principal: p, until: claims.ExpiresAt.Add(a.cfg.Leeway)})
+		// Counted once per entry, however many requests verified it at once.
+		if _, loaded := a.verified.LoadOrStore(raw, verifiedToken{principal: p, until: claims.ExpiresAt.Add(a.cfg.Leeway)}); !loaded {
+			a.verifiedCount.Add(1)
+		}
 	}
 	return p, nil
 }

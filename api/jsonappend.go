@@ -100,17 +100,16 @@ func (x *executionResponse) appendJSON(b []byte) ([]byte, bool) {
 	return append(b, '}'), ok
 }
 
-// appendTimestamp writes t as its MarshalText does (RFC 3339 with
-// nanoseconds as needed); a year MarshalText refuses clears ok, so that
-// encoding/json reports the error.
+// appendTimestamp writes t as its MarshalText does (time.Time's
+// AppendText is the same code); a time it refuses (a year outside
+// 0–9999) clears ok, so that encoding/json reports the error.
 func appendTimestamp(b []byte, t timestamp, ok *bool) []byte {
-	if y := time.Time(t).Year(); y < 0 || y > 9999 {
+	out, err := time.Time(t).AppendText(append(b, '"'))
+	if err != nil {
 		*ok = false
 		return b
 	}
-	b = append(b, '"')
-	b = time.Time(t).AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"')
+	return append(out, '"')
 }
 
 func appendOptionalTimestamp(b []byte, t *timestamp, ok *bool) []byte {

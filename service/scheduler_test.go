@@ -378,6 +378,26 @@ func TestHorizonSpacesClaims(t *testing.T) {
 	require.Zero(t, res.Tasks, "not claimed again while its next slot is beyond the look-ahead")
 }
 
+// TestHorizonJobsAreAvailable: with the default configuration a claim
+// writes slots up to the horizon (16 s ahead), and every deliver job it
+// writes is available — within NearTermWindow — so none waits for River's
+// leader to promote it (notes/river.md §1.4).
+func TestHorizonJobsAreAvailable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	s := f.scheduler(service.SchedulerConfig{})
+	first := time.Now().UTC().Add(500 * time.Millisecond).Truncate(time.Millisecond)
+	f.insertTasks(t, 2, 1, first, "fire_once")
+
+	res, err := s.Tick(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Tasks)
+	require.Positive(t, f.count(t, `SELECT count(*) FROM river_job WHERE scheduled_at > now() + interval '12 seconds'`),
+		"jobs for slots well beyond the old 10 s window")
+	require.Zero(t, f.count(t, `SELECT count(*) FROM river_job WHERE state <> 'available'`), "every job written available")
+}
+
 func TestSchedulerConfigHorizon(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
