@@ -1,0 +1,119 @@
+package service
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// claimSim follows the claims of one task firing every second at offset
+// off within its second: each claim at now materialises the slots up to
+// horizonEnd; the task is claimable again once its next slot is within the
+// look-ahead, and the loop claims it up to late after that. It returns the
+// claim instants.
+func claimSim(s *Scheduler, id string, first time.Time, claims int, late func() time.Duration) []time.Time {
+	la := s.cfg.LookAhead
+	next := first
+	now := first.Add(-la)
+	var at []time.Time
+	for range claims {
+		at = append(at, now)
+		end := s.horizonEnd(id, next, now)
+		for !next.After(end) {
+			next = next.Add(time.Second)
+		}
+		now = next.Add(-la + late())
+	}
+	return at
+}
+
+func TestHorizonEndStaysWithinTheHorizon(t *testing.T) {
+	s := NewScheduler(nil, nil, SchedulerConfig{}, nil)
+	cfg := s.Config()
+	rnd := rand.New(rand.NewPCG(3, 4))
+	base := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for i := range 100_000 {
+		now := base.Add(time.Duration(rnd.Int64N(int64(time.Hour))))
+		slot := now.Add(time.Duration(rnd.Int64N(int64(cfg.LookAhead))))
+		if i%3 == 0 {
+			slot = slot.Truncate(time.Second) // whole seconds take the id's phase
+		}
+		end := s.horizonEnd(fmt.Sprint("task-", i), slot, now)
+		require.True(t, end.After(now.Add(cfg.LookAhead)), "end %v, now %v: the claimed slot is always materialised", end, now)
+		cycle := cfg.Horizon - cfg.LookAhead
+		require.False(t, end.Before(now.Add(cfg.LookAhead+cycle-cycle/4)), "end %v, now %v: at most a quarter cycle short", end, now)
+		require.False(t, end.After(now.Add(cfg.Horizon)), "end %v, now %v", end, now)
+	}
+	// A cycle shorter than a second is not phased.
+	short := NewScheduler(nil, nil, SchedulerConfig{LookAhead: 4 * time.Second, Horizon: 4*time.Second + 500*time.Millisecond}, nil)
+	require.Equal(t, base.Add(short.Config().Horizon), short.horizonEnd("x", base.Add(time.Second), base))
+}
+
+// TestClaimsKeepTheirPhase: a task is claimed at least ¾ of a cycle after
+// its previous claim, and within four claims once per cycle (as rarely as
+// with a fixed horizon) at the same phase, however late the loop gets to
+// it.
+func TestClaimsKeepTheirPhase(t *testing.T) {
+	s := NewScheduler(nil, nil, SchedulerConfig{}, nil)
+	cycle := s.cfg.Horizon - s.cfg.LookAhead
+	rnd := rand.New(rand.NewPCG(5, 6))
+	late := func() time.Duration { return time.Duration(rnd.Int64N(int64(700 * time.Millisecond))) }
+	base := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, off := range []time.Duration{0, time.Millisecond, 83 * time.Millisecond, 500 * time.Millisecond, 999 * time.Millisecond} {
+		for _, id := range []string{"a", "b", "c", "d"} {
+			at := claimSim(s, id, base.Add(off), 40, late)
+			for i := 1; i < len(at); i++ {
+				gap := at[i].Sub(at[i-1])
+				require.GreaterOrEqual(t, gap, cycle-cycle/4, "offset %v, task %s, claim %d", off, id, i)
+				if i > 5 {
+					require.InDelta(t, cycle, gap, float64(time.Second), "offset %v, task %s, claim %d", off, id, i)
+				}
+			}
+			span := at[len(at)-1].Sub(at[5])
+			require.InDelta(t, float64(cycle), float64(span)/float64(len(at)-6), float64(50*time.Millisecond),
+				"offset %v, task %s: claims once per cycle on average", off, id)
+		}
+	}
+}
+
+// TestClaimsSpreadOverTheCycle: tasks first due together — 6,000 firing
+// every second at offsets spread over the second, and 6,000 firing on
+// whole seconds — are claimed spread over the whole cycle after a few
+// cycles, and tasks whose slots are within a few milliseconds of each
+// other together (so their executions still share batch jobs).
+func TestClaimsSpreadOverTheCycle(t *testing.T) {
+	s := NewScheduler(nil, nil, SchedulerConfig{}, nil)
+	cycle := s.cfg.Horizon - s.cfg.LookAhead
+	seconds := int(cycle / time.Second)
+	base := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	const n = 6000
+	onTime := func() time.Duration { return 0 }
+	for _, staggered := range []bool{true, false} {
+		perSecond := make([]int, seconds)
+		var prev time.Time
+		for i := range n {
+			first := base
+			if staggered {
+				first = base.Add(time.Duration(i) * time.Second / n)
+			}
+			at := claimSim(s, fmt.Sprint("task-", i), first, 8, onTime)
+			c := at[len(at)-1]
+			perSecond[mod(c.UnixNano(), int64(cycle))/int64(time.Second)]++
+			if staggered && i%(n/12) > 1 {
+				// A neighbour (1/6 ms apart) in the same twelfth of the second
+				// is claimed within a millisecond of it (the first of a
+				// twelfth and its neighbour may be apart: skipped).
+				require.InDelta(t, 0, c.Sub(prev), float64(time.Millisecond), "task %d", i)
+			}
+			prev = c
+		}
+		busiest := 0
+		for _, c := range perSecond {
+			busiest = max(busiest, c)
+		}
+		require.LessOrEqual(t, busiest, 2*n/seconds, "staggered %v: claims per second of the cycle %v", staggered, perSecond)
+	}
+}
