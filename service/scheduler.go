@@ -37,14 +37,14 @@ type SchedulerConfig struct {
 	// deliveries are queued before they are due (a burst of thousands of
 	// fires due at one instant is written before it). Defaults to 4 s.
 	LookAhead time.Duration
-	// Horizon is how far ahead a claimed task's slots are materialised at
-	// most (at least LookAhead): a task firing every second is claimed once
-	// per Horizon − LookAhead, not on every pass, and each claim rewrites
-	// the task row (next_run_at, a non-HOT update of every index on tasks).
-	// Each task's claims keep their own phase of that cycle, so a claim
-	// materialises up to the task's next claim instant (horizonEnd).
-	// It stays within NearTermWindow so that the deliveries' jobs are
-	// written as available. Defaults to four times the look-ahead (16 s:
+	// Horizon is how far ahead a claimed task's slots are materialised
+	// (at least LookAhead): a task firing every second is claimed once per
+	// Horizon − LookAhead, not on every pass, and each claim rewrites the
+	// task row (next_run_at, a non-HOT update of every index on tasks).
+	// Each task's claims converge on their own phase of that cycle, so a
+	// claim materialises up to the task's next claim instant, within a
+	// quarter of the cycle of the horizon (horizonEnd). Both stay within
+	// NearTermWindow so that the deliveries' jobs are written as available. Defaults to four times the look-ahead (16 s:
 	// at 5,000 fires/s a third of the task row rewrites of twice the
 	// look-ahead).
 	Horizon time.Duration
@@ -264,18 +264,15 @@ func (s *Scheduler) plan(t db.DueTask, now time.Time) plan {
 // task id whose next slot is slot: up to the task's next claim instant
 // plus the look-ahead. A task's claim instants converge on a fixed phase
 // of the claim cycle (Horizon − LookAhead): the next one is the first
-// instant at that phase after now, but no sooner than three quarters of a
-// cycle after now. So the end lies in [now+LookAhead+¾cycle, now+Horizon],
-// and a task firing more often than the cycle is claimed once per cycle at
-// its own phase rather than when the tasks created (or first due) with it
-// are: 5,000 tasks firing every second from one start would otherwise all
-// be claimed in the same few seconds of every cycle, writing 60,000
-// executions while the deliveries wait for the CPU. A task out of phase
-// moves a quarter of a cycle closer at each claim (tasks created together
-// spread over the cycle within four cycles, each claim writing at most a
-// quarter fewer slots, so they are never claimed a third more often than
-// with a fixed horizon, nor write a burst of early claims); once in phase
-// it is claimed as rarely as with a fixed horizon.
+// instant at that phase more than ¾ of a cycle after now, but no later
+// than 1¼ cycles after now (and within NearTermWindow). A task out of
+// phase thus moves up to a quarter of a cycle at each claim, as often
+// later as sooner, so tasks created (or first due) together spread over
+// the cycle within a few cycles without being claimed more often on
+// average than with a fixed horizon, and once in phase each is claimed
+// once per cycle. Without phases, 5,000 tasks firing every second from
+// one start would all be claimed in the same few seconds of every cycle,
+// writing 60,000 executions while the deliveries wait for the CPU.
 //
 // The phase is a whole number of seconds chosen by the slot's position
 // within its second (the first twelfth of a second → 0 s, and so on), plus
@@ -299,8 +296,10 @@ func (s *Scheduler) horizonEnd(id string, slot, now time.Time) time.Time {
 	seconds := int64(float64(cycle)*float64(pick)/float64(time.Second)) / int64(time.Second)
 	phase := seconds*int64(time.Second) + off
 	n := now.UnixNano()
-	claim := n - mod(n-phase, int64(cycle)) + int64(cycle) // the first instant at the phase after now
-	claim = max(claim, n+int64(cycle-cycle/4))
+	lo := n + int64(cycle-cycle/4)
+	hi := n + int64(min(cycle+cycle/4, max(cycle, NearTermWindow-s.cfg.LookAhead)))
+	claim := lo - mod(lo-phase, int64(cycle)) + int64(cycle) // the first instant at the phase after lo
+	claim = min(claim, hi)
 	return time.Unix(0, claim).Add(s.cfg.LookAhead).In(now.Location())
 }
 

@@ -35,6 +35,7 @@ func TestHorizonEndStaysWithinTheHorizon(t *testing.T) {
 	cfg := s.Config()
 	rnd := rand.New(rand.NewPCG(3, 4))
 	base := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	cycle := cfg.Horizon - cfg.LookAhead
 	for i := range 100_000 {
 		now := base.Add(time.Duration(rnd.Int64N(int64(time.Hour))))
 		slot := now.Add(time.Duration(rnd.Int64N(int64(cfg.LookAhead))))
@@ -43,19 +44,19 @@ func TestHorizonEndStaysWithinTheHorizon(t *testing.T) {
 		}
 		end := s.horizonEnd(fmt.Sprint("task-", i), slot, now)
 		require.True(t, end.After(now.Add(cfg.LookAhead)), "end %v, now %v: the claimed slot is always materialised", end, now)
-		cycle := cfg.Horizon - cfg.LookAhead
 		require.False(t, end.Before(now.Add(cfg.LookAhead+cycle-cycle/4)), "end %v, now %v: at most a quarter cycle short", end, now)
-		require.False(t, end.After(now.Add(cfg.Horizon)), "end %v, now %v", end, now)
+		require.False(t, end.After(now.Add(cfg.Horizon+cycle/4)), "end %v, now %v: at most a quarter cycle beyond", end, now)
+		require.False(t, end.After(now.Add(NearTermWindow)), "end %v, now %v: every job written available", end, now)
 	}
 	// A cycle shorter than a second is not phased.
 	short := NewScheduler(nil, nil, SchedulerConfig{LookAhead: 4 * time.Second, Horizon: 4*time.Second + 500*time.Millisecond}, nil)
 	require.Equal(t, base.Add(short.Config().Horizon), short.horizonEnd("x", base.Add(time.Second), base))
 }
 
-// TestClaimsKeepTheirPhase: a task is claimed at least ¾ of a cycle after
-// its previous claim, and within four claims once per cycle (as rarely as
-// with a fixed horizon) at the same phase, however late the loop gets to
-// it.
+// TestClaimsKeepTheirPhase: a task is claimed ¾ to 1¼ cycles (and a slot)
+// after its previous claim, as often as with a fixed horizon, and within
+// four claims once per cycle at the same phase, however late the loop
+// gets to it.
 func TestClaimsKeepTheirPhase(t *testing.T) {
 	s := NewScheduler(nil, nil, SchedulerConfig{}, nil)
 	cycle := s.cfg.Horizon - s.cfg.LookAhead
@@ -68,10 +69,13 @@ func TestClaimsKeepTheirPhase(t *testing.T) {
 			for i := 1; i < len(at); i++ {
 				gap := at[i].Sub(at[i-1])
 				require.GreaterOrEqual(t, gap, cycle-cycle/4, "offset %v, task %s, claim %d", off, id, i)
+				require.LessOrEqual(t, gap, cycle+cycle/4+2*time.Second, "offset %v, task %s, claim %d", off, id, i)
 				if i > 5 {
 					require.InDelta(t, cycle, gap, float64(time.Second), "offset %v, task %s, claim %d", off, id, i)
 				}
 			}
+			require.InDelta(t, float64(cycle), float64(at[len(at)-1].Sub(at[0]))/float64(len(at)-1), float64(300*time.Millisecond),
+				"offset %v, task %s: as many claims as a fixed horizon, transition included", off, id)
 			span := at[len(at)-1].Sub(at[5])
 			require.InDelta(t, float64(cycle), float64(span)/float64(len(at)-6), float64(50*time.Millisecond),
 				"offset %v, task %s: claims once per cycle on average", off, id)
