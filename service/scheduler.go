@@ -44,9 +44,9 @@ type SchedulerConfig struct {
 	// Each task's claims converge on their own phase of that cycle, so a
 	// claim materialises up to the task's next claim instant, within a
 	// quarter of the cycle of the horizon (horizonEnd). Both stay within
-	// NearTermWindow so that the deliveries' jobs are written as available. Defaults to four times the look-ahead (16 s:
-	// at 5,000 fires/s a third of the task row rewrites of twice the
-	// look-ahead).
+	// NearTermWindow so that the deliveries' jobs are written as
+	// available. Defaults to four times the look-ahead (16 s: at 5,000
+	// fires/s a third of the task row rewrites of twice the look-ahead).
 	Horizon time.Duration
 	// MisfireThreshold: a slot more than this late when it is claimed
 	// (downtime, backlog) is a misfire, handled by the task's misfire

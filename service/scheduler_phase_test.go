@@ -30,23 +30,28 @@ func claimSim(s *Scheduler, id string, first time.Time, claims int, late func() 
 	return at
 }
 
-func TestHorizonEndStaysWithinTheHorizon(t *testing.T) {
-	s := NewScheduler(nil, nil, SchedulerConfig{}, nil)
-	cfg := s.Config()
+// TestHorizonEndBounds: a claim's end is within a quarter of the claim
+// cycle of the horizon, beyond the claimed slot, and within NearTermWindow
+// (for a horizon of 20 s, the window itself, it is never later).
+func TestHorizonEndBounds(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(3, 4))
 	base := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	cycle := cfg.Horizon - cfg.LookAhead
-	for i := range 100_000 {
-		now := base.Add(time.Duration(rnd.Int64N(int64(time.Hour))))
-		slot := now.Add(time.Duration(rnd.Int64N(int64(cfg.LookAhead))))
-		if i%3 == 0 {
-			slot = slot.Truncate(time.Second) // whole seconds take the id's phase
+	for _, in := range []SchedulerConfig{{}, {LookAhead: 2 * time.Second}, {LookAhead: 7 * time.Second}} {
+		s := NewScheduler(nil, nil, in, nil)
+		cfg := s.Config()
+		cycle := cfg.Horizon - cfg.LookAhead
+		for i := range 50_000 {
+			now := base.Add(time.Duration(rnd.Int64N(int64(time.Hour))))
+			slot := now.Add(time.Duration(rnd.Int64N(int64(cfg.LookAhead))))
+			if i%3 == 0 {
+				slot = slot.Truncate(time.Second) // whole seconds take the id's phase
+			}
+			end := s.horizonEnd(fmt.Sprint("task-", i), slot, now)
+			require.True(t, end.After(now.Add(cfg.LookAhead)), "end %v, now %v: the claimed slot is always materialised", end, now)
+			require.False(t, end.Before(now.Add(cfg.LookAhead+cycle-cycle/4)), "end %v, now %v: at most a quarter cycle short", end, now)
+			require.False(t, end.After(now.Add(cfg.Horizon+cycle/4)), "end %v, now %v: at most a quarter cycle beyond", end, now)
+			require.False(t, end.After(now.Add(NearTermWindow)), "end %v, now %v: every job written available", end, now)
 		}
-		end := s.horizonEnd(fmt.Sprint("task-", i), slot, now)
-		require.True(t, end.After(now.Add(cfg.LookAhead)), "end %v, now %v: the claimed slot is always materialised", end, now)
-		require.False(t, end.Before(now.Add(cfg.LookAhead+cycle-cycle/4)), "end %v, now %v: at most a quarter cycle short", end, now)
-		require.False(t, end.After(now.Add(cfg.Horizon+cycle/4)), "end %v, now %v: at most a quarter cycle beyond", end, now)
-		require.False(t, end.After(now.Add(NearTermWindow)), "end %v, now %v: every job written available", end, now)
 	}
 	// A cycle shorter than a second is not phased.
 	short := NewScheduler(nil, nil, SchedulerConfig{LookAhead: 4 * time.Second, Horizon: 4*time.Second + 500*time.Millisecond}, nil)
