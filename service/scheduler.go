@@ -286,25 +286,21 @@ func (s *Scheduler) horizonEnd(id string, slot, now time.Time) time.Time {
 	if cycle < time.Second {
 		return now.Add(s.cfg.Horizon)
 	}
-	off := mod(slot.UnixNano(), int64(time.Second))
-	pick := off
+	off := floorMod(slot.UnixNano(), int64(time.Second))
+	pick := off // where in the second, in ns
 	if off == 0 {
 		h := fnv.New64a()
 		h.Write([]byte(id))
 		pick = int64(h.Sum64() % uint64(time.Second))
 	}
-	seconds := int64(float64(cycle)*float64(pick)/float64(time.Second)) / int64(time.Second)
+	seconds := int64(cycle.Seconds() * float64(pick) / float64(time.Second))
 	phase := seconds*int64(time.Second) + off
 	n := now.UnixNano()
 	lo := n + int64(cycle-cycle/4)
 	hi := n + int64(min(cycle+cycle/4, max(cycle, NearTermWindow-s.cfg.LookAhead)))
-	claim := lo - mod(lo-phase, int64(cycle)) + int64(cycle) // the first instant at the phase after lo
-	claim = min(claim, hi)
-	return time.Unix(0, claim).Add(s.cfg.LookAhead).In(now.Location())
+	claim := lo - floorMod(lo-phase, int64(cycle)) + int64(cycle) // the first instant at the phase after lo
+	return time.Unix(0, min(claim, hi)).Add(s.cfg.LookAhead)
 }
-
-// mod is a modulo that is never negative.
-func mod(a, b int64) int64 { return (a%b + b) % b }
 
 // newExecution returns a fire of t at slot. Only a late fire (and the
 // first after missed slots) stores its fired event, so only those carry

@@ -40,6 +40,7 @@ func TestHorizonEndBounds(t *testing.T) {
 		s := NewScheduler(nil, nil, in, nil)
 		cfg := s.Config()
 		cycle := cfg.Horizon - cfg.LookAhead
+		var sooner, later int // ends before, after the fixed horizon's
 		for i := range 50_000 {
 			now := base.Add(time.Duration(rnd.Int64N(int64(time.Hour))))
 			slot := now.Add(time.Duration(rnd.Int64N(int64(cfg.LookAhead))))
@@ -51,6 +52,20 @@ func TestHorizonEndBounds(t *testing.T) {
 			require.False(t, end.Before(now.Add(cfg.LookAhead+cycle-cycle/4)), "end %v, now %v: at most a quarter cycle short", end, now)
 			require.False(t, end.After(now.Add(cfg.Horizon+cycle/4)), "end %v, now %v: at most a quarter cycle beyond", end, now)
 			require.False(t, end.After(now.Add(NearTermWindow)), "end %v, now %v: every job written available", end, now)
+			switch {
+			case end.Before(now.Add(cfg.Horizon)):
+				sooner++
+			case end.After(now.Add(cfg.Horizon)):
+				later++
+			}
+		}
+		// A claim out of phase moves sooner or later, about as often each
+		// way; with a horizon at NearTermWindow only sooner.
+		require.Greater(t, sooner, 50_000/5, "%+v", in)
+		if cfg.Horizon < NearTermWindow {
+			require.Greater(t, later, 50_000/5, "%+v", in)
+		} else {
+			require.Zero(t, later, "%+v", in)
 		}
 	}
 	// A cycle shorter than a second is not phased.
@@ -110,7 +125,7 @@ func TestClaimsSpreadOverTheCycle(t *testing.T) {
 			}
 			at := claimSim(s, fmt.Sprint("task-", i), first, 8, onTime)
 			c := at[len(at)-1]
-			perSecond[mod(c.UnixNano(), int64(cycle))/int64(time.Second)]++
+			perSecond[floorMod(c.UnixNano(), int64(cycle))/int64(time.Second)]++
 			if staggered && i%(n/12) > 1 {
 				// A neighbour (1/6 ms apart) in the same twelfth of the second
 				// is claimed within a millisecond of it (the first of a

@@ -383,10 +383,10 @@ func TestHorizonSpacesClaims(t *testing.T) {
 
 // TestHorizonJobsAreAvailable: with the default configuration, tasks
 // claimed together at slots spread over a second materialise their slots
-// to ends spread around the horizon (13 to 19 s ahead),
-// the first step of spreading their claims over the cycle; every deliver
-// job written is available — within NearTermWindow — so none waits for
-// River's leader to promote it (notes/river.md §1.4).
+// to ends spread around the horizon (13 to 19 s ahead), the first step of
+// spreading their claims over the cycle; every deliver job written is
+// available — within NearTermWindow — so none waits for River's leader to
+// promote it (notes/river.md §1.4).
 func TestHorizonJobsAreAvailable(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -409,6 +409,8 @@ func TestHorizonJobsAreAvailable(t *testing.T) {
 		"each claim writes at least three quarters of the cycle")
 	require.GreaterOrEqual(t, f.count(t, `SELECT extract(epoch FROM max(next_run_at) - min(next_run_at))::int FROM tasks`), 2,
 		"the next claims are spread")
+	require.Positive(t, f.count(t, `SELECT count(*) FROM tasks WHERE next_run_at > now() + interval '17.5 seconds'`),
+		"some claims move later than a fixed 16 s horizon would (its next slot at most 17 s ahead)")
 }
 
 func TestSchedulerConfigHorizon(t *testing.T) {
