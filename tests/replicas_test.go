@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -85,7 +86,14 @@ func TestReplicas(t *testing.T) {
 		"AX_ALLOW_PRIVATE_TARGETS": "true",
 	}
 	recv := newReplicaReceiver(t)
-	a, b := startAx(t, env), startAx(t, env)
+	// River hands a due job to the first client that polls after it is
+	// due; with equal poll intervals started together, one replica's polls
+	// can stay just ahead of the other's for the whole test (it then took
+	// all 1,200 deliveries). A slightly different interval on B (within
+	// the fetch-ahead margin) makes the two phases drift past each other.
+	envB := maps.Clone(env)
+	envB["AX_FETCH_POLL_INTERVAL"] = "47ms"
+	a, b := startAx(t, env), startAx(t, envB)
 	tok := cliToken(t, env, "replicas", "tasks:read tasks:write endpoints:read endpoints:write executions:read")
 	ep := apiPost(t, a.base, tok, "/v1/endpoints", map[string]any{"name": "recv", "url": recv.srv.URL + "/hook"})
 
