@@ -48,6 +48,25 @@ func (c *DBClock) Offset() time.Duration {
 	return time.Duration(c.offset.Load())
 }
 
+// Now returns what the database's clock reads when this process's reads
+// local, to the microsecond (the database's precision), when an
+// observation younger than clockSampleMaxAge backs the estimate; ok is
+// false otherwise (no observation yet, the loop stalled, or the local
+// clock stepped back past it), and the caller should ask the database.
+func (c *DBClock) Now(local time.Time) (now time.Time, ok bool) {
+	if c == nil {
+		return time.Time{}, false
+	}
+	at := c.at.Load()
+	if at == 0 {
+		return time.Time{}, false
+	}
+	if age := local.Sub(time.Unix(0, at)); age < 0 || age >= clockSampleMaxAge {
+		return time.Time{}, false
+	}
+	return local.Add(c.Offset()).Truncate(time.Microsecond), true
+}
+
 // Local returns the time on this process's clock at which the database's
 // clock reads t.
 func (c *DBClock) Local(t time.Time) time.Time {

@@ -34,4 +34,19 @@ func TestDBClock(t *testing.T) {
 	require.Equal(t, -time.Millisecond, c.Offset())
 	c.Observe(later, later.Add(time.Hour), later.Add(-time.Millisecond))
 	require.Equal(t, -time.Millisecond, c.Offset())
+
+	// Now reads the database's clock from the estimate while it is fresh.
+	_, ok := nilClock.Now(later)
+	require.False(t, ok, "nil: no estimate")
+	var fresh DBClock
+	_, ok = fresh.Now(later)
+	require.False(t, ok, "no observation yet")
+	fresh.Observe(later, later.Add(time.Hour), later.Add(2*time.Millisecond))
+	got, ok := fresh.Now(later.Add(5*time.Second + 1234567))
+	require.True(t, ok)
+	require.Equal(t, later.Add(time.Hour+5*time.Second-time.Millisecond+1234*time.Microsecond), got, "to the microsecond")
+	_, ok = fresh.Now(later.Add(clockSampleMaxAge + 2*time.Millisecond))
+	require.False(t, ok, "stale: ask the database")
+	_, ok = fresh.Now(later)
+	require.False(t, ok, "the local clock went back before the observation")
 }

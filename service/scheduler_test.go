@@ -501,4 +501,55 @@ func TestSchedulerLearnsTheDatabaseClock(t *testing.T) {
 	require.InDelta(t, 0, clock.Offset().Seconds(), 0.1)
 	now := time.Now()
 	require.WithinDuration(t, now, clock.Local(now), 100*time.Millisecond)
+
+	// A pass reads it too (a busy loop ticks without waiting).
+	old = time.Now().Add(-20 * time.Second)
+	clock.Observe(old, old.Add(time.Hour), old.Add(time.Millisecond))
+	_, err = s.Tick(context.Background())
+	require.NoError(t, err)
+	require.InDelta(t, 0, clock.Offset().Seconds(), 0.1)
+}
+
+// TestCreateReadsTheClockEstimate: a task's creation instant (its
+// created_at, the anchor of an interval schedule, and what its first slot
+// and a preview start from) comes from the clock's estimate while it is
+// fresh, without a query, and from the database when it is stale or
+// missing.
+func TestCreateReadsTheClockEstimate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	created := 0
+	create := func(clock *service.DBClock) service.Task {
+		t.Helper()
+		created++
+		task, err := service.NewTasks(f.pool, service.TasksConfig{Clock: clock}).Create(ctx, f.tenant, service.TaskInput{
+			Name: fmt.Sprintf("clock-%d", created), EndpointID: f.endpoint, Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 60}})
+		require.NoError(t, err)
+		return task
+	}
+	// An estimate an hour ahead, so that its use shows.
+	skewed := func(age time.Duration) *service.DBClock {
+		c := new(service.DBClock)
+		at := time.Now().Add(-age)
+		c.Observe(at, at.Add(time.Hour), at.Add(time.Millisecond))
+		return c
+	}
+
+	fresh := skewed(time.Second)
+	task := create(fresh)
+	require.WithinDuration(t, time.Now().Add(time.Hour), task.CreatedAt, time.Second, "from the fresh estimate")
+	require.Equal(t, task.CreatedAt, task.CreatedAt.Truncate(time.Microsecond))
+	require.NotNil(t, task.NextRunAt)
+	require.WithinDuration(t, task.CreatedAt.Add(time.Minute), *task.NextRunAt, time.Second, "planned from the same instant")
+	preview, _, err := service.NewTasks(f.pool, service.TasksConfig{Clock: fresh}).Preview(ctx, f.tenant, task.ID, 1)
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(time.Hour+time.Minute), preview[0], 2*time.Second)
+
+	for name, c := range map[string]*service.DBClock{"stale": skewed(20 * time.Second), "none": new(service.DBClock), "nil": nil} {
+		task := create(c)
+		var dbNow time.Time
+		require.NoError(t, f.pool.QueryRow(ctx, `SELECT now()`).Scan(&dbNow))
+		require.WithinDuration(t, dbNow, task.CreatedAt, time.Second, name+": from the database")
+	}
 }

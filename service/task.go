@@ -113,6 +113,10 @@ func (t Task) Input() TaskInput { return t.TaskInput }
 type TasksConfig struct {
 	// PayloadMax caps a task's payload in bytes. Defaults to PayloadMaxDefault.
 	PayloadMax int
+	// Clock, when set, gives Create and Preview the database's clock
+	// without a round trip while its estimate is fresh (the scheduler loop
+	// keeps it: SchedulerConfig.Clock); otherwise they ask the database.
+	Clock *DBClock
 }
 
 // Tasks manages tasks.
@@ -130,12 +134,13 @@ func NewTasks(pool *pgxpool.Pool, cfg TasksConfig) *Tasks {
 }
 
 // Create validates in and stores a new active task with its first slot
-// (from the database's clock), waking the scheduler loops when that slot
-// is near (TaskWakeWithin): two round trips, the insert and its
-// notification one statement.
+// (from the database's clock: TasksConfig.Clock's estimate, or a query),
+// waking the scheduler loops when that slot is near (TaskWakeWithin): one
+// round trip with a fresh clock estimate, the insert and its notification
+// one statement.
 func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, error) {
 	in = in.withDefaults()
-	now, err := db.Now(ctx, s.pool)
+	now, err := s.now(ctx)
 	if err != nil {
 		return Task{}, err
 	}
@@ -161,6 +166,15 @@ func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, 
 		return Task{}, s.insertError(err, in)
 	}
 	return taskFromRow(row), nil
+}
+
+// now returns the database's clock: the estimate while it is fresh, else
+// a query.
+func (s *Tasks) now(ctx context.Context) (time.Time, error) {
+	if t, ok := s.cfg.Clock.Now(time.Now()); ok {
+		return t, nil
+	}
+	return db.Now(ctx, s.pool)
 }
 
 // Get returns one task.
@@ -359,7 +373,7 @@ func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) ([]time.T
 	if err != nil {
 		return nil, nil, err
 	}
-	now, err := db.Now(ctx, s.pool)
+	now, err := s.now(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

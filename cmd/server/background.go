@@ -29,11 +29,12 @@ type background struct {
 	riverStarted bool
 }
 
+// startBackground starts River and the scheduler loop; the loop keeps
+// clock's estimate of the database's clock.
 func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, deliveries *service.Deliveries,
-	sender *jobs.Sender, metrics *jobs.Metrics, cfg config, logger *slog.Logger,
+	sender *jobs.Sender, metrics *jobs.Metrics, clock *service.DBClock, cfg config, logger *slog.Logger,
 ) (*background, error) {
 	pool := d.pool
-	clock := new(service.DBClock)
 	riverCfg := jobs.RiverConfig{
 		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout, FetchPollInterval: cfg.FetchPollInterval,
 		RescueStuckJobsAfter: cfg.RescueAfter, SoftStopTimeout: cfg.SoftStopTimeout,

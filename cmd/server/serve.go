@@ -172,7 +172,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	metrics := jobs.NewMetrics(registry)
 	deliveries := service.NewDeliveries(d.asyncPool, enq, service.DeliveriesConfig{})
 	registry.MustRegister(jobs.NewBatchCollector(deliveries.BatchStats))
-	bg, err := startBackground(ctx, d, enq, deliveries, sender, metrics, cfg, logger)
+	clock := new(service.DBClock)
+	bg, err := startBackground(ctx, d, enq, deliveries, sender, metrics, clock, cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -187,7 +188,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Auth:        auth,
 		Tenants:     service.NewTenants(d.pool),
 		Endpoints:   service.NewEndpoints(d.pool),
-		Tasks:       service.NewTasks(d.pool, service.TasksConfig{}),
+		Tasks:       service.NewTasks(d.pool, service.TasksConfig{Clock: clock}),
 		Idempotency: service.NewIdempotencyKeys(d.pool),
 		Executions:  service.NewExecutions(d.pool, enq),
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, d.pool) },
