@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,12 +55,10 @@ type RiverConfig struct {
 	// FetchCooldown is the shortest time between two fetches of a queue,
 	// and the throttle of River's insert notifications. Default 10 ms.
 	FetchCooldown time.Duration
-	// FetchPollInterval is how often the deliver queue polls for due jobs,
-	// at most: each client polls at an interval drawn once within the 10 %
-	// below it (pollInterval), so that replicas started together do not
-	// poll in step. Fires are not late by it (FetchAhead); retries and
-	// waits that come due are picked up within it. Default 50 ms. The
-	// alert queue polls every second (or this, if longer).
+	// FetchPollInterval is how often the deliver queue polls for due jobs.
+	// Fires are not late by it (FetchAhead); retries and waits that come
+	// due are picked up within it. Default 50 ms. The alert queue polls
+	// every second (or this, if longer).
 	FetchPollInterval time.Duration
 	// JobTimeout cancels a job's context; keep it above the largest
 	// endpoint timeout. Default service.TimeoutMax + 30 s.
@@ -93,26 +90,6 @@ func (c RiverConfig) WithDefaults() RiverConfig {
 	setDefault(&c.SoftStopTimeout, SoftStopTimeoutDefault)
 	setDefault(&c.QueueWaitPoll, QueueWaitPollDefault)
 	return c
-}
-
-// pollJitter is the share of FetchPollInterval by which a client's poll
-// interval may be shorter.
-const pollJitter = 0.1
-
-// pollInterval returns the poll interval of one client: poll shortened by
-// a random share of up to pollJitter, never below cooldown. River hands a
-// due job to the first client that polls after it is due, so two replicas
-// polling at one interval split the jobs by the fixed offset of their
-// phases, which for replicas started together can leave one with nearly
-// everything; intervals a few milliseconds apart make the phases drift
-// past each other (at 50 ms, typically once within a couple of seconds).
-// Never longer than poll, so FetchAhead still covers it.
-func pollInterval(poll, cooldown time.Duration, rnd func() float64) time.Duration {
-	if rnd == nil {
-		rnd = rand.Float64
-	}
-	f := min(max(rnd(), 0), 1)
-	return max(poll-time.Duration(f*pollJitter*float64(poll)), cooldown)
 }
 
 // fetchAheadMargin is what FetchAhead adds to the deliver queue's poll
@@ -195,13 +172,12 @@ func NewRiverClient(pool *pgxpool.Pool, cfg RiverConfig, deps WorkerDeps) (*rive
 	river.AddWorker(workers, one)
 	river.AddWorker(workers, newDeliverBatchWorker(one))
 	river.AddWorker(workers, newAlertWorker(deps, cfg))
-	poll := pollInterval(cfg.FetchPollInterval, cfg.FetchCooldown, deps.Rand)
-	queue := func(n int, interval time.Duration) river.QueueConfig {
-		return river.QueueConfig{MaxWorkers: n, FetchCooldown: cfg.FetchCooldown, FetchPollInterval: interval}
+	queue := func(n int, poll time.Duration) river.QueueConfig {
+		return river.QueueConfig{MaxWorkers: n, FetchCooldown: cfg.FetchCooldown, FetchPollInterval: poll}
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		FetchCooldown:        cfg.FetchCooldown,
-		FetchPollInterval:    poll,
+		FetchPollInterval:    cfg.FetchPollInterval,
 		JobTimeout:           cfg.JobTimeout,
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
 		SoftStopTimeout:      cfg.SoftStopTimeout,
@@ -210,7 +186,7 @@ func NewRiverClient(pool *pgxpool.Pool, cfg RiverConfig, deps WorkerDeps) (*rive
 		Logger:       slog.New(minLevel{min: slog.LevelWarn, Handler: deps.Logger.Handler()}),
 		ErrorHandler: panicLogger{logger: deps.Logger},
 		Queues: map[string]river.QueueConfig{
-			service.QueueDeliver: queue(cfg.DeliverWorkers, poll),
+			service.QueueDeliver: queue(cfg.DeliverWorkers, cfg.FetchPollInterval),
 			// Alerts are not due at an instant: new ones wake the queue by
 			// NOTIFY, and retries can wait for a slow poll.
 			service.QueueAlert: queue(cfg.AlertWorkers, max(cfg.FetchPollInterval, alertPollInterval)),

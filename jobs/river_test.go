@@ -57,32 +57,6 @@ func TestRiverConfigValidate(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// TestPollIntervalDrawsApart: each client polls at most every
-// FetchPollInterval, at an interval drawn within the 10 % below it and
-// never below the cooldown, so that replicas do not poll in step.
-func TestPollIntervalDrawsApart(t *testing.T) {
-	t.Parallel()
-	const poll, cooldown = 50 * time.Millisecond, 10 * time.Millisecond
-	require.Equal(t, poll, pollInterval(poll, cooldown, func() float64 { return 0 }))
-	require.Equal(t, 47500*time.Microsecond, pollInterval(poll, cooldown, func() float64 { return 0.5 }))
-	require.Equal(t, 45*time.Millisecond, pollInterval(poll, cooldown, func() float64 { return 1 }))
-	require.Equal(t, poll, pollInterval(poll, cooldown, func() float64 { return -3 }), "out of range: clamped")
-	require.Equal(t, cooldown, pollInterval(cooldown, cooldown, func() float64 { return 1 }), "never below the cooldown")
-
-	// With the default source, draws differ: two replicas' phases drift.
-	seen := map[time.Duration]bool{}
-	var sum time.Duration
-	for range 1000 {
-		d := pollInterval(poll, cooldown, nil)
-		require.Greater(t, d, 45*time.Millisecond-time.Nanosecond)
-		require.LessOrEqual(t, d, poll)
-		seen[d] = true
-		sum += d
-	}
-	require.Greater(t, len(seen), 900)
-	require.InDelta(t, float64(47500*time.Microsecond), float64(sum/1000), float64(300*time.Microsecond))
-}
-
 func TestStopping(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancelCause(context.Background())

@@ -67,14 +67,15 @@ func (r *replicaReceiver) snapshot() ([]replicaHit, []string) {
 }
 
 // TestReplicas runs two ax processes on one database with 200 tasks firing
-// every second: every slot is delivered exactly once with no gaps, both
-// replicas deliver, and after one is stopped with SIGTERM the other carries
-// on without losing or repeating a slot.
+// every second (their slots spread over the second): every slot is
+// delivered exactly once with no gaps, both replicas deliver (each at least
+// a tenth), and after one is stopped with SIGTERM the other carries on
+// without losing or repeating a slot.
 func TestReplicas(t *testing.T) {
 	t.Parallel()
 	const (
 		tasks  = 200
-		before = 7 * time.Second  // both replicas running
+		before = 6 * time.Second  // both replicas firing, from the first slot
 		after  = 6 * time.Second  // after replica B exited
 		settle = 30 * time.Second // at most, for the last slots to arrive
 	)
@@ -85,18 +86,17 @@ func TestReplicas(t *testing.T) {
 		"AX_ALLOW_PRIVATE_TARGETS": "true",
 	}
 	recv := newReplicaReceiver(t)
-	// Both replicas run with the default poll interval: River hands a due
-	// job to the first client that polls after it is due, and each
-	// process's interval is drawn a little apart (jobs.pollInterval), so
-	// their phases drift past each other. With one interval for both, one
-	// replica's polls could stay just ahead of the other's for the whole
-	// test (it then took all 1,200 deliveries).
 	a, b := startAx(t, env), startAx(t, env)
 	tok := cliToken(t, env, "replicas", "tasks:read tasks:write endpoints:read endpoints:write executions:read")
 	ep := apiPost(t, a.base, tok, "/v1/endpoints", map[string]any{"name": "recv", "url": recv.srv.URL + "/hook"})
 
-	// Create the tasks through replica A, a few at a time.
-	created := make([]time.Time, tasks)
+	// Create the tasks through replica A, a few at a time, their slots
+	// spread over the second from a first one a few seconds ahead: fires
+	// due within 20 ms share a batch job, so this makes about 50 jobs a
+	// second for the replicas to share out (with every task on one instant
+	// they were one or two a second, and one replica could take them all).
+	first := time.Now().Add(4 * time.Second).Truncate(time.Second)
+	start := func(i int) time.Time { return first.Add(time.Second * time.Duration(i) / tasks) }
 	ids := make([]string, tasks)
 	errs := make(chan error, tasks)
 	var wg sync.WaitGroup
@@ -104,8 +104,7 @@ func TestReplicas(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for i := range next {
-				created[i] = time.Now()
-				id, err := createIntervalTask(t, a.base, tok, ep["id"].(string), i)
+				id, err := createIntervalTask(t, a.base, tok, ep["id"].(string), i, start(i))
 				if err != nil {
 					errs <- err
 				}
@@ -122,13 +121,14 @@ func TestReplicas(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	taskCreated := map[string]time.Time{}
+	require.Less(t, time.Now(), first, "the tasks were created before their first slot")
+	taskStart := map[string]time.Time{}
 	for i, id := range ids {
-		taskCreated[id] = created[i]
+		taskStart[id] = start(i)
 	}
 
-	// Stop B just after a second boundary, while it delivers that slot.
-	time.Sleep(time.Until(time.Now().Add(before).Truncate(time.Second).Add(50 * time.Millisecond)))
+	// Stop B while both deliver, mid-second.
+	time.Sleep(time.Until(first.Add(before + 500*time.Millisecond)))
 	killAt := time.Now()
 	b.stop(t, syscall.SIGTERM)
 	exitedAt := time.Now()
@@ -142,12 +142,12 @@ func TestReplicas(t *testing.T) {
 	pool, err := pgxpool.New(ctxT(t), dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	lastSlot := end.Truncate(time.Second).UTC()
 	require.Eventually(t, func() bool {
+		// Each task has one slot in the last second before the end.
 		var fired, unfinished int
-		err := pool.QueryRow(ctxT(t), `SELECT count(*) FILTER (WHERE scheduled_for = $2),
+		err := pool.QueryRow(ctxT(t), `SELECT count(*) FILTER (WHERE scheduled_for > $1::timestamptz - interval '1 second'),
 				count(*) FILTER (WHERE state NOT IN ('succeeded', 'failed', 'cancelled', 'skipped'))
-			FROM executions WHERE tenant_id = 'replicas' AND scheduled_for <= $1`, end, lastSlot).Scan(&fired, &unfinished)
+			FROM executions WHERE tenant_id = 'replicas' AND scheduled_for <= $1`, end).Scan(&fired, &unfinished)
 		return err == nil && fired == tasks && unfinished == 0
 	}, settle, 100*time.Millisecond, "every slot due by the end fires and finishes")
 	hits, bad := recv.snapshot()
@@ -179,8 +179,8 @@ func TestReplicas(t *testing.T) {
 	}
 	require.Empty(t, dups, "delivered more than once")
 
-	// No gaps: each task's slots are consecutive seconds from its first
-	// fire (within 2 s of its creation) to the end of the run.
+	// No gaps: each task's slots are consecutive seconds from its start_at
+	// to the last second of the run.
 	require.Len(t, slots, tasks, "every task fired")
 	var gaps []string
 	for task, ss := range slots {
@@ -190,8 +190,9 @@ func TestReplicas(t *testing.T) {
 				gaps = append(gaps, fmt.Sprintf("task %s: %s → %s", task, ss[i-1].Format(time.TimeOnly), ss[i].Format(time.TimeOnly)))
 			}
 		}
-		require.WithinDuration(t, taskCreated[task], ss[0], 2*time.Second, "task %s: first slot", task)
-		require.Equal(t, lastSlot, ss[len(ss)-1], "task %s: last slot", task)
+		require.True(t, ss[0].Equal(taskStart[task]), "task %s: first slot %s, start_at %s", task, ss[0], taskStart[task])
+		last := ss[len(ss)-1]
+		require.True(t, last.After(end.Add(-time.Second)) && !last.After(end), "task %s: last slot %s, end %s", task, last, end)
 	}
 	require.Empty(t, gaps, "slots never delivered")
 
@@ -252,15 +253,16 @@ func TestReplicas(t *testing.T) {
 		totalBefore += s.Before
 	}
 	t.Logf("deliveries per River client before the stop: %v of %d; after: %v", beforeKill, totalBefore, afterExit)
-	// Both replicas take jobs. How evenly is not asserted: River hands a
-	// due job to the first client that polls after it is due, and at this
-	// load (200 a second, far below one replica's workers) the two
-	// clients' poll phases decide the split. With one poll interval for
-	// both it ranged from 50/50 to 1/99 (and 0/100) in repeated runs; with
-	// the intervals drawn apart, from 30/70 to 35/65 in four runs. Under
-	// load a replica whose workers are all busy fetches nothing, and the
-	// other takes the rest.
+	// Both replicas take a share. River hands a due job to the first client
+	// that polls after it is due (each poll is jittered), so at this load
+	// (200 a second, far below one replica's workers) each of the ~50 jobs
+	// a second goes to one replica or the other: splits from 32/68 to 50/50
+	// in repeated runs. With every task's slots on one instant there were
+	// only one or two jobs a second, and one replica could take all of them.
 	require.Len(t, beforeKill, 2, "both replicas delivered")
+	for client, n := range beforeKill {
+		require.GreaterOrEqual(t, n*10, totalBefore, "replica %s delivered %d of %d", client, n, totalBefore)
+	}
 	require.Len(t, afterExit, 1, "only the surviving replica delivers after the stop")
 	for client := range afterExit {
 		require.Contains(t, beforeKill, client)
@@ -299,11 +301,11 @@ func TestReplicas(t *testing.T) {
 	require.NotEmpty(t, aroundStop)
 }
 
-func createIntervalTask(t *testing.T, base, tok, endpointID string, i int) (string, error) {
+func createIntervalTask(t *testing.T, base, tok, endpointID string, i int, start time.Time) (string, error) {
 	t.Helper()
 	body, err := json.Marshal(map[string]any{
 		"name": fmt.Sprintf("replica.%03d", i), "endpoint_id": endpointID, "payload": map[string]any{"i": i},
-		"schedule": map[string]any{"type": "interval", "interval_seconds": 1},
+		"schedule": map[string]any{"type": "interval", "interval_seconds": 1, "start_at": start.UTC().Format(time.RFC3339Nano)},
 	})
 	if err != nil {
 		return "", err
