@@ -13,14 +13,25 @@ import (
 // in the middle of a round trip; its error is at most half the round trip.
 // A nil *DBClock is this process's clock.
 type DBClock struct {
-	offset atomic.Int64 // database − local, in nanoseconds
-	rtt    atomic.Int64 // of the observation behind offset
-	at     atomic.Int64 // local unix nanoseconds of that observation
+	sample atomic.Pointer[clockSample]
+}
+
+// clockSample is one reading of the database's clock.
+type clockSample struct {
+	db       time.Time     // the database's clock
+	mid      time.Time     // this process's clock in the middle of the round trip
+	received time.Time     // and at its end (with the monotonic reading, from time.Now)
+	rtt      time.Duration // the round trip
 }
 
 // clockSampleMaxAge: an observation older than this gives way to any new
-// one, however slow its round trip (the clocks may have stepped).
+// one, however slow its round trip (the clocks may have stepped), and Now
+// no longer answers from it.
 const clockSampleMaxAge = 10 * time.Second
+
+// clockNowMaxRTT bounds the round trip of an observation Now answers
+// from, and so how far behind the database's clock Now may be.
+const clockNowMaxRTT = 10 * time.Millisecond
 
 // Observe records a reading db of the database's clock taken between
 // sent and received (this process's clock). A slower round trip than the
@@ -30,14 +41,10 @@ func (c *DBClock) Observe(sent, db, received time.Time) {
 		return
 	}
 	rtt := received.Sub(sent)
-	if old := time.Duration(c.rtt.Load()); c.at.Load() != 0 && rtt > 2*old &&
-		received.Sub(time.Unix(0, c.at.Load())) < clockSampleMaxAge {
+	if old := c.sample.Load(); old != nil && rtt > 2*old.rtt && received.Sub(old.received) < clockSampleMaxAge {
 		return
 	}
-	mid := sent.Add(rtt / 2)
-	c.offset.Store(int64(db.Sub(mid)))
-	c.rtt.Store(int64(rtt))
-	c.at.Store(received.UnixNano())
+	c.sample.Store(&clockSample{db: db, mid: sent.Add(rtt / 2), received: received, rtt: rtt})
 }
 
 // Offset returns the database's clock minus this process's, as estimated.
@@ -45,26 +52,35 @@ func (c *DBClock) Offset() time.Duration {
 	if c == nil {
 		return 0
 	}
-	return time.Duration(c.offset.Load())
+	s := c.sample.Load()
+	if s == nil {
+		return 0
+	}
+	return s.db.Sub(s.mid)
 }
 
 // Now returns what the database's clock reads when this process's reads
-// local, to the microsecond (the database's precision), when an
-// observation younger than clockSampleMaxAge backs the estimate; ok is
-// false otherwise (no observation yet, the loop stalled, or the local
-// clock stepped back past it), and the caller should ask the database.
+// local (from time.Now), to the microsecond (the database's precision),
+// from an observation younger than clockSampleMaxAge whose round trip was
+// under clockNowMaxRTT; ok is false otherwise (no such observation: none
+// yet, the loop stalled, the database answered slowly), and the caller
+// should ask the database. The reading is never ahead of the database's
+// clock (it counts from the end of the round trip, on the monotonic clock
+// when local and the observation carry it, so a step of the wall clock
+// does not move it) and at most the round trip behind.
 func (c *DBClock) Now(local time.Time) (now time.Time, ok bool) {
 	if c == nil {
 		return time.Time{}, false
 	}
-	at := c.at.Load()
-	if at == 0 {
+	s := c.sample.Load()
+	if s == nil || s.rtt >= clockNowMaxRTT {
 		return time.Time{}, false
 	}
-	if age := local.Sub(time.Unix(0, at)); age < 0 || age >= clockSampleMaxAge {
+	age := local.Sub(s.received)
+	if age < 0 || age >= clockSampleMaxAge {
 		return time.Time{}, false
 	}
-	return local.Add(c.Offset()).Truncate(time.Microsecond), true
+	return s.db.Add(age).Truncate(time.Microsecond), true
 }
 
 // Local returns the time on this process's clock at which the database's

@@ -42,11 +42,19 @@ func TestDBClock(t *testing.T) {
 	_, ok = fresh.Now(later)
 	require.False(t, ok, "no observation yet")
 	fresh.Observe(later, later.Add(time.Hour), later.Add(2*time.Millisecond))
+	// Counted from the end of the round trip: never ahead of the database.
 	got, ok := fresh.Now(later.Add(5*time.Second + 1234567))
 	require.True(t, ok)
-	require.Equal(t, later.Add(time.Hour+5*time.Second-time.Millisecond+1234*time.Microsecond), got, "to the microsecond")
+	require.Equal(t, later.Add(time.Hour+5*time.Second-2*time.Millisecond+1234*time.Microsecond), got, "to the microsecond")
 	_, ok = fresh.Now(later.Add(clockSampleMaxAge + 2*time.Millisecond))
 	require.False(t, ok, "stale: ask the database")
 	_, ok = fresh.Now(later)
 	require.False(t, ok, "the local clock went back before the observation")
+	// Ten seconds on, a slow round trip replaces the estimate, but Now does
+	// not answer from it.
+	slow := later.Add(clockSampleMaxAge + time.Second)
+	fresh.Observe(slow, slow.Add(time.Hour), slow.Add(40*time.Millisecond))
+	require.Equal(t, time.Hour-20*time.Millisecond, fresh.Offset())
+	_, ok = fresh.Now(slow.Add(time.Second))
+	require.False(t, ok, "a slow round trip: ask the database")
 }

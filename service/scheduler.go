@@ -126,16 +126,12 @@ type TickResult struct {
 // by the database clock.
 func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 	var res TickResult
-	sent := time.Now()
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		res = TickResult{}
 		now, err := db.Now(ctx, tx)
 		if err != nil {
 			return err
 		}
-		// The transaction's clock was read after sent: the estimate stays
-		// fresh while the loop ticks without waiting (NextDueIn).
-		s.cfg.Clock.Observe(sent, now, time.Now())
 		due, err := db.ClaimDueTasks(ctx, tx, now.Add(s.cfg.LookAhead), s.cfg.BatchSize)
 		if err != nil {
 			return err

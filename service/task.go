@@ -114,8 +114,9 @@ type TasksConfig struct {
 	// PayloadMax caps a task's payload in bytes. Defaults to PayloadMaxDefault.
 	PayloadMax int
 	// Clock, when set, gives Create and Preview the database's clock
-	// without a round trip while its estimate is fresh (the scheduler loop
-	// keeps it: SchedulerConfig.Clock); otherwise they ask the database.
+	// without a round trip while its estimate is fresh and was made from a
+	// fast round trip (DBClock.Now; the scheduler loop keeps it:
+	// SchedulerConfig.Clock); otherwise they ask the database.
 	Clock *DBClock
 }
 
