@@ -161,7 +161,15 @@ type DeliverySuccess struct {
 // row it found running, skips every locked row (CancelPendingExecutions)
 // — so it cannot deadlock. Tasks whose consecutive failure count is not
 // zero are reset afterwards, in a statement of their own that locks them
-// in id order and holds no execution lock.
+// in id order. Run both in one transaction (q a pgx.Tx), so that no
+// success is visible before its task's reset: a failure of the task's next
+// execution recorded in between would count on from the old count. The
+// transaction then holds the succeeded executions' locks while it locks
+// tasks; no statement holds a task's lock while it waits for an
+// execution's (the cancel of pending executions skips locked rows, the
+// row-by-row path locks its execution before its task, the scheduler
+// claims tasks with SKIP LOCKED and only inserts executions), so this
+// cannot deadlock either.
 func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (map[int]int, error) {
 	n := len(ok)
 	tenants, ids, leases := make([]string, n), make([]string, n), make([]int32, n)

@@ -152,7 +152,16 @@ func (s *Deliveries) startPending(ctx context.Context, keys []db.DeliveryKey) ([
 }
 
 func (s *Deliveries) recordSuccesses(ctx context.Context, oks []db.DeliverySuccess) ([]successResult, error) {
-	done, err := db.SucceedDeliveries(ctx, s.pool, oks)
+	// One transaction: a success is never visible before its task's
+	// failure count is reset, or a failure of the task's next execution
+	// recorded in between would count on from the old count (and could
+	// pause the task).
+	var done map[int]int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		done, err = db.SucceedDeliveries(ctx, tx, oks)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
