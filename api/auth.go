@@ -21,7 +21,7 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// Scopes a token may carry (API.md).
+// Scopes a token may carry (README, "Authentication").
 const (
 	ScopeTasksRead       = "tasks:read"
 	ScopeTasksWrite      = "tasks:write"
@@ -32,14 +32,18 @@ const (
 	ScopeAdmin           = "admin"
 )
 
-// AllScopes lists every scope, admin included.
-var AllScopes = []string{
-	ScopeTasksRead, ScopeTasksWrite, ScopeEndpointsRead, ScopeEndpointsWrite,
-	ScopeExecutionsRead, ScopeExecutionsWrite, ScopeAdmin,
-}
+// AllScopes returns every scope, admin included, in a slice of the
+// caller's own.
+func AllScopes() []string { return append(TenantScopes(), ScopeAdmin) }
 
-// TenantScopes lists every scope but admin: what a tenant's own tooling needs.
-var TenantScopes = AllScopes[:len(AllScopes)-1]
+// TenantScopes returns every scope but admin, what a tenant's own tooling
+// needs, in a slice of the caller's own.
+func TenantScopes() []string {
+	return []string{
+		ScopeTasksRead, ScopeTasksWrite, ScopeEndpointsRead, ScopeEndpointsWrite,
+		ScopeExecutionsRead, ScopeExecutionsWrite,
+	}
+}
 
 const (
 	// LeewayDefault absorbs clock skew between the issuer and ax.

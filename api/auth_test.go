@@ -106,7 +106,7 @@ func rawHS256(header, claims any, key []byte) string {
 func claimsFor(tenant string, extra map[string]any) jwt.MapClaims {
 	now := time.Now()
 	c := jwt.MapClaims{
-		"tenant": tenant, "sub": "auth-test", "scope": strings.Join(api.TenantScopes, " "),
+		"tenant": tenant, "sub": "auth-test", "scope": strings.Join(api.TenantScopes(), " "),
 		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix(),
 	}
 	for k, v := range extra {
@@ -529,4 +529,22 @@ func TestIssueToken(t *testing.T) {
 	require.NoError(t, err)
 	_, err = auth.Verify(expired)
 	require.Error(t, err)
+}
+
+// TestScopeListsAreTheCallers: each call returns a slice of its own, so a
+// caller that appends to the tenant scopes (as a token issuer adding
+// admin for one token would) cannot change the list of every scope. They
+// used to share one backing array: an append overwrote admin.
+func TestScopeListsAreTheCallers(t *testing.T) {
+	t.Parallel()
+	tenant := api.TenantScopes()
+	require.NotContains(t, tenant, api.ScopeAdmin)
+	_ = append(tenant, "custom:scope")
+	tenant[0] = "changed"
+	all := api.AllScopes()
+	require.Equal(t, api.ScopeAdmin, all[len(all)-1], "admin is still the last of every scope")
+	require.NotContains(t, all, "custom:scope")
+	require.Equal(t, api.ScopeTasksRead, all[0])
+	require.Equal(t, append(api.TenantScopes(), api.ScopeAdmin), all)
+	require.Equal(t, api.ScopeTasksRead, api.TenantScopes()[0], "a change to a returned slice does not last")
 }

@@ -76,7 +76,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 func token(t *testing.T, tenant string, scopes ...string) string {
 	t.Helper()
 	if len(scopes) == 0 {
-		scopes = api.TenantScopes
+		scopes = api.TenantScopes()
 	}
 	tok, err := api.IssueToken([]byte(testSecret), tenant, "test", scopes, time.Hour, "", "")
 	require.NoError(t, err)

@@ -153,7 +153,7 @@ func token(args []string, getenv func(string) string, stdout io.Writer) error {
 	var errBuf strings.Builder
 	fs.SetOutput(&errBuf)
 	tenant := fs.String("tenant", "", "the tenant the token acts for (required)")
-	scope := fs.String("scope", strings.Join(api.TenantScopes, " "), "space-separated scopes")
+	scope := fs.String("scope", strings.Join(api.TenantScopes(), " "), "space-separated scopes")
 	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
 	subject := fs.String("subject", "ax-token", "the token's subject (sub)")
 	if err := fs.Parse(args); err != nil {
@@ -166,8 +166,8 @@ func token(args []string, getenv func(string) string, stdout io.Writer) error {
 		return errors.New("token: --ttl must be positive")
 	}
 	for _, s := range strings.Fields(*scope) {
-		if !contains(api.AllScopes, s) {
-			return fmt.Errorf("token: unknown scope %q (known: %s)", s, strings.Join(api.AllScopes, " "))
+		if !contains(api.AllScopes(), s) {
+			return fmt.Errorf("token: unknown scope %q (known: %s)", s, strings.Join(api.AllScopes(), " "))
 		}
 	}
 	cfg, err := loadConfig(getenv)

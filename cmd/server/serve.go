@@ -257,7 +257,7 @@ func printBanner(w io.Writer, base string, cfg config, secret []byte) {
 		return
 	}
 	const ttl = 24 * time.Hour
-	tok, err := api.IssueToken(secret, "demo", "ax-dev", api.AllScopes, ttl, cfg.JWTIssuer, cfg.JWTAudience)
+	tok, err := api.IssueToken(secret, "demo", "ax-dev", api.AllScopes(), ttl, cfg.JWTIssuer, cfg.JWTAudience)
 	if err != nil {
 		return
 	}
