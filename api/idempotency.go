@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"unicode"
@@ -38,12 +37,8 @@ func (h *handlers) idempotent(route string) echo.MiddlewareFunc {
 			ctx, tenant := c.Request().Context(), principalFrom(c).Tenant
 			stored, err := h.cfg.Idempotency.Claim(ctx, tenant, route, key, body)
 			switch {
-			case errors.Is(err, service.ErrIdempotencyMismatch):
-				return &problem{Status: http.StatusUnprocessableEntity, Title: "Idempotency-Key reused", Detail: err.Error()}
-			case errors.Is(err, service.ErrIdempotencyInFlight):
-				return &problem{Status: http.StatusConflict, Detail: err.Error()}
 			case err != nil:
-				return err
+				return err // domainProblems maps the mismatch and the request in flight
 			case stored != nil:
 				c.Response().Header().Set("Idempotent-Replayed", "true")
 				ct := echo.MIMEApplicationJSON

@@ -66,10 +66,28 @@ func handleError(err error, c echo.Context) {
 	}
 }
 
+// domainProblems maps the service's errors to problems: the one place
+// where a domain error gets its status. The first entry that matches wins;
+// detail, when set, builds the problem's detail from the error.
+var domainProblems = []struct {
+	match  func(error) bool
+	status int
+	title  string
+	detail func(error) string
+}{
+	{match: errorAs[*service.ValidationError], status: http.StatusUnprocessableEntity, title: "Validation failed",
+		detail: func(error) string { return "the request has invalid fields; see errors" }},
+	{match: is(service.ErrIdempotencyMismatch), status: http.StatusUnprocessableEntity, title: "Idempotency-Key reused",
+		detail: errorText},
+	{match: is(service.ErrIdempotencyInFlight), status: http.StatusConflict, detail: errorText},
+	{match: is(service.ErrNotFound), status: http.StatusNotFound,
+		detail: func(error) string { return "no such resource" }},
+	{match: is(service.ErrConflict), status: http.StatusConflict, detail: conflictDetail},
+}
+
 func toProblem(err error, c echo.Context) *problem {
 	var (
 		p  *problem
-		ve *service.ValidationError
 		ae *authError
 		he *echo.HTTPError
 	)
@@ -78,31 +96,45 @@ func toProblem(err error, c echo.Context) *problem {
 		return p
 	case errors.As(err, &ae):
 		return &problem{Status: http.StatusUnauthorized, Title: "Unauthorized", Detail: ae.detail}
-	case errors.As(err, &ve):
-		out := &problem{Status: http.StatusUnprocessableEntity, Title: "Validation failed",
-			Detail: "the request has invalid fields; see errors"}
-		for _, f := range ve.Fields {
-			out.Errors = append(out.Errors, fieldError{Field: f.Field, Message: f.Message})
+	}
+	for _, d := range domainProblems {
+		if !d.match(err) {
+			continue
+		}
+		out := &problem{Status: d.status, Title: d.title}
+		if d.detail != nil {
+			out.Detail = d.detail(err)
+		}
+		var ve *service.ValidationError
+		if errors.As(err, &ve) {
+			for _, f := range ve.Fields {
+				out.Errors = append(out.Errors, fieldError{Field: f.Field, Message: f.Message})
+			}
 		}
 		return out
-	case errors.Is(err, service.ErrNotFound):
-		return &problem{Status: http.StatusNotFound, Detail: "no such resource"}
-	case errors.Is(err, service.ErrConflict):
-		return &problem{Status: http.StatusConflict, Detail: conflictDetail(err)}
-	case errors.As(err, &he):
+	}
+	if errors.As(err, &he) {
 		return fromHTTPError(he, c)
 	}
 	return &problem{Status: http.StatusInternalServerError,
 		Detail: "an internal error occurred; quote the request id when reporting it"}
 }
 
-// conflictDetail returns the message a service attached to ErrConflict: the
-// text before the sentinel, which services write for clients.
+func is(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }
+
+func errorAs[T error](err error) bool {
+	var t T
+	return errors.As(err, &t)
+}
+
+func errorText(err error) string { return err.Error() }
+
+// conflictDetail is the detail a service wrote for the client
+// (service.ConflictError), or a generic one.
 func conflictDetail(err error) string {
-	msg := err.Error()
-	suffix := ": " + service.ErrConflict.Error()
-	if len(msg) > len(suffix) && msg[len(msg)-len(suffix):] == suffix {
-		return msg[:len(msg)-len(suffix)]
+	var ce *service.ConflictError
+	if errors.As(err, &ce) && ce.Detail != "" {
+		return ce.Detail
 	}
 	return "the request conflicts with the current state of the resource"
 }

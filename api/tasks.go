@@ -12,7 +12,7 @@ import (
 	"github.com/axhq/ax/service"
 )
 
-// scheduleDTO is a task's schedule (API.md).
+// scheduleDTO is a task's schedule (README, "Tasks").
 type scheduleDTO struct {
 	Type string `json:"type" enums:"cron,interval,once" example:"cron"`
 	// Cron: 5 fields, or 6 with seconds first; descriptors like @hourly; L = last day of month.

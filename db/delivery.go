@@ -117,7 +117,7 @@ func StartDelivery(ctx context.Context, q Querier, tenant, id string, lease int)
 		return 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("start delivery: %w", err)
+		return 0, false, wrap("start delivery", err)
 	}
 	return attempts, true, nil
 }
@@ -173,33 +173,38 @@ func EndDelivery(ctx context.Context, q Querier, e DeliveryEnd) (bool, error) {
 		e.TenantID, e.ID, e.To, e.StatusCode, e.Error, e.ErrorClass, e.Attempts, nextIn, e.From, e.KeepStatusCode,
 		e.MaxLease, e.Lease).Scan(&n)
 	if err != nil {
-		return false, fmt.Errorf("execution %s → %s: %w", e.ID, e.To, err)
+		return false, wrap(fmt.Sprintf("execution %s → %s", e.ID, e.To), err)
 	}
 	return n == 1, nil
 }
 
-// DeliveryOwner is a running execution locked by the attempt that owns it,
-// with what finishing it needs from its task.
-type DeliveryOwner struct {
-	TaskID          string `db:"task_id"`
-	Attempts        int    `db:"attempts"`
-	CancelRequested bool   `db:"cancel_requested"`
-	TaskFound       bool   `db:"task_found"`
-	MaxAttempts     *int32 `db:"max_attempts"`
+// DeliveryOutcome is an execution locked to record an attempt's outcome,
+// with what that needs from its task (service.decideFinish).
+type DeliveryOutcome struct {
+	TaskID           string `db:"task_id"`
+	State            string `db:"state"`
+	LeaseAttempt     int    `db:"lease_attempt"`
+	Attempts         int    `db:"attempts"`
+	CancelRequested  bool   `db:"cancel_requested"`
+	TaskFound        bool   `db:"task_found"`
+	MaxAttempts      *int32 `db:"max_attempts"`
+	InitialBackoffMS *int64 `db:"initial_backoff_ms"`
+	MaxBackoffMS     *int64 `db:"max_backoff_ms"`
 	// TaskFailures is the task's consecutive failure count (0 without a task).
 	TaskFailures int32 `db:"task_failures"`
 }
 
-// GetDeliveryOwner locks the execution if it is running under lease and
-// returns ErrNoRows otherwise (another attempt owns it, or it ended).
-func GetDeliveryOwner(ctx context.Context, q Querier, tenant, id string, lease int) (DeliveryOwner, error) {
-	rows, err := q.Query(ctx, `SELECT e.task_id::text, e.attempts, e.cancel_requested, t.id IS NOT NULL AS task_found,
-			t.max_attempts, coalesce(t.consecutive_failures, 0) AS task_failures
+// GetDeliveryOutcome reads an execution with its task and locks the
+// execution until the transaction ends. ErrNotFound: no such execution.
+func GetDeliveryOutcome(ctx context.Context, q Querier, tenant, id string) (DeliveryOutcome, error) {
+	rows, err := q.Query(ctx, `SELECT e.task_id::text, e.state, e.lease_attempt, e.attempts, e.cancel_requested,
+			t.id IS NOT NULL AS task_found, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms,
+			coalesce(t.consecutive_failures, 0) AS task_failures
 		FROM executions e
 		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
-		WHERE e.tenant_id = $1 AND e.id = $2 AND e.state = 'running' AND e.lease_attempt = $3
-		FOR UPDATE OF e`, tenant, id, lease)
-	return collectOne[DeliveryOwner](rows, err)
+		WHERE e.tenant_id = $1 AND e.id = $2
+		FOR UPDATE OF e`, tenant, id)
+	return collectOne[DeliveryOutcome](rows, err)
 }
 
 // DeliveryEvent is one timeline entry to append.
@@ -225,7 +230,7 @@ func InsertDeliveryEvents(ctx context.Context, q Querier, tenant, executionID st
 			tenant, executionID, ev.Type, ev.Attempt, ev.StatusCode, ev.LatencyMS, ev.ErrorClass, ev.Message, ev.Data)
 	}
 	if err := sendBatch(ctx, q, batch); err != nil {
-		return fmt.Errorf("append events to execution %s: %w", executionID, err)
+		return wrap("append events to execution "+executionID, err)
 	}
 	return nil
 }
@@ -252,7 +257,7 @@ func ResetTaskFailures(ctx context.Context, q Querier, tenant, taskID string) er
 	_, err := q.Exec(ctx, `UPDATE tasks SET consecutive_failures = 0
 		WHERE tenant_id = $1 AND id = $2 AND consecutive_failures <> 0`, tenant, taskID)
 	if err != nil {
-		return fmt.Errorf("reset task failures: %w", err)
+		return wrap("reset task failures", err)
 	}
 	return nil
 }
@@ -265,8 +270,8 @@ type TaskFailures struct {
 	AlertEndpointID    *string `db:"alert_endpoint_id"`
 }
 
-// AddTaskFailure counts one more consecutive failure of a task. ErrNoRows
-// means the task is gone.
+// AddTaskFailure counts one more consecutive failure of a task.
+// ErrNotFound means the task is gone.
 func AddTaskFailure(ctx context.Context, q Querier, tenant, taskID string) (TaskFailures, error) {
 	rows, err := q.Query(ctx, `UPDATE tasks SET consecutive_failures = consecutive_failures + 1
 		WHERE tenant_id = $1 AND id = $2
@@ -279,7 +284,7 @@ func AutoPauseTask(ctx context.Context, q Querier, tenant, taskID string) (bool,
 	tag, err := q.Exec(ctx, `UPDATE tasks SET state = 'paused', version = version + 1, updated_at = now()
 		WHERE tenant_id = $1 AND id = $2 AND state = 'active'`, tenant, taskID)
 	if err != nil {
-		return false, fmt.Errorf("pause task: %w", err)
+		return false, wrap("pause task", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
@@ -291,7 +296,7 @@ func DisableEndpoint(ctx context.Context, q Querier, tenant, id, reason string) 
 			updated_at = now()
 		WHERE tenant_id = $1 AND id = $2 AND enabled`, tenant, id, reason)
 	if err != nil {
-		return false, fmt.Errorf("disable endpoint: %w", err)
+		return false, wrap("disable endpoint", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }

@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -32,6 +31,29 @@ import (
 // one of the batch. The pool these run on keeps generic plans and rules
 // out sequential scans, hash and merge joins (cmd/server), so the plan is
 // the same whatever the statistics said when it was made.
+
+// StartsWithoutDecision is the condition under which the batched start
+// (StartPendingDeliveries) takes an attempt: the SQL mirror of
+// service.startBatchable, over the execution e, its task t, its endpoint
+// ep (the inner joins require both to exist) and the request i (its job_id,
+// 0 when not checked). It admits exactly the first sends of pending
+// executions that service.decideStart would send without reading more
+// than these rows; every other attempt takes the row-by-row path, which
+// asks decideStart itself. A rule added to decideStart is added here too
+// (service.TestStartDecisionAgreesWithTheBatch fails until it is).
+const StartsWithoutDecision = `e.state = 'pending' AND NOT e.cancel_requested
+	AND (i.job_id = 0 OR e.river_job_id IS NULL OR e.river_job_id = i.job_id)
+	AND (t.state <> 'paused' OR e.trigger = 'manual')
+	AND t.overlap_policy = 'allow'
+	AND t.max_attempts >= 1
+	AND ep.enabled`
+
+// SucceedsWithoutDecision is the condition under which the batched
+// success (SucceedDeliveries) records a 2xx: the SQL mirror of
+// service.finishBatchable, over the execution e and the request i (its
+// lease). Every other outcome takes the row-by-row path
+// (service.TestFinishDecisionAgreesWithTheBatch).
+const SucceedsWithoutDecision = `e.state = 'running' AND e.lease_attempt = i.lease`
 
 // ExecutionRef names an execution.
 type ExecutionRef struct {
@@ -66,7 +88,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 	}
 	uids, err := uuidArray(ids)
 	if err != nil {
-		return nil, fmt.Errorf("start deliveries: %w", err)
+		return nil, wrap("start deliveries", err)
 	}
 	rows, err := q.Query(ctx, `WITH input AS (
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::bigint[]) WITH ORDINALITY AS i(tenant_id, id, lease, job_id, ord)
@@ -91,10 +113,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 			CROSS JOIN LATERAL (
 				SELECT * FROM endpoints ep WHERE ep.tenant_id = e.tenant_id AND ep.id = t.endpoint_id OFFSET 0
 			) ep
-			WHERE e.state = 'pending' AND NOT e.cancel_requested
-			  AND (i.job_id = 0 OR e.river_job_id IS NULL OR e.river_job_id = i.job_id)
-			  AND (t.state <> 'paused' OR e.trigger = 'manual') AND t.overlap_policy = 'allow' AND t.max_attempts >= 1
-			  AND ep.enabled
+			WHERE `+StartsWithoutDecision+`
 		), started AS (
 			UPDATE executions e SET state = 'running', attempts = 1, lease_attempt = c.lease,
 				started_at = coalesce(e.started_at, now()), next_attempt_at = NULL,
@@ -120,7 +139,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 			now() AS now
 		FROM started`, tenants, uids, leases, jobs)
 	if err != nil {
-		return nil, fmt.Errorf("start deliveries: %w", err)
+		return nil, wrap("start deliveries", err)
 	}
 	out := make(map[int]DeliveryRow, len(keys))
 	var (
@@ -135,7 +154,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("start deliveries: %w", err)
+		return nil, wrap("start deliveries", err)
 	}
 	return out, nil
 }
@@ -180,7 +199,7 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 	}
 	uids, err := uuidArray(ids)
 	if err != nil {
-		return nil, fmt.Errorf("record successes: %w", err)
+		return nil, wrap("record successes", err)
 	}
 	rows, err := q.Query(ctx, `WITH input AS (
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::int[], $5::int[]) WITH ORDINALITY
@@ -190,7 +209,7 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 				last_status_code = i.status_code, last_latency_ms = i.latency_ms, last_error = NULL,
 				last_error_class = NULL, implicit_events = e.implicit_events | 4
 			FROM input i
-			WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.state = 'running' AND e.lease_attempt = i.lease
+			WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND `+SucceedsWithoutDecision+`
 			RETURNING i.ord, e.tenant_id, e.task_id, e.attempts, e.scheduled_for, e.id
 		), closed AS (
 			DELETE FROM unfinished_executions u USING done d
@@ -203,7 +222,7 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 			WHERE t.tenant_id = d.tenant_id AND t.id = d.task_id AND t.consecutive_failures <> 0 OFFSET 0
 		) t ON true`, tenants, uids, leases, codes, latencies)
 	if err != nil {
-		return nil, fmt.Errorf("record successes: %w", err)
+		return nil, wrap("record successes", err)
 	}
 	out := make(map[int]int, n)
 	var reset []taskRef
@@ -217,7 +236,7 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("record successes: %w", err)
+		return nil, wrap("record successes", err)
 	}
 	if len(reset) > 0 {
 		if err := resetTasksFailures(ctx, q, reset); err != nil {
@@ -248,7 +267,7 @@ func resetTasksFailures(ctx context.Context, q Querier, tasks []taskRef) error {
 		UPDATE tasks t SET consecutive_failures = 0 FROM locked l
 		WHERE t.tenant_id = l.tenant_id AND t.id = l.id AND t.consecutive_failures <> 0`, tenants, ids)
 	if err != nil {
-		return fmt.Errorf("reset task failures: %w", err)
+		return wrap("reset task failures", err)
 	}
 	return nil
 }
@@ -266,11 +285,11 @@ func CancelRequested(ctx context.Context, q Querier, refs []ExecutionRef) ([]str
 			WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.state = 'running' AND e.cancel_requested OFFSET 0
 		) e`, tenants, ids)
 	if err != nil {
-		return nil, fmt.Errorf("read cancel requests: %w", err)
+		return nil, wrap("read cancel requests", err)
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("read cancel requests: %w", err)
+		return nil, wrap("read cancel requests", err)
 	}
 	return out, nil
 }
@@ -286,7 +305,7 @@ func SetExecutionJobs(ctx context.Context, q Querier, refs []ExecutionRef, jobID
 		FROM unnest($1::text[], $2::uuid[], $3::bigint[]) AS i(tenant_id, id, job_id)
 		WHERE e.tenant_id = i.tenant_id AND e.id = i.id`, tenants, ids, jobIDs)
 	if err != nil {
-		return fmt.Errorf("record execution jobs: %w", err)
+		return wrap("record execution jobs", err)
 	}
 	return nil
 }

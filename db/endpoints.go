@@ -2,8 +2,6 @@ package db
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,26 +29,24 @@ type Endpoint struct {
 const endpointColumns = `tenant_id, id::text, name, url, method, headers, secret, previous_secret,
 	previous_secret_expires_at, timeout_ms, enabled, disabled_reason, disabled_at, created_at, updated_at`
 
-// ErrNoRows is returned by single-row reads that find nothing.
-var ErrNoRows = errors.New("no rows")
-
 // collectOne scans exactly one row into a T by column name; no row is
-// ErrNoRows.
+// ErrNotFound.
 func collectOne[T any](rows pgx.Rows, err error) (T, error) {
 	return exactlyOne(rows, err, pgx.RowToStructByName[T])
 }
 
-// exactlyOne scans exactly one row with scan; no row is ErrNoRows.
+// exactlyOne scans exactly one row with scan; no row is ErrNotFound.
+// Errors are translated.
 func exactlyOne[T any](rows pgx.Rows, err error, scan pgx.RowToFunc[T]) (T, error) {
 	var zero T
 	if err != nil {
-		return zero, err
+		return zero, translate(err)
 	}
 	v, err := pgx.CollectExactlyOneRow(rows, scan)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return zero, ErrNoRows
+	if err != nil {
+		return zero, translate(err)
 	}
-	return v, err
+	return v, nil
 }
 
 // InsertEndpoint inserts e and returns the stored row.
@@ -77,9 +73,10 @@ func ListEndpoints(ctx context.Context, q Querier, tenant, before string, limit 
 	rows, err := q.Query(ctx, `SELECT `+endpointColumns+` FROM endpoints
 		WHERE tenant_id = $1 AND ($2 = '' OR id < NULLIF($2, '')::uuid) ORDER BY endpoints.id DESC LIMIT $3`, tenant, before, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
+		return nil, wrap("list endpoints", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByName[Endpoint])
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[Endpoint])
+	return out, wrap("list endpoints", err)
 }
 
 // UpdateEndpoint writes e's mutable fields and returns the stored row.
@@ -98,7 +95,7 @@ func UpdateEndpoint(ctx context.Context, q Querier, e Endpoint) (Endpoint, error
 func DeleteEndpoint(ctx context.Context, q Querier, tenant, id string) (bool, error) {
 	tag, err := q.Exec(ctx, `DELETE FROM endpoints WHERE tenant_id = $1 AND id = $2`, tenant, id)
 	if err != nil {
-		return false, err
+		return false, wrap("delete endpoint", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }

@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -124,11 +123,11 @@ func ListExecutions(ctx context.Context, q Querier, tenant string, f ExecutionFi
 	}
 	rows, err := q.Query(ctx, sql, tenant, f.Before, f.TaskID, f.State, f.Since, f.Until, f.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("list executions: %w", err)
+		return nil, wrap("list executions", err)
 	}
 	out, err := collectRows[Execution](rows, f.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("list executions: %w", err)
+		return nil, wrap("list executions", err)
 	}
 	return out, nil
 }
@@ -150,11 +149,11 @@ func ListExecutionEvents(ctx context.Context, q Querier, row Execution) ([]Execu
 	rows, err := q.Query(ctx, `SELECT type, at, attempt, status_code, latency_ms, error_class, message, data
 		FROM execution_events WHERE tenant_id = $1 AND execution_id = $2 ORDER BY seq`, row.TenantID, row.ID)
 	if err != nil {
-		return nil, fmt.Errorf("list execution events: %w", err)
+		return nil, wrap("list execution events", err)
 	}
 	stored, err := pgx.CollectRows(rows, pgx.RowToStructByName[ExecutionEvent])
 	if err != nil {
-		return nil, fmt.Errorf("list execution events: %w", err)
+		return nil, wrap("list execution events", err)
 	}
 	return Timeline(row, stored), nil
 }
@@ -219,7 +218,7 @@ func InsertManualExecution(ctx context.Context, q Querier, e ManualExecution) (b
 		SELECT tenant_id, id, 'fired', '{"trigger":"manual"}' FROM x`,
 		e.TenantID, e.ID, e.TaskID, e.DedupKey, e.Payload)
 	if err != nil {
-		return false, fmt.Errorf("insert manual execution: %w", err)
+		return false, wrap("insert manual execution", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
@@ -247,7 +246,7 @@ func CancelExecution(ctx context.Context, q Querier, tenant, id, message string)
 		INSERT INTO execution_events (tenant_id, execution_id, type, message)
 		SELECT tenant_id, id, 'cancelled', $3 FROM c`, tenant, id, message)
 	if err != nil {
-		return false, fmt.Errorf("cancel execution: %w", err)
+		return false, wrap("cancel execution", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
@@ -259,7 +258,7 @@ func RequestExecutionCancel(ctx context.Context, q Querier, tenant, id string) (
 	tag, err := q.Exec(ctx, `UPDATE executions SET cancel_requested = true
 		WHERE tenant_id = $1 AND id = $2 AND state = 'running'`, tenant, id)
 	if err != nil {
-		return false, fmt.Errorf("request execution cancel: %w", err)
+		return false, wrap("request execution cancel", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
@@ -285,7 +284,7 @@ func RetryExecution(ctx context.Context, q Querier, tenant, id, from string, job
 		INSERT INTO execution_events (tenant_id, execution_id, type, data)
 		SELECT tenant_id, id, 'retried', jsonb_build_object('previous_state', $3::text) FROM r`, tenant, id, from, jobID)
 	if err != nil {
-		return false, fmt.Errorf("retry execution: %w", err)
+		return false, wrap("retry execution", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
@@ -305,7 +304,7 @@ func ExecutionJobs(ctx context.Context, q Querier, kind, tenant, executionID str
 		  AND state NOT IN ('cancelled', 'discarded')
 		ORDER BY id`, kind, tenant, executionID, jobID)
 	if err != nil {
-		return nil, fmt.Errorf("list execution jobs: %w", err)
+		return nil, wrap("list execution jobs", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByName[RiverJob])
 }
@@ -348,7 +347,7 @@ func SweepUnfinished(ctx context.Context, q TxBeginner) (int64, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("sweep unfinished executions: %w", err)
+		return 0, wrap("sweep unfinished executions", err)
 	}
 	return n, nil
 }

@@ -28,13 +28,13 @@ func ClaimIdempotencyKey(ctx context.Context, q Querier, tenant, route, key stri
 		return nil, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, err
+		return nil, wrap("claim idempotency key", err)
 	}
 	var rec IdempotencyRecord
 	err = q.QueryRow(ctx, `SELECT request_hash, status, response FROM idempotency_keys
 		WHERE tenant_id = $1 AND route = $2 AND key = $3`, tenant, route, key).Scan(&rec.RequestHash, &rec.Status, &rec.Response)
 	if err != nil {
-		return nil, err
+		return nil, wrap("read idempotency key", err)
 	}
 	return &rec, nil
 }
@@ -43,18 +43,18 @@ func ClaimIdempotencyKey(ctx context.Context, q Querier, tenant, route, key stri
 func FinishIdempotencyKey(ctx context.Context, q Querier, tenant, route, key string, status int, response []byte) error {
 	_, err := q.Exec(ctx, `UPDATE idempotency_keys SET status = $4, response = $5
 		WHERE tenant_id = $1 AND route = $2 AND key = $3`, tenant, route, key, status, response)
-	return err
+	return wrap("store idempotent response", err)
 }
 
 // ReleaseIdempotencyKey forgets a claimed key (the request failed in a way
 // the client should be able to retry).
 func ReleaseIdempotencyKey(ctx context.Context, q Querier, tenant, route, key string) error {
 	_, err := q.Exec(ctx, `DELETE FROM idempotency_keys WHERE tenant_id = $1 AND route = $2 AND key = $3`, tenant, route, key)
-	return err
+	return wrap("release idempotency key", err)
 }
 
 // DeleteExpiredIdempotencyKeys removes keys older than ttlSeconds.
 func DeleteExpiredIdempotencyKeys(ctx context.Context, q Querier, ttlSeconds int) (int64, error) {
 	tag, err := q.Exec(ctx, `DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1)`, ttlSeconds)
-	return tag.RowsAffected(), err
+	return tag.RowsAffected(), wrap("delete expired idempotency keys", err)
 }

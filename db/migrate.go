@@ -35,7 +35,7 @@ type Migration struct {
 func Migrations() ([]Migration, error) {
 	entries, err := fs.ReadDir(migrationFiles, "migrations")
 	if err != nil {
-		return nil, fmt.Errorf("read embedded migrations: %w", err)
+		return nil, wrap("read embedded migrations", err)
 	}
 	out := make([]Migration, 0, len(entries))
 	for _, e := range entries {
@@ -47,7 +47,7 @@ func Migrations() ([]Migration, error) {
 		}
 		b, err := migrationFiles.ReadFile("migrations/" + name)
 		if err != nil {
-			return nil, fmt.Errorf("read migration %s: %w", name, err)
+			return nil, wrap("read migration "+name, err)
 		}
 		out = append(out, Migration{Version: v, Name: rest, SQL: string(b)})
 	}
@@ -74,11 +74,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("migrate: acquire connection: %w", err)
+		return wrap("migrate: acquire connection", err)
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(migrationLockID)); err != nil {
-		return fmt.Errorf("migrate: take advisory lock: %w", err)
+		return wrap("migrate: take advisory lock", err)
 	}
 	defer func() {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(migrationLockID))
@@ -86,11 +86,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: logger})
 	if err != nil {
-		return fmt.Errorf("migrate: river migrator: %w", err)
+		return wrap("migrate: river migrator", err)
 	}
 	res, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	if err != nil {
-		return fmt.Errorf("migrate: river: %w", err)
+		return wrap("migrate: river", err)
 	}
 	for _, v := range res.Versions {
 		logger.Info("applied river migration", "version", v.Version, "name", v.Name)
@@ -100,7 +100,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 		version    integer PRIMARY KEY,
 		name       text NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return fmt.Errorf("migrate: create ax_migrations: %w", err)
+		return wrap("migrate: create ax_migrations", err)
 	}
 	applied, err := appliedVersion(ctx, conn.Conn())
 	if err != nil {
@@ -118,7 +118,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) error
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("migrate: apply %04d_%s: %w", m.Version, m.Name, err)
+			return wrap(fmt.Sprintf("migrate: apply %04d_%s", m.Version, m.Name), err)
 		}
 		logger.Info("applied migration", "version", m.Version, "name", m.Name)
 	}
@@ -142,18 +142,18 @@ func CheckMigrated(ctx context.Context, pool *pgxpool.Pool) error {
 		if isUndefinedTable(err) {
 			return fmt.Errorf("%w: ax migrations were never applied", ErrNotMigrated)
 		}
-		return fmt.Errorf("read ax_migrations: %w", err)
+		return wrap("read ax_migrations", err)
 	}
 	if want := migrations[len(migrations)-1].Version; applied < want {
 		return fmt.Errorf("%w: ax schema at version %d, this binary needs %d", ErrNotMigrated, applied, want)
 	}
 	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
 	if err != nil {
-		return fmt.Errorf("river migrator: %w", err)
+		return wrap("river migrator", err)
 	}
 	res, err := migrator.Validate(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("validate river migrations: %w", err)
+		return wrap("validate river migrations", err)
 	}
 	if !res.OK {
 		return fmt.Errorf("%w: river: %s", ErrNotMigrated, strings.Join(res.Messages, "; "))
@@ -164,7 +164,7 @@ func CheckMigrated(ctx context.Context, pool *pgxpool.Pool) error {
 func appliedVersion(ctx context.Context, conn *pgx.Conn) (int, error) {
 	var v int
 	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM ax_migrations").Scan(&v); err != nil {
-		return 0, fmt.Errorf("migrate: read applied version: %w", err)
+		return 0, wrap("migrate: read applied version", err)
 	}
 	return v, nil
 }

@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"strings"
 	"time"
@@ -30,7 +29,7 @@ func (p Pools) Close() {
 	}
 }
 
-// MainParams are the main pool's session parameters (set on each new
+// mainSessionParams returns the main pool's session parameters (set on each new
 // connection); a parameter of the database URL wins.
 //
 // Every statement is planned for the table sizes of the moment
@@ -46,9 +45,11 @@ func (p Pools) Close() {
 // random page read costs about a sequential one. With the default
 // random_page_cost of 4 the planner joined River's fetch to a sequential
 // scan of river_job (12 of its 15 ms) instead of 44 primary-key lookups.
-var MainParams = map[string]string{"plan_cache_mode": "force_custom_plan", "random_page_cost": "1.1"}
+func mainSessionParams() map[string]string {
+	return map[string]string{"plan_cache_mode": "force_custom_plan", "random_page_cost": "1.1"}
+}
 
-// DeliveryParams are the delivery pool's session parameters, on top of
+// deliverySessionParams returns the delivery pool's session parameters, on top of
 // the main pool's; they win over the URL (set after it, on each new
 // connection).
 //
@@ -70,10 +71,12 @@ var MainParams = map[string]string{"plan_cache_mode": "force_custom_plan", "rand
 // path wait for rows that an API command or a single delivery holds for
 // milliseconds): a statement that times out fails, and River runs its
 // delivery again.
-var DeliveryParams = map[string]string{
-	"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan",
-	"enable_seqscan": "off", "enable_hashjoin": "off", "enable_mergejoin": "off",
-	"lock_timeout": "10s",
+func deliverySessionParams() map[string]string {
+	return map[string]string{
+		"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan",
+		"enable_seqscan": "off", "enable_hashjoin": "off", "enable_mergejoin": "off",
+		"lock_timeout": "10s",
+	}
 }
 
 // OpenPools opens the main and delivery pools on url with maxConns
@@ -87,13 +90,13 @@ func OpenPools(ctx context.Context, url string, maxConns int) (Pools, error) {
 	main.MaxConnIdleTime = time.Minute
 	delivery := main.Copy()
 	mainParams := map[string]string{}
-	for name, value := range MainParams {
+	for name, value := range mainSessionParams() {
 		if _, set := main.ConnConfig.RuntimeParams[name]; !set {
 			mainParams[name] = value
 		}
 	}
 	deliveryParams := maps.Clone(mainParams)
-	maps.Copy(deliveryParams, DeliveryParams)
+	maps.Copy(deliveryParams, deliverySessionParams())
 	main.AfterConnect = setParams(mainParams)
 	delivery.AfterConnect = setParams(deliveryParams)
 	if !strings.Contains(url, "pool_max_conns") {
@@ -102,11 +105,11 @@ func OpenPools(ctx context.Context, url string, maxConns int) (Pools, error) {
 	}
 	var p Pools
 	if p.Main, err = pgxpool.NewWithConfig(ctx, main); err != nil {
-		return Pools{}, fmt.Errorf("open database pool: %w", err)
+		return Pools{}, wrap("open database pool", err)
 	}
 	if p.Delivery, err = pgxpool.NewWithConfig(ctx, delivery); err != nil {
 		p.Close()
-		return Pools{}, fmt.Errorf("open database pool: %w", err)
+		return Pools{}, wrap("open database pool", err)
 	}
 	return p, nil
 }
@@ -127,7 +130,7 @@ func setParams(params map[string]string) func(context.Context, *pgx.Conn) error 
 		_, err := conn.Exec(ctx, `SELECT set_config(name, value, false) FROM unnest($1::text[], $2::text[]) AS p(name, value)`,
 			names, values)
 		if err != nil {
-			return fmt.Errorf("set session parameters: %w", err)
+			return wrap("set session parameters", err)
 		}
 		return nil
 	}

@@ -22,13 +22,13 @@ func collectRows[T any, P positional[T]](rows pgx.Rows, capacity int) ([]T, erro
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, translate(err)
 	}
 	return out, nil
 }
 
 // collectOneRow scans exactly one row into a T, by position; no row is
-// ErrNoRows.
+// ErrNotFound.
 func collectOneRow[T any, P positional[T]](rows pgx.Rows, err error) (T, error) {
 	return exactlyOne(rows, err, func(row pgx.CollectableRow) (T, error) {
 		var v T

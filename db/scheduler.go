@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,7 +38,7 @@ func ClaimDueTasks(ctx context.Context, tx pgx.Tx, horizon time.Time, limit int)
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED`, horizon, limit)
 	if err != nil {
-		return nil, fmt.Errorf("claim due tasks: %w", err)
+		return nil, wrap("claim due tasks", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByName[DueTask])
 }
@@ -91,11 +90,11 @@ func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecut
 	}
 	uids, err := uuidArray(ids)
 	if err != nil {
-		return nil, fmt.Errorf("insert executions: %w", err)
+		return nil, wrap("insert executions", err)
 	}
 	taskIDs, err := uuidArray(tasks)
 	if err != nil {
-		return nil, fmt.Errorf("insert executions: %w", err)
+		return nil, wrap("insert executions", err)
 	}
 	rows, err := tx.Query(ctx, `WITH ins AS (
 			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, late, implicit_events)
@@ -111,7 +110,7 @@ func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecut
 		SELECT tenant_id, id::text, task_id::text, scheduled_for FROM ins`,
 		tenants, uids, taskIDs, slots, late, implicit)
 	if err != nil {
-		return nil, fmt.Errorf("insert executions: %w", err)
+		return nil, wrap("insert executions", err)
 	}
 	out := make([]InsertedExecution, 0, n)
 	var r InsertedExecution
@@ -120,7 +119,7 @@ func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecut
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("insert executions: %w", err)
+		return nil, wrap("insert executions", err)
 	}
 	if len(noted) > 0 {
 		if err := insertFireEvents(ctx, tx, execs, noted, out); err != nil {
@@ -152,7 +151,7 @@ func insertFireEvents(ctx context.Context, tx pgx.Tx, execs []NewExecution, note
 	}
 	uids, err := uuidArray(ids)
 	if err != nil {
-		return fmt.Errorf("insert fire events: %w", err)
+		return wrap("insert fire events", err)
 	}
 	_, err = tx.Exec(ctx, `WITH input AS (
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::jsonb[], $4::bigint[]) WITH ORDINALITY AS i(tenant_id, id, data, missed, ord)
@@ -166,7 +165,7 @@ func insertFireEvents(ctx context.Context, tx pgx.Tx, execs []NewExecution, note
 			SELECT tenant_id, id, ord, 2, 'fired', NULL, data FROM input
 		) ev ORDER BY ord, n`, tenants, uids, data, missed)
 	if err != nil {
-		return fmt.Errorf("insert fire events: %w", err)
+		return wrap("insert fire events", err)
 	}
 	return nil
 }
@@ -192,7 +191,7 @@ func AdvanceTasks(ctx context.Context, tx pgx.Tx, adv []TaskAdvance) error {
 	}
 	uids, err := uuidArray(ids)
 	if err != nil {
-		return fmt.Errorf("advance tasks: %w", err)
+		return wrap("advance tasks", err)
 	}
 	_, err = tx.Exec(ctx, `UPDATE tasks t SET next_run_at = u.next_run_at,
 			state = CASE WHEN u.next_run_at IS NULL THEN 'completed' ELSE t.state END,
@@ -200,7 +199,7 @@ func AdvanceTasks(ctx context.Context, tx pgx.Tx, adv []TaskAdvance) error {
 		FROM unnest($1::text[], $2::uuid[], $3::timestamptz[], $4::bigint[]) AS u(tenant_id, id, next_run_at, missed)
 		WHERE t.tenant_id = u.tenant_id AND t.id = u.id`, tenants, uids, next, missed)
 	if err != nil {
-		return fmt.Errorf("advance tasks: %w", err)
+		return wrap("advance tasks", err)
 	}
 	return nil
 }
@@ -215,7 +214,7 @@ func NextDueIn(ctx context.Context, q Querier) (due time.Duration, ok bool, dbNo
 		WHERE state = 'active' AND next_run_at IS NOT NULL ORDER BY next_run_at LIMIT 1) - now())::float8,
 		clock_timestamp()`).Scan(&secs, &dbNow)
 	if err != nil {
-		return 0, false, time.Time{}, fmt.Errorf("next due task: %w", err)
+		return 0, false, time.Time{}, wrap("next due task", err)
 	}
 	if secs == nil {
 		return 0, false, dbNow, nil
@@ -282,7 +281,7 @@ func AnalyzeYoungTables(ctx context.Context, q TxBeginner) ([]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("analyze young tables: %w", err)
+		return nil, wrap("analyze young tables", err)
 	}
 	return analyzed, nil
 }

@@ -53,7 +53,7 @@ func GetExecutionStats(ctx context.Context, q Querier, tenant string, since time
 		FROM executions WHERE tenant_id = $1 AND id >= $2::uuid AND created_at >= $3
 		GROUP BY state`, tenant, floor, since)
 	if err != nil {
-		return out, fmt.Errorf("count executions: %w", err)
+		return out, wrap("count executions", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -62,12 +62,12 @@ func GetExecutionStats(ctx context.Context, q Querier, tenant string, since time
 			n, late int64
 		)
 		if err := rows.Scan(&state, &n, &late); err != nil {
-			return out, fmt.Errorf("count executions: %w", err)
+			return out, wrap("count executions", err)
 		}
 		out.ByState[state], out.Late = n, out.Late+late
 	}
 	if err := rows.Err(); err != nil {
-		return out, fmt.Errorf("count executions: %w", err)
+		return out, wrap("count executions", err)
 	}
 
 	out.Lateness, err = percentiles(ctx, q, `SELECT count(*),
@@ -75,7 +75,7 @@ func GetExecutionStats(ctx context.Context, q Querier, tenant string, since time
 		FROM executions WHERE tenant_id = $1 AND id >= $2::uuid AND created_at >= $3
 		  AND trigger = 'schedule' AND NOT late AND started_at IS NOT NULL`, tenant, floor, since)
 	if err != nil {
-		return out, fmt.Errorf("firing lateness: %w", err)
+		return out, wrap("firing lateness", err)
 	}
 	// The events' primary key (tenant_id, execution_id, seq) is ranged by
 	// the same floor. A success implied by its execution row
@@ -95,7 +95,7 @@ func GetExecutionStats(ctx context.Context, q Querier, tenant string, since time
 			  AND e.implicit_events & 4 <> 0 AND e.last_latency_ms IS NOT NULL
 		) l`, tenant, floor, since)
 	if err != nil {
-		return out, fmt.Errorf("delivery latency: %w", err)
+		return out, wrap("delivery latency", err)
 	}
 	return out, nil
 }
@@ -106,7 +106,7 @@ func percentiles(ctx context.Context, q Querier, sql string, args ...any) (Perce
 		ps []float64
 	)
 	if err := q.QueryRow(ctx, sql, args...).Scan(&p.Count, &ps); err != nil {
-		return p, err
+		return p, translate(err)
 	}
 	if len(ps) == 2 {
 		p.P50, p.P99 = &ps[0], &ps[1]
@@ -119,7 +119,7 @@ func percentiles(ctx context.Context, q Querier, sql string, args ...any) (Perce
 func CountTasksByState(ctx context.Context, q Querier, tenant string) (map[string]int64, error) {
 	rows, err := q.Query(ctx, `SELECT state, count(*) FROM tasks WHERE tenant_id = $1 GROUP BY state`, tenant)
 	if err != nil {
-		return nil, fmt.Errorf("count tasks: %w", err)
+		return nil, wrap("count tasks", err)
 	}
 	defer rows.Close()
 	out := map[string]int64{}
@@ -129,12 +129,12 @@ func CountTasksByState(ctx context.Context, q Querier, tenant string) (map[strin
 			n     int64
 		)
 		if err := rows.Scan(&state, &n); err != nil {
-			return nil, fmt.Errorf("count tasks: %w", err)
+			return nil, wrap("count tasks", err)
 		}
 		out[state] = n
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count tasks: %w", err)
+		return nil, wrap("count tasks", err)
 	}
 	return out, nil
 }
@@ -144,11 +144,35 @@ func CountEndpoints(ctx context.Context, q Querier, tenant string) (enabled, dis
 	err = q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE enabled), count(*) FILTER (WHERE NOT enabled)
 		FROM endpoints WHERE tenant_id = $1`, tenant).Scan(&enabled, &disabled)
 	if err != nil {
-		return 0, 0, fmt.Errorf("count endpoints: %w", err)
+		return 0, 0, wrap("count endpoints", err)
 	}
 	return enabled, disabled, nil
 }
 
-// IsQueryCanceled reports whether err is a statement cancelled by
-// statement_timeout (or by a cancel request).
-func IsQueryCanceled(err error) bool { return sqlState(err) == "57014" }
+// JobCount is the number of River jobs of a queue in a state.
+type JobCount struct {
+	Queue, State string
+	Count        int64
+}
+
+// CountUnfinishedJobs counts River's jobs that are not finished (available,
+// pending, retryable, running, scheduled) by queue and state, across
+// tenants (River's jobs carry no tenant column). Finished jobs are left
+// out: counting them would scan a day of history.
+func CountUnfinishedJobs(ctx context.Context, q Querier) ([]JobCount, error) {
+	rows, err := q.Query(ctx, `SELECT queue, state::text, count(*) FROM river_job
+		WHERE state IN ('available', 'pending', 'retryable', 'running', 'scheduled') GROUP BY 1, 2`)
+	if err != nil {
+		return nil, wrap("count river jobs", err)
+	}
+	defer rows.Close()
+	var out []JobCount
+	for rows.Next() {
+		var c JobCount
+		if err := rows.Scan(&c.Queue, &c.State, &c.Count); err != nil {
+			return nil, wrap("count river jobs", err)
+		}
+		out = append(out, c)
+	}
+	return out, wrap("count river jobs", rows.Err())
+}

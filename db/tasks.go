@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -54,10 +53,10 @@ const taskColumns = `tenant_id, id::text, name, endpoint_id::text, schedule_type
 	consecutive_failures, missed_count, version, created_at, updated_at`
 
 // InsertTask inserts t, created (and updated) at t.CreatedAt, and returns
-// the stored row. With a channel, it signals NOTIFY on it in the same
+// the stored row. With wake, it signals TaskChangedChannel in the same
 // statement (one round trip; the notification goes out only if the row is
 // stored).
-func InsertTask(ctx context.Context, q Querier, t Task, channel string) (Task, error) {
+func InsertTask(ctx context.Context, q Querier, t Task, wake bool) (Task, error) {
 	const insert = `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, cron, timezone,
 			interval_seconds, run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms,
 			max_backoff_ms, overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id,
@@ -70,9 +69,9 @@ func InsertTask(ctx context.Context, q Querier, t Task, channel string) (Task, e
 		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
 		t.CreatedAt}
 	sql := insert
-	if channel != "" {
+	if wake {
 		sql = `WITH t AS (` + insert + `) SELECT t.* FROM t, (SELECT pg_notify($26, '')) n`
-		args = append(args, channel)
+		args = append(args, TaskChangedChannel)
 	}
 	rows, err := q.Query(ctx, sql, args...)
 	return collectOneRow[Task](rows, err)
@@ -106,7 +105,7 @@ func ListTasks(ctx context.Context, q Querier, tenant string, f TaskFilter) ([]T
 		WHERE tenant_id = $1 AND ($2 = '' OR id < NULLIF($2, '')::uuid) AND ($3 = '' OR state = $3) AND labels @> $4
 		ORDER BY tasks.id DESC LIMIT $5`, tenant, f.Before, f.State, labels, f.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("list tasks: %w", err)
+		return nil, wrap("list tasks", err)
 	}
 	return collectRows[Task](rows, f.Limit)
 }
@@ -132,7 +131,7 @@ func UpdateTask(ctx context.Context, q Querier, t Task) (Task, error) {
 func DeleteTask(ctx context.Context, q Querier, tenant, id string) (bool, error) {
 	tag, err := q.Exec(ctx, `DELETE FROM tasks WHERE tenant_id = $1 AND id = $2`, tenant, id)
 	if err != nil {
-		return false, err
+		return false, wrap("delete task", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
@@ -163,7 +162,7 @@ func CancelPendingExecutions(ctx context.Context, q Querier, tenant, taskID stri
 		INSERT INTO execution_events (tenant_id, execution_id, type, message)
 		SELECT tenant_id, id, 'cancelled', $4 FROM c`, tenant, taskID, dueOnly, reason)
 	if err != nil {
-		return 0, fmt.Errorf("cancel pending executions: %w", err)
+		return 0, wrap("cancel pending executions", err)
 	}
 	return tag.RowsAffected(), nil
 }
@@ -172,5 +171,5 @@ func CancelPendingExecutions(ctx context.Context, q Querier, tenant, taskID stri
 func Now(ctx context.Context, q Querier) (time.Time, error) {
 	var t time.Time
 	err := q.QueryRow(ctx, `SELECT now()`).Scan(&t)
-	return t, err
+	return t, wrap("read the database clock", err)
 }

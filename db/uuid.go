@@ -15,7 +15,7 @@ func uuidArray(ids []string) ([][16]byte, error) {
 	for i, s := range ids {
 		u, err := uuid.Parse(s)
 		if err != nil {
-			return nil, fmt.Errorf("id %q: %w", s, err)
+			return nil, wrap(fmt.Sprintf("id %q", s), err)
 		}
 		out[i] = u
 	}

@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"math"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -66,7 +65,8 @@ type Class struct {
 	// called again.
 	DisableEndpoint bool
 	// RetryAfter is the delay the receiver asked for with Retry-After on a
-	// 429 or 503; 0 means none (or "now"). Callers cap it with RetryDelay.
+	// 429 or 503; 0 means none (or "now"). The task's max backoff caps it
+	// (service.RetryPolicy.Delay).
 	RetryAfter time.Duration
 }
 
@@ -213,47 +213,4 @@ func isDigits(s string) bool {
 		}
 	}
 	return s != ""
-}
-
-// Backoff returns the delay before retry number attempt (1 is the first
-// retry): initial doubled per attempt, capped at maxDelay, with "equal
-// jitter": a uniformly random point in the upper half, [d/2, d]. The floor
-// keeps retries from bunching at zero; the random half spreads a burst of
-// failures apart. rnd returns values in [0, 1) (nil: math/rand/v2). A
-// non-positive initial gives 0; maxDelay below initial is raised to it.
-func Backoff(attempt int, initial, maxDelay time.Duration, rnd func() float64) time.Duration {
-	if initial <= 0 {
-		return 0
-	}
-	maxDelay = max(maxDelay, initial)
-	d := initial
-	for i := 1; i < attempt && d < maxDelay; i++ {
-		if d > maxDelay/2 {
-			d = maxDelay
-			break
-		}
-		d *= 2
-	}
-	d = min(d, maxDelay)
-	if rnd == nil {
-		rnd = rand.Float64
-	}
-	f := min(max(rnd(), 0), 1)
-	half := d / 2
-	// min: float rounding must not push a delay near MaxInt64 past d.
-	jitter := min(time.Duration(f*float64(d-half)), d-half)
-	return half + jitter
-}
-
-// RetryDelay returns how long to wait before the next attempt after a
-// retryable failure: the receiver's Retry-After when it gave one, capped at
-// maxDelay, otherwise Backoff.
-func RetryDelay(c Class, attempt int, initial, maxDelay time.Duration, rnd func() float64) time.Duration {
-	if c.RetryAfter > 0 {
-		if maxDelay > 0 {
-			return min(c.RetryAfter, maxDelay)
-		}
-		return c.RetryAfter
-	}
-	return Backoff(attempt, initial, maxDelay, rnd)
 }

@@ -19,18 +19,17 @@ import (
 // running, one transaction), one HTTP attempt, Classify, Finish (record the
 // outcome, one transaction). What it returns tells River what to do next:
 // nil when the execution is final, river.JobCancel when it failed for good
-// or was cancelled, an error (with the delay stashed for NextRetry) when it
-// is retrying, river.JobSnooze while an overlap "queue" wait lasts, and the
-// context's error when a shutdown cut the attempt short: River then makes
-// the job available again without counting the attempt, and the re-run
-// resumes the execution with the same idempotency key.
+// or was cancelled, an error when it is retrying (after the delay Finish
+// decided: NextRetry), river.JobSnooze while an overlap "queue" wait lasts,
+// and the context's error when a shutdown cut the attempt short: River then
+// makes the job available again without counting the attempt, and the
+// re-run resumes the execution with the same idempotency key.
 type DeliverWorker struct {
-	river.WorkerDefaults[service.DeliverArgs]
+	river.WorkerDefaults[deliverArgs]
 
 	deliveries *service.Deliveries
 	sender     *Sender
 	logger     *slog.Logger
-	rnd        func() float64
 	metrics    *Metrics
 	clock      *service.DBClock
 	timeout    time.Duration
@@ -41,24 +40,36 @@ type DeliverWorker struct {
 	slotWait time.Duration
 }
 
-var _ river.Worker[service.DeliverArgs] = (*DeliverWorker)(nil)
+// deliverArgs is a deliver job's args as the worker sees them: the
+// service.DeliverArgs that were inserted (the same JSON, the same kind),
+// and the wait before the next attempt that Finish decided for a retrying
+// execution. River hands Work and NextRetry the same *Job, and NextRetry
+// sees nothing else of the attempt, so Work leaves the delay there.
+type deliverArgs struct {
+	service.DeliverArgs
+
+	retryIn time.Duration
+}
+
+var _ river.Worker[deliverArgs] = (*DeliverWorker)(nil)
 
 func newDeliverWorker(deps WorkerDeps, cfg RiverConfig, slots sendSlots) *DeliverWorker {
 	return &DeliverWorker{
-		deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, rnd: deps.Rand, metrics: deps.Metrics, clock: deps.Clock,
+		deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, metrics: deps.Metrics, clock: deps.Clock,
 		timeout: cfg.JobTimeout, queuePoll: cfg.QueueWaitPoll, slots: slots, slotWait: min(slotWaitMax, cfg.JobTimeout/4),
 	}
 }
 
 // Timeout bounds a job: the sender enforces each endpoint's own timeout
 // inside it.
-func (w *DeliverWorker) Timeout(*river.Job[service.DeliverArgs]) time.Duration { return w.timeout }
+func (w *DeliverWorker) Timeout(*river.Job[deliverArgs]) time.Duration { return w.timeout }
 
-// NextRetry schedules a retry after the delay Work chose (backoff or
-// Retry-After, capped by the task's max backoff); without one, River's
-// default policy applies (e.g. after a database error).
-func (w *DeliverWorker) NextRetry(job *river.Job[service.DeliverArgs]) time.Time {
-	if d := job.Args.RetryDelay(); d > 0 {
+// NextRetry schedules a retry after the delay Finish decided (the task's
+// backoff or the receiver's Retry-After; service.RetryPolicy.Delay);
+// without one, River's default policy applies (e.g. after a database
+// error).
+func (w *DeliverWorker) NextRetry(job *river.Job[deliverArgs]) time.Time {
+	if d := job.Args.retryIn; d > 0 {
 		return time.Now().Add(d)
 	}
 	return time.Time{}
@@ -66,7 +77,7 @@ func (w *DeliverWorker) NextRetry(job *river.Job[service.DeliverArgs]) time.Time
 
 // Work makes one delivery attempt: of a scheduled fire, at its slot
 // (its job is due a little ahead; see service.SchedulerConfig.FetchAhead).
-func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.DeliverArgs]) error {
+func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[deliverArgs]) error {
 	args := job.Args
 	if !sleepUntil(ctx, w.clock.Local(args.ScheduledFor)) {
 		return ctx.Err() // a shutdown: River runs the job again
@@ -92,7 +103,7 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[service.Deliver
 	case stepInterrupted:
 		return ctx.Err()
 	case stepRetry:
-		job.Args.SetRetryDelay(st.delay)
+		job.Args.retryIn = st.delay
 		return st.err
 	case stepCancel:
 		return river.JobCancel(st.err)
@@ -186,10 +197,10 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	class := Classify(res, time.Now())
 	w.metrics.Attempts.WithLabelValues(class.Outcome.String(), class.ErrorClass).Inc()
 	w.metrics.AttemptDuration.Observe(res.Latency.Seconds())
-	out := w.outcome(res, class, d)
+	out := outcome(res, class, d)
 	out.HandOff = handOff
 	if remoteCancel && class.Outcome != OutcomeSuccess {
-		out.Kind = service.OutcomeCancelled
+		out.CutByCancel = true
 		if res.Err != nil {
 			out.Error, out.ErrorClass = "the attempt was cut short by a cancel", ErrorClassCanceled
 		}
@@ -233,11 +244,12 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	}
 }
 
-// outcome translates one attempt's result for the service.
-func (w *DeliverWorker) outcome(res Result, c Class, d service.Delivery) service.Outcome {
+// outcome translates one attempt's result for the service, which decides
+// what it does to the execution (service.Deliveries.Finish).
+func outcome(res Result, c Class, d service.Delivery) service.Outcome {
 	out := service.Outcome{
 		StatusCode: res.StatusCode, Latency: res.Latency, ErrorClass: c.ErrorClass, Excerpt: res.Excerpt,
-		DisableEndpoint: c.DisableEndpoint, EndpointID: d.EndpointID,
+		RetryAfter: c.RetryAfter, DisableEndpoint: c.DisableEndpoint, EndpointID: d.EndpointID,
 	}
 	switch c.Outcome {
 	case OutcomeSuccess:
@@ -245,11 +257,6 @@ func (w *DeliverWorker) outcome(res Result, c Class, d service.Delivery) service
 		return out
 	case OutcomeRetry:
 		out.Kind = service.OutcomeRetry
-		out.RetryDelay = RetryDelay(c, d.Attempt, d.Retry.InitialBackoff, d.Retry.MaxBackoff, w.rnd)
-		out.RetryReason = "backoff"
-		if c.RetryAfter > 0 {
-			out.RetryReason = "retry_after"
-		}
 	default:
 		out.Kind = service.OutcomePermanent
 	}
@@ -283,7 +290,7 @@ func failureText(res Result, c Class, timeout time.Duration) string {
 
 // queueWait is the snooze of an overlap "queue" wait: QueueWaitPoll,
 // doubling with each snooze up to 16×.
-func (w *DeliverWorker) queueWait(job *river.Job[service.DeliverArgs]) time.Duration {
+func (w *DeliverWorker) queueWait(job *river.Job[deliverArgs]) time.Duration {
 	var meta struct {
 		Snoozes int `json:"snoozes"`
 	}

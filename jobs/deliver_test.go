@@ -427,7 +427,7 @@ func TestDeliverFencing(t *testing.T) {
 	require.Equal(t, service.ActionDone, stale.Action)
 
 	fin, err := d.Finish(ctx, h.tenant, id, second.Lease, service.Outcome{
-		Kind: service.OutcomeRetry, StatusCode: 503, ErrorClass: ErrorClassHTTP5xx, Error: "HTTP 503", RetryDelay: time.Second,
+		Kind: service.OutcomeRetry, StatusCode: 503, ErrorClass: ErrorClassHTTP5xx, Error: "HTTP 503", RetryAfter: time.Second,
 	})
 	require.NoError(t, err)
 	require.Equal(t, service.ExecRetrying, fin.State)

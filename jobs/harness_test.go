@@ -28,7 +28,8 @@ import (
 type harness struct {
 	t          *testing.T
 	pool       *pgxpool.Pool
-	client     *river.Client[pgx.Tx]
+	enq        *service.Enqueuer
+	client     *service.RiverClient
 	deliveries *service.Deliveries
 	endpoints  *service.Endpoints
 	tasks      *service.Tasks
@@ -58,15 +59,18 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	setDefault(&cfg.FetchPollInterval, 25*time.Millisecond)
 	setDefault(&cfg.QueueWaitPoll, 50*time.Millisecond)
 	setDefault(&cfg.SoftStopTimeout, 5*time.Second)
+	if opts.Deliveries.Rand == nil {
+		opts.Deliveries.Rand = func() float64 { return 1 } // backoffs at the top of their range
+	}
 	h := &harness{
-		t: t, pool: pool, tenant: "acme", river: cfg,
+		t: t, pool: pool, enq: enq, tenant: "acme", river: cfg,
 		deliveries: service.NewDeliveries(pools.Delivery, enq, opts.Deliveries),
 		endpoints:  service.NewEndpoints(pool),
 		tasks:      service.NewTasks(pool, service.TasksConfig{}),
 	}
 	sender := NewSender(SenderConfig{AllowPrivateTargets: true, UserAgent: testUserAgent})
 	t.Cleanup(sender.Close)
-	h.deps = WorkerDeps{Deliveries: h.deliveries, Sender: sender, Logger: testLogger(), Rand: func() float64 { return 1 }}
+	h.deps = WorkerDeps{Deliveries: h.deliveries, Sender: sender, Logger: testLogger()}
 	require.NoError(t, db.EnsureTenant(t.Context(), pool, h.tenant))
 	h.client = h.newClient()
 	if !opts.NoStart {
@@ -83,15 +87,15 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-func (h *harness) newClient() *river.Client[pgx.Tx] {
+func (h *harness) newClient() *service.RiverClient {
 	h.t.Helper()
-	c, err := NewRiverClient(h.pool, h.river, h.deps)
+	c, err := NewRiverClient(h.enq, h.river, h.deps)
 	require.NoError(h.t, err)
 	return c
 }
 
 // start starts c and stops it when the test ends.
-func (h *harness) start(c *river.Client[pgx.Tx]) {
+func (h *harness) start(c *service.RiverClient) {
 	h.t.Helper()
 	require.NoError(h.t, c.Start(context.Background()))
 	h.t.Cleanup(func() {

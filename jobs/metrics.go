@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axhq/ax/service"
@@ -88,22 +87,22 @@ func (m *Metrics) ObserveTick(r service.TickResult, d time.Duration) {
 	m.MissedSlots.Add(float64(r.Missed))
 }
 
-// queueCollector reports River's live jobs per queue and state at scrape
-// time. Only unfinished states are counted: they are what an operator
-// watches (backlog, retries, running), and finished jobs would make the
-// count scan a day of history.
+// queueCollector reports River's unfinished jobs per queue and state at
+// scrape time (service.Stats.QueueDepths): what an operator watches
+// (backlog, retries, running).
 type queueCollector struct {
-	pool *pgxpool.Pool
-	desc *prometheus.Desc
-	up   *prometheus.Desc
+	depths func(context.Context) ([]service.QueueDepth, error)
+	desc   *prometheus.Desc
+	up     *prometheus.Desc
 }
 
-// NewQueueCollector returns a collector of River queue depth by state.
-func NewQueueCollector(pool *pgxpool.Pool) prometheus.Collector {
+// NewQueueCollector returns a collector of River queue depth by state,
+// read from depths (service.Stats.QueueDepths) at each scrape.
+func NewQueueCollector(depths func(context.Context) ([]service.QueueDepth, error)) prometheus.Collector {
 	return &queueCollector{
-		pool: pool,
-		desc: prometheus.NewDesc("ax_river_jobs", "River jobs not yet finished, by queue and state.", []string{"queue", "state"}, nil),
-		up:   prometheus.NewDesc("ax_river_jobs_scrape_ok", "1 when the queue depth query succeeded.", nil, nil),
+		depths: depths,
+		desc:   prometheus.NewDesc("ax_river_jobs", "River jobs not yet finished, by queue and state.", []string{"queue", "state"}, nil),
+		up:     prometheus.NewDesc("ax_river_jobs_scrape_ok", "1 when the queue depth query succeeded.", nil, nil),
 	}
 }
 
@@ -115,23 +114,13 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	rows, err := c.pool.Query(ctx, `SELECT queue, state::text, count(*) FROM river_job
-		WHERE state IN ('available', 'pending', 'retryable', 'running', 'scheduled') GROUP BY 1, 2`)
+	depths, err := c.depths(ctx)
 	ok := 0.0
 	if err == nil {
-		for rows.Next() {
-			var (
-				queue, state string
-				n            int64
-			)
-			if rows.Scan(&queue, &state, &n) == nil {
-				ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), queue, state)
-			}
+		for _, d := range depths {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(d.Jobs), d.Queue, d.State)
 		}
-		rows.Close()
-		if rows.Err() == nil {
-			ok = 1
-		}
+		ok = 1
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, ok)
 }

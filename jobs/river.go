@@ -7,10 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/axhq/ax/service"
@@ -21,9 +18,10 @@ const (
 	DeliverWorkersDefault = 400
 	AlertWorkersDefault   = 10
 	// FetchCooldownDefault and FetchPollIntervalDefault: a due job is
-	// picked up within about the poll interval (notes/river.md §1.5); a
-	// fire's job is due that much ahead of its slot (FetchAhead), so the
-	// poll costs idle queries, not lateness.
+	// picked up within about the poll interval (River polls each queue
+	// for due jobs, and a NOTIFY of an insert wakes it within the
+	// cooldown); a fire's job is due that much ahead of its slot
+	// (FetchAhead), so the poll costs idle queries, not lateness.
 	FetchCooldownDefault     = 10 * time.Millisecond
 	FetchPollIntervalDefault = 50 * time.Millisecond
 	// JobTimeoutDefault is the largest endpoint timeout plus a margin for
@@ -47,8 +45,8 @@ const (
 // RiverConfig configures the working River client. Zero fields take the
 // documented defaults (WithDefaults).
 type RiverConfig struct {
-	// DeliverWorkers is the deliver queue's concurrency per process.
-	// Default 100.
+	// DeliverWorkers is the deliver queue's concurrency per process, and
+	// the number of webhooks one process sends at once. Default 400.
 	DeliverWorkers int
 	// AlertWorkers is the alert queue's concurrency per process. Default 10.
 	AlertWorkers int
@@ -138,8 +136,6 @@ type WorkerDeps struct {
 	// Logger receives the workers' logs; River's own go there at warn and
 	// above. Default: discard.
 	Logger *slog.Logger
-	// Rand returns values in [0, 1) for backoff jitter. Default math/rand/v2.
-	Rand func() float64
 	// Metrics records deliveries. Default: metrics on a private registry.
 	Metrics *Metrics
 	// Clock is the database's clock, which a worker waiting for a slot
@@ -148,12 +144,13 @@ type WorkerDeps struct {
 	Clock *service.DBClock
 }
 
-// NewRiverClient returns the River client that works ax's queues: deliver
-// (DeliverWorkers) and alert (AlertWorkers). Start it after migrations
-// with client.Start(ctx); on shutdown, after the HTTP server, call
-// client.Stop(ctx): it stops fetching, lets running deliveries finish for
-// SoftStopTimeout, then cancels them (they are resumed by the next run).
-func NewRiverClient(pool *pgxpool.Pool, cfg RiverConfig, deps WorkerDeps) (*river.Client[pgx.Tx], error) {
+// NewRiverClient returns the River client that works ax's queues, on the
+// database of enq: deliver (DeliverWorkers) and alert (AlertWorkers).
+// Start it after migrations with client.Start(ctx); on shutdown, after the
+// HTTP server, call client.Stop(ctx): it stops fetching, lets running
+// deliveries finish for SoftStopTimeout, then cancels them (they are
+// resumed by the next run).
+func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*service.RiverClient, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("river config: %w", err)
@@ -175,13 +172,12 @@ func NewRiverClient(pool *pgxpool.Pool, cfg RiverConfig, deps WorkerDeps) (*rive
 	queue := func(n int, poll time.Duration) river.QueueConfig {
 		return river.QueueConfig{MaxWorkers: n, FetchCooldown: cfg.FetchCooldown, FetchPollInterval: poll}
 	}
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+	client, err := enq.Workers(&river.Config{
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,
 		JobTimeout:           cfg.JobTimeout,
 		RescueStuckJobsAfter: cfg.RescueStuckJobsAfter,
 		SoftStopTimeout:      cfg.SoftStopTimeout,
-		Hooks:                service.Hooks(),
 		// River logs every retry at info; the workers log deliveries.
 		Logger:       slog.New(minLevel{min: slog.LevelWarn, Handler: deps.Logger.Handler()}),
 		ErrorHandler: panicLogger{logger: deps.Logger},

@@ -45,14 +45,14 @@ func TestRiverConfigValidate(t *testing.T) {
 		require.Error(t, c.WithDefaults().validate(), name)
 	}
 	pool := dbtest.Pool(t)
-	_, err := NewRiverClient(pool, RiverConfig{JobTimeout: time.Minute, RescueStuckJobsAfter: time.Second}, WorkerDeps{})
-	require.ErrorContains(t, err, "RescueStuckJobsAfter")
-	_, err = NewRiverClient(pool, RiverConfig{}, WorkerDeps{})
-	require.ErrorContains(t, err, "Deliveries and Sender")
-	// Short values for tests are accepted together.
 	enq, err := service.NewEnqueuer(pool, nil)
 	require.NoError(t, err)
-	_, err = NewRiverClient(pool, RiverConfig{JobTimeout: 2 * time.Second, RescueStuckJobsAfter: 3 * time.Second},
+	_, err = NewRiverClient(enq, RiverConfig{JobTimeout: time.Minute, RescueStuckJobsAfter: time.Second}, WorkerDeps{})
+	require.ErrorContains(t, err, "RescueStuckJobsAfter")
+	_, err = NewRiverClient(enq, RiverConfig{}, WorkerDeps{})
+	require.ErrorContains(t, err, "Deliveries and Sender")
+	// Short values for tests are accepted together.
+	_, err = NewRiverClient(enq, RiverConfig{JobTimeout: 2 * time.Second, RescueStuckJobsAfter: 3 * time.Second},
 		WorkerDeps{Deliveries: service.NewDeliveries(pool, enq, service.DeliveriesConfig{}), Sender: NewSender(SenderConfig{})})
 	require.NoError(t, err)
 }

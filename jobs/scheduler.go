@@ -7,9 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service"
 )
 
@@ -21,11 +18,11 @@ const (
 	// GatherDefault is how long the loop lets due tasks accumulate.
 	GatherDefault = 500 * time.Millisecond
 	// analyzeEvery is how often the loop looks for young tables to
-	// ANALYZE (db.AnalyzeYoungTables).
+	// ANALYZE (service.Scheduler.AnalyzeYoungTables).
 	analyzeEvery = 10 * time.Second
 	// sweepEvery is how often the loop sweeps unfinished_executions of
-	// rows a writer other than ax left (db.SweepUnfinished); the first
-	// sweep is at start.
+	// rows a writer other than ax left (service.Scheduler.SweepUnfinished);
+	// the first sweep is at start.
 	sweepEvery = time.Minute
 )
 
@@ -53,7 +50,7 @@ type SchedulerLoopConfig struct {
 // earliest next_run_at minus the look-ahead, when a task changes (LISTEN on
 // the task-change channel) and at least every PollCeiling; each wake claims
 // due tasks in batches until none are left.
-func RunScheduler(ctx context.Context, pool *pgxpool.Pool, s *service.Scheduler, cfg SchedulerLoopConfig) {
+func RunScheduler(ctx context.Context, s *service.Scheduler, cfg SchedulerLoopConfig) {
 	cfg.PollCeiling = cmp.Or(cfg.PollCeiling, PollCeilingDefault)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -62,7 +59,7 @@ func RunScheduler(ctx context.Context, pool *pgxpool.Pool, s *service.Scheduler,
 	listenDone := make(chan struct{})
 	go func() {
 		defer close(listenDone)
-		listen(ctx, pool, wake, cfg.Logger)
+		listen(ctx, s, wake, cfg.Logger)
 	}()
 	defer func() { <-listenDone }()
 
@@ -74,7 +71,7 @@ func RunScheduler(ctx context.Context, pool *pgxpool.Pool, s *service.Scheduler,
 	for {
 		if time.Since(swept) >= sweepEvery {
 			swept = time.Now()
-			if n, err := db.SweepUnfinished(ctx, pool); err != nil && ctx.Err() == nil {
+			if n, err := s.SweepUnfinished(ctx); err != nil && ctx.Err() == nil {
 				cfg.Logger.Warn("could not sweep unfinished executions", "error", err.Error())
 			} else if n > 0 {
 				cfg.Logger.Warn("removed rows of unfinished_executions whose execution is final; something other than "+
@@ -83,7 +80,7 @@ func RunScheduler(ctx context.Context, pool *pgxpool.Pool, s *service.Scheduler,
 		}
 		if time.Since(analyzed) >= analyzeEvery {
 			analyzed = time.Now()
-			if names, err := db.AnalyzeYoungTables(ctx, pool); err != nil && ctx.Err() == nil {
+			if names, err := s.AnalyzeYoungTables(ctx); err != nil && ctx.Err() == nil {
 				cfg.Logger.Warn("could not analyze young tables", "error", err.Error())
 			} else if len(names) > 0 {
 				cfg.Logger.Debug("analyzed young tables", "tables", names)
@@ -147,12 +144,12 @@ func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 	}
 }
 
-// listen holds a connection LISTENing on the task-change channel and turns
-// notifications into wake-ups, reconnecting after failures.
-func listen(ctx context.Context, pool *pgxpool.Pool, wake chan<- struct{}, logger *slog.Logger) {
+// listen turns task changes into wake-ups
+// (service.Scheduler.ListenForChanges), reconnecting after failures.
+func listen(ctx context.Context, s *service.Scheduler, wake chan<- struct{}, logger *slog.Logger) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := listenOnce(ctx, pool, wake)
+		err := s.ListenForChanges(ctx, func() { notify(wake) })
 		if ctx.Err() != nil {
 			return
 		}
@@ -163,26 +160,6 @@ func listen(ctx context.Context, pool *pgxpool.Pool, wake chan<- struct{}, logge
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 5*time.Second)
-	}
-}
-
-func listenOnce(ctx context.Context, pool *pgxpool.Pool, wake chan<- struct{}) error {
-	pooled, err := pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	// The connection gets LISTEN state: take it out of the pool for good.
-	conn := pooled.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+service.TaskChangedChannel); err != nil {
-		return err
-	}
-	notify(wake) // changes made while we were not listening
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		notify(wake)
 	}
 }
 

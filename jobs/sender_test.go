@@ -431,8 +431,6 @@ func TestSendRetryAfterHTTPDate(t *testing.T) {
 	c := Classify(res, now)
 	require.Equal(t, OutcomeRetry, c.Outcome)
 	require.Equal(t, 90*time.Second, c.RetryAfter)
-	require.Equal(t, 90*time.Second, RetryDelay(c, 1, time.Second, time.Hour, nil))
-	require.Equal(t, time.Minute, RetryDelay(c, 1, time.Second, time.Minute, nil), "capped at the max backoff")
 }
 
 // newTarpit starts a receiver that holds every request until the client

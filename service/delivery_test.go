@@ -42,34 +42,6 @@ func TestAttemptMessage(t *testing.T) {
 	require.True(t, strings.HasSuffix(long, "…"))
 }
 
-func TestCancelReason(t *testing.T) {
-	t.Parallel()
-	ok := func() db.DeliveryRow {
-		active, enabled := TaskActive, true
-		return db.DeliveryRow{Trigger: TriggerSchedule, TaskFound: true, TaskState: &active,
-			JoinedEndpoint: db.JoinedEndpoint{EndpointFound: true, EndpointEnabled: &enabled}}
-	}
-	paused, disabled := TaskPaused, false
-	tests := []struct {
-		name   string
-		change func(*db.DeliveryRow)
-		want   string
-	}{
-		{"sendable", func(*db.DeliveryRow) {}, ""},
-		{"cancel requested", func(r *db.DeliveryRow) { r.CancelRequested = true }, "cancel requested"},
-		{"task deleted", func(r *db.DeliveryRow) { r.TaskFound = false }, "the task was deleted"},
-		{"task paused", func(r *db.DeliveryRow) { r.TaskState = &paused }, "the task is paused"},
-		{"manual on a paused task", func(r *db.DeliveryRow) { r.TaskState, r.Trigger = &paused, TriggerManual }, ""},
-		{"endpoint gone", func(r *db.DeliveryRow) { r.EndpointFound = false }, "the task's endpoint no longer exists"},
-		{"endpoint disabled", func(r *db.DeliveryRow) { r.EndpointEnabled = &disabled }, "the endpoint is disabled"},
-	}
-	for _, tt := range tests {
-		row := ok()
-		tt.change(&row)
-		require.Equal(t, tt.want, cancelReason(row), tt.name)
-	}
-}
-
 func TestDeliveryFromRow(t *testing.T) {
 	t.Parallel()
 	taskTimeout, epTimeout := int32(1500), int32(10_000)
@@ -95,6 +67,7 @@ func TestDeliveriesConfigDefaults(t *testing.T) {
 	require.Equal(t, QueueWaitMaxDefault, c.QueueWaitMax)
 	require.Equal(t, ExcerptMaxDefault, c.ExcerptMax)
 	require.Equal(t, AlertMaxAttemptsDefault, c.AlertMaxAttempts)
+	require.NotNil(t, c.Rand)
 	c = DeliveriesConfig{QueueWaitMax: time.Minute, ExcerptMax: 100, AlertMaxAttempts: 2}.WithDefaults()
 	require.Equal(t, time.Minute, c.QueueWaitMax)
 	require.Equal(t, 100, c.ExcerptMax)

@@ -2,16 +2,12 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axhq/ax/db"
 )
@@ -69,12 +65,12 @@ func (e Endpoint) Input() EndpointInput {
 
 // Endpoints manages webhook endpoints.
 type Endpoints struct {
-	pool *pgxpool.Pool
+	pool *db.Pool
 	now  func() time.Time
 }
 
 // NewEndpoints returns an Endpoints backed by pool.
-func NewEndpoints(pool *pgxpool.Pool) *Endpoints {
+func NewEndpoints(pool *db.Pool) *Endpoints {
 	return &Endpoints{pool: pool, now: time.Now}
 }
 
@@ -97,7 +93,7 @@ func (s *Endpoints) Create(ctx context.Context, tenant string, in EndpointInput)
 		Secret: in.Secret, TimeoutMS: int(in.Timeout / time.Millisecond), Enabled: in.Enabled,
 	})
 	if err != nil {
-		return Endpoint{}, fmt.Errorf("create endpoint: %w", err)
+		return Endpoint{}, storeError(err, "create endpoint")
 	}
 	return endpointFromRow(row), nil
 }
@@ -109,7 +105,7 @@ func (s *Endpoints) Get(ctx context.Context, tenant, id string) (Endpoint, error
 	}
 	row, err := db.GetEndpoint(ctx, s.pool, tenant, id, false)
 	if err != nil {
-		return Endpoint{}, translate(err, "endpoint")
+		return Endpoint{}, storeError(err, "load endpoint")
 	}
 	return endpointFromRow(row), nil
 }
@@ -135,10 +131,10 @@ func (s *Endpoints) Update(ctx context.Context, tenant, id string, change func(*
 		return Endpoint{}, ErrNotFound
 	}
 	var out Endpoint
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		row, err := db.GetEndpoint(ctx, tx, tenant, id, true)
 		if err != nil {
-			return translate(err, "endpoint")
+			return storeError(err, "load endpoint")
 		}
 		cur := endpointFromRow(row)
 		in := cur.Input()
@@ -159,7 +155,7 @@ func (s *Endpoints) Update(ctx context.Context, tenant, id string, change func(*
 		}
 		row.Enabled = in.Enabled
 		if row, err = db.UpdateEndpoint(ctx, tx, row); err != nil {
-			return fmt.Errorf("update endpoint: %w", err)
+			return storeError(err, "update endpoint")
 		}
 		out = endpointFromRow(row)
 		return nil
@@ -173,7 +169,7 @@ func (s *Endpoints) Update(ctx context.Context, tenant, id string, change func(*
 func (s *Endpoints) RotateSecret(ctx context.Context, tenant, id, secret string) (Endpoint, error) {
 	if secret != "" {
 		if _, err := ParseSecret(secret); err != nil {
-			return Endpoint{}, &ValidationError{Fields: []FieldError{{Field: "secret", Message: err.Error()}}}
+			return Endpoint{}, fieldError("secret", err.Error())
 		}
 	} else {
 		var err error
@@ -201,11 +197,10 @@ func (s *Endpoints) Delete(ctx context.Context, tenant, id string) error {
 		return ErrNotFound
 	}
 	ok, err := db.DeleteEndpoint(ctx, s.pool, tenant, id)
-	if db.IsForeignKeyViolation(err) {
-		return fmt.Errorf("the endpoint is used by tasks; delete or re-point them first: %w", ErrConflict)
-	}
 	if err != nil {
-		return fmt.Errorf("delete endpoint: %w", err)
+		inUse := conflictf("the endpoint is used by tasks; delete or re-point them first")
+		return storeError(err, "delete endpoint",
+			onConstraint(db.ConstraintTaskEndpoint, inUse), onConstraint(db.ConstraintTaskAlertEndpoint, inUse))
 	}
 	if !ok {
 		return ErrNotFound
@@ -342,17 +337,6 @@ func endpointFromRow(r db.Endpoint) Endpoint {
 		e.Headers = map[string]string{}
 	}
 	return e
-}
-
-// translate maps driver errors to the service's sentinels.
-func translate(err error, what string) error {
-	switch {
-	case errors.Is(err, db.ErrNoRows):
-		return ErrNotFound
-	case db.IsUniqueViolation(err):
-		return fmt.Errorf("%s already exists: %w", what, ErrConflict)
-	}
-	return fmt.Errorf("%s: %w", what, err)
 }
 
 func contains(list []string, s string) bool {

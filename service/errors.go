@@ -2,7 +2,10 @@ package service
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+
+	"github.com/axhq/ax/db"
 )
 
 // Sentinel errors that callers (the API layer, workers) map to outcomes.
@@ -13,8 +16,25 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrConflict means the request collides with the current state: a
 	// duplicate name, an illegal state transition, a resource still in use.
+	// Conflicts are *ConflictError values, which match it.
 	ErrConflict = errors.New("conflict")
 )
+
+// ConflictError is a conflict with the current state, with a detail
+// written for the client. errors.Is(err, ErrConflict) matches it.
+type ConflictError struct {
+	Detail string
+}
+
+func (e *ConflictError) Error() string { return e.Detail }
+
+// Is reports whether target is ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// conflictf returns a *ConflictError whose detail is the formatted text.
+func conflictf(format string, args ...any) error {
+	return &ConflictError{Detail: fmt.Sprintf(format, args...)}
+}
 
 // FieldError names one invalid input field and says what is expected.
 type FieldError struct {
@@ -48,4 +68,53 @@ func (e *ValidationError) Err() error {
 		return nil
 	}
 	return e
+}
+
+// fieldError is a ValidationError of one field.
+func fieldError(field, message string) error {
+	return &ValidationError{Fields: []FieldError{{Field: field, Message: message}}}
+}
+
+// storeMeaning says what one kind of database failure means to the
+// client of one call (storeError).
+type storeMeaning struct {
+	match func(error) bool
+	err   error
+}
+
+// onConstraint: a violation of the named constraint (db.Constraint…)
+// means err.
+func onConstraint(name string, err error) storeMeaning {
+	return storeMeaning{match: func(e error) bool { return db.ConstraintName(e) == name }, err: err}
+}
+
+// onQueryCanceled: a statement cancelled by its timeout means err.
+func onQueryCanceled(err error) storeMeaning {
+	return storeMeaning{match: func(e error) bool { return errors.Is(e, db.ErrQueryCanceled) }, err: err}
+}
+
+// storeError is the one translation of db's errors into the service's:
+// what meanings give for this call first (a constraint's name, a
+// timeout), then a missing row is ErrNotFound, a serialization failure or
+// a deadlock a conflict to try again, any other constraint violation a
+// conflict, and anything else is wrapped with op (an internal error). No
+// other code in this package looks at db's error sentinels.
+func storeError(err error, op string, meanings ...storeMeaning) error {
+	if err == nil {
+		return nil
+	}
+	for _, m := range meanings {
+		if m.match(err) {
+			return m.err
+		}
+	}
+	switch {
+	case errors.Is(err, db.ErrNotFound):
+		return ErrNotFound
+	case errors.Is(err, db.ErrSerialization):
+		return conflictf("a concurrent change got in the way; try again")
+	case errors.Is(err, db.ErrUniqueViolation), errors.Is(err, db.ErrForeignKeyViolation):
+		return conflictf("the request conflicts with the current state of the resource")
+	}
+	return fmt.Errorf("%s: %w", op, err)
 }

@@ -1,21 +1,22 @@
 package service
 
 import (
-	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
-	"log/slog"
-	"slices"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/axhq/ax/db"
 )
 
-// Execution states (DESIGN.md "Execution state machine").
+// Execution states (docs/architecture.md, "Executions").
 const (
 	ExecPending   = "pending"
 	ExecRunning   = "running"
@@ -52,254 +53,6 @@ const (
 	EventRetried          = "retried"
 )
 
-// River queues and job kinds.
-const (
-	// QueueDeliver carries webhook deliveries.
-	QueueDeliver = "deliver"
-	// QueueAlert carries failure alerts, so a flood of alerts cannot delay
-	// scheduled deliveries.
-	QueueAlert = "alert"
-	// riverAttemptsMargin is added to a task's max_attempts for River's own
-	// MaxAttempts: the worker enforces the task's budget itself, and the
-	// margin lets a run that was rescued after a crash reach the worker to
-	// be recorded instead of being discarded by River.
-	riverAttemptsMargin = 3
-)
-
-// DeliverArgs is the River job that delivers one execution. It carries ids
-// only: secrets and payloads stay in the database (riverui shows job args).
-type DeliverArgs struct {
-	TenantID    string `json:"tenant_id"`
-	ExecutionID string `json:"execution_id" river:"unique"`
-	// LeaseBase is added to the job's River attempt to make the lease that
-	// fences the execution (Deliveries.Begin): a job that takes over an
-	// execution from a batch (DeliverBatchArgs) starts above the batch's
-	// leases, so that its attempts are newer than the batch's.
-	LeaseBase int `json:"lease_base,omitempty"`
-	// ScheduledFor is the slot of a scheduled fire: its job is due a
-	// little earlier (SchedulerConfig.FetchAhead), and the worker waits
-	// for the slot before it begins. Zero: begin at once.
-	ScheduledFor time.Time `json:"scheduled_for,omitzero"`
-
-	// retryAfter is set by the worker for NextRetry (not serialised).
-	retryAfter time.Duration
-}
-
-// Kind implements river.JobArgs.
-func (DeliverArgs) Kind() string { return "deliver" }
-
-// SetRetryDelay records the delay before the next attempt; the deliver
-// worker's NextRetry reads it.
-func (a *DeliverArgs) SetRetryDelay(d time.Duration) { a.retryAfter = d }
-
-// RetryDelay returns what SetRetryDelay recorded.
-func (a DeliverArgs) RetryDelay() time.Duration { return a.retryAfter }
-
-// Lease returns the lease of River attempt attempt of the job.
-func (a DeliverArgs) Lease(attempt int) int { return a.LeaseBase + attempt }
-
-// ExecutionRef names an execution in a job's args.
-type ExecutionRef struct {
-	TenantID    string `json:"tenant_id"`
-	ExecutionID string `json:"execution_id"`
-	// ScheduledFor is the execution's slot, in a batch: the batch job is
-	// due a little before its earliest member's slot
-	// (SchedulerConfig.FetchAhead), and each member is sent no earlier
-	// than its own.
-	ScheduledFor time.Time `json:"scheduled_for,omitzero"`
-}
-
-// DeliverBatchArgs is the River job that makes the first attempt of
-// several executions due within deliverBatchWindow of each other (the
-// scheduler's fires): one River job instead of one per execution, which
-// takes River's insert, fetch and completion out of the per-delivery cost. Each execution is
-// still begun, sent and finished on its own, under the batch job's attempt
-// as lease; what it cannot finish in the batch — a retry, an overlap
-// "queue" wait, a rescued run of the batch job — continues as a
-// DeliverArgs job of its own (Deliveries.HandOff), which becomes the
-// execution's river_job_id: the batch leaves it alone from then on.
-type DeliverBatchArgs struct {
-	Executions []ExecutionRef `json:"executions"`
-}
-
-// Kind implements river.JobArgs.
-func (DeliverBatchArgs) Kind() string { return "deliver_batch" }
-
-// deliverBatchMax is the most executions one DeliverBatchArgs job carries,
-// and deliverBatchWindow the most their slots may be apart: the job is due
-// at the earliest slot and holds a River worker until the latest has been
-// sent.
-const (
-	deliverBatchMax    = 50
-	deliverBatchWindow = 20 * time.Millisecond
-)
-
-// deliverBatchMaxAttempts is a batch job's River attempts: every run after
-// the first only hands its executions off, so more runs cost little and
-// keep a batch from being discarded while the database is unreachable.
-const deliverBatchMaxAttempts = 25
-
-// handOffMaxAttempts is the River attempts of a job that continues an
-// execution from a batch: the worker enforces the task's own budget.
-const handOffMaxAttempts = MaxAttemptsMax + riverAttemptsMargin
-
-// AlertArgs is the River job that sends a failure alert for an execution to
-// its task's alert endpoint.
-type AlertArgs struct {
-	TenantID    string `json:"tenant_id"`
-	ExecutionID string `json:"execution_id" river:"unique"`
-}
-
-// Kind implements river.JobArgs.
-func (AlertArgs) Kind() string { return "alert" }
-
-// deliverInsert returns the insert parameters of a scheduled fire's
-// deliver job: unique per execution while one is live, due ahead before
-// the slot, which its args carry.
-func deliverInsert(tenant, executionID string, scheduledFor time.Time, priority, maxAttempts int, now time.Time,
-	ahead time.Duration,
-) river.InsertManyParams {
-	opts := &river.InsertOpts{
-		Queue:       QueueDeliver,
-		Priority:    priority,
-		MaxAttempts: maxAttempts + riverAttemptsMargin,
-		UniqueOpts:  river.UniqueOpts{ByArgs: true},
-	}
-	if due := scheduledFor.Add(-ahead); due.After(now) {
-		opts.ScheduledAt = due
-	}
-	args := DeliverArgs{TenantID: tenant, ExecutionID: executionID, ScheduledFor: scheduledFor.UTC()}
-	return river.InsertManyParams{Args: args, InsertOpts: opts}
-}
-
-// fireInserts returns the deliver jobs of executions the scheduler
-// inserted: executions of the same priority whose slots lie within
-// deliverBatchWindow of the earliest share DeliverBatchArgs jobs of up to
-// deliverBatchMax; one alone gets a DeliverArgs job. Each job is due ahead
-// of its earliest slot.
-func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []river.InsertManyParams {
-	sorted := slices.Clone(execs)
-	slices.SortStableFunc(sorted, func(a, b firedExecution) int {
-		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
-			return c
-		}
-		return a.ScheduledFor.Compare(b.ScheduledFor)
-	})
-	jobs := make([]river.InsertManyParams, 0, len(sorted))
-	for len(sorted) > 0 {
-		first := sorted[0]
-		n := 1
-		for n < len(sorted) && n < deliverBatchMax && sorted[n].Priority == first.Priority &&
-			sorted[n].ScheduledFor.Sub(first.ScheduledFor) < deliverBatchWindow {
-			n++
-		}
-		chunk := sorted[:n]
-		sorted = sorted[n:]
-		if n == 1 {
-			jobs = append(jobs, deliverInsert(first.TenantID, first.ID, first.ScheduledFor, first.Priority, first.MaxAttempts, now, ahead))
-			continue
-		}
-		args := DeliverBatchArgs{Executions: make([]ExecutionRef, n)}
-		for i, e := range chunk {
-			args.Executions[i] = ExecutionRef{TenantID: e.TenantID, ExecutionID: e.ID, ScheduledFor: e.ScheduledFor.UTC()}
-		}
-		opts := &river.InsertOpts{Queue: QueueDeliver, Priority: first.Priority, MaxAttempts: deliverBatchMaxAttempts}
-		if due := first.ScheduledFor.Add(-ahead); due.After(now) {
-			opts.ScheduledAt = due
-		}
-		jobs = append(jobs, river.InsertManyParams{Args: args, InsertOpts: opts})
-	}
-	return jobs
-}
-
-// firedExecution is an execution the scheduler inserted, with what its
-// deliver job needs.
-type firedExecution struct {
-	TenantID     string
-	ID           string
-	ScheduledFor time.Time
-	Priority     int
-	MaxAttempts  int
-}
-
-// handOffInsert returns the insert parameters of the DeliverArgs job that
-// continues an execution after a batch: unique per execution (a live or
-// completed deliver job of the execution makes the insert return that job
-// instead), available at at (or at once when at is zero), its leases above
-// leaseBase.
-func handOffInsert(ref ExecutionRef, leaseBase, priority int, at time.Time) river.InsertManyParams {
-	opts := &river.InsertOpts{
-		Queue: QueueDeliver, Priority: priority, MaxAttempts: handOffMaxAttempts,
-		UniqueOpts: river.UniqueOpts{ByArgs: true},
-	}
-	if !at.IsZero() {
-		opts.ScheduledAt = at
-	}
-	return river.InsertManyParams{
-		Args:       DeliverArgs{TenantID: ref.TenantID, ExecutionID: ref.ExecutionID, LeaseBase: leaseBase},
-		InsertOpts: opts,
-	}
-}
-
-// NearTermWindow is how far ahead a scheduled job is written as available
-// (its scheduled_at still holds it back): River promotes scheduled jobs
-// only every 5 s, so without this a fire due within 5 s could be up to 5 s
-// late (notes/river.md §1.4). River's fetch only takes an available job
-// once its scheduled_at has passed, so the window may be wider than River's
-// own 5 s look-ahead; it covers the scheduler's Horizon, so every job the
-// scheduler writes is available and none waits for River's leader to
-// promote it.
-const NearTermWindow = 20 * time.Second
-
-// nearTermAvailable is a River insert hook implementing NearTermWindow.
-func nearTermAvailable(_ context.Context, p *rivertype.JobInsertParams) error {
-	if p.State == rivertype.JobStateScheduled && p.ScheduledAt != nil && time.Until(*p.ScheduledAt) <= NearTermWindow {
-		p.State = rivertype.JobStateAvailable
-	}
-	return nil
-}
-
-// Enqueuer inserts River jobs inside service transactions. It is an
-// insert-only River client; jobs/ runs the working one.
-type Enqueuer struct {
-	client *river.Client[pgx.Tx]
-}
-
-// NewEnqueuer returns an Enqueuer on pool.
-//
-// River logs through logger (nil: nowhere), e.g. a failed insert
-// notification when the inserting transaction is cancelled.
-func NewEnqueuer(pool *pgxpool.Pool, logger *slog.Logger) (*Enqueuer, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Hooks:  []rivertype.Hook{river.HookInsertBeginFunc(nearTermAvailable)},
-		Logger: logger,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("river insert client: %w", err)
-	}
-	return &Enqueuer{client: c}, nil
-}
-
-// Hooks returns the insert hooks every River client of ax must use.
-func Hooks() []rivertype.Hook {
-	return []rivertype.Hook{river.HookInsertBeginFunc(nearTermAvailable)}
-}
-
-// insertMany inserts jobs in tx.
-func (e *Enqueuer) insertMany(ctx context.Context, tx pgx.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error) {
-	if len(params) == 0 {
-		return nil, nil
-	}
-	res, err := e.client.InsertManyTx(ctx, tx, params)
-	if err != nil {
-		return nil, fmt.Errorf("enqueue %d jobs: %w", len(params), err)
-	}
-	return res, nil
-}
-
 // Execution is one fire of a task.
 type Execution struct {
 	ID             string
@@ -329,4 +82,365 @@ type Event struct {
 	ErrorClass string
 	Message    string
 	Data       map[string]any
+}
+
+// DedupKeyMax is the longest dedup key of a manual trigger, in characters.
+const DedupKeyMax = 128
+
+// executionStates lists every execution state, in lifecycle order.
+var executionStates = []string{ExecPending, ExecRunning, ExecRetrying, ExecSucceeded, ExecFailed, ExecCancelled, ExecSkipped}
+
+// ExecutionDetail is an execution as operators see it: the execution and
+// the delivery state they act on.
+type ExecutionDetail struct {
+	Execution
+	// CancelRequested: a cancel arrived while the execution was running;
+	// its worker finishes it as cancelled.
+	CancelRequested bool
+	// NextAttemptAt is when a retrying execution's next attempt is due.
+	NextAttemptAt *time.Time
+}
+
+// Executions lets tenants inspect executions, cancel and retry them, and
+// fire tasks by hand.
+type Executions struct {
+	pool *db.Pool
+	enq  *Enqueuer
+}
+
+// NewExecutions returns an Executions backed by pool, enqueuing deliveries
+// with enq.
+func NewExecutions(pool *db.Pool, enq *Enqueuer) *Executions {
+	return &Executions{pool: pool, enq: enq}
+}
+
+// ExecutionFilter narrows List. Since and Until bound scheduled_for
+// (Since inclusive, Until exclusive).
+type ExecutionFilter struct {
+	TaskID string
+	State  string
+	Since  *time.Time
+	Until  *time.Time
+}
+
+// List returns a page of executions, newest first (by id, i.e. by
+// creation). State failed is the dead-letter set.
+func (s *Executions) List(ctx context.Context, tenant string, f ExecutionFilter, page Page) ([]ExecutionDetail, string, error) {
+	var ve ValidationError
+	if f.TaskID != "" && !validID(f.TaskID) {
+		ve.Add("task_id", "must be a task id")
+	}
+	if f.State != "" && !contains(executionStates, f.State) {
+		ve.Add("state", "must be one of "+strings.Join(executionStates, ", "))
+	}
+	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
+		ve.Add("until", "must be after since")
+	}
+	if err := ve.Err(); err != nil {
+		return nil, "", err
+	}
+	if err := page.check(); err != nil {
+		return nil, "", err
+	}
+	rows, err := db.ListExecutions(ctx, s.pool, tenant, db.ExecutionFilter{
+		TaskID: f.TaskID, State: f.State, Since: f.Since, Until: f.Until, Before: page.After, Limit: page.Limit + 1,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	out, next := pageOf(rows, page.Limit, func(r db.Execution) ExecutionDetail { return executionDetailOf(r, nil) },
+		func(e ExecutionDetail) string { return e.ID })
+	return out, next, nil
+}
+
+// Get returns one execution with its timeline.
+func (s *Executions) Get(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
+	if !validID(id) {
+		return ExecutionDetail{}, ErrNotFound
+	}
+	row, err := db.GetExecution(ctx, s.pool, tenant, id, false)
+	if err != nil {
+		return ExecutionDetail{}, storeError(err, "load execution")
+	}
+	return s.withEvents(ctx, s.pool, row)
+}
+
+// Cancel cancels an execution. A pending or retrying one becomes cancelled
+// at once and its River deliver job is cancelled (a deliver_batch job,
+// which carries others, is left to find it cancelled); a running one is
+// flagged cancel_requested and its deliver job's context is cancelled (a
+// batch job watches the flag of its executions in flight), and the worker
+// finishes it as cancelled (if the attempt completes first, it keeps that
+// outcome). Cancelling a running execution again is a no-op; any other
+// state is a conflict.
+func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
+	return s.change(ctx, tenant, id, func(tx db.Tx, row db.Execution) error {
+		var (
+			ok  bool
+			err error
+		)
+		switch row.State {
+		case ExecPending, ExecRetrying:
+			ok, err = db.CancelExecution(ctx, tx, tenant, id, "cancelled through the API")
+		case ExecRunning:
+			ok, err = db.RequestExecutionCancel(ctx, tx, tenant, id)
+		default:
+			return conflictf("the execution is %s; only pending, retrying and running executions can be cancelled", row.State)
+		}
+		if err != nil {
+			return err
+		}
+		if !ok { // the row is locked: cannot happen
+			return conflictf("the execution changed state; try again")
+		}
+		// Even when a job cannot be cancelled (a worker just picked it
+		// up), the worker re-checks the execution and sends nothing.
+		jobs, err := db.ExecutionJobs(ctx, tx, DeliverArgs{}.Kind(), tenant, id, row.RiverJobID)
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			if rivertype.JobState(j.State) == rivertype.JobStateCompleted {
+				continue
+			}
+			if err := s.enq.cancelTx(ctx, tx, j.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// change runs fn on the execution locked in a transaction and returns the
+// execution as fn left it, with its events.
+func (s *Executions) change(ctx context.Context, tenant, id string, fn func(db.Tx, db.Execution) error) (ExecutionDetail, error) {
+	if !validID(id) {
+		return ExecutionDetail{}, ErrNotFound
+	}
+	var out ExecutionDetail
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		row, err := db.GetExecution(ctx, tx, tenant, id, true)
+		if err != nil {
+			return storeError(err, "load execution")
+		}
+		if err := fn(tx, row); err != nil {
+			return err
+		}
+		if row, err = db.GetExecution(ctx, tx, tenant, id, false); err != nil {
+			return storeError(err, "load execution")
+		}
+		out, err = s.withEvents(ctx, tx, row)
+		return err
+	})
+	return out, err
+}
+
+// Retry sends a failed or cancelled execution again: it becomes pending
+// with its attempts, lease and last outcome reset, keeps its id (the
+// webhook's idempotency key) and gets a new deliver job available at once.
+// Other states, skipped included (the slot was deliberately not fired),
+// are a conflict, as is an execution whose task was deleted, a scheduled
+// execution of a paused task (the worker would cancel it), and one whose
+// previous delivery job is still running.
+func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
+	return s.change(ctx, tenant, id, func(tx db.Tx, row db.Execution) error {
+		if row.State != ExecFailed && row.State != ExecCancelled {
+			return conflictf("the execution is %s; only failed and cancelled executions can be retried", row.State)
+		}
+		task, err := db.GetTask(ctx, tx, tenant, row.TaskID, false)
+		if err = storeError(err, "load task"); errors.Is(err, ErrNotFound) {
+			return conflictf("the execution's task was deleted")
+		}
+		if err != nil {
+			return err
+		}
+		if task.State == TaskPaused && row.Trigger != TriggerManual {
+			// The deliver worker cancels such an execution of a paused task.
+			return conflictf("the task is paused; resume it before retrying its scheduled executions")
+		}
+		if err := s.releaseJobs(ctx, tx, tenant, row); err != nil {
+			return err
+		}
+		// row.ID is the canonical (lower-case) id: the job's args and
+		// River's unique key must not depend on how the caller spelled it.
+		jobID, err := s.enqueueNow(ctx, tx, tenant, row.ID, task)
+		if err != nil {
+			return err
+		}
+		ok, err := db.RetryExecution(ctx, tx, tenant, row.ID, row.State, jobID)
+		if err != nil {
+			return err
+		}
+		if !ok { // the row is locked: cannot happen
+			return conflictf("the execution changed state; try again")
+		}
+		return nil
+	})
+}
+
+// releaseJobs frees the River unique slot of an execution's deliver job
+// (DeliverArgs are unique by execution, and a completed job keeps its slot
+// until River's cleaner deletes it) so that a new job can be inserted: a
+// completed job is deleted (the execution's own timeline keeps the
+// history), a queued one is cancelled. A running job means a worker is
+// still finishing the previous delivery: a conflict.
+func (s *Executions) releaseJobs(ctx context.Context, tx db.Tx, tenant string, row db.Execution) error {
+	jobs, err := db.ExecutionJobs(ctx, tx, DeliverArgs{}.Kind(), tenant, row.ID, row.RiverJobID)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		switch rivertype.JobState(j.State) {
+		case rivertype.JobStateRunning:
+			return conflictf("the previous delivery of this execution is still finishing; retry shortly")
+		case rivertype.JobStateCompleted:
+			err = s.enq.deleteTx(ctx, tx, j.ID)
+		default:
+			err = s.enq.cancelTx(ctx, tx, j.ID)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TriggerInput is a manual fire of a task.
+type TriggerInput struct {
+	// Payload overrides the task's payload for this execution; nil means
+	// the task's.
+	Payload []byte
+	// DedupKey, when set, makes the trigger idempotent per task: the same
+	// key returns the execution it first created.
+	DedupKey string
+}
+
+// Trigger fires a task now: a pending execution with trigger manual,
+// scheduled for the database's now, and its deliver job, in one
+// transaction. Active, paused and completed tasks can be triggered (a
+// manual fire is an explicit request; the schedule is not consulted). With
+// a DedupKey already used for the task, the execution that key created is
+// returned (whatever its payload and state) and nothing is enqueued.
+func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in TriggerInput) (ExecutionDetail, error) {
+	if !validID(taskID) {
+		return ExecutionDetail{}, ErrNotFound
+	}
+	if err := in.validate(); err != nil {
+		return ExecutionDetail{}, err
+	}
+	var out ExecutionDetail
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		// Not locked: the scheduler claims tasks with SKIP LOCKED, and a
+		// lock here would make it skip this task for a tick.
+		task, err := db.GetTask(ctx, tx, tenant, taskID, false)
+		if err != nil {
+			return storeError(err, "load task")
+		}
+		e := db.ManualExecution{TenantID: tenant, ID: NewID(), TaskID: taskID, Payload: in.Payload}
+		if in.DedupKey != "" {
+			e.DedupKey = &in.DedupKey
+		}
+		created, err := db.InsertManualExecution(ctx, tx, e)
+		if err != nil {
+			return err
+		}
+		var row db.Execution
+		if created {
+			if _, err := s.enqueueNow(ctx, tx, tenant, e.ID, task); err != nil {
+				return err
+			}
+			row, err = db.GetExecution(ctx, tx, tenant, e.ID, false)
+		} else {
+			row, err = db.GetExecutionByDedupKey(ctx, tx, tenant, taskID, in.DedupKey)
+		}
+		if err != nil {
+			return storeError(err, "load triggered execution")
+		}
+		out, err = s.withEvents(ctx, tx, row)
+		return err
+	})
+	return out, err
+}
+
+func (in TriggerInput) validate() error {
+	var ve ValidationError
+	if in.Payload != nil {
+		switch {
+		case len(in.Payload) > PayloadMaxDefault:
+			ve.Add("payload", fmt.Sprintf("must be at most %d bytes", PayloadMaxDefault))
+		case !json.Valid(in.Payload):
+			ve.Add("payload", "must be valid JSON")
+		}
+	}
+	if in.DedupKey != "" && !validDedupKey(in.DedupKey) {
+		ve.Add("dedup_key", fmt.Sprintf("must be 1 to %d printable characters", DedupKeyMax))
+	}
+	return ve.Err()
+}
+
+func validDedupKey(k string) bool {
+	return k != "" && utf8.ValidString(k) && utf8.RuneCountInString(k) <= DedupKeyMax &&
+		!strings.ContainsFunc(k, func(r rune) bool { return !unicode.IsPrint(r) })
+}
+
+// enqueueNow inserts an execution's deliver job, available at once, with
+// the task's priority and attempt budget, and returns its id.
+func (s *Executions) enqueueNow(ctx context.Context, tx db.Tx, tenant, executionID string, task db.Task) (int64, error) {
+	var now time.Time // scheduled for now: not a scheduled job
+	res, err := s.enq.insertMany(ctx, tx, []river.InsertManyParams{
+		deliverInsert(tenant, executionID, now, int(task.Priority), int(task.MaxAttempts), now, 0),
+	})
+	if err != nil {
+		return 0, err
+	}
+	if res[0].UniqueSkippedAsDuplicate {
+		return 0, conflictf("a delivery of this execution is already queued")
+	}
+	return res[0].Job.ID, nil
+}
+
+func (s *Executions) withEvents(ctx context.Context, q db.Querier, row db.Execution) (ExecutionDetail, error) {
+	events, err := db.ListExecutionEvents(ctx, q, row)
+	if err != nil {
+		return ExecutionDetail{}, err
+	}
+	return executionDetailOf(row, events), nil
+}
+
+func executionDetailOf(r db.Execution, events []db.ExecutionEvent) ExecutionDetail {
+	d := ExecutionDetail{
+		Execution: Execution{
+			ID: r.ID, TaskID: r.TaskID, ScheduledFor: r.ScheduledFor.UTC(), Trigger: r.Trigger, DedupKey: strValue(r.DedupKey),
+			State: r.State, Attempts: int(r.Attempts), Late: r.Late, LastStatusCode: intValue(r.LastStatusCode),
+			LastError: strValue(r.LastError), LastErrorClass: strValue(r.LastErrorClass), CreatedAt: r.CreatedAt.UTC(),
+			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
+		},
+		CancelRequested: r.CancelRequested,
+		NextAttemptAt:   utcPtr(r.NextAttemptAt),
+	}
+	if events != nil {
+		d.Events = make([]Event, 0, len(events))
+		for _, ev := range events {
+			d.Events = append(d.Events, Event{
+				Type: ev.Type, At: ev.At.UTC(), Attempt: intValue(ev.Attempt), StatusCode: intValue(ev.StatusCode),
+				LatencyMS: intValue(ev.LatencyMS), ErrorClass: strValue(ev.ErrorClass), Message: strValue(ev.Message), Data: ev.Data,
+			})
+		}
+	}
+	return d
+}
+
+func strValue(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func intValue(n *int32) *int {
+	if n == nil {
+		return nil
+	}
+	v := int(*n)
+	return &v
 }

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/axhq/ax/db"
 )
 
@@ -32,11 +30,11 @@ type StoredResponse struct {
 
 // IdempotencyKeys remembers the first response to each Idempotency-Key.
 type IdempotencyKeys struct {
-	pool *pgxpool.Pool
+	pool *db.Pool
 }
 
 // NewIdempotencyKeys returns an IdempotencyKeys backed by pool.
-func NewIdempotencyKeys(pool *pgxpool.Pool) *IdempotencyKeys {
+func NewIdempotencyKeys(pool *db.Pool) *IdempotencyKeys {
 	return &IdempotencyKeys{pool: pool}
 }
 

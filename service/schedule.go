@@ -33,7 +33,7 @@ func maxFire() time.Time {
 	return time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC)
 }
 
-// ScheduleSpec is the schedule as a client gives it (API.md).
+// ScheduleSpec is the schedule as a client gives it (README, "Tasks").
 type ScheduleSpec struct {
 	Type            string     // "cron" | "interval" | "once"
 	Cron            string     // cron: 5 fields, or 6 with seconds first; or a descriptor

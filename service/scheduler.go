@@ -9,9 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/axhq/ax/db"
 )
 
@@ -86,7 +83,7 @@ func (c SchedulerConfig) WithDefaults() SchedulerConfig {
 // deliver jobs. Every replica runs one; they share the work through
 // row locks and the per-slot unique key, so no slot fires twice.
 type Scheduler struct {
-	pool   *pgxpool.Pool
+	pool   *db.Pool
 	enq    *Enqueuer
 	cfg    SchedulerConfig
 	logger *slog.Logger
@@ -101,7 +98,7 @@ type cachedSchedule struct {
 }
 
 // NewScheduler returns a Scheduler.
-func NewScheduler(pool *pgxpool.Pool, enq *Enqueuer, cfg SchedulerConfig, logger *slog.Logger) *Scheduler {
+func NewScheduler(pool *db.Pool, enq *Enqueuer, cfg SchedulerConfig, logger *slog.Logger) *Scheduler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -126,7 +123,7 @@ type TickResult struct {
 // by the database clock.
 func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 	var res TickResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		res = TickResult{}
 		now, err := db.Now(ctx, tx)
 		if err != nil {
@@ -183,6 +180,27 @@ func (s *Scheduler) NextDueIn(ctx context.Context) (time.Duration, bool, error) 
 		s.cfg.Clock.Observe(sent, dbNow, time.Now())
 	}
 	return due, ok, err
+}
+
+// ListenForChanges calls wake whenever a task changes in a way that may
+// bring its next slot closer (a create with a near first slot, a patch, a
+// resume, an auto-pause), and once when it starts listening, until ctx
+// ends or its connection fails; it returns why. Call it again after a
+// failure.
+func (s *Scheduler) ListenForChanges(ctx context.Context, wake func()) error {
+	return db.ListenTaskChanges(ctx, s.pool, wake)
+}
+
+// SweepUnfinished removes rows of unfinished_executions whose execution is
+// final or gone (db.SweepUnfinished) and returns how many it removed.
+func (s *Scheduler) SweepUnfinished(ctx context.Context) (int64, error) {
+	return db.SweepUnfinished(ctx, s.pool)
+}
+
+// AnalyzeYoungTables analyzes the hot tables while they are small and
+// growing (db.AnalyzeYoungTables) and returns their names.
+func (s *Scheduler) AnalyzeYoungTables(ctx context.Context) ([]string, error) {
+	return db.AnalyzeYoungTables(ctx, s.pool)
 }
 
 // plan is what a pass does with one claimed task.

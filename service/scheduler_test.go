@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
 	"github.com/axhq/ax/jobs"
 	"github.com/axhq/ax/service"
@@ -21,7 +22,7 @@ import (
 // fixture is a database with one tenant and one endpoint.
 type fixture struct {
 	pool     *pgxpool.Pool
-	delivery *pgxpool.Pool // the deliver worker's pool (db.DeliveryParams)
+	delivery *pgxpool.Pool // the deliver worker's pool (db.OpenPools)
 	enq      *service.Enqueuer
 	tasks    *service.Tasks
 	tenant   string
@@ -114,7 +115,7 @@ func TestConcurrentSchedulersFireEachSlotOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			jobs.RunScheduler(runCtx, f.pool, f.scheduler(service.SchedulerConfig{BatchSize: 300}), jobs.SchedulerLoopConfig{
+			jobs.RunScheduler(runCtx, f.scheduler(service.SchedulerConfig{BatchSize: 300}), jobs.SchedulerLoopConfig{
 				Logger: logger,
 				OnTick: func(r service.TickResult, _ time.Duration) {
 					mu.Lock()
@@ -165,7 +166,7 @@ func TestSchedulerSurvivesInterruptions(t *testing.T) {
 	deadline := time.Now().Add(4 * time.Second)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rnd.IntN(40))*time.Millisecond)
-		jobs.RunScheduler(ctx, f.pool, f.scheduler(service.SchedulerConfig{BatchSize: 50}), jobs.SchedulerLoopConfig{})
+		jobs.RunScheduler(ctx, f.scheduler(service.SchedulerConfig{BatchSize: 50}), jobs.SchedulerLoopConfig{})
 		cancel()
 	}
 	// A final uninterrupted pass catches up.
@@ -338,7 +339,7 @@ func TestSchedulerWakesOnTaskChange(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		jobs.RunScheduler(ctx, f.pool, f.scheduler(service.SchedulerConfig{}), jobs.SchedulerLoopConfig{PollCeiling: time.Minute})
+		jobs.RunScheduler(ctx, f.scheduler(service.SchedulerConfig{}), jobs.SchedulerLoopConfig{PollCeiling: time.Minute})
 	}()
 	time.Sleep(300 * time.Millisecond) // the loop is idle, sleeping up to a minute
 	runAt := time.Now()
@@ -386,7 +387,7 @@ func TestHorizonSpacesClaims(t *testing.T) {
 // to ends spread around the horizon (13 to 19 s ahead), the first step of
 // spreading their claims over the cycle; every deliver job written is
 // available — within NearTermWindow — so none waits for River's leader to
-// promote it (notes/river.md §1.4).
+// promote it (service.NearTermWindow).
 func TestHorizonJobsAreAvailable(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -441,7 +442,7 @@ func TestCreateWakesTheSchedulersOnlyForNearSlots(t *testing.T) {
 	conn, err := f.pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	_, err = conn.Exec(ctx, "LISTEN "+service.TaskChangedChannel)
+	_, err = conn.Exec(ctx, "LISTEN "+db.TaskChangedChannel)
 	require.NoError(t, err)
 	notified := func() bool {
 		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)

@@ -2,12 +2,8 @@ package service
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axhq/ax/db"
 )
@@ -25,11 +21,11 @@ const (
 
 // Stats summarises a tenant's activity for dashboards and health checks.
 type Stats struct {
-	pool *pgxpool.Pool
+	pool *db.Pool
 }
 
 // NewStats returns a Stats backed by pool.
-func NewStats(pool *pgxpool.Pool) *Stats {
+func NewStats(pool *db.Pool) *Stats {
 	return &Stats{pool: pool}
 }
 
@@ -71,15 +67,11 @@ func (s *Stats) Get(ctx context.Context, tenant string, window time.Duration) (T
 		window = StatsWindowDefault
 	}
 	if window < StatsWindowMin || window > StatsWindowMax {
-		return TenantStats{}, &ValidationError{Fields: []FieldError{{Field: "window",
-			Message: "must be a duration from 1m to 30d (720h), e.g. 90m, 24h or 7d"}}}
+		return TenantStats{}, fieldError("window", "must be a duration from 1m to 30d (720h), e.g. 90m, 24h or 7d")
 	}
 	out := TenantStats{Window: window}
 	// One snapshot, so the numbers agree with each other.
-	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", statsTimeout.Milliseconds())); err != nil {
-			return err
-		}
+	err := db.InReadSnapshot(ctx, s.pool, statsTimeout, func(tx db.Tx) error {
 		now, err := db.Now(ctx, tx)
 		if err != nil {
 			return err
@@ -103,12 +95,12 @@ func (s *Stats) Get(ctx context.Context, tenant string, window time.Duration) (T
 		out.EndpointsEnabled, out.EndpointsDisabled, err = db.CountEndpoints(ctx, tx, tenant)
 		return err
 	})
-	if db.IsQueryCanceled(err) && ctx.Err() == nil {
-		return TenantStats{}, &ValidationError{Fields: []FieldError{{Field: "window",
-			Message: "too much activity to summarise in time; use a shorter window"}}}
-	}
 	if err != nil {
-		return TenantStats{}, fmt.Errorf("stats: %w", err)
+		if ctx.Err() != nil {
+			return TenantStats{}, ctx.Err()
+		}
+		return TenantStats{}, storeError(err, "stats",
+			onQueryCanceled(fieldError("window", "too much activity to summarise in time; use a shorter window")))
 	}
 	return out, nil
 }
@@ -131,4 +123,25 @@ func roundTenth(v *float64) *float64 {
 	}
 	r := math.Round(*v*10) / 10
 	return &r
+}
+
+// QueueDepth is the number of River jobs of a queue in a state that is
+// not final.
+type QueueDepth struct {
+	Queue, State string
+	Jobs         int64
+}
+
+// QueueDepths counts River's unfinished jobs by queue and state, across
+// tenants: an operator's figure (Prometheus), not a tenant's.
+func (s *Stats) QueueDepths(ctx context.Context) ([]QueueDepth, error) {
+	counts, err := db.CountUnfinishedJobs(ctx, s.pool)
+	if err != nil {
+		return nil, storeError(err, "count queued jobs")
+	}
+	out := make([]QueueDepth, len(counts))
+	for i, c := range counts {
+		out[i] = QueueDepth{Queue: c.Queue, State: c.State, Jobs: c.Count}
+	}
+	return out, nil
 }

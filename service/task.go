@@ -8,9 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/axhq/ax/db"
 )
 
@@ -48,9 +45,6 @@ const (
 	LabelsMax             = 32
 	labelValueMax         = 256
 	PauseAfterFailuresMax = 1000
-	// TaskChangedChannel is the NOTIFY channel a task write signals on, so
-	// scheduler loops wake at once.
-	TaskChangedChannel = "ax_task_changed"
 	// TaskWakeWithin: a new task wakes the scheduler loops only when its
 	// first slot is this close. The loops look at the tasks table at least
 	// every second (jobs.PollCeilingDefault) and claim a slot LookAhead
@@ -122,12 +116,12 @@ type TasksConfig struct {
 
 // Tasks manages tasks.
 type Tasks struct {
-	pool *pgxpool.Pool
+	pool *db.Pool
 	cfg  TasksConfig
 }
 
 // NewTasks returns a Tasks backed by pool.
-func NewTasks(pool *pgxpool.Pool, cfg TasksConfig) *Tasks {
+func NewTasks(pool *db.Pool, cfg TasksConfig) *Tasks {
 	if cfg.PayloadMax <= 0 {
 		cfg.PayloadMax = PayloadMaxDefault
 	}
@@ -158,10 +152,7 @@ func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, 
 	// anchored on its creation time (created_at), which must be the same
 	// instant, not the insert's own now() a round trip later.
 	row.State, row.NextRunAt, row.CreatedAt = TaskActive, next, now
-	wake := ""
-	if next != nil && next.Sub(now) <= TaskWakeWithin {
-		wake = TaskChangedChannel
-	}
+	wake := next != nil && next.Sub(now) <= TaskWakeWithin
 	row, err = db.InsertTask(ctx, s.pool, row, wake)
 	if err != nil {
 		return Task{}, s.insertError(err, in)
@@ -185,7 +176,7 @@ func (s *Tasks) Get(ctx context.Context, tenant, id string) (Task, error) {
 	}
 	row, err := db.GetTask(ctx, s.pool, tenant, id, false)
 	if err != nil {
-		return Task{}, translate(err, "task")
+		return Task{}, storeError(err, "load task")
 	}
 	return taskFromRow(row), nil
 }
@@ -225,10 +216,10 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 		return Task{}, ErrNotFound
 	}
 	var out Task
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		row, err := db.GetTask(ctx, tx, tenant, id, true)
 		if err != nil {
-			return translate(err, "task")
+			return storeError(err, "load task")
 		}
 		cur := taskFromRow(row)
 		in := cur.Input()
@@ -262,7 +253,7 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 			return s.insertError(err, in)
 		}
 		out = taskFromRow(row)
-		return notifyTaskChanged(ctx, tx)
+		return db.NotifyTaskChanged(ctx, tx)
 	})
 	return out, err
 }
@@ -273,10 +264,10 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 	if !validID(id) {
 		return ErrNotFound
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		ok, err := db.DeleteTask(ctx, tx, tenant, id)
 		if err != nil {
-			return fmt.Errorf("delete task: %w", err)
+			return storeError(err, "delete task")
 		}
 		if !ok {
 			return ErrNotFound
@@ -294,12 +285,12 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 // their (task, slot) key. A paused task stays paused; a completed one
 // cannot be paused.
 func (s *Tasks) Pause(ctx context.Context, tenant, id string) (Task, error) {
-	return s.setState(ctx, tenant, id, func(tx pgx.Tx, row *db.Task, _ time.Time) error {
+	return s.setState(ctx, tenant, id, func(tx db.Tx, row *db.Task, _ time.Time) error {
 		switch row.State {
 		case TaskPaused:
 			return nil
 		case TaskCompleted:
-			return fmt.Errorf("a completed task cannot be paused: %w", ErrConflict)
+			return conflictf("a completed task cannot be paused")
 		}
 		row.State = TaskPaused
 		_, err := db.CancelPendingExecutions(ctx, tx, row.TenantID, row.ID, true, "the task was paused")
@@ -311,12 +302,12 @@ func (s *Tasks) Pause(ctx context.Context, tenant, id string) (Task, error) {
 // paused are not fired; executions materialised before the pause for
 // slots still ahead are sent at their slots (Pause).
 func (s *Tasks) Resume(ctx context.Context, tenant, id string) (Task, error) {
-	return s.setState(ctx, tenant, id, func(_ pgx.Tx, row *db.Task, now time.Time) error {
+	return s.setState(ctx, tenant, id, func(_ db.Tx, row *db.Task, now time.Time) error {
 		switch row.State {
 		case TaskActive:
 			return nil
 		case TaskCompleted:
-			return fmt.Errorf("a completed task cannot be resumed; change its schedule instead: %w", ErrConflict)
+			return conflictf("a completed task cannot be resumed; change its schedule instead")
 		}
 		sched, err := ParseSchedule(taskFromRow(*row).Schedule, row.CreatedAt)
 		if err != nil {
@@ -332,15 +323,15 @@ func (s *Tasks) Resume(ctx context.Context, tenant, id string) (Task, error) {
 	})
 }
 
-func (s *Tasks) setState(ctx context.Context, tenant, id string, change func(pgx.Tx, *db.Task, time.Time) error) (Task, error) {
+func (s *Tasks) setState(ctx context.Context, tenant, id string, change func(db.Tx, *db.Task, time.Time) error) (Task, error) {
 	if !validID(id) {
 		return Task{}, ErrNotFound
 	}
 	var out Task
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		row, err := db.GetTask(ctx, tx, tenant, id, true)
 		if err != nil {
-			return translate(err, "task")
+			return storeError(err, "load task")
 		}
 		before := row.State
 		now, err := db.Now(ctx, tx)
@@ -355,10 +346,10 @@ func (s *Tasks) setState(ctx context.Context, tenant, id string, change func(pgx
 			return nil
 		}
 		if row, err = db.UpdateTask(ctx, tx, row); err != nil {
-			return fmt.Errorf("update task: %w", err)
+			return storeError(err, "update task")
 		}
 		out = taskFromRow(row)
-		return notifyTaskChanged(ctx, tx)
+		return db.NotifyTaskChanged(ctx, tx)
 	})
 	return out, err
 }
@@ -498,24 +489,17 @@ func firstRun(sched *Schedule, now time.Time) (*time.Time, error) {
 	}
 	next, ok := sched.Next(now)
 	if !ok {
-		return nil, &ValidationError{Fields: []FieldError{{Field: "schedule.end_at", Message: "the schedule has no fire time left (end_at has passed)"}}}
+		return nil, fieldError("schedule.end_at", "the schedule has no fire time left (end_at has passed)")
 	}
 	return &next, nil
 }
 
 // insertError explains constraint violations of a task write.
 func (s *Tasks) insertError(err error, in TaskInput) error {
-	switch {
-	case db.IsUniqueViolation(err):
-		return fmt.Errorf("a task named %q already exists: %w", in.Name, ErrConflict)
-	case db.IsForeignKeyViolation(err):
-		field := "endpoint_id"
-		if strings.Contains(db.ConstraintName(err), "alert") {
-			field = "alert_endpoint_id"
-		}
-		return &ValidationError{Fields: []FieldError{{Field: field, Message: "no such endpoint"}}}
-	}
-	return fmt.Errorf("store task: %w", err)
+	return storeError(err, "store task",
+		onConstraint(db.ConstraintTaskName, conflictf("a task named %q already exists", in.Name)),
+		onConstraint(db.ConstraintTaskEndpoint, fieldError("endpoint_id", "no such endpoint")),
+		onConstraint(db.ConstraintTaskAlertEndpoint, fieldError("alert_endpoint_id", "no such endpoint")))
 }
 
 func sameSchedule(a, b ScheduleSpec) bool {
@@ -524,12 +508,6 @@ func sameSchedule(a, b ScheduleSpec) bool {
 	}
 	return a.Type == b.Type && a.Cron == b.Cron && a.Timezone == b.Timezone && a.IntervalSeconds == b.IntervalSeconds &&
 		eqTime(a.RunAt, b.RunAt) && eqTime(a.StartAt, b.StartAt) && eqTime(a.EndAt, b.EndAt)
-}
-
-// notifyTaskChanged wakes the scheduler loops (delivered at commit).
-func notifyTaskChanged(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", TaskChangedChannel)
-	return err
 }
 
 func taskRow(tenant, id string, in TaskInput) db.Task {

@@ -4,19 +4,17 @@ import (
 	"context"
 	"sync"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/axhq/ax/db"
 )
 
 // Tenants creates tenants on their first authenticated use.
 type Tenants struct {
-	pool  *pgxpool.Pool
+	pool  *db.Pool
 	known sync.Map // tenant id → struct{}: already in the database
 }
 
 // NewTenants returns a Tenants backed by pool.
-func NewTenants(pool *pgxpool.Pool) *Tenants {
+func NewTenants(pool *db.Pool) *Tenants {
 	return &Tenants{pool: pool}
 }
 

@@ -6,10 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
-
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/jobs"
 	"github.com/axhq/ax/service"
@@ -20,7 +16,7 @@ import (
 // with AX_AUTO_MIGRATE=false before its migration job finished serves
 // /healthz, fails /readyz, and begins work when the schema arrives.
 type background struct {
-	river   *river.Client[pgx.Tx]
+	river   *service.RiverClient
 	logger  *slog.Logger
 	metrics *jobs.Metrics
 	cancel  context.CancelFunc
@@ -34,12 +30,11 @@ type background struct {
 func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, deliveries *service.Deliveries,
 	sender *jobs.Sender, metrics *jobs.Metrics, clock *service.DBClock, cfg config, logger *slog.Logger,
 ) (*background, error) {
-	pool := d.pool
 	riverCfg := jobs.RiverConfig{
 		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout, FetchPollInterval: cfg.FetchPollInterval,
 		RescueStuckJobsAfter: cfg.RescueAfter, SoftStopTimeout: cfg.SoftStopTimeout,
 	}
-	rc, err := jobs.NewRiverClient(pool, riverCfg, jobs.WorkerDeps{
+	rc, err := jobs.NewRiverClient(enq, riverCfg, jobs.WorkerDeps{
 		Deliveries: deliveries,
 		Sender:     sender,
 		Logger:     logger,
@@ -52,11 +47,11 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	// Its own context: shutdown stops it explicitly, after the HTTP server.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b := &background{river: rc, logger: logger, metrics: metrics, cancel: cancel, done: make(chan struct{})}
-	go b.run(runCtx, pool, enq, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock})
+	go b.run(runCtx, d.pool, enq, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock})
 	return b, nil
 }
 
-func (b *background) run(ctx context.Context, pool *pgxpool.Pool, enq *service.Enqueuer, schedCfg service.SchedulerConfig) {
+func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueuer, schedCfg service.SchedulerConfig) {
 	defer close(b.done)
 	for warned := false; ; warned = true {
 		err := db.CheckMigrated(ctx, pool)
@@ -78,7 +73,7 @@ func (b *background) run(ctx context.Context, pool *pgxpool.Pool, enq *service.E
 		return
 	}
 	b.riverStarted = true
-	jobs.RunScheduler(ctx, pool, service.NewScheduler(pool, enq, schedCfg, b.logger),
+	jobs.RunScheduler(ctx, service.NewScheduler(pool, enq, schedCfg, b.logger),
 		jobs.SchedulerLoopConfig{Logger: b.logger, OnTick: b.metrics.ObserveTick})
 }
 

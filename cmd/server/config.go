@@ -14,7 +14,7 @@ import (
 	"github.com/axhq/ax/api"
 )
 
-// config is ax's configuration, read once from the environment (API.md).
+// config is ax's configuration, read once from the environment (README, "Configuration").
 type config struct {
 	DatabaseURL         string          // AX_DATABASE_URL; empty: embedded Postgres
 	DataDir             string          // AX_DATA_DIR

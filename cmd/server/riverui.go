@@ -7,19 +7,19 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"riverqueue.com/riverui"
 
 	"github.com/axhq/ax/api"
+	"github.com/axhq/ax/db"
 )
 
 // newRiverUI returns River's web UI for api.Config.RiverUI, or nil when
 // AX_RIVERUI=false. The api package puts it behind admin-only
 // authentication. Job args carry ids only (service.DeliverArgs,
 // service.AlertArgs), and the job list hides them by default anyway.
-func newRiverUI(ctx context.Context, cfg config, pool *pgxpool.Pool, logger *slog.Logger) (http.Handler, error) {
+func newRiverUI(ctx context.Context, cfg config, pool *db.Pool, logger *slog.Logger) (http.Handler, error) {
 	if !cfg.RiverUI {
 		return nil, nil
 	}

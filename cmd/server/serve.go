@@ -13,7 +13,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -26,10 +25,10 @@ import (
 
 // database is an open pool and, in embedded mode, the cluster behind it.
 type database struct {
-	pool *pgxpool.Pool
+	pool *db.Pool
 	// asyncPool commits without waiting for the WAL flush; only the
 	// deliver worker's state transitions use it.
-	asyncPool *pgxpool.Pool
+	asyncPool *db.Pool
 	cluster   *pglocal.Cluster
 }
 
@@ -166,9 +165,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		MaxIdleConnsPerHost: cmp.Or(cfg.DeliverWorkers, jobs.DeliverWorkersDefault),
 	})
 	defer sender.Close()
+	stats := service.NewStats(d.pool)
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		jobs.NewQueueCollector(d.pool))
+		jobs.NewQueueCollector(stats.QueueDepths))
 	metrics := jobs.NewMetrics(registry)
 	deliveries := service.NewDeliveries(d.asyncPool, enq, service.DeliveriesConfig{})
 	registry.MustRegister(jobs.NewBatchCollector(deliveries.BatchStats))
@@ -195,7 +195,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		BodyLimit:   cfg.MaxBodyBytes,
 		Version:     version(),
 		Metrics:     registry,
-		Stats:       service.NewStats(d.pool),
+		Stats:       stats,
 		RiverUI:     riverUI,
 	})
 	srv := &http.Server{

@@ -33,7 +33,7 @@
 // deadline; the command stops ax and PostgreSQL and removes its temporary
 // directory on the way out (SIGINT included). It is a measurement, never a
 // test: it exits non-zero only when it could not measure, and reports
-// missed targets in its output (STYLE.md rule 24).
+// missed targets in its output (docs/benchmarks.md).
 package main
 
 import (

@@ -1,0 +1,240 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/axhq/ax/db"
+)
+
+// Action is what the worker should do after Begin.
+type Action int
+
+// Actions.
+const (
+	// ActionSend: the execution is running for this attempt; send it and
+	// call Finish.
+	ActionSend Action = iota + 1
+	// ActionDone: nothing to send; the execution is (or was already)
+	// final, or a newer attempt owns it.
+	ActionDone
+	// ActionWait: overlap policy "queue" and the previous execution is
+	// unfinished; come back later without consuming an attempt.
+	ActionWait
+)
+
+// Delivery is one attempt to send, or the reason there is none.
+type Delivery struct {
+	Action Action
+	// State is the execution's state after Begin.
+	State string
+	// Reason explains ActionDone and ActionWait.
+	Reason string
+	// Ended is set when this Begin moved the execution to its final State
+	// (cancelled, skipped, or failed without sending).
+	Ended bool
+
+	TenantID     string
+	ExecutionID  string
+	TaskID       string
+	TaskName     string
+	EndpointID   string
+	ScheduledFor time.Time
+	Trigger      string
+	// Attempt is the attempt number sent as X-Ax-Attempt: 1 for the
+	// first, one more per retry and per run resumed after an interruption.
+	Attempt int
+	// Lease is the River attempt that owns the execution; pass it to Finish.
+	Lease int
+	// Resumed is set when this run took over a running execution whose
+	// previous run was interrupted (a crash or a shutdown).
+	Resumed bool
+
+	URL     string
+	Method  string
+	Headers map[string]string
+	Timeout time.Duration
+	// Payload is the body, byte for byte: the execution's override or the
+	// task's payload.
+	Payload []byte
+	// Keys sign the request: the current secret first, then the previous
+	// one during a rotation overlap.
+	Keys  [][]byte
+	Retry RetryPolicy
+}
+
+// Begin decides (decideStart) and records the start of River attempt
+// lease of an execution, in one transaction. The common case — a first
+// send that needs no decision beyond the execution, task and endpoint rows
+// (db.StartsWithoutDecision) — is batched with concurrent Begins into one
+// statement; everything else, and any execution a failed batch carried,
+// takes the row-by-row path.
+func (s *Deliveries) Begin(ctx context.Context, tenant, executionID string, lease int) (Delivery, error) {
+	return s.BeginJob(ctx, tenant, executionID, lease, 0)
+}
+
+// BeginJob is Begin for River job jobID: an execution whose river_job_id
+// names another job (a job it was handed off to, or the job of an API
+// retry) belongs to that job, and this one gets ActionDone.
+func (s *Deliveries) BeginJob(ctx context.Context, tenant, executionID string, lease int, jobID int64) (Delivery, error) {
+	key := db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease, JobID: jobID}
+	if r, err := s.starts.do(ctx, key); s.count(r.ok, err) {
+		d := deliveryFromRow(r.row, lease)
+		keys, err := endpointOf(r.row.JoinedEndpoint).SigningKeys(r.row.Now)
+		if err != nil {
+			return Delivery{}, err
+		}
+		d.Action, d.Attempt, d.Keys = ActionSend, r.row.Attempts, keys
+		return d, nil
+	}
+	return s.beginRow(ctx, tenant, executionID, lease, jobID)
+}
+
+// beginRow is Begin's row-by-row path: it locks the execution, reads the
+// facts, asks decideStart and applies the verdict.
+func (s *Deliveries) beginRow(ctx context.Context, tenant, executionID string, lease int, jobID int64) (Delivery, error) {
+	var d Delivery
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		row, err := db.GetDeliveryForUpdate(ctx, tx, tenant, executionID)
+		if err != nil {
+			return storeError(err, "load execution "+executionID)
+		}
+		d, err = s.begin(ctx, tx, row, lease, jobID)
+		return err
+	})
+	if err != nil {
+		return Delivery{}, err
+	}
+	return d, nil
+}
+
+// startFactsOf reads the facts of decideStart from a locked row.
+func startFactsOf(row db.DeliveryRow, lease int, jobID int64) startFacts {
+	return startFacts{
+		State: row.State, Trigger: row.Trigger, CancelRequested: row.CancelRequested, Attempts: row.Attempts,
+		LeaseAttempt: row.LeaseAttempt, RiverJobID: row.RiverJobID, Lease: lease, JobID: jobID,
+		TaskFound: row.TaskFound, TaskState: zeroIfNil(row.TaskState), OverlapPolicy: zeroIfNil(row.OverlapPolicy),
+		MaxAttempts: int(zeroIfNil(row.MaxAttempts)), EarlierUnfinished: row.EarlierUnfinished,
+		EndpointFound: row.EndpointFound, EndpointEnabled: zeroIfNil(row.EndpointEnabled),
+		Waited: row.Now.Sub(row.ScheduledFor),
+	}
+}
+
+// begin applies decideStart's verdict to the locked row.
+func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, lease int, jobID int64) (Delivery, error) {
+	dec := decideStart(startFactsOf(row, lease, jobID), s.cfg.QueueWaitMax)
+	d := deliveryFromRow(row, lease)
+	d.Reason = dec.Reason
+	var events []db.DeliveryEvent
+	if dec.Resumed {
+		events = append(events, db.DeliveryEvent{
+			Type: EventRescued, Attempt: &row.Attempts,
+			Message: refTo(fmt.Sprintf("attempt %d was interrupted (a crash or a shutdown) before its outcome was recorded; "+
+				"resuming with the same idempotency key", row.Attempts)),
+		})
+	}
+	switch dec.Verdict {
+	case startLeave:
+		d.Action = ActionDone
+		return d, nil
+
+	case startWait:
+		d.Action = ActionWait
+		return d, nil
+
+	case startCancel:
+		events = append(events, db.DeliveryEvent{Type: EventCancelled, Message: &dec.Reason})
+		if err := s.end(ctx, tx, row, lease, ExecCancelled, dec.Reason, "", events); err != nil {
+			return Delivery{}, err
+		}
+		d.Action, d.State, d.Ended = ActionDone, ExecCancelled, true
+		return d, nil
+
+	case startSkip:
+		events = append(events, db.DeliveryEvent{Type: EventSkipped, Message: &dec.Reason,
+			Data: map[string]any{"overlap_policy": zeroIfNil(row.OverlapPolicy)}})
+		if err := s.end(ctx, tx, row, 0, ExecSkipped, dec.Reason, "", events); err != nil {
+			return Delivery{}, err
+		}
+		d.Action, d.State, d.Ended = ActionDone, ExecSkipped, true
+		return d, nil
+
+	case startFail:
+		events = append(events, db.DeliveryEvent{Type: EventFailed, Attempt: &row.Attempts,
+			ErrorClass: nilIfEmpty(dec.ErrorClass), Message: &dec.Reason})
+		if err := s.end(ctx, tx, row, lease, ExecFailed, dec.Reason, dec.ErrorClass, events); err != nil {
+			return Delivery{}, err
+		}
+		if _, err := s.afterFailure(ctx, tx, row.TenantID, row.ID, row.TaskID); err != nil {
+			return Delivery{}, err
+		}
+		d.Action, d.State, d.Ended = ActionDone, ExecFailed, true
+		return d, nil
+	}
+
+	attempts, ok, err := db.StartDelivery(ctx, tx, row.TenantID, row.ID, lease)
+	if err != nil {
+		return Delivery{}, err
+	}
+	if !ok {
+		return Delivery{}, conflictf("start execution %s attempt %d: the execution changed under its lock", row.ID, lease)
+	}
+	events = append(events, db.DeliveryEvent{Type: EventAttemptStarted, Attempt: &attempts})
+	if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, events); err != nil {
+		return Delivery{}, err
+	}
+	keys, err := endpointOf(row.JoinedEndpoint).SigningKeys(row.Now)
+	if err != nil {
+		return Delivery{}, err
+	}
+	d.Action, d.State, d.Attempt, d.Resumed, d.Keys = ActionSend, ExecRunning, attempts, dec.Resumed, keys
+	return d, nil
+}
+
+// end moves the locked execution row to a final state from the state Begin
+// read, without an attempt of its own, and appends events.
+func (s *Deliveries) end(ctx context.Context, tx db.Tx, row db.DeliveryRow, lease int, to, reason, class string, events []db.DeliveryEvent) error {
+	e := db.DeliveryEnd{
+		TenantID: row.TenantID, ID: row.ID, From: []string{row.State}, To: to, Error: &reason, KeepStatusCode: true,
+		ErrorClass: nilIfEmpty(class),
+	}
+	if row.State == ExecRunning {
+		e.MaxLease = &lease
+	}
+	ok, err := db.EndDelivery(ctx, tx, e)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return conflictf("execution %s %s → %s: the execution changed under its lock", row.ID, row.State, to)
+	}
+	return db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, events)
+}
+
+func deliveryFromRow(row db.DeliveryRow, lease int) Delivery {
+	d := Delivery{
+		State: row.State, TenantID: row.TenantID, ExecutionID: row.ID, TaskID: row.TaskID, TaskName: zeroIfNil(row.TaskName),
+		EndpointID: zeroIfNil(row.EndpointID), ScheduledFor: row.ScheduledFor.UTC(), Trigger: row.Trigger,
+		Attempt: row.Attempts, Lease: lease, URL: zeroIfNil(row.EndpointURL), Method: zeroIfNil(row.EndpointMethod),
+		Headers: row.EndpointHeaders, Payload: row.Payload,
+		Retry: RetryPolicy{
+			MaxAttempts:    int(zeroIfNil(row.MaxAttempts)),
+			InitialBackoff: time.Duration(zeroIfNil(row.InitialBackoffMS)) * time.Millisecond,
+			MaxBackoff:     time.Duration(zeroIfNil(row.MaxBackoffMS)) * time.Millisecond,
+		},
+	}
+	if d.Payload == nil {
+		d.Payload = row.TaskPayload
+	}
+	d.Timeout = time.Duration(zeroIfNil(row.EndpointTimeoutMS)) * time.Millisecond
+	if row.TaskTimeoutMS != nil {
+		d.Timeout = time.Duration(*row.TaskTimeoutMS) * time.Millisecond
+	}
+	return d
+}
+
+func endpointOf(row db.JoinedEndpoint) Endpoint {
+	return Endpoint{ID: zeroIfNil(row.EndpointID), Secret: zeroIfNil(row.Secret), PreviousSecret: zeroIfNil(row.PreviousSecret),
+		PreviousSecretExpiresAt: row.PreviousSecretExp}
+}

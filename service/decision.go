@@ -1,0 +1,354 @@
+package service
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// The delivery decisions: whether a River attempt may start an execution
+// and what happens instead, and what an attempt's outcome does to it. Each
+// is one pure function of a small set of facts, so that every rule has one
+// home. The row-by-row path (Deliveries.beginRow, Deliveries.finishRow)
+// reads the facts under a row lock, asks the function and applies its
+// verdict. The batched fast path runs the common case in one SQL statement
+// for many executions at once; its WHERE clause is a single named
+// predicate (db.StartsWithoutDecision, db.SucceedsWithoutDecision) that
+// holds exactly when the function's verdict needs no write beyond the
+// statement's own (see startBatchable, finishBatchable). Everything else
+// falls back to the row-by-row path. A rule added here must be added to
+// the predicate too; TestStartDecisionAgreesWithTheBatch and
+// TestFinishDecisionAgreesWithTheBatch run every combination of the facts
+// through both against Postgres and fail until they agree.
+
+// startFacts is what decides whether River attempt Lease of job JobID may
+// start an execution.
+type startFacts struct {
+	// The execution.
+	State           string
+	Trigger         string
+	CancelRequested bool
+	Attempts        int
+	// LeaseAttempt is the River attempt that owns the execution.
+	LeaseAttempt int
+	// RiverJobID is the job the execution belongs to (nil: the one that
+	// was inserted with it).
+	RiverJobID *int64
+
+	// The attempt asking.
+	Lease int
+	// JobID is the River job asking; 0: not checked.
+	JobID int64
+
+	// The task (TaskFound false: deleted).
+	TaskFound     bool
+	TaskState     string
+	OverlapPolicy string
+	MaxAttempts   int
+	// EarlierUnfinished counts the task's unfinished executions ordered
+	// before this one, up to 2; it is only counted for a pending execution
+	// whose task does not allow overlap.
+	EarlierUnfinished int
+
+	// The task's endpoint (EndpointFound false: deleted).
+	EndpointFound   bool
+	EndpointEnabled bool
+
+	// Waited is how long ago the execution's slot was (database clock).
+	Waited time.Duration
+}
+
+// startVerdict is what Begin does with an attempt.
+type startVerdict uint8
+
+const (
+	// startSend: the execution becomes running under the lease as attempt
+	// Attempt; send it.
+	startSend startVerdict = iota + 1
+	// startLeave: nothing to do for this attempt (the execution is final,
+	// a newer attempt or another job owns it); nothing is written.
+	startLeave
+	// startWait: overlap_policy queue and the previous execution is
+	// unfinished; come back later without using an attempt.
+	startWait
+	// startCancel: the execution ends cancelled without being sent.
+	startCancel
+	// startSkip: the execution ends skipped (overlap policy).
+	startSkip
+	// startFail: the execution ends failed without being sent: it has no
+	// attempt left.
+	startFail
+)
+
+func (v startVerdict) String() string {
+	switch v {
+	case startSend:
+		return "send"
+	case startLeave:
+		return "leave"
+	case startWait:
+		return "wait"
+	case startCancel:
+		return "cancel"
+	case startSkip:
+		return "skip"
+	case startFail:
+		return "fail"
+	}
+	return fmt.Sprintf("startVerdict(%d)", v)
+}
+
+// startDecision is decideStart's verdict.
+type startDecision struct {
+	Verdict startVerdict
+	// Reason explains every verdict but startSend.
+	Reason string
+	// Resumed: the attempt takes over a running execution whose previous
+	// run was interrupted (a crash or a shutdown).
+	Resumed bool
+	// Attempt is the attempt number to send (startSend).
+	Attempt int
+	// ErrorClass classifies startFail.
+	ErrorClass string
+}
+
+// decideStart decides whether the attempt may start the execution, in
+// this order:
+//
+//   - an execution another job owns, a newer attempt owns, or that is
+//     final: leave it;
+//   - a requested cancel, a deleted task, a paused task (unless the
+//     execution was triggered manually), a deleted or disabled endpoint:
+//     cancel it;
+//   - overlap (pending executions only): "skip" with an unfinished
+//     execution before it, or "queue" with two, skips it; "queue" with
+//     one waits up to queueWaitMax, then skips it;
+//   - a run that would exceed the task's max_attempts (a run resumed after
+//     an interruption, or a retry after max_attempts was lowered) fails it
+//     without sending, which keeps max_attempts 1 at most once across
+//     crashes and shutdowns;
+//   - otherwise: send it.
+func decideStart(f startFacts, queueWaitMax time.Duration) startDecision {
+	leave := func(reason string) startDecision { return startDecision{Verdict: startLeave, Reason: reason} }
+	switch {
+	case f.JobID != 0 && f.RiverJobID != nil && *f.RiverJobID != f.JobID:
+		return leave(fmt.Sprintf("River job %d delivers the execution", *f.RiverJobID))
+	case f.State == ExecRunning && f.LeaseAttempt > f.Lease:
+		return leave(fmt.Sprintf("attempt %d is stale: River attempt %d owns the execution", f.Lease, f.LeaseAttempt))
+	case f.State == ExecRetrying && f.LeaseAttempt >= f.Lease:
+		return leave(fmt.Sprintf("attempt %d is stale: the execution is retrying after River attempt %d", f.Lease, f.LeaseAttempt))
+	case f.State != ExecPending && f.State != ExecRetrying && f.State != ExecRunning:
+		return leave("the execution is " + f.State)
+	}
+	resumed := f.State == ExecRunning
+
+	if reason := f.cancelReason(); reason != "" {
+		return startDecision{Verdict: startCancel, Reason: reason, Resumed: resumed}
+	}
+
+	if f.State == ExecPending && f.EarlierUnfinished > 0 {
+		skip := func(reason string) startDecision { return startDecision{Verdict: startSkip, Reason: reason} }
+		switch {
+		case f.OverlapPolicy == OverlapQueue && f.EarlierUnfinished == 1 && f.Waited <= queueWaitMax:
+			return startDecision{Verdict: startWait, Reason: "waiting for the previous execution to finish (overlap_policy queue)"}
+		case f.OverlapPolicy == OverlapQueue && f.EarlierUnfinished == 1:
+			return skip(fmt.Sprintf("waited more than %s for the previous execution (overlap_policy queue)", queueWaitMax))
+		case f.OverlapPolicy == OverlapQueue:
+			return skip("another execution is already queued behind the unfinished one (overlap_policy queue)")
+		case f.OverlapPolicy == OverlapSkip:
+			return skip("the previous execution is unfinished (overlap_policy skip)")
+		}
+	}
+
+	next := f.Attempts + 1
+	if f.State == ExecPending {
+		next = 1
+	}
+	if next > f.MaxAttempts {
+		d := startDecision{Verdict: startFail, Resumed: resumed,
+			Reason: fmt.Sprintf("attempts exhausted (max_attempts %d)", f.MaxAttempts)}
+		if resumed {
+			d.Reason += "; the last attempt was interrupted before its outcome was recorded"
+			d.ErrorClass = ErrorClassInterrupted
+		}
+		return d
+	}
+	return startDecision{Verdict: startSend, Resumed: resumed, Attempt: next}
+}
+
+// cancelReason says why an execution must not be sent, or "".
+func (f startFacts) cancelReason() string {
+	switch {
+	case f.CancelRequested:
+		return "cancel requested"
+	case !f.TaskFound:
+		return "the task was deleted"
+	case f.TaskState == TaskPaused && f.Trigger != TriggerManual:
+		return "the task is paused"
+	case !f.EndpointFound:
+		return "the task's endpoint no longer exists"
+	case !f.EndpointEnabled:
+		return "the endpoint is disabled"
+	}
+	return ""
+}
+
+// startBatchable reports whether the batched start may take an attempt
+// decideStart decided: a first send of a pending execution whose decision
+// needed no fact beyond the execution, task and endpoint rows (an overlap
+// policy other than allow needs the count of earlier unfinished
+// executions). db.StartsWithoutDecision is its mirror in SQL.
+func startBatchable(f startFacts, d startDecision) bool {
+	return d.Verdict == startSend && f.State == ExecPending && f.OverlapPolicy == OverlapAllow
+}
+
+// finishFacts is what decides what an attempt's outcome does to its
+// execution.
+type finishFacts struct {
+	// The execution.
+	State           string
+	LeaseAttempt    int
+	Attempts        int
+	CancelRequested bool
+	// Lease is the River attempt reporting the outcome.
+	Lease int
+
+	// The task (TaskFound false: deleted).
+	TaskFound   bool
+	MaxAttempts int
+	Retry       RetryPolicy
+
+	// Jitter, in [0, 1), places a backoff within its range (Backoff).
+	Jitter float64
+}
+
+// finishVerdict is what an outcome does to the execution.
+type finishVerdict uint8
+
+const (
+	// finishStale: the attempt does not own the execution (a newer run
+	// took it over, or it ended); its outcome is not recorded.
+	finishStale finishVerdict = iota + 1
+	// finishSucceed: the execution succeeded.
+	finishSucceed
+	// finishCancel: the execution ends cancelled.
+	finishCancel
+	// finishRetry: the execution is retrying after Delay.
+	finishRetry
+	// finishFail: the execution failed for good.
+	finishFail
+)
+
+func (v finishVerdict) String() string {
+	switch v {
+	case finishStale:
+		return "stale"
+	case finishSucceed:
+		return "succeed"
+	case finishCancel:
+		return "cancel"
+	case finishRetry:
+		return "retry"
+	case finishFail:
+		return "fail"
+	}
+	return fmt.Sprintf("finishVerdict(%d)", v)
+}
+
+// finishDecision is decideFinish's verdict.
+type finishDecision struct {
+	Verdict finishVerdict
+	// Reason explains finishStale, finishCancel and finishFail; for
+	// finishRetry it is where Delay comes from ("backoff", "retry_after").
+	Reason string
+	// Delay is the wait before the next attempt (finishRetry).
+	Delay time.Duration
+}
+
+// decideFinish decides what outcome out of attempt f.Lease does to the
+// execution:
+//
+//   - an attempt that does not own the running execution: stale, nothing
+//     recorded;
+//   - success: succeeded (even when a cancel was requested meanwhile or
+//     the task was deleted: the receiver has it);
+//   - a failure of an attempt cut short by a cancel, or after a cancel
+//     request, or whose task was deleted: cancelled;
+//   - a retryable failure with attempts left: retrying after the
+//     receiver's Retry-After (capped by the task's max backoff) or the
+//     task's backoff;
+//   - otherwise (permanent, or attempts exhausted): failed.
+func decideFinish(f finishFacts, out Outcome) finishDecision {
+	if f.State != ExecRunning || f.LeaseAttempt != f.Lease {
+		return finishDecision{Verdict: finishStale,
+			Reason: fmt.Sprintf("the execution is not running under attempt %d; its outcome is not recorded", f.Lease)}
+	}
+	if out.Kind == OutcomeSucceeded {
+		return finishDecision{Verdict: finishSucceed}
+	}
+	failure := out.failure()
+	switch {
+	case out.CutByCancel || f.CancelRequested:
+		return finishDecision{Verdict: finishCancel, Reason: "cancel requested"}
+	case !f.TaskFound:
+		return finishDecision{Verdict: finishCancel, Reason: "the task was deleted"}
+	case out.Kind == OutcomeRetry && f.Attempts < f.MaxAttempts:
+		d := finishDecision{Verdict: finishRetry, Reason: "backoff",
+			Delay: f.Retry.Delay(f.Attempts, out.RetryAfter, f.Jitter)}
+		if out.RetryAfter > 0 {
+			d.Reason = "retry_after"
+		}
+		return d
+	case out.Kind == OutcomeRetry:
+		return finishDecision{Verdict: finishFail,
+			Reason: fmt.Sprintf("attempts exhausted (max_attempts %d): %s", f.MaxAttempts, failure)}
+	}
+	return finishDecision{Verdict: finishFail, Reason: "permanent failure: " + failure}
+}
+
+// finishBatchable reports whether the batched success may record an
+// outcome decideFinish decided. db.SucceedsWithoutDecision is its mirror
+// in SQL.
+func finishBatchable(d finishDecision) bool { return d.Verdict == finishSucceed }
+
+// Delay returns how long to wait before the next attempt after attempt
+// (1 is the first) failed retryably: the receiver's Retry-After when it
+// gave one, capped at the policy's MaxBackoff, otherwise Backoff.
+func (p RetryPolicy) Delay(attempt int, retryAfter time.Duration, jitter float64) time.Duration {
+	if retryAfter > 0 {
+		if p.MaxBackoff > 0 {
+			return min(retryAfter, p.MaxBackoff)
+		}
+		return retryAfter
+	}
+	return Backoff(attempt, p.InitialBackoff, p.MaxBackoff, jitter)
+}
+
+// Backoff returns the delay before retry number attempt (1 is the first
+// retry): initial doubled per attempt, capped at maxDelay, with "equal
+// jitter": a point in the upper half, [d/2, d], placed by jitter in
+// [0, 1). The floor keeps retries from bunching at zero; the random half
+// spreads a burst of failures apart. A non-positive initial gives 0;
+// maxDelay below initial is raised to it.
+func Backoff(attempt int, initial, maxDelay time.Duration, jitter float64) time.Duration {
+	if initial <= 0 {
+		return 0
+	}
+	maxDelay = max(maxDelay, initial)
+	d := initial
+	for i := 1; i < attempt && d < maxDelay; i++ {
+		if d > maxDelay/2 {
+			d = maxDelay
+			break
+		}
+		d *= 2
+	}
+	d = min(d, maxDelay)
+	f := min(max(jitter, 0), 1)
+	half := d / 2
+	// min: float rounding must not push a delay near MaxInt64 past d.
+	return half + min(time.Duration(f*float64(d-half)), d-half)
+}
+
+// randomJitter is the default jitter source (DeliveriesConfig.Rand).
+func randomJitter() float64 { return rand.Float64() } //nolint:gosec // jitter, not a secret

@@ -1,0 +1,548 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/db/dbtest"
+)
+
+// The equivalence tests: every combination of the facts decideStart and
+// decideFinish read is written to two databases alike; one takes every
+// attempt through the row-by-row path only, the other through Begin and
+// Finish as the deliver worker calls them (batched where the named SQL
+// predicate admits the row); both must end alike, row for row and event
+// for event. Before that, each combination's facts go through the pure
+// function and through the batched statement (rolled back): the statement
+// must take exactly the rows for which startBatchable (finishBatchable)
+// holds. A rule added to one side and not the other fails here.
+
+const equivTenant = "acme"
+
+// equivDB is one of the two databases.
+type equivDB struct {
+	pools db.Pools
+	enq   *Enqueuer
+	d     *Deliveries
+	epOn  string // an enabled endpoint
+	epOff string // a disabled endpoint
+	epAlt string // an enabled endpoint a 410 may disable
+	alert string // an alert endpoint
+}
+
+func newEquivDB(t *testing.T) *equivDB {
+	t.Helper()
+	ctx := context.Background()
+	pools := dbtest.Pools(t)
+	enq, err := NewEnqueuer(pools.Main, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.EnsureTenant(ctx, pools.Main, equivTenant))
+	e := &equivDB{pools: pools, enq: enq,
+		d: NewDeliveries(pools.Delivery, enq, DeliveriesConfig{Rand: func() float64 { return 0.5 }})}
+	for _, ep := range []struct {
+		id      *string
+		uid     string
+		enabled bool
+	}{
+		{&e.epOn, "00000000-0000-7000-8000-00000000e001", true},
+		{&e.epOff, "00000000-0000-7000-8000-00000000e002", false},
+		{&e.epAlt, "00000000-0000-7000-8000-00000000e003", true},
+		{&e.alert, "00000000-0000-7000-8000-00000000e004", true},
+	} {
+		secret, err := GenerateSecret()
+		require.NoError(t, err)
+		_, err = db.InsertEndpoint(ctx, pools.Main, db.Endpoint{TenantID: equivTenant, ID: ep.uid, Name: "e", URL: "https://example.com/hook",
+			Method: "POST", Headers: map[string]string{}, Secret: secret, TimeoutMS: 10_000, Enabled: ep.enabled})
+		require.NoError(t, err)
+		*ep.id = ep.uid
+	}
+	return e
+}
+
+// equivTask is a task of a combination; nil: the task was deleted.
+type equivTask struct {
+	State              string
+	Overlap            string
+	MaxAttempts        int
+	Endpoint           string // equivDB field: "on", "off", "alt"
+	Failures           int
+	PauseAfterFailures int
+	Alert              bool
+}
+
+// equivExec is an execution of a combination.
+type equivExec struct {
+	State           string
+	Trigger         string
+	CancelRequested bool
+	Attempts        int
+	LeaseAttempt    int
+	RiverJobID      *int64
+	Ago             time.Duration // its slot, before now
+}
+
+// equivCase is one combination: a task (or none), earlier unfinished
+// executions of it, and the execution under test with the attempt asking.
+type equivCase struct {
+	ID      string
+	TaskID  string
+	Task    *equivTask
+	Earlier int
+	Exec    equivExec
+	Lease   int
+	JobID   int64
+	Outcome Outcome // Finish only
+}
+
+// write stores the cases' rows in e (the same ids in both databases).
+func (e *equivDB) write(t *testing.T, cases []equivCase) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := e.pools.Main.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	endpoint := map[string]string{"on": e.epOn, "off": e.epOff, "alt": e.epAlt}
+	for i, c := range cases {
+		if c.Task != nil {
+			var alert *string
+			if c.Task.Alert {
+				alert = &e.alert
+			}
+			var pause *int
+			if c.Task.PauseAfterFailures > 0 {
+				pause = &c.Task.PauseAfterFailures
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, interval_seconds,
+					state, overlap_policy, max_attempts, initial_backoff_ms, max_backoff_ms, consecutive_failures,
+					pause_after_failures, alert_endpoint_id)
+				VALUES ($1, $2, $3, $4, 'interval', 60, $5, $6, $7, 1000, 60000, $8, $9, $10)`,
+				equivTenant, c.TaskID, fmt.Sprintf("t-%d", i), endpoint[c.Task.Endpoint], c.Task.State, c.Task.Overlap,
+				c.Task.MaxAttempts, c.Task.Failures, pause, alert)
+			require.NoError(t, err)
+		}
+		for k := range c.Earlier {
+			_, err := tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state)
+				VALUES ($1, $2, $3, now() - make_interval(hours => 3) - make_interval(secs => $4), 'schedule', 'pending')`,
+				equivTenant, uuidFor(c.ID, k), c.TaskID, k)
+			require.NoError(t, err)
+		}
+		x := c.Exec
+		final := x.State != ExecPending && x.State != ExecRunning && x.State != ExecRetrying
+		var lastError *string
+		if x.State == ExecFailed || x.State == ExecCancelled || x.State == ExecSkipped {
+			lastError = refTo("earlier outcome")
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, cancel_requested,
+				attempts, lease_attempt, river_job_id, started_at, first_started_at, finished_at, next_attempt_at, last_error)
+			VALUES ($1, $2, $3, now() - make_interval(secs => $4), $5, $6, $7, $8, $9, $10,
+				CASE WHEN $6 <> 'pending' THEN now() - interval '1 second' END,
+				CASE WHEN $6 <> 'pending' THEN now() - interval '1 second' END,
+				CASE WHEN $11 THEN now() END,
+				CASE WHEN $6 = 'retrying' THEN now() END, $12)`,
+			equivTenant, c.ID, c.TaskID, x.Ago.Seconds(), x.Trigger, x.State, x.CancelRequested, x.Attempts, x.LeaseAttempt,
+			x.RiverJobID, final, lastError)
+		require.NoError(t, err)
+	}
+	dbtest.SyncUnfinished(t, tx)
+	require.NoError(t, tx.Commit(ctx))
+}
+
+// uuidFor derives the id of the k-th earlier execution of a case.
+func uuidFor(id string, k int) string {
+	return uuid.NewSHA1(uuid.MustParse(id), []byte{byte(k)}).String()
+}
+
+// equivState is what a case left in a database.
+type equivState struct {
+	Row      string
+	Timeline []string
+	Task     string
+	Jobs     int
+	Endpoint string
+}
+
+// snapshot reads what every case left.
+func (e *equivDB) snapshot(t *testing.T, cases []equivCase) []equivState {
+	t.Helper()
+	ctx := context.Background()
+	out := make([]equivState, len(cases))
+	for i, c := range cases {
+		var s equivState
+		require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT format('%s attempts=%s lease=%s cancel=%s error=%s class=%s status=%s started=%s finished=%s next=%s job=%s',
+				state, attempts, lease_attempt, cancel_requested, last_error, last_error_class, last_status_code,
+				started_at IS NOT NULL, finished_at IS NOT NULL, next_attempt_at IS NOT NULL, river_job_id)
+			FROM executions WHERE tenant_id = $1 AND id = $2`, equivTenant, c.ID).Scan(&s.Row))
+		row, err := db.GetExecution(ctx, e.pools.Main, equivTenant, c.ID, false)
+		require.NoError(t, err)
+		events, err := db.ListExecutionEvents(ctx, e.pools.Main, row)
+		require.NoError(t, err)
+		for _, ev := range events {
+			s.Timeline = append(s.Timeline, fmt.Sprintf("%s attempt=%v status=%v latency=%v class=%v message=%v data=%v",
+				ev.Type, deref(ev.Attempt), deref(ev.StatusCode), deref(ev.LatencyMS), deref(ev.ErrorClass), deref(ev.Message), ev.Data))
+		}
+		if c.Task != nil {
+			require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT format('%s failures=%s', state, consecutive_failures)
+				FROM tasks WHERE tenant_id = $1 AND id = $2`, equivTenant, c.TaskID).Scan(&s.Task))
+		}
+		require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT count(*) FROM river_job
+			WHERE args->>'execution_id' = $1`, c.ID).Scan(&s.Jobs))
+		out[i] = s
+	}
+	var eps string
+	require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT string_agg(id || '=' || enabled, ',' ORDER BY id) FROM endpoints`).Scan(&eps))
+	for i := range out {
+		out[i].Endpoint = eps
+	}
+	return out
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// startCases returns every combination of the facts of decideStart that
+// a database can hold.
+func startCases() []equivCase {
+	rnd := rand.New(rand.NewPCG(1, 2)) //nolint:gosec // deterministic ids
+	newID := func() string { return uuid.Must(uuid.NewRandomFromReader(rndReader{rnd})).String() }
+	job := func(v int64) *int64 { return &v }
+	type jobRel struct {
+		asking int64
+		owner  *int64
+	}
+	var out []equivCase
+	for _, state := range executionStates {
+		unfinished := state == ExecPending || state == ExecRunning || state == ExecRetrying
+		cancels := []bool{false}
+		if unfinished {
+			cancels = []bool{false, true}
+		}
+		type lease struct{ attempts, leaseAttempt, lease int }
+		var leases []lease
+		switch state {
+		case ExecPending:
+			leases = []lease{{0, 0, 1}}
+		case ExecRunning: // resumed after an interruption (behind, same) or stale (ahead)
+			for _, a := range []int{1, 3} {
+				leases = append(leases, lease{a, 1, 2}, lease{a, 2, 2}, lease{a, 3, 2})
+			}
+		case ExecRetrying:
+			for _, a := range []int{1, 3} {
+				leases = append(leases, lease{a, 1, 2}, lease{a, 2, 2})
+			}
+		default:
+			leases = []lease{{1, 1, 2}}
+		}
+		jobs := []jobRel{{0, nil}, {501, job(500)}}
+		if state == ExecPending {
+			jobs = append(jobs, jobRel{500, job(500)}, jobRel{501, nil})
+		}
+		taskStates := []string{"", TaskActive, TaskPaused}
+		if state == ExecPending {
+			taskStates = append(taskStates, TaskCompleted)
+		}
+		maxes := []int{1, 3}
+		if state == ExecPending {
+			maxes = []int{0, 1, 3}
+		}
+		for _, cancel := range cancels {
+			for _, trigger := range []string{TriggerSchedule, TriggerManual} {
+				for _, ts := range taskStates {
+					for _, l := range leases {
+						for _, j := range jobs {
+							base := equivCase{TaskID: newID(), Lease: l.lease, JobID: j.asking, Exec: equivExec{
+								State: state, Trigger: trigger, CancelRequested: cancel, Attempts: l.attempts,
+								LeaseAttempt: l.leaseAttempt, RiverJobID: j.owner, Ago: time.Second,
+							}}
+							if ts == "" { // the task was deleted
+								c := base
+								c.ID = newID()
+								out = append(out, c)
+								continue
+							}
+							for _, ep := range []string{"on", "off"} {
+								for _, overlap := range []string{OverlapAllow, OverlapSkip, OverlapQueue} {
+									for _, maxAttempts := range maxes {
+										earliers := []int{0}
+										if state == ExecPending {
+											earliers = []int{0, 1, 2}
+										}
+										for _, earlier := range earliers {
+											agos := []time.Duration{time.Second}
+											if overlap == OverlapQueue && earlier == 1 {
+												agos = append(agos, 2*time.Hour) // beyond QueueWaitMax
+											}
+											for _, ago := range agos {
+												c := base
+												c.ID, c.TaskID, c.Earlier = newID(), newID(), earlier
+												c.Exec.Ago = ago
+												c.Task = &equivTask{State: ts, Overlap: overlap, MaxAttempts: maxAttempts, Endpoint: ep}
+												out = append(out, c)
+											}
+										}
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// rndReader reads bytes from a seeded generator.
+type rndReader struct{ r *rand.Rand }
+
+func (r rndReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(r.r.Uint32())
+	}
+	return len(p), nil
+}
+
+// requireEveryFactVaries fails when a field of facts keeps one value over
+// every case: the generator must cover each fact the decision reads.
+func requireEveryFactVaries[F any](t *testing.T, facts []F, constant ...string) {
+	t.Helper()
+	typ := reflect.TypeFor[F]()
+	for i := range typ.NumField() {
+		name := typ.Field(i).Name
+		if slices.Contains(constant, name) {
+			continue
+		}
+		seen := map[string]bool{}
+		for _, f := range facts {
+			v := reflect.ValueOf(f).Field(i)
+			if v.Kind() == reflect.Pointer && !v.IsNil() {
+				v = v.Elem()
+			}
+			seen[fmt.Sprint(v.Interface())] = true
+		}
+		require.Greater(t, len(seen), 1, "no combination varies %s.%s: add it to the generator", typ.Name(), name)
+	}
+}
+
+func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cases := startCases()
+	t.Logf("%d combinations", len(cases))
+	rowDB, batchDB := newEquivDB(t), newEquivDB(t)
+	rowDB.write(t, cases)
+	batchDB.write(t, cases)
+
+	// The facts each combination holds, and what the pure function and
+	// the batched statement make of them (both rolled back).
+	keys := make([]db.DeliveryKey, len(cases))
+	facts := make([]startFacts, len(cases))
+	err := db.InTx(ctx, rowDB.pools.Delivery, func(tx db.Tx) error {
+		for i, c := range cases {
+			keys[i] = db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: equivTenant, ID: c.ID}, Lease: c.Lease, JobID: c.JobID}
+			row, err := db.GetDeliveryForUpdate(ctx, tx, equivTenant, c.ID)
+			if err != nil {
+				return err
+			}
+			facts[i] = startFactsOf(row, c.Lease, c.JobID)
+		}
+		return errRollback
+	})
+	require.ErrorIs(t, err, errRollback)
+	requireEveryFactVaries(t, facts)
+	var taken map[int]db.DeliveryRow
+	err = db.InTx(ctx, rowDB.pools.Delivery, func(tx db.Tx) error {
+		var err error
+		taken, err = db.StartPendingDeliveries(ctx, tx, keys)
+		if err != nil {
+			return err
+		}
+		return errRollback
+	})
+	require.ErrorIs(t, err, errRollback)
+	verdicts := map[startVerdict]int{}
+	for i, f := range facts {
+		dec := decideStart(f, QueueWaitMaxDefault)
+		verdicts[dec.Verdict]++
+		_, ok := taken[i]
+		require.Equal(t, startBatchable(f, dec), ok,
+			"combination %d: %+v decided %+v; db.StartsWithoutDecision took it: %v", i, f, dec, ok)
+	}
+	t.Logf("verdicts: %v; the batch takes %d", verdicts, len(taken))
+	for _, v := range []startVerdict{startSend, startLeave, startWait, startCancel, startSkip, startFail} {
+		require.Positive(t, verdicts[v], "no combination leads to verdict %s", v)
+	}
+
+	// Through both paths.
+	rowOut := make([]string, len(cases))
+	batchOut := make([]string, len(cases))
+	run := func(out []string, begin func(c equivCase) (Delivery, error)) {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 16)
+		for i, c := range cases {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				d, err := begin(c)
+				out[i] = fmt.Sprintf("action=%d state=%s reason=%q ended=%v attempt=%d resumed=%v lease=%d keys=%d url=%s timeout=%s retry=%+v err=%v",
+					d.Action, d.State, d.Reason, d.Ended, d.Attempt, d.Resumed, d.Lease, len(d.Keys), d.URL, d.Timeout, d.Retry, err)
+			})
+		}
+		wg.Wait()
+	}
+	run(rowOut, func(c equivCase) (Delivery, error) {
+		return rowDB.d.beginRow(ctx, equivTenant, c.ID, c.Lease, c.JobID)
+	})
+	run(batchOut, func(c equivCase) (Delivery, error) {
+		return batchDB.d.BeginJob(ctx, equivTenant, c.ID, c.Lease, c.JobID)
+	})
+	require.Equal(t, int64(len(taken)), batchDB.d.BatchStats().Batched, "the batch took the same rows through Begin")
+	rowState, batchState := rowDB.snapshot(t, cases), batchDB.snapshot(t, cases)
+	for i := range cases {
+		require.Equal(t, rowOut[i], batchOut[i], "combination %d (%+v): Begin's result", i, facts[i])
+		require.Equal(t, rowState[i], batchState[i], "combination %d (%+v): what Begin left", i, facts[i])
+	}
+}
+
+// errRollback rolls a test's transaction back.
+var errRollback = errors.New("rolled back on purpose")
+
+// finishCases returns every combination of the facts of decideFinish and
+// of the outcomes an attempt can report.
+func finishCases() []equivCase {
+	rnd := rand.New(rand.NewPCG(3, 4)) //nolint:gosec // deterministic ids
+	newID := func() string { return uuid.Must(uuid.NewRandomFromReader(rndReader{rnd})).String() }
+	outcomes := []Outcome{
+		{Kind: OutcomeSucceeded, StatusCode: 204, Latency: 12 * time.Millisecond},
+		{Kind: OutcomeRetry, StatusCode: 503, ErrorClass: "http_5xx", Error: "HTTP 503 Service Unavailable", Excerpt: "busy"},
+		{Kind: OutcomeRetry, StatusCode: 429, ErrorClass: "http_4xx", Error: "HTTP 429", RetryAfter: 2 * time.Hour},
+		{Kind: OutcomeRetry, ErrorClass: "canceled", Error: "the attempt was cut short by a cancel", CutByCancel: true},
+		{Kind: OutcomePermanent, StatusCode: 400, ErrorClass: "http_4xx", Error: "HTTP 400 Bad Request"},
+		{Kind: OutcomePermanent, StatusCode: 410, ErrorClass: "gone", Error: "HTTP 410 Gone", DisableEndpoint: true},
+	}
+	type lease struct {
+		state                  string
+		attempts, owner, lease int
+	}
+	leases := []lease{
+		{ExecRunning, 1, 1, 1}, {ExecRunning, 3, 3, 3}, // owned
+		{ExecRunning, 1, 2, 1}, // a newer run owns it
+		{ExecRetrying, 1, 1, 1}, {ExecSucceeded, 1, 1, 1}, {ExecPending, 0, 0, 1},
+	}
+	var out []equivCase
+	for _, l := range leases {
+		for _, cancel := range []bool{false, true} {
+			for _, task := range []*equivTask{
+				nil,
+				{State: TaskActive, Overlap: OverlapAllow, MaxAttempts: 3, Endpoint: "alt"},
+				{State: TaskActive, Overlap: OverlapAllow, MaxAttempts: 3, Endpoint: "alt", Failures: 2},
+				{State: TaskActive, Overlap: OverlapAllow, MaxAttempts: 3, Endpoint: "alt", Failures: 2, PauseAfterFailures: 3, Alert: true},
+				{State: TaskPaused, Overlap: OverlapAllow, MaxAttempts: 1, Endpoint: "alt", Alert: true},
+			} {
+				for _, o := range outcomes {
+					if l.state == ExecPending && cancel {
+						continue
+					}
+					o.EndpointID = "00000000-0000-7000-8000-00000000e003"
+					out = append(out, equivCase{ID: newID(), TaskID: newID(), Task: task, Lease: l.lease, Outcome: o,
+						Exec: equivExec{State: l.state, Trigger: TriggerSchedule, CancelRequested: cancel, Attempts: l.attempts,
+							LeaseAttempt: l.owner, Ago: time.Second}})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestFinishDecisionAgreesWithTheBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cases := finishCases()
+	t.Logf("%d combinations", len(cases))
+	rowDB, batchDB := newEquivDB(t), newEquivDB(t)
+	rowDB.write(t, cases)
+	batchDB.write(t, cases)
+
+	facts := make([]finishFacts, len(cases))
+	var successes []db.DeliverySuccess
+	var successCase []int
+	err := db.InTx(ctx, rowDB.pools.Delivery, func(tx db.Tx) error {
+		for i, c := range cases {
+			row, err := db.GetDeliveryOutcome(ctx, tx, equivTenant, c.ID)
+			if err != nil {
+				return err
+			}
+			facts[i] = rowDB.d.finishFactsOf(row, c.Lease)
+			if c.Outcome.Kind == OutcomeSucceeded {
+				successes = append(successes, db.DeliverySuccess{
+					DeliveryKey: db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: equivTenant, ID: c.ID}, Lease: c.Lease},
+					StatusCode:  c.Outcome.StatusCode})
+				successCase = append(successCase, i)
+			}
+		}
+		return errRollback
+	})
+	require.ErrorIs(t, err, errRollback)
+	requireEveryFactVaries(t, facts, "Jitter")
+	var taken map[int]int
+	err = db.InTx(ctx, rowDB.pools.Delivery, func(tx db.Tx) error {
+		var err error
+		taken, err = db.SucceedDeliveries(ctx, tx, successes)
+		if err != nil {
+			return err
+		}
+		return errRollback
+	})
+	require.ErrorIs(t, err, errRollback)
+	verdicts := map[finishVerdict]int{}
+	for i, f := range facts {
+		verdicts[decideFinish(f, cases[i].Outcome).Verdict]++
+	}
+	for k, i := range successCase {
+		dec := decideFinish(facts[i], cases[i].Outcome)
+		_, ok := taken[k]
+		require.Equal(t, finishBatchable(dec), ok,
+			"combination %d: %+v decided %+v; db.SucceedsWithoutDecision took it: %v", i, facts[i], dec, ok)
+	}
+	t.Logf("verdicts: %v; the batch takes %d", verdicts, len(taken))
+	for _, v := range []finishVerdict{finishStale, finishSucceed, finishCancel, finishRetry, finishFail} {
+		require.Positive(t, verdicts[v], "no combination leads to verdict %s", v)
+	}
+
+	rowOut := make([]string, len(cases))
+	batchOut := make([]string, len(cases))
+	// One at a time: a 410 disables the shared endpoint, and the first
+	// failure of a task pauses it; the order must be the same in both.
+	sequential := func(out []string, finish func(c equivCase) (Finished, error)) {
+		for i, c := range cases {
+			fin, err := finish(c)
+			out[i] = fmt.Sprintf("%+v err=%v", fin, err)
+		}
+	}
+	sequential(rowOut, func(c equivCase) (Finished, error) {
+		return rowDB.d.finishRow(ctx, equivTenant, c.ID, c.Lease, c.Outcome)
+	})
+	sequential(batchOut, func(c equivCase) (Finished, error) {
+		return batchDB.d.Finish(ctx, equivTenant, c.ID, c.Lease, c.Outcome)
+	})
+	require.Equal(t, int64(len(taken)), batchDB.d.BatchStats().Batched, "the batch took the same rows through Finish")
+	rowState, batchState := rowDB.snapshot(t, cases), batchDB.snapshot(t, cases)
+	for i := range cases {
+		require.Equal(t, rowOut[i], batchOut[i], "combination %d (%+v, %+v): Finish's result", i, facts[i], cases[i].Outcome)
+		require.Equal(t, rowState[i], batchState[i], "combination %d (%+v, %+v): what Finish left", i, facts[i], cases[i].Outcome)
+	}
+}

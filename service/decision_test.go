@@ -1,0 +1,185 @@
+package service
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+	const (
+		initial = time.Second
+		maxWait = time.Minute
+	)
+	tests := []struct {
+		name    string
+		attempt int
+		jitter  float64
+		want    time.Duration
+	}{
+		{"first retry, low", 1, 0, 500 * time.Millisecond},
+		{"first retry, high", 1, 0.999999999, time.Second - time.Nanosecond/2},
+		{"first retry, mid", 1, 0.5, 750 * time.Millisecond},
+		{"second retry, low", 2, 0, time.Second},
+		{"third retry, low", 3, 0, 2 * time.Second},
+		{"fourth retry, high", 4, 1, 8 * time.Second},
+		{"capped, low", 10, 0, 30 * time.Second},
+		{"capped, high", 10, 1, time.Minute},
+		{"huge attempt", math.MaxInt, 1, time.Minute},
+		{"zero attempt is the first", 0, 0, 500 * time.Millisecond},
+		{"jitter above range clamps", 1, 7, time.Second},
+		{"jitter below range clamps", 1, -3, 500 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		require.InDelta(t, float64(tt.want), float64(Backoff(tt.attempt, initial, maxWait, tt.jitter)), 1, tt.name)
+	}
+	require.Zero(t, Backoff(3, 0, time.Minute, 0.5))
+	require.Equal(t, time.Second, Backoff(5, time.Second, 0, 1), "max below initial is raised to it")
+	big := time.Duration(math.MaxInt64)
+	require.Equal(t, big, Backoff(200, time.Hour, big, 1), "no overflow near the top")
+}
+
+func TestBackoffJitter(t *testing.T) {
+	t.Parallel()
+	// With the default random source every value stays in [d/2, d] and
+	// the values spread out.
+	seen := make(map[time.Duration]bool)
+	for range 200 {
+		for attempt := 1; attempt <= 12; attempt++ {
+			d := Backoff(attempt, time.Second, 5*time.Minute, randomJitter())
+			base := min(time.Second<<(attempt-1), 5*time.Minute)
+			require.GreaterOrEqual(t, d, base/2)
+			require.LessOrEqual(t, d, base)
+			if attempt == 3 {
+				seen[d] = true
+			}
+		}
+	}
+	require.Greater(t, len(seen), 150, "jitter should spread delays")
+}
+
+func TestRetryPolicyDelay(t *testing.T) {
+	t.Parallel()
+	p := RetryPolicy{MaxAttempts: 10, InitialBackoff: time.Second, MaxBackoff: 10 * time.Minute}
+	tests := []struct {
+		name       string
+		retryAfter time.Duration
+		attempt    int
+		want       time.Duration
+	}{
+		{"retry-after honoured", 120 * time.Second, 1, 120 * time.Second},
+		{"retry-after shorter than backoff wins", 2 * time.Second, 8, 2 * time.Second},
+		{"retry-after capped", 9999999 * time.Second, 1, 10 * time.Minute},
+		{"no retry-after: backoff", 0, 3, 3 * time.Second},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, p.Delay(tt.attempt, tt.retryAfter, 0.5), tt.name)
+	}
+	require.Equal(t, time.Hour, RetryPolicy{}.Delay(1, time.Hour, 0), "no max backoff: Retry-After as given")
+}
+
+// TestDecideStart spells out decideStart's rules one case at a time; the
+// equivalence tests (decision_db_test.go) run every combination.
+func TestDecideStart(t *testing.T) {
+	t.Parallel()
+	job := func(v int64) *int64 { return &v }
+	sendable := startFacts{State: ExecPending, Trigger: TriggerSchedule, Lease: 1, TaskFound: true, TaskState: TaskActive,
+		OverlapPolicy: OverlapAllow, MaxAttempts: 3, EndpointFound: true, EndpointEnabled: true, Waited: time.Second}
+	tests := []struct {
+		name   string
+		change func(*startFacts)
+		want   startDecision
+	}{
+		{"first send", func(*startFacts) {}, startDecision{Verdict: startSend, Attempt: 1}},
+		{"another job's execution", func(f *startFacts) { f.JobID, f.RiverJobID = 7, job(8) },
+			startDecision{Verdict: startLeave, Reason: "River job 8 delivers the execution"}},
+		{"its own job", func(f *startFacts) { f.JobID, f.RiverJobID = 8, job(8) }, startDecision{Verdict: startSend, Attempt: 1}},
+		{"a newer attempt runs it", func(f *startFacts) { f.State, f.LeaseAttempt, f.Lease = ExecRunning, 3, 2 },
+			startDecision{Verdict: startLeave, Reason: "attempt 2 is stale: River attempt 3 owns the execution"}},
+		{"retrying after this attempt", func(f *startFacts) { f.State, f.LeaseAttempt, f.Lease = ExecRetrying, 2, 2 },
+			startDecision{Verdict: startLeave, Reason: "attempt 2 is stale: the execution is retrying after River attempt 2"}},
+		{"final", func(f *startFacts) { f.State = ExecSucceeded }, startDecision{Verdict: startLeave, Reason: "the execution is succeeded"}},
+		{"cancel requested", func(f *startFacts) { f.CancelRequested = true },
+			startDecision{Verdict: startCancel, Reason: "cancel requested"}},
+		{"task deleted", func(f *startFacts) { f.TaskFound = false }, startDecision{Verdict: startCancel, Reason: "the task was deleted"}},
+		{"task paused", func(f *startFacts) { f.TaskState = TaskPaused }, startDecision{Verdict: startCancel, Reason: "the task is paused"}},
+		{"manual fire of a paused task", func(f *startFacts) { f.TaskState, f.Trigger = TaskPaused, TriggerManual },
+			startDecision{Verdict: startSend, Attempt: 1}},
+		{"endpoint gone", func(f *startFacts) { f.EndpointFound = false },
+			startDecision{Verdict: startCancel, Reason: "the task's endpoint no longer exists"}},
+		{"endpoint disabled", func(f *startFacts) { f.EndpointEnabled = false },
+			startDecision{Verdict: startCancel, Reason: "the endpoint is disabled"}},
+		{"resumed and cancelled", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.CancelRequested = ExecRunning, 1, 1, true },
+			startDecision{Verdict: startCancel, Reason: "cancel requested", Resumed: true}},
+		{"overlap skip", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished = OverlapSkip, 1 },
+			startDecision{Verdict: startSkip, Reason: "the previous execution is unfinished (overlap_policy skip)"}},
+		{"overlap skip, nothing earlier", func(f *startFacts) { f.OverlapPolicy = OverlapSkip }, startDecision{Verdict: startSend, Attempt: 1}},
+		{"overlap queue waits", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished = OverlapQueue, 1 },
+			startDecision{Verdict: startWait, Reason: "waiting for the previous execution to finish (overlap_policy queue)"}},
+		{"overlap queue waited too long", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished, f.Waited = OverlapQueue, 1, 2*time.Hour },
+			startDecision{Verdict: startSkip, Reason: "waited more than 1h0m0s for the previous execution (overlap_policy queue)"}},
+		{"overlap queue, two earlier", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished = OverlapQueue, 2 },
+			startDecision{Verdict: startSkip, Reason: "another execution is already queued behind the unfinished one (overlap_policy queue)"}},
+		{"overlap allow ignores earlier ones", func(f *startFacts) { f.EarlierUnfinished = 2 }, startDecision{Verdict: startSend, Attempt: 1}},
+		{"retry", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.Lease = ExecRetrying, 1, 1, 2 },
+			startDecision{Verdict: startSend, Attempt: 2}},
+		{"resumed", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.Lease = ExecRunning, 1, 1, 1 },
+			startDecision{Verdict: startSend, Attempt: 2, Resumed: true}},
+		{"resumed without attempts left", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.MaxAttempts = ExecRunning, 1, 1, 1 },
+			startDecision{Verdict: startFail, Resumed: true, ErrorClass: ErrorClassInterrupted,
+				Reason: "attempts exhausted (max_attempts 1); the last attempt was interrupted before its outcome was recorded"}},
+		{"retry after max_attempts was lowered", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.Lease = ExecRetrying, 3, 1, 2 },
+			startDecision{Verdict: startFail, Reason: "attempts exhausted (max_attempts 3)"}},
+	}
+	for _, tt := range tests {
+		f := sendable
+		tt.change(&f)
+		require.Equal(t, tt.want, decideStart(f, QueueWaitMaxDefault), tt.name)
+	}
+}
+
+// TestDecideFinish spells out decideFinish's rules one case at a time.
+func TestDecideFinish(t *testing.T) {
+	t.Parallel()
+	owned := finishFacts{State: ExecRunning, LeaseAttempt: 2, Attempts: 1, Lease: 2, TaskFound: true, MaxAttempts: 3,
+		Retry: RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Second, MaxBackoff: time.Minute}, Jitter: 0.5}
+	ok := Outcome{Kind: OutcomeSucceeded, StatusCode: 200}
+	retry := Outcome{Kind: OutcomeRetry, StatusCode: 503, Error: "HTTP 503"}
+	permanent := Outcome{Kind: OutcomePermanent, StatusCode: 400, Error: "HTTP 400"}
+	tests := []struct {
+		name   string
+		change func(*finishFacts)
+		out    Outcome
+		want   finishDecision
+	}{
+		{"success", func(*finishFacts) {}, ok, finishDecision{Verdict: finishSucceed}},
+		{"success after a cancel request", func(f *finishFacts) { f.CancelRequested = true }, ok, finishDecision{Verdict: finishSucceed}},
+		{"success of a deleted task", func(f *finishFacts) { f.TaskFound = false }, ok, finishDecision{Verdict: finishSucceed}},
+		{"stale attempt", func(f *finishFacts) { f.LeaseAttempt = 3 }, ok, finishDecision{Verdict: finishStale,
+			Reason: "the execution is not running under attempt 2; its outcome is not recorded"}},
+		{"ended meanwhile", func(f *finishFacts) { f.State = ExecCancelled }, retry, finishDecision{Verdict: finishStale,
+			Reason: "the execution is not running under attempt 2; its outcome is not recorded"}},
+		{"retry", func(*finishFacts) {}, retry, finishDecision{Verdict: finishRetry, Reason: "backoff", Delay: 750 * time.Millisecond}},
+		{"retry-after", func(*finishFacts) {}, Outcome{Kind: OutcomeRetry, RetryAfter: 10 * time.Second},
+			finishDecision{Verdict: finishRetry, Reason: "retry_after", Delay: 10 * time.Second}},
+		{"attempts exhausted", func(f *finishFacts) { f.Attempts = 3 }, retry,
+			finishDecision{Verdict: finishFail, Reason: "attempts exhausted (max_attempts 3): HTTP 503"}},
+		{"permanent", func(*finishFacts) {}, permanent, finishDecision{Verdict: finishFail, Reason: "permanent failure: HTTP 400"}},
+		{"permanent without text", func(*finishFacts) {}, Outcome{Kind: OutcomePermanent, ErrorClass: "tls"},
+			finishDecision{Verdict: finishFail, Reason: "permanent failure: tls"}},
+		{"cut by a cancel", func(*finishFacts) {}, Outcome{Kind: OutcomeRetry, CutByCancel: true},
+			finishDecision{Verdict: finishCancel, Reason: "cancel requested"}},
+		{"failure after a cancel request", func(f *finishFacts) { f.CancelRequested = true }, permanent,
+			finishDecision{Verdict: finishCancel, Reason: "cancel requested"}},
+		{"failure of a deleted task", func(f *finishFacts) { f.TaskFound = false }, retry,
+			finishDecision{Verdict: finishCancel, Reason: "the task was deleted"}},
+	}
+	for _, tt := range tests {
+		f := owned
+		tt.change(&f)
+		require.Equal(t, tt.want, decideFinish(f, tt.out), tt.name)
+	}
+}

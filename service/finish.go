@@ -1,0 +1,305 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/axhq/ax/db"
+)
+
+// Outcome kinds of one sent attempt.
+const (
+	// OutcomeSucceeded: the receiver accepted the webhook.
+	OutcomeSucceeded = "succeeded"
+	// OutcomeRetry: a failure worth retrying.
+	OutcomeRetry = "retry"
+	// OutcomePermanent: a failure retrying cannot fix.
+	OutcomePermanent = "permanent"
+)
+
+// Outcome is what one sent attempt came to.
+type Outcome struct {
+	// Kind is one of the Outcome constants.
+	Kind string
+	// CutByCancel: the attempt was cut short because a cancel of the
+	// execution was requested.
+	CutByCancel bool
+	// StatusCode is 0 when no response was received.
+	StatusCode int
+	Latency    time.Duration
+	// ErrorClass is a stable class of the failure (jobs' ErrorClass
+	// constants); empty on success.
+	ErrorClass string
+	// Error describes the failure; empty on success.
+	Error string
+	// Excerpt is the start of the response body; it is truncated to
+	// DeliveriesConfig.ExcerptMax.
+	Excerpt string
+	// RetryAfter is the wait the receiver asked for (Retry-After); 0:
+	// none. The task's max backoff caps it (RetryPolicy.Delay).
+	RetryAfter time.Duration
+	// DisableEndpoint asks to disable EndpointID (a 410 Gone).
+	DisableEndpoint bool
+	// EndpointID is the endpoint the attempt was sent to.
+	EndpointID string
+	// HandOff is set when a batch job (DeliverBatchArgs) made the attempt:
+	// a retry then continues as a DeliverArgs job of its own, inserted
+	// with the retrying transition and due when the retry is.
+	HandOff *HandOff
+}
+
+// failure is the text recorded for a failed attempt.
+func (o Outcome) failure() string {
+	if o.Error != "" {
+		return o.Error
+	}
+	return o.ErrorClass
+}
+
+// HandOff is how a batch job's execution continues on its own.
+type HandOff struct {
+	// Priority is the River priority of the job that continues it.
+	Priority int
+}
+
+// Finished is the execution's state after Finish.
+type Finished struct {
+	// State is succeeded, retrying, failed or cancelled.
+	State string
+	// Attempt is the attempt that was recorded.
+	Attempt int
+	// RetryDelay is the wait before the next attempt when State is
+	// retrying: the receiver's Retry-After or the task's backoff
+	// (RetryPolicy.Delay).
+	RetryDelay time.Duration
+	// TaskPaused is set when this failure paused the task
+	// (pause_after_failures).
+	TaskPaused bool
+	// AlertQueued is set when an alert job was enqueued.
+	AlertQueued bool
+}
+
+// Finish records the outcome of River attempt lease as decideFinish
+// decides, in one transaction, fenced on state = running and
+// lease_attempt = lease: a late outcome from an attempt a newer run took
+// over is rejected with ErrConflict and changes nothing. A success also
+// resets the task's consecutive failures; a failure counts one more, pauses
+// the task when it reaches pause_after_failures (its pending executions are
+// cancelled) and enqueues an alert when the task has an alert endpoint; a
+// 410 also disables the endpoint.
+//
+// Successes are batched with concurrent ones into one statement
+// (db.SucceedsWithoutDecision); a success the batch did not record (or a
+// failed batch) takes the row-by-row path, which reports the conflict.
+func (s *Deliveries) Finish(ctx context.Context, tenant, executionID string, lease int, out Outcome) (Finished, error) {
+	if out.Kind == OutcomeSucceeded {
+		r, err := s.successes.do(ctx, db.DeliverySuccess{
+			DeliveryKey: db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease},
+			StatusCode:  out.StatusCode, LatencyMS: int(out.Latency.Milliseconds()),
+		})
+		if s.count(r.ok, err) {
+			return Finished{State: ExecSucceeded, Attempt: r.attempts}, nil
+		}
+	}
+	return s.finishRow(ctx, tenant, executionID, lease, out)
+}
+
+// finishRow is Finish's row-by-row path: it locks the execution, reads the
+// facts, asks decideFinish and applies the verdict.
+func (s *Deliveries) finishRow(ctx context.Context, tenant, executionID string, lease int, out Outcome) (Finished, error) {
+	var fin Finished
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		row, err := db.GetDeliveryOutcome(ctx, tx, tenant, executionID)
+		if err = storeError(err, "load execution "+executionID); errors.Is(err, ErrNotFound) {
+			return conflictf("execution %s is not running under attempt %d; its outcome is not recorded", executionID, lease)
+		}
+		if err != nil {
+			return err
+		}
+		fin, err = s.finish(ctx, tx, tenant, executionID, lease, row, out)
+		return err
+	})
+	if err != nil {
+		return Finished{}, err
+	}
+	return fin, nil
+}
+
+// finishFactsOf reads the facts of decideFinish from a locked row.
+func (s *Deliveries) finishFactsOf(row db.DeliveryOutcome, lease int) finishFacts {
+	return finishFacts{
+		State: row.State, LeaseAttempt: row.LeaseAttempt, Attempts: row.Attempts, CancelRequested: row.CancelRequested,
+		Lease: lease, TaskFound: row.TaskFound, MaxAttempts: int(zeroIfNil(row.MaxAttempts)),
+		Retry: RetryPolicy{
+			MaxAttempts:    int(zeroIfNil(row.MaxAttempts)),
+			InitialBackoff: time.Duration(zeroIfNil(row.InitialBackoffMS)) * time.Millisecond,
+			MaxBackoff:     time.Duration(zeroIfNil(row.MaxBackoffMS)) * time.Millisecond,
+		},
+		Jitter: s.cfg.Rand(),
+	}
+}
+
+// finish applies decideFinish's verdict to the locked row.
+func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID string, lease int, row db.DeliveryOutcome, out Outcome) (Finished, error) {
+	dec := decideFinish(s.finishFactsOf(row, lease), out)
+	attempt := row.Attempts
+	fin := Finished{Attempt: attempt}
+	var status *int
+	if out.StatusCode != 0 {
+		status = &out.StatusCode
+	}
+	latency := int(out.Latency.Milliseconds())
+	end := db.DeliveryEnd{TenantID: tenant, ID: executionID, From: []string{ExecRunning}, Lease: &lease, StatusCode: status}
+
+	switch dec.Verdict {
+	case finishStale:
+		return Finished{}, conflictf("execution %s: %s", executionID, dec.Reason)
+
+	case finishSucceed:
+		end.To = ExecSucceeded
+		if err := s.transition(ctx, tx, end, []db.DeliveryEvent{
+			{Type: EventAttemptSucceeded, Attempt: &attempt, StatusCode: status, LatencyMS: &latency},
+			{Type: EventSucceeded, Attempt: &attempt, StatusCode: status},
+		}); err != nil {
+			return Finished{}, err
+		}
+		if row.TaskFailures > 0 { // most successes follow successes: no write then
+			if err := db.ResetTaskFailures(ctx, tx, tenant, row.TaskID); err != nil {
+				return Finished{}, err
+			}
+		}
+		fin.State = ExecSucceeded
+		return fin, nil
+	}
+
+	failure := out.failure()
+	events := []db.DeliveryEvent{{
+		Type: EventAttemptFailed, Attempt: &attempt, StatusCode: status, LatencyMS: &latency,
+		ErrorClass: nilIfEmpty(out.ErrorClass), Message: nilIfEmpty(attemptMessage(failure, out.Excerpt, s.cfg.ExcerptMax)),
+	}}
+	end.Error, end.ErrorClass = &failure, nilIfEmpty(out.ErrorClass)
+
+	switch dec.Verdict {
+	case finishCancel:
+		end.To = ExecCancelled
+		events = append(events, db.DeliveryEvent{Type: EventCancelled, Attempt: &attempt, Message: &dec.Reason})
+		if err := s.transition(ctx, tx, end, events); err != nil {
+			return Finished{}, err
+		}
+		fin.State = ExecCancelled
+		return fin, nil
+
+	case finishRetry:
+		end.To, end.NextAttemptIn = ExecRetrying, &dec.Delay
+		maxAttempts := int(zeroIfNil(row.MaxAttempts))
+		events = append(events, db.DeliveryEvent{
+			Type: EventRetryScheduled, Attempt: &attempt,
+			Message: refTo(fmt.Sprintf("attempt %d of %d in %s", attempt+1, maxAttempts, dec.Delay.Round(time.Millisecond))),
+			Data:    map[string]any{"delay_ms": dec.Delay.Milliseconds(), "reason": dec.Reason, "next_attempt": attempt + 1},
+		})
+		if err := s.transition(ctx, tx, end, events); err != nil {
+			return Finished{}, err
+		}
+		if out.HandOff != nil {
+			ref := ExecutionRef{TenantID: tenant, ExecutionID: executionID}
+			if err := s.handOff(ctx, tx, []ExecutionRef{ref}, lease, out.HandOff.Priority, time.Now().Add(dec.Delay)); err != nil {
+				return Finished{}, err
+			}
+		}
+		fin.State, fin.RetryDelay = ExecRetrying, dec.Delay
+		return fin, nil
+	}
+
+	end.To = ExecFailed
+	events = append(events, db.DeliveryEvent{Type: EventFailed, Attempt: &attempt, StatusCode: status,
+		ErrorClass: nilIfEmpty(out.ErrorClass), Message: &dec.Reason})
+	if err := s.transition(ctx, tx, end, events); err != nil {
+		return Finished{}, err
+	}
+	if out.DisableEndpoint && out.EndpointID != "" {
+		msg := fmt.Sprintf("the endpoint answered %d Gone; it was disabled and receives nothing until re-enabled", out.StatusCode)
+		disabled, err := db.DisableEndpoint(ctx, tx, tenant, out.EndpointID, msg)
+		if err != nil {
+			return Finished{}, err
+		}
+		if disabled {
+			ev := db.DeliveryEvent{Type: EventEndpointDisabled, Attempt: &attempt, StatusCode: status, Message: &msg,
+				Data: map[string]any{"endpoint_id": out.EndpointID}}
+			if err := db.InsertDeliveryEvents(ctx, tx, tenant, executionID, []db.DeliveryEvent{ev}); err != nil {
+				return Finished{}, err
+			}
+		}
+	}
+	after, err := s.afterFailure(ctx, tx, tenant, executionID, row.TaskID)
+	if err != nil {
+		return Finished{}, err
+	}
+	fin.State, fin.TaskPaused, fin.AlertQueued = ExecFailed, after.paused, after.alerted
+	return fin, nil
+}
+
+// transition applies a fenced transition and appends events; no matching
+// row is ErrConflict.
+func (s *Deliveries) transition(ctx context.Context, tx db.Tx, end db.DeliveryEnd, events []db.DeliveryEvent) error {
+	ok, err := db.EndDelivery(ctx, tx, end)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return conflictf("execution %s → %s: the execution changed under its lock", end.ID, end.To)
+	}
+	return db.InsertDeliveryEvents(ctx, tx, end.TenantID, end.ID, events)
+}
+
+type failureEffects struct{ paused, alerted bool }
+
+// afterFailure runs the consequences of a failed execution on its task:
+// one more consecutive failure, the auto-pause, the alert.
+func (s *Deliveries) afterFailure(ctx context.Context, tx db.Tx, tenant, executionID, taskID string) (failureEffects, error) {
+	var fx failureEffects
+	tf, err := db.AddTaskFailure(ctx, tx, tenant, taskID)
+	if err = storeError(err, "count task failure"); errors.Is(err, ErrNotFound) {
+		return fx, nil // the task is gone: nothing to pause or alert
+	}
+	if err != nil {
+		return fx, err
+	}
+	var events []db.DeliveryEvent
+	if limit := int(zeroIfNil(tf.PauseAfterFailures)); limit > 0 && tf.Consecutive >= limit && tf.State == TaskActive {
+		paused, err := db.AutoPauseTask(ctx, tx, tenant, taskID)
+		if err != nil {
+			return fx, err
+		}
+		if paused {
+			reason := fmt.Sprintf("the task was paused after %d consecutive failed executions (pause_after_failures)", tf.Consecutive)
+			// Fires still ahead stay pending: if the task is still paused
+			// at their slot, their start cancels them (Tasks.Pause).
+			n, err := db.CancelPendingExecutions(ctx, tx, tenant, taskID, true, reason)
+			if err != nil {
+				return fx, err
+			}
+			if err := db.NotifyTaskChanged(ctx, tx); err != nil {
+				return fx, err
+			}
+			events = append(events, db.DeliveryEvent{Type: EventTaskPaused, Message: &reason,
+				Data: map[string]any{"consecutive_failures": tf.Consecutive, "cancelled_pending": n}})
+			fx.paused = true
+		}
+	}
+	if alertTo := zeroIfNil(tf.AlertEndpointID); alertTo != "" {
+		_, err := s.enqueuer.insertMany(ctx, tx, []river.InsertManyParams{{
+			Args:       AlertArgs{TenantID: tenant, ExecutionID: executionID},
+			InsertOpts: &river.InsertOpts{Queue: QueueAlert, MaxAttempts: s.cfg.AlertMaxAttempts},
+		}})
+		if err != nil {
+			return fx, err
+		}
+		events = append(events, db.DeliveryEvent{Type: EventAlertQueued, Data: map[string]any{"endpoint_id": alertTo}})
+		fx.alerted = true
+	}
+	return fx, db.InsertDeliveryEvents(ctx, tx, tenant, executionID, events)
+}

@@ -1,0 +1,284 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/axhq/ax/db"
+)
+
+// River queues and job kinds.
+const (
+	// QueueDeliver carries webhook deliveries.
+	QueueDeliver = "deliver"
+	// QueueAlert carries failure alerts, so a flood of alerts cannot delay
+	// scheduled deliveries.
+	QueueAlert = "alert"
+	// riverAttemptsMargin is added to a task's max_attempts for River's own
+	// MaxAttempts: the worker enforces the task's budget itself, and the
+	// margin lets a run that was rescued after a crash reach the worker to
+	// be recorded instead of being discarded by River.
+	riverAttemptsMargin = 3
+)
+
+// DeliverArgs is the River job that delivers one execution. It carries ids
+// only: secrets and payloads stay in the database (riverui shows job args).
+type DeliverArgs struct {
+	TenantID    string `json:"tenant_id"`
+	ExecutionID string `json:"execution_id" river:"unique"`
+	// LeaseBase is added to the job's River attempt to make the lease that
+	// fences the execution (Deliveries.Begin): a job that takes over an
+	// execution from a batch (DeliverBatchArgs) starts above the batch's
+	// leases, so that its attempts are newer than the batch's.
+	LeaseBase int `json:"lease_base,omitempty"`
+	// ScheduledFor is the slot of a scheduled fire: its job is due a
+	// little earlier (SchedulerConfig.FetchAhead), and the worker waits
+	// for the slot before it begins. Zero: begin at once.
+	ScheduledFor time.Time `json:"scheduled_for,omitzero"`
+}
+
+// Kind implements river.JobArgs.
+func (DeliverArgs) Kind() string { return "deliver" }
+
+// Lease returns the lease of River attempt attempt of the job.
+func (a DeliverArgs) Lease(attempt int) int { return a.LeaseBase + attempt }
+
+// ExecutionRef names an execution in a job's args.
+type ExecutionRef struct {
+	TenantID    string `json:"tenant_id"`
+	ExecutionID string `json:"execution_id"`
+	// ScheduledFor is the execution's slot, in a batch: the batch job is
+	// due a little before its earliest member's slot
+	// (SchedulerConfig.FetchAhead), and each member is sent no earlier
+	// than its own.
+	ScheduledFor time.Time `json:"scheduled_for,omitzero"`
+}
+
+// DeliverBatchArgs is the River job that makes the first attempt of
+// several executions due within deliverBatchWindow of each other (the
+// scheduler's fires): one River job instead of one per execution, which
+// takes River's insert, fetch and completion out of the per-delivery cost. Each execution is
+// still begun, sent and finished on its own, under the batch job's attempt
+// as lease; what it cannot finish in the batch — a retry, an overlap
+// "queue" wait, a rescued run of the batch job — continues as a
+// DeliverArgs job of its own (Deliveries.HandOff), which becomes the
+// execution's river_job_id: the batch leaves it alone from then on.
+type DeliverBatchArgs struct {
+	Executions []ExecutionRef `json:"executions"`
+}
+
+// Kind implements river.JobArgs.
+func (DeliverBatchArgs) Kind() string { return "deliver_batch" }
+
+// deliverBatchMax is the most executions one DeliverBatchArgs job carries,
+// and deliverBatchWindow the most their slots may be apart: the job is due
+// at the earliest slot and holds a River worker until the latest has been
+// sent.
+const (
+	deliverBatchMax    = 50
+	deliverBatchWindow = 20 * time.Millisecond
+)
+
+// deliverBatchMaxAttempts is a batch job's River attempts: every run after
+// the first only hands its executions off, so more runs cost little and
+// keep a batch from being discarded while the database is unreachable.
+const deliverBatchMaxAttempts = 25
+
+// handOffMaxAttempts is the River attempts of a job that continues an
+// execution from a batch: the worker enforces the task's own budget.
+const handOffMaxAttempts = MaxAttemptsMax + riverAttemptsMargin
+
+// AlertArgs is the River job that sends a failure alert for an execution to
+// its task's alert endpoint.
+type AlertArgs struct {
+	TenantID    string `json:"tenant_id"`
+	ExecutionID string `json:"execution_id" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (AlertArgs) Kind() string { return "alert" }
+
+// deliverInsert returns the insert parameters of a scheduled fire's
+// deliver job: unique per execution while one is live, due ahead before
+// the slot, which its args carry.
+func deliverInsert(tenant, executionID string, scheduledFor time.Time, priority, maxAttempts int, now time.Time,
+	ahead time.Duration,
+) river.InsertManyParams {
+	opts := &river.InsertOpts{
+		Queue:       QueueDeliver,
+		Priority:    priority,
+		MaxAttempts: maxAttempts + riverAttemptsMargin,
+		UniqueOpts:  river.UniqueOpts{ByArgs: true},
+	}
+	if due := scheduledFor.Add(-ahead); due.After(now) {
+		opts.ScheduledAt = due
+	}
+	args := DeliverArgs{TenantID: tenant, ExecutionID: executionID, ScheduledFor: scheduledFor.UTC()}
+	return river.InsertManyParams{Args: args, InsertOpts: opts}
+}
+
+// fireInserts returns the deliver jobs of executions the scheduler
+// inserted: executions of the same priority whose slots lie within
+// deliverBatchWindow of the earliest share DeliverBatchArgs jobs of up to
+// deliverBatchMax; one alone gets a DeliverArgs job. Each job is due ahead
+// of its earliest slot.
+func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []river.InsertManyParams {
+	sorted := slices.Clone(execs)
+	slices.SortStableFunc(sorted, func(a, b firedExecution) int {
+		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
+			return c
+		}
+		return a.ScheduledFor.Compare(b.ScheduledFor)
+	})
+	jobs := make([]river.InsertManyParams, 0, len(sorted))
+	for len(sorted) > 0 {
+		first := sorted[0]
+		n := 1
+		for n < len(sorted) && n < deliverBatchMax && sorted[n].Priority == first.Priority &&
+			sorted[n].ScheduledFor.Sub(first.ScheduledFor) < deliverBatchWindow {
+			n++
+		}
+		chunk := sorted[:n]
+		sorted = sorted[n:]
+		if n == 1 {
+			jobs = append(jobs, deliverInsert(first.TenantID, first.ID, first.ScheduledFor, first.Priority, first.MaxAttempts, now, ahead))
+			continue
+		}
+		args := DeliverBatchArgs{Executions: make([]ExecutionRef, n)}
+		for i, e := range chunk {
+			args.Executions[i] = ExecutionRef{TenantID: e.TenantID, ExecutionID: e.ID, ScheduledFor: e.ScheduledFor.UTC()}
+		}
+		opts := &river.InsertOpts{Queue: QueueDeliver, Priority: first.Priority, MaxAttempts: deliverBatchMaxAttempts}
+		if due := first.ScheduledFor.Add(-ahead); due.After(now) {
+			opts.ScheduledAt = due
+		}
+		jobs = append(jobs, river.InsertManyParams{Args: args, InsertOpts: opts})
+	}
+	return jobs
+}
+
+// firedExecution is an execution the scheduler inserted, with what its
+// deliver job needs.
+type firedExecution struct {
+	TenantID     string
+	ID           string
+	ScheduledFor time.Time
+	Priority     int
+	MaxAttempts  int
+}
+
+// handOffInsert returns the insert parameters of the DeliverArgs job that
+// continues an execution after a batch: unique per execution (a live or
+// completed deliver job of the execution makes the insert return that job
+// instead), available at at (or at once when at is zero), its leases above
+// leaseBase.
+func handOffInsert(ref ExecutionRef, leaseBase, priority int, at time.Time) river.InsertManyParams {
+	opts := &river.InsertOpts{
+		Queue: QueueDeliver, Priority: priority, MaxAttempts: handOffMaxAttempts,
+		UniqueOpts: river.UniqueOpts{ByArgs: true},
+	}
+	if !at.IsZero() {
+		opts.ScheduledAt = at
+	}
+	return river.InsertManyParams{
+		Args:       DeliverArgs{TenantID: ref.TenantID, ExecutionID: ref.ExecutionID, LeaseBase: leaseBase},
+		InsertOpts: opts,
+	}
+}
+
+// NearTermWindow is how far ahead a scheduled job is written as available
+// (its scheduled_at still holds it back): River's leader promotes
+// scheduled jobs only every 5 s, so without this a fire due within 5 s
+// could be up to 5 s late. River's fetch only takes an available job once
+// its scheduled_at has passed, so the window may be wider than River's own
+// 5 s look-ahead; it covers the scheduler's Horizon, so every job the
+// scheduler writes is available and none waits for River's leader to
+// promote it.
+const NearTermWindow = 20 * time.Second
+
+// nearTermAvailable is a River insert hook implementing NearTermWindow.
+func nearTermAvailable(_ context.Context, p *rivertype.JobInsertParams) error {
+	if p.State == rivertype.JobStateScheduled && p.ScheduledAt != nil && time.Until(*p.ScheduledAt) <= NearTermWindow {
+		p.State = rivertype.JobStateAvailable
+	}
+	return nil
+}
+
+// RiverClient is a River client on ax's database.
+type RiverClient = river.Client[db.Tx]
+
+// Enqueuer inserts River jobs inside service transactions. It is an
+// insert-only River client; jobs/ runs the working one (Enqueuer.Workers).
+type Enqueuer struct {
+	pool   *db.Pool
+	client *RiverClient
+}
+
+// NewEnqueuer returns an Enqueuer on pool.
+//
+// River logs through logger (nil: nowhere), e.g. a failed insert
+// notification when the inserting transaction is cancelled.
+func NewEnqueuer(pool *db.Pool, logger *slog.Logger) (*Enqueuer, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c, err := newRiverClient(pool, &river.Config{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("river insert client: %w", err)
+	}
+	return &Enqueuer{pool: pool, client: c}, nil
+}
+
+// Workers returns a River client on the Enqueuer's database that works
+// jobs as cfg says (its queues and workers), with ax's insert hooks.
+func (e *Enqueuer) Workers(cfg *river.Config) (*RiverClient, error) {
+	return newRiverClient(e.pool, cfg)
+}
+
+// newRiverClient returns a River client on pool with ax's insert hooks
+// (nearTermAvailable) on top of cfg's.
+func newRiverClient(pool *db.Pool, cfg *river.Config) (*RiverClient, error) {
+	c := *cfg
+	c.Hooks = append(slices.Clip(cfg.Hooks), river.HookInsertBeginFunc(nearTermAvailable))
+	return river.NewClient(riverpgxv5.New(pool), &c)
+}
+
+// insertMany inserts jobs in tx.
+func (e *Enqueuer) insertMany(ctx context.Context, tx db.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error) {
+	if len(params) == 0 {
+		return nil, nil
+	}
+	res, err := e.client.InsertManyTx(ctx, tx, params)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue %d jobs: %w", len(params), err)
+	}
+	return res, nil
+}
+
+// cancelTx cancels a River job in tx: a queued job is cancelled at once; a
+// running one gets a cancel request that its client acts on (cancelling
+// the job's context) when tx commits. A job River no longer has is fine.
+func (e *Enqueuer) cancelTx(ctx context.Context, tx db.Tx, jobID int64) error {
+	if _, err := e.client.JobCancelTx(ctx, tx, jobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
+		return fmt.Errorf("cancel job %d: %w", jobID, err)
+	}
+	return nil
+}
+
+// deleteTx deletes a River job that is not running in tx. A job River no
+// longer has is fine.
+func (e *Enqueuer) deleteTx(ctx context.Context, tx db.Tx, jobID int64) error {
+	if _, err := e.client.JobDeleteTx(ctx, tx, jobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
+		return fmt.Errorf("delete job %d: %w", jobID, err)
+	}
+	return nil
+}
