@@ -36,8 +36,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build ax:", err)
 		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
-	dbtest.Main(m)
+	code := dbtest.Run(m)
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // proc is a running ax process.

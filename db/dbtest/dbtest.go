@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/pglocal"
@@ -49,9 +50,14 @@ var (
 	counter atomic.Int64
 )
 
-// Main runs the package's tests and then stops the throwaway cluster, if one
-// was started. Call it from TestMain: `func TestMain(m *testing.M) { dbtest.Main(m) }`.
-func Main(m *testing.M) {
+// Main runs the package's tests, stops the throwaway cluster if one was
+// started, checks that no goroutine outlived them (goleak) and exits. Call
+// it from TestMain: `func TestMain(m *testing.M) { dbtest.Main(m) }`.
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain with more to do before it exits: it returns
+// the exit code.
+func Run(m *testing.M) int {
 	code := m.Run()
 	if srv != nil && srv.cluster != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -59,7 +65,13 @@ func Main(m *testing.M) {
 		cancel()
 		_ = os.RemoveAll(srv.dir)
 	}
-	os.Exit(code)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "dbtest: goroutines outlived the tests: %v\n", err)
+			code = 1
+		}
+	}
+	return code
 }
 
 func get(t testing.TB) *server {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 func TestFindBinariesMissing(t *testing.T) {
@@ -120,3 +121,7 @@ func tempDir(t *testing.T) string {
 	require.NoError(t, os.Chmod(filepath.Dir(d), 0o711))
 	return d
 }
+
+// TestMain checks that no goroutine outlives the tests (a cluster's wait
+// goroutine ends when it stops).
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

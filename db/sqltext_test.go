@@ -1,0 +1,284 @@
+package db_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// goFile is one parsed source file with its package's constants.
+type goFile struct {
+	path string
+	file *ast.File
+	fset *token.FileSet
+}
+
+// parseDir parses the non-test Go files of dir.
+func parseDir(t *testing.T, dir string) []goFile {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	var out []goFile
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		out = append(out, goFile{path: path, file: f, fset: fset})
+	}
+	return out
+}
+
+// constants returns the package-level string constants of files, by name.
+func constants(files []goFile) map[string]ast.Expr {
+	out := map[string]ast.Expr{}
+	for _, f := range files {
+		for _, d := range f.file.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, s := range g.Specs {
+				v := s.(*ast.ValueSpec)
+				for i, n := range v.Names {
+					if i < len(v.Values) {
+						out[n.Name] = v.Values[i]
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// stringValue folds a constant string expression (literals, the
+// package's constants and + between them); ok is false for anything else.
+func stringValue(e ast.Expr, consts map[string]ast.Expr) (string, bool) {
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		if e.Kind != token.STRING {
+			return "", false
+		}
+		s, err := strconv.Unquote(e.Value)
+		return s, err == nil
+	case *ast.ParenExpr:
+		return stringValue(e.X, consts)
+	case *ast.Ident:
+		if v, ok := consts[e.Name]; ok {
+			return stringValue(v, consts)
+		}
+	case *ast.BinaryExpr:
+		if e.Op != token.ADD {
+			return "", false
+		}
+		x, ok := stringValue(e.X, consts)
+		if !ok {
+			return "", false
+		}
+		y, ok := stringValue(e.Y, consts)
+		return x + y, ok
+	}
+	return "", false
+}
+
+// sqlString is a constant string of a function, folded whole.
+type sqlString struct {
+	fn, pos, text string
+}
+
+// strings returns every maximal constant string expression of files (not
+// a part of a longer one), with the function it is in.
+func stringsOf(files []goFile) []sqlString {
+	consts := constants(files)
+	var out []sqlString
+	for _, f := range files {
+		for _, d := range f.file.Decls {
+			fn := "(package level)"
+			if fd, ok := d.(*ast.FuncDecl); ok {
+				fn = fd.Name.Name
+			}
+			visit := func(n ast.Node) bool {
+				e, ok := n.(ast.Expr)
+				if !ok {
+					return true
+				}
+				if s, ok := stringValue(e, consts); ok {
+					out = append(out, sqlString{fn: fn, pos: f.fset.Position(e.Pos()).String(), text: s})
+					return false // its parts are not strings of their own
+				}
+				return true
+			}
+			ast.Inspect(d, visit)
+		}
+	}
+	return out
+}
+
+// sqlStatement matches the SQL a Go string may carry to a database.
+var sqlStatement = regexp.MustCompile(`\b(SELECT\s.+\sFROM|INSERT\s+INTO|UPDATE\s+\w+(\s+\w+)?\s+SET|DELETE\s+FROM|LISTEN\s|NOTIFY\s|pg_notify|SET\s+LOCAL|set_config|ANALYZE\s)`)
+
+// TestNoSQLOutsideDB: SQL lives in db/ alone. No non-test Go file of the
+// product outside db/ holds a string that looks like a SQL statement
+// (lint keeps the driver out of those packages; this keeps the text out).
+func TestNoSQLOutsideDB(t *testing.T) {
+	t.Parallel()
+	for _, dir := range []string{"../api", "../service", "../jobs", "../cmd/server"} {
+		for _, s := range stringsOf(parseDir(t, dir)) {
+			require.False(t, sqlStatement.MatchString(strings.Join(strings.Fields(s.text), " ")),
+				"%s (%s) holds SQL; move it into a named function of db/: %q", s.pos, s.fn, s.text)
+		}
+	}
+	require.True(t, sqlStatement.MatchString("SELECT 1 FROM tasks"), "the pattern finds SQL")
+	require.True(t, sqlStatement.MatchString("UPDATE tasks t SET x = 1"), "the pattern finds SQL")
+}
+
+// TestOnlyErrorsGoReadsDBErrors: the service translates db's errors in one
+// place (service/errors.go, storeError); every other file hands them on.
+func TestOnlyErrorsGoReadsDBErrors(t *testing.T) {
+	t.Parallel()
+	for _, f := range parseDir(t, "../service") {
+		if filepath.Base(f.path) == "errors.go" {
+			continue
+		}
+		ast.Inspect(f.file, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "db" && strings.HasPrefix(sel.Sel.Name, "Err") {
+				t.Errorf("%s reads db.%s: translate db's errors with storeError (service/errors.go)",
+					f.fset.Position(sel.Pos()), sel.Sel.Name)
+			}
+			return true
+		})
+	}
+}
+
+// tenantTables are the tables whose rows belong to a tenant (a tenant_id
+// column).
+var tenantTables = []string{"endpoints", "tasks", "executions", "execution_events", "unfinished_executions", "idempotency_keys"}
+
+// crossTenant lists the functions of db/ whose statements read or write
+// tenant tables across tenants, on purpose. Each says why.
+var crossTenant = map[string]string{
+	// The scheduler claims due tasks of every tenant, by next_run_at
+	// (the tasks_due_idx partial index), with SKIP LOCKED.
+	"ClaimDueTasks": "the scheduler's claim of every tenant's due tasks",
+	// The scheduler loop sleeps until the earliest due task of any tenant.
+	"NextDueIn": "the scheduler's look at the earliest due task",
+	// Maintenance of unfinished_executions over every tenant; the join to
+	// executions is on (tenant_id, id).
+	"SweepUnfinished": "maintenance of unfinished_executions",
+	// Maintenance: expired keys of every tenant go.
+	"DeleteExpiredIdempotencyKeys": "maintenance of idempotency keys",
+}
+
+// reference matches a table reference: the keyword before it, the table
+// and an alias when there is one.
+var reference = regexp.MustCompile(`(?i)\b(FROM|JOIN|UPDATE|INTO|USING)\s+(` + strings.Join(tenantTables, "|") +
+	`)\b(?:\s+(?:AS\s+)?([a-z_][a-z0-9_]*))?`)
+
+// notAlias are words that may follow a table name and are no alias.
+var notAlias = []string{"where", "set", "on", "left", "right", "inner", "cross", "join", "order", "group", "limit",
+	"using", "for", "as", "values", "select", "returning", "offset", "with", "and", "or", "natural", "full"}
+
+// missingTenantConditions returns a description of each reference to a
+// tenant table in sql that no tenant_id condition scopes: a SELECT,
+// UPDATE or DELETE needs `alias.tenant_id =` (or `= alias.tenant_id`, or an
+// unqualified `tenant_id =` for an unaliased table), an INSERT a tenant_id
+// column.
+func missingTenantConditions(sql string) []string {
+	var out []string
+	for _, m := range reference.FindAllStringSubmatchIndex(sql, -1) {
+		keyword, table := strings.ToUpper(sql[m[2]:m[3]]), sql[m[4]:m[5]]
+		if keyword == "INTO" {
+			cols := regexp.MustCompile(`(?i)^\s*\(([^)]*)\)`).FindStringSubmatch(sql[m[5]:])
+			if cols == nil || !regexp.MustCompile(`\btenant_id\b`).MatchString(cols[1]) {
+				out = append(out, "INSERT INTO "+table+" without a tenant_id column")
+			}
+			continue
+		}
+		alias := ""
+		if m[6] >= 0 {
+			alias = strings.ToLower(sql[m[6]:m[7]])
+		}
+		if slices.Contains(notAlias, alias) {
+			alias = ""
+		}
+		name := alias
+		if name == "" {
+			name = table
+		}
+		q := regexp.QuoteMeta(name)
+		scoped := regexp.MustCompile(`\b` + q + `\.tenant_id\s*=|=\s*` + q + `\.tenant_id\b`).MatchString(sql)
+		if !scoped && alias == "" {
+			scoped = regexp.MustCompile(`(^|[^.\w])tenant_id\s*=`).MatchString(sql)
+		}
+		if !scoped {
+			out = append(out, keyword+" "+table+" "+alias+" without a tenant_id condition")
+		}
+	}
+	return out
+}
+
+// TestTenantScopedQueries: every statement of db/ that touches a tenant
+// table is scoped by tenant_id, but those of crossTenant. Tenancy is in the
+// schema (composite keys), and in every query.
+func TestTenantScopedQueries(t *testing.T) {
+	t.Parallel()
+	checked := 0
+	for _, s := range stringsOf(parseDir(t, ".")) {
+		text := strings.Join(strings.Fields(s.text), " ")
+		if !regexp.MustCompile(`(?i)^\s*(SELECT|WITH|INSERT|UPDATE|DELETE)\b`).MatchString(text) {
+			continue
+		}
+		if _, ok := crossTenant[s.fn]; ok {
+			continue
+		}
+		checked++
+		for _, miss := range missingTenantConditions(text) {
+			t.Errorf("%s (%s): %s: %q", s.pos, s.fn, miss, text)
+		}
+	}
+	require.Greater(t, checked, 40, "the test found the statements of db/")
+}
+
+// TestTenantCheckFindsMissingConditions: the check itself, on statements
+// stripped of their tenant condition.
+func TestTenantCheckFindsMissingConditions(t *testing.T) {
+	t.Parallel()
+	ok := []string{
+		`SELECT * FROM tasks WHERE tenant_id = $1 AND id = $2`,
+		`SELECT e.id FROM executions e JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id WHERE e.tenant_id = $1`,
+		`UPDATE executions e SET state = 'x' FROM input i WHERE e.tenant_id = i.tenant_id AND e.id = i.id`,
+		`INSERT INTO execution_events (tenant_id, execution_id, type) VALUES ($1, $2, $3)`,
+		`DELETE FROM unfinished_executions u USING c WHERE u.tenant_id = c.tenant_id AND u.id = c.id`,
+	}
+	for _, sql := range ok {
+		require.Empty(t, missingTenantConditions(sql), sql)
+	}
+	bad := []string{
+		`SELECT * FROM tasks WHERE id = $2`,
+		`SELECT e.id FROM executions e JOIN tasks t ON t.id = e.task_id WHERE e.tenant_id = $1`,
+		`UPDATE executions e SET state = 'x' FROM input i WHERE e.id = i.id`,
+		`INSERT INTO execution_events (execution_id, type) VALUES ($2, $3)`,
+		`DELETE FROM endpoints WHERE id = $2`,
+		`SELECT t.id FROM tasks t WHERE x.tenant_id = $1`,
+	}
+	for _, sql := range bad {
+		require.NotEmpty(t, missingTenantConditions(sql), sql)
+	}
+}
