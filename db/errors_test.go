@@ -1,0 +1,96 @@
+package db_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/db/dbtest"
+)
+
+// TestErrorsAreTranslated: each driver error a caller tells apart leaves
+// db as its sentinel, with the driver's error (and the constraint's name)
+// still in the chain.
+func TestErrorsAreTranslated(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	require.NoError(t, db.EnsureTenant(ctx, pool, "acme"))
+	ep, err := db.InsertEndpoint(ctx, pool, db.Endpoint{TenantID: "acme", ID: "00000000-0000-7000-8000-000000000001",
+		Name: "e", URL: "https://example.com", Method: "POST", Headers: map[string]string{}, Secret: "whsec_x", TimeoutMS: 1000})
+	require.NoError(t, err)
+	task := db.Task{TenantID: "acme", ID: "00000000-0000-7000-8000-000000000002", Name: "t", EndpointID: ep.ID,
+		ScheduleType: "interval", Timezone: "UTC", Payload: []byte("{}"), Priority: 2, MaxAttempts: 5,
+		InitialBackoffMS: 1000, MaxBackoffMS: 60_000, OverlapPolicy: "allow", MisfirePolicy: "fire_once", State: "active",
+		Labels: map[string]string{}, CreatedAt: time.Now()}
+	interval := int64(60)
+	task.IntervalSeconds = &interval
+	_, err = db.InsertTask(ctx, pool, task, false)
+	require.NoError(t, err)
+
+	_, err = db.GetTask(ctx, pool, "acme", "00000000-0000-7000-8000-0000000000ff", false)
+	require.ErrorIs(t, err, db.ErrNotFound, "a missing row")
+
+	dup := task
+	dup.ID = "00000000-0000-7000-8000-000000000003"
+	_, err = db.InsertTask(ctx, pool, dup, false)
+	require.ErrorIs(t, err, db.ErrUniqueViolation)
+	require.Equal(t, db.ConstraintTaskName, db.ConstraintName(err))
+
+	orphan := task
+	orphan.ID, orphan.Name, orphan.EndpointID = "00000000-0000-7000-8000-000000000004", "t2", "00000000-0000-7000-8000-0000000000ee"
+	_, err = db.InsertTask(ctx, pool, orphan, false)
+	require.ErrorIs(t, err, db.ErrForeignKeyViolation)
+	require.Equal(t, db.ConstraintTaskEndpoint, db.ConstraintName(err))
+
+	alerting := task
+	alerting.ID, alerting.Name = "00000000-0000-7000-8000-000000000005", "t3"
+	missing := "00000000-0000-7000-8000-0000000000ee"
+	alerting.AlertEndpointID = &missing
+	_, err = db.InsertTask(ctx, pool, alerting, false)
+	require.ErrorIs(t, err, db.ErrForeignKeyViolation)
+	require.Equal(t, db.ConstraintTaskAlertEndpoint, db.ConstraintName(err))
+
+	_, err = db.DeleteEndpoint(ctx, pool, "acme", ep.ID)
+	require.ErrorIs(t, err, db.ErrForeignKeyViolation, "an endpoint a task uses")
+	require.Equal(t, db.ConstraintTaskEndpoint, db.ConstraintName(err))
+
+	err = db.InReadSnapshot(ctx, pool, 10*time.Millisecond, func(tx db.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT pg_sleep(1)`)
+		return err
+	})
+	require.ErrorIs(t, err, db.ErrQueryCanceled, "a statement past its timeout")
+
+	// Two transactions that lock two rows in opposite orders: Postgres
+	// aborts one of them as a deadlock.
+	other := task
+	other.ID, other.Name = "00000000-0000-7000-8000-000000000006", "t4"
+	_, err = db.InsertTask(ctx, pool, other, false)
+	require.NoError(t, err)
+	first, second := make(chan struct{}), make(chan struct{})
+	lockBoth := func(a, b string, locked, proceed chan struct{}) error {
+		return db.InTx(ctx, pool, func(tx db.Tx) error {
+			if _, err := db.GetTask(ctx, tx, "acme", a, true); err != nil {
+				return err
+			}
+			close(locked)
+			<-proceed
+			_, err := db.GetTask(ctx, tx, "acme", b, true)
+			return err
+		})
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- lockBoth(task.ID, other.ID, first, second) }()
+	go func() { errs <- lockBoth(other.ID, task.ID, second, first) }()
+	e1, e2 := <-errs, <-errs
+	deadlocked := e1
+	if deadlocked == nil {
+		deadlocked = e2
+	}
+	require.True(t, e1 == nil || e2 == nil, "one of them commits: %v, %v", e1, e2)
+	require.ErrorIs(t, deadlocked, db.ErrSerialization, "the other is told it lost a race")
+	require.NotErrorIs(t, deadlocked, db.ErrNotFound)
+}
