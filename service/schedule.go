@@ -75,7 +75,11 @@ type ScheduleSpec struct {
 //
 // Interval slots are base + k*interval_seconds (k >= 0) in real seconds,
 // unaffected by DST, where base is start_at when set and otherwise the anchor
-// given to ParseSchedule, truncated to the second. A once schedule fires at
+// given to ParseSchedule, truncated to the millisecond. Tasks created one
+// after another therefore fire spread over the second as they were
+// created, not all at its start (a thousand tasks created through the API
+// in a loop, anchored on whole seconds, fired together every second: a
+// burst where each could have been on time). A once schedule fires at
 // run_at.
 //
 // # Bounds
@@ -94,8 +98,9 @@ type Schedule struct {
 
 // ParseSchedule validates spec and returns a Schedule. anchor is the task's
 // creation time: interval slots are StartAt + k*interval when StartAt is set,
-// otherwise anchor + k*interval (k >= 0), with anchor truncated to the second
-// so slots do not depend on the precision the anchor was stored with.
+// otherwise anchor + k*interval (k >= 0), with anchor truncated to the
+// millisecond so slots do not depend on the precision the anchor was stored
+// with.
 //
 // Every problem is reported in one *ValidationError whose field names are the
 // API's (schedule.type, schedule.cron, ...). A cron expression that can never
@@ -190,7 +195,7 @@ func ParseSchedule(spec ScheduleSpec, anchor time.Time) (*Schedule, error) {
 	if spec.EndAt != nil {
 		s.end = spec.EndAt.UTC()
 	}
-	s.base = anchor.UTC().Truncate(time.Second)
+	s.base = anchor.UTC().Truncate(time.Millisecond)
 	if spec.StartAt != nil {
 		s.base = s.start
 	}

@@ -235,7 +235,7 @@ func TestScheduleDST(t *testing.T) {
 
 func TestScheduleInterval(t *testing.T) {
 	t.Parallel()
-	anchor := "2026-01-01T10:00:00.75Z"
+	anchor := "2026-01-01T10:00:00.7504Z"
 	tests := []struct {
 		name     string
 		interval int64
@@ -243,14 +243,14 @@ func TestScheduleInterval(t *testing.T) {
 		after    string
 		want     []string
 	}{
-		{"anchor is slot 0, truncated to the second", 60, "", "2026-01-01T09:00:00Z",
-			[]string{"2026-01-01T10:00:00Z", "2026-01-01T10:01:00Z"}},
-		{"strictly after a slot", 60, "", "2026-01-01T10:01:00Z",
-			[]string{"2026-01-01T10:02:00Z", "2026-01-01T10:03:00Z"}},
+		{"anchor is slot 0, to the millisecond", 60, "", "2026-01-01T09:00:00Z",
+			[]string{"2026-01-01T10:00:00.75Z", "2026-01-01T10:01:00.75Z"}},
+		{"strictly after a slot", 60, "", "2026-01-01T10:01:00.75Z",
+			[]string{"2026-01-01T10:02:00.75Z", "2026-01-01T10:03:00.75Z"}},
 		{"between slots", 90, "", "2026-01-01T10:02:59.999Z",
-			[]string{"2026-01-01T10:03:00Z", "2026-01-01T10:04:30Z"}},
+			[]string{"2026-01-01T10:03:00.75Z", "2026-01-01T10:04:30.75Z"}},
 		{"far after the anchor", 7, "", "2027-01-01T00:00:00Z",
-			[]string{"2027-01-01T00:00:07Z", "2027-01-01T00:00:14Z"}},
+			[]string{"2027-01-01T00:00:00.75Z", "2027-01-01T00:00:07.75Z"}},
 		{"start_at is slot 0", 3600, "2026-02-01T00:00:30Z", "2026-01-01T00:00:00Z",
 			[]string{"2026-02-01T00:00:30Z", "2026-02-01T01:00:30Z"}},
 		{"start_at keeps its fraction", 1, "2026-02-01T00:00:00.5Z", "2026-02-01T00:00:01Z",

@@ -479,6 +479,8 @@ func TestIntervalTaskAnchorsOnItsCreation(t *testing.T) {
 		first, ok := sched.Next(task.CreatedAt)
 		require.True(t, ok)
 		require.Equal(t, first, task.NextRunAt.UTC(), "the first slot is on the grid of created_at")
+		require.Equal(t, task.CreatedAt.Add(7*time.Second).Truncate(time.Millisecond), first,
+			"anchored on the creation time to the millisecond")
 		second, ok := sched.Next(first)
 		require.True(t, ok)
 		require.Equal(t, 7*time.Second, second.Sub(first))
