@@ -64,5 +64,5 @@ bench-precision: ## Firing lateness at 1,000 fires/s for 30 s, then a 10,000-tas
 	$(GO) run ./tests/bench -scenario precision,burst -duration 30s -json tmp/bench-precision.json $(BENCH_FLAGS)
 
 .PHONY: bench
-bench: ## Every benchmark scenario (about 10 min); prints a table and writes tmp/bench.json.
+bench: ## Every benchmark scenario (about 13 min); prints a table and writes tmp/bench.json.
 	$(GO) run ./tests/bench -scenario all -json tmp/bench.json $(BENCH_FLAGS)

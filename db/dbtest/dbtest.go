@@ -95,7 +95,8 @@ func start() (*server, error) {
 			return nil, err
 		}
 		s.dir = dir
-		c, err := pglocal.Start(ctx, pglocal.Config{Dir: dir, Settings: map[string]string{"max_connections": "500"}})
+		c, err := pglocal.Start(ctx, pglocal.Config{Dir: dir, Settings: map[string]string{"max_connections": "500"},
+			TCPPort: pglocal.AnyTCPPort})
 		if err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, err
@@ -178,6 +179,22 @@ func ensureTemplate(ctx context.Context, adminURL string) (string, error) {
 func URL(t testing.TB) string {
 	t.Helper()
 	return newDatabase(t, " TEMPLATE "+get(t).template+" STRATEGY FILE_COPY")
+}
+
+// TCPURL is URL reached over TCP on 127.0.0.1, as a deployment reaches
+// its database, rather than through the throwaway cluster's Unix socket.
+// With AX_TEST_DATABASE_URL set it is that server's URL for the database.
+func TCPURL(t testing.TB) string {
+	t.Helper()
+	u := URL(t)
+	if c := get(t).cluster; c != nil {
+		parsed, err := url.Parse(u)
+		if err != nil {
+			t.Fatalf("dbtest: %v", err)
+		}
+		return c.TCPURL(strings.TrimPrefix(parsed.Path, "/"))
+	}
+	return u
 }
 
 // EmptyURL creates a fresh database with no migrations applied, dropped

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -56,6 +57,11 @@ type Config struct {
 	Durable bool
 	// Settings are extra server settings (`-c name=value`).
 	Settings map[string]string
+	// TCPPort, when set, makes the server also listen on 127.0.0.1 at this
+	// port (TCPURL), as a server a deployment reaches over the network
+	// would; local connections are trusted. AnyTCPPort: a free port, picked
+	// again should another process take it first. 0: the Unix socket only.
+	TCPPort int
 	// Logger receives the server's output at debug level and lifecycle
 	// messages at info level. Defaults to a discarding logger.
 	Logger *slog.Logger
@@ -63,6 +69,9 @@ type Config struct {
 	// connections. Defaults to 60 seconds.
 	StartTimeout time.Duration
 }
+
+// AnyTCPPort, as Config.TCPPort, listens on a free port of 127.0.0.1.
+const AnyTCPPort = -1
 
 // Cluster is a running server started by Start.
 type Cluster struct {
@@ -164,24 +173,66 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("embedded postgres: %w", err)
 	}
 	stopStale(dataDir, cfg.Logger)
-	if err := c.start(owner); err != nil {
-		return nil, err
-	}
-	if err := c.waitReady(ctx); err != nil {
-		_ = c.Stop(context.Background())
-		return nil, err
+	for try := 1; ; try++ {
+		if cfg.TCPPort == AnyTCPPort {
+			// A port free now may be taken before the server binds it:
+			// then the server exits during start-up, and another port is
+			// tried.
+			if c.cfg.TCPPort, err = FreePort(); err != nil {
+				return nil, err
+			}
+		}
+		if err := c.start(owner); err != nil {
+			return nil, err
+		}
+		err := c.waitReady(ctx)
+		if err == nil {
+			break
+		}
+		if cfg.TCPPort != AnyTCPPort || try == 3 || ctx.Err() != nil {
+			_ = c.Stop(context.Background())
+			return nil, err
+		}
+		c.halt()
+		c.done = make(chan struct{})
 	}
 	cfg.Logger.Info("embedded postgres started", "dir", dir, "bin_dir", cfg.BinDir)
 	return c, nil
 }
 
-// URL returns a connection URL for database name on the cluster.
+// URL returns a connection URL for database name on the cluster, through
+// its Unix socket.
 func (c *Cluster) URL(name string) string {
 	q := url.Values{}
 	q.Set("host", c.socketDir)
+	if c.cfg.TCPPort != 0 { // the socket file is named after the port
+		q.Set("port", strconv.Itoa(c.cfg.TCPPort))
+	}
 	q.Set("user", Superuser)
 	q.Set("sslmode", "disable")
 	return "postgres:///" + url.PathEscape(name) + "?" + q.Encode()
+}
+
+// TCPURL returns a connection URL for database name over TCP on
+// 127.0.0.1, or "" when the cluster listens on its socket only
+// (Config.TCPPort).
+func (c *Cluster) TCPURL(name string) string {
+	if c.cfg.TCPPort == 0 {
+		return ""
+	}
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", Superuser, c.cfg.TCPPort, url.PathEscape(name))
+}
+
+// FreePort returns a TCP port of 127.0.0.1 that nothing listens on now,
+// for Config.TCPPort.
+func FreePort() (int, error) {
+	var lc net.ListenConfig
+	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // CreateDatabase creates database name unless it exists.
@@ -238,6 +289,18 @@ func (c *Cluster) Stop(ctx context.Context) error {
 		c.cfg.Logger.Info("embedded postgres stopped")
 	})
 	return c.stopErr
+}
+
+// halt ends a server that did not come up, for another try (Stop would
+// also remove what the next try needs).
+func (c *Cluster) halt() {
+	_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
 }
 
 func (c *Cluster) dataDir() string { return filepath.Join(c.cfg.Dir, "data") }
@@ -356,6 +419,10 @@ func (c *Cluster) start(o *owner) error {
 		"max_connections":         "200",
 		"shared_buffers":          "128MB",
 		"logging_collector":       "off",
+	}
+	if c.cfg.TCPPort != 0 {
+		settings["listen_addresses"] = "127.0.0.1"
+		settings["port"] = strconv.Itoa(c.cfg.TCPPort)
 	}
 	if !c.cfg.Durable {
 		settings["fsync"] = "off"

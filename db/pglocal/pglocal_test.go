@@ -2,6 +2,7 @@ package pglocal
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -80,6 +81,40 @@ func TestStartReuseStop(t *testing.T) {
 	var v string
 	require.NoError(t, conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v))
 	require.Equal(t, "hello", v)
+}
+
+// TestTCPPort: a cluster asked to also listen on TCP answers on 127.0.0.1
+// (and on its socket); a port another process holds fails an explicit
+// request, and AnyTCPPort finds a free one.
+func TestTCPPort(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var lc net.ListenConfig
+	taken, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	port := taken.Addr().(*net.TCPAddr).Port
+
+	_, err = Start(ctx, Config{Dir: filepath.Join(tempDir(t), "pg"), TCPPort: port, StartTimeout: 20 * time.Second})
+	require.Error(t, err, "the port is taken")
+
+	c, err := Start(ctx, Config{Dir: filepath.Join(tempDir(t), "pg"), TCPPort: AnyTCPPort})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Stop(ctx)) }()
+	require.NotEqual(t, port, c.cfg.TCPPort)
+	require.Contains(t, c.TCPURL("postgres"), "@127.0.0.1:"+strconv.Itoa(c.cfg.TCPPort)+"/postgres")
+	for _, u := range []string{c.TCPURL("postgres"), c.URL("postgres")} {
+		conn, err := pgx.Connect(ctx, u)
+		require.NoError(t, err, u)
+		var one int
+		require.NoError(t, conn.QueryRow(ctx, "SELECT 1").Scan(&one))
+		require.NoError(t, conn.Close(ctx))
+	}
+
+	plain, err := Start(ctx, Config{Dir: filepath.Join(tempDir(t), "pg")})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, plain.Stop(ctx)) }()
+	require.Empty(t, plain.TCPURL("postgres"), "no TCP unless asked")
 }
 
 // TestStaleServerIsStopped simulates an earlier ax that died without

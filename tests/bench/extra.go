@@ -26,7 +26,7 @@ import (
 // and slot), because a million API calls would take longer than the
 // measurement. Slots are spread over the hour after next.
 func idle(ctx context.Context, st *stack, o options, n int) (*result, error) {
-	s, err := open(ctx, st, "idle", true)
+	s, err := open(ctx, st, "idle", true, false)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ type apiStats struct {
 // apiScenario measures POST /v1/tasks and GET /v1/executions at a fixed
 // concurrency, each for the measurement duration.
 func apiScenario(ctx context.Context, st *stack, o options) (*result, error) {
-	s, err := open(ctx, st, "api", true)
+	s, err := open(ctx, st, "api", true, false)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,11 @@
 //     measurement window is expected exactly once; lateness = arrival at the
 //     receiver − X-Ax-Scheduled-For. Target: p99 ≤ 50 ms at 1,000 fires/s.
 //   - sustained: precision with N = 5,000 by default.
+//   - deployed, deployed-sustained: precision and sustained as a user
+//     deploys ax: ax reaches PostgreSQL over TCP on 127.0.0.1 (not its
+//     Unix socket), the tasks are created through the API without start_at
+//     (their slots are anchored on their creation times) and nothing is
+//     ANALYZEd by hand.
 //   - burst: N one-shot tasks (default 10,000) due at the same instant,
 //     created beforehand; time from that instant until the last delivery.
 //     Target: all delivered within 3 s.
@@ -24,7 +29,8 @@
 //   - ceiling: River alone (no ax) working no-op jobs on the same cluster:
 //     the throughput ceiling of the queue on this box.
 //
-// Each database is ANALYZEd just before measuring (-analyze), as autovacuum
+// Each database of the other scenarios is ANALYZEd just before measuring
+// (-analyze), as autovacuum
 // does within a minute on a running server. Every scenario records the CPU
 // used by ax, PostgreSQL, this command and everything else on the machine,
 // and the disk's fdatasync rate, because both move the figures.
@@ -92,12 +98,12 @@ func (m *multiFlag) Set(v string) error {
 	return nil
 }
 
-var scenarios = []string{"precision", "burst", "sustained", "idle", "api", "ceiling"}
+var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling"}
 
 func main() {
 	var o options
 	flag.StringVar(&o.scenario, "scenario", "precision",
-		"precision|burst|sustained|idle|api|ceiling, a comma-separated list, or all")
+		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling, a comma-separated list, or all")
 	flag.IntVar(&o.tasks, "tasks", 0, "number of tasks (0: the scenario's default: precision 1000, sustained 5000, "+
 		"burst 10000, idle 1000000, ceiling 20000 jobs per configuration)")
 	flag.DurationVar(&o.duration, "duration", 30*time.Second, "measurement window (precision, sustained, idle, and each api phase)")
@@ -253,9 +259,13 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 	n := o.tasks
 	switch name {
 	case "precision":
-		return precision(ctx, st, o, name, orInt(n, 1000))
+		return precision(ctx, st, o, name, orInt(n, 1000), benchShape(o))
 	case "sustained":
-		return precision(ctx, st, o, name, orInt(n, 5000))
+		return precision(ctx, st, o, name, orInt(n, 5000), benchShape(o))
+	case "deployed":
+		return precision(ctx, st, o, name, orInt(n, 1000), deployedShape)
+	case "deployed-sustained":
+		return precision(ctx, st, o, name, orInt(n, 5000), deployedShape)
 	case "burst":
 		return burst(ctx, st, o, orInt(n, 10000))
 	case "idle":

@@ -228,7 +228,7 @@ func (rep *report) print(w io.Writer) {
 
 	var deliveries, others []result
 	for _, r := range rep.Results {
-		if r.Scenario == "precision" || r.Scenario == "sustained" || r.Scenario == "burst" {
+		if deliveryScenario(r.Scenario) {
 			deliveries = append(deliveries, r)
 		} else {
 			others = append(others, r)
@@ -313,12 +313,9 @@ func (rep *report) againstCeiling(w io.Writer) {
 		return
 	}
 	for _, r := range rep.Results {
-		switch r.Scenario {
-		case "precision", "sustained", "burst":
-			if r.DeliveriesPerSecond > 0 {
-				fmt.Fprintf(w, "\n%s: %.0f deliveries/s = %.0f%% of River's best no-op rate in this run (%.0f jobs/s)",
-					r.Scenario, r.DeliveriesPerSecond, 100*r.DeliveriesPerSecond/ceiling, ceiling)
-			}
+		if deliveryScenario(r.Scenario) && r.DeliveriesPerSecond > 0 {
+			fmt.Fprintf(w, "\n%s: %.0f deliveries/s = %.0f%% of River's best no-op rate in this run (%.0f jobs/s)",
+				r.Scenario, r.DeliveriesPerSecond, 100*r.DeliveriesPerSecond/ceiling, ceiling)
 		}
 	}
 	fmt.Fprintln(w)
@@ -460,3 +457,12 @@ func fp(v *float64) string {
 }
 
 func numCPU() int { return runtime.NumCPU() }
+
+// deliveryScenario reports whether a scenario measures webhook deliveries.
+func deliveryScenario(name string) bool {
+	switch name {
+	case "precision", "sustained", "burst", "deployed", "deployed-sustained":
+		return true
+	}
+	return false
+}

@@ -5,10 +5,32 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
+
+// shape is how a precision scenario sets ax up.
+type shape struct {
+	// tcp: ax reaches PostgreSQL over TCP on 127.0.0.1 instead of the
+	// cluster's Unix socket.
+	tcp bool
+	// startAt: each task gets a start_at (staggered over the interval with
+	// -stagger, else shared); without one, a task's slots are anchored on
+	// its creation time.
+	startAt bool
+	// analyze: ANALYZE the database before the window (with -analyze).
+	analyze bool
+}
+
+// benchShape is the shape of precision and sustained: the cluster's socket,
+// start_at set, ANALYZE as -analyze says.
+func benchShape(o options) shape { return shape{startAt: true, analyze: o.analyze} }
+
+// deployedShape is how a user deploys ax: PostgreSQL over TCP, tasks
+// created without start_at, no ANALYZE by hand.
+var deployedShape = shape{tcp: true}
 
 // session is one scenario's ax process, database and receiver.
 type session struct {
@@ -21,12 +43,18 @@ type session struct {
 }
 
 // open starts a fresh database, ax on it and a receiver, and registers the
-// receiver as an endpoint. withReceiver false skips the receiver.
-func open(ctx context.Context, st *stack, name string, withReceiver bool) (*session, error) {
+// receiver as an endpoint. withReceiver false skips the receiver; tcp
+// points ax at PostgreSQL's TCP address rather than its socket.
+func open(ctx context.Context, st *stack, name string, withReceiver, tcp bool) (*session, error) {
 	s := &session{st: st, name: name}
 	var err error
-	if s.dbURL, err = st.createDatabase(ctx, "bench_"+name); err != nil {
+	db := "bench_" + strings.ReplaceAll(name, "-", "_")
+	if s.dbURL, err = st.createDatabase(ctx, db); err != nil {
 		return nil, err
+	}
+	axURL := s.dbURL
+	if tcp {
+		axURL = st.cluster.TCPURL(db)
 	}
 	if st.o.topQueries > 0 {
 		// The cluster's WAL and checkpoint counters, from here on (finish).
@@ -35,7 +63,7 @@ func open(ctx context.Context, st *stack, name string, withReceiver bool) (*sess
 		}
 	}
 	st.logf("starting ax for %s", name)
-	if s.ax, err = st.startAx(ctx, name, s.dbURL); err != nil {
+	if s.ax, err = st.startAx(ctx, name, axURL); err != nil {
 		return nil, err
 	}
 	if !withReceiver {
@@ -88,9 +116,9 @@ func (s *session) finish(ctx context.Context, res *result) {
 // database created seconds ago has no statistics, and until autovacuum's
 // first pass (up to a minute) the planner may pick plans a running server
 // would not.
-func (s *session) analyze(ctx context.Context, res *result) {
-	if !s.st.o.analyze {
-		res.Notes = append(res.Notes, "no ANALYZE before measuring (-analyze=false): a freshly created database")
+func (s *session) analyze(ctx context.Context, res *result, on bool) {
+	if !on {
+		res.Notes = append(res.Notes, "no ANALYZE before measuring: a freshly created database")
 		return
 	}
 	conn, err := pgx.Connect(ctx, s.dbURL)
@@ -151,23 +179,29 @@ func (s *session) waitUntil(ctx context.Context, t time.Time, what string) error
 
 // precision runs n interval tasks (so n/interval fires per second) and
 // measures the lateness of every slot in a window after a warm-up.
-func precision(ctx context.Context, st *stack, o options, name string, n int) (*result, error) {
-	s, err := open(ctx, st, name, true)
+func precision(ctx context.Context, st *stack, o options, name string, n int, sh shape) (*result, error) {
+	s, err := open(ctx, st, name, true, sh.tcp)
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
 	iv := time.Duration(o.interval) * time.Second
-	stagger := o.stagger
+	stagger := o.stagger && sh.startAt
 	res := &result{
 		Scenario: name, Tasks: n, IntervalSeconds: o.interval, Staggered: &stagger,
 		FiresPerSecond: float64(n) / iv.Seconds(),
 	}
-	switch name {
-	case "precision":
-		res.Target = "p99 ≤ 50 ms, nothing missing or duplicated"
-	case "sustained":
+	if sh.tcp {
+		res.Notes = append(res.Notes, "ax reaches PostgreSQL over TCP on 127.0.0.1")
+	}
+	if !sh.startAt {
+		res.Notes = append(res.Notes, "tasks created through the API without start_at: slots anchored on their creation times")
+	}
+	fiveK := name == "sustained" || name == "deployed-sustained"
+	if fiveK {
 		res.Target = "≥ 5,000 fires/s delivered, p99 ≤ 250 ms, nothing missing or duplicated"
+	} else {
+		res.Target = "p99 ≤ 50 ms, nothing missing or duplicated"
 	}
 
 	// The first slot comes after a generous guess of the creation time; a
@@ -181,15 +215,12 @@ func precision(ctx context.Context, st *stack, o options, name string, n int) (*
 	}
 	st.logf("%s: creating %d interval tasks (every %s, first slot %s)", name, n, iv, base.Format(time.RFC3339))
 	cr := s.ax.createTasks(ctx, n, o.concurrency, func(i int) map[string]any {
-		return map[string]any{
-			"name":        fmt.Sprintf("%s-%07d", name, i),
-			"endpoint_id": s.epID,
-			"schedule": map[string]any{
-				"type": "interval", "interval_seconds": o.interval,
-				"start_at": base.Add(offset(i)).UTC().Format(time.RFC3339Nano),
-			},
-			"payload": map[string]any{"i": i},
+		sched := map[string]any{"type": "interval", "interval_seconds": o.interval}
+		if sh.startAt {
+			sched["start_at"] = base.Add(offset(i)).UTC().Format(time.RFC3339Nano)
 		}
+		return map[string]any{"name": fmt.Sprintf("%s-%07d", name, i), "endpoint_id": s.epID, "schedule": sched,
+			"payload": map[string]any{"i": i}}
 	})
 	res.setCreation(cr)
 	if ctx.Err() != nil {
@@ -201,8 +232,17 @@ func precision(ctx context.Context, st *stack, o options, name string, n int) (*
 	created := time.Now()
 	st.logf("%s: created %d tasks in %s (%.0f/s)", name, n-cr.errors, cr.elapsed.Round(time.Millisecond), cr.perSec())
 
+	// Task i's slots are first[i] + k·iv, k ≥ 0: its start_at, or the first
+	// slot ax planned from its creation time.
+	first := make([]time.Time, n)
+	for i := range first {
+		first[i] = base.Add(offset(i))
+		if !sh.startAt {
+			first[i] = cr.nextRunAt[i]
+		}
+	}
 	w0 := base
-	if created.After(w0) {
+	if created.After(w0) || !sh.startAt {
 		w0 = created
 	}
 	w0 = w0.Add(o.warmup)
@@ -212,7 +252,7 @@ func precision(ctx context.Context, st *stack, o options, name string, n int) (*
 	if err := s.waitUntil(ctx, w0.Add(-time.Second), "analyze"); err != nil {
 		return res, err
 	}
-	s.analyze(ctx, res)
+	s.analyze(ctx, res, sh.analyze)
 	if err := s.waitUntil(ctx, w0, "window starts"); err != nil {
 		return res, err
 	}
@@ -241,7 +281,7 @@ func precision(ctx context.Context, st *stack, o options, name string, n int) (*
 			continue
 		}
 		idx[id] = i
-		bi := base.Add(offset(i))
+		bi := first[i]
 		res.Expected += int(ceilDiv(w1.Sub(bi), iv) - max(ceilDiv(w0.Sub(bi), iv), 0))
 	}
 	type slot struct {
@@ -267,7 +307,7 @@ func precision(ctx context.Context, st *stack, o options, name string, n int) (*
 		if sched.Before(w0) || !sched.Before(w1) {
 			continue // warm-up or after the window
 		}
-		rel := sched.Sub(base.Add(offset(i)))
+		rel := sched.Sub(first[i])
 		if rel%iv != 0 {
 			a.fail(fmt.Sprintf("slot %s of task %d is off its grid", sched.Format(time.RFC3339Nano), i))
 			continue
@@ -310,21 +350,18 @@ func precision(ctx context.Context, st *stack, o options, name string, n int) (*
 	res.Lateness = summarize(lateness)
 	res.Early = countNegative(lateness)
 	complete := res.Lateness != nil && res.Missing == 0 && res.Duplicates == 0 && res.DuplicateSlots == 0
-	switch name {
-	case "precision":
-		pass := complete && res.Lateness.P99 <= 50
-		res.Pass = &pass
-	case "sustained":
-		pass := complete && res.FiresPerSecond >= 5000 && res.Lateness.P99 <= 250
-		res.Pass = &pass
+	pass := complete && res.Lateness.P99 <= 50
+	if fiveK {
+		pass = complete && res.FiresPerSecond >= 5000 && res.Lateness.P99 <= 250
 	}
+	res.Pass = &pass
 	return res, nil
 }
 
 // burst creates n one-shot tasks due at the same instant and measures how
 // long after it the last one is delivered.
 func burst(ctx context.Context, st *stack, o options, n int) (*result, error) {
-	s, err := open(ctx, st, "burst", true)
+	s, err := open(ctx, st, "burst", true, false)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +398,7 @@ func burst(ctx context.Context, st *stack, o options, n int) (*result, error) {
 			margin.Round(time.Millisecond), lead)
 	}
 	want := n - cr.errors
-	s.analyze(ctx, res)
+	s.analyze(ctx, res, st.o.analyze)
 
 	// Wait for every task's delivery, at most a minute past the instant.
 	deadline := runAt.Add(60 * time.Second)

@@ -36,7 +36,7 @@ type stack struct {
 	o       options
 	dir     string
 	axBin   string
-	cluster *pglocal.Cluster
+	cluster *pglocal.Cluster // it also listens on 127.0.0.1 (TCPURL)
 	secret  string
 	pgss    bool // pg_stat_statements is loaded
 }
@@ -46,10 +46,11 @@ func newStack(ctx context.Context, o options) (st *stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	st = &stack{o: o, dir: dir}
+	built := &stack{o: o, dir: dir}
+	st = built
 	defer func() {
 		if err != nil {
-			st.close()
+			built.close() // the returns below set st to nil
 		}
 	}()
 	// As root, PostgreSQL runs as the postgres account, which must be able
@@ -75,7 +76,7 @@ func newStack(ctx context.Context, o options) (st *stack, err error) {
 	_, _ = rand.Read(raw)
 	st.secret = base64.RawURLEncoding.EncodeToString(raw)
 
-	st.logf("starting a durable PostgreSQL (fsync on) in %s", dir)
+	st.logf("starting a durable PostgreSQL (fsync on) in %s, also listening on 127.0.0.1", dir)
 	settings := map[string]string{"max_connections": "300"}
 	if hasPGStatStatements() {
 		settings["shared_preload_libraries"] = "pg_stat_statements"
@@ -91,7 +92,7 @@ func newStack(ctx context.Context, o options) (st *stack, err error) {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	st.cluster, err = pglocal.Start(ctx, pglocal.Config{
-		Dir: filepath.Join(dir, "pg"), Durable: true, Settings: settings, Logger: logger,
+		Dir: filepath.Join(dir, "pg"), Durable: true, Settings: settings, Logger: logger, TCPPort: pglocal.AnyTCPPort,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
@@ -404,10 +405,12 @@ func (p *axProc) createEndpoint(ctx context.Context, hookURL string) (string, er
 
 // createResult is what a concurrent creation did.
 type createResult struct {
-	ids     []string // by task index; "" when it failed
-	elapsed time.Duration
-	errors  int
-	samples []string // a few error messages
+	ids []string // by task index; "" when it failed
+	// nextRunAt is each task's first slot, as the create response gave it.
+	nextRunAt []time.Time
+	elapsed   time.Duration
+	errors    int
+	samples   []string // a few error messages
 }
 
 func (c createResult) perSec() float64 {
@@ -422,7 +425,7 @@ func (c createResult) perSec() float64 {
 
 // createTasks POSTs n tasks, body(i) each, with the configured concurrency.
 func (p *axProc) createTasks(ctx context.Context, n, concurrency int, body func(i int) map[string]any) createResult {
-	res := createResult{ids: make([]string, n)}
+	res := createResult{ids: make([]string, n), nextRunAt: make([]time.Time, n)}
 	var (
 		mu   sync.Mutex
 		wg   sync.WaitGroup
@@ -433,7 +436,8 @@ func (p *axProc) createTasks(ctx context.Context, n, concurrency int, body func(
 		wg.Go(func() {
 			for i := range next {
 				var t struct {
-					ID string `json:"id"`
+					ID        string    `json:"id"`
+					NextRunAt time.Time `json:"next_run_at"`
 				}
 				err := p.call(ctx, http.MethodPost, "/v1/tasks", body(i), &t)
 				if err == nil && t.ID == "" {
@@ -448,7 +452,7 @@ func (p *axProc) createTasks(ctx context.Context, n, concurrency int, body func(
 					mu.Unlock()
 					continue
 				}
-				res.ids[i] = t.ID
+				res.ids[i], res.nextRunAt[i] = t.ID, t.NextRunAt
 			}
 		})
 	}
