@@ -9,10 +9,11 @@ import (
 // The deliver worker's common case — a pending execution of an active task
 // that allows overlap, sent to an enabled endpoint, and then a 2xx — runs
 // as one statement per batch of deliveries for each of its two steps. The
-// conditions are those under which the row-by-row path
-// (GetDeliveryForUpdate, StartDelivery, GetDeliveryOwner, EndDelivery)
-// reaches the same decision; an execution a batch leaves alone takes that
-// path. Results are keyed by their request's position (WITH ORDINALITY):
+// conditions are named predicates (StartsWithoutDecision,
+// SucceedsWithoutDecision) that hold exactly when the row-by-row path
+// (GetDeliveryForUpdate, StartDelivery, GetDeliveryOutcome, EndDelivery,
+// with service's decision functions) would reach the same outcome; an
+// execution a batch leaves alone takes that path. Results are keyed by their request's position (WITH ORDINALITY):
 // neither a stale attempt batched with the current one nor an id spelled in
 // upper case can take or miss a result. Pending rows another transaction
 // holds are skipped by the start (SKIP LOCKED) and left to the row-by-row
