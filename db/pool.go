@@ -53,12 +53,18 @@ func mainSessionParams() map[string]string {
 // the main pool's; they win over the URL (set after it, on each new
 // connection).
 //
-// Commits do not wait for the WAL flush (synchronous_commit off). That is
-// safe because the River job, committed synchronously by the main pool,
-// decides whether a delivery runs again, and River's later synchronous
-// commit of the job's outcome flushes the WAL up to these transitions; a
-// crash loses at most transitions of jobs River still sees running, which
-// are resumed with the same idempotency key.
+// Every transition but one commits durably (the server's
+// synchronous_commit, on by default): a transition that ends an execution,
+// or hands it to another job, must be on disk before the worker returns
+// and River marks the job that carried it finished. River's completer
+// retries through a database outage, so a job can be marked completed
+// after a crash that lost an asynchronous commit made before it; the
+// execution would then stay unfinished with no job left to finish it.
+// The one exception is the batched start (StartPendingDeliveries), which
+// commits without waiting for the flush: losing it leaves the execution
+// pending or running under a job that is still running, and the job's
+// next run sends it again with the same idempotency key; the durable
+// commit of its outcome flushes the start with it.
 //
 // The statements are primary-key lookups and updates, thousands a second in
 // small batches, where planning a custom plan cost five times the
@@ -73,8 +79,8 @@ func mainSessionParams() map[string]string {
 // delivery again.
 func deliverySessionParams() map[string]string {
 	return map[string]string{
-		"synchronous_commit": "off", "plan_cache_mode": "force_generic_plan",
-		"enable_seqscan": "off", "enable_hashjoin": "off", "enable_mergejoin": "off",
+		"plan_cache_mode": "force_generic_plan",
+		"enable_seqscan":  "off", "enable_hashjoin": "off", "enable_mergejoin": "off",
 		"lock_timeout": "10s",
 	}
 }

@@ -26,10 +26,10 @@ import (
 // database is an open pool and, in embedded mode, the cluster behind it.
 type database struct {
 	pool *db.Pool
-	// asyncPool commits without waiting for the WAL flush; only the
-	// deliver worker's state transitions use it.
-	asyncPool *db.Pool
-	cluster   *pglocal.Cluster
+	// deliveryPool serves only the deliver and alert workers' transitions
+	// (db.OpenPools).
+	deliveryPool *db.Pool
+	cluster      *pglocal.Cluster
 }
 
 // openDatabase connects to AX_DATABASE_URL, or starts the embedded cluster.
@@ -62,7 +62,7 @@ func openDatabase(ctx context.Context, cfg config, getenv func(string) string, l
 		d.close(logger)
 		return nil, fmt.Errorf("AX_DATABASE_URL: %w", err)
 	}
-	d.pool, d.asyncPool = pools.Main, pools.Delivery
+	d.pool, d.deliveryPool = pools.Main, pools.Delivery
 	pool := d.pool
 	pingCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -75,8 +75,8 @@ func openDatabase(ctx context.Context, cfg config, getenv func(string) string, l
 
 // close closes the pool, then stops the embedded cluster.
 func (d *database) close(logger *slog.Logger) {
-	if d.asyncPool != nil {
-		d.asyncPool.Close()
+	if d.deliveryPool != nil {
+		d.deliveryPool.Close()
 	}
 	if d.pool != nil {
 		d.pool.Close()
@@ -170,7 +170,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		jobs.NewQueueCollector(stats.QueueDepths))
 	metrics := jobs.NewMetrics(registry)
-	deliveries := service.NewDeliveries(d.asyncPool, enq, service.DeliveriesConfig{})
+	deliveries := service.NewDeliveries(d.deliveryPool, enq, service.DeliveriesConfig{})
 	registry.MustRegister(jobs.NewBatchCollector(deliveries.BatchStats))
 	clock := new(service.DBClock)
 	bg, err := startBackground(ctx, d, enq, deliveries, sender, metrics, clock, cfg, logger)
