@@ -514,7 +514,7 @@ func TestExecutionRetry(t *testing.T) {
 	require.Equal(t, failed, r.JSON["id"])
 	require.Equal(t, "pending", r.JSON["state"])
 	require.Equal(t, "manual", r.JSON["trigger"])
-	require.EqualValues(t, 0, r.JSON["attempts"])
+	require.EqualValues(t, 5, r.JSON["attempts"], "attempt numbers keep counting: the next is 6")
 	require.Nil(t, r.JSON["last_status_code"])
 	require.Nil(t, r.JSON["last_error"])
 	require.NotContains(t, r.JSON, "error_class")

@@ -22,10 +22,14 @@ type DeliveryRow struct {
 	Trigger         string    `db:"trigger"`
 	State           string    `db:"state"`
 	Attempts        int       `db:"attempts"`
+	AttemptsBase    int       `db:"attempts_base"`
 	LeaseAttempt    int       `db:"lease_attempt"`
 	CancelRequested bool      `db:"cancel_requested"`
 	Payload         []byte    `db:"payload"` // the execution's override; nil: the task's
 	RiverJobID      *int64    `db:"river_job_id"`
+	// NeverStarted: no attempt of the execution ever started, and the API
+	// never retried it (first_started_at is NULL).
+	NeverStarted bool `db:"never_started"`
 
 	TaskFound         bool    `db:"task_found"`
 	TaskName          *string `db:"task_name"`
@@ -36,7 +40,13 @@ type DeliveryRow struct {
 	InitialBackoffMS  *int64  `db:"initial_backoff_ms"`
 	MaxBackoffMS      *int64  `db:"max_backoff_ms"`
 	OverlapPolicy     *string `db:"overlap_policy"`
+	MisfirePolicy     *string `db:"misfire_policy"`
 	EarlierUnfinished int     `db:"earlier_unfinished"`
+	// LaterMissed counts the task's scheduled executions after this one
+	// whose slots are also misfires, up to Misfire.CountMax; it is only
+	// counted for a misfired first fire (MisfiredFirstFire) of a task whose
+	// policy is fire_once or fire_all.
+	LaterMissed int `db:"later_missed"`
 	JoinedEndpoint
 	Now time.Time `db:"now"`
 }
@@ -45,10 +55,10 @@ type DeliveryRow struct {
 // selects every column of the struct in that order scans into them.
 func (r *DeliveryRow) fields() []any {
 	e := &r.JoinedEndpoint
-	return []any{&r.TenantID, &r.ID, &r.TaskID, &r.ScheduledFor, &r.Trigger, &r.State, &r.Attempts, &r.LeaseAttempt,
-		&r.CancelRequested, &r.Payload, &r.RiverJobID, &r.TaskFound, &r.TaskName, &r.TaskState, &r.TaskPayload,
-		&r.TaskTimeoutMS, &r.MaxAttempts, &r.InitialBackoffMS, &r.MaxBackoffMS, &r.OverlapPolicy, &r.EarlierUnfinished,
-		&e.EndpointFound, &e.EndpointID, &e.EndpointURL, &e.EndpointMethod, &e.EndpointHeaders, &e.Secret,
+	return []any{&r.TenantID, &r.ID, &r.TaskID, &r.ScheduledFor, &r.Trigger, &r.State, &r.Attempts, &r.AttemptsBase,
+		&r.LeaseAttempt, &r.CancelRequested, &r.Payload, &r.RiverJobID, &r.NeverStarted, &r.TaskFound, &r.TaskName,
+		&r.TaskState, &r.TaskPayload, &r.TaskTimeoutMS, &r.MaxAttempts, &r.InitialBackoffMS, &r.MaxBackoffMS,
+		&r.OverlapPolicy, &r.MisfirePolicy, &r.EarlierUnfinished, &r.LaterMissed, &e.EndpointFound, &e.EndpointID, &e.EndpointURL, &e.EndpointMethod, &e.EndpointHeaders, &e.Secret,
 		&e.PreviousSecret, &e.PreviousSecretExp, &e.EndpointTimeoutMS, &e.EndpointEnabled, &r.Now}
 }
 
@@ -67,17 +77,36 @@ type JoinedEndpoint struct {
 	EndpointEnabled   *bool             `db:"endpoint_enabled"`
 }
 
+// Misfire is when a first fire picked up late is a misfire (its task's
+// misfire_policy decides whether it is still sent): a pending execution of
+// a scheduled slot that never started, picked up more than Threshold after
+// its slot by the database clock.
+type Misfire struct {
+	Threshold time.Duration
+	// CountMax bounds DeliveryRow.LaterMissed.
+	CountMax int
+}
+
+// MisfiredFirstFire is the SQL of Misfire's condition over execution e,
+// with m.cut (now() minus the threshold) in scope.
+const MisfiredFirstFire = `(e.state = 'pending' AND e.trigger = 'schedule' AND e.first_started_at IS NULL
+	AND e.scheduled_for < m.cut)`
+
 // GetDeliveryForUpdate reads an execution with its task and endpoint and
 // locks the execution row until the transaction ends. The overlap count
 // looks only at the task's unfinished executions ordered before this one by
 // (scheduled_for, id), found in unfinished_executions (and confirmed in
 // executions, should a row there be stale: see SweepUnfinished), and stops
-// at two.
-func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string) (DeliveryRow, error) {
+// at two. The count of later misfired slots (for a misfired first fire of
+// a task whose policy fires some misfires) looks at the task's scheduled
+// executions in any state, by the slot index, and stops at m.CountMax.
+func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m Misfire) (DeliveryRow, error) {
 	rows, err := q.Query(ctx, `SELECT e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.state,
-			e.attempts, e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id,
+			e.attempts, e.attempts_base, e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id,
+			e.first_started_at IS NULL AS never_started,
 			t.id IS NOT NULL AS task_found, t.name AS task_name, t.state AS task_state, t.payload AS task_payload,
 			t.timeout_ms AS task_timeout_ms, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,
+			t.misfire_policy,
 			CASE WHEN e.state = 'pending' AND t.overlap_policy IN ('skip', 'queue') THEN (
 				SELECT count(*) FROM (
 					SELECT 1 FROM unfinished_executions o
@@ -87,32 +116,40 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string) (De
 					  AND x.state IN ('pending', 'running', 'retrying')
 					LIMIT 2) earlier)
 			ELSE 0 END::int AS earlier_unfinished,
+			CASE WHEN `+MisfiredFirstFire+` AND t.misfire_policy IN ('fire_once', 'fire_all') THEN (
+				SELECT count(*) FROM (
+					SELECT 1 FROM executions x
+					WHERE x.task_id = e.task_id AND x.trigger = 'schedule' AND x.tenant_id = e.tenant_id
+					  AND x.scheduled_for > e.scheduled_for AND x.scheduled_for < m.cut
+					LIMIT $4) later)
+			ELSE 0 END::int AS later_missed,
 			ep.id IS NOT NULL AS endpoint_found, ep.id::text AS endpoint_id, ep.url AS endpoint_url,
 			ep.method AS endpoint_method, ep.headers AS endpoint_headers, ep.secret, ep.previous_secret,
 			ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms, ep.enabled AS endpoint_enabled,
 			now() AS now
 		FROM executions e
+		CROSS JOIN (SELECT now() - make_interval(secs => $3) AS cut) m
 		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
 		LEFT JOIN endpoints ep ON ep.tenant_id = t.tenant_id AND ep.id = t.endpoint_id
 		WHERE e.tenant_id = $1 AND e.id = $2
-		FOR UPDATE OF e`, tenant, id)
+		FOR UPDATE OF e`, tenant, id, m.Threshold.Seconds(), m.CountMax)
 	return collectOne[DeliveryRow](rows, err)
 }
 
 // StartDelivery moves an execution to running for River attempt lease and
-// returns its attempt count (1 after pending; one more after retrying or
-// when it takes over a running row). The transition is fenced: a pending
-// row, a retrying row whose lease is older, or a running row whose lease is
-// not newer (a run interrupted by a crash or a shutdown). ok is false when
-// no row matched.
-func StartDelivery(ctx context.Context, q Querier, tenant, id string, lease int) (attempts int, ok bool, err error) {
-	err = q.QueryRow(ctx, `UPDATE executions SET state = 'running',
-			attempts = CASE WHEN state = 'pending' THEN 1 ELSE attempts + 1 END,
+// returns its attempt count (one more than before: attempts keep counting
+// across API retries). late marks it a late fire (a misfire the task's
+// policy still sends). The transition is fenced: a pending row, a retrying
+// row whose lease is older, or a running row whose lease is not newer (a
+// run interrupted by a crash or a shutdown). ok is false when no row
+// matched.
+func StartDelivery(ctx context.Context, q Querier, tenant, id string, lease int, late bool) (attempts int, ok bool, err error) {
+	err = q.QueryRow(ctx, `UPDATE executions SET state = 'running', attempts = attempts + 1,
 			lease_attempt = $3, started_at = coalesce(started_at, now()), next_attempt_at = NULL,
-			first_started_at = coalesce(first_started_at, now())
+			first_started_at = coalesce(first_started_at, now()), late = late OR $4
 		WHERE tenant_id = $1 AND id = $2
 		  AND (state = 'pending' OR (state = 'retrying' AND lease_attempt < $3) OR (state = 'running' AND lease_attempt <= $3))
-		RETURNING attempts`, tenant, id, lease).Scan(&attempts)
+		RETURNING attempts`, tenant, id, lease, late).Scan(&attempts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -185,6 +222,7 @@ type DeliveryOutcome struct {
 	State            string `db:"state"`
 	LeaseAttempt     int    `db:"lease_attempt"`
 	Attempts         int    `db:"attempts"`
+	AttemptsBase     int    `db:"attempts_base"`
 	CancelRequested  bool   `db:"cancel_requested"`
 	TaskFound        bool   `db:"task_found"`
 	MaxAttempts      *int32 `db:"max_attempts"`
@@ -197,7 +235,7 @@ type DeliveryOutcome struct {
 // GetDeliveryOutcome reads an execution with its task and locks the
 // execution until the transaction ends. ErrNotFound: no such execution.
 func GetDeliveryOutcome(ctx context.Context, q Querier, tenant, id string) (DeliveryOutcome, error) {
-	rows, err := q.Query(ctx, `SELECT e.task_id::text, e.state, e.lease_attempt, e.attempts, e.cancel_requested,
+	rows, err := q.Query(ctx, `SELECT e.task_id::text, e.state, e.lease_attempt, e.attempts, e.attempts_base, e.cancel_requested,
 			t.id IS NOT NULL AS task_found, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms,
 			coalesce(t.consecutive_failures, 0) AS task_failures
 		FROM executions e
@@ -250,6 +288,13 @@ func sendBatch(ctx context.Context, q Querier, b *pgx.Batch) error {
 		}
 	}
 	return nil
+}
+
+// AddMissedSlot counts one more slot of a task that its misfire policy did
+// not fire.
+func AddMissedSlot(ctx context.Context, q Querier, tenant, taskID string) error {
+	_, err := q.Exec(ctx, `UPDATE tasks SET missed_count = missed_count + 1 WHERE tenant_id = $1 AND id = $2`, tenant, taskID)
+	return wrap("count a missed slot", err)
 }
 
 // ResetTaskFailures zeroes a task's consecutive failure count.

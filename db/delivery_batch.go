@@ -42,11 +42,13 @@ import (
 // than these rows; every other attempt takes the row-by-row path, which
 // asks decideStart itself. A rule added to decideStart is added here too
 // (service.TestStartDecisionAgreesWithTheBatch fails until it is).
+// m.cut is the misfire cut (MisfiredFirstFire).
 const StartsWithoutDecision = `e.state = 'pending' AND NOT e.cancel_requested
 	AND (i.job_id = 0 OR e.river_job_id IS NULL OR e.river_job_id = i.job_id)
 	AND (t.state <> 'paused' OR e.trigger = 'manual')
 	AND t.overlap_policy = 'allow'
-	AND t.max_attempts >= 1
+	AND e.attempts - e.attempts_base < t.max_attempts
+	AND NOT ` + MisfiredFirstFire + `
 	AND ep.enabled`
 
 // SucceedsWithoutDecision is the condition under which the batched
@@ -72,16 +74,18 @@ type DeliveryKey struct {
 }
 
 // StartPendingDeliveries moves each pending execution whose delivery needs
-// no decision (not cancel-requested; its task exists, is not paused unless
-// the execution was triggered manually, allows overlap and allows an
-// attempt; its endpoint exists and is enabled) to running under its lease
-// as attempt 1 — its attempt_started event implied by the row
-// (ImplicitStarted) for the execution's first start ever, stored for a
-// start after an API retry — and returns the started rows as
+// no decision (not cancel-requested; not a misfire; its task exists, is
+// not paused unless the execution was triggered manually, allows overlap
+// and has an attempt left; its endpoint exists and is enabled) to running
+// under its lease as its next attempt — its attempt_started event implied
+// by the row (ImplicitStarted) for the execution's first start ever,
+// stored for a start after an API retry — and returns the started rows as
 // GetDeliveryForUpdate would have read them, keyed by their index in keys.
+// misfire.Threshold is the misfire threshold (misfire.CountMax is unused:
+// a misfire is never batched).
 // The others — including any another transaction has locked — are
 // untouched and absent from the map.
-func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) (map[int]DeliveryRow, error) {
+func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, misfire Misfire) (map[int]DeliveryRow, error) {
 	tenants, ids, leases := make([]string, len(keys)), make([]string, len(keys)), make([]int32, len(keys))
 	jobs := make([]int64, len(keys))
 	for i, k := range keys {
@@ -93,17 +97,22 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 	}
 	rows, err := q.Query(ctx, `WITH input AS (
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::bigint[]) WITH ORDINALITY AS i(tenant_id, id, lease, job_id, ord)
+		), m AS (
+			-- The start may commit without waiting for the WAL flush
+			-- (deliverySessionParams says why).
+			SELECT now() - make_interval(secs => $5) AS cut, set_config('synchronous_commit', 'off', true) AS async_commit
 		), cur AS (
 			SELECT i.ord, e.row, e.tenant_id, e.id, i.lease, e.first_started_at AS prev_first_started_at,
 				t.name AS task_name, t.state AS task_state, t.payload AS task_payload, t.timeout_ms AS task_timeout_ms,
-				t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,
+				t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy, t.misfire_policy,
 				ep.id AS endpoint_id, ep.url AS endpoint_url, ep.method AS endpoint_method, ep.headers AS endpoint_headers,
 				ep.secret, ep.previous_secret, ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms,
 				ep.enabled AS endpoint_enabled
 			FROM input i
+			CROSS JOIN m
 			CROSS JOIN LATERAL (
-				SELECT e.ctid AS row, e.tenant_id, e.id, e.task_id, e.trigger, e.state, e.cancel_requested, e.first_started_at,
-					e.river_job_id
+				SELECT e.ctid AS row, e.tenant_id, e.id, e.task_id, e.scheduled_for, e.trigger, e.state, e.cancel_requested,
+					e.first_started_at, e.river_job_id, e.attempts, e.attempts_base
 				FROM executions e
 				WHERE e.tenant_id = i.tenant_id AND e.id = i.id
 				OFFSET 0 FOR UPDATE SKIP LOCKED
@@ -116,29 +125,30 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey) 
 			) ep
 			WHERE `+StartsWithoutDecision+`
 		), started AS (
-			UPDATE executions e SET state = 'running', attempts = 1, lease_attempt = c.lease,
+			UPDATE executions e SET state = 'running', attempts = e.attempts + 1, lease_attempt = c.lease,
 				started_at = coalesce(e.started_at, now()), next_attempt_at = NULL,
 				first_started_at = coalesce(e.first_started_at, now()),
 				implicit_events = e.implicit_events | CASE WHEN c.prev_first_started_at IS NULL THEN 2 ELSE 0 END
 			FROM cur c
 			WHERE e.ctid = c.row AND e.tenant_id = c.tenant_id AND e.id = c.id
-			RETURNING c.ord, e.tenant_id, e.id, e.task_id, e.scheduled_for, e.trigger, e.state, e.attempts, e.lease_attempt,
-				e.cancel_requested, e.payload, e.river_job_id, c.task_name, c.task_state, c.task_payload, c.task_timeout_ms,
-				c.max_attempts, c.initial_backoff_ms, c.max_backoff_ms, c.overlap_policy, c.endpoint_id, c.endpoint_url,
+			RETURNING c.ord, e.tenant_id, e.id, e.task_id, e.scheduled_for, e.trigger, e.state, e.attempts, e.attempts_base,
+				e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id, c.task_name, c.task_state, c.task_payload,
+				c.task_timeout_ms, c.max_attempts, c.initial_backoff_ms, c.max_backoff_ms, c.overlap_policy, c.misfire_policy,
+				c.endpoint_id, c.endpoint_url,
 				c.endpoint_method, c.endpoint_headers, c.secret, c.previous_secret, c.previous_secret_expires_at,
 				c.endpoint_timeout_ms, c.endpoint_enabled, c.prev_first_started_at
 		), events AS (
 			INSERT INTO execution_events (tenant_id, execution_id, type, attempt)
 			SELECT tenant_id, id, 'attempt_started', attempts FROM started WHERE prev_first_started_at IS NOT NULL
 		)
-		SELECT ord, tenant_id, id::text, task_id::text, scheduled_for, trigger, state, attempts, lease_attempt,
-			cancel_requested, payload, river_job_id,
+		SELECT ord, tenant_id, id::text, task_id::text, scheduled_for, trigger, state, attempts, attempts_base,
+			lease_attempt, cancel_requested, payload, river_job_id, prev_first_started_at IS NULL AS never_started,
 			true AS task_found, task_name, task_state, task_payload, task_timeout_ms, max_attempts,
-			initial_backoff_ms, max_backoff_ms, overlap_policy, 0 AS earlier_unfinished,
+			initial_backoff_ms, max_backoff_ms, overlap_policy, misfire_policy, 0 AS earlier_unfinished, 0 AS later_missed,
 			true AS endpoint_found, endpoint_id::text, endpoint_url, endpoint_method, endpoint_headers, secret,
 			previous_secret, previous_secret_expires_at, endpoint_timeout_ms, endpoint_enabled,
 			now() AS now
-		FROM started`, tenants, uids, leases, jobs)
+		FROM started`, tenants, uids, leases, jobs, misfire.Threshold.Seconds())
 	if err != nil {
 		return nil, wrap("start deliveries", err)
 	}

@@ -263,13 +263,15 @@ func RequestExecutionCancel(ctx context.Context, q Querier, tenant, id string) (
 	return tag.RowsAffected() == 1, nil
 }
 
-// RetryExecution moves a failed or cancelled execution back to pending as
-// if it had never been attempted, delivered by River job jobID, and
-// appends a retried event that records the state it left (from). It
-// reports false when the execution is not in state from.
+// RetryExecution moves a failed or cancelled execution back to pending,
+// delivered by River job jobID, with its last outcome cleared and its
+// retry budget restarted: its attempts keep counting (the next is one
+// more than the last), the budget counts from attempts_base. It appends
+// a retried event that records the state it left (from), and reports
+// false when the execution is not in state from.
 func RetryExecution(ctx context.Context, q Querier, tenant, id, from string, jobID int64) (bool, error) {
 	tag, err := q.Exec(ctx, `WITH r AS (
-			UPDATE executions SET state = 'pending', attempts = 0, lease_attempt = 0, cancel_requested = false,
+			UPDATE executions SET state = 'pending', attempts_base = attempts, lease_attempt = 0, cancel_requested = false,
 				last_status_code = NULL, last_error = NULL, last_error_class = NULL, next_attempt_at = NULL,
 				started_at = NULL, finished_at = NULL, river_job_id = $4,
 				-- Stored events follow the fire now: a later first start

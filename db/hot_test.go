@@ -52,7 +52,7 @@ func TestCommonDeliveryUpdatesAreHOT(t *testing.T) {
 		keys[i] = db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: "t", ID: f.ID}, Lease: 1}
 		oks[i] = db.DeliverySuccess{DeliveryKey: keys[i], StatusCode: 200, LatencyMS: 3}
 	}
-	started, err := db.StartPendingDeliveries(ctx, tx, keys)
+	started, err := db.StartPendingDeliveries(ctx, tx, keys, db.Misfire{Threshold: 5 * time.Second, CountMax: 100})
 	require.NoError(t, err)
 	require.Len(t, started, n)
 	done, err := db.SucceedDeliveries(ctx, tx, oks)

@@ -163,6 +163,9 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	if d.Ended {
 		w.metrics.Finished.WithLabelValues(d.State).Inc()
 	}
+	if d.Missed {
+		w.metrics.MissedSlots.Inc()
+	}
 	switch d.Action {
 	case service.ActionDone:
 		log.debug(ctx, "nothing to deliver", slog.Int("lease", lease), slog.String("state", d.State), slog.String("reason", d.Reason))

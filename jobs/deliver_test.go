@@ -531,13 +531,15 @@ func TestDeliverShutdownResumes(t *testing.T) {
 
 // TestDeliverOverlap: "skip" skips a fire while an earlier execution is
 // unfinished; "queue" holds one fire until the earlier one ends and skips
-// any more, and gives up after QueueWaitMax.
+// any more, and gives up after QueueWaitMax. Its slots are a minute ago,
+// within a misfire threshold of an hour.
 func TestDeliverOverlap(t *testing.T) {
 	t.Parallel()
 	t0 := time.Now().Add(-time.Minute).UTC()
+	onTime := service.DeliveriesConfig{MisfireThreshold: time.Hour}
 	t.Run("skip", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, harnessOpts{})
+		h := newHarness(t, harnessOpts{Deliveries: onTime})
 		recv := newScript(t).holdRequests()
 		task := h.task(h.endpoint(recv.srv.URL, nil).ID, func(in *service.TaskInput) { in.OverlapPolicy = service.OverlapSkip })
 		a := h.fire(task, fireOpts{ScheduledFor: t0})
@@ -556,7 +558,7 @@ func TestDeliverOverlap(t *testing.T) {
 	})
 	t.Run("queue", func(t *testing.T) {
 		t.Parallel()
-		h := newHarness(t, harnessOpts{})
+		h := newHarness(t, harnessOpts{Deliveries: onTime})
 		recv := newScript(t).holdRequests()
 		task := h.task(h.endpoint(recv.srv.URL, nil).ID, func(in *service.TaskInput) { in.OverlapPolicy = service.OverlapQueue })
 		a := h.fire(task, fireOpts{ScheduledFor: t0})

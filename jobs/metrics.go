@@ -63,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "ax_executions_finished_total", Help: "Executions reaching a final state, by state.",
 		}, []string{"state"}),
 		MissedSlots: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "ax_missed_slots_total", Help: "Slots not fired because of a misfire policy.",
+			Name: "ax_missed_slots_total", Help: "Slots not fired because of a misfire policy (claimed late by the scheduler, or picked up late by a worker).",
 		}),
 		SchedulerPass: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "ax_scheduler_pass_duration_seconds", Help: "Duration of one scheduler pass (one claimed batch).",

@@ -34,6 +34,12 @@ type Delivery struct {
 	// Ended is set when this Begin moved the execution to its final State
 	// (cancelled, skipped, or failed without sending).
 	Ended bool
+	// Missed is set when this Begin skipped a misfire by its task's
+	// misfire policy: a missed slot (counted in the task's missed_count).
+	Missed bool
+	// Late is set when the attempt sends a misfire its task's misfire
+	// policy still fires (the execution is marked late).
+	Late bool
 
 	TenantID     string
 	ExecutionID  string
@@ -96,7 +102,7 @@ func (s *Deliveries) BeginJob(ctx context.Context, tenant, executionID string, l
 func (s *Deliveries) beginRow(ctx context.Context, tenant, executionID string, lease int, jobID int64) (Delivery, error) {
 	var d Delivery
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		row, err := db.GetDeliveryForUpdate(ctx, tx, tenant, executionID)
+		row, err := db.GetDeliveryForUpdate(ctx, tx, tenant, executionID, s.cfg.misfire())
 		if err != nil {
 			return storeError(err, "load execution "+executionID)
 		}
@@ -113,9 +119,11 @@ func (s *Deliveries) beginRow(ctx context.Context, tenant, executionID string, l
 func startFactsOf(row db.DeliveryRow, lease int, jobID int64) startFacts {
 	return startFacts{
 		State: row.State, Trigger: row.Trigger, CancelRequested: row.CancelRequested, Attempts: row.Attempts,
+		AttemptsBase: row.AttemptsBase, NeverStarted: row.NeverStarted,
 		LeaseAttempt: row.LeaseAttempt, RiverJobID: row.RiverJobID, Lease: lease, JobID: jobID,
 		TaskFound: row.TaskFound, TaskState: zeroIfNil(row.TaskState), OverlapPolicy: zeroIfNil(row.OverlapPolicy),
-		MaxAttempts: int(zeroIfNil(row.MaxAttempts)), EarlierUnfinished: row.EarlierUnfinished,
+		MisfirePolicy: zeroIfNil(row.MisfirePolicy), MaxAttempts: int(zeroIfNil(row.MaxAttempts)),
+		EarlierUnfinished: row.EarlierUnfinished, LaterMissed: row.LaterMissed,
 		EndpointFound: row.EndpointFound, EndpointEnabled: zeroIfNil(row.EndpointEnabled),
 		Waited: row.Now.Sub(row.ScheduledFor),
 	}
@@ -123,7 +131,7 @@ func startFactsOf(row db.DeliveryRow, lease int, jobID int64) startFacts {
 
 // begin applies decideStart's verdict to the locked row.
 func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, lease int, jobID int64) (Delivery, error) {
-	dec := decideStart(startFactsOf(row, lease, jobID), s.cfg.QueueWaitMax)
+	dec := decideStart(startFactsOf(row, lease, jobID), s.cfg.rules())
 	d := deliveryFromRow(row, lease)
 	d.Reason = dec.Reason
 	var events []db.DeliveryEvent
@@ -160,6 +168,18 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 		d.Action, d.State, d.Ended = ActionDone, ExecSkipped, true
 		return d, nil
 
+	case startMiss:
+		events = append(events, db.DeliveryEvent{Type: EventSkipped, Message: &dec.Reason,
+			Data: map[string]any{"misfire_policy": zeroIfNil(row.MisfirePolicy), "lateness_ms": row.Now.Sub(row.ScheduledFor).Milliseconds()}})
+		if err := s.end(ctx, tx, row, 0, ExecSkipped, dec.Reason, "", events); err != nil {
+			return Delivery{}, err
+		}
+		if err := db.AddMissedSlot(ctx, tx, row.TenantID, row.TaskID); err != nil {
+			return Delivery{}, err
+		}
+		d.Action, d.State, d.Ended, d.Missed = ActionDone, ExecSkipped, true, true
+		return d, nil
+
 	case startFail:
 		events = append(events, db.DeliveryEvent{Type: EventFailed, Attempt: &row.Attempts,
 			ErrorClass: nilIfEmpty(dec.ErrorClass), Message: &dec.Reason})
@@ -173,14 +193,20 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 		return d, nil
 	}
 
-	attempts, ok, err := db.StartDelivery(ctx, tx, row.TenantID, row.ID, lease)
+	attempts, ok, err := db.StartDelivery(ctx, tx, row.TenantID, row.ID, lease, dec.Late)
 	if err != nil {
 		return Delivery{}, err
 	}
 	if !ok {
 		return Delivery{}, conflictf("start execution %s attempt %d: the execution changed under its lock", row.ID, lease)
 	}
-	events = append(events, db.DeliveryEvent{Type: EventAttemptStarted, Attempt: &attempts})
+	started := db.DeliveryEvent{Type: EventAttemptStarted, Attempt: &attempts}
+	if dec.Late {
+		// A late fire says so, and which policy let it through.
+		started.Data = map[string]any{"late": true, "lateness_ms": row.Now.Sub(row.ScheduledFor).Milliseconds(),
+			"misfire_policy": zeroIfNil(row.MisfirePolicy)}
+	}
+	events = append(events, started)
 	if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, events); err != nil {
 		return Delivery{}, err
 	}
@@ -188,7 +214,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 	if err != nil {
 		return Delivery{}, err
 	}
-	d.Action, d.State, d.Attempt, d.Resumed, d.Keys = ActionSend, ExecRunning, attempts, dec.Resumed, keys
+	d.Action, d.State, d.Attempt, d.Resumed, d.Late, d.Keys = ActionSend, ExecRunning, attempts, dec.Resumed, dec.Late, keys
 	return d, nil
 }
 

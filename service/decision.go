@@ -28,7 +28,14 @@ type startFacts struct {
 	State           string
 	Trigger         string
 	CancelRequested bool
-	Attempts        int
+	// Attempts counts every attempt ever started, across API retries;
+	// AttemptsBase is how many were made before the latest API retry (the
+	// task's max_attempts counts the attempts after it).
+	Attempts     int
+	AttemptsBase int
+	// NeverStarted: no attempt ever started and the API never retried the
+	// execution: a first fire.
+	NeverStarted bool
 	// LeaseAttempt is the River attempt that owns the execution.
 	LeaseAttempt int
 	// RiverJobID is the job the execution belongs to (nil: the one that
@@ -44,11 +51,17 @@ type startFacts struct {
 	TaskFound     bool
 	TaskState     string
 	OverlapPolicy string
+	MisfirePolicy string
 	MaxAttempts   int
 	// EarlierUnfinished counts the task's unfinished executions ordered
 	// before this one, up to 2; it is only counted for a pending execution
 	// whose task does not allow overlap.
 	EarlierUnfinished int
+	// LaterMissed counts the task's scheduled executions after this one
+	// whose slots are misfires too, up to the rules' CatchUpMax; it is only
+	// counted for a misfire (startRules.misfire) of a fire_once or
+	// fire_all task.
+	LaterMissed int
 
 	// The task's endpoint (EndpointFound false: deleted).
 	EndpointFound   bool
@@ -56,6 +69,24 @@ type startFacts struct {
 
 	// Waited is how long ago the execution's slot was (database clock).
 	Waited time.Duration
+}
+
+// startRules are the limits decideStart applies (DeliveriesConfig).
+type startRules struct {
+	// QueueWaitMax: how long an overlap "queue" execution waits.
+	QueueWaitMax time.Duration
+	// MisfireThreshold: a first fire of a slot picked up more than this
+	// after the slot is a misfire.
+	MisfireThreshold time.Duration
+	// CatchUpWindow and CatchUpMax bound what fire_all still sends.
+	CatchUpWindow time.Duration
+	CatchUpMax    int
+}
+
+// misfire reports whether the facts are a misfire: a first fire of a
+// scheduled slot, still pending, picked up past the threshold.
+func (r startRules) misfire(f startFacts) bool {
+	return f.State == ExecPending && f.Trigger == TriggerSchedule && f.NeverStarted && f.Waited > r.MisfireThreshold
 }
 
 // startVerdict is what Begin does with an attempt.
@@ -78,6 +109,10 @@ const (
 	// startFail: the execution ends failed without being sent: it has no
 	// attempt left.
 	startFail
+	// startMiss: the execution ends skipped without being sent: a
+	// misfire its task's misfire policy does not fire. It counts as a
+	// missed slot.
+	startMiss
 )
 
 func (v startVerdict) String() string {
@@ -94,6 +129,8 @@ func (v startVerdict) String() string {
 		return "skip"
 	case startFail:
 		return "fail"
+	case startMiss:
+		return "miss"
 	}
 	return fmt.Sprintf("startVerdict(%d)", v)
 }
@@ -108,6 +145,8 @@ type startDecision struct {
 	Resumed bool
 	// Attempt is the attempt number to send (startSend).
 	Attempt int
+	// Late: a misfire the task's misfire policy still sends (startSend).
+	Late bool
 	// ErrorClass classifies startFail.
 	ErrorClass string
 }
@@ -120,6 +159,13 @@ type startDecision struct {
 //   - a requested cancel, a deleted task, a paused task (unless the
 //     execution was triggered manually), a deleted or disabled endpoint:
 //     cancel it;
+//   - a misfire (a first fire of a slot picked up more than the misfire
+//     threshold after it, by the database clock: the worker or the
+//     database was down, or a backlog): its task's misfire_policy decides.
+//     "skip" misses it; "fire_once" misses it when a later slot of the
+//     task is a misfire too (only the latest fires); "fire_all" misses it
+//     beyond the catch-up window or when CatchUpMax later slots are
+//     misfires too; one that is not missed goes on as a late fire;
 //   - overlap (pending executions only): "skip" with an unfinished
 //     execution before it, or "queue" with two, skips it; "queue" with
 //     one waits up to queueWaitMax, then skips it;
@@ -127,8 +173,9 @@ type startDecision struct {
 //     an interruption, or a retry after max_attempts was lowered) fails it
 //     without sending, which keeps max_attempts 1 at most once across
 //     crashes and shutdowns;
-//   - otherwise: send it.
-func decideStart(f startFacts, queueWaitMax time.Duration) startDecision {
+//   - otherwise: send it as attempt Attempts+1 (numbers keep counting
+//     across API retries; the budget counts from AttemptsBase).
+func decideStart(f startFacts, r startRules) startDecision {
 	leave := func(reason string) startDecision { return startDecision{Verdict: startLeave, Reason: reason} }
 	switch {
 	case f.JobID != 0 && f.RiverJobID != nil && *f.RiverJobID != f.JobID:
@@ -146,13 +193,20 @@ func decideStart(f startFacts, queueWaitMax time.Duration) startDecision {
 		return startDecision{Verdict: startCancel, Reason: reason, Resumed: resumed}
 	}
 
+	late := r.misfire(f)
+	if late {
+		if reason := r.missReason(f); reason != "" {
+			return startDecision{Verdict: startMiss, Reason: reason}
+		}
+	}
+
 	if f.State == ExecPending && f.EarlierUnfinished > 0 {
 		skip := func(reason string) startDecision { return startDecision{Verdict: startSkip, Reason: reason} }
 		switch {
-		case f.OverlapPolicy == OverlapQueue && f.EarlierUnfinished == 1 && f.Waited <= queueWaitMax:
+		case f.OverlapPolicy == OverlapQueue && f.EarlierUnfinished == 1 && f.Waited <= r.QueueWaitMax:
 			return startDecision{Verdict: startWait, Reason: "waiting for the previous execution to finish (overlap_policy queue)"}
 		case f.OverlapPolicy == OverlapQueue && f.EarlierUnfinished == 1:
-			return skip(fmt.Sprintf("waited more than %s for the previous execution (overlap_policy queue)", queueWaitMax))
+			return skip(fmt.Sprintf("waited more than %s for the previous execution (overlap_policy queue)", r.QueueWaitMax))
 		case f.OverlapPolicy == OverlapQueue:
 			return skip("another execution is already queued behind the unfinished one (overlap_policy queue)")
 		case f.OverlapPolicy == OverlapSkip:
@@ -161,10 +215,7 @@ func decideStart(f startFacts, queueWaitMax time.Duration) startDecision {
 	}
 
 	next := f.Attempts + 1
-	if f.State == ExecPending {
-		next = 1
-	}
-	if next > f.MaxAttempts {
+	if next-f.AttemptsBase > f.MaxAttempts {
 		d := startDecision{Verdict: startFail, Resumed: resumed,
 			Reason: fmt.Sprintf("attempts exhausted (max_attempts %d)", f.MaxAttempts)}
 		if resumed {
@@ -173,7 +224,29 @@ func decideStart(f startFacts, queueWaitMax time.Duration) startDecision {
 		}
 		return d
 	}
-	return startDecision{Verdict: startSend, Resumed: resumed, Attempt: next}
+	return startDecision{Verdict: startSend, Resumed: resumed, Attempt: next, Late: late}
+}
+
+// missReason says why the misfire f is not sent, or "" when its task's
+// misfire policy sends it late.
+func (r startRules) missReason(f startFacts) string {
+	late := fmt.Sprintf("picked up more than %s after its slot", r.MisfireThreshold)
+	switch f.MisfirePolicy {
+	case MisfireSkip:
+		return "missed: " + late + " (misfire_policy skip)"
+	case MisfireFireOnce:
+		if f.LaterMissed > 0 {
+			return "missed: " + late + "; a later missed slot fires instead (misfire_policy fire_once)"
+		}
+	case MisfireFireAll:
+		switch {
+		case f.Waited > r.CatchUpWindow:
+			return fmt.Sprintf("missed: picked up more than the catch-up window of %s after its slot (misfire_policy fire_all)", r.CatchUpWindow)
+		case f.LaterMissed >= r.CatchUpMax:
+			return fmt.Sprintf("missed: %s; the %d most recent missed slots fire instead (misfire_policy fire_all)", late, r.CatchUpMax)
+		}
+	}
+	return ""
 }
 
 // cancelReason says why an execution must not be sent, or "".
@@ -194,21 +267,24 @@ func (f startFacts) cancelReason() string {
 }
 
 // startBatchable reports whether the batched start may take an attempt
-// decideStart decided: a first send of a pending execution whose decision
-// needed no fact beyond the execution, task and endpoint rows (an overlap
-// policy other than allow needs the count of earlier unfinished
-// executions). db.StartsWithoutDecision is its mirror in SQL.
+// decideStart decided: a send of a pending execution that is not a
+// misfire, whose decision needed no fact beyond the execution, task and
+// endpoint rows (an overlap policy other than allow needs the count of
+// earlier unfinished executions). db.StartsWithoutDecision is its mirror
+// in SQL.
 func startBatchable(f startFacts, d startDecision) bool {
-	return d.Verdict == startSend && f.State == ExecPending && f.OverlapPolicy == OverlapAllow
+	return d.Verdict == startSend && f.State == ExecPending && f.OverlapPolicy == OverlapAllow && !d.Late
 }
 
 // finishFacts is what decides what an attempt's outcome does to its
 // execution.
 type finishFacts struct {
 	// The execution.
-	State           string
-	LeaseAttempt    int
+	State        string
+	LeaseAttempt int
+	// Attempts and AttemptsBase: as in startFacts.
 	Attempts        int
+	AttemptsBase    int
 	CancelRequested bool
 	// Lease is the River attempt reporting the outcome.
 	Lease int
@@ -292,9 +368,9 @@ func decideFinish(f finishFacts, out Outcome) finishDecision {
 		return finishDecision{Verdict: finishCancel, Reason: "cancel requested"}
 	case !f.TaskFound:
 		return finishDecision{Verdict: finishCancel, Reason: "the task was deleted"}
-	case out.Kind == OutcomeRetry && f.Attempts < f.MaxAttempts:
+	case out.Kind == OutcomeRetry && f.Attempts-f.AttemptsBase < f.MaxAttempts:
 		d := finishDecision{Verdict: finishRetry, Reason: "backoff",
-			Delay: f.Retry.Delay(f.Attempts, out.RetryAfter, f.Jitter)}
+			Delay: f.Retry.Delay(f.Attempts-f.AttemptsBase, out.RetryAfter, f.Jitter)}
 		if out.RetryAfter > 0 {
 			d.Reason = "retry_after"
 		}

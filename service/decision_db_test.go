@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,11 @@ import (
 
 const equivTenant = "acme"
 
+// equivConfig is both databases' configuration: a small CatchUpMax, so
+// that the combinations reach it, and a misfire threshold far above the
+// time the test takes, so that a slot a second ago stays on time.
+var equivConfig = DeliveriesConfig{Rand: func() float64 { return 0.5 }, CatchUpMax: 2, MisfireThreshold: time.Hour}.WithDefaults()
+
 // equivDB is one of the two databases.
 type equivDB struct {
 	pools db.Pools
@@ -48,8 +54,7 @@ func newEquivDB(t *testing.T) *equivDB {
 	enq, err := NewEnqueuer(pools.Main, nil)
 	require.NoError(t, err)
 	require.NoError(t, db.EnsureTenant(ctx, pools.Main, equivTenant))
-	e := &equivDB{pools: pools, enq: enq,
-		d: NewDeliveries(pools.Delivery, enq, DeliveriesConfig{Rand: func() float64 { return 0.5 }})}
+	e := &equivDB{pools: pools, enq: enq, d: NewDeliveries(pools.Delivery, enq, equivConfig)}
 	for _, ep := range []struct {
 		id      *string
 		uid     string
@@ -74,6 +79,7 @@ func newEquivDB(t *testing.T) *equivDB {
 type equivTask struct {
 	State              string
 	Overlap            string
+	Misfire            string // "": fire_once
 	MaxAttempts        int
 	Endpoint           string // equivDB field: "on", "off", "alt"
 	Failures           int
@@ -87,18 +93,24 @@ type equivExec struct {
 	Trigger         string
 	CancelRequested bool
 	Attempts        int
+	AttemptsBase    int
 	LeaseAttempt    int
 	RiverJobID      *int64
 	Ago             time.Duration // its slot, before now
+	// Retried: a pending execution the API retried (it started before).
+	Retried bool
 }
 
 // equivCase is one combination: a task (or none), earlier unfinished
-// executions of it, and the execution under test with the attempt asking.
+// executions of it, later scheduled ones (succeeded, a quarter of the way
+// from the execution's slot to now), and the execution under test with the
+// attempt asking.
 type equivCase struct {
 	ID      string
 	TaskID  string
 	Task    *equivTask
 	Earlier int
+	Later   int
 	Exec    equivExec
 	Lease   int
 	JobID   int64
@@ -123,18 +135,28 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 			if c.Task.PauseAfterFailures > 0 {
 				pause = &c.Task.PauseAfterFailures
 			}
+			misfire := cmp.Or(c.Task.Misfire, MisfireFireOnce)
 			_, err := tx.Exec(ctx, `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, interval_seconds,
 					state, overlap_policy, max_attempts, initial_backoff_ms, max_backoff_ms, consecutive_failures,
-					pause_after_failures, alert_endpoint_id)
-				VALUES ($1, $2, $3, $4, 'interval', 60, $5, $6, $7, 1000, 60000, $8, $9, $10)`,
+					pause_after_failures, alert_endpoint_id, misfire_policy)
+				VALUES ($1, $2, $3, $4, 'interval', 60, $5, $6, $7, 1000, 60000, $8, $9, $10, $11)`,
 				equivTenant, c.TaskID, fmt.Sprintf("t-%d", i), endpoint[c.Task.Endpoint], c.Task.State, c.Task.Overlap,
-				c.Task.MaxAttempts, c.Task.Failures, pause, alert)
+				c.Task.MaxAttempts, c.Task.Failures, pause, alert, misfire)
 			require.NoError(t, err)
 		}
 		for k := range c.Earlier {
 			_, err := tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state)
-				VALUES ($1, $2, $3, now() - make_interval(hours => 3) - make_interval(secs => $4), 'schedule', 'pending')`,
-				equivTenant, uuidFor(c.ID, k), c.TaskID, k)
+				VALUES ($1, $2, $3, now() - make_interval(secs => $4) - make_interval(hours => 1) - make_interval(secs => $5),
+					'schedule', 'pending')`,
+				equivTenant, uuidFor(c.ID, k), c.TaskID, c.Exec.Ago.Seconds(), k)
+			require.NoError(t, err)
+		}
+		for k := range c.Later {
+			_, err := tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, attempts,
+					started_at, first_started_at, finished_at)
+				VALUES ($1, $2, $3, now() - make_interval(secs => $4 * 3 / 4) + make_interval(secs => $5), 'schedule', 'succeeded', 1,
+					now(), now(), now())`,
+				equivTenant, uuidFor(c.ID, 100+k), c.TaskID, c.Exec.Ago.Seconds(), k)
 			require.NoError(t, err)
 		}
 		x := c.Exec
@@ -144,14 +166,15 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 			lastError = refTo("earlier outcome")
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, cancel_requested,
-				attempts, lease_attempt, river_job_id, started_at, first_started_at, finished_at, next_attempt_at, last_error)
-			VALUES ($1, $2, $3, now() - make_interval(secs => $4), $5, $6, $7, $8, $9, $10,
+				attempts, attempts_base, lease_attempt, river_job_id, started_at, first_started_at, finished_at, next_attempt_at,
+				last_error)
+			VALUES ($1, $2, $3, now() - make_interval(secs => $4), $5, $6, $7, $8, $13, $9, $10,
 				CASE WHEN $6 <> 'pending' THEN now() - interval '1 second' END,
-				CASE WHEN $6 <> 'pending' THEN now() - interval '1 second' END,
+				CASE WHEN $6 <> 'pending' OR $14 THEN now() - interval '1 second' END,
 				CASE WHEN $11 THEN now() END,
 				CASE WHEN $6 = 'retrying' THEN now() END, $12)`,
 			equivTenant, c.ID, c.TaskID, x.Ago.Seconds(), x.Trigger, x.State, x.CancelRequested, x.Attempts, x.LeaseAttempt,
-			x.RiverJobID, final, lastError)
+			x.RiverJobID, final, lastError, x.AttemptsBase, x.Retried)
 		require.NoError(t, err)
 	}
 	dbtest.SyncUnfinished(t, tx)
@@ -179,20 +202,21 @@ func (e *equivDB) snapshot(t *testing.T, cases []equivCase) []equivState {
 	out := make([]equivState, len(cases))
 	for i, c := range cases {
 		var s equivState
-		require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT format('%s attempts=%s lease=%s cancel=%s error=%s class=%s status=%s started=%s finished=%s next=%s job=%s',
-				state, attempts, lease_attempt, cancel_requested, last_error, last_error_class, last_status_code,
-				started_at IS NOT NULL, finished_at IS NOT NULL, next_attempt_at IS NOT NULL, river_job_id)
+		require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT format('%s attempts=%s base=%s lease=%s cancel=%s error=%s class=%s status=%s started=%s finished=%s next=%s job=%s late=%s',
+				state, attempts, attempts_base, lease_attempt, cancel_requested, last_error, last_error_class, last_status_code,
+				started_at IS NOT NULL, finished_at IS NOT NULL, next_attempt_at IS NOT NULL, river_job_id, late)
 			FROM executions WHERE tenant_id = $1 AND id = $2`, equivTenant, c.ID).Scan(&s.Row))
 		row, err := db.GetExecution(ctx, e.pools.Main, equivTenant, c.ID, false)
 		require.NoError(t, err)
 		events, err := db.ListExecutionEvents(ctx, e.pools.Main, row)
 		require.NoError(t, err)
 		for _, ev := range events {
+			delete(ev.Data, "lateness_ms") // depends on when each database ran
 			s.Timeline = append(s.Timeline, fmt.Sprintf("%s attempt=%v status=%v latency=%v class=%v message=%v data=%v",
 				ev.Type, deref(ev.Attempt), deref(ev.StatusCode), deref(ev.LatencyMS), deref(ev.ErrorClass), deref(ev.Message), ev.Data))
 		}
 		if c.Task != nil {
-			require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT format('%s failures=%s', state, consecutive_failures)
+			require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT format('%s failures=%s missed=%s', state, consecutive_failures, missed_count)
 				FROM tasks WHERE tenant_id = $1 AND id = $2`, equivTenant, c.TaskID).Scan(&s.Task))
 		}
 		require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT count(*) FROM river_job
@@ -303,6 +327,42 @@ func startCases() []equivCase {
 			}
 		}
 	}
+	return append(out, misfireCases(newID)...)
+}
+
+// misfireCases returns the combinations of a pending execution's facts
+// that its misfire decision reads: how late it is picked up, its task's
+// policy, how many later slots are misfires too, whether it ever started
+// (an API retry) and its retry budget, with the decisions around it
+// (cancel, overlap).
+func misfireCases(newID func() string) []equivCase {
+	type budget struct {
+		attempts, base int
+		retried        bool
+	}
+	var out []equivCase
+	for _, ts := range []string{TaskActive, TaskPaused} {
+		for _, trigger := range []string{TriggerSchedule, TriggerManual} {
+			for _, overlap := range []string{OverlapAllow, OverlapSkip} {
+				for _, earlier := range []int{0, 1} {
+					for _, policy := range []string{MisfireSkip, MisfireFireOnce, MisfireFireAll} {
+						for _, ago := range []time.Duration{time.Second, 2 * time.Hour, 25 * time.Hour} {
+							for _, later := range []int{0, 1, 2} {
+								for _, b := range []budget{{0, 0, false}, {2, 2, true}, {3, 2, true}} {
+									for _, maxAttempts := range []int{1, 3} {
+										out = append(out, equivCase{ID: newID(), TaskID: newID(), Lease: 1, Earlier: earlier, Later: later,
+											Task: &equivTask{State: ts, Overlap: overlap, Misfire: policy, MaxAttempts: maxAttempts, Endpoint: "on"},
+											Exec: equivExec{State: ExecPending, Trigger: trigger, Attempts: b.attempts, AttemptsBase: b.base,
+												Retried: b.retried, Ago: ago}})
+									}
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
 	return out
 }
 
@@ -354,7 +414,7 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 	err := db.InTx(ctx, rowDB.pools.Delivery, func(tx db.Tx) error {
 		for i, c := range cases {
 			keys[i] = db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: equivTenant, ID: c.ID}, Lease: c.Lease, JobID: c.JobID}
-			row, err := db.GetDeliveryForUpdate(ctx, tx, equivTenant, c.ID)
+			row, err := db.GetDeliveryForUpdate(ctx, tx, equivTenant, c.ID, equivConfig.misfire())
 			if err != nil {
 				return err
 			}
@@ -367,7 +427,7 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 	var taken map[int]db.DeliveryRow
 	err = db.InTx(ctx, rowDB.pools.Delivery, func(tx db.Tx) error {
 		var err error
-		taken, err = db.StartPendingDeliveries(ctx, tx, keys)
+		taken, err = db.StartPendingDeliveries(ctx, tx, keys, equivConfig.misfire())
 		if err != nil {
 			return err
 		}
@@ -376,14 +436,14 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 	require.ErrorIs(t, err, errRollback)
 	verdicts := map[startVerdict]int{}
 	for i, f := range facts {
-		dec := decideStart(f, QueueWaitMaxDefault)
+		dec := decideStart(f, equivConfig.rules())
 		verdicts[dec.Verdict]++
 		_, ok := taken[i]
 		require.Equal(t, startBatchable(f, dec), ok,
 			"combination %d: %+v decided %+v; db.StartsWithoutDecision took it: %v", i, f, dec, ok)
 	}
 	t.Logf("verdicts: %v; the batch takes %d", verdicts, len(taken))
-	for _, v := range []startVerdict{startSend, startLeave, startWait, startCancel, startSkip, startFail} {
+	for _, v := range []startVerdict{startSend, startLeave, startWait, startCancel, startSkip, startFail, startMiss} {
 		require.Positive(t, verdicts[v], "no combination leads to verdict %s", v)
 	}
 
@@ -398,8 +458,8 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 			wg.Go(func() {
 				defer func() { <-sem }()
 				d, err := begin(c)
-				out[i] = fmt.Sprintf("action=%d state=%s reason=%q ended=%v attempt=%d resumed=%v lease=%d keys=%d url=%s timeout=%s retry=%+v err=%v",
-					d.Action, d.State, d.Reason, d.Ended, d.Attempt, d.Resumed, d.Lease, len(d.Keys), d.URL, d.Timeout, d.Retry, err)
+				out[i] = fmt.Sprintf("action=%d state=%s reason=%q ended=%v missed=%v late=%v attempt=%d resumed=%v lease=%d keys=%d url=%s timeout=%s retry=%+v err=%v",
+					d.Action, d.State, d.Reason, d.Ended, d.Missed, d.Late, d.Attempt, d.Resumed, d.Lease, len(d.Keys), d.URL, d.Timeout, d.Retry, err)
 			})
 		}
 		wg.Wait()
@@ -435,13 +495,14 @@ func finishCases() []equivCase {
 		{Kind: OutcomePermanent, StatusCode: 410, ErrorClass: "gone", Error: "HTTP 410 Gone", DisableEndpoint: true},
 	}
 	type lease struct {
-		state                  string
-		attempts, owner, lease int
+		state                        string
+		attempts, owner, lease, base int
 	}
 	leases := []lease{
-		{ExecRunning, 1, 1, 1}, {ExecRunning, 3, 3, 3}, // owned
-		{ExecRunning, 1, 2, 1}, // a newer run owns it
-		{ExecRetrying, 1, 1, 1}, {ExecSucceeded, 1, 1, 1}, {ExecPending, 0, 0, 1},
+		{ExecRunning, 1, 1, 1, 0}, {ExecRunning, 3, 3, 3, 0}, // owned
+		{ExecRunning, 4, 1, 1, 3}, // owned, the first attempt after an API retry
+		{ExecRunning, 1, 2, 1, 0}, // a newer run owns it
+		{ExecRetrying, 1, 1, 1, 0}, {ExecSucceeded, 1, 1, 1, 0}, {ExecPending, 0, 0, 1, 0},
 	}
 	var out []equivCase
 	for _, l := range leases {
@@ -460,7 +521,7 @@ func finishCases() []equivCase {
 					o.EndpointID = "00000000-0000-7000-8000-00000000e003"
 					out = append(out, equivCase{ID: newID(), TaskID: newID(), Task: task, Lease: l.lease, Outcome: o,
 						Exec: equivExec{State: l.state, Trigger: TriggerSchedule, CancelRequested: cancel, Attempts: l.attempts,
-							LeaseAttempt: l.owner, Ago: time.Second}})
+							AttemptsBase: l.base, LeaseAttempt: l.owner, Ago: time.Second}})
 				}
 			}
 		}

@@ -86,8 +86,12 @@ func TestRetryPolicyDelay(t *testing.T) {
 func TestDecideStart(t *testing.T) {
 	t.Parallel()
 	job := func(v int64) *int64 { return &v }
-	sendable := startFacts{State: ExecPending, Trigger: TriggerSchedule, Lease: 1, TaskFound: true, TaskState: TaskActive,
-		OverlapPolicy: OverlapAllow, MaxAttempts: 3, EndpointFound: true, EndpointEnabled: true, Waited: time.Second}
+	sendable := startFacts{State: ExecPending, Trigger: TriggerSchedule, NeverStarted: true, Lease: 1, TaskFound: true,
+		TaskState: TaskActive, OverlapPolicy: OverlapAllow, MisfirePolicy: MisfireFireOnce, MaxAttempts: 3,
+		EndpointFound: true, EndpointEnabled: true, Waited: time.Second}
+	late := func(policy string, waited time.Duration, later int) func(*startFacts) {
+		return func(f *startFacts) { f.MisfirePolicy, f.Waited, f.LaterMissed = policy, waited, later }
+	}
 	tests := []struct {
 		name   string
 		change func(*startFacts)
@@ -133,11 +137,54 @@ func TestDecideStart(t *testing.T) {
 				Reason: "attempts exhausted (max_attempts 1); the last attempt was interrupted before its outcome was recorded"}},
 		{"retry after max_attempts was lowered", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.Lease = ExecRetrying, 3, 1, 2 },
 			startDecision{Verdict: startFail, Reason: "attempts exhausted (max_attempts 3)"}},
+
+		// Attempt numbers keep counting across API retries; the budget
+		// restarts.
+		{"first send after an API retry", func(f *startFacts) { f.Attempts, f.AttemptsBase, f.NeverStarted = 3, 3, false },
+			startDecision{Verdict: startSend, Attempt: 4}},
+		{"a retry after an API retry", func(f *startFacts) {
+			f.State, f.Attempts, f.AttemptsBase, f.LeaseAttempt, f.Lease, f.NeverStarted = ExecRetrying, 5, 3, 2, 3, false
+		}, startDecision{Verdict: startSend, Attempt: 6}},
+		{"the budget after an API retry is spent", func(f *startFacts) {
+			f.State, f.Attempts, f.AttemptsBase, f.LeaseAttempt, f.Lease, f.NeverStarted = ExecRetrying, 6, 3, 2, 3, false
+		}, startDecision{Verdict: startFail, Reason: "attempts exhausted (max_attempts 3)"}},
+
+		// Misfires: first fires picked up past the threshold (5 s).
+		{"at the threshold is on time", late(MisfireSkip, 5*time.Second, 0), startDecision{Verdict: startSend, Attempt: 1}},
+		{"misfire, skip", late(MisfireSkip, 6*time.Second, 0),
+			startDecision{Verdict: startMiss, Reason: "missed: picked up more than 5s after its slot (misfire_policy skip)"}},
+		{"misfire, fire_once, the latest", late(MisfireFireOnce, time.Minute, 0), startDecision{Verdict: startSend, Attempt: 1, Late: true}},
+		{"misfire, fire_once, a later one fires", late(MisfireFireOnce, time.Minute, 1),
+			startDecision{Verdict: startMiss,
+				Reason: "missed: picked up more than 5s after its slot; a later missed slot fires instead (misfire_policy fire_once)"}},
+		{"misfire, fire_all", late(MisfireFireAll, time.Minute, 99), startDecision{Verdict: startSend, Attempt: 1, Late: true}},
+		{"misfire, fire_all, beyond CatchUpMax", late(MisfireFireAll, time.Minute, 100),
+			startDecision{Verdict: startMiss,
+				Reason: "missed: picked up more than 5s after its slot; the 100 most recent missed slots fire instead (misfire_policy fire_all)"}},
+		{"misfire, fire_all, beyond the window", late(MisfireFireAll, 25*time.Hour, 0),
+			startDecision{Verdict: startMiss,
+				Reason: "missed: picked up more than the catch-up window of 24h0m0s after its slot (misfire_policy fire_all)"}},
+		{"a late manual fire is no misfire", func(f *startFacts) { late(MisfireSkip, time.Hour, 0)(f); f.Trigger = TriggerManual },
+			startDecision{Verdict: startSend, Attempt: 1}},
+		{"a late API retry is no misfire", func(f *startFacts) {
+			late(MisfireSkip, time.Hour, 0)(f)
+			f.NeverStarted, f.Attempts, f.AttemptsBase = false, 1, 1
+		}, startDecision{Verdict: startSend, Attempt: 2}},
+		{"a late retry is no misfire", func(f *startFacts) {
+			late(MisfireSkip, time.Hour, 0)(f)
+			f.State, f.NeverStarted, f.Attempts, f.LeaseAttempt, f.Lease = ExecRetrying, false, 1, 1, 2
+		}, startDecision{Verdict: startSend, Attempt: 2}},
+		{"a cancel comes before the misfire", func(f *startFacts) { late(MisfireSkip, time.Hour, 0)(f); f.TaskState = TaskPaused },
+			startDecision{Verdict: startCancel, Reason: "the task is paused"}},
+		{"a late fire still obeys its overlap policy", func(f *startFacts) {
+			late(MisfireFireOnce, time.Hour, 0)(f)
+			f.OverlapPolicy, f.EarlierUnfinished = OverlapSkip, 1
+		}, startDecision{Verdict: startSkip, Reason: "the previous execution is unfinished (overlap_policy skip)"}},
 	}
 	for _, tt := range tests {
 		f := sendable
 		tt.change(&f)
-		require.Equal(t, tt.want, decideStart(f, QueueWaitMaxDefault), tt.name)
+		require.Equal(t, tt.want, decideStart(f, DeliveriesConfig{}.WithDefaults().rules()), tt.name)
 	}
 }
 
@@ -176,6 +223,10 @@ func TestDecideFinish(t *testing.T) {
 			finishDecision{Verdict: finishCancel, Reason: "cancel requested"}},
 		{"failure of a deleted task", func(f *finishFacts) { f.TaskFound = false }, retry,
 			finishDecision{Verdict: finishCancel, Reason: "the task was deleted"}},
+		{"retry after an API retry", func(f *finishFacts) { f.Attempts, f.AttemptsBase = 5, 3 }, retry,
+			finishDecision{Verdict: finishRetry, Reason: "backoff", Delay: 1500 * time.Millisecond}},
+		{"attempts exhausted after an API retry", func(f *finishFacts) { f.Attempts, f.AttemptsBase = 6, 3 }, retry,
+			finishDecision{Verdict: finishFail, Reason: "attempts exhausted (max_attempts 3): HTTP 503"}},
 	}
 	for _, tt := range tests {
 		f := owned

@@ -36,6 +36,13 @@ type DeliveriesConfig struct {
 	// Rand returns values in [0, 1) that place each retry's backoff
 	// within its range (Backoff). Default math/rand/v2.
 	Rand func() float64
+	// MisfireThreshold, CatchUpWindow and CatchUpMax apply the tasks'
+	// misfire policies to first fires picked up late, as the scheduler
+	// applies them to slots it claims late (SchedulerConfig); give both
+	// the same values. Defaults: the scheduler's.
+	MisfireThreshold time.Duration
+	CatchUpWindow    time.Duration
+	CatchUpMax       int
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -52,7 +59,27 @@ func (c DeliveriesConfig) WithDefaults() DeliveriesConfig {
 	if c.Rand == nil {
 		c.Rand = randomJitter
 	}
+	if c.MisfireThreshold <= 0 {
+		c.MisfireThreshold = MisfireThresholdDefault
+	}
+	if c.CatchUpWindow <= 0 {
+		c.CatchUpWindow = CatchUpWindowDefault
+	}
+	if c.CatchUpMax <= 0 {
+		c.CatchUpMax = CatchUpMaxDefault
+	}
 	return c
+}
+
+// rules returns the limits of decideStart.
+func (c DeliveriesConfig) rules() startRules {
+	return startRules{QueueWaitMax: c.QueueWaitMax, MisfireThreshold: c.MisfireThreshold,
+		CatchUpWindow: c.CatchUpWindow, CatchUpMax: c.CatchUpMax}
+}
+
+// misfire returns the misfire parameters of the delivery statements.
+func (c DeliveriesConfig) misfire() db.Misfire {
+	return db.Misfire{Threshold: c.MisfireThreshold, CountMax: c.CatchUpMax}
 }
 
 // Deliveries runs the execution state machine for the deliver and alert
@@ -91,10 +118,10 @@ const (
 )
 
 // NewDeliveries returns Deliveries on pool; enqueuer inserts alert and
-// hand-off jobs in the transactions that need them. The pool may commit
-// without waiting for the WAL flush (db.OpenPools' delivery pool does):
-// the deliver job's River state decides re-runs, and River's later
-// synchronous commit flushes these transitions.
+// hand-off jobs in the transactions that need them. Every transition that
+// ends an execution or hands it off must commit durably (the server's
+// synchronous_commit on, as for db.OpenPools' delivery pool): the deliver
+// job is marked finished once the worker returns.
 func NewDeliveries(pool *db.Pool, enqueuer *Enqueuer, cfg DeliveriesConfig) *Deliveries {
 	s := &Deliveries{pool: pool, enqueuer: enqueuer, cfg: cfg.WithDefaults()}
 	s.starts = newBatcher(deliveryBatchMax, startFlushers, s.startPending)
@@ -140,7 +167,7 @@ type successResult struct {
 // startPending runs one batched start: the rows db.StartsWithoutDecision
 // admits become running; the others are left for the row-by-row path.
 func (s *Deliveries) startPending(ctx context.Context, keys []db.DeliveryKey) ([]startResult, error) {
-	started, err := db.StartPendingDeliveries(ctx, s.pool, keys)
+	started, err := db.StartPendingDeliveries(ctx, s.pool, keys, s.cfg.misfire())
 	if err != nil {
 		return nil, err
 	}

@@ -132,7 +132,8 @@ func (s *Deliveries) finishRow(ctx context.Context, tenant, executionID string, 
 // finishFactsOf reads the facts of decideFinish from a locked row.
 func (s *Deliveries) finishFactsOf(row db.DeliveryOutcome, lease int) finishFacts {
 	return finishFacts{
-		State: row.State, LeaseAttempt: row.LeaseAttempt, Attempts: row.Attempts, CancelRequested: row.CancelRequested,
+		State: row.State, LeaseAttempt: row.LeaseAttempt, Attempts: row.Attempts, AttemptsBase: row.AttemptsBase,
+		CancelRequested: row.CancelRequested,
 		Lease: lease, TaskFound: row.TaskFound, MaxAttempts: int(zeroIfNil(row.MaxAttempts)),
 		Retry: RetryPolicy{
 			MaxAttempts:    int(zeroIfNil(row.MaxAttempts)),
