@@ -152,7 +152,7 @@ func (h *handlers) getExecution(c echo.Context) error {
 //
 //	@ID				cancelExecution
 //	@Summary		Cancel an execution
-//	@Description	pending or retrying: cancelled at once, and its queued delivery is cancelled. running: the in-flight attempt is interrupted and the execution ends as cancelled; until then it shows state running with cancel_requested true (an attempt that completes first keeps its outcome). Idempotent while running. Finished executions (succeeded, failed, cancelled, skipped): 409.
+//	@Description	pending or retrying: cancelled at once, and its queued delivery is cancelled. running: the in-flight attempt is interrupted and the execution ends as cancelled; until then it shows state running with cancel_requested true (an attempt that completes first keeps its outcome). Idempotent while running. A running execution that no job is delivering (a fault left it) is cancelled at once. Finished executions (succeeded, failed, cancelled, skipped): 409.
 //	@Tags			executions
 //	@Produce		json
 //	@Security		BearerAuth
@@ -171,8 +171,8 @@ func (h *handlers) cancelExecution(c echo.Context) error {
 // retryExecution godoc
 //
 //	@ID				retryExecution
-//	@Summary		Deliver a failed or cancelled execution again
-//	@Description	The execution becomes pending with its attempts and last outcome reset and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. Other states: 409 (skipped too: that slot was deliberately not fired; trigger the task instead). 409 as well when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), or while the previous delivery is still finishing.
+//	@Summary		Deliver an execution again
+//	@Description	failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), or while the previous delivery is still finishing.
 //	@Tags			executions
 //	@Produce		json
 //	@Security		BearerAuth

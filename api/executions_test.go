@@ -475,6 +475,17 @@ func TestExecutionCancel(t *testing.T) {
 	r = cancel(http.StatusOK, running)
 	require.Equal(t, true, r.JSON["cancel_requested"])
 
+	// running, but its job completed without its outcome (lost in a
+	// database crash): no worker will finish it, so it is cancelled now.
+	stuck := a.trigger(tok, task, nil).JSON["id"].(string)
+	a.exec(`UPDATE executions SET state = 'running', attempts = 1, lease_attempt = 1, started_at = now() WHERE id = $1`, stuck)
+	a.exec(`UPDATE river_job SET state = 'completed', attempt = 1, attempted_at = now(), finalized_at = now()
+		WHERE args->>'execution_id' = $1`, stuck)
+	r = cancel(http.StatusOK, stuck)
+	require.Equal(t, "cancelled", r.JSON["state"])
+	require.Contains(t, r.JSON["last_error"], "no job was delivering the execution")
+	cancel(http.StatusConflict, stuck)
+
 	// Finished executions cannot be cancelled.
 	for _, state := range []string{"succeeded", "failed", "skipped"} {
 		id := a.execution(execOpts{Tenant: "acme", TaskID: task, State: state})
@@ -565,12 +576,39 @@ func TestExecutionRetry(t *testing.T) {
 	require.NoError(t, a.pool.QueryRow(t.Context(), "SELECT state FROM executions WHERE id = $1", finishing).Scan(&state))
 	require.Equal(t, "failed", state, "nothing changed")
 
-	// Other states conflict: skipped too (the slot was deliberately not fired).
-	for _, s := range []string{"pending", "running", "retrying", "succeeded", "skipped"} {
+	// Succeeded and skipped conflict (the slot was deliberately not fired).
+	for _, s := range []string{"succeeded", "skipped"} {
 		id := a.execution(execOpts{Tenant: "acme", TaskID: task, State: s})
 		r := retry(http.StatusConflict, id)
 		require.Contains(t, r.JSON["detail"], s)
 	}
+	// An unfinished execution no job carries (a fault left it) is resumed
+	// by a new job, whatever its state.
+	for _, s := range []string{"pending", "running", "retrying"} {
+		id := a.execution(execOpts{Tenant: "acme", TaskID: task, State: s})
+		r := retry(http.StatusAccepted, id)
+		require.Equal(t, s, r.JSON["state"], "the new job's run decides")
+		events := r.JSON["events"].([]any)
+		last := events[len(events)-1].(map[string]any)
+		require.Equal(t, "retried", last["type"])
+		require.Contains(t, last["message"], "no job was delivering the execution")
+		jobs := a.jobs(id)
+		require.Len(t, jobs, 1)
+		require.Equal(t, "available", jobs[0].State)
+	}
+	// Being delivered: a conflict.
+	delivering := a.trigger(tok, task, nil).JSON["id"].(string)
+	r = retry(http.StatusConflict, delivering)
+	require.Contains(t, r.JSON["detail"], "being delivered")
+	// Retrying with its next attempt scheduled: the attempt runs now.
+	waiting := a.trigger(tok, task, nil).JSON["id"].(string)
+	a.exec(`UPDATE executions SET state = 'retrying', attempts = 1, lease_attempt = 1, next_attempt_at = now() + interval '1 hour',
+		started_at = now(), first_started_at = now(), last_error = 'HTTP 503' WHERE id = $1`, waiting)
+	a.exec(`UPDATE river_job SET state = 'retryable', attempt = 1, attempted_at = now(), scheduled_at = now() + interval '1 hour'
+		WHERE args->>'execution_id' = $1`, waiting)
+	r = retry(http.StatusAccepted, waiting)
+	require.Equal(t, "retrying", r.JSON["state"])
+	require.Equal(t, "available", a.jobs(waiting)[0].State)
 
 	// A paused task: its scheduled executions wait for a resume (the
 	// worker would cancel them); manual ones can be retried.

@@ -230,21 +230,22 @@ func GetExecutionByDedupKey(ctx context.Context, q Querier, tenant, taskID, key 
 	return collectOneRow[Execution](rows, err)
 }
 
-// CancelExecution moves a pending or retrying execution to cancelled and
-// appends a cancelled event with message, which also becomes its
-// last_error unless it has one (a retrying execution keeps its last
-// failure). It reports false when the execution is in another state.
-func CancelExecution(ctx context.Context, q Querier, tenant, id, message string) (bool, error) {
+// CancelExecution moves an execution in one of the states from (pending,
+// retrying; running when no job carries it) to cancelled and appends a
+// cancelled event with message, which also becomes its last_error unless
+// it has one (a retrying execution keeps its last failure). It reports
+// false when the execution is in another state.
+func CancelExecution(ctx context.Context, q Querier, tenant, id, message string, from []string) (bool, error) {
 	tag, err := q.Exec(ctx, `WITH c AS (
 			UPDATE executions SET state = 'cancelled', finished_at = now(), next_attempt_at = NULL,
 				last_error = coalesce(last_error, $3)
-			WHERE tenant_id = $1 AND id = $2 AND state IN ('pending', 'retrying')
+			WHERE tenant_id = $1 AND id = $2 AND state = ANY($4) AND state IN ('pending', 'retrying', 'running')
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
 			DELETE FROM unfinished_executions u USING c
 			WHERE u.tenant_id = c.tenant_id AND u.task_id = c.task_id AND u.scheduled_for = c.scheduled_for AND u.id = c.id)
 		INSERT INTO execution_events (tenant_id, execution_id, type, message)
-		SELECT tenant_id, id, 'cancelled', $3 FROM c`, tenant, id, message)
+		SELECT tenant_id, id, 'cancelled', $3 FROM c`, tenant, id, message, from)
 	if err != nil {
 		return false, wrap("cancel execution", err)
 	}
@@ -352,4 +353,20 @@ func SweepUnfinished(ctx context.Context, q TxBeginner) (int64, error) {
 		return 0, wrap("sweep unfinished executions", err)
 	}
 	return n, nil
+}
+
+// HurryRetry makes a retrying execution's next attempt due now and appends
+// a retried event that records it; it reports false when the execution
+// is not retrying.
+func HurryRetry(ctx context.Context, q Querier, tenant, id string) (bool, error) {
+	tag, err := q.Exec(ctx, `WITH r AS (
+			UPDATE executions SET next_attempt_at = now()
+			WHERE tenant_id = $1 AND id = $2 AND state = 'retrying'
+			RETURNING tenant_id, id)
+		INSERT INTO execution_events (tenant_id, execution_id, type, data)
+		SELECT tenant_id, id, 'retried', jsonb_build_object('previous_state', 'retrying') FROM r`, tenant, id)
+	if err != nil {
+		return false, wrap("retry now", err)
+	}
+	return tag.RowsAffected() == 1, nil
 }

@@ -184,6 +184,9 @@ var crossTenant = map[string]string{
 	"SweepUnfinished": "maintenance of unfinished_executions",
 	// Maintenance: expired keys of every tenant go.
 	"DeleteExpiredIdempotencyKeys": "maintenance of idempotency keys",
+	// The reconciler looks for unfinished executions of every tenant that
+	// no live job carries; its joins are on (tenant_id, id).
+	"FindOrphanedExecutions": "the reconciler's look at every tenant's unfinished executions",
 }
 
 // reference matches a table reference: the keyword before it, the table

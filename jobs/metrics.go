@@ -28,6 +28,9 @@ type Metrics struct {
 	Finished *prometheus.CounterVec
 	// MissedSlots counts slots not fired by a misfire policy.
 	MissedSlots prometheus.Counter
+	// Reconciled counts executions resumed because no live job carried
+	// them (service.Scheduler.Reconcile).
+	Reconciled prometheus.Counter
 	// SchedulerPass is the duration of one scheduler pass (one batch).
 	SchedulerPass prometheus.Histogram
 	// SchedulerClaimed is the number of tasks one pass claimed.
@@ -65,6 +68,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		MissedSlots: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ax_missed_slots_total", Help: "Slots not fired because of a misfire policy (claimed late by the scheduler, or picked up late by a worker).",
 		}),
+		Reconciled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ax_reconciled_executions_total",
+			Help: "Unfinished executions resumed because no live River job carried them (a fault: a job finished without its outcome).",
+		}),
 		SchedulerPass: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "ax_scheduler_pass_duration_seconds", Help: "Duration of one scheduler pass (one claimed batch).",
 			Buckets: latencyBuckets,
@@ -75,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.Fires, m.FiringLateness, m.Attempts, m.AttemptDuration, m.RetriesScheduled, m.Finished,
-		m.MissedSlots, m.SchedulerPass, m.SchedulerClaimed)
+		m.MissedSlots, m.Reconciled, m.SchedulerPass, m.SchedulerClaimed)
 	return m
 }
 
@@ -86,6 +93,10 @@ func (m *Metrics) ObserveTick(r service.TickResult, d time.Duration) {
 	m.Fires.WithLabelValues(service.TriggerSchedule).Add(float64(r.Fired))
 	m.MissedSlots.Add(float64(r.Missed))
 }
+
+// ObserveReconcile records a reconciliation; it fits
+// SchedulerLoopConfig.OnReconcile.
+func (m *Metrics) ObserveReconcile(n int) { m.Reconciled.Add(float64(n)) }
 
 // queueCollector reports River's unfinished jobs per queue and state at
 // scrape time (service.Stats.QueueDepths): what an operator watches

@@ -24,6 +24,9 @@ const (
 	// rows a writer other than ax left (service.Scheduler.SweepUnfinished);
 	// the first sweep is at start.
 	sweepEvery = time.Minute
+	// reconcileEvery is how often the loop resumes executions no live
+	// job carries (service.Scheduler.Reconcile).
+	reconcileEvery = 10 * time.Second
 )
 
 // SchedulerLoopConfig configures RunScheduler.
@@ -44,6 +47,13 @@ type SchedulerLoopConfig struct {
 	Logger *slog.Logger
 	// OnTick, if set, observes every pass (metrics, tests).
 	OnTick func(service.TickResult, time.Duration)
+	// ReconcileAfter is how long after its slot an unfinished execution
+	// may go without a live River job before the loop resumes it.
+	// Defaults to service.ReconcileAfterDefault.
+	ReconcileAfter time.Duration
+	// OnReconcile, if set, observes how many executions a reconciliation
+	// resumed.
+	OnReconcile func(int)
 }
 
 // RunScheduler runs the scheduler loop until ctx is done. It wakes at the
@@ -67,8 +77,19 @@ func RunScheduler(ctx context.Context, s *service.Scheduler, cfg SchedulerLoopCo
 	cfg.PollCeiling = max(min(cfg.PollCeiling, service.TaskWakeWithin-lookAhead), 100*time.Millisecond)
 	gather := min(cmp.Or(cfg.Gather, GatherDefault), lookAhead/2)
 	backoff := 100 * time.Millisecond
-	var analyzed, swept time.Time
+	reconcileAfter := cmp.Or(cfg.ReconcileAfter, service.ReconcileAfterDefault)
+	var analyzed, swept, reconciled time.Time
 	for {
+		if time.Since(reconciled) >= reconcileEvery {
+			reconciled = time.Now()
+			n, err := s.Reconcile(ctx, reconcileAfter)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				cfg.Logger.Warn("could not reconcile executions with their jobs", "error", err.Error())
+			case cfg.OnReconcile != nil:
+				cfg.OnReconcile(n)
+			}
+		}
 		if time.Since(swept) >= sweepEvery {
 			swept = time.Now()
 			if n, err := s.SweepUnfinished(ctx); err != nil && ctx.Err() == nil {

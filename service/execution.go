@@ -51,6 +51,7 @@ const (
 	EventTaskPaused       = "task_paused"
 	EventAlertQueued      = "alert_queued"
 	EventRetried          = "retried"
+	EventReconciled       = "reconciled"
 )
 
 // Execution is one fire of a task.
@@ -171,8 +172,10 @@ func (s *Executions) Get(ctx context.Context, tenant, id string) (ExecutionDetai
 // flagged cancel_requested and its deliver job's context is cancelled (a
 // batch job watches the flag of its executions in flight), and the worker
 // finishes it as cancelled (if the attempt completes first, it keeps that
-// outcome). Cancelling a running execution again is a no-op; any other
-// state is a conflict.
+// outcome). A running execution that no live job carries (a fault left it;
+// see Scheduler.Reconcile) has no worker to finish it: it becomes
+// cancelled at once. Cancelling a running execution again is a no-op; any
+// other state is a conflict.
 func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
 	return s.change(ctx, tenant, id, func(tx db.Tx, row db.Execution) error {
 		var (
@@ -181,9 +184,18 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 		)
 		switch row.State {
 		case ExecPending, ExecRetrying:
-			ok, err = db.CancelExecution(ctx, tx, tenant, id, "cancelled through the API")
+			ok, err = db.CancelExecution(ctx, tx, tenant, id, "cancelled through the API", []string{row.State})
 		case ExecRunning:
-			ok, err = db.RequestExecutionCancel(ctx, tx, tenant, id)
+			var orphaned bool
+			if _, orphaned, err = db.GetOrphanedExecution(ctx, tx, tenant, row.ID, reconcileLeaseCeiling); err != nil {
+				return err
+			}
+			if orphaned {
+				ok, err = db.CancelExecution(ctx, tx, tenant, id,
+					"cancelled through the API (no job was delivering the execution)", []string{ExecRunning})
+			} else {
+				ok, err = db.RequestExecutionCancel(ctx, tx, tenant, id)
+			}
 		default:
 			return conflictf("the execution is %s; only pending, retrying and running executions can be cancelled", row.State)
 		}
@@ -235,17 +247,29 @@ func (s *Executions) change(ctx context.Context, tenant, id string, fn func(db.T
 	return out, err
 }
 
-// Retry sends a failed or cancelled execution again: it becomes pending
-// with its attempts, lease and last outcome reset, keeps its id (the
-// webhook's idempotency key) and gets a new deliver job available at once.
-// Other states, skipped included (the slot was deliberately not fired),
-// are a conflict, as is an execution whose task was deleted, a scheduled
-// execution of a paused task (the worker would cancel it), and one whose
-// previous delivery job is still running.
+// Retry sends an execution again, with the same id (the webhook's
+// idempotency key):
+//   - a failed or cancelled one becomes pending with its last outcome
+//     cleared and a fresh retry budget (its attempt numbers keep counting)
+//     and gets a new deliver job available at once;
+//   - a retrying one makes its next attempt now;
+//   - a pending, running or retrying one that no live job carries (a fault
+//     left it; see Scheduler.Reconcile) gets a new job now, which resumes
+//     it.
+//
+// A pending or running execution being delivered is a conflict, as are
+// skipped (the slot was deliberately not fired) and succeeded ones, an
+// execution whose task was deleted, a scheduled execution of a paused task
+// (the worker would cancel it), and one whose previous delivery job is
+// still running.
 func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
 	return s.change(ctx, tenant, id, func(tx db.Tx, row db.Execution) error {
-		if row.State != ExecFailed && row.State != ExecCancelled {
-			return conflictf("the execution is %s; only failed and cancelled executions can be retried", row.State)
+		switch row.State {
+		case ExecFailed, ExecCancelled:
+		case ExecPending, ExecRunning, ExecRetrying:
+			return s.retryUnfinished(ctx, tx, tenant, row)
+		default:
+			return conflictf("the execution is %s; only failed, cancelled, retrying and stuck executions can be retried", row.State)
 		}
 		task, err := db.GetTask(ctx, tx, tenant, row.TaskID, false)
 		if err = storeError(err, "load task"); errors.Is(err, ErrNotFound) {
@@ -276,6 +300,45 @@ func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDet
 		}
 		return nil
 	})
+}
+
+// retryUnfinished is Retry of an execution that is not final.
+func (s *Executions) retryUnfinished(ctx context.Context, tx db.Tx, tenant string, row db.Execution) error {
+	o, orphaned, err := db.GetOrphanedExecution(ctx, tx, tenant, row.ID, reconcileLeaseCeiling)
+	if err != nil {
+		return err
+	}
+	if orphaned {
+		data := map[string]any{"previous_state": row.State}
+		ok, err := resumeOrphan(ctx, tx, s.enq, o, EventRetried, "retried through the API: no job was delivering the execution", data)
+		if err == nil && !ok {
+			return conflictf("the execution changed state; try again")
+		}
+		return err
+	}
+	if row.State != ExecRetrying {
+		return conflictf("the execution is %s and being delivered; it cannot be retried until it ends", row.State)
+	}
+	ok, err := db.HurryRetry(ctx, tx, tenant, row.ID)
+	if err != nil {
+		return err
+	}
+	if !ok { // the row is locked: cannot happen
+		return conflictf("the execution changed state; try again")
+	}
+	jobs, err := db.ExecutionJobs(ctx, tx, DeliverArgs{}.Kind(), tenant, row.ID, row.RiverJobID)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		switch rivertype.JobState(j.State) {
+		case rivertype.JobStateScheduled, rivertype.JobStateRetryable:
+			if err := s.enq.retryNowTx(ctx, tx, j.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // releaseJobs frees the River unique slot of an execution's deliver job

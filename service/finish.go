@@ -133,8 +133,8 @@ func (s *Deliveries) finishRow(ctx context.Context, tenant, executionID string, 
 func (s *Deliveries) finishFactsOf(row db.DeliveryOutcome, lease int) finishFacts {
 	return finishFacts{
 		State: row.State, LeaseAttempt: row.LeaseAttempt, Attempts: row.Attempts, AttemptsBase: row.AttemptsBase,
-		CancelRequested: row.CancelRequested,
-		Lease: lease, TaskFound: row.TaskFound, MaxAttempts: int(zeroIfNil(row.MaxAttempts)),
+		CancelRequested: row.CancelRequested, Lease: lease, TaskFound: row.TaskFound,
+		MaxAttempts: int(zeroIfNil(row.MaxAttempts)),
 		Retry: RetryPolicy{
 			MaxAttempts:    int(zeroIfNil(row.MaxAttempts)),
 			InitialBackoff: time.Duration(zeroIfNil(row.InitialBackoffMS)) * time.Millisecond,

@@ -282,3 +282,12 @@ func (e *Enqueuer) deleteTx(ctx context.Context, tx db.Tx, jobID int64) error {
 	}
 	return nil
 }
+
+// retryNowTx makes a scheduled or retryable River job available now in tx.
+// A job River no longer has is fine.
+func (e *Enqueuer) retryNowTx(ctx context.Context, tx db.Tx, jobID int64) error {
+	if _, err := e.client.JobRetryTx(ctx, tx, jobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
+		return fmt.Errorf("retry job %d now: %w", jobID, err)
+	}
+	return nil
+}

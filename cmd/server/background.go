@@ -74,7 +74,7 @@ func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueu
 	}
 	b.riverStarted = true
 	jobs.RunScheduler(ctx, service.NewScheduler(pool, enq, schedCfg, b.logger),
-		jobs.SchedulerLoopConfig{Logger: b.logger, OnTick: b.metrics.ObserveTick})
+		jobs.SchedulerLoopConfig{Logger: b.logger, OnTick: b.metrics.ObserveTick, OnReconcile: b.metrics.ObserveReconcile})
 }
 
 // stop stops the scheduler, then River: running deliveries get River's
