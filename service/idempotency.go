@@ -19,10 +19,11 @@ const (
 	IdempotencyWait = 5 * time.Second
 	// IdempotencyStaleAfter: a key without a response older than this
 	// was abandoned by its request and is taken over by the next one with
-	// the same body. Only earlier versions of ax left such keys (they
-	// recorded the key before handling the request and a crash in between
-	// kept it); the longest such a request could still be running is the
-	// server's write timeout, 60 s.
+	// the same body. Only earlier versions of ax left such keys: they
+	// committed the key, then the create, then the response, a few quick
+	// statements, and a crash in between kept the key. One still without
+	// a response after twice the server's write timeout (60 s, the longest
+	// its client waited) is taken for dead.
 	IdempotencyStaleAfter = 2 * time.Minute
 )
 
