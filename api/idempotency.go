@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"unicode"
 
@@ -16,8 +17,11 @@ const headerIdempotencyKey = "Idempotency-Key"
 
 // idempotent makes a POST create replayable: the same Idempotency-Key with
 // the same body within 24 h gets the original response (marked with
-// Idempotent-Replayed: true); with a different body, 422. Server errors
-// release the key so the client can retry.
+// Idempotent-Replayed: true); with a different body, 422. The request is
+// handled in the key's transaction (service.IdempotencyKeys.Handle): its
+// response is buffered, stored with the change it describes, and sent
+// once both are committed. Server errors release the key so the client
+// can retry. Without a key the request goes straight to the handler.
 func (h *handlers) idempotent(route string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -34,30 +38,35 @@ func (h *handlers) idempotent(route string) echo.MiddlewareFunc {
 				return jsonError(err)
 			}
 			c.Request().Body = io.NopCloser(bytes.NewReader(body))
-			ctx, tenant := c.Request().Context(), principalFrom(c).Tenant
-			stored, err := h.cfg.Idempotency.Claim(ctx, tenant, route, key, body)
+			req, res, tenant := c.Request(), c.Response(), principalFrom(c).Tenant
+			var buf *bufferedWriter
+			stored, replayed, err := h.cfg.Idempotency.Handle(req.Context(), tenant, route, key, body,
+				func(ctx context.Context) service.StoredResponse {
+					buf = &bufferedWriter{header: res.Header().Clone()}
+					c.SetRequest(req.WithContext(ctx))
+					c.SetResponse(echo.NewResponse(buf, c.Echo()))
+					defer func() { c.SetRequest(req); c.SetResponse(res) }()
+					if err := next(c); err != nil {
+						c.Error(err) // render now, so the rendered problem is what gets stored
+					}
+					return service.StoredResponse{Status: buf.statusCode(), Body: buf.body.Bytes()}
+				})
 			switch {
 			case err != nil:
 				return err // domainProblems maps the mismatch and the request in flight
-			case stored != nil:
-				c.Response().Header().Set("Idempotent-Replayed", "true")
+			case replayed:
+				res.Header().Set("Idempotent-Replayed", "true")
 				ct := echo.MIMEApplicationJSON
 				if stored.Status >= 400 {
 					ct = "application/problem+json"
 				}
 				return c.Blob(stored.Status, ct, stored.Body)
 			}
-			rec := &recorder{ResponseWriter: c.Response().Writer}
-			c.Response().Writer = rec
-			if err := next(c); err != nil {
-				c.Error(err) // render now, so the rendered problem is what gets stored
-			}
-			status := c.Response().Status
-			finishCtx := context.WithoutCancel(ctx)
-			if status >= 500 {
-				return h.cfg.Idempotency.Release(finishCtx, tenant, route, key)
-			}
-			return h.cfg.Idempotency.Finish(finishCtx, tenant, route, key, service.StoredResponse{Status: status, Body: rec.body.Bytes()})
+			// Committed (or, for a server error, rolled back): now send it.
+			maps.Copy(res.Header(), buf.header)
+			res.WriteHeader(stored.Status)
+			_, err = res.Write(stored.Body)
+			return err
 		}
 	}
 }
@@ -71,13 +80,33 @@ func printable(s string) bool {
 	return true
 }
 
-// recorder keeps a copy of the response body.
-type recorder struct {
-	http.ResponseWriter
-	body bytes.Buffer
+// bufferedWriter holds a response until it may be sent.
+type bufferedWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
 }
 
-func (r *recorder) Write(b []byte) (int, error) {
-	r.body.Write(b)
-	return r.ResponseWriter.Write(b)
+func (w *bufferedWriter) Header() http.Header { return w.header }
+
+func (w *bufferedWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *bufferedWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.body.Write(b)
+}
+
+// statusCode is the response's status: 200 when nothing set one, as
+// net/http would send.
+func (w *bufferedWriter) statusCode() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
 }

@@ -25,6 +25,9 @@ var (
 	// ErrQueryCanceled: a statement was cancelled (statement_timeout or a
 	// cancel request).
 	ErrQueryCanceled = errors.New("query canceled")
+	// ErrLockTimeout: a statement waited for a lock longer than its
+	// lock_timeout.
+	ErrLockTimeout = errors.New("lock timeout")
 )
 
 // Constraints whose violation a caller tells apart (ConstraintName).
@@ -46,6 +49,7 @@ const (
 	codeSerializationFailure = "40001"
 	codeDeadlockDetected     = "40P01"
 	codeQueryCanceled        = "57014"
+	codeLockNotAvailable     = "55P03"
 	codeUndefinedTable       = "42P01"
 )
 
@@ -69,6 +73,8 @@ func translate(err error) error {
 		kind = ErrSerialization
 	case codeQueryCanceled:
 		kind = ErrQueryCanceled
+	case codeLockNotAvailable:
+		kind = ErrLockTimeout
 	default:
 		return err
 	}

@@ -20,9 +20,47 @@ type Tx = pgx.Tx
 
 // InTx runs fn in a transaction on pool: committed when fn returns nil,
 // rolled back otherwise. The commit's error is translated like every
-// error of this package.
+// error of this package. When ctx carries a transaction on pool (WithTx),
+// fn runs in a savepoint of it instead: released when fn returns nil,
+// rolled back to otherwise, and committed only with that transaction.
 func InTx(ctx context.Context, pool *Pool, fn func(Tx) error) error {
+	if tx := txOf(ctx, pool); tx != nil {
+		return translate(pgx.BeginFunc(ctx, tx, fn))
+	}
 	return translate(pgx.BeginFunc(ctx, pool, fn))
+}
+
+// ctxTx is the transaction a context carries, with the pool it is on.
+type ctxTx struct {
+	pool *Pool
+	tx   Tx
+}
+
+type ctxTxKey struct{}
+
+// WithTx returns ctx carrying tx, a transaction on pool, so that the work
+// done with ctx on pool joins it: InTx runs in a savepoint of tx, and
+// Using returns tx. A caller that wants everything a call writes to commit
+// or roll back with tx (and with what it writes itself) passes such a ctx.
+func WithTx(ctx context.Context, pool *Pool, tx Tx) context.Context {
+	return context.WithValue(ctx, ctxTxKey{}, ctxTx{pool: pool, tx: tx})
+}
+
+// Using returns the transaction ctx carries on pool (WithTx), or pool
+// itself: the Querier for a single statement that should join the
+// caller's transaction when there is one and otherwise commit on its own.
+func Using(ctx context.Context, pool *Pool) Querier {
+	if tx := txOf(ctx, pool); tx != nil {
+		return tx
+	}
+	return pool
+}
+
+func txOf(ctx context.Context, pool *Pool) Tx {
+	if c, ok := ctx.Value(ctxTxKey{}).(ctxTx); ok && c.pool == pool {
+		return c.tx
+	}
+	return nil
 }
 
 // InReadSnapshot runs fn in a read-only REPEATABLE READ transaction (every

@@ -75,7 +75,8 @@ func NewEndpoints(pool *db.Pool) *Endpoints {
 }
 
 // Create validates in and stores a new endpoint, generating its secret
-// unless one is given.
+// unless one is given. With a context that carries a transaction
+// (db.WithTx: a request with an Idempotency-Key) the insert joins it.
 func (s *Endpoints) Create(ctx context.Context, tenant string, in EndpointInput) (Endpoint, error) {
 	in = in.withDefaults()
 	if err := in.validate(); err != nil {
@@ -88,7 +89,7 @@ func (s *Endpoints) Create(ctx context.Context, tenant string, in EndpointInput)
 		}
 		in.Secret = secret
 	}
-	row, err := db.InsertEndpoint(ctx, s.pool, db.Endpoint{
+	row, err := db.InsertEndpoint(ctx, db.Using(ctx, s.pool), db.Endpoint{
 		TenantID: tenant, ID: NewID(), Name: in.Name, URL: in.URL, Method: in.Method, Headers: in.Headers,
 		Secret: in.Secret, TimeoutMS: int(in.Timeout / time.Millisecond), Enabled: in.Enabled,
 	})

@@ -93,6 +93,12 @@ func onQueryCanceled(err error) storeMeaning {
 	return storeMeaning{match: func(e error) bool { return errors.Is(e, db.ErrQueryCanceled) }, err: err}
 }
 
+// onLockTimeout: a statement that waited for a lock longer than its
+// lock_timeout means err.
+func onLockTimeout(err error) storeMeaning {
+	return storeMeaning{match: func(e error) bool { return errors.Is(e, db.ErrLockTimeout) }, err: err}
+}
+
 // storeError is the one translation of db's errors into the service's:
 // what meanings give for this call first (a constraint's name, a
 // timeout), then a missing row is ErrNotFound, a serialization failure or

@@ -383,7 +383,9 @@ type TriggerInput struct {
 // transaction. Active, paused and completed tasks can be triggered (a
 // manual fire is an explicit request; the schedule is not consulted). With
 // a DedupKey already used for the task, the execution that key created is
-// returned (whatever its payload and state) and nothing is enqueued.
+// returned (whatever its payload and state) and nothing is enqueued. With
+// a context that carries a transaction (db.WithTx: a request with an
+// Idempotency-Key) the transaction is a savepoint of it.
 func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in TriggerInput) (ExecutionDetail, error) {
 	if !validID(taskID) {
 		return ExecutionDetail{}, ErrNotFound

@@ -5,14 +5,27 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/axhq/ax/db"
 )
 
-// IdempotencyTTL is how long an Idempotency-Key is remembered.
-const IdempotencyTTL = 24 * time.Hour
+// Idempotency-Key bounds.
+const (
+	// IdempotencyTTL is how long an Idempotency-Key is remembered.
+	IdempotencyTTL = 24 * time.Hour
+	// IdempotencyWait is how long a request waits for another one with
+	// the same key to finish before it is told that one is in progress.
+	IdempotencyWait = 5 * time.Second
+	// IdempotencyStaleAfter: a key without a response older than this
+	// was abandoned by its request and is taken over by the next one with
+	// the same body. Only earlier versions of ax left such keys: they
+	// committed the key, then the create, then the response, a few quick
+	// statements, and a crash in between kept the key. One still without
+	// a response after twice the server's write timeout (60 s, the longest
+	// its client waited) is taken for dead.
+	IdempotencyStaleAfter = 2 * time.Minute
+)
 
 // Errors of an Idempotency-Key claim.
 var (
@@ -31,41 +44,88 @@ type StoredResponse struct {
 // IdempotencyKeys remembers the first response to each Idempotency-Key.
 type IdempotencyKeys struct {
 	pool *db.Pool
+	// wait is IdempotencyWait; tests shorten it.
+	wait time.Duration
 }
 
 // NewIdempotencyKeys returns an IdempotencyKeys backed by pool.
 func NewIdempotencyKeys(pool *db.Pool) *IdempotencyKeys {
-	return &IdempotencyKeys{pool: pool}
+	return &IdempotencyKeys{pool: pool, wait: IdempotencyWait}
 }
 
-// Claim registers key for a request with body on route. It returns the
-// stored response when the same request was already answered, nil when the
-// caller should handle the request (and then call Finish or Release),
-// ErrIdempotencyMismatch for a different body and ErrIdempotencyInFlight
-// while the first request is running.
-func (s *IdempotencyKeys) Claim(ctx context.Context, tenant, route, key string, body []byte) (*StoredResponse, error) {
+// errDiscard rolls back the transaction of Handle.
+var errDiscard = errors.New("discard the request's transaction")
+
+// Handle answers a request with body on route that carries key. The key,
+// the request's changes and its response commit in one transaction, so
+// that whatever happens to the process, a key is either unknown (nothing
+// was done; the next request with it runs) or replays the response that
+// describes the committed change.
+//
+// Handle claims key in a new transaction (db.ClaimIdempotencyKey) and
+// calls handle with a context carrying that transaction: the services'
+// writes with that context join it (db.WithTx). handle returns the
+// rendered response and must not send it: it is not final until Handle
+// returns without error.
+//
+//   - A 2xx or 3xx response is stored with the changes, and committed.
+//   - A 4xx response is stored, and committed without the changes: a
+//     refused request changes nothing.
+//   - A 5xx response rolls everything back, the key too, so that the
+//     client may retry.
+//
+// When the key already has a response for the same body, Handle returns
+// it with replayed set, without calling handle. It returns
+// ErrIdempotencyMismatch for another body, and ErrIdempotencyInFlight when
+// another request with the key is still running after IdempotencyWait. A
+// request with the key that is running waits for it: after its commit it
+// replays its response, after its rollback it runs. Any other error (the
+// commit's) means that nothing was committed.
+func (s *IdempotencyKeys) Handle(ctx context.Context, tenant, route, key string, body []byte,
+	handle func(context.Context) StoredResponse,
+) (resp StoredResponse, replayed bool, err error) {
 	hash := sha256.Sum256(body)
-	rec, err := db.ClaimIdempotencyKey(ctx, s.pool, tenant, route, key, hash[:], int(IdempotencyTTL.Seconds()))
+	claim := db.IdempotencyClaim{
+		TTLSeconds: int(IdempotencyTTL.Seconds()), StaleSeconds: int(IdempotencyStaleAfter.Seconds()), Wait: s.wait,
+	}
+	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		rec, err := db.ClaimIdempotencyKey(ctx, tx, tenant, route, key, hash[:], claim)
+		if err != nil {
+			return storeError(err, "claim idempotency key", onLockTimeout(ErrIdempotencyInFlight))
+		}
+		switch {
+		case rec == nil:
+		case !bytes.Equal(rec.RequestHash, hash[:]):
+			return ErrIdempotencyMismatch
+		case rec.Status == nil:
+			return ErrIdempotencyInFlight
+		default:
+			resp, replayed = StoredResponse{Status: *rec.Status, Body: rec.Response}, true
+			return nil
+		}
+		// The request runs in a savepoint, so that a refusal keeps the
+		// key and its response but nothing the request did.
+		txCtx := db.WithTx(ctx, s.pool, tx)
+		err = db.InTx(txCtx, s.pool, func(rtx db.Tx) error {
+			resp = handle(db.WithTx(ctx, s.pool, rtx))
+			if resp.Status >= 400 {
+				return errDiscard
+			}
+			return nil
+		})
+		switch {
+		case err != nil && !errors.Is(err, errDiscard):
+			return err
+		case resp.Status >= 500:
+			return errDiscard
+		}
+		return db.FinishIdempotencyKey(ctx, tx, tenant, route, key, resp.Status, resp.Body)
+	})
+	if errors.Is(err, errDiscard) {
+		return resp, false, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("idempotency key: %w", err)
+		return StoredResponse{}, false, err
 	}
-	switch {
-	case rec == nil:
-		return nil, nil
-	case !bytes.Equal(rec.RequestHash, hash[:]):
-		return nil, ErrIdempotencyMismatch
-	case rec.Status == nil:
-		return nil, ErrIdempotencyInFlight
-	}
-	return &StoredResponse{Status: *rec.Status, Body: rec.Response}, nil
-}
-
-// Finish stores the response to replay for key.
-func (s *IdempotencyKeys) Finish(ctx context.Context, tenant, route, key string, resp StoredResponse) error {
-	return db.FinishIdempotencyKey(ctx, s.pool, tenant, route, key, resp.Status, resp.Body)
-}
-
-// Release forgets key so that the client may retry the request.
-func (s *IdempotencyKeys) Release(ctx context.Context, tenant, route, key string) error {
-	return db.ReleaseIdempotencyKey(ctx, s.pool, tenant, route, key)
+	return resp, replayed, nil
 }

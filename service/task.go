@@ -132,7 +132,8 @@ func NewTasks(pool *db.Pool, cfg TasksConfig) *Tasks {
 // (from the database's clock: TasksConfig.Clock's estimate, or a query),
 // waking the scheduler loops when that slot is near (TaskWakeWithin): one
 // round trip with a fresh clock estimate, the insert and its notification
-// one statement.
+// one statement. With a context that carries a transaction (db.WithTx:
+// a request with an Idempotency-Key) the insert joins it.
 func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, error) {
 	in = in.withDefaults()
 	now, err := s.now(ctx)
@@ -153,7 +154,7 @@ func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, 
 	// instant, not the insert's own now() a round trip later.
 	row.State, row.NextRunAt, row.CreatedAt = TaskActive, next, now
 	wake := next != nil && next.Sub(now) <= TaskWakeWithin
-	row, err = db.InsertTask(ctx, s.pool, row, wake)
+	row, err = db.InsertTask(ctx, db.Using(ctx, s.pool), row, wake)
 	if err != nil {
 		return Task{}, s.insertError(err, in)
 	}
@@ -166,7 +167,7 @@ func (s *Tasks) now(ctx context.Context) (time.Time, error) {
 	if t, ok := s.cfg.Clock.Now(time.Now()); ok {
 		return t, nil
 	}
-	return db.Now(ctx, s.pool)
+	return db.Now(ctx, db.Using(ctx, s.pool))
 }
 
 // Get returns one task.
