@@ -100,7 +100,8 @@ func executionOut(x service.ExecutionDetail) executionResponse {
 //	@Param			limit	query		int		false	"page size (default 50, max 500)"
 //	@Param			cursor	query		string	false	"next_cursor of the previous page"
 //	@Success		200		{object}	executionList
-//	@Failure		401,403,422	{object}	problem
+//	@Failure		401,403,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/executions [get]
 func (h *handlers) listExecutions(c echo.Context) error {
 	page, err := pageParams(c)
@@ -138,7 +139,8 @@ func (h *handlers) listExecutions(c echo.Context) error {
 //	@Security	BearerAuth
 //	@Param		id	path		string	true	"execution id"
 //	@Success	200	{object}	executionResponse
-//	@Failure	401,403,404	{object}	problem
+//	@Failure	401,403,404,503	{object}	problem
+//	@Header	503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router		/v1/executions/{id} [get]
 func (h *handlers) getExecution(c echo.Context) error {
 	x, err := h.cfg.Executions.Get(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
@@ -158,7 +160,8 @@ func (h *handlers) getExecution(c echo.Context) error {
 //	@Security		BearerAuth
 //	@Param			id	path		string	true	"execution id"
 //	@Success		200	{object}	executionResponse
-//	@Failure		401,403,404,409	{object}	problem
+//	@Failure		401,403,404,409,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/executions/{id}/cancel [post]
 func (h *handlers) cancelExecution(c echo.Context) error {
 	x, err := h.cfg.Executions.Cancel(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
@@ -178,7 +181,8 @@ func (h *handlers) cancelExecution(c echo.Context) error {
 //	@Security		BearerAuth
 //	@Param			id	path		string	true	"execution id"
 //	@Success		202	{object}	executionResponse
-//	@Failure		401,403,404,409	{object}	problem
+//	@Failure		401,403,404,409,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/executions/{id}/retry [post]
 func (h *handlers) retryExecution(c echo.Context) error {
 	x, err := h.cfg.Executions.Retry(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
@@ -201,7 +205,8 @@ func (h *handlers) retryExecution(c echo.Context) error {
 //	@Param			Idempotency-Key	header		string			false	"replay protection for 24 h"
 //	@Param			body			body		triggerRequest	false	"payload override and dedup key"
 //	@Success		202				{object}	executionResponse
-//	@Failure		400,401,403,404,409,413,415,422	{object}	problem
+//	@Failure		400,401,403,404,409,413,415,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/tasks/{id}/trigger [post]
 func (h *handlers) triggerTask(c echo.Context) error {
 	var req triggerRequest
