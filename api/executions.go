@@ -175,7 +175,7 @@ func (h *handlers) cancelExecution(c echo.Context) error {
 //
 //	@ID				retryExecution
 //	@Summary		Deliver a failed or cancelled execution again
-//	@Description	The execution becomes pending with its attempts and last outcome reset and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. Other states: 409 (skipped too: that slot was deliberately not fired; trigger the task instead). 409 as well when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), or while the previous delivery is still finishing.
+//	@Description	The execution becomes pending with its attempts and last outcome reset and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. Other states: 409 (skipped too: that slot was deliberately not fired; trigger the task instead). 409 as well when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot.
 //	@Tags			executions
 //	@Produce		json
 //	@Security		BearerAuth

@@ -48,6 +48,9 @@ const (
 	// ConstraintTaskAlertEndpoint: a task's alert endpoint exists (and is
 	// not deleted while the task uses it).
 	ConstraintTaskAlertEndpoint = "tasks_tenant_id_alert_endpoint_id_fkey"
+	// ConstraintExecutionSlot: one scheduled execution per slot of a task,
+	// but for those a schedule change gave up (CancelRescheduledExecutions).
+	ConstraintExecutionSlot = "executions_slot_idx"
 )
 
 // SQLSTATE codes ax reacts to.
