@@ -106,7 +106,8 @@ func endpointOut(e service.Endpoint, withSecret bool) endpointResponse {
 //	@Param			Idempotency-Key	header		string			false	"replay protection for 24 h"
 //	@Param			body			body		endpointRequest	true	"the endpoint"
 //	@Success		201				{object}	endpointResponse
-//	@Failure		400,401,403,413,415,422	{object}	problem
+//	@Failure		400,401,403,413,415,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/endpoints [post]
 func (h *handlers) createEndpoint(c echo.Context) error {
 	body, err := readBody(c)
@@ -134,7 +135,8 @@ func (h *handlers) createEndpoint(c echo.Context) error {
 //	@Param		limit	query		int		false	"page size (default 50, max 500)"
 //	@Param		cursor	query		string	false	"next_cursor of the previous page"
 //	@Success	200		{object}	endpointList
-//	@Failure	401,403,422	{object}	problem
+//	@Failure	401,403,422,503	{object}	problem
+//	@Header	503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router		/v1/endpoints [get]
 func (h *handlers) listEndpoints(c echo.Context) error {
 	page, err := pageParams(c)
@@ -161,7 +163,8 @@ func (h *handlers) listEndpoints(c echo.Context) error {
 //	@Security	BearerAuth
 //	@Param		id	path		string	true	"endpoint id"
 //	@Success	200	{object}	endpointResponse
-//	@Failure	401,403,404	{object}	problem
+//	@Failure	401,403,404,503	{object}	problem
+//	@Header	503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router		/v1/endpoints/{id} [get]
 func (h *handlers) getEndpoint(c echo.Context) error {
 	e, err := h.cfg.Endpoints.Get(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
@@ -183,7 +186,8 @@ func (h *handlers) getEndpoint(c echo.Context) error {
 //	@Param			id		path		string			true	"endpoint id"
 //	@Param			body	body		endpointRequest	true	"fields to change"
 //	@Success		200		{object}	endpointResponse
-//	@Failure		400,401,403,404,413,415,422	{object}	problem
+//	@Failure		400,401,403,404,413,415,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/endpoints/{id} [patch]
 func (h *handlers) patchEndpoint(c echo.Context) error {
 	body, err := readBody(c)
@@ -217,7 +221,8 @@ func (h *handlers) patchEndpoint(c echo.Context) error {
 //	@Security		BearerAuth
 //	@Param			id	path	string	true	"endpoint id"
 //	@Success		204
-//	@Failure		401,403,404,409	{object}	problem
+//	@Failure		401,403,404,409,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/endpoints/{id} [delete]
 func (h *handlers) deleteEndpoint(c echo.Context) error {
 	if err := h.cfg.Endpoints.Delete(c.Request().Context(), principalFrom(c).Tenant, c.Param("id")); err != nil {
@@ -238,7 +243,8 @@ func (h *handlers) deleteEndpoint(c echo.Context) error {
 //	@Param			id		path		string				true	"endpoint id"
 //	@Param			body	body		rotateSecretRequest	false	"the new secret; generated when omitted"
 //	@Success		200		{object}	endpointResponse
-//	@Failure		400,401,403,404,415,422	{object}	problem
+//	@Failure		400,401,403,404,415,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/endpoints/{id}/rotate-secret [post]
 func (h *handlers) rotateEndpointSecret(c echo.Context) error {
 	var req rotateSecretRequest

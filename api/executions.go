@@ -100,7 +100,8 @@ func executionOut(x service.ExecutionDetail) executionResponse {
 //	@Param			limit	query		int		false	"page size (default 50, max 500)"
 //	@Param			cursor	query		string	false	"next_cursor of the previous page"
 //	@Success		200		{object}	executionList
-//	@Failure		401,403,422	{object}	problem
+//	@Failure		401,403,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/executions [get]
 func (h *handlers) listExecutions(c echo.Context) error {
 	page, err := pageParams(c)
@@ -138,7 +139,8 @@ func (h *handlers) listExecutions(c echo.Context) error {
 //	@Security	BearerAuth
 //	@Param		id	path		string	true	"execution id"
 //	@Success	200	{object}	executionResponse
-//	@Failure	401,403,404	{object}	problem
+//	@Failure	401,403,404,503	{object}	problem
+//	@Header	503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router		/v1/executions/{id} [get]
 func (h *handlers) getExecution(c echo.Context) error {
 	x, err := h.cfg.Executions.Get(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
@@ -158,7 +160,8 @@ func (h *handlers) getExecution(c echo.Context) error {
 //	@Security		BearerAuth
 //	@Param			id	path		string	true	"execution id"
 //	@Success		200	{object}	executionResponse
-//	@Failure		401,403,404,409	{object}	problem
+//	@Failure		401,403,404,409,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/executions/{id}/cancel [post]
 func (h *handlers) cancelExecution(c echo.Context) error {
 	x, err := h.cfg.Executions.Cancel(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
@@ -172,13 +175,14 @@ func (h *handlers) cancelExecution(c echo.Context) error {
 //
 //	@ID				retryExecution
 //	@Summary		Deliver an execution again
-//	@Description	failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), or while the previous delivery is still finishing.
+//	@Description	failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot.
 //	@Tags			executions
 //	@Produce		json
 //	@Security		BearerAuth
 //	@Param			id	path		string	true	"execution id"
 //	@Success		202	{object}	executionResponse
-//	@Failure		401,403,404,409	{object}	problem
+//	@Failure		401,403,404,409,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/executions/{id}/retry [post]
 func (h *handlers) retryExecution(c echo.Context) error {
 	x, err := h.cfg.Executions.Retry(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
@@ -201,7 +205,8 @@ func (h *handlers) retryExecution(c echo.Context) error {
 //	@Param			Idempotency-Key	header		string			false	"replay protection for 24 h"
 //	@Param			body			body		triggerRequest	false	"payload override and dedup key"
 //	@Success		202				{object}	executionResponse
-//	@Failure		400,401,403,404,409,413,415,422	{object}	problem
+//	@Failure		400,401,403,404,409,413,415,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/tasks/{id}/trigger [post]
 func (h *handlers) triggerTask(c echo.Context) error {
 	var req triggerRequest

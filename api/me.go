@@ -22,7 +22,8 @@ type meResponse struct {
 //	@Produce		json
 //	@Security		BearerAuth
 //	@Success		200	{object}	meResponse
-//	@Failure		401	{object}	problem
+//	@Failure		401,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/me [get]
 func (h *handlers) me(c echo.Context) error {
 	p := principalFrom(c)

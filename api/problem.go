@@ -32,6 +32,11 @@ func (p *problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.T
 
 const problemTypeBase = "https://ax.dev/problems/"
 
+// retryAfterUnavailable is the Retry-After (seconds) of a 503 for an
+// unreachable database: long enough for a restart or a failover to make
+// progress, short enough that clients resume promptly.
+const retryAfterUnavailable = "5"
+
 // handleError is echo's HTTPErrorHandler: it turns any error into a
 // problem+json response. Domain errors map to their status; echo's own
 // errors keep theirs; anything else is a 500 whose detail is generic while
@@ -51,6 +56,9 @@ func handleError(err error, c echo.Context) {
 	var ae *authError
 	if errors.As(err, &ae) {
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, ae.challenge)
+	}
+	if p.Status == http.StatusServiceUnavailable && service.IsUnavailable(err) {
+		c.Response().Header().Set(echo.HeaderRetryAfter, retryAfterUnavailable)
 	}
 	if p.Status >= 500 {
 		logFrom(c).Error("request failed", "error", err.Error())
@@ -75,6 +83,8 @@ var domainProblems = []struct {
 	title  string
 	detail func(error) string
 }{
+	{match: service.IsUnavailable, status: http.StatusServiceUnavailable, title: "Database unavailable",
+		detail: func(error) string { return "the database is unreachable; try again in a few seconds" }},
 	{match: errorAs[*service.ValidationError], status: http.StatusUnprocessableEntity, title: "Validation failed",
 		detail: func(error) string { return "the request has invalid fields; see errors" }},
 	{match: is(service.ErrIdempotencyMismatch), status: http.StatusUnprocessableEntity, title: "Idempotency-Key reused",

@@ -90,7 +90,8 @@ type endpointStats struct {
 //	@Security		BearerAuth
 //	@Param			window	query		string	false	"how far back to look (default 24h, max 30d)"
 //	@Success		200		{object}	statsResponse
-//	@Failure		401,403,422	{object}	problem
+//	@Failure		401,403,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/stats [get]
 func (h *handlers) getStats(c echo.Context) error {
 	window, err := parseWindow(c.QueryParam("window"))

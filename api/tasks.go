@@ -201,7 +201,8 @@ func taskOut(t service.Task) taskResponse {
 //	@Param			Idempotency-Key	header		string		false	"replay protection for 24 h"
 //	@Param			body			body		taskRequest	true	"the task"
 //	@Success		201				{object}	taskResponse
-//	@Failure		400,401,403,409,413,415,422	{object}	problem
+//	@Failure		400,401,403,409,413,415,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/tasks [post]
 func (h *handlers) createTask(c echo.Context) error {
 	body, err := readBody(c)
@@ -235,7 +236,8 @@ func (h *handlers) createTask(c echo.Context) error {
 //	@Param		limit	query		int			false	"page size (default 50, max 500)"
 //	@Param		cursor	query		string		false	"next_cursor of the previous page"
 //	@Success	200		{object}	taskList
-//	@Failure	401,403,422	{object}	problem
+//	@Failure	401,403,422,503	{object}	problem
+//	@Header	503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router		/v1/tasks [get]
 func (h *handlers) listTasks(c echo.Context) error {
 	page, err := pageParams(c)
@@ -270,7 +272,8 @@ func (h *handlers) listTasks(c echo.Context) error {
 //	@Security	BearerAuth
 //	@Param		id	path		string	true	"task id"
 //	@Success	200	{object}	taskResponse
-//	@Failure	401,403,404	{object}	problem
+//	@Failure	401,403,404,503	{object}	problem
+//	@Header	503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router		/v1/tasks/{id} [get]
 func (h *handlers) getTask(c echo.Context) error {
 	t, err := h.cfg.Tasks.Get(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
@@ -292,7 +295,8 @@ func (h *handlers) getTask(c echo.Context) error {
 //	@Param			id		path		string		true	"task id"
 //	@Param			body	body		taskRequest	true	"fields to change"
 //	@Success		200		{object}	taskResponse
-//	@Failure		400,401,403,404,409,413,415,422	{object}	problem
+//	@Failure		400,401,403,404,409,413,415,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/tasks/{id} [patch]
 func (h *handlers) patchTask(c echo.Context) error {
 	body, err := readBody(c)
@@ -327,7 +331,8 @@ func (h *handlers) patchTask(c echo.Context) error {
 //	@Security		BearerAuth
 //	@Param			id	path	string	true	"task id"
 //	@Success		204
-//	@Failure		401,403,404	{object}	problem
+//	@Failure		401,403,404,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/tasks/{id} [delete]
 func (h *handlers) deleteTask(c echo.Context) error {
 	if err := h.cfg.Tasks.Delete(c.Request().Context(), principalFrom(c).Tenant, c.Param("id")); err != nil {
@@ -346,7 +351,8 @@ func (h *handlers) deleteTask(c echo.Context) error {
 //	@Security		BearerAuth
 //	@Param			id	path		string	true	"task id"
 //	@Success		200	{object}	taskResponse
-//	@Failure		401,403,404,409	{object}	problem
+//	@Failure		401,403,404,409,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/tasks/{id}/pause [post]
 func (h *handlers) pauseTask(c echo.Context) error {
 	t, err := h.cfg.Tasks.Pause(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
@@ -366,7 +372,8 @@ func (h *handlers) pauseTask(c echo.Context) error {
 //	@Security		BearerAuth
 //	@Param			id	path		string	true	"task id"
 //	@Success		200	{object}	taskResponse
-//	@Failure		401,403,404,409	{object}	problem
+//	@Failure		401,403,404,409,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/tasks/{id}/resume [post]
 func (h *handlers) resumeTask(c echo.Context) error {
 	t, err := h.cfg.Tasks.Resume(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
@@ -387,7 +394,8 @@ func (h *handlers) resumeTask(c echo.Context) error {
 //	@Param			id		path		string	true	"task id"
 //	@Param			count	query		int		false	"how many (1..1000, default 10)"
 //	@Success		200		{object}	previewResponse
-//	@Failure		401,403,404,422	{object}	problem
+//	@Failure		401,403,404,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/tasks/{id}/preview [get]
 func (h *handlers) previewTask(c echo.Context) error {
 	n := 10

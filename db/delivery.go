@@ -97,7 +97,10 @@ const MisfiredFirstFire = `(e.state = 'pending' AND e.trigger = 'schedule' AND e
 // looks only at the task's unfinished executions ordered before this one by
 // (scheduled_for, id), found in unfinished_executions (and confirmed in
 // executions, should a row there be stale: see SweepUnfinished), and stops
-// at two. The count of later misfired slots (for a misfired first fire of
+// at two; it leaves out the earlier misfires that the task's misfire
+// policy will miss whatever happens (all of them with skip; with fire_once,
+// all of them when this execution is a misfire too), which would otherwise
+// make an overlap policy skip the one fire they leave. The count of later misfired slots (for a misfired first fire of
 // a task whose policy fires some misfires) looks at the task's scheduled
 // executions in any state, by the slot index, and stops at m.CountMax.
 func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m Misfire) (DeliveryRow, error) {
@@ -114,13 +117,21 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 					WHERE o.tenant_id = e.tenant_id AND o.task_id = e.task_id
 					  AND (o.scheduled_for, o.id) < (e.scheduled_for, e.id)
 					  AND x.state IN ('pending', 'running', 'retrying')
+					  -- An earlier misfire its policy will miss for sure does
+					  -- not hold this one back: with skip every misfire is
+					  -- missed, with fire_once every misfire before another.
+					  AND NOT (x.state = 'pending' AND x.trigger = 'schedule' AND x.first_started_at IS NULL
+						AND x.scheduled_for < m.cut
+						AND (t.misfire_policy = 'skip' OR (t.misfire_policy = 'fire_once' AND `+MisfiredFirstFire+`)))
 					LIMIT 2) earlier)
 			ELSE 0 END::int AS earlier_unfinished,
 			CASE WHEN `+MisfiredFirstFire+` AND t.misfire_policy IN ('fire_once', 'fire_all') THEN (
 				SELECT count(*) FROM (
 					SELECT 1 FROM executions x
-					WHERE x.task_id = e.task_id AND x.trigger = 'schedule' AND x.tenant_id = e.tenant_id
+					WHERE x.task_id = e.task_id AND x.trigger = 'schedule' AND NOT x.rescheduled
+					  AND x.tenant_id = e.tenant_id
 					  AND x.scheduled_for > e.scheduled_for AND x.scheduled_for < m.cut
+					  AND x.state <> 'cancelled'
 					LIMIT $4) later)
 			ELSE 0 END::int AS later_missed,
 			ep.id IS NOT NULL AS endpoint_found, ep.id::text AS endpoint_id, ep.url AS endpoint_url,

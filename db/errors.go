@@ -1,8 +1,13 @@
 package db
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -28,6 +33,12 @@ var (
 	// ErrLockTimeout: a statement waited for a lock longer than its
 	// lock_timeout.
 	ErrLockTimeout = errors.New("lock timeout")
+	// ErrUnavailable: the database could not be reached or dropped the
+	// connection: a connection attempt failed (refused, reset, timed
+	// out), a connection broke mid-statement, or the server is shutting
+	// down, starting or recovering. Nothing about the statement was
+	// wrong; it may succeed once the database is back.
+	ErrUnavailable = errors.New("database unavailable")
 )
 
 // Constraints whose violation a caller tells apart (ConstraintName).
@@ -40,6 +51,9 @@ const (
 	// ConstraintTaskAlertEndpoint: a task's alert endpoint exists (and is
 	// not deleted while the task uses it).
 	ConstraintTaskAlertEndpoint = "tasks_tenant_id_alert_endpoint_id_fkey"
+	// ConstraintExecutionSlot: one scheduled execution per slot of a task,
+	// but for those a schedule change gave up (CancelRescheduledExecutions).
+	ConstraintExecutionSlot = "executions_slot_idx"
 )
 
 // SQLSTATE codes ax reacts to.
@@ -51,6 +65,12 @@ const (
 	codeQueryCanceled        = "57014"
 	codeLockNotAvailable     = "55P03"
 	codeUndefinedTable       = "42P01"
+	codeTooManyConnections   = "53300"
+	codeAdminShutdown        = "57P01"
+	codeCrashShutdown        = "57P02"
+	codeCannotConnectNow     = "57P03"
+	// classConnectionException: SQLSTATE class 08, connection exceptions.
+	classConnectionException = "08"
 )
 
 // translate maps a driver error to this package's errors, keeping the
@@ -63,25 +83,88 @@ func translate(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
-	var kind error
-	switch sqlState(err) {
-	case codeUniqueViolation:
-		kind = ErrUniqueViolation
-	case codeForeignKeyViolation:
-		kind = ErrForeignKeyViolation
-	case codeSerializationFailure, codeDeadlockDetected:
-		kind = ErrSerialization
-	case codeQueryCanceled:
-		kind = ErrQueryCanceled
-	case codeLockNotAvailable:
-		kind = ErrLockTimeout
-	default:
+	kind := stateKind(sqlState(err))
+	if unreachable(err) {
+		kind = ErrUnavailable
+	}
+	if kind == nil {
 		return err
 	}
 	if errors.Is(err, kind) {
 		return err // translated already
 	}
 	return fmt.Errorf("%w: %w", kind, err)
+}
+
+// stateKind is the error of this package a SQLSTATE code maps to, nil
+// for none.
+func stateKind(code string) error {
+	switch code {
+	case codeUniqueViolation:
+		return ErrUniqueViolation
+	case codeForeignKeyViolation:
+		return ErrForeignKeyViolation
+	case codeSerializationFailure, codeDeadlockDetected:
+		return ErrSerialization
+	case codeQueryCanceled:
+		return ErrQueryCanceled
+	case codeLockNotAvailable:
+		return ErrLockTimeout
+	}
+	return nil
+}
+
+// Unavailable reports whether err means the database was unreachable
+// (ErrUnavailable), for errors that came through this package
+// (translated) and for driver errors that did not (River's).
+func Unavailable(err error) bool {
+	return err != nil && (errors.Is(err, ErrUnavailable) || unreachable(err))
+}
+
+// unreachable reports whether the driver's err means the database could
+// not be reached or dropped the connection, as opposed to a statement the
+// database refused (a bug, bad data) or a context the caller cancelled.
+//
+//   - A failed connection attempt (*pgconn.ConnectError): refused, reset,
+//     no such socket, connect_timeout, or the server refusing sessions
+//     (57P03 starting up or shutting down, 53300 too many connections).
+//     A server that answered with another error (a wrong password, a
+//     database that does not exist) is a configuration error, not an
+//     outage.
+//   - The server ending the session: 57P01 admin_shutdown, 57P02
+//     crash_shutdown, 57P03, class 08 connection exceptions.
+//   - The connection breaking under a statement: end of stream, a reset
+//     or broken pipe, a network error, or a connection already closed by
+//     an earlier such failure.
+func unreachable(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			return serverGone(pgErr.Code)
+		}
+		return true
+	}
+	if code := sqlState(err); code != "" {
+		return serverGone(code)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller's context ended: not the database's doing
+	}
+	var netErr net.Error
+	return errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		errors.As(err, &netErr)
+}
+
+// serverGone reports whether SQLSTATE code means the server ended or
+// refused the session rather than the statement.
+func serverGone(code string) bool {
+	switch code {
+	case codeAdminShutdown, codeCrashShutdown, codeCannotConnectNow, codeTooManyConnections:
+		return true
+	}
+	return strings.HasPrefix(code, classConnectionException)
 }
 
 // wrap translates err and prefixes it with what failed; nil stays nil.

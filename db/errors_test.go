@@ -2,13 +2,17 @@ package db_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
+	"github.com/axhq/ax/db/pglocal"
 )
 
 // TestErrorsAreTranslated: each driver error a caller tells apart leaves
@@ -93,4 +97,77 @@ func TestErrorsAreTranslated(t *testing.T) {
 	require.True(t, e1 == nil || e2 == nil, "one of them commits: %v, %v", e1, e2)
 	require.ErrorIs(t, deadlocked, db.ErrSerialization, "the other is told it lost a race")
 	require.NotErrorIs(t, deadlocked, db.ErrNotFound)
+}
+
+// TestUnavailableErrors: an unreachable database, a session the server
+// ends and a connection that breaks are ErrUnavailable; a caller's
+// cancelled context, a statement timeout, a missing row and a database
+// that does not exist are not.
+func TestUnavailableErrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const missing = "00000000-0000-7000-8000-0000000000ff"
+
+	port, err := pglocal.FreePort()
+	require.NoError(t, err)
+	refused, err := pgxpool.New(ctx, fmt.Sprintf("postgres://ax@127.0.0.1:%d/ax?sslmode=disable&connect_timeout=5", port))
+	require.NoError(t, err)
+	defer refused.Close()
+	_, err = db.GetTask(ctx, refused, "acme", missing, false)
+	require.ErrorIs(t, err, db.ErrUnavailable, "connection refused: %v", err)
+	require.True(t, db.Unavailable(err))
+
+	// A listener that never answers (the kernel completes the handshake,
+	// nothing reads): the connection attempt times out.
+	var lc net.ListenConfig
+	silent, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer silent.Close()
+	hung, err := pgxpool.New(ctx, fmt.Sprintf("postgres://ax@%s/ax?sslmode=disable&connect_timeout=1", silent.Addr()))
+	require.NoError(t, err)
+	defer hung.Close()
+	_, err = db.GetTask(ctx, hung, "acme", missing, false)
+	require.ErrorIs(t, err, db.ErrUnavailable, "a connection attempt that timed out: %v", err)
+
+	pool := dbtest.Pool(t)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	var pid int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	_, err = pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
+	require.NoError(t, err)
+	_, err = db.GetTask(ctx, conn, "acme", missing, false)
+	require.ErrorIs(t, err, db.ErrUnavailable, "a terminated session (57P01): %v", err)
+	_, err = db.GetTask(ctx, conn, "acme", missing, false)
+	require.ErrorIs(t, err, db.ErrUnavailable, "its connection, closed since: %v", err)
+	// The driver's error, untranslated, as River returns it.
+	_, err = conn.Exec(ctx, `SELECT 1`)
+	require.True(t, db.Unavailable(err), "%v", err)
+
+	_, err = db.GetTask(ctx, pool, "acme", missing, false)
+	require.ErrorIs(t, err, db.ErrNotFound)
+	require.False(t, db.Unavailable(err))
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = db.GetTask(cancelled, pool, "acme", missing, false)
+	require.Error(t, err)
+	require.False(t, db.Unavailable(err), "the caller's context: %v", err)
+
+	err = db.InReadSnapshot(ctx, pool, 10*time.Millisecond, func(tx db.Tx) error {
+		_, err := tx.Exec(ctx, `SELECT pg_sleep(1)`)
+		return err
+	})
+	require.ErrorIs(t, err, db.ErrQueryCanceled)
+	require.False(t, db.Unavailable(err), "a statement timeout: %v", err)
+
+	noDB := pool.Config()
+	noDB.ConnConfig.Database = "no_such_database"
+	wrong, err := pgxpool.NewWithConfig(ctx, noDB)
+	require.NoError(t, err)
+	defer wrong.Close()
+	_, err = db.GetTask(ctx, wrong, "acme", missing, false)
+	require.Error(t, err)
+	require.False(t, db.Unavailable(err), "a database that does not exist is a configuration error: %v", err)
 }

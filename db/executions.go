@@ -275,6 +275,10 @@ func RetryExecution(ctx context.Context, q Querier, tenant, id, from string, job
 			UPDATE executions SET state = 'pending', attempts_base = attempts, lease_attempt = 0, cancel_requested = false,
 				last_status_code = NULL, last_error = NULL, last_error_class = NULL, next_attempt_at = NULL,
 				started_at = NULL, finished_at = NULL, river_job_id = $4,
+				-- A slot a schedule change gave up is taken back, unless
+				-- another execution holds it (a unique violation of
+				-- ConstraintExecutionSlot).
+				rescheduled = false,
 				-- Stored events follow the fire now: a later first start
 				-- must be stored after them, not implied before them.
 				first_started_at = coalesce(first_started_at, now())

@@ -85,15 +85,28 @@ func deliverySessionParams() map[string]string {
 	}
 }
 
+// ConnectTimeoutDefault bounds a connection attempt unless the database URL
+// sets connect_timeout.
+const ConnectTimeoutDefault = 10 * time.Second
+
 // OpenPools opens the main and delivery pools on url with maxConns
 // connections between them (three fifths main, two fifths delivery),
-// unless the URL sets pool_max_conns, which then applies to each.
+// unless the URL sets pool_max_conns, which then applies to each. A
+// connection attempt gives up after ConnectTimeoutDefault unless the URL
+// sets connect_timeout.
 func OpenPools(ctx context.Context, url string, maxConns int) (Pools, error) {
 	main, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return Pools{}, err
 	}
 	main.MaxConnIdleTime = time.Minute
+	if !strings.Contains(url, "connect_timeout") {
+		// Without it a connection attempt to a host that does not answer
+		// waits for the kernel to give up (minutes), and so does every
+		// request that needs a connection; with it they fail with
+		// ErrUnavailable.
+		main.ConnConfig.ConnectTimeout = ConnectTimeoutDefault
+	}
 	delivery := main.Copy()
 	mainParams := map[string]string{}
 	for name, value := range mainSessionParams() {

@@ -32,6 +32,8 @@ func TestPoolSessionParameters(t *testing.T) {
 	} {
 		require.Equal(t, want, show(pools.Delivery, name), name)
 	}
+	require.Equal(t, db.ConnectTimeoutDefault, pools.Main.Config().ConnConfig.ConnectTimeout)
+	require.Equal(t, db.ConnectTimeoutDefault, pools.Delivery.Config().ConnConfig.ConnectTimeout)
 	require.EqualValues(t, 4, pools.Main.Config().MaxConns)
 	require.EqualValues(t, 2, pools.Delivery.Config().MaxConns)
 }

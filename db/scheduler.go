@@ -67,7 +67,8 @@ type InsertedExecution struct {
 
 // InsertScheduledExecutions inserts scheduled executions (and their rows
 // of unfinished_executions), skipping slots that already have one (the
-// permanent (task_id, scheduled_for) key). An on-time fire's fired event is
+// permanent (task_id, scheduled_for) key; an execution cancelled by a
+// schedule change does not hold it: CancelRescheduledExecutions). An on-time fire's fired event is
 // implied by the row (ImplicitFired); a late one, or one after missed
 // slots, stores its fired event, with the data the scheduler gave, after a
 // missed event. It returns the inserted rows.
@@ -101,7 +102,7 @@ func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecut
 			SELECT tenant_id, id, task_id, scheduled_for, 'schedule', late, implicit
 			FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::bool[], $6::int2[])
 				AS i(tenant_id, id, task_id, scheduled_for, late, implicit)
-			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' DO NOTHING
+			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' AND NOT rescheduled DO NOTHING
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
 			INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)

@@ -3,6 +3,8 @@ package db
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Task is a row of tasks.
@@ -147,24 +149,73 @@ func DeleteTask(ctx context.Context, q Querier, tenant, id string) (bool, error)
 // and the batched success that may wait for such a lock cannot deadlock
 // with it.
 func CancelPendingExecutions(ctx context.Context, q Querier, tenant, taskID string, dueOnly bool, reason string) (int64, error) {
+	return cancelPending(ctx, q, tenant, taskID, dueOnly, false, reason)
+}
+
+// CancelRescheduledExecutions is CancelPendingExecutions of every pending
+// execution of a task whose schedule changed, except those of keep: the
+// cancelled ones are marked rescheduled, which gives their slots up (the
+// unique slot index leaves them out), so that the new schedule fires an
+// instant it shares with the old one. They were never sent.
+func CancelRescheduledExecutions(ctx context.Context, q Querier, tenant, taskID string, keep []string, reason string) (int64, error) {
+	ids, err := uuidArray(keep)
+	if err != nil {
+		return 0, wrap("cancel rescheduled executions", err)
+	}
+	return cancelPending(ctx, q, tenant, taskID, false, true, reason, ids...)
+}
+
+func cancelPending(ctx context.Context, q Querier, tenant, taskID string, dueOnly, rescheduled bool, reason string,
+	keep ...[16]byte,
+) (int64, error) {
+	if keep == nil {
+		keep = [][16]byte{} // NULL would match no row
+	}
 	tag, err := q.Exec(ctx, `WITH p AS (
 			SELECT e.tenant_id, e.id FROM unfinished_executions u
 			JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
 			WHERE u.tenant_id = $1 AND u.task_id = $2 AND e.state = 'pending' AND (NOT $3 OR e.scheduled_for <= now())
+				AND e.id <> ALL ($6::uuid[])
 			FOR UPDATE OF e SKIP LOCKED
 		), c AS (
-			UPDATE executions e SET state = 'cancelled', finished_at = now(), last_error = $4
+			UPDATE executions e SET state = 'cancelled', finished_at = now(), last_error = $4,
+				rescheduled = e.rescheduled OR ($5 AND e.trigger = 'schedule')
 			FROM p WHERE e.tenant_id = p.tenant_id AND e.id = p.id
 			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for
 		), d AS (
 			DELETE FROM unfinished_executions u USING c
 			WHERE u.tenant_id = c.tenant_id AND u.task_id = c.task_id AND u.scheduled_for = c.scheduled_for AND u.id = c.id)
 		INSERT INTO execution_events (tenant_id, execution_id, type, message)
-		SELECT tenant_id, id, 'cancelled', $4 FROM c`, tenant, taskID, dueOnly, reason)
+		SELECT tenant_id, id, 'cancelled', $4 FROM c`, tenant, taskID, dueOnly, reason, rescheduled, keep)
 	if err != nil {
 		return 0, wrap("cancel pending executions", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// PendingSlot is a pending scheduled execution of a task.
+type PendingSlot struct {
+	ID           string
+	ScheduledFor time.Time
+}
+
+// PendingScheduledExecutions returns a task's pending executions of
+// scheduled slots.
+func PendingScheduledExecutions(ctx context.Context, q Querier, tenant, taskID string) ([]PendingSlot, error) {
+	rows, err := q.Query(ctx, `SELECT e.id::text, e.scheduled_for FROM unfinished_executions u
+		JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
+		WHERE u.tenant_id = $1 AND u.task_id = $2 AND e.state = 'pending' AND e.trigger = 'schedule'
+		ORDER BY u.scheduled_for`, tenant, taskID)
+	if err != nil {
+		return nil, wrap("list pending executions", err)
+	}
+	var out []PendingSlot
+	var p PendingSlot
+	_, err = pgx.ForEachRow(rows, []any{&p.ID, &p.ScheduledFor}, func() error {
+		out = append(out, p)
+		return nil
+	})
+	return out, wrap("list pending executions", err)
 }
 
 // Now returns the database clock: due-ness is always judged by it.

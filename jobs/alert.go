@@ -99,7 +99,7 @@ func (w *AlertWorker) Work(ctx context.Context, job *river.Job[service.AlertArgs
 		log.InfoContext(ctx, "alert sent")
 		return w.record(rctx, args, true, res, "", "")
 	}
-	failure := failureText(res, c, a.Timeout)
+	failure := failureText(res, c, a.Timeout, w.timeout)
 	if c.Outcome == OutcomeRetry && job.Attempt < job.MaxAttempts {
 		log.InfoContext(ctx, "alert attempt failed; retrying", "error", failure)
 		return fmt.Errorf("alert attempt %d: %s", job.Attempt, failure)

@@ -45,9 +45,10 @@ const (
 	ErrorClassHTTP3xx        = "http_3xx"
 	ErrorClassHTTP4xx        = "http_4xx"
 	ErrorClassHTTP5xx        = "http_5xx"
-	ErrorClassHTTPOther      = "http_other" // a status outside 200..599
-	ErrorClassGone           = "gone"       // 410: the endpoint is gone for good
-	ErrorClassTimeout        = "timeout"
+	ErrorClassHTTPOther      = "http_other"  // a status outside 200..599
+	ErrorClassGone           = "gone"        // 410: the endpoint is gone for good
+	ErrorClassTimeout        = "timeout"     // the endpoint's (or task's) timeout passed
+	ErrorClassJobTimeout     = "job_timeout" // the job's timeout (AX_JOB_TIMEOUT) passed first
 	ErrorClassConnection     = "connection"
 	ErrorClassDNS            = "dns"
 	ErrorClassTLS            = "tls"
@@ -81,7 +82,8 @@ type Class struct {
 //     status outside 200..599: permanent.
 //   - blocked targets, invalid requests and TLS certificate errors:
 //     permanent.
-//   - timeouts, DNS errors, other TLS failures, refused or reset
+//   - timeouts (the attempt's own, or the job's cutting it first: its
+//     own class), DNS errors, other TLS failures, refused or reset
 //     connections, unexpected EOF and any other transport error: retry.
 //
 // Retry-After is read only on 429 and 503, the statuses that define it as
@@ -133,6 +135,8 @@ func classifyErr(err error) Class {
 		return retry(ErrorClassDNS)
 	case isCertificateError(err):
 		return permanent(ErrorClassTLS)
+	case errors.Is(err, ErrCallerDeadline):
+		return retry(ErrorClassJobTimeout)
 	case isTimeout(err):
 		return retry(ErrorClassTimeout)
 	case errors.Is(err, context.Canceled):

@@ -35,6 +35,7 @@ func TestClassifyErrors(t *testing.T) {
 		{"invalid request", fmt.Errorf("%w: no signing key", ErrInvalidRequest), OutcomePermanent, ErrorClassInvalidRequest},
 		{"deadline", urlErr(context.DeadlineExceeded), OutcomeRetry, ErrorClassTimeout},
 		{"net timeout", dialErr(os.ErrDeadlineExceeded), OutcomeRetry, ErrorClassTimeout},
+		{"job deadline", fmt.Errorf("%w: %w", ErrCallerDeadline, urlErr(context.DeadlineExceeded)), OutcomeRetry, ErrorClassJobTimeout},
 		{"canceled", urlErr(context.Canceled), OutcomeRetry, ErrorClassCanceled},
 		{"refused", dialErr(os.NewSyscallError("connect", syscall.ECONNREFUSED)), OutcomeRetry, ErrorClassConnection},
 		{"reset", urlErr(os.NewSyscallError("read", syscall.ECONNRESET)), OutcomeRetry, ErrorClassConnection},

@@ -200,7 +200,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	class := Classify(res, time.Now())
 	w.metrics.Attempts.WithLabelValues(class.Outcome.String(), class.ErrorClass).Inc()
 	w.metrics.AttemptDuration.Observe(res.Latency.Seconds())
-	out := outcome(res, class, d)
+	out := outcome(res, class, d, w.timeout)
 	out.HandOff = handOff
 	if remoteCancel && class.Outcome != OutcomeSuccess {
 		out.CutByCancel = true
@@ -248,8 +248,9 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 }
 
 // outcome translates one attempt's result for the service, which decides
-// what it does to the execution (service.Deliveries.Finish).
-func outcome(res Result, c Class, d service.Delivery) service.Outcome {
+// what it does to the execution (service.Deliveries.Finish); jobTimeout is
+// the job's timeout (AX_JOB_TIMEOUT).
+func outcome(res Result, c Class, d service.Delivery, jobTimeout time.Duration) service.Outcome {
 	out := service.Outcome{
 		StatusCode: res.StatusCode, Latency: res.Latency, ErrorClass: c.ErrorClass, Excerpt: res.Excerpt,
 		RetryAfter: c.RetryAfter, DisableEndpoint: c.DisableEndpoint, EndpointID: d.EndpointID,
@@ -263,13 +264,14 @@ func outcome(res Result, c Class, d service.Delivery) service.Outcome {
 	default:
 		out.Kind = service.OutcomePermanent
 	}
-	out.Error = failureText(res, c, d.Timeout)
+	out.Error = failureText(res, c, d.Timeout, jobTimeout)
 	return out
 }
 
-// failureText describes a failed attempt for the timeline and the logs.
-// Transport errors lose their URL wrapper: a URL may carry a token.
-func failureText(res Result, c Class, timeout time.Duration) string {
+// failureText describes a failed attempt for the timeline and the logs;
+// timeout is the attempt's own, jobTimeout the job's. Transport errors lose
+// their URL wrapper: a URL may carry a token.
+func failureText(res Result, c Class, timeout, jobTimeout time.Duration) string {
 	if res.Err == nil {
 		text := fmt.Sprintf("HTTP %d", res.StatusCode)
 		if st := http.StatusText(res.StatusCode); st != "" {
@@ -280,8 +282,11 @@ func failureText(res Result, c Class, timeout time.Duration) string {
 		}
 		return text
 	}
-	if c.ErrorClass == ErrorClassTimeout {
+	switch c.ErrorClass {
+	case ErrorClassTimeout:
 		return fmt.Sprintf("no response within %s", timeout)
+	case ErrorClassJobTimeout:
+		return fmt.Sprintf("cut by the job timeout (AX_JOB_TIMEOUT %s) before the endpoint answered", jobTimeout)
 	}
 	err := res.Err
 	var urlErr *url.Error

@@ -22,6 +22,15 @@ import (
 // header, a missing execution id or signing key. Retrying cannot fix it.
 var ErrInvalidRequest = errors.New("invalid webhook request")
 
+// ErrCallerDeadline means the context Send was given reached its deadline
+// (a job's timeout, AX_JOB_TIMEOUT) before the attempt's own timeout, with
+// the receiver's answer still outstanding. Result.Err wraps it.
+var ErrCallerDeadline = errors.New("the caller's deadline passed before the receiver answered")
+
+// errAttemptTimeout ends an attempt's context when the attempt's own
+// timeout (Request.Timeout) passes; it is a context.DeadlineExceeded.
+var errAttemptTimeout = fmt.Errorf("the attempt's timeout passed: %w", context.DeadlineExceeded)
+
 // Sender defaults. See SenderConfig.
 const (
 	UserAgentDefault              = "ax"
@@ -202,13 +211,17 @@ func (s *Sender) Close() { s.transport.CloseIdleConnections() }
 // X-Ax-Task-Id, X-Ax-Execution-Id, X-Ax-Scheduled-For (RFC 3339 UTC),
 // X-Ax-Attempt and User-Agent. Custom headers cannot set those, any other
 // Webhook-* or X-Ax-* header, Host, or the hop-by-hop and framing headers.
-func (s *Sender) Send(ctx context.Context, r Request) Result {
+//
+// When ctx's deadline passes before the attempt's own timeout and no
+// response came, Result.Err wraps ErrCallerDeadline; when ctx is cancelled
+// it is the cancel's error, for the caller to tell (a shutdown, a cancel).
+func (s *Sender) Send(parent context.Context, r Request) Result {
 	start := time.Now()
 	timeout := r.Timeout
 	if timeout <= 0 {
 		timeout = s.cfg.TimeoutDefault
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeoutCause(parent, timeout, errAttemptTimeout)
 	defer cancel()
 
 	req, err := s.newRequest(ctx, r, start)
@@ -221,6 +234,11 @@ func (s *Sender) Send(ctx context.Context, r Request) Result {
 	// few percent of ax's CPU per delivery for nothing.
 	resp, err := s.transport.RoundTrip(req) //nolint:bodyclose // readBody drains and closes it
 	if err != nil {
+		if errors.Is(parent.Err(), context.DeadlineExceeded) && !errors.Is(context.Cause(ctx), errAttemptTimeout) {
+			// The parent's deadline ended the attempt before its own
+			// timeout did (its cause is then the parent's).
+			err = fmt.Errorf("%w: %w", ErrCallerDeadline, err)
+		}
 		return Result{Err: err, Latency: time.Since(start)}
 	}
 	excerpt := s.readBody(resp.Body)

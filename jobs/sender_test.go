@@ -484,6 +484,7 @@ func TestSendTimeout(t *testing.T) {
 
 		res := s.Send(t.Context(), req)
 		require.Error(t, res.Err)
+		require.NotErrorIs(t, res.Err, ErrCallerDeadline)
 		require.Zero(t, res.StatusCode)
 		require.GreaterOrEqual(t, res.Latency, timeout)
 		require.Less(t, res.Latency, timeout+margin)
@@ -520,7 +521,8 @@ func TestSendTimeout(t *testing.T) {
 		defer cancel()
 		res := s.Send(ctx, req)
 		require.Less(t, res.Latency, timeout+margin)
-		require.Equal(t, ErrorClassTimeout, Classify(res, time.Now()).ErrorClass)
+		require.ErrorIs(t, res.Err, ErrCallerDeadline)
+		require.Equal(t, Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassJobTimeout}, Classify(res, time.Now()))
 	})
 }
 

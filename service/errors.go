@@ -18,7 +18,18 @@ var (
 	// duplicate name, an illegal state transition, a resource still in use.
 	// Conflicts are *ConflictError values, which match it.
 	ErrConflict = errors.New("conflict")
+	// ErrUnavailable means the database could not be reached (down,
+	// restarting, refusing connections, or the connection broke): nothing
+	// was wrong with the request, which may succeed in a few seconds.
+	ErrUnavailable = errors.New("the database is unavailable")
 )
+
+// IsUnavailable reports whether err means the database was unreachable:
+// ErrUnavailable, or a database error that reached the caller without
+// storeError (one River returned for a job insert, say).
+func IsUnavailable(err error) bool {
+	return errors.Is(err, ErrUnavailable) || db.Unavailable(err)
+}
 
 // ConflictError is a conflict with the current state, with a detail
 // written for the client. errors.Is(err, ErrConflict) matches it.
@@ -75,6 +86,13 @@ func fieldError(field, message string) error {
 	return &ValidationError{Fields: []FieldError{{Field: field, Message: message}}}
 }
 
+// unavailableError is a database error that means ErrUnavailable; its text
+// is the database error's.
+type unavailableError struct{ err error }
+
+func (e unavailableError) Error() string   { return e.err.Error() }
+func (e unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
+
 // storeMeaning says what one kind of database failure means to the
 // client of one call (storeError).
 type storeMeaning struct {
@@ -100,7 +118,8 @@ func onLockTimeout(err error) storeMeaning {
 }
 
 // storeError is the one translation of db's errors into the service's:
-// what meanings give for this call first (a constraint's name, a
+// an unreachable database is ErrUnavailable (whatever the call), then
+// what meanings give for this call (a constraint's name, a
 // timeout), then a missing row is ErrNotFound, a serialization failure or
 // a deadlock a conflict to try again, any other constraint violation a
 // conflict, and anything else is wrapped with op (an internal error). No
@@ -108,6 +127,9 @@ func onLockTimeout(err error) storeMeaning {
 func storeError(err error, op string, meanings ...storeMeaning) error {
 	if err == nil {
 		return nil
+	}
+	if db.Unavailable(err) {
+		return fmt.Errorf("%s: %w", op, unavailableError{err})
 	}
 	for _, m := range meanings {
 		if m.match(err) {

@@ -293,7 +293,8 @@ func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDet
 		}
 		ok, err := db.RetryExecution(ctx, tx, tenant, row.ID, row.State, jobID)
 		if err != nil {
-			return err
+			return storeError(err, "retry execution", onConstraint(db.ConstraintExecutionSlot,
+				conflictf("the task's schedule changed and another execution fires this slot now")))
 		}
 		if !ok { // the row is locked: cannot happen
 			return conflictf("the execution changed state; try again")

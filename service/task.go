@@ -211,7 +211,8 @@ func (s *Tasks) List(ctx context.Context, tenant string, f TaskFilter, page Page
 // Update applies change to the task's current input under a row lock,
 // validates and stores the result. When the schedule changes, next_run_at
 // is recomputed from now and executions materialised for the old schedule
-// but not started are cancelled.
+// but not started are cancelled, except those whose slot is a slot of the
+// new schedule too (reschedule).
 func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*TaskInput) error) (Task, error) {
 	if !validID(id) {
 		return Task{}, ErrNotFound
@@ -239,7 +240,7 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 		upd := taskRow(tenant, id, in)
 		upd.State, upd.NextRunAt, upd.ConsecutiveFailures = row.State, row.NextRunAt, row.ConsecutiveFailures
 		if !sameSchedule(cur.Schedule, sched.Spec()) {
-			if _, err := db.CancelPendingExecutions(ctx, tx, tenant, id, false, "the task's schedule changed"); err != nil {
+			if err := s.reschedule(ctx, tx, tenant, id, sched); err != nil {
 				return err
 			}
 			if row.State != TaskPaused {
@@ -257,6 +258,28 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 		return db.NotifyTaskChanged(ctx, tx)
 	})
 	return out, err
+}
+
+// reschedule deals with the executions a task's schedule change leaves
+// behind: the pending executions of slots the new schedule sched also has
+// stay (they fire as they would have); the other pending ones are
+// cancelled, and give their slots up, so that a later change back to a
+// schedule with their instants fires them anew (db.CancelRescheduledExecutions).
+// Either way the scheduler then materialises the new schedule from now, and
+// every slot of it fires once: a kept execution is the slot's execution.
+func (s *Tasks) reschedule(ctx context.Context, tx db.Tx, tenant, id string, sched *Schedule) error {
+	pending, err := db.PendingScheduledExecutions(ctx, tx, tenant, id)
+	if err != nil {
+		return err
+	}
+	var keep []string
+	for _, p := range pending {
+		if next, ok := sched.Next(p.ScheduledFor.Add(-time.Nanosecond)); ok && next.Equal(p.ScheduledFor) {
+			keep = append(keep, p.ID)
+		}
+	}
+	_, err = db.CancelRescheduledExecutions(ctx, tx, tenant, id, keep, "the task's schedule changed")
+	return err
 }
 
 // Delete deletes a task and cancels its executions that have not started.
