@@ -53,8 +53,16 @@ type proc struct {
 var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
 
 // startAx starts the binary with env (plus PATH) and waits until it prints
-// its address. It is killed at the end of the test if still running.
+// its address. It is killed at the end of the test if still running. Its
+// log goes to the test's log.
 func startAx(t *testing.T, env map[string]string, args ...string) *proc {
+	t.Helper()
+	return startAxLogTo(t, &testLogWriter{t: t}, env, args...)
+}
+
+// startAxLogTo is startAx with the server's log (its stderr) written to
+// log instead.
+func startAxLogTo(t *testing.T, log io.Writer, env map[string]string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(axBinary, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AX_HTTP_ADDR=127.0.0.1:0", "AX_LOG_LEVEL=warn"}
@@ -63,7 +71,7 @@ func startAx(t *testing.T, env map[string]string, args ...string) *proc {
 	}
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	cmd.Stderr = &testLogWriter{t: t}
+	cmd.Stderr = log
 	require.NoError(t, cmd.Start())
 	p := &proc{cmd: cmd, done: make(chan struct{})}
 	lines := make(chan string, 100)

@@ -291,6 +291,106 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return c.stopErr
 }
 
+// Kill ends the server as a crash of its machine or container would: the
+// postmaster and every server process it started get SIGKILL at once, so
+// none writes anything more (WAL still in shared memory is lost; what was
+// written to the kernel is kept, and recovered on the next start). It
+// returns when all of them are gone. The cluster can then be started again
+// with Restart. For fault tests; not safe concurrently with other methods.
+func (c *Cluster) Kill() error {
+	select {
+	case <-c.done:
+		return nil
+	default:
+	}
+	pid := c.cmd.Process.Pid
+	// Stopped, the postmaster starts no process between the listing of
+	// its children and the kill.
+	_ = syscall.Kill(pid, syscall.SIGSTOP)
+	children := childrenOf(pid)
+	_ = c.cmd.Process.Kill()
+	for _, child := range children {
+		_ = syscall.Kill(child, syscall.SIGKILL)
+	}
+	<-c.done
+	// Until the last one is gone the shared memory is in use, and a new
+	// postmaster refuses to start.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, child := range children {
+		for alive(child) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("embedded postgres: server process %d outlived SIGKILL", child)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	c.cfg.Logger.Info("embedded postgres killed")
+	return nil
+}
+
+// Restart starts a server that exited (Kill, or a crash) again, on the
+// same directory and port, and waits until it accepts connections: it
+// recovers from the WAL first, as after any crash. Not safe concurrently
+// with other methods.
+func (c *Cluster) Restart(ctx context.Context) error {
+	select {
+	case <-c.done:
+	default:
+		return errors.New("embedded postgres: restart of a running server")
+	}
+	owner, err := clusterOwner()
+	if err != nil {
+		return err
+	}
+	c.done = make(chan struct{})
+	if err := c.start(owner); err != nil {
+		close(c.done)
+		return err
+	}
+	if err := c.waitReady(ctx); err != nil {
+		c.halt()
+		return err
+	}
+	c.cfg.Logger.Info("embedded postgres restarted")
+	return nil
+}
+
+// childrenOf returns the processes whose parent is pid.
+func childrenOf(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces and parentheses.
+		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// alive reports whether process pid exists and is not a zombie (a zombie
+// holds no memory, shared or not).
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
 // halt ends a server that did not come up, for another try (Stop would
 // also remove what the next try needs).
 func (c *Cluster) halt() {

@@ -117,6 +117,56 @@ func TestTCPPort(t *testing.T) {
 	require.Empty(t, plain.TCPURL("postgres"), "no TCP unless asked")
 }
 
+// TestKillRestart: Kill ends the postmaster and every server process at
+// once; Restart brings the cluster back on the same socket and port, with
+// what was committed durably before the kill.
+func TestKillRestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := Start(ctx, Config{Dir: filepath.Join(tempDir(t), "pg"), TCPPort: AnyTCPPort})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, c.Stop(ctx)) }()
+	require.Error(t, c.Restart(ctx), "running")
+
+	conn, err := pgx.Connect(ctx, c.TCPURL("postgres"))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	// A test cluster commits asynchronously unless told otherwise.
+	_, err = conn.Exec(ctx, "SET synchronous_commit = on; CREATE TABLE kept (v text); INSERT INTO kept VALUES ('hello')")
+	require.NoError(t, err)
+	pid := c.cmd.Process.Pid
+	children := childrenOf(pid)
+	require.NotEmpty(t, children, "a backend, the checkpointer, the WAL writer…")
+
+	require.NoError(t, c.Kill())
+	require.NoError(t, c.Kill()) // already dead
+	<-c.Done()
+	requireGone(t, pid)
+	for _, child := range children {
+		require.False(t, alive(child), "server process %d", child)
+	}
+	_, err = conn.Exec(ctx, "SELECT 1")
+	require.Error(t, err, "the session died with the server")
+
+	require.NoError(t, c.Restart(ctx))
+	select {
+	case <-c.Done():
+		t.Fatal("Done is closed after Restart")
+	default:
+	}
+	for _, u := range []string{c.TCPURL("postgres"), c.URL("postgres")} {
+		conn, err := pgx.Connect(ctx, u)
+		require.NoError(t, err, u)
+		var v string
+		require.NoError(t, conn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v))
+		require.Equal(t, "hello", v)
+		require.NoError(t, conn.Close(ctx))
+	}
+	newPid := c.cmd.Process.Pid
+	require.NoError(t, c.Stop(ctx))
+	requireGone(t, newPid)
+}
+
 // TestStaleServerIsStopped simulates an earlier ax that died without
 // stopping its server: a new Start on the same directory must succeed.
 func TestStaleServerIsStopped(t *testing.T) {
