@@ -214,9 +214,9 @@ func (l *logTally) report(t *testing.T) {
 //
 // The cluster is the test's own (it is killed), listening on TCP as a
 // deployment's server does, with synchronous_commit on as PostgreSQL's
-// default (ax's delivery pool turns it off for its own sessions); fsync
-// stays off as in every test cluster, which loses nothing here since the
-// kernel outlives the killed processes.
+// default (ax turns it off only for the start of an attempt); fsync stays
+// off as in every test cluster, which loses nothing here since the kernel
+// outlives the killed processes.
 func TestPostgresCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills PostgreSQL ten times under load: minutes")
