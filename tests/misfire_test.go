@@ -107,7 +107,13 @@ func TestMisfireAfterAnOutage(t *testing.T) {
 		require.NoError(t, err)
 		lateIDs, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
-		lateSent := 0
+		// The fires of the outage's slots, the last seconds of it included.
+		rows, err = conn.Query(ctx, `SELECT id::text FROM executions WHERE task_id = $1 AND scheduled_for >= $2
+			AND scheduled_for < $3`, tk.id, from, restarted)
+		require.NoError(t, err)
+		outageIDs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		lateSent, outageSent := 0, 0
 		sent, skipped := 0, 0
 		mu.Lock()
 		for _, e := range execs {
@@ -128,6 +134,11 @@ func TestMisfireAfterAnOutage(t *testing.T) {
 				lateSent++
 			}
 		}
+		for _, id := range outageIDs {
+			if hits[id] > 0 {
+				outageSent++
+			}
+		}
 		mu.Unlock()
 		window := int(to.Sub(from) / time.Second)
 		t.Logf("%s/%s: %d stale slots written, %d sent, %d skipped; %d late fires sent; missed_count %d; window %d s",
@@ -138,8 +149,14 @@ func TestMisfireAfterAnOutage(t *testing.T) {
 			require.Zero(t, lateSent, "skip sends no late fire")
 			require.GreaterOrEqual(t, missed, int64(window-1), "every stale slot is counted missed")
 		case "fire_once":
-			require.Equal(t, 1, lateSent, "fire_once sends one late fire")
+			// One late fire stands for the missed slots — or none, when
+			// the slot after the latest misfire was picked up just within
+			// the threshold while the misfire saw it already past: that
+			// slot fires on time instead (as do the outage's last seconds,
+			// within the threshold). Never more than one late fire.
+			require.LessOrEqual(t, lateSent, 1, "fire_once sends at most one late fire")
 			require.LessOrEqual(t, sent, 1)
+			require.Positive(t, outageSent, "a fire stands for the missed slots")
 			require.GreaterOrEqual(t, missed, int64(window-2), "the others are counted missed")
 		case "fire_all":
 			if tk.overlap == "allow" {
@@ -149,7 +166,7 @@ func TestMisfireAfterAnOutage(t *testing.T) {
 				// Sent one after the other: a fire that starts while the one
 				// before it runs is skipped by overlap_policy skip.
 				require.Equal(t, len(execs), sent+skipped)
-				require.Positive(t, sent)
+				require.Positive(t, lateSent)
 			}
 		}
 	}
