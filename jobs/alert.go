@@ -87,7 +87,7 @@ func (w *AlertWorker) Work(ctx context.Context, job *river.Job[service.AlertArgs
 	}
 	res := w.sender.Send(ctx, Request{
 		Method: a.Method, URL: a.URL, Headers: a.Headers, Body: body, Timeout: a.Timeout,
-		ExecutionID: AlertID(a.ExecutionID, job.ID), TaskID: a.TaskID, ScheduledFor: a.ScheduledFor,
+		ExecutionID: AlertID(a.ExecutionID, job.ID), AlertType: AlertType, AlertAbout: a.ExecutionID,
 		Attempt: job.Attempt, Keys: a.Keys,
 	})
 	if res.Err != nil && stopping(ctx) {

@@ -42,6 +42,13 @@ func TestAlert(t *testing.T) {
 	require.NotContains(t, alertID, ".")
 	require.Equal(t, alertID, got.Header.Get("Webhook-Id"))
 	require.Equal(t, alertID, got.Header.Get("Idempotency-Key"))
+	// Headers of its own: a receiver keyed on a task's slot never takes
+	// the alert for a fire of it.
+	require.Equal(t, AlertType, got.Header.Get("X-Ax-Alert-Type"))
+	require.Equal(t, id, got.Header.Get("X-Ax-Alert-Execution-Id"))
+	for _, h := range []string{"X-Ax-Task-Id", "X-Ax-Execution-Id", "X-Ax-Scheduled-For"} {
+		require.Empty(t, got.Header.Values(h), h)
+	}
 	ts, err := strconv.ParseInt(got.Header.Get("Webhook-Timestamp"), 10, 64)
 	require.NoError(t, err)
 	key, err := service.ParseSecret(alertEP.Secret)

@@ -198,7 +198,6 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	}
 
 	class := Classify(res, time.Now())
-	w.metrics.Attempts.WithLabelValues(class.Outcome.String(), class.ErrorClass).Inc()
 	w.metrics.AttemptDuration.Observe(res.Latency.Seconds())
 	out := outcome(res, class, d, w.timeout)
 	out.HandOff = handOff
@@ -211,6 +210,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	rctx, cancel := recordContext(ctx)
 	defer cancel()
 	fin, err := w.deliveries.Finish(rctx, tenant, executionID, d.Lease, out)
+	w.metrics.Attempts.WithLabelValues(attemptOutcome(class, fin, err), class.ErrorClass).Inc()
 	if errors.Is(err, service.ErrConflict) {
 		log.warn(ctx, "attempt outcome not recorded: a newer run owns the execution", slog.Int("status_code", res.StatusCode),
 			slog.String("error_class", class.ErrorClass))
@@ -245,6 +245,21 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 			slog.Bool("task_paused", fin.TaskPaused), slog.Bool("alert_queued", fin.AlertQueued))
 		return step{kind: stepCancel, err: fmt.Errorf("attempt %d: execution %s: %s", d.Attempt, fin.State, out.Error)}
 	}
+}
+
+// attemptOutcome is the outcome label of ax_delivery_attempts_total: what
+// followed the attempt — success; retry when another attempt was
+// scheduled; permanent when the execution ended without success (a
+// permanent error, or no attempt left). When the outcome was not recorded
+// (err), the classification's.
+func attemptOutcome(c Class, fin service.Finished, err error) string {
+	switch {
+	case c.Outcome == OutcomeSuccess || err != nil:
+		return c.Outcome.String()
+	case fin.State == service.ExecRetrying:
+		return OutcomeRetry.String()
+	}
+	return OutcomePermanent.String()
 }
 
 // outcome translates one attempt's result for the service, which decides

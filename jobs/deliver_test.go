@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/service"
@@ -235,6 +236,11 @@ func TestDeliverClassification(t *testing.T) {
 			t.Helper()
 			require.Contains(t, *h.events(id)[3].Message, "attempts exhausted (max_attempts 1)")
 			h.waitJobState(*h.execution(id).RiverJobID, "cancelled")
+			// The attempt ended the execution: counted as permanent, not
+			// as a retry.
+			attempts := h.deps.Metrics.Attempts
+			require.InDelta(t, 1, testutil.ToFloat64(attempts.WithLabelValues("permanent", ErrorClassHTTP5xx)), 0)
+			require.InDelta(t, 0, testutil.ToFloat64(attempts.WithLabelValues("retry", ErrorClassHTTP5xx)), 0)
 		},
 	}, {
 		name:      "exhausted retries fail",

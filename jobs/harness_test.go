@@ -70,7 +70,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	}
 	sender := NewSender(SenderConfig{AllowPrivateTargets: true, UserAgent: testUserAgent})
 	t.Cleanup(sender.Close)
-	h.deps = WorkerDeps{Deliveries: h.deliveries, Sender: sender, Logger: testLogger()}
+	h.deps = WorkerDeps{Deliveries: h.deliveries, Sender: sender, Logger: testLogger(), Metrics: NewMetrics(nil)}
 	require.NoError(t, db.EnsureTenant(t.Context(), pool, h.tenant))
 	h.client = h.newClient()
 	if !opts.NoStart {

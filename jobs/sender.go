@@ -134,6 +134,12 @@ type Request struct {
 	TaskID       string    // X-Ax-Task-Id
 	ScheduledFor time.Time // X-Ax-Scheduled-For
 	Attempt      int       // X-Ax-Attempt, 1 for the first
+	// AlertType, when set, makes the request an alert about execution
+	// AlertAbout: it carries X-Ax-Alert-Type and X-Ax-Alert-Execution-Id
+	// instead of X-Ax-Task-Id, X-Ax-Execution-Id and X-Ax-Scheduled-For,
+	// so that a receiver keyed on a task's slot never takes it for a fire.
+	AlertType  string
+	AlertAbout string
 	// Keys are the endpoint's signing keys (ParseSecret output), the
 	// current one first; two during a rotation overlap. At least one.
 	Keys [][]byte
@@ -331,9 +337,14 @@ func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*htt
 	h["Webhook-Id"] = []string{r.ExecutionID}
 	h["Webhook-Timestamp"] = []string{strconv.FormatInt(now.Unix(), 10)}
 	h["Webhook-Signature"] = []string{SignatureHeader(r.Keys, r.ExecutionID, now, r.Body)}
-	h["X-Ax-Task-Id"] = []string{r.TaskID}
-	h["X-Ax-Execution-Id"] = []string{r.ExecutionID}
-	h["X-Ax-Scheduled-For"] = []string{r.ScheduledFor.UTC().Format(time.RFC3339Nano)}
+	if r.AlertType != "" {
+		h["X-Ax-Alert-Type"] = []string{r.AlertType}
+		h["X-Ax-Alert-Execution-Id"] = []string{r.AlertAbout}
+	} else {
+		h["X-Ax-Task-Id"] = []string{r.TaskID}
+		h["X-Ax-Execution-Id"] = []string{r.ExecutionID}
+		h["X-Ax-Scheduled-For"] = []string{r.ScheduledFor.UTC().Format(time.RFC3339Nano)}
+	}
 	h["X-Ax-Attempt"] = []string{strconv.Itoa(r.Attempt)}
 	h["User-Agent"] = []string{s.cfg.UserAgent}
 	return req, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/api"
+	"github.com/axhq/ax/jobs"
 )
 
 // config is ax's configuration, read once from the environment (README, "Configuration").
@@ -139,8 +141,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 			}
 		}
 	}
-	if c.JobTimeout > 0 && c.RescueAfter > 0 && c.RescueAfter < c.JobTimeout {
-		errs.add("AX_RESCUE_STUCK_JOBS_AFTER", getenv("AX_RESCUE_STUCK_JOBS_AFTER"), "must be at least AX_JOB_TIMEOUT")
+	if jobTimeout := cmp.Or(c.JobTimeout, jobs.JobTimeoutDefault); c.RescueAfter > 0 && c.RescueAfter < jobTimeout {
+		errs.add("AX_RESCUE_STUCK_JOBS_AFTER", getenv("AX_RESCUE_STUCK_JOBS_AFTER"),
+			fmt.Sprintf("must be at least AX_JOB_TIMEOUT (%s)", jobTimeout))
 	}
 	c.DBMaxConns = dbMaxConnsDefault
 	if v := getenv("AX_DB_MAX_CONNS"); v != "" {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,10 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"missing keys file", map[string]string{"AX_JWT_PUBLIC_KEYS": "/nonexistent/keys.pem"}, []string{"AX_JWT_PUBLIC_KEYS", "no such file"}},
 		{"bad keys file", map[string]string{"AX_JWT_PUBLIC_KEYS": badPEM}, []string{"AX_JWT_PUBLIC_KEYS", "no PEM public keys"}},
 		{"several at once", map[string]string{"AX_HTTP_ADDR": "x", "AX_LOG_LEVEL": "x"}, []string{"AX_HTTP_ADDR", "AX_LOG_LEVEL"}},
+		{"rescue below the default job timeout", map[string]string{"AX_RESCUE_STUCK_JOBS_AFTER": "60s"},
+			[]string{`AX_RESCUE_STUCK_JOBS_AFTER="60s"`, "at least AX_JOB_TIMEOUT (5m30s)"}},
+		{"rescue below the job timeout", map[string]string{"AX_RESCUE_STUCK_JOBS_AFTER": "60s", "AX_JOB_TIMEOUT": "90s"},
+			[]string{"AX_RESCUE_STUCK_JOBS_AFTER", "at least AX_JOB_TIMEOUT (1m30s)"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,4 +116,47 @@ func TestServeRejectsBadConfigBeforeStarting(t *testing.T) {
 	require.ErrorContains(t, err, "AX_HTTP_ADDR")
 	entries, _ := os.ReadDir(dir)
 	require.Empty(t, entries, "nothing is created when the configuration is invalid")
+}
+
+// TestRunHelp: -h, --help and help print the usage on stdout, after any
+// command; ax token's lists its flags.
+func TestRunHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"serve", "--help"}, {"migrate", "-h"}, {"serve", "-help"}} {
+		out := new(syncBuffer)
+		require.NoError(t, run(t.Context(), args, envOf(nil), out), "%v", args)
+		require.Contains(t, out.String(), "usage: ax [command]", "%v", args)
+	}
+	out := new(syncBuffer)
+	require.NoError(t, run(t.Context(), []string{"token", "--help"}, envOf(nil), out))
+	require.Contains(t, out.String(), "usage: ax token --tenant T")
+	require.Contains(t, out.String(), "-tenant")
+}
+
+// TestTokenSaysWhenItCreatesASecret: in embedded mode ax token signs with
+// the data directory's secret; when it has to create one (a data directory
+// no server used), it says so on stderr, since a server started with
+// another data directory refuses the token. The banner's hint names the
+// data directory.
+func TestTokenSaysWhenItCreatesASecret(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data dir")
+	env := envOf(map[string]string{"AX_DATA_DIR": dir})
+	var said strings.Builder
+	notices = &said
+	t.Cleanup(func() { notices = os.Stderr })
+	out := new(syncBuffer)
+	require.NoError(t, run(t.Context(), []string{"token", "--tenant", "acme"}, env, out))
+	require.Contains(t, said.String(), "created a new development secret in "+filepath.Join(dir, secretFile))
+	require.NotContains(t, out.String(), "secret", "stdout carries only the token")
+	said.Reset()
+	require.NoError(t, run(t.Context(), []string{"token", "--tenant", "acme"}, env, out))
+	require.Empty(t, said.String(), "the secret exists now")
+
+	cfg, err := loadConfig(env)
+	require.NoError(t, err)
+	secret, err := jwtSecret(cfg)
+	require.NoError(t, err)
+	var banner strings.Builder
+	printBanner(&banner, "http://localhost:8080", cfg, secret)
+	require.Contains(t, banner.String(), "More tokens: AX_DATA_DIR='"+dir+"' go run ./cmd/server token --tenant demo")
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
+	if cmd != "token" && slices.ContainsFunc(args, isHelp) {
+		cmd = "help"
+	}
 	switch cmd {
 	case "serve":
 		return serve(ctx, args, getenv, stdout)
@@ -51,6 +55,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
 }
+
+// isHelp reports whether arg asks for the usage.
+func isHelp(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
 
 func newLogger(level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
@@ -85,6 +92,10 @@ func version() string {
 	}
 	return "dev-" + rev
 }
+
+// notices is where commands that print a result on stdout say what else
+// they did (ax token: a secret it created).
+var notices io.Writer = os.Stderr
 
 // secretFile is where the embedded mode keeps its generated HS256 secret.
 const secretFile = "jwt-secret"
@@ -156,7 +167,10 @@ func token(args []string, getenv func(string) string, stdout io.Writer) error {
 	scope := fs.String("scope", strings.Join(api.TenantScopes(), " "), "space-separated scopes")
 	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
 	subject := fs.String("subject", "ax-token", "the token's subject (sub)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		_, err := fmt.Fprintf(stdout, "usage: ax token --tenant T [flags]\n\nflags:\n%s", errBuf.String())
+		return err
+	} else if err != nil {
 		return fmt.Errorf("token: %s", strings.TrimSpace(errBuf.String()))
 	}
 	if *tenant == "" {
@@ -174,6 +188,7 @@ func token(args []string, getenv func(string) string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	existed := !cfg.Embedded() || len(cfg.JWTSecret) > 0 || fileExists(filepath.Join(cfg.DataDir, secretFile))
 	secret, err := jwtSecret(cfg)
 	if err != nil {
 		return err
@@ -181,12 +196,21 @@ func token(args []string, getenv func(string) string, stdout io.Writer) error {
 	if len(secret) == 0 {
 		return errors.New("token: AX_JWT_SECRET is not set; ax token signs HS256 tokens with it")
 	}
+	if !existed {
+		fmt.Fprintf(notices, "ax token: created a new development secret in %s; a server using another AX_DATA_DIR "+
+			"refuses this token\n", filepath.Join(cfg.DataDir, secretFile))
+	}
 	tok, err := api.IssueToken(secret, *tenant, *subject, strings.Fields(*scope), *ttl, cfg.JWTIssuer, cfg.JWTAudience)
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}
 	_, err = fmt.Fprintln(stdout, tok)
 	return err
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func contains(list []string, s string) bool {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -263,7 +264,17 @@ func printBanner(w io.Writer, base string, cfg config, secret []byte) {
 	}
 	fmt.Fprintf(w, "\nDevelopment token (tenant \"demo\", all scopes, valid %s):\n%s\n\n", ttl, tok)
 	fmt.Fprintf(w, "Try it:\n  curl -H \"Authorization: Bearer %s\" %s/v1/me\n\n", tok, base)
-	fmt.Fprintf(w, "More tokens: go run ./cmd/server token --tenant demo --ttl 8h\n")
+	// The data directory holds the secret: a token made with another one
+	// is refused.
+	fmt.Fprintf(w, "More tokens: AX_DATA_DIR=%s go run ./cmd/server token --tenant demo --ttl 8h\n", shellQuote(cfg.DataDir))
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func displayAddr(a net.Addr) string {
