@@ -108,8 +108,13 @@ func FinishIdempotencyKey(ctx context.Context, q Querier, tenant, route, key str
 	return wrap("store idempotent response", err)
 }
 
-// DeleteExpiredIdempotencyKeys removes keys older than ttlSeconds.
-func DeleteExpiredIdempotencyKeys(ctx context.Context, q Querier, ttlSeconds int) (int64, error) {
-	tag, err := q.Exec(ctx, `DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => $1)`, ttlSeconds)
+// DeleteExpiredIdempotencyKeys removes up to limit keys older than
+// ttlSeconds, oldest first (by idempotency_keys_created_idx), and returns
+// how many it removed; call it again while it returns limit.
+func DeleteExpiredIdempotencyKeys(ctx context.Context, q Querier, ttlSeconds, limit int) (int64, error) {
+	tag, err := q.Exec(ctx, `DELETE FROM idempotency_keys WHERE (tenant_id, route, key) IN (
+			SELECT tenant_id, route, key FROM idempotency_keys
+			WHERE created_at < now() - make_interval(secs => $1)
+			ORDER BY created_at LIMIT $2)`, ttlSeconds, limit)
 	return tag.RowsAffected(), wrap("delete expired idempotency keys", err)
 }

@@ -54,6 +54,9 @@ type SchedulerLoopConfig struct {
 	// OnReconcile, if set, observes how many executions a reconciliation
 	// resumed.
 	OnReconcile func(int)
+	// ExpireKeys, if set, is called with each sweep to remove expired
+	// Idempotency-Keys (service.IdempotencyKeys.ExpireKeys).
+	ExpireKeys func(context.Context) (int64, error)
 }
 
 // RunScheduler runs the scheduler loop until ctx is done. It wakes at the
@@ -97,6 +100,13 @@ func RunScheduler(ctx context.Context, s *service.Scheduler, cfg SchedulerLoopCo
 			} else if n > 0 {
 				cfg.Logger.Warn("removed rows of unfinished_executions whose execution is final; something other than "+
 					"this version of ax writes executions (an older replica?)", "rows", n)
+			}
+			if cfg.ExpireKeys != nil {
+				if n, err := cfg.ExpireKeys(ctx); err != nil && ctx.Err() == nil {
+					cfg.Logger.Warn("could not remove expired Idempotency-Keys", "error", err.Error())
+				} else if n > 0 {
+					cfg.Logger.Debug("removed expired Idempotency-Keys", "keys", n)
+				}
 			}
 		}
 		if time.Since(analyzed) >= analyzeEvery {

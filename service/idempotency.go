@@ -129,3 +129,19 @@ func (s *IdempotencyKeys) Handle(ctx context.Context, tenant, route, key string,
 	}
 	return resp, replayed, nil
 }
+
+// expiredKeysBatch bounds one statement of ExpireKeys.
+const expiredKeysBatch = 5000
+
+// ExpireKeys removes the Idempotency-Keys older than IdempotencyTTL (they
+// are never replayed again), in batches, and returns how many it removed.
+func (s *IdempotencyKeys) ExpireKeys(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		n, err := db.DeleteExpiredIdempotencyKeys(ctx, s.pool, int(IdempotencyTTL.Seconds()), expiredKeysBatch)
+		total += n
+		if err != nil || n < expiredKeysBatch {
+			return total, err
+		}
+	}
+}

@@ -195,3 +195,26 @@ func TestIdempotencyHandleAbandoned(t *testing.T) {
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM idempotency_keys WHERE key = 'old-2' AND status IS NULL
 		AND created_at < now() - make_interval(secs => $1)`, IdempotencyStaleAfter.Seconds()))
 }
+
+// TestIdempotencyKeysExpire: keys older than IdempotencyTTL go, in
+// batches of expiredKeysBatch, and younger ones stay.
+func TestIdempotencyKeysExpire(t *testing.T) {
+	t.Parallel()
+	e := newIdemEnv(t)
+	ctx := t.Context()
+	_, err := e.pool.Exec(ctx, `INSERT INTO idempotency_keys (tenant_id, route, key, request_hash, status, response, created_at)
+		SELECT 'acme', 'endpoints', 'old-' || g, '\x00', 201, '{}', now() - interval '25 hours' - make_interval(secs => g)
+		FROM generate_series(1, $1) g`, expiredKeysBatch+7)
+	require.NoError(t, err)
+	_, err = e.pool.Exec(ctx, `INSERT INTO idempotency_keys (tenant_id, route, key, request_hash, status, response, created_at)
+		VALUES ('acme', 'endpoints', 'young', '\x00', 201, '{}', now() - interval '23 hours')`)
+	require.NoError(t, err)
+	n, err := e.keys.ExpireKeys(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, expiredKeysBatch+7, n)
+	require.Equal(t, 1, e.count(`SELECT count(*) FROM idempotency_keys`))
+	require.Equal(t, 1, e.keyRows("young"))
+	n, err = e.keys.ExpireKeys(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}

@@ -74,7 +74,8 @@ func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueu
 	}
 	b.riverStarted = true
 	jobs.RunScheduler(ctx, service.NewScheduler(pool, enq, schedCfg, b.logger),
-		jobs.SchedulerLoopConfig{Logger: b.logger, OnTick: b.metrics.ObserveTick, OnReconcile: b.metrics.ObserveReconcile})
+		jobs.SchedulerLoopConfig{Logger: b.logger, OnTick: b.metrics.ObserveTick, OnReconcile: b.metrics.ObserveReconcile,
+			ExpireKeys: service.NewIdempotencyKeys(pool).ExpireKeys})
 }
 
 // stop stops the scheduler, then River: running deliveries get River's
