@@ -38,6 +38,17 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.POST("/tasks/:id/resume", h.resumeTask, tW)
 	v1.GET("/tasks/:id/preview", h.previewTask, tR)
 	v1.POST("/tasks/:id/trigger", h.triggerTask, tW, h.idempotentTrigger)
+	v1.POST("/tasks/:id/skip", h.skipSlot, tW)
+	v1.POST("/tasks/:id/backfill", h.backfillTask, tW, h.idempotentBackfill)
+	v1.GET("/backfills", h.listBackfills, tR)
+	v1.GET("/backfills/:id", h.getBackfill, tR)
+	v1.POST("/backfills/:id/cancel", h.cancelBackfill, tW)
+
+	v1.POST("/calendars", h.createCalendar, tW, h.idempotent("calendars"))
+	v1.GET("/calendars", h.listCalendars, tR)
+	v1.GET("/calendars/:id", h.getCalendar, tR)
+	v1.PATCH("/calendars/:id", h.patchCalendar, tW)
+	v1.DELETE("/calendars/:id", h.deleteCalendar, tW)
 
 	xR, xW := requireScope(ScopeExecutionsRead), requireScope(ScopeExecutionsWrite)
 	v1.GET("/executions", h.listExecutions, xR)

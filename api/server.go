@@ -33,6 +33,9 @@ type Config struct {
 	Idempotency *service.IdempotencyKeys
 	// Executions serves executions and manual triggers. Required.
 	Executions *service.Executions
+	// Calendars and Backfills serve their resources. Required.
+	Calendars *service.Calendars
+	Backfills *service.Backfills
 	// Ready reports whether the server can serve: database reachable and
 	// migrated. Required.
 	Ready func(ctx context.Context) error

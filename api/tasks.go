@@ -23,6 +23,8 @@ type scheduleDTO struct {
 	RunAt           *string `json:"run_at,omitempty" format:"date-time"`
 	StartAt         *string `json:"start_at,omitempty" format:"date-time"`
 	EndAt           *string `json:"end_at,omitempty" format:"date-time"`
+	// ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
+	ExcludeCalendars []string `json:"exclude_calendars,omitempty"`
 } // @name Schedule
 
 // retryDTO bounds delivery retries.
@@ -97,6 +99,8 @@ type previewItem struct {
 type previewResponse struct {
 	Timezone string        `json:"timezone"`
 	Items    []previewItem `json:"items"`
+	// Excluded are the slots in the same span that the schedule's calendars removed.
+	Excluded []previewItem `json:"excluded"`
 } // @name Preview
 
 var taskReadOnly = []string{"id", "state", "next_run_at", "created_at", "updated_at", "missed_count", "tenant", "tenant_id", "version"}
@@ -108,7 +112,7 @@ func (r taskRequest) input() (service.TaskInput, error) {
 		Schedule: service.ScheduleSpec{
 			Type: r.Schedule.Type, Cron: r.Schedule.Cron, Timezone: r.Schedule.Timezone, IntervalSeconds: r.Schedule.IntervalSeconds,
 			RunAt: parseTime(&ve, "schedule.run_at", r.Schedule.RunAt), StartAt: parseTime(&ve, "schedule.start_at", r.Schedule.StartAt),
-			EndAt: parseTime(&ve, "schedule.end_at", r.Schedule.EndAt),
+			EndAt: parseTime(&ve, "schedule.end_at", r.Schedule.EndAt), ExcludeCalendars: r.Schedule.ExcludeCalendars,
 		},
 		Retry: service.RetryPolicy{
 			MaxAttempts: r.Retry.MaxAttempts, InitialBackoff: time.Duration(r.Retry.InitialBackoffMS) * time.Millisecond,
@@ -160,7 +164,7 @@ func formatTime(t *time.Time) *string {
 
 func scheduleOut(s service.ScheduleSpec) scheduleDTO {
 	return scheduleDTO{Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
-		RunAt: formatTime(s.RunAt), StartAt: formatTime(s.StartAt), EndAt: formatTime(s.EndAt)}
+		RunAt: formatTime(s.RunAt), StartAt: formatTime(s.StartAt), EndAt: formatTime(s.EndAt), ExcludeCalendars: s.ExcludeCalendars}
 }
 
 func taskRequestOf(in service.TaskInput) taskRequest {
@@ -405,13 +409,18 @@ func (h *handlers) previewTask(c echo.Context) error {
 			return &service.ValidationError{Fields: []service.FieldError{{Field: "count", Message: "must be 1 to 1000"}}}
 		}
 	}
-	times, loc, err := h.cfg.Tasks.Preview(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), n)
+	p, err := h.cfg.Tasks.Preview(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), n)
 	if err != nil {
 		return err
 	}
-	out := previewResponse{Timezone: loc.String(), Items: make([]previewItem, 0, len(times))}
-	for _, t := range times {
+	loc := p.Location
+	out := previewResponse{Timezone: loc.String(), Items: make([]previewItem, 0, len(p.Fires)),
+		Excluded: make([]previewItem, 0, len(p.Excluded))}
+	for _, t := range p.Fires {
 		out.Items = append(out.Items, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339)})
+	}
+	for _, t := range p.Excluded {
+		out.Excluded = append(out.Excluded, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339)})
 	}
 	return c.JSON(http.StatusOK, out)
 }

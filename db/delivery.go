@@ -27,6 +27,8 @@ type DeliveryRow struct {
 	CancelRequested bool      `db:"cancel_requested"`
 	Payload         []byte    `db:"payload"` // the execution's override; nil: the task's
 	RiverJobID      *int64    `db:"river_job_id"`
+	// Round: X-Ax-Round (1 for a slot's first fire).
+	Round int `db:"round"`
 	// NeverStarted: no attempt of the execution ever started, and the API
 	// never retried it (first_started_at is NULL).
 	NeverStarted bool `db:"never_started"`
@@ -56,7 +58,7 @@ type DeliveryRow struct {
 func (r *DeliveryRow) fields() []any {
 	e := &r.JoinedEndpoint
 	return []any{&r.TenantID, &r.ID, &r.TaskID, &r.ScheduledFor, &r.Trigger, &r.State, &r.Attempts, &r.AttemptsBase,
-		&r.LeaseAttempt, &r.CancelRequested, &r.Payload, &r.RiverJobID, &r.NeverStarted, &r.TaskFound, &r.TaskName,
+		&r.LeaseAttempt, &r.CancelRequested, &r.Payload, &r.RiverJobID, &r.Round, &r.NeverStarted, &r.TaskFound, &r.TaskName,
 		&r.TaskState, &r.TaskPayload, &r.TaskTimeoutMS, &r.MaxAttempts, &r.InitialBackoffMS, &r.MaxBackoffMS,
 		&r.OverlapPolicy, &r.MisfirePolicy, &r.EarlierUnfinished, &r.LaterMissed, &e.EndpointFound, &e.EndpointID, &e.EndpointURL, &e.EndpointMethod, &e.EndpointHeaders, &e.Secret,
 		&e.PreviousSecret, &e.PreviousSecretExp, &e.EndpointTimeoutMS, &e.EndpointEnabled, &r.Now}
@@ -105,7 +107,7 @@ const MisfiredFirstFire = `(e.state = 'pending' AND e.trigger = 'schedule' AND e
 // executions in any state, by the slot index, and stops at m.CountMax.
 func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m Misfire) (DeliveryRow, error) {
 	rows, err := q.Query(ctx, `SELECT e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.state,
-			e.attempts, e.attempts_base, e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id,
+			e.attempts, e.attempts_base, e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id, e.round,
 			e.first_started_at IS NULL AS never_started,
 			t.id IS NOT NULL AS task_found, t.name AS task_name, t.state AS task_state, t.payload AS task_payload,
 			t.timeout_ms AS task_timeout_ms, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,

@@ -142,6 +142,10 @@ type WorkerDeps struct {
 	// waits by (the scheduler loop keeps it: service.SchedulerConfig.Clock).
 	// Default: this process's clock.
 	Clock *service.DBClock
+	// BackfillProgress, when set, is called after an attempt of a backfill
+	// execution is recorded, so that the backfill's next slots are created
+	// at once (service.Backfills.Wake). It must not block.
+	BackfillProgress func()
 }
 
 // NewRiverClient returns the River client that works ax's queues, on the

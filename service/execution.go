@@ -32,6 +32,8 @@ const (
 	TriggerSchedule = "schedule"
 	TriggerManual   = "manual"
 	TriggerRetry    = "retry"
+	// TriggerBackfill: created by a backfill (POST /v1/tasks/{id}/backfill).
+	TriggerBackfill = "backfill"
 )
 
 // Execution event types on the timeline.
@@ -70,7 +72,11 @@ type Execution struct {
 	CreatedAt      time.Time
 	StartedAt      *time.Time
 	FinishedAt     *time.Time
-	Events         []Event
+	// Round is 1 for a slot's first fire and one more for each backfill
+	// that re-ran the slot.
+	Round      int
+	BackfillID string
+	Events     []Event
 }
 
 // Event is one step on an execution's timeline.
@@ -479,7 +485,7 @@ func executionDetailOf(r db.Execution, events []db.ExecutionEvent) ExecutionDeta
 			ID: r.ID, TaskID: r.TaskID, ScheduledFor: r.ScheduledFor.UTC(), Trigger: r.Trigger, DedupKey: strValue(r.DedupKey),
 			State: r.State, Attempts: int(r.Attempts), Late: r.Late, LastStatusCode: intValue(r.LastStatusCode),
 			LastError: strValue(r.LastError), LastErrorClass: strValue(r.LastErrorClass), CreatedAt: r.CreatedAt.UTC(),
-			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
+			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt), Round: int(r.Round), BackfillID: strValue(r.BackfillID),
 		},
 		CancelRequested: r.CancelRequested,
 		NextAttemptAt:   utcPtr(r.NextAttemptAt),
@@ -509,4 +515,63 @@ func intValue(n *int32) *int {
 	}
 	v := int(*n)
 	return &v
+}
+
+// SkipReason is the last_error of a slot skipped through the API.
+const SkipReason = "skipped by request"
+
+// Skip records a future slot of the task's schedule as skipped: the
+// scheduler will not fire it. A slot already materialised that has not
+// started is moved to skipped; one that started → ConflictError. A time
+// that is not a slot of the schedule (calendars applied), or one that has
+// passed → ValidationError. Skipping a skipped slot again returns it.
+func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Time) (ExecutionDetail, error) {
+	if !validID(taskID) {
+		return ExecutionDetail{}, ErrNotFound
+	}
+	var out ExecutionDetail
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		row, err := db.GetTask(ctx, tx, tenant, taskID, false)
+		if err != nil {
+			return storeError(err, "load task")
+		}
+		t := taskFromRow(row)
+		sched, err := ParseSchedule(t.Schedule, t.CreatedAt)
+		if err != nil {
+			return err
+		}
+		cals, err := loadCalendars(ctx, tx, tenant, t.Schedule.ExcludeCalendars, false)
+		if err != nil {
+			return err
+		}
+		sched = sched.excluding(cals)
+		if next, ok := sched.Next(at.Add(-time.Nanosecond)); !ok || !next.Equal(at) {
+			msg := "is not a slot of the task's schedule"
+			if ok {
+				msg += "; the next slot from there is " + next.UTC().Format(time.RFC3339Nano)
+			}
+			return fieldError("scheduled_for", msg)
+		}
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if !at.After(now) {
+			return fieldError("scheduled_for", "has passed: only a future slot can be skipped")
+		}
+		id, err := db.SkipSlot(ctx, tx, tenant, taskID, NewID(), at, SkipReason)
+		if err != nil {
+			return err
+		}
+		if id == "" {
+			return conflictf("the slot %s has already started or finished", at.UTC().Format(time.RFC3339Nano))
+		}
+		e, err := db.GetExecution(ctx, tx, tenant, id, false)
+		if err != nil {
+			return storeError(err, "load skipped execution")
+		}
+		out, err = s.withEvents(ctx, tx, e)
+		return err
+	})
+	return out, err
 }

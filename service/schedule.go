@@ -2,6 +2,7 @@ package service
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -41,6 +42,8 @@ type ScheduleSpec struct {
 	IntervalSeconds int64      // interval: >= 1
 	RunAt           *time.Time // once
 	StartAt, EndAt  *time.Time // optional bounds, any type
+	// ExcludeCalendars names calendars whose local dates no slot fires on.
+	ExcludeCalendars []string
 }
 
 // Schedule is a validated schedule that computes fire times. It is immutable
@@ -94,6 +97,7 @@ type Schedule struct {
 	runAt    time.Time
 	start    time.Time // zero: unbounded
 	end      time.Time // always set: end_at or maxFire()
+	excl     []exclusion
 }
 
 // ParseSchedule validates spec and returns a Schedule. anchor is the task's
@@ -178,6 +182,7 @@ func ParseSchedule(spec ScheduleSpec, anchor time.Time) (*Schedule, error) {
 	if spec.StartAt != nil && spec.EndAt != nil && !spec.StartAt.Before(*spec.EndAt) {
 		verr.Add("schedule.end_at", "must be after schedule.start_at")
 	}
+	validateCalendarRefs(&verr, spec.ExcludeCalendars)
 	if spec.Type == ScheduleOnce && spec.RunAt != nil &&
 		(spec.StartAt != nil && spec.RunAt.Before(*spec.StartAt) || spec.EndAt != nil && spec.RunAt.After(*spec.EndAt)) {
 		verr.Add("schedule.run_at", "must be within schedule.start_at and schedule.end_at")
@@ -212,6 +217,7 @@ func normalizeSpec(spec ScheduleSpec) ScheduleSpec {
 	spec.RunAt = copyTime(spec.RunAt)
 	spec.StartAt = copyTime(spec.StartAt)
 	spec.EndAt = copyTime(spec.EndAt)
+	spec.ExcludeCalendars = slices.Clone(spec.ExcludeCalendars)
 	return spec
 }
 
@@ -238,8 +244,17 @@ func (s *Schedule) Location() *time.Location {
 // start_at and end_at (both inclusive); ok is false when the schedule never
 // fires again. Feeding each result back in yields a strictly increasing
 // sequence. Fire times are limited to years 0001-9999 (the RFC 3339 range).
-// Its cost is bounded (microseconds) for every valid schedule.
+// Its cost is bounded (microseconds) for every valid schedule; with
+// calendars, it grows with the excluded dates it crosses (nextIncluded).
 func (s *Schedule) Next(after time.Time) (t time.Time, ok bool) {
+	if s.excl != nil {
+		return s.nextIncluded(after)
+	}
+	return s.next(after)
+}
+
+// next is Next without calendars.
+func (s *Schedule) next(after time.Time) (t time.Time, ok bool) {
 	if !s.start.IsZero() && after.Before(s.start) {
 		after = s.start.Add(-time.Nanosecond)
 	}

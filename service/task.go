@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,12 +137,31 @@ func NewTasks(pool *db.Pool, cfg TasksConfig) *Tasks {
 // a request with an Idempotency-Key) the insert joins it.
 func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, error) {
 	in = in.withDefaults()
+	if len(in.Schedule.ExcludeCalendars) > 0 {
+		// The calendars' dates decide the first slot: read them, and keep
+		// them from changing or going away, in the insert's transaction.
+		var out Task
+		err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+			var err error
+			out, err = s.create(db.WithTx(ctx, s.pool, tx), tenant, in)
+			return err
+		})
+		return out, err
+	}
+	return s.create(ctx, tenant, in)
+}
+
+func (s *Tasks) create(ctx context.Context, tenant string, in TaskInput) (Task, error) {
 	now, err := s.now(ctx)
 	if err != nil {
 		return Task{}, err
 	}
 	sched, err := s.validate(in, now)
 	if err != nil {
+		return Task{}, err
+	}
+	q := db.Using(ctx, s.pool)
+	if sched, err = s.withCalendars(ctx, q, tenant, sched, true); err != nil {
 		return Task{}, err
 	}
 	next, err := firstRun(sched, now)
@@ -154,11 +174,64 @@ func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, 
 	// instant, not the insert's own now() a round trip later.
 	row.State, row.NextRunAt, row.CreatedAt = TaskActive, next, now
 	wake := next != nil && next.Sub(now) <= TaskWakeWithin
-	row, err = db.InsertTask(ctx, db.Using(ctx, s.pool), row, wake)
+	row, err = db.InsertTask(ctx, q, row, wake)
 	if err != nil {
 		return Task{}, s.insertError(err, in)
 	}
 	return taskFromRow(row), nil
+}
+
+// withCalendars returns sched with the calendars its spec excludes
+// applied, read with q (locked against a change or delete with share).
+func (s *Tasks) withCalendars(ctx context.Context, q db.Querier, tenant string, sched *Schedule, share bool) (*Schedule, error) {
+	ids := sched.Spec().ExcludeCalendars
+	if len(ids) == 0 {
+		return sched, nil
+	}
+	cals, err := loadCalendars(ctx, q, tenant, ids, share)
+	if err != nil {
+		return nil, err
+	}
+	return sched.excluding(cals), nil
+}
+
+// recalendar reschedules a task, locked by the caller's transaction, whose
+// calendar changed: as a schedule patch does, its pending executions whose
+// slots the calendars now exclude are cancelled, its next slot is
+// recomputed from now, and its version moves on (the scheduler re-reads
+// the schedule).
+func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string) error {
+	row, err := db.GetTask(ctx, tx, tenant, id, true)
+	if err != nil {
+		return storeError(err, "load task")
+	}
+	t := taskFromRow(row)
+	sched, err := ParseSchedule(t.Schedule, t.CreatedAt)
+	if err != nil {
+		return err
+	}
+	if sched, err = s.withCalendars(ctx, tx, tenant, sched, false); err != nil {
+		return err
+	}
+	if err := s.reschedule(ctx, tx, tenant, id, sched); err != nil {
+		return err
+	}
+	if row.State == TaskActive || row.State == TaskCompleted {
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		row.State, row.NextRunAt = TaskActive, nil
+		if spec := sched.Spec(); spec.Type == ScheduleOnce && spec.RunAt != nil && spec.RunAt.Before(now) {
+			row.State = TaskCompleted // its one slot has passed; a calendar change does not fire it again
+		} else if next, ok := sched.Next(now); ok {
+			row.NextRunAt = &next
+		} else {
+			row.State = TaskCompleted
+		}
+	}
+	_, err = db.UpdateTask(ctx, tx, row)
+	return err
 }
 
 // now returns the database's clock: the estimate while it is fresh, else
@@ -235,6 +308,9 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 		}
 		sched, err := s.validate(in, cur.CreatedAt)
 		if err != nil {
+			return err
+		}
+		if sched, err = s.withCalendars(ctx, tx, tenant, sched, true); err != nil {
 			return err
 		}
 		upd := taskRow(tenant, id, in)
@@ -380,20 +456,32 @@ func (s *Tasks) setState(ctx context.Context, tenant, id string, change func(db.
 
 // Preview returns the task's next n fire times after now, computed by the
 // same code the scheduler uses.
-func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) ([]time.Time, *time.Location, error) {
+func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) (TaskPreview, error) {
 	t, err := s.Get(ctx, tenant, id)
 	if err != nil {
-		return nil, nil, err
+		return TaskPreview{}, err
 	}
 	sched, err := ParseSchedule(t.Schedule, t.CreatedAt)
 	if err != nil {
-		return nil, nil, err
+		return TaskPreview{}, err
+	}
+	if sched, err = s.withCalendars(ctx, s.pool, tenant, sched, false); err != nil {
+		return TaskPreview{}, err
 	}
 	now, err := s.now(ctx)
 	if err != nil {
-		return nil, nil, err
+		return TaskPreview{}, err
 	}
-	return sched.Preview(now, n), sched.Location(), nil
+	fires, excluded := sched.PreviewExcluded(now, n)
+	return TaskPreview{Fires: fires, Excluded: excluded, Location: sched.Location()}, nil
+}
+
+// TaskPreview is a task's upcoming fire times.
+type TaskPreview struct {
+	Fires []time.Time
+	// Excluded are the slots in the same span that calendars removed.
+	Excluded []time.Time
+	Location *time.Location
 }
 
 func (in TaskInput) withDefaults() TaskInput {
@@ -531,7 +619,8 @@ func sameSchedule(a, b ScheduleSpec) bool {
 		return (x == nil && y == nil) || (x != nil && y != nil && x.Equal(*y))
 	}
 	return a.Type == b.Type && a.Cron == b.Cron && a.Timezone == b.Timezone && a.IntervalSeconds == b.IntervalSeconds &&
-		eqTime(a.RunAt, b.RunAt) && eqTime(a.StartAt, b.StartAt) && eqTime(a.EndAt, b.EndAt)
+		eqTime(a.RunAt, b.RunAt) && eqTime(a.StartAt, b.StartAt) && eqTime(a.EndAt, b.EndAt) &&
+		slices.Equal(a.ExcludeCalendars, b.ExcludeCalendars)
 }
 
 func taskRow(tenant, id string, in TaskInput) db.Task {
@@ -541,6 +630,7 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 		Payload: in.Payload, Priority: int16(in.Priority), MaxAttempts: int32(in.Retry.MaxAttempts),
 		InitialBackoffMS: in.Retry.InitialBackoff.Milliseconds(), MaxBackoffMS: in.Retry.MaxBackoff.Milliseconds(),
 		OverlapPolicy: in.OverlapPolicy, MisfirePolicy: in.MisfirePolicy, Labels: in.Labels,
+		ExcludeCalendars: in.Schedule.ExcludeCalendars,
 	}
 	if in.Schedule.Cron != "" {
 		c := strings.TrimSpace(in.Schedule.Cron)
@@ -569,8 +659,9 @@ func taskFromRow(r db.Task) Task {
 	t := Task{
 		TaskInput: TaskInput{
 			Name: r.Name, EndpointID: r.EndpointID,
-			Schedule: ScheduleSpec{Type: r.ScheduleType, Timezone: r.Timezone, RunAt: utcPtr(r.RunAt), StartAt: utcPtr(r.StartAt), EndAt: utcPtr(r.EndAt)},
-			Payload:  r.Payload, Priority: int(r.Priority),
+			Schedule: ScheduleSpec{Type: r.ScheduleType, Timezone: r.Timezone, RunAt: utcPtr(r.RunAt), StartAt: utcPtr(r.StartAt), EndAt: utcPtr(r.EndAt),
+				ExcludeCalendars: r.ExcludeCalendars},
+			Payload: r.Payload, Priority: int(r.Priority),
 			Retry: RetryPolicy{
 				MaxAttempts: int(r.MaxAttempts), InitialBackoff: time.Duration(r.InitialBackoffMS) * time.Millisecond,
 				MaxBackoff: time.Duration(r.MaxBackoffMS) * time.Millisecond,

@@ -28,7 +28,8 @@ type background struct {
 // startBackground starts River and the scheduler loop; the loop keeps
 // clock's estimate of the database's clock.
 func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, deliveries *service.Deliveries,
-	sender *jobs.Sender, metrics *jobs.Metrics, clock *service.DBClock, cfg config, logger *slog.Logger,
+	sender *jobs.Sender, metrics *jobs.Metrics, clock *service.DBClock, backfills *service.Backfills, cfg config,
+	logger *slog.Logger,
 ) (*background, error) {
 	riverCfg := jobs.RiverConfig{
 		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout, FetchPollInterval: cfg.FetchPollInterval,
@@ -40,6 +41,8 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 		Logger:     logger,
 		Metrics:    metrics,
 		Clock:      clock,
+
+		BackfillProgress: backfills.Wake,
 	})
 	if err != nil {
 		return nil, err
@@ -47,11 +50,13 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	// Its own context: shutdown stops it explicitly, after the HTTP server.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b := &background{river: rc, logger: logger, metrics: metrics, cancel: cancel, done: make(chan struct{})}
-	go b.run(runCtx, d.pool, enq, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock})
+	go b.run(runCtx, d.pool, enq, backfills, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock})
 	return b, nil
 }
 
-func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueuer, schedCfg service.SchedulerConfig) {
+func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueuer, backfills *service.Backfills,
+	schedCfg service.SchedulerConfig,
+) {
 	defer close(b.done)
 	for warned := false; ; warned = true {
 		err := db.CheckMigrated(ctx, pool)
@@ -73,6 +78,12 @@ func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueu
 		return
 	}
 	b.riverStarted = true
+	pumped := make(chan struct{})
+	go func() {
+		defer close(pumped)
+		jobs.RunBackfills(ctx, backfills, 0, b.logger)
+	}()
+	defer func() { <-pumped }()
 	jobs.RunScheduler(ctx, service.NewScheduler(pool, enq, schedCfg, b.logger),
 		jobs.SchedulerLoopConfig{Logger: b.logger, OnTick: b.metrics.ObserveTick, OnReconcile: b.metrics.ObserveReconcile,
 			ExpireKeys: service.NewIdempotencyKeys(pool).ExpireKeys})
