@@ -380,7 +380,7 @@ func (s *Backfills) pumpOne(ctx context.Context, tenant, id string) (int, error)
 			}
 			return nil
 		}
-		latest, err := db.LatestSlotStates(ctx, tx, tenant, b.TaskID, slots[0], slots[len(slots)-1].Add(time.Nanosecond))
+		latest, err := db.LatestSlotStates(ctx, tx, tenant, b.TaskID, slots[0], slots[len(slots)-1].Add(time.Microsecond)) // timestamptz: microseconds
 		if err != nil {
 			return err
 		}
