@@ -91,6 +91,7 @@ func waitBackfill(t *testing.T, base, tok, id string, within time.Duration) map[
 }
 
 func backfillEnv(t *testing.T) map[string]string {
+	t.Helper()
 	return map[string]string{
 		"AX_DATABASE_URL":          dbtest.URL(t),
 		"AX_JWT_SECRET":            "backfill-test-secret-0123456789abcdef0123456789",
@@ -281,7 +282,7 @@ func TestBackfillYearWithRestart(t *testing.T) {
 	}()
 
 	// Kill it once about a quarter is done.
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		cur := apiGet(t, p.base, tok, "/v1/backfills/"+bid)
 		if cur["created"].(float64) >= 2000 {
@@ -292,7 +293,7 @@ func TestBackfillYearWithRestart(t *testing.T) {
 	}
 	p.stop(t, syscall.SIGKILL)
 	p2 := startAx(t, env)
-	final := waitBackfill(t, p2.base, tok, bid, 5*time.Minute)
+	final := waitBackfill(t, p2.base, tok, bid, 10*time.Minute)
 	close(stop)
 	<-sampled
 	require.Equal(t, "succeeded", final["state"], "%v", final)
