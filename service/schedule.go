@@ -1,7 +1,10 @@
 package service
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -11,6 +14,17 @@ const (
 	ScheduleCron     = "cron"
 	ScheduleInterval = "interval"
 	ScheduleOnce     = "once"
+)
+
+// DST policies, as schedule.dst_policy spells them (see Schedule).
+const (
+	// DSTVixie treats a slot whose hour field is fixed as a wall-clock
+	// appointment (once per local time) and one whose hour field is * or a
+	// step as elapsed time (every instant whose wall clock matches).
+	DSTVixie = "vixie"
+	// DSTOncePerLocalTime fires every slot at most once per local time,
+	// whatever its fields.
+	DSTOncePerLocalTime = "once_per_local_time"
 )
 
 const (
@@ -41,6 +55,9 @@ type ScheduleSpec struct {
 	IntervalSeconds int64      // interval: >= 1
 	RunAt           *time.Time // once
 	StartAt, EndAt  *time.Time // optional bounds, any type
+	// Dialect and DSTPolicy apply to cron only: "standard" (default) or
+	// "quartz"; "vixie" (default) or "once_per_local_time".
+	Dialect, DSTPolicy string
 }
 
 // Schedule is a validated schedule that computes fire times. It is immutable
@@ -89,6 +106,7 @@ type Schedule struct {
 	spec     ScheduleSpec
 	loc      *time.Location
 	cron     *cronExpr
+	elapsed  bool      // cron slots follow elapsed time (DSTVixie, hour * or step)
 	interval int64     // seconds
 	base     time.Time // interval slot 0
 	runAt    time.Time
@@ -119,16 +137,20 @@ func ParseSchedule(spec ScheduleSpec, anchor time.Time) (*Schedule, error) {
 	notFor := func(field string) {
 		verr.Add(field, fmt.Sprintf("must not be set for a %s schedule", spec.Type))
 	}
+	dialectOK := checkChoice(&verr, spec.Type, "schedule.dialect", spec.Dialect, DialectStandard, DialectQuartz)
+	checkChoice(&verr, spec.Type, "schedule.dst_policy", spec.DSTPolicy, DSTVixie, DSTOncePerLocalTime)
 	switch spec.Type {
 	case ScheduleCron:
-		if !cronSet {
+		switch {
+		case !cronSet:
 			verr.Add("schedule.cron", "is required for a cron schedule")
-		} else {
-			c, msgs := parseCron(spec.Cron)
+		case dialectOK:
+			c, msgs := parseCron(spec.Cron, s.spec.Dialect)
 			for _, m := range msgs {
 				verr.Add("schedule.cron", m)
 			}
 			s.cron = c
+			s.elapsed = c != nil && s.spec.DSTPolicy == DSTVixie && !c.fixedHour
 		}
 		if spec.IntervalSeconds != 0 {
 			notFor("schedule.interval_seconds")
@@ -202,11 +224,39 @@ func ParseSchedule(spec ScheduleSpec, anchor time.Time) (*Schedule, error) {
 	return s, nil
 }
 
-// normalizeSpec fills the default zone, trims the expression and copies the
+// checkChoice validates a cron-only enumerated field: for a cron schedule
+// "" (the default, the first choice) or one of choices; for another type ""
+// or the default, which it ignores. It reports whether value is usable.
+func checkChoice(verr *ValidationError, typ, field, value string, choices ...string) bool {
+	quoted := make([]string, len(choices))
+	for i, c := range choices {
+		quoted[i] = strconv.Quote(c)
+	}
+	switch {
+	case value == "" || value == choices[0]:
+		return true
+	case !slices.Contains(choices, value):
+		verr.Add(field, fmt.Sprintf("%q is not allowed; must be one of %s", value, strings.Join(quoted, ", ")))
+		return false
+	case typ != ScheduleCron && typ != "":
+		verr.Add(field, fmt.Sprintf("must not be %q for a %s schedule: it applies to cron schedules only", value, typ))
+		return false
+	}
+	return true
+}
+
+// normalizeSpec fills the default zone (and, for cron, dialect and DST
+// policy; other types have neither), trims the expression and copies the
 // times (in UTC) so the Schedule shares nothing with the caller.
 func normalizeSpec(spec ScheduleSpec) ScheduleSpec {
 	if spec.Timezone == "" {
 		spec.Timezone = "UTC"
+	}
+	if spec.Type == ScheduleCron {
+		spec.Dialect = cmp.Or(spec.Dialect, DialectStandard)
+		spec.DSTPolicy = cmp.Or(spec.DSTPolicy, DSTVixie)
+	} else {
+		spec.Dialect, spec.DSTPolicy = "", ""
 	}
 	spec.Cron = strings.TrimSpace(spec.Cron)
 	spec.RunAt = copyTime(spec.RunAt)
@@ -224,7 +274,8 @@ func copyTime(t *time.Time) *time.Time {
 }
 
 // Spec returns the normalised schedule: Timezone filled ("UTC" when it was
-// empty), Cron trimmed, times in UTC.
+// empty), for cron Dialect and DSTPolicy filled ("standard", "vixie"; empty
+// for other types), Cron trimmed, times in UTC.
 func (s *Schedule) Spec() ScheduleSpec {
 	return normalizeSpec(s.spec)
 }
@@ -250,6 +301,8 @@ func (s *Schedule) Next(after time.Time) (t time.Time, ok bool) {
 		return time.Time{}, false
 	}
 	switch {
+	case s.elapsed:
+		t, ok = s.nextElapsed(after)
 	case s.cron != nil:
 		t, ok = s.nextCron(after)
 	case s.interval > 0:
@@ -293,7 +346,9 @@ func (s *Schedule) nextInterval(after time.Time) time.Time {
 	return time.Unix(s.base.Unix()+k*s.interval, int64(s.base.Nanosecond())).UTC()
 }
 
-// nextCron returns the first cron fire strictly after `after`.
+// nextCron returns the first cron fire strictly after `after` under the
+// once-per-local-time rule (DSTOncePerLocalTime, and DSTVixie with a fixed
+// hour).
 //
 // Fire instants are resolveWall(w) for matching wall clocks w, a
 // non-decreasing mapping, so the answer is the instant of the first matching
