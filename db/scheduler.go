@@ -24,6 +24,8 @@ type DueTask struct {
 	NextRunAt       time.Time  `db:"next_run_at"`
 	Version         int32      `db:"version"`
 	CreatedAt       time.Time  `db:"created_at"`
+	ScheduleDialect string     `db:"schedule_dialect"`
+	DSTPolicy       string     `db:"dst_policy"`
 }
 
 // ClaimDueTasks locks up to limit active tasks whose next_run_at is at or
@@ -31,7 +33,8 @@ type DueTask struct {
 // skipped, so concurrent schedulers share the work without waiting.
 func ClaimDueTasks(ctx context.Context, tx pgx.Tx, horizon time.Time, limit int) ([]DueTask, error) {
 	rows, err := tx.Query(ctx, `SELECT tenant_id, id::text, schedule_type, cron, timezone, interval_seconds, run_at,
-			start_at, end_at, priority, max_attempts, misfire_policy, next_run_at, version, created_at
+			start_at, end_at, priority, max_attempts, misfire_policy, next_run_at, version, created_at,
+			schedule_dialect, dst_policy
 		FROM tasks
 		WHERE state = 'active' AND next_run_at IS NOT NULL AND next_run_at <= $1
 		ORDER BY next_run_at

@@ -224,22 +224,25 @@ func ParseSchedule(spec ScheduleSpec, anchor time.Time) (*Schedule, error) {
 	return s, nil
 }
 
-// checkChoice validates a cron-only enumerated field: for a cron schedule
-// "" (the default, the first choice) or one of choices; for another type ""
-// or the default, which it ignores. It reports whether value is usable.
+// checkChoice validates an enumerated field that applies to cron schedules
+// only: "" or one of choices, the first being the default. Interval and
+// once schedules have no such field: they accept "" and the default (which
+// a client may send back as it read it from a cron task) and ignore them,
+// and reject any other value, as they reject a cron expression. It
+// reports whether value is usable.
 func checkChoice(verr *ValidationError, typ, field, value string, choices ...string) bool {
-	quoted := make([]string, len(choices))
-	for i, c := range choices {
-		quoted[i] = strconv.Quote(c)
-	}
 	switch {
 	case value == "" || value == choices[0]:
 		return true
 	case !slices.Contains(choices, value):
+		quoted := make([]string, len(choices))
+		for i, c := range choices {
+			quoted[i] = strconv.Quote(c)
+		}
 		verr.Add(field, fmt.Sprintf("%q is not allowed; must be one of %s", value, strings.Join(quoted, ", ")))
 		return false
 	case typ != ScheduleCron && typ != "":
-		verr.Add(field, fmt.Sprintf("must not be %q for a %s schedule: it applies to cron schedules only", value, typ))
+		verr.Add(field, fmt.Sprintf("must not be %q: it applies to cron schedules only, not to %s schedules", value, typ))
 		return false
 	}
 	return true

@@ -354,6 +354,9 @@ func (s *Scheduler) schedule(t db.DueTask) (*Schedule, error) {
 	if t.Cron != nil {
 		spec.Cron = *t.Cron
 	}
+	if t.ScheduleType == ScheduleCron {
+		spec.Dialect, spec.DSTPolicy = t.ScheduleDialect, t.DSTPolicy
+	}
 	if t.IntervalSeconds != nil {
 		spec.IntervalSeconds = *t.IntervalSeconds
 	}

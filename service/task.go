@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -379,8 +380,8 @@ func (s *Tasks) setState(ctx context.Context, tenant, id string, change func(db.
 }
 
 // Preview returns the task's next n fire times after now, computed by the
-// same code the scheduler uses.
-func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) ([]time.Time, *time.Location, error) {
+// same code the scheduler uses, and its parsed schedule.
+func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) ([]time.Time, *Schedule, error) {
 	t, err := s.Get(ctx, tenant, id)
 	if err != nil {
 		return nil, nil, err
@@ -393,7 +394,7 @@ func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) ([]time.T
 	if err != nil {
 		return nil, nil, err
 	}
-	return sched.Preview(now, n), sched.Location(), nil
+	return sched.Preview(now, n), sched, nil
 }
 
 func (in TaskInput) withDefaults() TaskInput {
@@ -513,7 +514,17 @@ func firstRun(sched *Schedule, now time.Time) (*time.Time, error) {
 	}
 	next, ok := sched.Next(now)
 	if !ok {
-		return nil, fieldError("schedule.end_at", "the schedule has no fire time left (end_at has passed)")
+		switch {
+		case spec.EndAt != nil && !spec.EndAt.After(now):
+			return nil, fieldError("schedule.end_at", "the schedule has no fire time left (end_at has passed)")
+		case spec.EndAt != nil:
+			return nil, fieldError("schedule.end_at", "the schedule has no fire time between now and end_at")
+		default:
+			// Only a cron year field ends a schedule without an end_at (or,
+			// under the vixie DST policy, an expression whose every match
+			// is a wall clock that does not exist).
+			return nil, fieldError("schedule.cron", "the schedule has no fire time left after now (check the year field)")
+		}
 	}
 	return &next, nil
 }
@@ -531,7 +542,8 @@ func sameSchedule(a, b ScheduleSpec) bool {
 		return (x == nil && y == nil) || (x != nil && y != nil && x.Equal(*y))
 	}
 	return a.Type == b.Type && a.Cron == b.Cron && a.Timezone == b.Timezone && a.IntervalSeconds == b.IntervalSeconds &&
-		eqTime(a.RunAt, b.RunAt) && eqTime(a.StartAt, b.StartAt) && eqTime(a.EndAt, b.EndAt)
+		eqTime(a.RunAt, b.RunAt) && eqTime(a.StartAt, b.StartAt) && eqTime(a.EndAt, b.EndAt) &&
+		a.Dialect == b.Dialect && a.DSTPolicy == b.DSTPolicy
 }
 
 func taskRow(tenant, id string, in TaskInput) db.Task {
@@ -541,6 +553,12 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 		Payload: in.Payload, Priority: int16(in.Priority), MaxAttempts: int32(in.Retry.MaxAttempts),
 		InitialBackoffMS: in.Retry.InitialBackoff.Milliseconds(), MaxBackoffMS: in.Retry.MaxBackoff.Milliseconds(),
 		OverlapPolicy: in.OverlapPolicy, MisfirePolicy: in.MisfirePolicy, Labels: in.Labels,
+		// Interval and once tasks store the defaults, and ignore them.
+		ScheduleDialect: DialectStandard, DSTPolicy: DSTVixie,
+	}
+	if in.Schedule.Type == ScheduleCron {
+		r.ScheduleDialect = cmp.Or(in.Schedule.Dialect, DialectStandard)
+		r.DSTPolicy = cmp.Or(in.Schedule.DSTPolicy, DSTVixie)
 	}
 	if in.Schedule.Cron != "" {
 		c := strings.TrimSpace(in.Schedule.Cron)
@@ -582,6 +600,9 @@ func taskFromRow(r db.Task) Task {
 	}
 	if r.Cron != nil {
 		t.Schedule.Cron = *r.Cron
+	}
+	if r.ScheduleType == ScheduleCron {
+		t.Schedule.Dialect, t.Schedule.DSTPolicy = r.ScheduleDialect, r.DSTPolicy
 	}
 	if r.IntervalSeconds != nil {
 		t.Schedule.IntervalSeconds = *r.IntervalSeconds
