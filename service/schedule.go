@@ -65,28 +65,47 @@ type ScheduleSpec struct {
 //
 // # Cron
 //
-// Five fields "minute hour day-of-month month day-of-week" (second 0), or six
-// with a leading second field. Each field is a comma-separated list of *,
-// values, ranges a-b, and steps (*/15, 10-40/5, and 5/10 meaning 5-max/10).
-// Months accept JAN-DEC and weekdays SUN-SAT, case-insensitively; day-of-week
-// 7 is Sunday too. ? means * in day-of-month and day-of-week. Day-of-month may
-// be L (the month's last day) or L-n (n days before it) as the whole field.
-// Ranges do not wrap around. Descriptors: @yearly, @annually, @monthly,
-// @weekly, @daily, @midnight, @hourly.
+// Two dialects (ScheduleSpec.Dialect). Standard (DialectStandard): five
+// fields "minute hour day-of-month month day-of-week" (second 0), six with a
+// leading second field, or seven with a leading second and a trailing year;
+// day-of-week 0 and 7 are Sunday. Quartz (DialectQuartz): six or seven
+// fields, seconds first; day-of-week 1 is Sunday .. 7 Saturday; ? is
+// required in exactly one of the day fields. Descriptors (@yearly,
+// @annually, @monthly, @weekly, @daily, @midnight, @hourly) and names
+// (JAN-DEC, SUN-SAT, case-insensitive) mean the same in both.
 //
-// Day matching follows Vixie cron: when both day-of-month and day-of-week are
+// Each field is a comma-separated list of *, values, ranges a-b, and steps
+// (*/15, 10-40/5, and 5/10 meaning 5-max/10). A range whose end is below its
+// start wraps around the field's cycle (FRI-MON, NOV-FEB, 22-2 in hours; a
+// step counts on across the wrap: 22-2/2 is 22, 0, 2), except in the year.
+// ? means * in a day field. Day-of-month items may also be L (the month's
+// last day), L-n (n days before it), nW (the weekday nearest day n, within
+// the month) and LW (the month's last weekday); day-of-week items dL (the
+// month's last weekday d), d#n (its n-th weekday d) and L (Saturday). The
+// year field takes 1970-2099.
+//
+// Day matching: standard follows Vixie cron: when both day fields are
 // restricted, a day matches if either matches; a field that starts with * or
 // ? is not restricted, and then a day must match both (so "0 0 */2 * MON" is
-// odd-numbered Mondays).
+// odd-numbered Mondays). Quartz: the field that is not ? alone decides.
 //
 // # Time zones and DST
 //
-// Cron fields are evaluated on the wall clock of the schedule's IANA zone. A
-// wall clock that does not exist (spring forward) fires once, at the first
-// instant after the gap: every matching time inside the gap collapses into
-// that single fire, shared with a match at the gap's end. A wall clock that
-// occurs twice (fall back) fires once, at its first occurrence; the repeated
-// stretch fires nothing. Fire times are therefore never duplicated.
+// Cron fields are evaluated on the wall clock of the schedule's IANA zone.
+// ScheduleSpec.DSTPolicy decides what a jump of that clock does:
+//
+//   - DSTOncePerLocalTime, and DSTVixie for an expression whose hour field is
+//     fixed (no * and no step: a value, a list or a range): a wall clock that
+//     does not exist (spring forward) fires once, at the first instant after
+//     the gap: every matching time inside the gap collapses into that single
+//     fire, shared with a match at the gap's end. A wall clock that occurs
+//     twice (fall back) fires once, at its first occurrence; the repeated
+//     stretch fires nothing. So "*/10 1 * * *" fires 01:00 .. 01:50 once each.
+//   - DSTVixie for an hour field with * or a step: elapsed time. Every instant
+//     whose wall clock matches fires: a wall clock that does not exist never
+//     fires, one that occurs twice fires twice.
+//
+// Fire times are never duplicated and strictly increase.
 //
 // # Interval and once
 //
