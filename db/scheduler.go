@@ -24,6 +24,8 @@ type DueTask struct {
 	NextRunAt       time.Time  `db:"next_run_at"`
 	Version         int32      `db:"version"`
 	CreatedAt       time.Time  `db:"created_at"`
+	ScheduleDialect string     `db:"schedule_dialect"`
+	DSTPolicy       string     `db:"dst_policy"`
 	// ExcludeCalendars names the calendars whose dates the schedule skips.
 	ExcludeCalendars []string `db:"exclude_calendars"`
 }
@@ -34,7 +36,7 @@ type DueTask struct {
 func ClaimDueTasks(ctx context.Context, tx pgx.Tx, horizon time.Time, limit int) ([]DueTask, error) {
 	rows, err := tx.Query(ctx, `SELECT tenant_id, id::text, schedule_type, cron, timezone, interval_seconds, run_at,
 			start_at, end_at, priority, max_attempts, misfire_policy, next_run_at, version, created_at,
-			exclude_calendars::text[]
+			schedule_dialect, dst_policy, exclude_calendars::text[]
 		FROM tasks
 		WHERE state = 'active' AND next_run_at IS NOT NULL AND next_run_at <= $1
 		ORDER BY next_run_at

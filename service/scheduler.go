@@ -399,6 +399,9 @@ func (s *Scheduler) schedule(t db.DueTask, cals map[string]db.Calendar) (*Schedu
 	if t.Cron != nil {
 		spec.Cron = *t.Cron
 	}
+	if t.ScheduleType == ScheduleCron {
+		spec.Dialect, spec.DSTPolicy = t.ScheduleDialect, t.DSTPolicy
+	}
 	if t.IntervalSeconds != nil {
 		spec.IntervalSeconds = *t.IntervalSeconds
 	}

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -455,7 +456,8 @@ func (s *Tasks) setState(ctx context.Context, tenant, id string, change func(db.
 }
 
 // Preview returns the task's next n fire times after now, computed by the
-// same code the scheduler uses.
+// same code the scheduler uses, the slots its calendars removed in the same
+// span, and its parsed schedule.
 func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) (TaskPreview, error) {
 	t, err := s.Get(ctx, tenant, id)
 	if err != nil {
@@ -473,7 +475,7 @@ func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) (TaskPrev
 		return TaskPreview{}, err
 	}
 	fires, excluded := sched.PreviewExcluded(now, n)
-	return TaskPreview{Fires: fires, Excluded: excluded, Location: sched.Location()}, nil
+	return TaskPreview{Fires: fires, Excluded: excluded, Schedule: sched}, nil
 }
 
 // TaskPreview is a task's upcoming fire times.
@@ -481,7 +483,7 @@ type TaskPreview struct {
 	Fires []time.Time
 	// Excluded are the slots in the same span that calendars removed.
 	Excluded []time.Time
-	Location *time.Location
+	Schedule *Schedule
 }
 
 func (in TaskInput) withDefaults() TaskInput {
@@ -601,7 +603,17 @@ func firstRun(sched *Schedule, now time.Time) (*time.Time, error) {
 	}
 	next, ok := sched.Next(now)
 	if !ok {
-		return nil, fieldError("schedule.end_at", "the schedule has no fire time left (end_at has passed)")
+		switch {
+		case spec.EndAt != nil && !spec.EndAt.After(now):
+			return nil, fieldError("schedule.end_at", "the schedule has no fire time left (end_at has passed)")
+		case spec.EndAt != nil:
+			return nil, fieldError("schedule.end_at", "the schedule has no fire time between now and end_at")
+		default:
+			// Only a cron year field ends a schedule without an end_at (or,
+			// under the vixie DST policy, an expression whose every match
+			// is a wall clock that does not exist).
+			return nil, fieldError("schedule.cron", "the schedule has no fire time left after now (check the year field)")
+		}
 	}
 	return &next, nil
 }
@@ -620,7 +632,8 @@ func sameSchedule(a, b ScheduleSpec) bool {
 	}
 	return a.Type == b.Type && a.Cron == b.Cron && a.Timezone == b.Timezone && a.IntervalSeconds == b.IntervalSeconds &&
 		eqTime(a.RunAt, b.RunAt) && eqTime(a.StartAt, b.StartAt) && eqTime(a.EndAt, b.EndAt) &&
-		slices.Equal(a.ExcludeCalendars, b.ExcludeCalendars)
+		slices.Equal(a.ExcludeCalendars, b.ExcludeCalendars) &&
+		a.Dialect == b.Dialect && a.DSTPolicy == b.DSTPolicy
 }
 
 func taskRow(tenant, id string, in TaskInput) db.Task {
@@ -631,6 +644,12 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 		InitialBackoffMS: in.Retry.InitialBackoff.Milliseconds(), MaxBackoffMS: in.Retry.MaxBackoff.Milliseconds(),
 		OverlapPolicy: in.OverlapPolicy, MisfirePolicy: in.MisfirePolicy, Labels: in.Labels,
 		ExcludeCalendars: in.Schedule.ExcludeCalendars,
+		// Interval and once tasks store the defaults, and ignore them.
+		ScheduleDialect: DialectStandard, DSTPolicy: DSTVixie,
+	}
+	if in.Schedule.Type == ScheduleCron {
+		r.ScheduleDialect = cmp.Or(in.Schedule.Dialect, DialectStandard)
+		r.DSTPolicy = cmp.Or(in.Schedule.DSTPolicy, DSTVixie)
 	}
 	if in.Schedule.Cron != "" {
 		c := strings.TrimSpace(in.Schedule.Cron)
@@ -673,6 +692,9 @@ func taskFromRow(r db.Task) Task {
 	}
 	if r.Cron != nil {
 		t.Schedule.Cron = *r.Cron
+	}
+	if r.ScheduleType == ScheduleCron {
+		t.Schedule.Dialect, t.Schedule.DSTPolicy = r.ScheduleDialect, r.DSTPolicy
 	}
 	if r.IntervalSeconds != nil {
 		t.Schedule.IntervalSeconds = *r.IntervalSeconds
