@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"encoding/binary"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,21 +52,20 @@ func DeleteExpiredExecutions(ctx context.Context, q TxBeginner, tenant, after st
 	if after == "" {
 		after = nilUUID
 	}
+	// The horizon is a constant of the statement, so that the batch is a
+	// range of the primary key: the scan stops at the horizon.
+	cutoff := time.Now().Add(-olderThan)
 	var out ExpiredExecutions
 	err := inTurn(ctx, q, retentionLock, retentionTimeout, func(tx pgx.Tx) error {
 		out.Turn = true
-		return tx.QueryRow(ctx, `WITH horizon AS (
-				SELECT c.cutoff, (lpad(to_hex(floor(extract(epoch FROM c.cutoff) * 1000)::bigint), 12, '0')
-					|| repeat('0', 20))::uuid AS id
-				FROM (SELECT now() - make_interval(secs => $3) AS cutoff) c
-			), batch AS (
-				SELECT e.id FROM executions e, horizon h
-				WHERE e.tenant_id = $1 AND e.id > $2::uuid AND e.id < h.id
+		return tx.QueryRow(ctx, `WITH batch AS (
+				SELECT e.id FROM executions e
+				WHERE e.tenant_id = $1 AND e.id > $2::uuid AND e.id < $3::uuid
 				ORDER BY e.id LIMIT $4
 			), doomed AS (
-				SELECT e.tenant_id, e.id FROM executions e JOIN batch b ON e.id = b.id CROSS JOIN horizon h
+				SELECT e.tenant_id, e.id FROM executions e JOIN batch b ON e.id = b.id
 				WHERE e.tenant_id = $1 AND e.state IN ('succeeded', 'failed', 'cancelled', 'skipped')
-				  AND coalesce(e.finished_at, e.created_at) < h.cutoff
+				  AND coalesce(e.finished_at, e.created_at) < $5
 				  AND (e.trigger <> 'schedule' OR e.rescheduled
 				    OR EXISTS (SELECT 1 FROM executions n
 				        WHERE n.tenant_id = e.tenant_id AND n.task_id = e.task_id AND n.trigger = 'schedule'
@@ -81,12 +81,20 @@ func DeleteExpiredExecutions(ctx context.Context, q TxBeginner, tenant, after st
 			)
 			SELECT coalesce((SELECT id::text FROM batch ORDER BY id DESC LIMIT 1), ''), (SELECT count(*) FROM batch),
 				(SELECT count(*) FROM gone), (SELECT count(*) FROM events)`,
-			tenant, after, olderThan.Seconds(), limit).Scan(&out.Last, &out.Examined, &out.Executions, &out.Events)
+			tenant, after, idFloor(cutoff), limit, cutoff).Scan(&out.Last, &out.Examined, &out.Executions, &out.Events)
 	})
 	if err != nil {
 		return ExpiredExecutions{}, wrap("delete expired executions", err)
 	}
 	return out, nil
+}
+
+// idFloor is the smallest UUIDv7 minted at t (to the millisecond): every
+// id minted before t is below it.
+func idFloor(t time.Time) [16]byte {
+	var id [16]byte
+	binary.BigEndian.PutUint64(id[:8], uint64(t.UnixMilli())<<16) //nolint:gosec // times after 1970
+	return id
 }
 
 // DeleteExpiredAudit removes up to limit audit records older than
