@@ -79,7 +79,7 @@ func DeleteExpiredExecutions(ctx context.Context, q TxBeginner, tenant, after st
 				DELETE FROM execution_events v USING gone g WHERE v.tenant_id = g.tenant_id AND v.execution_id = g.id
 				RETURNING 1
 			)
-			SELECT coalesce((SELECT id::text FROM batch ORDER BY id DESC LIMIT 1), ''), (SELECT count(*) FROM batch),
+			SELECT coalesce((SELECT b.id::text FROM batch b ORDER BY b.id DESC LIMIT 1), ''), (SELECT count(*) FROM batch),
 				(SELECT count(*) FROM gone), (SELECT count(*) FROM events)`,
 			tenant, after, idFloor(cutoff), limit, cutoff).Scan(&out.Last, &out.Examined, &out.Executions, &out.Events)
 	})
