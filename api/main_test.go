@@ -65,6 +65,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		Calendars:   service.NewCalendars(pool, tasks),
 		Backfills:   service.NewBackfills(pool, enq, tasks),
 		Idempotency: service.NewIdempotencyKeys(pool),
+		Audit:       service.NewAudit(pool),
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, pool) },
 		BodyLimit:   opts.BodyLimit,
 		Version:     "test",

@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/axhq/ax/service"
 )
 
 // registerRoutes registers every route in one place.
@@ -58,6 +60,8 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 
 	v1.GET("/stats", h.getStats, xR)
 
+	v1.GET("/audit", h.listAudit, requireScope(ScopeAuditRead))
+
 	// River's UI for operators: not part of the REST API, so not in the spec.
 	if h.cfg.RiverUI != nil {
 		e.Match([]string{http.MethodGet, http.MethodHead}, RiverUIPrefix, riverUIRedirect)
@@ -72,8 +76,28 @@ type authedRoutes struct {
 	auth   echo.MiddlewareFunc
 }
 
+// add registers a route behind authentication. A route that changes
+// something (any method but GET) also carries the request's actor to the
+// service, which records each change in the audit log (withActor).
 func (g *authedRoutes) add(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
-	g.e.Add(method, g.prefix+path, h, append([]echo.MiddlewareFunc{g.auth}, m...)...)
+	chain := []echo.MiddlewareFunc{g.auth}
+	if method != http.MethodGet {
+		chain = append(chain, withActor)
+	}
+	g.e.Add(method, g.prefix+path, h, append(chain, m...)...)
+}
+
+// withActor puts the request's actor (the token's subject, the request id
+// sent back as X-Request-Id) into the request's context: the services
+// record the changes made with it in the audit log, in the change's
+// transaction (service.WithActor).
+func withActor(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		actor := service.Actor{Subject: principalFrom(c).Subject, RequestID: c.Response().Header().Get(echo.HeaderXRequestID)}
+		c.SetRequest(req.WithContext(service.WithActor(req.Context(), actor)))
+		return next(c)
+	}
 }
 
 func (g *authedRoutes) GET(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {

@@ -49,6 +49,8 @@ type Config struct {
 	Metrics *prometheus.Registry
 	// Stats serves GET /v1/stats. Required.
 	Stats *service.Stats
+	// Audit serves GET /v1/audit. Required.
+	Audit *service.Audit
 	// RiverUI is River's web UI, served at RiverUIPrefix/ to admin tokens
 	// only (riverui.go). Nil: not mounted.
 	RiverUI http.Handler

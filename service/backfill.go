@@ -192,7 +192,10 @@ func (s *Backfills) Create(ctx context.Context, tenant, taskID string, in Backfi
 			return storeError(err, "store backfill")
 		}
 		out = backfillFromRow(b)
-		return nil
+		return recordAudit(ctx, tx, tenant, AuditBackfill, ResourceTask, taskID, map[string]any{
+			"backfill_id": b.ID, "from": in.From.UTC().Format(time.RFC3339Nano), "to": in.To.UTC().Format(time.RFC3339Nano),
+			"rerun": in.Rerun, "max_concurrency": in.MaxConcurrency, "total": b.Total,
+		})
 	})
 	if err == nil && !in.DryRun {
 		s.Wake()
@@ -301,8 +304,10 @@ func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, er
 		if err != nil {
 			return err
 		}
-		_, err = db.FinishBackfill(ctx, tx, tenant, id, BackfillCancelled, c)
-		return err
+		if _, err = db.FinishBackfill(ctx, tx, tenant, id, BackfillCancelled, c); err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, tenant, AuditCancel, ResourceBackfill, id, map[string]any{"task_id": row.TaskID})
 	})
 	if err != nil {
 		return Backfill{}, err

@@ -103,12 +103,20 @@ func (s *Calendars) Create(ctx context.Context, tenant string, in CalendarInput)
 	if err != nil {
 		return Calendar{}, err
 	}
-	row, err := db.InsertCalendar(ctx, db.Using(ctx, s.pool), db.Calendar{TenantID: tenant, ID: NewID(), Name: in.Name,
-		Timezone: in.Timezone, Dates: in.Dates})
+	var out Calendar
+	err = auditTx(ctx, s.pool, func(q db.Querier) error {
+		row, err := db.InsertCalendar(ctx, q, db.Calendar{TenantID: tenant, ID: NewID(), Name: in.Name,
+			Timezone: in.Timezone, Dates: in.Dates})
+		if err != nil {
+			return calendarStoreError(err, in)
+		}
+		out = calendarFromRow(row)
+		return recordAudit(ctx, q, tenant, AuditCreate, ResourceCalendar, out.ID, auditFields(in))
+	})
 	if err != nil {
-		return Calendar{}, calendarStoreError(err, in)
+		return Calendar{}, err
 	}
-	return calendarFromRow(row), nil
+	return out, nil
 }
 
 // Get returns one calendar.
@@ -164,6 +172,9 @@ func (s *Calendars) Update(ctx context.Context, tenant, id string, change func(*
 			return calendarStoreError(err, in)
 		}
 		out = calendarFromRow(upd)
+		if err := recordAudit(ctx, tx, tenant, AuditUpdate, ResourceCalendar, id, auditDiff(cur.Input(), in)); err != nil {
+			return err
+		}
 		if in.Timezone == cur.Timezone && slices.Equal(in.Dates, cur.Dates) {
 			return nil
 		}
@@ -211,7 +222,7 @@ func (s *Calendars) Delete(ctx context.Context, tenant, id string) error {
 		if !ok {
 			return ErrNotFound
 		}
-		return nil
+		return recordAudit(ctx, tx, tenant, AuditDelete, ResourceCalendar, id, nil)
 	})
 }
 

@@ -183,7 +183,7 @@ func (s *Executions) Get(ctx context.Context, tenant, id string) (ExecutionDetai
 // cancelled at once. Cancelling a running execution again is a no-op; any
 // other state is a conflict.
 func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
-	return s.change(ctx, tenant, id, func(tx db.Tx, row db.Execution) error {
+	return s.change(ctx, tenant, id, AuditCancel, func(tx db.Tx, row db.Execution) error {
 		var (
 			ok  bool
 			err error
@@ -230,8 +230,9 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 }
 
 // change runs fn on the execution locked in a transaction and returns the
-// execution as fn left it, with its events.
-func (s *Executions) change(ctx context.Context, tenant, id string, fn func(db.Tx, db.Execution) error) (ExecutionDetail, error) {
+// execution as fn left it, with its events; the request is audited as
+// action.
+func (s *Executions) change(ctx context.Context, tenant, id, action string, fn func(db.Tx, db.Execution) error) (ExecutionDetail, error) {
 	if !validID(id) {
 		return ExecutionDetail{}, ErrNotFound
 	}
@@ -244,11 +245,21 @@ func (s *Executions) change(ctx context.Context, tenant, id string, fn func(db.T
 		if err := fn(tx, row); err != nil {
 			return err
 		}
+		before := row
 		if row, err = db.GetExecution(ctx, tx, tenant, id, false); err != nil {
 			return storeError(err, "load execution")
 		}
-		out, err = s.withEvents(ctx, tx, row)
-		return err
+		if out, err = s.withEvents(ctx, tx, row); err != nil {
+			return err
+		}
+		changes := map[string]any{}
+		if row.State != before.State {
+			changes["state"] = map[string]any{"old": before.State, "new": row.State}
+		}
+		if row.CancelRequested != before.CancelRequested {
+			changes["cancel_requested"] = map[string]any{"old": before.CancelRequested, "new": row.CancelRequested}
+		}
+		return recordAudit(ctx, tx, tenant, action, ResourceExecution, row.ID, changes)
 	})
 	return out, err
 }
@@ -269,7 +280,7 @@ func (s *Executions) change(ctx context.Context, tenant, id string, fn func(db.T
 // (the worker would cancel it), and one whose previous delivery job is
 // still running.
 func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
-	return s.change(ctx, tenant, id, func(tx db.Tx, row db.Execution) error {
+	return s.change(ctx, tenant, id, AuditRetry, func(tx db.Tx, row db.Execution) error {
 		switch row.State {
 		case ExecFailed, ExecCancelled:
 		case ExecPending, ExecRunning, ExecRetrying:
@@ -428,8 +439,17 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 		if err != nil {
 			return storeError(err, "load triggered execution")
 		}
-		out, err = s.withEvents(ctx, tx, row)
-		return err
+		if out, err = s.withEvents(ctx, tx, row); err != nil {
+			return err
+		}
+		changes := map[string]any{"execution_id": row.ID, "created": created}
+		if in.DedupKey != "" {
+			changes["dedup_key"] = in.DedupKey
+		}
+		if in.Payload != nil {
+			changes["payload"] = auditBytes(in.Payload)
+		}
+		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceTask, task.ID, changes)
 	})
 	return out, err
 }
@@ -569,6 +589,11 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 		e, err := db.GetExecution(ctx, tx, tenant, id, false)
 		if err != nil {
 			return storeError(err, "load skipped execution")
+		}
+		if err := recordAudit(ctx, tx, tenant, AuditSkip, ResourceTask, taskID, map[string]any{
+			"scheduled_for": at.UTC().Format(time.RFC3339Nano), "execution_id": id,
+		}); err != nil {
+			return err
 		}
 		out, err = s.withEvents(ctx, tx, e)
 		return err

@@ -175,11 +175,19 @@ func (s *Tasks) create(ctx context.Context, tenant string, in TaskInput) (Task, 
 	// instant, not the insert's own now() a round trip later.
 	row.State, row.NextRunAt, row.CreatedAt = TaskActive, next, now
 	wake := next != nil && next.Sub(now) <= TaskWakeWithin
-	row, err = db.InsertTask(ctx, q, row, wake)
+	var out Task
+	err = auditTx(ctx, s.pool, func(q db.Querier) error {
+		row, err := db.InsertTask(ctx, q, row, wake)
+		if err != nil {
+			return s.insertError(err, in)
+		}
+		out = taskFromRow(row)
+		return recordAudit(ctx, q, tenant, AuditCreate, ResourceTask, out.ID, auditFields(out.Input()))
+	})
 	if err != nil {
-		return Task{}, s.insertError(err, in)
+		return Task{}, err
 	}
-	return taskFromRow(row), nil
+	return out, nil
 }
 
 // withCalendars returns sched with the calendars its spec excludes
@@ -332,6 +340,13 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 			return s.insertError(err, in)
 		}
 		out = taskFromRow(row)
+		changes := auditDiff(cur.Input(), out.Input())
+		if out.State != cur.State {
+			changes["state"] = map[string]any{"old": cur.State, "new": out.State}
+		}
+		if err := recordAudit(ctx, tx, tenant, AuditUpdate, ResourceTask, out.ID, changes); err != nil {
+			return err
+		}
 		return db.NotifyTaskChanged(ctx, tx)
 	})
 	return out, err
@@ -373,8 +388,12 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 		if !ok {
 			return ErrNotFound
 		}
-		_, err = db.CancelPendingExecutions(ctx, tx, tenant, id, false, "the task was deleted")
-		return err
+		n, err := db.CancelPendingExecutions(ctx, tx, tenant, id, false, "the task was deleted")
+		if err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, tenant, AuditDelete, ResourceTask, strings.ToLower(id),
+			map[string]any{"cancelled_executions": n})
 	})
 }
 
@@ -386,7 +405,7 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 // their (task, slot) key. A paused task stays paused; a completed one
 // cannot be paused.
 func (s *Tasks) Pause(ctx context.Context, tenant, id string) (Task, error) {
-	return s.setState(ctx, tenant, id, func(tx db.Tx, row *db.Task, _ time.Time) error {
+	return s.setState(ctx, tenant, id, AuditPause, func(tx db.Tx, row *db.Task, _ time.Time) error {
 		switch row.State {
 		case TaskPaused:
 			return nil
@@ -403,7 +422,7 @@ func (s *Tasks) Pause(ctx context.Context, tenant, id string) (Task, error) {
 // paused are not fired; executions materialised before the pause for
 // slots still ahead are sent at their slots (Pause).
 func (s *Tasks) Resume(ctx context.Context, tenant, id string) (Task, error) {
-	return s.setState(ctx, tenant, id, func(_ db.Tx, row *db.Task, now time.Time) error {
+	return s.setState(ctx, tenant, id, AuditResume, func(_ db.Tx, row *db.Task, now time.Time) error {
 		switch row.State {
 		case TaskActive:
 			return nil
@@ -424,7 +443,9 @@ func (s *Tasks) Resume(ctx context.Context, tenant, id string) (Task, error) {
 	})
 }
 
-func (s *Tasks) setState(ctx context.Context, tenant, id string, change func(db.Tx, *db.Task, time.Time) error) (Task, error) {
+// setState applies change to the locked task and stores it when its state
+// changed; the request is audited as action either way.
+func (s *Tasks) setState(ctx context.Context, tenant, id, action string, change func(db.Tx, *db.Task, time.Time) error) (Task, error) {
 	if !validID(id) {
 		return Task{}, ErrNotFound
 	}
@@ -442,14 +463,19 @@ func (s *Tasks) setState(ctx context.Context, tenant, id string, change func(db.
 		if err := change(tx, &row, now); err != nil {
 			return err
 		}
+		changes := map[string]any{}
 		if row.State == before {
 			out = taskFromRow(row)
-			return nil
+			return recordAudit(ctx, tx, tenant, action, ResourceTask, out.ID, changes)
 		}
+		changes["state"] = map[string]any{"old": before, "new": row.State}
 		if row, err = db.UpdateTask(ctx, tx, row); err != nil {
 			return storeError(err, "update task")
 		}
 		out = taskFromRow(row)
+		if err := recordAudit(ctx, tx, tenant, action, ResourceTask, out.ID, changes); err != nil {
+			return err
+		}
 		return db.NotifyTaskChanged(ctx, tx)
 	})
 	return out, err

@@ -50,12 +50,13 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	// Its own context: shutdown stops it explicitly, after the HTTP server.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b := &background{river: rc, logger: logger, metrics: metrics, cancel: cancel, done: make(chan struct{})}
-	go b.run(runCtx, d.pool, enq, backfills, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock})
+	retention := service.NewRetention(d.pool, service.RetentionConfig{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
+	go b.run(runCtx, d.pool, enq, backfills, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock}, retention)
 	return b, nil
 }
 
 func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueuer, backfills *service.Backfills,
-	schedCfg service.SchedulerConfig,
+	schedCfg service.SchedulerConfig, retention *service.Retention,
 ) {
 	defer close(b.done)
 	for warned := false; ; warned = true {
@@ -84,6 +85,12 @@ func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueu
 		jobs.RunBackfills(ctx, backfills, 0, b.logger)
 	}()
 	defer func() { <-pumped }()
+	retained := make(chan struct{})
+	go func() {
+		defer close(retained)
+		jobs.RunRetention(ctx, retention, jobs.RetentionLoopConfig{Logger: b.logger, OnSweep: b.metrics.ObserveRetention})
+	}()
+	defer func() { <-retained }()
 	jobs.RunScheduler(ctx, service.NewScheduler(pool, enq, schedCfg, b.logger),
 		jobs.SchedulerLoopConfig{Logger: b.logger, OnTick: b.metrics.ObserveTick, OnReconcile: b.metrics.ObserveReconcile,
 			ExpireKeys: service.NewIdempotencyKeys(pool).ExpireKeys})

@@ -201,6 +201,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Version:     version(),
 		Metrics:     registry,
 		Stats:       stats,
+		Audit:       service.NewAudit(d.pool),
 		RiverUI:     riverUI,
 	})
 	srv := &http.Server{
