@@ -62,6 +62,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		Tasks:       service.NewTasks(pool, service.TasksConfig{}),
 		Executions:  service.NewExecutions(pool, enq),
 		Idempotency: service.NewIdempotencyKeys(pool),
+		Replicas:    service.NewReplicas(pool),
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, pool) },
 		BodyLimit:   opts.BodyLimit,
 		Version:     "test",

@@ -47,6 +47,9 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 
 	v1.GET("/stats", h.getStats, xR)
 
+	admin := requireScope(ScopeAdmin)
+	v1.GET("/admin/replicas", h.listReplicas, admin)
+
 	// River's UI for operators: not part of the REST API, so not in the spec.
 	if h.cfg.RiverUI != nil {
 		e.Match([]string{http.MethodGet, http.MethodHead}, RiverUIPrefix, riverUIRedirect)

@@ -46,6 +46,8 @@ type Config struct {
 	Metrics *prometheus.Registry
 	// Stats serves GET /v1/stats. Required.
 	Stats *service.Stats
+	// Replicas serves GET /v1/admin/replicas. Required.
+	Replicas *service.Replicas
 	// RiverUI is River's web UI, served at RiverUIPrefix/ to admin tokens
 	// only (riverui.go). Nil: not mounted.
 	RiverUI http.Handler

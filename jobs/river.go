@@ -45,6 +45,11 @@ const (
 // RiverConfig configures the working River client. Zero fields take the
 // documented defaults (WithDefaults).
 type RiverConfig struct {
+	// ClientID is the River client's ID, which River records in the
+	// attempted_by of every job it fetches: the replica's River client ID
+	// (service.Replicas), unique per process start. Empty: River's default
+	// (host name and start time).
+	ClientID string
 	// DeliverWorkers is the deliver queue's concurrency per process, and
 	// the number of webhooks one process sends at once. Default 400.
 	DeliverWorkers int
@@ -173,6 +178,7 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 		return river.QueueConfig{MaxWorkers: n, FetchCooldown: cfg.FetchCooldown, FetchPollInterval: poll}
 	}
 	client, err := enq.Workers(&river.Config{
+		ID:                   cfg.ClientID,
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,
 		JobTimeout:           cfg.JobTimeout,

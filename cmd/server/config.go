@@ -14,6 +14,7 @@ import (
 
 	"github.com/axhq/ax/api"
 	"github.com/axhq/ax/jobs"
+	"github.com/axhq/ax/service"
 )
 
 // config is ax's configuration, read once from the environment (README, "Configuration").
@@ -36,6 +37,7 @@ type config struct {
 	FetchPollInterval   time.Duration   // AX_FETCH_POLL_INTERVAL; 0: jobs default
 	RescueAfter         time.Duration   // AX_RESCUE_STUCK_JOBS_AFTER; 0: jobs default
 	SoftStopTimeout     time.Duration   // AX_SOFT_STOP_TIMEOUT; 0: jobs default
+	ReplicaDeadAfter    time.Duration   // AX_REPLICA_DEAD_AFTER
 	RiverUI             bool            // AX_RIVERUI: serve River's UI at /riverui/ to admin tokens
 	DebugAddr           string          // AX_DEBUG_ADDR: Go's pprof profiles on a separate listener; "" off
 }
@@ -144,6 +146,15 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if jobTimeout := cmp.Or(c.JobTimeout, jobs.JobTimeoutDefault); c.RescueAfter > 0 && c.RescueAfter < jobTimeout {
 		errs.add("AX_RESCUE_STUCK_JOBS_AFTER", getenv("AX_RESCUE_STUCK_JOBS_AFTER"),
 			fmt.Sprintf("must be at least AX_JOB_TIMEOUT (%s)", jobTimeout))
+	}
+	c.ReplicaDeadAfter = service.ReplicaDeadAfterDefault
+	if v := getenv("AX_REPLICA_DEAD_AFTER"); v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d < service.ReplicaDeadAfterMin || d > service.ReplicaDeadAfterMax {
+			errs.add("AX_REPLICA_DEAD_AFTER", v, fmt.Sprintf(`want a duration from %s to %s, e.g. "15s"`,
+				service.ReplicaDeadAfterMin, service.ReplicaDeadAfterMax))
+		} else {
+			c.ReplicaDeadAfter = d
+		}
 	}
 	c.DBMaxConns = dbMaxConnsDefault
 	if v := getenv("AX_DB_MAX_CONNS"); v != "" {

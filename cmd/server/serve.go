@@ -197,6 +197,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Version:     version(),
 		Metrics:     registry,
 		Stats:       stats,
+		Replicas:    service.NewReplicas(d.pool),
 		RiverUI:     riverUI,
 	})
 	srv := &http.Server{
