@@ -130,6 +130,7 @@ func RunReplica(ctx context.Context, replicas *service.Replicas, cfg ReplicaLoop
 			}
 			continue
 		}
+		cfg.Metrics.ReplicasLive.Sub(float64(len(dead)))
 		for _, d := range dead {
 			cfg.Metrics.ReplicasDeclaredDead.Inc()
 			cfg.Metrics.ReplicaJobsResumed.Add(float64(len(d.ResumedJobs)))
