@@ -98,18 +98,28 @@ type ResumedJob struct {
 	RiverClientID string `db:"client_id"`
 }
 
-// ResumeJobsOf makes the River jobs that River clients clients were
-// running (the last of their attempted_by) available again, as River's
-// rescuer would but at once: the next fetch runs them as their next
-// attempt, whose lease is above the lost run's, so that a late outcome of
-// the lost run is fenced (the execution's lease_attempt). Each job's
-// errors get an entry saying why (River UI shows it) and its max_attempts
-// admits that next attempt. reason is that entry's message. Executions
-// the jobs carry and that still belong to them get an event of type event
-// with message and the job's id in data (added to data).
-func ResumeJobsOf(ctx context.Context, q Querier, clients []string, reason, event, message string, data map[string]any,
+// RunningJobs selects River jobs that are running under some River
+// clients (the last of their attempted_by).
+type RunningJobs struct {
+	Clients []string
+	// Except are jobs left alone.
+	Except []int64
+	// FetchedBefore, if set, leaves alone the jobs fetched (attempted_at)
+	// less than this long ago, by the database's clock.
+	FetchedBefore time.Duration
+}
+
+// ResumeJobsOf makes the River jobs sel selects available again, as
+// River's rescuer would but at once: the next fetch runs them as their
+// next attempt, whose lease is above the lost run's, so that a late
+// outcome of the lost run is fenced (the execution's lease_attempt). Each
+// job's errors get an entry saying why (River UI shows it) and its
+// max_attempts admits that next attempt. reason is that entry's message.
+// Executions the jobs carry and that still belong to them get an event of
+// type event with message and data (plus the job's id).
+func ResumeJobsOf(ctx context.Context, q Querier, sel RunningJobs, reason, event, message string, data map[string]any,
 ) ([]ResumedJob, error) {
-	if len(clients) == 0 {
+	if len(sel.Clients) == 0 {
 		return nil, nil
 	}
 	rows, err := q.Query(ctx, `WITH j AS (
@@ -118,6 +128,7 @@ func ResumeJobsOf(ctx context.Context, q Querier, clients []string, reason, even
 				errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt, 'error', $2::text, 'trace', '')),
 				metadata = metadata || jsonb_build_object('ax:resumed_from', attempted_by[array_upper(attempted_by, 1)])
 			WHERE state = 'running' AND attempted_by[array_upper(attempted_by, 1)] = ANY($1::text[])
+			  AND NOT (id = ANY(coalesce($6::bigint[], '{}'))) AND attempted_at <= now() - make_interval(secs => $7)
 			RETURNING id, kind, args, metadata->>'ax:resumed_from' AS client_id),
 		carried AS (
 			SELECT j.id AS job_id, j.args->>'tenant_id' AS tenant_id, (j.args->>'execution_id')::uuid AS execution_id
@@ -131,7 +142,8 @@ func ResumeJobsOf(ctx context.Context, q Querier, clients []string, reason, even
 			FROM carried c JOIN executions e ON e.tenant_id = c.tenant_id AND e.id = c.execution_id
 			WHERE e.state IN ('pending', 'running', 'retrying')
 			  AND (e.river_job_id IS NULL OR e.river_job_id = c.job_id))
-		SELECT id, kind, client_id FROM j ORDER BY id`, clients, reason, event, message, data)
+		SELECT id, kind, client_id FROM j ORDER BY id`, sel.Clients, reason, event, message, data, sel.Except,
+		sel.FetchedBefore.Seconds())
 	if err != nil {
 		return nil, wrap("resume river jobs", err)
 	}

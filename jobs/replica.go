@@ -12,6 +12,12 @@ import (
 // heartbeatMin is the shortest time between two heartbeats of a replica.
 const heartbeatMin = time.Second
 
+// strandedAfter is how long a River job must have been fetched, and its
+// work over, before a replica takes it for stranded (ReleaseStranded):
+// River's completer gives up recording an end after a few seconds of
+// failures; and how often a replica looks.
+const strandedAfter = 30 * time.Second
+
 // ReplicaLoopConfig configures RunReplica.
 type ReplicaLoopConfig struct {
 	// ID is the replica's id, registered (service.Replicas.Register)
@@ -35,6 +41,10 @@ type ReplicaLoopConfig struct {
 	// OnRegister, if set, is called with the replica's new id when it
 	// registers again after being declared dead.
 	OnRegister func(id string)
+	// Work, if set, is the River client's WorkTracker: every 30 s the
+	// replica makes available again the jobs River shows running under
+	// its client that it is not working (service.Replicas.ReleaseStranded).
+	Work *WorkTracker
 }
 
 // HeartbeatInterval is how often a replica heartbeats: a fifth of
@@ -72,7 +82,7 @@ func RunReplica(ctx context.Context, replicas *service.Replicas, cfg ReplicaLoop
 	id := cfg.ID
 	// healthySince is when the current run of successful heartbeats began
 	// (zero: the last one failed); last is the last success.
-	healthySince, last := time.Now(), time.Now()
+	healthySince, last, strandedChecked := time.Now(), time.Now(), time.Now()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -120,6 +130,18 @@ func RunReplica(ctx context.Context, replicas *service.Replicas, cfg ReplicaLoop
 			continue
 		}
 		cfg.Metrics.ReplicasLive.Set(float64(live))
+		if cfg.Work != nil && now.Sub(strandedChecked) >= strandedAfter {
+			strandedChecked = now
+			n, err := replicas.ReleaseStranded(ctx, id, cfg.RiverClientID, cfg.Work.Busy(strandedAfter), strandedAfter)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				cfg.Logger.Warn("could not look for stranded jobs", "error", err.Error())
+			case n > 0:
+				cfg.Metrics.ReplicaJobsResumed.Add(float64(n))
+				cfg.Logger.Warn("made available again jobs whose end River could not record (the database was "+
+					"unreachable); their deliveries resume with the same idempotency keys", "jobs", n, "replica_id", id)
+			}
+		}
 		if now.Sub(healthySince) < cfg.DeadAfter {
 			continue
 		}

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -147,6 +148,9 @@ type WorkerDeps struct {
 	// waits by (the scheduler loop keeps it: service.SchedulerConfig.Clock).
 	// Default: this process's clock.
 	Clock *service.DBClock
+	// Work tracks the jobs being worked (RunReplica releases the ones
+	// River shows running that are not). Default: a private tracker.
+	Work *WorkTracker
 }
 
 // NewRiverClient returns the River client that works ax's queues, on the
@@ -193,7 +197,8 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 			// NOTIFY, and retries can wait for a slow poll.
 			service.QueueAlert: queue(cfg.AlertWorkers, max(cfg.FetchPollInterval, alertPollInterval)),
 		},
-		Workers: workers,
+		Workers:    workers,
+		Middleware: []rivertype.Middleware{cmp.Or(deps.Work, NewWorkTracker())},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)

@@ -107,7 +107,7 @@ func (r *Replicas) Leave(ctx context.Context, id, riverClientID string) (int, er
 		if err := db.LeaveReplica(ctx, tx, id); err != nil {
 			return err
 		}
-		jobs, err := db.ResumeJobsOf(ctx, tx, []string{riverClientID},
+		jobs, err := db.ResumeJobsOf(ctx, tx, db.RunningJobs{Clients: []string{riverClientID}},
 			"ax replica "+id+" stopped while the job ran", EventReconciled,
 			"the replica that ran it stopped before its outcome was recorded; resuming with the same idempotency key",
 			map[string]any{"replica_id": id, "reason": "replica_stopped"})
@@ -139,7 +139,7 @@ func (r *Replicas) DeclareDead(ctx context.Context, by string, deadAfter time.Du
 		for _, d := range dead {
 			msg := fmt.Sprintf("replica %s (%s) sent no heartbeat for %s and was declared dead; its deliveries "+
 				"are resumed with the same idempotency key", d.ID, d.Hostname, deadAfter)
-			jobs, err := db.ResumeJobsOf(ctx, tx, []string{d.RiverClientID},
+			jobs, err := db.ResumeJobsOf(ctx, tx, db.RunningJobs{Clients: []string{d.RiverClientID}},
 				fmt.Sprintf("ax replica %s (%s) was declared dead by replica %s", d.ID, d.Hostname, by), EventReconciled, msg,
 				map[string]any{"replica_id": d.ID, "hostname": d.Hostname, "declared_by": by, "reason": "replica_dead"})
 			if err != nil {
@@ -158,6 +158,30 @@ func (r *Replicas) DeclareDead(ctx context.Context, by string, deadAfter time.Du
 		return nil, storeError(err, "declare dead replicas")
 	}
 	return out, nil
+}
+
+// ReleaseStranded makes available again the River jobs that River shows
+// running under this process's client riverClientID, fetched more than
+// olderThan ago, that the process is not working (busy: the jobs it is
+// working, or finished lately): their end was never recorded, because
+// River's completer gave up while the database was unreachable, and
+// otherwise they would wait for River's rescuer. The next run of each
+// resumes, finishes or leaves alone what the lost one left, like a run
+// after a crash; unfinished executions they carry get a reconciled event.
+// It returns how many jobs it released.
+func (r *Replicas) ReleaseStranded(ctx context.Context, replicaID, riverClientID string, busy []int64, olderThan time.Duration,
+) (int, error) {
+	if busy == nil {
+		busy = []int64{}
+	}
+	jobs, err := db.ResumeJobsOf(ctx, r.pool, db.RunningJobs{Clients: []string{riverClientID}, Except: busy, FetchedBefore: olderThan},
+		"ax replica "+replicaID+" is no longer working the job (its end was not recorded)", EventReconciled,
+		"the replica working it could not record the end of its job (the database was unreachable); resuming with the same "+
+			"idempotency key", map[string]any{"replica_id": replicaID, "reason": "job_stranded"})
+	if err != nil {
+		return 0, storeError(err, "release stranded jobs")
+	}
+	return len(jobs), nil
 }
 
 // Live lists the live replicas, oldest first.

@@ -161,3 +161,56 @@ func ok(t *testing.T, err error) bool {
 	}
 	return true
 }
+
+// TestReleaseStranded: the River jobs shown running under a replica's
+// client that it is not working, fetched long enough ago, are made
+// available again (their end was lost, say, when River's completer gave up
+// during a database outage); jobs it is working, jobs fetched just now and
+// other clients' jobs are left alone.
+func TestReleaseStranded(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	execs := f.fire(t, 2)
+	reps := service.NewReplicas(f.pool)
+	me := service.NewID()
+	_, err := reps.Register(ctx, me, me, "host", "test")
+	require.NoError(t, err)
+	job := func(client, fetched string, exec string) int64 {
+		var id int64
+		require.NoError(t, f.pool.QueryRow(ctx, `INSERT INTO river_job (args, kind, max_attempts, queue, state, priority, attempt,
+				attempted_at, attempted_by)
+			VALUES (jsonb_build_object('tenant_id', $3::text, 'execution_id', $4::text), 'deliver', 5, 'deliver',
+				'running', 1, 1, now() - $2::interval, ARRAY[$1]) RETURNING id`, client, fetched, f.tenant, exec).Scan(&id))
+		return id
+	}
+	f.exec(t, `DELETE FROM river_job WHERE kind = 'deliver_batch'`)
+	stranded := job(me, "1 minute", execs[0].id)
+	working := job(me, "1 minute", execs[1].id)
+	fresh := job(me, "1 second", execs[1].id)
+	other := job("someone-else", "1 minute", execs[1].id)
+
+	n, err := reps.ReleaseStranded(ctx, me, me, []int64{working}, 30*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	states := map[int64]string{}
+	rows, err := f.pool.Query(ctx, `SELECT id, state::text FROM river_job`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		var s string
+		require.NoError(t, rows.Scan(&id, &s))
+		states[id] = s
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[int64]string{stranded: "available", working: "running", fresh: "running", other: "running"}, states)
+	got, err := service.NewExecutions(f.pool, f.enq).Get(ctx, f.tenant, execs[0].id)
+	require.NoError(t, err)
+	last := got.Events[len(got.Events)-1]
+	require.Equal(t, service.EventReconciled, last.Type)
+	require.Equal(t, "job_stranded", last.Data["reason"])
+	n, err = reps.ReleaseStranded(ctx, me, me, nil, 30*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "no longer busy, the other old one goes (the fresh one stays)")
+	f.exec(t, `DELETE FROM river_job`) // the fixture's reconciler invariant is not this test's
+}

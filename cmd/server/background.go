@@ -48,7 +48,9 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout, FetchPollInterval: cfg.FetchPollInterval,
 		RescueStuckJobsAfter: cfg.RescueAfter, SoftStopTimeout: cfg.SoftStopTimeout,
 	}
+	work := jobs.NewWorkTracker()
 	rc, err := jobs.NewRiverClient(enq, riverCfg, jobs.WorkerDeps{
+		Work:       work,
 		Deliveries: deliveries,
 		Sender:     sender,
 		Logger:     logger,
@@ -65,7 +67,7 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	b := &background{river: rc, replicas: service.NewReplicas(d.pool), logger: logger, metrics: metrics, cancel: cancel,
 		done: make(chan struct{}), replica: jobs.ReplicaLoopConfig{
 			ID: replicaID, RiverClientID: replicaID, Hostname: host, Version: version(), DeadAfter: cfg.ReplicaDeadAfter,
-			Logger: logger, Metrics: metrics,
+			Logger: logger, Metrics: metrics, Work: work,
 		}, heartbeatCtx: hbCtx, stopHeartbeat: stopHeartbeat, heartbeats: make(chan string, 1)}
 	go b.run(runCtx, d.pool, enq, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock})
 	return b, nil
