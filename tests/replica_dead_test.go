@@ -67,6 +67,7 @@ func startReplica(t *testing.T, env map[string]string) *replicaProc {
 // of silence, and River's rescuer is far off, so that only the dead-replica
 // path can resume what a dead replica held.
 func deadReplicaEnv(t *testing.T) map[string]string {
+	t.Helper()
 	return map[string]string{
 		"AX_DATABASE_URL":            dbtest.URL(t),
 		"AX_JWT_SECRET":              "dead-replica-secret-0123456789abcdef0123456789",
