@@ -285,7 +285,7 @@ func parseCron(raw, dialect string) (*cronExpr, []string) {
 	}
 	from, maxYear := int64(2000), int64(2000+cronCheckYears)
 	if c.hasYears {
-		from, maxYear = int64(c.nextYear(cronYearMin)), cronYearMax
+		from, maxYear = c.nextYear(cronYearMin), cronYearMax
 	}
 	if _, ok := c.nextWall(daysFromCivil(from, 1, 1)*secondsPerDay, maxYear); !ok {
 		if c.hasYears {
