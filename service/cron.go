@@ -285,7 +285,7 @@ func parseCron(raw, dialect string) (*cronExpr, []string) {
 	}
 	from, maxYear := int64(2000), int64(2000+cronCheckYears)
 	if c.hasYears {
-		from, maxYear = int64(c.nextYear(cronYearMin)), cronYearMax
+		from, maxYear = c.nextYear(cronYearMin), cronYearMax
 	}
 	if _, ok := c.nextWall(daysFromCivil(from, 1, 1)*secondsPerDay, maxYear); !ok {
 		if c.hasYears {
@@ -377,7 +377,10 @@ func (p cronParser) parseDomItem(item string, set *uint64) string {
 // plain item.
 func (p cronParser) parseDowItem(item string, set *uint64) string {
 	up := strings.ToUpper(item)
-	example := map[bool][2]string{false: {"5L", "1#2"}, true: {"6L", "2#2"}}[p.quartz]
+	example := [2]string{"5L", "1#2"} // the last Friday, the 2nd Monday
+	if p.quartz {
+		example = [2]string{"6L", "2#2"}
+	}
 	switch {
 	case up == "L":
 		*set |= 1 << 6

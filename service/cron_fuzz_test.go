@@ -47,6 +47,7 @@ func FuzzCronParse(f *testing.F) {
 }
 
 func fuzzCronOne(t *testing.T, spec ScheduleSpec, start int64) {
+	t.Helper()
 	s, err := ParseSchedule(spec, time.Time{})
 	if err != nil {
 		var verr *ValidationError

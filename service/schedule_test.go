@@ -252,6 +252,7 @@ func TestScheduleDST(t *testing.T) {
 
 // every returns the instants from first to last (inclusive) step apart.
 func every(t testing.TB, first, last string, step time.Duration) []string {
+	t.Helper()
 	var out []string
 	for x := ts(t, first); !x.After(ts(t, last)); x = x.Add(step) {
 		out = append(out, x.Format(time.RFC3339))
