@@ -100,6 +100,10 @@ type previewItem struct {
 	At timestamp `json:"at" swaggertype:"string" format:"date-time"`
 	// Local is the same instant on the schedule's time zone.
 	Local string `json:"local" example:"2026-03-08T03:00:00-04:00"`
+	// DST, for a cron fire near a DST transition: shifted when the local time it is for does not exist and it
+	// fires at the first instant after the gap; repeated when its local time occurs twice and this is the second
+	// pass (dst_policy vixie, hour field * or a step). Absent otherwise.
+	DST string `json:"dst,omitempty" enums:"shifted,repeated"`
 } // @name PreviewItem
 
 // previewResponse lists a task's next fire times.
@@ -425,7 +429,7 @@ func (h *handlers) previewTask(c echo.Context) error {
 	loc := sched.Location()
 	out := previewResponse{Timezone: loc.String(), DSTPolicy: sched.Spec().DSTPolicy, Items: make([]previewItem, 0, len(times))}
 	for _, t := range times {
-		out.Items = append(out.Items, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339)})
+		out.Items = append(out.Items, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339), DST: sched.DSTNote(t)})
 	}
 	return c.JSON(http.StatusOK, out)
 }

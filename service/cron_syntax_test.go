@@ -204,6 +204,33 @@ func TestCronDialectErrors(t *testing.T) {
 	}
 }
 
+// TestScheduleDSTNote: the preview's note on fires near a transition.
+func TestScheduleDSTNote(t *testing.T) {
+	t.Parallel()
+	const ny = "America/New_York"
+	tests := []struct {
+		expr, policy, at, want string
+	}{
+		{"30 2 * * *", DSTVixie, "2026-03-08T07:00:00Z", DSTShifted},
+		{"30 2 * * *", DSTOncePerLocalTime, "2026-03-08T07:00:00Z", DSTShifted},
+		{"30 2 * * *", DSTVixie, "2026-03-09T06:30:00Z", ""},
+		{"0 * * * *", DSTOncePerLocalTime, "2026-03-08T07:00:00Z", ""}, // 03:00 is its own slot too
+		{"*/30 * * * *", DSTVixie, "2026-11-01T05:30:00Z", ""},
+		{"*/30 * * * *", DSTVixie, "2026-11-01T06:30:00Z", DSTRepeated},
+		{"*/30 * * * *", DSTVixie, "2026-11-01T07:00:00Z", ""},
+	}
+	for _, tt := range tests {
+		s := mustCronWith(t, tt.expr, ny, "", tt.policy)
+		at := ts(t, tt.at)
+		next, ok := s.Next(at.Add(-time.Second))
+		require.True(t, ok)
+		require.Equal(t, at, next, "%s is a fire of %s", tt.at, tt.expr)
+		require.Equal(t, tt.want, s.DSTNote(at), "%s (%s) at %s", tt.expr, tt.policy, tt.at)
+	}
+	every := mustCron(t, "*/30 * * * *", "UTC")
+	require.Empty(t, every.DSTNote(ts(t, "2026-11-01T06:30:00Z")))
+}
+
 // TestScheduleDialectAndPolicyFields covers schedule.dialect and
 // schedule.dst_policy: defaults, unknown values, and the other types.
 func TestScheduleDialectAndPolicyFields(t *testing.T) {
