@@ -102,6 +102,10 @@ type previewItem struct {
 	At timestamp `json:"at" swaggertype:"string" format:"date-time"`
 	// Local is the same instant on the schedule's time zone.
 	Local string `json:"local" example:"2026-03-08T03:00:00-04:00"`
+	// DST, for a cron fire near a DST transition: shifted when the local time it is for does not exist and it
+	// fires at the first instant after the gap; repeated when its local time occurs twice and this is the second
+	// pass (dst_policy vixie, hour field * or a step). Absent otherwise.
+	DST string `json:"dst,omitempty" enums:"shifted,repeated"`
 } // @name PreviewItem
 
 // previewResponse lists a task's next fire times.
@@ -430,7 +434,7 @@ func (h *handlers) previewTask(c echo.Context) error {
 	out := previewResponse{Timezone: loc.String(), DSTPolicy: p.Schedule.Spec().DSTPolicy, Items: make([]previewItem, 0, len(p.Fires)),
 		Excluded: make([]previewItem, 0, len(p.Excluded))}
 	for _, t := range p.Fires {
-		out.Items = append(out.Items, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339)})
+		out.Items = append(out.Items, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339), DST: p.Schedule.DSTNote(t)})
 	}
 	for _, t := range p.Excluded {
 		out.Excluded = append(out.Excluded, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339)})

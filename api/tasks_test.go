@@ -293,13 +293,19 @@ func TestTaskScheduleDialectAndDST(t *testing.T) {
 		items := pv.JSON["items"].([]any)
 		require.Len(t, items, want, "%s: the year field ends the schedule after that day", policy)
 		var prev time.Time
+		repeated := 0
 		for _, it := range items {
 			at, err := time.Parse(time.RFC3339, it.(map[string]any)["at"].(string))
 			require.NoError(t, err)
 			require.True(t, at.After(prev))
 			require.Equal(t, day.Day(), at.In(ny).Day())
 			prev = at
+			if it.(map[string]any)["dst"] == "repeated" {
+				repeated++
+				require.Equal(t, 1, at.In(ny).Hour())
+			}
 		}
+		require.Equal(t, want-48, repeated, "the second pass of 01:00 and 01:30 is marked")
 	}
 	// An interval's preview has no dst_policy.
 	pv := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks/" + r.JSON["id"].(string) + "/preview?count=1", Token: tok})

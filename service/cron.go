@@ -377,7 +377,10 @@ func (p cronParser) parseDomItem(item string, set *uint64) string {
 // plain item.
 func (p cronParser) parseDowItem(item string, set *uint64) string {
 	up := strings.ToUpper(item)
-	example := map[bool][2]string{false: {"5L", "1#2"}, true: {"6L", "2#2"}}[p.quartz]
+	example := [2]string{"5L", "1#2"} // the last Friday, the 2nd Monday
+	if p.quartz {
+		example = [2]string{"6L", "2#2"}
+	}
 	switch {
 	case up == "L":
 		*set |= 1 << 6
@@ -385,7 +388,7 @@ func (p cronParser) parseDowItem(item string, set *uint64) string {
 		day, nth, _ := strings.Cut(up, "#")
 		v, msg := p.parseValue(fieldDow, day)
 		if msg != "" {
-			return fmt.Sprintf("%q: # needs a single weekday before it, as in %q (the 2nd Monday): %s", item, example[1], msg)
+			return fmt.Sprintf("%q: # needs a single weekday before it, as in %q (the 2nd Monday)%s", item, example[1], because(day, msg))
 		}
 		n, ok := parseNumber(nth)
 		if !ok || n < 1 || n > 5 {
@@ -395,13 +398,22 @@ func (p cronParser) parseDowItem(item string, set *uint64) string {
 	case strings.HasSuffix(up, "L"):
 		v, msg := p.parseValue(fieldDow, up[:len(up)-1])
 		if msg != "" {
-			return fmt.Sprintf("%q: L after a weekday needs a single weekday before it, as in %q (the month's last Friday): %s", item, example[0], msg)
+			return fmt.Sprintf("%q: L after a weekday needs a single weekday before it, as in %q (the month's last Friday)%s", item, example[0], because(up[:len(up)-1], msg))
 		}
 		p.c.dowLast |= 1 << p.bit(fieldDow, v)
 	default:
 		return p.parseItem(fieldDow, item, func(b int) { *set |= 1 << b })
 	}
 	return ""
+}
+
+// because appends the reason a part of an item was refused, unless the
+// part is empty.
+func because(part, msg string) string {
+	if part == "" {
+		return ""
+	}
+	return ": " + msg
 }
 
 // parseItem parses one list item: *, a value, a range a-b, each optionally
@@ -486,11 +498,16 @@ func (p cronParser) parseValue(f cronField, s string) (int, string) {
 			return first + i/3, ""
 		}
 	}
-	switch f {
-	case fieldMonth:
+	up := strings.ToUpper(s)
+	switch {
+	case f == fieldMonth:
 		return 0, fmt.Sprintf("%q is not a number or a month name (JAN-DEC)", s)
-	case fieldDow:
+	case f == fieldDow && strings.HasSuffix(up, "W"):
+		return 0, fmt.Sprintf("%q is not a number or a weekday name (SUN-SAT); W (the nearest weekday) is only allowed in the day-of-month field", s)
+	case f == fieldDow:
 		return 0, fmt.Sprintf("%q is not a number or a weekday name (SUN-SAT)", s)
+	case strings.ContainsAny(up, "LW"):
+		return 0, fmt.Sprintf("%q is not a number; L and W are only allowed in the day-of-month field, and L in the day-of-week field", s)
 	default:
 		return 0, fmt.Sprintf("%q is not a number", s)
 	}

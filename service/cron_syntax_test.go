@@ -174,7 +174,10 @@ func TestCronDialectErrors(t *testing.T) {
 		{"quartz weekday 0", q, "0 0 12 ? * 0", "day-of-week field: value 0 is out of range 1-7 (the quartz dialect counts 1 = Sunday to 7 = Saturday)"},
 		{"quartz weekday 8", q, "0 0 12 ? * 8", "day-of-week field: value 8 is out of range 1-7"},
 		{"quartz # beyond 5", q, "0 0 12 ? * 6#6", `day-of-week field: "6#6": the number after # must be 1 to 5`},
-		{"quartz # without a weekday", q, "0 0 12 ? * #2", `day-of-week field: "#2": # needs a single weekday before it, as in "2#2"`},
+		{"quartz # without a weekday", q, "0 0 12 ? * #2", `day-of-week field: "#2": # needs a single weekday before it, as in "2#2" (the 2nd Monday)`},
+		{"# after a range", std, "0 12 * * 1-2#2", `day-of-week field: "1-2#2": # needs a single weekday before it, as in "1#2" (the 2nd Monday): "1-2" is not a number or a weekday name`},
+		{"W in day-of-week", std, "0 12 * * 5W", `day-of-week field: "5W" is not a number or a weekday name (SUN-SAT); W (the nearest weekday) is only allowed in the day-of-month field`},
+		{"W in hour", std, "0 5W * * *", `hour field: "5W" is not a number; L and W are only allowed in the day-of-month field, and L in the day-of-week field`},
 		{"quartz L after a range", q, "0 0 12 ? * 1-5L", `day-of-week field: "1-5L": L after a weekday needs a single weekday before it, as in "6L"`},
 		{"standard L after a range", std, "0 12 * * 1-5L", `as in "5L"`},
 		{"W after 31", q, "0 0 12 32W * ?", `day-of-month field: "32W": W needs a single day of the month (1-31) before it, as in "15W"`},
@@ -202,6 +205,33 @@ func TestCronDialectErrors(t *testing.T) {
 			require.Contains(t, verr.Fields[0].Message, tt.want)
 		})
 	}
+}
+
+// TestScheduleDSTNote: the preview's note on fires near a transition.
+func TestScheduleDSTNote(t *testing.T) {
+	t.Parallel()
+	const ny = "America/New_York"
+	tests := []struct {
+		expr, policy, at, want string
+	}{
+		{"30 2 * * *", DSTVixie, "2026-03-08T07:00:00Z", DSTShifted},
+		{"30 2 * * *", DSTOncePerLocalTime, "2026-03-08T07:00:00Z", DSTShifted},
+		{"30 2 * * *", DSTVixie, "2026-03-09T06:30:00Z", ""},
+		{"0 * * * *", DSTOncePerLocalTime, "2026-03-08T07:00:00Z", ""}, // 03:00 is its own slot too
+		{"*/30 * * * *", DSTVixie, "2026-11-01T05:30:00Z", ""},
+		{"*/30 * * * *", DSTVixie, "2026-11-01T06:30:00Z", DSTRepeated},
+		{"*/30 * * * *", DSTVixie, "2026-11-01T07:00:00Z", ""},
+	}
+	for _, tt := range tests {
+		s := mustCronWith(t, tt.expr, ny, "", tt.policy)
+		at := ts(t, tt.at)
+		next, ok := s.Next(at.Add(-time.Second))
+		require.True(t, ok)
+		require.Equal(t, at, next, "%s is a fire of %s", tt.at, tt.expr)
+		require.Equal(t, tt.want, s.DSTNote(at), "%s (%s) at %s", tt.expr, tt.policy, tt.at)
+	}
+	every := mustCron(t, "*/30 * * * *", "UTC")
+	require.Empty(t, every.DSTNote(ts(t, "2026-11-01T06:30:00Z")))
 }
 
 // TestScheduleDialectAndPolicyFields covers schedule.dialect and

@@ -243,7 +243,8 @@ func periodAt(loc *time.Location, x int64) (end, offset int64) {
 // one twice and jumps over the periods whose wall clocks all lie in it: the
 // cost is a few nextWall calls, not one per transition up to a distant
 // fire. (Only an expression whose every match lies in a skipped stretch
-// walks one period per transition, across the 400-year horizon.)
+// walks one period per transition, across the 400-year horizon: about a
+// millisecond, once, for a schedule that then never fires.)
 func (s *Schedule) nextElapsed(after time.Time) (time.Time, bool) {
 	loc, c := s.loc, s.cron
 	x := after.Unix() + 1 // fires are on whole seconds
@@ -274,4 +275,33 @@ func (s *Schedule) nextElapsed(after time.Time) (time.Time, bool) {
 			x = scanHi - zoneWindow
 		}
 	}
+}
+
+// Notes on a cron fire time's relation to DST (Schedule.DSTNote).
+const (
+	// DSTShifted: the local time the slot is for does not exist (a
+	// spring-forward skipped it); it fires at the first instant after the
+	// gap.
+	DSTShifted = "shifted"
+	// DSTRepeated: the slot's local time occurs twice (a fall-back) and
+	// this fire is its second pass (vixie, with an hour of * or a step).
+	DSTRepeated = "repeated"
+)
+
+// DSTNote says how fire time t of s relates to its zone's DST transitions:
+// DSTShifted, DSTRepeated, or "" for a fire at its own local time's only or
+// first occurrence (and for interval and once schedules).
+func (s *Schedule) DSTNote(t time.Time) string {
+	if s.cron == nil || s.loc == time.UTC {
+		return ""
+	}
+	w := wallOf(t, s.loc)
+	y, _, _ := civilFromDays(floorDiv(w, secondsPerDay))
+	if m, ok := s.cron.nextWall(w, y); !ok || m != w {
+		return DSTShifted
+	}
+	if resolveWall(s.loc, w) != t.Unix() {
+		return DSTRepeated
+	}
+	return ""
 }
