@@ -29,6 +29,7 @@ const (
 	ScopeEndpointsWrite  = "endpoints:write"
 	ScopeExecutionsRead  = "executions:read"
 	ScopeExecutionsWrite = "executions:write"
+	ScopeAuditRead       = "audit:read"
 	ScopeAdmin           = "admin"
 )
 
@@ -41,7 +42,7 @@ func AllScopes() []string { return append(TenantScopes(), ScopeAdmin) }
 func TenantScopes() []string {
 	return []string{
 		ScopeTasksRead, ScopeTasksWrite, ScopeEndpointsRead, ScopeEndpointsWrite,
-		ScopeExecutionsRead, ScopeExecutionsWrite,
+		ScopeExecutionsRead, ScopeExecutionsWrite, ScopeAuditRead,
 	}
 }
 

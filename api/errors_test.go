@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -124,6 +125,11 @@ func TestTenantIsolation(t *testing.T) {
 	taskA := a.createTask(tokA, epA, "a-task", nil).JSON["id"].(string)
 	execA := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/trigger", Token: tokA}).JSON["id"].(string)
 	epB := a.createEndpoint(tokB, "b-endpoint")
+	calA := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/calendars", Token: tokA,
+		Body: `{"name":"a-holidays","dates":["2027-01-01"]}`}).JSON["id"].(string)
+	from := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	bfA := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/backfill", Token: tokA,
+		Body: `{"from":"` + from + `","to":"` + time.Now().UTC().Format(time.RFC3339) + `"}`}).JSON["id"].(string)
 
 	snapshot := func() string {
 		var s string
@@ -132,6 +138,8 @@ func TestTenantIsolation(t *testing.T) {
 			(SELECT json_agg(t ORDER BY id)::text FROM tasks t WHERE tenant_id = 'tenant-a') ||
 			(SELECT json_agg(x ORDER BY id)::text FROM executions x WHERE tenant_id = 'tenant-a') ||
 			(SELECT json_agg(v ORDER BY seq)::text FROM execution_events v WHERE tenant_id = 'tenant-a') ||
+			(SELECT json_agg(c ORDER BY id)::text FROM calendars c WHERE tenant_id = 'tenant-a') ||
+			(SELECT json_agg(b ORDER BY id)::text FROM backfills b WHERE tenant_id = 'tenant-a') ||
 			(SELECT json_agg(j ORDER BY id)::text FROM river_job j)`).Scan(&s))
 		return s
 	}
@@ -153,12 +161,19 @@ func TestTenantIsolation(t *testing.T) {
 		{Method: http.MethodGet, Path: "/v1/executions/" + execA},
 		{Method: http.MethodPost, Path: "/v1/executions/" + execA + "/cancel"},
 		{Method: http.MethodPost, Path: "/v1/executions/" + execA + "/retry"},
+		{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/skip", Body: `{"scheduled_for":"2030-01-01T00:00:00Z"}`},
+		{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/backfill", Body: `{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z"}`},
+		{Method: http.MethodGet, Path: "/v1/backfills/" + bfA},
+		{Method: http.MethodPost, Path: "/v1/backfills/" + bfA + "/cancel"},
+		{Method: http.MethodGet, Path: "/v1/calendars/" + calA},
+		{Method: http.MethodPatch, Path: "/v1/calendars/" + calA, Body: `{"name":"stolen"}`},
+		{Method: http.MethodDelete, Path: "/v1/calendars/" + calA},
 	}
 	covered := map[string]bool{}
 	for _, r := range routes {
 		r.Token = tokB
 		a.must(http.StatusNotFound, r)
-		path := strings.NewReplacer(epA, ":id", taskA, ":id", execA, ":id").Replace(r.Path)
+		path := strings.NewReplacer(epA, ":id", taskA, ":id", execA, ":id", calA, ":id", bfA, ":id").Replace(r.Path)
 		covered[r.Method+" "+path] = true
 	}
 	// Every route that takes an id is in the table above.

@@ -35,6 +35,10 @@ type executionResponse struct {
 	DedupKey string `json:"dedup_key,omitempty"`
 	State    string `json:"state" enums:"pending,running,retrying,succeeded,failed,cancelled,skipped"`
 	Attempts int    `json:"attempts"`
+	// Round is 1 for a slot's first fire; a backfill that re-runs the slot creates round + 1.
+	Round int `json:"round" example:"1"`
+	// BackfillID is the backfill that created the execution (trigger backfill).
+	BackfillID string `json:"backfill_id,omitempty"`
 	// Late: the slot was fired late, as a misfire catch-up (e.g. after downtime).
 	Late bool `json:"late"`
 	// CancelRequested: a cancel arrived while the execution was running; it ends as cancelled.
@@ -69,7 +73,7 @@ type triggerRequest struct {
 func executionOut(x service.ExecutionDetail) executionResponse {
 	out := executionResponse{
 		ID: x.ID, TaskID: x.TaskID, ScheduledFor: stamp(x.ScheduledFor), Trigger: x.Trigger, DedupKey: x.DedupKey, State: x.State,
-		Attempts: x.Attempts, Late: x.Late, CancelRequested: x.CancelRequested, LastStatusCode: x.LastStatusCode,
+		Attempts: x.Attempts, Round: x.Round, BackfillID: x.BackfillID, Late: x.Late, CancelRequested: x.CancelRequested, LastStatusCode: x.LastStatusCode,
 		ErrorClass: x.LastErrorClass, NextAttemptAt: stampPtr(x.NextAttemptAt),
 		CreatedAt: stamp(x.CreatedAt), StartedAt: stampPtr(x.StartedAt), FinishedAt: stampPtr(x.FinishedAt),
 	}

@@ -66,6 +66,12 @@ func (x *executionResponse) appendJSON(b []byte) ([]byte, bool) {
 	b = appendJSONString(b, x.State)
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendInt(b, int64(x.Attempts), 10)
+	b = append(b, `,"round":`...)
+	b = strconv.AppendInt(b, int64(x.Round), 10)
+	if x.BackfillID != "" {
+		b = append(b, `,"backfill_id":`...)
+		b = appendJSONString(b, x.BackfillID)
+	}
 	b = append(b, `,"late":`...)
 	b = strconv.AppendBool(b, x.Late)
 	if x.CancelRequested {

@@ -54,15 +54,19 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 	require.NoError(t, err)
 	enq, err := service.NewEnqueuer(pool, nil)
 	require.NoError(t, err)
+	tasks := service.NewTasks(pool, service.TasksConfig{})
 	e := api.New(api.Config{
 		Logger:      slog.New(slog.DiscardHandler),
 		Auth:        auth,
 		Tenants:     service.NewTenants(pool),
 		Endpoints:   service.NewEndpoints(pool),
-		Tasks:       service.NewTasks(pool, service.TasksConfig{}),
+		Tasks:       tasks,
 		Executions:  service.NewExecutions(pool, enq),
+		Calendars:   service.NewCalendars(pool, tasks),
+		Backfills:   service.NewBackfills(pool, enq, tasks),
 		Idempotency: service.NewIdempotencyKeys(pool),
 		Replicas:    service.NewReplicas(pool),
+		Audit:       service.NewAudit(pool),
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, pool) },
 		BodyLimit:   opts.BodyLimit,
 		Version:     "test",

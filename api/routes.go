@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/axhq/ax/service"
 )
 
 // registerRoutes registers every route in one place.
@@ -38,6 +40,17 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.POST("/tasks/:id/resume", h.resumeTask, tW)
 	v1.GET("/tasks/:id/preview", h.previewTask, tR)
 	v1.POST("/tasks/:id/trigger", h.triggerTask, tW, h.idempotentTrigger)
+	v1.POST("/tasks/:id/skip", h.skipSlot, tW)
+	v1.POST("/tasks/:id/backfill", h.backfillTask, tW, h.idempotentBackfill)
+	v1.GET("/backfills", h.listBackfills, tR)
+	v1.GET("/backfills/:id", h.getBackfill, tR)
+	v1.POST("/backfills/:id/cancel", h.cancelBackfill, tW)
+
+	v1.POST("/calendars", h.createCalendar, tW, h.idempotent("calendars"))
+	v1.GET("/calendars", h.listCalendars, tR)
+	v1.GET("/calendars/:id", h.getCalendar, tR)
+	v1.PATCH("/calendars/:id", h.patchCalendar, tW)
+	v1.DELETE("/calendars/:id", h.deleteCalendar, tW)
 
 	xR, xW := requireScope(ScopeExecutionsRead), requireScope(ScopeExecutionsWrite)
 	v1.GET("/executions", h.listExecutions, xR)
@@ -46,6 +59,8 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.POST("/executions/:id/retry", h.retryExecution, xW)
 
 	v1.GET("/stats", h.getStats, xR)
+
+	v1.GET("/audit", h.listAudit, requireScope(ScopeAuditRead))
 
 	admin := requireScope(ScopeAdmin)
 	v1.GET("/admin/replicas", h.listReplicas, admin)
@@ -64,8 +79,28 @@ type authedRoutes struct {
 	auth   echo.MiddlewareFunc
 }
 
+// add registers a route behind authentication. A route that changes
+// something (any method but GET) also carries the request's actor to the
+// service, which records each change in the audit log (withActor).
 func (g *authedRoutes) add(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
-	g.e.Add(method, g.prefix+path, h, append([]echo.MiddlewareFunc{g.auth}, m...)...)
+	chain := []echo.MiddlewareFunc{g.auth}
+	if method != http.MethodGet {
+		chain = append(chain, withActor)
+	}
+	g.e.Add(method, g.prefix+path, h, append(chain, m...)...)
+}
+
+// withActor puts the request's actor (the token's subject, the request id
+// sent back as X-Request-Id) into the request's context: the services
+// record the changes made with it in the audit log, in the change's
+// transaction (service.WithActor).
+func withActor(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		actor := service.Actor{Subject: principalFrom(c).Subject, RequestID: c.Response().Header().Get(echo.HeaderXRequestID)}
+		c.SetRequest(req.WithContext(service.WithActor(req.Context(), actor)))
+		return next(c)
+	}
 }
 
 func (g *authedRoutes) GET(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {

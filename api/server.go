@@ -33,6 +33,9 @@ type Config struct {
 	Idempotency *service.IdempotencyKeys
 	// Executions serves executions and manual triggers. Required.
 	Executions *service.Executions
+	// Calendars and Backfills serve their resources. Required.
+	Calendars *service.Calendars
+	Backfills *service.Backfills
 	// Ready reports whether the server can serve: database reachable and
 	// migrated. Required.
 	Ready func(ctx context.Context) error
@@ -48,6 +51,8 @@ type Config struct {
 	Stats *service.Stats
 	// Replicas serves GET /v1/admin/replicas. Required.
 	Replicas *service.Replicas
+	// Audit serves GET /v1/audit. Required.
+	Audit *service.Audit
 	// RiverUI is River's web UI, served at RiverUIPrefix/ to admin tokens
 	// only (riverui.go). Nil: not mounted.
 	RiverUI http.Handler

@@ -15,7 +15,8 @@ import (
 // scheduleDTO is a task's schedule (README, "Tasks").
 type scheduleDTO struct {
 	Type string `json:"type" enums:"cron,interval,once" example:"cron"`
-	// Cron: 5 fields, or 6 with seconds first; descriptors like @hourly; L = last day of month.
+	// Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
+	// seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
 	Cron string `json:"cron,omitempty" example:"0 2 * * *"`
 	// Timezone is an IANA zone name; default UTC.
 	Timezone        string  `json:"timezone,omitempty" example:"Asia/Shanghai"`
@@ -23,6 +24,16 @@ type scheduleDTO struct {
 	RunAt           *string `json:"run_at,omitempty" format:"date-time"`
 	StartAt         *string `json:"start_at,omitempty" format:"date-time"`
 	EndAt           *string `json:"end_at,omitempty" format:"date-time"`
+	// Dialect of the cron expression (cron only; default standard): standard is Vixie cron's
+	// (day-of-week 0 and 7 = Sunday), quartz is Quartz's (seconds first, ? in exactly one day field,
+	// day-of-week 1 = Sunday .. 7 = Saturday).
+	Dialect string `json:"dialect,omitempty" enums:"standard,quartz" example:"standard"`
+	// DSTPolicy (cron only; default vixie): vixie fires a fixed hour once per local time and an hour of * or a step
+	// by elapsed time (both passes of a repeated hour, none for skipped times); once_per_local_time fires every
+	// slot at most once per local time.
+	DSTPolicy string `json:"dst_policy,omitempty" enums:"vixie,once_per_local_time" example:"vixie"`
+	// ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
+	ExcludeCalendars []string `json:"exclude_calendars,omitempty"`
 } // @name Schedule
 
 // retryDTO bounds delivery retries.
@@ -95,8 +106,12 @@ type previewItem struct {
 
 // previewResponse lists a task's next fire times.
 type previewResponse struct {
-	Timezone string        `json:"timezone"`
-	Items    []previewItem `json:"items"`
+	Timezone string `json:"timezone"`
+	// DSTPolicy is the cron schedule's DST policy, which the fire times follow (absent for other types).
+	DSTPolicy string        `json:"dst_policy,omitempty" enums:"vixie,once_per_local_time"`
+	Items     []previewItem `json:"items"`
+	// Excluded are the slots in the same span that the schedule's calendars removed.
+	Excluded []previewItem `json:"excluded"`
 } // @name Preview
 
 var taskReadOnly = []string{"id", "state", "next_run_at", "created_at", "updated_at", "missed_count", "tenant", "tenant_id", "version"}
@@ -108,7 +123,8 @@ func (r taskRequest) input() (service.TaskInput, error) {
 		Schedule: service.ScheduleSpec{
 			Type: r.Schedule.Type, Cron: r.Schedule.Cron, Timezone: r.Schedule.Timezone, IntervalSeconds: r.Schedule.IntervalSeconds,
 			RunAt: parseTime(&ve, "schedule.run_at", r.Schedule.RunAt), StartAt: parseTime(&ve, "schedule.start_at", r.Schedule.StartAt),
-			EndAt: parseTime(&ve, "schedule.end_at", r.Schedule.EndAt),
+			EndAt:   parseTime(&ve, "schedule.end_at", r.Schedule.EndAt),
+			Dialect: r.Schedule.Dialect, DSTPolicy: r.Schedule.DSTPolicy, ExcludeCalendars: r.Schedule.ExcludeCalendars,
 		},
 		Retry: service.RetryPolicy{
 			MaxAttempts: r.Retry.MaxAttempts, InitialBackoff: time.Duration(r.Retry.InitialBackoffMS) * time.Millisecond,
@@ -160,7 +176,8 @@ func formatTime(t *time.Time) *string {
 
 func scheduleOut(s service.ScheduleSpec) scheduleDTO {
 	return scheduleDTO{Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
-		RunAt: formatTime(s.RunAt), StartAt: formatTime(s.StartAt), EndAt: formatTime(s.EndAt)}
+		RunAt: formatTime(s.RunAt), StartAt: formatTime(s.StartAt), EndAt: formatTime(s.EndAt),
+		Dialect: s.Dialect, DSTPolicy: s.DSTPolicy, ExcludeCalendars: s.ExcludeCalendars}
 }
 
 func taskRequestOf(in service.TaskInput) taskRequest {
@@ -387,7 +404,7 @@ func (h *handlers) resumeTask(c echo.Context) error {
 //
 //	@ID			previewTask
 //	@Summary		The task's next fire times
-//	@Description	Computed by the scheduler's own code, DST rules included.
+//	@Description	Computed by the scheduler's own code, DST rules included: the fire times follow the schedule's dst_policy.
 //	@Tags			tasks
 //	@Produce		json
 //	@Security		BearerAuth
@@ -405,13 +422,18 @@ func (h *handlers) previewTask(c echo.Context) error {
 			return &service.ValidationError{Fields: []service.FieldError{{Field: "count", Message: "must be 1 to 1000"}}}
 		}
 	}
-	times, loc, err := h.cfg.Tasks.Preview(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), n)
+	p, err := h.cfg.Tasks.Preview(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), n)
 	if err != nil {
 		return err
 	}
-	out := previewResponse{Timezone: loc.String(), Items: make([]previewItem, 0, len(times))}
-	for _, t := range times {
+	loc := p.Schedule.Location()
+	out := previewResponse{Timezone: loc.String(), DSTPolicy: p.Schedule.Spec().DSTPolicy, Items: make([]previewItem, 0, len(p.Fires)),
+		Excluded: make([]previewItem, 0, len(p.Excluded))}
+	for _, t := range p.Fires {
 		out.Items = append(out.Items, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339)})
+	}
+	for _, t := range p.Excluded {
+		out.Excluded = append(out.Excluded, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339)})
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -112,7 +112,13 @@ func TestTaskValidation(t *testing.T) {
 		{"endpoint unknown", map[string]any{"endpoint_id": "01a228b6-0000-7000-8000-000000000000"}, "endpoint_id"},
 		{"schedule type", map[string]any{"schedule": sched("type", "weekly")}, "schedule.type"},
 		{"cron fields", map[string]any{"schedule": sched("type", "cron", "cron", "* * *")}, "schedule.cron"},
-		{"cron 7 fields", map[string]any{"schedule": sched("type", "cron", "cron", "0 0 0 * * * *")}, "schedule.cron"},
+		{"cron 8 fields", map[string]any{"schedule": sched("type", "cron", "cron", "0 0 0 * * * * *")}, "schedule.cron"},
+		{"dialect enum", map[string]any{"schedule": sched("type", "cron", "cron", "0 * * * *", "dialect", "spring")}, "schedule.dialect"},
+		{"dst_policy enum", map[string]any{"schedule": sched("type", "cron", "cron", "0 * * * *", "dst_policy", "skip")}, "schedule.dst_policy"},
+		{"quartz without ?", map[string]any{"schedule": sched("type", "cron", "cron", "0 0 12 * * MON", "dialect", "quartz")}, "schedule.cron"},
+		{"quartz 5 fields", map[string]any{"schedule": sched("type", "cron", "cron", "0 12 * * ?", "dialect", "quartz")}, "schedule.cron"},
+		{"quartz on interval", map[string]any{"schedule": sched("type", "interval", "interval_seconds", 60, "dialect", "quartz")}, "schedule.dialect"},
+		{"dst_policy on once", map[string]any{"schedule": sched("type", "once", "run_at", "2030-01-01T00:00:00Z", "dst_policy", "once_per_local_time")}, "schedule.dst_policy"},
 		{"cron out of range", map[string]any{"schedule": sched("type", "cron", "cron", "60 * * * *")}, "schedule.cron"},
 		{"cron never fires", map[string]any{"schedule": sched("type", "cron", "cron", "0 0 30 2 *")}, "schedule.cron"},
 		{"cron TZ prefix", map[string]any{"schedule": sched("type", "cron", "cron", "TZ=UTC 0 * * * *")}, "schedule.cron"},
@@ -215,6 +221,89 @@ func TestTaskScheduleKinds(t *testing.T) {
 	require.Len(t, pv.JSON["items"], 10)
 	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodGet, Path: "/v1/tasks/" + id + "/preview?count=0", Token: tok})
 	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodGet, Path: "/v1/tasks/" + id + "/preview?count=1001", Token: tok})
+}
+
+// TestTaskScheduleDialectAndDST: schedule.dialect and schedule.dst_policy
+// round-trip, default, are replaced with the schedule by a PATCH, and the
+// preview follows the policy.
+func TestTaskScheduleDialectAndDST(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	ep := a.createEndpoint(tok, "e")
+	ny, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+
+	// Quartz: the last Friday of the month at 10:15 New York time.
+	r := a.createTask(tok, ep, "last-friday", map[string]any{"schedule": map[string]any{"type": "cron",
+		"cron": "0 15 10 ? * 6L", "timezone": "America/New_York", "dialect": "quartz", "dst_policy": "once_per_local_time"}})
+	require.Equal(t, map[string]any{"type": "cron", "cron": "0 15 10 ? * 6L", "timezone": "America/New_York",
+		"dialect": "quartz", "dst_policy": "once_per_local_time"}, r.JSON["schedule"])
+	next, err := time.Parse(time.RFC3339, r.JSON["next_run_at"].(string))
+	require.NoError(t, err)
+	local := next.In(ny)
+	require.Equal(t, time.Friday, local.Weekday())
+	require.Equal(t, 10, local.Hour())
+	require.Equal(t, 15, local.Minute())
+	require.NotEqual(t, local.Month(), local.AddDate(0, 0, 7).Month(), "the month's last Friday")
+	id := r.JSON["id"].(string)
+	got := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks/" + id, Token: tok})
+	require.Equal(t, r.JSON["schedule"], got.JSON["schedule"])
+
+	// Defaults for cron; interval and once have neither.
+	r = a.createTask(tok, ep, "plain-cron", map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 * * * *"}})
+	require.Equal(t, map[string]any{"type": "cron", "cron": "0 * * * *", "timezone": "UTC", "dialect": "standard", "dst_policy": "vixie"}, r.JSON["schedule"])
+	r = a.createTask(tok, ep, "plain-interval", map[string]any{"schedule": map[string]any{"type": "interval", "interval_seconds": 60, "dialect": "standard"}})
+	require.Equal(t, map[string]any{"type": "interval", "interval_seconds": 60.0, "timezone": "UTC"}, r.JSON["schedule"])
+
+	// A PATCH replaces the schedule object whole, like its other fields:
+	// what it leaves out takes the default.
+	p := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 15 10 ? * 6L", "timezone": "America/New_York", "dialect": "quartz"}}})
+	require.Equal(t, "vixie", p.JSON["schedule"].(map[string]any)["dst_policy"])
+	p = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 15 10 ? * 6L", "dst_policy": "sometimes"}}})
+	require.Contains(t, fieldErrors(p), "schedule.dst_policy")
+	// Without the dialect, the standard one applies: 6L is the last Saturday.
+	p = a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 15 10 ? * 6L", "timezone": "America/New_York"}}})
+	require.Equal(t, "standard", p.JSON["schedule"].(map[string]any)["dialect"])
+	next, err = time.Parse(time.RFC3339, p.JSON["next_run_at"].(string))
+	require.NoError(t, err)
+	require.Equal(t, time.Saturday, next.In(ny).Weekday())
+
+	// The preview follows the policy: every 30 minutes on the next day
+	// New York falls back, the repeated hour fires twice under vixie
+	// (50 fires that local day) and once under once_per_local_time (48).
+	fallBack := time.Now()
+	for {
+		_, end := fallBack.In(ny).ZoneBounds()
+		fallBack = end
+		if _, off := end.In(ny).Zone(); off == -5*3600 {
+			break
+		}
+	}
+	day := fallBack.In(ny)
+	expr := fmt.Sprintf("0 */30 * %d %d * %d", day.Day(), day.Month(), day.Year())
+	for policy, want := range map[string]int{"vixie": 50, "once_per_local_time": 48} {
+		r := a.createTask(tok, ep, "fall-back-"+strings.ReplaceAll(policy, "_", "-"), map[string]any{"schedule": map[string]any{
+			"type": "cron", "cron": expr, "timezone": "America/New_York", "dst_policy": policy}})
+		pv := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks/" + r.JSON["id"].(string) + "/preview?count=100", Token: tok})
+		require.Equal(t, policy, pv.JSON["dst_policy"])
+		items := pv.JSON["items"].([]any)
+		require.Len(t, items, want, "%s: the year field ends the schedule after that day", policy)
+		var prev time.Time
+		for _, it := range items {
+			at, err := time.Parse(time.RFC3339, it.(map[string]any)["at"].(string))
+			require.NoError(t, err)
+			require.True(t, at.After(prev))
+			require.Equal(t, day.Day(), at.In(ny).Day())
+			prev = at
+		}
+	}
+	// An interval's preview has no dst_policy.
+	pv := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks/" + r.JSON["id"].(string) + "/preview?count=1", Token: tok})
+	require.NotContains(t, pv.JSON, "dst_policy")
 }
 
 func TestTaskListFilters(t *testing.T) {

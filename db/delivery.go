@@ -27,6 +27,8 @@ type DeliveryRow struct {
 	CancelRequested bool      `db:"cancel_requested"`
 	Payload         []byte    `db:"payload"` // the execution's override; nil: the task's
 	RiverJobID      *int64    `db:"river_job_id"`
+	// Round: X-Ax-Round (1 for a slot's first fire).
+	Round int `db:"round"`
 	// NeverStarted: no attempt of the execution ever started, and the API
 	// never retried it (first_started_at is NULL).
 	NeverStarted bool `db:"never_started"`
@@ -56,7 +58,7 @@ type DeliveryRow struct {
 func (r *DeliveryRow) fields() []any {
 	e := &r.JoinedEndpoint
 	return []any{&r.TenantID, &r.ID, &r.TaskID, &r.ScheduledFor, &r.Trigger, &r.State, &r.Attempts, &r.AttemptsBase,
-		&r.LeaseAttempt, &r.CancelRequested, &r.Payload, &r.RiverJobID, &r.NeverStarted, &r.TaskFound, &r.TaskName,
+		&r.LeaseAttempt, &r.CancelRequested, &r.Payload, &r.RiverJobID, &r.Round, &r.NeverStarted, &r.TaskFound, &r.TaskName,
 		&r.TaskState, &r.TaskPayload, &r.TaskTimeoutMS, &r.MaxAttempts, &r.InitialBackoffMS, &r.MaxBackoffMS,
 		&r.OverlapPolicy, &r.MisfirePolicy, &r.EarlierUnfinished, &r.LaterMissed, &e.EndpointFound, &e.EndpointID, &e.EndpointURL, &e.EndpointMethod, &e.EndpointHeaders, &e.Secret,
 		&e.PreviousSecret, &e.PreviousSecretExp, &e.EndpointTimeoutMS, &e.EndpointEnabled, &r.Now}
@@ -97,7 +99,8 @@ const MisfiredFirstFire = `(e.state = 'pending' AND e.trigger = 'schedule' AND e
 // looks only at the task's unfinished executions ordered before this one by
 // (scheduled_for, id), found in unfinished_executions (and confirmed in
 // executions, should a row there be stale: see SweepUnfinished), and stops
-// at two; it leaves out the earlier misfires that the task's misfire
+// at two (neither counted for nor counting a backfill's executions:
+// max_concurrency bounds those); it leaves out the earlier misfires that the task's misfire
 // policy will miss whatever happens (all of them with skip; with fire_once,
 // all of them when this execution is a misfire too), which would otherwise
 // make an overlap policy skip the one fire they leave. The count of later misfired slots (for a misfired first fire of
@@ -105,18 +108,21 @@ const MisfiredFirstFire = `(e.state = 'pending' AND e.trigger = 'schedule' AND e
 // executions in any state, by the slot index, and stops at m.CountMax.
 func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m Misfire) (DeliveryRow, error) {
 	rows, err := q.Query(ctx, `SELECT e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.state,
-			e.attempts, e.attempts_base, e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id,
+			e.attempts, e.attempts_base, e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id, e.round,
 			e.first_started_at IS NULL AS never_started,
 			t.id IS NOT NULL AS task_found, t.name AS task_name, t.state AS task_state, t.payload AS task_payload,
 			t.timeout_ms AS task_timeout_ms, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,
 			t.misfire_policy,
-			CASE WHEN e.state = 'pending' AND t.overlap_policy IN ('skip', 'queue') THEN (
+			CASE WHEN e.state = 'pending' AND t.overlap_policy IN ('skip', 'queue') AND e.trigger <> 'backfill' THEN (
 				SELECT count(*) FROM (
 					SELECT 1 FROM unfinished_executions o
 					JOIN executions x ON x.tenant_id = o.tenant_id AND x.id = o.id
 					WHERE o.tenant_id = e.tenant_id AND o.task_id = e.task_id
 					  AND (o.scheduled_for, o.id) < (e.scheduled_for, e.id)
 					  AND x.state IN ('pending', 'running', 'retrying')
+					  -- A backfill's executions are bounded by its
+					  -- max_concurrency, not by the overlap policy.
+					  AND x.trigger <> 'backfill'
 					  -- An earlier misfire its policy will miss for sure does
 					  -- not hold this one back: with skip every misfire is
 					  -- missed, with fire_once every misfire before another.

@@ -45,6 +45,8 @@ var (
 const (
 	// ConstraintTaskName: tasks' names are unique per tenant.
 	ConstraintTaskName = "tasks_tenant_id_name_key"
+	// ConstraintCalendarName: calendars' names are unique per tenant.
+	ConstraintCalendarName = "calendars_tenant_id_name_key"
 	// ConstraintTaskEndpoint: a task's endpoint exists (and is not deleted
 	// while the task uses it).
 	ConstraintTaskEndpoint = "tasks_tenant_id_endpoint_id_fkey"

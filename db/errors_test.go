@@ -29,7 +29,7 @@ func TestErrorsAreTranslated(t *testing.T) {
 	task := db.Task{TenantID: "acme", ID: "00000000-0000-7000-8000-000000000002", Name: "t", EndpointID: ep.ID,
 		ScheduleType: "interval", Timezone: "UTC", Payload: []byte("{}"), Priority: 2, MaxAttempts: 5,
 		InitialBackoffMS: 1000, MaxBackoffMS: 60_000, OverlapPolicy: "allow", MisfirePolicy: "fire_once", State: "active",
-		Labels: map[string]string{}, CreatedAt: time.Now()}
+		Labels: map[string]string{}, CreatedAt: time.Now(), ScheduleDialect: "standard", DSTPolicy: "vixie"}
 	interval := int64(60)
 	task.IntervalSeconds = &interval
 	_, err = db.InsertTask(ctx, pool, task, false)

@@ -34,6 +34,10 @@ type Execution struct {
 	ImplicitEvents int16      `db:"implicit_events"`
 	LastLatencyMS  *int32     `db:"last_latency_ms"`
 	FirstStartedAt *time.Time `db:"first_started_at"`
+	// Round numbers the executions of one slot: 1 for its first fire, +1
+	// for each backfill that re-ran it.
+	Round      int32   `db:"round"`
+	BackfillID *string `db:"backfill_id"`
 }
 
 // fields returns pointers to e's fields in their order, which is that of
@@ -43,7 +47,7 @@ func (e *Execution) fields() []any {
 	return []any{&e.TenantID, &e.ID, &e.TaskID, &e.ScheduledFor, &e.Trigger, &e.DedupKey, &e.State, &e.Attempts,
 		&e.Late, &e.CancelRequested, &e.LastStatusCode, &e.LastError, &e.LastErrorClass, &e.RiverJobID,
 		&e.NextAttemptAt, &e.CreatedAt, &e.StartedAt, &e.FinishedAt, &e.ImplicitEvents, &e.LastLatencyMS,
-		&e.FirstStartedAt}
+		&e.FirstStartedAt, &e.Round, &e.BackfillID}
 }
 
 // Bits of executions.implicit_events: timeline events the row implies
@@ -63,7 +67,7 @@ const (
 const executionColumns = `e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.dedup_key, e.state,
 	e.attempts, e.late, e.cancel_requested, e.last_status_code, e.last_error, e.last_error_class, e.river_job_id,
 	e.next_attempt_at, e.created_at, e.started_at, e.finished_at, e.implicit_events, e.last_latency_ms,
-	e.first_started_at`
+	e.first_started_at, e.round, e.backfill_id::text`
 
 // ExecutionEvent is a row of execution_events.
 type ExecutionEvent struct {

@@ -19,6 +19,10 @@ func TestFieldsFollowTheStruct(t *testing.T) {
 	requireFieldsInOrder(t, &e, e.fields())
 	require.Len(t, strings.Split(executionColumns, ","), reflect.TypeFor[Execution]().NumField(),
 		"executionColumns lists every field")
+	var a AuditRecord
+	requireFieldsInOrder(t, &a, a.fields())
+	require.Len(t, strings.Split(auditColumns, ","), reflect.TypeFor[AuditRecord]().NumField(),
+		"auditColumns lists every field")
 }
 
 func requireFieldsInOrder(t *testing.T, structPtr any, fields []any) {

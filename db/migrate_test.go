@@ -136,8 +136,53 @@ func TestMigrateHotExecutions(t *testing.T) {
 	require.NoError(t, err)
 	indexes, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Equal(t, []string{"executions_dedup_idx", "executions_last_error_idx", "executions_pkey",
+	require.Equal(t, []string{"executions_backfill_idx", "executions_dedup_idx", "executions_last_error_idx", "executions_pkey",
 		"executions_retrying_idx", "executions_slot_idx", "executions_task_idx"}, indexes)
 	_, err = pool.Exec(ctx, `UPDATE executions SET last_error = NULL WHERE state = 'failed'`)
 	require.ErrorContains(t, err, "executions_final_reason", "a failed execution says why")
+}
+
+// TestMigrateScheduleDialectDST upgrades a database at version 8 that holds
+// a cron task: it keeps the DST rule it was created under
+// (once_per_local_time) and the standard dialect, while a task inserted
+// afterwards without them gets the new default, vixie.
+func TestMigrateScheduleDialectDST(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := openEmpty(t)
+	ms, err := db.Migrations()
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `CREATE TABLE ax_migrations (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`)
+	require.NoError(t, err)
+	for _, m := range ms[:8] {
+		_, err := pool.Exec(ctx, m.SQL)
+		require.NoError(t, err, m.Name)
+		_, err = pool.Exec(ctx, `INSERT INTO ax_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
+		require.NoError(t, err)
+	}
+	const old, fresh = "00000000-0000-7000-8000-000000000002", "00000000-0000-7000-8000-000000000003"
+	_, err = pool.Exec(ctx, `
+		INSERT INTO tenants (id) VALUES ('t');
+		INSERT INTO endpoints (tenant_id, id, name, url, secret)
+		VALUES ('t', '00000000-0000-7000-8000-000000000001', 'e', 'https://example.com', 'whsec_x');
+		INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, cron, timezone)
+		VALUES ('t', '`+old+`', 'old', '00000000-0000-7000-8000-000000000001', 'cron', '*/5 * * * *', 'America/New_York')`)
+	require.NoError(t, err)
+
+	require.NoError(t, db.Migrate(ctx, pool, nil))
+	require.NoError(t, db.CheckMigrated(ctx, pool))
+	_, err = pool.Exec(ctx, `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, cron)
+		VALUES ('t', '`+fresh+`', 'fresh', '00000000-0000-7000-8000-000000000001', 'cron', '*/5 * * * *')`)
+	require.NoError(t, err)
+	for id, want := range map[string]string{old: "once_per_local_time", fresh: "vixie"} {
+		task, err := db.GetTask(ctx, pool, "t", id, false)
+		require.NoError(t, err)
+		require.Equal(t, "standard", task.ScheduleDialect)
+		require.Equal(t, want, task.DSTPolicy)
+	}
+	_, err = pool.Exec(ctx, `UPDATE tasks SET dst_policy = 'sometimes'`)
+	require.ErrorContains(t, err, "tasks_dst_policy_check")
+	_, err = pool.Exec(ctx, `UPDATE tasks SET schedule_dialect = 'spring'`)
+	require.ErrorContains(t, err, "tasks_schedule_dialect_check")
 }

@@ -24,6 +24,10 @@ type DueTask struct {
 	NextRunAt       time.Time  `db:"next_run_at"`
 	Version         int32      `db:"version"`
 	CreatedAt       time.Time  `db:"created_at"`
+	ScheduleDialect string     `db:"schedule_dialect"`
+	DSTPolicy       string     `db:"dst_policy"`
+	// ExcludeCalendars names the calendars whose dates the schedule skips.
+	ExcludeCalendars []string `db:"exclude_calendars"`
 }
 
 // ClaimDueTasks locks up to limit active tasks whose next_run_at is at or
@@ -31,7 +35,8 @@ type DueTask struct {
 // skipped, so concurrent schedulers share the work without waiting.
 func ClaimDueTasks(ctx context.Context, tx pgx.Tx, horizon time.Time, limit int) ([]DueTask, error) {
 	rows, err := tx.Query(ctx, `SELECT tenant_id, id::text, schedule_type, cron, timezone, interval_seconds, run_at,
-			start_at, end_at, priority, max_attempts, misfire_policy, next_run_at, version, created_at
+			start_at, end_at, priority, max_attempts, misfire_policy, next_run_at, version, created_at,
+			schedule_dialect, dst_policy, exclude_calendars::text[]
 		FROM tasks
 		WHERE state = 'active' AND next_run_at IS NOT NULL AND next_run_at <= $1
 		ORDER BY next_run_at
@@ -67,7 +72,7 @@ type InsertedExecution struct {
 
 // InsertScheduledExecutions inserts scheduled executions (and their rows
 // of unfinished_executions), skipping slots that already have one (the
-// permanent (task_id, scheduled_for) key; an execution cancelled by a
+// permanent (task_id, scheduled_for, round) key, round 1; an execution cancelled by a
 // schedule change does not hold it: CancelRescheduledExecutions). An on-time fire's fired event is
 // implied by the row (ImplicitFired); a late one, or one after missed
 // slots, stores its fired event, with the data the scheduler gave, after a
@@ -102,7 +107,7 @@ func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecut
 			SELECT tenant_id, id, task_id, scheduled_for, 'schedule', late, implicit
 			FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::bool[], $6::int2[])
 				AS i(tenant_id, id, task_id, scheduled_for, late, implicit)
-			ON CONFLICT (task_id, scheduled_for) WHERE trigger = 'schedule' AND NOT rescheduled DO NOTHING
+			ON CONFLICT (task_id, scheduled_for, round) WHERE trigger IN ('schedule', 'backfill') AND NOT rescheduled DO NOTHING
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
 			INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)

@@ -169,7 +169,7 @@ func TestOnlyErrorsGoReadsDBErrors(t *testing.T) {
 
 // tenantTables are the tables whose rows belong to a tenant (a tenant_id
 // column).
-var tenantTables = []string{"endpoints", "tasks", "executions", "execution_events", "unfinished_executions", "idempotency_keys"}
+var tenantTables = []string{"endpoints", "tasks", "executions", "execution_events", "unfinished_executions", "idempotency_keys", "audit_log"}
 
 // crossTenant lists the functions of db/ whose statements read or write
 // tenant tables across tenants, on purpose. Each says why.
@@ -184,6 +184,9 @@ var crossTenant = map[string]string{
 	"SweepUnfinished": "maintenance of unfinished_executions",
 	// Maintenance: expired keys of every tenant go.
 	"DeleteExpiredIdempotencyKeys": "maintenance of idempotency keys",
+	// Retention: audit records of every tenant older than the retention
+	// go, oldest first (audit_log_at_idx).
+	"DeleteExpiredAudit": "retention of the audit log",
 	// The reconciler looks for unfinished executions of every tenant that
 	// no live job carries; its joins are on (tenant_id, id).
 	"FindOrphanedExecutions": "the reconciler's look at every tenant's unfinished executions",

@@ -38,6 +38,10 @@ type Task struct {
 	Version             int32             `db:"version"`
 	CreatedAt           time.Time         `db:"created_at"`
 	UpdatedAt           time.Time         `db:"updated_at"`
+	ScheduleDialect     string            `db:"schedule_dialect"`
+	DSTPolicy           string            `db:"dst_policy"`
+	// ExcludeCalendars: the calendars whose dates the schedule skips.
+	ExcludeCalendars []string `db:"exclude_calendars"`
 }
 
 // fields returns pointers to t's fields in their order, which is that of
@@ -46,13 +50,15 @@ func (t *Task) fields() []any {
 	return []any{&t.TenantID, &t.ID, &t.Name, &t.EndpointID, &t.ScheduleType, &t.Cron, &t.Timezone, &t.IntervalSeconds,
 		&t.RunAt, &t.StartAt, &t.EndAt, &t.Payload, &t.Priority, &t.TimeoutMS, &t.MaxAttempts, &t.InitialBackoffMS,
 		&t.MaxBackoffMS, &t.OverlapPolicy, &t.MisfirePolicy, &t.State, &t.NextRunAt, &t.Labels, &t.AlertEndpointID,
-		&t.PauseAfterFailures, &t.ConsecutiveFailures, &t.MissedCount, &t.Version, &t.CreatedAt, &t.UpdatedAt}
+		&t.PauseAfterFailures, &t.ConsecutiveFailures, &t.MissedCount, &t.Version, &t.CreatedAt, &t.UpdatedAt,
+		&t.ScheduleDialect, &t.DSTPolicy, &t.ExcludeCalendars}
 }
 
 const taskColumns = `tenant_id, id::text, name, endpoint_id::text, schedule_type, cron, timezone, interval_seconds,
 	run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms, max_backoff_ms,
 	overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id::text, pause_after_failures,
-	consecutive_failures, missed_count, version, created_at, updated_at`
+	consecutive_failures, missed_count, version, created_at, updated_at, schedule_dialect, dst_policy,
+	exclude_calendars::text[]`
 
 // InsertTask inserts t, created (and updated) at t.CreatedAt, and returns
 // the stored row. With wake, it signals TaskChangedChannel in the same
@@ -62,17 +68,22 @@ func InsertTask(ctx context.Context, q Querier, t Task, wake bool) (Task, error)
 	const insert = `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, cron, timezone,
 			interval_seconds, run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms,
 			max_backoff_ms, overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id,
-			pause_after_failures, created_at, updated_at)
+			pause_after_failures, created_at, updated_at, schedule_dialect, dst_policy, exclude_calendars)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-			$23, $24, $25, $25)
+			$23, $24, $25, $25, $26, $27, $28)
 		RETURNING ` + taskColumns
 	args := []any{t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
 		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
 		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
-		t.CreatedAt}
+		t.CreatedAt, t.ScheduleDialect, t.DSTPolicy, nil}
+	cals, err := uuidArray(t.ExcludeCalendars)
+	if err != nil {
+		return Task{}, wrap("insert task", err)
+	}
+	args[27] = cals
 	sql := insert
 	if wake {
-		sql = `WITH t AS (` + insert + `) SELECT t.* FROM t, (SELECT pg_notify($26, '')) n`
+		sql = `WITH t AS (` + insert + `) SELECT t.* FROM t, (SELECT pg_notify($29, '')) n`
 		args = append(args, TaskChangedChannel)
 	}
 	rows, err := q.Query(ctx, sql, args...)
@@ -115,17 +126,21 @@ func ListTasks(ctx context.Context, q Querier, tenant string, f TaskFilter) ([]T
 // UpdateTask writes t's mutable fields, bumps its version and returns the
 // stored row.
 func UpdateTask(ctx context.Context, q Querier, t Task) (Task, error) {
+	cals, err := uuidArray(t.ExcludeCalendars)
+	if err != nil {
+		return Task{}, wrap("update task", err)
+	}
 	rows, err := q.Query(ctx, `UPDATE tasks SET name = $3, endpoint_id = $4, schedule_type = $5, cron = $6,
 		timezone = $7, interval_seconds = $8, run_at = $9, start_at = $10, end_at = $11, payload = $12,
 		priority = $13, timeout_ms = $14, max_attempts = $15, initial_backoff_ms = $16, max_backoff_ms = $17,
 		overlap_policy = $18, misfire_policy = $19, state = $20, next_run_at = $21, labels = $22,
 		alert_endpoint_id = $23, pause_after_failures = $24, consecutive_failures = $25,
-		version = version + 1, updated_at = now()
+		schedule_dialect = $26, dst_policy = $27, exclude_calendars = $28, version = version + 1, updated_at = now()
 		WHERE tenant_id = $1 AND id = $2 RETURNING `+taskColumns,
 		t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
 		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
 		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
-		t.ConsecutiveFailures)
+		t.ConsecutiveFailures, t.ScheduleDialect, t.DSTPolicy, cals)
 	return collectOneRow[Task](rows, err)
 }
 

@@ -46,7 +46,7 @@ func TestAlert(t *testing.T) {
 	// the alert for a fire of it.
 	require.Equal(t, AlertType, got.Header.Get("X-Ax-Alert-Type"))
 	require.Equal(t, id, got.Header.Get("X-Ax-Alert-Execution-Id"))
-	for _, h := range []string{"X-Ax-Task-Id", "X-Ax-Execution-Id", "X-Ax-Scheduled-For"} {
+	for _, h := range []string{"X-Ax-Task-Id", "X-Ax-Execution-Id", "X-Ax-Scheduled-For", "X-Ax-Round"} {
 		require.Empty(t, got.Header.Values(h), h)
 	}
 	ts, err := strconv.ParseInt(got.Header.Get("Webhook-Timestamp"), 10, 64)

@@ -38,6 +38,8 @@ type DeliverWorker struct {
 	// slotWait bounds the wait for a send slot (slotWaitMax, or less for
 	// a short JobTimeout).
 	slotWait time.Duration
+	// backfillProgress: WorkerDeps.BackfillProgress.
+	backfillProgress func()
 }
 
 // deliverArgs is a deliver job's args as the worker sees them: the
@@ -57,6 +59,7 @@ func newDeliverWorker(deps WorkerDeps, cfg RiverConfig, slots sendSlots) *Delive
 	return &DeliverWorker{
 		deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, metrics: deps.Metrics, clock: deps.Clock,
 		timeout: cfg.JobTimeout, queuePoll: cfg.QueueWaitPoll, slots: slots, slotWait: min(slotWaitMax, cfg.JobTimeout/4),
+		backfillProgress: deps.BackfillProgress,
 	}
 }
 
@@ -176,7 +179,9 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 
 	log = log.with(slog.String("task_id", d.TaskID), slog.Int("attempt", d.Attempt))
 	if d.Attempt == 1 && !d.Resumed {
-		w.metrics.FiringLateness.Observe(max(time.Since(d.ScheduledFor), 0).Seconds())
+		if d.Trigger != service.TriggerBackfill { // a backfill's slots are in the past by design
+			w.metrics.FiringLateness.Observe(max(time.Since(d.ScheduledFor), 0).Seconds())
+		}
 		if d.Trigger != service.TriggerSchedule {
 			w.metrics.Fires.WithLabelValues(d.Trigger).Inc() // the scheduler counts its own fires
 		}
@@ -187,7 +192,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	w.metrics.inFlight.Add(1)
 	res := w.sender.Send(ctx, Request{
 		Method: d.Method, URL: d.URL, Headers: d.Headers, Body: d.Payload, Timeout: d.Timeout,
-		ExecutionID: d.ExecutionID, TaskID: d.TaskID, ScheduledFor: d.ScheduledFor, Attempt: d.Attempt, Keys: d.Keys,
+		ExecutionID: d.ExecutionID, TaskID: d.TaskID, ScheduledFor: d.ScheduledFor, Round: d.Round, Attempt: d.Attempt, Keys: d.Keys,
 	})
 	w.metrics.inFlight.Add(-1)
 	sent()
@@ -223,6 +228,9 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		return step{kind: stepError, err: fmt.Errorf("record attempt %d of execution %s: %w", d.Attempt, d.ExecutionID, err)}
 	}
 
+	if d.Trigger == service.TriggerBackfill && w.backfillProgress != nil {
+		w.backfillProgress()
+	}
 	log = log.with(slog.String("state", fin.State), slog.Int("status_code", res.StatusCode),
 		slog.Int64("latency_ms", res.Latency.Milliseconds()))
 	if fin.State == service.ExecRetrying {

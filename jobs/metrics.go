@@ -36,6 +36,9 @@ type Metrics struct {
 	SchedulerPass prometheus.Histogram
 	// SchedulerClaimed is the number of tasks one pass claimed.
 	SchedulerClaimed prometheus.Histogram
+	// RetentionDeleted counts rows removed by retention, by kind
+	// (executions, execution_events, audit).
+	RetentionDeleted *prometheus.CounterVec
 	// ReplicasLive is the number of live replicas, as this replica's last
 	// heartbeat saw it.
 	ReplicasLive prometheus.Gauge
@@ -93,6 +96,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "ax_scheduler_claimed_tasks", Help: "Tasks claimed by one scheduler pass.",
 			Buckets: []float64{0, 1, 10, 50, 100, 250, 500, 1000},
 		}),
+		RetentionDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ax_retention_deleted_total",
+			Help: "Rows removed because they outlived their retention, by kind (executions, execution_events, audit).",
+		}, []string{"kind"}),
+	}
+	for _, kind := range []string{"executions", "execution_events", "audit"} {
+		m.RetentionDeleted.WithLabelValues(kind) // reported from the start, at 0
 	}
 	m.ReplicasLive = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "ax_replicas_live", Help: "Live ax replicas, as this replica's last heartbeat saw them.",
@@ -109,14 +119,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "ax_deliveries_in_flight", Help: "Webhook requests under way in this process.",
 	}, func() float64 { return float64(m.inFlight.Load()) })
 	reg.MustRegister(m.Fires, m.FiringLateness, m.Attempts, m.AttemptDuration, m.RetriesScheduled, m.Finished,
-		m.MissedSlots, m.Reconciled, m.SchedulerPass, m.SchedulerClaimed, m.ReplicasLive, m.ReplicasDeclaredDead,
-		m.ReplicaJobsResumed, inFlight)
+		m.MissedSlots, m.Reconciled, m.SchedulerPass, m.SchedulerClaimed, m.RetentionDeleted, m.ReplicasLive,
+		m.ReplicasDeclaredDead, m.ReplicaJobsResumed, inFlight)
 	return m
 }
 
 // DeliveriesInFlight returns the number of webhook requests under way in
 // this process.
 func (m *Metrics) DeliveriesInFlight() int { return int(m.inFlight.Load()) }
+
+// ObserveRetention records what a retention sweep removed; it fits
+// RetentionLoopConfig.OnSweep.
+func (m *Metrics) ObserveRetention(r service.RetentionResult) {
+	m.RetentionDeleted.WithLabelValues("executions").Add(float64(r.Executions))
+	m.RetentionDeleted.WithLabelValues("execution_events").Add(float64(r.Events))
+	m.RetentionDeleted.WithLabelValues("audit").Add(float64(r.Audit))
+}
 
 // ObserveTick records one scheduler pass; it fits SchedulerLoopConfig.OnTick.
 func (m *Metrics) ObserveTick(r service.TickResult, d time.Duration) {

@@ -151,6 +151,10 @@ type WorkerDeps struct {
 	// Work tracks the jobs being worked (RunReplica releases the ones
 	// River shows running that are not). Default: a private tracker.
 	Work *WorkTracker
+	// BackfillProgress, when set, is called after an attempt of a backfill
+	// execution is recorded, so that the backfill's next slots are created
+	// at once (service.Backfills.Wake). It must not block.
+	BackfillProgress func()
 }
 
 // NewRiverClient returns the River client that works ax's queues, on the

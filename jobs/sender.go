@@ -133,6 +133,7 @@ type Request struct {
 	ExecutionID  string    // Idempotency-Key, webhook-id, X-Ax-Execution-Id
 	TaskID       string    // X-Ax-Task-Id
 	ScheduledFor time.Time // X-Ax-Scheduled-For
+	Round        int       // X-Ax-Round, 1 for a slot's first fire; 0: not sent (alerts)
 	Attempt      int       // X-Ax-Attempt, 1 for the first
 	// AlertType, when set, makes the request an alert about execution
 	// AlertAbout: it carries X-Ax-Alert-Type and X-Ax-Alert-Execution-Id
@@ -215,7 +216,7 @@ func (s *Sender) Close() { s.transport.CloseIdleConnections() }
 // application/json, Idempotency-Key and webhook-id (the execution id),
 // webhook-timestamp (this attempt, unix seconds), webhook-signature,
 // X-Ax-Task-Id, X-Ax-Execution-Id, X-Ax-Scheduled-For (RFC 3339 UTC),
-// X-Ax-Attempt and User-Agent. Custom headers cannot set those, any other
+// X-Ax-Round, X-Ax-Attempt and User-Agent. Custom headers cannot set those, any other
 // Webhook-* or X-Ax-* header, Host, or the hop-by-hop and framing headers.
 //
 // When ctx's deadline passes before the attempt's own timeout and no
@@ -344,6 +345,7 @@ func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*htt
 		h["X-Ax-Task-Id"] = []string{r.TaskID}
 		h["X-Ax-Execution-Id"] = []string{r.ExecutionID}
 		h["X-Ax-Scheduled-For"] = []string{r.ScheduledFor.UTC().Format(time.RFC3339Nano)}
+		h["X-Ax-Round"] = []string{strconv.Itoa(max(r.Round, 1))}
 	}
 	h["X-Ax-Attempt"] = []string{strconv.Itoa(r.Attempt)}
 	h["User-Agent"] = []string{s.cfg.UserAgent}

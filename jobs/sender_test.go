@@ -104,6 +104,7 @@ func TestSendHeaders(t *testing.T) {
 		"X-Ax-Task-Id":       {"task_01J9ZK2A"},
 		"X-Ax-Execution-Id":  {"exec_01J9ZK3Q"},
 		"X-Ax-Scheduled-For": {"2026-03-01T02:00:00Z"},
+		"X-Ax-Round":         {"1"},
 		"X-Ax-Attempt":       {"3"},
 		"User-Agent":         {"ax/1.2.3"},
 		"Accept-Encoding":    {"gzip"}, // added by net/http, which then decompresses
@@ -217,6 +218,7 @@ func TestSendOnTheWire(t *testing.T) {
 		"X-Ax-Task-Id: task_01J9ZK2A",
 		"X-Ax-Execution-Id: exec_01J9ZK3Q",
 		"X-Ax-Scheduled-For: 2026-03-01T02:00:00Z",
+		"X-Ax-Round: 1",
 		"X-Ax-Attempt: 1",
 		"User-Agent: ax",
 		"X-Custom: v",

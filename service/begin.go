@@ -48,6 +48,9 @@ type Delivery struct {
 	EndpointID   string
 	ScheduledFor time.Time
 	Trigger      string
+	// Round is sent as X-Ax-Round: 1 for a slot's first fire, one more
+	// for each backfill that re-ran it.
+	Round int
 	// Attempt is the attempt number sent as X-Ax-Attempt: 1 for the
 	// first, one more per retry and per run resumed after an interruption.
 	Attempt int
@@ -241,7 +244,7 @@ func (s *Deliveries) end(ctx context.Context, tx db.Tx, row db.DeliveryRow, leas
 func deliveryFromRow(row db.DeliveryRow, lease int) Delivery {
 	d := Delivery{
 		State: row.State, TenantID: row.TenantID, ExecutionID: row.ID, TaskID: row.TaskID, TaskName: zeroIfNil(row.TaskName),
-		EndpointID: zeroIfNil(row.EndpointID), ScheduledFor: row.ScheduledFor.UTC(), Trigger: row.Trigger,
+		EndpointID: zeroIfNil(row.EndpointID), ScheduledFor: row.ScheduledFor.UTC(), Trigger: row.Trigger, Round: max(row.Round, 1),
 		Attempt: row.Attempts, Lease: lease, URL: zeroIfNil(row.EndpointURL), Method: zeroIfNil(row.EndpointMethod),
 		Headers: row.EndpointHeaders, Payload: row.Payload,
 		Retry: RetryPolicy{

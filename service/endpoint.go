@@ -89,14 +89,22 @@ func (s *Endpoints) Create(ctx context.Context, tenant string, in EndpointInput)
 		}
 		in.Secret = secret
 	}
-	row, err := db.InsertEndpoint(ctx, db.Using(ctx, s.pool), db.Endpoint{
-		TenantID: tenant, ID: NewID(), Name: in.Name, URL: in.URL, Method: in.Method, Headers: in.Headers,
-		Secret: in.Secret, TimeoutMS: int(in.Timeout / time.Millisecond), Enabled: in.Enabled,
+	var out Endpoint
+	err := auditTx(ctx, s.pool, func(q db.Querier) error {
+		row, err := db.InsertEndpoint(ctx, q, db.Endpoint{
+			TenantID: tenant, ID: NewID(), Name: in.Name, URL: in.URL, Method: in.Method, Headers: in.Headers,
+			Secret: in.Secret, TimeoutMS: int(in.Timeout / time.Millisecond), Enabled: in.Enabled,
+		})
+		if err != nil {
+			return storeError(err, "create endpoint")
+		}
+		out = endpointFromRow(row)
+		return recordAudit(ctx, q, tenant, AuditCreate, ResourceEndpoint, out.ID, auditFields(in)) // secret: redacted
 	})
 	if err != nil {
-		return Endpoint{}, storeError(err, "create endpoint")
+		return Endpoint{}, err
 	}
-	return endpointFromRow(row), nil
+	return out, nil
 }
 
 // Get returns one endpoint.
@@ -128,6 +136,11 @@ func (s *Endpoints) List(ctx context.Context, tenant string, page Page) ([]Endpo
 // validates the result and stores it. Re-enabling an endpoint that ax
 // disabled clears the reason.
 func (s *Endpoints) Update(ctx context.Context, tenant, id string, change func(*EndpointInput) error) (Endpoint, error) {
+	return s.update(ctx, tenant, id, AuditUpdate, change)
+}
+
+// update is Update, audited as action.
+func (s *Endpoints) update(ctx context.Context, tenant, id, action string, change func(*EndpointInput) error) (Endpoint, error) {
 	if !validID(id) {
 		return Endpoint{}, ErrNotFound
 	}
@@ -159,7 +172,11 @@ func (s *Endpoints) Update(ctx context.Context, tenant, id string, change func(*
 			return storeError(err, "update endpoint")
 		}
 		out = endpointFromRow(row)
-		return nil
+		changes := auditDiff(cur.Input(), out.Input())
+		if out.Secret != cur.Secret {
+			changes["secret"] = map[string]any{"old": redacted, "new": redacted}
+		}
+		return recordAudit(ctx, tx, tenant, action, ResourceEndpoint, out.ID, changes)
 	})
 	return out, err
 }
@@ -178,7 +195,7 @@ func (s *Endpoints) RotateSecret(ctx context.Context, tenant, id, secret string)
 			return Endpoint{}, err
 		}
 	}
-	return s.Update(ctx, tenant, id, func(in *EndpointInput) error {
+	return s.update(ctx, tenant, id, AuditRotateSecret, func(in *EndpointInput) error {
 		in.Secret = secret
 		return nil
 	})
@@ -197,16 +214,18 @@ func (s *Endpoints) Delete(ctx context.Context, tenant, id string) error {
 	if !validID(id) {
 		return ErrNotFound
 	}
-	ok, err := db.DeleteEndpoint(ctx, s.pool, tenant, id)
-	if err != nil {
-		inUse := conflictf("the endpoint is used by tasks; delete or re-point them first")
-		return storeError(err, "delete endpoint",
-			onConstraint(db.ConstraintTaskEndpoint, inUse), onConstraint(db.ConstraintTaskAlertEndpoint, inUse))
-	}
-	if !ok {
-		return ErrNotFound
-	}
-	return nil
+	return auditTx(ctx, s.pool, func(q db.Querier) error {
+		ok, err := db.DeleteEndpoint(ctx, q, tenant, id)
+		if err != nil {
+			inUse := conflictf("the endpoint is used by tasks; delete or re-point them first")
+			return storeError(err, "delete endpoint",
+				onConstraint(db.ConstraintTaskEndpoint, inUse), onConstraint(db.ConstraintTaskAlertEndpoint, inUse))
+		}
+		if !ok {
+			return ErrNotFound
+		}
+		return recordAudit(ctx, q, tenant, AuditDelete, ResourceEndpoint, strings.ToLower(id), nil)
+	})
 }
 
 // SigningKeys returns the keys that sign a delivery at time now: the

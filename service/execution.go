@@ -32,6 +32,8 @@ const (
 	TriggerSchedule = "schedule"
 	TriggerManual   = "manual"
 	TriggerRetry    = "retry"
+	// TriggerBackfill: created by a backfill (POST /v1/tasks/{id}/backfill).
+	TriggerBackfill = "backfill"
 )
 
 // Execution event types on the timeline.
@@ -70,7 +72,11 @@ type Execution struct {
 	CreatedAt      time.Time
 	StartedAt      *time.Time
 	FinishedAt     *time.Time
-	Events         []Event
+	// Round is 1 for a slot's first fire and one more for each backfill
+	// that re-ran the slot.
+	Round      int
+	BackfillID string
+	Events     []Event
 }
 
 // Event is one step on an execution's timeline.
@@ -177,7 +183,7 @@ func (s *Executions) Get(ctx context.Context, tenant, id string) (ExecutionDetai
 // cancelled at once. Cancelling a running execution again is a no-op; any
 // other state is a conflict.
 func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
-	return s.change(ctx, tenant, id, func(tx db.Tx, row db.Execution) error {
+	return s.change(ctx, tenant, id, AuditCancel, func(tx db.Tx, row db.Execution) error {
 		var (
 			ok  bool
 			err error
@@ -224,8 +230,9 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 }
 
 // change runs fn on the execution locked in a transaction and returns the
-// execution as fn left it, with its events.
-func (s *Executions) change(ctx context.Context, tenant, id string, fn func(db.Tx, db.Execution) error) (ExecutionDetail, error) {
+// execution as fn left it, with its events; the request is audited as
+// action.
+func (s *Executions) change(ctx context.Context, tenant, id, action string, fn func(db.Tx, db.Execution) error) (ExecutionDetail, error) {
 	if !validID(id) {
 		return ExecutionDetail{}, ErrNotFound
 	}
@@ -238,11 +245,21 @@ func (s *Executions) change(ctx context.Context, tenant, id string, fn func(db.T
 		if err := fn(tx, row); err != nil {
 			return err
 		}
+		before := row
 		if row, err = db.GetExecution(ctx, tx, tenant, id, false); err != nil {
 			return storeError(err, "load execution")
 		}
-		out, err = s.withEvents(ctx, tx, row)
-		return err
+		if out, err = s.withEvents(ctx, tx, row); err != nil {
+			return err
+		}
+		changes := map[string]any{}
+		if row.State != before.State {
+			changes["state"] = map[string]any{"old": before.State, "new": row.State}
+		}
+		if row.CancelRequested != before.CancelRequested {
+			changes["cancel_requested"] = map[string]any{"old": before.CancelRequested, "new": row.CancelRequested}
+		}
+		return recordAudit(ctx, tx, tenant, action, ResourceExecution, row.ID, changes)
 	})
 	return out, err
 }
@@ -263,7 +280,7 @@ func (s *Executions) change(ctx context.Context, tenant, id string, fn func(db.T
 // (the worker would cancel it), and one whose previous delivery job is
 // still running.
 func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
-	return s.change(ctx, tenant, id, func(tx db.Tx, row db.Execution) error {
+	return s.change(ctx, tenant, id, AuditRetry, func(tx db.Tx, row db.Execution) error {
 		switch row.State {
 		case ExecFailed, ExecCancelled:
 		case ExecPending, ExecRunning, ExecRetrying:
@@ -422,8 +439,17 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 		if err != nil {
 			return storeError(err, "load triggered execution")
 		}
-		out, err = s.withEvents(ctx, tx, row)
-		return err
+		if out, err = s.withEvents(ctx, tx, row); err != nil {
+			return err
+		}
+		changes := map[string]any{"execution_id": row.ID, "created": created}
+		if in.DedupKey != "" {
+			changes["dedup_key"] = in.DedupKey
+		}
+		if in.Payload != nil {
+			changes["payload"] = auditBytes(in.Payload)
+		}
+		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceTask, task.ID, changes)
 	})
 	return out, err
 }
@@ -479,7 +505,7 @@ func executionDetailOf(r db.Execution, events []db.ExecutionEvent) ExecutionDeta
 			ID: r.ID, TaskID: r.TaskID, ScheduledFor: r.ScheduledFor.UTC(), Trigger: r.Trigger, DedupKey: strValue(r.DedupKey),
 			State: r.State, Attempts: int(r.Attempts), Late: r.Late, LastStatusCode: intValue(r.LastStatusCode),
 			LastError: strValue(r.LastError), LastErrorClass: strValue(r.LastErrorClass), CreatedAt: r.CreatedAt.UTC(),
-			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
+			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt), Round: int(r.Round), BackfillID: strValue(r.BackfillID),
 		},
 		CancelRequested: r.CancelRequested,
 		NextAttemptAt:   utcPtr(r.NextAttemptAt),
@@ -509,4 +535,68 @@ func intValue(n *int32) *int {
 	}
 	v := int(*n)
 	return &v
+}
+
+// SkipReason is the last_error of a slot skipped through the API.
+const SkipReason = "skipped by request"
+
+// Skip records a future slot of the task's schedule as skipped: the
+// scheduler will not fire it. A slot already materialised that has not
+// started is moved to skipped; one that started → ConflictError. A time
+// that is not a slot of the schedule (calendars applied), or one that has
+// passed → ValidationError. Skipping a skipped slot again returns it.
+func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Time) (ExecutionDetail, error) {
+	if !validID(taskID) {
+		return ExecutionDetail{}, ErrNotFound
+	}
+	var out ExecutionDetail
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		row, err := db.GetTask(ctx, tx, tenant, taskID, false)
+		if err != nil {
+			return storeError(err, "load task")
+		}
+		t := taskFromRow(row)
+		sched, err := ParseSchedule(t.Schedule, t.CreatedAt)
+		if err != nil {
+			return err
+		}
+		cals, err := loadCalendars(ctx, tx, tenant, t.Schedule.ExcludeCalendars, false)
+		if err != nil {
+			return err
+		}
+		sched = sched.excluding(cals)
+		if next, ok := sched.Next(at.Add(-time.Nanosecond)); !ok || !next.Equal(at) {
+			msg := "is not a slot of the task's schedule"
+			if ok {
+				msg += "; the next slot from there is " + next.UTC().Format(time.RFC3339Nano)
+			}
+			return fieldError("scheduled_for", msg)
+		}
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if !at.After(now) {
+			return fieldError("scheduled_for", "has passed: only a future slot can be skipped")
+		}
+		id, err := db.SkipSlot(ctx, tx, tenant, taskID, NewID(), at, SkipReason)
+		if err != nil {
+			return err
+		}
+		if id == "" {
+			return conflictf("the slot %s has already started or finished", at.UTC().Format(time.RFC3339Nano))
+		}
+		e, err := db.GetExecution(ctx, tx, tenant, id, false)
+		if err != nil {
+			return storeError(err, "load skipped execution")
+		}
+		if err := recordAudit(ctx, tx, tenant, AuditSkip, ResourceTask, taskID, map[string]any{
+			"scheduled_for": at.UTC().Format(time.RFC3339Nano), "execution_id": id,
+		}); err != nil {
+			return err
+		}
+		out, err = s.withEvents(ctx, tx, e)
+		return err
+	})
+	return out, err
 }

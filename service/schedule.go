@@ -1,7 +1,10 @@
 package service
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -11,6 +14,17 @@ const (
 	ScheduleCron     = "cron"
 	ScheduleInterval = "interval"
 	ScheduleOnce     = "once"
+)
+
+// DST policies, as schedule.dst_policy spells them (see Schedule).
+const (
+	// DSTVixie treats a slot whose hour field is fixed as a wall-clock
+	// appointment (once per local time) and one whose hour field is * or a
+	// step as elapsed time (every instant whose wall clock matches).
+	DSTVixie = "vixie"
+	// DSTOncePerLocalTime fires every slot at most once per local time,
+	// whatever its fields.
+	DSTOncePerLocalTime = "once_per_local_time"
 )
 
 const (
@@ -41,6 +55,11 @@ type ScheduleSpec struct {
 	IntervalSeconds int64      // interval: >= 1
 	RunAt           *time.Time // once
 	StartAt, EndAt  *time.Time // optional bounds, any type
+	// ExcludeCalendars names calendars whose local dates no slot fires on.
+	ExcludeCalendars []string
+	// Dialect and DSTPolicy apply to cron only: "standard" (default) or
+	// "quartz"; "vixie" (default) or "once_per_local_time".
+	Dialect, DSTPolicy string
 }
 
 // Schedule is a validated schedule that computes fire times. It is immutable
@@ -48,28 +67,47 @@ type ScheduleSpec struct {
 //
 // # Cron
 //
-// Five fields "minute hour day-of-month month day-of-week" (second 0), or six
-// with a leading second field. Each field is a comma-separated list of *,
-// values, ranges a-b, and steps (*/15, 10-40/5, and 5/10 meaning 5-max/10).
-// Months accept JAN-DEC and weekdays SUN-SAT, case-insensitively; day-of-week
-// 7 is Sunday too. ? means * in day-of-month and day-of-week. Day-of-month may
-// be L (the month's last day) or L-n (n days before it) as the whole field.
-// Ranges do not wrap around. Descriptors: @yearly, @annually, @monthly,
-// @weekly, @daily, @midnight, @hourly.
+// Two dialects (ScheduleSpec.Dialect). Standard (DialectStandard): five
+// fields "minute hour day-of-month month day-of-week" (second 0), six with a
+// leading second field, or seven with a leading second and a trailing year;
+// day-of-week 0 and 7 are Sunday. Quartz (DialectQuartz): six or seven
+// fields, seconds first; day-of-week 1 is Sunday .. 7 Saturday; ? is
+// required in exactly one of the day fields. Descriptors (@yearly,
+// @annually, @monthly, @weekly, @daily, @midnight, @hourly) and names
+// (JAN-DEC, SUN-SAT, case-insensitive) mean the same in both.
 //
-// Day matching follows Vixie cron: when both day-of-month and day-of-week are
+// Each field is a comma-separated list of *, values, ranges a-b, and steps
+// (*/15, 10-40/5, and 5/10 meaning 5-max/10). A range whose end is below its
+// start wraps around the field's cycle (FRI-MON, NOV-FEB, 22-2 in hours; a
+// step counts on across the wrap: 22-2/2 is 22, 0, 2), except in the year.
+// ? means * in a day field. Day-of-month items may also be L (the month's
+// last day), L-n (n days before it), nW (the weekday nearest day n, within
+// the month) and LW (the month's last weekday); day-of-week items dL (the
+// month's last weekday d), d#n (its n-th weekday d) and L (Saturday). The
+// year field takes 1970-2099.
+//
+// Day matching: standard follows Vixie cron: when both day fields are
 // restricted, a day matches if either matches; a field that starts with * or
 // ? is not restricted, and then a day must match both (so "0 0 */2 * MON" is
-// odd-numbered Mondays).
+// odd-numbered Mondays). Quartz: the field that is not ? alone decides.
 //
 // # Time zones and DST
 //
-// Cron fields are evaluated on the wall clock of the schedule's IANA zone. A
-// wall clock that does not exist (spring forward) fires once, at the first
-// instant after the gap: every matching time inside the gap collapses into
-// that single fire, shared with a match at the gap's end. A wall clock that
-// occurs twice (fall back) fires once, at its first occurrence; the repeated
-// stretch fires nothing. Fire times are therefore never duplicated.
+// Cron fields are evaluated on the wall clock of the schedule's IANA zone.
+// ScheduleSpec.DSTPolicy decides what a jump of that clock does:
+//
+//   - DSTOncePerLocalTime, and DSTVixie for an expression whose hour field is
+//     fixed (no * and no step: a value, a list or a range): a wall clock that
+//     does not exist (spring forward) fires once, at the first instant after
+//     the gap: every matching time inside the gap collapses into that single
+//     fire, shared with a match at the gap's end. A wall clock that occurs
+//     twice (fall back) fires once, at its first occurrence; the repeated
+//     stretch fires nothing. So "*/10 1 * * *" fires 01:00 .. 01:50 once each.
+//   - DSTVixie for an hour field with * or a step: elapsed time. Every instant
+//     whose wall clock matches fires: a wall clock that does not exist never
+//     fires, one that occurs twice fires twice.
+//
+// Fire times are never duplicated and strictly increase.
 //
 // # Interval and once
 //
@@ -89,11 +127,13 @@ type Schedule struct {
 	spec     ScheduleSpec
 	loc      *time.Location
 	cron     *cronExpr
+	elapsed  bool      // cron slots follow elapsed time (DSTVixie, hour * or step)
 	interval int64     // seconds
 	base     time.Time // interval slot 0
 	runAt    time.Time
 	start    time.Time // zero: unbounded
 	end      time.Time // always set: end_at or maxFire()
+	excl     []exclusion
 }
 
 // ParseSchedule validates spec and returns a Schedule. anchor is the task's
@@ -119,16 +159,20 @@ func ParseSchedule(spec ScheduleSpec, anchor time.Time) (*Schedule, error) {
 	notFor := func(field string) {
 		verr.Add(field, fmt.Sprintf("must not be set for a %s schedule", spec.Type))
 	}
+	dialectOK := checkChoice(&verr, spec.Type, "schedule.dialect", spec.Dialect, DialectStandard, DialectQuartz)
+	checkChoice(&verr, spec.Type, "schedule.dst_policy", spec.DSTPolicy, DSTVixie, DSTOncePerLocalTime)
 	switch spec.Type {
 	case ScheduleCron:
-		if !cronSet {
+		switch {
+		case !cronSet:
 			verr.Add("schedule.cron", "is required for a cron schedule")
-		} else {
-			c, msgs := parseCron(spec.Cron)
+		case dialectOK:
+			c, msgs := parseCron(spec.Cron, s.spec.Dialect)
 			for _, m := range msgs {
 				verr.Add("schedule.cron", m)
 			}
 			s.cron = c
+			s.elapsed = c != nil && s.spec.DSTPolicy == DSTVixie && !c.fixedHour
 		}
 		if spec.IntervalSeconds != 0 {
 			notFor("schedule.interval_seconds")
@@ -178,6 +222,7 @@ func ParseSchedule(spec ScheduleSpec, anchor time.Time) (*Schedule, error) {
 	if spec.StartAt != nil && spec.EndAt != nil && !spec.StartAt.Before(*spec.EndAt) {
 		verr.Add("schedule.end_at", "must be after schedule.start_at")
 	}
+	validateCalendarRefs(&verr, spec.ExcludeCalendars)
 	if spec.Type == ScheduleOnce && spec.RunAt != nil &&
 		(spec.StartAt != nil && spec.RunAt.Before(*spec.StartAt) || spec.EndAt != nil && spec.RunAt.After(*spec.EndAt)) {
 		verr.Add("schedule.run_at", "must be within schedule.start_at and schedule.end_at")
@@ -202,16 +247,48 @@ func ParseSchedule(spec ScheduleSpec, anchor time.Time) (*Schedule, error) {
 	return s, nil
 }
 
-// normalizeSpec fills the default zone, trims the expression and copies the
+// checkChoice validates an enumerated field that applies to cron schedules
+// only: "" or one of choices, the first being the default. Interval and
+// once schedules have no such field: they accept "" and the default (which
+// a client may send back as it read it from a cron task) and ignore them,
+// and reject any other value, as they reject a cron expression. It
+// reports whether value is usable.
+func checkChoice(verr *ValidationError, typ, field, value string, choices ...string) bool {
+	switch {
+	case value == "" || value == choices[0]:
+		return true
+	case !slices.Contains(choices, value):
+		quoted := make([]string, len(choices))
+		for i, c := range choices {
+			quoted[i] = strconv.Quote(c)
+		}
+		verr.Add(field, fmt.Sprintf("%q is not allowed; must be one of %s", value, strings.Join(quoted, ", ")))
+		return false
+	case typ != ScheduleCron && typ != "":
+		verr.Add(field, fmt.Sprintf("must not be %q: it applies to cron schedules only, not to %s schedules", value, typ))
+		return false
+	}
+	return true
+}
+
+// normalizeSpec fills the default zone (and, for cron, dialect and DST
+// policy; other types have neither), trims the expression and copies the
 // times (in UTC) so the Schedule shares nothing with the caller.
 func normalizeSpec(spec ScheduleSpec) ScheduleSpec {
 	if spec.Timezone == "" {
 		spec.Timezone = "UTC"
 	}
+	if spec.Type == ScheduleCron {
+		spec.Dialect = cmp.Or(spec.Dialect, DialectStandard)
+		spec.DSTPolicy = cmp.Or(spec.DSTPolicy, DSTVixie)
+	} else {
+		spec.Dialect, spec.DSTPolicy = "", ""
+	}
 	spec.Cron = strings.TrimSpace(spec.Cron)
 	spec.RunAt = copyTime(spec.RunAt)
 	spec.StartAt = copyTime(spec.StartAt)
 	spec.EndAt = copyTime(spec.EndAt)
+	spec.ExcludeCalendars = slices.Clone(spec.ExcludeCalendars)
 	return spec
 }
 
@@ -224,7 +301,8 @@ func copyTime(t *time.Time) *time.Time {
 }
 
 // Spec returns the normalised schedule: Timezone filled ("UTC" when it was
-// empty), Cron trimmed, times in UTC.
+// empty), for cron Dialect and DSTPolicy filled ("standard", "vixie"; empty
+// for other types), Cron trimmed, times in UTC.
 func (s *Schedule) Spec() ScheduleSpec {
 	return normalizeSpec(s.spec)
 }
@@ -238,8 +316,17 @@ func (s *Schedule) Location() *time.Location {
 // start_at and end_at (both inclusive); ok is false when the schedule never
 // fires again. Feeding each result back in yields a strictly increasing
 // sequence. Fire times are limited to years 0001-9999 (the RFC 3339 range).
-// Its cost is bounded (microseconds) for every valid schedule.
+// Its cost is bounded (microseconds) for every valid schedule; with
+// calendars, it grows with the excluded dates it crosses (nextIncluded).
 func (s *Schedule) Next(after time.Time) (t time.Time, ok bool) {
+	if s.excl != nil {
+		return s.nextIncluded(after)
+	}
+	return s.next(after)
+}
+
+// next is Next without calendars.
+func (s *Schedule) next(after time.Time) (t time.Time, ok bool) {
 	if !s.start.IsZero() && after.Before(s.start) {
 		after = s.start.Add(-time.Nanosecond)
 	}
@@ -250,6 +337,8 @@ func (s *Schedule) Next(after time.Time) (t time.Time, ok bool) {
 		return time.Time{}, false
 	}
 	switch {
+	case s.elapsed:
+		t, ok = s.nextElapsed(after)
 	case s.cron != nil:
 		t, ok = s.nextCron(after)
 	case s.interval > 0:
@@ -293,7 +382,9 @@ func (s *Schedule) nextInterval(after time.Time) time.Time {
 	return time.Unix(s.base.Unix()+k*s.interval, int64(s.base.Nanosecond())).UTC()
 }
 
-// nextCron returns the first cron fire strictly after `after`.
+// nextCron returns the first cron fire strictly after `after` under the
+// once-per-local-time rule (DSTOncePerLocalTime, and DSTVixie with a fixed
+// hour).
 //
 // Fire instants are resolveWall(w) for matching wall clocks w, a
 // non-decreasing mapping, so the answer is the instant of the first matching

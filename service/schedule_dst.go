@@ -219,3 +219,59 @@ func floorDiv(a, b int64) int64 {
 func floorMod(a, b int64) int64 {
 	return a - floorDiv(a, b)*b
 }
+
+// periodAt returns the end (exclusive; math.MaxInt64 when no later
+// transition is known) and UTC offset of the zone period holding instant x.
+func periodAt(loc *time.Location, x int64) (end, offset int64) {
+	t := time.Unix(x, 0).In(loc)
+	_, off := t.Zone()
+	_, e := t.ZoneBounds()
+	if e.IsZero() {
+		return math.MaxInt64, int64(off)
+	}
+	return e.Unix(), int64(off)
+}
+
+// nextElapsed returns the first cron fire strictly after `after` under the
+// elapsed-time rule (DSTVixie with an hour field that has * or a step):
+// the first instant whose own wall clock matches. A wall clock the clock
+// jumps over never fires; one it shows twice fires twice.
+//
+// It walks the zone periods from `after`, searching each period's stretch
+// of wall clocks with nextWall. It remembers the last stretch of wall
+// clocks searched without a match, [scanLo, scanHi), so it never searches
+// one twice and jumps over the periods whose wall clocks all lie in it: the
+// cost is a few nextWall calls, not one per transition up to a distant
+// fire. (Only an expression whose every match lies in a skipped stretch
+// walks one period per transition, across the 400-year horizon.)
+func (s *Schedule) nextElapsed(after time.Time) (time.Time, bool) {
+	loc, c := s.loc, s.cron
+	x := after.Unix() + 1 // fires are on whole seconds
+	y, _, _ := civilFromDays(floorDiv(wallOf(after, loc), secondsPerDay))
+	maxYear := min(y+cronCheckYears+1, 10000)
+	scanLo, scanHi := int64(math.MaxInt64), int64(math.MaxInt64)
+	for {
+		end, off := periodAt(loc, x)
+		lo, from := x+off, x+off
+		if lo >= scanLo && lo < scanHi {
+			lo, from = scanHi, scanLo
+		}
+		if end == math.MaxInt64 || lo-off < end {
+			w, ok := c.nextWall(lo, maxYear)
+			if !ok {
+				return time.Time{}, false
+			}
+			if end == math.MaxInt64 || w-off < end {
+				return time.Unix(w-off, 0).UTC(), true
+			}
+			scanLo, scanHi = from, w
+		}
+		// No fire before end. Instants from scanLo+zoneWindow on have wall
+		// clocks at or above scanLo, and those before scanHi-zoneWindow
+		// below scanHi: in between, none matches.
+		x = end
+		if x >= scanLo+zoneWindow && scanHi-zoneWindow > x {
+			x = scanHi - zoneWindow
+		}
+	}
+}

@@ -1,8 +1,12 @@
 package service
 
 import (
+	"bytes"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,7 +47,14 @@ func formatTimes(times []time.Time) []string {
 
 func mustCron(t testing.TB, expr, zone string) *Schedule {
 	t.Helper()
-	s, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: expr, Timezone: zone}, time.Time{})
+	return mustCronWith(t, expr, zone, "", "")
+}
+
+// mustCronWith parses a cron schedule in a dialect and DST policy ("" for
+// the defaults).
+func mustCronWith(t testing.TB, expr, zone, dialect, policy string) *Schedule {
+	t.Helper()
+	s, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: expr, Timezone: zone, Dialect: dialect, DSTPolicy: policy}, time.Time{})
 	require.NoError(t, err, expr)
 	return s
 }
@@ -128,9 +139,10 @@ func TestScheduleCronNext(t *testing.T) {
 	}
 }
 
-// TestScheduleDST pins ax's DST rule with exact instants: a wall clock in a
-// spring-forward gap fires once at the end of the gap, a repeated wall clock
-// fires once at its first occurrence.
+// TestScheduleDST pins the once_per_local_time rule with exact instants: a
+// wall clock in a spring-forward gap fires once at the end of the gap, a
+// repeated wall clock fires once at its first occurrence. Under vixie the
+// same holds for the expressions with a fixed hour (TestScheduleDSTVixie).
 func TestScheduleDST(t *testing.T) {
 	t.Parallel()
 	const ny, london, shanghai = "America/New_York", "Europe/London", "Asia/Shanghai"
@@ -226,7 +238,95 @@ func TestScheduleDST(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := mustCron(t, tt.expr, tt.zone)
+			s := mustCronWith(t, tt.expr, tt.zone, "", DSTOncePerLocalTime)
+			got := s.Preview(ts(t, tt.after), len(tt.want))
+			require.Equal(t, tt.want, formatTimes(got))
+			if !strings.ContainsAny(strings.Fields(tt.expr)[len(strings.Fields(tt.expr))-4], "*/") {
+				// A fixed hour: vixie fires the same.
+				v := mustCronWith(t, tt.expr, tt.zone, "", DSTVixie)
+				require.Equal(t, tt.want, formatTimes(v.Preview(ts(t, tt.after), len(tt.want))), "vixie")
+			}
+		})
+	}
+}
+
+// every returns the instants from first to last (inclusive) step apart.
+func every(t testing.TB, first, last string, step time.Duration) []string {
+	var out []string
+	for x := ts(t, first); !x.After(ts(t, last)); x = x.Add(step) {
+		out = append(out, x.Format(time.RFC3339))
+	}
+	return out
+}
+
+// TestScheduleDSTVixie pins the vixie policy: a fixed hour keeps the
+// once-per-local-time rule, an hour field with * or a step follows elapsed
+// time (no fire for wall clocks that do not exist, one in each pass of a
+// repeated hour).
+func TestScheduleDSTVixie(t *testing.T) {
+	t.Parallel()
+	const ny, london, lh = "America/New_York", "Europe/London", "Australia/Lord_Howe"
+	tests := []struct {
+		name  string
+		zone  string
+		expr  string
+		after string
+		want  []string
+	}{
+		// New York, 2026-11-01: 02:00 EDT (06:00Z) falls back to 01:00 EST.
+		{"NY overlap: every 5 minutes through both passes", ny, "*/5 * * * *", "2026-11-01T04:50:00Z",
+			every(t, "2026-11-01T04:55:00Z", "2026-11-01T07:10:00Z", 5*time.Minute)},
+		{"NY overlap: hourly fires in both passes", ny, "0 * * * *", "2026-11-01T03:30:00Z",
+			[]string{"2026-11-01T04:00:00Z", "2026-11-01T05:00:00Z", "2026-11-01T06:00:00Z", "2026-11-01T07:00:00Z"}},
+		{"NY overlap: every minute", ny, "* * * * *", "2026-11-01T05:58:00Z",
+			[]string{"2026-11-01T05:59:00Z", "2026-11-01T06:00:00Z", "2026-11-01T06:01:00Z"}},
+		{"NY overlap: after inside the repeat", ny, "*/10 * * * *", "2026-11-01T06:30:00Z",
+			[]string{"2026-11-01T06:40:00Z", "2026-11-01T06:50:00Z", "2026-11-01T07:00:00Z"}},
+		{"NY overlap: step hour", ny, "30 */1 * * *", "2026-11-01T04:00:00Z",
+			[]string{"2026-11-01T04:30:00Z", "2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-01T07:30:00Z"}},
+		{"NY overlap: fixed hour fires once", ny, "30 1 * * *", "2026-10-31T12:00:00Z",
+			[]string{"2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"}},
+		{"NY overlap: fixed hour with minute wildcard fires once per local time", ny, "*/10 1 * * *", "2026-11-01T04:00:00Z",
+			[]string{"2026-11-01T05:00:00Z", "2026-11-01T05:10:00Z", "2026-11-01T05:20:00Z", "2026-11-01T05:30:00Z",
+				"2026-11-01T05:40:00Z", "2026-11-01T05:50:00Z", "2026-11-02T06:00:00Z"}},
+		{"NY overlap: hour range is fixed", ny, "0 0-3 * * *", "2026-11-01T03:30:00Z",
+			[]string{"2026-11-01T04:00:00Z", "2026-11-01T05:00:00Z", "2026-11-01T07:00:00Z", "2026-11-01T08:00:00Z", "2026-11-02T05:00:00Z"}},
+		// New York, 2026-03-08: 02:00 EST (07:00Z) jumps to 03:00 EDT.
+		{"NY gap: fixed hour in the gap fires at its end", ny, "30 2 * * *", "2026-03-07T12:00:00Z",
+			[]string{"2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"}},
+		{"NY gap: fixed hour before the gap fires once", ny, "30 1 * * *", "2026-03-07T12:00:00Z",
+			[]string{"2026-03-08T06:30:00Z", "2026-03-09T05:30:00Z"}},
+		{"NY gap: hourly skips the missing hour", ny, "0 * * * *", "2026-03-08T04:30:00Z",
+			[]string{"2026-03-08T05:00:00Z", "2026-03-08T06:00:00Z", "2026-03-08T07:00:00Z", "2026-03-08T08:00:00Z"}},
+		{"NY gap: every 2 hours", ny, "0 */2 * * *", "2026-03-08T04:30:00Z",
+			[]string{"2026-03-08T05:00:00Z", "2026-03-08T08:00:00Z", "2026-03-08T10:00:00Z"}},
+		{"NY gap: every 15 seconds", ny, "*/15 * * * * *", "2026-03-08T06:59:30Z",
+			[]string{"2026-03-08T06:59:45Z", "2026-03-08T07:00:00Z", "2026-03-08T07:00:15Z"}},
+		// London, 2026-03-29: 01:00 GMT (01:00Z) jumps to 02:00 BST.
+		{"London gap: 01:07 does not exist", london, "7 * * * *", "2026-03-28T23:30:00Z",
+			[]string{"2026-03-29T00:07:00Z", "2026-03-29T01:07:00Z", "2026-03-29T02:07:00Z"}},
+		// London, 2026-10-25: 02:00 BST (01:00Z) falls back to 01:00 GMT.
+		{"London overlap: 01:07 fires twice", london, "7 * * * *", "2026-10-24T23:30:00Z",
+			[]string{"2026-10-25T00:07:00Z", "2026-10-25T01:07:00Z", "2026-10-25T02:07:00Z"}},
+		// Lord Howe: 02:00 +1030 becomes 02:30 +11 on 2026-10-04 (15:30Z),
+		// 02:00 +11 becomes 01:30 +1030 on 2026-04-05 (15:00Z).
+		{"Lord Howe half-hour overlap", lh, "*/15 * * * *", "2026-04-04T14:00:00Z",
+			every(t, "2026-04-04T14:15:00Z", "2026-04-04T16:30:00Z", 15*time.Minute)},
+		{"Lord Howe half-hour gap", lh, "*/15 * * * *", "2026-10-03T15:00:00Z",
+			every(t, "2026-10-03T15:15:00Z", "2026-10-03T16:30:00Z", 15*time.Minute)},
+		{"Lord Howe fixed hour in the gap", lh, "*/20 2 * * *", "2026-10-03T15:00:00Z",
+			[]string{"2026-10-03T15:30:00Z", "2026-10-03T15:40:00Z", "2026-10-04T15:00:00Z"}},
+		// Samoa skipped Friday 2011-12-30 (10:00Z: -10 became +14).
+		{"Apia skipped day: fixed hour fires once", "Pacific/Apia", "0 12 * * *", "2011-12-29T00:00:00Z",
+			[]string{"2011-12-29T22:00:00Z", "2011-12-30T10:00:00Z", "2011-12-30T22:00:00Z"}},
+		{"Apia skipped day: step hour skips it", "Pacific/Apia", "0 */12 * * *", "2011-12-29T12:00:00Z",
+			[]string{"2011-12-29T22:00:00Z", "2011-12-30T10:00:00Z", "2011-12-30T22:00:00Z", "2011-12-31T10:00:00Z"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustCron(t, tt.expr, tt.zone) // vixie is the default
+			require.Equal(t, DSTVixie, s.Spec().DSTPolicy)
 			got := s.Preview(ts(t, tt.after), len(tt.want))
 			require.Equal(t, tt.want, formatTimes(got))
 		})
@@ -444,8 +544,8 @@ func TestScheduleValidation(t *testing.T) {
 		{"@every alone", ScheduleSpec{Type: ScheduleCron, Cron: "@EVERY"}, []FieldError{{"schedule.cron", `use schedule.type "interval"`}}},
 		{"unknown descriptor", ScheduleSpec{Type: ScheduleCron, Cron: "@fortnightly"}, []FieldError{{"schedule.cron", `unknown descriptor "@fortnightly"; use one of @yearly`}}},
 		{"descriptor with fields", ScheduleSpec{Type: ScheduleCron, Cron: "@daily 5"}, []FieldError{{"schedule.cron", "must be the whole expression"}}},
-		{"too few fields", ScheduleSpec{Type: ScheduleCron, Cron: "* * * *"}, []FieldError{{"schedule.cron", "must have 5 fields (minute hour day-of-month month day-of-week) or 6 with seconds first; got 4"}}},
-		{"too many fields", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 0 * * * 2026"}, []FieldError{{"schedule.cron", "got 7"}}},
+		{"too few fields", ScheduleSpec{Type: ScheduleCron, Cron: "* * * *"}, []FieldError{{"schedule.cron", "must have 5 fields (minute hour day-of-month month day-of-week), 6 with seconds first, or 7 with seconds first and a year last; got 4"}}},
+		{"too many fields", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 0 * * * 2026 1"}, []FieldError{{"schedule.cron", "got 8"}}},
 		{"second out of range", ScheduleSpec{Type: ScheduleCron, Cron: "60 * * * * *"}, []FieldError{{"schedule.cron", "second field: value 60 is out of range 0-59"}}},
 		{"minute out of range", ScheduleSpec{Type: ScheduleCron, Cron: "60 * * * *"}, []FieldError{{"schedule.cron", "minute field: value 60 is out of range 0-59"}}},
 		{"hour out of range", ScheduleSpec{Type: ScheduleCron, Cron: "0 24 * * *"}, []FieldError{{"schedule.cron", "hour field: value 24 is out of range 0-23"}}},
@@ -453,8 +553,7 @@ func TestScheduleValidation(t *testing.T) {
 		{"month out of range", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 1 13 *"}, []FieldError{{"schedule.cron", "month field: value 13 is out of range 1-12"}}},
 		{"day-of-week out of range", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * 8"}, []FieldError{{"schedule.cron", "day-of-week field: value 8 is out of range 0-7"}}},
 		{"huge number", ScheduleSpec{Type: ScheduleCron, Cron: "99999999999999999999 * * * *"}, []FieldError{{"schedule.cron", "value 99999999999999999999 is out of range 0-59"}}},
-		{"backwards range", ScheduleSpec{Type: ScheduleCron, Cron: "5-2 * * * *"}, []FieldError{{"schedule.cron", "minute field: range 5-2 is backwards (5 > 2); ranges do not wrap around"}}},
-		{"backwards names", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * SAT-SUN"}, []FieldError{{"schedule.cron", "range SAT-SUN is backwards"}}},
+		{"backwards year range", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 0 1 1 * 2005-2002"}, []FieldError{{"schedule.cron", "year field: range 2005-2002 is backwards (2005 > 2002); the year field does not wrap around"}}},
 		{"step zero", ScheduleSpec{Type: ScheduleCron, Cron: "*/0 * * * *"}, []FieldError{{"schedule.cron", "minute field: step 0 is out of range 1-59"}}},
 		{"step zero after value", ScheduleSpec{Type: ScheduleCron, Cron: "15/0 * * * *"}, []FieldError{{"schedule.cron", "step 0 is out of range 1-59"}}},
 		{"step too large", ScheduleSpec{Type: ScheduleCron, Cron: "0 */24 * * *"}, []FieldError{{"schedule.cron", "hour field: step 24 is out of range 1-23"}}},
@@ -470,13 +569,9 @@ func TestScheduleValidation(t *testing.T) {
 		{"weekday name in month", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 1 MON *"}, []FieldError{{"schedule.cron", "month name"}}},
 		{"month name in weekday", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * JAN"}, []FieldError{{"schedule.cron", `"JAN" is not a number or a weekday name (SUN-SAT)`}}},
 		{"long weekday name", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * MONDAY"}, []FieldError{{"schedule.cron", "weekday name"}}},
-		{"quartz last weekday", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * 5L"}, []FieldError{{"schedule.cron", "day-of-week field:"}}},
-		{"quartz nth weekday", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * 1#2"}, []FieldError{{"schedule.cron", "day-of-week field:"}}},
 		{"question mark in minute", ScheduleSpec{Type: ScheduleCron, Cron: "? * * * *"}, []FieldError{{"schedule.cron", "minute field: ? is only allowed in the day-of-month and day-of-week fields"}}},
 		{"question mark in list", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 ?,1 * *"}, []FieldError{{"schedule.cron", "? must be the whole field"}}},
-		{"L in list", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 1,L * *"}, []FieldError{{"schedule.cron", "L must be the whole day-of-month field"}}},
-		{"L offset too large", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 L-31 * *"}, []FieldError{{"schedule.cron", "L must be the whole day-of-month field"}}},
-		{"LW", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 LW * *"}, []FieldError{{"schedule.cron", "L must be the whole day-of-month field"}}},
+		{"L offset too large", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 L-31 * *"}, []FieldError{{"schedule.cron", `day-of-month field: "L-31": L is the month's last day; use "L", "L-n" (n days before it, n from 1 to 30) or "LW"`}}},
 		{"L in hour", ScheduleSpec{Type: ScheduleCron, Cron: "0 L * * *"}, []FieldError{{"schedule.cron", `hour field: "L" is not a number`}}},
 		{"every bad field reported", ScheduleSpec{Type: ScheduleCron, Cron: "60 24 * * *"}, []FieldError{
 			{"schedule.cron", "minute field"}, {"schedule.cron", "hour field"}}},
@@ -517,9 +612,9 @@ func TestScheduleValidation(t *testing.T) {
 		{"zone space", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "America/New York"}, []FieldError{{"schedule.timezone", "allowed: letters, digits"}}},
 		{"zone too long", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: strings.Repeat("A", 65)}, []FieldError{{"schedule.timezone", "at most 64 characters"}}},
 		{"zone unknown", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "Mars/Olympus_Mons"}, []FieldError{{"schedule.timezone", `unknown time zone "Mars/Olympus_Mons"`}}},
-		{"every problem at once", ScheduleSpec{Type: ScheduleCron, Cron: "5-2 * * * *", Timezone: "Local",
+		{"every problem at once", ScheduleSpec{Type: ScheduleCron, Cron: "60 * * * *", Timezone: "Local",
 			StartAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
-			[]FieldError{{"schedule.timezone", "Local"}, {"schedule.cron", "backwards"}, {"schedule.end_at", "must be after"}}},
+			[]FieldError{{"schedule.timezone", "Local"}, {"schedule.cron", "out of range"}, {"schedule.end_at", "must be after"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -549,28 +644,94 @@ func TestScheduleValidZones(t *testing.T) {
 }
 
 // matchWall is a naive reference matcher over a cronExpr's value sets,
-// independent of nextWall's field-wise search.
+// independent of nextWall's field-wise search and of dayMask: the day
+// rules (L, W, LW, dL, d#n) are evaluated from their definitions with the
+// time package.
 func matchWall(c *cronExpr, w int64) bool {
 	u := time.Unix(w, 0).UTC()
-	has := func(set uint64, v int) bool { return set&(1<<v) != 0 }
+	has := func(set uint64, v int) bool { return v >= 0 && v < 64 && set&(1<<v) != 0 }
 	if !has(c.second, u.Second()) || !has(c.minute, u.Minute()) || !has(c.hour, u.Hour()) || !has(c.month, int(u.Month())) {
 		return false
 	}
-	lastDay := time.Date(u.Year(), u.Month()+1, 0, 0, 0, 0, 0, time.UTC).Day()
-	dom := has(c.dom, u.Day()) || c.last != 0 && has(c.last, lastDay-u.Day())
-	dow := has(c.dow, int(u.Weekday()))
-	if c.domStar || c.dowStar {
+	if c.hasYears {
+		i := u.Year() - cronYearMin
+		if i < 0 || i >= 192 || c.years[i/64]&(1<<(i%64)) == 0 {
+			return false
+		}
+	}
+	y, m, d := u.Date()
+	inMonth := func(day int) bool { return time.Date(y, m, day, 0, 0, 0, 0, time.UTC).Month() == m }
+	isWeekday := func(day int) bool {
+		wd := time.Date(y, m, day, 0, 0, 0, 0, time.UTC).Weekday()
+		return wd != time.Saturday && wd != time.Sunday
+	}
+	lastDay := time.Date(y, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
+	dom := has(c.dom, d) || has(c.last, lastDay-d)
+	for t := 1; t <= 31 && !dom; t++ {
+		if !has(c.nearest, t) || !inMonth(t) {
+			continue
+		}
+		// The weekday of the month closest to t (never a tie).
+		best := 0
+		for day := 1; day <= lastDay; day++ {
+			if isWeekday(day) && (best == 0 || abs(day-t) < abs(best-t)) {
+				best = day
+			}
+		}
+		dom = best == d
+	}
+	if c.lastWeekday && !dom {
+		lw := lastDay
+		for !isWeekday(lw) {
+			lw--
+		}
+		dom = lw == d
+	}
+	wd := int(u.Weekday())
+	nth := 0 // how many days wd of the month up to d
+	for day := d; day >= 1; day -= 7 {
+		nth++
+	}
+	dow := has(c.dow, wd) || has(c.dowLast, wd) && !inMonth(d+7) || has(c.dowNth, wd*5+nth-1)
+	if c.both {
 		return dom && dow
 	}
 	return dom || dow
 }
 
+func abs(v int) int { return max(v, -v) }
+
+// fixedHourText reports whether the hour field of a (standard or quartz)
+// expression has neither * nor a step, read from the text independently of
+// the parser: the vixie policy's class of the expression's slots.
+func fixedHourText(expr string) bool {
+	f := strings.Fields(expr)
+	if strings.HasPrefix(expr, "@") {
+		return !strings.EqualFold(f[0], "@hourly")
+	}
+	hour := f[1]
+	if len(f) >= 6 {
+		hour = f[2]
+	}
+	return !strings.ContainsAny(hour, "*/")
+}
+
 // oracleFires lists the fire times in (from, to] by walking every second and
-// applying the DST rule literally: a wall clock fires the first time the
-// clock shows it, and wall clocks the clock jumps over fire when it lands.
-// from must not lie in a repeated stretch.
-func oracleFires(c *cronExpr, loc *time.Location, from, to int64) []time.Time {
+// applying the documented rules literally. Once per local time (and vixie
+// with a fixed hour): a wall clock fires the first time the clock shows it,
+// and wall clocks the clock jumps over fire when it lands; from must not lie
+// in a repeated stretch. Vixie with an hour of * or a step (elapsed): a
+// second fires when its own wall clock matches.
+func oracleFires(c *cronExpr, loc *time.Location, from, to int64, elapsed bool) []time.Time {
 	var out []time.Time
+	if elapsed {
+		for x := from + 1; x <= to; x++ {
+			if matchWall(c, wallOf(time.Unix(x, 0), loc)) {
+				out = append(out, time.Unix(x, 0).UTC())
+			}
+		}
+		return out
+	}
 	maxWall := wallOf(time.Unix(from, 0), loc)
 	for x := from + 1; x <= to; x++ {
 		w := wallOf(time.Unix(x, 0), loc)
@@ -589,15 +750,19 @@ func oracleFires(c *cronExpr, loc *time.Location, from, to int64) []time.Time {
 	return out
 }
 
-// randomCron builds a cron expression from random parts. Some are invalid or
-// never fire; callers skip those.
-func randomCron(r *rand.Rand, busy bool) string {
+// randomCron builds a cron expression from random parts, in the standard
+// or the quartz dialect, with the special items (L, W, LW, dL, d#n,
+// wrapped ranges, a year field) now and then. Some are invalid or never
+// fire; callers skip those.
+func randomCron(r *rand.Rand, busy, quartz bool) string {
 	field := func(lo, hi int, names []string) string {
 		n := 1 + r.IntN(3)
 		items := make([]string, 0, n)
 		for range n {
 			a, b := lo+r.IntN(hi-lo+1), lo+r.IntN(hi-lo+1)
-			a, b = min(a, b), max(a, b)
+			if r.IntN(3) > 0 {
+				a, b = min(a, b), max(a, b) // otherwise maybe a wrapped range
+			}
 			val := func(v int) string {
 				if names != nil && r.IntN(3) == 0 {
 					return names[v%len(names)]
@@ -625,38 +790,85 @@ func randomCron(r *rand.Rand, busy bool) string {
 	}
 	months := []string{"DEC", "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV"}
 	days := []string{"SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT", "sun"}
+	dowLo, dowHi := 0, 7
+	if quartz {
+		days = []string{"SAT", "SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"}
+		dowLo = 1
+	}
 	if busy {
 		// Fires often around 01:00-03:00, where the DST transitions are.
 		secs := []string{"0", "0", "*/15", "*/7", "30", "10-40/10", "*"}
-		mins := []string{"*", "*/15", "0", "30", "0-59/13", "45", "59", "0,30"}
-		hours := []string{"*", "1", "2", "1-3", "0,2", "*/2", "3", "0-4"}
-		return fmt.Sprintf("%s %s %s * * *", secs[r.IntN(len(secs))], mins[r.IntN(len(mins))], hours[r.IntN(len(hours))])
+		mins := []string{"*", "*/15", "0", "30", "0-59/13", "45", "59", "0,30", "50-10"}
+		hours := []string{"*", "1", "2", "1-3", "0,2", "*/2", "3", "0-4", "23-3", "1/2", "*/3"}
+		dom, dow := "*", "*"
+		if quartz {
+			dom, dow = "?", "*"
+			if r.IntN(2) == 0 {
+				dom, dow = "*", "?"
+			}
+		}
+		return fmt.Sprintf("%s %s %s %s * %s", secs[r.IntN(len(secs))], mins[r.IntN(len(mins))], hours[r.IntN(len(hours))], dom, dow)
 	}
 	dom := field(1, 31, nil)
-	switch r.IntN(6) {
+	switch r.IntN(9) {
 	case 0:
 		dom = "?"
 	case 1:
 		dom = "L"
 	case 2:
 		dom = fmt.Sprintf("L-%d", 1+r.IntN(5))
+	case 3:
+		dom = fmt.Sprintf("%dW", 1+r.IntN(31))
+	case 4:
+		dom = "LW"
+	case 5:
+		dom = fmt.Sprintf("%dW,L", 1+r.IntN(31))
 	}
-	dow := field(0, 7, days)
-	if r.IntN(3) == 0 {
+	dow := field(dowLo, dowHi, days)
+	switch r.IntN(8) {
+	case 0, 1:
 		dow = "*"
+	case 2:
+		dow = fmt.Sprintf("%dL", dowLo+r.IntN(7))
+	case 3:
+		dow = fmt.Sprintf("%s#%d", days[dowLo+r.IntN(7)], 1+r.IntN(5))
+	case 4:
+		dow = "L"
+	}
+	if quartz {
+		if r.IntN(2) == 0 {
+			dom = "?"
+		} else {
+			dow = "?"
+		}
 	}
 	expr := fmt.Sprintf("%s %s %s %s %s", field(0, 59, nil), field(0, 23, nil), dom, field(1, 12, months), dow)
-	if r.IntN(2) == 0 {
+	if quartz || r.IntN(2) == 0 {
 		expr = field(0, 59, nil) + " " + expr
+		switch r.IntN(6) {
+		case 0:
+			expr += " *"
+		case 1:
+			expr += fmt.Sprintf(" %d-2099", 1990+r.IntN(60))
+		case 2:
+			expr += fmt.Sprintf(" %d/%d", 2000+r.IntN(30), 1+r.IntN(5))
+		}
 	}
 	return expr
 }
 
-// checkFire asserts that fire time t of c in loc is ax-correct on its own:
-// its wall clock matches at its first occurrence, or it is the end of a gap.
-func checkFire(t testing.TB, c *cronExpr, loc *time.Location, expr string, fire time.Time) {
+// checkFire asserts that fire time t of s is correct on its own under the
+// schedule's rule: for elapsed time, its wall clock matches; otherwise its
+// wall clock matches at its first occurrence, or it is the end of a gap
+// the clock jumped over a matching wall clock in.
+func checkFire(t testing.TB, s *Schedule, expr string, fire time.Time) {
 	t.Helper()
+	c, loc := s.cron, s.loc
 	w := wallOf(fire, loc)
+	if s.elapsed {
+		require.True(t, matchWall(c, w), "%s in %s: %s does not match", expr, loc, fire)
+		return
+	}
 	if matchWall(c, w) {
 		require.Equal(t, fire.Unix(), resolveWall(loc, w), "%s in %s: %s is not the first occurrence", expr, loc, fire)
 		return
@@ -676,22 +888,101 @@ func checkFire(t testing.TB, c *cronExpr, loc *time.Location, expr string, fire 
 	require.True(t, matched, "%s in %s: nothing in the gap before %s matches", expr, loc, fire)
 }
 
+// installedZones lists the distinct zones under /usr/share/zoneinfo (one
+// name per zone file content), or a fixed list where none are installed.
+func installedZones(t *testing.T) []string {
+	t.Helper()
+	const root = "/usr/share/zoneinfo"
+	seen := map[string]bool{}
+	var zones []string
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil //nolint:nilerr // an unreadable entry is skipped
+		}
+		name := strings.TrimPrefix(path, root+"/")
+		if d.IsDir() {
+			if name == "posix" || name == "right" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if name == "" || name[0] < 'A' || name[0] > 'Z' || strings.Contains(name, ".") || name == "Factory" {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil || !bytes.HasPrefix(data, []byte("TZif")) || seen[string(data)] {
+			return nil //nolint:nilerr // not a zone file, or a link seen already
+		}
+		if _, err := time.LoadLocation(name); err != nil {
+			return nil //nolint:nilerr // unknown to the embedded database
+		}
+		seen[string(data)] = true
+		zones = append(zones, name)
+		return nil
+	})
+	if len(zones) == 0 {
+		zones = []string{"UTC", "America/New_York", "Europe/London", "Asia/Shanghai", "Australia/Lord_Howe",
+			"Pacific/Apia", "America/Santiago", "Asia/Kathmandu", "Africa/Casablanca", "Antarctica/Troll", "Pacific/Chatham"}
+	}
+	return zones
+}
+
+// transitionsNear returns the zone's transitions in year, or when it has
+// none then, its last transition before that year (or, for a zone without
+// any, the middle of the year).
+func transitionsNear(loc *time.Location, year int) []time.Time {
+	var out []time.Time
+	for at := time.Date(year, 1, 1, 0, 0, 0, 0, time.UTC); at.Year() == year; {
+		_, end := at.In(loc).ZoneBounds()
+		if end.IsZero() || end.Year() != year {
+			break
+		}
+		out = append(out, end)
+		at = end
+	}
+	if len(out) == 0 {
+		start, _ := time.Date(year, 1, 1, 0, 0, 0, 0, time.UTC).In(loc).ZoneBounds()
+		if start.IsZero() {
+			start = time.Date(year, 7, 1, 0, 0, 0, 0, time.UTC)
+		}
+		out = append(out, start)
+	}
+	return out
+}
+
+// compareOracle checks Next against oracleFires over (from, to].
+func compareOracle(t *testing.T, s *Schedule, expr string, from, to int64) int {
+	t.Helper()
+	want := oracleFires(s.cron, s.loc, from, to, s.spec.DSTPolicy == DSTVixie && !fixedHourText(expr))
+	var got []time.Time
+	for next, ok := s.Next(time.Unix(from, 0)); ok && next.Unix() <= to; next, ok = s.Next(next) {
+		got = append(got, next)
+	}
+	require.Equal(t, formatTimes(want), formatTimes(got), "%s (%s, %s) in %s from %s", expr, s.spec.Dialect, s.spec.DSTPolicy, s.loc, time.Unix(from, 0).UTC())
+	return len(got)
+}
+
 // TestScheduleCronProperties checks random expressions in zones with DST,
-// odd offsets and history: results strictly increase, are ax-correct one by
-// one, and match a second-by-second oracle around DST transitions.
+// odd offsets and history: results strictly increase, are correct one by
+// one, and match a second-by-second oracle around DST transitions, under
+// both DST policies and both dialects.
 func TestScheduleCronProperties(t *testing.T) {
 	t.Parallel()
 	zones := []string{"UTC", "America/New_York", "Europe/London", "Asia/Shanghai", "Australia/Lord_Howe",
 		"Pacific/Apia", "America/Santiago", "Asia/Kathmandu", "Africa/Casablanca", "Antarctica/Troll"}
+	policies := []string{DSTVixie, DSTOncePerLocalTime}
+	dialects := []string{DialectStandard, DialectQuartz}
 
 	t.Run("sequences", func(t *testing.T) {
 		t.Parallel()
 		r := rand.New(rand.NewPCG(1, 2))
-		valid := 0
-		for valid < 300 {
-			expr := randomCron(r, r.IntN(4) == 0)
+		valid, ended := 0, 0
+		for valid < 600 {
+			dialect := dialects[r.IntN(2)]
+			expr := randomCron(r, r.IntN(4) == 0, dialect == DialectQuartz)
 			zone := zones[r.IntN(len(zones))]
-			s, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: expr, Timezone: zone}, time.Time{})
+			s, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: expr, Timezone: zone, Dialect: dialect,
+				DSTPolicy: policies[r.IntN(2)]}, time.Time{})
 			if err != nil {
 				var verr *ValidationError
 				require.ErrorAs(t, err, &verr)
@@ -702,57 +993,76 @@ func TestScheduleCronProperties(t *testing.T) {
 			prev := after
 			for range 40 {
 				next, ok := s.Next(prev)
-				require.True(t, ok, "%s in %s after %s", expr, zone, prev)
-				require.True(t, next.After(prev), "%s in %s: %s not after %s", expr, zone, next, prev)
-				checkFire(t, s.cron, s.loc, expr, next)
-				ref, ok := refNextUTC(s.cron, prev.In(s.loc))
+				ref, refOK := refNextUTC(s.cron, prev.In(s.loc))
 				if zone == "UTC" {
-					require.True(t, ok)
+					require.Equal(t, refOK, ok, "%s after %s", expr, prev)
+				}
+				if !ok {
+					require.True(t, s.cron.hasYears, "%s in %s after %s", expr, zone, prev)
+					ended++
+					break
+				}
+				require.True(t, next.After(prev), "%s in %s: %s not after %s", expr, zone, next, prev)
+				checkFire(t, s, expr, next)
+				if zone == "UTC" {
 					require.Equal(t, ref, next, "%s after %s", expr, prev)
 				}
 				prev = next
 			}
 		}
+		require.Less(t, ended, valid/4)
 	})
 
 	t.Run("oracle around transitions", func(t *testing.T) {
 		t.Parallel()
 		r := rand.New(rand.NewPCG(3, 4))
 		checked := 0
-		defer func() { require.Greater(t, checked, 5000) }()
+		defer func() { require.Greater(t, checked, 20000) }()
 		for _, zone := range []string{"America/New_York", "Europe/London", "Australia/Lord_Howe", "Pacific/Apia", "Asia/Shanghai"} {
 			loc := mustZone(t, zone)
 			// The 2011 transitions include Apia skipping 30 December.
 			for _, year := range []int{2011, 2026} {
-				var transitions []time.Time
-				for at := time.Date(year, 1, 1, 0, 0, 0, 0, time.UTC); at.Year() == year; {
-					_, end := at.In(loc).ZoneBounds()
-					if end.IsZero() {
-						transitions = append(transitions, at.AddDate(0, 6, 0)) // no DST: a plain window
-						break
-					}
-					if end.Year() == year {
-						transitions = append(transitions, end)
-					}
-					at = end
-				}
-				for _, at := range transitions {
+				for _, at := range transitionsNear(loc, year) {
 					from, to := at.Unix()-90*60, at.Unix()+150*60
-					for range 4 {
-						expr := randomCron(r, true)
-						s := mustCron(t, expr, zone)
-						want := oracleFires(s.cron, loc, from, to)
-						var got []time.Time
-						for next, ok := s.Next(time.Unix(from, 0)); ok && next.Unix() <= to; next, ok = s.Next(next) {
-							got = append(got, next)
-						}
-						require.Equal(t, formatTimes(want), formatTimes(got), "%s in %s around %s", expr, zone, at)
-						checked += len(got)
+					for i := range 8 {
+						dialect := dialects[i%2]
+						expr := randomCron(r, true, dialect == DialectQuartz)
+						s := mustCronWith(t, expr, zone, dialect, policies[i/2%2])
+						checked += compareOracle(t, s, expr, from, to)
 					}
 				}
 			}
 		}
 	})
+
+	// Every installed zone, both policies, around its 2026 transitions (or
+	// its last one before): the zones' odd offsets and history (half-hour
+	// shifts, skipped days, double summer time) against the oracle.
+	t.Run("oracle in every installed zone", func(t *testing.T) {
+		t.Parallel()
+		r := rand.New(rand.NewPCG(5, 6))
+		checked := 0
+		defer func() { require.Greater(t, checked, 10000) }()
+		for _, zone := range installedZones(t) {
+			loc := mustZone(t, zone)
+			for _, at := range transitionsNear(loc, 2026) {
+				from, to := at.Unix()-40*60, at.Unix()+80*60
+				for _, policy := range policies {
+					dialect := dialects[r.IntN(2)]
+					expr := randomCron(r, true, dialect == DialectQuartz)
+					s := mustCronWith(t, expr, zone, dialect, policy)
+					checked += compareOracle(t, s, expr, from, to)
+				}
+			}
+		}
+	})
+}
+
+// anyTime returns c matching every second of its days.
+func anyTime(c *cronExpr) *cronExpr {
+	d := *c
+	d.second, d.minute, d.hour = ^uint64(0), ^uint64(0), ^uint64(0)
+	return &d
 }
 
 // refNextUTC is a slow reference for wall-clock search: it walks day by day
@@ -765,7 +1075,7 @@ func refNextUTC(c *cronExpr, after time.Time) (time.Time, bool) {
 	day := time.Unix(floorDiv(start, secondsPerDay)*secondsPerDay, 0).UTC()
 	for range 450 * 366 {
 		base := day.Unix()
-		if matchWall(&cronExpr{second: ^uint64(0), minute: ^uint64(0), hour: ^uint64(0), dom: c.dom, month: c.month, dow: c.dow, last: c.last, domStar: c.domStar, dowStar: c.dowStar}, base) {
+		if matchWall(anyTime(c), base) {
 			for h := range 24 {
 				if c.hour&(1<<h) == 0 || base+int64(h*3600+3599) < start {
 					continue
@@ -792,7 +1102,7 @@ func TestScheduleNextNeverGoesBack(t *testing.T) {
 	t.Parallel()
 	// Next from every second of the New York fall-back window lands after
 	// `after` and on the fire list of the window.
-	s := mustCron(t, "*/20 * * * * *", "America/New_York")
+	s := mustCronWith(t, "*/20 * * * * *", "America/New_York", "", DSTOncePerLocalTime)
 	from := ts(t, "2026-11-01T05:58:00Z")
 	fires := map[time.Time]bool{}
 	for next, ok := s.Next(from); ok && next.Before(from.Add(3*time.Hour)); next, ok = s.Next(next) {
@@ -810,6 +1120,20 @@ func TestScheduleNextNeverGoesBack(t *testing.T) {
 		if !next.After(x) || !fires[next] {
 			require.Failf(t, "bad fire", "Next(%s) = %s", x, next)
 		}
+	}
+}
+
+func TestScheduleNextNeverGoesBackVixie(t *testing.T) {
+	t.Parallel()
+	// Under vixie an hour of * follows elapsed time: every 20 s through both
+	// passes of the repeated hour, and Next from any second of the window
+	// is the next multiple of 20 s.
+	s := mustCron(t, "*/20 * * * * *", "America/New_York")
+	from := ts(t, "2026-11-01T05:58:00Z")
+	for x := from; x.Before(from.Add(2 * time.Hour)); x = x.Add(time.Second) {
+		next, ok := s.Next(x)
+		require.True(t, ok)
+		require.Equal(t, x.Truncate(20*time.Second).Add(20*time.Second), next, "Next(%s)", x)
 	}
 }
 

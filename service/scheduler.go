@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -142,9 +143,13 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 			advs  []db.TaskAdvance
 			meta  = make(map[string]db.DueTask, len(due))
 		)
+		cals, err := s.calendarsFor(ctx, tx, due)
+		if err != nil {
+			return err
+		}
 		for _, t := range due {
 			meta[t.ID] = t
-			plan := s.plan(t, now)
+			plan := s.plan(t, now, cals)
 			execs = append(execs, plan.execs...)
 			advs = append(advs, db.TaskAdvance{TenantID: t.TenantID, ID: t.ID, NextRunAt: plan.next, Missed: plan.missed})
 			res.Missed += plan.missed
@@ -212,8 +217,8 @@ type plan struct {
 
 // plan computes a claimed task's slots up to now+Horizon under its
 // misfire policy, and its next slot after them.
-func (s *Scheduler) plan(t db.DueTask, now time.Time) plan {
-	sched, err := s.schedule(t)
+func (s *Scheduler) plan(t db.DueTask, now time.Time, cals map[string]db.Calendar) plan {
+	sched, err := s.schedule(t, cals)
 	if err != nil {
 		// A stored schedule that no longer parses (e.g. a zone removed from
 		// tzdata) cannot fire; complete the task rather than spin on it.
@@ -341,18 +346,61 @@ func fireData(slot time.Time) map[string]any {
 	return map[string]any{"scheduled_for": slot.UTC().Format(time.RFC3339Nano)}
 }
 
-// schedule returns the task's parsed schedule, cached per task version
-// (parsing loads the time zone).
-func (s *Scheduler) schedule(t db.DueTask) (*Schedule, error) {
+// calendarsFor returns the calendars the claimed tasks exclude whose
+// parsed schedule is not cached yet (a calendar's change moves its
+// tasks' versions on), by id; nil, without a query, when there are none.
+func (s *Scheduler) calendarsFor(ctx context.Context, tx db.Tx, due []db.DueTask) (map[string]db.Calendar, error) {
+	var need map[string][]string // tenant → calendar ids
+	for _, t := range due {
+		if len(t.ExcludeCalendars) == 0 || s.cached(t) != nil {
+			continue
+		}
+		if need == nil {
+			need = map[string][]string{}
+		}
+		need[t.TenantID] = append(need[t.TenantID], t.ExcludeCalendars...)
+	}
+	if need == nil {
+		return nil, nil
+	}
+	out := map[string]db.Calendar{}
+	for tenant, ids := range need {
+		slices.Sort(ids)
+		cals, err := db.GetCalendars(ctx, tx, tenant, slices.Compact(ids), false)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cals {
+			out[c.ID] = c
+		}
+	}
+	return out, nil
+}
+
+// cached returns the task's parsed schedule if the cache holds its
+// current version.
+func (s *Scheduler) cached(t db.DueTask) *Schedule {
 	s.mu.Lock()
-	c, ok := s.cache[t.ID]
-	s.mu.Unlock()
-	if ok && c.version == t.Version {
-		return c.sched, nil
+	defer s.mu.Unlock()
+	if c, ok := s.cache[t.ID]; ok && c.version == t.Version {
+		return c.sched
+	}
+	return nil
+}
+
+// schedule returns the task's parsed schedule with its calendars (from
+// cals, calendarsFor), cached per task version (parsing loads the time
+// zone).
+func (s *Scheduler) schedule(t db.DueTask, cals map[string]db.Calendar) (*Schedule, error) {
+	if sched := s.cached(t); sched != nil {
+		return sched, nil
 	}
 	spec := ScheduleSpec{Type: t.ScheduleType, Timezone: t.Timezone, RunAt: t.RunAt, StartAt: t.StartAt, EndAt: t.EndAt}
 	if t.Cron != nil {
 		spec.Cron = *t.Cron
+	}
+	if t.ScheduleType == ScheduleCron {
+		spec.Dialect, spec.DSTPolicy = t.ScheduleDialect, t.DSTPolicy
 	}
 	if t.IntervalSeconds != nil {
 		spec.IntervalSeconds = *t.IntervalSeconds
@@ -360,6 +408,17 @@ func (s *Scheduler) schedule(t db.DueTask) (*Schedule, error) {
 	sched, err := ParseSchedule(spec, t.CreatedAt)
 	if err != nil {
 		return nil, err
+	}
+	if len(t.ExcludeCalendars) > 0 {
+		// A calendar deleted since cannot be: a task that names one keeps
+		// it from being deleted.
+		list := make([]db.Calendar, 0, len(t.ExcludeCalendars))
+		for _, id := range t.ExcludeCalendars {
+			if c, ok := cals[id]; ok {
+				list = append(list, c)
+			}
+		}
+		sched = sched.excluding(list)
 	}
 	s.mu.Lock()
 	if len(s.cache) > 200_000 {

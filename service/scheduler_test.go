@@ -538,9 +538,9 @@ func TestCreateReadsTheClockEstimate(t *testing.T) {
 	require.Equal(t, task.CreatedAt, task.CreatedAt.Truncate(time.Microsecond))
 	require.NotNil(t, task.NextRunAt)
 	require.WithinDuration(t, task.CreatedAt.Add(time.Minute), *task.NextRunAt, time.Second, "planned from the same instant")
-	preview, _, err := service.NewTasks(f.pool, service.TasksConfig{Clock: fresh}).Preview(ctx, f.tenant, task.ID, 1)
+	preview, err := service.NewTasks(f.pool, service.TasksConfig{Clock: fresh}).Preview(ctx, f.tenant, task.ID, 1)
 	require.NoError(t, err)
-	require.WithinDuration(t, time.Now().Add(time.Hour+time.Minute), preview[0], 2*time.Second)
+	require.WithinDuration(t, time.Now().Add(time.Hour+time.Minute), preview.Fires[0], 2*time.Second)
 
 	slow := new(service.DBClock)
 	at := time.Now().Add(-time.Second)

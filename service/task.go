@@ -1,10 +1,12 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,12 +138,31 @@ func NewTasks(pool *db.Pool, cfg TasksConfig) *Tasks {
 // a request with an Idempotency-Key) the insert joins it.
 func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, error) {
 	in = in.withDefaults()
+	if len(in.Schedule.ExcludeCalendars) > 0 {
+		// The calendars' dates decide the first slot: read them, and keep
+		// them from changing or going away, in the insert's transaction.
+		var out Task
+		err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+			var err error
+			out, err = s.create(db.WithTx(ctx, s.pool, tx), tenant, in)
+			return err
+		})
+		return out, err
+	}
+	return s.create(ctx, tenant, in)
+}
+
+func (s *Tasks) create(ctx context.Context, tenant string, in TaskInput) (Task, error) {
 	now, err := s.now(ctx)
 	if err != nil {
 		return Task{}, err
 	}
 	sched, err := s.validate(in, now)
 	if err != nil {
+		return Task{}, err
+	}
+	q := db.Using(ctx, s.pool)
+	if sched, err = s.withCalendars(ctx, q, tenant, sched, true); err != nil {
 		return Task{}, err
 	}
 	next, err := firstRun(sched, now)
@@ -154,11 +175,72 @@ func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, 
 	// instant, not the insert's own now() a round trip later.
 	row.State, row.NextRunAt, row.CreatedAt = TaskActive, next, now
 	wake := next != nil && next.Sub(now) <= TaskWakeWithin
-	row, err = db.InsertTask(ctx, db.Using(ctx, s.pool), row, wake)
+	var out Task
+	err = auditTx(ctx, s.pool, func(q db.Querier) error {
+		row, err := db.InsertTask(ctx, q, row, wake)
+		if err != nil {
+			return s.insertError(err, in)
+		}
+		out = taskFromRow(row)
+		return recordAudit(ctx, q, tenant, AuditCreate, ResourceTask, out.ID, auditFields(out.Input()))
+	})
 	if err != nil {
-		return Task{}, s.insertError(err, in)
+		return Task{}, err
 	}
-	return taskFromRow(row), nil
+	return out, nil
+}
+
+// withCalendars returns sched with the calendars its spec excludes
+// applied, read with q (locked against a change or delete with share).
+func (s *Tasks) withCalendars(ctx context.Context, q db.Querier, tenant string, sched *Schedule, share bool) (*Schedule, error) {
+	ids := sched.Spec().ExcludeCalendars
+	if len(ids) == 0 {
+		return sched, nil
+	}
+	cals, err := loadCalendars(ctx, q, tenant, ids, share)
+	if err != nil {
+		return nil, err
+	}
+	return sched.excluding(cals), nil
+}
+
+// recalendar reschedules a task, locked by the caller's transaction, whose
+// calendar changed: as a schedule patch does, its pending executions whose
+// slots the calendars now exclude are cancelled, its next slot is
+// recomputed from now, and its version moves on (the scheduler re-reads
+// the schedule).
+func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string) error {
+	row, err := db.GetTask(ctx, tx, tenant, id, true)
+	if err != nil {
+		return storeError(err, "load task")
+	}
+	t := taskFromRow(row)
+	sched, err := ParseSchedule(t.Schedule, t.CreatedAt)
+	if err != nil {
+		return err
+	}
+	if sched, err = s.withCalendars(ctx, tx, tenant, sched, false); err != nil {
+		return err
+	}
+	if err := s.reschedule(ctx, tx, tenant, id, sched); err != nil {
+		return err
+	}
+	if row.State == TaskActive || row.State == TaskCompleted {
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		row.State, row.NextRunAt = TaskActive, nil
+		if spec := sched.Spec(); spec.Type == ScheduleOnce && spec.RunAt != nil && spec.RunAt.Before(now) {
+			row.State = TaskCompleted // its one slot has passed; a calendar change does not fire it again
+		} else if next, ok := sched.Next(now); ok {
+			row.NextRunAt = &next
+		} else {
+			row.State = TaskCompleted
+		}
+	}
+	_, err = db.UpdateTask(ctx, tx, row)
+	return err
 }
 
 // now returns the database's clock: the estimate while it is fresh, else
@@ -237,6 +319,9 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 		if err != nil {
 			return err
 		}
+		if sched, err = s.withCalendars(ctx, tx, tenant, sched, true); err != nil {
+			return err
+		}
 		upd := taskRow(tenant, id, in)
 		upd.State, upd.NextRunAt, upd.ConsecutiveFailures = row.State, row.NextRunAt, row.ConsecutiveFailures
 		if !sameSchedule(cur.Schedule, sched.Spec()) {
@@ -255,6 +340,13 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 			return s.insertError(err, in)
 		}
 		out = taskFromRow(row)
+		changes := auditDiff(cur.Input(), out.Input())
+		if out.State != cur.State {
+			changes["state"] = map[string]any{"old": cur.State, "new": out.State}
+		}
+		if err := recordAudit(ctx, tx, tenant, AuditUpdate, ResourceTask, out.ID, changes); err != nil {
+			return err
+		}
 		return db.NotifyTaskChanged(ctx, tx)
 	})
 	return out, err
@@ -296,8 +388,12 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 		if !ok {
 			return ErrNotFound
 		}
-		_, err = db.CancelPendingExecutions(ctx, tx, tenant, id, false, "the task was deleted")
-		return err
+		n, err := db.CancelPendingExecutions(ctx, tx, tenant, id, false, "the task was deleted")
+		if err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, tenant, AuditDelete, ResourceTask, strings.ToLower(id),
+			map[string]any{"cancelled_executions": n})
 	})
 }
 
@@ -309,7 +405,7 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 // their (task, slot) key. A paused task stays paused; a completed one
 // cannot be paused.
 func (s *Tasks) Pause(ctx context.Context, tenant, id string) (Task, error) {
-	return s.setState(ctx, tenant, id, func(tx db.Tx, row *db.Task, _ time.Time) error {
+	return s.setState(ctx, tenant, id, AuditPause, func(tx db.Tx, row *db.Task, _ time.Time) error {
 		switch row.State {
 		case TaskPaused:
 			return nil
@@ -326,7 +422,7 @@ func (s *Tasks) Pause(ctx context.Context, tenant, id string) (Task, error) {
 // paused are not fired; executions materialised before the pause for
 // slots still ahead are sent at their slots (Pause).
 func (s *Tasks) Resume(ctx context.Context, tenant, id string) (Task, error) {
-	return s.setState(ctx, tenant, id, func(_ db.Tx, row *db.Task, now time.Time) error {
+	return s.setState(ctx, tenant, id, AuditResume, func(_ db.Tx, row *db.Task, now time.Time) error {
 		switch row.State {
 		case TaskActive:
 			return nil
@@ -347,7 +443,9 @@ func (s *Tasks) Resume(ctx context.Context, tenant, id string) (Task, error) {
 	})
 }
 
-func (s *Tasks) setState(ctx context.Context, tenant, id string, change func(db.Tx, *db.Task, time.Time) error) (Task, error) {
+// setState applies change to the locked task and stores it when its state
+// changed; the request is audited as action either way.
+func (s *Tasks) setState(ctx context.Context, tenant, id, action string, change func(db.Tx, *db.Task, time.Time) error) (Task, error) {
 	if !validID(id) {
 		return Task{}, ErrNotFound
 	}
@@ -365,35 +463,53 @@ func (s *Tasks) setState(ctx context.Context, tenant, id string, change func(db.
 		if err := change(tx, &row, now); err != nil {
 			return err
 		}
+		changes := map[string]any{}
 		if row.State == before {
 			out = taskFromRow(row)
-			return nil
+			return recordAudit(ctx, tx, tenant, action, ResourceTask, out.ID, changes)
 		}
+		changes["state"] = map[string]any{"old": before, "new": row.State}
 		if row, err = db.UpdateTask(ctx, tx, row); err != nil {
 			return storeError(err, "update task")
 		}
 		out = taskFromRow(row)
+		if err := recordAudit(ctx, tx, tenant, action, ResourceTask, out.ID, changes); err != nil {
+			return err
+		}
 		return db.NotifyTaskChanged(ctx, tx)
 	})
 	return out, err
 }
 
 // Preview returns the task's next n fire times after now, computed by the
-// same code the scheduler uses.
-func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) ([]time.Time, *time.Location, error) {
+// same code the scheduler uses, the slots its calendars removed in the same
+// span, and its parsed schedule.
+func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) (TaskPreview, error) {
 	t, err := s.Get(ctx, tenant, id)
 	if err != nil {
-		return nil, nil, err
+		return TaskPreview{}, err
 	}
 	sched, err := ParseSchedule(t.Schedule, t.CreatedAt)
 	if err != nil {
-		return nil, nil, err
+		return TaskPreview{}, err
+	}
+	if sched, err = s.withCalendars(ctx, s.pool, tenant, sched, false); err != nil {
+		return TaskPreview{}, err
 	}
 	now, err := s.now(ctx)
 	if err != nil {
-		return nil, nil, err
+		return TaskPreview{}, err
 	}
-	return sched.Preview(now, n), sched.Location(), nil
+	fires, excluded := sched.PreviewExcluded(now, n)
+	return TaskPreview{Fires: fires, Excluded: excluded, Schedule: sched}, nil
+}
+
+// TaskPreview is a task's upcoming fire times.
+type TaskPreview struct {
+	Fires []time.Time
+	// Excluded are the slots in the same span that calendars removed.
+	Excluded []time.Time
+	Schedule *Schedule
 }
 
 func (in TaskInput) withDefaults() TaskInput {
@@ -513,7 +629,17 @@ func firstRun(sched *Schedule, now time.Time) (*time.Time, error) {
 	}
 	next, ok := sched.Next(now)
 	if !ok {
-		return nil, fieldError("schedule.end_at", "the schedule has no fire time left (end_at has passed)")
+		switch {
+		case spec.EndAt != nil && !spec.EndAt.After(now):
+			return nil, fieldError("schedule.end_at", "the schedule has no fire time left (end_at has passed)")
+		case spec.EndAt != nil:
+			return nil, fieldError("schedule.end_at", "the schedule has no fire time between now and end_at")
+		default:
+			// Only a cron year field ends a schedule without an end_at (or,
+			// under the vixie DST policy, an expression whose every match
+			// is a wall clock that does not exist).
+			return nil, fieldError("schedule.cron", "the schedule has no fire time left after now (check the year field)")
+		}
 	}
 	return &next, nil
 }
@@ -531,7 +657,9 @@ func sameSchedule(a, b ScheduleSpec) bool {
 		return (x == nil && y == nil) || (x != nil && y != nil && x.Equal(*y))
 	}
 	return a.Type == b.Type && a.Cron == b.Cron && a.Timezone == b.Timezone && a.IntervalSeconds == b.IntervalSeconds &&
-		eqTime(a.RunAt, b.RunAt) && eqTime(a.StartAt, b.StartAt) && eqTime(a.EndAt, b.EndAt)
+		eqTime(a.RunAt, b.RunAt) && eqTime(a.StartAt, b.StartAt) && eqTime(a.EndAt, b.EndAt) &&
+		slices.Equal(a.ExcludeCalendars, b.ExcludeCalendars) &&
+		a.Dialect == b.Dialect && a.DSTPolicy == b.DSTPolicy
 }
 
 func taskRow(tenant, id string, in TaskInput) db.Task {
@@ -541,6 +669,13 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 		Payload: in.Payload, Priority: int16(in.Priority), MaxAttempts: int32(in.Retry.MaxAttempts),
 		InitialBackoffMS: in.Retry.InitialBackoff.Milliseconds(), MaxBackoffMS: in.Retry.MaxBackoff.Milliseconds(),
 		OverlapPolicy: in.OverlapPolicy, MisfirePolicy: in.MisfirePolicy, Labels: in.Labels,
+		ExcludeCalendars: in.Schedule.ExcludeCalendars,
+		// Interval and once tasks store the defaults, and ignore them.
+		ScheduleDialect: DialectStandard, DSTPolicy: DSTVixie,
+	}
+	if in.Schedule.Type == ScheduleCron {
+		r.ScheduleDialect = cmp.Or(in.Schedule.Dialect, DialectStandard)
+		r.DSTPolicy = cmp.Or(in.Schedule.DSTPolicy, DSTVixie)
 	}
 	if in.Schedule.Cron != "" {
 		c := strings.TrimSpace(in.Schedule.Cron)
@@ -569,8 +704,9 @@ func taskFromRow(r db.Task) Task {
 	t := Task{
 		TaskInput: TaskInput{
 			Name: r.Name, EndpointID: r.EndpointID,
-			Schedule: ScheduleSpec{Type: r.ScheduleType, Timezone: r.Timezone, RunAt: utcPtr(r.RunAt), StartAt: utcPtr(r.StartAt), EndAt: utcPtr(r.EndAt)},
-			Payload:  r.Payload, Priority: int(r.Priority),
+			Schedule: ScheduleSpec{Type: r.ScheduleType, Timezone: r.Timezone, RunAt: utcPtr(r.RunAt), StartAt: utcPtr(r.StartAt), EndAt: utcPtr(r.EndAt),
+				ExcludeCalendars: r.ExcludeCalendars},
+			Payload: r.Payload, Priority: int(r.Priority),
 			Retry: RetryPolicy{
 				MaxAttempts: int(r.MaxAttempts), InitialBackoff: time.Duration(r.InitialBackoffMS) * time.Millisecond,
 				MaxBackoff: time.Duration(r.MaxBackoffMS) * time.Millisecond,
@@ -582,6 +718,9 @@ func taskFromRow(r db.Task) Task {
 	}
 	if r.Cron != nil {
 		t.Schedule.Cron = *r.Cron
+	}
+	if r.ScheduleType == ScheduleCron {
+		t.Schedule.Dialect, t.Schedule.DSTPolicy = r.ScheduleDialect, r.DSTPolicy
 	}
 	if r.IntervalSeconds != nil {
 		t.Schedule.IntervalSeconds = *r.IntervalSeconds

@@ -38,7 +38,8 @@ type background struct {
 // startBackground starts River and the scheduler loop; the loop keeps
 // clock's estimate of the database's clock.
 func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, deliveries *service.Deliveries,
-	sender *jobs.Sender, metrics *jobs.Metrics, clock *service.DBClock, cfg config, logger *slog.Logger,
+	sender *jobs.Sender, metrics *jobs.Metrics, clock *service.DBClock, backfills *service.Backfills, cfg config,
+	logger *slog.Logger,
 ) (*background, error) {
 	// A new id every start: the replica's, and its River client's, which
 	// River records in attempted_by of the jobs it runs.
@@ -56,6 +57,8 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 		Logger:     logger,
 		Metrics:    metrics,
 		Clock:      clock,
+
+		BackfillProgress: backfills.Wake,
 	})
 	if err != nil {
 		return nil, err
@@ -69,11 +72,14 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 			ID: replicaID, RiverClientID: replicaID, Hostname: host, Version: version(), DeadAfter: cfg.ReplicaDeadAfter,
 			Logger: logger, Metrics: metrics, Work: work,
 		}, heartbeatCtx: hbCtx, stopHeartbeat: stopHeartbeat, heartbeats: make(chan string, 1)}
-	go b.run(runCtx, d.pool, enq, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock})
+	retention := service.NewRetention(d.pool, service.RetentionConfig{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
+	go b.run(runCtx, d.pool, enq, backfills, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock}, retention)
 	return b, nil
 }
 
-func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueuer, schedCfg service.SchedulerConfig) {
+func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueuer, backfills *service.Backfills,
+	schedCfg service.SchedulerConfig, retention *service.Retention,
+) {
 	defer close(b.done)
 	for warned := false; ; warned = true {
 		err := db.CheckMigrated(ctx, pool)
@@ -117,6 +123,18 @@ func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueu
 	// The heartbeat outlives the scheduler: it goes on while River's stop
 	// lets deliveries finish, so that no replica takes them meanwhile.
 	go func() { b.heartbeats <- jobs.RunReplica(b.heartbeatCtx, b.replicas, b.replica) }()
+	pumped := make(chan struct{})
+	go func() {
+		defer close(pumped)
+		jobs.RunBackfills(ctx, backfills, 0, b.logger)
+	}()
+	defer func() { <-pumped }()
+	retained := make(chan struct{})
+	go func() {
+		defer close(retained)
+		jobs.RunRetention(ctx, retention, jobs.RetentionLoopConfig{Logger: b.logger, OnSweep: b.metrics.ObserveRetention})
+	}()
+	defer func() { <-retained }()
 	jobs.RunScheduler(ctx, service.NewScheduler(pool, enq, schedCfg, b.logger),
 		jobs.SchedulerLoopConfig{Logger: b.logger, OnTick: b.metrics.ObserveTick, OnReconcile: b.metrics.ObserveReconcile,
 			ExpireKeys: service.NewIdempotencyKeys(pool).ExpireKeys})

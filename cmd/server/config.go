@@ -40,6 +40,8 @@ type config struct {
 	ReplicaDeadAfter    time.Duration   // AX_REPLICA_DEAD_AFTER
 	RiverUI             bool            // AX_RIVERUI: serve River's UI at /riverui/ to admin tokens
 	DebugAddr           string          // AX_DEBUG_ADDR: Go's pprof profiles on a separate listener; "" off
+	ExecutionRetention  time.Duration   // AX_EXECUTION_RETENTION
+	AuditRetention      time.Duration   // AX_AUDIT_RETENTION
 }
 
 // Defaults for the variables that have one.
@@ -156,6 +158,22 @@ func loadConfig(getenv func(string) string) (config, error) {
 			c.ReplicaDeadAfter = d
 		}
 	}
+	c.ExecutionRetention, c.AuditRetention = service.ExecutionRetentionDefault, service.AuditRetentionDefault
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{
+		{"AX_EXECUTION_RETENTION", &c.ExecutionRetention},
+		{"AX_AUDIT_RETENTION", &c.AuditRetention},
+	} {
+		if v := getenv(d.name); v != "" {
+			if p, err := parseRetention(v); err != nil || p < service.RetentionMin {
+				errs.add(d.name, v, `want a duration of at least 1h: days ("30d") or a Go duration ("720h")`)
+			} else {
+				*d.dst = p
+			}
+		}
+	}
 	c.DBMaxConns = dbMaxConnsDefault
 	if v := getenv("AX_DB_MAX_CONNS"); v != "" {
 		if n, err := strconv.Atoi(v); err != nil || n < 4 || n > 1000 {
@@ -215,6 +233,20 @@ func checkDatabaseURL(raw string) error {
 		return nil
 	}
 	return errors.New(`want a PostgreSQL URL such as "postgres://user:pass@host:5432/ax" or keyword/value settings`)
+}
+
+// parseRetention reads a retention: a whole number of days ("30d") or a
+// Go duration ("720h", "90m").
+func parseRetention(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 || n > 100*365 {
+			return 0, fmt.Errorf("%q: not a number of days", v)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(v)
 }
 
 func parseBool(v string, def bool) (bool, error) {

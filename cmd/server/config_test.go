@@ -29,9 +29,18 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.Equal(t, 20, c.DBMaxConns)
 	require.Zero(t, c.FetchPollInterval, "jobs' default")
 
+	require.Equal(t, 30*24*time.Hour, c.ExecutionRetention)
+	require.Equal(t, 90*24*time.Hour, c.AuditRetention)
+
 	c, err = loadConfig(envOf(map[string]string{"AX_FETCH_POLL_INTERVAL": "50ms"}))
 	require.NoError(t, err)
 	require.Equal(t, 50*time.Millisecond, c.FetchPollInterval)
+
+	// Retentions: days or Go durations.
+	c, err = loadConfig(envOf(map[string]string{"AX_EXECUTION_RETENTION": "7d", "AX_AUDIT_RETENTION": "36h"}))
+	require.NoError(t, err)
+	require.Equal(t, 7*24*time.Hour, c.ExecutionRetention)
+	require.Equal(t, 36*time.Hour, c.AuditRetention)
 }
 
 // Not parallel: the collector setting is the process's.
@@ -67,6 +76,9 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"poll not a duration", map[string]string{"AX_FETCH_POLL_INTERVAL": "often"}, []string{"AX_FETCH_POLL_INTERVAL"}},
 		{"missing keys file", map[string]string{"AX_JWT_PUBLIC_KEYS": "/nonexistent/keys.pem"}, []string{"AX_JWT_PUBLIC_KEYS", "no such file"}},
 		{"bad keys file", map[string]string{"AX_JWT_PUBLIC_KEYS": badPEM}, []string{"AX_JWT_PUBLIC_KEYS", "no PEM public keys"}},
+		{"retention not a duration", map[string]string{"AX_EXECUTION_RETENTION": "a month"}, []string{"AX_EXECUTION_RETENTION", `"30d"`}},
+		{"retention in fractional days", map[string]string{"AX_AUDIT_RETENTION": "1.5d"}, []string{"AX_AUDIT_RETENTION", "at least 1h"}},
+		{"retention too short", map[string]string{"AX_AUDIT_RETENTION": "10m"}, []string{`AX_AUDIT_RETENTION="10m"`, "at least 1h"}},
 		{"several at once", map[string]string{"AX_HTTP_ADDR": "x", "AX_LOG_LEVEL": "x"}, []string{"AX_HTTP_ADDR", "AX_LOG_LEVEL"}},
 		{"dead-after too short", map[string]string{"AX_REPLICA_DEAD_AFTER": "1s"}, []string{"AX_REPLICA_DEAD_AFTER", "from 3s to 1h0m0s"}},
 		{"dead-after not a duration", map[string]string{"AX_REPLICA_DEAD_AFTER": "soon"}, []string{"AX_REPLICA_DEAD_AFTER"}},

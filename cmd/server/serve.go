@@ -174,7 +174,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	deliveries := service.NewDeliveries(d.deliveryPool, enq, service.DeliveriesConfig{})
 	registry.MustRegister(jobs.NewBatchCollector(deliveries.BatchStats))
 	clock := new(service.DBClock)
-	bg, err := startBackground(ctx, d, enq, deliveries, sender, metrics, clock, cfg, logger)
+	tasks := service.NewTasks(d.pool, service.TasksConfig{Clock: clock})
+	backfills := service.NewBackfills(d.pool, enq, tasks)
+	bg, err := startBackground(ctx, d, enq, deliveries, sender, metrics, clock, backfills, cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -189,15 +191,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Auth:        auth,
 		Tenants:     service.NewTenants(d.pool),
 		Endpoints:   service.NewEndpoints(d.pool),
-		Tasks:       service.NewTasks(d.pool, service.TasksConfig{Clock: clock}),
+		Tasks:       tasks,
 		Idempotency: service.NewIdempotencyKeys(d.pool),
 		Executions:  service.NewExecutions(d.pool, enq),
+		Calendars:   service.NewCalendars(d.pool, tasks),
+		Backfills:   backfills,
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, d.pool) },
 		BodyLimit:   cfg.MaxBodyBytes,
 		Version:     version(),
 		Metrics:     registry,
 		Stats:       stats,
 		Replicas:    service.NewReplicas(d.pool),
+		Audit:       service.NewAudit(d.pool),
 		RiverUI:     riverUI,
 	})
 	srv := &http.Server{

@@ -1,0 +1,399 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/axhq/ax/db"
+)
+
+// Calendar limits.
+const (
+	// CalendarDatesMax bounds a calendar's dates (27 years of every day).
+	CalendarDatesMax = 10_000
+	// ExcludeCalendarsMax bounds the calendars one schedule excludes.
+	ExcludeCalendarsMax = 20
+	calendarNameMax     = 128
+	// excludedPreviewMax bounds the excluded slots a preview lists.
+	excludedPreviewMax = PreviewMax
+	// calendarJumpsMax bounds the excluded days Next skips over in one
+	// call: every calendar together has at most this many dates.
+	calendarJumpsMax = ExcludeCalendarsMax*CalendarDatesMax + 1
+	// calendarTasksMax bounds the tasks one calendar change reschedules
+	// in its transaction.
+	calendarTasksMax = 10_000
+)
+
+// Calendar is a tenant's list of local dates that schedules can exclude
+// (schedule.exclude_calendars): no slot fires on those dates, in the
+// calendar's time zone.
+type Calendar struct {
+	CalendarInput
+	ID        string
+	Version   int
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// CalendarInput is what a client may set on a calendar.
+type CalendarInput struct {
+	Name     string
+	Timezone string // IANA; "" means UTC
+	// Dates are local dates, YYYY-MM-DD; stored sorted without duplicates.
+	Dates []string
+}
+
+// Input returns the client-settable fields of c.
+func (c Calendar) Input() CalendarInput { return c.CalendarInput }
+
+// Calendars manages calendars.
+type Calendars struct {
+	pool  *db.Pool
+	tasks *Tasks
+}
+
+// NewCalendars returns a Calendars backed by pool; a change reschedules
+// the tasks that use the calendar as tasks does for a schedule patch.
+func NewCalendars(pool *db.Pool, tasks *Tasks) *Calendars {
+	return &Calendars{pool: pool, tasks: tasks}
+}
+
+// validate checks in and returns it normalised (zone filled, dates sorted
+// and unique).
+func (in CalendarInput) validate() (CalendarInput, error) {
+	var ve ValidationError
+	in.Name = strings.TrimSpace(in.Name)
+	if in.Name == "" || len(in.Name) > calendarNameMax || strings.ContainsFunc(in.Name, func(r rune) bool { return r < 0x20 }) {
+		ve.Add("name", fmt.Sprintf("is required: 1 to %d characters without control characters", calendarNameMax))
+	}
+	if in.Timezone == "" {
+		in.Timezone = "UTC"
+	}
+	if _, msg := loadZone(in.Timezone); msg != "" {
+		ve.Add("timezone", msg)
+	}
+	if len(in.Dates) > CalendarDatesMax {
+		ve.Add("dates", fmt.Sprintf("at most %d dates", CalendarDatesMax))
+	} else {
+		dates := make([]string, 0, len(in.Dates))
+		for i, d := range in.Dates {
+			t, err := time.Parse(time.DateOnly, d)
+			if err != nil || t.Format(time.DateOnly) != d {
+				ve.Add(fmt.Sprintf("dates[%d]", i), fmt.Sprintf("%q is not a date: want YYYY-MM-DD (e.g. 2027-01-01)", d))
+				continue
+			}
+			dates = append(dates, d)
+		}
+		slices.Sort(dates)
+		in.Dates = slices.Compact(dates)
+	}
+	if err := ve.Err(); err != nil {
+		return CalendarInput{}, err
+	}
+	return in, nil
+}
+
+// Create stores a new calendar. With a context that carries a transaction
+// (db.WithTx: a request with an Idempotency-Key) the insert joins it.
+func (s *Calendars) Create(ctx context.Context, tenant string, in CalendarInput) (Calendar, error) {
+	in, err := in.validate()
+	if err != nil {
+		return Calendar{}, err
+	}
+	var out Calendar
+	err = auditTx(ctx, s.pool, func(q db.Querier) error {
+		row, err := db.InsertCalendar(ctx, q, db.Calendar{TenantID: tenant, ID: NewID(), Name: in.Name,
+			Timezone: in.Timezone, Dates: in.Dates})
+		if err != nil {
+			return calendarStoreError(err, in)
+		}
+		out = calendarFromRow(row)
+		return recordAudit(ctx, q, tenant, AuditCreate, ResourceCalendar, out.ID, auditFields(in))
+	})
+	if err != nil {
+		return Calendar{}, err
+	}
+	return out, nil
+}
+
+// Get returns one calendar.
+func (s *Calendars) Get(ctx context.Context, tenant, id string) (Calendar, error) {
+	if !validID(id) {
+		return Calendar{}, ErrNotFound
+	}
+	row, err := db.GetCalendar(ctx, s.pool, tenant, id, false)
+	if err != nil {
+		return Calendar{}, storeError(err, "load calendar")
+	}
+	return calendarFromRow(row), nil
+}
+
+// List returns a page of calendars, newest first.
+func (s *Calendars) List(ctx context.Context, tenant string, page Page) ([]Calendar, string, error) {
+	if err := page.check(); err != nil {
+		return nil, "", err
+	}
+	rows, err := db.ListCalendars(ctx, s.pool, tenant, page.After, page.Limit+1)
+	if err != nil {
+		return nil, "", storeError(err, "list calendars")
+	}
+	out, next := pageOf(rows, page.Limit, calendarFromRow, func(c Calendar) string { return c.ID })
+	return out, next, nil
+}
+
+// Update applies change under the calendar's row lock. When its dates or
+// zone change, every task that excludes it is rescheduled as a schedule
+// patch would: slots not yet materialised follow the new dates, and the
+// materialised executions that have not started and whose slot the
+// calendar now excludes are cancelled.
+func (s *Calendars) Update(ctx context.Context, tenant, id string, change func(*CalendarInput) error) (Calendar, error) {
+	if !validID(id) {
+		return Calendar{}, ErrNotFound
+	}
+	var out Calendar
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		row, err := db.GetCalendar(ctx, tx, tenant, id, true)
+		if err != nil {
+			return storeError(err, "load calendar")
+		}
+		cur := calendarFromRow(row)
+		in := cur.Input()
+		if err := change(&in); err != nil {
+			return err
+		}
+		if in, err = in.validate(); err != nil {
+			return err
+		}
+		upd, err := db.UpdateCalendar(ctx, tx, db.Calendar{TenantID: tenant, ID: id, Name: in.Name, Timezone: in.Timezone, Dates: in.Dates})
+		if err != nil {
+			return calendarStoreError(err, in)
+		}
+		out = calendarFromRow(upd)
+		if err := recordAudit(ctx, tx, tenant, AuditUpdate, ResourceCalendar, id, auditDiff(cur.Input(), in)); err != nil {
+			return err
+		}
+		if in.Timezone == cur.Timezone && slices.Equal(in.Dates, cur.Dates) {
+			return nil
+		}
+		ids, err := db.TasksUsingCalendar(ctx, tx, tenant, id, calendarTasksMax+1)
+		if err != nil {
+			return err
+		}
+		if len(ids) > calendarTasksMax {
+			return conflictf("more than %d tasks use the calendar; split it before changing its dates", calendarTasksMax)
+		}
+		for _, taskID := range ids {
+			if err := s.tasks.recalendar(ctx, tx, tenant, taskID); err != nil {
+				return err
+			}
+		}
+		if len(ids) > 0 {
+			return db.NotifyTaskChanged(ctx, tx)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Delete deletes a calendar no schedule uses; one in use → ConflictError.
+func (s *Calendars) Delete(ctx context.Context, tenant, id string) error {
+	if !validID(id) {
+		return ErrNotFound
+	}
+	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		if _, err := db.GetCalendar(ctx, tx, tenant, id, true); err != nil {
+			return storeError(err, "load calendar")
+		}
+		ids, err := db.TasksUsingCalendar(ctx, tx, tenant, id, 3)
+		if err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			return conflictf("the calendar is in use by task %s%s: remove it from their schedule.exclude_calendars first",
+				strings.Join(ids, ", "), map[bool]string{true: " and others", false: ""}[len(ids) == 3])
+		}
+		ok, err := db.DeleteCalendar(ctx, tx, tenant, id)
+		if err != nil {
+			return storeError(err, "delete calendar")
+		}
+		if !ok {
+			return ErrNotFound
+		}
+		return recordAudit(ctx, tx, tenant, AuditDelete, ResourceCalendar, id, nil)
+	})
+}
+
+func calendarStoreError(err error, in CalendarInput) error {
+	return storeError(err, "store calendar",
+		onConstraint(db.ConstraintCalendarName, conflictf("a calendar named %q already exists", in.Name)))
+}
+
+func calendarFromRow(r db.Calendar) Calendar {
+	dates := r.Dates
+	if dates == nil {
+		dates = []string{}
+	}
+	return Calendar{
+		CalendarInput: CalendarInput{Name: r.Name, Timezone: r.Timezone, Dates: dates},
+		ID:            r.ID, Version: int(r.Version), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
+}
+
+// exclusion is one calendar as a schedule applies it: its dates as day
+// numbers (days since 1970-01-01) on its zone's wall clock.
+type exclusion struct {
+	loc  *time.Location
+	days map[int64]struct{}
+}
+
+// excluding returns a copy of s that skips every slot whose local date, in
+// a calendar's zone, is one of that calendar's dates. cals are the
+// calendars s.Spec().ExcludeCalendars names (db.GetCalendars); a calendar
+// whose zone no longer loads is applied in UTC.
+func (s *Schedule) excluding(cals []db.Calendar) *Schedule {
+	if len(cals) == 0 {
+		return s
+	}
+	c := *s
+	c.excl = make([]exclusion, 0, len(cals))
+	for _, cal := range cals {
+		loc, msg := loadZone(cal.Timezone)
+		if msg != "" {
+			loc = time.UTC
+		}
+		e := exclusion{loc: loc, days: make(map[int64]struct{}, len(cal.Dates))}
+		for _, d := range cal.Dates {
+			if t, err := time.Parse(time.DateOnly, d); err == nil {
+				e.days[floorDiv(t.Unix(), secondsPerDay)] = struct{}{}
+			}
+		}
+		c.excl = append(c.excl, e)
+	}
+	return &c
+}
+
+// excludedBy returns the exclusion that removes slot t, or nil.
+func (s *Schedule) excludedBy(t time.Time) *exclusion {
+	for i := range s.excl {
+		e := &s.excl[i]
+		if _, ok := e.days[floorDiv(wallOf(t, e.loc), secondsPerDay)]; ok {
+			return e
+		}
+	}
+	return nil
+}
+
+// dayEnd returns the last instant of t's local date in e's zone: every
+// slot up to it is excluded too.
+func (e *exclusion) dayEnd(t time.Time) time.Time {
+	y, m, d := t.In(e.loc).Date()
+	return time.Date(y, m, d+1, 0, 0, 0, 0, e.loc).Add(-time.Nanosecond)
+}
+
+// nextIncluded is Next for a schedule with calendars: the first fire
+// after `after` that no calendar excludes. An excluded slot skips the rest
+// of its excluded day at once, so the cost grows with the excluded dates
+// crossed, not with the slots on them.
+func (s *Schedule) nextIncluded(after time.Time) (time.Time, bool) {
+	for range calendarJumpsMax {
+		t, ok := s.next(after)
+		if !ok {
+			return time.Time{}, false
+		}
+		e := s.excludedBy(t)
+		if e == nil {
+			return t, true
+		}
+		after = laterOf(e.dayEnd(t), t)
+	}
+	return time.Time{}, false
+}
+
+// PreviewExcluded returns up to n fires after `after` (Preview) and the
+// slots the calendars removed before the last of them (up to n, or up to
+// PreviewMax slots when nothing fires any more).
+func (s *Schedule) PreviewExcluded(after time.Time, n int) (fires, excluded []time.Time) {
+	n = min(max(n, 1), PreviewMax)
+	if len(s.excl) == 0 {
+		return s.Preview(after, n), nil
+	}
+	for range calendarJumpsMax {
+		if len(fires) >= n {
+			break
+		}
+		t, ok := s.next(after)
+		if !ok {
+			break
+		}
+		e := s.excludedBy(t)
+		switch {
+		case e == nil:
+			fires = append(fires, t)
+			after = t
+		case len(excluded) < excludedPreviewMax:
+			excluded = append(excluded, t)
+			after = t
+		default:
+			after = laterOf(e.dayEnd(t), t)
+		}
+	}
+	return fires, excluded
+}
+
+// Excludes reports whether a calendar of s removes the slot t.
+func (s *Schedule) Excludes(t time.Time) bool { return s.excludedBy(t) != nil }
+
+// validateCalendarRefs checks schedule.exclude_calendars.
+func validateCalendarRefs(ve *ValidationError, ids []string) {
+	if len(ids) > ExcludeCalendarsMax {
+		ve.Add("schedule.exclude_calendars", fmt.Sprintf("at most %d calendars", ExcludeCalendarsMax))
+		return
+	}
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		switch {
+		case !validID(id):
+			ve.Add(fmt.Sprintf("schedule.exclude_calendars[%d]", i), "must be the id of one of your calendars")
+		case seen[id]:
+			ve.Add(fmt.Sprintf("schedule.exclude_calendars[%d]", i), "is listed twice")
+		}
+		seen[id] = true
+	}
+}
+
+// loadCalendars returns the calendars ids names, locked against a
+// concurrent change or delete when share is set; an id that is not one of
+// the tenant's calendars is a validation error.
+func loadCalendars(ctx context.Context, q db.Querier, tenant string, ids []string, share bool) ([]db.Calendar, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	cals, err := db.GetCalendars(ctx, q, tenant, ids, share)
+	if err != nil {
+		return nil, storeError(err, "load calendars")
+	}
+	if len(cals) != len(ids) {
+		found := make(map[string]bool, len(cals))
+		for _, c := range cals {
+			found[c.ID] = true
+		}
+		var ve ValidationError
+		for i, id := range ids {
+			if !found[id] {
+				ve.Add(fmt.Sprintf("schedule.exclude_calendars[%d]", i), "no such calendar")
+			}
+		}
+		return nil, ve.Err()
+	}
+	return cals, nil
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

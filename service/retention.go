@@ -1,0 +1,178 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/axhq/ax/db"
+)
+
+// Retention defaults and bounds.
+const (
+	// ExecutionRetentionDefault is how long finished executions and their
+	// events are kept.
+	ExecutionRetentionDefault = 30 * 24 * time.Hour
+	// AuditRetentionDefault is how long audit records are kept.
+	AuditRetentionDefault = 90 * 24 * time.Hour
+	// RetentionMin is the shortest retention the server accepts.
+	RetentionMin = time.Hour
+	// RetentionBatchDefault bounds the rows one statement looks at.
+	RetentionBatchDefault = 5000
+	// RetentionBudgetDefault bounds one Sweep's time in statements.
+	RetentionBudgetDefault = time.Second
+	// retentionTenantPage is how many tenant ids a pass reads at once.
+	retentionTenantPage = 1000
+)
+
+// RetentionConfig configures Retention. Zero values take the defaults.
+type RetentionConfig struct {
+	// Executions: final executions that finished longer ago than this are
+	// removed with their events. Defaults to ExecutionRetentionDefault.
+	Executions time.Duration
+	// Audit: audit records older than this are removed. Defaults to
+	// AuditRetentionDefault.
+	Audit time.Duration
+	// Batch bounds the rows one statement looks at (executions) or
+	// removes (audit records). Defaults to RetentionBatchDefault.
+	Batch int
+	// Budget: a Sweep starts no statement after this much time; it says
+	// More when work is left. Defaults to RetentionBudgetDefault.
+	Budget time.Duration
+}
+
+// WithDefaults returns c with its zero values set to the defaults.
+func (c RetentionConfig) WithDefaults() RetentionConfig {
+	c.Executions = cmp.Or(c.Executions, ExecutionRetentionDefault)
+	c.Audit = cmp.Or(c.Audit, AuditRetentionDefault)
+	c.Batch = cmp.Or(c.Batch, RetentionBatchDefault)
+	c.Budget = cmp.Or(c.Budget, RetentionBudgetDefault)
+	return c
+}
+
+func (c RetentionConfig) validate() error {
+	if c.Executions < 0 || c.Audit < 0 || c.Batch < 1 || c.Budget < 0 {
+		return errors.New("retention: durations must be positive and the batch at least 1")
+	}
+	return nil
+}
+
+// RetentionResult is what one Sweep removed.
+type RetentionResult struct {
+	Executions, Events, Audit int64
+	// More: the sweep stopped at its budget with work left.
+	More bool
+}
+
+// Retention removes history older than its retention: final executions
+// with their events, and audit records. It never removes an unfinished
+// execution, nor the latest scheduled execution of a task that exists
+// (db.DeleteExpiredExecutions): a slot never fires twice because its
+// history expired (docs/architecture.md, "Retention").
+type Retention struct {
+	pool *db.Pool
+	cfg  RetentionConfig
+
+	mu   sync.Mutex
+	pass *retentionPass // the executions pass in progress, if any
+}
+
+// retentionPass is a walk over every tenant's expired executions, resumed
+// by the next Sweep when one stops at its budget.
+type retentionPass struct {
+	tenants []string // the page of tenant ids being walked
+	last    bool     // tenants is the last page
+	i       int      // the tenant being walked
+	after   string   // the last execution id looked at in it
+}
+
+// NewRetention returns a Retention on pool; it panics on an invalid
+// configuration (a programmer's error: the server validates its
+// variables).
+func NewRetention(pool *db.Pool, cfg RetentionConfig) *Retention {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		panic(err)
+	}
+	return &Retention{pool: pool, cfg: cfg}
+}
+
+// Sweep removes expired audit records, then walks on through the
+// tenants' expired executions, in batches (one short transaction each)
+// until nothing is left or its budget is spent (More). Replicas take
+// turns: when another one holds the turn, Sweep stops and leaves the work
+// to it.
+func (r *Retention) Sweep(ctx context.Context) (RetentionResult, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var res RetentionResult
+	deadline := time.Now().Add(r.cfg.Budget)
+	for {
+		n, turn, err := db.DeleteExpiredAudit(ctx, r.pool, r.cfg.Audit, r.cfg.Batch)
+		res.Audit += n
+		if err != nil || !turn {
+			return res, storeError(err, "remove expired audit records")
+		}
+		if n < int64(r.cfg.Batch) {
+			break
+		}
+		if time.Now().After(deadline) {
+			res.More = true
+			return res, nil
+		}
+	}
+	for {
+		if time.Now().After(deadline) {
+			res.More = true
+			return res, nil
+		}
+		tenant, ok, err := r.nextTenant(ctx)
+		if err != nil || !ok {
+			return res, err
+		}
+		b, err := db.DeleteExpiredExecutions(ctx, r.pool, tenant, r.pass.after, r.cfg.Executions, r.cfg.Batch)
+		if err != nil || !b.Turn {
+			return res, storeError(err, "remove expired executions")
+		}
+		res.Executions += b.Executions
+		res.Events += b.Events
+		if b.Examined < r.cfg.Batch {
+			r.pass.i++
+			r.pass.after = ""
+		} else {
+			r.pass.after = b.Last
+		}
+	}
+}
+
+// nextTenant returns the tenant the executions pass is at, starting a
+// pass when none is in progress; ok is false (and the pass over) when
+// every tenant has been walked.
+func (r *Retention) nextTenant(ctx context.Context) (string, bool, error) {
+	if r.pass == nil {
+		r.pass = &retentionPass{}
+	}
+	p := r.pass
+	if p.i >= len(p.tenants) {
+		if p.last && p.tenants != nil {
+			r.pass = nil
+			return "", false, nil
+		}
+		after := ""
+		if len(p.tenants) > 0 {
+			after = p.tenants[len(p.tenants)-1]
+		}
+		ids, err := db.ListTenantIDs(ctx, r.pool, after, retentionTenantPage)
+		if err != nil {
+			return "", false, storeError(err, "list tenants")
+		}
+		p.tenants, p.i, p.after, p.last = ids, 0, "", len(ids) < retentionTenantPage
+		if len(ids) == 0 {
+			r.pass = nil
+			return "", false, nil
+		}
+	}
+	return p.tenants[p.i], true, nil
+}
