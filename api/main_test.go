@@ -66,6 +66,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		Backfills:   service.NewBackfills(pool, enq, tasks),
 		Idempotency: service.NewIdempotencyKeys(pool),
 		Audit:       service.NewAudit(pool),
+		Replicas:    service.NewReplicas(pool),
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, pool) },
 		BodyLimit:   opts.BodyLimit,
 		Version:     "test",

@@ -61,6 +61,8 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.GET("/stats", h.getStats, xR)
 
 	v1.GET("/audit", h.listAudit, requireScope(ScopeAuditRead))
+	admin := requireScope(ScopeAdmin)
+	v1.GET("/admin/replicas", h.listReplicas, admin)
 
 	// River's UI for operators: not part of the REST API, so not in the spec.
 	if h.cfg.RiverUI != nil {

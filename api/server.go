@@ -51,6 +51,8 @@ type Config struct {
 	Stats *service.Stats
 	// Audit serves GET /v1/audit. Required.
 	Audit *service.Audit
+	// Replicas serves GET /v1/admin/replicas. Required.
+	Replicas *service.Replicas
 	// RiverUI is River's web UI, served at RiverUIPrefix/ to admin tokens
 	// only (riverui.go). Nil: not mounted.
 	RiverUI http.Handler

@@ -190,6 +190,9 @@ var crossTenant = map[string]string{
 	// The reconciler looks for unfinished executions of every tenant that
 	// no live job carries; its joins are on (tenant_id, id).
 	"FindOrphanedExecutions": "the reconciler's look at every tenant's unfinished executions",
+	// A dead replica's River jobs carry executions of any tenant; the
+	// join to executions is on (tenant_id, id).
+	"ResumeJobsOf": "the events of a dead replica's resumed deliveries",
 }
 
 // reference matches a table reference: the keyword before it, the table

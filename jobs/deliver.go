@@ -189,10 +189,12 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	if d.Resumed {
 		log.info(ctx, "resuming an interrupted delivery")
 	}
+	w.metrics.inFlight.Add(1)
 	res := w.sender.Send(ctx, Request{
 		Method: d.Method, URL: d.URL, Headers: d.Headers, Body: d.Payload, Timeout: d.Timeout,
 		ExecutionID: d.ExecutionID, TaskID: d.TaskID, ScheduledFor: d.ScheduledFor, Round: d.Round, Attempt: d.Attempt, Keys: d.Keys,
 	})
+	w.metrics.inFlight.Add(-1)
 	sent()
 	remoteCancel := cancelledOnRequest(ctx)
 	if res.Err != nil && stopping(ctx) {

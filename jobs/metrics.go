@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +39,18 @@ type Metrics struct {
 	// RetentionDeleted counts rows removed by retention, by kind
 	// (executions, execution_events, audit).
 	RetentionDeleted *prometheus.CounterVec
+	// ReplicasLive is the number of live replicas, as this replica's last
+	// heartbeat saw it.
+	ReplicasLive prometheus.Gauge
+	// ReplicasDeclaredDead counts replicas this replica declared dead.
+	ReplicasDeclaredDead prometheus.Counter
+	// ReplicaJobsResumed counts River jobs of dead (or stopped) replicas
+	// this replica made available again.
+	ReplicaJobsResumed prometheus.Counter
+
+	// inFlight is the number of webhook requests under way in this
+	// process (ax_deliveries_in_flight, and the replica's heartbeat).
+	inFlight atomic.Int64
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: a
@@ -91,8 +104,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, kind := range []string{"executions", "execution_events", "audit"} {
 		m.RetentionDeleted.WithLabelValues(kind) // reported from the start, at 0
 	}
+	m.ReplicasLive = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ax_replicas_live", Help: "Live ax replicas, as this replica's last heartbeat saw them.",
+	})
+	m.ReplicasDeclaredDead = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ax_replicas_declared_dead_total",
+		Help: "Replicas this replica declared dead (no heartbeat for AX_REPLICA_DEAD_AFTER); their deliveries were resumed.",
+	})
+	m.ReplicaJobsResumed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ax_replica_jobs_resumed_total",
+		Help: "River jobs a dead or stopped replica was running that this replica made available again.",
+	})
+	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ax_deliveries_in_flight", Help: "Webhook requests under way in this process.",
+	}, func() float64 { return float64(m.inFlight.Load()) })
 	reg.MustRegister(m.Fires, m.FiringLateness, m.Attempts, m.AttemptDuration, m.RetriesScheduled, m.Finished,
-		m.MissedSlots, m.Reconciled, m.SchedulerPass, m.SchedulerClaimed, m.RetentionDeleted)
+		m.MissedSlots, m.Reconciled, m.SchedulerPass, m.SchedulerClaimed, m.RetentionDeleted, m.ReplicasLive,
+		m.ReplicasDeclaredDead, m.ReplicaJobsResumed, inFlight)
 	return m
 }
 
@@ -103,6 +131,10 @@ func (m *Metrics) ObserveRetention(r service.RetentionResult) {
 	m.RetentionDeleted.WithLabelValues("execution_events").Add(float64(r.Events))
 	m.RetentionDeleted.WithLabelValues("audit").Add(float64(r.Audit))
 }
+
+// DeliveriesInFlight returns the number of webhook requests under way in
+// this process.
+func (m *Metrics) DeliveriesInFlight() int { return int(m.inFlight.Load()) }
 
 // ObserveTick records one scheduler pass; it fits SchedulerLoopConfig.OnTick.
 func (m *Metrics) ObserveTick(r service.TickResult, d time.Duration) {

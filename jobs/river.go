@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,11 @@ const (
 // RiverConfig configures the working River client. Zero fields take the
 // documented defaults (WithDefaults).
 type RiverConfig struct {
+	// ClientID is the River client's ID, which River records in the
+	// attempted_by of every job it fetches: the replica's River client ID
+	// (service.Replicas), unique per process start. Empty: River's default
+	// (host name and start time).
+	ClientID string
 	// DeliverWorkers is the deliver queue's concurrency per process, and
 	// the number of webhooks one process sends at once. Default 400.
 	DeliverWorkers int
@@ -146,6 +152,9 @@ type WorkerDeps struct {
 	// execution is recorded, so that the backfill's next slots are created
 	// at once (service.Backfills.Wake). It must not block.
 	BackfillProgress func()
+	// Work tracks the jobs being worked (RunReplica releases the ones
+	// River shows running that are not). Default: a private tracker.
+	Work *WorkTracker
 }
 
 // NewRiverClient returns the River client that works ax's queues, on the
@@ -177,6 +186,7 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 		return river.QueueConfig{MaxWorkers: n, FetchCooldown: cfg.FetchCooldown, FetchPollInterval: poll}
 	}
 	client, err := enq.Workers(&river.Config{
+		ID:                   cfg.ClientID,
 		FetchCooldown:        cfg.FetchCooldown,
 		FetchPollInterval:    cfg.FetchPollInterval,
 		JobTimeout:           cfg.JobTimeout,
@@ -191,7 +201,8 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 			// NOTIFY, and retries can wait for a slow poll.
 			service.QueueAlert: queue(cfg.AlertWorkers, max(cfg.FetchPollInterval, alertPollInterval)),
 		},
-		Workers: workers,
+		Workers:    workers,
+		Middleware: []rivertype.Middleware{cmp.Or(deps.Work, NewWorkTracker())},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)

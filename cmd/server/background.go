@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/axhq/ax/db"
@@ -16,13 +17,22 @@ import (
 // with AX_AUTO_MIGRATE=false before its migration job finished serves
 // /healthz, fails /readyz, and begins work when the schema arrives.
 type background struct {
-	river   *service.RiverClient
-	logger  *slog.Logger
-	metrics *jobs.Metrics
-	cancel  context.CancelFunc
-	done    chan struct{}
-	// riverStarted records that River was started; read it after done.
+	river    *service.RiverClient
+	replicas *service.Replicas
+	replica  jobs.ReplicaLoopConfig
+	logger   *slog.Logger
+	metrics  *jobs.Metrics
+	cancel   context.CancelFunc
+	done     chan struct{}
+	// riverStarted records that River was started, and replicaID the
+	// replica's last id (empty: it never registered); read them after done.
 	riverStarted bool
+	replicaID    string
+	// heartbeatCtx ends the heartbeat (stopHeartbeat), after River
+	// stopped; heartbeats then gives the replica's last id.
+	heartbeatCtx  context.Context
+	stopHeartbeat context.CancelFunc
+	heartbeats    chan string
 }
 
 // startBackground starts River and the scheduler loop; the loop keeps
@@ -31,11 +41,17 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	sender *jobs.Sender, metrics *jobs.Metrics, clock *service.DBClock, backfills *service.Backfills, cfg config,
 	logger *slog.Logger,
 ) (*background, error) {
+	// A new id every start: the replica's, and its River client's, which
+	// River records in attempted_by of the jobs it runs.
+	replicaID := service.NewID()
 	riverCfg := jobs.RiverConfig{
+		ClientID:       replicaID,
 		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout, FetchPollInterval: cfg.FetchPollInterval,
 		RescueStuckJobsAfter: cfg.RescueAfter, SoftStopTimeout: cfg.SoftStopTimeout,
 	}
+	work := jobs.NewWorkTracker()
 	rc, err := jobs.NewRiverClient(enq, riverCfg, jobs.WorkerDeps{
+		Work:       work,
 		Deliveries: deliveries,
 		Sender:     sender,
 		Logger:     logger,
@@ -49,7 +65,13 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	}
 	// Its own context: shutdown stops it explicitly, after the HTTP server.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	b := &background{river: rc, logger: logger, metrics: metrics, cancel: cancel, done: make(chan struct{})}
+	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
+	host, _ := os.Hostname()
+	b := &background{river: rc, replicas: service.NewReplicas(d.pool), logger: logger, metrics: metrics, cancel: cancel,
+		done: make(chan struct{}), replica: jobs.ReplicaLoopConfig{
+			ID: replicaID, RiverClientID: replicaID, Hostname: host, Version: version(), DeadAfter: cfg.ReplicaDeadAfter,
+			Logger: logger, Metrics: metrics, Work: work,
+		}, heartbeatCtx: hbCtx, stopHeartbeat: stopHeartbeat, heartbeats: make(chan string, 1)}
 	retention := service.NewRetention(d.pool, service.RetentionConfig{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
 	go b.run(runCtx, d.pool, enq, backfills, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock}, retention)
 	return b, nil
@@ -74,6 +96,25 @@ func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueu
 		case <-time.After(2 * time.Second):
 		}
 	}
+	// Registered before River fetches anything under its client ID.
+	for warned := false; ; warned = true {
+		_, err := b.replicas.Register(ctx, b.replica.ID, b.replica.RiverClientID, b.replica.Hostname, b.replica.Version)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if !warned {
+			b.logger.Warn("could not register the replica; retrying", "replica_id", b.replica.ID, "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	b.replicaID = b.replica.ID
 	if err := b.river.Start(ctx); err != nil {
 		b.logger.Error("start river", "error", err.Error())
 		return
@@ -91,6 +132,9 @@ func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueu
 		jobs.RunRetention(ctx, retention, jobs.RetentionLoopConfig{Logger: b.logger, OnSweep: b.metrics.ObserveRetention})
 	}()
 	defer func() { <-retained }()
+	// The heartbeat outlives the scheduler: it goes on while River's stop
+	// lets deliveries finish, so that no replica takes them meanwhile.
+	go func() { b.heartbeats <- jobs.RunReplica(b.heartbeatCtx, b.replicas, b.replica) }()
 	jobs.RunScheduler(ctx, service.NewScheduler(pool, enq, schedCfg, b.logger),
 		jobs.SchedulerLoopConfig{Logger: b.logger, OnTick: b.metrics.ObserveTick, OnReconcile: b.metrics.ObserveReconcile,
 			ExpireKeys: service.NewIdempotencyKeys(pool).ExpireKeys})
@@ -102,6 +146,7 @@ func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueu
 func (b *background) stop(timeout time.Duration) {
 	b.cancel()
 	<-b.done
+	defer b.stopHeartbeat()
 	if !b.riverStarted {
 		return
 	}
@@ -109,5 +154,17 @@ func (b *background) stop(timeout time.Duration) {
 	defer cancel()
 	if err := b.river.Stop(ctx); err != nil {
 		b.logger.Error("river did not stop in time", "error", fmt.Sprint(err))
+	}
+	b.stopHeartbeat()
+	b.replicaID = <-b.heartbeats
+	// Gone, not dead: no other replica waits AX_REPLICA_DEAD_AFTER for it.
+	// A job River's stop left running (it timed out) is resumed elsewhere.
+	leaveCtx, cancelLeave := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelLeave()
+	if n, err := b.replicas.Leave(leaveCtx, b.replicaID, b.replica.RiverClientID); err != nil {
+		b.logger.Warn("could not deregister the replica; the others will declare it dead", "replica_id", b.replicaID,
+			"error", err.Error())
+	} else if n > 0 {
+		b.logger.Warn("made the jobs River's stop left running available again", "jobs", n)
 	}
 }

@@ -37,6 +37,7 @@ type config struct {
 	FetchPollInterval   time.Duration   // AX_FETCH_POLL_INTERVAL; 0: jobs default
 	RescueAfter         time.Duration   // AX_RESCUE_STUCK_JOBS_AFTER; 0: jobs default
 	SoftStopTimeout     time.Duration   // AX_SOFT_STOP_TIMEOUT; 0: jobs default
+	ReplicaDeadAfter    time.Duration   // AX_REPLICA_DEAD_AFTER
 	RiverUI             bool            // AX_RIVERUI: serve River's UI at /riverui/ to admin tokens
 	DebugAddr           string          // AX_DEBUG_ADDR: Go's pprof profiles on a separate listener; "" off
 	ExecutionRetention  time.Duration   // AX_EXECUTION_RETENTION
@@ -162,6 +163,15 @@ func loadConfig(getenv func(string) string) (config, error) {
 			} else {
 				*d.dst = p
 			}
+		}
+	}
+	c.ReplicaDeadAfter = service.ReplicaDeadAfterDefault
+	if v := getenv("AX_REPLICA_DEAD_AFTER"); v != "" {
+		if d, err := time.ParseDuration(v); err != nil || d < service.ReplicaDeadAfterMin || d > service.ReplicaDeadAfterMax {
+			errs.add("AX_REPLICA_DEAD_AFTER", v, fmt.Sprintf(`want a duration from %s to %s, e.g. "15s"`,
+				service.ReplicaDeadAfterMin, service.ReplicaDeadAfterMax))
+		} else {
+			c.ReplicaDeadAfter = d
 		}
 	}
 	c.DBMaxConns = dbMaxConnsDefault

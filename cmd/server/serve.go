@@ -202,6 +202,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Metrics:     registry,
 		Stats:       stats,
 		Audit:       service.NewAudit(d.pool),
+		Replicas:    service.NewReplicas(d.pool),
 		RiverUI:     riverUI,
 	})
 	srv := &http.Server{
@@ -224,7 +225,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	base := "http://" + displayAddr(ln.Addr())
-	logger.Info("ax started", "addr", ln.Addr().String(), "version", version(), "embedded_postgres", cfg.Embedded())
+	logger.Info("ax started", "addr", ln.Addr().String(), "version", version(), "embedded_postgres", cfg.Embedded(),
+		"replica_id", bg.replica.ID)
 	printBanner(stdout, base, cfg, secret)
 
 	select {

@@ -109,7 +109,7 @@ func TestMonitoringNamesMetricsAxExports(t *testing.T) {
 	}
 	sort.Strings(alerts)
 	require.Equal(t, []string{"AxAPIErrors", "AxDeliveryBacklog", "AxDeliveryBatchFailures", "AxFiringLate",
-		"AxMissedSlots", "AxReconciledExecutions"}, alerts)
+		"AxMissedSlots", "AxReconciledExecutions", "AxReplicaDeclaredDead"}, alerts)
 	d := readDashboard(t)
 	require.Equal(t, "ax-overview", d.UID)
 	require.NotEmpty(t, d.Panels)
