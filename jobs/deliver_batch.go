@@ -85,6 +85,7 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 		}
 	}
 	inflight := newInflight()
+	var noSlot handOffGroup
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() {
@@ -103,9 +104,17 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 					fail(ctx.Err())
 					return
 				}
-				if err := w.handOff(ctx, elog, []service.ExecutionRef{ref}, lease, job.Priority, time.Time{},
-					"no send slot within %s", w.one.slotWait); err != nil {
-					fail(err)
+				// The batch's members time out together: one transaction
+				// hands off all that are waiting, not one each — a backlog
+				// must not make catching up dearer.
+				if !noSlot.add(ref) {
+					return
+				}
+				for refs := noSlot.take(); len(refs) > 0; refs = noSlot.take() {
+					if err := w.handOff(ctx, log, refs, lease, job.Priority, time.Time{},
+						"no send slot within %s", w.one.slotWait); err != nil {
+						fail(err)
+					}
 				}
 				return
 			}
@@ -168,6 +177,40 @@ func (w *DeliverBatchWorker) handOff(ctx context.Context, log attrLogger, refs [
 	log.info(ctx, "executions continue in deliver jobs of their own", slog.Int("executions", len(refs)),
 		slog.String("reason", fmt.Sprintf(why, whyArgs...)))
 	return nil
+}
+
+// handOffGroup gathers executions to hand off together (group commit):
+// the first to arrive flushes, and keeps flushing what arrived meanwhile
+// until nothing is left.
+type handOffGroup struct {
+	mu       sync.Mutex
+	pending  []service.ExecutionRef
+	flushing bool
+}
+
+// add queues ref and reports whether the caller must flush (take, hand
+// off, until take returns nothing).
+func (g *handOffGroup) add(ref service.ExecutionRef) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pending = append(g.pending, ref)
+	if g.flushing {
+		return false
+	}
+	g.flushing = true
+	return true
+}
+
+// take returns what is queued; when nothing is, the flush is over.
+func (g *handOffGroup) take() []service.ExecutionRef {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	refs := g.pending
+	g.pending = nil
+	if len(refs) == 0 {
+		g.flushing = false
+	}
+	return refs
 }
 
 // cancelWatchInterval is how often a batch looks for cancel requests of

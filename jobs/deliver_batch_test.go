@@ -246,3 +246,44 @@ func TestDeliverBatchSlotWait(t *testing.T) {
 		WHERE kind = 'deliver' AND args->>'execution_id' = $1`, waiting).Scan(&snoozes))
 	require.Positive(t, snoozes, "the handed-off job snoozed while the only slot was busy")
 }
+
+// TestDeliverBatchSlotWaitHandsOffTogether: the members of a batch that
+// find no send slot within the slot wait are handed off in a few
+// transactions, not in one each (a backlog must not make catching up
+// dearer), and each is still sent once, as attempt 1.
+func TestDeliverBatchSlotWaitHandsOffTogether(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{River: RiverConfig{DeliverWorkers: 2, JobTimeout: 2 * time.Second}})
+	recv := newScript(t).holdRequests()
+	ep := h.endpoint(recv.srv.URL, nil)
+	tasks := make([]service.Task, 12)
+	for i := range tasks {
+		tasks[i] = h.task(ep.ID, nil)
+	}
+	ids, batchJob := h.fireBatch(tasks, time.Now().UTC())
+	sent := map[string]bool{recv.next(t).Header.Get("Idempotency-Key"): true, recv.next(t).Header.Get("Idempotency-Key"): true}
+	var waiting []string
+	for _, id := range ids {
+		if !sent[id] {
+			waiting = append(waiting, id)
+		}
+	}
+	require.Len(t, waiting, 10)
+	require.Eventually(t, func() bool {
+		var n int
+		err := h.pool.QueryRow(t.Context(), `SELECT count(*) FROM river_job
+			WHERE kind = 'deliver' AND args->>'execution_id' = ANY($1)`, waiting).Scan(&n)
+		return err == nil && n == len(waiting)
+	}, 10*time.Second, 10*time.Millisecond, "every member without a slot is handed off")
+	var txs int
+	require.NoError(t, h.pool.QueryRow(t.Context(), `SELECT count(DISTINCT xmin::text) FROM river_job
+		WHERE kind = 'deliver' AND args->>'execution_id' = ANY($1)`, waiting).Scan(&txs))
+	t.Logf("10 members handed off in %d transaction(s)", txs)
+	require.LessOrEqual(t, txs, len(waiting)/2, "members that time out together are handed off together")
+	recv.releaseAll()
+	for _, id := range ids {
+		e := h.waitState(id, service.ExecSucceeded)
+		require.Equal(t, 1, e.Attempts)
+	}
+	h.waitJobState(batchJob, "completed")
+}
