@@ -197,6 +197,8 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 		ErrorHandler: panicLogger{logger: deps.Logger},
 		Queues: map[string]river.QueueConfig{
 			service.QueueDeliver: queue(cfg.DeliverWorkers, cfg.FetchPollInterval),
+			// Batches share the deliver queue's send slots (DeliverWorkers).
+			service.QueueDeliverBatch: queue(service.DeliverBatchWorkers(cfg.DeliverWorkers), cfg.FetchPollInterval),
 			// Alerts are not due at an instant: new ones wake the queue by
 			// NOTIFY, and retries can wait for a slow poll.
 			service.QueueAlert: queue(cfg.AlertWorkers, max(cfg.FetchPollInterval, alertPollInterval)),

@@ -18,8 +18,14 @@ import (
 
 // River queues and job kinds.
 const (
-	// QueueDeliver carries webhook deliveries.
+	// QueueDeliver carries webhook deliveries of one execution each.
 	QueueDeliver = "deliver"
+	// QueueDeliverBatch carries the batched first deliveries of fires
+	// (DeliverBatchArgs). A queue of their own bounds how many batches a
+	// process fetches — a burst is shared between replicas instead of being
+	// held, unstarted, by the first to fetch — without bounding the single
+	// deliveries (retries, hand-offs).
+	QueueDeliverBatch = "deliver_batch"
 	// QueueAlert carries failure alerts, so a flood of alerts cannot delay
 	// scheduled deliveries.
 	QueueAlert = "alert"
@@ -87,6 +93,15 @@ const (
 	deliverBatchMax    = 50
 	deliverBatchWindow = 20 * time.Millisecond
 )
+
+// DeliverBatchWorkers is how many batch jobs (QueueDeliverBatch) a process
+// with sendSlots send slots works at once: members for twice its slots, so
+// that sends never wait for a fetch, and no more, so that what a process
+// holds beyond what it can start soon is small (another replica takes the
+// rest of a burst; a replica that dies strands little).
+func DeliverBatchWorkers(sendSlots int) int {
+	return max(4, (2*sendSlots+deliverBatchMax-1)/deliverBatchMax)
+}
 
 // deliverBatchMaxAttempts is a batch job's River attempts: every run after
 // the first only hands its executions off, so more runs cost little and
@@ -157,7 +172,7 @@ func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []r
 		for i, e := range chunk {
 			args.Executions[i] = ExecutionRef{TenantID: e.TenantID, ExecutionID: e.ID, ScheduledFor: e.ScheduledFor.UTC()}
 		}
-		opts := &river.InsertOpts{Queue: QueueDeliver, Priority: first.Priority, MaxAttempts: deliverBatchMaxAttempts}
+		opts := &river.InsertOpts{Queue: QueueDeliverBatch, Priority: first.Priority, MaxAttempts: deliverBatchMaxAttempts}
 		if due := first.ScheduledFor.Add(-ahead); due.After(now) {
 			opts.ScheduledAt = due
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
+	"github.com/axhq/ax/service"
 )
 
 // logCapture keeps a process's log, and passes it on to the test's.
@@ -414,4 +416,89 @@ func rawGet(t *testing.T, url string) []byte {
 	body, err := io.ReadAll(res.Body)
 	require.NoError(t, err)
 	return body
+}
+
+// TestBurstSharedBetweenReplicas: a burst of fires due at one instant is
+// shared between two replicas instead of being held, unstarted, by the
+// first to fetch: with 10 send slots a replica works at most
+// service.DeliverBatchWorkers(10) batch jobs at once, so while the
+// receiver holds every request, each replica holds a bounded share and the
+// rest of the burst waits in River, available to whichever frees first.
+func TestBurstSharedBetweenReplicas(t *testing.T) {
+	t.Parallel()
+	const tasks, slots = 1000, 10
+	maxBatches := service.DeliverBatchWorkers(slots)
+	env := deadReplicaEnv(t)
+	env["AX_DELIVER_WORKERS"] = strconv.Itoa(slots)
+	pool, err := pgxpool.New(t.Context(), env["AX_DATABASE_URL"])
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	recv := newHoldReceiver(t, map[string]int{"*": http.StatusOK})
+	a, b := startReplica(t, env), startReplica(t, env)
+	tok := cliToken(t, env, "burst", "tasks:read tasks:write endpoints:read endpoints:write executions:read")
+	ep := apiPost(t, a.base, tok, "/v1/endpoints", map[string]any{"name": "recv", "url": recv.srv.URL + "/hook", "timeout_ms": 60000})
+
+	runAt := time.Now().Add(8 * time.Second).UTC()
+	var wg sync.WaitGroup
+	next := make(chan int)
+	errs := make(chan error, tasks)
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				code, _, body := rawDo(t, http.MethodPost, a.base+"/v1/tasks", tok, map[string]any{
+					"name": fmt.Sprintf("burst-%d", i), "endpoint_id": ep["id"],
+					"schedule": map[string]any{"type": "once", "run_at": runAt.Format(time.RFC3339Nano)},
+				})
+				if code != http.StatusCreated {
+					errs <- fmt.Errorf("create task %d: %d %s", i, code, body)
+				}
+			}
+		})
+	}
+	for i := range tasks {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Less(t, time.Now(), runAt, "the tasks were created before their instant")
+
+	// Both replicas fill their send slots; then what each holds is looked at.
+	recv.await(t, 2*slots, 30*time.Second)
+	var held map[string]int
+	require.Eventually(t, func() bool {
+		held = map[string]int{}
+		rows, err := pool.Query(t.Context(), `SELECT attempted_by[array_upper(attempted_by, 1)], count(*)::int FROM river_job
+			WHERE state = 'running' AND kind = 'deliver_batch' GROUP BY 1`)
+		if err != nil {
+			return false
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c string
+			var n int
+			if rows.Scan(&c, &n) != nil {
+				return false
+			}
+			held[c] = n
+		}
+		return held[a.id] == maxBatches && held[b.id] == maxBatches
+	}, 20*time.Second, 100*time.Millisecond, "each replica works its share of batches")
+	time.Sleep(time.Second) // and takes no more while its sends are held
+	held = runningByClient(t, pool)
+	require.LessOrEqual(t, held[a.id], maxBatches+slots, "replica a holds batches and hand-offs within its bound: %v", held)
+	require.LessOrEqual(t, held[b.id], maxBatches+slots, "replica b holds batches and hand-offs within its bound: %v", held)
+	waiting := countRows(t, pool, `SELECT count(*)::int FROM river_job WHERE state = 'available' AND kind = 'deliver_batch'`)
+	t.Logf("running jobs per replica %v (at most %d batches each); %d batch jobs wait, available to either", held, maxBatches,
+		waiting)
+	require.Positive(t, waiting, "the rest of the burst waits in River")
+
+	recv.open("*")
+	require.Eventually(t, func() bool {
+		return countRows(t, pool, `SELECT count(*)::int FROM executions WHERE state = 'succeeded'`) == tasks
+	}, 120*time.Second, 250*time.Millisecond, "every delivery completes")
+	require.Equal(t, tasks, len(recv.keys()), "each execution's key reached the receiver")
 }

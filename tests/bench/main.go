@@ -83,6 +83,7 @@ type options struct {
 	analyze     bool
 	cpuProfile  string
 	receiver    string
+	history     int
 }
 
 // multiFlag is a repeatable KEY=VALUE flag.
@@ -98,12 +99,12 @@ func (m *multiFlag) Set(v string) error {
 	return nil
 }
 
-var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling"}
+var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling", "retention"}
 
 func main() {
 	var o options
 	flag.StringVar(&o.scenario, "scenario", "precision",
-		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling, a comma-separated list, or all")
+		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling|retention, a comma-separated list, or all")
 	flag.IntVar(&o.tasks, "tasks", 0, "number of tasks (0: the scenario's default: precision 1000, sustained 5000, "+
 		"burst 10000, idle 1000000, ceiling 20000 jobs per configuration)")
 	flag.DurationVar(&o.duration, "duration", 30*time.Second, "measurement window (precision, sustained, idle, and each api phase)")
@@ -131,6 +132,8 @@ func main() {
 	flag.Var(&o.pgSettings, "pg", "extra PostgreSQL setting name=value for experiments, e.g. synchronous_commit=off (repeatable)")
 	flag.Var(&o.env, "env", "extra KEY=VALUE for ax's environment, e.g. a tuning variable (repeatable)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write this command's own CPU profile (the receiver, the load) to this file")
+	flag.IntVar(&o.history, "history", 3_000_000, "retention: finished executions older than the retention to seed before "+
+		"measuring (enough that the sweep works at full speed through the window)")
 	flag.StringVar(&o.receiver, "receiver", receiverFast, "the webhook receiver's HTTP server: "+receiverFast+" or "+receiverNetHTTP+
 		" (it shares the machine with ax; see receiver.go)")
 	flag.Parse()
@@ -274,6 +277,8 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 		return apiScenario(ctx, st, o)
 	case "ceiling":
 		return ceiling(ctx, st, o, orInt(n, 20_000))
+	case "retention":
+		return retention(ctx, st, o, orInt(n, 1000))
 	}
 	return nil, fmt.Errorf("unknown scenario %q", name)
 }

@@ -22,6 +22,11 @@ type shape struct {
 	startAt bool
 	// analyze: ANALYZE the database before the window (with -analyze).
 	analyze bool
+	// prepare, if set, runs once ax, the receiver and the endpoint are up,
+	// before the tasks are created (retention: seed old history).
+	prepare func(ctx context.Context, s *session, res *result) error
+	// after, if set, runs after the window, while ax still runs.
+	after func(ctx context.Context, s *session, res *result)
 }
 
 // benchShape is the shape of precision and sustained: the cluster's socket,
@@ -191,6 +196,11 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 		Scenario: name, Tasks: n, IntervalSeconds: o.interval, Staggered: &stagger,
 		FiresPerSecond: float64(n) / iv.Seconds(),
 	}
+	if sh.prepare != nil {
+		if err := sh.prepare(ctx, s, res); err != nil {
+			return res, err
+		}
+	}
 	if sh.tcp {
 		res.Notes = append(res.Notes, "ax reaches PostgreSQL over TCP on 127.0.0.1")
 	}
@@ -270,6 +280,9 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 		return res, err
 	}
 	got := s.rcv.snapshot()
+	if sh.after != nil {
+		sh.after(ctx, s, res)
+	}
 	s.ax.stop()
 	s.finish(ctx, res)
 	s.stages(ctx, res, w0, w1)
