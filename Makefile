@@ -37,7 +37,7 @@ fuzz: ## Run each fuzz target for FUZZ_TIME.
 
 .PHONY: lint
 lint: ## Run golangci-lint v2.
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 .PHONY: generate
 generate: ## Regenerate openapi/ from the handlers' annotations.
