@@ -95,12 +95,15 @@ const (
 )
 
 // DeliverBatchWorkers is how many batch jobs (QueueDeliverBatch) a process
-// with sendSlots send slots works at once: members for twice its slots, so
-// that sends never wait for a fetch, and no more, so that what a process
-// holds beyond what it can start soon is small (another replica takes the
-// rest of a burst; a replica that dies strands little).
+// with sendSlots send slots works at once: members for four times its
+// slots, and no more, so that what a process holds beyond what it can
+// start soon is bounded (another replica takes the rest of a burst; a
+// replica that dies strands little). Four, not two: a batch is fetched
+// ahead of its slot and holds its worker until its last member is
+// recorded, about 200 ms, so 5,000 fires/s keep about 20 batches in hand,
+// and the bound must not be what limits throughput.
 func DeliverBatchWorkers(sendSlots int) int {
-	return max(4, (2*sendSlots+deliverBatchMax-1)/deliverBatchMax)
+	return max(4, (4*sendSlots+deliverBatchMax-1)/deliverBatchMax)
 }
 
 // deliverBatchMaxAttempts is a batch job's River attempts: every run after
