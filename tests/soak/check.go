@@ -54,6 +54,7 @@ type result struct {
 	keyMismatch, unknownKey, slotManyKeys, early, offSchedule     int
 	executions                                                    int
 	samples                                                       []string
+	suspects                                                      []string // executions whose timeline the report shows
 	kills                                                         []*killTracker
 }
 
@@ -129,7 +130,29 @@ func check(ctx context.Context, e *env) (*result, error) {
 		return nil, err
 	}
 	reqs := e.recv.requests()
-	return evaluate(tasks, execs, reqs), nil
+	r := evaluate(tasks, execs, reqs)
+	for _, id := range r.suspects[:min(len(r.suspects), 5)] {
+		rows, err := e.pool.Query(ctx, `SELECT type, at, coalesce(attempt, 0), coalesce(message, ''), coalesce(data::text, '')
+			FROM execution_events WHERE execution_id = $1 ORDER BY seq`, id)
+		if err != nil {
+			return nil, err
+		}
+		var lines []string
+		for rows.Next() {
+			var typ, msg, data string
+			var at time.Time
+			var attempt int
+			if err := rows.Scan(&typ, &at, &attempt, &msg, &data); err != nil {
+				return nil, err
+			}
+			lines = append(lines, fmt.Sprintf("%s %s attempt %d %s %s", fmtT(at), typ, attempt, msg, data))
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		r.samples = append(r.samples, "timeline of "+id+" (implied events not shown): "+strings.Join(lines, "; "))
+	}
+	return r, nil
 }
 
 // evaluate is the check proper.
@@ -227,7 +250,9 @@ func evaluate(tasks map[string]*taskRow, execs []execRow, reqs []request) *resul
 				r.violation("slot %s of task %s has %d round-1 executions", fmtT(s), t.id, len(xs))
 			}
 			if t.mayMiss(s) {
-				r.mayFire++
+				if len(xs) > 0 || !t.pausedForGood(s) {
+					r.mayFire++
+				}
 				continue
 			}
 			r.expected++
@@ -243,7 +268,9 @@ func evaluate(tasks map[string]*taskRow, execs []execRow, reqs []request) *resul
 				r.failed++
 			case "cancelled", "skipped":
 				r.lost++
-				r.violation("slot %s of task %s: execution %s is %s though the task was active", fmtT(s), t.id, x.id, x.state)
+				r.violation("slot %s of task %s (%s): execution %s is %s though the task was active", fmtT(s), t.id,
+					t.describe(), x.id, x.state)
+				r.suspects = append(r.suspects, x.id)
 			}
 		}
 		for k, xs := range bySlot {
@@ -303,12 +330,23 @@ func (t *taskRow) mayMiss(s time.Time) bool {
 	})
 }
 
+// pausedForGood reports whether s is in a pause that never ended (the
+// final one): such slots are not counted unless they have an execution.
+func (t *taskRow) pausedForGood(s time.Time) bool {
+	n := len(t.paused)
+	return n > 0 && t.paused[n-1][1].After(time.Now()) && !s.Before(t.paused[n-1][0])
+}
+
 func (t *taskRow) describe() string {
+	var pauses []string
+	for _, p := range t.paused {
+		pauses = append(pauses, fmtT(p[0])+"–"+fmtT(p[1]))
+	}
 	switch t.kind {
 	case "interval":
-		return fmt.Sprintf("every %d s, %d pauses", t.interval, len(t.paused))
+		return fmt.Sprintf("every %d s, paused %v", t.interval, pauses)
 	case "cron":
-		return fmt.Sprintf("cron %q, %d pauses", t.cron, len(t.paused))
+		return fmt.Sprintf("cron %q, paused %v", t.cron, pauses)
 	}
 	return "once"
 }
