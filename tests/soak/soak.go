@@ -345,6 +345,9 @@ func nemesis(ctx context.Context, c *cluster, g *rng) {
 			return
 		case <-time.After(g.between(e.o.nemesisEvery/2, e.o.nemesisEvery*3/2)):
 		}
+		if ctx.Err() != nil {
+			return // both were ready (e.g. after this process was paused): no fault past the end
+		}
 		switch k := g.intN(8); k {
 		case 0, 1: // kill -9
 			r := c.take(g)
