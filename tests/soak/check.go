@@ -35,6 +35,7 @@ type taskRow struct {
 type execRow struct {
 	id, taskID, state, trigger string
 	slot                       time.Time
+	finishedAt                 *time.Time
 	round, attempts            int
 	rescheduled                bool
 }
@@ -48,7 +49,7 @@ func keyOf(task string, t time.Time) slotKey { return slotKey{task, t.UnixMicro(
 
 // result is what the checker found.
 type result struct {
-	expected, delivered, failed, lost, mayFire                    int
+	expected, delivered, failed, lost, mayFire, cancelledByPause  int
 	duplicatedSlots, nonFinal, notReceived, cancelledButSent      int
 	requests, distinctKeys, duplicateRequests, dupAfter2xx        int
 	keyMismatch, unknownKey, slotManyKeys, early, offSchedule     int
@@ -113,15 +114,15 @@ func check(ctx context.Context, e *env) (*result, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	rows, err = e.pool.Query(ctx, `SELECT id::text, task_id::text, state, trigger, scheduled_for, round, attempts, rescheduled
-		FROM executions WHERE tenant_id = 'soak'`)
+	rows, err = e.pool.Query(ctx, `SELECT id::text, task_id::text, state, trigger, scheduled_for, round, attempts, rescheduled,
+		finished_at FROM executions WHERE tenant_id = 'soak'`)
 	if err != nil {
 		return nil, err
 	}
 	var execs []execRow
 	for rows.Next() {
 		var x execRow
-		if err := rows.Scan(&x.id, &x.taskID, &x.state, &x.trigger, &x.slot, &x.round, &x.attempts, &x.rescheduled); err != nil {
+		if err := rows.Scan(&x.id, &x.taskID, &x.state, &x.trigger, &x.slot, &x.round, &x.attempts, &x.rescheduled, &x.finishedAt); err != nil {
 			return nil, err
 		}
 		execs = append(execs, x)
@@ -267,6 +268,12 @@ func evaluate(tasks map[string]*taskRow, execs []execRow, reqs []request) *resul
 			case "failed":
 				r.failed++
 			case "cancelled", "skipped":
+				if x.state == "cancelled" && x.finishedAt != nil && t.pausedAt(*x.finishedAt) {
+					// A pause cancels a due execution that has not started
+					// and a retry at its next start, however old its slot.
+					r.cancelledByPause++
+					continue
+				}
 				r.lost++
 				r.violation("slot %s of task %s (%s): execution %s is %s though the task was active", fmtT(s), t.id,
 					t.describe(), x.id, x.state)
@@ -330,6 +337,14 @@ func (t *taskRow) mayMiss(s time.Time) bool {
 	})
 }
 
+// pausedAt reports whether the task was paused at t (with a second's
+// margin on both sides for the transactions' own times).
+func (t *taskRow) pausedAt(at time.Time) bool {
+	return slices.ContainsFunc(t.paused, func(p [2]time.Time) bool {
+		return !at.Before(p[0].Add(-time.Second)) && at.Before(p[1].Add(time.Second))
+	})
+}
+
 // pausedForGood reports whether s is in a pause that never ended (the
 // final one): such slots are not counted unless they have an execution.
 func (t *taskRow) pausedForGood(s time.Time) bool {
@@ -359,6 +374,7 @@ func (r *result) print(o options) {
 	fmt.Printf("  expected slots          %d  (plus %d near a pause or resume, which may or may not fire)\n", r.expected, r.mayFire)
 	fmt.Printf("  delivered               %d\n", r.delivered)
 	fmt.Printf("  failed (retries spent)  %d\n", r.failed)
+	fmt.Printf("  cancelled by a pause    %d  (due, not yet sent or retrying, when its task was paused)\n", r.cancelledByPause)
 	fmt.Printf("  lost                    %d\n", r.lost)
 	fmt.Printf("  duplicated slots        %d  (slots with two round-1 executions)\n", r.duplicatedSlots)
 	fmt.Printf("  duplicate requests      %d  (a key received again; %d after a 2xx answer); keys received %d\n",

@@ -300,7 +300,7 @@ func onceLoad(ctx context.Context, c *cluster, g *rng, endpoint string) {
 	}
 }
 
-// pauseLoad pauses a random pausable task every few seconds and resumes it
+// pauseLoad pauses a random pausable task every 4–12 s and resumes it
 // 3–15 s later.
 func pauseLoad(ctx context.Context, c *cluster, g *rng, ids []string) {
 	var wg sync.WaitGroup
@@ -311,7 +311,7 @@ func pauseLoad(ctx context.Context, c *cluster, g *rng, ids []string) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(g.between(2*time.Second, 6*time.Second)):
+		case <-time.After(g.between(4*time.Second, 12*time.Second)):
 		}
 		id := ids[g.intN(len(ids))]
 		mu.Lock()
