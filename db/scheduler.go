@@ -107,7 +107,7 @@ func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecut
 			SELECT tenant_id, id, task_id, scheduled_for, 'schedule', late, implicit
 			FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::bool[], $6::int2[])
 				AS i(tenant_id, id, task_id, scheduled_for, late, implicit)
-			ON CONFLICT (task_id, scheduled_for, round) WHERE trigger IN ('schedule', 'backfill') AND NOT rescheduled DO NOTHING
+			ON CONFLICT (task_id, scheduled_for, round, shard) WHERE trigger IN ('schedule', 'backfill') AND NOT rescheduled DO NOTHING
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
 			INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)

@@ -192,6 +192,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	res := w.sender.Send(ctx, Request{
 		Method: d.Method, URL: d.URL, Headers: d.Headers, Body: d.Payload, Timeout: d.Timeout,
 		ExecutionID: d.ExecutionID, TaskID: d.TaskID, ScheduledFor: d.ScheduledFor, Round: d.Round, Attempt: d.Attempt, Keys: d.Keys,
+		WorkflowID: d.WorkflowID, WorkflowRunID: d.WorkflowRunID, Node: d.Node, ShardIndex: d.Shard, ShardCount: d.ShardCount,
 	})
 	sent()
 	remoteCancel := cancelledOnRequest(ctx)
@@ -277,6 +278,7 @@ func outcome(res Result, c Class, d service.Delivery, jobTimeout time.Duration) 
 	out := service.Outcome{
 		StatusCode: res.StatusCode, Latency: res.Latency, ErrorClass: c.ErrorClass, Excerpt: res.Excerpt,
 		RetryAfter: c.RetryAfter, DisableEndpoint: c.DisableEndpoint, EndpointID: d.EndpointID,
+		WorkflowRun: d.WorkflowRunID != "",
 	}
 	switch c.Outcome {
 	case OutcomeSuccess:

@@ -245,6 +245,11 @@ func (s *Executions) change(ctx context.Context, tenant, id, action string, fn f
 		if err := fn(tx, row); err != nil {
 			return err
 		}
+		if row.WorkflowRunID != nil { // a node's execution: its run may move on
+			if err := (runEngine{enq: s.enq}).advanceRun(ctx, tx, tenant, *row.WorkflowRunID); err != nil {
+				return err
+			}
+		}
 		before := row
 		if row, err = db.GetExecution(ctx, tx, tenant, id, false); err != nil {
 			return storeError(err, "load execution")
@@ -415,7 +420,7 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		// Not locked: the scheduler claims tasks with SKIP LOCKED, and a
 		// lock here would make it skip this task for a tick.
-		task, err := db.GetTask(ctx, tx, tenant, taskID, false)
+		task, err := apiTask(db.GetTask(ctx, tx, tenant, taskID, false))
 		if err != nil {
 			return storeError(err, "load task")
 		}
@@ -551,7 +556,7 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 	}
 	var out ExecutionDetail
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		row, err := db.GetTask(ctx, tx, tenant, taskID, false)
+		row, err := apiTask(db.GetTask(ctx, tx, tenant, taskID, false))
 		if err != nil {
 			return storeError(err, "load task")
 		}

@@ -115,6 +115,7 @@ type TickResult struct {
 	Fired     int   // executions created
 	Duplicate int   // slots that already had an execution
 	Missed    int64 // slots not fired by misfire policy
+	Runs      int   // workflow runs created
 	// More is true when the batch was full: call Tick again at once.
 	More bool
 }
@@ -172,6 +173,13 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 	})
 	if err != nil {
 		return TickResult{}, fmt.Errorf("scheduler tick: %w", err)
+	}
+	if !res.More { // the workflows' slots, once the tasks' backlog is written
+		runs, err := s.tickWorkflows(ctx)
+		if err != nil {
+			return TickResult{}, err
+		}
+		res.Runs = runs
 	}
 	return res, nil
 }

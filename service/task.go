@@ -210,7 +210,7 @@ func (s *Tasks) withCalendars(ctx context.Context, q db.Querier, tenant string, 
 // recomputed from now, and its version moves on (the scheduler re-reads
 // the schedule).
 func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string) error {
-	row, err := db.GetTask(ctx, tx, tenant, id, true)
+	row, err := apiTask(db.GetTask(ctx, tx, tenant, id, true))
 	if err != nil {
 		return storeError(err, "load task")
 	}
@@ -257,7 +257,7 @@ func (s *Tasks) Get(ctx context.Context, tenant, id string) (Task, error) {
 	if !validID(id) {
 		return Task{}, ErrNotFound
 	}
-	row, err := db.GetTask(ctx, s.pool, tenant, id, false)
+	row, err := apiTask(db.GetTask(ctx, s.pool, tenant, id, false))
 	if err != nil {
 		return Task{}, storeError(err, "load task")
 	}
@@ -301,7 +301,7 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 	}
 	var out Task
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		row, err := db.GetTask(ctx, tx, tenant, id, true)
+		row, err := apiTask(db.GetTask(ctx, tx, tenant, id, true))
 		if err != nil {
 			return storeError(err, "load task")
 		}
@@ -451,7 +451,7 @@ func (s *Tasks) setState(ctx context.Context, tenant, id, action string, change 
 	}
 	var out Task
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		row, err := db.GetTask(ctx, tx, tenant, id, true)
+		row, err := apiTask(db.GetTask(ctx, tx, tenant, id, true))
 		if err != nil {
 			return storeError(err, "load task")
 		}
@@ -738,6 +738,15 @@ func taskFromRow(r db.Task) Task {
 		t.Labels = map[string]string{}
 	}
 	return t
+}
+
+// apiTask hides the tasks that deliver workflow nodes from the task API:
+// such a task is not found.
+func apiTask(row db.Task, err error) (db.Task, error) {
+	if err == nil && row.WorkflowID != nil {
+		return db.Task{}, db.ErrNotFound
+	}
+	return row, err
 }
 
 func utcPtr(t *time.Time) *time.Time {
