@@ -741,10 +741,10 @@ func taskFromRow(r db.Task) Task {
 }
 
 // apiTask hides the tasks that deliver workflow nodes from the task API:
-// such a task is not found.
+// such a task is not found (the callers translate err with storeError).
 func apiTask(row db.Task, err error) (db.Task, error) {
 	if err == nil && row.WorkflowID != nil {
-		return db.Task{}, db.ErrNotFound
+		return db.Task{}, ErrNotFound
 	}
 	return row, err
 }
