@@ -185,6 +185,13 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		if d.Trigger != service.TriggerSchedule {
 			w.metrics.Fires.WithLabelValues(d.Trigger).Inc() // the scheduler counts its own fires
 		}
+		if d.WorkflowRunID != "" { // from its rule met (or its slot, for a root) to its start
+			ready := d.CreatedAt
+			if d.ScheduledFor.After(ready) {
+				ready = d.ScheduledFor
+			}
+			w.metrics.NodeWait.Observe(max(time.Since(ready), 0).Seconds())
+		}
 	}
 	if d.Resumed {
 		log.info(ctx, "resuming an interrupted delivery")

@@ -58,6 +58,9 @@ type Delivery struct {
 	// Shard and ShardCount are X-Ax-Shard-Index and X-Ax-Shard-Count
 	// (sent when ShardCount > 1).
 	Shard, ShardCount int
+	// CreatedAt is when the execution was created: for a workflow node's,
+	// when its rule was met.
+	CreatedAt time.Time
 	// Attempt is the attempt number sent as X-Ax-Attempt: 1 for the
 	// first, one more per retry and per run resumed after an interruption.
 	Attempt int
@@ -258,7 +261,7 @@ func deliveryFromRow(row db.DeliveryRow, lease int) Delivery {
 		Attempt: row.Attempts, Lease: lease, URL: zeroIfNil(row.EndpointURL), Method: zeroIfNil(row.EndpointMethod),
 		Headers: row.EndpointHeaders, Payload: row.Payload,
 		WorkflowID: zeroIfNil(row.WorkflowID), WorkflowRunID: zeroIfNil(row.WorkflowRunID), Node: zeroIfNil(row.Node),
-		Shard: row.Shard, ShardCount: row.ShardCount,
+		Shard: row.Shard, ShardCount: row.ShardCount, CreatedAt: row.CreatedAt,
 		Retry: RetryPolicy{
 			MaxAttempts:    int(zeroIfNil(row.MaxAttempts)),
 			InitialBackoff: time.Duration(zeroIfNil(row.InitialBackoffMS)) * time.Millisecond,

@@ -28,8 +28,8 @@ type background struct {
 // startBackground starts River and the scheduler loop; the loop keeps
 // clock's estimate of the database's clock.
 func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, deliveries *service.Deliveries,
-	sender *jobs.Sender, metrics *jobs.Metrics, clock *service.DBClock, backfills *service.Backfills, cfg config,
-	logger *slog.Logger,
+	sender *jobs.Sender, metrics *jobs.Metrics, clock *service.DBClock, backfills *service.Backfills,
+	workflows *service.Workflows, cfg config, logger *slog.Logger,
 ) (*background, error) {
 	riverCfg := jobs.RiverConfig{
 		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout, FetchPollInterval: cfg.FetchPollInterval,
@@ -43,6 +43,7 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 		Clock:      clock,
 
 		BackfillProgress: backfills.Wake,
+		Workflows:        workflows,
 	})
 	if err != nil {
 		return nil, err
@@ -51,12 +52,13 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b := &background{river: rc, logger: logger, metrics: metrics, cancel: cancel, done: make(chan struct{})}
 	retention := service.NewRetention(d.pool, service.RetentionConfig{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
-	go b.run(runCtx, d.pool, enq, backfills, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock}, retention)
+	service.SetWorkflowObserver(&service.WorkflowObserver{RunFinished: metrics.ObserveWorkflowRun})
+	go b.run(runCtx, d.pool, enq, backfills, workflows, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock}, retention)
 	return b, nil
 }
 
 func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueuer, backfills *service.Backfills,
-	schedCfg service.SchedulerConfig, retention *service.Retention,
+	workflows *service.Workflows, schedCfg service.SchedulerConfig, retention *service.Retention,
 ) {
 	defer close(b.done)
 	for warned := false; ; warned = true {
@@ -85,6 +87,12 @@ func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueu
 		jobs.RunBackfills(ctx, backfills, 0, b.logger)
 	}()
 	defer func() { <-pumped }()
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		jobs.RunWorkflowSweep(ctx, workflows, 0, b.logger)
+	}()
+	defer func() { <-swept }()
 	retained := make(chan struct{})
 	go func() {
 		defer close(retained)
