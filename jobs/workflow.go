@@ -66,7 +66,9 @@ type WorkflowAlertWorker struct {
 }
 
 // Timeout bounds a job; the sender enforces the endpoint's timeout.
-func (w *WorkflowAlertWorker) Timeout(*river.Job[service.WorkflowAlertArgs]) time.Duration { return w.timeout }
+func (w *WorkflowAlertWorker) Timeout(*river.Job[service.WorkflowAlertArgs]) time.Duration {
+	return w.timeout
+}
 
 // Work sends one alert attempt.
 func (w *WorkflowAlertWorker) Work(ctx context.Context, job *river.Job[service.WorkflowAlertArgs]) error {

@@ -99,6 +99,8 @@ type TaskInput struct {
 	Labels             map[string]string
 	AlertEndpointID    string
 	PauseAfterFailures int
+	// Shards fires this many executions per slot (1..ShardsMax; 0: 1).
+	Shards int
 }
 
 // Input returns the client-settable fields of t, the starting point of a
@@ -537,6 +539,9 @@ func (in TaskInput) withDefaults() TaskInput {
 	if in.Labels == nil {
 		in.Labels = map[string]string{}
 	}
+	if in.Shards == 0 {
+		in.Shards = 1
+	}
 	if in.Schedule.Timezone == "" {
 		in.Schedule.Timezone = "UTC"
 	}
@@ -593,6 +598,12 @@ func (s *Tasks) validate(in TaskInput, anchor time.Time) (*Schedule, error) {
 	validateLabels(&ve, in.Labels)
 	if in.AlertEndpointID != "" && !validID(in.AlertEndpointID) {
 		ve.Add("alert_endpoint_id", "must be the id of one of your endpoints")
+	}
+	if in.Shards < 0 || in.Shards > ShardsMax {
+		ve.Add("shards", fmt.Sprintf("must be 1 to %d", ShardsMax))
+	} else if in.Shards > 1 && in.OverlapPolicy != OverlapAllow {
+		// The shards of a slot are unfinished together by design.
+		ve.Add("shards", "more than one shard needs overlap_policy allow")
 	}
 	if in.PauseAfterFailures < 0 || in.PauseAfterFailures > PauseAfterFailuresMax {
 		ve.Add("pause_after_failures", fmt.Sprintf("must be 0 (never) to %d", PauseAfterFailuresMax))
@@ -672,6 +683,7 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 		ExcludeCalendars: in.Schedule.ExcludeCalendars,
 		// Interval and once tasks store the defaults, and ignore them.
 		ScheduleDialect: DialectStandard, DSTPolicy: DSTVixie,
+		Shards: int32(max(in.Shards, 1)),
 	}
 	if in.Schedule.Type == ScheduleCron {
 		r.ScheduleDialect = cmp.Or(in.Schedule.Dialect, DialectStandard)
@@ -711,7 +723,7 @@ func taskFromRow(r db.Task) Task {
 				MaxAttempts: int(r.MaxAttempts), InitialBackoff: time.Duration(r.InitialBackoffMS) * time.Millisecond,
 				MaxBackoff: time.Duration(r.MaxBackoffMS) * time.Millisecond,
 			},
-			OverlapPolicy: r.OverlapPolicy, MisfirePolicy: r.MisfirePolicy, Labels: r.Labels,
+			OverlapPolicy: r.OverlapPolicy, MisfirePolicy: r.MisfirePolicy, Labels: r.Labels, Shards: int(max(r.Shards, 1)),
 		},
 		ID: r.ID, State: r.State, NextRunAt: utcPtr(r.NextRunAt), MissedCount: r.MissedCount,
 		ConsecutiveFails: int(r.ConsecutiveFailures), Version: int(r.Version), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),

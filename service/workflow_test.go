@@ -464,3 +464,46 @@ func TestWorkflowBackstopFiresOnce(t *testing.T) {
 	nodes, _ := f.nodes(t, r)
 	require.Equal(t, "pending", nodes["c"])
 }
+
+// TestTaskShards: a task with shards fires each slot as that many
+// executions, one per shard, sharing the slot; four schedulers racing
+// over it never fire a shard of a slot twice.
+func TestTaskShards(t *testing.T) {
+	t.Parallel()
+	f := newWFFixture(t)
+	ctx := context.Background()
+	_, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "bad", EndpointID: f.endpoint, Shards: 2,
+		OverlapPolicy: service.OverlapSkip, Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 1}})
+	require.ErrorContains(t, err, "overlap_policy allow")
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "fan-out", EndpointID: f.endpoint, Shards: 5,
+		Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 1}})
+	require.NoError(t, err)
+	require.Equal(t, 5, task.Shards)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := f.scheduler(service.SchedulerConfig{})
+			for range 5 {
+				_, err := s.Tick(ctx)
+				require.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	slots := f.count(t, `SELECT count(DISTINCT scheduled_for) FROM executions WHERE task_id = $1`, task.ID)
+	require.Positive(t, slots)
+	require.Equal(t, slots*5, f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1`, task.ID))
+	require.Zero(t, f.count(t, `SELECT count(*) FROM (SELECT scheduled_for FROM executions WHERE task_id = $1
+		GROUP BY scheduled_for HAVING count(DISTINCT shard) <> 5 OR min(shard) <> 0 OR max(shard) <> 4
+		OR min(shard_count) <> 5) b`, task.ID), "each slot has shards 0..4 of 5")
+	var id string
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT id::text FROM executions WHERE task_id = $1 AND shard = 3 LIMIT 1`,
+		task.ID).Scan(&id))
+	d, err := f.del.Begin(ctx, f.tenant, id, 1)
+	require.NoError(t, err)
+	require.Equal(t, service.ActionSend, d.Action, d.Reason)
+	require.Equal(t, 3, d.Shard)
+	require.Equal(t, 5, d.ShardCount)
+}
