@@ -76,7 +76,11 @@ type Execution struct {
 	// that re-ran the slot.
 	Round      int
 	BackfillID string
-	Events     []Event
+	// WorkflowID, WorkflowRunID and Node name a workflow step's run and
+	// node; Shard is the shard (0 unless sharded).
+	WorkflowID, WorkflowRunID, Node string
+	Shard                           int
+	Events                          []Event
 }
 
 // Event is one step on an execution's timeline.
@@ -511,6 +515,8 @@ func executionDetailOf(r db.Execution, events []db.ExecutionEvent) ExecutionDeta
 			State: r.State, Attempts: int(r.Attempts), Late: r.Late, LastStatusCode: intValue(r.LastStatusCode),
 			LastError: strValue(r.LastError), LastErrorClass: strValue(r.LastErrorClass), CreatedAt: r.CreatedAt.UTC(),
 			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt), Round: int(r.Round), BackfillID: strValue(r.BackfillID),
+			WorkflowID: strValue(r.WorkflowID), WorkflowRunID: strValue(r.WorkflowRunID), Node: strValue(r.Node),
+			Shard: int(r.Shard),
 		},
 		CancelRequested: r.CancelRequested,
 		NextAttemptAt:   utcPtr(r.NextAttemptAt),
