@@ -339,20 +339,27 @@ func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, ru
 	return out, wrap("insert node executions", err)
 }
 
-// CancelRunExecutions cancels the pending executions of a run (as
-// CancelPendingExecutions does for a task), asks its running ones to
-// stop, and returns how many it cancelled. Retrying ones are cancelled too.
+// CancelRunExecutions cancels the pending and retrying executions of a
+// run (as CancelPendingExecutions does for a task), asks its running ones
+// to stop, and returns how many it cancelled. It skips executions another
+// transaction holds, never waiting while the caller holds the run's lock
+// (a Finish holding an execution waits for that lock): those are being
+// started or finished, and their run's advance finds the run cancelled.
 func CancelRunExecutions(ctx context.Context, q Querier, tenant, runID, reason string) (int64, error) {
-	tag, err := q.Exec(ctx, `WITH c AS (
+	tag, err := q.Exec(ctx, `WITH l AS (
+			SELECT e.tenant_id, e.id, e.state FROM executions e
+			WHERE e.workflow_run_id = $2 AND e.tenant_id = $1 AND e.state IN ('pending', 'retrying', 'running')
+			FOR UPDATE SKIP LOCKED
+		), c AS (
 			UPDATE executions e SET state = 'cancelled', finished_at = now(), last_error = $3, next_attempt_at = NULL
-			WHERE e.workflow_run_id = $2 AND e.tenant_id = $1 AND e.state IN ('pending', 'retrying')
+			FROM l WHERE e.tenant_id = l.tenant_id AND e.id = l.id AND l.state IN ('pending', 'retrying')
 			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for
 		), d AS (
 			DELETE FROM unfinished_executions u USING c
 			WHERE u.tenant_id = c.tenant_id AND u.task_id = c.task_id AND u.scheduled_for = c.scheduled_for AND u.id = c.id
 		), r AS (
 			UPDATE executions e SET cancel_requested = true
-			WHERE e.workflow_run_id = $2 AND e.tenant_id = $1 AND e.state = 'running'
+			FROM l WHERE e.tenant_id = l.tenant_id AND e.id = l.id AND l.state = 'running'
 		)
 		INSERT INTO execution_events (tenant_id, execution_id, type, message)
 		SELECT tenant_id, id, 'cancelled', $3 FROM c`, tenant, runID, reason)
