@@ -98,7 +98,7 @@ func (m *multiFlag) Set(v string) error {
 	return nil
 }
 
-var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling"}
+var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling", "workflow"}
 
 func main() {
 	var o options
@@ -274,6 +274,8 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 		return apiScenario(ctx, st, o)
 	case "ceiling":
 		return ceiling(ctx, st, o, orInt(n, 20_000))
+	case "workflow":
+		return workflowScenario(ctx, st, o, orInt(n, 500))
 	}
 	return nil, fmt.Errorf("unknown scenario %q", name)
 }
