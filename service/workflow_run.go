@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -305,7 +306,7 @@ func (e runEngine) advanceLocked(ctx context.Context, tx db.Tx, run db.WorkflowR
 		stored[k] = nodeFired // fired below with the planned ones
 	}
 	p := planRun(g, stored, execs)
-	fire := append(p.fire, force...)
+	fire := append(slices.Clone(p.fire), force...)
 	var keys, states []string
 	for _, k := range fire {
 		keys, states = append(keys, k), append(states, nodeFired)
