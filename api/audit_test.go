@@ -29,6 +29,55 @@ type auditCase struct {
 // without a case fails TestEveryWriteRouteIsAudited: add its case here,
 // and its audit call to the service method.
 var auditCases = map[string]auditCase{
+	"POST /v1/workflows": {status: http.StatusCreated, action: "create", resourceType: "workflow",
+		run: func(a *testAPI, tok string) (resp, string) {
+			ep := a.createEndpoint(tok, "for-wf-created")
+			r := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+				Body: map[string]any{"name": "wf-created", "nodes": []any{map[string]any{"key": "a", "endpoint_id": ep}}}})
+			return r, r.JSON["id"].(string)
+		}},
+	"PATCH /v1/workflows/:id": {status: http.StatusOK, action: "update", resourceType: "workflow",
+		run: func(a *testAPI, tok string) (resp, string) {
+			id := a.createWorkflow(tok, "wf-patched")
+			return a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
+				Body: map[string]any{"max_active_runs": 2}}), id
+		}},
+	"DELETE /v1/workflows/:id": {status: http.StatusNoContent, action: "delete", resourceType: "workflow",
+		run: func(a *testAPI, tok string) (resp, string) {
+			id := a.createWorkflow(tok, "wf-deleted")
+			return a.must(http.StatusNoContent, req{Method: http.MethodDelete, Path: "/v1/workflows/" + id, Token: tok}), id
+		}},
+	"POST /v1/workflows/:id/pause": {status: http.StatusOK, action: "pause", resourceType: "workflow",
+		run: func(a *testAPI, tok string) (resp, string) {
+			id := a.createWorkflow(tok, "wf-paused")
+			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/pause", Token: tok}), id
+		}},
+	"POST /v1/workflows/:id/resume": {status: http.StatusOK, action: "resume", resourceType: "workflow",
+		run: func(a *testAPI, tok string) (resp, string) {
+			id := a.createWorkflow(tok, "wf-resumed")
+			a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/pause", Token: tok})
+			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/resume", Token: tok}), id
+		}},
+	"POST /v1/workflows/:id/trigger": {status: http.StatusAccepted, action: "trigger", resourceType: "workflow",
+		run: func(a *testAPI, tok string) (resp, string) {
+			id := a.createWorkflow(tok, "wf-triggered")
+			return a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok}), id
+		}},
+	"POST /v1/workflow-runs/:id/cancel": {status: http.StatusOK, action: "cancel", resourceType: "workflow_run",
+		run: func(a *testAPI, tok string) (resp, string) {
+			run := a.triggerWorkflow(tok, a.createWorkflow(tok, "wf-run-cancelled"))
+			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + run + "/cancel", Token: tok}), run
+		}},
+	"POST /v1/workflow-runs/:id/nodes/:key/run": {status: http.StatusOK, action: "run_node", resourceType: "workflow_run",
+		run: func(a *testAPI, tok string) (resp, string) {
+			run := a.triggerWorkflow(tok, a.createWorkflow(tok, "wf-node-run"))
+			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + run + "/nodes/b/run", Token: tok}), run
+		}},
+	"POST /v1/workflow-runs/:id/nodes/:key/skip": {status: http.StatusOK, action: "skip_node", resourceType: "workflow_run",
+		run: func(a *testAPI, tok string) (resp, string) {
+			run := a.triggerWorkflow(tok, a.createWorkflow(tok, "wf-node-skip"))
+			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + run + "/nodes/b/skip", Token: tok}), run
+		}},
 	"POST /v1/endpoints": {status: http.StatusCreated, action: "create", resourceType: "endpoint",
 		run: func(a *testAPI, tok string) (resp, string) {
 			r := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,

@@ -30,6 +30,8 @@ const (
 	ScopeExecutionsRead  = "executions:read"
 	ScopeExecutionsWrite = "executions:write"
 	ScopeAuditRead       = "audit:read"
+	ScopeWorkflowsRead   = "workflows:read"
+	ScopeWorkflowsWrite  = "workflows:write"
 	ScopeAdmin           = "admin"
 )
 
@@ -42,7 +44,7 @@ func AllScopes() []string { return append(TenantScopes(), ScopeAdmin) }
 func TenantScopes() []string {
 	return []string{
 		ScopeTasksRead, ScopeTasksWrite, ScopeEndpointsRead, ScopeEndpointsWrite,
-		ScopeExecutionsRead, ScopeExecutionsWrite, ScopeAuditRead,
+		ScopeExecutionsRead, ScopeExecutionsWrite, ScopeAuditRead, ScopeWorkflowsRead, ScopeWorkflowsWrite,
 	}
 }
 

@@ -128,6 +128,8 @@ func TestTenantIsolation(t *testing.T) {
 	calA := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/calendars", Token: tokA,
 		Body: `{"name":"a-holidays","dates":["2027-01-01"]}`}).JSON["id"].(string)
 	from := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	wfA := a.createWorkflow(tokA, "a-workflow")
+	runA := a.triggerWorkflow(tokA, wfA)
 	bfA := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/backfill", Token: tokA,
 		Body: `{"from":"` + from + `","to":"` + time.Now().UTC().Format(time.RFC3339) + `"}`}).JSON["id"].(string)
 
@@ -140,6 +142,9 @@ func TestTenantIsolation(t *testing.T) {
 			(SELECT json_agg(v ORDER BY seq)::text FROM execution_events v WHERE tenant_id = 'tenant-a') ||
 			(SELECT json_agg(c ORDER BY id)::text FROM calendars c WHERE tenant_id = 'tenant-a') ||
 			(SELECT json_agg(b ORDER BY id)::text FROM backfills b WHERE tenant_id = 'tenant-a') ||
+			(SELECT json_agg(w ORDER BY id)::text FROM workflows w WHERE tenant_id = 'tenant-a') ||
+			(SELECT json_agg(r ORDER BY id)::text FROM workflow_runs r WHERE tenant_id = 'tenant-a') ||
+			(SELECT json_agg(n ORDER BY run_id, key)::text FROM workflow_run_nodes n WHERE tenant_id = 'tenant-a') ||
 			(SELECT json_agg(j ORDER BY id)::text FROM river_job j)`).Scan(&s))
 		return s
 	}
@@ -168,12 +173,24 @@ func TestTenantIsolation(t *testing.T) {
 		{Method: http.MethodGet, Path: "/v1/calendars/" + calA},
 		{Method: http.MethodPatch, Path: "/v1/calendars/" + calA, Body: `{"name":"stolen"}`},
 		{Method: http.MethodDelete, Path: "/v1/calendars/" + calA},
+		{Method: http.MethodGet, Path: "/v1/workflows/" + wfA},
+		{Method: http.MethodPatch, Path: "/v1/workflows/" + wfA, Body: `{"name":"stolen"}`},
+		{Method: http.MethodDelete, Path: "/v1/workflows/" + wfA},
+		{Method: http.MethodPost, Path: "/v1/workflows/" + wfA + "/pause"},
+		{Method: http.MethodPost, Path: "/v1/workflows/" + wfA + "/resume"},
+		{Method: http.MethodPost, Path: "/v1/workflows/" + wfA + "/trigger"},
+		{Method: http.MethodGet, Path: "/v1/workflows/" + wfA + "/runs"},
+		{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runA},
+		{Method: http.MethodPost, Path: "/v1/workflow-runs/" + runA + "/cancel"},
+		{Method: http.MethodPost, Path: "/v1/workflow-runs/" + runA + "/nodes/b/run"},
+		{Method: http.MethodPost, Path: "/v1/workflow-runs/" + runA + "/nodes/b/skip"},
 	}
 	covered := map[string]bool{}
 	for _, r := range routes {
 		r.Token = tokB
 		a.must(http.StatusNotFound, r)
-		path := strings.NewReplacer(epA, ":id", taskA, ":id", execA, ":id", calA, ":id", bfA, ":id").Replace(r.Path)
+		path := strings.NewReplacer(epA, ":id", taskA, ":id", execA, ":id", calA, ":id", bfA, ":id", wfA, ":id", runA, ":id",
+			"/nodes/b/", "/nodes/:key/").Replace(r.Path)
 		covered[r.Method+" "+path] = true
 	}
 	// Every route that takes an id is in the table above.

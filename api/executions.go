@@ -39,6 +39,12 @@ type executionResponse struct {
 	Round int `json:"round" example:"1"`
 	// BackfillID is the backfill that created the execution (trigger backfill).
 	BackfillID string `json:"backfill_id,omitempty"`
+	// WorkflowID, WorkflowRunID and Node name a workflow step's workflow, run and node.
+	WorkflowID    string `json:"workflow_id,omitempty"`
+	WorkflowRunID string `json:"workflow_run_id,omitempty"`
+	Node          string `json:"node,omitempty"`
+	// Shard is the execution's shard (0-based; 0 when the task or node is not sharded).
+	Shard int `json:"shard"`
 	// Late: the slot was fired late, as a misfire catch-up (e.g. after downtime).
 	Late bool `json:"late"`
 	// CancelRequested: a cancel arrived while the execution was running; it ends as cancelled.
@@ -73,7 +79,8 @@ type triggerRequest struct {
 func executionOut(x service.ExecutionDetail) executionResponse {
 	out := executionResponse{
 		ID: x.ID, TaskID: x.TaskID, ScheduledFor: stamp(x.ScheduledFor), Trigger: x.Trigger, DedupKey: x.DedupKey, State: x.State,
-		Attempts: x.Attempts, Round: x.Round, BackfillID: x.BackfillID, Late: x.Late, CancelRequested: x.CancelRequested, LastStatusCode: x.LastStatusCode,
+		Attempts: x.Attempts, Round: x.Round, BackfillID: x.BackfillID,
+		WorkflowID: x.WorkflowID, WorkflowRunID: x.WorkflowRunID, Node: x.Node, Shard: x.Shard, Late: x.Late, CancelRequested: x.CancelRequested, LastStatusCode: x.LastStatusCode,
 		ErrorClass: x.LastErrorClass, NextAttemptAt: stampPtr(x.NextAttemptAt),
 		CreatedAt: stamp(x.CreatedAt), StartedAt: stampPtr(x.StartedAt), FinishedAt: stampPtr(x.FinishedAt),
 	}

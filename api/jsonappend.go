@@ -72,6 +72,20 @@ func (x *executionResponse) appendJSON(b []byte) ([]byte, bool) {
 		b = append(b, `,"backfill_id":`...)
 		b = appendJSONString(b, x.BackfillID)
 	}
+	if x.WorkflowID != "" {
+		b = append(b, `,"workflow_id":`...)
+		b = appendJSONString(b, x.WorkflowID)
+	}
+	if x.WorkflowRunID != "" {
+		b = append(b, `,"workflow_run_id":`...)
+		b = appendJSONString(b, x.WorkflowRunID)
+	}
+	if x.Node != "" {
+		b = append(b, `,"node":`...)
+		b = appendJSONString(b, x.Node)
+	}
+	b = append(b, `,"shard":`...)
+	b = strconv.AppendInt(b, int64(x.Shard), 10)
 	b = append(b, `,"late":`...)
 	b = strconv.AppendBool(b, x.Late)
 	if x.CancelRequested {

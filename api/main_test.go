@@ -64,6 +64,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		Executions:  service.NewExecutions(pool, enq),
 		Calendars:   service.NewCalendars(pool, tasks),
 		Backfills:   service.NewBackfills(pool, enq, tasks),
+		Workflows:   service.NewWorkflows(pool, enq, service.WorkflowsConfig{}),
 		Idempotency: service.NewIdempotencyKeys(pool),
 		Audit:       service.NewAudit(pool),
 		Replicas:    service.NewReplicas(pool),
@@ -179,6 +180,25 @@ func (a *testAPI) createEndpoint(tok, name string) string {
 	a.t.Helper()
 	r := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
 		Body: map[string]any{"name": name, "url": "https://hooks.example.com/" + name}})
+	return r.JSON["id"].(string)
+}
+
+// createWorkflow makes a two-node workflow (a → b) and returns its id.
+func (a *testAPI) createWorkflow(tok, name string) string {
+	a.t.Helper()
+	ep := a.createEndpoint(tok, "for-"+name)
+	r := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: map[string]any{"name": name, "max_active_runs": 5, "nodes": []any{
+			map[string]any{"key": "a", "endpoint_id": ep},
+			map[string]any{"key": "b", "endpoint_id": ep, "depends_on": []string{"a"}},
+		}}})
+	return r.JSON["id"].(string)
+}
+
+// triggerWorkflow starts a run of a workflow and returns its id.
+func (a *testAPI) triggerWorkflow(tok, id string) string {
+	a.t.Helper()
+	r := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok})
 	return r.JSON["id"].(string)
 }
 

@@ -36,6 +36,8 @@ type Config struct {
 	// Calendars and Backfills serve their resources. Required.
 	Calendars *service.Calendars
 	Backfills *service.Backfills
+	// Workflows serves /v1/workflows and /v1/workflow-runs.
+	Workflows *service.Workflows
 	// Ready reports whether the server can serve: database reachable and
 	// migrated. Required.
 	Ready func(ctx context.Context) error

@@ -31,6 +31,8 @@ type statsResponse struct {
 	Tasks taskStats `json:"tasks"`
 	// Endpoints are counted now, whatever the window.
 	Endpoints endpointStats `json:"endpoints"`
+	// WorkflowRuns are counted now, whatever the window.
+	WorkflowRuns workflowRunStats `json:"workflow_runs"`
 } // @name Stats
 
 // executionStats counts executions.
@@ -71,6 +73,17 @@ type taskStats struct {
 	Paused    int64 `json:"paused"`
 	Completed int64 `json:"completed"`
 } // @name TaskStats
+
+// workflowRunStats counts workflow runs per state.
+type workflowRunStats struct {
+	Total     int64 `json:"total"`
+	Pending   int64 `json:"pending"`
+	Running   int64 `json:"running"`
+	Blocked   int64 `json:"blocked"`
+	Succeeded int64 `json:"succeeded"`
+	Failed    int64 `json:"failed"`
+	Cancelled int64 `json:"cancelled"`
+} // @name WorkflowRunStats
 
 // endpointStats counts endpoints.
 type endpointStats struct {
@@ -150,5 +163,12 @@ func statsOut(s service.TenantStats) statsResponse {
 		out.Executions.Total += n
 	}
 	out.Tasks.Total = out.Tasks.Active + out.Tasks.Paused + out.Tasks.Completed
+	r := s.WorkflowRuns
+	out.WorkflowRuns = workflowRunStats{Pending: r[service.RunPending], Running: r[service.RunRunning],
+		Blocked: r[service.RunBlocked], Succeeded: r[service.RunSucceeded], Failed: r[service.RunFailed],
+		Cancelled: r[service.RunCancelled]}
+	for _, n := range r {
+		out.WorkflowRuns.Total += n
+	}
 	return out
 }

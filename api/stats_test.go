@@ -160,6 +160,8 @@ func TestStats(t *testing.T) {
 		"firing_lateness_ms":  map[string]any{"count": 5.0, "p50": 25.0, "p99": 44.6},
 		"tasks":               map[string]any{"total": 3.0, "active": 1.0, "paused": 1.0, "completed": 1.0},
 		"endpoints":           map[string]any{"total": 3.0, "enabled": 2.0, "disabled": 1.0},
+		"workflow_runs": map[string]any{"total": 0.0, "pending": 0.0, "running": 0.0, "blocked": 0.0, "succeeded": 0.0,
+			"failed": 0.0, "cancelled": 0.0},
 	}, r.JSON)
 
 	// Three days take in the older executions.

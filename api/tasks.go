@@ -65,6 +65,9 @@ type taskRequest struct {
 	AlertEndpointID string `json:"alert_endpoint_id,omitempty"`
 	// PauseAfterFailures pauses the task after this many consecutive failed executions (0: never).
 	PauseAfterFailures int `json:"pause_after_failures,omitempty"`
+	// Shards fires this many executions per slot (1..1000, default 1), each with X-Ax-Shard-Index and
+	// X-Ax-Shard-Count, its own idempotency key, retries and timeline.
+	Shards int `json:"shards,omitempty" example:"1"`
 } // @name TaskRequest
 
 // taskResponse is a task as the API returns it.
@@ -82,6 +85,7 @@ type taskResponse struct {
 	Labels             map[string]string `json:"labels"`
 	AlertEndpointID    string            `json:"alert_endpoint_id,omitempty"`
 	PauseAfterFailures int               `json:"pause_after_failures,omitempty"`
+	Shards             int               `json:"shards"`
 	State              string            `json:"state" enums:"active,paused,completed"`
 	NextRunAt          *timestamp        `json:"next_run_at" swaggertype:"string" format:"date-time"`
 	// MissedCount counts slots that were not fired (misfire policy).
@@ -135,7 +139,10 @@ func (r taskRequest) input() (service.TaskInput, error) {
 			MaxBackoff: time.Duration(r.Retry.MaxBackoffMS) * time.Millisecond,
 		},
 		OverlapPolicy: r.OverlapPolicy, MisfirePolicy: r.MisfirePolicy, Labels: r.Labels,
-		AlertEndpointID: r.AlertEndpointID, PauseAfterFailures: r.PauseAfterFailures,
+		AlertEndpointID: r.AlertEndpointID, PauseAfterFailures: r.PauseAfterFailures, Shards: r.Shards,
+	}
+	if r.Shards < 0 {
+		ve.Add("shards", "must be 1 to 1000")
 	}
 	if r.TimeoutMS != nil {
 		if *r.TimeoutMS <= 0 {
@@ -190,7 +197,7 @@ func taskRequestOf(in service.TaskInput) taskRequest {
 		Retry: retryDTO{MaxAttempts: in.Retry.MaxAttempts, InitialBackoffMS: in.Retry.InitialBackoff.Milliseconds(),
 			MaxBackoffMS: in.Retry.MaxBackoff.Milliseconds()},
 		OverlapPolicy: in.OverlapPolicy, MisfirePolicy: in.MisfirePolicy, Labels: in.Labels,
-		AlertEndpointID: in.AlertEndpointID, PauseAfterFailures: in.PauseAfterFailures,
+		AlertEndpointID: in.AlertEndpointID, PauseAfterFailures: in.PauseAfterFailures, Shards: in.Shards,
 	}
 	if in.Timeout != 0 {
 		ms := int(in.Timeout.Milliseconds())
@@ -204,7 +211,7 @@ func taskOut(t service.Task) taskResponse {
 	return taskResponse{
 		ID: t.ID, Name: t.Name, EndpointID: t.EndpointID, Schedule: req.Schedule, Payload: t.Payload, Priority: t.Priority,
 		TimeoutMS: req.TimeoutMS, Retry: req.Retry, OverlapPolicy: t.OverlapPolicy, MisfirePolicy: t.MisfirePolicy,
-		Labels: t.Labels, AlertEndpointID: t.AlertEndpointID, PauseAfterFailures: t.PauseAfterFailures,
+		Labels: t.Labels, AlertEndpointID: t.AlertEndpointID, PauseAfterFailures: t.PauseAfterFailures, Shards: t.Shards,
 		State: t.State, NextRunAt: stampPtr(t.NextRunAt), MissedCount: t.MissedCount,
 		CreatedAt: stamp(t.CreatedAt), UpdatedAt: stamp(t.UpdatedAt),
 	}

@@ -175,7 +175,7 @@ func InsertBackfillExecution(ctx context.Context, q Querier, tenant, taskID, bac
 	tag, err := q.Exec(ctx, `WITH x AS (
 			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, round, backfill_id)
 			VALUES ($1, $2, $3, $4, 'backfill', $5, $6)
-			ON CONFLICT (task_id, scheduled_for, round) WHERE trigger IN ('schedule', 'backfill') AND NOT rescheduled DO NOTHING
+			ON CONFLICT (task_id, scheduled_for, round, shard) WHERE trigger IN ('schedule', 'backfill') AND NOT rescheduled DO NOTHING
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
 			INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)
@@ -254,7 +254,7 @@ func SkipSlot(ctx context.Context, q Querier, tenant, taskID, newID string, slot
 		), ins AS (
 			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, last_error, finished_at)
 			SELECT $1, $3, $2, $4, 'schedule', 'skipped', $5, now() WHERE NOT EXISTS (SELECT 1 FROM cur)
-			ON CONFLICT (task_id, scheduled_for, round) WHERE trigger IN ('schedule', 'backfill') AND NOT rescheduled DO NOTHING
+			ON CONFLICT (task_id, scheduled_for, round, shard) WHERE trigger IN ('schedule', 'backfill') AND NOT rescheduled DO NOTHING
 			RETURNING tenant_id, id
 		), ev AS (
 			INSERT INTO execution_events (tenant_id, execution_id, type, message)

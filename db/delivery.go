@@ -29,6 +29,16 @@ type DeliveryRow struct {
 	RiverJobID      *int64    `db:"river_job_id"`
 	// Round: X-Ax-Round (1 for a slot's first fire).
 	Round int `db:"round"`
+	// The workflow run and node the execution belongs to (nil: a task's
+	// own fire) and its shard (0 of 1 when the task is not sharded).
+	WorkflowID    *string `db:"workflow_id"`
+	WorkflowRunID *string `db:"workflow_run_id"`
+	Node          *string `db:"node"`
+	Shard         int     `db:"shard"`
+	ShardCount    int     `db:"shard_count"`
+	// CreatedAt is when the execution was created (a workflow node's: when
+	// its rule was met).
+	CreatedAt time.Time `db:"created_at"`
 	// NeverStarted: no attempt of the execution ever started, and the API
 	// never retried it (first_started_at is NULL).
 	NeverStarted bool `db:"never_started"`
@@ -58,7 +68,8 @@ type DeliveryRow struct {
 func (r *DeliveryRow) fields() []any {
 	e := &r.JoinedEndpoint
 	return []any{&r.TenantID, &r.ID, &r.TaskID, &r.ScheduledFor, &r.Trigger, &r.State, &r.Attempts, &r.AttemptsBase,
-		&r.LeaseAttempt, &r.CancelRequested, &r.Payload, &r.RiverJobID, &r.Round, &r.NeverStarted, &r.TaskFound, &r.TaskName,
+		&r.LeaseAttempt, &r.CancelRequested, &r.Payload, &r.RiverJobID, &r.Round,
+		&r.WorkflowID, &r.WorkflowRunID, &r.Node, &r.Shard, &r.ShardCount, &r.CreatedAt, &r.NeverStarted, &r.TaskFound, &r.TaskName,
 		&r.TaskState, &r.TaskPayload, &r.TaskTimeoutMS, &r.MaxAttempts, &r.InitialBackoffMS, &r.MaxBackoffMS,
 		&r.OverlapPolicy, &r.MisfirePolicy, &r.EarlierUnfinished, &r.LaterMissed, &e.EndpointFound, &e.EndpointID, &e.EndpointURL, &e.EndpointMethod, &e.EndpointHeaders, &e.Secret,
 		&e.PreviousSecret, &e.PreviousSecretExp, &e.EndpointTimeoutMS, &e.EndpointEnabled, &r.Now}
@@ -109,6 +120,7 @@ const MisfiredFirstFire = `(e.state = 'pending' AND e.trigger = 'schedule' AND e
 func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m Misfire) (DeliveryRow, error) {
 	rows, err := q.Query(ctx, `SELECT e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.state,
 			e.attempts, e.attempts_base, e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id, e.round,
+			e.workflow_id::text, e.workflow_run_id::text, e.node, e.shard, e.shard_count, e.created_at,
 			e.first_started_at IS NULL AS never_started,
 			t.id IS NOT NULL AS task_found, t.name AS task_name, t.state AS task_state, t.payload AS task_payload,
 			t.timeout_ms AS task_timeout_ms, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,
@@ -247,6 +259,8 @@ type DeliveryOutcome struct {
 	MaxBackoffMS     *int64 `db:"max_backoff_ms"`
 	// TaskFailures is the task's consecutive failure count (0 without a task).
 	TaskFailures int32 `db:"task_failures"`
+	// WorkflowRunID is the workflow run of a node's execution (nil: none).
+	WorkflowRunID *string `db:"workflow_run_id"`
 }
 
 // GetDeliveryOutcome reads an execution with its task and locks the
@@ -254,7 +268,7 @@ type DeliveryOutcome struct {
 func GetDeliveryOutcome(ctx context.Context, q Querier, tenant, id string) (DeliveryOutcome, error) {
 	rows, err := q.Query(ctx, `SELECT e.task_id::text, e.state, e.lease_attempt, e.attempts, e.attempts_base, e.cancel_requested,
 			t.id IS NOT NULL AS task_found, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms,
-			coalesce(t.consecutive_failures, 0) AS task_failures
+			coalesce(t.consecutive_failures, 0) AS task_failures, e.workflow_run_id::text
 		FROM executions e
 		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
 		WHERE e.tenant_id = $1 AND e.id = $2

@@ -132,7 +132,8 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 			FROM cur c
 			WHERE e.ctid = c.row AND e.tenant_id = c.tenant_id AND e.id = c.id
 			RETURNING c.ord, e.tenant_id, e.id, e.task_id, e.scheduled_for, e.trigger, e.state, e.attempts, e.attempts_base,
-				e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id, e.round, c.task_name, c.task_state, c.task_payload,
+				e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id, e.round,
+				e.workflow_id, e.workflow_run_id, e.node, e.shard, e.shard_count, e.created_at, c.task_name, c.task_state, c.task_payload,
 				c.task_timeout_ms, c.max_attempts, c.initial_backoff_ms, c.max_backoff_ms, c.overlap_policy, c.misfire_policy,
 				c.endpoint_id, c.endpoint_url,
 				c.endpoint_method, c.endpoint_headers, c.secret, c.previous_secret, c.previous_secret_expires_at,
@@ -142,7 +143,9 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 			SELECT tenant_id, id, 'attempt_started', attempts FROM started WHERE prev_first_started_at IS NOT NULL
 		)
 		SELECT ord, tenant_id, id::text, task_id::text, scheduled_for, trigger, state, attempts, attempts_base,
-			lease_attempt, cancel_requested, payload, river_job_id, round, prev_first_started_at IS NULL AS never_started,
+			lease_attempt, cancel_requested, payload, river_job_id, round,
+			workflow_id::text, workflow_run_id::text, node, shard, shard_count, created_at,
+			prev_first_started_at IS NULL AS never_started,
 			true AS task_found, task_name, task_state, task_payload, task_timeout_ms, max_attempts,
 			initial_backoff_ms, max_backoff_ms, overlap_policy, misfire_policy, 0 AS earlier_unfinished, 0 AS later_missed,
 			true AS endpoint_found, endpoint_id::text, endpoint_url, endpoint_method, endpoint_headers, secret,

@@ -195,3 +195,11 @@ func ConstraintName(err error) string {
 }
 
 func isUndefinedTable(err error) bool { return sqlState(err) == codeUndefinedTable }
+
+// Constraints of workflows.
+const (
+	// ConstraintWorkflowName: workflows' names are unique per tenant.
+	ConstraintWorkflowName = "workflows_tenant_id_name_key"
+	// ConstraintWorkflowAlertEndpoint: a workflow's alert endpoint exists.
+	ConstraintWorkflowAlertEndpoint = "workflows_tenant_id_alert_endpoint_id_fkey"
+)

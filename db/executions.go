@@ -38,6 +38,13 @@ type Execution struct {
 	// for each backfill that re-ran it.
 	Round      int32   `db:"round"`
 	BackfillID *string `db:"backfill_id"`
+	// The workflow run and node of a node's execution (nil otherwise), and
+	// the shard (0 of 1 unless the task or node is sharded).
+	WorkflowID    *string `db:"workflow_id"`
+	WorkflowRunID *string `db:"workflow_run_id"`
+	Node          *string `db:"node"`
+	Shard         int32   `db:"shard"`
+	ShardCount    int32   `db:"shard_count"`
 }
 
 // fields returns pointers to e's fields in their order, which is that of
@@ -47,7 +54,7 @@ func (e *Execution) fields() []any {
 	return []any{&e.TenantID, &e.ID, &e.TaskID, &e.ScheduledFor, &e.Trigger, &e.DedupKey, &e.State, &e.Attempts,
 		&e.Late, &e.CancelRequested, &e.LastStatusCode, &e.LastError, &e.LastErrorClass, &e.RiverJobID,
 		&e.NextAttemptAt, &e.CreatedAt, &e.StartedAt, &e.FinishedAt, &e.ImplicitEvents, &e.LastLatencyMS,
-		&e.FirstStartedAt, &e.Round, &e.BackfillID}
+		&e.FirstStartedAt, &e.Round, &e.BackfillID, &e.WorkflowID, &e.WorkflowRunID, &e.Node, &e.Shard, &e.ShardCount}
 }
 
 // Bits of executions.implicit_events: timeline events the row implies
@@ -67,7 +74,8 @@ const (
 const executionColumns = `e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.dedup_key, e.state,
 	e.attempts, e.late, e.cancel_requested, e.last_status_code, e.last_error, e.last_error_class, e.river_job_id,
 	e.next_attempt_at, e.created_at, e.started_at, e.finished_at, e.implicit_events, e.last_latency_ms,
-	e.first_started_at, e.round, e.backfill_id::text`
+	e.first_started_at, e.round, e.backfill_id::text, e.workflow_id::text, e.workflow_run_id::text, e.node, e.shard,
+	e.shard_count`
 
 // ExecutionEvent is a row of execution_events.
 type ExecutionEvent struct {

@@ -28,6 +28,8 @@ type DueTask struct {
 	DSTPolicy       string     `db:"dst_policy"`
 	// ExcludeCalendars names the calendars whose dates the schedule skips.
 	ExcludeCalendars []string `db:"exclude_calendars"`
+	// Shards is how many executions each slot fires.
+	Shards int32 `db:"shards"`
 }
 
 // ClaimDueTasks locks up to limit active tasks whose next_run_at is at or
@@ -36,7 +38,7 @@ type DueTask struct {
 func ClaimDueTasks(ctx context.Context, tx pgx.Tx, horizon time.Time, limit int) ([]DueTask, error) {
 	rows, err := tx.Query(ctx, `SELECT tenant_id, id::text, schedule_type, cron, timezone, interval_seconds, run_at,
 			start_at, end_at, priority, max_attempts, misfire_policy, next_run_at, version, created_at,
-			schedule_dialect, dst_policy, exclude_calendars::text[]
+			schedule_dialect, dst_policy, exclude_calendars::text[], shards
 		FROM tasks
 		WHERE state = 'active' AND next_run_at IS NOT NULL AND next_run_at <= $1
 		ORDER BY next_run_at
@@ -60,6 +62,8 @@ type NewExecution struct {
 	// Missed, when positive, adds a missed event: that many slots before
 	// this one were not fired (misfire policy).
 	Missed int64
+	// Shard of ShardCount (0 of 1: the task is not sharded).
+	Shard, ShardCount int32
 }
 
 // InsertedExecution is an execution the insert actually created.
@@ -85,9 +89,11 @@ func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecut
 	tenants, ids, tasks := make([]string, n), make([]string, n), make([]string, n)
 	slots, implicit := make([]time.Time, n), make([]int16, n)
 	late := make([]bool, n)
+	shards, counts := make([]int32, n), make([]int32, n)
 	var noted []int // executions with stored events
 	for i, e := range execs {
 		tenants[i], ids[i], tasks[i], slots[i], late[i] = e.TenantID, e.ID, e.TaskID, e.ScheduledFor, e.Late
+		shards[i], counts[i] = e.Shard, max(e.ShardCount, 1)
 		if e.Late || e.Missed > 0 {
 			noted = append(noted, i)
 		} else {
@@ -103,18 +109,18 @@ func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecut
 		return nil, wrap("insert executions", err)
 	}
 	rows, err := tx.Query(ctx, `WITH ins AS (
-			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, late, implicit_events)
-			SELECT tenant_id, id, task_id, scheduled_for, 'schedule', late, implicit
-			FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::bool[], $6::int2[])
-				AS i(tenant_id, id, task_id, scheduled_for, late, implicit)
-			ON CONFLICT (task_id, scheduled_for, round) WHERE trigger IN ('schedule', 'backfill') AND NOT rescheduled DO NOTHING
+			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, late, implicit_events, shard, shard_count)
+			SELECT tenant_id, id, task_id, scheduled_for, 'schedule', late, implicit, shard, shard_count
+			FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::bool[], $6::int2[], $7::int[], $8::int[])
+				AS i(tenant_id, id, task_id, scheduled_for, late, implicit, shard, shard_count)
+			ON CONFLICT (task_id, scheduled_for, round, shard) WHERE trigger IN ('schedule', 'backfill') AND NOT rescheduled DO NOTHING
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
 			INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)
 			SELECT tenant_id, task_id, scheduled_for, id FROM ins
 		)
 		SELECT tenant_id, id::text, task_id::text, scheduled_for FROM ins`,
-		tenants, uids, taskIDs, slots, late, implicit)
+		tenants, uids, taskIDs, slots, late, implicit, shards, counts)
 	if err != nil {
 		return nil, wrap("insert executions", err)
 	}

@@ -117,7 +117,7 @@ func percentiles(ctx context.Context, q Querier, sql string, args ...any) (Perce
 // CountTasksByState counts a tenant's tasks per state; states without any
 // are absent.
 func CountTasksByState(ctx context.Context, q Querier, tenant string) (map[string]int64, error) {
-	rows, err := q.Query(ctx, `SELECT state, count(*) FROM tasks WHERE tenant_id = $1 GROUP BY state`, tenant)
+	rows, err := q.Query(ctx, `SELECT state, count(*) FROM tasks WHERE tenant_id = $1 AND workflow_id IS NULL GROUP BY state`, tenant)
 	if err != nil {
 		return nil, wrap("count tasks", err)
 	}

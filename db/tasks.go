@@ -42,6 +42,11 @@ type Task struct {
 	DSTPolicy           string            `db:"dst_policy"`
 	// ExcludeCalendars: the calendars whose dates the schedule skips.
 	ExcludeCalendars []string `db:"exclude_calendars"`
+	// Shards is how many executions each slot fires (1: not sharded).
+	Shards int32 `db:"shards"`
+	// WorkflowID is set on the hidden task that delivers a workflow node
+	// (the API neither lists nor serves it).
+	WorkflowID *string `db:"workflow_id"`
 }
 
 // fields returns pointers to t's fields in their order, which is that of
@@ -51,14 +56,14 @@ func (t *Task) fields() []any {
 		&t.RunAt, &t.StartAt, &t.EndAt, &t.Payload, &t.Priority, &t.TimeoutMS, &t.MaxAttempts, &t.InitialBackoffMS,
 		&t.MaxBackoffMS, &t.OverlapPolicy, &t.MisfirePolicy, &t.State, &t.NextRunAt, &t.Labels, &t.AlertEndpointID,
 		&t.PauseAfterFailures, &t.ConsecutiveFailures, &t.MissedCount, &t.Version, &t.CreatedAt, &t.UpdatedAt,
-		&t.ScheduleDialect, &t.DSTPolicy, &t.ExcludeCalendars}
+		&t.ScheduleDialect, &t.DSTPolicy, &t.ExcludeCalendars, &t.Shards, &t.WorkflowID}
 }
 
 const taskColumns = `tenant_id, id::text, name, endpoint_id::text, schedule_type, cron, timezone, interval_seconds,
 	run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms, max_backoff_ms,
 	overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id::text, pause_after_failures,
 	consecutive_failures, missed_count, version, created_at, updated_at, schedule_dialect, dst_policy,
-	exclude_calendars::text[]`
+	exclude_calendars::text[], shards, workflow_id::text`
 
 // InsertTask inserts t, created (and updated) at t.CreatedAt, and returns
 // the stored row. With wake, it signals TaskChangedChannel in the same
@@ -68,14 +73,15 @@ func InsertTask(ctx context.Context, q Querier, t Task, wake bool) (Task, error)
 	const insert = `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, cron, timezone,
 			interval_seconds, run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms,
 			max_backoff_ms, overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id,
-			pause_after_failures, created_at, updated_at, schedule_dialect, dst_policy, exclude_calendars)
+			pause_after_failures, created_at, updated_at, schedule_dialect, dst_policy, exclude_calendars, shards,
+			workflow_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-			$23, $24, $25, $25, $26, $27, $28)
+			$23, $24, $25, $25, $26, $27, $28, $29, $30)
 		RETURNING ` + taskColumns
 	args := []any{t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
 		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
 		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
-		t.CreatedAt, t.ScheduleDialect, t.DSTPolicy, nil}
+		t.CreatedAt, t.ScheduleDialect, t.DSTPolicy, nil, max(t.Shards, 1), t.WorkflowID}
 	cals, err := uuidArray(t.ExcludeCalendars)
 	if err != nil {
 		return Task{}, wrap("insert task", err)
@@ -83,7 +89,7 @@ func InsertTask(ctx context.Context, q Querier, t Task, wake bool) (Task, error)
 	args[27] = cals
 	sql := insert
 	if wake {
-		sql = `WITH t AS (` + insert + `) SELECT t.* FROM t, (SELECT pg_notify($29, '')) n`
+		sql = `WITH t AS (` + insert + `) SELECT t.* FROM t, (SELECT pg_notify($31, '')) n`
 		args = append(args, TaskChangedChannel)
 	}
 	rows, err := q.Query(ctx, sql, args...)
@@ -116,6 +122,7 @@ func ListTasks(ctx context.Context, q Querier, tenant string, f TaskFilter) ([]T
 	}
 	rows, err := q.Query(ctx, `SELECT `+taskColumns+` FROM tasks
 		WHERE tenant_id = $1 AND ($2 = '' OR id < NULLIF($2, '')::uuid) AND ($3 = '' OR state = $3) AND labels @> $4
+		  AND workflow_id IS NULL
 		ORDER BY tasks.id DESC LIMIT $5`, tenant, f.Before, f.State, labels, f.Limit)
 	if err != nil {
 		return nil, wrap("list tasks", err)
@@ -135,18 +142,19 @@ func UpdateTask(ctx context.Context, q Querier, t Task) (Task, error) {
 		priority = $13, timeout_ms = $14, max_attempts = $15, initial_backoff_ms = $16, max_backoff_ms = $17,
 		overlap_policy = $18, misfire_policy = $19, state = $20, next_run_at = $21, labels = $22,
 		alert_endpoint_id = $23, pause_after_failures = $24, consecutive_failures = $25,
-		schedule_dialect = $26, dst_policy = $27, exclude_calendars = $28, version = version + 1, updated_at = now()
+		schedule_dialect = $26, dst_policy = $27, exclude_calendars = $28, shards = $29, version = version + 1,
+		updated_at = now()
 		WHERE tenant_id = $1 AND id = $2 RETURNING `+taskColumns,
 		t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
 		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
 		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
-		t.ConsecutiveFailures, t.ScheduleDialect, t.DSTPolicy, cals)
+		t.ConsecutiveFailures, t.ScheduleDialect, t.DSTPolicy, cals, max(t.Shards, 1))
 	return collectOneRow[Task](rows, err)
 }
 
 // DeleteTask deletes a task and reports whether it existed.
 func DeleteTask(ctx context.Context, q Querier, tenant, id string) (bool, error) {
-	tag, err := q.Exec(ctx, `DELETE FROM tasks WHERE tenant_id = $1 AND id = $2`, tenant, id)
+	tag, err := q.Exec(ctx, `DELETE FROM tasks WHERE tenant_id = $1 AND id = $2 AND workflow_id IS NULL`, tenant, id)
 	if err != nil {
 		return false, wrap("delete task", err)
 	}

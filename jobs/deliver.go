@@ -185,6 +185,13 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		if d.Trigger != service.TriggerSchedule {
 			w.metrics.Fires.WithLabelValues(d.Trigger).Inc() // the scheduler counts its own fires
 		}
+		if d.WorkflowRunID != "" { // from its rule met (or its slot, for a root) to its start
+			ready := d.CreatedAt
+			if d.ScheduledFor.After(ready) {
+				ready = d.ScheduledFor
+			}
+			w.metrics.NodeWait.Observe(max(time.Since(ready), 0).Seconds())
+		}
 	}
 	if d.Resumed {
 		log.info(ctx, "resuming an interrupted delivery")
@@ -193,6 +200,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	res := w.sender.Send(ctx, Request{
 		Method: d.Method, URL: d.URL, Headers: d.Headers, Body: d.Payload, Timeout: d.Timeout,
 		ExecutionID: d.ExecutionID, TaskID: d.TaskID, ScheduledFor: d.ScheduledFor, Round: d.Round, Attempt: d.Attempt, Keys: d.Keys,
+		WorkflowID: d.WorkflowID, WorkflowRunID: d.WorkflowRunID, Node: d.Node, ShardIndex: d.Shard, ShardCount: d.ShardCount,
 	})
 	w.metrics.inFlight.Add(-1)
 	sent()
@@ -279,6 +287,7 @@ func outcome(res Result, c Class, d service.Delivery, jobTimeout time.Duration) 
 	out := service.Outcome{
 		StatusCode: res.StatusCode, Latency: res.Latency, ErrorClass: c.ErrorClass, Excerpt: res.Excerpt,
 		RetryAfter: c.RetryAfter, DisableEndpoint: c.DisableEndpoint, EndpointID: d.EndpointID,
+		WorkflowRun: d.WorkflowRunID != "",
 	}
 	switch c.Outcome {
 	case OutcomeSuccess:

@@ -51,6 +51,11 @@ type Metrics struct {
 	// inFlight is the number of webhook requests under way in this
 	// process (ax_deliveries_in_flight, and the replica's heartbeat).
 	inFlight atomic.Int64
+	// WorkflowRuns counts workflow runs reaching a final state, by state.
+	WorkflowRuns *prometheus.CounterVec
+	// NodeWait is a workflow node's first attempt start minus when its
+	// rule was met (its execution was created), or its slot for a root.
+	NodeWait prometheus.Histogram
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: a
@@ -61,6 +66,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	latencyBuckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
 	m := &Metrics{
+		WorkflowRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ax_workflow_runs_total", Help: "Workflow runs reaching a final state, by state.",
+		}, []string{"state"}),
+		NodeWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "ax_workflow_node_wait_seconds", Help: "A workflow node's first attempt start minus when its rule was met.",
+			Buckets: latencyBuckets,
+		}),
 		Fires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ax_fires_total", Help: "Executions created, by trigger.",
 		}, []string{"trigger"}),
@@ -120,9 +132,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, func() float64 { return float64(m.inFlight.Load()) })
 	reg.MustRegister(m.Fires, m.FiringLateness, m.Attempts, m.AttemptDuration, m.RetriesScheduled, m.Finished,
 		m.MissedSlots, m.Reconciled, m.SchedulerPass, m.SchedulerClaimed, m.RetentionDeleted, m.ReplicasLive,
-		m.ReplicasDeclaredDead, m.ReplicaJobsResumed, inFlight)
+		m.ReplicasDeclaredDead, m.ReplicaJobsResumed, inFlight, m.WorkflowRuns, m.NodeWait)
 	return m
 }
+
+// ObserveWorkflowRun counts a run that reached final state; it fits
+// service.WorkflowObserver.RunFinished.
+func (m *Metrics) ObserveWorkflowRun(state string) { m.WorkflowRuns.WithLabelValues(state).Inc() }
 
 // ObserveRetention records what a retention sweep removed; it fits
 // RetentionLoopConfig.OnSweep.

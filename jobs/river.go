@@ -155,6 +155,8 @@ type WorkerDeps struct {
 	// Work tracks the jobs being worked (RunReplica releases the ones
 	// River shows running that are not). Default: a private tracker.
 	Work *WorkTracker
+	// Workflows, when set, serves the workflow alert worker.
+	Workflows *service.Workflows
 }
 
 // NewRiverClient returns the River client that works ax's queues, on the
@@ -182,6 +184,10 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 	river.AddWorker(workers, one)
 	river.AddWorker(workers, newDeliverBatchWorker(one))
 	river.AddWorker(workers, newAlertWorker(deps, cfg))
+	if deps.Workflows != nil {
+		river.AddWorker(workers, &WorkflowAlertWorker{workflows: deps.Workflows, sender: deps.Sender, logger: deps.Logger,
+			timeout: cfg.JobTimeout})
+	}
 	queue := func(n int, poll time.Duration) river.QueueConfig {
 		return river.QueueConfig{MaxWorkers: n, FetchCooldown: cfg.FetchCooldown, FetchPollInterval: poll}
 	}

@@ -135,6 +135,11 @@ type Request struct {
 	ScheduledFor time.Time // X-Ax-Scheduled-For
 	Round        int       // X-Ax-Round, 1 for a slot's first fire; 0: not sent (alerts)
 	Attempt      int       // X-Ax-Attempt, 1 for the first
+	// X-Ax-Workflow-Id, X-Ax-Workflow-Run-Id and X-Ax-Node, sent when
+	// WorkflowRunID is set (a workflow node's execution).
+	WorkflowID, WorkflowRunID, Node string
+	// X-Ax-Shard-Index and X-Ax-Shard-Count, sent when ShardCount > 1.
+	ShardIndex, ShardCount int
 	// AlertType, when set, makes the request an alert about execution
 	// AlertAbout: it carries X-Ax-Alert-Type and X-Ax-Alert-Execution-Id
 	// instead of X-Ax-Task-Id, X-Ax-Execution-Id and X-Ax-Scheduled-For,
@@ -346,6 +351,15 @@ func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*htt
 		h["X-Ax-Execution-Id"] = []string{r.ExecutionID}
 		h["X-Ax-Scheduled-For"] = []string{r.ScheduledFor.UTC().Format(time.RFC3339Nano)}
 		h["X-Ax-Round"] = []string{strconv.Itoa(max(r.Round, 1))}
+		if r.WorkflowRunID != "" {
+			h["X-Ax-Workflow-Id"] = []string{r.WorkflowID}
+			h["X-Ax-Workflow-Run-Id"] = []string{r.WorkflowRunID}
+			h["X-Ax-Node"] = []string{r.Node}
+		}
+		if r.ShardCount > 1 {
+			h["X-Ax-Shard-Index"] = []string{strconv.Itoa(r.ShardIndex)}
+			h["X-Ax-Shard-Count"] = []string{strconv.Itoa(r.ShardCount)}
+		}
 	}
 	h["X-Ax-Attempt"] = []string{strconv.Itoa(r.Attempt)}
 	h["User-Agent"] = []string{s.cfg.UserAgent}

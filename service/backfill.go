@@ -146,7 +146,7 @@ func (s *Backfills) Create(ctx context.Context, tenant, taskID string, in Backfi
 		plan []BackfillSlot
 	)
 	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		row, err := db.GetTask(ctx, tx, tenant, taskID, false)
+		row, err := apiTask(db.GetTask(ctx, tx, tenant, taskID, false))
 		if err != nil {
 			return storeError(err, "load task")
 		}

@@ -51,6 +51,16 @@ type Delivery struct {
 	// Round is sent as X-Ax-Round: 1 for a slot's first fire, one more
 	// for each backfill that re-ran it.
 	Round int
+	// WorkflowID, WorkflowRunID and Node name the workflow run and node of
+	// a node's execution (X-Ax-Workflow-Id, X-Ax-Workflow-Run-Id,
+	// X-Ax-Node); empty for a task's own fire.
+	WorkflowID, WorkflowRunID, Node string
+	// Shard and ShardCount are X-Ax-Shard-Index and X-Ax-Shard-Count
+	// (sent when ShardCount > 1).
+	Shard, ShardCount int
+	// CreatedAt is when the execution was created: for a workflow node's,
+	// when its rule was met.
+	CreatedAt time.Time
 	// Attempt is the attempt number sent as X-Ax-Attempt: 1 for the
 	// first, one more per retry and per run resumed after an interruption.
 	Attempt int
@@ -238,7 +248,10 @@ func (s *Deliveries) end(ctx context.Context, tx db.Tx, row db.DeliveryRow, leas
 	if !ok {
 		return conflictf("execution %s %s → %s: the execution changed under its lock", row.ID, row.State, to)
 	}
-	return db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, events)
+	if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, events); err != nil {
+		return err
+	}
+	return s.advanceWorkflow(ctx, tx, row.TenantID, row.WorkflowRunID)
 }
 
 func deliveryFromRow(row db.DeliveryRow, lease int) Delivery {
@@ -247,6 +260,8 @@ func deliveryFromRow(row db.DeliveryRow, lease int) Delivery {
 		EndpointID: zeroIfNil(row.EndpointID), ScheduledFor: row.ScheduledFor.UTC(), Trigger: row.Trigger, Round: max(row.Round, 1),
 		Attempt: row.Attempts, Lease: lease, URL: zeroIfNil(row.EndpointURL), Method: zeroIfNil(row.EndpointMethod),
 		Headers: row.EndpointHeaders, Payload: row.Payload,
+		WorkflowID: zeroIfNil(row.WorkflowID), WorkflowRunID: zeroIfNil(row.WorkflowRunID), Node: zeroIfNil(row.Node),
+		Shard: row.Shard, ShardCount: row.ShardCount, CreatedAt: row.CreatedAt,
 		Retry: RetryPolicy{
 			MaxAttempts:    int(zeroIfNil(row.MaxAttempts)),
 			InitialBackoff: time.Duration(zeroIfNil(row.InitialBackoffMS)) * time.Millisecond,

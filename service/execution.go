@@ -76,7 +76,11 @@ type Execution struct {
 	// that re-ran the slot.
 	Round      int
 	BackfillID string
-	Events     []Event
+	// WorkflowID, WorkflowRunID and Node name a workflow step's run and
+	// node; Shard is the shard (0 unless sharded).
+	WorkflowID, WorkflowRunID, Node string
+	Shard                           int
+	Events                          []Event
 }
 
 // Event is one step on an execution's timeline.
@@ -244,6 +248,11 @@ func (s *Executions) change(ctx context.Context, tenant, id, action string, fn f
 		}
 		if err := fn(tx, row); err != nil {
 			return err
+		}
+		if row.WorkflowRunID != nil { // a node's execution: its run may move on
+			if err := (runEngine{enq: s.enq}).advanceRun(ctx, tx, tenant, *row.WorkflowRunID); err != nil {
+				return err
+			}
 		}
 		before := row
 		if row, err = db.GetExecution(ctx, tx, tenant, id, false); err != nil {
@@ -415,7 +424,7 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		// Not locked: the scheduler claims tasks with SKIP LOCKED, and a
 		// lock here would make it skip this task for a tick.
-		task, err := db.GetTask(ctx, tx, tenant, taskID, false)
+		task, err := apiTask(db.GetTask(ctx, tx, tenant, taskID, false))
 		if err != nil {
 			return storeError(err, "load task")
 		}
@@ -506,6 +515,8 @@ func executionDetailOf(r db.Execution, events []db.ExecutionEvent) ExecutionDeta
 			State: r.State, Attempts: int(r.Attempts), Late: r.Late, LastStatusCode: intValue(r.LastStatusCode),
 			LastError: strValue(r.LastError), LastErrorClass: strValue(r.LastErrorClass), CreatedAt: r.CreatedAt.UTC(),
 			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt), Round: int(r.Round), BackfillID: strValue(r.BackfillID),
+			WorkflowID: strValue(r.WorkflowID), WorkflowRunID: strValue(r.WorkflowRunID), Node: strValue(r.Node),
+			Shard: int(r.Shard),
 		},
 		CancelRequested: r.CancelRequested,
 		NextAttemptAt:   utcPtr(r.NextAttemptAt),
@@ -551,7 +562,7 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 	}
 	var out ExecutionDetail
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		row, err := db.GetTask(ctx, tx, tenant, taskID, false)
+		row, err := apiTask(db.GetTask(ctx, tx, tenant, taskID, false))
 		if err != nil {
 			return storeError(err, "load task")
 		}

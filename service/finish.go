@@ -50,6 +50,10 @@ type Outcome struct {
 	// a retry then continues as a DeliverArgs job of its own, inserted
 	// with the retrying transition and due when the retry is.
 	HandOff *HandOff
+	// WorkflowRun: the execution is a workflow node's (Delivery.WorkflowRunID
+	// is set). Its success takes the row-by-row path, so that the run
+	// advances in the transaction that records it (Workflows.advance).
+	WorkflowRun bool
 }
 
 // failure is the text recorded for a failed attempt.
@@ -96,7 +100,7 @@ type Finished struct {
 // (db.SucceedsWithoutDecision); a success the batch did not record (or a
 // failed batch) takes the row-by-row path, which reports the conflict.
 func (s *Deliveries) Finish(ctx context.Context, tenant, executionID string, lease int, out Outcome) (Finished, error) {
-	if out.Kind == OutcomeSucceeded {
+	if out.Kind == OutcomeSucceeded && !out.WorkflowRun {
 		r, err := s.successes.do(ctx, db.DeliverySuccess{
 			DeliveryKey: db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease},
 			StatusCode:  out.StatusCode, LatencyMS: int(out.Latency.Milliseconds()),
@@ -173,6 +177,9 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 				return Finished{}, err
 			}
 		}
+		if err := s.advanceWorkflow(ctx, tx, tenant, row.WorkflowRunID); err != nil {
+			return Finished{}, err
+		}
 		fin.State = ExecSucceeded
 		return fin, nil
 	}
@@ -189,6 +196,9 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 		end.To = ExecCancelled
 		events = append(events, db.DeliveryEvent{Type: EventCancelled, Attempt: &attempt, Message: &dec.Reason})
 		if err := s.transition(ctx, tx, end, events); err != nil {
+			return Finished{}, err
+		}
+		if err := s.advanceWorkflow(ctx, tx, tenant, row.WorkflowRunID); err != nil {
 			return Finished{}, err
 		}
 		fin.State = ExecCancelled
@@ -239,8 +249,21 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 	if err != nil {
 		return Finished{}, err
 	}
+	if err := s.advanceWorkflow(ctx, tx, tenant, row.WorkflowRunID); err != nil {
+		return Finished{}, err
+	}
 	fin.State, fin.TaskPaused, fin.AlertQueued = ExecFailed, after.paused, after.alerted
 	return fin, nil
+}
+
+// advanceWorkflow advances the workflow run of an execution that just
+// ended (runID nil: not a node's execution; nothing to do), in the
+// transaction that ended it.
+func (s *Deliveries) advanceWorkflow(ctx context.Context, tx db.Tx, tenant string, runID *string) error {
+	if runID == nil {
+		return nil
+	}
+	return runEngine{enq: s.enqueuer}.advanceRun(ctx, tx, tenant, *runID)
 }
 
 // transition applies a fenced transition and appends events; no matching

@@ -115,6 +115,7 @@ type TickResult struct {
 	Fired     int   // executions created
 	Duplicate int   // slots that already had an execution
 	Missed    int64 // slots not fired by misfire policy
+	Runs      int   // workflow runs created
 	// More is true when the batch was full: call Tick again at once.
 	More bool
 }
@@ -150,6 +151,9 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 		for _, t := range due {
 			meta[t.ID] = t
 			plan := s.plan(t, now, cals)
+			if t.Shards > 1 {
+				plan.execs = shardOut(plan.execs, t.Shards)
+			}
 			execs = append(execs, plan.execs...)
 			advs = append(advs, db.TaskAdvance{TenantID: t.TenantID, ID: t.ID, NextRunAt: plan.next, Missed: plan.missed})
 			res.Missed += plan.missed
@@ -172,6 +176,13 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 	})
 	if err != nil {
 		return TickResult{}, fmt.Errorf("scheduler tick: %w", err)
+	}
+	if !res.More { // the workflows' slots, once the tasks' backlog is written
+		runs, err := s.tickWorkflows(ctx)
+		if err != nil {
+			return TickResult{}, err
+		}
+		res.Runs = runs
 	}
 	return res, nil
 }
@@ -339,6 +350,23 @@ func (s *Scheduler) newExecution(t db.DueTask, slot, now time.Time, late bool, m
 		data["missed_slots"] = missedTotal
 	}
 	return db.NewExecution{TenantID: t.TenantID, ID: NewID(), TaskID: t.ID, ScheduledFor: slot, Late: late, EventData: data}
+}
+
+// shardOut fans each fire out into n executions, one per shard, that
+// share its slot (and its fired event's data).
+func shardOut(execs []db.NewExecution, n int32) []db.NewExecution {
+	out := make([]db.NewExecution, 0, len(execs)*int(n))
+	for _, e := range execs {
+		for i := range n {
+			c := e
+			c.Shard, c.ShardCount = i, n
+			if i > 0 {
+				c.ID, c.Missed = NewID(), 0
+			}
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // fireData is the data of a stored fired event.

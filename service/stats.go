@@ -49,6 +49,9 @@ type TenantStats struct {
 	// Tasks counts the tenant's tasks by state (now, not in the window);
 	// every state is present.
 	Tasks map[string]int64
+	// WorkflowRuns counts the tenant's workflow runs by state (now);
+	// every state is present.
+	WorkflowRuns map[string]int64
 	// EndpointsEnabled and EndpointsDisabled count the tenant's endpoints.
 	EndpointsEnabled, EndpointsDisabled int64
 }
@@ -92,6 +95,11 @@ func (s *Stats) Get(ctx context.Context, tenant string, window time.Duration) (T
 			return err
 		}
 		out.Tasks = allStates([]string{TaskActive, TaskPaused, TaskCompleted}, tasks)
+		runs, err := db.CountRunsByState(ctx, tx, tenant)
+		if err != nil {
+			return err
+		}
+		out.WorkflowRuns = allStates([]string{RunPending, RunRunning, RunBlocked, RunSucceeded, RunFailed, RunCancelled}, runs)
 		out.EndpointsEnabled, out.EndpointsDisabled, err = db.CountEndpoints(ctx, tx, tenant)
 		return err
 	})

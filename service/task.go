@@ -99,6 +99,8 @@ type TaskInput struct {
 	Labels             map[string]string
 	AlertEndpointID    string
 	PauseAfterFailures int
+	// Shards fires this many executions per slot (1..ShardsMax; 0: 1).
+	Shards int
 }
 
 // Input returns the client-settable fields of t, the starting point of a
@@ -210,7 +212,7 @@ func (s *Tasks) withCalendars(ctx context.Context, q db.Querier, tenant string, 
 // recomputed from now, and its version moves on (the scheduler re-reads
 // the schedule).
 func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string) error {
-	row, err := db.GetTask(ctx, tx, tenant, id, true)
+	row, err := apiTask(db.GetTask(ctx, tx, tenant, id, true))
 	if err != nil {
 		return storeError(err, "load task")
 	}
@@ -257,7 +259,7 @@ func (s *Tasks) Get(ctx context.Context, tenant, id string) (Task, error) {
 	if !validID(id) {
 		return Task{}, ErrNotFound
 	}
-	row, err := db.GetTask(ctx, s.pool, tenant, id, false)
+	row, err := apiTask(db.GetTask(ctx, s.pool, tenant, id, false))
 	if err != nil {
 		return Task{}, storeError(err, "load task")
 	}
@@ -301,7 +303,7 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 	}
 	var out Task
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		row, err := db.GetTask(ctx, tx, tenant, id, true)
+		row, err := apiTask(db.GetTask(ctx, tx, tenant, id, true))
 		if err != nil {
 			return storeError(err, "load task")
 		}
@@ -451,7 +453,7 @@ func (s *Tasks) setState(ctx context.Context, tenant, id, action string, change 
 	}
 	var out Task
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		row, err := db.GetTask(ctx, tx, tenant, id, true)
+		row, err := apiTask(db.GetTask(ctx, tx, tenant, id, true))
 		if err != nil {
 			return storeError(err, "load task")
 		}
@@ -537,6 +539,9 @@ func (in TaskInput) withDefaults() TaskInput {
 	if in.Labels == nil {
 		in.Labels = map[string]string{}
 	}
+	if in.Shards == 0 {
+		in.Shards = 1
+	}
 	if in.Schedule.Timezone == "" {
 		in.Schedule.Timezone = "UTC"
 	}
@@ -593,6 +598,12 @@ func (s *Tasks) validate(in TaskInput, anchor time.Time) (*Schedule, error) {
 	validateLabels(&ve, in.Labels)
 	if in.AlertEndpointID != "" && !validID(in.AlertEndpointID) {
 		ve.Add("alert_endpoint_id", "must be the id of one of your endpoints")
+	}
+	if in.Shards < 0 || in.Shards > ShardsMax {
+		ve.Add("shards", fmt.Sprintf("must be 1 to %d", ShardsMax))
+	} else if in.Shards > 1 && in.OverlapPolicy != OverlapAllow {
+		// The shards of a slot are unfinished together by design.
+		ve.Add("shards", "more than one shard needs overlap_policy allow")
 	}
 	if in.PauseAfterFailures < 0 || in.PauseAfterFailures > PauseAfterFailuresMax {
 		ve.Add("pause_after_failures", fmt.Sprintf("must be 0 (never) to %d", PauseAfterFailuresMax))
@@ -672,6 +683,7 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 		ExcludeCalendars: in.Schedule.ExcludeCalendars,
 		// Interval and once tasks store the defaults, and ignore them.
 		ScheduleDialect: DialectStandard, DSTPolicy: DSTVixie,
+		Shards: int32(max(in.Shards, 1)),
 	}
 	if in.Schedule.Type == ScheduleCron {
 		r.ScheduleDialect = cmp.Or(in.Schedule.Dialect, DialectStandard)
@@ -711,7 +723,7 @@ func taskFromRow(r db.Task) Task {
 				MaxAttempts: int(r.MaxAttempts), InitialBackoff: time.Duration(r.InitialBackoffMS) * time.Millisecond,
 				MaxBackoff: time.Duration(r.MaxBackoffMS) * time.Millisecond,
 			},
-			OverlapPolicy: r.OverlapPolicy, MisfirePolicy: r.MisfirePolicy, Labels: r.Labels,
+			OverlapPolicy: r.OverlapPolicy, MisfirePolicy: r.MisfirePolicy, Labels: r.Labels, Shards: int(max(r.Shards, 1)),
 		},
 		ID: r.ID, State: r.State, NextRunAt: utcPtr(r.NextRunAt), MissedCount: r.MissedCount,
 		ConsecutiveFails: int(r.ConsecutiveFailures), Version: int(r.Version), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
@@ -738,6 +750,15 @@ func taskFromRow(r db.Task) Task {
 		t.Labels = map[string]string{}
 	}
 	return t
+}
+
+// apiTask hides the tasks that deliver workflow nodes from the task API:
+// such a task is not found (the callers translate err with storeError).
+func apiTask(row db.Task, err error) (db.Task, error) {
+	if err == nil && row.WorkflowID != nil {
+		return db.Task{}, ErrNotFound
+	}
+	return row, err
 }
 
 func utcPtr(t *time.Time) *time.Time {

@@ -38,8 +38,8 @@ type background struct {
 // startBackground starts River and the scheduler loop; the loop keeps
 // clock's estimate of the database's clock.
 func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, deliveries *service.Deliveries,
-	sender *jobs.Sender, metrics *jobs.Metrics, clock *service.DBClock, backfills *service.Backfills, cfg config,
-	logger *slog.Logger,
+	sender *jobs.Sender, metrics *jobs.Metrics, clock *service.DBClock, backfills *service.Backfills,
+	workflows *service.Workflows, cfg config, logger *slog.Logger,
 ) (*background, error) {
 	// A new id every start: the replica's, and its River client's, which
 	// River records in attempted_by of the jobs it runs.
@@ -59,6 +59,7 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 		Clock:      clock,
 
 		BackfillProgress: backfills.Wake,
+		Workflows:        workflows,
 	})
 	if err != nil {
 		return nil, err
@@ -73,12 +74,13 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 			Logger: logger, Metrics: metrics, Work: work,
 		}, heartbeatCtx: hbCtx, stopHeartbeat: stopHeartbeat, heartbeats: make(chan string, 1)}
 	retention := service.NewRetention(d.pool, service.RetentionConfig{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
-	go b.run(runCtx, d.pool, enq, backfills, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock}, retention)
+	service.SetWorkflowObserver(&service.WorkflowObserver{RunFinished: metrics.ObserveWorkflowRun})
+	go b.run(runCtx, d.pool, enq, backfills, workflows, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock}, retention)
 	return b, nil
 }
 
 func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueuer, backfills *service.Backfills,
-	schedCfg service.SchedulerConfig, retention *service.Retention,
+	workflows *service.Workflows, schedCfg service.SchedulerConfig, retention *service.Retention,
 ) {
 	defer close(b.done)
 	for warned := false; ; warned = true {
@@ -126,6 +128,12 @@ func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueu
 		jobs.RunBackfills(ctx, backfills, 0, b.logger)
 	}()
 	defer func() { <-pumped }()
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		jobs.RunWorkflowSweep(ctx, workflows, 0, b.logger)
+	}()
+	defer func() { <-swept }()
 	retained := make(chan struct{})
 	go func() {
 		defer close(retained)

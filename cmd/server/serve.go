@@ -176,7 +176,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	clock := new(service.DBClock)
 	tasks := service.NewTasks(d.pool, service.TasksConfig{Clock: clock})
 	backfills := service.NewBackfills(d.pool, enq, tasks)
-	bg, err := startBackground(ctx, d, enq, deliveries, sender, metrics, clock, backfills, cfg, logger)
+	workflows := service.NewWorkflows(d.pool, enq, service.WorkflowsConfig{
+		FetchAhead: jobs.RiverConfig{FetchPollInterval: cfg.FetchPollInterval}.FetchAhead()})
+	bg, err := startBackground(ctx, d, enq, deliveries, sender, metrics, clock, backfills, workflows, cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -196,6 +198,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Executions:  service.NewExecutions(d.pool, enq),
 		Calendars:   service.NewCalendars(d.pool, tasks),
 		Backfills:   backfills,
+		Workflows:   workflows,
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, d.pool) },
 		BodyLimit:   cfg.MaxBodyBytes,
 		Version:     version(),

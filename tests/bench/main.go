@@ -99,7 +99,8 @@ func (m *multiFlag) Set(v string) error {
 	return nil
 }
 
-var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling", "retention"}
+var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling", "retention",
+	"workflow"}
 
 func main() {
 	var o options
@@ -279,6 +280,8 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 		return ceiling(ctx, st, o, orInt(n, 20_000))
 	case "retention":
 		return retention(ctx, st, o, orInt(n, 1000))
+	case "workflow":
+		return workflowScenario(ctx, st, o, orInt(n, 500))
 	}
 	return nil, fmt.Errorf("unknown scenario %q", name)
 }

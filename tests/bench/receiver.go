@@ -21,6 +21,8 @@ type delivery struct {
 	exec    string    // X-Ax-Execution-Id
 	task    string    // X-Ax-Task-Id
 	attempt string    // X-Ax-Attempt
+	run     string    // X-Ax-Workflow-Run-Id (a workflow step)
+	node    string    // X-Ax-Node
 }
 
 // Receiver implementations (-receiver). The receiver shares the two cores
@@ -93,6 +95,8 @@ func (r *receiver) serveFast(c *fasthttp.RequestCtx) {
 	d.exec = string(h.Peek("X-Ax-Execution-Id"))
 	d.task = string(h.Peek("X-Ax-Task-Id"))
 	d.attempt = string(h.Peek("X-Ax-Attempt"))
+	d.run = string(h.Peek("X-Ax-Workflow-Run-Id"))
+	d.node = string(h.Peek("X-Ax-Node"))
 	r.record(d)
 	c.SetStatusCode(http.StatusNoContent)
 }
@@ -104,6 +108,8 @@ func (r *receiver) serveNetHTTP(w http.ResponseWriter, req *http.Request) {
 	d.exec = h.Get("X-Ax-Execution-Id")
 	d.task = h.Get("X-Ax-Task-Id")
 	d.attempt = h.Get("X-Ax-Attempt")
+	d.run = h.Get("X-Ax-Workflow-Run-Id")
+	d.node = h.Get("X-Ax-Node")
 	_, _ = io.Copy(io.Discard, io.LimitReader(req.Body, 1<<20))
 	r.record(d)
 	w.WriteHeader(http.StatusNoContent)

@@ -1,0 +1,540 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/axhq/ax/service"
+)
+
+// workflowNodeDTO is one node of a workflow: a webhook call with a task's
+// delivery fields, its upstream keys and its trigger rule.
+type workflowNodeDTO struct {
+	// Key is unique in the workflow: ^[a-z0-9][a-z0-9._-]{0,63}$.
+	Key        string `json:"key" example:"extract"`
+	EndpointID string `json:"endpoint_id" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e"`
+	// Payload is any JSON; the webhook body carries it. Default {}.
+	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
+	// Priority 1 (highest) to 4; default 2.
+	Priority int `json:"priority,omitempty" example:"2"`
+	// TimeoutMS per attempt (100..300000); absent: the endpoint's timeout.
+	TimeoutMS *int     `json:"timeout_ms,omitempty" example:"30000"`
+	Retry     retryDTO `json:"retry"`
+	// Shards fires this many executions of the node (1..1000, default 1), with X-Ax-Shard-Index/Count.
+	Shards int `json:"shards,omitempty" example:"1"`
+	// DependsOn lists the keys of the node's upstream nodes.
+	DependsOn []string `json:"depends_on,omitempty"`
+	// TriggerRule: all_success (default), all_done (every upstream finished) or one_success.
+	TriggerRule string `json:"trigger_rule,omitempty" enums:"all_success,all_done,one_success" example:"all_success"`
+} // @name WorkflowNode
+
+// slaDTO is a workflow's service level.
+type slaDTO struct {
+	// FinishWithinMS: a run is expected to finish this long after its slot.
+	FinishWithinMS int64 `json:"finish_within_ms,omitempty" example:"7200000"`
+} // @name WorkflowSLA
+
+// workflowRequest is the body of POST /v1/workflows, and the shape a PATCH merges into.
+type workflowRequest struct {
+	Name string `json:"name" example:"billing.daily"`
+	// Schedule is optional: without one, runs start by trigger.
+	Schedule *scheduleDTO `json:"schedule,omitempty"`
+	// MaxActiveRuns bounds the unfinished runs (1..1000, default 1); a slot beyond it waits, in order.
+	MaxActiveRuns   int     `json:"max_active_runs,omitempty" example:"1"`
+	MisfirePolicy   string  `json:"misfire_policy,omitempty" enums:"fire_once,fire_all,skip" example:"fire_once"`
+	AlertEndpointID string  `json:"alert_endpoint_id,omitempty"`
+	SLA             *slaDTO `json:"sla,omitempty"`
+	// Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes.
+	Nodes []workflowNodeDTO `json:"nodes"`
+} // @name WorkflowRequest
+
+// workflowResponse is a workflow as the API returns it (its current version).
+type workflowResponse struct {
+	workflowRequest
+	ID    string `json:"id"`
+	State string `json:"state" enums:"active,paused"`
+	// Version moves on with each PATCH of the nodes; runs keep the version they started with.
+	Version   int        `json:"version"`
+	NextRunAt *timestamp `json:"next_run_at" swaggertype:"string" format:"date-time"`
+	CreatedAt timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
+	UpdatedAt timestamp  `json:"updated_at" swaggertype:"string" format:"date-time"`
+} // @name Workflow
+
+// workflowList is a page of workflows.
+type workflowList struct {
+	Items      []workflowResponse `json:"items"`
+	NextCursor string             `json:"next_cursor,omitempty"`
+} // @name WorkflowList
+
+// runNodeResponse is one node of a run.
+type runNodeResponse struct {
+	Key   string `json:"key"`
+	State string `json:"state" enums:"waiting,pending,running,retrying,succeeded,failed,blocked,skipped,cancelled"`
+	// ExecutionID is the node's execution (shard 0's when sharded); absent before it fires.
+	ExecutionID string `json:"execution_id,omitempty"`
+	// Shards is the node's shard count, when above 1; ShardStates counts its executions per state.
+	Shards      int            `json:"shards,omitempty"`
+	ShardStates map[string]int `json:"shard_states,omitempty"`
+	// RuleMetAt is when its rule was met (or it was forced) and it fired.
+	RuleMetAt  *timestamp `json:"rule_met_at,omitempty" swaggertype:"string" format:"date-time"`
+	StartedAt  *timestamp `json:"started_at,omitempty" swaggertype:"string" format:"date-time"`
+	FinishedAt *timestamp `json:"finished_at,omitempty" swaggertype:"string" format:"date-time"`
+} // @name WorkflowRunNode
+
+// runResponse is a workflow run.
+type runResponse struct {
+	ID           string     `json:"id"`
+	WorkflowID   string     `json:"workflow_id"`
+	Version      int        `json:"version"`
+	ScheduledFor timestamp  `json:"scheduled_for" swaggertype:"string" format:"date-time"`
+	Round        int        `json:"round"`
+	Trigger      string     `json:"trigger" enums:"schedule,manual,backfill"`
+	State        string     `json:"state" enums:"pending,running,blocked,succeeded,failed,cancelled"`
+	CreatedAt    timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
+	StartedAt    *timestamp `json:"started_at" swaggertype:"string" format:"date-time"`
+	FinishedAt   *timestamp `json:"finished_at" swaggertype:"string" format:"date-time"`
+	// Nodes is the run's timeline (absent in lists).
+	Nodes []runNodeResponse `json:"nodes,omitempty"`
+} // @name WorkflowRun
+
+// runList is a page of runs.
+type runList struct {
+	Items      []runResponse `json:"items"`
+	NextCursor string        `json:"next_cursor,omitempty"`
+} // @name WorkflowRunList
+
+// workflowTriggerRequest is the body of POST /v1/workflows/{id}/trigger.
+type workflowTriggerRequest struct {
+	// DedupKey: a second trigger with the same key returns the first run.
+	DedupKey *string `json:"dedup_key,omitempty"`
+} // @name WorkflowTriggerRequest
+
+var workflowReadOnly = []string{"id", "state", "version", "next_run_at", "created_at", "updated_at", "tenant", "tenant_id"}
+
+func (r workflowRequest) input() (service.WorkflowInput, error) {
+	var ve service.ValidationError
+	in := service.WorkflowInput{Name: r.Name, MaxActiveRuns: r.MaxActiveRuns, MisfirePolicy: r.MisfirePolicy,
+		AlertEndpointID: r.AlertEndpointID}
+	if r.Schedule != nil {
+		s := r.Schedule
+		in.Schedule = &service.ScheduleSpec{Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
+			RunAt: parseTime(&ve, "schedule.run_at", s.RunAt), StartAt: parseTime(&ve, "schedule.start_at", s.StartAt),
+			EndAt: parseTime(&ve, "schedule.end_at", s.EndAt), Dialect: s.Dialect, DSTPolicy: s.DSTPolicy,
+			ExcludeCalendars: s.ExcludeCalendars}
+	}
+	if r.SLA != nil {
+		if r.SLA.FinishWithinMS < 0 {
+			ve.Add("sla.finish_within_ms", "must not be negative")
+		}
+		in.SLAFinishWithin = time.Duration(r.SLA.FinishWithinMS) * time.Millisecond
+	}
+	if r.MaxActiveRuns < 0 {
+		ve.Add("max_active_runs", "must be 1 to 1000")
+	}
+	for _, n := range r.Nodes {
+		node := service.WorkflowNodeInput{Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority,
+			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
+			Retry: service.RetryPolicy{MaxAttempts: n.Retry.MaxAttempts,
+				InitialBackoff: time.Duration(n.Retry.InitialBackoffMS) * time.Millisecond,
+				MaxBackoff:     time.Duration(n.Retry.MaxBackoffMS) * time.Millisecond}}
+		if n.TimeoutMS != nil {
+			if *n.TimeoutMS <= 0 {
+				ve.Add("nodes.timeout_ms", "must be between 100 and 300000")
+			}
+			node.Timeout = time.Duration(*n.TimeoutMS) * time.Millisecond
+		}
+		if n.Priority < 0 || n.Shards < 0 || n.Retry.MaxAttempts < 0 || n.Retry.InitialBackoffMS < 0 || n.Retry.MaxBackoffMS < 0 {
+			ve.Add("nodes", "priority, shards and retry values must be positive")
+		}
+		in.Nodes = append(in.Nodes, node)
+	}
+	return in, ve.Err()
+}
+
+func workflowRequestOf(in service.WorkflowInput) workflowRequest {
+	r := workflowRequest{Name: in.Name, MaxActiveRuns: in.MaxActiveRuns, MisfirePolicy: in.MisfirePolicy,
+		AlertEndpointID: in.AlertEndpointID, Nodes: []workflowNodeDTO{}}
+	if in.Schedule != nil {
+		s := scheduleOut(*in.Schedule)
+		r.Schedule = &s
+	}
+	if in.SLAFinishWithin > 0 {
+		r.SLA = &slaDTO{FinishWithinMS: in.SLAFinishWithin.Milliseconds()}
+	}
+	for _, n := range in.Nodes {
+		d := workflowNodeDTO{Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority, Shards: n.Shards,
+			DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
+			Retry: retryDTO{MaxAttempts: n.Retry.MaxAttempts, InitialBackoffMS: n.Retry.InitialBackoff.Milliseconds(),
+				MaxBackoffMS: n.Retry.MaxBackoff.Milliseconds()}}
+		if n.Timeout != 0 {
+			ms := int(n.Timeout.Milliseconds())
+			d.TimeoutMS = &ms
+		}
+		r.Nodes = append(r.Nodes, d)
+	}
+	return r
+}
+
+func workflowOut(w service.Workflow) workflowResponse {
+	return workflowResponse{workflowRequest: workflowRequestOf(w.Input()), ID: w.ID, State: w.State, Version: w.Version,
+		NextRunAt: stampPtr(w.NextRunAt), CreatedAt: stamp(w.CreatedAt), UpdatedAt: stamp(w.UpdatedAt)}
+}
+
+func runOut(r service.WorkflowRun) runResponse {
+	out := runResponse{ID: r.ID, WorkflowID: r.WorkflowID, Version: r.Version, ScheduledFor: stamp(r.ScheduledFor),
+		Round: r.Round, Trigger: r.Trigger, State: r.State, CreatedAt: stamp(r.CreatedAt), StartedAt: stampPtr(r.StartedAt),
+		FinishedAt: stampPtr(r.FinishedAt)}
+	for _, n := range r.Nodes {
+		rn := runNodeResponse{Key: n.Key, State: n.State, ExecutionID: n.ExecutionID, ShardStates: n.ShardStates,
+			RuleMetAt: stampPtr(n.RuleMetAt), StartedAt: stampPtr(n.StartedAt), FinishedAt: stampPtr(n.FinishedAt)}
+		if n.Shards > 1 {
+			rn.Shards = n.Shards
+		}
+		out.Nodes = append(out.Nodes, rn)
+	}
+	return out
+}
+
+// createWorkflow godoc
+//
+//	@ID				createWorkflow
+//	@Summary		Create a workflow
+//	@Description	A DAG of webhook steps. Supports Idempotency-Key. A cycle, an unknown key or a self-dependency is a 422 whose error names the nodes.
+//	@Tags			workflows
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			Idempotency-Key	header		string			false	"replay protection for 24 h"
+//	@Param			body			body		workflowRequest	true	"the workflow"
+//	@Success		201				{object}	workflowResponse
+//	@Failure		400,401,403,409,413,415,422,503	{object}	problem
+//	@Header			503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/workflows [post]
+func (h *handlers) createWorkflow(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var req workflowRequest
+	if err := decodeStrict(body, &req, workflowReadOnly...); err != nil {
+		return err
+	}
+	in, err := req.input()
+	if err != nil {
+		return err
+	}
+	w, err := h.cfg.Workflows.Create(c.Request().Context(), principalFrom(c).Tenant, in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, workflowOut(w))
+}
+
+// listWorkflows godoc
+//
+//	@ID			listWorkflows
+//	@Summary	List workflows, newest first
+//	@Tags		workflows
+//	@Produce	json
+//	@Security	BearerAuth
+//	@Param		limit	query		int		false	"page size (default 50, max 500)"
+//	@Param		cursor	query		string	false	"next_cursor of the previous page"
+//	@Success	200		{object}	workflowList
+//	@Failure	401,403,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router		/v1/workflows [get]
+func (h *handlers) listWorkflows(c echo.Context) error {
+	page, err := pageParams(c)
+	if err != nil {
+		return err
+	}
+	items, next, err := h.cfg.Workflows.List(c.Request().Context(), principalFrom(c).Tenant, page)
+	if err != nil {
+		return err
+	}
+	out := workflowList{Items: make([]workflowResponse, 0, len(items)), NextCursor: encodeCursor(next)}
+	for _, w := range items {
+		out.Items = append(out.Items, workflowOut(w))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// getWorkflow godoc
+//
+//	@ID			getWorkflow
+//	@Summary	Get a workflow
+//	@Tags		workflows
+//	@Produce	json
+//	@Security	BearerAuth
+//	@Param		id	path		string	true	"workflow id"
+//	@Success	200	{object}	workflowResponse
+//	@Failure	401,403,404,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router		/v1/workflows/{id} [get]
+func (h *handlers) getWorkflow(c echo.Context) error {
+	w, err := h.cfg.Workflows.Get(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, workflowOut(w))
+}
+
+// patchWorkflow godoc
+//
+//	@ID				patchWorkflow
+//	@Summary		Update a workflow
+//	@Description	Fields present replace the current ones (nodes as a whole). A change of the nodes makes a new version: runs in flight keep the version they started with.
+//	@Tags			workflows
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id		path		string			true	"workflow id"
+//	@Param			body	body		workflowRequest	true	"fields to change"
+//	@Success		200		{object}	workflowResponse
+//	@Failure		400,401,403,404,409,413,415,422,503	{object}	problem
+//	@Header			503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/workflows/{id} [patch]
+func (h *handlers) patchWorkflow(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if err := checkReadOnly(body, workflowReadOnly); err != nil {
+		return err
+	}
+	w, err := h.cfg.Workflows.Update(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"),
+		func(in *service.WorkflowInput) error {
+			req := workflowRequestOf(*in)
+			if err := mergePatch(body, &req, "nodes", "schedule"); err != nil {
+				return err
+			}
+			next, err := req.input()
+			if err != nil {
+				return err
+			}
+			*in = next
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, workflowOut(w))
+}
+
+// deleteWorkflow godoc
+//
+//	@ID				deleteWorkflow
+//	@Summary		Delete a workflow
+//	@Description	Deletes its runs too; node executions not started yet are cancelled.
+//	@Tags			workflows
+//	@Security		BearerAuth
+//	@Param			id	path	string	true	"workflow id"
+//	@Success		204
+//	@Failure		401,403,404,503	{object}	problem
+//	@Header			503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/workflows/{id} [delete]
+func (h *handlers) deleteWorkflow(c echo.Context) error {
+	if err := h.cfg.Workflows.Delete(c.Request().Context(), principalFrom(c).Tenant, c.Param("id")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// pauseWorkflow godoc
+//
+//	@ID				pauseWorkflow
+//	@Summary		Pause a workflow
+//	@Description	Its schedule starts no run while paused; runs in flight go on.
+//	@Tags			workflows
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id	path		string	true	"workflow id"
+//	@Success		200	{object}	workflowResponse
+//	@Failure		401,403,404,409,503	{object}	problem
+//	@Header			503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/workflows/{id}/pause [post]
+func (h *handlers) pauseWorkflow(c echo.Context) error {
+	w, err := h.cfg.Workflows.Pause(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, workflowOut(w))
+}
+
+// resumeWorkflow godoc
+//
+//	@ID				resumeWorkflow
+//	@Summary		Resume a workflow
+//	@Description	Its schedule starts runs again from the next slot after now.
+//	@Tags			workflows
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id	path		string	true	"workflow id"
+//	@Success		200	{object}	workflowResponse
+//	@Failure		401,403,404,409,503	{object}	problem
+//	@Header			503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/workflows/{id}/resume [post]
+func (h *handlers) resumeWorkflow(c echo.Context) error {
+	w, err := h.cfg.Workflows.Resume(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, workflowOut(w))
+}
+
+// triggerWorkflow godoc
+//
+//	@ID				triggerWorkflow
+//	@Summary		Start a run now
+//	@Description	The run is pending while max_active_runs runs are unfinished. The same dedup_key returns the first run. Supports Idempotency-Key.
+//	@Tags			workflows
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id				path		string					true	"workflow id"
+//	@Param			Idempotency-Key	header		string					false	"replay protection for 24 h"
+//	@Param			body			body		workflowTriggerRequest	false	"optional dedup key"
+//	@Success		202				{object}	runResponse
+//	@Failure		400,401,403,404,409,413,415,422,503	{object}	problem
+//	@Header			503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/workflows/{id}/trigger [post]
+func (h *handlers) triggerWorkflow(c echo.Context) error {
+	var req workflowTriggerRequest
+	if err := decodeOptional(c, &req); err != nil {
+		return err
+	}
+	key := ""
+	if req.DedupKey != nil {
+		key = *req.DedupKey
+	}
+	r, err := h.cfg.Workflows.Trigger(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), key)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, runOut(r))
+}
+
+// idempotentWorkflowTrigger keeps Idempotency-Keys per workflow.
+func (h *handlers) idempotentWorkflowTrigger(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return h.idempotent("workflows/" + c.Param("id") + "/trigger")(next)(c)
+	}
+}
+
+// listWorkflowRuns godoc
+//
+//	@ID			listWorkflowRuns
+//	@Summary	List a workflow's runs, newest first
+//	@Tags		workflows
+//	@Produce	json
+//	@Security	BearerAuth
+//	@Param		id		path		string	true	"workflow id"
+//	@Param		limit	query		int		false	"page size (default 50, max 500)"
+//	@Param		cursor	query		string	false	"next_cursor of the previous page"
+//	@Success	200		{object}	runList
+//	@Failure	401,403,404,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router		/v1/workflows/{id}/runs [get]
+func (h *handlers) listWorkflowRuns(c echo.Context) error {
+	page, err := pageParams(c)
+	if err != nil {
+		return err
+	}
+	items, next, err := h.cfg.Workflows.ListRuns(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), page)
+	if err != nil {
+		return err
+	}
+	out := runList{Items: make([]runResponse, 0, len(items)), NextCursor: encodeCursor(next)}
+	for _, r := range items {
+		out.Items = append(out.Items, runOut(r))
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// getWorkflowRun godoc
+//
+//	@ID			getWorkflowRun
+//	@Summary	Get a workflow run with its nodes
+//	@Tags		workflows
+//	@Produce	json
+//	@Security	BearerAuth
+//	@Param		id	path		string	true	"run id"
+//	@Success	200	{object}	runResponse
+//	@Failure	401,403,404,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router		/v1/workflow-runs/{id} [get]
+func (h *handlers) getWorkflowRun(c echo.Context) error {
+	r, err := h.cfg.Workflows.GetRun(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, runOut(r))
+}
+
+// cancelWorkflowRun godoc
+//
+//	@ID				cancelWorkflowRun
+//	@Summary		Cancel a workflow run
+//	@Description	Nodes not fired are cancelled, executions not started are cancelled and running ones asked to stop. A final run is a 409.
+//	@Tags			workflows
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id	path		string	true	"run id"
+//	@Success		200	{object}	runResponse
+//	@Failure		401,403,404,409,503	{object}	problem
+//	@Header			503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/workflow-runs/{id}/cancel [post]
+func (h *handlers) cancelWorkflowRun(c echo.Context) error {
+	r, err := h.cfg.Workflows.CancelRun(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, runOut(r))
+}
+
+// runWorkflowNode godoc
+//
+//	@ID				runWorkflowNode
+//	@Summary		Run a node now
+//	@Description	Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead).
+//	@Tags			workflows
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id	path		string	true	"run id"
+//	@Param			key	path		string	true	"node key"
+//	@Success		200	{object}	runResponse
+//	@Failure		401,403,404,409,503	{object}	problem
+//	@Header			503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/workflow-runs/{id}/nodes/{key}/run [post]
+func (h *handlers) runWorkflowNode(c echo.Context) error {
+	r, err := h.cfg.Workflows.RunNode(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), c.Param("key"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, runOut(r))
+}
+
+// skipWorkflowNode godoc
+//
+//	@ID				skipWorkflowNode
+//	@Summary		Skip a node
+//	@Description	Marks a waiting or blocked node skipped; a skipped upstream satisfies all_success.
+//	@Tags			workflows
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id	path		string	true	"run id"
+//	@Param			key	path		string	true	"node key"
+//	@Success		200	{object}	runResponse
+//	@Failure		401,403,404,409,503	{object}	problem
+//	@Header			503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/workflow-runs/{id}/nodes/{key}/skip [post]
+func (h *handlers) skipWorkflowNode(c echo.Context) error {
+	r, err := h.cfg.Workflows.SkipNode(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), c.Param("key"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, runOut(r))
+}

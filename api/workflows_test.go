@@ -1,0 +1,88 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestWorkflowAPI: the billing.daily document round-trips; a cycle is a
+// 422 naming it; another tenant's workflow and run are 404; a PATCH of the
+// nodes moves the version; the run shows its nodes; scopes are checked.
+func TestWorkflowAPI(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	ep := a.createEndpoint(tok, "billing")
+	body := `{"name":"billing.daily",
+		"schedule":{"type":"cron","cron":"10 2 * * *","timezone":"Asia/Shanghai"},
+		"max_active_runs":1,"misfire_policy":"fire_once","alert_endpoint_id":"` + ep + `","sla":{"finish_within_ms":7200000},
+		"nodes":[
+			{"key":"extract","endpoint_id":"` + ep + `","payload":{"step":1}},
+			{"key":"transform","endpoint_id":"` + ep + `","depends_on":["extract"]},
+			{"key":"audit","endpoint_id":"` + ep + `","depends_on":["extract"],"retry":{"max_attempts":1}},
+			{"key":"report","endpoint_id":"` + ep + `","depends_on":["transform","audit"],"trigger_rule":"all_done"}]}`
+	created := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok, Body: body})
+	id := created.JSON["id"].(string)
+	require.Equal(t, "active", created.JSON["state"])
+	require.EqualValues(t, 1, created.JSON["version"])
+	require.NotNil(t, created.JSON["next_run_at"])
+	require.Equal(t, map[string]any{"finish_within_ms": 7200000.0}, created.JSON["sla"])
+	nodes := created.JSON["nodes"].([]any)
+	require.Len(t, nodes, 4)
+	require.Equal(t, "extract", nodes[0].(map[string]any)["key"], "upstream first")
+	require.Equal(t, "all_done", nodes[3].(map[string]any)["trigger_rule"])
+
+	cycle := `{"name":"loop","nodes":[
+		{"key":"extract","endpoint_id":"` + ep + `"},
+		{"key":"transform","endpoint_id":"` + ep + `","depends_on":["extract","report"]},
+		{"key":"report","endpoint_id":"` + ep + `","depends_on":["transform"]}]}`
+	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok, Body: cycle})
+	require.Contains(t, string(r.Raw), "cycle: transform → report → transform")
+	a.must(http.StatusBadRequest, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok, Body: `{"name":`})
+	a.must(http.StatusConflict, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok, Body: body})
+
+	other := token(t, "globex")
+	a.must(http.StatusNotFound, req{Method: http.MethodGet, Path: "/v1/workflows/" + id, Token: other})
+	a.must(http.StatusNotFound, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: other})
+	a.must(http.StatusNotFound, req{Method: http.MethodGet, Path: "/v1/workflows/nope", Token: tok})
+
+	run := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok,
+		Body: map[string]any{"dedup_key": "2027-01-01"}})
+	runID := run.JSON["id"].(string)
+	require.Equal(t, "running", run.JSON["state"])
+	require.Equal(t, "manual", run.JSON["trigger"])
+	again := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok,
+		Body: map[string]any{"dedup_key": "2027-01-01"}})
+	require.Equal(t, runID, again.JSON["id"])
+	a.must(http.StatusNotFound, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runID, Token: other})
+	got := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runID, Token: tok})
+	states := map[string]string{}
+	for _, n := range got.JSON["nodes"].([]any) {
+		m := n.(map[string]any)
+		states[m["key"].(string)] = m["state"].(string)
+	}
+	require.Equal(t, map[string]string{"extract": "pending", "transform": "waiting", "audit": "waiting", "report": "waiting"}, states)
+	a.must(http.StatusNotFound, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + runID + "/nodes/nope/run", Token: tok})
+
+	patched := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
+		Body: `{"nodes":[{"key":"only","endpoint_id":"` + ep + `"}]}`})
+	require.EqualValues(t, 2, patched.JSON["version"])
+	got = a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runID, Token: tok})
+	require.Len(t, got.JSON["nodes"], 4, "the run keeps its version")
+	require.EqualValues(t, 1, got.JSON["version"])
+	list := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflows/" + id + "/runs", Token: tok})
+	require.Len(t, list.JSON["items"], 1)
+
+	a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + runID + "/cancel", Token: tok})
+	a.must(http.StatusConflict, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + runID + "/cancel", Token: tok})
+
+	readOnly := token(t, "acme", "workflows:read")
+	a.must(http.StatusForbidden, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/pause", Token: readOnly})
+	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflows", Token: readOnly})
+	a.must(http.StatusNoContent, req{Method: http.MethodDelete, Path: "/v1/workflows/" + id, Token: tok})
+	a.must(http.StatusNotFound, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runID, Token: tok})
+	tasks := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks", Token: tok})
+	require.Empty(t, tasks.JSON["items"], "node tasks are not tasks of the API")
+}

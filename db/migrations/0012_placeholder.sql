@@ -1,0 +1,2 @@
+-- Placeholder for a migration of another branch (dropped at merge).
+SELECT 1;

@@ -1,0 +1,449 @@
+package db
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Workflow is a row of workflows.
+type Workflow struct {
+	TenantID          string     `db:"tenant_id"`
+	ID                string     `db:"id"`
+	Name              string     `db:"name"`
+	State             string     `db:"state"`
+	Version           int32      `db:"version"`
+	Schedule          *string    `db:"schedule"` // JSON; nil: none
+	MisfirePolicy     string     `db:"misfire_policy"`
+	MaxActiveRuns     int32      `db:"max_active_runs"`
+	AlertEndpointID   *string    `db:"alert_endpoint_id"`
+	SLAFinishWithinMS *int64     `db:"sla_finish_within_ms"`
+	NextRunAt         *time.Time `db:"next_run_at"`
+	CreatedAt         time.Time  `db:"created_at"`
+	UpdatedAt         time.Time  `db:"updated_at"`
+	// Nodes is the JSON document of the current version (workflow_versions).
+	Nodes string `db:"nodes"`
+}
+
+const workflowColumns = `w.tenant_id, w.id::text, w.name, w.state, w.version, w.schedule::text AS schedule, w.misfire_policy,
+	w.max_active_runs, w.alert_endpoint_id::text, w.sla_finish_within_ms, w.next_run_at, w.created_at, w.updated_at,
+	v.nodes::text AS nodes`
+
+const workflowFrom = ` FROM workflows w
+	JOIN workflow_versions v ON v.tenant_id = w.tenant_id AND v.workflow_id = w.id AND v.version = w.version`
+
+// InsertWorkflow inserts w (its version row comes with InsertWorkflowVersion).
+func InsertWorkflow(ctx context.Context, q Querier, w Workflow) error {
+	_, err := q.Exec(ctx, `INSERT INTO workflows (tenant_id, id, name, state, version, schedule, misfire_policy,
+			max_active_runs, alert_endpoint_id, sla_finish_within_ms, next_run_at, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7, $8, $9, $10, $11, $12, $12)`,
+		w.TenantID, w.ID, w.Name, w.State, w.Version, w.Schedule, w.MisfirePolicy, w.MaxActiveRuns,
+		w.AlertEndpointID, w.SLAFinishWithinMS, w.NextRunAt, w.CreatedAt)
+	return wrap("insert workflow", err)
+}
+
+// UpdateWorkflow writes w's mutable fields.
+func UpdateWorkflow(ctx context.Context, q Querier, w Workflow) error {
+	_, err := q.Exec(ctx, `UPDATE workflows SET name = $3, state = $4, version = $5, schedule = $6::text::jsonb,
+			misfire_policy = $7, max_active_runs = $8, alert_endpoint_id = $9, sla_finish_within_ms = $10,
+			next_run_at = $11, updated_at = now()
+		WHERE tenant_id = $1 AND id = $2`,
+		w.TenantID, w.ID, w.Name, w.State, w.Version, w.Schedule, w.MisfirePolicy, w.MaxActiveRuns,
+		w.AlertEndpointID, w.SLAFinishWithinMS, w.NextRunAt)
+	return wrap("update workflow", err)
+}
+
+// InsertWorkflowVersion stores a version's nodes (JSON).
+func InsertWorkflowVersion(ctx context.Context, q Querier, tenant, workflowID string, version int32, nodes []byte) error {
+	_, err := q.Exec(ctx, `INSERT INTO workflow_versions (tenant_id, workflow_id, version, nodes)
+		VALUES ($1, $2, $3, $4::text::jsonb)`, tenant, workflowID, version, string(nodes))
+	return wrap("insert workflow version", err)
+}
+
+// GetWorkflowVersion reads a version's nodes (JSON).
+func GetWorkflowVersion(ctx context.Context, q Querier, tenant, workflowID string, version int32) ([]byte, error) {
+	var nodes string
+	err := q.QueryRow(ctx, `SELECT nodes::text FROM workflow_versions WHERE tenant_id = $1 AND workflow_id = $2 AND version = $3`,
+		tenant, workflowID, version).Scan(&nodes)
+	if err != nil {
+		return nil, wrap("load workflow version", err)
+	}
+	return []byte(nodes), nil
+}
+
+// GetWorkflow reads a workflow with its current version's nodes; forUpdate
+// locks the workflow row.
+func GetWorkflow(ctx context.Context, q Querier, tenant, id string, forUpdate bool) (Workflow, error) {
+	sql := `SELECT ` + workflowColumns + workflowFrom + ` WHERE w.tenant_id = $1 AND w.id = $2`
+	if forUpdate {
+		sql += ` FOR UPDATE OF w`
+	}
+	rows, err := q.Query(ctx, sql, tenant, id)
+	return collectOne[Workflow](rows, err)
+}
+
+// ListWorkflows returns a tenant's workflows newest first, ids below
+// before ("" for the first page).
+func ListWorkflows(ctx context.Context, q Querier, tenant, before string, limit int) ([]Workflow, error) {
+	rows, err := q.Query(ctx, `SELECT `+workflowColumns+workflowFrom+`
+		WHERE w.tenant_id = $1 AND ($2 = '' OR w.id < NULLIF($2, '')::uuid)
+		ORDER BY w.id DESC LIMIT $3`, tenant, before, limit)
+	if err != nil {
+		return nil, wrap("list workflows", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[Workflow])
+	return out, wrap("list workflows", err)
+}
+
+// DeleteWorkflow deletes a workflow with its versions, runs and node
+// tasks (a node execution not started yet is then cancelled by its
+// start: its task is gone) and reports whether it existed.
+func DeleteWorkflow(ctx context.Context, q Querier, tenant, id string) (bool, error) {
+	if _, err := q.Exec(ctx, `DELETE FROM tasks WHERE tenant_id = $1 AND workflow_id = $2`, tenant, id); err != nil {
+		return false, wrap("delete workflow tasks", err)
+	}
+	tag, err := q.Exec(ctx, `DELETE FROM workflows WHERE tenant_id = $1 AND id = $2`, tenant, id)
+	if err != nil {
+		return false, wrap("delete workflow", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// ClaimDueWorkflows locks up to limit active workflows whose next_run_at
+// is at most lookAhead after now (SKIP LOCKED, as ClaimDueTasks).
+func ClaimDueWorkflows(ctx context.Context, tx pgx.Tx, lookAhead time.Duration, limit int) ([]Workflow, error) {
+	// Cross-tenant by design: the scheduler serves every tenant.
+	rows, err := tx.Query(ctx, `SELECT `+workflowColumns+workflowFrom+`
+		WHERE w.state = 'active' AND w.next_run_at IS NOT NULL AND w.next_run_at <= now() + make_interval(secs => $1)
+		ORDER BY w.next_run_at
+		LIMIT $2
+		FOR UPDATE OF w SKIP LOCKED`, lookAhead.Seconds(), limit)
+	if err != nil {
+		return nil, wrap("claim due workflows", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[Workflow])
+	return out, wrap("claim due workflows", err)
+}
+
+// SetWorkflowNextRun moves a workflow's next slot.
+func SetWorkflowNextRun(ctx context.Context, q Querier, tenant, id string, next *time.Time) error {
+	_, err := q.Exec(ctx, `UPDATE workflows SET next_run_at = $3 WHERE tenant_id = $1 AND id = $2`, tenant, id, next)
+	return wrap("advance workflow", err)
+}
+
+// WorkflowRun is a row of workflow_runs.
+type WorkflowRun struct {
+	TenantID     string     `db:"tenant_id"`
+	ID           string     `db:"id"`
+	WorkflowID   string     `db:"workflow_id"`
+	Version      int32      `db:"version"`
+	ScheduledFor time.Time  `db:"scheduled_for"`
+	Round        int32      `db:"round"`
+	Trigger      string     `db:"trigger"`
+	DedupKey     *string    `db:"dedup_key"`
+	State        string     `db:"state"`
+	CreatedAt    time.Time  `db:"created_at"`
+	StartedAt    *time.Time `db:"started_at"`
+	FinishedAt   *time.Time `db:"finished_at"`
+	UpdatedAt    time.Time  `db:"updated_at"`
+}
+
+const runColumns = `r.tenant_id, r.id::text, r.workflow_id::text, r.version, r.scheduled_for, r.round, r.trigger,
+	r.dedup_key, r.state, r.created_at, r.started_at, r.finished_at, r.updated_at`
+
+// InsertWorkflowRun inserts a pending run unless its slot (a scheduled
+// run) or its dedup key already has one; it reports whether it did.
+func InsertWorkflowRun(ctx context.Context, q Querier, r WorkflowRun) (bool, error) {
+	tag, err := q.Exec(ctx, `INSERT INTO workflow_runs (tenant_id, id, workflow_id, version, scheduled_for, round,
+			trigger, dedup_key, state)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending')
+		ON CONFLICT DO NOTHING`,
+		r.TenantID, r.ID, r.WorkflowID, r.Version, r.ScheduledFor, max(r.Round, 1), r.Trigger, r.DedupKey)
+	if err != nil {
+		return false, wrap("insert workflow run", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// GetWorkflowRunByDedup finds the run a trigger with dedup key made.
+func GetWorkflowRunByDedup(ctx context.Context, q Querier, tenant, workflowID, key string) (WorkflowRun, error) {
+	rows, err := q.Query(ctx, `SELECT `+runColumns+` FROM workflow_runs r
+		WHERE r.tenant_id = $1 AND r.workflow_id = $2 AND r.dedup_key = $3`, tenant, workflowID, key)
+	return collectOne[WorkflowRun](rows, err)
+}
+
+// GetWorkflowRun reads a run; forUpdate locks it.
+func GetWorkflowRun(ctx context.Context, q Querier, tenant, id string, forUpdate bool) (WorkflowRun, error) {
+	sql := `SELECT ` + runColumns + ` FROM workflow_runs r WHERE r.tenant_id = $1 AND r.id = $2`
+	if forUpdate {
+		sql += ` FOR UPDATE`
+	}
+	rows, err := q.Query(ctx, sql, tenant, id)
+	return collectOne[WorkflowRun](rows, err)
+}
+
+// ListWorkflowRuns returns a workflow's runs newest first.
+func ListWorkflowRuns(ctx context.Context, q Querier, tenant, workflowID, before string, limit int) ([]WorkflowRun, error) {
+	rows, err := q.Query(ctx, `SELECT `+runColumns+` FROM workflow_runs r
+		WHERE r.tenant_id = $1 AND r.workflow_id = $2 AND ($3 = '' OR r.id < NULLIF($3, '')::uuid)
+		ORDER BY r.id DESC LIMIT $4`, tenant, workflowID, before, limit)
+	if err != nil {
+		return nil, wrap("list workflow runs", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[WorkflowRun])
+	return out, wrap("list workflow runs", err)
+}
+
+// SetWorkflowRunState moves a run to state; started sets started_at (once),
+// and a final state sets finished_at.
+func SetWorkflowRunState(ctx context.Context, q Querier, tenant, id, state string) error {
+	_, err := q.Exec(ctx, `UPDATE workflow_runs SET state = $3, updated_at = now(),
+			started_at = CASE WHEN $3 <> 'pending' THEN coalesce(started_at, now()) END,
+			finished_at = CASE WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN coalesce(finished_at, now()) END
+		WHERE tenant_id = $1 AND id = $2`, tenant, id, state)
+	return wrap("set workflow run state", err)
+}
+
+// CountActiveRuns counts a workflow's started, unfinished runs.
+func CountActiveRuns(ctx context.Context, q Querier, tenant, workflowID string) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM workflow_runs
+		WHERE workflow_id = $2 AND state IN ('pending', 'running', 'blocked') AND tenant_id = $1 AND state <> 'pending'`,
+		tenant, workflowID).Scan(&n)
+	return n, wrap("count active runs", err)
+}
+
+// PendingRuns locks up to limit of a workflow's pending runs, oldest slot
+// first (SKIP LOCKED).
+func PendingRuns(ctx context.Context, q Querier, tenant, workflowID string, limit int) ([]WorkflowRun, error) {
+	rows, err := q.Query(ctx, `SELECT `+runColumns+` FROM workflow_runs r
+		WHERE r.workflow_id = $2 AND r.state IN ('pending', 'running', 'blocked') AND r.tenant_id = $1 AND r.state = 'pending'
+		ORDER BY r.scheduled_for, r.id LIMIT $3 FOR UPDATE SKIP LOCKED`, tenant, workflowID, limit)
+	if err != nil {
+		return nil, wrap("pending workflow runs", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[WorkflowRun])
+	return out, wrap("pending workflow runs", err)
+}
+
+// RunNode is a row of workflow_run_nodes.
+type RunNode struct {
+	Key       string     `db:"key"`
+	State     string     `db:"state"`
+	RuleMetAt *time.Time `db:"rule_met_at"`
+	UpdatedAt time.Time  `db:"updated_at"`
+}
+
+// InsertRunNodes adds a run's nodes, waiting.
+func InsertRunNodes(ctx context.Context, q Querier, tenant, runID string, keys []string) error {
+	_, err := q.Exec(ctx, `INSERT INTO workflow_run_nodes (tenant_id, run_id, key)
+		SELECT $1, $2, k FROM unnest($3::text[]) k ON CONFLICT DO NOTHING`, tenant, runID, keys)
+	return wrap("insert run nodes", err)
+}
+
+// GetRunNodes reads a run's nodes.
+func GetRunNodes(ctx context.Context, q Querier, tenant, runID string) ([]RunNode, error) {
+	rows, err := q.Query(ctx, `SELECT key, state, rule_met_at, updated_at FROM workflow_run_nodes
+		WHERE tenant_id = $1 AND run_id = $2`, tenant, runID)
+	if err != nil {
+		return nil, wrap("load run nodes", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunNode])
+	return out, wrap("load run nodes", err)
+}
+
+// SetRunNodeStates moves nodes of a run to states (keys[i] → states[i]);
+// a node that becomes fired records when (rule_met_at).
+func SetRunNodeStates(ctx context.Context, q Querier, tenant, runID string, keys, states []string) error {
+	_, err := q.Exec(ctx, `UPDATE workflow_run_nodes n SET state = c.state, updated_at = now(),
+			rule_met_at = CASE WHEN c.state = 'fired' THEN coalesce(n.rule_met_at, now()) ELSE n.rule_met_at END
+		FROM unnest($3::text[], $4::text[]) AS c(key, state)
+		WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.key = c.key`, tenant, runID, keys, states)
+	return wrap("set run node states", err)
+}
+
+// RunExecution is one execution of a run's node.
+type RunExecution struct {
+	ID         string     `db:"id"`
+	Node       string     `db:"node"`
+	Shard      int32      `db:"shard"`
+	State      string     `db:"state"`
+	StartedAt  *time.Time `db:"started_at"`
+	FinishedAt *time.Time `db:"finished_at"`
+}
+
+// GetRunExecutions reads the executions of a run (executions_node_idx).
+func GetRunExecutions(ctx context.Context, q Querier, tenant, runID string) ([]RunExecution, error) {
+	rows, err := q.Query(ctx, `SELECT id::text, node, shard, state, started_at, finished_at FROM executions
+		WHERE workflow_run_id = $2 AND tenant_id = $1 ORDER BY node, shard`, tenant, runID)
+	if err != nil {
+		return nil, wrap("load run executions", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunExecution])
+	return out, wrap("load run executions", err)
+}
+
+// NewNodeExecution is one shard of a node to fire.
+type NewNodeExecution struct {
+	ID         string
+	TaskID     string
+	Trigger    string
+	Node       string
+	Shard      int32
+	ShardCount int32
+}
+
+// InsertNodeExecutions inserts the executions of a run's nodes (and their
+// rows of unfinished_executions), skipping shards that already have one
+// (executions_node_idx), and returns the inserted ones. Their fired
+// event is implied (ImplicitFired, at created_at).
+func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, runID string, slot time.Time,
+	execs []NewNodeExecution,
+) ([]InsertedExecution, error) {
+	n := len(execs)
+	if n == 0 {
+		return nil, nil
+	}
+	ids, tasks, triggers, nodes := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	shards, counts := make([]int32, n), make([]int32, n)
+	for i, e := range execs {
+		ids[i], tasks[i], triggers[i], nodes[i], shards[i], counts[i] = e.ID, e.TaskID, e.Trigger, e.Node, e.Shard, e.ShardCount
+	}
+	uids, err := uuidArray(ids)
+	if err != nil {
+		return nil, wrap("insert node executions", err)
+	}
+	taskIDs, err := uuidArray(tasks)
+	if err != nil {
+		return nil, wrap("insert node executions", err)
+	}
+	rows, err := q.Query(ctx, `WITH ins AS (
+			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, implicit_events, workflow_id,
+				workflow_run_id, node, shard, shard_count)
+			SELECT $1, id, task_id, $4, trigger, 1, $2, $3, node, shard, shard_count
+			FROM unnest($5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::int[], $10::int[])
+				AS i(id, task_id, trigger, node, shard, shard_count)
+			ON CONFLICT DO NOTHING
+			RETURNING tenant_id, id, task_id, scheduled_for
+		), u AS (
+			INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)
+			SELECT tenant_id, task_id, scheduled_for, id FROM ins
+		)
+		SELECT tenant_id, id::text, task_id::text, scheduled_for FROM ins`,
+		tenant, workflowID, runID, slot, uids, taskIDs, triggers, nodes, shards, counts)
+	if err != nil {
+		return nil, wrap("insert node executions", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[InsertedExecution])
+	return out, wrap("insert node executions", err)
+}
+
+// CancelRunExecutions cancels the pending and retrying executions of a
+// run (as CancelPendingExecutions does for a task), asks its running ones
+// to stop, and returns how many it cancelled. It skips executions another
+// transaction holds, never waiting while the caller holds the run's lock
+// (a Finish holding an execution waits for that lock): those are being
+// started or finished, and their run's advance finds the run cancelled.
+func CancelRunExecutions(ctx context.Context, q Querier, tenant, runID, reason string) (int64, error) {
+	tag, err := q.Exec(ctx, `WITH l AS (
+			SELECT e.tenant_id, e.id, e.state FROM executions e
+			WHERE e.workflow_run_id = $2 AND e.tenant_id = $1 AND e.state IN ('pending', 'retrying', 'running')
+			FOR UPDATE SKIP LOCKED
+		), c AS (
+			UPDATE executions e SET state = 'cancelled', finished_at = now(), last_error = $3, next_attempt_at = NULL
+			FROM l WHERE e.tenant_id = l.tenant_id AND e.id = l.id AND l.state IN ('pending', 'retrying')
+			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for
+		), d AS (
+			DELETE FROM unfinished_executions u USING c
+			WHERE u.tenant_id = c.tenant_id AND u.task_id = c.task_id AND u.scheduled_for = c.scheduled_for AND u.id = c.id
+		), r AS (
+			UPDATE executions e SET cancel_requested = true
+			FROM l WHERE e.tenant_id = l.tenant_id AND e.id = l.id AND l.state = 'running'
+		)
+		INSERT INTO execution_events (tenant_id, execution_id, type, message)
+		SELECT tenant_id, id, 'cancelled', $3 FROM c`, tenant, runID, reason)
+	if err != nil {
+		return 0, wrap("cancel run executions", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// RunRef names a run.
+type RunRef struct {
+	TenantID string `db:"tenant_id"`
+	ID       string `db:"id"`
+}
+
+// StalledRuns returns up to limit running runs that nothing in flight will
+// advance: no unfinished execution, unchanged for at least age. They are
+// the backstop sweep's work (a crash between an upstream's terminal
+// transition and its run's advance, or a transition that does not advance).
+func StalledRuns(ctx context.Context, q Querier, age time.Duration, limit int) ([]RunRef, error) {
+	// Cross-tenant by design: the sweep serves every tenant.
+	rows, err := q.Query(ctx, `SELECT r.tenant_id, r.id::text FROM workflow_runs r
+		WHERE r.state IN ('pending', 'running', 'blocked') AND r.state = 'running'
+		  AND r.updated_at < now() - make_interval(secs => $1)
+		  AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.workflow_run_id = r.id AND e.tenant_id = r.tenant_id
+			AND e.state IN ('pending', 'running', 'retrying'))
+		ORDER BY r.updated_at LIMIT $2`, age.Seconds(), limit)
+	if err != nil {
+		return nil, wrap("stalled runs", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunRef])
+	return out, wrap("stalled runs", err)
+}
+
+// WorkflowsWithQueuedRuns returns up to limit workflows that have a
+// pending run and fewer started runs than max_active_runs.
+func WorkflowsWithQueuedRuns(ctx context.Context, q Querier, limit int) ([]RunRef, error) {
+	// Cross-tenant by design: the sweep serves every tenant.
+	rows, err := q.Query(ctx, `SELECT w.tenant_id, w.id::text FROM workflows w
+		WHERE EXISTS (SELECT 1 FROM workflow_runs r WHERE r.workflow_id = w.id AND r.tenant_id = w.tenant_id
+			AND r.state IN ('pending', 'running', 'blocked') AND r.state = 'pending')
+		  AND (SELECT count(*) FROM workflow_runs r WHERE r.workflow_id = w.id AND r.tenant_id = w.tenant_id
+			AND r.state IN ('pending', 'running', 'blocked') AND r.state <> 'pending') < w.max_active_runs
+		LIMIT $1`, limit)
+	if err != nil {
+		return nil, wrap("queued workflow runs", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunRef])
+	return out, wrap("queued workflow runs", err)
+}
+
+// CountRunsByState counts a tenant's workflow runs per state.
+func CountRunsByState(ctx context.Context, q Querier, tenant string) (map[string]int64, error) {
+	rows, err := q.Query(ctx, `SELECT state, count(*) FROM workflow_runs WHERE tenant_id = $1 GROUP BY state`, tenant)
+	if err != nil {
+		return nil, wrap("count workflow runs", err)
+	}
+	out := map[string]int64{}
+	var (
+		state string
+		n     int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&state, &n}, func() error {
+		out[state] = n
+		return nil
+	})
+	return out, wrap("count workflow runs", err)
+}
+
+// ExistingEndpoints returns which of ids are endpoints of the tenant.
+func ExistingEndpoints(ctx context.Context, q Querier, tenant string, ids []string) (map[string]bool, error) {
+	uids, err := uuidArray(ids)
+	if err != nil {
+		return nil, wrap("find endpoints", err)
+	}
+	rows, err := q.Query(ctx, `SELECT id::text FROM endpoints WHERE tenant_id = $1 AND id = ANY($2::uuid[]) FOR SHARE`, tenant, uids)
+	if err != nil {
+		return nil, wrap("find endpoints", err)
+	}
+	out := map[string]bool{}
+	var id string
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error {
+		out[id] = true
+		return nil
+	})
+	return out, wrap("find endpoints", err)
+}

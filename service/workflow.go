@@ -1,0 +1,1062 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/axhq/ax/db"
+)
+
+// Workflow limits and states.
+const (
+	WorkflowNodesMax     = 200
+	ShardsMax            = 1000
+	MaxActiveRunsMax     = 1000
+	WorkflowActive       = "active"
+	WorkflowPaused       = "paused"
+	ResourceWorkflow     = "workflow"
+	ResourceWorkflowRun  = "workflow_run"
+	AuditRunNode         = "run_node"
+	AuditSkipNode        = "skip_node"
+	workflowSweepAge     = 2 * time.Second
+	workflowSweepBatch   = 100
+	workflowClaimBatch   = 100
+	nodeTaskNamePrefix   = "~wf/"
+	nodeKeyPatternSource = `^[a-z0-9][a-z0-9._-]{0,63}$`
+)
+
+var nodeKeyPattern = regexp.MustCompile(nodeKeyPatternSource)
+
+// WorkflowNodeInput is one node of a workflow document: a task's delivery
+// fields, its key, its upstream keys and its trigger rule.
+type WorkflowNodeInput struct {
+	Key        string
+	EndpointID string
+	// Payload is the exact JSON the webhook body carries ("{}" by default).
+	Payload     []byte
+	Priority    int
+	Timeout     time.Duration
+	Retry       RetryPolicy
+	Shards      int
+	DependsOn   []string
+	TriggerRule string
+}
+
+// WorkflowInput is what a client may set on a workflow.
+type WorkflowInput struct {
+	Name string
+	// Schedule is optional: without one, runs start by trigger.
+	Schedule        *ScheduleSpec
+	MaxActiveRuns   int
+	MisfirePolicy   string
+	AlertEndpointID string
+	// SLAFinishWithin is kept with the workflow (sla.finish_within_ms).
+	SLAFinishWithin time.Duration
+	Nodes           []WorkflowNodeInput
+}
+
+// Workflow is a stored workflow: its current version's document.
+type Workflow struct {
+	WorkflowInput
+	ID        string
+	State     string
+	Version   int
+	NextRunAt *time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Input returns the client-settable fields (the start of a PATCH).
+func (w Workflow) Input() WorkflowInput { return w.WorkflowInput }
+
+// WorkflowRunNode is one node of a run.
+type WorkflowRunNode struct {
+	Key   string
+	State string
+	// ExecutionID is the node's execution (shard 0's); empty before it fires.
+	ExecutionID string
+	Shards      int
+	// ShardStates counts a sharded node's executions per state.
+	ShardStates map[string]int
+	RuleMetAt   *time.Time
+	StartedAt   *time.Time
+	FinishedAt  *time.Time
+}
+
+// WorkflowRun is a run of a workflow.
+type WorkflowRun struct {
+	ID           string
+	WorkflowID   string
+	Version      int
+	ScheduledFor time.Time
+	Round        int
+	Trigger      string
+	State        string
+	CreatedAt    time.Time
+	StartedAt    *time.Time
+	FinishedAt   *time.Time
+	// Nodes is set by GetRun (the run's timeline), not by lists.
+	Nodes []WorkflowRunNode
+}
+
+// WorkflowsConfig configures Workflows.
+type WorkflowsConfig struct {
+	// PayloadMax caps a node's payload. Defaults to PayloadMaxDefault.
+	PayloadMax int
+	// FetchAhead: see SchedulerConfig.FetchAhead.
+	FetchAhead time.Duration
+}
+
+// Workflows manages workflows and their runs.
+type Workflows struct {
+	pool   *db.Pool
+	cfg    WorkflowsConfig
+	engine runEngine
+	tasks  *Tasks
+}
+
+// NewWorkflows returns Workflows on pool; enq inserts the node deliveries.
+func NewWorkflows(pool *db.Pool, enq *Enqueuer, cfg WorkflowsConfig) *Workflows {
+	if cfg.PayloadMax <= 0 {
+		cfg.PayloadMax = PayloadMaxDefault
+	}
+	return &Workflows{pool: pool, cfg: cfg, engine: runEngine{enq: enq, ahead: cfg.FetchAhead},
+		tasks: NewTasks(pool, TasksConfig{PayloadMax: cfg.PayloadMax})}
+}
+
+func (in WorkflowInput) withDefaults() WorkflowInput {
+	if in.MaxActiveRuns == 0 {
+		in.MaxActiveRuns = 1
+	}
+	if in.MisfirePolicy == "" {
+		in.MisfirePolicy = MisfireFireOnce
+	}
+	if in.Schedule != nil && in.Schedule.Timezone == "" {
+		s := *in.Schedule
+		s.Timezone = "UTC"
+		in.Schedule = &s
+	}
+	nodes := make([]WorkflowNodeInput, len(in.Nodes))
+	for i, n := range in.Nodes {
+		t := TaskInput{Payload: n.Payload, Priority: n.Priority, Retry: n.Retry}.withDefaults()
+		n.Payload, n.Priority, n.Retry = t.Payload, t.Priority, t.Retry
+		if n.Shards == 0 {
+			n.Shards = 1
+		}
+		if n.TriggerRule == "" {
+			n.TriggerRule = RuleAllSuccess
+		}
+		if n.DependsOn == nil {
+			n.DependsOn = []string{}
+		}
+		nodes[i] = n
+	}
+	in.Nodes = nodes
+	return in
+}
+
+// validate checks a workflow document; it returns the schedule (nil when
+// none) and the nodes in topological order.
+func (s *Workflows) validate(in WorkflowInput, now time.Time) (*Schedule, []WorkflowNodeInput, error) {
+	var ve ValidationError
+	if !taskNamePattern.MatchString(in.Name) {
+		ve.Add("name", "must match ^[a-z0-9][a-z0-9._-]{0,127}$ (lower-case letters, digits, '.', '_', '-')")
+	}
+	var sched *Schedule
+	if in.Schedule != nil {
+		if len(in.Schedule.ExcludeCalendars) > 0 {
+			ve.Add("schedule.exclude_calendars", "calendars are not supported on workflow schedules")
+		}
+		var err error
+		sched, err = ParseSchedule(*in.Schedule, now)
+		if err != nil {
+			var se *ValidationError
+			if !errors.As(err, &se) {
+				return nil, nil, err
+			}
+			ve.Fields = append(ve.Fields, se.Fields...)
+		}
+	}
+	if in.MaxActiveRuns < 1 || in.MaxActiveRuns > MaxActiveRunsMax {
+		ve.Add("max_active_runs", fmt.Sprintf("must be 1 to %d", MaxActiveRunsMax))
+	}
+	if !contains([]string{MisfireFireOnce, MisfireFireAll, MisfireSkip}, in.MisfirePolicy) {
+		ve.Add("misfire_policy", "must be fire_once, fire_all or skip")
+	}
+	if in.AlertEndpointID != "" && !validID(in.AlertEndpointID) {
+		ve.Add("alert_endpoint_id", "must be the id of one of your endpoints")
+	}
+	if in.SLAFinishWithin < 0 {
+		ve.Add("sla.finish_within_ms", "must not be negative")
+	}
+	switch {
+	case len(in.Nodes) == 0:
+		ve.Add("nodes", "a workflow has at least one node")
+	case len(in.Nodes) > WorkflowNodesMax:
+		ve.Add("nodes", fmt.Sprintf("at most %d nodes", WorkflowNodesMax))
+	}
+	keys := map[string]int{}
+	for i, n := range in.Nodes {
+		f := fmt.Sprintf("nodes[%d]", i)
+		if !nodeKeyPattern.MatchString(n.Key) {
+			ve.Add(f+".key", "must match "+nodeKeyPatternSource)
+		} else if _, dup := keys[n.Key]; dup {
+			ve.Add(f+".key", fmt.Sprintf("key %q is used by another node", n.Key))
+		}
+		keys[n.Key] = i
+		// The delivery fields follow the task rules.
+		t := TaskInput{Name: "node", EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority, Timeout: n.Timeout,
+			Retry: n.Retry, OverlapPolicy: OverlapAllow, MisfirePolicy: MisfireFireAll,
+			Schedule: ScheduleSpec{Type: ScheduleOnce, RunAt: &now, Timezone: "UTC"}}
+		if _, err := s.tasks.validate(t, now); err != nil {
+			var tv *ValidationError
+			if !errors.As(err, &tv) {
+				return nil, nil, err
+			}
+			for _, fe := range tv.Fields {
+				ve.Add(f+"."+fe.Field, fe.Message)
+			}
+		}
+		if n.Shards < 1 || n.Shards > ShardsMax {
+			ve.Add(f+".shards", fmt.Sprintf("must be 1 to %d", ShardsMax))
+		}
+		if !contains([]string{RuleAllSuccess, RuleAllDone, RuleOneSuccess}, n.TriggerRule) {
+			ve.Add(f+".trigger_rule", "must be all_success, all_done or one_success")
+		}
+	}
+	for i, n := range in.Nodes {
+		seen := map[string]bool{}
+		for _, d := range n.DependsOn {
+			f := fmt.Sprintf("nodes[%d].depends_on", i)
+			switch _, ok := keys[d]; {
+			case d == n.Key:
+				ve.Add(f, fmt.Sprintf("node %q depends on itself", n.Key))
+			case !ok:
+				ve.Add(f, fmt.Sprintf("unknown node %q", d))
+			case seen[d]:
+				ve.Add(f, fmt.Sprintf("%q is listed twice", d))
+			}
+			seen[d] = true
+		}
+	}
+	if err := ve.Err(); err != nil {
+		return nil, nil, err
+	}
+	order, cycle := topoOrder(in.Nodes)
+	if cycle != nil {
+		return nil, nil, fieldError("nodes", "cycle: "+strings.Join(cycle, " → "))
+	}
+	return sched, order, nil
+}
+
+// topoOrder returns the nodes upstream first, or a cycle (its keys, the
+// first repeated at the end).
+func topoOrder(nodes []WorkflowNodeInput) ([]WorkflowNodeInput, []string) {
+	idx := map[string]int{}
+	for i, n := range nodes {
+		idx[n.Key] = i
+	}
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]int, len(nodes))
+	var (
+		order []WorkflowNodeInput
+		stack []string
+		cycle []string
+		visit func(i int) bool
+	)
+	visit = func(i int) bool {
+		color[i] = grey
+		stack = append(stack, nodes[i].Key)
+		for _, d := range nodes[i].DependsOn {
+			j := idx[d]
+			switch color[j] {
+			case grey:
+				at := slices.Index(stack, d)
+				// The path runs upstream; show it downstream first.
+				c := slices.Clone(stack[at:])
+				slices.Reverse(c)
+				cycle = append([]string{d}, c...)
+				return false
+			case white:
+				if !visit(j) {
+					return false
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[i] = black
+		order = append(order, nodes[i])
+		return true
+	}
+	for i := range nodes {
+		if color[i] == white && !visit(i) {
+			return nil, cycle
+		}
+	}
+	return order, nil
+}
+
+// checkEndpoints reports the nodes (and the alert endpoint) naming an
+// endpoint the tenant does not have.
+func checkEndpoints(ctx context.Context, q db.Querier, tenant string, in WorkflowInput) error {
+	ids := []string{}
+	for _, n := range in.Nodes {
+		ids = append(ids, n.EndpointID)
+	}
+	if in.AlertEndpointID != "" {
+		ids = append(ids, in.AlertEndpointID)
+	}
+	slices.Sort(ids)
+	have, err := db.ExistingEndpoints(ctx, q, tenant, slices.Compact(ids))
+	if err != nil {
+		return storeError(err, "find endpoints")
+	}
+	var ve ValidationError
+	for i, n := range in.Nodes {
+		if !have[strings.ToLower(n.EndpointID)] {
+			ve.Add(fmt.Sprintf("nodes[%d].endpoint_id", i), "no such endpoint")
+		}
+	}
+	if in.AlertEndpointID != "" && !have[strings.ToLower(in.AlertEndpointID)] {
+		ve.Add("alert_endpoint_id", "no such endpoint")
+	}
+	return ve.Err()
+}
+
+// storeVersion creates the hidden tasks of a version's nodes and stores
+// the version's document.
+func storeVersion(ctx context.Context, tx db.Tx, tenant, workflowID string, version int32, nodes []WorkflowNodeInput, now time.Time) error {
+	stored := make([]storedNode, len(nodes))
+	for i, n := range nodes {
+		id := NewID()
+		row := taskRow(tenant, id, TaskInput{
+			Name: fmt.Sprintf("%s%s/v%d/%s", nodeTaskNamePrefix, workflowID, version, n.Key), EndpointID: n.EndpointID,
+			Schedule: ScheduleSpec{Type: ScheduleOnce, RunAt: &now, Timezone: "UTC"}, Payload: n.Payload,
+			Priority: n.Priority, Timeout: n.Timeout, Retry: n.Retry, OverlapPolicy: OverlapAllow,
+			// The run applied the workflow's misfire policy when it was
+			// created; a node fire is not a slot of its own.
+			MisfirePolicy: MisfireFireAll, Labels: map[string]string{},
+		})
+		row.State, row.CreatedAt, row.Shards, row.WorkflowID = TaskActive, now, int32(n.Shards), &workflowID
+		if _, err := db.InsertTask(ctx, tx, row, false); err != nil {
+			return storeError(err, "store node task",
+				onConstraint(db.ConstraintTaskEndpoint, fieldError(fmt.Sprintf("nodes[%d].endpoint_id", i), "no such endpoint")))
+		}
+		sn := storedNode{Key: n.Key, TaskID: id, EndpointID: strings.ToLower(n.EndpointID), Payload: n.Payload,
+			Priority: n.Priority, TimeoutMS: n.Timeout.Milliseconds(), MaxAttempts: n.Retry.MaxAttempts,
+			InitialBackoffMS: n.Retry.InitialBackoff.Milliseconds(), MaxBackoffMS: n.Retry.MaxBackoff.Milliseconds(),
+			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule}
+		stored[i] = sn
+	}
+	doc, err := json.Marshal(stored)
+	if err != nil {
+		return fmt.Errorf("encode workflow version: %w", err)
+	}
+	return storeError(db.InsertWorkflowVersion(ctx, tx, tenant, workflowID, version, doc), "store workflow version")
+}
+
+func (s *Workflows) now(ctx context.Context, q db.Querier) (time.Time, error) {
+	t, err := db.Now(ctx, q)
+	return t, storeError(err, "read the database clock")
+}
+
+func workflowError(err error, name string) error {
+	return storeError(err, "store workflow",
+		onConstraint(db.ConstraintWorkflowName, conflictf("a workflow named %q already exists", name)),
+		onConstraint(db.ConstraintWorkflowAlertEndpoint, fieldError("alert_endpoint_id", "no such endpoint")))
+}
+
+// Create validates and stores a new active workflow (version 1).
+func (s *Workflows) Create(ctx context.Context, tenant string, in WorkflowInput) (Workflow, error) {
+	in = in.withDefaults()
+	var out Workflow
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		sched, order, err := s.validate(in, now)
+		if err != nil {
+			return err
+		}
+		if err := checkEndpoints(ctx, tx, tenant, in); err != nil {
+			return err
+		}
+		id := NewID()
+		row := db.Workflow{TenantID: tenant, ID: id, Name: in.Name, State: WorkflowActive, Version: 1,
+			MisfirePolicy: in.MisfirePolicy, MaxActiveRuns: int32(in.MaxActiveRuns), CreatedAt: now}
+		if err := setWorkflowFields(&row, in, sched, now); err != nil {
+			return err
+		}
+		if err := db.InsertWorkflow(ctx, tx, row); err != nil {
+			return workflowError(err, in.Name)
+		}
+		if err := storeVersion(ctx, tx, tenant, id, 1, order, now); err != nil {
+			return err
+		}
+		out, err = s.get(ctx, tx, tenant, id, false)
+		if err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, tenant, AuditCreate, ResourceWorkflow, id, auditFields(out.Input()))
+	})
+	return out, err
+}
+
+// setWorkflowFields copies the client's fields into row, with the next
+// slot of sched after now.
+func setWorkflowFields(row *db.Workflow, in WorkflowInput, sched *Schedule, now time.Time) error {
+	row.Name, row.MisfirePolicy, row.MaxActiveRuns = in.Name, in.MisfirePolicy, int32(in.MaxActiveRuns)
+	row.AlertEndpointID, row.SLAFinishWithinMS, row.Schedule, row.NextRunAt = nil, nil, nil, nil
+	if in.AlertEndpointID != "" {
+		a := strings.ToLower(in.AlertEndpointID)
+		row.AlertEndpointID = &a
+	}
+	if in.SLAFinishWithin > 0 {
+		ms := in.SLAFinishWithin.Milliseconds()
+		row.SLAFinishWithinMS = &ms
+	}
+	if in.Schedule != nil {
+		b, err := json.Marshal(in.Schedule)
+		if err != nil {
+			return fmt.Errorf("encode schedule: %w", err)
+		}
+		str := string(b)
+		row.Schedule = &str
+		next, err := firstRun(sched, now)
+		if err != nil {
+			return err
+		}
+		row.NextRunAt = next
+	}
+	return nil
+}
+
+func (s *Workflows) get(ctx context.Context, q db.Querier, tenant, id string, forUpdate bool) (Workflow, error) {
+	if !validID(id) {
+		return Workflow{}, ErrNotFound
+	}
+	row, err := db.GetWorkflow(ctx, q, tenant, id, forUpdate)
+	if err != nil {
+		return Workflow{}, storeError(err, "load workflow")
+	}
+	return workflowFromRow(row)
+}
+
+func workflowFromRow(r db.Workflow) (Workflow, error) {
+	w := Workflow{ID: r.ID, State: r.State, Version: int(r.Version), NextRunAt: utcPtr(r.NextRunAt),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+	w.Name, w.MisfirePolicy, w.MaxActiveRuns = r.Name, r.MisfirePolicy, int(r.MaxActiveRuns)
+	w.AlertEndpointID = zeroIfNil(r.AlertEndpointID)
+	w.SLAFinishWithin = time.Duration(zeroIfNil(r.SLAFinishWithinMS)) * time.Millisecond
+	if r.Schedule != nil {
+		var spec ScheduleSpec
+		if err := json.Unmarshal([]byte(*r.Schedule), &spec); err != nil {
+			return Workflow{}, fmt.Errorf("decode workflow schedule: %w", err)
+		}
+		w.Schedule = &spec
+	}
+	g, err := parseGraph(r.Nodes)
+	if err != nil {
+		return Workflow{}, err
+	}
+	for _, n := range g.nodes {
+		w.Nodes = append(w.Nodes, WorkflowNodeInput{Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload,
+			Priority: n.Priority, Timeout: time.Duration(n.TimeoutMS) * time.Millisecond,
+			Retry: RetryPolicy{MaxAttempts: n.MaxAttempts, InitialBackoff: time.Duration(n.InitialBackoffMS) * time.Millisecond,
+				MaxBackoff: time.Duration(n.MaxBackoffMS) * time.Millisecond},
+			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule})
+	}
+	return w, nil
+}
+
+// Get returns a workflow with its current version's document.
+func (s *Workflows) Get(ctx context.Context, tenant, id string) (Workflow, error) {
+	return s.get(ctx, s.pool, tenant, id, false)
+}
+
+// List returns a tenant's workflows newest first.
+func (s *Workflows) List(ctx context.Context, tenant string, page Page) ([]Workflow, string, error) {
+	if err := page.check(); err != nil {
+		return nil, "", err
+	}
+	rows, err := db.ListWorkflows(ctx, s.pool, tenant, page.After, page.Limit+1)
+	if err != nil {
+		return nil, "", storeError(err, "list workflows")
+	}
+	out := make([]Workflow, 0, len(rows))
+	for _, r := range rows {
+		w, err := workflowFromRow(r)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, w)
+	}
+	items, next := pageOf(out, page.Limit, func(w Workflow) Workflow { return w }, func(w Workflow) string { return w.ID })
+	return items, next, nil
+}
+
+// Update applies change to the workflow's document. A change of the nodes
+// makes a new version (runs in flight keep theirs); a schedule change
+// moves the next slot.
+func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*WorkflowInput) error) (Workflow, error) {
+	var out Workflow
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		before, err := s.get(ctx, tx, tenant, id, true)
+		if err != nil {
+			return err
+		}
+		in := before.Input()
+		if err := change(&in); err != nil {
+			return err
+		}
+		in = in.withDefaults()
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		sched, order, err := s.validate(in, now)
+		if err != nil {
+			return err
+		}
+		if err := checkEndpoints(ctx, tx, tenant, in); err != nil {
+			return err
+		}
+		row, err := db.GetWorkflow(ctx, tx, tenant, id, true)
+		if err != nil {
+			return storeError(err, "load workflow")
+		}
+		next := row.NextRunAt
+		if err := setWorkflowFields(&row, in, sched, now); err != nil {
+			return err
+		}
+		if sameScheduleSpec(before.Schedule, in.Schedule) {
+			row.NextRunAt = next // keep the cursor: no slot is fired twice or lost
+		}
+		if !jsonEqual(before.Nodes, in.Nodes) {
+			row.Version++
+			if err := storeVersion(ctx, tx, tenant, id, row.Version, order, now); err != nil {
+				return err
+			}
+		}
+		if err := db.UpdateWorkflow(ctx, tx, row); err != nil {
+			return workflowError(err, in.Name)
+		}
+		// More room may start pending runs.
+		if err := s.engine.promote(ctx, tx, tenant, id); err != nil {
+			return err
+		}
+		out, err = s.get(ctx, tx, tenant, id, false)
+		if err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, tenant, AuditUpdate, ResourceWorkflow, id, auditDiff(before.Input(), out.Input()))
+	})
+	return out, err
+}
+
+func sameScheduleSpec(a, b *ScheduleSpec) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return sameSchedule(*a, *b)
+}
+
+// Delete deletes a workflow, its runs and its node tasks; node executions
+// not started yet are cancelled when their start finds the task gone.
+func (s *Workflows) Delete(ctx context.Context, tenant, id string) error {
+	if !validID(id) {
+		return ErrNotFound
+	}
+	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		ok, err := db.DeleteWorkflow(ctx, tx, tenant, id)
+		if err != nil {
+			return storeError(err, "delete workflow")
+		}
+		if !ok {
+			return ErrNotFound
+		}
+		return recordAudit(ctx, tx, tenant, AuditDelete, ResourceWorkflow, strings.ToLower(id), nil)
+	})
+}
+
+// Pause stops the workflow's schedule from starting runs (runs in flight
+// go on); Resume starts it again from the next slot after now.
+func (s *Workflows) Pause(ctx context.Context, tenant, id string) (Workflow, error) {
+	return s.setState(ctx, tenant, id, WorkflowPaused, AuditPause)
+}
+
+// Resume: see Pause.
+func (s *Workflows) Resume(ctx context.Context, tenant, id string) (Workflow, error) {
+	return s.setState(ctx, tenant, id, WorkflowActive, AuditResume)
+}
+
+func (s *Workflows) setState(ctx context.Context, tenant, id, state, action string) (Workflow, error) {
+	var out Workflow
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		w, err := s.get(ctx, tx, tenant, id, true)
+		if err != nil {
+			return err
+		}
+		if w.State == state {
+			out = w
+			return nil
+		}
+		row, err := db.GetWorkflow(ctx, tx, tenant, id, true)
+		if err != nil {
+			return storeError(err, "load workflow")
+		}
+		row.State = state
+		if state == WorkflowActive && w.Schedule != nil {
+			now, err := s.now(ctx, tx)
+			if err != nil {
+				return err
+			}
+			sched, err := ParseSchedule(*w.Schedule, w.CreatedAt)
+			if err != nil {
+				return err
+			}
+			if next, ok := sched.Next(now); ok {
+				row.NextRunAt = &next
+			} else {
+				row.NextRunAt = nil
+			}
+		}
+		if err := db.UpdateWorkflow(ctx, tx, row); err != nil {
+			return workflowError(err, row.Name)
+		}
+		out, err = s.get(ctx, tx, tenant, id, false)
+		if err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, tenant, action, ResourceWorkflow, id, map[string]any{"state": state})
+	})
+	return out, err
+}
+
+// Trigger starts a run now (pending while max_active_runs are started).
+// The same dedup key returns the run it made.
+func (s *Workflows) Trigger(ctx context.Context, tenant, id, dedupKey string) (WorkflowRun, error) {
+	var out WorkflowRun
+	if len(dedupKey) > 256 {
+		return out, fieldError("dedup_key", "at most 256 characters")
+	}
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		w, err := s.get(ctx, tx, tenant, id, true)
+		if err != nil {
+			return err
+		}
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		run := db.WorkflowRun{TenantID: tenant, ID: NewID(), WorkflowID: w.ID, Version: int32(w.Version),
+			ScheduledFor: now, Trigger: TriggerManual}
+		if dedupKey != "" {
+			run.DedupKey = &dedupKey
+		}
+		ok, err := db.InsertWorkflowRun(ctx, tx, run)
+		if err != nil {
+			return storeError(err, "insert workflow run")
+		}
+		if !ok {
+			prev, err := db.GetWorkflowRunByDedup(ctx, tx, tenant, w.ID, dedupKey)
+			if err != nil {
+				return storeError(err, "load workflow run")
+			}
+			out, err = s.getRun(ctx, tx, tenant, prev.ID)
+			return err
+		}
+		if err := s.engine.promote(ctx, tx, tenant, w.ID); err != nil {
+			return err
+		}
+		out, err = s.getRun(ctx, tx, tenant, run.ID)
+		if err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceWorkflow, w.ID, map[string]any{"run_id": run.ID})
+	})
+	return out, err
+}
+
+func runFromRow(r db.WorkflowRun) WorkflowRun {
+	return WorkflowRun{ID: r.ID, WorkflowID: r.WorkflowID, Version: int(r.Version), ScheduledFor: r.ScheduledFor.UTC(),
+		Round: int(r.Round), Trigger: r.Trigger, State: r.State, CreatedAt: r.CreatedAt.UTC(), StartedAt: utcPtr(r.StartedAt),
+		FinishedAt: utcPtr(r.FinishedAt)}
+}
+
+// GetRun returns a run with its nodes.
+func (s *Workflows) GetRun(ctx context.Context, tenant, id string) (WorkflowRun, error) {
+	return s.getRun(ctx, s.pool, tenant, id)
+}
+
+func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string) (WorkflowRun, error) {
+	if !validID(id) {
+		return WorkflowRun{}, ErrNotFound
+	}
+	row, err := db.GetWorkflowRun(ctx, q, tenant, id, false)
+	if err != nil {
+		return WorkflowRun{}, storeError(err, "load workflow run")
+	}
+	out := runFromRow(row)
+	g, err := loadGraph(ctx, q, tenant, row.WorkflowID, row.Version)
+	if err != nil {
+		return WorkflowRun{}, err
+	}
+	nodes, err := db.GetRunNodes(ctx, q, tenant, id)
+	if err != nil {
+		return WorkflowRun{}, storeError(err, "load run nodes")
+	}
+	execs, err := db.GetRunExecutions(ctx, q, tenant, id)
+	if err != nil {
+		return WorkflowRun{}, storeError(err, "load run executions")
+	}
+	stored := map[string]db.RunNode{}
+	for _, n := range nodes {
+		stored[n.Key] = n
+	}
+	byNode := map[string][]db.RunExecution{}
+	for _, x := range execs {
+		byNode[x.Node] = append(byNode[x.Node], x)
+	}
+	for _, n := range g.nodes {
+		sn, ok := stored[n.Key]
+		st := NodeWaiting
+		if ok {
+			st = nodeState(sn.State, byNode[n.Key])
+		}
+		if row.State == RunCancelled && st == NodeWaiting {
+			st = NodeCancelled
+		}
+		rn := WorkflowRunNode{Key: n.Key, State: st, Shards: max(n.Shards, 1), RuleMetAt: utcPtr(sn.RuleMetAt)}
+		for _, x := range byNode[n.Key] {
+			if x.Shard == 0 {
+				rn.ExecutionID = x.ID
+			}
+			if rn.Shards > 1 {
+				if rn.ShardStates == nil {
+					rn.ShardStates = map[string]int{}
+				}
+				rn.ShardStates[x.State]++
+			}
+			if x.StartedAt != nil && (rn.StartedAt == nil || x.StartedAt.Before(*rn.StartedAt)) {
+				rn.StartedAt = utcPtr(x.StartedAt)
+			}
+			if nodeDone(st) && x.FinishedAt != nil && (rn.FinishedAt == nil || x.FinishedAt.After(*rn.FinishedAt)) {
+				rn.FinishedAt = utcPtr(x.FinishedAt)
+			}
+		}
+		out.Nodes = append(out.Nodes, rn)
+	}
+	return out, nil
+}
+
+// ListRuns returns a workflow's runs newest first.
+func (s *Workflows) ListRuns(ctx context.Context, tenant, workflowID string, page Page) ([]WorkflowRun, string, error) {
+	if err := page.check(); err != nil {
+		return nil, "", err
+	}
+	if _, err := s.Get(ctx, tenant, workflowID); err != nil {
+		return nil, "", err
+	}
+	rows, err := db.ListWorkflowRuns(ctx, s.pool, tenant, workflowID, page.After, page.Limit+1)
+	if err != nil {
+		return nil, "", storeError(err, "list workflow runs")
+	}
+	items, next := pageOf(rows, page.Limit, runFromRow, func(r WorkflowRun) string { return r.ID })
+	return items, next, nil
+}
+
+// lockRun locks a run that is started and not final, or explains why not.
+func lockRun(ctx context.Context, tx db.Tx, tenant, id string) (db.WorkflowRun, error) {
+	if !validID(id) {
+		return db.WorkflowRun{}, ErrNotFound
+	}
+	run, err := db.GetWorkflowRun(ctx, tx, tenant, id, true)
+	if err != nil {
+		return db.WorkflowRun{}, storeError(err, "load workflow run")
+	}
+	return run, nil
+}
+
+// CancelRun cancels a run that is not final: its nodes that have not fired
+// are cancelled, its executions not started are cancelled and its running
+// ones are asked to stop.
+func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowRun, error) {
+	var out WorkflowRun
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		run, err := lockRun(ctx, tx, tenant, id)
+		if err != nil {
+			return err
+		}
+		switch run.State {
+		case RunSucceeded, RunFailed, RunCancelled:
+			return conflictf("the run is %s; only a pending, running or blocked run can be cancelled", run.State)
+		}
+		nodes, err := db.GetRunNodes(ctx, tx, tenant, id)
+		if err != nil {
+			return storeError(err, "load run nodes")
+		}
+		var keys, states []string
+		for _, n := range nodes {
+			if n.State == NodeWaiting || n.State == NodeBlocked {
+				keys, states = append(keys, n.Key), append(states, NodeCancelled)
+			}
+		}
+		if err := db.SetRunNodeStates(ctx, tx, tenant, id, keys, states); err != nil {
+			return storeError(err, "cancel run nodes")
+		}
+		n, err := db.CancelRunExecutions(ctx, tx, tenant, id, "the workflow run was cancelled")
+		if err != nil {
+			return storeError(err, "cancel run executions")
+		}
+		if err := db.SetWorkflowRunState(ctx, tx, tenant, id, RunCancelled); err != nil {
+			return storeError(err, "cancel workflow run")
+		}
+		if o := workflowObserver.Load(); o != nil && o.RunFinished != nil {
+			o.RunFinished(RunCancelled)
+		}
+		if err := s.engine.promote(ctx, tx, tenant, run.WorkflowID); err != nil {
+			return err
+		}
+		out, err = s.getRun(ctx, tx, tenant, id)
+		if err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, tenant, AuditCancel, ResourceWorkflowRun, id, map[string]any{"cancelled_executions": n})
+	})
+	return out, err
+}
+
+// RunNode fires a node of a running or blocked run now, whatever its rule
+// (skip: marks it skipped, which satisfies all_success downstream).
+func (s *Workflows) RunNode(ctx context.Context, tenant, runID, key string) (WorkflowRun, error) {
+	return s.resolveNode(ctx, tenant, runID, key, AuditRunNode)
+}
+
+// SkipNode: see RunNode.
+func (s *Workflows) SkipNode(ctx context.Context, tenant, runID, key string) (WorkflowRun, error) {
+	return s.resolveNode(ctx, tenant, runID, key, AuditSkipNode)
+}
+
+func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action string) (WorkflowRun, error) {
+	var out WorkflowRun
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		run, err := lockRun(ctx, tx, tenant, runID)
+		if err != nil {
+			return err
+		}
+		if run.State != RunRunning && run.State != RunBlocked {
+			return conflictf("the run is %s; nodes of a running or blocked run only can be run or skipped", run.State)
+		}
+		nodes, err := db.GetRunNodes(ctx, tx, tenant, runID)
+		if err != nil {
+			return storeError(err, "load run nodes")
+		}
+		i := slices.IndexFunc(nodes, func(n db.RunNode) bool { return n.Key == key })
+		if i < 0 {
+			return ErrNotFound
+		}
+		if st := nodes[i].State; st != NodeWaiting && st != NodeBlocked {
+			return conflictf("node %q is %s; only a waiting or blocked node can be run or skipped (retry its execution instead)", key,
+				map[string]string{nodeFired: "already fired"}[st]+map[bool]string{true: st}[st != nodeFired])
+		}
+		var force []string
+		if action == AuditSkipNode {
+			if err := db.SetRunNodeStates(ctx, tx, tenant, runID, []string{key}, []string{NodeSkipped}); err != nil {
+				return storeError(err, "skip node")
+			}
+		} else {
+			force = []string{key}
+		}
+		if err := s.engine.advanceLocked(ctx, tx, run, force); err != nil {
+			return err
+		}
+		out, err = s.getRun(ctx, tx, tenant, runID)
+		if err != nil {
+			return err
+		}
+		return recordAudit(ctx, tx, tenant, action, ResourceWorkflowRun, runID, map[string]any{"node": key})
+	})
+	return out, err
+}
+
+// Sweep is the backstop of the event-driven advance: it advances running
+// runs that nothing in flight will advance (db.StalledRuns) and starts
+// the pending runs of workflows with room under max_active_runs. It
+// returns how many runs and workflows it looked at.
+func (s *Workflows) Sweep(ctx context.Context) (int, error) {
+	stalled, err := db.StalledRuns(ctx, s.pool, workflowSweepAge, workflowSweepBatch)
+	if err != nil {
+		return 0, storeError(err, "find stalled runs")
+	}
+	for _, r := range stalled {
+		err := db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.engine.advanceRun(ctx, tx, r.TenantID, r.ID) })
+		if err != nil {
+			return 0, err
+		}
+	}
+	queued, err := db.WorkflowsWithQueuedRuns(ctx, s.pool, workflowSweepBatch)
+	if err != nil {
+		return 0, storeError(err, "find queued runs")
+	}
+	for _, w := range queued {
+		err := db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.engine.promote(ctx, tx, w.TenantID, w.ID) })
+		if err != nil {
+			return 0, err
+		}
+	}
+	return len(stalled) + len(queued), nil
+}
+
+// AdvanceRun advances one run in a transaction of its own (the sweep's
+// step, for tests and tools).
+func (s *Workflows) AdvanceRun(ctx context.Context, tenant, runID string) error {
+	return db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.engine.advanceRun(ctx, tx, tenant, runID) })
+}
+
+// CountRuns counts a tenant's runs per state (the stats API).
+func (s *Workflows) CountRuns(ctx context.Context, tenant string) (map[string]int64, error) {
+	m, err := db.CountRunsByState(ctx, s.pool, tenant)
+	return m, storeError(err, "count workflow runs")
+}
+
+// tickWorkflows claims the workflows whose next slot is within the
+// look-ahead and starts a run per slot, under the workflow's misfire
+// policy, as the scheduler plans a task's slots (Scheduler.plan).
+func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
+	engine := runEngine{enq: s.enq, ahead: s.cfg.FetchAhead}
+	var n int
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		n = 0
+		due, err := db.ClaimDueWorkflows(ctx, tx, s.cfg.LookAhead, workflowClaimBatch)
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, w := range due {
+			var spec ScheduleSpec
+			if w.Schedule == nil || w.NextRunAt == nil {
+				continue
+			}
+			if err := json.Unmarshal([]byte(*w.Schedule), &spec); err != nil {
+				return fmt.Errorf("decode workflow schedule: %w", err)
+			}
+			t := db.DueTask{TenantID: w.TenantID, ID: w.ID, ScheduleType: spec.Type, Timezone: spec.Timezone,
+				RunAt: spec.RunAt, StartAt: spec.StartAt, EndAt: spec.EndAt, MisfirePolicy: w.MisfirePolicy,
+				NextRunAt: *w.NextRunAt, Version: w.Version, CreatedAt: w.CreatedAt,
+				ScheduleDialect: cmp0(spec.Dialect, DialectStandard), DSTPolicy: cmp0(spec.DSTPolicy, DSTVixie)}
+			if spec.Cron != "" {
+				c := spec.Cron
+				t.Cron = &c
+			}
+			if spec.IntervalSeconds != 0 {
+				v := spec.IntervalSeconds
+				t.IntervalSeconds = &v
+			}
+			p := s.plan(t, now, nil)
+			for _, e := range p.execs {
+				ok, err := db.InsertWorkflowRun(ctx, tx, db.WorkflowRun{TenantID: w.TenantID, ID: NewID(), WorkflowID: w.ID,
+					Version: w.Version, ScheduledFor: e.ScheduledFor, Trigger: TriggerSchedule})
+				if err != nil {
+					return err
+				}
+				if ok {
+					n++
+				}
+			}
+			if err := db.SetWorkflowNextRun(ctx, tx, w.TenantID, w.ID, p.next); err != nil {
+				return err
+			}
+			if err := engine.promote(ctx, tx, w.TenantID, w.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("workflow tick: %w", err)
+	}
+	return n, nil
+}
+
+func cmp0(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// WorkflowAlertArgs is the River job that sends a workflow run's alert
+// (workflow_run.blocked) to the workflow's alert endpoint.
+type WorkflowAlertArgs struct {
+	TenantID   string   `json:"tenant_id"`
+	WorkflowID string   `json:"workflow_id"`
+	RunID      string   `json:"run_id"`
+	EndpointID string   `json:"endpoint_id"`
+	Type       string   `json:"type"`
+	Nodes      []string `json:"nodes"`
+}
+
+// Kind implements river.JobArgs.
+func (WorkflowAlertArgs) Kind() string { return "workflow_alert" }
+
+// AlertWorkflowRunBlocked is the alert of a run that waits for a person.
+const AlertWorkflowRunBlocked = "workflow_run.blocked"
+
+func workflowAlertInsert(a WorkflowAlertArgs) []river.InsertManyParams {
+	return []river.InsertManyParams{{Args: a, InsertOpts: &river.InsertOpts{Queue: QueueAlert, MaxAttempts: AlertMaxAttemptsDefault}}}
+}
+
+// WorkflowAlert is what the alert worker sends: where, and signed how.
+type WorkflowAlert struct {
+	URL     string
+	Method  string
+	Headers map[string]string
+	Timeout time.Duration
+	Keys    [][]byte
+	// WorkflowName names the workflow ("" when it is gone: nothing to send).
+	WorkflowName string
+}
+
+// AlertTarget loads the endpoint a workflow alert goes to; ErrNotFound:
+// the endpoint or the workflow is gone, or the endpoint is disabled.
+func (s *Workflows) AlertTarget(ctx context.Context, a WorkflowAlertArgs) (WorkflowAlert, error) {
+	w, err := s.Get(ctx, a.TenantID, a.WorkflowID)
+	if err != nil {
+		return WorkflowAlert{}, err
+	}
+	ep, err := db.GetEndpoint(ctx, s.pool, a.TenantID, a.EndpointID, false)
+	if err != nil {
+		return WorkflowAlert{}, storeError(err, "load alert endpoint")
+	}
+	if !ep.Enabled {
+		return WorkflowAlert{}, ErrNotFound
+	}
+	now, err := s.now(ctx, s.pool)
+	if err != nil {
+		return WorkflowAlert{}, err
+	}
+	e := Endpoint{ID: ep.ID, Secret: ep.Secret, PreviousSecret: zeroIfNil(ep.PreviousSecret), PreviousSecretExpiresAt: ep.PreviousSecretExpiresAt}
+	keys, err := e.SigningKeys(now)
+	if err != nil {
+		return WorkflowAlert{}, err
+	}
+	return WorkflowAlert{URL: ep.URL, Method: ep.Method, Headers: ep.Headers, Keys: keys,
+		Timeout: time.Duration(ep.TimeoutMS) * time.Millisecond, WorkflowName: w.Name}, nil
+}
