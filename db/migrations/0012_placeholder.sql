@@ -1,2 +1,0 @@
--- Placeholder for a migration of another branch (dropped at merge).
-SELECT 1;
