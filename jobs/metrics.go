@@ -38,6 +38,13 @@ type Metrics struct {
 	// RetentionDeleted counts rows removed by retention, by kind
 	// (executions, execution_events, audit).
 	RetentionDeleted *prometheus.CounterVec
+	// CallbacksAccepted counts callback-mode attempts accepted by a 2xx.
+	CallbacksAccepted prometheus.Counter
+	// CallbackTimeouts counts callback attempts failed by a timeout, by
+	// error class (heartbeat_timeout, callback_timeout).
+	CallbackTimeouts *prometheus.CounterVec
+	// SLAMissed counts executions that missed their task's SLA.
+	SLAMissed prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: a
@@ -88,11 +95,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Rows removed because they outlived their retention, by kind (executions, execution_events, audit).",
 		}, []string{"kind"}),
 	}
+	m.CallbacksAccepted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ax_callbacks_accepted_total", Help: "Attempts in callback completion mode accepted by a 2xx (ax then waits for their completion).",
+	})
+	m.CallbackTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_callback_timeouts_total", Help: "Callback attempts failed by a timeout, by error class (heartbeat_timeout, callback_timeout).",
+	}, []string{"error_class"})
+	m.SLAMissed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ax_sla_missed_total", Help: "Executions not succeeded by their task's SLA deadline (sla.finish_within_ms).",
+	})
+	for _, class := range []string{service.ErrorClassHeartbeatTimeout, service.ErrorClassCallbackTimeout} {
+		m.CallbackTimeouts.WithLabelValues(class)
+	}
 	for _, kind := range []string{"executions", "execution_events", "audit"} {
 		m.RetentionDeleted.WithLabelValues(kind) // reported from the start, at 0
 	}
 	reg.MustRegister(m.Fires, m.FiringLateness, m.Attempts, m.AttemptDuration, m.RetriesScheduled, m.Finished,
-		m.MissedSlots, m.Reconciled, m.SchedulerPass, m.SchedulerClaimed, m.RetentionDeleted)
+		m.MissedSlots, m.Reconciled, m.SchedulerPass, m.SchedulerClaimed, m.RetentionDeleted, m.CallbacksAccepted,
+		m.CallbackTimeouts, m.SLAMissed)
 	return m
 }
 
@@ -103,6 +123,22 @@ func (m *Metrics) ObserveRetention(r service.RetentionResult) {
 	m.RetentionDeleted.WithLabelValues("execution_events").Add(float64(r.Events))
 	m.RetentionDeleted.WithLabelValues("audit").Add(float64(r.Audit))
 }
+
+// ObserveCallbacks records what a callback sweep did; it fits
+// CallbackLoopConfig.OnCallbacks.
+func (m *Metrics) ObserveCallbacks(r service.CallbackSweep) {
+	for class, n := range r.TimedOut {
+		m.CallbackTimeouts.WithLabelValues(class).Add(float64(n))
+	}
+	for state, n := range r.Finished {
+		m.Finished.WithLabelValues(state).Add(float64(n))
+	}
+	m.RetriesScheduled.Add(float64(r.Retrying))
+}
+
+// ObserveSLA records what an SLA sweep did; it fits
+// CallbackLoopConfig.OnSLA.
+func (m *Metrics) ObserveSLA(r service.SLASweep) { m.SLAMissed.Add(float64(r.Missed)) }
 
 // ObserveTick records one scheduler pass; it fits SchedulerLoopConfig.OnTick.
 func (m *Metrics) ObserveTick(r service.TickResult, d time.Duration) {

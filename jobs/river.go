@@ -146,6 +146,9 @@ type WorkerDeps struct {
 	// execution is recorded, so that the backfill's next slots are created
 	// at once (service.Backfills.Wake). It must not block.
 	BackfillProgress func()
+	// PublicURL is where ax's API is reached (AX_PUBLIC_URL): alerts in
+	// the slack format link to the execution there.
+	PublicURL string
 }
 
 // NewRiverClient returns the River client that works ax's queues, on the

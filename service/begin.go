@@ -71,6 +71,9 @@ type Delivery struct {
 	// one during a rotation overlap.
 	Keys  [][]byte
 	Retry RetryPolicy
+	// Callback is set for a task in callback completion mode: a 2xx only
+	// accepts the attempt (PrepareCallback, Accept).
+	Callback *CallbackSpec
 }
 
 // Begin decides (decideStart) and records the start of River attempt
@@ -128,7 +131,7 @@ func startFactsOf(row db.DeliveryRow, lease int, jobID int64) startFacts {
 		MisfirePolicy: zeroIfNil(row.MisfirePolicy), MaxAttempts: int(zeroIfNil(row.MaxAttempts)),
 		EarlierUnfinished: row.EarlierUnfinished, LaterMissed: row.LaterMissed,
 		EndpointFound: row.EndpointFound, EndpointEnabled: zeroIfNil(row.EndpointEnabled),
-		Waited: row.Now.Sub(row.ScheduledFor),
+		Waited: row.Now.Sub(row.ScheduledFor), Waiting: row.Waiting,
 	}
 }
 
@@ -255,6 +258,10 @@ func deliveryFromRow(row db.DeliveryRow, lease int) Delivery {
 	}
 	if d.Payload == nil {
 		d.Payload = row.TaskPayload
+	}
+	if row.CompletionTimeoutMS != nil {
+		d.Callback = &CallbackSpec{Timeout: time.Duration(*row.CompletionTimeoutMS) * time.Millisecond,
+			HeartbeatTimeout: time.Duration(zeroIfNil(row.HeartbeatTimeoutMS)) * time.Millisecond}
 	}
 	d.Timeout = time.Duration(zeroIfNil(row.EndpointTimeoutMS)) * time.Millisecond
 	if row.TaskTimeoutMS != nil {

@@ -50,6 +50,10 @@ type Outcome struct {
 	// a retry then continues as a DeliverArgs job of its own, inserted
 	// with the retrying transition and due when the retry is.
 	HandOff *HandOff
+	// Detached is set for the outcome of an accepted callback attempt (a
+	// completion or a timeout): the River job that sent it has ended, so a
+	// retry gets a deliver job of its own.
+	Detached bool
 }
 
 // failure is the text recorded for a failed attempt.
@@ -205,9 +209,14 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 		if err := s.transition(ctx, tx, end, events); err != nil {
 			return Finished{}, err
 		}
-		if out.HandOff != nil {
+		switch {
+		case out.HandOff != nil:
 			ref := ExecutionRef{TenantID: tenant, ExecutionID: executionID}
 			if err := s.handOff(ctx, tx, []ExecutionRef{ref}, lease, out.HandOff.Priority, time.Now().Add(dec.Delay)); err != nil {
+				return Finished{}, err
+			}
+		case out.Detached:
+			if err := s.retryDetached(ctx, tx, tenant, executionID, lease, int(zeroIfNil(row.Priority)), time.Now().Add(dec.Delay)); err != nil {
 				return Finished{}, err
 			}
 		}

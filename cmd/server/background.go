@@ -43,6 +43,7 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 		Clock:      clock,
 
 		BackfillProgress: backfills.Wake,
+		PublicURL:        cfg.PublicURL,
 	})
 	if err != nil {
 		return nil, err
@@ -51,11 +52,12 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b := &background{river: rc, logger: logger, metrics: metrics, cancel: cancel, done: make(chan struct{})}
 	retention := service.NewRetention(d.pool, service.RetentionConfig{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
-	go b.run(runCtx, d.pool, enq, backfills, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock}, retention)
+	go b.run(runCtx, d.pool, enq, deliveries, backfills, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock}, retention)
 	return b, nil
 }
 
-func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueuer, backfills *service.Backfills,
+func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueuer, deliveries *service.Deliveries,
+	backfills *service.Backfills,
 	schedCfg service.SchedulerConfig, retention *service.Retention,
 ) {
 	defer close(b.done)
@@ -91,6 +93,13 @@ func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueu
 		jobs.RunRetention(ctx, retention, jobs.RetentionLoopConfig{Logger: b.logger, OnSweep: b.metrics.ObserveRetention})
 	}()
 	defer func() { <-retained }()
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		jobs.RunCallbacks(ctx, deliveries, jobs.CallbackLoopConfig{Logger: b.logger, OnCallbacks: b.metrics.ObserveCallbacks,
+			OnSLA: b.metrics.ObserveSLA})
+	}()
+	defer func() { <-swept }()
 	jobs.RunScheduler(ctx, service.NewScheduler(pool, enq, schedCfg, b.logger),
 		jobs.SchedulerLoopConfig{Logger: b.logger, OnTick: b.metrics.ObserveTick, OnReconcile: b.metrics.ObserveReconcile,
 			ExpireKeys: service.NewIdempotencyKeys(pool).ExpireKeys})

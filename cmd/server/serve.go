@@ -194,6 +194,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Tasks:       tasks,
 		Idempotency: service.NewIdempotencyKeys(d.pool),
 		Executions:  service.NewExecutions(d.pool, enq),
+		Deliveries:  deliveries,
 		Calendars:   service.NewCalendars(d.pool, tasks),
 		Backfills:   backfills,
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, d.pool) },
