@@ -446,4 +446,3 @@ func TestSLAMissedWhileWaitingForCallback(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, countEvents(h.events(id), service.EventSLAMissed))
 }
-
