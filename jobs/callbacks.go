@@ -40,14 +40,14 @@ type CallbackLoopConfig struct {
 // survives restarts and runs on every replica (their row locks keep each
 // expiry and each miss to one). Between passes it sleeps until the
 // earliest waiting attempt expires, at most Every. An idle ax — however
-// many executions wait — costs two index probes a pass.
+// many executions wait — costs three index probes a pass (expired waits,
+// SLA misses, the next expiry).
 func RunCallbacks(ctx context.Context, d *service.Deliveries, cfg CallbackLoopConfig) {
 	cfg.Every = cmp.Or(cfg.Every, CallbackEveryDefault)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	for {
-		more := false
 		cb, err := d.SweepCallbacks(ctx)
 		if err != nil && ctx.Err() == nil {
 			cfg.Logger.Warn("could not sweep expired callbacks", "error", err.Error())
@@ -58,7 +58,7 @@ func RunCallbacks(ctx context.Context, d *service.Deliveries, cfg CallbackLoopCo
 		for class, n := range cb.TimedOut {
 			cfg.Logger.Info("callback attempts timed out", "error_class", class, "count", n)
 		}
-		more = more || (cb.More && err == nil)
+		more := cb.More && err == nil
 		sla, err := d.SweepSLA(ctx)
 		if err != nil && ctx.Err() == nil {
 			cfg.Logger.Warn("could not sweep SLA misses", "error", err.Error())
@@ -72,13 +72,10 @@ func RunCallbacks(ctx context.Context, d *service.Deliveries, cfg CallbackLoopCo
 		more = more || (sla.More && err == nil)
 
 		wait := cfg.Every
-		switch {
-		case more:
+		if more {
 			wait = callbackEveryMin
-		default:
-			if next, ok, err := d.NextCallbackExpiry(ctx); err == nil && ok {
-				wait = min(max(next, callbackEveryMin), cfg.Every)
-			}
+		} else if next, ok, err := d.NextCallbackExpiry(ctx); err == nil && ok {
+			wait = min(max(next, callbackEveryMin), cfg.Every)
 		}
 		select {
 		case <-ctx.Done():
