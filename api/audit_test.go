@@ -138,6 +138,12 @@ var auditCases = map[string]auditCase{
 			x := a.trigger(tok, task, nil).JSON["id"].(string)
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/cancel", Token: tok}), x
 		}},
+	"POST /v1/executions/:id/complete": {status: http.StatusOK, action: "update", resourceType: "execution",
+		run: func(a *testAPI, tok string) (resp, string) {
+			x, _ := a.waitingExecution(tok)
+			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: tok,
+				Body: map[string]any{"status": "succeeded"}}), x
+		}},
 	"POST /v1/executions/:id/retry": {status: http.StatusAccepted, action: "retry", resourceType: "execution",
 		run: func(a *testAPI, tok string) (resp, string) {
 			task := a.createTask(tok, a.createEndpoint(tok, "for-retry"), "retried", nil).JSON["id"].(string)
@@ -188,8 +194,12 @@ var auditCases = map[string]auditCase{
 }
 
 // notChanges are write routes that change no resource, each with the
-// reason; none yet.
-var notChanges = map[string]string{}
+// reason.
+var notChanges = map[string]string{
+	"POST /v1/executions/:id/heartbeat": "a receiver's liveness report: it moves its attempt's heartbeat deadline and " +
+		"keeps its progress, not a change of any resource's configuration or state (one record per heartbeat of every " +
+		"waiting execution would drown the log); the completion that ends the wait is audited",
+}
 
 // auditEntries returns the audit records the API lists for tok's tenant
 // with query (url-encoded filters), all pages.

@@ -26,6 +26,10 @@ type endpointRequest struct {
 	Enabled *bool `json:"enabled,omitempty"`
 	// Secret is the signing secret: whsec_ + base64 of 24..64 bytes. Generated when omitted.
 	Secret string `json:"secret,omitempty" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq="`
+	// Format of the alerts sent to this endpoint when a task names it as alert_endpoint_id: ax (signed JSON, the
+	// default) or slack (a Slack incoming-webhook body: one readable line with a link to the execution).
+	// Webhook deliveries of tasks are not affected.
+	Format string `json:"format,omitempty" enums:"ax,slack" example:"ax"`
 } // @name EndpointRequest
 
 // endpointResponse is an endpoint as the API returns it.
@@ -37,6 +41,8 @@ type endpointResponse struct {
 	Headers   map[string]string `json:"headers"`
 	TimeoutMS int               `json:"timeout_ms" example:"10000"`
 	Enabled   bool              `json:"enabled" example:"true"`
+	// Format of the alerts sent to this endpoint.
+	Format string `json:"format" enums:"ax,slack" example:"ax"`
 	// DisabledReason says why ax disabled the endpoint (e.g. it answered 410 Gone).
 	DisabledReason string     `json:"disabled_reason,omitempty"`
 	DisabledAt     *timestamp `json:"disabled_at,omitempty" swaggertype:"string" format:"date-time"`
@@ -64,7 +70,7 @@ var endpointReadOnly = []string{"id", "created_at", "updated_at", "disabled_reas
 func (r endpointRequest) input() service.EndpointInput {
 	in := service.EndpointInput{
 		Name: r.Name, URL: r.URL, Method: r.Method, Headers: r.Headers, Secret: r.Secret,
-		Timeout: time.Duration(r.TimeoutMS) * time.Millisecond, Enabled: true,
+		Timeout: time.Duration(r.TimeoutMS) * time.Millisecond, Enabled: true, Format: r.Format,
 	}
 	if r.Enabled != nil {
 		in.Enabled = *r.Enabled
@@ -75,13 +81,13 @@ func (r endpointRequest) input() service.EndpointInput {
 func endpointRequestOf(in service.EndpointInput) endpointRequest {
 	enabled := in.Enabled
 	return endpointRequest{Name: in.Name, URL: in.URL, Method: in.Method, Headers: in.Headers,
-		TimeoutMS: int(in.Timeout / time.Millisecond), Enabled: &enabled}
+		TimeoutMS: int(in.Timeout / time.Millisecond), Enabled: &enabled, Format: in.Format}
 }
 
 func endpointOut(e service.Endpoint, withSecret bool) endpointResponse {
 	out := endpointResponse{
 		ID: e.ID, Name: e.Name, URL: e.URL, Method: e.Method, Headers: e.Headers, TimeoutMS: int(e.Timeout / time.Millisecond),
-		Enabled: e.Enabled, DisabledReason: e.DisabledReason, DisabledAt: stampPtr(e.DisabledAt),
+		Enabled: e.Enabled, DisabledReason: e.DisabledReason, DisabledAt: stampPtr(e.DisabledAt), Format: e.Format,
 		CreatedAt: stamp(e.CreatedAt.UTC()), UpdatedAt: stamp(e.UpdatedAt.UTC()),
 	}
 	if withSecret {

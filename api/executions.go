@@ -58,6 +58,11 @@ type executionResponse struct {
 	CreatedAt     timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
 	StartedAt     *timestamp `json:"started_at" extensions:"x-nullable" swaggertype:"string" format:"date-time"`
 	FinishedAt    *timestamp `json:"finished_at" extensions:"x-nullable" swaggertype:"string" format:"date-time"`
+	// Output is the completion's output of the latest callback attempt (callback completion mode); only on
+	// single-execution responses.
+	Output json.RawMessage `json:"output,omitempty" swaggertype:"object"`
+	// Progress is the last heartbeat's progress of the latest callback attempt; only on single-execution responses.
+	Progress json.RawMessage `json:"progress,omitempty" swaggertype:"object"`
 	// Events is the timeline, oldest first; only on single-execution responses.
 	Events []executionEventDTO `json:"events,omitempty"`
 } // @name Execution
@@ -87,6 +92,7 @@ func executionOut(x service.ExecutionDetail) executionResponse {
 	if x.LastError != "" {
 		out.LastError = &x.LastError
 	}
+	out.Output, out.Progress = x.Output, x.Progress
 	for _, ev := range x.Events {
 		out.Events = append(out.Events, executionEventDTO{
 			Type: ev.Type, At: stamp(ev.At), Attempt: ev.Attempt, StatusCode: ev.StatusCode, LatencyMS: ev.LatencyMS,

@@ -43,10 +43,10 @@ func (l executionList) appendJSON(b []byte) ([]byte, bool) {
 	return append(b, '}'), true
 }
 
-// appendJSON writes an execution without events (as lists return them);
-// one with events is left to encoding/json.
+// appendJSON writes an execution without events, output or progress (as
+// lists return them); one with any is left to encoding/json.
 func (x *executionResponse) appendJSON(b []byte) ([]byte, bool) {
-	if len(x.Events) > 0 {
+	if len(x.Events) > 0 || len(x.Output) > 0 || len(x.Progress) > 0 {
 		return b, false
 	}
 	ok := true

@@ -62,6 +62,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		Endpoints:   service.NewEndpoints(pool),
 		Tasks:       tasks,
 		Executions:  service.NewExecutions(pool, enq),
+		Deliveries:  service.NewDeliveries(pool, enq, service.DeliveriesConfig{}),
 		Calendars:   service.NewCalendars(pool, tasks),
 		Backfills:   service.NewBackfills(pool, enq, tasks),
 		Workflows:   service.NewWorkflows(pool, enq, service.WorkflowsConfig{}),

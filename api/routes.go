@@ -72,6 +72,11 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.GET("/executions/:id", h.getExecution, xR)
 	v1.POST("/executions/:id/cancel", h.cancelExecution, xW)
 	v1.POST("/executions/:id/retry", h.retryExecution, xW)
+	// A receiver reports with its attempt's callback token or a tenant
+	// token with executions:write.
+	cb := &authedRoutes{e: e, prefix: "/v1", auth: h.callbackAuth(authenticate(h.cfg.Auth, h.ensureTenant))}
+	cb.POST("/executions/:id/heartbeat", h.heartbeatExecution, requireCallbackOrScope(ScopeExecutionsWrite))
+	cb.POST("/executions/:id/complete", h.completeExecution, requireCallbackOrScope(ScopeExecutionsWrite))
 
 	v1.GET("/stats", h.getStats, xR)
 

@@ -33,6 +33,9 @@ type Config struct {
 	Idempotency *service.IdempotencyKeys
 	// Executions serves executions and manual triggers. Required.
 	Executions *service.Executions
+	// Deliveries serves the receivers' heartbeats and completions
+	// (callback completion mode). Required.
+	Deliveries *service.Deliveries
 	// Calendars and Backfills serve their resources. Required.
 	Calendars *service.Calendars
 	Backfills *service.Backfills

@@ -46,6 +46,27 @@ type retryDTO struct {
 	MaxBackoffMS int64 `json:"max_backoff_ms,omitempty" example:"600000"`
 } // @name RetryPolicy
 
+// completionDTO says how an attempt ends.
+type completionDTO struct {
+	// Mode response (default): a 2xx ends the attempt. callback: a 2xx only accepts it; the execution stays running
+	// and the request carries X-Ax-Callback-Token, with which the receiver reports heartbeats and the outcome
+	// (POST /v1/executions/{id}/heartbeat, /complete).
+	Mode string `json:"mode" enums:"response,callback" example:"callback"`
+	// TimeoutMS (callback, required; 1000..604800000): the attempt fails with callback_timeout unless completed this
+	// long after it was sent.
+	TimeoutMS int64 `json:"timeout_ms,omitempty" example:"3600000"`
+	// HeartbeatTimeoutMS (callback, optional; 1000..timeout_ms): the attempt fails with heartbeat_timeout unless a
+	// heartbeat or the completion arrives this long after the acceptance and after each heartbeat.
+	HeartbeatTimeoutMS int64 `json:"heartbeat_timeout_ms,omitempty" example:"120000"`
+} // @name Completion
+
+// slaDTO is a task's service level.
+type slaDTO struct {
+	// FinishWithinMS (1000..2592000000): an execution not succeeded this long after its slot gets an sla_missed
+	// event and one execution.sla_missed alert; its retries go on.
+	FinishWithinMS int64 `json:"finish_within_ms" example:"7200000"`
+} // @name SLA
+
 // taskRequest is the body of POST /v1/tasks, and the shape a PATCH merges into.
 type taskRequest struct {
 	Name       string      `json:"name" example:"order.reconcile.daily"`
@@ -68,6 +89,10 @@ type taskRequest struct {
 	// Shards fires this many executions per slot (1..1000, default 1), each with X-Ax-Shard-Index and
 	// X-Ax-Shard-Count, its own idempotency key, retries and timeline.
 	Shards int `json:"shards,omitempty" example:"1"`
+	// Completion says how an attempt ends; absent or null: {"mode": "response"}.
+	Completion *completionDTO `json:"completion,omitempty"`
+	// SLA; absent or null: none.
+	SLA *slaDTO `json:"sla,omitempty"`
 } // @name TaskRequest
 
 // taskResponse is a task as the API returns it.
@@ -86,6 +111,8 @@ type taskResponse struct {
 	AlertEndpointID    string            `json:"alert_endpoint_id,omitempty"`
 	PauseAfterFailures int               `json:"pause_after_failures,omitempty"`
 	Shards             int               `json:"shards"`
+	Completion         completionDTO     `json:"completion"`
+	SLA                *slaDTO           `json:"sla,omitempty"`
 	State              string            `json:"state" enums:"active,paused,completed"`
 	NextRunAt          *timestamp        `json:"next_run_at" swaggertype:"string" format:"date-time"`
 	// MissedCount counts slots that were not fired (misfire policy).
@@ -144,6 +171,19 @@ func (r taskRequest) input() (service.TaskInput, error) {
 	if r.Shards < 0 {
 		ve.Add("shards", "must be 1 to 1000")
 	}
+	if c := r.Completion; c != nil {
+		if c.TimeoutMS < 0 || c.HeartbeatTimeoutMS < 0 {
+			ve.Add("completion", "timeouts must be positive")
+		}
+		in.Completion = service.Completion{Mode: c.Mode, Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
+			HeartbeatTimeout: time.Duration(c.HeartbeatTimeoutMS) * time.Millisecond}
+	}
+	if r.SLA != nil {
+		if r.SLA.FinishWithinMS <= 0 {
+			ve.Add("sla.finish_within_ms", "must be 1000 to 2592000000, or sla absent for none")
+		}
+		in.SLA.FinishWithin = time.Duration(r.SLA.FinishWithinMS) * time.Millisecond
+	}
 	if r.TimeoutMS != nil {
 		if *r.TimeoutMS <= 0 {
 			ve.Add("timeout_ms", "must be between 100 and 300000, or null for the endpoint's timeout")
@@ -199,6 +239,13 @@ func taskRequestOf(in service.TaskInput) taskRequest {
 		OverlapPolicy: in.OverlapPolicy, MisfirePolicy: in.MisfirePolicy, Labels: in.Labels,
 		AlertEndpointID: in.AlertEndpointID, PauseAfterFailures: in.PauseAfterFailures, Shards: in.Shards,
 	}
+	if in.Completion.Callback() {
+		r.Completion = &completionDTO{Mode: service.CompletionCallback, TimeoutMS: in.Completion.Timeout.Milliseconds(),
+			HeartbeatTimeoutMS: in.Completion.HeartbeatTimeout.Milliseconds()}
+	}
+	if in.SLA.FinishWithin > 0 {
+		r.SLA = &slaDTO{FinishWithinMS: in.SLA.FinishWithin.Milliseconds()}
+	}
 	if in.Timeout != 0 {
 		ms := int(in.Timeout.Milliseconds())
 		r.TimeoutMS = &ms
@@ -208,13 +255,18 @@ func taskRequestOf(in service.TaskInput) taskRequest {
 
 func taskOut(t service.Task) taskResponse {
 	req := taskRequestOf(t.Input())
-	return taskResponse{
+	out := taskResponse{
 		ID: t.ID, Name: t.Name, EndpointID: t.EndpointID, Schedule: req.Schedule, Payload: t.Payload, Priority: t.Priority,
 		TimeoutMS: req.TimeoutMS, Retry: req.Retry, OverlapPolicy: t.OverlapPolicy, MisfirePolicy: t.MisfirePolicy,
 		Labels: t.Labels, AlertEndpointID: t.AlertEndpointID, PauseAfterFailures: t.PauseAfterFailures, Shards: t.Shards,
+		Completion: completionDTO{Mode: service.CompletionResponse}, SLA: req.SLA,
 		State: t.State, NextRunAt: stampPtr(t.NextRunAt), MissedCount: t.MissedCount,
 		CreatedAt: stamp(t.CreatedAt), UpdatedAt: stamp(t.UpdatedAt),
 	}
+	if req.Completion != nil {
+		out.Completion = *req.Completion
+	}
+	return out
 }
 
 // createTask godoc
@@ -337,7 +389,7 @@ func (h *handlers) patchTask(c echo.Context) error {
 	t, err := h.cfg.Tasks.Update(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"),
 		func(in *service.TaskInput) error {
 			req := taskRequestOf(*in)
-			if err := mergePatch(body, &req, "schedule", "labels"); err != nil {
+			if err := mergePatch(body, &req, "schedule", "labels", "completion", "sla"); err != nil {
 				return err
 			}
 			next, err := req.input()

@@ -31,12 +31,6 @@ type workflowNodeDTO struct {
 	TriggerRule string `json:"trigger_rule,omitempty" enums:"all_success,all_done,one_success" example:"all_success"`
 } // @name WorkflowNode
 
-// slaDTO is a workflow's service level.
-type slaDTO struct {
-	// FinishWithinMS: a run is expected to finish this long after its slot.
-	FinishWithinMS int64 `json:"finish_within_ms,omitempty" example:"7200000"`
-} // @name WorkflowSLA
-
 // workflowRequest is the body of POST /v1/workflows, and the shape a PATCH merges into.
 type workflowRequest struct {
 	Name string `json:"name" example:"billing.daily"`

@@ -60,7 +60,14 @@ type DeliveryRow struct {
 	// policy is fire_once or fire_all.
 	LaterMissed int `db:"later_missed"`
 	JoinedEndpoint
-	Now time.Time `db:"now"`
+	// CompletionTimeoutMS is set for a task in callback completion mode
+	// (nil: a 2xx ends the attempt); HeartbeatTimeoutMS may be set then.
+	CompletionTimeoutMS *int64 `db:"completion_timeout_ms"`
+	HeartbeatTimeoutMS  *int64 `db:"heartbeat_timeout_ms"`
+	// Waiting: the running execution's current attempt was accepted and
+	// ax waits for its callback (WaitingForCallback).
+	Waiting bool      `db:"waiting"`
+	Now     time.Time `db:"now"`
 }
 
 // fields returns pointers to r's fields in their order: a statement that
@@ -72,7 +79,8 @@ func (r *DeliveryRow) fields() []any {
 		&r.WorkflowID, &r.WorkflowRunID, &r.Node, &r.Shard, &r.ShardCount, &r.CreatedAt, &r.NeverStarted, &r.TaskFound, &r.TaskName,
 		&r.TaskState, &r.TaskPayload, &r.TaskTimeoutMS, &r.MaxAttempts, &r.InitialBackoffMS, &r.MaxBackoffMS,
 		&r.OverlapPolicy, &r.MisfirePolicy, &r.EarlierUnfinished, &r.LaterMissed, &e.EndpointFound, &e.EndpointID, &e.EndpointURL, &e.EndpointMethod, &e.EndpointHeaders, &e.Secret,
-		&e.PreviousSecret, &e.PreviousSecretExp, &e.EndpointTimeoutMS, &e.EndpointEnabled, &r.Now}
+		&e.PreviousSecret, &e.PreviousSecretExp, &e.EndpointTimeoutMS, &e.EndpointEnabled, &r.CompletionTimeoutMS,
+		&r.HeartbeatTimeoutMS, &r.Waiting, &r.Now}
 }
 
 // JoinedEndpoint is an endpoint LEFT JOINed to an execution's task: every
@@ -155,6 +163,8 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 			ep.id IS NOT NULL AS endpoint_found, ep.id::text AS endpoint_id, ep.url AS endpoint_url,
 			ep.method AS endpoint_method, ep.headers AS endpoint_headers, ep.secret, ep.previous_secret,
 			ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms, ep.enabled AS endpoint_enabled,
+			t.completion_timeout_ms, t.heartbeat_timeout_ms,
+			CASE WHEN e.state = 'running' THEN `+WaitingForCallback+` ELSE false END AS waiting,
 			now() AS now
 		FROM executions e
 		CROSS JOIN (SELECT now() - make_interval(secs => $3) AS cut) m
@@ -164,6 +174,13 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 		FOR UPDATE OF e`, tenant, id, m.Threshold.Seconds(), m.CountMax)
 	return collectOne[DeliveryRow](rows, err)
 }
+
+// WaitingForCallback is the SQL condition that running execution e waits
+// for the callback of its current attempt: the attempt was accepted (a
+// 2xx in callback completion mode) and neither completed nor timed out.
+const WaitingForCallback = `EXISTS (SELECT 1 FROM callback_attempts w
+	WHERE w.tenant_id = e.tenant_id AND w.execution_id = e.id AND w.attempt = e.attempts
+	  AND w.lease = e.lease_attempt AND w.expires_at IS NOT NULL)`
 
 // StartDelivery moves an execution to running for River attempt lease and
 // returns its attempt count (one more than before: attempts keep counting
@@ -261,6 +278,8 @@ type DeliveryOutcome struct {
 	TaskFailures int32 `db:"task_failures"`
 	// WorkflowRunID is the workflow run of a node's execution (nil: none).
 	WorkflowRunID *string `db:"workflow_run_id"`
+	// Priority is the task's River priority (nil without a task).
+	Priority *int16 `db:"priority"`
 }
 
 // GetDeliveryOutcome reads an execution with its task and locks the
@@ -268,7 +287,7 @@ type DeliveryOutcome struct {
 func GetDeliveryOutcome(ctx context.Context, q Querier, tenant, id string) (DeliveryOutcome, error) {
 	rows, err := q.Query(ctx, `SELECT e.task_id::text, e.state, e.lease_attempt, e.attempts, e.attempts_base, e.cancel_requested,
 			t.id IS NOT NULL AS task_found, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms,
-			coalesce(t.consecutive_failures, 0) AS task_failures, e.workflow_run_id::text
+			coalesce(t.consecutive_failures, 0) AS task_failures, e.workflow_run_id::text, t.priority
 		FROM executions e
 		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
 		WHERE e.tenant_id = $1 AND e.id = $2
@@ -392,7 +411,13 @@ type AlertRow struct {
 	TaskName       *string    `db:"task_name"`
 	TaskState      *string    `db:"task_state"`
 	JoinedEndpoint
-	Now time.Time `db:"now"`
+	// EndpointFormat is the alert endpoint's format (ax, slack).
+	EndpointFormat *string `db:"endpoint_format"`
+	// SLAFinishWithinMS and SLADueAt: the task's SLA and, when the
+	// execution missed it, its deadline.
+	SLAFinishWithinMS *int64     `db:"sla_finish_within_ms"`
+	SLADueAt          *time.Time `db:"sla_due_at"`
+	Now               time.Time  `db:"now"`
 }
 
 // GetAlert reads a failed execution with its task and the task's alert
@@ -404,6 +429,8 @@ func GetAlert(ctx context.Context, q Querier, tenant, executionID string) (Alert
 			ep.id IS NOT NULL AS endpoint_found, ep.id::text AS endpoint_id, ep.url AS endpoint_url,
 			ep.method AS endpoint_method, ep.headers AS endpoint_headers, ep.secret, ep.previous_secret,
 			ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms, ep.enabled AS endpoint_enabled,
+			ep.format AS endpoint_format, t.sla_finish_within_ms,
+			(SELECT s.due_at FROM sla_misses s WHERE s.tenant_id = e.tenant_id AND s.execution_id = e.id) AS sla_due_at,
 			now() AS now
 		FROM executions e
 		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id

@@ -36,7 +36,8 @@ type OrphanedExecution struct {
 
 // orphanJoin is the liveness test of an unfinished execution e: the job
 // recorded in river_job_id is live, or (none recorded) a live deliver job
-// names it, or a live deliver_batch job lists it (batch_members).
+// names it, or a live deliver_batch job lists it (batch_members), or it
+// waits for a callback.
 const orphanJoin = `LEFT JOIN river_job j ON j.id = e.river_job_id
 	WHERE CASE WHEN e.river_job_id IS NOT NULL THEN j.id IS NULL OR j.state NOT IN ` + liveJobStates + `
 		ELSE NOT EXISTS (
@@ -44,7 +45,10 @@ const orphanJoin = `LEFT JOIN river_job j ON j.id = e.river_job_id
 			WHERE d.kind = 'deliver' AND d.state IN ` + liveJobStates + `
 			  AND d.args @> jsonb_build_object('tenant_id', e.tenant_id, 'execution_id', e.id::text))
 		  AND e.id NOT IN (SELECT id FROM batch_members)
-		END`
+		END
+		-- An execution waiting for its callback has no job by design: the
+		-- callback sweeper carries it (FindExpiredCallbacks).
+		AND NOT (e.state = 'running' AND ` + WaitingForCallback + `)`
 
 // batchMembers lists the executions of live deliver_batch jobs (their
 // packed args: see service.DeliverBatchArgs).

@@ -169,7 +169,8 @@ func TestOnlyErrorsGoReadsDBErrors(t *testing.T) {
 
 // tenantTables are the tables whose rows belong to a tenant (a tenant_id
 // column).
-var tenantTables = []string{"endpoints", "tasks", "executions", "execution_events", "unfinished_executions", "idempotency_keys", "audit_log"}
+var tenantTables = []string{"endpoints", "tasks", "executions", "execution_events", "unfinished_executions", "idempotency_keys", "audit_log",
+	"callback_attempts", "sla_misses"}
 
 // crossTenant lists the functions of db/ whose statements read or write
 // tenant tables across tenants, on purpose. Each says why.
@@ -193,6 +194,17 @@ var crossTenant = map[string]string{
 	// A dead replica's River jobs carry executions of any tenant; the
 	// join to executions is on (tenant_id, id).
 	"ResumeJobsOf": "the events of a dead replica's resumed deliveries",
+	// A callback token is the capability: its hash finds its attempt (by
+	// the unique token index), whose row names the tenant; the join to
+	// executions is on (tenant_id, id).
+	"GetCallbackByToken": "a callback token names its tenant",
+	// The callback sweeper finds every tenant's expired waits by the
+	// partial index of expires_at, and sleeps until the earliest.
+	"FindExpiredCallbacks": "the callback sweeper's look at every tenant's expired waits",
+	"NextCallbackExpiry":   "the callback sweeper's look at the earliest wait",
+	// The SLA sweep walks every tenant's tasks with an SLA (tasks_sla_idx)
+	// and their unfinished executions; its joins are on tenant_id.
+	"FindSLAMisses": "the SLA sweep over every tenant's tasks with an SLA",
 }
 
 // reference matches a table reference: the keyword before it, the table

@@ -47,6 +47,14 @@ type Task struct {
 	// WorkflowID is set on the hidden task that delivers a workflow node
 	// (the API neither lists nor serves it).
 	WorkflowID *string `db:"workflow_id"`
+	// CompletionMode is response (a 2xx ends the attempt) or callback (a
+	// 2xx accepts it; the receiver completes it later).
+	CompletionMode      string `db:"completion_mode"`
+	CompletionTimeoutMS *int64 `db:"completion_timeout_ms"`
+	HeartbeatTimeoutMS  *int64 `db:"heartbeat_timeout_ms"`
+	// SLAFinishWithinMS: an execution not succeeded this long after its
+	// slot missed the task's SLA (nil: no SLA).
+	SLAFinishWithinMS *int64 `db:"sla_finish_within_ms"`
 }
 
 // fields returns pointers to t's fields in their order, which is that of
@@ -56,14 +64,16 @@ func (t *Task) fields() []any {
 		&t.RunAt, &t.StartAt, &t.EndAt, &t.Payload, &t.Priority, &t.TimeoutMS, &t.MaxAttempts, &t.InitialBackoffMS,
 		&t.MaxBackoffMS, &t.OverlapPolicy, &t.MisfirePolicy, &t.State, &t.NextRunAt, &t.Labels, &t.AlertEndpointID,
 		&t.PauseAfterFailures, &t.ConsecutiveFailures, &t.MissedCount, &t.Version, &t.CreatedAt, &t.UpdatedAt,
-		&t.ScheduleDialect, &t.DSTPolicy, &t.ExcludeCalendars, &t.Shards, &t.WorkflowID}
+		&t.ScheduleDialect, &t.DSTPolicy, &t.ExcludeCalendars, &t.Shards, &t.WorkflowID, &t.CompletionMode,
+		&t.CompletionTimeoutMS, &t.HeartbeatTimeoutMS, &t.SLAFinishWithinMS}
 }
 
 const taskColumns = `tenant_id, id::text, name, endpoint_id::text, schedule_type, cron, timezone, interval_seconds,
 	run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms, max_backoff_ms,
 	overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id::text, pause_after_failures,
 	consecutive_failures, missed_count, version, created_at, updated_at, schedule_dialect, dst_policy,
-	exclude_calendars::text[], shards, workflow_id::text`
+	exclude_calendars::text[], shards, workflow_id::text, completion_mode, completion_timeout_ms, heartbeat_timeout_ms,
+	sla_finish_within_ms`
 
 // InsertTask inserts t, created (and updated) at t.CreatedAt, and returns
 // the stored row. With wake, it signals TaskChangedChannel in the same
@@ -74,14 +84,15 @@ func InsertTask(ctx context.Context, q Querier, t Task, wake bool) (Task, error)
 			interval_seconds, run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms,
 			max_backoff_ms, overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id,
 			pause_after_failures, created_at, updated_at, schedule_dialect, dst_policy, exclude_calendars, shards,
-			workflow_id)
+			workflow_id, completion_mode, completion_timeout_ms, heartbeat_timeout_ms, sla_finish_within_ms)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-			$23, $24, $25, $25, $26, $27, $28, $29, $30)
+			$23, $24, $25, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34)
 		RETURNING ` + taskColumns
 	args := []any{t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
 		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
 		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
-		t.CreatedAt, t.ScheduleDialect, t.DSTPolicy, nil, max(t.Shards, 1), t.WorkflowID}
+		t.CreatedAt, t.ScheduleDialect, t.DSTPolicy, nil, max(t.Shards, 1), t.WorkflowID, completionMode(t.CompletionMode),
+		t.CompletionTimeoutMS, t.HeartbeatTimeoutMS, t.SLAFinishWithinMS}
 	cals, err := uuidArray(t.ExcludeCalendars)
 	if err != nil {
 		return Task{}, wrap("insert task", err)
@@ -89,7 +100,7 @@ func InsertTask(ctx context.Context, q Querier, t Task, wake bool) (Task, error)
 	args[27] = cals
 	sql := insert
 	if wake {
-		sql = `WITH t AS (` + insert + `) SELECT t.* FROM t, (SELECT pg_notify($31, '')) n`
+		sql = `WITH t AS (` + insert + `) SELECT t.* FROM t, (SELECT pg_notify($35, '')) n`
 		args = append(args, TaskChangedChannel)
 	}
 	rows, err := q.Query(ctx, sql, args...)
@@ -142,14 +153,24 @@ func UpdateTask(ctx context.Context, q Querier, t Task) (Task, error) {
 		priority = $13, timeout_ms = $14, max_attempts = $15, initial_backoff_ms = $16, max_backoff_ms = $17,
 		overlap_policy = $18, misfire_policy = $19, state = $20, next_run_at = $21, labels = $22,
 		alert_endpoint_id = $23, pause_after_failures = $24, consecutive_failures = $25,
-		schedule_dialect = $26, dst_policy = $27, exclude_calendars = $28, shards = $29, version = version + 1,
-		updated_at = now()
+		schedule_dialect = $26, dst_policy = $27, exclude_calendars = $28, shards = $29, completion_mode = $30,
+		completion_timeout_ms = $31, heartbeat_timeout_ms = $32, sla_finish_within_ms = $33,
+		version = version + 1, updated_at = now()
 		WHERE tenant_id = $1 AND id = $2 RETURNING `+taskColumns,
 		t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
 		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
 		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
-		t.ConsecutiveFailures, t.ScheduleDialect, t.DSTPolicy, cals, max(t.Shards, 1))
+		t.ConsecutiveFailures, t.ScheduleDialect, t.DSTPolicy, cals, max(t.Shards, 1), completionMode(t.CompletionMode),
+		t.CompletionTimeoutMS, t.HeartbeatTimeoutMS, t.SLAFinishWithinMS)
 	return collectOneRow[Task](rows, err)
+}
+
+// completionMode is mode, or response when it is unset.
+func completionMode(mode string) string {
+	if mode == "" {
+		return "response"
+	}
+	return mode
 }
 
 // DeleteTask deletes a task and reports whether it existed.

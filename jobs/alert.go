@@ -1,12 +1,14 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -15,7 +17,7 @@ import (
 )
 
 // AlertType is the "type" of the failure alert body.
-const AlertType = "execution.failed"
+const AlertType = service.AlertExecutionFailed
 
 // AlertBody is the JSON a task's alert endpoint receives when one of its
 // executions fails for good. README "Alerts and auto-pause" documents it.
@@ -33,6 +35,20 @@ type AlertBody struct {
 	LastError      string     `json:"last_error"`
 	ErrorClass     string     `json:"error_class"`
 	FinishedAt     *time.Time `json:"finished_at"`
+	// SLA is set on an execution.sla_missed alert.
+	SLA *AlertSLA `json:"sla,omitempty"`
+}
+
+// AlertSLA is the missed SLA of an execution.sla_missed alert.
+type AlertSLA struct {
+	FinishWithinMS int64      `json:"finish_within_ms"`
+	DueAt          *time.Time `json:"due_at"`
+}
+
+// SlackBody is the body of an alert to an endpoint whose format is slack:
+// a Slack incoming webhook's message (text, mrkdwn links).
+type SlackBody struct {
+	Text string `json:"text"`
 }
 
 // AlertWorker sends a failure alert to a task's alert endpoint through the
@@ -48,12 +64,14 @@ type AlertWorker struct {
 	sender     *Sender
 	logger     *slog.Logger
 	timeout    time.Duration
+	publicURL  string
 }
 
 var _ river.Worker[service.AlertArgs] = (*AlertWorker)(nil)
 
 func newAlertWorker(deps WorkerDeps, cfg RiverConfig) *AlertWorker {
-	return &AlertWorker{deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, timeout: cfg.JobTimeout}
+	return &AlertWorker{deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, timeout: cfg.JobTimeout,
+		publicURL: strings.TrimRight(deps.PublicURL, "/")}
 }
 
 // Timeout bounds a job; the sender enforces the alert endpoint's timeout.
@@ -63,7 +81,7 @@ func (w *AlertWorker) Timeout(*river.Job[service.AlertArgs]) time.Duration { ret
 func (w *AlertWorker) Work(ctx context.Context, job *river.Job[service.AlertArgs]) error {
 	args := job.Args
 	log := w.logger.With("job_id", job.ID, "execution_id", args.ExecutionID, "tenant", args.TenantID, "attempt", job.Attempt)
-	a, err := w.deliveries.Alert(ctx, args.TenantID, args.ExecutionID)
+	a, err := w.deliveries.Alert(ctx, args.TenantID, args.ExecutionID, args.Type)
 	switch {
 	case errors.Is(err, service.ErrNotFound):
 		log.WarnContext(ctx, "alert for a missing execution; nothing to send")
@@ -77,17 +95,13 @@ func (w *AlertWorker) Work(ctx context.Context, job *river.Job[service.AlertArgs
 		log.InfoContext(ctx, "alert not sent", "reason", a.Skip)
 		return w.record(rctx, args, false, Result{}, "", a.Skip)
 	}
-	body, err := json.Marshal(AlertBody{
-		Type: AlertType, ExecutionID: a.ExecutionID, TaskID: a.TaskID, TaskName: a.TaskName, TaskState: a.TaskState,
-		ScheduledFor: a.ScheduledFor, Trigger: a.Trigger, State: a.State, Attempts: a.Attempts,
-		LastStatusCode: a.LastStatusCode, LastError: a.LastError, ErrorClass: a.ErrorClass, FinishedAt: a.FinishedAt,
-	})
+	body, err := w.body(a)
 	if err != nil {
 		return river.JobCancel(fmt.Errorf("encode alert: %w", err))
 	}
 	res := w.sender.Send(ctx, Request{
 		Method: a.Method, URL: a.URL, Headers: a.Headers, Body: body, Timeout: a.Timeout,
-		ExecutionID: AlertID(a.ExecutionID, job.ID), AlertType: AlertType, AlertAbout: a.ExecutionID,
+		ExecutionID: AlertID(a.ExecutionID, job.ID), AlertType: a.Type, AlertAbout: a.ExecutionID,
 		Attempt: job.Attempt, Keys: a.Keys,
 	})
 	if res.Err != nil && stopping(ctx) {
@@ -110,6 +124,46 @@ func (w *AlertWorker) Work(ctx context.Context, job *river.Job[service.AlertArgs
 		log.ErrorContext(ctx, "record alert failure", "error", err.Error())
 	}
 	return river.JobCancel(errors.New(msg))
+}
+
+// body is the alert's body in its endpoint's format.
+func (w *AlertWorker) body(a service.Alert) ([]byte, error) {
+	if a.Format == service.AlertFormatSlack {
+		return json.Marshal(SlackBody{Text: SlackText(a, w.publicURL)})
+	}
+	b := AlertBody{
+		Type: a.Type, ExecutionID: a.ExecutionID, TaskID: a.TaskID, TaskName: a.TaskName, TaskState: a.TaskState,
+		ScheduledFor: a.ScheduledFor, Trigger: a.Trigger, State: a.State, Attempts: a.Attempts,
+		LastStatusCode: a.LastStatusCode, LastError: a.LastError, ErrorClass: a.ErrorClass, FinishedAt: a.FinishedAt,
+	}
+	if a.Type == service.AlertExecutionSLAMissed {
+		b.SLA = &AlertSLA{FinishWithinMS: a.SLAFinishWithin.Milliseconds(), DueAt: a.SLADueAt}
+	}
+	return json.Marshal(b)
+}
+
+// SlackText is the one readable line of a slack-format alert, with a link
+// to the execution under publicURL.
+func SlackText(a service.Alert, publicURL string) string {
+	name := slackEscape(cmp.Or(a.TaskName, a.TaskID))
+	var what string
+	switch a.Type {
+	case service.AlertExecutionSLAMissed:
+		what = fmt.Sprintf(":hourglass: *%s* missed its SLA: not succeeded within %s of its %s slot (it is %s after %d attempts)",
+			name, a.SLAFinishWithin, a.ScheduledFor.Format(time.RFC3339), a.State, a.Attempts)
+	default:
+		what = fmt.Sprintf(":x: *%s* failed after %d attempts (slot %s)", name, a.Attempts, a.ScheduledFor.Format(time.RFC3339))
+		if a.LastError != "" {
+			what += ": " + slackEscape(a.LastError)
+		}
+	}
+	link := publicURL + "/v1/executions/" + a.ExecutionID
+	return what + " <" + link + "|execution " + a.ExecutionID + ">"
+}
+
+// slackEscape escapes the characters Slack's mrkdwn gives a meaning.
+func slackEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
 func (w *AlertWorker) record(ctx context.Context, args service.AlertArgs, sent bool, res Result, class, msg string) error {

@@ -196,12 +196,27 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	if d.Resumed {
 		log.info(ctx, "resuming an interrupted delivery")
 	}
-	w.metrics.inFlight.Add(1)
-	res := w.sender.Send(ctx, Request{
+	req := Request{
 		Method: d.Method, URL: d.URL, Headers: d.Headers, Body: d.Payload, Timeout: d.Timeout,
 		ExecutionID: d.ExecutionID, TaskID: d.TaskID, ScheduledFor: d.ScheduledFor, Round: d.Round, Attempt: d.Attempt, Keys: d.Keys,
 		WorkflowID: d.WorkflowID, WorkflowRunID: d.WorkflowRunID, Node: d.Node, ShardIndex: d.Shard, ShardCount: d.ShardCount,
-	})
+	}
+	if d.Callback != nil {
+		// The token's hash and the attempt's deadline are stored before
+		// the request leaves: the receiver may complete it at once.
+		token, err := w.deliveries.PrepareCallback(ctx, d)
+		switch {
+		case err != nil && stopping(ctx):
+			return step{kind: stepInterrupted}
+		case errors.Is(err, service.ErrConflict):
+			return step{kind: stepDone}
+		case err != nil:
+			return step{kind: stepError, err: fmt.Errorf("prepare callback of execution %s: %w", executionID, err)}
+		}
+		req.CallbackToken = token
+	}
+	w.metrics.inFlight.Add(1)
+	res := w.sender.Send(ctx, req)
 	w.metrics.inFlight.Add(-1)
 	sent()
 	remoteCancel := cancelledOnRequest(ctx)
@@ -214,6 +229,9 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 
 	class := Classify(res, time.Now())
 	w.metrics.AttemptDuration.Observe(res.Latency.Seconds())
+	if d.Callback != nil && class.Outcome == OutcomeSuccess {
+		return w.accept(ctx, d, res, remoteCancel, log)
+	}
 	out := outcome(res, class, d, w.timeout)
 	out.HandOff = handOff
 	if remoteCancel && class.Outcome != OutcomeSuccess {
@@ -263,6 +281,31 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 			slog.Bool("task_paused", fin.TaskPaused), slog.Bool("alert_queued", fin.AlertQueued))
 		return step{kind: stepCancel, err: fmt.Errorf("attempt %d: execution %s: %s", d.Attempt, fin.State, out.Error)}
 	}
+}
+
+// accept records a 2xx of an attempt in callback completion mode: the
+// execution waits for its callback, which no job and no worker carries
+// (the callback sweeper watches its deadlines), so the job ends here.
+func (w *DeliverWorker) accept(ctx context.Context, d service.Delivery, res Result, remoteCancel bool, log attrLogger) step {
+	rctx, cancel := recordContext(ctx)
+	defer cancel()
+	state, err := w.deliveries.Accept(rctx, d, res.StatusCode, res.Latency)
+	if err != nil {
+		// The execution stays running; a re-run of the job resumes it.
+		return step{kind: stepError, err: fmt.Errorf("accept attempt %d of execution %s: %w", d.Attempt, d.ExecutionID, err)}
+	}
+	switch state {
+	case service.ExecRunning:
+		w.metrics.Attempts.WithLabelValues(OutcomeSuccess.String(), "").Inc()
+		w.metrics.CallbacksAccepted.Inc()
+		log.debug(ctx, "accepted; waiting for the callback", slog.Int("status_code", res.StatusCode))
+	case "":
+		log.debug(ctx, "accepted after the attempt was completed", slog.Int("status_code", res.StatusCode))
+	default:
+		w.metrics.Finished.WithLabelValues(state).Inc()
+		log.info(ctx, "accepted attempt cut short by a cancel", slog.String("state", state), slog.Bool("cancel", remoteCancel))
+	}
+	return step{kind: stepDone}
 }
 
 // attemptOutcome is the outcome label of ax_delivery_attempts_total: what

@@ -56,6 +56,13 @@ type Metrics struct {
 	// NodeWait is a workflow node's first attempt start minus when its
 	// rule was met (its execution was created), or its slot for a root.
 	NodeWait prometheus.Histogram
+	// CallbacksAccepted counts callback-mode attempts accepted by a 2xx.
+	CallbacksAccepted prometheus.Counter
+	// CallbackTimeouts counts callback attempts failed by a timeout, by
+	// error class (heartbeat_timeout, callback_timeout).
+	CallbackTimeouts *prometheus.CounterVec
+	// SLAMissed counts executions that missed their task's SLA.
+	SLAMissed prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: a
@@ -113,6 +120,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Rows removed because they outlived their retention, by kind (executions, execution_events, audit).",
 		}, []string{"kind"}),
 	}
+	m.CallbacksAccepted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ax_callbacks_accepted_total", Help: "Attempts in callback completion mode accepted by a 2xx (ax then waits for their completion).",
+	})
+	m.CallbackTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_callback_timeouts_total", Help: "Callback attempts failed by a timeout, by error class (heartbeat_timeout, callback_timeout).",
+	}, []string{"error_class"})
+	m.SLAMissed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ax_sla_missed_total", Help: "Executions not succeeded by their task's SLA deadline (sla.finish_within_ms).",
+	})
+	for _, class := range []string{service.ErrorClassHeartbeatTimeout, service.ErrorClassCallbackTimeout} {
+		m.CallbackTimeouts.WithLabelValues(class)
+	}
 	for _, kind := range []string{"executions", "execution_events", "audit"} {
 		m.RetentionDeleted.WithLabelValues(kind) // reported from the start, at 0
 	}
@@ -132,7 +151,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, func() float64 { return float64(m.inFlight.Load()) })
 	reg.MustRegister(m.Fires, m.FiringLateness, m.Attempts, m.AttemptDuration, m.RetriesScheduled, m.Finished,
 		m.MissedSlots, m.Reconciled, m.SchedulerPass, m.SchedulerClaimed, m.RetentionDeleted, m.ReplicasLive,
-		m.ReplicasDeclaredDead, m.ReplicaJobsResumed, inFlight, m.WorkflowRuns, m.NodeWait)
+		m.ReplicasDeclaredDead, m.ReplicaJobsResumed, inFlight, m.WorkflowRuns, m.NodeWait, m.CallbacksAccepted,
+		m.CallbackTimeouts, m.SLAMissed)
 	return m
 }
 
@@ -151,6 +171,21 @@ func (m *Metrics) ObserveRetention(r service.RetentionResult) {
 // DeliveriesInFlight returns the number of webhook requests under way in
 // this process.
 func (m *Metrics) DeliveriesInFlight() int { return int(m.inFlight.Load()) }
+// ObserveCallbacks records what a callback sweep did; it fits
+// CallbackLoopConfig.OnCallbacks.
+func (m *Metrics) ObserveCallbacks(r service.CallbackSweep) {
+	for class, n := range r.TimedOut {
+		m.CallbackTimeouts.WithLabelValues(class).Add(float64(n))
+	}
+	for state, n := range r.Finished {
+		m.Finished.WithLabelValues(state).Add(float64(n))
+	}
+	m.RetriesScheduled.Add(float64(r.Retrying))
+}
+
+// ObserveSLA records what an SLA sweep did; it fits
+// CallbackLoopConfig.OnSLA.
+func (m *Metrics) ObserveSLA(r service.SLASweep) { m.SLAMissed.Add(float64(r.Missed)) }
 
 // ObserveTick records one scheduler pass; it fits SchedulerLoopConfig.OnTick.
 func (m *Metrics) ObserveTick(r service.TickResult, d time.Duration) {

@@ -157,6 +157,9 @@ type WorkerDeps struct {
 	Work *WorkTracker
 	// Workflows, when set, serves the workflow alert worker.
 	Workflows *service.Workflows
+	// PublicURL is where ax's API is reached (AX_PUBLIC_URL): alerts in
+	// the slack format link to the execution there.
+	PublicURL string
 }
 
 // NewRiverClient returns the River client that works ax's queues, on the

@@ -146,6 +146,9 @@ type Request struct {
 	// so that a receiver keyed on a task's slot never takes it for a fire.
 	AlertType  string
 	AlertAbout string
+	// CallbackToken, when set, is sent as X-Ax-Callback-Token (callback
+	// completion mode). It is a credential: never log it.
+	CallbackToken string
 	// Keys are the endpoint's signing keys (ParseSecret output), the
 	// current one first; two during a rotation overlap. At least one.
 	Keys [][]byte
@@ -362,6 +365,9 @@ func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*htt
 		}
 	}
 	h["X-Ax-Attempt"] = []string{strconv.Itoa(r.Attempt)}
+	if r.CallbackToken != "" {
+		h["X-Ax-Callback-Token"] = []string{r.CallbackToken}
+	}
 	h["User-Agent"] = []string{s.cfg.UserAgent}
 	return req, nil
 }

@@ -13,9 +13,31 @@ const (
 	EventAlertFailed = "alert_failed"
 )
 
-// Alert is a failure alert to send: the failed execution and where to send
+// Alert types (the "type" of an alert's body).
+const (
+	AlertExecutionFailed    = "execution.failed"
+	AlertExecutionSLAMissed = "execution.sla_missed"
+)
+
+// Alert formats of an endpoint (Endpoint.Format).
+const (
+	// AlertFormatAx: ax's signed JSON body.
+	AlertFormatAx = "ax"
+	// AlertFormatSlack: a Slack incoming-webhook body ({"text": …}).
+	AlertFormatSlack = "slack"
+)
+
+// Alert is an alert to send: the execution it is about and where to send
 // it.
 type Alert struct {
+	// Type is AlertExecutionFailed or AlertExecutionSLAMissed.
+	Type string
+	// Format is the alert endpoint's format.
+	Format string
+	// SLAFinishWithin and SLADueAt describe a missed SLA.
+	SLAFinishWithin time.Duration
+	SLADueAt        *time.Time
+
 	ExecutionID    string
 	TaskID         string
 	TaskName       string
@@ -42,7 +64,7 @@ type Alert struct {
 
 // Alert loads the failure alert for an execution. ErrNotFound means the
 // execution no longer exists.
-func (s *Deliveries) Alert(ctx context.Context, tenant, executionID string) (Alert, error) {
+func (s *Deliveries) Alert(ctx context.Context, tenant, executionID, alertType string) (Alert, error) {
 	row, err := db.GetAlert(ctx, s.pool, tenant, executionID)
 	if err != nil {
 		return Alert{}, storeError(err, "load alert for execution "+executionID)
@@ -51,7 +73,9 @@ func (s *Deliveries) Alert(ctx context.Context, tenant, executionID string) (Ale
 		ExecutionID: row.ExecutionID, TaskID: row.TaskID, TaskName: zeroIfNil(row.TaskName), TaskState: zeroIfNil(row.TaskState),
 		ScheduledFor: row.ScheduledFor.UTC(), Trigger: row.Trigger, State: row.State, Attempts: row.Attempts,
 		LastStatusCode: row.LastStatusCode, LastError: zeroIfNil(row.LastError), ErrorClass: zeroIfNil(row.LastErrorClass),
-		FinishedAt: utcPtr(row.FinishedAt),
+		FinishedAt: utcPtr(row.FinishedAt), Type: cmpOr(alertType, AlertExecutionFailed),
+		Format: cmpOr(zeroIfNil(row.EndpointFormat), AlertFormatAx), SLADueAt: utcPtr(row.SLADueAt),
+		SLAFinishWithin: time.Duration(zeroIfNil(row.SLAFinishWithinMS)) * time.Millisecond,
 	}
 	switch {
 	case !row.EndpointFound:

@@ -81,6 +81,9 @@ type Delivery struct {
 	// one during a rotation overlap.
 	Keys  [][]byte
 	Retry RetryPolicy
+	// Callback is set for a task in callback completion mode: a 2xx only
+	// accepts the attempt (PrepareCallback, Accept).
+	Callback *CallbackSpec
 }
 
 // Begin decides (decideStart) and records the start of River attempt
@@ -138,7 +141,7 @@ func startFactsOf(row db.DeliveryRow, lease int, jobID int64) startFacts {
 		MisfirePolicy: zeroIfNil(row.MisfirePolicy), MaxAttempts: int(zeroIfNil(row.MaxAttempts)),
 		EarlierUnfinished: row.EarlierUnfinished, LaterMissed: row.LaterMissed,
 		EndpointFound: row.EndpointFound, EndpointEnabled: zeroIfNil(row.EndpointEnabled),
-		Waited: row.Now.Sub(row.ScheduledFor),
+		Waited: row.Now.Sub(row.ScheduledFor), Waiting: row.Waiting,
 	}
 }
 
@@ -270,6 +273,10 @@ func deliveryFromRow(row db.DeliveryRow, lease int) Delivery {
 	}
 	if d.Payload == nil {
 		d.Payload = row.TaskPayload
+	}
+	if row.CompletionTimeoutMS != nil {
+		d.Callback = &CallbackSpec{Timeout: time.Duration(*row.CompletionTimeoutMS) * time.Millisecond,
+			HeartbeatTimeout: time.Duration(zeroIfNil(row.HeartbeatTimeoutMS)) * time.Millisecond}
 	}
 	d.Timeout = time.Duration(zeroIfNil(row.EndpointTimeoutMS)) * time.Millisecond
 	if row.TaskTimeoutMS != nil {

@@ -69,6 +69,9 @@ type startFacts struct {
 
 	// Waited is how long ago the execution's slot was (database clock).
 	Waited time.Duration
+	// Waiting: the running execution's current attempt was accepted in
+	// callback completion mode, and ax waits for its completion.
+	Waiting bool
 }
 
 // startRules are the limits decideStart applies (DeliveriesConfig).
@@ -154,8 +157,8 @@ type startDecision struct {
 // decideStart decides whether the attempt may start the execution, in
 // this order:
 //
-//   - an execution another job owns, a newer attempt owns, or that is
-//     final: leave it;
+//   - an execution another job owns, a newer attempt owns, one whose
+//     accepted attempt waits for its callback, or that is final: leave it;
 //   - a requested cancel, a deleted task, a paused task (unless the
 //     execution was triggered manually), a deleted or disabled endpoint:
 //     cancel it;
@@ -180,6 +183,8 @@ func decideStart(f startFacts, r startRules) startDecision {
 	switch {
 	case f.JobID != 0 && f.RiverJobID != nil && *f.RiverJobID != f.JobID:
 		return leave(fmt.Sprintf("River job %d delivers the execution", *f.RiverJobID))
+	case f.State == ExecRunning && f.Waiting:
+		return leave(fmt.Sprintf("attempt %d was accepted; the execution waits for its callback", f.Attempts))
 	case f.State == ExecRunning && f.LeaseAttempt > f.Lease:
 		return leave(fmt.Sprintf("attempt %d is stale: River attempt %d owns the execution", f.Lease, f.LeaseAttempt))
 	case f.State == ExecRetrying && f.LeaseAttempt >= f.Lease:

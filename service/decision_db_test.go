@@ -99,6 +99,9 @@ type equivExec struct {
 	Ago             time.Duration // its slot, before now
 	// Retried: a pending execution the API retried (it started before).
 	Retried bool
+	// Waiting: a running execution whose current attempt was accepted in
+	// callback completion mode (a waiting callback_attempts row).
+	Waiting bool
 }
 
 // equivCase is one combination: a task (or none), earlier unfinished
@@ -176,6 +179,13 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 			equivTenant, c.ID, c.TaskID, x.Ago.Seconds(), x.Trigger, x.State, x.CancelRequested, x.Attempts, x.LeaseAttempt,
 			x.RiverJobID, final, lastError, x.AttemptsBase, x.Retried)
 		require.NoError(t, err)
+		if x.Waiting {
+			_, err = tx.Exec(ctx, `INSERT INTO callback_attempts (tenant_id, execution_id, attempt, lease, token_hash,
+					deadline_at, accepted_at, expires_at)
+				VALUES ($1, $2, $3, $4, sha256(convert_to($5, 'UTF8')), now() + interval '1 hour', now(), now() + interval '1 hour')`,
+				equivTenant, c.ID, x.Attempts, x.LeaseAttempt, c.ID)
+			require.NoError(t, err)
+		}
 	}
 	dbtest.SyncUnfinished(t, tx)
 	require.NoError(t, tx.Commit(ctx))
@@ -327,7 +337,25 @@ func startCases() []equivCase {
 			}
 		}
 	}
-	return append(out, misfireCases(newID)...)
+	out = append(out, misfireCases(newID)...)
+	return append(out, waitingCases(newID)...)
+}
+
+// waitingCases returns running executions that wait for the callback of
+// their accepted attempt, asked by a later run of their job (River
+// rescued it after a crash) or by a stale one, with a cancel request or
+// not.
+func waitingCases(newID func() string) []equivCase {
+	var out []equivCase
+	for _, lease := range []struct{ leaseAttempt, lease int }{{1, 2}, {2, 2}, {3, 2}} {
+		for _, cancel := range []bool{false, true} {
+			out = append(out, equivCase{ID: newID(), TaskID: newID(), Lease: lease.lease,
+				Task: &equivTask{State: TaskActive, Overlap: OverlapAllow, MaxAttempts: 3, Endpoint: "on"},
+				Exec: equivExec{State: ExecRunning, Trigger: TriggerSchedule, Attempts: 1, LeaseAttempt: lease.leaseAttempt,
+					CancelRequested: cancel, Ago: time.Second, Waiting: true}})
+		}
+	}
+	return out
 }
 
 // misfireCases returns the combinations of a pending execution's facts

@@ -44,6 +44,9 @@ type Endpoint struct {
 	DisabledAt     *time.Time
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// Format shapes the alerts sent to the endpoint: AlertFormatAx or
+	// AlertFormatSlack.
+	Format string
 }
 
 // EndpointInput is what a client may set on an endpoint.
@@ -55,12 +58,15 @@ type EndpointInput struct {
 	Secret  string // "" means generate one (on create) or keep (on update)
 	Timeout time.Duration
 	Enabled bool
+	// Format: AlertFormatAx ("" too) or AlertFormatSlack.
+	Format string
 }
 
 // Input returns the client-settable fields of e, the starting point of a
 // partial update.
 func (e Endpoint) Input() EndpointInput {
-	return EndpointInput{Name: e.Name, URL: e.URL, Method: e.Method, Headers: e.Headers, Timeout: e.Timeout, Enabled: e.Enabled}
+	return EndpointInput{Name: e.Name, URL: e.URL, Method: e.Method, Headers: e.Headers, Timeout: e.Timeout, Enabled: e.Enabled,
+		Format: e.Format}
 }
 
 // Endpoints manages webhook endpoints.
@@ -93,7 +99,7 @@ func (s *Endpoints) Create(ctx context.Context, tenant string, in EndpointInput)
 	err := auditTx(ctx, s.pool, func(q db.Querier) error {
 		row, err := db.InsertEndpoint(ctx, q, db.Endpoint{
 			TenantID: tenant, ID: NewID(), Name: in.Name, URL: in.URL, Method: in.Method, Headers: in.Headers,
-			Secret: in.Secret, TimeoutMS: int(in.Timeout / time.Millisecond), Enabled: in.Enabled,
+			Secret: in.Secret, TimeoutMS: int(in.Timeout / time.Millisecond), Enabled: in.Enabled, Format: in.Format,
 		})
 		if err != nil {
 			return storeError(err, "create endpoint")
@@ -168,6 +174,7 @@ func (s *Endpoints) update(ctx context.Context, tenant, id, action string, chang
 			row.DisabledReason, row.DisabledAt = nil, nil
 		}
 		row.Enabled = in.Enabled
+		row.Format = in.Format
 		if row, err = db.UpdateEndpoint(ctx, tx, row); err != nil {
 			return storeError(err, "update endpoint")
 		}
@@ -290,6 +297,9 @@ func (in EndpointInput) validate() error {
 		}
 	}
 	validateTimeout(&ve, "timeout_ms", in.Timeout)
+	if in.Format != "" && in.Format != AlertFormatAx && in.Format != AlertFormatSlack {
+		ve.Add("format", "must be ax or slack")
+	}
 	if in.Secret != "" {
 		if _, err := ParseSecret(in.Secret); err != nil {
 			ve.Add("secret", err.Error())
@@ -345,7 +355,7 @@ func endpointFromRow(r db.Endpoint) Endpoint {
 	e := Endpoint{
 		ID: r.ID, Name: r.Name, URL: r.URL, Method: r.Method, Headers: r.Headers, Secret: r.Secret,
 		PreviousSecretExpiresAt: r.PreviousSecretExpiresAt, Timeout: time.Duration(r.TimeoutMS) * time.Millisecond,
-		Enabled: r.Enabled, DisabledAt: r.DisabledAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Enabled: r.Enabled, DisabledAt: r.DisabledAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Format: r.Format,
 	}
 	if r.PreviousSecret != nil {
 		e.PreviousSecret = *r.PreviousSecret

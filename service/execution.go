@@ -110,6 +110,10 @@ type ExecutionDetail struct {
 	CancelRequested bool
 	// NextAttemptAt is when a retrying execution's next attempt is due.
 	NextAttemptAt *time.Time
+	// Output and Progress: the latest callback attempt's completion
+	// output and last heartbeat progress (callback completion mode).
+	Output   json.RawMessage
+	Progress json.RawMessage
 }
 
 // Executions lets tenants inspect executions, cancel and retry them, and
@@ -173,7 +177,16 @@ func (s *Executions) Get(ctx context.Context, tenant, id string) (ExecutionDetai
 	if err != nil {
 		return ExecutionDetail{}, storeError(err, "load execution")
 	}
-	return s.withEvents(ctx, s.pool, row)
+	d, err := s.withEvents(ctx, s.pool, row)
+	if err != nil {
+		return ExecutionDetail{}, err
+	}
+	cb, err := db.GetExecutionCallback(ctx, s.pool, tenant, id)
+	if err = storeError(err, "load callback"); err != nil && !errors.Is(err, ErrNotFound) {
+		return ExecutionDetail{}, err
+	}
+	d.Output, d.Progress = cb.Output, cb.Progress
+	return d, nil
 }
 
 // Cancel cancels an execution. A pending or retrying one becomes cancelled
@@ -196,14 +209,25 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 		case ExecPending, ExecRetrying:
 			ok, err = db.CancelExecution(ctx, tx, tenant, id, "cancelled through the API", []string{row.State})
 		case ExecRunning:
-			var orphaned bool
-			if _, orphaned, err = db.GetOrphanedExecution(ctx, tx, tenant, row.ID, reconcileLeaseCeiling); err != nil {
+			var orphaned, waiting bool
+			if waiting, err = db.EndCallbacks(ctx, tx, tenant, row.ID); err != nil {
 				return err
 			}
-			if orphaned {
+			if !waiting {
+				if _, orphaned, err = db.GetOrphanedExecution(ctx, tx, tenant, row.ID, reconcileLeaseCeiling); err != nil {
+					return err
+				}
+			}
+			switch {
+			case waiting:
+				// No worker holds it: the wait ends with the cancel (the
+				// token can no longer act).
+				ok, err = db.CancelExecution(ctx, tx, tenant, id,
+					"cancelled through the API while waiting for the receiver's callback", []string{ExecRunning})
+			case orphaned:
 				ok, err = db.CancelExecution(ctx, tx, tenant, id,
 					"cancelled through the API (no job was delivering the execution)", []string{ExecRunning})
-			} else {
+			default:
 				ok, err = db.RequestExecutionCancel(ctx, tx, tenant, id)
 			}
 		default:

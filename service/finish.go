@@ -54,6 +54,10 @@ type Outcome struct {
 	// is set). Its success takes the row-by-row path, so that the run
 	// advances in the transaction that records it (Workflows.advance).
 	WorkflowRun bool
+	// Detached is set for the outcome of an accepted callback attempt (a
+	// completion or a timeout): the River job that sent it has ended, so a
+	// retry gets a deliver job of its own.
+	Detached bool
 }
 
 // failure is the text recorded for a failed attempt.
@@ -215,9 +219,14 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 		if err := s.transition(ctx, tx, end, events); err != nil {
 			return Finished{}, err
 		}
-		if out.HandOff != nil {
+		switch {
+		case out.HandOff != nil:
 			ref := ExecutionRef{TenantID: tenant, ExecutionID: executionID}
 			if err := s.handOff(ctx, tx, []ExecutionRef{ref}, lease, out.HandOff.Priority, time.Now().Add(dec.Delay)); err != nil {
+				return Finished{}, err
+			}
+		case out.Detached:
+			if err := s.retryDetached(ctx, tx, tenant, executionID, lease, int(zeroIfNil(row.Priority)), time.Now().Add(dec.Delay)); err != nil {
 				return Finished{}, err
 			}
 		}

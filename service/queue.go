@@ -120,6 +120,10 @@ const handOffMaxAttempts = MaxAttemptsMax + riverAttemptsMargin
 type AlertArgs struct {
 	TenantID    string `json:"tenant_id"`
 	ExecutionID string `json:"execution_id" river:"unique"`
+	// Type is the alert's type: AlertExecutionFailed ("" too, as alerts
+	// queued before SLAs existed) or AlertExecutionSLAMissed. An
+	// execution gets at most one alert of each type.
+	Type string `json:"type,omitempty" river:"unique"`
 }
 
 // Kind implements river.JobArgs.

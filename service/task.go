@@ -101,6 +101,10 @@ type TaskInput struct {
 	PauseAfterFailures int
 	// Shards fires this many executions per slot (1..ShardsMax; 0: 1).
 	Shards int
+	// Completion: how an attempt ends (zero: a 2xx ends it).
+	Completion Completion
+	// SLA: when an execution should have succeeded (zero: none).
+	SLA SLA
 }
 
 // Input returns the client-settable fields of t, the starting point of a
@@ -608,6 +612,8 @@ func (s *Tasks) validate(in TaskInput, anchor time.Time) (*Schedule, error) {
 	if in.PauseAfterFailures < 0 || in.PauseAfterFailures > PauseAfterFailuresMax {
 		ve.Add("pause_after_failures", fmt.Sprintf("must be 0 (never) to %d", PauseAfterFailuresMax))
 	}
+	validateCompletion(&ve, in.Completion)
+	validateSLA(&ve, in.SLA)
 	if err := ve.Err(); err != nil {
 		return nil, err
 	}
@@ -709,6 +715,17 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 		n := int32(in.PauseAfterFailures)
 		r.PauseAfterFailures = &n
 	}
+	r.CompletionMode = CompletionResponse
+	if in.Completion.Callback() {
+		r.CompletionMode = CompletionCallback
+		r.CompletionTimeoutMS = refTo(in.Completion.Timeout.Milliseconds())
+		if in.Completion.HeartbeatTimeout > 0 {
+			r.HeartbeatTimeoutMS = refTo(in.Completion.HeartbeatTimeout.Milliseconds())
+		}
+	}
+	if in.SLA.FinishWithin > 0 {
+		r.SLAFinishWithinMS = refTo(in.SLA.FinishWithin.Milliseconds())
+	}
 	return r
 }
 
@@ -745,6 +762,14 @@ func taskFromRow(r db.Task) Task {
 	}
 	if r.PauseAfterFailures != nil {
 		t.PauseAfterFailures = int(*r.PauseAfterFailures)
+	}
+	if r.CompletionMode == CompletionCallback {
+		t.Completion = Completion{Mode: CompletionCallback,
+			Timeout:          time.Duration(zeroIfNil(r.CompletionTimeoutMS)) * time.Millisecond,
+			HeartbeatTimeout: time.Duration(zeroIfNil(r.HeartbeatTimeoutMS)) * time.Millisecond}
+	}
+	if r.SLAFinishWithinMS != nil {
+		t.SLA.FinishWithin = time.Duration(*r.SLAFinishWithinMS) * time.Millisecond
 	}
 	if t.Labels == nil {
 		t.Labels = map[string]string{}

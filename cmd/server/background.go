@@ -60,6 +60,7 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 
 		BackfillProgress: backfills.Wake,
 		Workflows:        workflows,
+		PublicURL:        cfg.PublicURL,
 	})
 	if err != nil {
 		return nil, err
@@ -75,12 +76,13 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 		}, heartbeatCtx: hbCtx, stopHeartbeat: stopHeartbeat, heartbeats: make(chan string, 1)}
 	retention := service.NewRetention(d.pool, service.RetentionConfig{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
 	service.SetWorkflowObserver(&service.WorkflowObserver{RunFinished: metrics.ObserveWorkflowRun})
-	go b.run(runCtx, d.pool, enq, backfills, workflows, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock}, retention)
+	go b.run(runCtx, d.pool, enq, deliveries, backfills, workflows, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock},
+		retention)
 	return b, nil
 }
 
-func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueuer, backfills *service.Backfills,
-	workflows *service.Workflows, schedCfg service.SchedulerConfig, retention *service.Retention,
+func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueuer, deliveries *service.Deliveries,
+	backfills *service.Backfills, workflows *service.Workflows, schedCfg service.SchedulerConfig, retention *service.Retention,
 ) {
 	defer close(b.done)
 	for warned := false; ; warned = true {
@@ -143,6 +145,13 @@ func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueu
 	// The heartbeat outlives the scheduler: it goes on while River's stop
 	// lets deliveries finish, so that no replica takes them meanwhile.
 	go func() { b.heartbeats <- jobs.RunReplica(b.heartbeatCtx, b.replicas, b.replica) }()
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		jobs.RunCallbacks(ctx, deliveries, jobs.CallbackLoopConfig{Logger: b.logger, OnCallbacks: b.metrics.ObserveCallbacks,
+			OnSLA: b.metrics.ObserveSLA})
+	}()
+	defer func() { <-waited }()
 	jobs.RunScheduler(ctx, service.NewScheduler(pool, enq, schedCfg, b.logger),
 		jobs.SchedulerLoopConfig{Logger: b.logger, OnTick: b.metrics.ObserveTick, OnReconcile: b.metrics.ObserveReconcile,
 			ExpireKeys: service.NewIdempotencyKeys(pool).ExpireKeys})

@@ -22,6 +22,7 @@ type config struct {
 	DatabaseURL         string          // AX_DATABASE_URL; empty: embedded Postgres
 	DataDir             string          // AX_DATA_DIR
 	HTTPAddr            string          // AX_HTTP_ADDR
+	PublicURL           string          // AX_PUBLIC_URL; default http://localhost:<port of AX_HTTP_ADDR>
 	JWTSecret           []byte          // AX_JWT_SECRET
 	JWTPublicKeys       []api.PublicKey // AX_JWT_PUBLIC_KEYS (a PEM file)
 	JWTIssuer           string          // AX_JWT_ISSUER
@@ -86,6 +87,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 		if err := checkDatabaseURL(c.DatabaseURL); err != nil {
 			errs.add("AX_DATABASE_URL", "", err.Error())
 		}
+	}
+	c.PublicURL = strings.TrimRight(strings.TrimSpace(getenv("AX_PUBLIC_URL")), "/")
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs.add("AX_PUBLIC_URL", c.PublicURL, "want an http or https URL, e.g. https://ax.example.com")
+		}
+	} else if _, port, err := net.SplitHostPort(c.HTTPAddr); err == nil {
+		c.PublicURL = "http://localhost:" + port
 	}
 	if _, port, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		errs.add("AX_HTTP_ADDR", c.HTTPAddr, `want host:port, e.g. ":8080" or "127.0.0.1:8080"`)

@@ -196,6 +196,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Tasks:       tasks,
 		Idempotency: service.NewIdempotencyKeys(d.pool),
 		Executions:  service.NewExecutions(d.pool, enq),
+		Deliveries:  deliveries,
 		Calendars:   service.NewCalendars(d.pool, tasks),
 		Backfills:   backfills,
 		Workflows:   workflows,

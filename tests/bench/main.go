@@ -28,6 +28,11 @@
 //   - api: POST /v1/tasks and GET /v1/executions at fixed concurrency.
 //   - ceiling: River alone (no ax) working no-op jobs on the same cluster:
 //     the throughput ceiling of the queue on this box.
+//   - callbacks: N executions (default 10,000) of a task in callback
+//     completion mode, accepted with a 202 and left waiting; ax CPU%, RSS
+//     and PostgreSQL transactions/s while they wait, then complete-to-
+//     succeeded latency when they are completed at 1,000/s with their
+//     callback tokens.
 //
 // Each database of the other scenarios is ANALYZEd just before measuring
 // (-analyze), as autovacuum
@@ -100,7 +105,7 @@ func (m *multiFlag) Set(v string) error {
 }
 
 var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling", "retention",
-	"workflow"}
+	"workflow", "callbacks"}
 
 func main() {
 	var o options
@@ -282,6 +287,8 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 		return retention(ctx, st, o, orInt(n, 1000))
 	case "workflow":
 		return workflowScenario(ctx, st, o, orInt(n, 500))
+	case "callbacks":
+		return callbacks(ctx, st, o, orInt(n, 10_000), 1000)
 	}
 	return nil, fmt.Errorf("unknown scenario %q", name)
 }

@@ -1,0 +1,1 @@
+-- Placeholder (drop at merge): another branch holds this number.
