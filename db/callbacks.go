@@ -74,21 +74,29 @@ func InsertCallbackAttempt(ctx context.Context, q Querier, tenant, executionID s
 
 // AcceptCallback starts the wait of attempt of an execution that is still
 // running under it: expires_at becomes the earlier of its deadline and
-// now plus its heartbeat timeout. It reports false when the attempt is not
+// now plus its heartbeat timeout, and the execution's last_status_code
+// the 2xx that accepted it. It reports false when the attempt is not
 // current any more (it was completed already, or ended).
-func AcceptCallback(ctx context.Context, q Querier, tenant, executionID string, attempt, lease int) (bool, error) {
-	tag, err := q.Exec(ctx, `UPDATE callback_attempts w SET accepted_at = now(),
-			expires_at = least(w.deadline_at, now() + make_interval(secs => w.heartbeat_timeout_ms / 1000.0))
-		FROM executions e
-		WHERE w.tenant_id = $1 AND w.execution_id = $2 AND w.attempt = $3 AND w.lease = $4
-		  AND w.accepted_at IS NULL AND w.ended_at IS NULL
-		  AND e.tenant_id = w.tenant_id AND e.id = w.execution_id
-		  AND e.state = 'running' AND e.attempts = w.attempt AND e.lease_attempt = w.lease`,
-		tenant, executionID, attempt, lease)
+func AcceptCallback(ctx context.Context, q Querier, tenant, executionID string, attempt, lease, statusCode int) (bool, error) {
+	var n int
+	err := q.QueryRow(ctx, `WITH w AS (
+			UPDATE callback_attempts w SET accepted_at = now(),
+				expires_at = least(w.deadline_at, now() + make_interval(secs => w.heartbeat_timeout_ms / 1000.0))
+			FROM executions e
+			WHERE w.tenant_id = $1 AND w.execution_id = $2 AND w.attempt = $3 AND w.lease = $4
+			  AND w.accepted_at IS NULL AND w.ended_at IS NULL
+			  AND e.tenant_id = w.tenant_id AND e.id = w.execution_id
+			  AND e.state = 'running' AND e.attempts = w.attempt AND e.lease_attempt = w.lease
+			RETURNING w.tenant_id, w.execution_id
+		), x AS (
+			UPDATE executions x SET last_status_code = $5 FROM w
+			WHERE x.tenant_id = w.tenant_id AND x.id = w.execution_id
+		)
+		SELECT count(*) FROM w`, tenant, executionID, attempt, lease, statusCode).Scan(&n)
 	if err != nil {
 		return false, wrap("accept callback attempt", err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return n == 1, nil
 }
 
 // GetCallbackByToken finds the attempt whose token hashes to tokenHash,

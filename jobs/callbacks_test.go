@@ -109,7 +109,9 @@ func TestCallbackAcceptHeartbeatComplete(t *testing.T) {
 		Status: service.ExecSucceeded, Output: json.RawMessage(`{"rows":1200}`)})
 	require.NoError(t, err)
 	require.Equal(t, service.ExecSucceeded, out.State)
-	require.Equal(t, service.ExecSucceeded, h.execution(id).State)
+	e := h.execution(id)
+	require.Equal(t, service.ExecSucceeded, e.State)
+	require.Equal(t, http.StatusAccepted, *e.LastStatusCode, "the 2xx that accepted the attempt")
 	x, err := service.NewExecutions(h.pool, h.enq).Get(ctx, h.tenant, id)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"rows":1200}`, string(x.Output))
@@ -410,7 +412,7 @@ func TestSLAMissedWhileRetrying(t *testing.T) {
 	require.Equal(t, service.ExecRetrying, h.execution(id).State, "the retries go on")
 
 	// Once: more sweeps and more retries add nothing.
-	recv.next(t)
+	require.Empty(t, recv.next(t).Header.Get("X-Ax-Callback-Token"), "a plain task's request carries no callback token")
 	recv.next(t)
 	alerts.quiet(t, 500*time.Millisecond)
 	require.Equal(t, 1, countEvents(h.events(id), service.EventSLAMissed))
@@ -445,4 +447,19 @@ func TestSLAMissedWhileWaitingForCallback(t *testing.T) {
 	_, err := h.deliveries.Complete(t.Context(), h.tenant, id, grant, service.CompletionInput{Status: service.ExecSucceeded})
 	require.NoError(t, err)
 	require.Equal(t, 1, countEvents(h.events(id), service.EventSLAMissed))
+}
+
+// TestSlackText: a slack-format alert is one readable line with the
+// execution's link, Slack's control characters escaped.
+func TestSlackText(t *testing.T) {
+	t.Parallel()
+	slot := time.Date(2026, 3, 1, 18, 0, 0, 0, time.UTC)
+	failed := SlackText(service.Alert{Type: service.AlertExecutionFailed, ExecutionID: "x1", TaskName: "a<b>&c", Attempts: 5,
+		ScheduledFor: slot, LastError: "HTTP 503 <Service Unavailable>"}, "https://ax.example.com")
+	require.Equal(t, ":x: *a&lt;b&gt;&amp;c* failed after 5 attempts (slot 2026-03-01T18:00:00Z): HTTP 503 &lt;Service Unavailable&gt; "+
+		"<https://ax.example.com/v1/executions/x1|execution x1>", failed)
+	sla := SlackText(service.Alert{Type: service.AlertExecutionSLAMissed, ExecutionID: "x2", TaskID: "t2", Attempts: 3,
+		State: service.ExecRetrying, ScheduledFor: slot, SLAFinishWithin: 2 * time.Hour}, "https://ax.example.com")
+	require.Equal(t, ":hourglass: *t2* missed its SLA: not succeeded within 2h0m0s of its 2026-03-01T18:00:00Z slot "+
+		"(it is retrying after 3 attempts) <https://ax.example.com/v1/executions/x2|execution x2>", sla)
 }

@@ -195,7 +195,7 @@ func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, lat
 			state = fin.State
 			return db.EndCallback(ctx, tx, d.TenantID, d.ExecutionID, d.Attempt, nil)
 		}
-		ok, err := db.AcceptCallback(ctx, tx, d.TenantID, d.ExecutionID, d.Attempt, d.Lease)
+		ok, err := db.AcceptCallback(ctx, tx, d.TenantID, d.ExecutionID, d.Attempt, d.Lease, statusCode)
 		if err != nil || !ok {
 			return err
 		}

@@ -162,7 +162,9 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 		status = &out.StatusCode
 	}
 	latency := int(out.Latency.Milliseconds())
-	end := db.DeliveryEnd{TenantID: tenant, ID: executionID, From: []string{ExecRunning}, Lease: &lease, StatusCode: status}
+	end := db.DeliveryEnd{TenantID: tenant, ID: executionID, From: []string{ExecRunning}, Lease: &lease, StatusCode: status,
+		// An accepted callback attempt keeps the status of its 2xx.
+		KeepStatusCode: out.Detached && status == nil}
 
 	switch dec.Verdict {
 	case finishStale:
