@@ -66,3 +66,9 @@ bench-precision: ## Firing lateness at 1,000 fires/s for 30 s, then a 10,000-tas
 .PHONY: bench
 bench: ## Every benchmark scenario (about 13 min); prints a table and writes tmp/bench.json.
 	$(GO) run ./tests/bench -scenario all -json tmp/bench.json $(BENCH_FLAGS)
+
+SOAK_FLAGS ?=
+
+.PHONY: soak
+soak: ## Soak with faults: 3 replicas, kills, PostgreSQL restarts, a flaky receiver for 10 min, then a check (tests/soak; SOAK_FLAGS adds flags).
+	$(GO) run ./tests/soak -duration 10m $(SOAK_FLAGS)
