@@ -220,7 +220,11 @@ func TestAuthTokens(t *testing.T) {
 		name   string
 		header map[string]string // raw request headers; Authorization "" means none
 		token  string            // sent as "Bearer <token>" unless header sets Authorization
-		ok     bool
+		// timed, if set, makes the token when the subtest runs: its claims
+		// are relative to that moment (parallel subtests may start late on
+		// a loaded machine, and the leeway is only 30 s).
+		timed func(now time.Time) string
+		ok    bool
 		// challenge without error="invalid_token" (no token presented)
 		noToken bool
 	}{
@@ -248,14 +252,14 @@ func TestAuthTokens(t *testing.T) {
 			require.NoError(t, err)
 			return signToken(t, jwt.SigningMethodHS256, der, good(nil), map[string]any{"kid": "k1"})
 		}()},
-		{name: "expired beyond leeway", token: hs(map[string]any{"exp": now.Add(-2 * time.Minute).Unix()})},
-		{name: "expired within leeway", token: hs(map[string]any{"exp": now.Add(-10 * time.Second).Unix()}), ok: true},
+		{name: "expired beyond leeway", timed: func(now time.Time) string { return hs(map[string]any{"exp": now.Add(-2 * time.Minute).Unix()}) }},
+		{name: "expired within leeway", timed: func(now time.Time) string { return hs(map[string]any{"exp": now.Add(-10 * time.Second).Unix()}) }, ok: true},
 		{name: "expired with a bad signature", token: expiredForged},
 		{name: "missing exp", token: hs(map[string]any{"exp": nil})},
 		{name: "exp not a number", token: hs(map[string]any{"exp": "tomorrow"})},
-		{name: "nbf 60s in the future", token: hs(map[string]any{"nbf": now.Add(time.Minute).Unix()})},
-		{name: "nbf within leeway", token: hs(map[string]any{"nbf": now.Add(10 * time.Second).Unix()}), ok: true},
-		{name: "iat 10 min in the future", token: hs(map[string]any{"iat": now.Add(10 * time.Minute).Unix()})},
+		{name: "nbf 60s in the future", timed: func(now time.Time) string { return hs(map[string]any{"nbf": now.Add(time.Minute).Unix()}) }},
+		{name: "nbf within leeway", timed: func(now time.Time) string { return hs(map[string]any{"nbf": now.Add(10 * time.Second).Unix()}) }, ok: true},
+		{name: "iat 10 min in the future", timed: func(now time.Time) string { return hs(map[string]any{"iat": now.Add(10 * time.Minute).Unix()}) }},
 		{name: "wrong iss", token: hs(map[string]any{"iss": "https://evil.example"})},
 		{name: "missing iss", token: hs(map[string]any{"iss": nil})},
 		{name: "wrong aud", token: hs(map[string]any{"aud": "other-api"})},
@@ -298,7 +302,11 @@ func TestAuthTokens(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := req{Method: http.MethodGet, Path: "/v1/me", Token: tc.token, Header: map[string]string{}}
+			token := tc.token
+			if tc.timed != nil {
+				token = tc.timed(time.Now())
+			}
+			r := req{Method: http.MethodGet, Path: "/v1/me", Token: token, Header: map[string]string{}}
 			for key, v := range tc.header {
 				if key == "X-Path" {
 					r.Path = v

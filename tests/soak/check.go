@@ -49,14 +49,14 @@ func keyOf(task string, t time.Time) slotKey { return slotKey{task, t.UnixMicro(
 
 // result is what the checker found.
 type result struct {
-	expected, delivered, failed, lost, mayFire, cancelledByPause  int
-	duplicatedSlots, nonFinal, notReceived, cancelledButSent      int
-	requests, distinctKeys, duplicateRequests, dupAfter2xx        int
-	keyMismatch, unknownKey, slotManyKeys, early, offSchedule     int
-	executions                                                    int
-	samples                                                       []string
-	suspects                                                      []string // executions whose timeline the report shows
-	kills                                                         []*killTracker
+	expected, delivered, failed, lost, mayFire, cancelledByPause int
+	duplicatedSlots, nonFinal, notReceived, cancelledButSent     int
+	requests, distinctKeys, duplicateRequests, dupAfter2xx       int
+	keyMismatch, unknownKey, slotManyKeys, early, offSchedule    int
+	executions                                                   int
+	samples                                                      []string
+	suspects                                                     []string // executions whose timeline the report shows
+	kills                                                        []*killTracker
 }
 
 func (r *result) violation(format string, args ...any) {

@@ -169,7 +169,6 @@ type axProc struct {
 	replicaID string // its first replica id, also its River client ID
 	done      chan struct{}
 	logPath   string
-	stopped   bool // SIGSTOPped
 }
 
 var (

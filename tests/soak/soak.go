@@ -440,7 +440,7 @@ func freeze(ctx context.Context, c *cluster, g *rng) error {
 	for _, id := range ids {
 		err := c.call(ctx, g, http.MethodPost, "/v1/tasks/"+id+"/pause", nil, nil)
 		var ae *apiError
-		if err != nil && !(errors.As(err, &ae) && ae.Status == http.StatusConflict) {
+		if err != nil && (!errors.As(err, &ae) || ae.Status != http.StatusConflict) {
 			return fmt.Errorf("pause %s: %w", id, err)
 		}
 	}
