@@ -212,33 +212,41 @@ type ManualExecution struct {
 	TaskID   string
 	DedupKey *string
 	Payload  []byte // nil: the task's payload
+	// ShardIDs, for a sharded task, are the ids of shards 1.. (ID is
+	// shard 0's).
+	ShardIDs []string
 }
 
 // InsertManualExecution inserts a pending manual execution scheduled for
 // now (the database clock) with its fired event. With a dedup key already
 // used for the task it inserts nothing and reports false.
 func InsertManualExecution(ctx context.Context, q Querier, e ManualExecution) (bool, error) {
+	ids, err := uuidArray(append([]string{e.ID}, e.ShardIDs...))
+	if err != nil {
+		return false, wrap("insert manual execution", err)
+	}
 	tag, err := q.Exec(ctx, `WITH x AS (
-			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, dedup_key, payload)
-			VALUES ($1, $2, $3, now(), 'manual', $4, $5)
-			ON CONFLICT (tenant_id, task_id, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
+			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, dedup_key, payload, shard, shard_count)
+			SELECT $1, i.id, $3, now(), 'manual', $4, $5, i.ord - 1, cardinality($2::uuid[])
+			FROM unnest($2::uuid[]) WITH ORDINALITY AS i(id, ord)
+			ON CONFLICT (tenant_id, task_id, dedup_key, shard) WHERE dedup_key IS NOT NULL DO NOTHING
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
 			INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)
 			SELECT tenant_id, task_id, scheduled_for, id FROM x)
 		INSERT INTO execution_events (tenant_id, execution_id, type, data)
 		SELECT tenant_id, id, 'fired', '{"trigger":"manual"}' FROM x`,
-		e.TenantID, e.ID, e.TaskID, e.DedupKey, e.Payload)
+		e.TenantID, ids, e.TaskID, e.DedupKey, e.Payload)
 	if err != nil {
 		return false, wrap("insert manual execution", err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return tag.RowsAffected() > 0, nil
 }
 
 // GetExecutionByDedupKey reads the execution of a task with dedup key.
 func GetExecutionByDedupKey(ctx context.Context, q Querier, tenant, taskID, key string) (Execution, error) {
 	rows, err := q.Query(ctx, `SELECT `+executionColumns+` FROM executions e
-		WHERE e.tenant_id = $1 AND e.task_id = $2 AND e.dedup_key = $3`, tenant, taskID, key)
+		WHERE e.tenant_id = $1 AND e.task_id = $2 AND e.dedup_key = $3 AND e.shard = 0`, tenant, taskID, key)
 	return collectOneRow[Execution](rows, err)
 }
 

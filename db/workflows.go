@@ -398,9 +398,11 @@ func StalledRuns(ctx context.Context, q Querier, age time.Duration, limit int) (
 // pending run and fewer started runs than max_active_runs.
 func WorkflowsWithQueuedRuns(ctx context.Context, q Querier, limit int) ([]RunRef, error) {
 	// Cross-tenant by design: the sweep serves every tenant.
+	// It starts from the pending runs (workflow_runs_unfinished_idx), not
+	// from every workflow.
 	rows, err := q.Query(ctx, `SELECT w.tenant_id, w.id::text FROM workflows w
-		WHERE EXISTS (SELECT 1 FROM workflow_runs r WHERE r.workflow_id = w.id AND r.tenant_id = w.tenant_id
-			AND r.state IN ('pending', 'running', 'blocked') AND r.state = 'pending')
+		WHERE (w.tenant_id, w.id) IN (SELECT DISTINCT r.tenant_id, r.workflow_id FROM workflow_runs r
+			WHERE r.state IN ('pending', 'running', 'blocked') AND r.state = 'pending')
 		  AND (SELECT count(*) FROM workflow_runs r WHERE r.workflow_id = w.id AND r.tenant_id = w.tenant_id
 			AND r.state IN ('pending', 'running', 'blocked') AND r.state <> 'pending') < w.max_active_runs
 		LIMIT $1`, limit)

@@ -453,6 +453,9 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 			return storeError(err, "load task")
 		}
 		e := db.ManualExecution{TenantID: tenant, ID: NewID(), TaskID: taskID, Payload: in.Payload}
+		for range max(task.Shards, 1) - 1 { // a sharded task fires every shard
+			e.ShardIDs = append(e.ShardIDs, NewID())
+		}
 		if in.DedupKey != "" {
 			e.DedupKey = &in.DedupKey
 		}
@@ -462,8 +465,10 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 		}
 		var row db.Execution
 		if created {
-			if _, err := s.enqueueNow(ctx, tx, tenant, e.ID, task); err != nil {
-				return err
+			for _, id := range append([]string{e.ID}, e.ShardIDs...) {
+				if _, err := s.enqueueNow(ctx, tx, tenant, id, task); err != nil {
+					return err
+				}
 			}
 			row, err = db.GetExecution(ctx, tx, tenant, e.ID, false)
 		} else {

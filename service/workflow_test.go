@@ -512,4 +512,16 @@ func TestTaskShards(t *testing.T) {
 	require.Equal(t, service.ActionSend, d.Action, d.Reason)
 	require.Equal(t, 3, d.Shard)
 	require.Equal(t, 5, d.ShardCount)
+
+	// A manual trigger fires every shard too, once per dedup key.
+	x1, err := f.ex.Trigger(ctx, f.tenant, task.ID, service.TriggerInput{DedupKey: "k"})
+	require.NoError(t, err)
+	x2, err := f.ex.Trigger(ctx, f.tenant, task.ID, service.TriggerInput{DedupKey: "k"})
+	require.NoError(t, err)
+	require.Equal(t, x1.ID, x2.ID)
+	require.Equal(t, 0, x1.Shard)
+	require.Equal(t, 5, f.count(t, `SELECT count(DISTINCT shard) FROM executions WHERE task_id = $1 AND trigger = 'manual'
+		AND dedup_key = 'k' AND shard_count = 5`, task.ID))
+	require.Equal(t, 5, f.count(t, `SELECT count(*) FROM river_job j JOIN executions e ON e.id = (j.args->>'execution_id')::uuid
+		WHERE e.trigger = 'manual'`), "one deliver job per shard")
 }

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -77,6 +78,14 @@ func TestWorkflowEndToEnd(t *testing.T) {
 			require.True(t, at["report"][0].After(ts), "report after %s", later)
 		}
 	}
+	resp, err := http.Get(p.base + "/metrics") //nolint:noctx // test
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.NoError(t, err)
+	require.Contains(t, string(metrics), `ax_workflow_runs_total{state="succeeded"} 1`)
+	require.Regexp(t, `ax_workflow_node_wait_seconds_count [1-9]`, string(metrics))
+
 	got := apiGet(t, p.base, tok, "/v1/workflow-runs/"+runID)
 	for _, n := range got["nodes"].([]any) {
 		m := n.(map[string]any)

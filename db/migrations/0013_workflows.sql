@@ -101,3 +101,8 @@ CREATE TABLE workflow_run_nodes (
     PRIMARY KEY (tenant_id, run_id, key),
     FOREIGN KEY (tenant_id, run_id) REFERENCES workflow_runs (tenant_id, id) ON DELETE CASCADE
 );
+
+-- A manual trigger of a sharded task fires every shard; the dedup key is
+-- per shard.
+DROP INDEX executions_dedup_idx;
+CREATE UNIQUE INDEX executions_dedup_idx ON executions (tenant_id, task_id, dedup_key, shard) WHERE dedup_key IS NOT NULL;
