@@ -51,6 +51,9 @@ type Config struct {
 	Stats *service.Stats
 	// Audit serves GET /v1/audit. Required.
 	Audit *service.Audit
+	// Limits serves the tenants' limits (GET /v1/limits, the admin
+	// limits routes) and the API's per-tenant request rate. Nil: neither.
+	Limits *service.Limits
 	// RiverUI is River's web UI, served at RiverUIPrefix/ to admin tokens
 	// only (riverui.go). Nil: not mounted.
 	RiverUI http.Handler

@@ -50,7 +50,11 @@ type DeliveryRow struct {
 	// policy is fire_once or fire_all.
 	LaterMissed int `db:"later_missed"`
 	JoinedEndpoint
-	Now time.Time `db:"now"`
+	// The endpoint's limits (NULL: none); a delivery to an endpoint with
+	// either is admitted through its gate (AdmitDelivery).
+	EndpointMaxConcurrency *int32    `db:"endpoint_max_concurrency"`
+	EndpointRateLimit      *float64  `db:"endpoint_rate_limit"`
+	Now                    time.Time `db:"now"`
 }
 
 // fields returns pointers to r's fields in their order: a statement that
@@ -61,7 +65,8 @@ func (r *DeliveryRow) fields() []any {
 		&r.LeaseAttempt, &r.CancelRequested, &r.Payload, &r.RiverJobID, &r.Round, &r.NeverStarted, &r.TaskFound, &r.TaskName,
 		&r.TaskState, &r.TaskPayload, &r.TaskTimeoutMS, &r.MaxAttempts, &r.InitialBackoffMS, &r.MaxBackoffMS,
 		&r.OverlapPolicy, &r.MisfirePolicy, &r.EarlierUnfinished, &r.LaterMissed, &e.EndpointFound, &e.EndpointID, &e.EndpointURL, &e.EndpointMethod, &e.EndpointHeaders, &e.Secret,
-		&e.PreviousSecret, &e.PreviousSecretExp, &e.EndpointTimeoutMS, &e.EndpointEnabled, &r.Now}
+		&e.PreviousSecret, &e.PreviousSecretExp, &e.EndpointTimeoutMS, &e.EndpointEnabled, &r.EndpointMaxConcurrency,
+		&r.EndpointRateLimit, &r.Now}
 }
 
 // JoinedEndpoint is an endpoint LEFT JOINed to an execution's task: every
@@ -143,6 +148,7 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 			ep.id IS NOT NULL AS endpoint_found, ep.id::text AS endpoint_id, ep.url AS endpoint_url,
 			ep.method AS endpoint_method, ep.headers AS endpoint_headers, ep.secret, ep.previous_secret,
 			ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms, ep.enabled AS endpoint_enabled,
+			ep.max_concurrency AS endpoint_max_concurrency, ep.rate_limit_per_second AS endpoint_rate_limit,
 			now() AS now
 		FROM executions e
 		CROSS JOIN (SELECT now() - make_interval(secs => $3) AS cut) m

@@ -103,6 +103,10 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[deliverArgs]) e
 		return nil
 	case stepWait:
 		return river.JobSnooze(w.queueWait(job))
+	case stepHold:
+		// Held by a limit: the job sleeps without using an attempt or a
+		// worker; the dispatcher wakes it (service.Limits.Dispatch).
+		return river.JobSnooze(service.HoldRecheck)
 	case stepInterrupted:
 		return ctx.Err()
 	case stepRetry:
@@ -124,6 +128,9 @@ const (
 	stepDone stepKind = iota
 	// stepWait: an overlap "queue" wait; nothing was sent.
 	stepWait
+	// stepHold: a limit holds the delivery back; nothing was sent, and
+	// the dispatcher wakes the execution's job when it may start.
+	stepHold
 	// stepInterrupted: a shutdown cut the attempt short; the execution
 	// stays as it was (running, if it was sent) for the job's re-run.
 	stepInterrupted
@@ -175,6 +182,12 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		return step{kind: stepDone}
 	case service.ActionWait:
 		return step{kind: stepWait}
+	case service.ActionHold:
+		if d.Throttled {
+			w.metrics.Throttled.WithLabelValues(d.Limit).Inc()
+			log.debug(ctx, "delivery held back by a limit", slog.String("limit", d.Limit))
+		}
+		return step{kind: stepHold}
 	}
 
 	log = log.with(slog.String("task_id", d.TaskID), slog.Int("attempt", d.Attempt))
@@ -215,6 +228,13 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	rctx, cancel := recordContext(ctx)
 	defer cancel()
 	fin, err := w.deliveries.Finish(rctx, tenant, executionID, d.Lease, out)
+	if d.Permit && err == nil {
+		// The attempt is over: its place under the limits goes to the
+		// next held delivery. Should this fail, the permit expires.
+		if rerr := w.deliveries.ReleasePermit(rctx, tenant, executionID); rerr != nil {
+			log.warn(ctx, "releasing a delivery's permit failed; it expires", slog.String("error", rerr.Error()))
+		}
+	}
 	w.metrics.Attempts.WithLabelValues(attemptOutcome(class, fin, err), class.ErrorClass).Inc()
 	if errors.Is(err, service.ErrConflict) {
 		log.warn(ctx, "attempt outcome not recorded: a newer run owns the execution", slog.Int("status_code", res.StatusCode),

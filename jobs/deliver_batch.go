@@ -125,6 +125,15 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 					"overlap_policy queue: waiting %s", wait); err != nil {
 					fail(err)
 				}
+			case stepHold:
+				// Held by a limit: it waits in a job of its own, which
+				// the dispatcher wakes when the limit allows.
+				rctx, cancel := recordContext(ctx)
+				defer cancel()
+				if err := w.handOff(rctx, elog, []service.ExecutionRef{ref}, lease, job.Priority,
+					time.Now().Add(service.HoldRecheck), "held back by a limit"); err != nil {
+					fail(err)
+				}
 			case stepInterrupted:
 				mu.Lock()
 				interrupted = true

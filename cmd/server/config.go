@@ -41,6 +41,10 @@ type config struct {
 	DebugAddr           string          // AX_DEBUG_ADDR: Go's pprof profiles on a separate listener; "" off
 	ExecutionRetention  time.Duration   // AX_EXECUTION_RETENTION
 	AuditRetention      time.Duration   // AX_AUDIT_RETENTION
+	// TenantDefaults: AX_TENANT_MAX_TASKS, AX_TENANT_MAX_WORKFLOWS,
+	// AX_TENANT_MAX_INFLIGHT, AX_TENANT_MAX_PER_SECOND, AX_TENANT_API_RPS
+	// (unset or 0: no limit).
+	TenantDefaults service.EffectiveLimits
 }
 
 // Defaults for the variables that have one.
@@ -184,6 +188,37 @@ func loadConfig(getenv func(string) string) (config, error) {
 			errs.add("AX_DELIVER_WORKERS", v, "want a number from 1 to 10000")
 		} else {
 			c.DeliverWorkers = n
+		}
+	}
+	for _, d := range []struct {
+		name string
+		dst  *int
+	}{
+		{"AX_TENANT_MAX_TASKS", &c.TenantDefaults.MaxTasks},
+		{"AX_TENANT_MAX_WORKFLOWS", &c.TenantDefaults.MaxWorkflows},
+		{"AX_TENANT_MAX_INFLIGHT", &c.TenantDefaults.MaxInflightDeliveries},
+	} {
+		if v := getenv(d.name); v != "" {
+			if n, err := strconv.Atoi(v); err != nil || n < 0 || n > 1<<31-1 {
+				errs.add(d.name, v, "want a whole number (0: no limit)")
+			} else {
+				*d.dst = n
+			}
+		}
+	}
+	for _, d := range []struct {
+		name string
+		dst  *float64
+	}{
+		{"AX_TENANT_MAX_PER_SECOND", &c.TenantDefaults.MaxDeliveriesPerSecond},
+		{"AX_TENANT_API_RPS", &c.TenantDefaults.APIRequestsPerSecond},
+	} {
+		if v := getenv(d.name); v != "" {
+			if f, err := strconv.ParseFloat(v, 64); err != nil || !(f >= 0) || f > 1e6 {
+				errs.add(d.name, v, "want a number of requests per second (0: no limit)")
+			} else {
+				*d.dst = f
+			}
 		}
 	}
 	c.MaxBodyBytes = api.BodyLimitDefault

@@ -171,10 +171,25 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		jobs.NewQueueCollector(stats.QueueDepths))
 	metrics := jobs.NewMetrics(registry)
-	deliveries := service.NewDeliveries(d.deliveryPool, enq, service.DeliveriesConfig{})
+	limits := service.NewLimits(d.pool, service.LimitsConfig{Defaults: cfg.TenantDefaults, Logger: logger,
+		PermitTTL: cmp.Or(cfg.JobTimeout, jobs.JobTimeoutDefault) + time.Minute})
+	if err := limits.Refresh(ctx); err != nil {
+		return err
+	}
+	limitsCtx, stopLimits := context.WithCancel(context.WithoutCancel(ctx))
+	limitsDone := make(chan struct{})
+	go func() {
+		defer close(limitsDone)
+		limits.Run(limitsCtx)
+	}()
+	defer func() {
+		stopLimits()
+		<-limitsDone
+	}()
+	deliveries := service.NewDeliveries(d.deliveryPool, enq, service.DeliveriesConfig{Limits: limits})
 	registry.MustRegister(jobs.NewBatchCollector(deliveries.BatchStats))
 	clock := new(service.DBClock)
-	tasks := service.NewTasks(d.pool, service.TasksConfig{Clock: clock})
+	tasks := service.NewTasks(d.pool, service.TasksConfig{Clock: clock, Limits: limits})
 	backfills := service.NewBackfills(d.pool, enq, tasks)
 	bg, err := startBackground(ctx, d, enq, deliveries, sender, metrics, clock, backfills, cfg, logger)
 	if err != nil {
@@ -203,6 +218,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Stats:       stats,
 		Audit:       service.NewAudit(d.pool),
 		RiverUI:     riverUI,
+		Limits:      limits,
 	})
 	srv := &http.Server{
 		Handler:           handler,
