@@ -38,6 +38,8 @@ type testAPI struct {
 type apiOpts struct {
 	Auth      *api.AuthConfig // default: HS256 with testSecret
 	BodyLimit int64
+	// LimitDefaults: the server's default tenant limits.
+	LimitDefaults service.EffectiveLimits
 }
 
 func newAPI(t *testing.T, opts *apiOpts) *testAPI {
@@ -54,7 +56,9 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 	require.NoError(t, err)
 	enq, err := service.NewEnqueuer(pool, nil)
 	require.NoError(t, err)
-	tasks := service.NewTasks(pool, service.TasksConfig{})
+	limits := service.NewLimits(pool, service.LimitsConfig{Defaults: opts.LimitDefaults})
+	require.NoError(t, limits.Refresh(t.Context()))
+	tasks := service.NewTasks(pool, service.TasksConfig{Limits: limits})
 	e := api.New(api.Config{
 		Logger:      slog.New(slog.DiscardHandler),
 		Auth:        auth,
@@ -69,6 +73,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, pool) },
 		BodyLimit:   opts.BodyLimit,
 		Version:     "test",
+		Limits:      limits,
 	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
