@@ -546,9 +546,10 @@ func TakeAPIBudget(ctx context.Context, q TxBeginner, tenant string, rate, burst
 	)
 	err := pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
 		var avail float64
-		err := tx.QueryRow(ctx, `INSERT INTO api_budgets AS b (tenant_id, tokens, refilled_at) VALUES ($1, $3, now())
+		err := tx.QueryRow(ctx, `INSERT INTO api_budgets (tenant_id, tokens, refilled_at) VALUES ($1, $3, now())
 			ON CONFLICT (tenant_id) DO UPDATE
-				SET tokens = least($3::float8, b.tokens + extract(epoch FROM now() - b.refilled_at) * $2::float8), refilled_at = now()
+				SET tokens = least($3::float8, api_budgets.tokens + extract(epoch FROM now() - api_budgets.refilled_at) * $2::float8),
+					refilled_at = now()
 			RETURNING tokens`, tenant, rate, burstSize).Scan(&avail)
 		if err != nil {
 			return err

@@ -169,7 +169,8 @@ func TestOnlyErrorsGoReadsDBErrors(t *testing.T) {
 
 // tenantTables are the tables whose rows belong to a tenant (a tenant_id
 // column).
-var tenantTables = []string{"endpoints", "tasks", "executions", "execution_events", "unfinished_executions", "idempotency_keys", "audit_log"}
+var tenantTables = []string{"endpoints", "tasks", "executions", "execution_events", "unfinished_executions", "idempotency_keys", "audit_log",
+	"flow_gates", "flow_permits", "flow_holds", "api_budgets"}
 
 // crossTenant lists the functions of db/ whose statements read or write
 // tenant tables across tenants, on purpose. Each says why.
@@ -190,6 +191,11 @@ var crossTenant = map[string]string{
 	// The reconciler looks for unfinished executions of every tenant that
 	// no live job carries; its joins are on (tenant_id, id).
 	"FindOrphanedExecutions": "the reconciler's look at every tenant's unfinished executions",
+	// The limits' dispatcher: which tenants have held deliveries (each is
+	// then dispatched on its own), and the sweep of every tenant's expired
+	// permits (flow_permits_expires_idx; the gates by (tenant_id, gate)).
+	"TenantsWithHolds": "the dispatcher's look for tenants with held deliveries",
+	"SweepPermits":     "maintenance of expired permits",
 }
 
 // reference matches a table reference: the keyword before it, the table
