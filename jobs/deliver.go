@@ -35,6 +35,11 @@ type DeliverWorker struct {
 	timeout    time.Duration
 	queuePoll  time.Duration
 	slots      sendSlots
+	// bulkSlots are the send slots of the bulk lane
+	// (service.QueueDeliverBulk): its own, so that a burst or a slow
+	// endpoint cannot take the main lane's.
+	bulkSlots sendSlots
+	lanes     *service.Lanes
 	// slotWait bounds the wait for a send slot (slotWaitMax, or less for
 	// a short JobTimeout).
 	slotWait time.Duration
@@ -55,12 +60,20 @@ type deliverArgs struct {
 
 var _ river.Worker[deliverArgs] = (*DeliverWorker)(nil)
 
-func newDeliverWorker(deps WorkerDeps, cfg RiverConfig, slots sendSlots) *DeliverWorker {
+func newDeliverWorker(deps WorkerDeps, cfg RiverConfig, slots, bulkSlots sendSlots) *DeliverWorker {
 	return &DeliverWorker{
 		deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, metrics: deps.Metrics, clock: deps.Clock,
 		timeout: cfg.JobTimeout, queuePoll: cfg.QueueWaitPoll, slots: slots, slotWait: min(slotWaitMax, cfg.JobTimeout/4),
-		backfillProgress: deps.BackfillProgress,
+		backfillProgress: deps.BackfillProgress, bulkSlots: bulkSlots, lanes: deps.Lanes,
 	}
+}
+
+// slotsFor returns the send slots of queue's lane.
+func (w *DeliverWorker) slotsFor(queue string) sendSlots {
+	if queue == service.QueueDeliverBulk {
+		return w.bulkSlots
+	}
+	return w.slots
 }
 
 // Timeout bounds a job: the sender enforces each endpoint's own timeout
@@ -85,14 +98,15 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[deliverArgs]) e
 	if !sleepUntil(ctx, w.clock.Local(args.ScheduledFor)) {
 		return ctx.Err() // a shutdown: River runs the job again
 	}
-	if !w.slots.acquire(ctx, w.slotWait) {
+	slots := w.slotsFor(job.Queue)
+	if !slots.acquire(ctx, w.slotWait) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		// Every send slot is busy: come back without using an attempt.
 		return river.JobSnooze(time.Second)
 	}
-	sent := w.slots.holder()
+	sent := slots.holder()
 	defer sent()
 	lease := args.Lease(job.Attempt)
 	log := newAttrLogger(w.logger, slog.Int64("job_id", job.ID), slog.String("execution_id", args.ExecutionID),
@@ -207,6 +221,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		ExecutionID: d.ExecutionID, TaskID: d.TaskID, ScheduledFor: d.ScheduledFor, Round: d.Round, Attempt: d.Attempt, Keys: d.Keys,
 	})
 	sent()
+	w.lanes.Observe(d.EndpointID, res.Latency)
 	remoteCancel := cancelledOnRequest(ctx)
 	if res.Err != nil && stopping(ctx) {
 		// Not a failure of the receiver: leave the execution running for

@@ -150,7 +150,7 @@ func startFactsOf(row db.DeliveryRow, lease int, jobID int64) startFacts {
 		EarlierUnfinished: row.EarlierUnfinished, LaterMissed: row.LaterMissed,
 		EndpointFound: row.EndpointFound, EndpointEnabled: zeroIfNil(row.EndpointEnabled),
 		EndpointLimited: row.EndpointMaxConcurrency != nil || row.EndpointRateLimit != nil,
-		Waited: row.Now.Sub(row.ScheduledFor),
+		Waited:          row.Now.Sub(row.ScheduledFor),
 	}
 }
 

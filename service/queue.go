@@ -111,10 +111,10 @@ func (AlertArgs) Kind() string { return "alert" }
 // deliver job: unique per execution while one is live, due ahead before
 // the slot, which its args carry.
 func deliverInsert(tenant, executionID string, scheduledFor time.Time, priority, maxAttempts int, now time.Time,
-	ahead time.Duration,
+	ahead time.Duration, queue string,
 ) river.InsertManyParams {
 	opts := &river.InsertOpts{
-		Queue:       QueueDeliver,
+		Queue:       queue,
 		Priority:    priority,
 		MaxAttempts: maxAttempts + riverAttemptsMargin,
 		UniqueOpts:  river.UniqueOpts{ByArgs: true},
@@ -134,6 +134,12 @@ func deliverInsert(tenant, executionID string, scheduledFor time.Time, priority,
 func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []river.InsertManyParams {
 	sorted := slices.Clone(execs)
 	slices.SortStableFunc(sorted, func(a, b firedExecution) int {
+		if a.Bulk != b.Bulk {
+			if a.Bulk {
+				return 1
+			}
+			return -1
+		}
 		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
 			return c
 		}
@@ -143,21 +149,22 @@ func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []r
 	for len(sorted) > 0 {
 		first := sorted[0]
 		n := 1
-		for n < len(sorted) && n < deliverBatchMax && sorted[n].Priority == first.Priority &&
+		for n < len(sorted) && n < deliverBatchMax && sorted[n].Priority == first.Priority && sorted[n].Bulk == first.Bulk &&
 			sorted[n].ScheduledFor.Sub(first.ScheduledFor) < deliverBatchWindow {
 			n++
 		}
 		chunk := sorted[:n]
 		sorted = sorted[n:]
 		if n == 1 {
-			jobs = append(jobs, deliverInsert(first.TenantID, first.ID, first.ScheduledFor, first.Priority, first.MaxAttempts, now, ahead))
+			jobs = append(jobs, deliverInsert(first.TenantID, first.ID, first.ScheduledFor, first.Priority, first.MaxAttempts, now, ahead,
+				laneQueue(first.Bulk)))
 			continue
 		}
 		args := DeliverBatchArgs{Executions: make([]ExecutionRef, n)}
 		for i, e := range chunk {
 			args.Executions[i] = ExecutionRef{TenantID: e.TenantID, ExecutionID: e.ID, ScheduledFor: e.ScheduledFor.UTC()}
 		}
-		opts := &river.InsertOpts{Queue: QueueDeliver, Priority: first.Priority, MaxAttempts: deliverBatchMaxAttempts}
+		opts := &river.InsertOpts{Queue: laneQueue(first.Bulk), Priority: first.Priority, MaxAttempts: deliverBatchMaxAttempts}
 		if due := first.ScheduledFor.Add(-ahead); due.After(now) {
 			opts.ScheduledAt = due
 		}
@@ -171,9 +178,20 @@ func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []r
 type firedExecution struct {
 	TenantID     string
 	ID           string
+	EndpointID   string
 	ScheduledFor time.Time
 	Priority     int
 	MaxAttempts  int
+	// Bulk: the job goes to the bulk lane (Lanes).
+	Bulk bool
+}
+
+// laneQueue is the deliver queue of a lane.
+func laneQueue(bulk bool) string {
+	if bulk {
+		return QueueDeliverBulk
+	}
+	return QueueDeliver
 }
 
 // handOffInsert returns the insert parameters of the DeliverArgs job that
@@ -181,9 +199,9 @@ type firedExecution struct {
 // completed deliver job of the execution makes the insert return that job
 // instead), available at at (or at once when at is zero), its leases above
 // leaseBase.
-func handOffInsert(ref ExecutionRef, leaseBase, priority int, at time.Time) river.InsertManyParams {
+func handOffInsert(ref ExecutionRef, leaseBase, priority int, at time.Time, queue string) river.InsertManyParams {
 	opts := &river.InsertOpts{
-		Queue: QueueDeliver, Priority: priority, MaxAttempts: handOffMaxAttempts,
+		Queue: cmp.Or(queue, QueueDeliver), Priority: priority, MaxAttempts: handOffMaxAttempts,
 		UniqueOpts: river.UniqueOpts{ByArgs: true},
 	}
 	if !at.IsZero() {

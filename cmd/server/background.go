@@ -31,8 +31,11 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	sender *jobs.Sender, metrics *jobs.Metrics, clock *service.DBClock, backfills *service.Backfills, cfg config,
 	logger *slog.Logger,
 ) (*background, error) {
+	// The lanes learn endpoints' latencies from this process's attempts
+	// and route the fires it schedules.
+	lanes := &service.Lanes{}
 	riverCfg := jobs.RiverConfig{
-		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout, FetchPollInterval: cfg.FetchPollInterval,
+		DeliverWorkers: cfg.DeliverWorkers, BulkWorkers: cfg.BulkWorkers, JobTimeout: cfg.JobTimeout, FetchPollInterval: cfg.FetchPollInterval,
 		RescueStuckJobsAfter: cfg.RescueAfter, SoftStopTimeout: cfg.SoftStopTimeout,
 	}
 	rc, err := jobs.NewRiverClient(enq, riverCfg, jobs.WorkerDeps{
@@ -41,6 +44,7 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 		Logger:     logger,
 		Metrics:    metrics,
 		Clock:      clock,
+		Lanes:      lanes,
 
 		BackfillProgress: backfills.Wake,
 	})
@@ -51,7 +55,7 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b := &background{river: rc, logger: logger, metrics: metrics, cancel: cancel, done: make(chan struct{})}
 	retention := service.NewRetention(d.pool, service.RetentionConfig{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
-	go b.run(runCtx, d.pool, enq, backfills, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock}, retention)
+	go b.run(runCtx, d.pool, enq, backfills, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock, Lanes: lanes}, retention)
 	return b, nil
 }
 

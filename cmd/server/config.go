@@ -32,6 +32,7 @@ type config struct {
 	ShutdownTimeout     time.Duration   // AX_SHUTDOWN_TIMEOUT
 	MaxBodyBytes        int64           // AX_MAX_BODY_BYTES
 	DeliverWorkers      int             // AX_DELIVER_WORKERS; 0: jobs default
+	BulkWorkers         int             // AX_BULK_WORKERS: the bulk lane's; 0: DeliverWorkers
 	DBMaxConns          int             // AX_DB_MAX_CONNS
 	JobTimeout          time.Duration   // AX_JOB_TIMEOUT; 0: jobs default
 	FetchPollInterval   time.Duration   // AX_FETCH_POLL_INTERVAL; 0: jobs default
@@ -181,6 +182,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 			errs.add("AX_FETCH_POLL_INTERVAL", v, `want a duration from 10ms to 10s, e.g. "50ms"`)
 		} else {
 			c.FetchPollInterval = p
+		}
+	}
+	if v := getenv("AX_BULK_WORKERS"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 10000 {
+			errs.add("AX_BULK_WORKERS", v, "want a number from 1 to 10000")
+		} else {
+			c.BulkWorkers = n
 		}
 	}
 	if v := getenv("AX_DELIVER_WORKERS"); v != "" {
