@@ -244,3 +244,39 @@ func TestTenantMaxInflight(t *testing.T) {
 }
 
 func ref[T any](v T) *T { return &v }
+
+// TestBulkLaneIsolation: a burst to a slow endpoint in the bulk lane
+// takes none of the main lane's workers or send slots: another tenant's
+// fires in the main lane are sent at once while the burst drains.
+func TestBulkLaneIsolation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{River: RiverConfig{DeliverWorkers: 4, BulkWorkers: 4}})
+	slow, slowURL := newGauge(t, 500*time.Millisecond)
+	fast, fastURL := newGauge(t, 0)
+	burst := h.task(h.endpoint(slowURL, nil).ID, nil)
+	var bulk []string
+	for range 24 {
+		bulk = append(bulk, h.fire(burst, fireOpts{Queue: service.QueueDeliverBulk, Trigger: service.TriggerManual}))
+	}
+	// The burst fills its lane: 4 at a time for 3 s.
+	require.Eventually(t, func() bool { m, _, _ := slow.snapshot(); return m == 4 }, 20*time.Second, 5*time.Millisecond)
+	onTime := h.task(h.endpoint(fastURL, nil).ID, nil)
+	start := time.Now()
+	var mine []string
+	for range 4 {
+		mine = append(mine, h.fire(onTime, fireOpts{Trigger: service.TriggerManual}))
+	}
+	for _, id := range mine {
+		h.waitState(id, service.ExecSucceeded)
+	}
+	tookMain := time.Since(start)
+	_, burstArrivals, _ := slow.snapshot()
+	require.Less(t, len(burstArrivals), len(bulk), "the main lane's fires did not wait for the burst (%s)", tookMain)
+	for _, id := range bulk {
+		h.waitState(id, service.ExecSucceeded)
+	}
+	most, _, _ := slow.snapshot()
+	require.LessOrEqual(t, most, 4, "the bulk lane's own workers")
+	_, arrivals, _ := fast.snapshot()
+	require.Len(t, arrivals, 4)
+}
