@@ -85,6 +85,16 @@ func tenantLimitsOut(v service.TenantLimitsView) tenantLimitsResponse {
 	}}
 }
 
+// limitsServed answers 404 when the server has no Limits.
+func (h *handlers) limitsServed(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if h.cfg.Limits == nil {
+			return echo.ErrNotFound
+		}
+		return next(c)
+	}
+}
+
 // adminTenant returns the {tenant} of an admin route: the caller's own
 // tenant; another tenant is not found.
 func adminTenant(c echo.Context) (string, error) {

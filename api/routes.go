@@ -62,12 +62,10 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 
 	v1.GET("/audit", h.listAudit, requireScope(ScopeAuditRead))
 
-	if h.cfg.Limits != nil {
-		v1.GET("/limits", h.getLimits)
-		admin := requireScope(ScopeAdmin)
-		v1.GET("/admin/tenants/:tenant/limits", h.getTenantLimits, admin)
-		v1.PUT("/admin/tenants/:tenant/limits", h.putTenantLimits, admin)
-	}
+	v1.GET("/limits", h.getLimits, h.limitsServed)
+	admin := requireScope(ScopeAdmin)
+	v1.GET("/admin/tenants/:tenant/limits", h.getTenantLimits, admin, h.limitsServed)
+	v1.PUT("/admin/tenants/:tenant/limits", h.putTenantLimits, admin, h.limitsServed)
 
 	// River's UI for operators: not part of the REST API, so not in the spec.
 	if h.cfg.RiverUI != nil {

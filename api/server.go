@@ -52,7 +52,8 @@ type Config struct {
 	// Audit serves GET /v1/audit. Required.
 	Audit *service.Audit
 	// Limits serves the tenants' limits (GET /v1/limits, the admin
-	// limits routes) and the API's per-tenant request rate. Nil: neither.
+	// limits routes) and the API's per-tenant request rate. Nil: no rate,
+	// and the limits routes answer 404.
 	Limits *service.Limits
 	// RiverUI is River's web UI, served at RiverUIPrefix/ to admin tokens
 	// only (riverui.go). Nil: not mounted.
