@@ -98,14 +98,14 @@ func (m *multiFlag) Set(v string) error {
 	return nil
 }
 
-var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling"}
+var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling", "noisy"}
 
 func main() {
 	var o options
 	flag.StringVar(&o.scenario, "scenario", "precision",
-		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling, a comma-separated list, or all")
+		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling|noisy, a comma-separated list, or all")
 	flag.IntVar(&o.tasks, "tasks", 0, "number of tasks (0: the scenario's default: precision 1000, sustained 5000, "+
-		"burst 10000, idle 1000000, ceiling 20000 jobs per configuration)")
+		"burst 10000, idle 1000000, ceiling 20000 jobs per configuration, noisy 20000 of the noisy tenant)")
 	flag.DurationVar(&o.duration, "duration", 30*time.Second, "measurement window (precision, sustained, idle, and each api phase)")
 	flag.DurationVar(&o.warmup, "warmup", 5*time.Second, "discarded warm-up after the first slot (precision, sustained)")
 	flag.DurationVar(&o.grace, "grace", 10*time.Second, "how long after the window a slot may still arrive before it counts as missing")
@@ -274,6 +274,8 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 		return apiScenario(ctx, st, o)
 	case "ceiling":
 		return ceiling(ctx, st, o, orInt(n, 20_000))
+	case "noisy":
+		return noisy(ctx, st, o, orInt(n, 20_000))
 	}
 	return nil, fmt.Errorf("unknown scenario %q", name)
 }
