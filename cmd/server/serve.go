@@ -174,7 +174,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	limits := service.NewLimits(d.pool, service.LimitsConfig{Defaults: cfg.TenantDefaults, Logger: logger,
 		PermitTTL: cmp.Or(cfg.JobTimeout, jobs.JobTimeoutDefault) + time.Minute})
 	if err := limits.Refresh(ctx); err != nil {
-		return err
+		// Not migrated yet (AX_AUTO_MIGRATE=false) or the database is
+		// away: Run reads them again every second.
+		logger.Warn("tenant limits not read yet; retrying in the background", "error", err.Error())
 	}
 	limitsCtx, stopLimits := context.WithCancel(context.WithoutCancel(ctx))
 	limitsDone := make(chan struct{})
