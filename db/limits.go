@@ -110,10 +110,6 @@ type gateState struct {
 	rate     float64
 }
 
-// burst is a rate limit's bucket: a tenth of a second's worth, at least
-// one. A small bucket keeps the rate close over any window.
-func burst(rate float64) float64 { return max(1, rate/10) }
-
 // fits reports whether one more delivery may start under the gate.
 func (g gateState) fits() bool {
 	return (g.max == 0 || g.inflight < g.max) && (g.rate == 0 || g.tokens >= 1)
@@ -150,7 +146,9 @@ func (g *gateState) take() {
 }
 
 // lockGates locks (creating them) tenant's gates named in gs, refilled to
-// now at their rate, in the order of gs's names.
+// now at their rate, in the order of gs's names. A rate's bucket holds a
+// tenth of a second's worth (at least one): a small bucket keeps the rate
+// close over any window.
 func lockGates(ctx context.Context, q Querier, tenant string, gs []Gate) (map[string]*gateState, time.Time, error) {
 	names := make([]string, len(gs))
 	maxes := make([]int32, len(gs))

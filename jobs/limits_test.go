@@ -26,6 +26,7 @@ type gauge struct {
 }
 
 func newGauge(t *testing.T, delay time.Duration) (*gauge, string) {
+	t.Helper()
 	g := &gauge{delay: delay}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.mu.Lock()

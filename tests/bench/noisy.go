@@ -36,7 +36,7 @@ func noisy(ctx context.Context, st *stack, o options, n int) (*result, error) {
 	res := &result{Scenario: "noisy", Tasks: n,
 		Target: fmt.Sprintf("tenant B's lateness p99 ≤ 100 ms during tenant A's burst of %d to a 1 s endpoint", n)}
 
-	slow, err := startSlowReceiver(noisySlowLatency)
+	slow, err := startSlowReceiver(ctx, noisySlowLatency)
 	if err != nil {
 		return nil, err
 	}
@@ -249,8 +249,8 @@ type slowReceiver struct {
 	n     atomic.Int64
 }
 
-func startSlowReceiver(delay time.Duration) (*slowReceiver, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func startSlowReceiver(ctx context.Context, delay time.Duration) (*slowReceiver, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
