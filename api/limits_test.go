@@ -4,7 +4,10 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -121,4 +124,38 @@ func TestAPIRateLimit(t *testing.T) {
 		r := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: other})
 		require.Empty(t, r.Header.Get("RateLimit-Limit"))
 	}
+}
+
+// TestAPIRateAcrossReplicas: two replicas on one database share a tenant's
+// API rate; over 3 s of as many requests as they take, together they
+// allow about the rate (never more than the rate over the time plus the
+// one-second bucket), and the test logs the error against it.
+func TestAPIRateAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	b := newAPI(t, &apiOpts{Pool: a.pool})
+	const rate = 20
+	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: token(t, "acme", "admin"),
+		Body: map[string]any{"api_requests_per_second": rate}})
+	require.NoError(t, b.limitsRefresh())
+	tok := token(t, "acme")
+	start := time.Now()
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for _, r := range []*testAPI{a, b, a, b} {
+		wg.Go(func() {
+			for time.Since(start) < 3*time.Second {
+				if r.do(req{Method: http.MethodGet, Path: "/v1/me", Token: tok}).Status == http.StatusOK {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	got := float64(allowed.Load())
+	t.Logf("two replicas allowed %.0f requests in %.2f s: %.1f/s against a rate of %d/s (%+.0f%%)",
+		got, elapsed, got/elapsed, rate, (got/elapsed/rate-1)*100)
+	require.LessOrEqual(t, got, rate*elapsed+rate+1, "never more than the rate and the bucket")
+	require.GreaterOrEqual(t, got, rate*elapsed*0.7, "not far below the rate")
 }

@@ -32,7 +32,13 @@ type testAPI struct {
 	pool *pgxpool.Pool
 	srv  *httptest.Server
 	e    *echo.Echo
+	// limits: this replica's cache of the tenants' limits.
+	limits *service.Limits
 }
+
+// limitsRefresh re-reads the tenants' limits now, as every replica does
+// each second.
+func (a *testAPI) limitsRefresh() error { return a.limits.Refresh(a.t.Context()) }
 
 // apiOpts adjusts newAPI.
 type apiOpts struct {
@@ -40,6 +46,8 @@ type apiOpts struct {
 	BodyLimit int64
 	// LimitDefaults: the server's default tenant limits.
 	LimitDefaults service.EffectiveLimits
+	// Pool: another replica's database (default: a database of its own).
+	Pool *pgxpool.Pool
 }
 
 func newAPI(t *testing.T, opts *apiOpts) *testAPI {
@@ -47,7 +55,10 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 	if opts == nil {
 		opts = &apiOpts{}
 	}
-	pool := dbtest.Pool(t)
+	pool := opts.Pool
+	if pool == nil {
+		pool = dbtest.Pool(t)
+	}
 	authCfg := api.AuthConfig{HMACSecret: []byte(testSecret)}
 	if opts.Auth != nil {
 		authCfg = *opts.Auth
@@ -77,7 +88,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	return &testAPI{t: t, pool: pool, srv: srv, e: e}
+	return &testAPI{t: t, pool: pool, srv: srv, e: e, limits: limits}
 }
 
 // token returns an HS256 token for tenant with scopes (all tenant scopes
