@@ -78,6 +78,12 @@ var auditCases = map[string]auditCase{
 			run := a.triggerWorkflow(tok, a.createWorkflow(tok, "wf-node-skip"))
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + run + "/nodes/b/skip", Token: tok}), run
 		}},
+	"PUT /v1/admin/tenants/:tenant/limits": {status: http.StatusOK, action: "set_limits", resourceType: "limits",
+		run: func(a *testAPI, _ string) (resp, string) {
+			tenant := "audit-put--v1-admin-tenants-tenant-limits"
+			return a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/" + tenant + "/limits",
+				Token: token(a.t, tenant, "admin"), Body: map[string]any{"max_tasks": 10}}), tenant
+		}},
 	"POST /v1/endpoints": {status: http.StatusCreated, action: "create", resourceType: "endpoint",
 		run: func(a *testAPI, tok string) (resp, string) {
 			r := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,

@@ -30,6 +30,11 @@ type endpointRequest struct {
 	// default) or slack (a Slack incoming-webhook body: one readable line with a link to the execution).
 	// Webhook deliveries of tasks are not affected.
 	Format string `json:"format,omitempty" enums:"ax,slack" example:"ax"`
+	// MaxConcurrency bounds the requests in flight to the endpoint at once, across all replicas (1..100000; null: no limit).
+	// Deliveries past it wait, in order, without using an attempt.
+	MaxConcurrency *int `json:"max_concurrency,omitempty" example:"5"`
+	// RateLimitPerSecond bounds the requests started per second (0.001..100000; null: no limit).
+	RateLimitPerSecond *float64 `json:"rate_limit_per_second,omitempty" example:"50"`
 } // @name EndpointRequest
 
 // endpointResponse is an endpoint as the API returns it.
@@ -52,6 +57,10 @@ type endpointResponse struct {
 	PreviousSecretExpiresAt *timestamp `json:"previous_secret_expires_at,omitempty" swaggertype:"string" format:"date-time"`
 	CreatedAt               timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
 	UpdatedAt               timestamp  `json:"updated_at" swaggertype:"string" format:"date-time"`
+	// MaxConcurrency: requests in flight to the endpoint at once (null: no limit).
+	MaxConcurrency *int `json:"max_concurrency" example:"5"`
+	// RateLimitPerSecond: requests started per second (null: no limit).
+	RateLimitPerSecond *float64 `json:"rate_limit_per_second" example:"50"`
 } // @name Endpoint
 
 // endpointList is a page of endpoints.
@@ -71,6 +80,7 @@ func (r endpointRequest) input() service.EndpointInput {
 	in := service.EndpointInput{
 		Name: r.Name, URL: r.URL, Method: r.Method, Headers: r.Headers, Secret: r.Secret,
 		Timeout: time.Duration(r.TimeoutMS) * time.Millisecond, Enabled: true, Format: r.Format,
+		MaxConcurrency: r.MaxConcurrency, RateLimitPerSecond: r.RateLimitPerSecond,
 	}
 	if r.Enabled != nil {
 		in.Enabled = *r.Enabled
@@ -81,7 +91,8 @@ func (r endpointRequest) input() service.EndpointInput {
 func endpointRequestOf(in service.EndpointInput) endpointRequest {
 	enabled := in.Enabled
 	return endpointRequest{Name: in.Name, URL: in.URL, Method: in.Method, Headers: in.Headers,
-		TimeoutMS: int(in.Timeout / time.Millisecond), Enabled: &enabled, Format: in.Format}
+		TimeoutMS: int(in.Timeout / time.Millisecond), Enabled: &enabled, Format: in.Format,
+		MaxConcurrency: in.MaxConcurrency, RateLimitPerSecond: in.RateLimitPerSecond}
 }
 
 func endpointOut(e service.Endpoint, withSecret bool) endpointResponse {
@@ -89,6 +100,7 @@ func endpointOut(e service.Endpoint, withSecret bool) endpointResponse {
 		ID: e.ID, Name: e.Name, URL: e.URL, Method: e.Method, Headers: e.Headers, TimeoutMS: int(e.Timeout / time.Millisecond),
 		Enabled: e.Enabled, DisabledReason: e.DisabledReason, DisabledAt: stampPtr(e.DisabledAt), Format: e.Format,
 		CreatedAt: stamp(e.CreatedAt.UTC()), UpdatedAt: stamp(e.UpdatedAt.UTC()),
+		MaxConcurrency: e.MaxConcurrency, RateLimitPerSecond: e.RateLimitPerSecond,
 	}
 	if withSecret {
 		out.Secret = e.Secret

@@ -32,12 +32,22 @@ type testAPI struct {
 	pool *pgxpool.Pool
 	srv  *httptest.Server
 	e    *echo.Echo
+	// limits: this replica's cache of the tenants' limits.
+	limits *service.Limits
 }
+
+// limitsRefresh re-reads the tenants' limits now, as every replica does
+// each second.
+func (a *testAPI) limitsRefresh() error { return a.limits.Refresh(a.t.Context()) }
 
 // apiOpts adjusts newAPI.
 type apiOpts struct {
 	Auth      *api.AuthConfig // default: HS256 with testSecret
 	BodyLimit int64
+	// LimitDefaults: the server's default tenant limits.
+	LimitDefaults service.EffectiveLimits
+	// Pool: another replica's database (default: a database of its own).
+	Pool *pgxpool.Pool
 }
 
 func newAPI(t *testing.T, opts *apiOpts) *testAPI {
@@ -45,7 +55,10 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 	if opts == nil {
 		opts = &apiOpts{}
 	}
-	pool := dbtest.Pool(t)
+	pool := opts.Pool
+	if pool == nil {
+		pool = dbtest.Pool(t)
+	}
 	authCfg := api.AuthConfig{HMACSecret: []byte(testSecret)}
 	if opts.Auth != nil {
 		authCfg = *opts.Auth
@@ -54,7 +67,9 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 	require.NoError(t, err)
 	enq, err := service.NewEnqueuer(pool, nil)
 	require.NoError(t, err)
-	tasks := service.NewTasks(pool, service.TasksConfig{})
+	limits := service.NewLimits(pool, service.LimitsConfig{Defaults: opts.LimitDefaults})
+	require.NoError(t, limits.Refresh(t.Context()))
+	tasks := service.NewTasks(pool, service.TasksConfig{Limits: limits})
 	e := api.New(api.Config{
 		Logger:      slog.New(slog.DiscardHandler),
 		Auth:        auth,
@@ -72,10 +87,11 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, pool) },
 		BodyLimit:   opts.BodyLimit,
 		Version:     "test",
+		Limits:      limits,
 	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	return &testAPI{t: t, pool: pool, srv: srv, e: e}
+	return &testAPI{t: t, pool: pool, srv: srv, e: e, limits: limits}
 }
 
 // token returns an HS256 token for tenant with scopes (all tenant scopes

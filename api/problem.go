@@ -101,9 +101,13 @@ func toProblem(err error, c echo.Context) *problem {
 		ae *authError
 		he *echo.HTTPError
 	)
+	var qe *service.QuotaError
 	switch {
 	case errors.As(err, &p):
 		return p
+	case errors.As(err, &qe):
+		return &problem{Type: problemTypeBase + "quota-exceeded", Status: http.StatusConflict, Title: "Quota exceeded",
+			Detail: qe.Error()}
 	case errors.As(err, &ae):
 		return &problem{Status: http.StatusUnauthorized, Title: "Unauthorized", Detail: ae.detail}
 	}

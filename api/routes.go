@@ -19,7 +19,7 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 
 	// Not e.Group("/v1", auth): a group with middleware answers 404 to
 	// every unknown method, where a 405 is right.
-	v1 := &authedRoutes{e: e, prefix: "/v1", auth: authenticate(h.cfg.Auth, h.ensureTenant)}
+	v1 := &authedRoutes{e: e, prefix: "/v1", auth: authenticate(h.cfg.Auth, h.ensureTenant), rate: h.rateLimit}
 	v1.GET("/me", h.me)
 
 	epR, epW := requireScope(ScopeEndpointsRead), requireScope(ScopeEndpointsWrite)
@@ -84,6 +84,10 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	admin := requireScope(ScopeAdmin)
 	v1.GET("/admin/replicas", h.listReplicas, admin)
 
+	v1.GET("/limits", h.getLimits, h.limitsServed)
+	v1.GET("/admin/tenants/:tenant/limits", h.getTenantLimits, admin, h.limitsServed)
+	v1.PUT("/admin/tenants/:tenant/limits", h.putTenantLimits, admin, h.limitsServed)
+
 	// River's UI for operators: not part of the REST API, so not in the spec.
 	if h.cfg.RiverUI != nil {
 		e.Match([]string{http.MethodGet, http.MethodHead}, RiverUIPrefix, riverUIRedirect)
@@ -96,13 +100,16 @@ type authedRoutes struct {
 	e      *echo.Echo
 	prefix string
 	auth   echo.MiddlewareFunc
+	// rate counts the request against its tenant's API rate (after
+	// authentication, which names the tenant).
+	rate echo.MiddlewareFunc
 }
 
 // add registers a route behind authentication. A route that changes
 // something (any method but GET) also carries the request's actor to the
 // service, which records each change in the audit log (withActor).
 func (g *authedRoutes) add(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
-	chain := []echo.MiddlewareFunc{g.auth}
+	chain := []echo.MiddlewareFunc{g.auth, g.rate}
 	if method != http.MethodGet {
 		chain = append(chain, withActor)
 	}
@@ -128,6 +135,10 @@ func (g *authedRoutes) GET(path string, h echo.HandlerFunc, m ...echo.Middleware
 
 func (g *authedRoutes) POST(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
 	g.add(http.MethodPost, path, h, m...)
+}
+
+func (g *authedRoutes) PUT(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	g.add(http.MethodPut, path, h, m...)
 }
 
 func (g *authedRoutes) PATCH(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {

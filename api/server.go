@@ -58,6 +58,10 @@ type Config struct {
 	Audit *service.Audit
 	// Replicas serves GET /v1/admin/replicas. Required.
 	Replicas *service.Replicas
+	// Limits serves the tenants' limits (GET /v1/limits, the admin
+	// limits routes) and the API's per-tenant request rate. Nil: no rate,
+	// and the limits routes answer 404.
+	Limits *service.Limits
 	// RiverUI is River's web UI, served at RiverUIPrefix/ to admin tokens
 	// only (riverui.go). Nil: not mounted.
 	RiverUI http.Handler

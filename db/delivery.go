@@ -66,8 +66,12 @@ type DeliveryRow struct {
 	HeartbeatTimeoutMS  *int64 `db:"heartbeat_timeout_ms"`
 	// Waiting: the running execution's current attempt was accepted and
 	// ax waits for its callback (WaitingForCallback).
-	Waiting bool      `db:"waiting"`
-	Now     time.Time `db:"now"`
+	Waiting bool `db:"waiting"`
+	// The endpoint's limits (NULL: none); a delivery to an endpoint with
+	// either is admitted through its gate (AdmitDelivery).
+	EndpointMaxConcurrency *int32    `db:"endpoint_max_concurrency"`
+	EndpointRateLimit      *float64  `db:"endpoint_rate_limit"`
+	Now                    time.Time `db:"now"`
 }
 
 // fields returns pointers to r's fields in their order: a statement that
@@ -80,7 +84,7 @@ func (r *DeliveryRow) fields() []any {
 		&r.TaskState, &r.TaskPayload, &r.TaskTimeoutMS, &r.MaxAttempts, &r.InitialBackoffMS, &r.MaxBackoffMS,
 		&r.OverlapPolicy, &r.MisfirePolicy, &r.EarlierUnfinished, &r.LaterMissed, &e.EndpointFound, &e.EndpointID, &e.EndpointURL, &e.EndpointMethod, &e.EndpointHeaders, &e.Secret,
 		&e.PreviousSecret, &e.PreviousSecretExp, &e.EndpointTimeoutMS, &e.EndpointEnabled, &r.CompletionTimeoutMS,
-		&r.HeartbeatTimeoutMS, &r.Waiting, &r.Now}
+		&r.HeartbeatTimeoutMS, &r.Waiting, &r.EndpointMaxConcurrency, &r.EndpointRateLimit, &r.Now}
 }
 
 // JoinedEndpoint is an endpoint LEFT JOINed to an execution's task: every
@@ -165,6 +169,7 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 			ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms, ep.enabled AS endpoint_enabled,
 			t.completion_timeout_ms, t.heartbeat_timeout_ms,
 			CASE WHEN e.state = 'running' THEN `+WaitingForCallback+` ELSE false END AS waiting,
+			ep.max_concurrency AS endpoint_max_concurrency, ep.rate_limit_per_second AS endpoint_rate_limit,
 			now() AS now
 		FROM executions e
 		CROSS JOIN (SELECT now() - make_interval(secs => $3) AS cut) m

@@ -49,7 +49,8 @@ const StartsWithoutDecision = `e.state = 'pending' AND NOT e.cancel_requested
 	AND t.overlap_policy = 'allow'
 	AND e.attempts - e.attempts_base < t.max_attempts
 	AND NOT ` + MisfiredFirstFire + `
-	AND ep.enabled`
+	AND ep.enabled
+	AND ep.max_concurrency IS NULL AND ep.rate_limit_per_second IS NULL`
 
 // SucceedsWithoutDecision is the condition under which the batched
 // success (SucceedDeliveries) records a 2xx: the SQL mirror of
@@ -107,7 +108,8 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 				t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy, t.misfire_policy,
 				ep.id AS endpoint_id, ep.url AS endpoint_url, ep.method AS endpoint_method, ep.headers AS endpoint_headers,
 				ep.secret, ep.previous_secret, ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms,
-				ep.enabled AS endpoint_enabled, t.completion_timeout_ms, t.heartbeat_timeout_ms
+				ep.enabled AS endpoint_enabled, t.completion_timeout_ms, t.heartbeat_timeout_ms,
+				ep.max_concurrency AS endpoint_max_concurrency, ep.rate_limit_per_second AS endpoint_rate_limit
 			FROM input i
 			CROSS JOIN m
 			CROSS JOIN LATERAL (
@@ -138,7 +140,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 				c.endpoint_id, c.endpoint_url,
 				c.endpoint_method, c.endpoint_headers, c.secret, c.previous_secret, c.previous_secret_expires_at,
 				c.endpoint_timeout_ms, c.endpoint_enabled, c.completion_timeout_ms, c.heartbeat_timeout_ms,
-				c.prev_first_started_at
+				c.endpoint_max_concurrency, c.endpoint_rate_limit, c.prev_first_started_at
 		), events AS (
 			INSERT INTO execution_events (tenant_id, execution_id, type, attempt)
 			SELECT tenant_id, id, 'attempt_started', attempts FROM started WHERE prev_first_started_at IS NOT NULL
@@ -151,7 +153,8 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 			initial_backoff_ms, max_backoff_ms, overlap_policy, misfire_policy, 0 AS earlier_unfinished, 0 AS later_missed,
 			true AS endpoint_found, endpoint_id::text, endpoint_url, endpoint_method, endpoint_headers, secret,
 			previous_secret, previous_secret_expires_at, endpoint_timeout_ms, endpoint_enabled,
-			completion_timeout_ms, heartbeat_timeout_ms, false AS waiting, now() AS now
+			completion_timeout_ms, heartbeat_timeout_ms, false AS waiting, endpoint_max_concurrency, endpoint_rate_limit,
+			now() AS now
 		FROM started`, tenants, uids, leases, jobs, misfire.Threshold.Seconds())
 	if err != nil {
 		return nil, wrap("start deliveries", err)

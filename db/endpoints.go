@@ -26,10 +26,15 @@ type Endpoint struct {
 	UpdatedAt               time.Time         `db:"updated_at"`
 	// Format shapes the alerts sent to the endpoint: ax or slack.
 	Format string `db:"format"`
+	// MaxConcurrency and RateLimitPerSecond limit its deliveries across
+	// replicas (nil: none).
+	MaxConcurrency     *int32   `db:"max_concurrency"`
+	RateLimitPerSecond *float64 `db:"rate_limit_per_second"`
 }
 
 const endpointColumns = `tenant_id, id::text, name, url, method, headers, secret, previous_secret,
-	previous_secret_expires_at, timeout_ms, enabled, disabled_reason, disabled_at, created_at, updated_at, format`
+	previous_secret_expires_at, timeout_ms, enabled, disabled_reason, disabled_at, created_at, updated_at, format,
+	max_concurrency, rate_limit_per_second`
 
 // collectOne scans exactly one row into a T by column name; no row is
 // ErrNotFound.
@@ -53,9 +58,11 @@ func exactlyOne[T any](rows pgx.Rows, err error, scan pgx.RowToFunc[T]) (T, erro
 
 // InsertEndpoint inserts e and returns the stored row.
 func InsertEndpoint(ctx context.Context, q Querier, e Endpoint) (Endpoint, error) {
-	rows, err := q.Query(ctx, `INSERT INTO endpoints (tenant_id, id, name, url, method, headers, secret, timeout_ms, enabled, format)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING `+endpointColumns,
-		e.TenantID, e.ID, e.Name, e.URL, e.Method, e.Headers, e.Secret, e.TimeoutMS, e.Enabled, endpointFormat(e.Format))
+	rows, err := q.Query(ctx, `INSERT INTO endpoints (tenant_id, id, name, url, method, headers, secret, timeout_ms, enabled,
+			format, max_concurrency, rate_limit_per_second)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING `+endpointColumns,
+		e.TenantID, e.ID, e.Name, e.URL, e.Method, e.Headers, e.Secret, e.TimeoutMS, e.Enabled, endpointFormat(e.Format),
+		e.MaxConcurrency, e.RateLimitPerSecond)
 	return collectOne[Endpoint](rows, err)
 }
 
@@ -85,10 +92,12 @@ func ListEndpoints(ctx context.Context, q Querier, tenant, before string, limit 
 func UpdateEndpoint(ctx context.Context, q Querier, e Endpoint) (Endpoint, error) {
 	rows, err := q.Query(ctx, `UPDATE endpoints SET name = $3, url = $4, method = $5, headers = $6, secret = $7,
 		previous_secret = $8, previous_secret_expires_at = $9, timeout_ms = $10, enabled = $11,
-		disabled_reason = $12, disabled_at = $13, format = $14, updated_at = now()
+		disabled_reason = $12, disabled_at = $13, format = $14, max_concurrency = $15, rate_limit_per_second = $16,
+		updated_at = now()
 		WHERE tenant_id = $1 AND id = $2 RETURNING `+endpointColumns,
 		e.TenantID, e.ID, e.Name, e.URL, e.Method, e.Headers, e.Secret, e.PreviousSecret, e.PreviousSecretExpiresAt,
-		e.TimeoutMS, e.Enabled, e.DisabledReason, e.DisabledAt, endpointFormat(e.Format))
+		e.TimeoutMS, e.Enabled, e.DisabledReason, e.DisabledAt, endpointFormat(e.Format), e.MaxConcurrency,
+		e.RateLimitPerSecond)
 	return collectOne[Endpoint](rows, err)
 }
 

@@ -19,6 +19,7 @@ type DueTask struct {
 	StartAt         *time.Time `db:"start_at"`
 	EndAt           *time.Time `db:"end_at"`
 	Priority        int16      `db:"priority"`
+	EndpointID      string     `db:"endpoint_id"`
 	MaxAttempts     int32      `db:"max_attempts"`
 	MisfirePolicy   string     `db:"misfire_policy"`
 	NextRunAt       time.Time  `db:"next_run_at"`
@@ -38,7 +39,7 @@ type DueTask struct {
 func ClaimDueTasks(ctx context.Context, tx pgx.Tx, horizon time.Time, limit int) ([]DueTask, error) {
 	rows, err := tx.Query(ctx, `SELECT tenant_id, id::text, schedule_type, cron, timezone, interval_seconds, run_at,
 			start_at, end_at, priority, max_attempts, misfire_policy, next_run_at, version, created_at,
-			schedule_dialect, dst_policy, exclude_calendars::text[], shards
+			schedule_dialect, dst_policy, exclude_calendars::text[], shards, endpoint_id::text
 		FROM tasks
 		WHERE state = 'active' AND next_run_at IS NOT NULL AND next_run_at <= $1
 		ORDER BY next_run_at

@@ -170,7 +170,7 @@ func TestOnlyErrorsGoReadsDBErrors(t *testing.T) {
 // tenantTables are the tables whose rows belong to a tenant (a tenant_id
 // column).
 var tenantTables = []string{"endpoints", "tasks", "executions", "execution_events", "unfinished_executions", "idempotency_keys", "audit_log",
-	"callback_attempts", "sla_misses"}
+	"callback_attempts", "sla_misses", "flow_gates", "flow_permits", "flow_holds", "api_budgets"}
 
 // crossTenant lists the functions of db/ whose statements read or write
 // tenant tables across tenants, on purpose. Each says why.
@@ -205,6 +205,11 @@ var crossTenant = map[string]string{
 	// The SLA sweep walks every tenant's tasks with an SLA (tasks_sla_idx)
 	// and their unfinished executions; its joins are on tenant_id.
 	"FindSLAMisses": "the SLA sweep over every tenant's tasks with an SLA",
+	// The limits' dispatcher: which tenants have held deliveries (each is
+	// then dispatched on its own), and the sweep of every tenant's expired
+	// permits (flow_permits_expires_idx; the gates by (tenant_id, gate)).
+	"TenantsWithHolds": "the dispatcher's look for tenants with held deliveries",
+	"SweepPermits":     "maintenance of expired permits",
 }
 
 // reference matches a table reference: the keyword before it, the table

@@ -35,6 +35,11 @@ type DeliverWorker struct {
 	timeout    time.Duration
 	queuePoll  time.Duration
 	slots      sendSlots
+	// bulkSlots are the send slots of the bulk lane
+	// (service.QueueDeliverBulk): its own, so that a burst or a slow
+	// endpoint cannot take the main lane's.
+	bulkSlots sendSlots
+	lanes     *service.Lanes
 	// slotWait bounds the wait for a send slot (slotWaitMax, or less for
 	// a short JobTimeout).
 	slotWait time.Duration
@@ -55,12 +60,20 @@ type deliverArgs struct {
 
 var _ river.Worker[deliverArgs] = (*DeliverWorker)(nil)
 
-func newDeliverWorker(deps WorkerDeps, cfg RiverConfig, slots sendSlots) *DeliverWorker {
+func newDeliverWorker(deps WorkerDeps, cfg RiverConfig, slots, bulkSlots sendSlots) *DeliverWorker {
 	return &DeliverWorker{
 		deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, metrics: deps.Metrics, clock: deps.Clock,
 		timeout: cfg.JobTimeout, queuePoll: cfg.QueueWaitPoll, slots: slots, slotWait: min(slotWaitMax, cfg.JobTimeout/4),
-		backfillProgress: deps.BackfillProgress,
+		backfillProgress: deps.BackfillProgress, bulkSlots: bulkSlots, lanes: deps.Lanes,
 	}
+}
+
+// slotsFor returns the send slots of queue's lane.
+func (w *DeliverWorker) slotsFor(queue string) sendSlots {
+	if queue == service.QueueDeliverBulk {
+		return w.bulkSlots
+	}
+	return w.slots
 }
 
 // Timeout bounds a job: the sender enforces each endpoint's own timeout
@@ -85,14 +98,15 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[deliverArgs]) e
 	if !sleepUntil(ctx, w.clock.Local(args.ScheduledFor)) {
 		return ctx.Err() // a shutdown: River runs the job again
 	}
-	if !w.slots.acquire(ctx, w.slotWait) {
+	slots := w.slotsFor(job.Queue)
+	if !slots.acquire(ctx, w.slotWait) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		// Every send slot is busy: come back without using an attempt.
 		return river.JobSnooze(time.Second)
 	}
-	sent := w.slots.holder()
+	sent := slots.holder()
 	defer sent()
 	lease := args.Lease(job.Attempt)
 	log := newAttrLogger(w.logger, slog.Int64("job_id", job.ID), slog.String("execution_id", args.ExecutionID),
@@ -103,6 +117,10 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[deliverArgs]) e
 		return nil
 	case stepWait:
 		return river.JobSnooze(w.queueWait(job))
+	case stepHold:
+		// Held by a limit: the job sleeps without using an attempt or a
+		// worker; the dispatcher wakes it (service.Limits.Dispatch).
+		return river.JobSnooze(service.HoldRecheck)
 	case stepInterrupted:
 		return ctx.Err()
 	case stepRetry:
@@ -124,6 +142,9 @@ const (
 	stepDone stepKind = iota
 	// stepWait: an overlap "queue" wait; nothing was sent.
 	stepWait
+	// stepHold: a limit holds the delivery back; nothing was sent, and
+	// the dispatcher wakes the execution's job when it may start.
+	stepHold
 	// stepInterrupted: a shutdown cut the attempt short; the execution
 	// stays as it was (running, if it was sent) for the job's re-run.
 	stepInterrupted
@@ -175,6 +196,12 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		return step{kind: stepDone}
 	case service.ActionWait:
 		return step{kind: stepWait}
+	case service.ActionHold:
+		if d.Throttled {
+			w.metrics.Throttled.WithLabelValues(d.Limit).Inc()
+			log.debug(ctx, "delivery held back by a limit", slog.String("limit", d.Limit))
+		}
+		return step{kind: stepHold}
 	}
 
 	log = log.with(slog.String("task_id", d.TaskID), slog.Int("attempt", d.Attempt))
@@ -219,6 +246,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	res := w.sender.Send(ctx, req)
 	w.metrics.inFlight.Add(-1)
 	sent()
+	w.lanes.Observe(d.EndpointID, res.Latency)
 	remoteCancel := cancelledOnRequest(ctx)
 	if res.Err != nil && stopping(ctx) {
 		// Not a failure of the receiver: leave the execution running for
@@ -243,6 +271,13 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	rctx, cancel := recordContext(ctx)
 	defer cancel()
 	fin, err := w.deliveries.Finish(rctx, tenant, executionID, d.Lease, out)
+	if d.Permit && err == nil {
+		// The attempt is over: its place under the limits goes to the
+		// next held delivery. Should this fail, the permit expires.
+		if rerr := w.deliveries.ReleasePermit(rctx, tenant, executionID); rerr != nil {
+			log.warn(ctx, "releasing a delivery's permit failed; it expires", slog.String("error", rerr.Error()))
+		}
+	}
 	w.metrics.Attempts.WithLabelValues(attemptOutcome(class, fin, err), class.ErrorClass).Inc()
 	if errors.Is(err, service.ErrConflict) {
 		log.warn(ctx, "attempt outcome not recorded: a newer run owns the execution", slog.Int("status_code", res.StatusCode),

@@ -64,11 +64,15 @@ func (w *DeliverBatchWorker) Timeout(*river.Job[service.DeliverBatchArgs]) time.
 func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.DeliverBatchArgs]) error {
 	refs := job.Args.Executions
 	log := newAttrLogger(w.one.logger, slog.Int64("job_id", job.ID))
+	// What a member needs after the batch continues in its lane's queue of
+	// single deliveries.
+	lane := service.LaneQueue(job.Queue)
 	if job.Attempt > 1 {
-		return w.handOff(ctx, log, refs, job.Attempt, job.Priority, time.Time{}, "the batch job runs again (attempt %d)", job.Attempt)
+		return w.handOff(ctx, log, refs, job.Attempt, job.Priority, lane, time.Time{}, "the batch job runs again (attempt %d)", job.Attempt)
 	}
 	lease := job.Attempt
-	handOff := &service.HandOff{Priority: job.Priority}
+	handOff := &service.HandOff{Priority: job.Priority, Queue: lane}
+	slots := w.one.slotsFor(job.Queue)
 	var (
 		wg          sync.WaitGroup
 		mu          sync.Mutex
@@ -99,7 +103,7 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 				fail(ctx.Err())
 				return
 			}
-			if !w.one.slots.acquire(ctx, w.one.slotWait) {
+			if !slots.acquire(ctx, w.one.slotWait) {
 				if ctx.Err() != nil {
 					fail(ctx.Err())
 					return
@@ -111,14 +115,14 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 					return
 				}
 				for refs := noSlot.take(); len(refs) > 0; refs = noSlot.take() {
-					if err := w.handOff(ctx, log, refs, lease, job.Priority, time.Time{},
+					if err := w.handOff(ctx, log, refs, lease, job.Priority, lane, time.Time{},
 						"no send slot within %s", w.one.slotWait); err != nil {
 						fail(err)
 					}
 				}
 				return
 			}
-			sent := w.one.slots.holder()
+			sent := slots.holder()
 			defer sent()
 			actx := inflight.add(ctx, ref)
 			st := w.one.attempt(actx, ref.TenantID, ref.ExecutionID, lease, job.ID, handOff, elog, sent)
@@ -130,8 +134,17 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 				rctx, cancel := recordContext(ctx)
 				defer cancel()
 				wait := w.one.queuePoll
-				if err := w.handOff(rctx, elog, []service.ExecutionRef{ref}, lease, job.Priority, time.Now().Add(wait),
+				if err := w.handOff(rctx, elog, []service.ExecutionRef{ref}, lease, job.Priority, lane, time.Now().Add(wait),
 					"overlap_policy queue: waiting %s", wait); err != nil {
+					fail(err)
+				}
+			case stepHold:
+				// Held by a limit: it waits in a job of its own, which
+				// the dispatcher wakes when the limit allows.
+				rctx, cancel := recordContext(ctx)
+				defer cancel()
+				if err := w.handOff(rctx, elog, []service.ExecutionRef{ref}, lease, job.Priority, lane,
+					time.Now().Add(service.HoldRecheck), "held back by a limit"); err != nil {
 					fail(err)
 				}
 			case stepInterrupted:
@@ -163,12 +176,12 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 // handOff continues refs in jobs of their own (service.Deliveries.HandOff)
 // and logs why.
 func (w *DeliverBatchWorker) handOff(ctx context.Context, log attrLogger, refs []service.ExecutionRef, leaseBase, priority int,
-	at time.Time, why string, whyArgs ...any,
+	queue string, at time.Time, why string, whyArgs ...any,
 ) error {
 	if len(refs) == 0 {
 		return nil
 	}
-	if err := w.one.deliveries.HandOff(ctx, refs, leaseBase, priority, at); err != nil {
+	if err := w.one.deliveries.HandOff(ctx, refs, leaseBase, priority, at, queue); err != nil {
 		if stopping(ctx) {
 			return ctx.Err()
 		}

@@ -145,6 +145,7 @@ type fireOpts struct {
 	ScheduledFor time.Time // zero: now
 	Trigger      string    // "": schedule
 	Payload      []byte    // manual payload override
+	Queue        string    // "": the main lane
 }
 
 // fire materialises an execution of task with its deliver job, the way the
@@ -177,6 +178,9 @@ func (h *harness) fire(task service.Task, opts fireOpts) string {
 		}
 		if opts.ScheduledFor.After(time.Now()) {
 			insert.ScheduledAt = opts.ScheduledFor
+		}
+		if opts.Queue != "" {
+			insert.Queue = opts.Queue
 		}
 		res, err := h.client.InsertTx(ctx, tx, service.DeliverArgs{TenantID: h.tenant, ExecutionID: id}, insert)
 		if err != nil {

@@ -29,6 +29,9 @@ type Metrics struct {
 	Finished *prometheus.CounterVec
 	// MissedSlots counts slots not fired by a misfire policy.
 	MissedSlots prometheus.Counter
+	// Throttled counts deliveries held back by a limit, by the limit's
+	// name (once per attempt held).
+	Throttled *prometheus.CounterVec
 	// Reconciled counts executions resumed because no live job carried
 	// them (service.Scheduler.Reconcile).
 	Reconciled prometheus.Counter
@@ -100,6 +103,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Finished: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ax_executions_finished_total", Help: "Executions reaching a final state, by state.",
 		}, []string{"state"}),
+		Throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ax_deliveries_throttled_total", Help: "Deliveries held back by a limit, by limit (max_concurrency, rate_limit_per_second, max_inflight_deliveries, max_deliveries_per_second).",
+		}, []string{"limit"}),
 		MissedSlots: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ax_missed_slots_total", Help: "Slots not fired because of a misfire policy (claimed late by the scheduler, or picked up late by a worker).",
 		}),
@@ -152,7 +158,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.Fires, m.FiringLateness, m.Attempts, m.AttemptDuration, m.RetriesScheduled, m.Finished,
 		m.MissedSlots, m.Reconciled, m.SchedulerPass, m.SchedulerClaimed, m.RetentionDeleted, m.ReplicasLive,
 		m.ReplicasDeclaredDead, m.ReplicaJobsResumed, inFlight, m.WorkflowRuns, m.NodeWait, m.CallbacksAccepted,
-		m.CallbackTimeouts, m.SLAMissed)
+		m.CallbackTimeouts, m.SLAMissed, m.Throttled)
 	return m
 }
 

@@ -54,6 +54,10 @@ type RiverConfig struct {
 	// DeliverWorkers is the deliver queue's concurrency per process, and
 	// the number of webhooks one process sends at once. Default 400.
 	DeliverWorkers int
+	// BulkWorkers is the bulk lane's concurrency per process
+	// (service.QueueDeliverBulk: tenants' bursts, slow endpoints,
+	// backfills), with as many send slots of its own. Default: DeliverWorkers.
+	BulkWorkers int
 	// AlertWorkers is the alert queue's concurrency per process. Default 10.
 	AlertWorkers int
 	// FetchCooldown is the shortest time between two fetches of a queue,
@@ -87,6 +91,7 @@ type RiverConfig struct {
 func (c RiverConfig) WithDefaults() RiverConfig {
 	setDefault(&c.DeliverWorkers, DeliverWorkersDefault)
 	setDefault(&c.AlertWorkers, AlertWorkersDefault)
+	setDefault(&c.BulkWorkers, c.DeliverWorkers)
 	setDefault(&c.FetchCooldown, FetchCooldownDefault)
 	setDefault(&c.FetchPollInterval, FetchPollIntervalDefault)
 	setDefault(&c.JobTimeout, JobTimeoutDefault)
@@ -116,8 +121,9 @@ func (c RiverConfig) FetchAhead() time.Duration {
 
 func (c RiverConfig) validate() error {
 	switch {
-	case c.DeliverWorkers < 1 || c.DeliverWorkers > 10_000, c.AlertWorkers < 1 || c.AlertWorkers > 10_000:
-		return errors.New("DeliverWorkers and AlertWorkers must be 1..10000")
+	case c.DeliverWorkers < 1 || c.DeliverWorkers > 10_000, c.AlertWorkers < 1 || c.AlertWorkers > 10_000,
+		c.BulkWorkers < 1 || c.BulkWorkers > 10_000:
+		return errors.New("DeliverWorkers, BulkWorkers and AlertWorkers must be 1..10000")
 	case c.FetchCooldown < time.Millisecond:
 		return errors.New("FetchCooldown must be at least 1ms")
 	case c.FetchPollInterval < c.FetchCooldown:
@@ -148,6 +154,9 @@ type WorkerDeps struct {
 	// waits by (the scheduler loop keeps it: service.SchedulerConfig.Clock).
 	// Default: this process's clock.
 	Clock *service.DBClock
+	// Lanes learns the endpoints' latencies from the attempts (the
+	// scheduler's lanes: service.SchedulerConfig.Lanes). Optional.
+	Lanes *service.Lanes
 	// BackfillProgress, when set, is called after an attempt of a backfill
 	// execution is recorded, so that the backfill's next slots are created
 	// at once (service.Backfills.Wake). It must not block.
@@ -183,7 +192,7 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 		deps.Metrics = NewMetrics(nil)
 	}
 	workers := river.NewWorkers()
-	one := newDeliverWorker(deps, cfg, newSendSlots(cfg.DeliverWorkers))
+	one := newDeliverWorker(deps, cfg, newSendSlots(cfg.DeliverWorkers), newSendSlots(cfg.BulkWorkers))
 	river.AddWorker(workers, one)
 	river.AddWorker(workers, newDeliverBatchWorker(one))
 	river.AddWorker(workers, newAlertWorker(deps, cfg))
@@ -206,8 +215,9 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 		ErrorHandler: panicLogger{logger: deps.Logger},
 		Queues: map[string]river.QueueConfig{
 			service.QueueDeliver: queue(cfg.DeliverWorkers, cfg.FetchPollInterval),
-			// Batches share the deliver queue's send slots (DeliverWorkers).
+			// The main lane's batches share its send slots (DeliverWorkers).
 			service.QueueDeliverBatch: queue(service.DeliverBatchWorkers(cfg.DeliverWorkers), cfg.FetchPollInterval),
+			service.QueueDeliverBulk:  queue(cfg.BulkWorkers, cfg.FetchPollInterval),
 			// Alerts are not due at an instant: new ones wake the queue by
 			// NOTIFY, and retries can wait for a slow poll.
 			service.QueueAlert: queue(cfg.AlertWorkers, max(cfg.FetchPollInterval, alertPollInterval)),

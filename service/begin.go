@@ -22,7 +22,15 @@ const (
 	// ActionWait: overlap policy "queue" and the previous execution is
 	// unfinished; come back later without consuming an attempt.
 	ActionWait
+	// ActionHold: a limit holds the delivery back (Limit names it);
+	// sleep until the dispatcher wakes the job (HoldRecheck at most),
+	// without consuming an attempt.
+	ActionHold
 )
+
+// HoldRecheck is how long a held delivery's job sleeps before it looks
+// again by itself; the dispatcher wakes it as soon as its limits allow.
+const HoldRecheck = 5 * time.Minute
 
 // Delivery is one attempt to send, or the reason there is none.
 type Delivery struct {
@@ -40,6 +48,13 @@ type Delivery struct {
 	// Late is set when the attempt sends a misfire its task's misfire
 	// policy still fires (the execution is marked late).
 	Late bool
+	// Limit names the limit of ActionHold; Throttled is set when this
+	// Begin put the delivery on hold (its throttled event).
+	Limit     string
+	Throttled bool
+	// Permit: the attempt was admitted through a limit; the worker calls
+	// ReleasePermit once its outcome is recorded.
+	Permit bool
 
 	TenantID     string
 	ExecutionID  string
@@ -100,6 +115,12 @@ func (s *Deliveries) Begin(ctx context.Context, tenant, executionID string, leas
 // names another job (a job it was handed off to, or the job of an API
 // retry) belongs to that job, and this one gets ActionDone.
 func (s *Deliveries) BeginJob(ctx context.Context, tenant, executionID string, lease int, jobID int64) (Delivery, error) {
+	if s.cfg.Limits.deliveryLimited(tenant) {
+		// A tenant limit applies: admission is a decision of the
+		// row-by-row path (an endpoint's limits keep the batched start
+		// off by its predicate).
+		return s.beginRow(ctx, tenant, executionID, lease, jobID)
+	}
 	key := db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease, JobID: jobID}
 	if r, err := s.starts.do(ctx, key); s.count(r.ok, err) {
 		d := deliveryFromRow(r.row, lease)
@@ -142,6 +163,7 @@ func startFactsOf(row db.DeliveryRow, lease int, jobID int64) startFacts {
 		EarlierUnfinished: row.EarlierUnfinished, LaterMissed: row.LaterMissed,
 		EndpointFound: row.EndpointFound, EndpointEnabled: zeroIfNil(row.EndpointEnabled),
 		Waited: row.Now.Sub(row.ScheduledFor), Waiting: row.Waiting,
+		EndpointLimited: row.EndpointMaxConcurrency != nil || row.EndpointRateLimit != nil,
 	}
 }
 
@@ -157,6 +179,13 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 			Message: refTo(fmt.Sprintf("attempt %d was interrupted (a crash or a shutdown) before its outcome was recorded; "+
 				"resuming with the same idempotency key", row.Attempts)),
 		})
+	}
+	gates := s.cfg.Limits.gatesOf(row)
+	if len(gates) > 0 && dec.Verdict != startSend && dec.Verdict != startLeave {
+		// Ended without sending: its permit (a granted hold) goes back.
+		if _, err := db.ReleasePermit(ctx, tx, row.TenantID, row.ID); err != nil {
+			return Delivery{}, err
+		}
 	}
 	switch dec.Verdict {
 	case startLeave:
@@ -209,6 +238,28 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 		return d, nil
 	}
 
+	if len(gates) > 0 {
+		adm, err := db.AdmitDelivery(ctx, tx, db.AdmitRequest{TenantID: row.TenantID, ExecutionID: row.ID, TaskID: row.TaskID,
+			JobID: jobID, ScheduledFor: row.ScheduledFor, Gates: gates, PermitTTL: s.cfg.Limits.permitTTL()})
+		if err != nil {
+			return Delivery{}, err
+		}
+		if !adm.Admitted {
+			d.Action, d.Limit, d.Throttled = ActionHold, adm.Limit, adm.NewHold
+			d.Reason = "held back by the " + adm.Limit + " limit"
+			if adm.NewHold {
+				ev := db.DeliveryEvent{Type: EventThrottled, Message: &d.Reason, Data: map[string]any{"limit": adm.Limit}}
+				if adm.Limit == LimitMaxConcurrency || adm.Limit == LimitRateLimitPerSecond {
+					ev.Data["endpoint_id"] = zeroIfNil(row.EndpointID)
+				}
+				if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, append(events, ev)); err != nil {
+					return Delivery{}, err
+				}
+			}
+			return d, nil
+		}
+		d.Permit = true
+	}
 	attempts, ok, err := db.StartDelivery(ctx, tx, row.TenantID, row.ID, lease, dec.Late)
 	if err != nil {
 		return Delivery{}, err
@@ -232,6 +283,20 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 	}
 	d.Action, d.State, d.Attempt, d.Resumed, d.Late, d.Keys = ActionSend, ExecRunning, attempts, dec.Resumed, dec.Late, keys
 	return d, nil
+}
+
+// ReleasePermit gives back the permit of an attempt admitted through a
+// limit (Delivery.Permit), once its outcome is recorded, and wakes the
+// dispatcher for the deliveries held behind it.
+func (s *Deliveries) ReleasePermit(ctx context.Context, tenant, executionID string) error {
+	released, err := db.ReleasePermit(ctx, s.pool, tenant, executionID)
+	if err != nil {
+		return storeError(err, "release permit")
+	}
+	if released {
+		s.cfg.Limits.Wake()
+	}
+	return nil
 }
 
 // end moves the locked execution row to a final state from the state Begin

@@ -66,6 +66,10 @@ type startFacts struct {
 	// The task's endpoint (EndpointFound false: deleted).
 	EndpointFound   bool
 	EndpointEnabled bool
+	// EndpointLimited: the endpoint has max_concurrency or
+	// rate_limit_per_second; a send is admitted through its gate
+	// (AdmitDelivery), which the batched start does not do.
+	EndpointLimited bool
 
 	// Waited is how long ago the execution's slot was (database clock).
 	Waited time.Duration
@@ -273,12 +277,12 @@ func (f startFacts) cancelReason() string {
 
 // startBatchable reports whether the batched start may take an attempt
 // decideStart decided: a send of a pending execution that is not a
-// misfire, whose decision needed no fact beyond the execution, task and
-// endpoint rows (an overlap policy other than allow needs the count of
+// misfire, to an endpoint without limits, whose decision needed no fact
+// beyond the execution, task and endpoint rows (an overlap policy other than allow needs the count of
 // earlier unfinished executions). db.StartsWithoutDecision is its mirror
 // in SQL.
 func startBatchable(f startFacts, d startDecision) bool {
-	return d.Verdict == startSend && f.State == ExecPending && f.OverlapPolicy == OverlapAllow && !d.Late
+	return d.Verdict == startSend && f.State == ExecPending && f.OverlapPolicy == OverlapAllow && !d.Late && !f.EndpointLimited
 }
 
 // finishFacts is what decides what an attempt's outcome does to its

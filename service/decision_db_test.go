@@ -44,6 +44,7 @@ type equivDB struct {
 	epOn  string // an enabled endpoint
 	epOff string // a disabled endpoint
 	epAlt string // an enabled endpoint a 410 may disable
+	epLim string // an enabled endpoint with limits (that never bind)
 	alert string // an alert endpoint
 }
 
@@ -64,11 +65,19 @@ func newEquivDB(t *testing.T) *equivDB {
 		{&e.epOff, "00000000-0000-7000-8000-00000000e002", false},
 		{&e.epAlt, "00000000-0000-7000-8000-00000000e003", true},
 		{&e.alert, "00000000-0000-7000-8000-00000000e004", true},
+		{&e.epLim, "00000000-0000-7000-8000-00000000e005", true},
 	} {
 		secret, err := GenerateSecret()
 		require.NoError(t, err)
-		_, err = db.InsertEndpoint(ctx, pools.Main, db.Endpoint{TenantID: equivTenant, ID: ep.uid, Name: "e", URL: "https://example.com/hook",
-			Method: "POST", Headers: map[string]string{}, Secret: secret, TimeoutMS: 10_000, Enabled: ep.enabled})
+		row := db.Endpoint{TenantID: equivTenant, ID: ep.uid, Name: "e", URL: "https://example.com/hook",
+			Method: "POST", Headers: map[string]string{}, Secret: secret, TimeoutMS: 10_000, Enabled: ep.enabled}
+		if ep.id == &e.epLim {
+			// Limits that never bind: its sends are admitted through its
+			// gate, on the row-by-row path.
+			big := int32(1_000_000)
+			row.MaxConcurrency = &big
+		}
+		_, err = db.InsertEndpoint(ctx, pools.Main, row)
 		require.NoError(t, err)
 		*ep.id = ep.uid
 	}
@@ -127,7 +136,7 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 	tx, err := e.pools.Main.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	endpoint := map[string]string{"on": e.epOn, "off": e.epOff, "alt": e.epAlt}
+	endpoint := map[string]string{"on": e.epOn, "off": e.epOff, "alt": e.epAlt, "lim": e.epLim}
 	for i, c := range cases {
 		if c.Task != nil {
 			var alert *string
@@ -308,7 +317,11 @@ func startCases() []equivCase {
 								out = append(out, c)
 								continue
 							}
-							for _, ep := range []string{"on", "off"} {
+							eps := []string{"on", "off"}
+							if state == ExecPending {
+								eps = append(eps, "lim")
+							}
+							for _, ep := range eps {
 								for _, overlap := range []string{OverlapAllow, OverlapSkip, OverlapQueue} {
 									for _, maxAttempts := range maxes {
 										earliers := []int{0}

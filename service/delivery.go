@@ -43,6 +43,10 @@ type DeliveriesConfig struct {
 	MisfireThreshold time.Duration
 	CatchUpWindow    time.Duration
 	CatchUpMax       int
+	// Limits, when set, holds deliveries back by their tenant's and
+	// endpoint's limits (Begin). Nil: endpoint limits still apply,
+	// tenant limits do not.
+	Limits *Limits
 }
 
 // WithDefaults returns c with every zero field set to its default.

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -47,6 +48,10 @@ type Endpoint struct {
 	// Format shapes the alerts sent to the endpoint: AlertFormatAx or
 	// AlertFormatSlack.
 	Format string
+	// MaxConcurrency and RateLimitPerSecond limit the deliveries to it
+	// across every replica (nil: none).
+	MaxConcurrency     *int
+	RateLimitPerSecond *float64
 }
 
 // EndpointInput is what a client may set on an endpoint.
@@ -60,13 +65,17 @@ type EndpointInput struct {
 	Enabled bool
 	// Format: AlertFormatAx ("" too) or AlertFormatSlack.
 	Format string
+	// MaxConcurrency: requests in flight to it at once; RateLimitPerSecond:
+	// requests started per second. Nil: no limit.
+	MaxConcurrency     *int
+	RateLimitPerSecond *float64
 }
 
 // Input returns the client-settable fields of e, the starting point of a
 // partial update.
 func (e Endpoint) Input() EndpointInput {
 	return EndpointInput{Name: e.Name, URL: e.URL, Method: e.Method, Headers: e.Headers, Timeout: e.Timeout, Enabled: e.Enabled,
-		Format: e.Format}
+		Format: e.Format, MaxConcurrency: e.MaxConcurrency, RateLimitPerSecond: e.RateLimitPerSecond}
 }
 
 // Endpoints manages webhook endpoints.
@@ -100,6 +109,7 @@ func (s *Endpoints) Create(ctx context.Context, tenant string, in EndpointInput)
 		row, err := db.InsertEndpoint(ctx, q, db.Endpoint{
 			TenantID: tenant, ID: NewID(), Name: in.Name, URL: in.URL, Method: in.Method, Headers: in.Headers,
 			Secret: in.Secret, TimeoutMS: int(in.Timeout / time.Millisecond), Enabled: in.Enabled, Format: in.Format,
+			MaxConcurrency: int32Ptr(in.MaxConcurrency), RateLimitPerSecond: in.RateLimitPerSecond,
 		})
 		if err != nil {
 			return storeError(err, "create endpoint")
@@ -167,6 +177,7 @@ func (s *Endpoints) update(ctx context.Context, tenant, id, action string, chang
 		}
 		row.Name, row.URL, row.Method, row.Headers = in.Name, in.URL, in.Method, in.Headers
 		row.TimeoutMS = int(in.Timeout / time.Millisecond)
+		row.MaxConcurrency, row.RateLimitPerSecond = int32Ptr(in.MaxConcurrency), in.RateLimitPerSecond
 		if in.Secret != "" && in.Secret != row.Secret {
 			s.rotate(&row, in.Secret)
 		}
@@ -300,6 +311,12 @@ func (in EndpointInput) validate() error {
 	if in.Format != "" && in.Format != AlertFormatAx && in.Format != AlertFormatSlack {
 		ve.Add("format", "must be ax or slack")
 	}
+	if in.MaxConcurrency != nil && (*in.MaxConcurrency < 1 || *in.MaxConcurrency > 100_000) {
+		ve.Add(LimitMaxConcurrency, "must be a whole number from 1 to 100000, or null for no limit")
+	}
+	if r := in.RateLimitPerSecond; r != nil && (!(*r >= 0.001) || *r > 100_000) {
+		ve.Add(LimitRateLimitPerSecond, "must be a number from 0.001 to 100000, or null for no limit")
+	}
 	if in.Secret != "" {
 		if _, err := ParseSecret(in.Secret); err != nil {
 			ve.Add("secret", err.Error())
@@ -366,6 +383,11 @@ func endpointFromRow(r db.Endpoint) Endpoint {
 	if e.Headers == nil {
 		e.Headers = map[string]string{}
 	}
+	if r.MaxConcurrency != nil {
+		n := int(*r.MaxConcurrency)
+		e.MaxConcurrency = &n
+	}
+	e.RateLimitPerSecond = r.RateLimitPerSecond
 	return e
 }
 
@@ -376,4 +398,13 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// int32Ptr converts a validated *int for the database.
+func int32Ptr(p *int) *int32 {
+	if p == nil {
+		return nil
+	}
+	v := int32(min(*p, math.MaxInt32)) //nolint:gosec // capped
+	return &v
 }

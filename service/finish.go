@@ -70,8 +70,10 @@ func (o Outcome) failure() string {
 
 // HandOff is how a batch job's execution continues on its own.
 type HandOff struct {
-	// Priority is the River priority of the job that continues it.
+	// Priority is the River priority of the job that continues it, and
+	// Queue its queue (the batch's lane; "": the main lane).
 	Priority int
+	Queue    string
 }
 
 // Finished is the execution's state after Finish.
@@ -224,7 +226,8 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 		switch {
 		case out.HandOff != nil:
 			ref := ExecutionRef{TenantID: tenant, ExecutionID: executionID}
-			if err := s.handOff(ctx, tx, []ExecutionRef{ref}, lease, out.HandOff.Priority, time.Now().Add(dec.Delay)); err != nil {
+			if err := s.handOff(ctx, tx, []ExecutionRef{ref}, lease, out.HandOff.Priority, time.Now().Add(dec.Delay),
+				out.HandOff.Queue); err != nil {
 				return Finished{}, err
 			}
 		case out.Detached:

@@ -18,16 +18,18 @@ import (
 // or completed deliver job keeps it (the jobs are unique per execution)
 // and that job is recorded instead; the job's Begin decides what an
 // execution still needs, which may be nothing.
-func (s *Deliveries) HandOff(ctx context.Context, refs []ExecutionRef, leaseBase, priority int, at time.Time) error {
+func (s *Deliveries) HandOff(ctx context.Context, refs []ExecutionRef, leaseBase, priority int, at time.Time, queue string) error {
 	if len(refs) == 0 {
 		return nil
 	}
 	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		return s.handOff(ctx, tx, refs, leaseBase, priority, at)
+		return s.handOff(ctx, tx, refs, leaseBase, priority, at, queue)
 	})
 }
 
-func (s *Deliveries) handOff(ctx context.Context, tx db.Tx, refs []ExecutionRef, leaseBase, priority int, at time.Time) error {
+func (s *Deliveries) handOff(ctx context.Context, tx db.Tx, refs []ExecutionRef, leaseBase, priority int, at time.Time,
+	queue string,
+) error {
 	seen := make(map[ExecutionRef]bool, len(refs))
 	params := make([]river.InsertManyParams, 0, len(refs))
 	owned := make([]db.ExecutionRef, 0, len(refs))
@@ -36,7 +38,7 @@ func (s *Deliveries) handOff(ctx context.Context, tx db.Tx, refs []ExecutionRef,
 			continue
 		}
 		seen[r] = true
-		params = append(params, handOffInsert(r, leaseBase, priority, at))
+		params = append(params, handOffInsert(r, leaseBase, priority, at, queue))
 		owned = append(owned, db.ExecutionRef{TenantID: r.TenantID, ID: r.ExecutionID})
 	}
 	res, err := s.enqueuer.insertMany(ctx, tx, params)

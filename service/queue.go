@@ -133,10 +133,10 @@ func (AlertArgs) Kind() string { return "alert" }
 // deliver job: unique per execution while one is live, due ahead before
 // the slot, which its args carry.
 func deliverInsert(tenant, executionID string, scheduledFor time.Time, priority, maxAttempts int, now time.Time,
-	ahead time.Duration,
+	ahead time.Duration, queue string,
 ) river.InsertManyParams {
 	opts := &river.InsertOpts{
-		Queue:       QueueDeliver,
+		Queue:       queue,
 		Priority:    priority,
 		MaxAttempts: maxAttempts + riverAttemptsMargin,
 		UniqueOpts:  river.UniqueOpts{ByArgs: true},
@@ -156,6 +156,12 @@ func deliverInsert(tenant, executionID string, scheduledFor time.Time, priority,
 func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []river.InsertManyParams {
 	sorted := slices.Clone(execs)
 	slices.SortStableFunc(sorted, func(a, b firedExecution) int {
+		if a.Bulk != b.Bulk {
+			if a.Bulk {
+				return 1
+			}
+			return -1
+		}
 		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
 			return c
 		}
@@ -165,21 +171,22 @@ func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []r
 	for len(sorted) > 0 {
 		first := sorted[0]
 		n := 1
-		for n < len(sorted) && n < deliverBatchMax && sorted[n].Priority == first.Priority &&
+		for n < len(sorted) && n < deliverBatchMax && sorted[n].Priority == first.Priority && sorted[n].Bulk == first.Bulk &&
 			sorted[n].ScheduledFor.Sub(first.ScheduledFor) < deliverBatchWindow {
 			n++
 		}
 		chunk := sorted[:n]
 		sorted = sorted[n:]
 		if n == 1 {
-			jobs = append(jobs, deliverInsert(first.TenantID, first.ID, first.ScheduledFor, first.Priority, first.MaxAttempts, now, ahead))
+			jobs = append(jobs, deliverInsert(first.TenantID, first.ID, first.ScheduledFor, first.Priority, first.MaxAttempts, now, ahead,
+				laneQueue(first.Bulk)))
 			continue
 		}
 		args := DeliverBatchArgs{Executions: make([]ExecutionRef, n)}
 		for i, e := range chunk {
 			args.Executions[i] = ExecutionRef{TenantID: e.TenantID, ExecutionID: e.ID, ScheduledFor: e.ScheduledFor.UTC()}
 		}
-		opts := &river.InsertOpts{Queue: QueueDeliverBatch, Priority: first.Priority, MaxAttempts: deliverBatchMaxAttempts}
+		opts := &river.InsertOpts{Queue: batchQueue(first.Bulk), Priority: first.Priority, MaxAttempts: deliverBatchMaxAttempts}
 		if due := first.ScheduledFor.Add(-ahead); due.After(now) {
 			opts.ScheduledAt = due
 		}
@@ -193,9 +200,39 @@ func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []r
 type firedExecution struct {
 	TenantID     string
 	ID           string
+	EndpointID   string
 	ScheduledFor time.Time
 	Priority     int
 	MaxAttempts  int
+	// Bulk: the job goes to the bulk lane (Lanes).
+	Bulk bool
+}
+
+// laneQueue is the deliver queue of a lane.
+func laneQueue(bulk bool) string {
+	if bulk {
+		return QueueDeliverBulk
+	}
+	return QueueDeliver
+}
+
+// batchQueue is the queue of a lane's batch jobs: the main lane's have a
+// queue of their own (QueueDeliverBatch), the bulk lane's share its queue.
+func batchQueue(bulk bool) string {
+	if bulk {
+		return QueueDeliverBulk
+	}
+	return QueueDeliverBatch
+}
+
+// LaneQueue is the queue of the single deliveries (hand-offs, retries) of
+// the lane whose job ran in queue: a main-lane batch's continue in
+// QueueDeliver.
+func LaneQueue(queue string) string {
+	if queue == QueueDeliverBatch {
+		return QueueDeliver
+	}
+	return queue
 }
 
 // handOffInsert returns the insert parameters of the DeliverArgs job that
@@ -203,9 +240,9 @@ type firedExecution struct {
 // completed deliver job of the execution makes the insert return that job
 // instead), available at at (or at once when at is zero), its leases above
 // leaseBase.
-func handOffInsert(ref ExecutionRef, leaseBase, priority int, at time.Time) river.InsertManyParams {
+func handOffInsert(ref ExecutionRef, leaseBase, priority int, at time.Time, queue string) river.InsertManyParams {
 	opts := &river.InsertOpts{
-		Queue: QueueDeliver, Priority: priority, MaxAttempts: handOffMaxAttempts,
+		Queue: cmp.Or(queue, QueueDeliver), Priority: priority, MaxAttempts: handOffMaxAttempts,
 		UniqueOpts: river.UniqueOpts{ByArgs: true},
 	}
 	if !at.IsZero() {

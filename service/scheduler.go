@@ -29,6 +29,9 @@ const (
 
 // SchedulerConfig tunes firing.
 type SchedulerConfig struct {
+	// Lanes puts a tenant's bursts and fires to slow endpoints in the
+	// bulk lane (QueueDeliverBulk). Nil: every fire in the main lane.
+	Lanes *Lanes
 	// BatchSize is how many due tasks one transaction claims. Defaults to 1000.
 	BatchSize int
 	// LookAhead claims a task once its next slot is this close, so that
@@ -166,9 +169,10 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 		fired := make([]firedExecution, len(inserted))
 		for i, e := range inserted {
 			t := meta[e.TaskID]
-			fired[i] = firedExecution{TenantID: e.TenantID, ID: e.ID, ScheduledFor: e.ScheduledFor,
+			fired[i] = firedExecution{TenantID: e.TenantID, ID: e.ID, EndpointID: t.EndpointID, ScheduledFor: e.ScheduledFor,
 				Priority: int(t.Priority), MaxAttempts: int(t.MaxAttempts)}
 		}
+		s.cfg.Lanes.assign(fired)
 		if _, err := s.enq.insertMany(ctx, tx, fireInserts(fired, now, s.cfg.FetchAhead)); err != nil {
 			return err
 		}

@@ -120,6 +120,9 @@ type TasksConfig struct {
 	// fast round trip (DBClock.Now; the scheduler loop keeps it:
 	// SchedulerConfig.Clock); otherwise they ask the database.
 	Clock *DBClock
+	// Limits, when set, refuses a create past the tenant's max_tasks
+	// (a *QuotaError).
+	Limits *Limits
 }
 
 // Tasks manages tasks.
@@ -144,6 +147,20 @@ func NewTasks(pool *db.Pool, cfg TasksConfig) *Tasks {
 // a request with an Idempotency-Key) the insert joins it.
 func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, error) {
 	in = in.withDefaults()
+	if s.cfg.Limits.Effective(tenant).MaxTasks > 0 {
+		// A count quota: checked under the tenant's row lock in the
+		// insert's transaction.
+		var out Task
+		err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+			if err := s.cfg.Limits.checkTaskQuota(ctx, tx, tenant); err != nil {
+				return err
+			}
+			var err error
+			out, err = s.create(db.WithTx(ctx, s.pool, tx), tenant, in)
+			return err
+		})
+		return out, err
+	}
 	if len(in.Schedule.ExcludeCalendars) > 0 {
 		// The calendars' dates decide the first slot: read them, and keep
 		// them from changing or going away, in the insert's transaction.

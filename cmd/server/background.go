@@ -44,9 +44,12 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	// A new id every start: the replica's, and its River client's, which
 	// River records in attempted_by of the jobs it runs.
 	replicaID := service.NewID()
+	// The lanes learn endpoints' latencies from this process's attempts
+	// and route the fires it schedules.
+	lanes := &service.Lanes{}
 	riverCfg := jobs.RiverConfig{
 		ClientID:       replicaID,
-		DeliverWorkers: cfg.DeliverWorkers, JobTimeout: cfg.JobTimeout, FetchPollInterval: cfg.FetchPollInterval,
+		DeliverWorkers: cfg.DeliverWorkers, BulkWorkers: cfg.BulkWorkers, JobTimeout: cfg.JobTimeout, FetchPollInterval: cfg.FetchPollInterval,
 		RescueStuckJobsAfter: cfg.RescueAfter, SoftStopTimeout: cfg.SoftStopTimeout,
 	}
 	work := jobs.NewWorkTracker()
@@ -57,6 +60,7 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 		Logger:     logger,
 		Metrics:    metrics,
 		Clock:      clock,
+		Lanes:      lanes,
 
 		BackfillProgress: backfills.Wake,
 		Workflows:        workflows,
@@ -76,8 +80,8 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 		}, heartbeatCtx: hbCtx, stopHeartbeat: stopHeartbeat, heartbeats: make(chan string, 1)}
 	retention := service.NewRetention(d.pool, service.RetentionConfig{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
 	service.SetWorkflowObserver(&service.WorkflowObserver{RunFinished: metrics.ObserveWorkflowRun})
-	go b.run(runCtx, d.pool, enq, deliveries, backfills, workflows, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock},
-		retention)
+	go b.run(runCtx, d.pool, enq, deliveries, backfills, workflows,
+		service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock, Lanes: lanes}, retention)
 	return b, nil
 }
 

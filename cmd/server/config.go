@@ -33,6 +33,7 @@ type config struct {
 	ShutdownTimeout     time.Duration   // AX_SHUTDOWN_TIMEOUT
 	MaxBodyBytes        int64           // AX_MAX_BODY_BYTES
 	DeliverWorkers      int             // AX_DELIVER_WORKERS; 0: jobs default
+	BulkWorkers         int             // AX_BULK_WORKERS: the bulk lane's; 0: DeliverWorkers
 	DBMaxConns          int             // AX_DB_MAX_CONNS
 	JobTimeout          time.Duration   // AX_JOB_TIMEOUT; 0: jobs default
 	FetchPollInterval   time.Duration   // AX_FETCH_POLL_INTERVAL; 0: jobs default
@@ -43,6 +44,10 @@ type config struct {
 	DebugAddr           string          // AX_DEBUG_ADDR: Go's pprof profiles on a separate listener; "" off
 	ExecutionRetention  time.Duration   // AX_EXECUTION_RETENTION
 	AuditRetention      time.Duration   // AX_AUDIT_RETENTION
+	// TenantDefaults: AX_TENANT_MAX_TASKS, AX_TENANT_MAX_WORKFLOWS,
+	// AX_TENANT_MAX_INFLIGHT, AX_TENANT_MAX_PER_SECOND, AX_TENANT_API_RPS
+	// (unset or 0: no limit).
+	TenantDefaults service.EffectiveLimits
 }
 
 // Defaults for the variables that have one.
@@ -198,11 +203,49 @@ func loadConfig(getenv func(string) string) (config, error) {
 			c.FetchPollInterval = p
 		}
 	}
+	if v := getenv("AX_BULK_WORKERS"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 10000 {
+			errs.add("AX_BULK_WORKERS", v, "want a number from 1 to 10000")
+		} else {
+			c.BulkWorkers = n
+		}
+	}
 	if v := getenv("AX_DELIVER_WORKERS"); v != "" {
 		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 10000 {
 			errs.add("AX_DELIVER_WORKERS", v, "want a number from 1 to 10000")
 		} else {
 			c.DeliverWorkers = n
+		}
+	}
+	for _, d := range []struct {
+		name string
+		dst  *int
+	}{
+		{"AX_TENANT_MAX_TASKS", &c.TenantDefaults.MaxTasks},
+		{"AX_TENANT_MAX_WORKFLOWS", &c.TenantDefaults.MaxWorkflows},
+		{"AX_TENANT_MAX_INFLIGHT", &c.TenantDefaults.MaxInflightDeliveries},
+	} {
+		if v := getenv(d.name); v != "" {
+			if n, err := strconv.Atoi(v); err != nil || n < 0 || n > 1<<31-1 {
+				errs.add(d.name, v, "want a whole number (0: no limit)")
+			} else {
+				*d.dst = n
+			}
+		}
+	}
+	for _, d := range []struct {
+		name string
+		dst  *float64
+	}{
+		{"AX_TENANT_MAX_PER_SECOND", &c.TenantDefaults.MaxDeliveriesPerSecond},
+		{"AX_TENANT_API_RPS", &c.TenantDefaults.APIRequestsPerSecond},
+	} {
+		if v := getenv(d.name); v != "" {
+			if f, err := strconv.ParseFloat(v, 64); err != nil || !(f >= 0) || f > 1e6 {
+				errs.add(d.name, v, "want a number of requests per second (0: no limit)")
+			} else {
+				*d.dst = f
+			}
 		}
 	}
 	c.MaxBodyBytes = api.BodyLimitDefault

@@ -171,10 +171,27 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		jobs.NewQueueCollector(stats.QueueDepths))
 	metrics := jobs.NewMetrics(registry)
-	deliveries := service.NewDeliveries(d.deliveryPool, enq, service.DeliveriesConfig{})
+	limits := service.NewLimits(d.pool, service.LimitsConfig{Defaults: cfg.TenantDefaults, Logger: logger,
+		PermitTTL: cmp.Or(cfg.JobTimeout, jobs.JobTimeoutDefault) + time.Minute})
+	if err := limits.Refresh(ctx); err != nil {
+		// Not migrated yet (AX_AUTO_MIGRATE=false) or the database is
+		// away: Run reads them again every second.
+		logger.Warn("tenant limits not read yet; retrying in the background", "error", err.Error())
+	}
+	limitsCtx, stopLimits := context.WithCancel(context.WithoutCancel(ctx))
+	limitsDone := make(chan struct{})
+	go func() {
+		defer close(limitsDone)
+		limits.Run(limitsCtx)
+	}()
+	defer func() {
+		stopLimits()
+		<-limitsDone
+	}()
+	deliveries := service.NewDeliveries(d.deliveryPool, enq, service.DeliveriesConfig{Limits: limits})
 	registry.MustRegister(jobs.NewBatchCollector(deliveries.BatchStats))
 	clock := new(service.DBClock)
-	tasks := service.NewTasks(d.pool, service.TasksConfig{Clock: clock})
+	tasks := service.NewTasks(d.pool, service.TasksConfig{Clock: clock, Limits: limits})
 	backfills := service.NewBackfills(d.pool, enq, tasks)
 	workflows := service.NewWorkflows(d.pool, enq, service.WorkflowsConfig{
 		FetchAhead: jobs.RiverConfig{FetchPollInterval: cfg.FetchPollInterval}.FetchAhead()})
@@ -208,6 +225,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Audit:       service.NewAudit(d.pool),
 		Replicas:    service.NewReplicas(d.pool),
 		RiverUI:     riverUI,
+		Limits:      limits,
 	})
 	srv := &http.Server{
 		Handler:           handler,

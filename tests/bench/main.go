@@ -105,14 +105,15 @@ func (m *multiFlag) Set(v string) error {
 }
 
 var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling", "retention",
-	"workflow", "callbacks"}
+	"workflow", "callbacks", "noisy"}
 
 func main() {
 	var o options
 	flag.StringVar(&o.scenario, "scenario", "precision",
-		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling|retention, a comma-separated list, or all")
+		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling|retention|workflow|callbacks|noisy, "+
+			"a comma-separated list, or all")
 	flag.IntVar(&o.tasks, "tasks", 0, "number of tasks (0: the scenario's default: precision 1000, sustained 5000, "+
-		"burst 10000, idle 1000000, ceiling 20000 jobs per configuration)")
+		"burst 10000, idle 1000000, ceiling 20000 jobs per configuration, noisy 20000 of the noisy tenant)")
 	flag.DurationVar(&o.duration, "duration", 30*time.Second, "measurement window (precision, sustained, idle, and each api phase)")
 	flag.DurationVar(&o.warmup, "warmup", 5*time.Second, "discarded warm-up after the first slot (precision, sustained)")
 	flag.DurationVar(&o.grace, "grace", 10*time.Second, "how long after the window a slot may still arrive before it counts as missing")
@@ -289,6 +290,8 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 		return workflowScenario(ctx, st, o, orInt(n, 500))
 	case "callbacks":
 		return callbacks(ctx, st, o, orInt(n, 10_000), 1000)
+	case "noisy":
+		return noisy(ctx, st, o, orInt(n, 20_000))
 	}
 	return nil, fmt.Errorf("unknown scenario %q", name)
 }

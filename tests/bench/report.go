@@ -461,7 +461,7 @@ func numCPU() int { return runtime.NumCPU() }
 // deliveryScenario reports whether a scenario measures webhook deliveries.
 func deliveryScenario(name string) bool {
 	switch name {
-	case "precision", "sustained", "burst", "deployed", "deployed-sustained", "retention":
+	case "precision", "sustained", "burst", "deployed", "deployed-sustained", "retention", "noisy":
 		return true
 	}
 	return false

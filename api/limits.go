@@ -1,0 +1,225 @@
+package api
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/axhq/ax/service"
+)
+
+// tenantLimits is a tenant's limits: null is the server's default (set by
+// the AX_TENANT_MAX_* and AX_TENANT_API_RPS environment variables).
+type tenantLimits struct {
+	// MaxTasks: creates past it are refused (409 quota-exceeded).
+	MaxTasks *int `json:"max_tasks" example:"1000"`
+	// MaxWorkflows: creates past it are refused (409 quota-exceeded).
+	MaxWorkflows *int `json:"max_workflows" example:"100"`
+	// MaxInflightDeliveries: the tenant's webhooks in flight at once, across all replicas.
+	MaxInflightDeliveries *int `json:"max_inflight_deliveries" example:"50"`
+	// MaxDeliveriesPerSecond: the tenant's webhooks started per second, across all replicas.
+	MaxDeliveriesPerSecond *float64 `json:"max_deliveries_per_second" example:"100"`
+	// APIRequestsPerSecond: the tenant's API requests per second (429 past it).
+	APIRequestsPerSecond *float64 `json:"api_requests_per_second" example:"20"`
+} // @name TenantLimits
+
+// effectiveLimits are the limits that apply: the tenant's own or the
+// server's default; null: no limit.
+type effectiveLimits struct {
+	MaxTasks               *int     `json:"max_tasks" example:"1000"`
+	MaxWorkflows           *int     `json:"max_workflows" example:"100"`
+	MaxInflightDeliveries  *int     `json:"max_inflight_deliveries" example:"50"`
+	MaxDeliveriesPerSecond *float64 `json:"max_deliveries_per_second" example:"100"`
+	APIRequestsPerSecond   *float64 `json:"api_requests_per_second" example:"20"`
+} // @name EffectiveLimits
+
+// tenantLimitsResponse is a tenant's own limits and those that apply.
+type tenantLimitsResponse struct {
+	Tenant string       `json:"tenant" example:"acme"`
+	Limits tenantLimits `json:"limits"`
+	// Effective: the limits that apply (own, else the server's default); null: no limit.
+	Effective effectiveLimits `json:"effective"`
+} // @name TenantLimitsResponse
+
+// limitsUsage is what the caller's limits count now.
+type limitsUsage struct {
+	Tasks              int `json:"tasks" example:"12"`
+	InflightDeliveries int `json:"inflight_deliveries" example:"3"`
+} // @name LimitsUsage
+
+// limitsResponse is the caller's limits and current usage.
+type limitsResponse struct {
+	Tenant string          `json:"tenant" example:"acme"`
+	Limits effectiveLimits `json:"limits"`
+	Usage  limitsUsage     `json:"usage"`
+} // @name Limits
+
+func nonZeroInt(v int) *int {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}
+
+func nonZeroFloat(v float64) *float64 {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}
+
+func effectiveOut(e service.EffectiveLimits) effectiveLimits {
+	return effectiveLimits{MaxTasks: nonZeroInt(e.MaxTasks), MaxWorkflows: nonZeroInt(e.MaxWorkflows),
+		MaxInflightDeliveries: nonZeroInt(e.MaxInflightDeliveries), MaxDeliveriesPerSecond: nonZeroFloat(e.MaxDeliveriesPerSecond),
+		APIRequestsPerSecond: nonZeroFloat(e.APIRequestsPerSecond)}
+}
+
+func tenantLimitsOut(v service.TenantLimitsView) tenantLimitsResponse {
+	l := v.Limits
+	return tenantLimitsResponse{Tenant: v.Tenant, Effective: effectiveOut(v.Effective), Limits: tenantLimits{
+		MaxTasks: l.MaxTasks, MaxWorkflows: l.MaxWorkflows, MaxInflightDeliveries: l.MaxInflightDeliveries,
+		MaxDeliveriesPerSecond: l.MaxDeliveriesPerSecond, APIRequestsPerSecond: l.APIRequestsPerSecond,
+	}}
+}
+
+// limitsServed answers 404 when the server has no Limits.
+func (h *handlers) limitsServed(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if h.cfg.Limits == nil {
+			return echo.ErrNotFound
+		}
+		return next(c)
+	}
+}
+
+// adminTenant returns the {tenant} of an admin route: the caller's own
+// tenant; another tenant is not found.
+func adminTenant(c echo.Context) (string, error) {
+	tenant := c.Param("tenant")
+	if tenant != principalFrom(c).Tenant {
+		return "", service.ErrNotFound
+	}
+	return tenant, nil
+}
+
+// getTenantLimits godoc
+//
+//	@ID			getTenantLimits
+//	@Summary		A tenant's limits
+//	@Description	Admin only. null is the server's default. Another tenant is a 404.
+//	@Tags			limits
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			tenant	path		string	true	"tenant id"
+//	@Success		200		{object}	tenantLimitsResponse
+//	@Failure		401,403,404,429,503	{object}	problem
+//	@Header		429	{integer}	Retry-After	"seconds to wait: over the API rate"
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/admin/tenants/{tenant}/limits [get]
+func (h *handlers) getTenantLimits(c echo.Context) error {
+	tenant, err := adminTenant(c)
+	if err != nil {
+		return err
+	}
+	v, err := h.cfg.Limits.Get(c.Request().Context(), tenant)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, tenantLimitsOut(v))
+}
+
+// putTenantLimits godoc
+//
+//	@ID			putTenantLimits
+//	@Summary		Set a tenant's limits
+//	@Description	Admin only. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits. Another tenant is a 404.
+//	@Tags			limits
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			tenant	path		string			true	"tenant id"
+//	@Param			body	body		tenantLimits	true	"the limits"
+//	@Success		200		{object}	tenantLimitsResponse
+//	@Failure		400,401,403,404,415,422,429,503	{object}	problem
+//	@Header		429	{integer}	Retry-After	"seconds to wait: over the API rate"
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/admin/tenants/{tenant}/limits [put]
+func (h *handlers) putTenantLimits(c echo.Context) error {
+	tenant, err := adminTenant(c)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var req tenantLimits
+	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	v, err := h.cfg.Limits.Set(c.Request().Context(), tenant, service.TenantLimits{
+		MaxTasks: req.MaxTasks, MaxWorkflows: req.MaxWorkflows, MaxInflightDeliveries: req.MaxInflightDeliveries,
+		MaxDeliveriesPerSecond: req.MaxDeliveriesPerSecond, APIRequestsPerSecond: req.APIRequestsPerSecond,
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, tenantLimitsOut(v))
+}
+
+// getLimits godoc
+//
+//	@ID			getLimits
+//	@Summary		The caller's limits and current usage
+//	@Description	Any valid token may call it. null: no limit.
+//	@Tags			limits
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Success		200	{object}	limitsResponse
+//	@Failure		401,429,503	{object}	problem
+//	@Header		429	{integer}	Retry-After	"seconds to wait: over the API rate"
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/limits [get]
+func (h *handlers) getLimits(c echo.Context) error {
+	tenant := principalFrom(c).Tenant
+	u, err := h.cfg.Limits.Usage(c.Request().Context(), tenant)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, limitsResponse{Tenant: tenant, Limits: effectiveOut(u.Limits),
+		Usage: limitsUsage{Tasks: u.Tasks, InflightDeliveries: u.InflightDeliveries}})
+}
+
+// rateLimit counts each authenticated request against its tenant's API
+// rate (service.Limits.AllowAPI): past it, 429 with Retry-After. A
+// tenant with a rate gets the RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset headers on every response.
+func (h *handlers) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if h.cfg.Limits == nil {
+			return next(c)
+		}
+		d, err := h.cfg.Limits.AllowAPI(c.Request().Context(), principalFrom(c).Tenant)
+		if err != nil {
+			return err
+		}
+		if !d.Limited {
+			return next(c)
+		}
+		hdr := c.Response().Header()
+		hdr.Set("RateLimit-Limit", strconv.FormatInt(int64(math.Ceil(d.Limit)), 10))
+		hdr.Set("RateLimit-Remaining", strconv.Itoa(d.Remaining))
+		if d.Allowed {
+			hdr.Set("RateLimit-Reset", "1")
+			return next(c)
+		}
+		wait := strconv.FormatInt(int64(math.Ceil(max(d.RetryAfter, time.Second).Seconds())), 10)
+		hdr.Set("RateLimit-Reset", wait)
+		hdr.Set(echo.HeaderRetryAfter, wait)
+		return &problem{Status: http.StatusTooManyRequests, Title: "Too Many Requests",
+			Detail: "the tenant's api_requests_per_second limit is reached; retry after Retry-After seconds"}
+	}
+}

@@ -1,0 +1,161 @@
+package api_test
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/service"
+)
+
+// TestTenantLimitsAPI: the admin limits routes need the admin scope (403),
+// serve only the caller's tenant (404 across tenants), validate, and store
+// what GET /v1/limits then shows with the usage.
+func TestTenantLimitsAPI(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, &apiOpts{LimitDefaults: service.EffectiveLimits{MaxInflightDeliveries: 400}})
+	admin := token(t, "acme", "admin")
+	path := "/v1/admin/tenants/acme/limits"
+
+	a.must(http.StatusForbidden, req{Method: http.MethodGet, Path: path, Token: token(t, "acme")})
+	a.must(http.StatusForbidden, req{Method: http.MethodPut, Path: path, Token: token(t, "acme"), Body: map[string]any{}})
+	a.must(http.StatusNotFound, req{Method: http.MethodGet, Path: "/v1/admin/tenants/other/limits", Token: admin})
+	a.must(http.StatusNotFound, req{Method: http.MethodPut, Path: "/v1/admin/tenants/other/limits", Token: admin,
+		Body: map[string]any{"max_tasks": 1}})
+
+	r := a.must(http.StatusOK, req{Method: http.MethodGet, Path: path, Token: admin})
+	require.Nil(t, r.JSON["limits"].(map[string]any)["max_tasks"], "null: the server default")
+	require.InDelta(t, 400, r.JSON["effective"].(map[string]any)["max_inflight_deliveries"], 0, "the server default applies")
+
+	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPut, Path: path, Token: admin,
+		Body: map[string]any{"max_tasks": -1, "api_requests_per_second": 0, "max_inflight_deliveries": 0}})
+	require.Len(t, r.JSON["errors"], 3, "%s", r.Raw)
+	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPut, Path: path, Token: admin, Body: map[string]any{"max_taskz": 1}})
+
+	r = a.must(http.StatusOK, req{Method: http.MethodPut, Path: path, Token: admin,
+		Body: map[string]any{"max_tasks": 5, "max_inflight_deliveries": 10, "max_deliveries_per_second": 2.5}})
+	require.InDelta(t, 5, r.JSON["limits"].(map[string]any)["max_tasks"], 0)
+	require.InDelta(t, 10, r.JSON["effective"].(map[string]any)["max_inflight_deliveries"], 0, "its own beats the default")
+	require.InDelta(t, 2.5, r.JSON["effective"].(map[string]any)["max_deliveries_per_second"], 0)
+	require.Nil(t, r.JSON["effective"].(map[string]any)["api_requests_per_second"], "no limit")
+
+	tok := token(t, "acme")
+	ep := a.createEndpoint(tok, "billing")
+	a.createTask(tok, ep, "one", nil)
+	r = a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/limits", Token: tok})
+	require.Equal(t, "acme", r.JSON["tenant"])
+	require.InDelta(t, 5, r.JSON["limits"].(map[string]any)["max_tasks"], 0)
+	require.InDelta(t, 1, r.JSON["usage"].(map[string]any)["tasks"], 0)
+	require.InDelta(t, 0, r.JSON["usage"].(map[string]any)["inflight_deliveries"], 0)
+
+	// Another tenant has the defaults.
+	r = a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/limits", Token: token(t, "other")})
+	require.Nil(t, r.JSON["limits"].(map[string]any)["max_tasks"])
+	require.InDelta(t, 400, r.JSON["limits"].(map[string]any)["max_inflight_deliveries"], 0)
+}
+
+// TestTaskQuota: a create past max_tasks is a 409 whose problem type ends
+// in /quota-exceeded and names the limit; a delete makes room again.
+func TestTaskQuota(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	ep := a.createEndpoint(tok, "billing")
+	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: token(t, "acme", "admin"),
+		Body: map[string]any{"max_tasks": 2}})
+	a.createTask(tok, ep, "one", nil)
+	second := a.createTask(tok, ep, "two", nil).JSON["id"].(string)
+	r := a.do(req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: map[string]any{"name": "three", "endpoint_id": ep,
+		"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *"}}})
+	require.Equal(t, http.StatusConflict, r.Status, "%s", r.Raw)
+	require.True(t, strings.HasSuffix(r.JSON["type"].(string), "/quota-exceeded"), r.JSON["type"])
+	require.Contains(t, r.JSON["detail"], "max_tasks")
+	require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"))
+
+	// Another tenant is not counted against it.
+	other := token(t, "other")
+	a.createTask(other, a.createEndpoint(other, "x"), "one", nil)
+
+	a.must(http.StatusNoContent, req{Method: http.MethodDelete, Path: "/v1/tasks/" + second, Token: tok})
+	a.createTask(tok, ep, "three", nil)
+}
+
+// TestAPIRateLimit: past api_requests_per_second a request is a 429 with
+// Retry-After and the RateLimit-* headers; a tenant without a rate gets
+// none of them.
+func TestAPIRateLimit(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: token(t, "acme", "admin"),
+		Body: map[string]any{"api_requests_per_second": 2}})
+	tok := token(t, "acme")
+	var limited resp
+	ok := 0
+	for range 20 {
+		r := a.do(req{Method: http.MethodGet, Path: "/v1/me", Token: tok})
+		require.Equal(t, "2", r.Header.Get("RateLimit-Limit"))
+		require.NotEmpty(t, r.Header.Get("RateLimit-Remaining"))
+		require.NotEmpty(t, r.Header.Get("RateLimit-Reset"))
+		if r.Status == http.StatusTooManyRequests {
+			limited = r
+			break
+		}
+		require.Equal(t, http.StatusOK, r.Status)
+		ok++
+	}
+	require.NotZero(t, limited.Status, "20 requests at once exceed 2 per second")
+	require.LessOrEqual(t, ok, 3, "at most the bucket (2) and what it refilled meanwhile")
+	require.Equal(t, "application/problem+json", limited.Header.Get("Content-Type"))
+	require.True(t, strings.HasSuffix(limited.JSON["type"].(string), "/rate-limited"))
+	wait, err := strconv.Atoi(limited.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, wait, 1)
+	require.Equal(t, "0", limited.Header.Get("RateLimit-Remaining"))
+
+	// Another tenant has no rate: no headers, no 429.
+	other := token(t, "other")
+	for range 20 {
+		r := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: other})
+		require.Empty(t, r.Header.Get("RateLimit-Limit"))
+	}
+}
+
+// TestAPIRateAcrossReplicas: two replicas on one database share a tenant's
+// API rate; over 3 s of as many requests as they take, together they
+// allow about the rate (never more than the rate over the time plus the
+// one-second bucket), and the test logs the error against it.
+func TestAPIRateAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	b := newAPI(t, &apiOpts{Pool: a.pool})
+	const rate = 20
+	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: token(t, "acme", "admin"),
+		Body: map[string]any{"api_requests_per_second": rate}})
+	require.NoError(t, b.limitsRefresh())
+	tok := token(t, "acme")
+	start := time.Now()
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for _, r := range []*testAPI{a, b, a, b} {
+		wg.Go(func() {
+			for time.Since(start) < 3*time.Second {
+				if r.do(req{Method: http.MethodGet, Path: "/v1/me", Token: tok}).Status == http.StatusOK {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	got := float64(allowed.Load())
+	t.Logf("two replicas allowed %.0f requests in %.2f s: %.1f/s against a rate of %d/s (%+.0f%%)",
+		got, elapsed, got/elapsed, rate, (got/elapsed/rate-1)*100)
+	require.LessOrEqual(t, got, rate*elapsed+rate+1, "never more than the rate and the bucket")
+	require.GreaterOrEqual(t, got, rate*elapsed*0.7, "not far below the rate")
+}

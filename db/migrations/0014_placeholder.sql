@@ -1,1 +1,0 @@
--- Placeholder (drop at merge): another branch holds this number.

@@ -1,0 +1,57 @@
+package service
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestLanesAssign: a tenant's burst (BurstPerSecond fires in one second of
+// slots) and fires to a slow endpoint go to the bulk lane; another
+// tenant's fires in the same pass stay in the main lane, and each lane's
+// jobs are batched apart.
+func TestLanesAssign(t *testing.T) {
+	t.Parallel()
+	l := &Lanes{BurstPerSecond: 3}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var fired []firedExecution
+	for i := range 4 {
+		fired = append(fired, firedExecution{TenantID: "a", ID: NewID(), EndpointID: "ea", ScheduledFor: at.Add(time.Duration(i) * time.Millisecond),
+			Priority: 2, MaxAttempts: 3})
+	}
+	fired = append(fired,
+		firedExecution{TenantID: "b", ID: NewID(), EndpointID: "eb", ScheduledFor: at, Priority: 2, MaxAttempts: 3},
+		firedExecution{TenantID: "b", ID: NewID(), EndpointID: "slow", ScheduledFor: at.Add(time.Minute), Priority: 2, MaxAttempts: 3},
+	)
+	for range 5 {
+		l.Observe("slow", 2*time.Second)
+		l.Observe("eb", 10*time.Millisecond)
+	}
+	require.True(t, l.Slow("slow"))
+	require.False(t, l.Slow("eb"))
+	require.False(t, l.Slow("never-seen"))
+	l.assign(fired)
+	for _, f := range fired[:4] {
+		require.True(t, f.Bulk, "a's burst")
+	}
+	require.False(t, fired[4].Bulk, "b's on-time fire")
+	require.True(t, fired[5].Bulk, "a slow endpoint")
+
+	jobs := fireInserts(fired, at.Add(-time.Hour), 0)
+	queues := map[string]int{}
+	for _, j := range jobs {
+		queues[j.InsertOpts.Queue]++
+		if args, ok := j.Args.(DeliverBatchArgs); ok {
+			require.Len(t, args.Executions, 4, "a's burst, batched in its lane")
+			require.Equal(t, QueueDeliverBulk, j.InsertOpts.Queue)
+		}
+	}
+	require.Equal(t, map[string]int{QueueDeliver: 1, QueueDeliverBulk: 2}, queues)
+
+	// A nil Lanes puts everything in the main lane.
+	var none *Lanes
+	none.assign(fired[:1])
+	none.Observe("x", time.Second)
+	require.False(t, none.Slow("x"))
+}
