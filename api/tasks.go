@@ -69,12 +69,12 @@ type taskRequest struct {
 
 // taskResponse is a task as the API returns it.
 type taskResponse struct {
-	ID                 string            `json:"id"`
-	Name               string            `json:"name"`
-	EndpointID         string            `json:"endpoint_id"`
-	Schedule           scheduleDTO       `json:"schedule"`
-	Payload            json.RawMessage   `json:"payload" swaggertype:"object"`
-	Priority           int               `json:"priority"`
+	ID         string          `json:"id"`
+	Name       string          `json:"name"`
+	EndpointID string          `json:"endpoint_id"`
+	Schedule   scheduleDTO     `json:"schedule"`
+	Payload    json.RawMessage `json:"payload" swaggertype:"object"`
+	Priority   int             `json:"priority"`
 	// TimeoutMS per attempt; absent: the endpoint's timeout.
 	TimeoutMS          *int              `json:"timeout_ms,omitempty"`
 	Retry              retryDTO          `json:"retry"`
