@@ -89,8 +89,8 @@ func unknownFieldError(err error, body []byte, dst any) error {
 	}
 	name = strings.Trim(name, `"`)
 	var doc any
-	if json.Unmarshal(body, &doc) != nil {
-		return nil
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil //nolint:nilerr // not a path lookup's business: jsonError reports the decode error
 	}
 	path := unknownPath(doc, reflect.TypeOf(dst), "", name)
 	if path == "" {

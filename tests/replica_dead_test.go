@@ -500,5 +500,5 @@ func TestBurstSharedBetweenReplicas(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return countRows(t, pool, `SELECT count(*)::int FROM executions WHERE state = 'succeeded'`) == tasks
 	}, 120*time.Second, 250*time.Millisecond, "every delivery completes")
-	require.Equal(t, tasks, len(recv.keys()), "each execution's key reached the receiver")
+	require.Len(t, recv.keys(), tasks, "each execution's key reached the receiver")
 }
