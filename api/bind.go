@@ -307,7 +307,7 @@ func badRequest(detail string) error {
 func pageParams(c echo.Context) (service.Page, error) {
 	var ve service.ValidationError
 	limit := 0
-	if err := presentButEmpty(c, "limit", "cursor"); err != nil {
+	if err := presentButEmpty(c, "limit"); err != nil {
 		return service.Page{}, err
 	}
 	if v := c.QueryParam("limit"); v != "" {

@@ -34,12 +34,13 @@ func TestEmptyQueryValuesAreRefused(t *testing.T) {
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "e")
 	id := a.createTask(tok, ep, "t", nil).JSON["id"].(string)
-	for _, p := range []string{"/v1/tasks?limit=", "/v1/endpoints?limit=", "/v1/executions?limit=", "/v1/tasks?cursor=",
+	for _, p := range []string{"/v1/tasks?limit=", "/v1/endpoints?limit=", "/v1/executions?limit=", "/v1/audit?limit=",
 		"/v1/tasks/" + id + "/preview?count="} {
 		r := a.must(http.StatusBadRequest, req{Method: http.MethodGet, Path: p, Token: tok})
 		require.Contains(t, r.JSON["detail"], "empty", p)
 	}
 	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks?limit=1", Token: tok})
+	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks?cursor=", Token: tok}) // an empty cursor: the first page
 	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks/" + id + "/preview?count=2", Token: tok})
 }
 
