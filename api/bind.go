@@ -5,11 +5,16 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -32,6 +37,12 @@ func readBody(c echo.Context) ([]byte, error) {
 		}
 		return nil, badRequest("the request body could not be read")
 	}
+	if !utf8.Valid(body) {
+		// RFC 8259 §8.1: JSON text exchanged between systems is UTF-8. A
+		// payload stored with invalid bytes would make every later list of
+		// the tenant's tasks invalid JSON for a strict client.
+		return nil, badRequest("the request body is not valid UTF-8 (RFC 8259 requires JSON to be UTF-8)")
+	}
 	return body, nil
 }
 
@@ -39,8 +50,12 @@ func readBody(c echo.Context) ([]byte, error) {
 // validation errors (so a typo is not silently ignored), read-only fields
 // say so, and anything after the value is rejected.
 func decodeStrict(body []byte, dst any, readOnly ...string) error {
-	if len(bytes.TrimSpace(body)) == 0 {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
 		return badRequest("the request body is empty; send a JSON object")
+	}
+	if bytes.Equal(trimmed, []byte("null")) {
+		return badRequest("the request body must be a JSON object, not null")
 	}
 	if err := checkReadOnly(body, readOnly); err != nil {
 		return err
@@ -48,12 +63,167 @@ func decodeStrict(body []byte, dst any, readOnly ...string) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
+		if ve := unknownFieldError(err, body, dst); ve != nil {
+			return ve
+		}
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("unexpected data after the JSON value")
 	}
+	if path, ok := findNUL(reflect.ValueOf(dst), ""); ok {
+		// Postgres text cannot hold U+0000. Payloads (raw JSON, stored as
+		// bytes) may carry it.
+		return badRequest("the string at " + strconv.Quote(path) + " contains a NUL character (\\u0000)")
+	}
 	return nil
+}
+
+// unknownFieldError turns encoding/json's "unknown field" error, which
+// names the key only, into a field error with the key's path
+// (schedule.delay_seconds), found by walking body along dst's type.
+func unknownFieldError(err error, body []byte, dst any) error {
+	name, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	if !ok {
+		return nil
+	}
+	name = strings.Trim(name, `"`)
+	var doc any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil //nolint:nilerr // not a path lookup's business: jsonError reports the decode error
+	}
+	path := unknownPath(doc, reflect.TypeOf(dst), "", name)
+	if path == "" {
+		path = name
+	}
+	return &service.ValidationError{Fields: []service.FieldError{{Field: path, Message: "unknown field"}}}
+}
+
+// unknownPath returns the dotted path of the first key of doc named name
+// that type t does not have ("" when there is none).
+func unknownPath(doc any, t reflect.Type, prefix, name string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	join := func(k string) string {
+		if prefix == "" {
+			return k
+		}
+		return prefix + "." + k
+	}
+	switch d := doc.(type) {
+	case map[string]any:
+		switch t.Kind() {
+		case reflect.Struct:
+			keys := slices.Sorted(maps.Keys(d))
+			for _, k := range keys {
+				f, ok := jsonField(t, k)
+				if !ok {
+					if k == name {
+						return join(k)
+					}
+					continue
+				}
+				if p := unknownPath(d[k], f.Type, join(k), name); p != "" {
+					return p
+				}
+			}
+		case reflect.Map:
+			for _, k := range slices.Sorted(maps.Keys(d)) {
+				if p := unknownPath(d[k], t.Elem(), join(k), name); p != "" {
+					return p
+				}
+			}
+		}
+	case []any:
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			for i, v := range d {
+				if p := unknownPath(v, t.Elem(), prefix+"["+strconv.Itoa(i)+"]", name); p != "" {
+					return p
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// jsonField finds the field of struct type t that encoding/json decodes key
+// into (matching its name case-insensitively, as encoding/json does).
+func jsonField(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if strings.EqualFold(tag, key) {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+// findNUL returns the JSON path of the first string in v (struct fields,
+// map keys and values, slice elements) that contains U+0000.
+func findNUL(v reflect.Value, path string) (string, bool) {
+	join := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return "", false
+		}
+		return findNUL(v.Elem(), path)
+	case reflect.String:
+		return path, strings.IndexByte(v.String(), 0) >= 0
+	case reflect.Struct:
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" {
+				name = f.Name
+			}
+			if p, ok := findNUL(v.Field(i), join(name)); ok {
+				return p, true
+			}
+		}
+	case reflect.Map:
+		iter := v.MapRange()
+		for iter.Next() {
+			k := iter.Key()
+			if k.Kind() == reflect.String && strings.IndexByte(k.String(), 0) >= 0 {
+				return join(k.String()), true
+			}
+			if p, ok := findNUL(iter.Value(), join(fmt.Sprint(k.Interface()))); ok {
+				return p, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type() == rawMessageType || v.Type().Elem().Kind() == reflect.Uint8 {
+			return "", false
+		}
+		for i := range v.Len() {
+			if p, ok := findNUL(v.Index(i), path+"["+strconv.Itoa(i)+"]"); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }
 
 // decodeOptional decodes a JSON body into dst when the request has one; an
@@ -137,6 +307,9 @@ func badRequest(detail string) error {
 func pageParams(c echo.Context) (service.Page, error) {
 	var ve service.ValidationError
 	limit := 0
+	if err := presentButEmpty(c, "limit"); err != nil {
+		return service.Page{}, err
+	}
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -154,6 +327,19 @@ func pageParams(c echo.Context) (service.Page, error) {
 		}
 	}
 	return page, ve.Err()
+}
+
+// presentButEmpty refuses, with 400, a query parameter given without a
+// value (?limit=): a client that sends one means something, and treating
+// it as absent hides the bug.
+func presentButEmpty(c echo.Context, names ...string) error {
+	q := c.QueryParams()
+	for _, n := range names {
+		if vs, ok := q[n]; ok && slices.Contains(vs, "") {
+			return badRequest("query parameter " + n + " is empty; give it a value or leave it out")
+		}
+	}
+	return nil
 }
 
 func encodeCursor(id string) string {

@@ -51,8 +51,6 @@ type endpointResponse struct {
 	// DisabledReason says why ax disabled the endpoint (e.g. it answered 410 Gone).
 	DisabledReason string     `json:"disabled_reason,omitempty"`
 	DisabledAt     *timestamp `json:"disabled_at,omitempty" swaggertype:"string" format:"date-time"`
-	// Secret is returned only by create and rotate-secret.
-	Secret string `json:"secret,omitempty"`
 	// PreviousSecretExpiresAt is when the secret replaced by the last rotation stops signing.
 	PreviousSecretExpiresAt *timestamp `json:"previous_secret_expires_at,omitempty" swaggertype:"string" format:"date-time"`
 	CreatedAt               timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
@@ -62,6 +60,14 @@ type endpointResponse struct {
 	// RateLimitPerSecond: requests started per second (null: no limit).
 	RateLimitPerSecond *float64 `json:"rate_limit_per_second" example:"50"`
 } // @name Endpoint
+
+// endpointWithSecret is what create and rotate-secret return: the endpoint
+// and its signing secret, which no other response shows.
+type endpointWithSecret struct {
+	endpointResponse
+	// Secret signs the webhooks: whsec_ + base64. Shown only here; store it now.
+	Secret string `json:"secret" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq="`
+} // @name EndpointWithSecret
 
 // endpointList is a page of endpoints.
 type endpointList struct {
@@ -95,15 +101,16 @@ func endpointRequestOf(in service.EndpointInput) endpointRequest {
 		MaxConcurrency: in.MaxConcurrency, RateLimitPerSecond: in.RateLimitPerSecond}
 }
 
-func endpointOut(e service.Endpoint, withSecret bool) endpointResponse {
+func endpointWithSecretOut(e service.Endpoint) endpointWithSecret {
+	return endpointWithSecret{endpointResponse: endpointOut(e), Secret: e.Secret}
+}
+
+func endpointOut(e service.Endpoint) endpointResponse {
 	out := endpointResponse{
 		ID: e.ID, Name: e.Name, URL: e.URL, Method: e.Method, Headers: e.Headers, TimeoutMS: int(e.Timeout / time.Millisecond),
 		Enabled: e.Enabled, DisabledReason: e.DisabledReason, DisabledAt: stampPtr(e.DisabledAt), Format: e.Format,
 		CreatedAt: stamp(e.CreatedAt.UTC()), UpdatedAt: stamp(e.UpdatedAt.UTC()),
 		MaxConcurrency: e.MaxConcurrency, RateLimitPerSecond: e.RateLimitPerSecond,
-	}
-	if withSecret {
-		out.Secret = e.Secret
 	}
 	if e.PreviousSecretExpiresAt != nil && e.PreviousSecretExpiresAt.After(time.Now()) {
 		t := stamp(e.PreviousSecretExpiresAt.UTC())
@@ -123,7 +130,7 @@ func endpointOut(e service.Endpoint, withSecret bool) endpointResponse {
 //	@Security		BearerAuth
 //	@Param			Idempotency-Key	header		string			false	"replay protection for 24 h"
 //	@Param			body			body		endpointRequest	true	"the endpoint"
-//	@Success		201				{object}	endpointResponse
+//	@Success		201				{object}	endpointWithSecret
 //	@Failure		400,401,403,413,415,422,503	{object}	problem
 //	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/endpoints [post]
@@ -140,7 +147,7 @@ func (h *handlers) createEndpoint(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, endpointOut(e, true))
+	return c.JSON(http.StatusCreated, endpointWithSecretOut(e))
 }
 
 // listEndpoints godoc
@@ -167,7 +174,7 @@ func (h *handlers) listEndpoints(c echo.Context) error {
 	}
 	out := endpointList{Items: make([]endpointResponse, 0, len(items)), NextCursor: encodeCursor(next)}
 	for _, e := range items {
-		out.Items = append(out.Items, endpointOut(e, false))
+		out.Items = append(out.Items, endpointOut(e))
 	}
 	return c.JSON(http.StatusOK, out)
 }
@@ -189,7 +196,7 @@ func (h *handlers) getEndpoint(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, endpointOut(e, false))
+	return c.JSON(http.StatusOK, endpointOut(e))
 }
 
 // patchEndpoint godoc
@@ -227,7 +234,7 @@ func (h *handlers) patchEndpoint(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, endpointOut(e, false))
+	return c.JSON(http.StatusOK, endpointOut(e))
 }
 
 // deleteEndpoint godoc
@@ -260,7 +267,7 @@ func (h *handlers) deleteEndpoint(c echo.Context) error {
 //	@Security		BearerAuth
 //	@Param			id		path		string				true	"endpoint id"
 //	@Param			body	body		rotateSecretRequest	false	"the new secret; generated when omitted"
-//	@Success		200		{object}	endpointResponse
+//	@Success		200		{object}	endpointWithSecret
 //	@Failure		400,401,403,404,415,422,503	{object}	problem
 //	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/endpoints/{id}/rotate-secret [post]
@@ -273,7 +280,7 @@ func (h *handlers) rotateEndpointSecret(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, endpointOut(e, true))
+	return c.JSON(http.StatusOK, endpointWithSecretOut(e))
 }
 
 // mergePatch applies a JSON patch body onto dst (the current state as a

@@ -128,7 +128,7 @@ func TestEndpointInUseCannotBeDeleted(t *testing.T) {
 	alert := a.createEndpoint(tok, "alerts")
 	task := a.createTask(tok, ep, "uses-it", map[string]any{"alert_endpoint_id": alert})
 	r := a.must(http.StatusConflict, req{Method: http.MethodDelete, Path: "/v1/endpoints/" + ep, Token: tok})
-	require.Contains(t, r.JSON["detail"], "used by tasks")
+	require.Contains(t, r.JSON["detail"], "used by 1 task (as target or alert endpoint): uses-it (")
 	a.must(http.StatusConflict, req{Method: http.MethodDelete, Path: "/v1/endpoints/" + alert, Token: tok})
 	a.must(http.StatusNoContent, req{Method: http.MethodDelete, Path: "/v1/tasks/" + task.JSON["id"].(string), Token: tok})
 	a.must(http.StatusNoContent, req{Method: http.MethodDelete, Path: "/v1/endpoints/" + ep, Token: tok})

@@ -171,12 +171,13 @@ func (h *handlers) getExecution(c echo.Context) error {
 //
 //	@ID				cancelExecution
 //	@Summary		Cancel an execution
-//	@Description	pending or retrying: cancelled at once, and its queued delivery is cancelled. running: the in-flight attempt is interrupted and the execution ends as cancelled; until then it shows state running with cancel_requested true (an attempt that completes first keeps its outcome). Idempotent while running. A running execution that no job is delivering (a fault left it) is cancelled at once. Finished executions (succeeded, failed, cancelled, skipped): 409.
+//	@Description	pending or retrying: cancelled at once, and its queued delivery is cancelled. running: 202; the in-flight attempt is interrupted and the execution ends as cancelled; until then it shows state running with cancel_requested true (an attempt that completes first keeps its outcome). Idempotent while running. A running execution that no job is delivering (a fault left it) is cancelled at once. Finished executions (succeeded, failed, cancelled, skipped): 409.
 //	@Tags			executions
 //	@Produce		json
 //	@Security		BearerAuth
 //	@Param			id	path		string	true	"execution id"
-//	@Success		200	{object}	executionResponse
+//	@Success		200	{object}	executionResponse	"cancelled: state is cancelled"
+//	@Success		202	{object}	executionResponse	"running: the cancel is requested (cancel_requested true, state still running); poll the execution for its end"
 //	@Failure		401,403,404,409,503	{object}	problem
 //	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/executions/{id}/cancel [post]
@@ -184,6 +185,11 @@ func (h *handlers) cancelExecution(c echo.Context) error {
 	x, err := h.cfg.Executions.Cancel(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
 	if err != nil {
 		return err
+	}
+	if x.State != service.ExecCancelled {
+		// Running: the attempt is being interrupted, not yet over. 202 says
+		// so; cancel_requested is true in the body.
+		return c.JSON(http.StatusAccepted, executionOut(x))
 	}
 	return c.JSON(http.StatusOK, executionOut(x))
 }

@@ -465,14 +465,14 @@ func TestExecutionCancel(t *testing.T) {
 	running := a.trigger(tok, task, nil).JSON["id"].(string)
 	a.exec(`UPDATE executions SET state = 'running', attempts = 1, lease_attempt = 1, started_at = now() WHERE id = $1`, running)
 	a.exec(`UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() WHERE args->>'execution_id' = $1`, running)
-	r = cancel(http.StatusOK, running)
+	r = cancel(http.StatusAccepted, running)
 	require.Equal(t, "running", r.JSON["state"])
 	require.Equal(t, true, r.JSON["cancel_requested"])
 	require.Equal(t, []string{"fired"}, eventTypes(r), "the worker records the outcome")
 	jobs = a.jobs(running)
 	require.Equal(t, "running", jobs[0].State)
 	require.True(t, jobs[0].CancelAsked)
-	r = cancel(http.StatusOK, running)
+	r = cancel(http.StatusAccepted, running)
 	require.Equal(t, true, r.JSON["cancel_requested"])
 
 	// running, but its job completed without its outcome (lost in a

@@ -44,12 +44,12 @@ func requireClientError(t *testing.T, err error) {
 
 // populatedTask is a task's current state as patchTask sees it.
 func populatedTask() taskRequest {
-	timeout := 30000
+	timeout, priority := 30000, 2
 	runAt := "2030-01-02T03:04:05Z"
 	return taskRequest{
 		Name: "order.reconcile.daily", EndpointID: "0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e",
 		Schedule: scheduleDTO{Type: "cron", Cron: "0 2 * * *", Timezone: "Asia/Shanghai", EndAt: &runAt},
-		Payload:  json.RawMessage(`{"any":"json"}`), Priority: 2, TimeoutMS: &timeout,
+		Payload:  json.RawMessage(`{"any":"json"}`), Priority: &priority, TimeoutMS: &timeout,
 		Retry:         retryDTO{MaxAttempts: 5, InitialBackoffMS: 1000, MaxBackoffMS: 600000},
 		OverlapPolicy: "allow", MisfirePolicy: "fire_once", Labels: map[string]string{"team": "billing"},
 		PauseAfterFailures: 3,

@@ -109,7 +109,7 @@ type authedRoutes struct {
 // something (any method but GET) also carries the request's actor to the
 // service, which records each change in the audit log (withActor).
 func (g *authedRoutes) add(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
-	chain := []echo.MiddlewareFunc{g.auth, g.rate}
+	chain := []echo.MiddlewareFunc{g.auth, g.rate, checkQuery(method, g.prefix+path)}
 	if method != http.MethodGet {
 		chain = append(chain, withActor)
 	}

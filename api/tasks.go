@@ -74,10 +74,10 @@ type taskRequest struct {
 	Schedule   scheduleDTO `json:"schedule"`
 	// Payload is any JSON; the webhook body carries it byte for byte. Default {}.
 	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
-	// Priority 1 (highest) to 4; default 2.
-	Priority int `json:"priority,omitempty" example:"2"`
+	// Priority 1 (highest) to 4; null or absent: 2.
+	Priority *int `json:"priority,omitempty" example:"2" minimum:"1" maximum:"4" extensions:"x-nullable"`
 	// TimeoutMS per attempt (100..300000); null or absent: the endpoint's timeout.
-	TimeoutMS     *int              `json:"timeout_ms,omitempty" example:"30000"`
+	TimeoutMS     *int              `json:"timeout_ms,omitempty" example:"30000" minimum:"100" maximum:"300000" extensions:"x-nullable"`
 	Retry         retryDTO          `json:"retry"`
 	OverlapPolicy string            `json:"overlap_policy,omitempty" enums:"allow,skip,queue" example:"allow"`
 	MisfirePolicy string            `json:"misfire_policy,omitempty" enums:"fire_once,fire_all,skip" example:"fire_once"`
@@ -97,12 +97,13 @@ type taskRequest struct {
 
 // taskResponse is a task as the API returns it.
 type taskResponse struct {
-	ID                 string            `json:"id"`
-	Name               string            `json:"name"`
-	EndpointID         string            `json:"endpoint_id"`
-	Schedule           scheduleDTO       `json:"schedule"`
-	Payload            json.RawMessage   `json:"payload" swaggertype:"object"`
-	Priority           int               `json:"priority"`
+	ID         string          `json:"id"`
+	Name       string          `json:"name"`
+	EndpointID string          `json:"endpoint_id"`
+	Schedule   scheduleDTO     `json:"schedule"`
+	Payload    json.RawMessage `json:"payload" swaggertype:"object"`
+	Priority   int             `json:"priority"`
+	// TimeoutMS per attempt; absent: the endpoint's timeout.
 	TimeoutMS          *int              `json:"timeout_ms,omitempty"`
 	Retry              retryDTO          `json:"retry"`
 	OverlapPolicy      string            `json:"overlap_policy"`
@@ -114,7 +115,8 @@ type taskResponse struct {
 	Completion         completionDTO     `json:"completion"`
 	SLA                *slaDTO           `json:"sla,omitempty"`
 	State              string            `json:"state" enums:"active,paused,completed"`
-	NextRunAt          *timestamp        `json:"next_run_at" swaggertype:"string" format:"date-time"`
+	// NextRunAt is the next slot the task will fire; null when it will not fire (paused or completed).
+	NextRunAt *timestamp `json:"next_run_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
 	// MissedCount counts slots that were not fired (misfire policy).
 	MissedCount int64     `json:"missed_count"`
 	CreatedAt   timestamp `json:"created_at" swaggertype:"string" format:"date-time"`
@@ -154,7 +156,7 @@ var taskReadOnly = []string{"id", "state", "next_run_at", "created_at", "updated
 func (r taskRequest) input() (service.TaskInput, error) {
 	var ve service.ValidationError
 	in := service.TaskInput{
-		Name: r.Name, EndpointID: r.EndpointID, Payload: r.Payload, Priority: r.Priority,
+		Name: r.Name, EndpointID: r.EndpointID, Payload: r.Payload,
 		Schedule: service.ScheduleSpec{
 			Type: r.Schedule.Type, Cron: r.Schedule.Cron, Timezone: r.Schedule.Timezone, IntervalSeconds: r.Schedule.IntervalSeconds,
 			RunAt: parseTime(&ve, "schedule.run_at", r.Schedule.RunAt), StartAt: parseTime(&ve, "schedule.start_at", r.Schedule.StartAt),
@@ -199,8 +201,12 @@ func (r taskRequest) input() (service.TaskInput, error) {
 	if r.Retry.MaxAttempts < 0 {
 		ve.Add("retry.max_attempts", "must be 1 to 100")
 	}
-	if r.Priority < 0 {
-		ve.Add("priority", "must be 1 (highest) to 4")
+	if r.Priority != nil {
+		// 0 is out of range like 5 is; only null or absent take the default.
+		if *r.Priority < 1 || *r.Priority > 4 {
+			ve.Add("priority", "must be 1 (highest) to 4")
+		}
+		in.Priority = *r.Priority
 	}
 	return in, ve.Err()
 }
@@ -233,7 +239,7 @@ func scheduleOut(s service.ScheduleSpec) scheduleDTO {
 
 func taskRequestOf(in service.TaskInput) taskRequest {
 	r := taskRequest{
-		Name: in.Name, EndpointID: in.EndpointID, Schedule: scheduleOut(in.Schedule), Payload: in.Payload, Priority: in.Priority,
+		Name: in.Name, EndpointID: in.EndpointID, Schedule: scheduleOut(in.Schedule), Payload: in.Payload,
 		Retry: retryDTO{MaxAttempts: in.Retry.MaxAttempts, InitialBackoffMS: in.Retry.InitialBackoff.Milliseconds(),
 			MaxBackoffMS: in.Retry.MaxBackoff.Milliseconds()},
 		OverlapPolicy: in.OverlapPolicy, MisfirePolicy: in.MisfirePolicy, Labels: in.Labels,
@@ -250,6 +256,10 @@ func taskRequestOf(in service.TaskInput) taskRequest {
 		ms := int(in.Timeout.Milliseconds())
 		r.TimeoutMS = &ms
 	}
+	if in.Priority != 0 {
+		p := in.Priority
+		r.Priority = &p
+	}
 	return r
 }
 
@@ -260,13 +270,23 @@ func taskOut(t service.Task) taskResponse {
 		TimeoutMS: req.TimeoutMS, Retry: req.Retry, OverlapPolicy: t.OverlapPolicy, MisfirePolicy: t.MisfirePolicy,
 		Labels: t.Labels, AlertEndpointID: t.AlertEndpointID, PauseAfterFailures: t.PauseAfterFailures, Shards: t.Shards,
 		Completion: completionDTO{Mode: service.CompletionResponse}, SLA: req.SLA,
-		State: t.State, NextRunAt: stampPtr(t.NextRunAt), MissedCount: t.MissedCount,
+		State: t.State, NextRunAt: nextRunAt(t), MissedCount: t.MissedCount,
 		CreatedAt: stamp(t.CreatedAt), UpdatedAt: stamp(t.UpdatedAt),
 	}
 	if req.Completion != nil {
 		out.Completion = *req.Completion
 	}
 	return out
+}
+
+// nextRunAt is the slot the task will fire next: none while it is paused
+// (the stored next_run_at is where the scheduler would have continued;
+// resume recomputes it from now) or completed.
+func nextRunAt(t service.Task) *timestamp {
+	if t.State != service.TaskActive {
+		return nil
+	}
+	return stampPtr(t.NextRunAt)
 }
 
 // createTask godoc
@@ -311,12 +331,13 @@ func (h *handlers) createTask(c echo.Context) error {
 //	@Tags		tasks
 //	@Produce	json
 //	@Security	BearerAuth
-//	@Param		state	query		string		false	"active, paused or completed"
+//	@Param		state	query		string		false	"active, paused or completed"	Enums(active, paused, completed)
+//	@Param		name	query		string		false	"keep tasks whose name starts with this prefix"
 //	@Param		label	query		[]string	false	"k:v; repeat to require several labels"	collectionFormat(multi)
 //	@Param		limit	query		int			false	"page size (default 50, max 500)"
 //	@Param		cursor	query		string		false	"next_cursor of the previous page"
 //	@Success	200		{object}	taskList
-//	@Failure	401,403,422,503	{object}	problem
+//	@Failure	400,401,403,422,503	{object}	problem
 //	@Header	503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router		/v1/tasks [get]
 func (h *handlers) listTasks(c echo.Context) error {
@@ -324,7 +345,7 @@ func (h *handlers) listTasks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := service.TaskFilter{State: c.QueryParam("state"), Labels: map[string]string{}}
+	f := service.TaskFilter{State: c.QueryParam("state"), NamePrefix: c.QueryParam("name"), Labels: map[string]string{}}
 	for _, l := range c.QueryParams()["label"] {
 		k, v, ok := strings.Cut(l, ":")
 		if !ok || k == "" {
@@ -474,11 +495,14 @@ func (h *handlers) resumeTask(c echo.Context) error {
 //	@Param			id		path		string	true	"task id"
 //	@Param			count	query		int		false	"how many (1..1000, default 10)"
 //	@Success		200		{object}	previewResponse
-//	@Failure		401,403,404,422,503	{object}	problem
+//	@Failure		400,401,403,404,422,503	{object}	problem
 //	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/tasks/{id}/preview [get]
 func (h *handlers) previewTask(c echo.Context) error {
 	n := 10
+	if err := presentButEmpty(c, "count"); err != nil {
+		return err
+	}
 	if v := c.QueryParam("count"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > service.PreviewMax {

@@ -192,8 +192,10 @@ func TestTaskScheduleKinds(t *testing.T) {
 	a.createTask(tok, ep, "hourly", map[string]any{"schedule": map[string]any{"type": "cron", "cron": "@hourly"}})
 	a.createTask(tok, ep, "month-end", map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 0 L * *"}})
 
-	// A once task in the past fires as soon as possible: next_run_at = run_at.
-	past := time.Now().Add(-time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+	// A once task whose run_at has just passed (within the misfire
+	// threshold) fires as soon as possible: next_run_at = run_at. Further in
+	// the past it is refused (TestOnceRunAtInThePast).
+	past := time.Now().Add(-time.Second).UTC().Truncate(time.Second).Format(time.RFC3339)
 	r = a.createTask(tok, ep, "once-late", map[string]any{"schedule": map[string]any{"type": "once", "run_at": past}})
 	require.Equal(t, past, r.JSON["next_run_at"])
 

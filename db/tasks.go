@@ -121,8 +121,10 @@ func GetTask(ctx context.Context, q Querier, tenant, id string, forUpdate bool) 
 type TaskFilter struct {
 	State  string            // "" for any
 	Labels map[string]string // every pair must match
-	Before string            // id cursor: only ids below it; "" for the first page
-	Limit  int
+	// NamePrefix keeps names that start with it; "" for any.
+	NamePrefix string
+	Before     string // id cursor: only ids below it; "" for the first page
+	Limit      int
 }
 
 // ListTasks returns tasks newest first.
@@ -134,7 +136,8 @@ func ListTasks(ctx context.Context, q Querier, tenant string, f TaskFilter) ([]T
 	rows, err := q.Query(ctx, `SELECT `+taskColumns+` FROM tasks
 		WHERE tenant_id = $1 AND ($2 = '' OR id < NULLIF($2, '')::uuid) AND ($3 = '' OR state = $3) AND labels @> $4
 		  AND workflow_id IS NULL
-		ORDER BY tasks.id DESC LIMIT $5`, tenant, f.Before, f.State, labels, f.Limit)
+		AND ($6 = '' OR starts_with(name, $6))
+		ORDER BY tasks.id DESC LIMIT $5`, tenant, f.Before, f.State, labels, f.Limit, f.NamePrefix)
 	if err != nil {
 		return nil, wrap("list tasks", err)
 	}
@@ -267,4 +270,37 @@ func Now(ctx context.Context, q Querier) (time.Time, error) {
 	var t time.Time
 	err := q.QueryRow(ctx, `SELECT now()`).Scan(&t)
 	return t, wrap("read the database clock", err)
+}
+
+// TaskRef names a task.
+type TaskRef struct {
+	ID   string
+	Name string
+}
+
+// EndpointUsers returns up to limit tasks (by name) that use an endpoint as
+// their target or alert endpoint, and how many do in all.
+func EndpointUsers(ctx context.Context, q Querier, tenant, endpointID string, limit int) ([]TaskRef, int64, error) {
+	rows, err := q.Query(ctx, `SELECT id::text, name, count(*) OVER () FROM tasks
+		WHERE tenant_id = $1 AND (endpoint_id = $2 OR alert_endpoint_id = $2)
+		ORDER BY name LIMIT $3`, tenant, endpointID, limit)
+	if err != nil {
+		return nil, 0, wrap("list endpoint users", err)
+	}
+	defer rows.Close()
+	var (
+		out   []TaskRef
+		total int64
+	)
+	for rows.Next() {
+		var r TaskRef
+		if err := rows.Scan(&r.ID, &r.Name, &total); err != nil {
+			return nil, 0, wrap("list endpoint users", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, wrap("list endpoint users", err)
+	}
+	return out, total, nil
 }

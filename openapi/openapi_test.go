@@ -212,3 +212,53 @@ func TestGeneratedClientCompiles(t *testing.T) {
 	run("build", "./...")
 	run("vet", "./...")
 }
+
+// TestSpecTellsTheTruth pins what generated clients rely on and the server
+// does: next_run_at is null for paused and completed tasks, create and
+// rotate-secret always return the secret, timeout_ms and priority accept
+// null, and every authenticated operation may answer 400 (an unknown query
+// parameter).
+func TestSpecTellsTheTruth(t *testing.T) {
+	doc := load(t)
+	schema := func(name string) *openapi3.Schema {
+		ref := doc.Components.Schemas[name]
+		require.NotNil(t, ref, name)
+		return ref.Value
+	}
+	require.True(t, schema("Task").Properties["next_run_at"].Value.Nullable, "Task.next_run_at")
+	require.Contains(t, schema("Task").Required, "next_run_at", "present, null when it will not fire")
+	for _, f := range []string{"timeout_ms", "priority"} {
+		p := schema("TaskRequest").Properties[f].Value
+		require.True(t, p.Nullable, "TaskRequest.%s", f)
+		require.NotNil(t, p.Min, f)
+		require.NotNil(t, p.Max, f)
+	}
+	require.Contains(t, schema("EndpointWithSecret").Required, "secret")
+	require.NotContains(t, schema("Endpoint").Properties, "secret", "only create and rotate-secret show it")
+	for path, op := range map[string]*openapi3.Operation{
+		"POST /v1/endpoints":                    doc.Paths.Find("/v1/endpoints").Post,
+		"POST /v1/endpoints/{id}/rotate-secret": doc.Paths.Find("/v1/endpoints/{id}/rotate-secret").Post,
+	} {
+		var got string
+		for code, r := range op.Responses.Map() {
+			if strings.HasPrefix(code, "2") {
+				got = r.Value.Content["application/json"].Schema.Ref
+			}
+		}
+		require.Equal(t, "#/components/schemas/EndpointWithSecret", got, path)
+	}
+	cancel := doc.Paths.Find("/v1/executions/{id}/cancel").Post
+	require.NotNil(t, cancel.Responses.Value("202"), "cancel of a running execution")
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.Security != nil && len(*op.Security) > 0 {
+				require.NotNil(t, op.Responses.Value("400"), "%s %s", method, path)
+			}
+		}
+	}
+	var names []string
+	for _, p := range doc.Paths.Find("/v1/tasks").Get.Parameters {
+		names = append(names, p.Value.Name)
+	}
+	require.Contains(t, names, "name")
+}

@@ -2,11 +2,13 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -232,7 +234,7 @@ func (s *Endpoints) Delete(ctx context.Context, tenant, id string) error {
 	if !validID(id) {
 		return ErrNotFound
 	}
-	return auditTx(ctx, s.pool, func(q db.Querier) error {
+	err := auditTx(ctx, s.pool, func(q db.Querier) error {
 		ok, err := db.DeleteEndpoint(ctx, q, tenant, id)
 		if err != nil {
 			inUse := conflictf("the endpoint is used by tasks; delete or re-point them first")
@@ -244,6 +246,39 @@ func (s *Endpoints) Delete(ctx context.Context, tenant, id string) error {
 		}
 		return recordAudit(ctx, q, tenant, AuditDelete, ResourceEndpoint, strings.ToLower(id), nil)
 	})
+	if errors.Is(err, ErrConflict) {
+		return s.inUseConflict(ctx, tenant, id)
+	}
+	return err
+}
+
+// endpointUsersShown bounds how many tasks an in-use conflict names.
+const endpointUsersShown = 10
+
+// inUseConflict names (up to endpointUsersShown of) the tasks that use an
+// endpoint, with their count, so the caller knows what to re-point.
+func (s *Endpoints) inUseConflict(ctx context.Context, tenant, id string) error {
+	users, total, err := db.EndpointUsers(ctx, s.pool, tenant, id, endpointUsersShown)
+	if err != nil {
+		return storeError(err, "list the endpoint's tasks")
+	}
+	if total == 0 { // re-pointed meanwhile; deleting again may succeed
+		return conflictf("the endpoint was used by tasks a moment ago; try again")
+	}
+	names := make([]string, len(users))
+	for i, u := range users {
+		names[i] = fmt.Sprintf("%s (%s)", u.Name, u.ID)
+	}
+	more := ""
+	if total > int64(len(users)) {
+		more = fmt.Sprintf(" and %d more", total-int64(len(users)))
+	}
+	noun := "tasks"
+	if total == 1 {
+		noun = "task"
+	}
+	return conflictf("the endpoint is used by %d %s (as target or alert endpoint): %s%s; delete or re-point them first",
+		total, noun, strings.Join(names, ", "), more)
 }
 
 // SigningKeys returns the keys that sign a delivery at time now: the
@@ -353,6 +388,8 @@ func validateURL(ve *ValidationError, field, raw string) {
 		ve.Add(field, "must be an absolute http or https URL")
 	case u.Host == "" || u.Hostname() == "":
 		ve.Add(field, "must include a host")
+	case !validPort(u.Port()):
+		ve.Add(field, "has a port outside 1..65535")
 	case u.User != nil:
 		ve.Add(field, "must not contain credentials (user:password@); use headers instead")
 	case u.Fragment != "" || strings.Contains(raw, "#"):
@@ -360,6 +397,16 @@ func validateURL(ve *ValidationError, field, raw string) {
 	case strings.ContainsAny(raw, " \t\r\n"):
 		ve.Add(field, "must not contain whitespace")
 	}
+}
+
+// validPort reports whether a URL's port (digits, or "" for the scheme's
+// default) is a TCP port.
+func validPort(p string) bool {
+	if p == "" {
+		return true
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535
 }
 
 func validateTimeout(ve *ValidationError, field string, d time.Duration) {

@@ -237,7 +237,8 @@ func TestExpiredSlotsDoNotFireAgain(t *testing.T) {
 	// instant after another schedule, the slot does not fire again.
 	runAt := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
 	once := service.ScheduleSpec{Type: service.ScheduleOnce, RunAt: &runAt}
-	ot, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "once", EndpointID: f.endpoint, Schedule: once})
+	lenient := service.NewTasks(f.pool, service.TasksConfig{OnceLateMax: time.Hour}) // a run_at a minute ago is allowed
+	ot, err := lenient.Create(ctx, f.tenant, service.TaskInput{Name: "once", EndpointID: f.endpoint, Schedule: once})
 	require.NoError(t, err)
 	_, err = s.Tick(ctx)
 	require.NoError(t, err)
@@ -246,7 +247,7 @@ func TestExpiredSlotsDoNotFireAgain(t *testing.T) {
 	sweep()
 	require.Equal(t, 1, f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1`, ot.ID), "kept: the task's latest slot")
 	for _, spec := range []service.ScheduleSpec{{Type: service.ScheduleCron, Cron: "0 3 * * *"}, once} {
-		_, err = f.tasks.Update(ctx, f.tenant, ot.ID, func(in *service.TaskInput) error {
+		_, err = lenient.Update(ctx, f.tenant, ot.ID, func(in *service.TaskInput) error {
 			in.Schedule = spec
 			return nil
 		})

@@ -58,7 +58,9 @@ const (
 )
 
 var (
-	taskNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
+	// Lower-case letters of any script (and letters of scripts without
+	// case, such as 订单), digits of any script, and '.', '_', '-'.
+	taskNamePattern = regexp.MustCompile(`^[\p{Ll}\p{Lo}\p{Lm}\p{Nd}][\p{Ll}\p{Lo}\p{Lm}\p{Mn}\p{Mc}\p{Nd}._-]{0,127}$`)
 	labelKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
 )
 
@@ -115,6 +117,12 @@ func (t Task) Input() TaskInput { return t.TaskInput }
 type TasksConfig struct {
 	// PayloadMax caps a task's payload in bytes. Defaults to PayloadMaxDefault.
 	PayloadMax int
+	// OnceLateMax is how far in the past a once task's run_at may lie when
+	// the task is created or its schedule changed: further is a 422 (it
+	// would fire at once as a late catch-up, which is rarely meant).
+	// Defaults to MisfireThresholdDefault, the lateness beyond which a fire
+	// counts as a misfire.
+	OnceLateMax time.Duration
 	// Clock, when set, gives Create and Preview the database's clock
 	// without a round trip while its estimate is fresh and was made from a
 	// fast round trip (DBClock.Now; the scheduler loop keeps it:
@@ -135,6 +143,9 @@ type Tasks struct {
 func NewTasks(pool *db.Pool, cfg TasksConfig) *Tasks {
 	if cfg.PayloadMax <= 0 {
 		cfg.PayloadMax = PayloadMaxDefault
+	}
+	if cfg.OnceLateMax <= 0 {
+		cfg.OnceLateMax = MisfireThresholdDefault
 	}
 	return &Tasks{pool: pool, cfg: cfg}
 }
@@ -182,6 +193,9 @@ func (s *Tasks) create(ctx context.Context, tenant string, in TaskInput) (Task, 
 	}
 	sched, err := s.validate(in, now)
 	if err != nil {
+		return Task{}, err
+	}
+	if err := s.checkOnceLate(sched, now); err != nil {
 		return Task{}, err
 	}
 	q := db.Using(ctx, s.pool)
@@ -291,6 +305,8 @@ func (s *Tasks) Get(ctx context.Context, tenant, id string) (Task, error) {
 type TaskFilter struct {
 	State  string
 	Labels map[string]string
+	// NamePrefix keeps the tasks whose name starts with it ("" for any).
+	NamePrefix string
 }
 
 // List returns a page of tasks, newest first.
@@ -305,7 +321,7 @@ func (s *Tasks) List(ctx context.Context, tenant string, f TaskFilter, page Page
 	if err := page.check(); err != nil {
 		return nil, "", err
 	}
-	rows, err := db.ListTasks(ctx, s.pool, tenant, db.TaskFilter{State: f.State, Labels: f.Labels, Before: page.After, Limit: page.Limit + 1})
+	rows, err := db.ListTasks(ctx, s.pool, tenant, db.TaskFilter{State: f.State, Labels: f.Labels, NamePrefix: f.NamePrefix, Before: page.After, Limit: page.Limit + 1})
 	if err != nil {
 		return nil, "", err
 	}
@@ -348,6 +364,9 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 		upd := taskRow(tenant, id, in)
 		upd.State, upd.NextRunAt, upd.ConsecutiveFailures = row.State, row.NextRunAt, row.ConsecutiveFailures
 		if !sameSchedule(cur.Schedule, sched.Spec()) {
+			if err := s.checkOnceLate(sched, now); err != nil {
+				return err
+			}
 			if err := s.reschedule(ctx, tx, tenant, id, sched); err != nil {
 				return err
 			}
@@ -436,7 +455,14 @@ func (s *Tasks) Pause(ctx context.Context, tenant, id string) (Task, error) {
 			return conflictf("a completed task cannot be paused")
 		}
 		row.State = TaskPaused
-		_, err := db.CancelPendingExecutions(ctx, tx, row.TenantID, row.ID, true, "the task was paused")
+		if _, err := db.CancelPendingExecutions(ctx, tx, row.TenantID, row.ID, true, "the task was paused"); err != nil {
+			return err
+		}
+		// Fires queued for slots still ahead are cancelled too, and give
+		// their slots up (as a schedule change does), so that lists and
+		// stats show at once what will happen: nothing fires while the
+		// task is paused, and a resume before those slots fires them anew.
+		_, err := db.CancelRescheduledExecutions(ctx, tx, row.TenantID, row.ID, nil, "the task was paused")
 		return err
 	})
 }
@@ -573,7 +599,8 @@ func (in TaskInput) withDefaults() TaskInput {
 func (s *Tasks) validate(in TaskInput, anchor time.Time) (*Schedule, error) {
 	var ve ValidationError
 	if !taskNamePattern.MatchString(in.Name) {
-		ve.Add("name", "must match ^[a-z0-9][a-z0-9._-]{0,127}$ (lower-case letters, digits, '.', '_', '-')")
+		ve.Add("name", "must be 1 to 128 characters: lower-case or uncased letters and digits of any script, '.', '_', '-', "+
+			"starting with a letter or digit (e.g. order.reconcile.daily, 订单.对账.每日)")
 	}
 	if !validID(in.EndpointID) {
 		ve.Add("endpoint_id", "must be the id of one of your endpoints")
@@ -650,6 +677,17 @@ func validateLabels(ve *ValidationError, labels map[string]string) {
 			ve.Add("labels."+k, fmt.Sprintf("value must be at most %d characters without control characters", labelValueMax))
 		}
 	}
+}
+
+// checkOnceLate refuses a once schedule whose run_at lies further in the
+// past than OnceLateMax.
+func (s *Tasks) checkOnceLate(sched *Schedule, now time.Time) error {
+	spec := sched.Spec()
+	if spec.Type == ScheduleOnce && spec.RunAt != nil && spec.RunAt.Before(now.Add(-s.cfg.OnceLateMax)) {
+		return fieldError("schedule.run_at", fmt.Sprintf("lies more than %s in the past (it is %s); a once task fires at a time to come",
+			s.cfg.OnceLateMax, now.Sub(*spec.RunAt).Truncate(time.Second)))
+	}
+	return nil
 }
 
 // firstRun is the first slot of a new or rescheduled task: a once task's

@@ -8,6 +8,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"time"
 
 	"github.com/axhq/ax/openapi/receiver"
@@ -41,7 +42,7 @@ func Example() {
 	for range 2 { // a delivery and its redelivery
 		req := httptest.NewRequest(http.MethodPost, "/hooks/ax", bytes.NewReader(body))
 		req.Header.Set("webhook-id", "exec-1")
-		req.Header.Set("webhook-timestamp", fmt.Sprint(time.Now().Unix()))
+		req.Header.Set("webhook-timestamp", strconv.FormatInt(time.Now().Unix(), 10))
 		req.Header.Set("webhook-signature", sig)
 		rec := httptest.NewRecorder()
 		handler.ServeHTTP(rec, req)
@@ -59,7 +60,7 @@ func ExampleVerifier_Verify() {
 		receiver.WithTolerance(10*time.Minute))
 	h := http.Header{}
 	h.Set("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
-	h.Set("webhook-timestamp", fmt.Sprint(time.Now().Unix()))
+	h.Set("webhook-timestamp", strconv.FormatInt(time.Now().Unix(), 10))
 	sig, _ := receiver.Sign("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Now(), []byte(`{"test": 2432232314}`))
 	h.Set("webhook-signature", sig)
 	fmt.Println(v.Verify(h, []byte(`{"test": 2432232314}`)))

@@ -4,6 +4,8 @@
 //   - The bearer scheme (an apiKey in the Authorization header, the only way
 //     Swagger 2.0 can spell it) becomes http/bearer with bearerFormat JWT.
 //   - An operation without @Security gets `security: []`: it is public.
+//   - An authenticated operation that declares no 400 gets one: the API
+//     refuses unknown query parameters on every route.
 //   - Every 4xx/5xx response is application/problem+json, whatever the
 //     operation's @Produce says, and a 401 declares WWW-Authenticate.
 //   - Required properties. encoding/json always writes a field without
@@ -196,6 +198,15 @@ func finish(doc *openapi3.T) error {
 			if op.Responses == nil {
 				continue
 			}
+			if len(*op.Security) > 0 && op.Responses.Value("400") == nil {
+				// Every authenticated route refuses unknown query
+				// parameters (and NUL characters) with a 400.
+				desc := "Bad Request: an unknown query parameter, or a NUL character in the path or query"
+				op.Responses.Set("400", &openapi3.ResponseRef{Value: &openapi3.Response{
+					Description: &desc,
+					Content:     openapi3.NewContentWithSchemaRef(&openapi3.SchemaRef{Ref: schemaRefPrefix + "Problem", Value: problemSchema(doc)}, []string{problemContentType}),
+				}})
+			}
 			for code, r := range op.Responses.Map() {
 				if r.Value == nil || !isError(code) {
 					continue
@@ -268,4 +279,13 @@ func encode(doc *openapi3.T) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// problemSchema is the Problem schema's value (nil when there is none,
+// which validation then reports).
+func problemSchema(doc *openapi3.T) *openapi3.Schema {
+	if ref := doc.Components.Schemas["Problem"]; ref != nil {
+		return ref.Value
+	}
+	return nil
 }
