@@ -177,6 +177,7 @@ func (m *Metrics) ObserveRetention(r service.RetentionResult) {
 // DeliveriesInFlight returns the number of webhook requests under way in
 // this process.
 func (m *Metrics) DeliveriesInFlight() int { return int(m.inFlight.Load()) }
+
 // ObserveCallbacks records what a callback sweep did; it fits
 // CallbackLoopConfig.OnCallbacks.
 func (m *Metrics) ObserveCallbacks(r service.CallbackSweep) {
