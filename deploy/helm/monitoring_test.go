@@ -109,7 +109,7 @@ func TestMonitoringNamesMetricsAxExports(t *testing.T) {
 	}
 	sort.Strings(alerts)
 	require.Equal(t, []string{"AxAPIErrors", "AxDeliveryBacklog", "AxDeliveryBatchFailures", "AxFiringLate",
-		"AxMissedSlots", "AxReconciledExecutions", "AxReplicaDeclaredDead"}, alerts)
+		"AxMissedSlots", "AxReconciledExecutions", "AxReplicaDeclaredDead", "AxSLAMissed"}, alerts)
 	d := readDashboard(t)
 	require.Equal(t, "ax-overview", d.UID)
 	require.NotEmpty(t, d.Panels)
