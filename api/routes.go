@@ -74,7 +74,7 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.POST("/executions/:id/retry", h.retryExecution, xW)
 	// A receiver reports with its attempt's callback token or a tenant
 	// token with executions:write.
-	cb := &authedRoutes{e: e, prefix: "/v1", auth: h.callbackAuth(authenticate(h.cfg.Auth, h.ensureTenant))}
+	cb := &authedRoutes{e: e, prefix: "/v1", auth: h.callbackAuth(authenticate(h.cfg.Auth, h.ensureTenant)), rate: h.rateLimit}
 	cb.POST("/executions/:id/heartbeat", h.heartbeatExecution, requireCallbackOrScope(ScopeExecutionsWrite))
 	cb.POST("/executions/:id/complete", h.completeExecution, requireCallbackOrScope(ScopeExecutionsWrite))
 

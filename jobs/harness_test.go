@@ -221,12 +221,21 @@ func (h *harness) execution(id string) execution {
 // waitState waits until the execution is in state and returns it.
 func (h *harness) waitState(id, state string) execution {
 	h.t.Helper()
-	var e execution
-	require.Eventually(h.t, func() bool {
-		e = h.execution(id)
-		return e.State == state
-	}, 20*time.Second, 10*time.Millisecond, "execution %s never became %s (last %+v)", id, state, &e)
-	return e
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		e := h.execution(id)
+		if e.State == state {
+			return e
+		}
+		if time.Now().After(deadline) {
+			last := "<nil>"
+			if e.LastError != nil {
+				last = *e.LastError
+			}
+			h.t.Fatalf("execution %s never became %s (last %+v, last_error %q)", id, state, e, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // event is a timeline entry as tests compare it.

@@ -17,7 +17,7 @@ func TestRiverConfigDefaults(t *testing.T) {
 	t.Parallel()
 	c := RiverConfig{}.WithDefaults()
 	require.Equal(t, RiverConfig{
-		DeliverWorkers: 400, AlertWorkers: 10, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
+		DeliverWorkers: 400, BulkWorkers: 400, AlertWorkers: 10, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
 		JobTimeout: service.TimeoutMax + 30*time.Second, RescueStuckJobsAfter: 6 * time.Minute,
 		SoftStopTimeout: 20 * time.Second, QueueWaitPoll: time.Second,
 	}, c)
