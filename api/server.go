@@ -155,7 +155,9 @@ func requestLogger(logger *slog.Logger, metrics *httpMetrics) echo.MiddlewareFun
 // its stack go to the log with the request id.
 func recoverPanics() echo.MiddlewareFunc {
 	return middleware.RecoverWithConfig(middleware.RecoverConfig{
-		DisablePrintStack: true,
+		// The stack is captured (the panicking goroutine's only) and
+		// logged by LogErrorFunc, not printed by echo.
+		DisableStackAll: true,
 		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
 			logFrom(c).Error("panic in handler", "error", err.Error(), "stack", string(stack))
 			return errors.New("handler panicked")

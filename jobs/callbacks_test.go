@@ -101,7 +101,7 @@ func TestCallbackAcceptHeartbeatComplete(t *testing.T) {
 	// A heartbeat keeps progress; the token itself is never stored.
 	require.NoError(t, h.deliveries.Heartbeat(ctx, h.tenant, id, grant, json.RawMessage(`{"done":40}`)))
 	var stored int
-	require.NoError(t, h.pool.QueryRow(ctx, `SELECT count(*) FROM callback_attempts WHERE convert_from(token_hash, 'LATIN1') LIKE '%' || $1 || '%'`,
+	require.NoError(t, h.pool.QueryRow(ctx, `SELECT count(*) FROM callback_attempts WHERE position(convert_to($1, 'UTF8') IN token_hash) > 0`,
 		token[len(service.CallbackTokenPrefix):len(service.CallbackTokenPrefix)+8]).Scan(&stored))
 	require.Zero(t, stored)
 

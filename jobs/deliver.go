@@ -70,7 +70,7 @@ func newDeliverWorker(deps WorkerDeps, cfg RiverConfig, slots, bulkSlots sendSlo
 
 // slotsFor returns the send slots of queue's lane.
 func (w *DeliverWorker) slotsFor(queue string) sendSlots {
-	if queue == service.QueueDeliverBulk {
+	if service.LaneQueue(queue) == service.QueueDeliverBulk {
 		return w.bulkSlots
 	}
 	return w.slots

@@ -218,6 +218,8 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 			// The main lane's batches share its send slots (DeliverWorkers).
 			service.QueueDeliverBatch: queue(service.DeliverBatchWorkers(cfg.DeliverWorkers), cfg.FetchPollInterval),
 			service.QueueDeliverBulk:  queue(cfg.BulkWorkers, cfg.FetchPollInterval),
+			// The bulk lane's batches share its send slots (BulkWorkers).
+			service.QueueDeliverBulkBatch: queue(service.DeliverBatchWorkers(cfg.BulkWorkers), cfg.FetchPollInterval),
 			// Alerts are not due at an instant: new ones wake the queue by
 			// NOTIFY, and retries can wait for a slow poll.
 			service.QueueAlert: queue(cfg.AlertWorkers, max(cfg.FetchPollInterval, alertPollInterval)),

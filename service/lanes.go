@@ -12,6 +12,11 @@ import (
 // fires (docs/architecture.md, "Limits and fairness").
 const QueueDeliverBulk = "deliver_bulk"
 
+// QueueDeliverBulkBatch carries the bulk lane's batches, bounded like the
+// main lane's (DeliverBatchWorkers of the bulk lane's send slots), so that
+// one replica does not take a whole burst it cannot start soon.
+const QueueDeliverBulkBatch = "deliver_bulk_batch"
+
 // Lanes defaults. See Lanes.
 const (
 	// BurstPerSecondDefault: a tenant with this many fires whose slots

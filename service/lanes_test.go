@@ -44,10 +44,10 @@ func TestLanesAssign(t *testing.T) {
 		queues[j.InsertOpts.Queue]++
 		if args, ok := j.Args.(DeliverBatchArgs); ok {
 			require.Len(t, args.Executions, 4, "a's burst, batched in its lane")
-			require.Equal(t, QueueDeliverBulk, j.InsertOpts.Queue)
+			require.Equal(t, QueueDeliverBulkBatch, j.InsertOpts.Queue)
 		}
 	}
-	require.Equal(t, map[string]int{QueueDeliver: 1, QueueDeliverBulk: 2}, queues)
+	require.Equal(t, map[string]int{QueueDeliver: 1, QueueDeliverBulk: 1, QueueDeliverBulkBatch: 1}, queues)
 
 	// A nil Lanes puts everything in the main lane.
 	var none *Lanes

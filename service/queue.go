@@ -216,11 +216,11 @@ func laneQueue(bulk bool) string {
 	return QueueDeliver
 }
 
-// batchQueue is the queue of a lane's batch jobs: the main lane's have a
-// queue of their own (QueueDeliverBatch), the bulk lane's share its queue.
+// batchQueue is the queue of a lane's batch jobs: each lane's batches have
+// a queue of their own (QueueDeliverBatch, QueueDeliverBulkBatch).
 func batchQueue(bulk bool) string {
 	if bulk {
-		return QueueDeliverBulk
+		return QueueDeliverBulkBatch
 	}
 	return QueueDeliverBatch
 }
@@ -229,8 +229,11 @@ func batchQueue(bulk bool) string {
 // the lane whose job ran in queue: a main-lane batch's continue in
 // QueueDeliver.
 func LaneQueue(queue string) string {
-	if queue == QueueDeliverBatch {
+	switch queue {
+	case QueueDeliverBatch:
 		return QueueDeliver
+	case QueueDeliverBulkBatch:
+		return QueueDeliverBulk
 	}
 	return queue
 }
