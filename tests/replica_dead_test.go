@@ -426,7 +426,7 @@ func rawGet(t *testing.T, url string) []byte {
 // rest of the burst waits in River, available to whichever frees first.
 func TestBurstSharedBetweenReplicas(t *testing.T) {
 	t.Parallel()
-	const tasks, slots = 1000, 10
+	const tasks, slots, lanes = 1000, 10, 2
 	maxBatches := service.DeliverBatchWorkers(slots)
 	env := deadReplicaEnv(t)
 	env["AX_DELIVER_WORKERS"] = strconv.Itoa(slots)
@@ -485,12 +485,15 @@ func TestBurstSharedBetweenReplicas(t *testing.T) {
 			}
 			held[c] = n
 		}
-		return held[a.id] == maxBatches && held[b.id] == maxBatches
+		// A burst may be split between the main and the bulk lane, each
+		// with its own batch queue and bound.
+		return held[a.id] > 0 && held[b.id] > 0 && held[a.id] <= lanes*maxBatches && held[b.id] <= lanes*maxBatches
 	}, 20*time.Second, 100*time.Millisecond, "each replica works its share of batches")
 	time.Sleep(time.Second) // and takes no more while its sends are held
 	held = runningByClient(t, pool)
-	require.LessOrEqual(t, held[a.id], maxBatches+slots, "replica a holds batches and hand-offs within its bound: %v", held)
-	require.LessOrEqual(t, held[b.id], maxBatches+slots, "replica b holds batches and hand-offs within its bound: %v", held)
+	bound := lanes * (maxBatches + slots)
+	require.LessOrEqual(t, held[a.id], bound, "replica a holds batches and hand-offs within its bound: %v", held)
+	require.LessOrEqual(t, held[b.id], bound, "replica b holds batches and hand-offs within its bound: %v", held)
 	waiting := countRows(t, pool, `SELECT count(*)::int FROM river_job WHERE state = 'available' AND kind = 'deliver_batch'`)
 	t.Logf("running jobs per replica %v (at most %d batches each); %d batch jobs wait, available to either", held, maxBatches,
 		waiting)
