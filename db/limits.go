@@ -145,6 +145,14 @@ func (g *gateState) take() {
 	}
 }
 
+// giveBack undoes take.
+func (g *gateState) giveBack() {
+	g.inflight--
+	if g.rate > 0 {
+		g.tokens++
+	}
+}
+
 // lockGates locks (creating them) tenant's gates named in gs, refilled to
 // now at their rate, in the order of gs's names. A rate's bucket holds a
 // tenth of a second's worth (at least one): a small bucket keeps the rate
@@ -238,19 +246,18 @@ type AdmitRequest struct {
 // flow_holds row, kept in order with the others) until the dispatcher
 // grants it one.
 func AdmitDelivery(ctx context.Context, q Querier, r AdmitRequest) (Admission, error) {
-	var granted bool
-	err := q.QueryRow(ctx, `UPDATE flow_permits SET started = true, expires_at = now() + make_interval(secs => $3)
-		WHERE tenant_id = $1 AND execution_id = $2 RETURNING true`, r.TenantID, r.ExecutionID, r.PermitTTL.Seconds()).Scan(&granted)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
-		return Admission{}, wrap("use permit", err)
-	default:
-		return Admission{Admitted: true}, nil
+	if granted, err := usePermit(ctx, q, r); err != nil || granted {
+		return Admission{Admitted: granted}, err
 	}
 	gates, _, err := lockGates(ctx, q, r.TenantID, r.Gates)
 	if err != nil {
 		return Admission{}, err
+	}
+	// The dispatcher may have granted this delivery a permit after the
+	// look above and before the gates' locks, which it held until its
+	// commit: look again, or the gates would count this attempt twice.
+	if granted, err := usePermit(ctx, q, r); err != nil || granted {
+		return Admission{Admitted: granted}, err
 	}
 	names := make([]string, len(r.Gates))
 	for i, g := range r.Gates {
@@ -299,6 +306,18 @@ func AdmitDelivery(ctx context.Context, q Querier, r AdmitRequest) (Admission, e
 		return Admission{}, wrap("hold delivery", err)
 	}
 	return Admission{Limit: limit, NewHold: inserted}, nil
+}
+
+// usePermit starts the attempt under the permit the dispatcher granted
+// its execution, if there is one.
+func usePermit(ctx context.Context, q Querier, r AdmitRequest) (bool, error) {
+	var granted bool
+	err := q.QueryRow(ctx, `UPDATE flow_permits SET started = true, expires_at = now() + make_interval(secs => $3)
+		WHERE tenant_id = $1 AND execution_id = $2 RETURNING true`, r.TenantID, r.ExecutionID, r.PermitTTL.Seconds()).Scan(&granted)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return granted, wrap("use permit", err)
 }
 
 // ReleasePermit gives back the permit of an execution's attempt (none:
@@ -377,7 +396,11 @@ type heldRow struct {
 // are dropped.
 func DispatchHolds(ctx context.Context, q Querier, tenant string, tenantGate Gate, batch int) (Dispatched, error) {
 	var d Dispatched
-	rows, err := q.Query(ctx, `SELECT h.execution_id::text, h.gates, coalesce(e.river_job_id, h.job_id), j.state::text, e.state
+	// A hold whose execution already has a permit is stale (dropped):
+	// granting it again would count the attempt twice.
+	rows, err := q.Query(ctx, `SELECT h.execution_id::text, h.gates, coalesce(e.river_job_id, h.job_id), j.state::text,
+			CASE WHEN EXISTS (SELECT 1 FROM flow_permits p WHERE p.tenant_id = h.tenant_id AND p.execution_id = h.execution_id)
+			THEN 'permitted' ELSE e.state END
 		FROM flow_holds h
 		LEFT JOIN executions e ON e.tenant_id = h.tenant_id AND e.id = h.execution_id
 		LEFT JOIN river_job j ON j.id = coalesce(e.river_job_id, h.job_id)
@@ -451,7 +474,8 @@ func DispatchHolds(ctx context.Context, q Querier, tenant string, tenantGate Gat
 	}
 	blocked := map[string]bool{}
 	var grant, drop []string
-	var jobs []int64
+	jobs := map[string]int64{}
+	grantGates := map[string][]string{}
 	for _, h := range held {
 		final := func(s *string) bool {
 			return s == nil || (*s != "pending" && *s != "running" && *s != "retrying" && *s != "available" && *s != "scheduled" &&
@@ -485,25 +509,48 @@ func DispatchHolds(ctx context.Context, q Querier, tenant string, tenantGate Gat
 			}
 		}
 		grant = append(grant, h.executionID)
-		jobs = append(jobs, h.jobID)
+		jobs[h.executionID] = h.jobID
+		grantGates[h.executionID] = h.gates
 	}
 	if len(grant) > 0 {
-		if err := saveGates(ctx, q, tenant, gates); err != nil {
-			return d, err
-		}
-		_, err := q.Exec(ctx, `WITH h AS (
+		// Only holds still there are granted: an admission may have ended
+		// one since the list was read. The others give their place back
+		// before the gates are saved, so that the gates count exactly the
+		// permits.
+		rows, err := q.Query(ctx, `WITH h AS (
 				DELETE FROM flow_holds WHERE tenant_id = $1 AND execution_id = ANY ($2::uuid[]) RETURNING execution_id, gates
 			)
 			INSERT INTO flow_permits (tenant_id, execution_id, gates, expires_at)
 			SELECT $1, execution_id, gates, now() + interval '2 minutes' FROM h
-			ON CONFLICT (tenant_id, execution_id) DO UPDATE SET gates = excluded.gates, expires_at = excluded.expires_at`,
+			ON CONFLICT (tenant_id, execution_id) DO NOTHING
+			RETURNING execution_id::text`,
 			tenant, grant)
 		if err != nil {
 			return d, wrap("grant permits", err)
 		}
-		if err := WakeJobs(ctx, q, jobs); err != nil {
+		granted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return d, wrap("grant permits", err)
+		}
+		wake := make([]int64, 0, len(granted))
+		for _, id := range granted {
+			wake = append(wake, jobs[id])
+			delete(grantGates, id)
+		}
+		for _, gs := range grantGates {
+			for _, g := range gs {
+				if st := gates[g]; st != nil {
+					st.giveBack()
+				}
+			}
+		}
+		if err := saveGates(ctx, q, tenant, gates); err != nil {
 			return d, err
 		}
+		if err := WakeJobs(ctx, q, wake); err != nil {
+			return d, err
+		}
+		grant = granted
 	}
 	if len(drop) > 0 {
 		if _, err := q.Exec(ctx, `DELETE FROM flow_holds WHERE tenant_id = $1 AND execution_id = ANY ($2::uuid[])`,

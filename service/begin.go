@@ -181,8 +181,10 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 		})
 	}
 	gates := s.cfg.Limits.gatesOf(row)
-	if len(gates) > 0 && dec.Verdict != startSend && dec.Verdict != startLeave {
-		// Ended without sending: its permit (a granted hold) goes back.
+	ended := row.State == ExecSucceeded || row.State == ExecFailed || row.State == ExecCancelled || row.State == ExecSkipped
+	if len(gates) > 0 && dec.Verdict != startSend && (dec.Verdict != startLeave || ended) {
+		// Ended without sending, or over already: its permit (a granted
+		// hold) goes back. One left to another job's attempt stays.
 		if _, err := db.ReleasePermit(ctx, tx, row.TenantID, row.ID); err != nil {
 			return Delivery{}, err
 		}

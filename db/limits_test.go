@@ -1,0 +1,138 @@
+package db_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/db/dbtest"
+)
+
+// heldExecution inserts a pending execution of tenant whose River job
+// sleeps (as a held delivery's does) and its hold on the tenant's gate.
+func heldExecution(t *testing.T, pool *pgxpool.Pool, tenant string) (string, int64) {
+	t.Helper()
+	ctx := t.Context()
+	var job int64
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO river_job (kind, args, queue, state, scheduled_at, max_attempts, priority)
+		VALUES ('deliver', '{}', 'deliver', 'scheduled', now() + interval '1 hour', 25, 1) RETURNING id`).Scan(&job))
+	id := uuid.NewString()
+	_, err := pool.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, river_job_id)
+		VALUES ($1, $2, gen_random_uuid(), now(), 'manual', $3)`, tenant, id, job)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO unfinished_executions SELECT tenant_id, task_id, scheduled_for, id
+		FROM executions WHERE id = $1`, id)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO flow_holds (tenant_id, execution_id, job_id, gates, limit_name, priority, scheduled_for)
+		VALUES ($1, $2, $3, ARRAY['tenant'], 'max_inflight_deliveries', 2, now())`, tenant, id, job)
+	require.NoError(t, err)
+	return id, job
+}
+
+func gateInflight(t *testing.T, pool *pgxpool.Pool, tenant string) int {
+	t.Helper()
+	n, err := db.GateInflight(t.Context(), pool, tenant, db.TenantGate)
+	require.NoError(t, err)
+	return n
+}
+
+// TestAdmissionRacingAGrant: the dispatcher grants a held delivery a
+// permit while that delivery's own job, woken at the same time, asks to
+// be admitted. The admission waits for the dispatcher's gate lock, then
+// starts under the granted permit: the gate counts the attempt once, and
+// is back at zero once the permit is given back.
+func TestAdmissionRacingAGrant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	tenant := "race-" + uuid.NewString()[:8]
+	_, err := pool.Exec(ctx, `INSERT INTO tenants (id) VALUES ($1)`, tenant)
+	require.NoError(t, err)
+	gate := db.Gate{Name: db.TenantGate, MaxInflight: 2}
+	id, job := heldExecution(t, pool, tenant)
+
+	dispatcher, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = dispatcher.Rollback(ctx) }()
+	d, err := db.DispatchHolds(ctx, dispatcher, tenant, gate, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, d.Granted)
+
+	type result struct {
+		adm db.Admission
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		adm, err := func() (db.Admission, error) {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				return db.Admission{}, err
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			adm, err := db.AdmitDelivery(ctx, tx, db.AdmitRequest{TenantID: tenant, ExecutionID: id, JobID: job,
+				ScheduledFor: time.Now(), Gates: []db.Gate{gate}, PermitTTL: time.Minute})
+			if err != nil {
+				return adm, err
+			}
+			return adm, tx.Commit(ctx)
+		}()
+		done <- result{adm, err}
+	}()
+	// The admission found no permit yet and waits for the gate's lock.
+	require.Eventually(t, func() bool {
+		var waiting bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%flow_gates%' AND pid <> pg_backend_pid())`).Scan(&waiting))
+		return waiting
+	}, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, dispatcher.Commit(ctx))
+	res := <-done
+	require.NoError(t, res.err)
+	require.True(t, res.adm.Admitted, "admitted under the granted permit")
+	require.Equal(t, 1, gateInflight(t, pool, tenant), "the attempt is counted once")
+
+	released, err := db.ReleasePermit(ctx, pool, tenant, id)
+	require.NoError(t, err)
+	require.True(t, released)
+	require.Zero(t, gateInflight(t, pool, tenant), "every permit was given back")
+}
+
+// TestDispatchDropsAHoldThatHasAPermit: a hold left behind by an
+// execution that holds a permit already is dropped, not granted again.
+func TestDispatchDropsAHoldThatHasAPermit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	tenant := "stale-" + uuid.NewString()[:8]
+	_, err := pool.Exec(ctx, `INSERT INTO tenants (id) VALUES ($1)`, tenant)
+	require.NoError(t, err)
+	gate := db.Gate{Name: db.TenantGate, MaxInflight: 2}
+	id, job := heldExecution(t, pool, tenant)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	d, err := db.DispatchHolds(ctx, tx, tenant, gate, 100)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, 1, d.Granted)
+	require.Equal(t, 1, gateInflight(t, pool, tenant))
+
+	// The same execution held again while it has its permit.
+	_, err = pool.Exec(ctx, `INSERT INTO flow_holds (tenant_id, execution_id, job_id, gates, limit_name, priority, scheduled_for)
+		VALUES ($1, $2, $3, ARRAY['tenant'], 'max_inflight_deliveries', 2, now())`, tenant, id, job)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `UPDATE river_job SET state = 'scheduled' WHERE id = $1`, job)
+	require.NoError(t, err)
+	tx, err = pool.Begin(ctx)
+	require.NoError(t, err)
+	d, err = db.DispatchHolds(ctx, tx, tenant, gate, 100)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, db.Dispatched{Dropped: 1}, d)
+	require.Equal(t, 1, gateInflight(t, pool, tenant), "still one permit, counted once")
+}
