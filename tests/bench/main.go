@@ -105,7 +105,7 @@ func (m *multiFlag) Set(v string) error {
 }
 
 var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling", "retention",
-	"workflow", "callbacks", "noisy"}
+	"workflow", "diamond", "shards", "callbacks", "noisy"}
 
 func main() {
 	var o options
@@ -277,7 +277,9 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 	case "deployed-sustained":
 		return precision(ctx, st, o, name, orInt(n, 5000), deployedShape)
 	case "burst":
-		return burst(ctx, st, o, orInt(n, 10000))
+		return burst(ctx, st, o, name, orInt(n, 10000), 1)
+	case "shards":
+		return burst(ctx, st, o, name, orInt(n, 100), 50)
 	case "idle":
 		return idle(ctx, st, o, orInt(n, 1_000_000))
 	case "api":
@@ -287,7 +289,9 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 	case "retention":
 		return retention(ctx, st, o, orInt(n, 1000))
 	case "workflow":
-		return workflowScenario(ctx, st, o, orInt(n, 500))
+		return workflowScenario(ctx, st, o, name, orInt(n, 500), fanDAG)
+	case "diamond":
+		return workflowScenario(ctx, st, o, name, orInt(n, 1000), diamondDAG)
 	case "callbacks":
 		return callbacks(ctx, st, o, orInt(n, 10_000), 1000)
 	case "noisy":

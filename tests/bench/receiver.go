@@ -23,6 +23,7 @@ type delivery struct {
 	attempt string    // X-Ax-Attempt
 	run     string    // X-Ax-Workflow-Run-Id (a workflow step)
 	node    string    // X-Ax-Node
+	shard   string    // X-Ax-Shard-Index (a sharded fire)
 }
 
 // Receiver implementations (-receiver). The receiver shares the two cores
@@ -97,6 +98,7 @@ func (r *receiver) serveFast(c *fasthttp.RequestCtx) {
 	d.attempt = string(h.Peek("X-Ax-Attempt"))
 	d.run = string(h.Peek("X-Ax-Workflow-Run-Id"))
 	d.node = string(h.Peek("X-Ax-Node"))
+	d.shard = string(h.Peek("X-Ax-Shard-Index"))
 	r.record(d)
 	c.SetStatusCode(http.StatusNoContent)
 }
@@ -110,6 +112,7 @@ func (r *receiver) serveNetHTTP(w http.ResponseWriter, req *http.Request) {
 	d.attempt = h.Get("X-Ax-Attempt")
 	d.run = h.Get("X-Ax-Workflow-Run-Id")
 	d.node = h.Get("X-Ax-Node")
+	d.shard = h.Get("X-Ax-Shard-Index")
 	_, _ = io.Copy(io.Discard, io.LimitReader(req.Body, 1<<20))
 	r.record(d)
 	w.WriteHeader(http.StatusNoContent)

@@ -373,13 +373,17 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 
 // burst creates n one-shot tasks due at the same instant and measures how
 // long after it the last one is delivered.
-func burst(ctx context.Context, st *stack, o options, n int) (*result, error) {
-	s, err := open(ctx, st, "burst", true, false)
+func burst(ctx context.Context, st *stack, o options, name string, n, shards int) (*result, error) {
+	s, err := open(ctx, st, name, true, false)
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
-	res := &result{Scenario: "burst", Tasks: n, Target: "all delivered ≤ 3 s after the instant"}
+	res := &result{Scenario: name, Tasks: n, Target: "all delivered ≤ 3 s after the instant"}
+	if shards > 1 {
+		res.Target = fmt.Sprintf("all %d shard deliveries ≤ 3 s after the instant", n*shards)
+		res.Notes = append(res.Notes, fmt.Sprintf("%d tasks × %d shards", n, shards))
+	}
 
 	lead := o.lead
 	if lead == 0 {
@@ -390,12 +394,16 @@ func burst(ctx context.Context, st *stack, o options, n int) (*result, error) {
 	runAt := time.Now().Add(lead).Truncate(time.Second)
 	st.logf("burst: creating %d one-shot tasks due at %s", n, runAt.Format(time.RFC3339))
 	cr := s.ax.createTasks(ctx, n, o.concurrency, func(i int) map[string]any {
-		return map[string]any{
+		t := map[string]any{
 			"name":        fmt.Sprintf("burst-%07d", i),
 			"endpoint_id": s.epID,
 			"schedule":    map[string]any{"type": "once", "run_at": runAt.UTC().Format(time.RFC3339Nano)},
 			"payload":     map[string]any{"i": i},
 		}
+		if shards > 1 {
+			t["shards"] = shards
+		}
+		return t
 	})
 	res.setCreation(cr)
 	if ctx.Err() != nil {
@@ -410,7 +418,7 @@ func burst(ctx context.Context, st *stack, o options, n int) (*result, error) {
 		return res, fmt.Errorf("the tasks were created only %s before the instant (want 5 s or more); raise -lead (now %s)",
 			margin.Round(time.Millisecond), lead)
 	}
-	want := n - cr.errors
+	want := (n - cr.errors) * shards
 	s.analyze(ctx, res, st.o.analyze)
 
 	// Wait for every task's delivery, at most a minute past the instant.
@@ -420,7 +428,7 @@ func burst(ctx context.Context, st *stack, o options, n int) (*result, error) {
 	}
 	cpu0 := sampleCPU(s.ax.cmd.Process.Pid, st)
 	waits := s.sampleWaits(ctx, res)
-	for distinctTasks(s.rcv.snapshot()) < want && time.Now().Before(deadline) {
+	for distinctFires(s.rcv.snapshot()) < want && time.Now().Before(deadline) {
 		if err := s.waitUntil(ctx, time.Now().Add(20*time.Millisecond), "next check"); err != nil {
 			return res, err
 		}
@@ -446,7 +454,7 @@ func burst(ctx context.Context, st *stack, o options, n int) (*result, error) {
 		}
 	}
 	res.Expected = want
-	first := make(map[string]string, want) // task → first execution id
+	first := make(map[string]string, want) // task (and shard) → first execution id
 	var lateness []time.Duration
 	var firstAt, lastAt time.Time
 	a := newAudit(res)
@@ -462,13 +470,14 @@ func burst(ctx context.Context, st *stack, o options, n int) (*result, error) {
 		if !sched.Equal(runAt) {
 			a.fail(fmt.Sprintf("scheduled for %s, not the instant %s", d.sched, runAt.Format(time.RFC3339Nano)))
 		}
-		if prev, seen := first[d.task]; seen {
+		key := d.task + "/" + d.shard
+		if prev, seen := first[key]; seen {
 			if prev != d.exec {
 				res.DuplicateSlots++
 			}
 			continue
 		}
-		first[d.task] = d.exec
+		first[key] = d.exec
 		lateness = append(lateness, d.at.Sub(runAt))
 		if firstAt.IsZero() || d.at.Before(firstAt) {
 			firstAt = d.at
@@ -552,10 +561,11 @@ func (a *audit) check(d delivery) (time.Time, bool) {
 	return sched, true
 }
 
-func distinctTasks(got []delivery) int {
+// distinctFires counts the distinct fires (task, and shard) delivered.
+func distinctFires(got []delivery) int {
 	seen := make(map[string]struct{}, len(got))
 	for _, d := range got {
-		seen[d.task] = struct{}{}
+		seen[d.task+"/"+d.shard] = struct{}{}
 	}
 	return len(seen)
 }

@@ -9,33 +9,57 @@ import (
 	"time"
 )
 
-// workflowScenario starts n runs of a 10-node DAG at the same instant
-// (a root, a fan-out of eight, a fan-in) and measures the step latency:
-// a downstream node's arrival at the receiver minus the arrival of the
-// last of its upstreams (an upper bound of "upstream final → downstream
-// sent": it also holds the upstream's response and its recording). It
-// counts nodes that arrived twice, early (before an upstream) or never.
-func workflowScenario(ctx context.Context, st *stack, o options, n int) (*result, error) {
-	s, err := open(ctx, st, "workflow", true, false)
-	if err != nil {
-		return nil, err
-	}
-	defer s.close()
-	res := &result{Scenario: "workflow", Tasks: n,
-		Target: "every node of every run once, never early; step latency p99 ≤ 100 ms"}
+// dagShape builds a workflow's nodes (all to the bench endpoint) and
+// each node's upstreams.
+type dagShape func(endpointID string) (nodes []any, deps map[string][]string)
 
+// fanDAG is 10 nodes: a root, a fan-out of eight, a fan-in.
+func fanDAG(ep string) ([]any, map[string][]string) {
 	const fan = 8
 	deps := map[string][]string{"root": nil}
-	nodes := []any{map[string]any{"key": "root", "endpoint_id": s.epID}}
+	nodes := []any{map[string]any{"key": "root", "endpoint_id": ep}}
 	var mids []string
 	for i := range fan {
 		k := fmt.Sprintf("mid-%d", i)
 		mids = append(mids, k)
 		deps[k] = []string{"root"}
-		nodes = append(nodes, map[string]any{"key": k, "endpoint_id": s.epID, "depends_on": []string{"root"}})
+		nodes = append(nodes, map[string]any{"key": k, "endpoint_id": ep, "depends_on": []string{"root"}})
 	}
 	deps["join"] = mids
-	nodes = append(nodes, map[string]any{"key": "join", "endpoint_id": s.epID, "depends_on": mids})
+	nodes = append(nodes, map[string]any{"key": "join", "endpoint_id": ep, "depends_on": mids})
+	return nodes, deps
+}
+
+// diamondDAG is 5 nodes: a → b, c, d → e.
+func diamondDAG(ep string) ([]any, map[string][]string) {
+	deps := map[string][]string{"a": nil, "b": {"a"}, "c": {"a"}, "d": {"a"}, "e": {"b", "c", "d"}}
+	var nodes []any
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		n := map[string]any{"key": k, "endpoint_id": ep}
+		if len(deps[k]) > 0 {
+			n["depends_on"] = deps[k]
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, deps
+}
+
+// workflowScenario starts n runs of a DAG of the given shape at the same
+// instant and measures the step latency: a downstream node's arrival at
+// the receiver minus the arrival of the last of its upstreams (an upper
+// bound of "upstream final → downstream sent": it also holds the
+// upstream's response and its recording). It counts nodes that arrived
+// twice, early (before an upstream) or never.
+func workflowScenario(ctx context.Context, st *stack, o options, name string, n int, shape dagShape) (*result, error) {
+	s, err := open(ctx, st, name, true, false)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	res := &result{Scenario: name, Tasks: n,
+		Target: "every node of every run once, never early; step latency p99 ≤ 100 ms"}
+
+	nodes, deps := shape(s.epID)
 	var wf struct {
 		ID string `json:"id"`
 	}
