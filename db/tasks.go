@@ -2,8 +2,10 @@ package db
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -80,6 +82,44 @@ const taskColumns = `tenant_id, id::text, name, endpoint_id::text, schedule_type
 // statement (one round trip; the notification goes out only if the row is
 // stored).
 func InsertTask(ctx context.Context, q Querier, t Task, wake bool) (Task, error) {
+	return insertTask(ctx, q, t, wake, nil)
+}
+
+// InsertTaskAudited is InsertTask that records audit in the same
+// statement: one round trip, atomic without a transaction of its own.
+// audit's changes are computed beforehand from StoredTask(t), which is
+// what the insert returns.
+func InsertTaskAudited(ctx context.Context, q Querier, t Task, wake bool, audit AuditRecord) (Task, error) {
+	return insertTask(ctx, q, t, wake, &audit)
+}
+
+// StoredTask is t as InsertTask stores and returns it: defaults the
+// table applies filled in, times at the database's microsecond precision
+// (pgx truncates, as here).
+func StoredTask(t Task) Task {
+	t.Shards = max(t.Shards, 1)
+	t.CompletionMode = completionMode(t.CompletionMode)
+	for _, p := range []**time.Time{&t.RunAt, &t.StartAt, &t.EndAt, &t.NextRunAt} {
+		if *p != nil {
+			v := (**p).Truncate(time.Microsecond)
+			*p = &v
+		}
+	}
+	cals := make([]string, len(t.ExcludeCalendars))
+	for i, id := range t.ExcludeCalendars {
+		cals[i] = id
+		if u, err := uuid.Parse(id); err == nil {
+			cals[i] = u.String()
+		}
+	}
+	t.ExcludeCalendars = cals
+	t.CreatedAt = t.CreatedAt.Truncate(time.Microsecond)
+	t.UpdatedAt = t.CreatedAt
+	return t
+}
+
+func insertTask(ctx context.Context, q Querier, t Task, wake bool, audit *AuditRecord) (Task, error) {
+	t = StoredTask(t)
 	const insert = `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, cron, timezone,
 			interval_seconds, run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms,
 			max_backoff_ms, overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id,
@@ -99,9 +139,19 @@ func InsertTask(ctx context.Context, q Querier, t Task, wake bool) (Task, error)
 	}
 	args[27] = cals
 	sql := insert
-	if wake {
-		sql = `WITH t AS (` + insert + `) SELECT t.* FROM t, (SELECT pg_notify($35, '')) n`
-		args = append(args, TaskChangedChannel)
+	if wake || audit != nil {
+		sql = `WITH t AS (` + insert + `)`
+		from := `t`
+		if audit != nil {
+			sql += `, a AS (INSERT INTO audit_log (tenant_id, id, subject, action, resource_type, resource_id, request_id, changes)
+				SELECT t.tenant_id, $35, $36, $37, $38, t.id::text, $39, $40::jsonb FROM t)`
+			args = append(args, audit.ID, audit.Subject, audit.Action, audit.ResourceType, audit.RequestID, nullJSON(audit.Changes))
+		}
+		if wake {
+			from += fmt.Sprintf(`, (SELECT pg_notify($%d, '')) n`, len(args)+1)
+			args = append(args, TaskChangedChannel)
+		}
+		sql += ` SELECT t.* FROM ` + from
 	}
 	rows, err := q.Query(ctx, sql, args...)
 	return collectOneRow[Task](rows, err)

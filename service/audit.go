@@ -76,28 +76,33 @@ func actorOf(ctx context.Context) (Actor, bool) {
 // service method's transaction (auditTx gives it one when the method has
 // none).
 func recordAudit(ctx context.Context, q db.Querier, tenant, action, resourceType, resourceID string, changes any) error {
+	rec, ok, err := auditRecord(ctx, tenant, action, resourceType, resourceID, changes)
+	if !ok || err != nil {
+		return err
+	}
+	return storeError(db.InsertAudit(ctx, q, rec), "record audit")
+}
+
+// auditRecord is the audit record of a change made for ctx's actor, and
+// false when ctx has none (not an API change: nothing is recorded).
+func auditRecord(ctx context.Context, tenant, action, resourceType, resourceID string, changes any) (db.AuditRecord, bool, error) {
 	a, ok := actorOf(ctx)
 	if !ok {
-		return nil
+		return db.AuditRecord{}, false, nil
 	}
 	var raw []byte
 	if changes != nil {
 		var err error
 		if raw, err = json.Marshal(changes); err != nil {
-			return err
+			return db.AuditRecord{}, false, err
 		}
 	}
-	return storeError(db.InsertAudit(ctx, q, db.AuditRecord{
+	return db.AuditRecord{
 		TenantID: tenant, ID: NewID(), Subject: a.Subject, Action: action, ResourceType: resourceType,
 		ResourceID: resourceID, RequestID: a.RequestID, Changes: raw,
-	}), "record audit")
+	}, true, nil
 }
 
-// auditTx runs fn with the Querier of a single-statement write: with an
-// actor in ctx, a transaction (a savepoint of the one ctx carries, if
-// any), so that fn's change and its audit record commit together;
-// without one, db.Using (nothing is recorded, and the write keeps its
-// single round trip).
 func auditTx(ctx context.Context, pool *db.Pool, fn func(db.Querier) error) error {
 	if _, ok := actorOf(ctx); !ok {
 		return fn(db.Using(ctx, pool))

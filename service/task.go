@@ -212,19 +212,22 @@ func (s *Tasks) create(ctx context.Context, tenant string, in TaskInput) (Task, 
 	// instant, not the insert's own now() a round trip later.
 	row.State, row.NextRunAt, row.CreatedAt = TaskActive, next, now
 	wake := next != nil && next.Sub(now) <= TaskWakeWithin
-	var out Task
-	err = auditTx(ctx, s.pool, func(q db.Querier) error {
-		row, err := db.InsertTask(ctx, q, row, wake)
-		if err != nil {
-			return s.insertError(err, in)
-		}
-		out = taskFromRow(row)
-		return recordAudit(ctx, q, tenant, AuditCreate, ResourceTask, out.ID, auditFields(out.Input()))
-	})
+	// The audit record goes in the insert's own statement: computed from
+	// the row as the insert stores it, it is what a read gives back.
+	rec, audited, err := auditRecord(ctx, tenant, AuditCreate, ResourceTask, row.ID,
+		auditFields(taskFromRow(db.StoredTask(row)).Input()))
 	if err != nil {
 		return Task{}, err
 	}
-	return out, nil
+	if audited {
+		row, err = db.InsertTaskAudited(ctx, q, row, wake, rec)
+	} else {
+		row, err = db.InsertTask(ctx, q, row, wake)
+	}
+	if err != nil {
+		return Task{}, s.insertError(err, in)
+	}
+	return taskFromRow(row), nil
 }
 
 // withCalendars returns sched with the calendars its spec excludes
