@@ -31,7 +31,7 @@ func TestCreateAuditIsTheStoredTask(t *testing.T) {
 	fine := time.Now().Add(time.Hour).Truncate(time.Second).Add(123456789 * time.Nanosecond)
 	later := fine.Add(48 * time.Hour)
 	inputs := map[string]TaskInput{
-		"defaults": {Name: "defaults", EndpointID: ep.ID, Schedule: ScheduleSpec{Type: "interval", IntervalSeconds: 60}},
+		"defaults":              {Name: "defaults", EndpointID: ep.ID, Schedule: ScheduleSpec{Type: "interval", IntervalSeconds: 60}},
 		"once with nanoseconds": {Name: "once", EndpointID: ep.ID, Schedule: ScheduleSpec{Type: "once", RunAt: &fine}},
 		"bounded cron with calendars": {Name: "cron", EndpointID: ep.ID, Payload: []byte(`{"b": 1,  "a": [1, 2]}`),
 			Schedule: ScheduleSpec{Type: "cron", Cron: "0 0 2 ? * MON-FRI", Dialect: "quartz", Timezone: "Asia/Shanghai",
