@@ -29,6 +29,10 @@ type workflowNodeDTO struct {
 	DependsOn []string `json:"depends_on,omitempty"`
 	// TriggerRule: all_success (default), all_done (every upstream finished) or one_success.
 	TriggerRule string `json:"trigger_rule,omitempty" enums:"all_success,all_done,one_success" example:"all_success"`
+	// Completion says how an attempt of the node ends, as for a task; absent or null: {"mode": "response"}. In callback
+	// mode the node's 2xx only accepts the attempt: the nodes downstream wait until its execution is completed
+	// (POST /v1/executions/{id}/complete), and heartbeat and completion timeouts retry it under its retry policy.
+	Completion *completionDTO `json:"completion,omitempty"`
 } // @name WorkflowNode
 
 // workflowRequest is the body of POST /v1/workflows, and the shape a PATCH merges into.
@@ -134,6 +138,13 @@ func (r workflowRequest) input() (service.WorkflowInput, error) {
 			Retry: service.RetryPolicy{MaxAttempts: n.Retry.MaxAttempts,
 				InitialBackoff: time.Duration(n.Retry.InitialBackoffMS) * time.Millisecond,
 				MaxBackoff:     time.Duration(n.Retry.MaxBackoffMS) * time.Millisecond}}
+		if c := n.Completion; c != nil {
+			if c.TimeoutMS < 0 || c.HeartbeatTimeoutMS < 0 {
+				ve.Add("nodes.completion", "timeouts must be positive")
+			}
+			node.Completion = service.Completion{Mode: c.Mode, Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
+				HeartbeatTimeout: time.Duration(c.HeartbeatTimeoutMS) * time.Millisecond}
+		}
 		if n.TimeoutMS != nil {
 			if *n.TimeoutMS <= 0 {
 				ve.Add("nodes.timeout_ms", "must be between 100 and 300000")
@@ -166,6 +177,10 @@ func workflowRequestOf(in service.WorkflowInput) workflowRequest {
 		if n.Timeout != 0 {
 			ms := int(n.Timeout.Milliseconds())
 			d.TimeoutMS = &ms
+		}
+		if n.Completion.Callback() {
+			d.Completion = &completionDTO{Mode: service.CompletionCallback, TimeoutMS: n.Completion.Timeout.Milliseconds(),
+				HeartbeatTimeoutMS: n.Completion.HeartbeatTimeout.Milliseconds()}
 		}
 		r.Nodes = append(r.Nodes, d)
 	}

@@ -48,6 +48,10 @@ type WorkflowNodeInput struct {
 	Shards      int
 	DependsOn   []string
 	TriggerRule string
+	// Completion: how an attempt of the node ends, as for a task; in
+	// callback mode the node is done when its execution is completed
+	// (POST /v1/executions/{id}/complete), not at its 2xx.
+	Completion Completion
 }
 
 // WorkflowInput is what a client may set on a workflow.
@@ -157,6 +161,9 @@ func (in WorkflowInput) withDefaults() WorkflowInput {
 		if n.DependsOn == nil {
 			n.DependsOn = []string{}
 		}
+		if n.Completion.Mode == CompletionResponse {
+			n.Completion.Mode = "" // the default: stored and compared as none
+		}
 		nodes[i] = n
 	}
 	in.Nodes = nodes
@@ -214,7 +221,7 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*Schedule, []Work
 		keys[n.Key] = i
 		// The delivery fields follow the task rules.
 		t := TaskInput{Name: "node", EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority, Timeout: n.Timeout,
-			Retry: n.Retry, OverlapPolicy: OverlapAllow, MisfirePolicy: MisfireFireAll,
+			Retry: n.Retry, Completion: n.Completion, OverlapPolicy: OverlapAllow, MisfirePolicy: MisfireFireAll,
 			Schedule: ScheduleSpec{Type: ScheduleOnce, RunAt: &now, Timezone: "UTC"}}
 		if _, err := s.tasks.validate(t, now); err != nil {
 			var tv *ValidationError
@@ -344,7 +351,7 @@ func storeVersion(ctx context.Context, tx db.Tx, tenant, workflowID string, vers
 		row := taskRow(tenant, id, TaskInput{
 			Name: fmt.Sprintf("%s%s/v%d/%s", nodeTaskNamePrefix, workflowID, version, n.Key), EndpointID: n.EndpointID,
 			Schedule: ScheduleSpec{Type: ScheduleOnce, RunAt: &now, Timezone: "UTC"}, Payload: n.Payload,
-			Priority: n.Priority, Timeout: n.Timeout, Retry: n.Retry, OverlapPolicy: OverlapAllow,
+			Priority: n.Priority, Timeout: n.Timeout, Retry: n.Retry, Completion: n.Completion, OverlapPolicy: OverlapAllow,
 			// The run applied the workflow's misfire policy when it was
 			// created; a node fire is not a slot of its own.
 			MisfirePolicy: MisfireFireAll, Labels: map[string]string{},
@@ -358,6 +365,10 @@ func storeVersion(ctx context.Context, tx db.Tx, tenant, workflowID string, vers
 			Priority: n.Priority, TimeoutMS: n.Timeout.Milliseconds(), MaxAttempts: n.Retry.MaxAttempts,
 			InitialBackoffMS: n.Retry.InitialBackoff.Milliseconds(), MaxBackoffMS: n.Retry.MaxBackoff.Milliseconds(),
 			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule}
+		if n.Completion.Callback() {
+			sn.CompletionMode, sn.CompletionTimeoutMS = CompletionCallback, n.Completion.Timeout.Milliseconds()
+			sn.HeartbeatTimeoutMS = n.Completion.HeartbeatTimeout.Milliseconds()
+		}
 		stored[i] = sn
 	}
 	doc, err := json.Marshal(stored)
@@ -477,7 +488,7 @@ func workflowFromRow(r db.Workflow) (Workflow, error) {
 			Priority: n.Priority, Timeout: time.Duration(n.TimeoutMS) * time.Millisecond,
 			Retry: RetryPolicy{MaxAttempts: n.MaxAttempts, InitialBackoff: time.Duration(n.InitialBackoffMS) * time.Millisecond,
 				MaxBackoff: time.Duration(n.MaxBackoffMS) * time.Millisecond},
-			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule})
+			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule, Completion: n.completion()})
 	}
 	return w, nil
 }
