@@ -147,10 +147,13 @@ type WorkflowRun struct {
 	StartedAt    *time.Time `db:"started_at"`
 	FinishedAt   *time.Time `db:"finished_at"`
 	UpdatedAt    time.Time  `db:"updated_at"`
+	// SLAMissedAt is when the run was recorded as missing its workflow's
+	// SLA (nil: it has not).
+	SLAMissedAt *time.Time `db:"sla_missed_at"`
 }
 
 const runColumns = `r.tenant_id, r.id::text, r.workflow_id::text, r.version, r.scheduled_for, r.round, r.trigger,
-	r.dedup_key, r.state, r.created_at, r.started_at, r.finished_at, r.updated_at`
+	r.dedup_key, r.state, r.created_at, r.started_at, r.finished_at, r.updated_at, r.sla_missed_at`
 
 // InsertWorkflowRun inserts a pending run unless its slot (a scheduled
 // run) or its dedup key already has one; it reports whether it did.

@@ -107,8 +107,22 @@ type WorkflowRun struct {
 	CreatedAt    time.Time
 	StartedAt    *time.Time
 	FinishedAt   *time.Time
+	// SLAMissedAt is when the run was recorded as not succeeded by its
+	// workflow's SLA deadline (nil: it was not).
+	SLAMissedAt *time.Time
 	// Nodes is set by GetRun (the run's timeline), not by lists.
 	Nodes []WorkflowRunNode
+	// Events is the run's own timeline (sla_missed), set by GetRun.
+	Events []WorkflowRunEvent
+}
+
+// WorkflowRunEvent is one event of a run as a whole (not of a node's
+// execution): sla_missed.
+type WorkflowRunEvent struct {
+	At      time.Time
+	Type    string
+	Message string
+	Data    map[string]any
 }
 
 // WorkflowsConfig configures Workflows.
@@ -201,9 +215,7 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*Schedule, []Work
 	if in.AlertEndpointID != "" && !validID(in.AlertEndpointID) {
 		ve.Add("alert_endpoint_id", "must be the id of one of your endpoints")
 	}
-	if in.SLAFinishWithin < 0 {
-		ve.Add("sla.finish_within_ms", "must not be negative")
-	}
+	validateSLA(&ve, SLA{FinishWithin: in.SLAFinishWithin})
 	switch {
 	case len(in.Nodes) == 0:
 		ve.Add("nodes", "a workflow has at least one node")
@@ -705,7 +717,7 @@ func (s *Workflows) Trigger(ctx context.Context, tenant, id, dedupKey string) (W
 func runFromRow(r db.WorkflowRun) WorkflowRun {
 	return WorkflowRun{ID: r.ID, WorkflowID: r.WorkflowID, Version: int(r.Version), ScheduledFor: r.ScheduledFor.UTC(),
 		Round: int(r.Round), Trigger: r.Trigger, State: r.State, CreatedAt: r.CreatedAt.UTC(), StartedAt: utcPtr(r.StartedAt),
-		FinishedAt: utcPtr(r.FinishedAt)}
+		FinishedAt: utcPtr(r.FinishedAt), SLAMissedAt: utcPtr(r.SLAMissedAt)}
 }
 
 // GetRun returns a run with its nodes.
@@ -733,6 +745,14 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 	execs, err := db.GetRunExecutions(ctx, q, tenant, id)
 	if err != nil {
 		return WorkflowRun{}, storeError(err, "load run executions")
+	}
+	events, err := db.GetRunEvents(ctx, q, tenant, id)
+	if err != nil {
+		return WorkflowRun{}, storeError(err, "load run events")
+	}
+	out.Events = make([]WorkflowRunEvent, 0, len(events))
+	for _, ev := range events {
+		out.Events = append(out.Events, WorkflowRunEvent{At: ev.At.UTC(), Type: ev.Type, Message: zeroIfNil(ev.Message), Data: ev.Data})
 	}
 	stored := map[string]db.RunNode{}
 	for _, n := range nodes {
@@ -1022,13 +1042,27 @@ type WorkflowAlertArgs struct {
 	EndpointID string   `json:"endpoint_id"`
 	Type       string   `json:"type"`
 	Nodes      []string `json:"nodes"`
+	// State and ScheduledFor are the run's when the alert was queued
+	// (workflow_run.sla_missed).
+	State        string     `json:"state,omitempty"`
+	ScheduledFor *time.Time `json:"scheduled_for,omitempty"`
+	// SLAFinishWithinMS and SLADueAt are the SLA a workflow_run.sla_missed
+	// alert is about.
+	SLAFinishWithinMS int64      `json:"sla_finish_within_ms,omitempty"`
+	SLADueAt          *time.Time `json:"sla_due_at,omitempty"`
 }
 
 // Kind implements river.JobArgs.
 func (WorkflowAlertArgs) Kind() string { return "workflow_alert" }
 
-// AlertWorkflowRunBlocked is the alert of a run that waits for a person.
-const AlertWorkflowRunBlocked = "workflow_run.blocked"
+// Workflow alert types.
+const (
+	// AlertWorkflowRunBlocked is the alert of a run that waits for a person.
+	AlertWorkflowRunBlocked = "workflow_run.blocked"
+	// AlertWorkflowRunSLAMissed is the alert of a run not succeeded by its
+	// workflow's SLA deadline (sla.finish_within_ms after its slot).
+	AlertWorkflowRunSLAMissed = "workflow_run.sla_missed"
+)
 
 func workflowAlertInsert(a WorkflowAlertArgs) []river.InsertManyParams {
 	return []river.InsertManyParams{{Args: a, InsertOpts: &river.InsertOpts{Queue: QueueAlert, MaxAttempts: AlertMaxAttemptsDefault}}}
@@ -1043,6 +1077,8 @@ type WorkflowAlert struct {
 	Keys    [][]byte
 	// WorkflowName names the workflow ("" when it is gone: nothing to send).
 	WorkflowName string
+	// Format is the endpoint's alert format: AlertFormatAx or AlertFormatSlack.
+	Format string
 }
 
 // AlertTarget loads the endpoint a workflow alert goes to; ErrNotFound:
@@ -1069,5 +1105,5 @@ func (s *Workflows) AlertTarget(ctx context.Context, a WorkflowAlertArgs) (Workf
 		return WorkflowAlert{}, err
 	}
 	return WorkflowAlert{URL: ep.URL, Method: ep.Method, Headers: ep.Headers, Keys: keys,
-		Timeout: time.Duration(ep.TimeoutMS) * time.Millisecond, WorkflowName: w.Name}, nil
+		Timeout: time.Duration(ep.TimeoutMS) * time.Millisecond, WorkflowName: w.Name, Format: ep.Format}, nil
 }
