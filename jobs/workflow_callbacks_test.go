@@ -304,3 +304,27 @@ func TestWorkflowRunSLAMetInTime(t *testing.T) {
 	require.Equal(t, ":hourglass: workflow *billing&lt;daily&gt;* missed its SLA: a run not succeeded within 2h0m0s of its slot "+
 		"2026-03-01T18:00:00Z (it is blocked) <https://ax.example.com/v1/workflow-runs/r1|run r1>", text)
 }
+
+// TestWorkflowRunCancelEndsCallbackWait: cancelling a run whose callback
+// node waits cancels the node's execution at once (no job carries it) and
+// its token can no longer act.
+func TestWorkflowRunCancelEndsCallbackWait(t *testing.T) {
+	t.Parallel()
+	h, wf := newWorkflowHarness(t)
+	run, extract, transform, report := callbackChain(t, h, wf, 0, service.RetryPolicy{}, nil)
+	extract.next(t)
+	hit := transform.next(t)
+	id := hit.Header.Get("Idempotency-Key")
+	_, grant := h.grantOf(hit)
+	h.waitEvent(id, service.EventAccepted)
+
+	_, err := wf.CancelRun(t.Context(), h.tenant, run)
+	require.NoError(t, err)
+	require.Equal(t, service.ExecCancelled, h.execution(id).State, "cancelled at once, not at its deadline")
+	_, nodes := runOf(t, h, wf, run)
+	require.Equal(t, service.ExecCancelled, nodes["transform"])
+	_, err = h.deliveries.Complete(t.Context(), h.tenant, id, grant, service.CompletionInput{Status: service.ExecSucceeded})
+	require.ErrorIs(t, err, service.ErrConflict)
+	require.ErrorIs(t, h.deliveries.Heartbeat(t.Context(), h.tenant, id, grant, nil), service.ErrConflict)
+	report.quiet(t, 300*time.Millisecond)
+}
