@@ -24,8 +24,6 @@ const (
 	WorkflowPaused       = "paused"
 	ResourceWorkflow     = "workflow"
 	ResourceWorkflowRun  = "workflow_run"
-	AuditRunNode         = "run_node"
-	AuditSkipNode        = "skip_node"
 	workflowSweepAge     = 2 * time.Second
 	workflowSweepBatch   = 100
 	workflowClaimBatch   = 100
@@ -873,15 +871,18 @@ func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowR
 
 // RunNode fires a node of a running or blocked run now, whatever its rule
 // (skip: marks it skipped, which satisfies all_success downstream).
+// It is audited as a trigger of the run, with the node in changes (the
+// audit log's actions are a fixed list; "run it now" is a trigger).
 func (s *Workflows) RunNode(ctx context.Context, tenant, runID, key string) (WorkflowRun, error) {
-	return s.resolveNode(ctx, tenant, runID, key, AuditRunNode)
+	return s.resolveNode(ctx, tenant, runID, key, AuditTrigger)
 }
 
-// SkipNode: see RunNode.
+// SkipNode: see RunNode; audited as a skip of the run, with the node.
 func (s *Workflows) SkipNode(ctx context.Context, tenant, runID, key string) (WorkflowRun, error) {
-	return s.resolveNode(ctx, tenant, runID, key, AuditSkipNode)
+	return s.resolveNode(ctx, tenant, runID, key, AuditSkip)
 }
 
+// resolveNode runs (action AuditTrigger) or skips (AuditSkip) a node.
 func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action string) (WorkflowRun, error) {
 	var out WorkflowRun
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
@@ -905,7 +906,7 @@ func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action 
 				map[string]string{nodeFired: "already fired"}[st]+map[bool]string{true: st}[st != nodeFired])
 		}
 		var force []string
-		if action == AuditSkipNode {
+		if action == AuditSkip {
 			if err := db.SetRunNodeStates(ctx, tx, tenant, runID, []string{key}, []string{NodeSkipped}); err != nil {
 				return storeError(err, "skip node")
 			}
