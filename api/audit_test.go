@@ -68,12 +68,12 @@ var auditCases = map[string]auditCase{
 			run := a.triggerWorkflow(tok, a.createWorkflow(tok, "wf-run-cancelled"))
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + run + "/cancel", Token: tok}), run
 		}},
-	"POST /v1/workflow-runs/:id/nodes/:key/run": {status: http.StatusOK, action: "run_node", resourceType: "workflow_run",
+	"POST /v1/workflow-runs/:id/nodes/:key/run": {status: http.StatusOK, action: "trigger", resourceType: "workflow_run",
 		run: func(a *testAPI, tok string) (resp, string) {
 			run := a.triggerWorkflow(tok, a.createWorkflow(tok, "wf-node-run"))
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + run + "/nodes/b/run", Token: tok}), run
 		}},
-	"POST /v1/workflow-runs/:id/nodes/:key/skip": {status: http.StatusOK, action: "skip_node", resourceType: "workflow_run",
+	"POST /v1/workflow-runs/:id/nodes/:key/skip": {status: http.StatusOK, action: "skip", resourceType: "workflow_run",
 		run: func(a *testAPI, tok string) (resp, string) {
 			run := a.triggerWorkflow(tok, a.createWorkflow(tok, "wf-node-skip"))
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + run + "/nodes/b/skip", Token: tok}), run
@@ -199,6 +199,11 @@ var auditCases = map[string]auditCase{
 		}},
 }
 
+// auditActions is the contract's list of audit actions: a record's action
+// is one of these, whatever the route.
+var auditActions = []string{"create", "update", "delete", "pause", "resume", "trigger", "skip", "backfill", "cancel",
+	"retry", "rotate_secret", "set_limits"}
+
 // notChanges are write routes that change no resource, each with the
 // reason.
 var notChanges = map[string]string{
@@ -273,6 +278,7 @@ func TestEveryWriteRouteIsAudited(t *testing.T) {
 			require.Equal(t, tenant, e["tenant"])
 			require.Equal(t, "test", e["subject"], "the token's sub")
 			require.Equal(t, c.action, e["action"])
+			require.Contains(t, auditActions, c.action, "the contract's action list is binding")
 			require.Equal(t, c.resourceType, e["resource_type"])
 			require.Equal(t, resourceID, e["resource_id"])
 			require.NotEmpty(t, e["id"])
@@ -465,4 +471,48 @@ func TestAuditIsInTheChangesTransaction(t *testing.T) {
 	require.Zero(t, n, "the create was rolled back with its record")
 	require.NoError(t, a.pool.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE name = 'unrecorded'`).Scan(&n))
 	require.Zero(t, n)
+}
+
+// TestAuditOfCallbacks: a completion is a change of its execution made
+// through the API, recorded as an update (state old → new, how it was
+// completed) whether a tenant token or the attempt's callback token made
+// it (subject "callback:attempt-N"), with neither the token nor the
+// output's content; a heartbeat is no change and leaves no record.
+func TestAuditOfCallbacks(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "audit-callbacks")
+	x, cb := a.waitingExecution(tok)
+	a.must(http.StatusNoContent, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat", Token: cb,
+		Body: map[string]any{"progress": map[string]any{"pct": 50}}})
+	a.must(http.StatusNoContent, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat", Token: tok})
+	require.Empty(t, a.auditEntries(tok, url.Values{"resource_type": {"execution"}, "resource_id": {x}}), "heartbeats leave no record")
+
+	r := a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
+		Body: map[string]any{"status": "failed", "error": "upstream down", "retryable": false,
+			"output": map[string]any{"password": "hunter2"}}})
+	entries := a.auditEntries(tok, url.Values{"resource_type": {"execution"}, "resource_id": {x}})
+	require.Len(t, entries, 1)
+	e := entries[0]
+	require.Equal(t, "update", e["action"])
+	require.Equal(t, "callback:attempt-1", e["subject"], "a callback token has no sub: the attempt it was given for")
+	require.Equal(t, r.Header.Get("X-Request-Id"), e["request_id"])
+	changes := e["changes"].(map[string]any)
+	require.Equal(t, map[string]any{"old": "running", "new": "failed"}, changes["state"])
+	completion := changes["completion"].(map[string]any)
+	require.Equal(t, "failed", completion["status"])
+	require.Equal(t, "callback_token", completion["by"])
+	require.Equal(t, false, completion["retryable"])
+	raw := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/audit?resource_id=" + x, Token: tok}).Raw
+	require.NotContains(t, string(raw), cb, "never the token")
+	require.NotContains(t, string(raw), "hunter2", "never the output's content")
+
+	// A tenant token's completion is recorded with its sub.
+	y, _ := a.waitingExecution(tok)
+	a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + y + "/complete", Token: tok,
+		Body: map[string]any{"status": "succeeded"}})
+	entries = a.auditEntries(tok, url.Values{"resource_type": {"execution"}, "resource_id": {y}})
+	require.Len(t, entries, 1)
+	require.Equal(t, "test", entries[0]["subject"])
+	require.Equal(t, "api", entries[0]["changes"].(map[string]any)["completion"].(map[string]any)["by"])
 }

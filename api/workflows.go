@@ -29,6 +29,10 @@ type workflowNodeDTO struct {
 	DependsOn []string `json:"depends_on,omitempty"`
 	// TriggerRule: all_success (default), all_done (every upstream finished) or one_success.
 	TriggerRule string `json:"trigger_rule,omitempty" enums:"all_success,all_done,one_success" example:"all_success"`
+	// Completion says how an attempt of the node ends, as for a task; absent or null: {"mode": "response"}. In callback
+	// mode the node's 2xx only accepts the attempt: the nodes downstream wait until its execution is completed
+	// (POST /v1/executions/{id}/complete), and heartbeat and completion timeouts retry it under its retry policy.
+	Completion *completionDTO `json:"completion,omitempty"`
 } // @name WorkflowNode
 
 // workflowRequest is the body of POST /v1/workflows, and the shape a PATCH merges into.
@@ -37,10 +41,12 @@ type workflowRequest struct {
 	// Schedule is optional: without one, runs start by trigger.
 	Schedule *scheduleDTO `json:"schedule,omitempty"`
 	// MaxActiveRuns bounds the unfinished runs (1..1000, default 1); a slot beyond it waits, in order.
-	MaxActiveRuns   int     `json:"max_active_runs,omitempty" example:"1"`
-	MisfirePolicy   string  `json:"misfire_policy,omitempty" enums:"fire_once,fire_all,skip" example:"fire_once"`
-	AlertEndpointID string  `json:"alert_endpoint_id,omitempty"`
-	SLA             *slaDTO `json:"sla,omitempty"`
+	MaxActiveRuns   int    `json:"max_active_runs,omitempty" example:"1"`
+	MisfirePolicy   string `json:"misfire_policy,omitempty" enums:"fire_once,fire_all,skip" example:"fire_once"`
+	AlertEndpointID string `json:"alert_endpoint_id,omitempty"`
+	// SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
+	SLA *slaDTO `json:"sla,omitempty"`
 	// Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes.
 	Nodes []workflowNodeDTO `json:"nodes"`
 } // @name WorkflowRequest
@@ -90,9 +96,23 @@ type runResponse struct {
 	CreatedAt    timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
 	StartedAt    *timestamp `json:"started_at" swaggertype:"string" format:"date-time"`
 	FinishedAt   *timestamp `json:"finished_at" swaggertype:"string" format:"date-time"`
+	// SLAMissedAt is when the run was recorded as not succeeded by the workflow's SLA deadline (scheduled_for +
+	// sla.finish_within_ms); absent while it has not missed it.
+	SLAMissedAt *timestamp `json:"sla_missed_at,omitempty" swaggertype:"string" format:"date-time"`
 	// Nodes is the run's timeline (absent in lists).
 	Nodes []runNodeResponse `json:"nodes,omitempty"`
+	// Events is the run's own timeline, oldest first (absent in lists): sla_missed, with data {"due_at",
+	// "finish_within_ms", "state", "alert_endpoint_id"?}. A node's events are on its execution.
+	Events []runEventResponse `json:"events,omitempty"`
 } // @name WorkflowRun
+
+// runEventResponse is one event of a run as a whole.
+type runEventResponse struct {
+	Type    string         `json:"type" enums:"sla_missed" example:"sla_missed"`
+	At      timestamp      `json:"at" swaggertype:"string" format:"date-time"`
+	Message string         `json:"message,omitempty"`
+	Data    map[string]any `json:"data,omitempty"`
+} // @name WorkflowRunEvent
 
 // runList is a page of runs.
 type runList struct {
@@ -134,6 +154,13 @@ func (r workflowRequest) input() (service.WorkflowInput, error) {
 			Retry: service.RetryPolicy{MaxAttempts: n.Retry.MaxAttempts,
 				InitialBackoff: time.Duration(n.Retry.InitialBackoffMS) * time.Millisecond,
 				MaxBackoff:     time.Duration(n.Retry.MaxBackoffMS) * time.Millisecond}}
+		if c := n.Completion; c != nil {
+			if c.TimeoutMS < 0 || c.HeartbeatTimeoutMS < 0 {
+				ve.Add("nodes.completion", "timeouts must be positive")
+			}
+			node.Completion = service.Completion{Mode: c.Mode, Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
+				HeartbeatTimeout: time.Duration(c.HeartbeatTimeoutMS) * time.Millisecond}
+		}
 		if n.TimeoutMS != nil {
 			if *n.TimeoutMS <= 0 {
 				ve.Add("nodes.timeout_ms", "must be between 100 and 300000")
@@ -167,6 +194,10 @@ func workflowRequestOf(in service.WorkflowInput) workflowRequest {
 			ms := int(n.Timeout.Milliseconds())
 			d.TimeoutMS = &ms
 		}
+		if n.Completion.Callback() {
+			d.Completion = &completionDTO{Mode: service.CompletionCallback, TimeoutMS: n.Completion.Timeout.Milliseconds(),
+				HeartbeatTimeoutMS: n.Completion.HeartbeatTimeout.Milliseconds()}
+		}
 		r.Nodes = append(r.Nodes, d)
 	}
 	return r
@@ -180,7 +211,10 @@ func workflowOut(w service.Workflow) workflowResponse {
 func runOut(r service.WorkflowRun) runResponse {
 	out := runResponse{ID: r.ID, WorkflowID: r.WorkflowID, Version: r.Version, ScheduledFor: stamp(r.ScheduledFor),
 		Round: r.Round, Trigger: r.Trigger, State: r.State, CreatedAt: stamp(r.CreatedAt), StartedAt: stampPtr(r.StartedAt),
-		FinishedAt: stampPtr(r.FinishedAt)}
+		FinishedAt: stampPtr(r.FinishedAt), SLAMissedAt: stampPtr(r.SLAMissedAt)}
+	for _, ev := range r.Events {
+		out.Events = append(out.Events, runEventResponse{Type: ev.Type, At: stamp(ev.At), Message: ev.Message, Data: ev.Data})
+	}
 	for _, n := range r.Nodes {
 		rn := runNodeResponse{Key: n.Key, State: n.State, ExecutionID: n.ExecutionID, ShardStates: n.ShardStates,
 			RuleMetAt: stampPtr(n.RuleMetAt), StartedAt: stampPtr(n.StartedAt), FinishedAt: stampPtr(n.FinishedAt)}

@@ -86,3 +86,52 @@ func TestWorkflowAPI(t *testing.T) {
 	tasks := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks", Token: tok})
 	require.Empty(t, tasks.JSON["items"], "node tasks are not tasks of the API")
 }
+
+// TestWorkflowNodeCompletionAndSLAFields: a node takes a task's completion
+// object (validated as a task's, the error naming the node), returns it,
+// and a PATCH that repeats it makes no new version; a workflow's SLA is
+// validated as a task's; a run without a miss shows neither
+// sla_missed_at nor events.
+func TestWorkflowNodeCompletionAndSLAFields(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	ep := a.createEndpoint(tok, "long")
+	node := func(completion string) string {
+		return `{"name":"long.running","nodes":[{"key":"a","endpoint_id":"` + ep + `"},
+			{"key":"b","endpoint_id":"` + ep + `","depends_on":["a"],"completion":` + completion + `}]}`
+	}
+	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: node(`{"mode":"callback"}`)})
+	require.Contains(t, string(r.Raw), "nodes[1].completion.timeout_ms")
+	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: node(`{"mode":"eventually","timeout_ms":1000}`)})
+	require.Contains(t, string(r.Raw), "nodes[1].completion.mode")
+	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: node(`{"mode":"callback","timeout_ms":60000,"deadline":1}`)})
+	require.Contains(t, string(r.Raw), "nodes[1].completion.deadline")
+	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: `{"name":"slow","sla":{"finish_within_ms":10},"nodes":[{"key":"a","endpoint_id":"` + ep + `"}]}`})
+	require.Contains(t, string(r.Raw), "sla.finish_within_ms")
+
+	completion := map[string]any{"mode": "callback", "timeout_ms": 3600000.0, "heartbeat_timeout_ms": 120000.0}
+	created := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: node(`{"mode":"callback","timeout_ms":3600000,"heartbeat_timeout_ms":120000}`)})
+	id := created.JSON["id"].(string)
+	nodes := created.JSON["nodes"].([]any)
+	require.Nil(t, nodes[0].(map[string]any)["completion"], "response mode is the default")
+	require.Equal(t, completion, nodes[1].(map[string]any)["completion"])
+	patched := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
+		Body: map[string]any{"nodes": nodes}})
+	require.EqualValues(t, 1, patched.JSON["version"], "the same nodes make no new version")
+	nodes[1].(map[string]any)["completion"] = map[string]any{"mode": "response"}
+	patched = a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
+		Body: map[string]any{"nodes": nodes}})
+	require.EqualValues(t, 2, patched.JSON["version"])
+	require.Nil(t, patched.JSON["nodes"].([]any)[1].(map[string]any)["completion"])
+
+	run := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok})
+	got := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + run.JSON["id"].(string), Token: tok})
+	require.NotContains(t, got.JSON, "sla_missed_at")
+	require.NotContains(t, got.JSON, "events")
+}

@@ -170,7 +170,7 @@ func TestOnlyErrorsGoReadsDBErrors(t *testing.T) {
 // tenantTables are the tables whose rows belong to a tenant (a tenant_id
 // column).
 var tenantTables = []string{"endpoints", "tasks", "executions", "execution_events", "unfinished_executions", "idempotency_keys", "audit_log",
-	"callback_attempts", "sla_misses", "flow_gates", "flow_permits", "flow_holds", "api_budgets"}
+	"callback_attempts", "sla_misses", "flow_gates", "flow_permits", "flow_holds", "api_budgets", "workflow_run_events"}
 
 // crossTenant lists the functions of db/ whose statements read or write
 // tenant tables across tenants, on purpose. Each says why.

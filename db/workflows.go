@@ -147,10 +147,13 @@ type WorkflowRun struct {
 	StartedAt    *time.Time `db:"started_at"`
 	FinishedAt   *time.Time `db:"finished_at"`
 	UpdatedAt    time.Time  `db:"updated_at"`
+	// SLAMissedAt is when the run was recorded as missing its workflow's
+	// SLA (nil: it has not).
+	SLAMissedAt *time.Time `db:"sla_missed_at"`
 }
 
 const runColumns = `r.tenant_id, r.id::text, r.workflow_id::text, r.version, r.scheduled_for, r.round, r.trigger,
-	r.dedup_key, r.state, r.created_at, r.started_at, r.finished_at, r.updated_at`
+	r.dedup_key, r.state, r.created_at, r.started_at, r.finished_at, r.updated_at, r.sla_missed_at`
 
 // InsertWorkflowRun inserts a pending run unless its slot (a scheduled
 // run) or its dedup key already has one; it reports whether it did.
@@ -340,26 +343,32 @@ func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, ru
 }
 
 // CancelRunExecutions cancels the pending and retrying executions of a
-// run (as CancelPendingExecutions does for a task), asks its running ones
+// run (as CancelPendingExecutions does for a task), and the running ones
+// that wait for a callback (no job carries them: their wait ends with the
+// cancel, and their token can no longer act), asks its other running ones
 // to stop, and returns how many it cancelled. It skips executions another
 // transaction holds, never waiting while the caller holds the run's lock
 // (a Finish holding an execution waits for that lock): those are being
 // started or finished, and their run's advance finds the run cancelled.
 func CancelRunExecutions(ctx context.Context, q Querier, tenant, runID, reason string) (int64, error) {
 	tag, err := q.Exec(ctx, `WITH l AS (
-			SELECT e.tenant_id, e.id, e.state FROM executions e
+			SELECT e.tenant_id, e.id, e.state, e.state = 'running' AND `+WaitingForCallback+` AS waiting
+			FROM executions e
 			WHERE e.workflow_run_id = $2 AND e.tenant_id = $1 AND e.state IN ('pending', 'retrying', 'running')
 			FOR UPDATE SKIP LOCKED
 		), c AS (
 			UPDATE executions e SET state = 'cancelled', finished_at = now(), last_error = $3, next_attempt_at = NULL
-			FROM l WHERE e.tenant_id = l.tenant_id AND e.id = l.id AND l.state IN ('pending', 'retrying')
+			FROM l WHERE e.tenant_id = l.tenant_id AND e.id = l.id AND (l.state IN ('pending', 'retrying') OR l.waiting)
 			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for
 		), d AS (
 			DELETE FROM unfinished_executions u USING c
 			WHERE u.tenant_id = c.tenant_id AND u.task_id = c.task_id AND u.scheduled_for = c.scheduled_for AND u.id = c.id
+		), cb AS (
+			UPDATE callback_attempts w SET ended_at = now(), expires_at = NULL
+			FROM l WHERE l.waiting AND w.tenant_id = l.tenant_id AND w.execution_id = l.id AND w.ended_at IS NULL
 		), r AS (
 			UPDATE executions e SET cancel_requested = true
-			FROM l WHERE e.tenant_id = l.tenant_id AND e.id = l.id AND l.state = 'running'
+			FROM l WHERE e.tenant_id = l.tenant_id AND e.id = l.id AND l.state = 'running' AND NOT l.waiting
 		)
 		INSERT INTO execution_events (tenant_id, execution_id, type, message)
 		SELECT tenant_id, id, 'cancelled', $3 FROM c`, tenant, runID, reason)

@@ -35,7 +35,8 @@ type CallbackLoopConfig struct {
 // callback attempts whose heartbeat or completion deadline passed
 // (service.Deliveries.SweepCallbacks: retried under the task's retry
 // policy, with a new deliver job) and records the executions that missed
-// their SLA (service.Deliveries.SweepSLA). Deadlines are the database's:
+// their SLA, and the workflow runs that missed theirs
+// (service.Deliveries.SweepSLA). Deadlines are the database's:
 // a pass finds what expired by its clock through the indexes, so the loop
 // survives restarts and runs on every replica (their row locks keep each
 // expiry and each miss to one). Between passes it sleeps until the
@@ -68,6 +69,9 @@ func RunCallbacks(ctx context.Context, d *service.Deliveries, cfg CallbackLoopCo
 		}
 		if sla.Missed > 0 {
 			cfg.Logger.Info("executions missed their SLA", "count", sla.Missed)
+		}
+		if sla.RunsMissed > 0 {
+			cfg.Logger.Info("workflow runs missed their SLA", "count", sla.RunsMissed)
 		}
 		more = more || (sla.More && err == nil)
 

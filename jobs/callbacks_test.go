@@ -416,7 +416,7 @@ func TestSLAMissedWhileRetrying(t *testing.T) {
 	recv.next(t)
 	alerts.quiet(t, 500*time.Millisecond)
 	require.Equal(t, 1, countEvents(h.events(id), service.EventSLAMissed))
-	require.InDelta(t, 1, testutil.ToFloat64(metrics.SLAMissed), 0)
+	require.InDelta(t, 1, testutil.ToFloat64(metrics.SLAMissed.WithLabelValues(SLAKindExecution)), 0)
 	_, err := service.NewExecutions(h.pool, h.enq).Cancel(t.Context(), h.tenant, id)
 	require.NoError(t, err)
 }

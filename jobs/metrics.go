@@ -64,8 +64,10 @@ type Metrics struct {
 	// CallbackTimeouts counts callback attempts failed by a timeout, by
 	// error class (heartbeat_timeout, callback_timeout).
 	CallbackTimeouts *prometheus.CounterVec
-	// SLAMissed counts executions that missed their task's SLA.
-	SLAMissed prometheus.Counter
+	// SLAMissed counts executions that missed their task's SLA and
+	// workflow runs that missed their workflow's, by kind (execution,
+	// workflow_run).
+	SLAMissed *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: a
@@ -132,9 +134,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.CallbackTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ax_callback_timeouts_total", Help: "Callback attempts failed by a timeout, by error class (heartbeat_timeout, callback_timeout).",
 	}, []string{"error_class"})
-	m.SLAMissed = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "ax_sla_missed_total", Help: "Executions not succeeded by their task's SLA deadline (sla.finish_within_ms).",
-	})
+	m.SLAMissed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_sla_missed_total",
+		Help: "Executions (kind execution) and workflow runs (kind workflow_run) not succeeded by their SLA deadline (sla.finish_within_ms).",
+	}, []string{"kind"})
+	for _, kind := range []string{SLAKindExecution, SLAKindWorkflowRun} {
+		m.SLAMissed.WithLabelValues(kind) // reported from the start, at 0
+	}
 	for _, class := range []string{service.ErrorClassHeartbeatTimeout, service.ErrorClassCallbackTimeout} {
 		m.CallbackTimeouts.WithLabelValues(class)
 	}
@@ -192,7 +198,16 @@ func (m *Metrics) ObserveCallbacks(r service.CallbackSweep) {
 
 // ObserveSLA records what an SLA sweep did; it fits
 // CallbackLoopConfig.OnSLA.
-func (m *Metrics) ObserveSLA(r service.SLASweep) { m.SLAMissed.Add(float64(r.Missed)) }
+func (m *Metrics) ObserveSLA(r service.SLASweep) {
+	m.SLAMissed.WithLabelValues(SLAKindExecution).Add(float64(r.Missed))
+	m.SLAMissed.WithLabelValues(SLAKindWorkflowRun).Add(float64(r.RunsMissed))
+}
+
+// The kind label of ax_sla_missed_total.
+const (
+	SLAKindExecution   = "execution"
+	SLAKindWorkflowRun = "workflow_run"
+)
 
 // ObserveTick records one scheduler pass; it fits SchedulerLoopConfig.OnTick.
 func (m *Metrics) ObserveTick(r service.TickResult, d time.Duration) {

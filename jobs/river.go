@@ -198,7 +198,7 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 	river.AddWorker(workers, newAlertWorker(deps, cfg))
 	if deps.Workflows != nil {
 		river.AddWorker(workers, &WorkflowAlertWorker{workflows: deps.Workflows, sender: deps.Sender, logger: deps.Logger,
-			timeout: cfg.JobTimeout})
+			timeout: cfg.JobTimeout, publicURL: deps.PublicURL})
 	}
 	queue := func(n int, poll time.Duration) river.QueueConfig {
 		return river.QueueConfig{MaxWorkers: n, FetchCooldown: cfg.FetchCooldown, FetchPollInterval: poll}

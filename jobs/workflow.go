@@ -1,11 +1,13 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -45,13 +47,18 @@ func RunWorkflowSweep(ctx context.Context, w *service.Workflows, interval time.D
 }
 
 // WorkflowAlertBody is the JSON a workflow's alert endpoint receives when
-// a run is blocked (README "Workflows").
+// a run is blocked or misses its SLA (README "Workflows").
 type WorkflowAlertBody struct {
 	Type         string   `json:"type"`
 	WorkflowID   string   `json:"workflow_id"`
 	WorkflowName string   `json:"workflow_name"`
 	RunID        string   `json:"workflow_run_id"`
-	Nodes        []string `json:"nodes"`
+	Nodes        []string `json:"nodes,omitempty"`
+	// State and ScheduledFor are the run's when the alert was queued, and
+	// SLA the missed SLA (workflow_run.sla_missed).
+	State        string     `json:"state,omitempty"`
+	ScheduledFor *time.Time `json:"scheduled_for,omitempty"`
+	SLA          *AlertSLA  `json:"sla,omitempty"`
 }
 
 // WorkflowAlertWorker sends a workflow run's alert, signed, through the
@@ -63,6 +70,7 @@ type WorkflowAlertWorker struct {
 	sender    *Sender
 	logger    *slog.Logger
 	timeout   time.Duration
+	publicURL string
 }
 
 // Timeout bounds a job; the sender enforces the endpoint's timeout.
@@ -82,8 +90,7 @@ func (w *WorkflowAlertWorker) Work(ctx context.Context, job *river.Job[service.W
 	case err != nil:
 		return fmt.Errorf("load workflow alert: %w", err)
 	}
-	body, err := json.Marshal(WorkflowAlertBody{Type: a.Type, WorkflowID: a.WorkflowID, WorkflowName: target.WorkflowName,
-		RunID: a.RunID, Nodes: a.Nodes})
+	body, err := w.body(a, target)
 	if err != nil {
 		return river.JobCancel(fmt.Errorf("encode workflow alert: %w", err))
 	}
@@ -105,4 +112,40 @@ func (w *WorkflowAlertWorker) Work(ctx context.Context, job *river.Job[service.W
 	}
 	log.WarnContext(ctx, "workflow alert failed", "error", failure)
 	return river.JobCancel(fmt.Errorf("workflow alert given up after attempt %d: %s", job.Attempt, failure))
+}
+
+// body is the alert's body in its endpoint's format.
+func (w *WorkflowAlertWorker) body(a service.WorkflowAlertArgs, target service.WorkflowAlert) ([]byte, error) {
+	if target.Format == service.AlertFormatSlack {
+		return json.Marshal(SlackBody{Text: WorkflowSlackText(a, target.WorkflowName, w.publicURL)})
+	}
+	b := WorkflowAlertBody{Type: a.Type, WorkflowID: a.WorkflowID, WorkflowName: target.WorkflowName, RunID: a.RunID,
+		Nodes: a.Nodes, State: a.State, ScheduledFor: a.ScheduledFor}
+	if a.Type == service.AlertWorkflowRunSLAMissed {
+		b.SLA = &AlertSLA{FinishWithinMS: a.SLAFinishWithinMS, DueAt: a.SLADueAt}
+	}
+	return json.Marshal(b)
+}
+
+// WorkflowSlackText is the one readable line of a slack-format workflow
+// alert, with a link to the run under publicURL.
+func WorkflowSlackText(a service.WorkflowAlertArgs, workflowName, publicURL string) string {
+	name := slackEscape(cmp.Or(workflowName, a.WorkflowID))
+	var what string
+	switch a.Type {
+	case service.AlertWorkflowRunSLAMissed:
+		what = fmt.Sprintf(":hourglass: workflow *%s* missed its SLA: a run not succeeded within %s of its slot", name,
+			time.Duration(a.SLAFinishWithinMS)*time.Millisecond)
+		if a.ScheduledFor != nil {
+			what += " " + a.ScheduledFor.UTC().Format(time.RFC3339)
+		}
+		if a.State != "" {
+			what += " (it is " + a.State + ")"
+		}
+	default:
+		what = fmt.Sprintf(":warning: workflow *%s* is blocked at %s: an upstream node failed; retry it, run or skip the node",
+			name, slackEscape(strings.Join(a.Nodes, ", ")))
+	}
+	link := strings.TrimRight(publicURL, "/") + "/v1/workflow-runs/" + a.RunID
+	return what + " <" + link + "|run " + a.RunID + ">"
 }

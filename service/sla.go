@@ -17,11 +17,14 @@ const slaSweepBatch = 500
 type SLASweep struct {
 	// Missed counts the executions newly recorded as missing their SLA.
 	Missed int
+	// RunsMissed counts the workflow runs newly recorded as missing
+	// their workflow's SLA.
+	RunsMissed int
 	// More: the pass stopped at its batch with more left.
 	More bool
 }
 
-// SweepSLA records the unfinished executions that are past their task's
+// SweepSLA records the unfinished executions and workflow runs (sweepRunSLA) that are past their task's
 // SLA deadline (slot + sla.finish_within_ms, database clock): each gets
 // one sla_missed event and, when its task has an alert endpoint, one
 // execution.sla_missed alert, whatever it is doing (pending, running,
@@ -66,5 +69,56 @@ func (s *Deliveries) SweepSLA(ctx context.Context) (SLASweep, error) {
 			return res, storeError(err, "record SLA miss")
 		}
 	}
-	return res, nil
+	runs, more, err := s.sweepRunSLA(ctx)
+	res.RunsMissed, res.More = runs, res.More || more
+	return res, err
+}
+
+// sweepRunSLA is SweepSLA for workflow runs: each unfinished run past its
+// workflow's SLA deadline (slot + sla.finish_within_ms, database clock) —
+// pending behind max_active_runs, running, or blocked — gets, in one
+// transaction, sla_missed_at (the once: a conditional update), an
+// sla_missed event on its own timeline and, when the workflow has an
+// alert endpoint, one workflow_run.sla_missed alert. The run goes on.
+func (s *Deliveries) sweepRunSLA(ctx context.Context) (int, bool, error) {
+	misses, err := db.FindRunSLAMisses(ctx, s.pool, slaSweepBatch)
+	if err != nil {
+		return 0, false, storeError(err, "find run SLA misses")
+	}
+	n := 0
+	for _, m := range misses {
+		err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+			state, ok, err := db.RecordRunSLAMiss(ctx, tx, m.TenantID, m.RunID)
+			if err != nil || !ok {
+				return err
+			}
+			within := time.Duration(m.FinishWithinMS) * time.Millisecond
+			data := map[string]any{"due_at": m.DueAt.UTC().Format(time.RFC3339Nano), "finish_within_ms": m.FinishWithinMS,
+				"state": state}
+			if alertTo := zeroIfNil(m.AlertEndpointID); alertTo != "" {
+				due := m.DueAt.UTC()
+				scheduled := m.ScheduledFor.UTC()
+				_, err := s.enqueuer.insertMany(ctx, tx, workflowAlertInsert(WorkflowAlertArgs{
+					TenantID: m.TenantID, WorkflowID: m.WorkflowID, RunID: m.RunID, EndpointID: alertTo,
+					Type: AlertWorkflowRunSLAMissed, State: state, ScheduledFor: &scheduled,
+					SLAFinishWithinMS: m.FinishWithinMS, SLADueAt: &due,
+				}))
+				if err != nil {
+					return err
+				}
+				data["alert_endpoint_id"] = alertTo
+			}
+			if err := db.InsertRunEvent(ctx, tx, m.TenantID, m.RunID, db.RunEvent{Type: EventSLAMissed, Data: data,
+				Message: refTo(fmt.Sprintf("not succeeded within %s of its slot (sla.finish_within_ms); it is %s", within, state)),
+			}); err != nil {
+				return err
+			}
+			n++
+			return nil
+		})
+		if err != nil {
+			return n, false, storeError(err, "record run SLA miss")
+		}
+	}
+	return n, len(misses) == slaSweepBatch, nil
 }

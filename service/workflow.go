@@ -24,8 +24,6 @@ const (
 	WorkflowPaused       = "paused"
 	ResourceWorkflow     = "workflow"
 	ResourceWorkflowRun  = "workflow_run"
-	AuditRunNode         = "run_node"
-	AuditSkipNode        = "skip_node"
 	workflowSweepAge     = 2 * time.Second
 	workflowSweepBatch   = 100
 	workflowClaimBatch   = 100
@@ -48,6 +46,10 @@ type WorkflowNodeInput struct {
 	Shards      int
 	DependsOn   []string
 	TriggerRule string
+	// Completion: how an attempt of the node ends, as for a task; in
+	// callback mode the node is done when its execution is completed
+	// (POST /v1/executions/{id}/complete), not at its 2xx.
+	Completion Completion
 }
 
 // WorkflowInput is what a client may set on a workflow.
@@ -103,8 +105,22 @@ type WorkflowRun struct {
 	CreatedAt    time.Time
 	StartedAt    *time.Time
 	FinishedAt   *time.Time
+	// SLAMissedAt is when the run was recorded as not succeeded by its
+	// workflow's SLA deadline (nil: it was not).
+	SLAMissedAt *time.Time
 	// Nodes is set by GetRun (the run's timeline), not by lists.
 	Nodes []WorkflowRunNode
+	// Events is the run's own timeline (sla_missed), set by GetRun.
+	Events []WorkflowRunEvent
+}
+
+// WorkflowRunEvent is one event of a run as a whole (not of a node's
+// execution): sla_missed.
+type WorkflowRunEvent struct {
+	At      time.Time
+	Type    string
+	Message string
+	Data    map[string]any
 }
 
 // WorkflowsConfig configures Workflows.
@@ -157,6 +173,9 @@ func (in WorkflowInput) withDefaults() WorkflowInput {
 		if n.DependsOn == nil {
 			n.DependsOn = []string{}
 		}
+		if n.Completion.Mode == CompletionResponse {
+			n.Completion.Mode = "" // the default: stored and compared as none
+		}
 		nodes[i] = n
 	}
 	in.Nodes = nodes
@@ -194,9 +213,7 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*Schedule, []Work
 	if in.AlertEndpointID != "" && !validID(in.AlertEndpointID) {
 		ve.Add("alert_endpoint_id", "must be the id of one of your endpoints")
 	}
-	if in.SLAFinishWithin < 0 {
-		ve.Add("sla.finish_within_ms", "must not be negative")
-	}
+	validateSLA(&ve, SLA{FinishWithin: in.SLAFinishWithin})
 	switch {
 	case len(in.Nodes) == 0:
 		ve.Add("nodes", "a workflow has at least one node")
@@ -214,7 +231,7 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*Schedule, []Work
 		keys[n.Key] = i
 		// The delivery fields follow the task rules.
 		t := TaskInput{Name: "node", EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority, Timeout: n.Timeout,
-			Retry: n.Retry, OverlapPolicy: OverlapAllow, MisfirePolicy: MisfireFireAll,
+			Retry: n.Retry, Completion: n.Completion, OverlapPolicy: OverlapAllow, MisfirePolicy: MisfireFireAll,
 			Schedule: ScheduleSpec{Type: ScheduleOnce, RunAt: &now, Timezone: "UTC"}}
 		if _, err := s.tasks.validate(t, now); err != nil {
 			var tv *ValidationError
@@ -344,7 +361,7 @@ func storeVersion(ctx context.Context, tx db.Tx, tenant, workflowID string, vers
 		row := taskRow(tenant, id, TaskInput{
 			Name: fmt.Sprintf("%s%s/v%d/%s", nodeTaskNamePrefix, workflowID, version, n.Key), EndpointID: n.EndpointID,
 			Schedule: ScheduleSpec{Type: ScheduleOnce, RunAt: &now, Timezone: "UTC"}, Payload: n.Payload,
-			Priority: n.Priority, Timeout: n.Timeout, Retry: n.Retry, OverlapPolicy: OverlapAllow,
+			Priority: n.Priority, Timeout: n.Timeout, Retry: n.Retry, Completion: n.Completion, OverlapPolicy: OverlapAllow,
 			// The run applied the workflow's misfire policy when it was
 			// created; a node fire is not a slot of its own.
 			MisfirePolicy: MisfireFireAll, Labels: map[string]string{},
@@ -358,6 +375,10 @@ func storeVersion(ctx context.Context, tx db.Tx, tenant, workflowID string, vers
 			Priority: n.Priority, TimeoutMS: n.Timeout.Milliseconds(), MaxAttempts: n.Retry.MaxAttempts,
 			InitialBackoffMS: n.Retry.InitialBackoff.Milliseconds(), MaxBackoffMS: n.Retry.MaxBackoff.Milliseconds(),
 			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule}
+		if n.Completion.Callback() {
+			sn.CompletionMode, sn.CompletionTimeoutMS = CompletionCallback, n.Completion.Timeout.Milliseconds()
+			sn.HeartbeatTimeoutMS = n.Completion.HeartbeatTimeout.Milliseconds()
+		}
 		stored[i] = sn
 	}
 	doc, err := json.Marshal(stored)
@@ -477,7 +498,7 @@ func workflowFromRow(r db.Workflow) (Workflow, error) {
 			Priority: n.Priority, Timeout: time.Duration(n.TimeoutMS) * time.Millisecond,
 			Retry: RetryPolicy{MaxAttempts: n.MaxAttempts, InitialBackoff: time.Duration(n.InitialBackoffMS) * time.Millisecond,
 				MaxBackoff: time.Duration(n.MaxBackoffMS) * time.Millisecond},
-			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule})
+			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule, Completion: n.completion()})
 	}
 	return w, nil
 }
@@ -694,7 +715,7 @@ func (s *Workflows) Trigger(ctx context.Context, tenant, id, dedupKey string) (W
 func runFromRow(r db.WorkflowRun) WorkflowRun {
 	return WorkflowRun{ID: r.ID, WorkflowID: r.WorkflowID, Version: int(r.Version), ScheduledFor: r.ScheduledFor.UTC(),
 		Round: int(r.Round), Trigger: r.Trigger, State: r.State, CreatedAt: r.CreatedAt.UTC(), StartedAt: utcPtr(r.StartedAt),
-		FinishedAt: utcPtr(r.FinishedAt)}
+		FinishedAt: utcPtr(r.FinishedAt), SLAMissedAt: utcPtr(r.SLAMissedAt)}
 }
 
 // GetRun returns a run with its nodes.
@@ -722,6 +743,14 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 	execs, err := db.GetRunExecutions(ctx, q, tenant, id)
 	if err != nil {
 		return WorkflowRun{}, storeError(err, "load run executions")
+	}
+	events, err := db.GetRunEvents(ctx, q, tenant, id)
+	if err != nil {
+		return WorkflowRun{}, storeError(err, "load run events")
+	}
+	out.Events = make([]WorkflowRunEvent, 0, len(events))
+	for _, ev := range events {
+		out.Events = append(out.Events, WorkflowRunEvent{At: ev.At.UTC(), Type: ev.Type, Message: zeroIfNil(ev.Message), Data: ev.Data})
 	}
 	stored := map[string]db.RunNode{}
 	for _, n := range nodes {
@@ -842,15 +871,18 @@ func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowR
 
 // RunNode fires a node of a running or blocked run now, whatever its rule
 // (skip: marks it skipped, which satisfies all_success downstream).
+// It is audited as a trigger of the run, with the node in changes (the
+// audit log's actions are a fixed list; "run it now" is a trigger).
 func (s *Workflows) RunNode(ctx context.Context, tenant, runID, key string) (WorkflowRun, error) {
-	return s.resolveNode(ctx, tenant, runID, key, AuditRunNode)
+	return s.resolveNode(ctx, tenant, runID, key, AuditTrigger)
 }
 
-// SkipNode: see RunNode.
+// SkipNode: see RunNode; audited as a skip of the run, with the node.
 func (s *Workflows) SkipNode(ctx context.Context, tenant, runID, key string) (WorkflowRun, error) {
-	return s.resolveNode(ctx, tenant, runID, key, AuditSkipNode)
+	return s.resolveNode(ctx, tenant, runID, key, AuditSkip)
 }
 
+// resolveNode runs (action AuditTrigger) or skips (AuditSkip) a node.
 func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action string) (WorkflowRun, error) {
 	var out WorkflowRun
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
@@ -874,7 +906,7 @@ func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action 
 				map[string]string{nodeFired: "already fired"}[st]+map[bool]string{true: st}[st != nodeFired])
 		}
 		var force []string
-		if action == AuditSkipNode {
+		if action == AuditSkip {
 			if err := db.SetRunNodeStates(ctx, tx, tenant, runID, []string{key}, []string{NodeSkipped}); err != nil {
 				return storeError(err, "skip node")
 			}
@@ -1011,13 +1043,27 @@ type WorkflowAlertArgs struct {
 	EndpointID string   `json:"endpoint_id"`
 	Type       string   `json:"type"`
 	Nodes      []string `json:"nodes"`
+	// State and ScheduledFor are the run's when the alert was queued
+	// (workflow_run.sla_missed).
+	State        string     `json:"state,omitempty"`
+	ScheduledFor *time.Time `json:"scheduled_for,omitempty"`
+	// SLAFinishWithinMS and SLADueAt are the SLA a workflow_run.sla_missed
+	// alert is about.
+	SLAFinishWithinMS int64      `json:"sla_finish_within_ms,omitempty"`
+	SLADueAt          *time.Time `json:"sla_due_at,omitempty"`
 }
 
 // Kind implements river.JobArgs.
 func (WorkflowAlertArgs) Kind() string { return "workflow_alert" }
 
-// AlertWorkflowRunBlocked is the alert of a run that waits for a person.
-const AlertWorkflowRunBlocked = "workflow_run.blocked"
+// Workflow alert types.
+const (
+	// AlertWorkflowRunBlocked is the alert of a run that waits for a person.
+	AlertWorkflowRunBlocked = "workflow_run.blocked"
+	// AlertWorkflowRunSLAMissed is the alert of a run not succeeded by its
+	// workflow's SLA deadline (sla.finish_within_ms after its slot).
+	AlertWorkflowRunSLAMissed = "workflow_run.sla_missed"
+)
 
 func workflowAlertInsert(a WorkflowAlertArgs) []river.InsertManyParams {
 	return []river.InsertManyParams{{Args: a, InsertOpts: &river.InsertOpts{Queue: QueueAlert, MaxAttempts: AlertMaxAttemptsDefault}}}
@@ -1032,6 +1078,8 @@ type WorkflowAlert struct {
 	Keys    [][]byte
 	// WorkflowName names the workflow ("" when it is gone: nothing to send).
 	WorkflowName string
+	// Format is the endpoint's alert format: AlertFormatAx or AlertFormatSlack.
+	Format string
 }
 
 // AlertTarget loads the endpoint a workflow alert goes to; ErrNotFound:
@@ -1058,5 +1106,5 @@ func (s *Workflows) AlertTarget(ctx context.Context, a WorkflowAlertArgs) (Workf
 		return WorkflowAlert{}, err
 	}
 	return WorkflowAlert{URL: ep.URL, Method: ep.Method, Headers: ep.Headers, Keys: keys,
-		Timeout: time.Duration(ep.TimeoutMS) * time.Millisecond, WorkflowName: w.Name}, nil
+		Timeout: time.Duration(ep.TimeoutMS) * time.Millisecond, WorkflowName: w.Name, Format: ep.Format}, nil
 }

@@ -82,6 +82,20 @@ type storedNode struct {
 	Shards           int             `json:"shards"`
 	DependsOn        []string        `json:"depends_on"`
 	TriggerRule      string          `json:"trigger_rule"`
+	// CompletionMode is "callback" for a node in callback mode (absent:
+	// response), with its timeouts.
+	CompletionMode      string `json:"completion_mode,omitempty"`
+	CompletionTimeoutMS int64  `json:"completion_timeout_ms,omitempty"`
+	HeartbeatTimeoutMS  int64  `json:"heartbeat_timeout_ms,omitempty"`
+}
+
+// completion is the node's completion mode as a task's.
+func (n storedNode) completion() Completion {
+	if n.CompletionMode != CompletionCallback {
+		return Completion{}
+	}
+	return Completion{Mode: CompletionCallback, Timeout: time.Duration(n.CompletionTimeoutMS) * time.Millisecond,
+		HeartbeatTimeout: time.Duration(n.HeartbeatTimeoutMS) * time.Millisecond}
 }
 
 // graph is a parsed workflow version: its nodes in topological order.
