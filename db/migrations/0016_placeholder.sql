@@ -1,2 +1,0 @@
--- Placeholder: another branch's migration takes this number (dropped at merge).
-SELECT 1;
