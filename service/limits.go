@@ -244,6 +244,7 @@ func (l *Limits) Set(ctx context.Context, tenant string, in TenantLimits) (Tenan
 type Usage struct {
 	Limits             EffectiveLimits
 	Tasks              int
+	Workflows          int
 	InflightDeliveries int
 }
 
@@ -257,7 +258,8 @@ func (l *Limits) Usage(ctx context.Context, tenant string) (Usage, error) {
 	if err != nil {
 		return Usage{}, storeError(err, "read tenant usage")
 	}
-	return Usage{Limits: effective(row, l.cfg.Defaults), Tasks: u.Tasks, InflightDeliveries: u.Inflight}, nil
+	return Usage{Limits: effective(row, l.cfg.Defaults), Tasks: u.Tasks, Workflows: u.Workflows,
+		InflightDeliveries: u.Inflight}, nil
 }
 
 // QuotaError is a create refused by a count quota: the API answers 409
@@ -293,6 +295,32 @@ func (l *Limits) checkTaskQuota(ctx context.Context, tx db.Tx, tenant string) er
 	}
 	if n >= limit {
 		return &QuotaError{Limit: LimitMaxTasks, Max: limit}
+	}
+	return nil
+}
+
+// checkWorkflowQuota refuses a workflow create past the tenant's
+// max_workflows, in the create's transaction, exactly as checkTaskQuota
+// does for tasks (the tenant's row lock orders concurrent creates).
+// Without a limit it costs nothing.
+func (l *Limits) checkWorkflowQuota(ctx context.Context, tx db.Tx, tenant string) error {
+	if l == nil || l.Effective(tenant).MaxWorkflows == 0 {
+		return nil
+	}
+	row, err := db.GetTenantLimits(ctx, tx, tenant, true)
+	if err != nil {
+		return storeError(err, "read tenant limits")
+	}
+	limit := effective(row, l.cfg.Defaults).MaxWorkflows
+	if limit == 0 {
+		return nil
+	}
+	n, err := db.CountWorkflows(ctx, tx, tenant)
+	if err != nil {
+		return storeError(err, "count workflows")
+	}
+	if n >= limit {
+		return &QuotaError{Limit: LimitMaxWorkflows, Max: limit}
 	}
 	return nil
 }
