@@ -11,6 +11,14 @@ import (
 // placed n ticks after the queue's head (ShareQueues).
 const FairTick = time.Microsecond
 
+// FairSlack is how many ticks a tenant's due jobs may be off their fair
+// place before ShareQueues rewrites them (all of that tenant's, so that
+// its own order is kept): while another tenant's job waits at the head,
+// the head does not move, and the jobs River takes meanwhile would
+// otherwise shift every other tenant's backlog by as many ticks each
+// pass.
+const FairSlack = 64
+
 // ShareQueues makes River start the due jobs of queues round-robin across
 // tenants, within each priority, where a backlog has formed: a (queue,
 // priority) whose oldest due available job has been due for more than
@@ -21,10 +29,12 @@ const FairTick = time.Microsecond
 // tenant's due jobs (by scheduled_at, id): the first job of every tenant,
 // then the second of every tenant, and so on. A tenant's own order is
 // kept, and a tenant that arrives behind another's backlog is placed at
-// the head. The keys are stable: as River takes jobs from the head, the
-// ranks and the head move together, so a later pass rewrites only jobs
-// that arrived since (a job's key is never later than now, so it stays
-// due). Nothing is rewritten while a single tenant has due jobs there.
+// the head. Only the jobs of tenants whose jobs are more than FairSlack
+// ticks off their places are rewritten, and the keys are stable: as River
+// takes jobs from the head, the ranks and the head move together, so a
+// later pass rewrites only a tenant whose jobs arrived since (a job's key
+// is never later than now, so it stays due). Nothing is rewritten while a
+// single tenant has due jobs there.
 //
 // A job's tenant is its args' tenant_id, or its first execution's for a
 // batch (DeliverBatchArgs: the scheduler keeps batches to one tenant).
@@ -59,19 +69,22 @@ func ShareQueues(ctx context.Context, q Querier, queues []string, after time.Dur
 				SELECT id, scheduled_at, coalesce(args->>'tenant_id', args->'executions'->0->>'tenant_id', '') AS tenant
 				FROM river_job
 				WHERE state = 'available' AND queue = $1 AND priority = $2 AND scheduled_at <= now()
-			), head AS (
+			), head AS MATERIALIZED (
 				SELECT min(scheduled_at) AS at, count(DISTINCT tenant) AS tenants FROM due
 			), keyed AS (
-				SELECT d.id, least(h.at + (row_number() OVER (PARTITION BY d.tenant ORDER BY d.scheduled_at, d.id) - 1) * $3::interval,
-					now()) AS at
+				SELECT d.id, d.tenant, d.scheduled_at AS was,
+					least(h.at + (row_number() OVER (PARTITION BY d.tenant ORDER BY d.scheduled_at, d.id) - 1) * $3::interval, now()) AS at
 				FROM due d, head h
 				WHERE h.tenants > 1
+			), off AS (
+				SELECT tenant FROM keyed GROUP BY tenant HAVING max(abs(extract(epoch FROM was - at))) > $4
 			), moved AS (
-				SELECT j.id, k.at FROM river_job j JOIN keyed k ON k.id = j.id
+				SELECT j.id, k.at FROM river_job j JOIN keyed k ON k.id = j.id JOIN off o ON o.tenant = k.tenant
 				WHERE j.state = 'available' AND j.scheduled_at <> k.at
 				FOR UPDATE OF j SKIP LOCKED
 			)
-			UPDATE river_job j SET scheduled_at = m.at FROM moved m WHERE j.id = m.id`, b.queue, b.priority, FairTick)
+			UPDATE river_job j SET scheduled_at = m.at FROM moved m WHERE j.id = m.id`, b.queue, b.priority, FairTick,
+			(FairSlack * FairTick).Seconds())
 		if err != nil {
 			return n, wrap("share queue "+b.queue, err)
 		}
