@@ -129,6 +129,7 @@ func TestWorkflowQuota(t *testing.T) {
 	require.Equal(t, 2, created, "exactly the places left")
 	r := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/limits", Token: tok})
 	require.InDelta(t, 3, r.JSON["usage"].(map[string]any)["workflows"], 0)
+	require.InDelta(t, 0, r.JSON["usage"].(map[string]any)["tasks"], 0, "a workflow's steps are not tasks of the API")
 	require.InDelta(t, 3, r.JSON["limits"].(map[string]any)["max_workflows"], 0)
 	over := create(tok, ep, "wf-over")
 	require.Equal(t, http.StatusConflict, over.Status, "%s", over.Raw)
