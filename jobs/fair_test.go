@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -117,4 +118,93 @@ func TestTenantFairnessWithinLane(t *testing.T) {
 		WHERE tenant_id = 'acme' AND id = ANY($1) AND started_at <= $2`, backlog, lastStart).Scan(&startedA))
 	t.Logf("A's deliveries started before B's last: %d of %d", startedA, len(backlog))
 	require.Less(t, startedA, len(backlog)/2, "B's fires did not wait behind A's backlog")
+}
+
+// TestShareQueuesOrder: db.ShareQueues leaves a queue alone while one
+// tenant has due jobs, or while nothing has waited FairAfter; once two
+// tenants have a backlog there, River's fetch order takes them in turns
+// within each priority, each tenant's own jobs in their order, priority
+// still first; jobs not yet due are not touched; and a second pass
+// changes nothing.
+func TestShareQueuesOrder(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{NoStart: true})
+	ctx := t.Context()
+	now := time.Now()
+	type job struct {
+		tenant   string
+		priority int
+		at       time.Time
+	}
+	insert := func(queue string, jobs ...job) []string {
+		var ids []string
+		params := make([]river.InsertManyParams, len(jobs))
+		for i, j := range jobs {
+			ids = append(ids, service.NewID())
+			params[i] = river.InsertManyParams{Args: service.DeliverArgs{TenantID: j.tenant, ExecutionID: ids[i]},
+				InsertOpts: &river.InsertOpts{Queue: queue, Priority: j.priority, ScheduledAt: j.at}}
+		}
+		_, err := h.client.InsertMany(ctx, params)
+		require.NoError(t, err)
+		return ids
+	}
+	shareAfter := func(queue string, after time.Duration) int64 {
+		n, err := db.ShareQueues(ctx, h.pool, []string{queue}, after)
+		require.NoError(t, err)
+		return n
+	}
+	share := func(queue string) int64 { return shareAfter(queue, 200*time.Millisecond) }
+	// Two tenants, nothing waited longer than after (an hour, so that a
+	// slow machine cannot make it so): River takes them in order.
+	insert(service.QueueDeliverBulk, job{"x", 2, now.Add(-20 * time.Millisecond)}, job{"y", 2, now.Add(-10 * time.Millisecond)},
+		job{"x", 2, now.Add(-5 * time.Millisecond)})
+	require.Zero(t, shareAfter(service.QueueDeliverBulk, time.Hour), "no backlog: nothing to share")
+	require.Positive(t, shareAfter(service.QueueDeliverBulk, time.Nanosecond), "the same jobs, late: shared")
+
+	var a []job
+	for i := range 8 {
+		a = append(a, job{"a", 2, now.Add(-5*time.Second + time.Duration(i)*time.Millisecond)})
+	}
+	aIDs := insert(service.QueueDeliver, a...)
+	require.Zero(t, share(service.QueueDeliver), "one tenant: nothing to share")
+
+	bIDs := insert(service.QueueDeliver, job{"b", 2, now.Add(-50 * time.Millisecond)}, job{"b", 2, now.Add(-time.Second)},
+		job{"b", 2, now.Add(-time.Second + time.Millisecond)})
+	urgent := insert(service.QueueDeliver, job{"a", 1, now.Add(-time.Second)})
+	var later time.Time
+	future := insert(service.QueueDeliver, job{"c", 2, now.Add(10 * time.Second)})
+	require.NoError(t, h.pool.QueryRow(ctx, `SELECT scheduled_at FROM river_job WHERE args->>'execution_id' = $1`, future[0]).Scan(&later))
+
+	require.Positive(t, share(service.QueueDeliver))
+	rows, err := h.pool.Query(ctx, `SELECT args->>'tenant_id', args->>'execution_id', priority FROM river_job
+		WHERE state = 'available' AND queue = 'deliver' AND scheduled_at <= now() ORDER BY priority, scheduled_at, id`)
+	require.NoError(t, err)
+	var order, tenants []string
+	for rows.Next() {
+		var tenant, id string
+		var priority int
+		require.NoError(t, rows.Scan(&tenant, &id, &priority))
+		order = append(order, id)
+		tenants = append(tenants, fmt.Sprintf("%s%d", tenant, priority))
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"a1", "a2", "b2", "a2", "b2", "a2", "b2", "a2", "a2", "a2", "a2", "a2"}, tenants,
+		"priority first, then a and b in turns")
+	require.Equal(t, urgent[0], order[0])
+	var gotA, gotB []string
+	for i, id := range order[1:] {
+		if tenants[i+1] == "a2" {
+			gotA = append(gotA, id)
+		} else {
+			gotB = append(gotB, id)
+		}
+	}
+	require.Equal(t, aIDs, gotA, "a's own order")
+	// b's jobs in slot order: the two a second old, then the fresh one.
+	require.Equal(t, []string{bIDs[1], bIDs[2], bIDs[0]}, gotB, "b's own order")
+
+	var still time.Time
+	require.NoError(t, h.pool.QueryRow(ctx, `SELECT scheduled_at FROM river_job WHERE args->>'execution_id' = $1`, future[0]).Scan(&still))
+	require.True(t, still.Equal(later), "a job not yet due keeps its time")
+	require.Zero(t, share(service.QueueDeliver), "stable: a second pass changes nothing")
 }
