@@ -36,8 +36,9 @@ const FairSlack = 64
 // is never later than now, so it stays due). Nothing is rewritten while a
 // single tenant has due jobs there.
 //
-// A job's tenant is its args' tenant_id, or its first execution's for a
-// batch (DeliverBatchArgs: the scheduler keeps batches to one tenant).
+// A job's tenant is its args' tenant_id, or a batch's first tenant
+// (DeliverBatchArgs, packed: "tenants"; or its first execution's in the
+// older object array); the scheduler keeps batches to one tenant.
 // Rows locked by a fetch are skipped, never waited for. It returns the
 // jobs reordered. When no backlog has formed it costs one statement of
 // index probes (the oldest due job of each queue and priority).
@@ -66,7 +67,7 @@ func ShareQueues(ctx context.Context, q Querier, queues []string, after time.Dur
 	var n int64
 	for _, b := range backlogs {
 		tag, err := q.Exec(ctx, `WITH due AS (
-				SELECT id, scheduled_at, coalesce(args->>'tenant_id', args->'executions'->0->>'tenant_id', '') AS tenant
+				SELECT id, scheduled_at, coalesce(args->>'tenant_id', args->'tenants'->>0, args->'executions'->0->>'tenant_id', '') AS tenant
 				FROM river_job
 				WHERE state = 'available' AND queue = $1 AND priority = $2 AND scheduled_at <= now()
 			), head AS MATERIALIZED (

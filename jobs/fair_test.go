@@ -207,4 +207,30 @@ func TestShareQueuesOrder(t *testing.T) {
 	require.NoError(t, h.pool.QueryRow(ctx, `SELECT scheduled_at FROM river_job WHERE args->>'execution_id' = $1`, future[0]).Scan(&still))
 	require.True(t, still.Equal(later), "a job not yet due keeps its time")
 	require.Zero(t, share(service.QueueDeliver), "stable: a second pass changes nothing")
+
+	// Batches are told apart by their (one) tenant.
+	batch := func(tenant string, at time.Time) int64 {
+		args := service.DeliverBatchArgs{}
+		for range 2 {
+			args.Executions = append(args.Executions, service.ExecutionRef{TenantID: tenant, ExecutionID: service.NewID()})
+		}
+		res, err := h.client.Insert(ctx, args, &river.InsertOpts{Queue: service.QueueDeliverBulkBatch, ScheduledAt: at})
+		require.NoError(t, err)
+		return res.Job.ID
+	}
+	p1, p2, p3 := batch("p", now.Add(-3*time.Second)), batch("p", now.Add(-3*time.Second+time.Millisecond)),
+		batch("p", now.Add(-3*time.Second+2*time.Millisecond))
+	q1 := batch("q", now.Add(-time.Second))
+	require.Positive(t, share(service.QueueDeliverBulkBatch))
+	var batches []int64
+	rows, err = h.pool.Query(ctx, `SELECT id FROM river_job WHERE state = 'available' AND queue = $1 AND scheduled_at <= now()
+		ORDER BY priority, scheduled_at, id`, service.QueueDeliverBulkBatch)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id int64
+		require.NoError(t, rows.Scan(&id))
+		batches = append(batches, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []int64{p1, q1, p2, p3}, batches)
 }
