@@ -47,6 +47,7 @@ type tenantLimitsResponse struct {
 // limitsUsage is what the caller's limits count now.
 type limitsUsage struct {
 	Tasks              int `json:"tasks" example:"12"`
+	Workflows          int `json:"workflows" example:"2"`
 	InflightDeliveries int `json:"inflight_deliveries" example:"3"`
 } // @name LimitsUsage
 
@@ -190,7 +191,7 @@ func (h *handlers) getLimits(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, limitsResponse{Tenant: tenant, Limits: effectiveOut(u.Limits),
-		Usage: limitsUsage{Tasks: u.Tasks, InflightDeliveries: u.InflightDeliveries}})
+		Usage: limitsUsage{Tasks: u.Tasks, Workflows: u.Workflows, InflightDeliveries: u.InflightDeliveries}})
 }
 
 // rateLimit counts each authenticated request against its tenant's API

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -84,6 +85,61 @@ func TestTaskQuota(t *testing.T) {
 
 	a.must(http.StatusNoContent, req{Method: http.MethodDelete, Path: "/v1/tasks/" + second, Token: tok})
 	a.createTask(tok, ep, "three", nil)
+}
+
+// TestWorkflowQuota: a workflow create past max_workflows is a 409 whose
+// problem type ends in /quota-exceeded and names the limit, also when
+// creates race for the last places (exactly the quota is created); the
+// usage shows the count, another tenant is not counted, and a delete
+// makes room again.
+func TestWorkflowQuota(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	ep := a.createEndpoint(tok, "billing")
+	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: token(t, "acme", "admin"),
+		Body: map[string]any{"max_workflows": 3}})
+	create := func(tok, ep, name string) resp {
+		return a.do(req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+			Body: map[string]any{"name": name, "nodes": []any{map[string]any{"key": "a", "endpoint_id": ep}}}})
+	}
+	first := create(tok, ep, "wf-0")
+	require.Equal(t, http.StatusCreated, first.Status, "%s", first.Raw)
+
+	// Eight creates at once for the two places left.
+	statuses := make([]resp, 8)
+	var wg sync.WaitGroup
+	for i := range statuses {
+		wg.Go(func() { statuses[i] = create(tok, ep, fmt.Sprintf("wf-race-%d", i)) })
+	}
+	wg.Wait()
+	created := 0
+	for _, r := range statuses {
+		switch r.Status {
+		case http.StatusCreated:
+			created++
+		case http.StatusConflict:
+			require.True(t, strings.HasSuffix(r.JSON["type"].(string), "/quota-exceeded"), r.JSON["type"])
+			require.Contains(t, r.JSON["detail"], "max_workflows")
+			require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"))
+		default:
+			t.Fatalf("create: %d %s", r.Status, r.Raw)
+		}
+	}
+	require.Equal(t, 2, created, "exactly the places left")
+	r := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/limits", Token: tok})
+	require.InDelta(t, 3, r.JSON["usage"].(map[string]any)["workflows"], 0)
+	require.InDelta(t, 0, r.JSON["usage"].(map[string]any)["tasks"], 0, "a workflow's steps are not tasks of the API")
+	require.InDelta(t, 3, r.JSON["limits"].(map[string]any)["max_workflows"], 0)
+	over := create(tok, ep, "wf-over")
+	require.Equal(t, http.StatusConflict, over.Status, "%s", over.Raw)
+
+	// Another tenant is not counted against it.
+	other := token(t, "other")
+	require.Equal(t, http.StatusCreated, create(other, a.createEndpoint(other, "x"), "wf-0").Status)
+
+	a.must(http.StatusNoContent, req{Method: http.MethodDelete, Path: "/v1/workflows/" + first.JSON["id"].(string), Token: tok})
+	require.Equal(t, http.StatusCreated, create(tok, ep, "wf-after-delete").Status)
 }
 
 // TestAPIRateLimit: past api_requests_per_second a request is a 429 with

@@ -80,7 +80,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		Deliveries:  service.NewDeliveries(pool, enq, service.DeliveriesConfig{}),
 		Calendars:   service.NewCalendars(pool, tasks),
 		Backfills:   service.NewBackfills(pool, enq, tasks),
-		Workflows:   service.NewWorkflows(pool, enq, service.WorkflowsConfig{}),
+		Workflows:   service.NewWorkflows(pool, enq, service.WorkflowsConfig{Limits: limits}),
 		Idempotency: service.NewIdempotencyKeys(pool),
 		Audit:       service.NewAudit(pool),
 		Replicas:    service.NewReplicas(pool),

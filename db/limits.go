@@ -66,28 +66,42 @@ func ListTenantLimits(ctx context.Context, q Querier) ([]TenantLimits, error) {
 // TenantUsage is what a tenant's count quotas and delivery limits count
 // now.
 type TenantUsage struct {
-	Tasks    int
-	Inflight int
+	Tasks     int
+	Workflows int
+	Inflight  int
 }
 
-// GetTenantUsage counts tenant's tasks (every task that is not deleted)
-// and its deliveries in flight (running executions).
+// GetTenantUsage counts tenant's tasks (every task that is not deleted;
+// not a workflow's hidden node tasks),
+// its workflows and its deliveries in flight (running executions).
 func GetTenantUsage(ctx context.Context, q Querier, tenant string) (TenantUsage, error) {
 	var u TenantUsage
-	err := q.QueryRow(ctx, `SELECT (SELECT count(*) FROM tasks WHERE tenant_id = $1)::int,
+	err := q.QueryRow(ctx, `SELECT (SELECT count(*) FROM tasks WHERE tenant_id = $1 AND workflow_id IS NULL)::int,
+			(SELECT count(*) FROM workflows WHERE tenant_id = $1)::int,
 			(SELECT count(*) FROM unfinished_executions u JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
-			 WHERE u.tenant_id = $1 AND e.state = 'running')::int`, tenant).Scan(&u.Tasks, &u.Inflight)
+			 WHERE u.tenant_id = $1 AND e.state = 'running')::int`, tenant).Scan(&u.Tasks, &u.Workflows, &u.Inflight)
 	if err != nil {
 		return TenantUsage{}, wrap("tenant usage", err)
 	}
 	return u, nil
 }
 
-// CountTasks counts tenant's tasks (its max_tasks quota).
+// CountTasks counts tenant's tasks (its max_tasks quota): those of the
+// tasks API, not a workflow's hidden node tasks (max_workflows counts
+// those).
 func CountTasks(ctx context.Context, q Querier, tenant string) (int, error) {
 	var n int
-	if err := q.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE tenant_id = $1`, tenant).Scan(&n); err != nil {
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM tasks WHERE tenant_id = $1 AND workflow_id IS NULL`, tenant).Scan(&n); err != nil {
 		return 0, wrap("count tasks", err)
+	}
+	return n, nil
+}
+
+// CountWorkflows counts tenant's workflows (its max_workflows quota).
+func CountWorkflows(ctx context.Context, q Querier, tenant string) (int, error) {
+	var n int
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM workflows WHERE tenant_id = $1`, tenant).Scan(&n); err != nil {
+		return 0, wrap("count workflows", err)
 	}
 	return n, nil
 }

@@ -99,14 +99,14 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[deliverArgs]) e
 		return ctx.Err() // a shutdown: River runs the job again
 	}
 	slots := w.slotsFor(job.Queue)
-	if !slots.acquire(ctx, w.slotWait) {
+	if !slots.acquire(ctx, args.TenantID, w.slotWait) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		// Every send slot is busy: come back without using an attempt.
 		return river.JobSnooze(time.Second)
 	}
-	sent := slots.holder()
+	sent := slots.holder(args.TenantID)
 	defer sent()
 	lease := args.Lease(job.Attempt)
 	log := newAttrLogger(w.logger, slog.Int64("job_id", job.ID), slog.String("execution_id", args.ExecutionID),

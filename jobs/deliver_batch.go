@@ -103,7 +103,7 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 				fail(ctx.Err())
 				return
 			}
-			if !slots.acquire(ctx, w.one.slotWait) {
+			if !slots.acquire(ctx, ref.TenantID, w.one.slotWait) {
 				if ctx.Err() != nil {
 					fail(ctx.Err())
 					return
@@ -122,7 +122,7 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 				}
 				return
 			}
-			sent := slots.holder()
+			sent := slots.holder(ref.TenantID)
 			defer sent()
 			actx := inflight.add(ctx, ref)
 			st := w.one.attempt(actx, ref.TenantID, ref.ExecutionID, lease, job.ID, handOff, elog, sent)
@@ -327,51 +327,5 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 		return true
 	case <-ctx.Done():
 		return false
-	}
-}
-
-// sendSlots bounds the webhooks sent at once by one process, whether by
-// DeliverWorker or DeliverBatchWorker jobs (RiverConfig.DeliverWorkers).
-type sendSlots chan struct{}
-
-func newSendSlots(n int) sendSlots { return make(sendSlots, n) }
-
-// acquire takes a slot, waiting up to wait (0: as long as ctx lasts). It
-// reports whether it got one.
-func (s sendSlots) acquire(ctx context.Context, wait time.Duration) bool {
-	select {
-	case s <- struct{}{}:
-		return true
-	default:
-	}
-	var expired <-chan time.Time
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		expired = t.C
-	}
-	select {
-	case s <- struct{}{}:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-expired:
-		return false
-	}
-}
-
-func (s sendSlots) release() { <-s }
-
-// holder returns a function that releases a slot acquired by its caller
-// the first time it is called, and does nothing after: the slot goes back
-// when the request is over, or when the caller ends without sending. It
-// is for one goroutine.
-func (s sendSlots) holder() func() {
-	held := true
-	return func() {
-		if held {
-			held = false
-			s.release()
-		}
 	}
 }

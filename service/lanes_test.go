@@ -55,3 +55,42 @@ func TestLanesAssign(t *testing.T) {
 	none.Observe("x", time.Second)
 	require.False(t, none.Slow("x"))
 }
+
+// TestFireInsertsOneTenantPerBatch: fires of two tenants in the same
+// window are batched apart (Limits.Share tells a batch's tenant by its
+// first execution), each tenant's in slot order; a single tenant's fires
+// are batched as before.
+func TestFireInsertsOneTenantPerBatch(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var fired []firedExecution
+	for i := range 6 {
+		tenant := []string{"a", "b"}[i%2]
+		fired = append(fired, firedExecution{TenantID: tenant, ID: NewID(), ScheduledFor: at.Add(time.Duration(i) * time.Millisecond),
+			Priority: 2, MaxAttempts: 3})
+	}
+	jobs := fireInserts(fired, at.Add(-time.Hour), 0)
+	require.Len(t, jobs, 2)
+	for _, j := range jobs {
+		args, ok := j.Args.(DeliverBatchArgs)
+		require.True(t, ok)
+		require.Len(t, args.Executions, 3)
+		for i, e := range args.Executions {
+			require.Equal(t, args.Executions[0].TenantID, e.TenantID, "one tenant per batch")
+			if i > 0 {
+				require.True(t, e.ScheduledFor.After(args.Executions[i-1].ScheduledFor), "in slot order")
+			}
+		}
+	}
+
+	one := fireInserts(fired[:1:1], at.Add(-time.Hour), 0)
+	require.Len(t, one, 1)
+	var single []firedExecution
+	for _, f := range fired {
+		f.TenantID = "a"
+		single = append(single, f)
+	}
+	jobs = fireInserts(single, at.Add(-time.Hour), 0)
+	require.Len(t, jobs, 1, "one tenant: one batch, as before")
+	require.Len(t, jobs[0].Args.(DeliverBatchArgs).Executions, 6) //nolint:forcetypeassert // a batch of 6
+}

@@ -69,9 +69,23 @@ type LimitsConfig struct {
 	// Refresh is how often each replica re-reads the tenants' limits
 	// (changes made on this replica apply at once). Default 1 s.
 	Refresh time.Duration
+	// FairAfter: when the oldest due job of a deliver queue has waited
+	// this long, a backlog has formed and its due jobs are started
+	// round-robin across tenants (Share). Default FairAfterDefault;
+	// negative: never.
+	FairAfter time.Duration
+	// FairEvery is how often each replica looks for such backlogs.
+	// Default FairEveryDefault.
+	FairEvery time.Duration
 	// Logger receives the dispatcher's errors. Default: discard.
 	Logger *slog.Logger
 }
+
+// Fairness defaults (LimitsConfig.FairAfter, FairEvery).
+const (
+	FairAfterDefault = 200 * time.Millisecond
+	FairEveryDefault = 100 * time.Millisecond
+)
 
 // Limits holds the tenants' limits and quotas: their admin API, the
 // count quotas of creates, the API's request rate, and the delivery
@@ -98,6 +112,12 @@ func NewLimits(pool *db.Pool, cfg LimitsConfig) *Limits {
 	}
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = time.Second
+	}
+	if cfg.FairAfter == 0 {
+		cfg.FairAfter = FairAfterDefault
+	}
+	if cfg.FairEvery <= 0 {
+		cfg.FairEvery = FairEveryDefault
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -244,6 +264,7 @@ func (l *Limits) Set(ctx context.Context, tenant string, in TenantLimits) (Tenan
 type Usage struct {
 	Limits             EffectiveLimits
 	Tasks              int
+	Workflows          int
 	InflightDeliveries int
 }
 
@@ -257,7 +278,8 @@ func (l *Limits) Usage(ctx context.Context, tenant string) (Usage, error) {
 	if err != nil {
 		return Usage{}, storeError(err, "read tenant usage")
 	}
-	return Usage{Limits: effective(row, l.cfg.Defaults), Tasks: u.Tasks, InflightDeliveries: u.Inflight}, nil
+	return Usage{Limits: effective(row, l.cfg.Defaults), Tasks: u.Tasks, Workflows: u.Workflows,
+		InflightDeliveries: u.Inflight}, nil
 }
 
 // QuotaError is a create refused by a count quota: the API answers 409
@@ -293,6 +315,32 @@ func (l *Limits) checkTaskQuota(ctx context.Context, tx db.Tx, tenant string) er
 	}
 	if n >= limit {
 		return &QuotaError{Limit: LimitMaxTasks, Max: limit}
+	}
+	return nil
+}
+
+// checkWorkflowQuota refuses a workflow create past the tenant's
+// max_workflows, in the create's transaction, exactly as checkTaskQuota
+// does for tasks (the tenant's row lock orders concurrent creates).
+// Without a limit it costs nothing.
+func (l *Limits) checkWorkflowQuota(ctx context.Context, tx db.Tx, tenant string) error {
+	if l == nil || l.Effective(tenant).MaxWorkflows == 0 {
+		return nil
+	}
+	row, err := db.GetTenantLimits(ctx, tx, tenant, true)
+	if err != nil {
+		return storeError(err, "read tenant limits")
+	}
+	limit := effective(row, l.cfg.Defaults).MaxWorkflows
+	if limit == 0 {
+		return nil
+	}
+	n, err := db.CountWorkflows(ctx, tx, tenant)
+	if err != nil {
+		return storeError(err, "count workflows")
+	}
+	if n >= limit {
+		return &QuotaError{Limit: LimitMaxWorkflows, Max: limit}
 	}
 	return nil
 }
@@ -408,11 +456,14 @@ func (l *Limits) Wake() {
 // stays unused.
 const dispatchPoll = 50 * time.Millisecond
 
-// Run keeps the cache fresh and runs the dispatcher of held deliveries
-// and the sweep of expired permits, until ctx ends.
+// Run keeps the cache fresh and runs the dispatcher of held deliveries,
+// the sweep of expired permits and the fair sharing of the deliver
+// queues (Share), until ctx ends.
 func (l *Limits) Run(ctx context.Context) {
 	refresh := time.NewTicker(l.cfg.Refresh)
 	defer refresh.Stop()
+	fair := time.NewTicker(l.cfg.FairEvery)
+	defer fair.Stop()
 	sweep := time.NewTicker(10 * time.Second)
 	defer sweep.Stop()
 	timer := time.NewTimer(dispatchPoll)
@@ -429,6 +480,11 @@ func (l *Limits) Run(ctx context.Context) {
 		case <-sweep.C:
 			if _, err := db.SweepPermits(ctx, l.pool); err != nil && ctx.Err() == nil {
 				l.cfg.Logger.Warn("sweeping expired permits failed", "error", err.Error())
+			}
+			continue
+		case <-fair.C:
+			if _, err := l.Share(ctx); err != nil && ctx.Err() == nil {
+				l.cfg.Logger.Warn("sharing the deliver queues between tenants failed", "error", err.Error())
 			}
 			continue
 		case <-l.wake:
@@ -483,6 +539,27 @@ func (l *Limits) Dispatch(ctx context.Context) (time.Time, error) {
 		}
 	}
 	return next, errors.Join(errs...)
+}
+
+// fairQueues are the queues whose due jobs Share orders across tenants:
+// both lanes' single deliveries and batches.
+var fairQueues = []string{QueueDeliver, QueueDeliverBatch, QueueDeliverBulk, QueueDeliverBulkBatch}
+
+// Share makes the deliver queues start their due jobs round-robin across
+// tenants where a backlog has formed (db.ShareQueues): no tenant's backlog
+// delays another tenant's on-time fires by more than a turn. It returns
+// how many jobs it reordered. When no queue has a backlog it costs one
+// statement of index probes, and it changes nothing while one tenant
+// alone has due jobs.
+func (l *Limits) Share(ctx context.Context) (int64, error) {
+	if l.cfg.FairAfter < 0 {
+		return 0, nil
+	}
+	n, err := db.ShareQueues(ctx, l.pool, fairQueues, l.cfg.FairAfter)
+	if err != nil {
+		return n, storeError(err, "share the deliver queues")
+	}
+	return n, nil
 }
 
 // permitTTL is how long a permit holds before SweepPermits frees it.

@@ -149,10 +149,12 @@ func deliverInsert(tenant, executionID string, scheduledFor time.Time, priority,
 }
 
 // fireInserts returns the deliver jobs of executions the scheduler
-// inserted: executions of the same priority whose slots lie within
-// deliverBatchWindow of the earliest share DeliverBatchArgs jobs of up to
-// deliverBatchMax; one alone gets a DeliverArgs job. Each job is due ahead
-// of its earliest slot.
+// inserted: executions of the same tenant, lane and priority whose slots
+// lie within deliverBatchWindow of the earliest share DeliverBatchArgs
+// jobs of up to deliverBatchMax; one alone gets a DeliverArgs job. Each job is due ahead
+// of its earliest slot. A batch holds one tenant's executions, so that
+// the fair sharing of the deliver queues between tenants (Limits.Share)
+// can tell whose it is.
 func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []river.InsertManyParams {
 	sorted := slices.Clone(execs)
 	slices.SortStableFunc(sorted, func(a, b firedExecution) int {
@@ -165,6 +167,9 @@ func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []r
 		if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
 			return c
 		}
+		if c := cmp.Compare(a.TenantID, b.TenantID); c != 0 {
+			return c
+		}
 		return a.ScheduledFor.Compare(b.ScheduledFor)
 	})
 	jobs := make([]river.InsertManyParams, 0, len(sorted))
@@ -172,7 +177,7 @@ func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []r
 		first := sorted[0]
 		n := 1
 		for n < len(sorted) && n < deliverBatchMax && sorted[n].Priority == first.Priority && sorted[n].Bulk == first.Bulk &&
-			sorted[n].ScheduledFor.Sub(first.ScheduledFor) < deliverBatchWindow {
+			sorted[n].TenantID == first.TenantID && sorted[n].ScheduledFor.Sub(first.ScheduledFor) < deliverBatchWindow {
 			n++
 		}
 		chunk := sorted[:n]

@@ -129,6 +129,9 @@ type WorkflowsConfig struct {
 	PayloadMax int
 	// FetchAhead: see SchedulerConfig.FetchAhead.
 	FetchAhead time.Duration
+	// Limits, when set, refuses a create past the tenant's max_workflows
+	// (a *QuotaError).
+	Limits *Limits
 }
 
 // Workflows manages workflows and their runs.
@@ -404,6 +407,11 @@ func (s *Workflows) Create(ctx context.Context, tenant string, in WorkflowInput)
 	in = in.withDefaults()
 	var out Workflow
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		// A count quota: checked first, under the tenant's row lock, so
+		// that concurrent creates take the last places one at a time.
+		if err := s.cfg.Limits.checkWorkflowQuota(ctx, tx, tenant); err != nil {
+			return err
+		}
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err

@@ -194,7 +194,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	tasks := service.NewTasks(d.pool, service.TasksConfig{Clock: clock, Limits: limits})
 	backfills := service.NewBackfills(d.pool, enq, tasks)
 	workflows := service.NewWorkflows(d.pool, enq, service.WorkflowsConfig{
-		FetchAhead: jobs.RiverConfig{FetchPollInterval: cfg.FetchPollInterval}.FetchAhead()})
+		FetchAhead: jobs.RiverConfig{FetchPollInterval: cfg.FetchPollInterval}.FetchAhead(), Limits: limits})
 	bg, err := startBackground(ctx, d, enq, deliveries, sender, metrics, clock, backfills, workflows, cfg, logger)
 	if err != nil {
 		return err
