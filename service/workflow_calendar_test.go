@@ -94,7 +94,7 @@ func TestWorkflowCalendarBackfillAndScheduler(t *testing.T) {
 	f := newWFFixture(t)
 	ctx := context.Background()
 	cals := service.NewCalendars(f.pool, f.tasks)
-	past := time.Now().UTC().Truncate(24*time.Hour).Add(-5 * 24 * time.Hour)
+	past := time.Now().UTC().Truncate(24 * time.Hour).Add(-5 * 24 * time.Hour)
 	cal, err := cals.Create(ctx, f.tenant, service.CalendarInput{Name: "off", Dates: []string{past.Format(time.DateOnly)}})
 	require.NoError(t, err)
 	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "hourly", MaxActiveRuns: 100,
