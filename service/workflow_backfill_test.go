@@ -224,6 +224,7 @@ func TestWorkflowBackfillConcurrentAndRestart(t *testing.T) {
 		ids = append(ids, b.ID)
 	}
 	var wg sync.WaitGroup
+	errs := make(chan error, 12)
 	for range 4 {
 		wg.Add(1)
 		go func() {
@@ -231,11 +232,15 @@ func TestWorkflowBackfillConcurrentAndRestart(t *testing.T) {
 			bf := service.NewBackfills(f.pool, f.enq, f.tasks) // a replica of its own
 			for range 3 {
 				_, err := bf.Pump(ctx)
-				require.NoError(t, err)
+				errs <- err
 			}
 		}()
 	}
 	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 	require.Equal(t, 0, f.count(t, `SELECT count(*) FROM (SELECT scheduled_for, round FROM workflow_runs WHERE workflow_id = $1
 		GROUP BY 1, 2 HAVING count(*) > 1) d`, w.ID), "no slot's round twice")
 	for _, id := range ids {
