@@ -26,10 +26,14 @@ func FutureScheduledRuns(ctx context.Context, q Querier, tenant, workflowID stri
 	return out, wrap("future scheduled runs", err)
 }
 
-// MarkRunRescheduled gives a cancelled run's slot up (the slot index
-// leaves it out), so that the schedule can fire the slot again.
+// MarkRunRescheduled gives a cancelled run's slot up, with its roots'
+// cancelled executions' slots (both slot indexes leave them out), so that
+// the schedule can start the slot again and fire its roots.
 func MarkRunRescheduled(ctx context.Context, q Querier, tenant, id string) error {
-	_, err := q.Exec(ctx, `UPDATE workflow_runs SET rescheduled = true WHERE tenant_id = $1 AND id = $2`, tenant, id)
+	_, err := q.Exec(ctx, `WITH x AS (
+			UPDATE executions SET rescheduled = true
+			WHERE workflow_run_id = $2 AND tenant_id = $1 AND state = 'cancelled' AND NOT rescheduled)
+		UPDATE workflow_runs SET rescheduled = true WHERE tenant_id = $1 AND id = $2`, tenant, id)
 	return wrap("mark run rescheduled", err)
 }
 

@@ -41,6 +41,9 @@ func TestWorkflowCalendars(t *testing.T) {
 		ScheduledFor: second, Trigger: service.TriggerSchedule})
 	require.NoError(t, err)
 	require.True(t, ok)
+	_, err = f.wf.Sweep(ctx) // starts it: its root's execution waits for the slot
+	require.NoError(t, err)
+	require.Len(t, f.execsOf(t, runID, "a"), 1)
 	_, err = cals.Update(ctx, f.tenant, cal.ID, func(in *service.CalendarInput) error {
 		in.Dates = []string{day(natural), day(second)}
 		return nil
@@ -63,10 +66,14 @@ func TestWorkflowCalendars(t *testing.T) {
 	w, err = f.wf.Get(ctx, f.tenant, w.ID)
 	require.NoError(t, err)
 	require.Equal(t, natural, *w.NextRunAt)
-	ok, err = db.InsertWorkflowRun(ctx, f.pool, db.WorkflowRun{TenantID: f.tenant, ID: service.NewID(), WorkflowID: w.ID, Version: 1,
+	again := service.NewID()
+	ok, err = db.InsertWorkflowRun(ctx, f.pool, db.WorkflowRun{TenantID: f.tenant, ID: again, WorkflowID: w.ID, Version: 1,
 		ScheduledFor: second, Trigger: service.TriggerSchedule})
 	require.NoError(t, err)
 	require.True(t, ok, "the rescheduled run left its slot free")
+	_, err = f.wf.Sweep(ctx)
+	require.NoError(t, err)
+	require.Len(t, f.execsOf(t, again, "a"), 1, "and its root's slot too")
 
 	// A calendar a workflow uses cannot be deleted.
 	err = cals.Delete(ctx, f.tenant, cal.ID)
