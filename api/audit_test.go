@@ -63,6 +63,14 @@ var auditCases = map[string]auditCase{
 			id := a.createWorkflow(tok, "wf-triggered")
 			return a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok}), id
 		}},
+	"POST /v1/workflows/:id/backfill": {status: http.StatusAccepted, action: "backfill", resourceType: "workflow",
+		run: func(a *testAPI, tok string) (resp, string) {
+			id := a.createWorkflow(tok, "wf-backfilled")
+			a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
+				Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *"}}})
+			return a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/backfill", Token: tok,
+				Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-03T00:00:00Z"}}), id
+		}},
 	"POST /v1/workflow-runs/:id/cancel": {status: http.StatusOK, action: "cancel", resourceType: "workflow_run",
 		run: func(a *testAPI, tok string) (resp, string) {
 			run := a.triggerWorkflow(tok, a.createWorkflow(tok, "wf-run-cancelled"))

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -31,8 +32,11 @@ type backfillRequest struct {
 
 // backfillResponse is a backfill as the API returns it.
 type backfillResponse struct {
-	ID             string    `json:"id"`
-	TaskID         string    `json:"task_id"`
+	ID string `json:"id"`
+	// TaskID is the task a task backfill runs (absent for a workflow backfill).
+	TaskID string `json:"task_id,omitempty"`
+	// WorkflowID is the workflow a workflow backfill runs (absent for a task backfill).
+	WorkflowID     string    `json:"workflow_id,omitempty"`
 	From           timestamp `json:"from" swaggertype:"string" format:"date-time"`
 	To             timestamp `json:"to" swaggertype:"string" format:"date-time"`
 	Rerun          string    `json:"rerun" enums:"missing,failed,all"`
@@ -40,9 +44,9 @@ type backfillResponse struct {
 	State          string    `json:"state" enums:"running,succeeded,failed,cancelled"`
 	// Total is the number of slots the backfill runs.
 	Total int `json:"total"`
-	// Created counts the executions created so far.
+	// Created counts the executions (a workflow backfill: the runs) created so far.
 	Created int `json:"created"`
-	// Succeeded and Failed count its executions that ended so (failed: failed, cancelled or skipped).
+	// Succeeded and Failed count its executions (runs) that ended so (failed: failed, cancelled or skipped).
 	Succeeded  int        `json:"succeeded"`
 	Failed     int        `json:"failed"`
 	CreatedAt  timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
@@ -69,7 +73,7 @@ type backfillPlan struct {
 } // @name BackfillPlan
 
 func backfillOut(b service.Backfill) backfillResponse {
-	return backfillResponse{ID: b.ID, TaskID: b.TaskID, From: stamp(b.From), To: stamp(b.To), Rerun: b.Rerun,
+	return backfillResponse{ID: b.ID, TaskID: b.TaskID, WorkflowID: b.WorkflowID, From: stamp(b.From), To: stamp(b.To), Rerun: b.Rerun,
 		MaxConcurrency: b.MaxConcurrency, State: b.State, Total: b.Total, Created: b.Created, Succeeded: b.Succeeded,
 		Failed: b.Failed, CreatedAt: stamp(b.CreatedAt), FinishedAt: stampPtr(b.FinishedAt)}
 }
@@ -133,6 +137,34 @@ func (h *handlers) skipSlot(c echo.Context) error {
 //	@Header			503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/tasks/{id}/backfill [post]
 func (h *handlers) backfillTask(c echo.Context) error {
+	return h.backfill(c, h.cfg.Backfills.Create)
+}
+
+// backfillWorkflow godoc
+//
+//	@ID				backfillWorkflow
+//	@Summary		Backfill or re-run a range of a workflow's slots
+//	@Description	As a task's backfill, for runs: the slots are the workflow schedule's fire times in [from, to) (calendars, start_at and end_at applied), oldest first; more than 10000 → 422; a workflow without a schedule → 422. Each slot starts one run with trigger backfill and the workflow's current version; a slot re-run gets a new run with round = latest round + 1 (a slot whose latest run is pending, running or blocked is kept). At most max_concurrency of the backfill's runs are unfinished at once, and max_active_runs still applies. The roots' executions have trigger backfill, every execution of a run carries its round (X-Ax-Round). A paused workflow's backfill waits for its resume. dry_run → 200 with the plan. Supports Idempotency-Key.
+//	@Tags			workflows
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id				path		string			true	"workflow id"
+//	@Param			Idempotency-Key	header		string			false	"replays the first response for 24 h"
+//	@Param			body			body		backfillRequest	true	"the range"
+//	@Success		202				{object}	backfillResponse
+//	@Success		200				{object}	backfillPlan	"dry run"
+//	@Failure		400,401,403,404,409,413,415,422,503	{object}	problem
+//	@Header			503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/workflows/{id}/backfill [post]
+func (h *handlers) backfillWorkflow(c echo.Context) error {
+	return h.backfill(c, h.cfg.Backfills.CreateForWorkflow)
+}
+
+// backfill serves a backfill request of the task or workflow c names.
+func (h *handlers) backfill(c echo.Context,
+	create func(ctx context.Context, tenant, id string, in service.BackfillInput) (service.Backfill, []service.BackfillSlot, error),
+) error {
 	body, err := readBody(c)
 	if err != nil {
 		return err
@@ -159,7 +191,7 @@ func (h *handlers) backfillTask(c echo.Context) error {
 	if err := ve.Err(); err != nil {
 		return err
 	}
-	b, plan, err := h.cfg.Backfills.Create(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), in)
+	b, plan, err := create(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), in)
 	if err != nil {
 		return err
 	}
@@ -181,6 +213,7 @@ func (h *handlers) backfillTask(c echo.Context) error {
 //	@Produce	json
 //	@Security	BearerAuth
 //	@Param		task_id	query		string	false	"only this task's"
+//	@Param		workflow_id	query		string	false	"only this workflow's"
 //	@Param		state	query		string	false	"only in this state"	Enums(running, succeeded, failed, cancelled)
 //	@Param		limit	query		int		false	"page size (default 50, max 500)"
 //	@Param		cursor	query		string	false	"next_cursor of the previous page"
@@ -193,7 +226,7 @@ func (h *handlers) listBackfills(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	f := service.BackfillFilter{TaskID: c.QueryParam("task_id"), State: c.QueryParam("state")}
+	f := service.BackfillFilter{TaskID: c.QueryParam("task_id"), WorkflowID: c.QueryParam("workflow_id"), State: c.QueryParam("state")}
 	items, next, err := h.cfg.Backfills.List(c.Request().Context(), principalFrom(c).Tenant, f, page)
 	if err != nil {
 		return err
@@ -244,6 +277,13 @@ func (h *handlers) cancelBackfill(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, backfillOut(b))
+}
+
+// idempotentWorkflowBackfill is idempotentBackfill for a workflow's backfill.
+func (h *handlers) idempotentWorkflowBackfill(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return h.idempotent("workflows/" + c.Param("id") + "/backfill")(next)(c)
+	}
 }
 
 // idempotentBackfill is idempotent for a task's backfill; keys are kept per

@@ -181,6 +181,7 @@ func TestTenantIsolation(t *testing.T) {
 		{Method: http.MethodPost, Path: "/v1/workflows/" + wfA + "/pause"},
 		{Method: http.MethodPost, Path: "/v1/workflows/" + wfA + "/resume"},
 		{Method: http.MethodPost, Path: "/v1/workflows/" + wfA + "/trigger"},
+		{Method: http.MethodPost, Path: "/v1/workflows/" + wfA + "/backfill", Body: `{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z"}`},
 		{Method: http.MethodGet, Path: "/v1/workflows/" + wfA + "/runs"},
 		{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runA},
 		{Method: http.MethodPost, Path: "/v1/workflow-runs/" + runA + "/cancel"},

@@ -61,6 +61,7 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.POST("/workflows/:id/pause", h.pauseWorkflow, wW)
 	v1.POST("/workflows/:id/resume", h.resumeWorkflow, wW)
 	v1.POST("/workflows/:id/trigger", h.triggerWorkflow, wW, h.idempotentWorkflowTrigger)
+	v1.POST("/workflows/:id/backfill", h.backfillWorkflow, wW, h.idempotentWorkflowBackfill)
 	v1.GET("/workflows/:id/runs", h.listWorkflowRuns, wR)
 	v1.GET("/workflow-runs/:id", h.getWorkflowRun, wR)
 	v1.POST("/workflow-runs/:id/cancel", h.cancelWorkflowRun, wW)

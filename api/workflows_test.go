@@ -135,3 +135,49 @@ func TestWorkflowNodeCompletionAndSLAFields(t *testing.T) {
 	require.NotContains(t, got.JSON, "sla_missed_at")
 	require.NotContains(t, got.JSON, "events")
 }
+
+// TestWorkflowBackfillAPI: a workflow's backfill has the task backfill's
+// body and answers; the resource names the workflow; calendars work on
+// workflow schedules and a calendar in use by one cannot be deleted.
+func TestWorkflowBackfillAPI(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	id := a.createWorkflow(tok, "wf-bf-api")
+	path := "/v1/workflows/" + id + "/backfill"
+	rng := map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-03T00:00:00Z"}
+	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: path, Token: tok, Body: rng})
+	require.Contains(t, string(r.Raw), "no schedule")
+
+	cal := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
+		Body: map[string]any{"name": "new-year", "dates": []string{"2026-01-01"}}}).JSON["id"].(string)
+	a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
+		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *", "exclude_calendars": []string{cal}}}})
+	a.must(http.StatusConflict, req{Method: http.MethodDelete, Path: "/v1/calendars/" + cal, Token: tok})
+
+	plan := a.must(http.StatusOK, req{Method: http.MethodPost, Path: path, Token: tok,
+		Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-03T00:00:00Z", "dry_run": true}})
+	require.Equal(t, []any{map[string]any{"scheduled_for": "2026-01-02T02:00:00Z", "round": 1.0, "action": "create"}},
+		plan.JSON["slots"], "the excluded date has no slot")
+
+	b := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: path, Token: tok,
+		Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-05T00:00:00Z", "rerun": "all", "max_concurrency": 2}})
+	bid := b.JSON["id"].(string)
+	require.Equal(t, id, b.JSON["workflow_id"])
+	require.NotContains(t, b.JSON, "task_id")
+	require.EqualValues(t, 3, b.JSON["total"])
+	require.Equal(t, "running", b.JSON["state"])
+	list := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/backfills?workflow_id=" + id, Token: tok})
+	require.Len(t, list.JSON["items"], 1)
+	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodGet, Path: "/v1/backfills?workflow_id=nope", Token: tok})
+	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/backfills/" + bid, Token: tok})
+	c := a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/backfills/" + bid + "/cancel", Token: tok})
+	require.Equal(t, "cancelled", c.JSON["state"])
+
+	other := token(t, "globex")
+	a.must(http.StatusNotFound, req{Method: http.MethodPost, Path: path, Token: other, Body: rng})
+	a.must(http.StatusNotFound, req{Method: http.MethodGet, Path: "/v1/backfills/" + bid, Token: other})
+	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: path, Token: tok,
+		Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-05T00:00:00Z", "rerun": "sometimes"}})
+	a.must(http.StatusBadRequest, req{Method: http.MethodPost, Path: path, Token: tok, Body: `{"from":`})
+}

@@ -9,9 +9,11 @@ import (
 
 // Backfill is a row of backfills (without its slots).
 type Backfill struct {
-	TenantID       string     `db:"tenant_id"`
-	ID             string     `db:"id"`
+	TenantID string `db:"tenant_id"`
+	ID       string `db:"id"`
+	// TaskID or WorkflowID names what the backfill runs ("" for the other).
 	TaskID         string     `db:"task_id"`
+	WorkflowID     string     `db:"workflow_id"`
 	From           time.Time  `db:"range_from"`
 	To             time.Time  `db:"range_to"`
 	Rerun          string     `db:"rerun"`
@@ -26,7 +28,8 @@ type Backfill struct {
 	FinishedAt     *time.Time `db:"finished_at"`
 }
 
-const backfillColumns = `tenant_id, id::text, task_id::text, range_from, range_to, rerun, max_concurrency, state,
+const backfillColumns = `tenant_id, id::text, coalesce(task_id::text, '') AS task_id,
+	coalesce(workflow_id::text, '') AS workflow_id, range_from, range_to, rerun, max_concurrency, state,
 	next_index, total, created, succeeded, failed, created_at, finished_at`
 
 // SlotState is the latest execution of a slot (the highest round).
@@ -62,12 +65,12 @@ func InsertBackfill(ctx context.Context, q Querier, b Backfill, slots []time.Tim
 	if slots == nil {
 		slots = []time.Time{} // NULL would break the NOT NULL
 	}
-	rows, err := q.Query(ctx, `INSERT INTO backfills (tenant_id, id, task_id, range_from, range_to, rerun, max_concurrency,
-			state, slots, total, finished_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $9 = 0 THEN 'succeeded' ELSE 'running' END, $8, $9,
-			CASE WHEN $9 = 0 THEN now() END)
+	rows, err := q.Query(ctx, `INSERT INTO backfills (tenant_id, id, task_id, workflow_id, range_from, range_to, rerun,
+			max_concurrency, state, slots, total, finished_at)
+		VALUES ($1, $2, NULLIF($3, '')::uuid, NULLIF($10, '')::uuid, $4, $5, $6, $7,
+			CASE WHEN $9 = 0 THEN 'succeeded' ELSE 'running' END, $8, $9, CASE WHEN $9 = 0 THEN now() END)
 		RETURNING `+backfillColumns,
-		b.TenantID, b.ID, b.TaskID, b.From, b.To, b.Rerun, b.MaxConcurrency, slots, len(slots))
+		b.TenantID, b.ID, b.TaskID, b.From, b.To, b.Rerun, b.MaxConcurrency, slots, len(slots), b.WorkflowID)
 	return collectOne[Backfill](rows, err)
 }
 
@@ -91,18 +94,19 @@ func GetBackfillForUpdate(ctx context.Context, q Querier, tenant, id string) (Ba
 
 // BackfillFilter narrows ListBackfills.
 type BackfillFilter struct {
-	TaskID string // "" for any
-	State  string // "" for any
-	Before string // id cursor
-	Limit  int
+	TaskID     string // "" for any
+	WorkflowID string // "" for any
+	State      string // "" for any
+	Before     string // id cursor
+	Limit      int
 }
 
 // ListBackfills returns backfills newest first.
 func ListBackfills(ctx context.Context, q Querier, tenant string, f BackfillFilter) ([]Backfill, error) {
 	rows, err := q.Query(ctx, `SELECT `+backfillColumns+` FROM backfills
 		WHERE tenant_id = $1 AND ($2 = '' OR id < NULLIF($2, '')::uuid) AND ($3 = '' OR task_id = NULLIF($3, '')::uuid)
-			AND ($4 = '' OR state = $4)
-		ORDER BY id DESC LIMIT $5`, tenant, f.Before, f.TaskID, f.State, f.Limit)
+			AND ($4 = '' OR state = $4) AND ($6 = '' OR workflow_id = NULLIF($6, '')::uuid)
+		ORDER BY id DESC LIMIT $5`, tenant, f.Before, f.TaskID, f.State, f.Limit, f.WorkflowID)
 	if err != nil {
 		return nil, wrap("list backfills", err)
 	}
@@ -263,4 +267,47 @@ func SkipSlot(ctx context.Context, q Querier, tenant, taskID, newID string, slot
 		SELECT coalesce((SELECT id::text FROM moved), (SELECT id::text FROM ins),
 			(SELECT id::text FROM cur WHERE state = 'skipped'), '')`, tenant, taskID, newID, slot, reason).Scan(&id)
 	return id, wrap("skip slot", err)
+}
+
+// LatestRunSlotStates is LatestSlotStates for a workflow's runs: for each
+// slot in [from, to) with a scheduled or backfill run, the latest one.
+func LatestRunSlotStates(ctx context.Context, q Querier, tenant, workflowID string, from, to time.Time) ([]SlotState, error) {
+	rows, err := q.Query(ctx, `SELECT DISTINCT ON (scheduled_for) scheduled_for, round, state FROM workflow_runs
+		WHERE workflow_id = $2 AND trigger IN ('schedule', 'backfill') AND NOT rescheduled
+			AND scheduled_for >= $3 AND scheduled_for < $4 AND tenant_id = $1
+		ORDER BY scheduled_for, round DESC`, tenant, workflowID, from, to)
+	if err != nil {
+		return nil, wrap("read run slots", err)
+	}
+	var out []SlotState
+	var s SlotState
+	_, err = pgx.ForEachRow(rows, []any{&s.ScheduledFor, &s.Round, &s.State}, func() error {
+		out = append(out, s)
+		return nil
+	})
+	return out, wrap("read run slots", err)
+}
+
+// CountBackfillRuns counts a workflow backfill's runs by outcome:
+// unfinished (pending, running, blocked), succeeded, and failed (failed,
+// cancelled).
+func CountBackfillRuns(ctx context.Context, q Querier, tenant, id string) (BackfillCounts, error) {
+	var c BackfillCounts
+	err := q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('pending', 'running', 'blocked')),
+			count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state IN ('failed', 'cancelled'))
+		FROM workflow_runs WHERE tenant_id = $1 AND backfill_id = $2`, tenant, id).Scan(&c.Unfinished, &c.Succeeded, &c.Failed)
+	return c, wrap("count backfill runs", err)
+}
+
+// CancelBackfillRuns cancels a workflow backfill's runs that have not
+// started (pending: waiting for max_active_runs) and returns how many.
+// A run being started meanwhile is re-checked after its start commits
+// and left alone.
+func CancelBackfillRuns(ctx context.Context, q Querier, tenant, id string) (int64, error) {
+	tag, err := q.Exec(ctx, `UPDATE workflow_runs SET state = 'cancelled', finished_at = now(), updated_at = now()
+		WHERE tenant_id = $1 AND backfill_id = $2 AND state = 'pending'`, tenant, id)
+	if err != nil {
+		return 0, wrap("cancel backfill runs", err)
+	}
+	return tag.RowsAffected(), nil
 }

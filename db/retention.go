@@ -71,6 +71,9 @@ func DeleteExpiredExecutions(ctx context.Context, q TxBeginner, tenant, after st
 				        WHERE n.tenant_id = e.tenant_id AND n.task_id = e.task_id AND n.trigger = 'schedule'
 				          AND NOT n.rescheduled AND n.scheduled_for > e.scheduled_for)
 				    OR NOT EXISTS (SELECT 1 FROM tasks t WHERE t.tenant_id = e.tenant_id AND t.id = e.task_id))
+				  -- A workflow node's execution goes with its run (DeleteExpiredRuns).
+				  AND (e.workflow_run_id IS NULL
+				    OR NOT EXISTS (SELECT 1 FROM workflow_runs r WHERE r.tenant_id = e.tenant_id AND r.id = e.workflow_run_id))
 				FOR UPDATE OF e SKIP LOCKED
 			), gone AS (
 				DELETE FROM executions e USING doomed d WHERE e.tenant_id = d.tenant_id AND e.id = d.id
@@ -85,6 +88,68 @@ func DeleteExpiredExecutions(ctx context.Context, q TxBeginner, tenant, after st
 	})
 	if err != nil {
 		return ExpiredExecutions{}, wrap("delete expired executions", err)
+	}
+	return out, nil
+}
+
+// ExpiredRuns is what one batch of DeleteExpiredRuns did.
+type ExpiredRuns struct {
+	// Turn, Examined and Last: as ExpiredExecutions'.
+	Turn     bool
+	Examined int
+	Last     string
+	// Runs, Executions and Events are the rows removed.
+	Runs, Executions, Events int64
+}
+
+// DeleteExpiredRuns is DeleteExpiredExecutions for workflow runs: it looks
+// at the next limit runs of tenant by primary key after the id after,
+// among those created more than olderThan ago, and deletes those that are
+// final and finished more than olderThan ago, with no unfinished
+// execution, together with their node executions, the executions' events
+// and the run's nodes (ON DELETE CASCADE). It keeps the latest scheduled
+// run of each workflow (its slot stays taken, as a task's latest
+// scheduled execution does), so a slot never starts twice because its
+// history expired.
+func DeleteExpiredRuns(ctx context.Context, q TxBeginner, tenant, after string, olderThan time.Duration, limit int) (ExpiredRuns, error) {
+	if after == "" {
+		after = nilUUID
+	}
+	cutoff := time.Now().Add(-olderThan)
+	var out ExpiredRuns
+	err := inTurn(ctx, q, retentionLock, retentionTimeout, func(tx pgx.Tx) error {
+		out.Turn = true
+		return tx.QueryRow(ctx, `WITH batch AS (
+				SELECT r.id FROM workflow_runs r
+				WHERE r.tenant_id = $1 AND r.id > $2::uuid AND r.id < $3::uuid
+				ORDER BY r.id LIMIT $4
+			), doomed AS (
+				SELECT r.tenant_id, r.id FROM workflow_runs r JOIN batch b ON r.id = b.id
+				WHERE r.tenant_id = $1 AND r.state IN ('succeeded', 'failed', 'cancelled')
+				  AND coalesce(r.finished_at, r.created_at) < $5
+				  AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.workflow_run_id = r.id AND e.tenant_id = r.tenant_id
+				    AND e.state IN ('pending', 'running', 'retrying'))
+				  AND (r.trigger <> 'schedule' OR r.rescheduled
+				    OR EXISTS (SELECT 1 FROM workflow_runs n
+				        WHERE n.tenant_id = r.tenant_id AND n.workflow_id = r.workflow_id AND n.trigger = 'schedule'
+				          AND NOT n.rescheduled AND n.scheduled_for > r.scheduled_for))
+				FOR UPDATE OF r SKIP LOCKED
+			), execs AS (
+				DELETE FROM executions e USING doomed d WHERE e.workflow_run_id = d.id AND e.tenant_id = d.tenant_id
+				RETURNING e.tenant_id, e.id
+			), events AS (
+				DELETE FROM execution_events v USING execs x WHERE v.tenant_id = x.tenant_id AND v.execution_id = x.id
+				RETURNING 1
+			), gone AS (
+				DELETE FROM workflow_runs r USING doomed d WHERE r.tenant_id = d.tenant_id AND r.id = d.id
+				RETURNING 1
+			)
+			SELECT coalesce((SELECT b.id::text FROM batch b ORDER BY b.id DESC LIMIT 1), ''), (SELECT count(*) FROM batch),
+				(SELECT count(*) FROM gone), (SELECT count(*) FROM execs), (SELECT count(*) FROM events)`,
+			tenant, after, idFloor(cutoff), limit, cutoff).Scan(&out.Last, &out.Examined, &out.Runs, &out.Executions, &out.Events)
+	})
+	if err != nil {
+		return ExpiredRuns{}, wrap("delete expired workflow runs", err)
 	}
 	return out, nil
 }

@@ -22,35 +22,48 @@ type Workflow struct {
 	NextRunAt         *time.Time `db:"next_run_at"`
 	CreatedAt         time.Time  `db:"created_at"`
 	UpdatedAt         time.Time  `db:"updated_at"`
+	// ExcludeCalendars are the schedule's calendars (also in Schedule).
+	ExcludeCalendars []string `db:"exclude_calendars"`
+	// ScheduleVersion moves on with each change of the schedule or of its
+	// calendars (the scheduler's cache key).
+	ScheduleVersion int32 `db:"schedule_version"`
 	// Nodes is the JSON document of the current version (workflow_versions).
 	Nodes string `db:"nodes"`
 }
 
 const workflowColumns = `w.tenant_id, w.id::text, w.name, w.state, w.version, w.schedule::text AS schedule, w.misfire_policy,
 	w.max_active_runs, w.alert_endpoint_id::text, w.sla_finish_within_ms, w.next_run_at, w.created_at, w.updated_at,
-	v.nodes::text AS nodes`
+	w.exclude_calendars::text[] AS exclude_calendars, w.schedule_version, v.nodes::text AS nodes`
 
 const workflowFrom = ` FROM workflows w
 	JOIN workflow_versions v ON v.tenant_id = w.tenant_id AND v.workflow_id = w.id AND v.version = w.version`
 
 // InsertWorkflow inserts w (its version row comes with InsertWorkflowVersion).
 func InsertWorkflow(ctx context.Context, q Querier, w Workflow) error {
-	_, err := q.Exec(ctx, `INSERT INTO workflows (tenant_id, id, name, state, version, schedule, misfire_policy,
-			max_active_runs, alert_endpoint_id, sla_finish_within_ms, next_run_at, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7, $8, $9, $10, $11, $12, $12)`,
+	cals, err := uuidArray(w.ExcludeCalendars)
+	if err != nil {
+		return wrap("insert workflow", err)
+	}
+	_, err = q.Exec(ctx, `INSERT INTO workflows (tenant_id, id, name, state, version, schedule, misfire_policy,
+			max_active_runs, alert_endpoint_id, sla_finish_within_ms, next_run_at, created_at, updated_at, exclude_calendars)
+		VALUES ($1, $2, $3, $4, $5, $6::text::jsonb, $7, $8, $9, $10, $11, $12, $12, $13::uuid[])`,
 		w.TenantID, w.ID, w.Name, w.State, w.Version, w.Schedule, w.MisfirePolicy, w.MaxActiveRuns,
-		w.AlertEndpointID, w.SLAFinishWithinMS, w.NextRunAt, w.CreatedAt)
+		w.AlertEndpointID, w.SLAFinishWithinMS, w.NextRunAt, w.CreatedAt, cals)
 	return wrap("insert workflow", err)
 }
 
 // UpdateWorkflow writes w's mutable fields.
 func UpdateWorkflow(ctx context.Context, q Querier, w Workflow) error {
-	_, err := q.Exec(ctx, `UPDATE workflows SET name = $3, state = $4, version = $5, schedule = $6::text::jsonb,
+	cals, err := uuidArray(w.ExcludeCalendars)
+	if err != nil {
+		return wrap("update workflow", err)
+	}
+	_, err = q.Exec(ctx, `UPDATE workflows SET name = $3, state = $4, version = $5, schedule = $6::text::jsonb,
 			misfire_policy = $7, max_active_runs = $8, alert_endpoint_id = $9, sla_finish_within_ms = $10,
-			next_run_at = $11, updated_at = now()
+			next_run_at = $11, updated_at = now(), exclude_calendars = $12::uuid[], schedule_version = $13
 		WHERE tenant_id = $1 AND id = $2`,
 		w.TenantID, w.ID, w.Name, w.State, w.Version, w.Schedule, w.MisfirePolicy, w.MaxActiveRuns,
-		w.AlertEndpointID, w.SLAFinishWithinMS, w.NextRunAt)
+		w.AlertEndpointID, w.SLAFinishWithinMS, w.NextRunAt, cals, w.ScheduleVersion)
 	return wrap("update workflow", err)
 }
 
@@ -150,19 +163,21 @@ type WorkflowRun struct {
 	// SLAMissedAt is when the run was recorded as missing its workflow's
 	// SLA (nil: it has not).
 	SLAMissedAt *time.Time `db:"sla_missed_at"`
+	// BackfillID is the backfill that started the run (trigger backfill).
+	BackfillID *string `db:"backfill_id"`
 }
 
 const runColumns = `r.tenant_id, r.id::text, r.workflow_id::text, r.version, r.scheduled_for, r.round, r.trigger,
-	r.dedup_key, r.state, r.created_at, r.started_at, r.finished_at, r.updated_at, r.sla_missed_at`
+	r.dedup_key, r.state, r.created_at, r.started_at, r.finished_at, r.updated_at, r.sla_missed_at, r.backfill_id::text`
 
 // InsertWorkflowRun inserts a pending run unless its slot (a scheduled
 // run) or its dedup key already has one; it reports whether it did.
 func InsertWorkflowRun(ctx context.Context, q Querier, r WorkflowRun) (bool, error) {
 	tag, err := q.Exec(ctx, `INSERT INTO workflow_runs (tenant_id, id, workflow_id, version, scheduled_for, round,
-			trigger, dedup_key, state)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending')
+			trigger, dedup_key, state, backfill_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9)
 		ON CONFLICT DO NOTHING`,
-		r.TenantID, r.ID, r.WorkflowID, r.Version, r.ScheduledFor, max(r.Round, 1), r.Trigger, r.DedupKey)
+		r.TenantID, r.ID, r.WorkflowID, r.Version, r.ScheduledFor, max(r.Round, 1), r.Trigger, r.DedupKey, r.BackfillID)
 	if err != nil {
 		return false, wrap("insert workflow run", err)
 	}
@@ -299,9 +314,11 @@ type NewNodeExecution struct {
 
 // InsertNodeExecutions inserts the executions of a run's nodes (and their
 // rows of unfinished_executions), skipping shards that already have one
-// (executions_node_idx), and returns the inserted ones. Their fired
-// event is implied (ImplicitFired, at created_at).
-func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, runID string, slot time.Time,
+// (executions_node_idx), and returns the inserted ones. They carry the
+// run's slot and round (a root's execution of a scheduled or backfill run
+// is on the slot key: the round keeps re-runs of a slot apart). Their
+// fired event is implied (ImplicitFired, at created_at).
+func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, runID string, slot time.Time, round int32,
 	execs []NewNodeExecution,
 ) ([]InsertedExecution, error) {
 	n := len(execs)
@@ -323,8 +340,8 @@ func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, ru
 	}
 	rows, err := q.Query(ctx, `WITH ins AS (
 			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, implicit_events, workflow_id,
-				workflow_run_id, node, shard, shard_count)
-			SELECT $1, id, task_id, $4, trigger, 1, $2, $3, node, shard, shard_count
+				workflow_run_id, node, shard, shard_count, round)
+			SELECT $1, id, task_id, $4, trigger, 1, $2, $3, node, shard, shard_count, $11
 			FROM unnest($5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::int[], $10::int[])
 				AS i(id, task_id, trigger, node, shard, shard_count)
 			ON CONFLICT DO NOTHING
@@ -334,7 +351,7 @@ func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, ru
 			SELECT tenant_id, task_id, scheduled_for, id FROM ins
 		)
 		SELECT tenant_id, id::text, task_id::text, scheduled_for FROM ins`,
-		tenant, workflowID, runID, slot, uids, taskIDs, triggers, nodes, shards, counts)
+		tenant, workflowID, runID, slot, uids, taskIDs, triggers, nodes, shards, counts, max(round, 1))
 	if err != nil {
 		return nil, wrap("insert node executions", err)
 	}

@@ -40,7 +40,7 @@ type Metrics struct {
 	// SchedulerClaimed is the number of tasks one pass claimed.
 	SchedulerClaimed prometheus.Histogram
 	// RetentionDeleted counts rows removed by retention, by kind
-	// (executions, execution_events, audit).
+	// (executions, execution_events, audit, workflow_runs).
 	RetentionDeleted *prometheus.CounterVec
 	// ReplicasLive is the number of live replicas, as this replica's last
 	// heartbeat saw it.
@@ -144,7 +144,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, class := range []string{service.ErrorClassHeartbeatTimeout, service.ErrorClassCallbackTimeout} {
 		m.CallbackTimeouts.WithLabelValues(class)
 	}
-	for _, kind := range []string{"executions", "execution_events", "audit"} {
+	for _, kind := range []string{"executions", "execution_events", "audit", "workflow_runs"} {
 		m.RetentionDeleted.WithLabelValues(kind) // reported from the start, at 0
 	}
 	m.ReplicasLive = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -178,6 +178,7 @@ func (m *Metrics) ObserveRetention(r service.RetentionResult) {
 	m.RetentionDeleted.WithLabelValues("executions").Add(float64(r.Executions))
 	m.RetentionDeleted.WithLabelValues("execution_events").Add(float64(r.Events))
 	m.RetentionDeleted.WithLabelValues("audit").Add(float64(r.Audit))
+	m.RetentionDeleted.WithLabelValues("workflow_runs").Add(float64(r.Runs))
 }
 
 // DeliveriesInFlight returns the number of webhook requests under way in

@@ -52,8 +52,8 @@ func RunRetention(ctx context.Context, r *service.Retention, cfg RetentionLoopCo
 		if cfg.OnSweep != nil {
 			cfg.OnSweep(res)
 		}
-		if n := res.Executions + res.Audit; n > 0 {
-			cfg.Logger.Debug("removed expired history", "executions", res.Executions, "events", res.Events,
+		if n := res.Executions + res.Audit + res.Runs; n > 0 {
+			cfg.Logger.Debug("removed expired history", "executions", res.Executions, "events", res.Events, "workflow_runs", res.Runs,
 				"audit_records", res.Audit)
 		}
 		wait := cfg.Every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -57,16 +58,19 @@ type BackfillSlot struct {
 	Action       string
 }
 
-// Backfill re-runs a range of a task's slots.
+// Backfill re-runs a range of a task's slots (executions) or of a
+// workflow's slots (runs).
 type Backfill struct {
-	ID, TaskID     string
-	From, To       time.Time
-	Rerun          string
-	MaxConcurrency int
-	State          string
+	// TaskID or WorkflowID names what it runs; the other is "".
+	ID, TaskID, WorkflowID string
+	From, To               time.Time
+	Rerun                  string
+	MaxConcurrency         int
+	State                  string
 	// Total is the number of slots the backfill runs; Created how many
-	// executions it has created so far; Succeeded and Failed count those
-	// that ended so (failed: failed, cancelled or skipped).
+	// executions (runs, for a workflow) it has created so far; Succeeded
+	// and Failed count those that ended so (failed: failed, cancelled or
+	// skipped).
 	Total, Created, Succeeded, Failed int
 	CreatedAt                         time.Time
 	FinishedAt                        *time.Time
@@ -134,7 +138,83 @@ func (in BackfillInput) validate() (BackfillInput, error) {
 // the plan and stores nothing; otherwise the backfill is stored and its
 // slots are run by Pump.
 func (s *Backfills) Create(ctx context.Context, tenant, taskID string, in BackfillInput) (Backfill, []BackfillSlot, error) {
-	if !validID(taskID) {
+	return s.create(ctx, tenant, backfillTarget{taskID: taskID}, in)
+}
+
+// CreateForWorkflow is Create for a workflow: each slot of its schedule
+// in [From, To) starts one run (trigger backfill), a re-run of a slot
+// with round = latest + 1; at most MaxConcurrency of its runs are
+// unfinished at once.
+func (s *Backfills) CreateForWorkflow(ctx context.Context, tenant, workflowID string, in BackfillInput) (Backfill, []BackfillSlot, error) {
+	return s.create(ctx, tenant, backfillTarget{workflowID: workflowID}, in)
+}
+
+// backfillTarget is what a backfill runs: a task or a workflow.
+type backfillTarget struct{ taskID, workflowID string }
+
+func (t backfillTarget) id() string {
+	if t.workflowID != "" {
+		return t.workflowID
+	}
+	return t.taskID
+}
+
+// schedule loads the target's schedule with its calendars.
+func (s *Backfills) schedule(ctx context.Context, tx db.Tx, tenant string, t backfillTarget) (*Schedule, error) {
+	if t.workflowID != "" {
+		row, err := db.GetWorkflow(ctx, tx, tenant, t.workflowID, false)
+		if err != nil {
+			return nil, storeError(err, "load workflow")
+		}
+		w, err := workflowFromRow(row)
+		if err != nil {
+			return nil, err
+		}
+		if w.Schedule == nil {
+			return nil, fieldError("workflow", "the workflow has no schedule, so it has no slots to backfill: trigger runs instead")
+		}
+		return workflowSchedule(ctx, tx, tenant, w, false)
+	}
+	row, err := apiTask(db.GetTask(ctx, tx, tenant, t.taskID, false))
+	if err != nil {
+		return nil, storeError(err, "load task")
+	}
+	task := taskFromRow(row)
+	sched, err := ParseSchedule(task.Schedule, task.CreatedAt)
+	if err != nil {
+		return nil, err
+	}
+	return s.tasks.withCalendars(ctx, tx, tenant, sched, false)
+}
+
+// latestStates returns the latest execution (run) of each of the
+// target's slots in [from, to), a run's state as an execution's (a
+// blocked run is unfinished, as a running one).
+func latestStates(ctx context.Context, q db.Querier, tenant string, t backfillTarget, from, to time.Time) (map[int64]db.SlotState, error) {
+	var (
+		latest []db.SlotState
+		err    error
+	)
+	if t.workflowID != "" {
+		latest, err = db.LatestRunSlotStates(ctx, q, tenant, t.workflowID, from, to)
+	} else {
+		latest, err = db.LatestSlotStates(ctx, q, tenant, t.taskID, from, to)
+	}
+	if err != nil {
+		return nil, err
+	}
+	byTime := make(map[int64]db.SlotState, len(latest))
+	for _, l := range latest {
+		if l.State == RunBlocked {
+			l.State = ExecRunning
+		}
+		byTime[l.ScheduledFor.UnixNano()] = l
+	}
+	return byTime, nil
+}
+
+func (s *Backfills) create(ctx context.Context, tenant string, target backfillTarget, in BackfillInput) (Backfill, []BackfillSlot, error) {
+	if !validID(target.id()) {
 		return Backfill{}, nil, ErrNotFound
 	}
 	in, err := in.validate()
@@ -146,16 +226,8 @@ func (s *Backfills) Create(ctx context.Context, tenant, taskID string, in Backfi
 		plan []BackfillSlot
 	)
 	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		row, err := apiTask(db.GetTask(ctx, tx, tenant, taskID, false))
+		sched, err := s.schedule(ctx, tx, tenant, target)
 		if err != nil {
-			return storeError(err, "load task")
-		}
-		t := taskFromRow(row)
-		sched, err := ParseSchedule(t.Schedule, t.CreatedAt)
-		if err != nil {
-			return err
-		}
-		if sched, err = s.tasks.withCalendars(ctx, tx, tenant, sched, false); err != nil {
 			return err
 		}
 		var slots []time.Time
@@ -165,13 +237,9 @@ func (s *Backfills) Create(ctx context.Context, tenant, taskID string, in Backfi
 			}
 			slots = append(slots, at)
 		}
-		latest, err := db.LatestSlotStates(ctx, tx, tenant, taskID, in.From, in.To)
+		byTime, err := latestStates(ctx, tx, tenant, target, in.From, in.To)
 		if err != nil {
 			return err
-		}
-		byTime := make(map[int64]db.SlotState, len(latest))
-		for _, l := range latest {
-			byTime[l.ScheduledFor.UnixNano()] = l
 		}
 		plan = make([]BackfillSlot, 0, len(slots))
 		var run []time.Time
@@ -186,13 +254,17 @@ func (s *Backfills) Create(ctx context.Context, tenant, taskID string, in Backfi
 		if in.DryRun {
 			return nil
 		}
-		b, err := db.InsertBackfill(ctx, tx, db.Backfill{TenantID: tenant, ID: NewID(), TaskID: taskID, From: in.From, To: in.To,
-			Rerun: in.Rerun, MaxConcurrency: int32(in.MaxConcurrency)}, run)
+		b, err := db.InsertBackfill(ctx, tx, db.Backfill{TenantID: tenant, ID: NewID(), TaskID: target.taskID,
+			WorkflowID: target.workflowID, From: in.From, To: in.To, Rerun: in.Rerun, MaxConcurrency: int32(in.MaxConcurrency)}, run)
 		if err != nil {
 			return storeError(err, "store backfill")
 		}
 		out = backfillFromRow(b)
-		return recordAudit(ctx, tx, tenant, AuditBackfill, ResourceTask, taskID, map[string]any{
+		resource := ResourceTask
+		if target.workflowID != "" {
+			resource = ResourceWorkflow
+		}
+		return recordAudit(ctx, tx, tenant, AuditBackfill, resource, strings.ToLower(target.id()), map[string]any{
 			"backfill_id": b.ID, "from": in.From.UTC().Format(time.RFC3339Nano), "to": in.To.UTC().Format(time.RFC3339Nano),
 			"rerun": in.Rerun, "max_concurrency": in.MaxConcurrency, "total": b.Total,
 		})
@@ -237,7 +309,7 @@ func (s *Backfills) withCounts(ctx context.Context, row db.Backfill) (Backfill, 
 	if row.State != BackfillRunning {
 		return b, nil
 	}
-	c, err := db.CountBackfill(ctx, s.pool, row.TenantID, row.ID)
+	c, err := countBackfill(ctx, s.pool, row)
 	if err != nil {
 		return Backfill{}, storeError(err, "count backfill")
 	}
@@ -245,10 +317,20 @@ func (s *Backfills) withCounts(ctx context.Context, row db.Backfill) (Backfill, 
 	return b, nil
 }
 
+// countBackfill counts a backfill's executions, or its runs for a
+// workflow's, by outcome.
+func countBackfill(ctx context.Context, q db.Querier, b db.Backfill) (db.BackfillCounts, error) {
+	if b.WorkflowID != "" {
+		return db.CountBackfillRuns(ctx, q, b.TenantID, b.ID)
+	}
+	return db.CountBackfill(ctx, q, b.TenantID, b.ID)
+}
+
 // BackfillFilter narrows List.
 type BackfillFilter struct {
-	TaskID string
-	State  string
+	TaskID     string
+	WorkflowID string
+	State      string
 }
 
 // List returns a page of backfills, newest first.
@@ -256,6 +338,9 @@ func (s *Backfills) List(ctx context.Context, tenant string, f BackfillFilter, p
 	var ve ValidationError
 	if f.TaskID != "" && !validID(f.TaskID) {
 		ve.Add("task_id", "must be a task id")
+	}
+	if f.WorkflowID != "" && !validID(f.WorkflowID) {
+		ve.Add("workflow_id", "must be a workflow id")
 	}
 	if f.State != "" && !contains([]string{BackfillRunning, BackfillSucceeded, BackfillFailed, BackfillCancelled}, f.State) {
 		ve.Add("state", "must be running, succeeded, failed or cancelled")
@@ -266,7 +351,8 @@ func (s *Backfills) List(ctx context.Context, tenant string, f BackfillFilter, p
 	if err := page.check(); err != nil {
 		return nil, "", err
 	}
-	rows, err := db.ListBackfills(ctx, s.pool, tenant, db.BackfillFilter{TaskID: f.TaskID, State: f.State, Before: page.After, Limit: page.Limit + 1})
+	rows, err := db.ListBackfills(ctx, s.pool, tenant, db.BackfillFilter{TaskID: f.TaskID, WorkflowID: f.WorkflowID, State: f.State,
+		Before: page.After, Limit: page.Limit + 1})
 	if err != nil {
 		return nil, "", storeError(err, "list backfills")
 	}
@@ -297,17 +383,29 @@ func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, er
 		if row.State != BackfillRunning {
 			return nil
 		}
-		if _, err := db.CancelBackfillPending(ctx, tx, tenant, row.TaskID, id, "the backfill was cancelled"); err != nil {
-			return err
+		changes := map[string]any{}
+		if row.WorkflowID != "" {
+			// A run not started yet is cancelled; started ones go on.
+			n, err := db.CancelBackfillRuns(ctx, tx, tenant, id)
+			if err != nil {
+				return err
+			}
+			changes["workflow_id"], changes["cancelled_runs"] = row.WorkflowID, n
+		} else {
+			n, err := db.CancelBackfillPending(ctx, tx, tenant, row.TaskID, id, "the backfill was cancelled")
+			if err != nil {
+				return err
+			}
+			changes["task_id"], changes["cancelled_executions"] = row.TaskID, n
 		}
-		c, err := db.CountBackfill(ctx, tx, tenant, id)
+		c, err := countBackfill(ctx, tx, row)
 		if err != nil {
 			return err
 		}
 		if _, err = db.FinishBackfill(ctx, tx, tenant, id, BackfillCancelled, c); err != nil {
 			return err
 		}
-		return recordAudit(ctx, tx, tenant, AuditCancel, ResourceBackfill, id, map[string]any{"task_id": row.TaskID})
+		return recordAudit(ctx, tx, tenant, AuditCancel, ResourceBackfill, id, changes)
 	})
 	if err != nil {
 		return Backfill{}, err
@@ -351,6 +449,10 @@ func (s *Backfills) pumpOne(ctx context.Context, tenant, id string) (int, error)
 		if b.State != BackfillRunning {
 			return nil
 		}
+		if b.WorkflowID != "" {
+			created, err = s.pumpWorkflow(ctx, tx, b)
+			return err
+		}
 		task, err := db.GetTask(ctx, tx, tenant, b.TaskID, false)
 		if err = storeError(err, "load task"); errors.Is(err, ErrNotFound) {
 			return s.finish(ctx, tx, b, BackfillCancelled)
@@ -385,13 +487,9 @@ func (s *Backfills) pumpOne(ctx context.Context, tenant, id string) (int, error)
 			}
 			return nil
 		}
-		latest, err := db.LatestSlotStates(ctx, tx, tenant, b.TaskID, slots[0], slots[len(slots)-1].Add(time.Microsecond)) // timestamptz: microseconds
+		byTime, err := latestStates(ctx, tx, tenant, backfillTarget{taskID: b.TaskID}, slots[0], slots[len(slots)-1].Add(time.Microsecond)) // timestamptz: microseconds
 		if err != nil {
 			return err
-		}
-		byTime := make(map[int64]db.SlotState, len(latest))
-		for _, l := range latest {
-			byTime[l.ScheduledFor.UnixNano()] = l
 		}
 		var (
 			jobs    []river.InsertManyParams
@@ -429,8 +527,76 @@ func (s *Backfills) pumpOne(ctx context.Context, tenant, id string) (int, error)
 	return created, err
 }
 
+// pumpWorkflow is pumpOne's pass over a workflow backfill, b locked by
+// the caller: it starts a run for each next slot while fewer than
+// max_concurrency of its runs are unfinished (a paused workflow gets no
+// new run), with the current version, in the transaction that advances
+// the backfill. The runs wait for max_active_runs like any other.
+func (s *Backfills) pumpWorkflow(ctx context.Context, tx db.Tx, b db.Backfill) (int, error) {
+	w, err := db.GetWorkflow(ctx, tx, b.TenantID, b.WorkflowID, false)
+	if err = storeError(err, "load workflow"); errors.Is(err, ErrNotFound) {
+		return 0, s.finish(ctx, tx, b, BackfillCancelled)
+	}
+	if err != nil {
+		return 0, err
+	}
+	c, err := db.CountBackfillRuns(ctx, tx, b.TenantID, b.ID)
+	if err != nil {
+		return 0, err
+	}
+	room := int(b.MaxConcurrency) - int(c.Unfinished)
+	if w.State == WorkflowPaused || room <= 0 {
+		return 0, nil
+	}
+	slots, err := db.BackfillSlots(ctx, tx, b.TenantID, b.ID, int(b.NextIndex), room)
+	if err != nil {
+		return 0, err
+	}
+	if len(slots) == 0 {
+		if c.Unfinished == 0 {
+			state := BackfillSucceeded
+			if c.Failed > 0 {
+				state = BackfillFailed
+			}
+			_, err = db.FinishBackfill(ctx, tx, b.TenantID, b.ID, state, c)
+		}
+		return 0, err
+	}
+	target := backfillTarget{workflowID: b.WorkflowID}
+	byTime, err := latestStates(ctx, tx, b.TenantID, target, slots[0], slots[len(slots)-1].Add(time.Microsecond))
+	if err != nil {
+		return 0, err
+	}
+	created, dropped := 0, 0
+	for _, at := range slots {
+		l, has := byTime[at.UnixNano()]
+		action, round := slotAction(b.Rerun, l, has)
+		if action == SlotKeep {
+			dropped++
+			continue
+		}
+		id := b.ID
+		ok, err := db.InsertWorkflowRun(ctx, tx, db.WorkflowRun{TenantID: b.TenantID, ID: NewID(), WorkflowID: b.WorkflowID,
+			Version: w.Version, ScheduledFor: at, Round: int32(round), Trigger: TriggerBackfill, BackfillID: &id})
+		if err != nil {
+			return 0, storeError(err, "insert workflow run")
+		}
+		if !ok { // another backfill started this round of the slot just now
+			dropped++
+			continue
+		}
+		created++
+	}
+	if created > 0 {
+		if err := (runEngine{enq: s.enq}).promote(ctx, tx, b.TenantID, b.WorkflowID); err != nil {
+			return 0, err
+		}
+	}
+	return created, db.AdvanceBackfill(ctx, tx, b.TenantID, b.ID, int(b.NextIndex)+len(slots), created, dropped)
+}
+
 func (s *Backfills) finish(ctx context.Context, tx db.Tx, b db.Backfill, state string) error {
-	c, err := db.CountBackfill(ctx, tx, b.TenantID, b.ID)
+	c, err := countBackfill(ctx, tx, b)
 	if err != nil {
 		return err
 	}
@@ -440,7 +606,7 @@ func (s *Backfills) finish(ctx context.Context, tx db.Tx, b db.Backfill, state s
 
 func backfillFromRow(r db.Backfill) Backfill {
 	return Backfill{
-		ID: r.ID, TaskID: r.TaskID, From: r.From.UTC(), To: r.To.UTC(), Rerun: r.Rerun, MaxConcurrency: int(r.MaxConcurrency),
+		ID: r.ID, TaskID: r.TaskID, WorkflowID: r.WorkflowID, From: r.From.UTC(), To: r.To.UTC(), Rerun: r.Rerun, MaxConcurrency: int(r.MaxConcurrency),
 		State: r.State, Total: int(r.Total), Created: int(r.Created), Succeeded: int(r.Succeeded), Failed: int(r.Failed),
 		CreatedAt: r.CreatedAt.UTC(), FinishedAt: utcPtr(r.FinishedAt),
 	}

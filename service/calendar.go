@@ -190,6 +190,18 @@ func (s *Calendars) Update(ctx context.Context, tenant, id string, change func(*
 				return err
 			}
 		}
+		wfs, err := db.WorkflowsUsingCalendar(ctx, tx, tenant, id, calendarTasksMax+1)
+		if err != nil {
+			return err
+		}
+		if len(wfs) > calendarTasksMax {
+			return conflictf("more than %d workflows use the calendar; split it before changing its dates", calendarTasksMax)
+		}
+		for _, wfID := range wfs {
+			if err := recalendarWorkflow(ctx, tx, tenant, wfID); err != nil {
+				return err
+			}
+		}
 		if len(ids) > 0 {
 			return db.NotifyTaskChanged(ctx, tx)
 		}
@@ -213,6 +225,13 @@ func (s *Calendars) Delete(ctx context.Context, tenant, id string) error {
 		}
 		if len(ids) > 0 {
 			return conflictf("the calendar is in use by task %s%s: remove it from their schedule.exclude_calendars first",
+				strings.Join(ids, ", "), map[bool]string{true: " and others", false: ""}[len(ids) == 3])
+		}
+		if ids, err = db.WorkflowsUsingCalendar(ctx, tx, tenant, id, 3); err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			return conflictf("the calendar is in use by workflow %s%s: remove it from their schedule.exclude_calendars first",
 				strings.Join(ids, ", "), map[bool]string{true: " and others", false: ""}[len(ids) == 3])
 		}
 		ok, err := db.DeleteCalendar(ctx, tx, tenant, id)

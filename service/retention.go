@@ -61,13 +61,16 @@ func (c RetentionConfig) validate() error {
 
 // RetentionResult is what one Sweep removed.
 type RetentionResult struct {
-	Executions, Events, Audit int64
+	// Executions and Events include the node executions of the removed
+	// workflow runs (Runs).
+	Executions, Events, Audit, Runs int64
 	// More: the sweep stopped at its budget with work left.
 	More bool
 }
 
 // Retention removes history older than its retention: final executions
-// with their events, and audit records. It never removes an unfinished
+// with their events, finished workflow runs with their node executions,
+// and audit records. It never removes an unfinished
 // execution, nor the latest scheduled execution of a task that exists
 // (db.DeleteExpiredExecutions): a slot never fires twice because its
 // history expired (docs/architecture.md, "Retention").
@@ -85,7 +88,8 @@ type retentionPass struct {
 	tenants []string // the page of tenant ids being walked
 	last    bool     // tenants is the last page
 	i       int      // the tenant being walked
-	after   string   // the last execution id looked at in it
+	after   string   // the last execution (run) id looked at in it
+	runs    bool     // walking the tenant's workflow runs (after its executions)
 }
 
 // NewRetention returns a Retention on pool; it panics on an invalid
@@ -132,6 +136,23 @@ func (r *Retention) Sweep(ctx context.Context) (RetentionResult, error) {
 		if err != nil || !ok {
 			return res, err
 		}
+		if r.pass.runs {
+			// A tenant's finished workflow runs, with their node executions.
+			b, err := db.DeleteExpiredRuns(ctx, r.pool, tenant, r.pass.after, r.cfg.Executions, r.cfg.Batch)
+			if err != nil || !b.Turn {
+				return res, storeError(err, "remove expired workflow runs")
+			}
+			res.Runs += b.Runs
+			res.Executions += b.Executions
+			res.Events += b.Events
+			if b.Examined < r.cfg.Batch {
+				r.pass.i++
+				r.pass.after, r.pass.runs = "", false
+			} else {
+				r.pass.after = b.Last
+			}
+			continue
+		}
 		b, err := db.DeleteExpiredExecutions(ctx, r.pool, tenant, r.pass.after, r.cfg.Executions, r.cfg.Batch)
 		if err != nil || !b.Turn {
 			return res, storeError(err, "remove expired executions")
@@ -139,8 +160,7 @@ func (r *Retention) Sweep(ctx context.Context) (RetentionResult, error) {
 		res.Executions += b.Executions
 		res.Events += b.Events
 		if b.Examined < r.cfg.Batch {
-			r.pass.i++
-			r.pass.after = ""
+			r.pass.after, r.pass.runs = "", true
 		} else {
 			r.pass.after = b.Last
 		}

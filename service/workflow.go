@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -140,6 +141,9 @@ type Workflows struct {
 	cfg    WorkflowsConfig
 	engine runEngine
 	tasks  *Tasks
+
+	retireMu  sync.Mutex
+	retiredAt time.Time // the last retirement sweep
 }
 
 // NewWorkflows returns Workflows on pool; enq inserts the node deliveries.
@@ -194,9 +198,6 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*Schedule, []Work
 	}
 	var sched *Schedule
 	if in.Schedule != nil {
-		if len(in.Schedule.ExcludeCalendars) > 0 {
-			ve.Add("schedule.exclude_calendars", "calendars are not supported on workflow schedules")
-		}
 		var err error
 		sched, err = ParseSchedule(*in.Schedule, now)
 		if err != nil {
@@ -423,6 +424,9 @@ func (s *Workflows) Create(ctx context.Context, tenant string, in WorkflowInput)
 		if err := checkEndpoints(ctx, tx, tenant, in); err != nil {
 			return err
 		}
+		if sched, err = withWorkflowCalendars(ctx, tx, tenant, sched, true); err != nil {
+			return err
+		}
 		id := NewID()
 		row := db.Workflow{TenantID: tenant, ID: id, Name: in.Name, State: WorkflowActive, Version: 1,
 			MisfirePolicy: in.MisfirePolicy, MaxActiveRuns: int32(in.MaxActiveRuns), CreatedAt: now}
@@ -449,6 +453,7 @@ func (s *Workflows) Create(ctx context.Context, tenant string, in WorkflowInput)
 func setWorkflowFields(row *db.Workflow, in WorkflowInput, sched *Schedule, now time.Time) error {
 	row.Name, row.MisfirePolicy, row.MaxActiveRuns = in.Name, in.MisfirePolicy, int32(in.MaxActiveRuns)
 	row.AlertEndpointID, row.SLAFinishWithinMS, row.Schedule, row.NextRunAt = nil, nil, nil, nil
+	row.ExcludeCalendars = nil
 	if in.AlertEndpointID != "" {
 		a := strings.ToLower(in.AlertEndpointID)
 		row.AlertEndpointID = &a
@@ -464,6 +469,9 @@ func setWorkflowFields(row *db.Workflow, in WorkflowInput, sched *Schedule, now 
 		}
 		str := string(b)
 		row.Schedule = &str
+		for _, c := range in.Schedule.ExcludeCalendars {
+			row.ExcludeCalendars = append(row.ExcludeCalendars, strings.ToLower(c))
+		}
 		next, err := firstRun(sched, now)
 		if err != nil {
 			return err
@@ -563,6 +571,9 @@ func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*
 		if err := checkEndpoints(ctx, tx, tenant, in); err != nil {
 			return err
 		}
+		if sched, err = withWorkflowCalendars(ctx, tx, tenant, sched, true); err != nil {
+			return err
+		}
 		row, err := db.GetWorkflow(ctx, tx, tenant, id, true)
 		if err != nil {
 			return storeError(err, "load workflow")
@@ -573,6 +584,13 @@ func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*
 		}
 		if sameScheduleSpec(before.Schedule, in.Schedule) {
 			row.NextRunAt = next // keep the cursor: no slot is fired twice or lost
+		} else {
+			// The scheduler re-reads the schedule; runs materialised ahead
+			// for slots the new schedule does not have are cancelled.
+			row.ScheduleVersion++
+			if err := rescheduleRuns(ctx, tx, tenant, id, sched, now); err != nil {
+				return err
+			}
 		}
 		if !jsonEqual(before.Nodes, in.Nodes) {
 			row.Version++
@@ -582,6 +600,10 @@ func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*
 		}
 		if err := db.UpdateWorkflow(ctx, tx, row); err != nil {
 			return workflowError(err, in.Name)
+		}
+		// The previous version may have no run left.
+		if err := retireVersions(ctx, tx, tenant, id); err != nil {
+			return err
 		}
 		// More room may start pending runs.
 		if err := s.engine.promote(ctx, tx, tenant, id); err != nil {
@@ -653,7 +675,7 @@ func (s *Workflows) setState(ctx context.Context, tenant, id, state, action stri
 			if err != nil {
 				return err
 			}
-			sched, err := ParseSchedule(*w.Schedule, w.CreatedAt)
+			sched, err := workflowSchedule(ctx, tx, tenant, w, false)
 			if err != nil {
 				return err
 			}
@@ -842,30 +864,11 @@ func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowR
 		case RunSucceeded, RunFailed, RunCancelled:
 			return conflictf("the run is %s; only a pending, running or blocked run can be cancelled", run.State)
 		}
-		nodes, err := db.GetRunNodes(ctx, tx, tenant, id)
+		n, err := cancelRunLocked(ctx, tx, run, "the workflow run was cancelled")
 		if err != nil {
-			return storeError(err, "load run nodes")
+			return err
 		}
-		var keys, states []string
-		for _, n := range nodes {
-			if n.State == NodeWaiting || n.State == NodeBlocked {
-				keys, states = append(keys, n.Key), append(states, NodeCancelled)
-			}
-		}
-		if err := db.SetRunNodeStates(ctx, tx, tenant, id, keys, states); err != nil {
-			return storeError(err, "cancel run nodes")
-		}
-		n, err := db.CancelRunExecutions(ctx, tx, tenant, id, "the workflow run was cancelled")
-		if err != nil {
-			return storeError(err, "cancel run executions")
-		}
-		if err := db.SetWorkflowRunState(ctx, tx, tenant, id, RunCancelled); err != nil {
-			return storeError(err, "cancel workflow run")
-		}
-		if o := workflowObserver.Load(); o != nil && o.RunFinished != nil {
-			o.RunFinished(RunCancelled)
-		}
-		if err := s.engine.promote(ctx, tx, tenant, run.WorkflowID); err != nil {
+		if err := s.engine.finishedRun(ctx, tx, run); err != nil {
 			return err
 		}
 		out, err = s.getRun(ctx, tx, tenant, id)
@@ -958,7 +961,11 @@ func (s *Workflows) Sweep(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	}
-	return len(stalled) + len(queued), nil
+	retired, err := s.sweepRetire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return len(stalled) + len(queued) + retired, nil
 }
 
 // AdvanceRun advances one run in a transaction of its own (the sweep's
@@ -989,6 +996,7 @@ func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
 		if err != nil {
 			return err
 		}
+		tasks := make([]db.DueTask, 0, len(due))
 		for _, w := range due {
 			var spec ScheduleSpec
 			if w.Schedule == nil || w.NextRunAt == nil {
@@ -997,10 +1005,12 @@ func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
 			if err := json.Unmarshal([]byte(*w.Schedule), &spec); err != nil {
 				return fmt.Errorf("decode workflow schedule: %w", err)
 			}
+			// The parsed schedule is cached per (workflow, schedule version).
 			t := db.DueTask{TenantID: w.TenantID, ID: w.ID, ScheduleType: spec.Type, Timezone: spec.Timezone,
 				RunAt: spec.RunAt, StartAt: spec.StartAt, EndAt: spec.EndAt, MisfirePolicy: w.MisfirePolicy,
-				NextRunAt: *w.NextRunAt, Version: w.Version, CreatedAt: w.CreatedAt,
-				ScheduleDialect: cmp0(spec.Dialect, DialectStandard), DSTPolicy: cmp0(spec.DSTPolicy, DSTVixie)}
+				NextRunAt: *w.NextRunAt, Version: w.ScheduleVersion, CreatedAt: w.CreatedAt,
+				ScheduleDialect: cmp0(spec.Dialect, DialectStandard), DSTPolicy: cmp0(spec.DSTPolicy, DSTVixie),
+				ExcludeCalendars: w.ExcludeCalendars}
 			if spec.Cron != "" {
 				c := spec.Cron
 				t.Cron = &c
@@ -1009,7 +1019,19 @@ func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
 				v := spec.IntervalSeconds
 				t.IntervalSeconds = &v
 			}
-			p := s.plan(t, now, nil)
+			tasks = append(tasks, t)
+		}
+		cals, err := s.calendarsFor(ctx, tx, tasks)
+		if err != nil {
+			return err
+		}
+		version := make(map[string]int32, len(due))
+		for _, w := range due {
+			version[w.ID] = w.Version
+		}
+		for _, t := range tasks {
+			w := db.Workflow{TenantID: t.TenantID, ID: t.ID, Version: version[t.ID]}
+			p := s.plan(t, now, cals)
 			for _, e := range p.execs {
 				ok, err := db.InsertWorkflowRun(ctx, tx, db.WorkflowRun{TenantID: w.TenantID, ID: NewID(), WorkflowID: w.ID,
 					Version: w.Version, ScheduledFor: e.ScheduledFor, Trigger: TriggerSchedule})

@@ -354,7 +354,7 @@ func (e runEngine) advanceLocked(ctx context.Context, tx db.Tx, run db.WorkflowR
 		if o := workflowObserver.Load(); o != nil && o.RunFinished != nil {
 			o.RunFinished(p.run)
 		}
-		return e.promote(ctx, tx, run.TenantID, run.WorkflowID)
+		return e.finishedRun(ctx, tx, run)
 	}
 	return nil
 }
@@ -371,9 +371,11 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 		n := g.nodes[g.index[k]]
 		trigger := TriggerDependency
 		if len(n.DependsOn) == 0 {
+			// A root has its run's trigger: a backfill run's roots are
+			// backfill executions (no misfire rule, the backfill's wake).
 			trigger = TriggerManual
-			if run.Trigger == TriggerSchedule {
-				trigger = TriggerSchedule
+			if run.Trigger == TriggerSchedule || run.Trigger == TriggerBackfill {
+				trigger = run.Trigger
 			}
 		}
 		shards := max(n.Shards, 1)
@@ -383,7 +385,7 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 		}
 		meta[n.TaskID] = n
 	}
-	inserted, err := db.InsertNodeExecutions(ctx, tx, run.TenantID, run.WorkflowID, run.ID, run.ScheduledFor, news)
+	inserted, err := db.InsertNodeExecutions(ctx, tx, run.TenantID, run.WorkflowID, run.ID, run.ScheduledFor, run.Round, news)
 	if err != nil {
 		return storeError(err, "insert node executions")
 	}
@@ -403,31 +405,38 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 // promote starts a workflow's pending runs, oldest slot first, while fewer
 // than max_active_runs are started, under the workflow's row lock.
 func (e runEngine) promote(ctx context.Context, tx db.Tx, tenant, workflowID string) error {
+	_, err := e.promoteVersion(ctx, tx, tenant, workflowID)
+	return err
+}
+
+// promoteVersion is promote; it returns the workflow's current version
+// (0: the workflow is gone).
+func (e runEngine) promoteVersion(ctx context.Context, tx db.Tx, tenant, workflowID string) (int32, error) {
 	w, err := db.GetWorkflow(ctx, tx, tenant, workflowID, true)
 	if err = storeError(err, "load workflow"); errors.Is(err, ErrNotFound) {
-		return nil
+		return 0, nil
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	active, err := db.CountActiveRuns(ctx, tx, tenant, workflowID)
 	if err != nil {
-		return storeError(err, "count active runs")
+		return 0, storeError(err, "count active runs")
 	}
 	free := int(w.MaxActiveRuns) - active
 	if free <= 0 {
-		return nil
+		return w.Version, nil
 	}
 	pending, err := db.PendingRuns(ctx, tx, tenant, workflowID, free)
 	if err != nil {
-		return storeError(err, "pending runs")
+		return 0, storeError(err, "pending runs")
 	}
 	for _, r := range pending {
 		if err := e.start(ctx, tx, r); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return w.Version, nil
 }
 
 // start makes a pending run running: its nodes, then its roots' fires.
