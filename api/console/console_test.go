@@ -162,7 +162,7 @@ func (e *env) createEndpoint(tok, name string) string {
 	l := e.get("/console/endpoints", tok)
 	i := strings.Index(l.Body, ">"+name+"<")
 	require.Positive(e.t, i, l.Body)
-	m := regexp.MustCompile(`id="ep-(` + idRE.String() + `)"`).FindAllStringSubmatch(l.Body[:i], -1)
+	m := regexp.MustCompile(`id="ep-(`+idRE.String()+`)"`).FindAllStringSubmatch(l.Body[:i], -1)
 	require.NotEmpty(e.t, m)
 	return m[len(m)-1][1]
 }
@@ -304,6 +304,9 @@ func TestConsolePages(t *testing.T) {
 	assert.Contains(t, p.Body, "needs an endpoint")
 
 	ep := e.createEndpoint(tok, "billing")
+	p = e.get("/console/tasks/new", tok)
+	require.Equal(t, http.StatusOK, p.Status)
+	assert.Contains(t, p.Body, `<option value="`+ep+`"`)
 	p = e.get("/console/tasks", tok)
 	assert.Contains(t, p.Body, "create a task that calls it")
 	p = e.get("/console/endpoints", tok)
