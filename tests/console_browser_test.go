@@ -132,7 +132,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// a clicked link loads; Navigate waits for it).
 	follow := func(sel string) chromedp.Action[chromedp.Void] {
 		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-			href, err := chromedp.Evaluate[string](`document.querySelector(` + strconv.Quote(sel) + `).href`)(ctx, tg)
+			href, err := chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).href`)(ctx, tg)
 			if err != nil {
 				return chromedp.Void{}, err
 			}
