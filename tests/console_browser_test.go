@@ -197,7 +197,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.Contains(t, text("#tasks"), "nightly-report")
 	require.Contains(t, text("#tasks"), "succeeded", "the last outcome")
 	shot("tasks.png")
-	do(chromedp.EmulateViewport(390, 844), chromedp.Navigate(taskURL), chromedp.WaitVisible(chromedp.CSS("#fires")))
+	do(chromedp.EmulateViewport(390, 844), chromedp.Navigate(taskURL), chromedp.WaitVisible(chromedp.CSS("#schedule-words")))
 	require.Equal(t, 0, eval(`document.documentElement.scrollWidth > window.innerWidth + 1 ? 1 : 0`), "no sideways scrolling on a phone")
 	shot("task-phone.png")
 	do(chromedp.EmulateViewport(1280, 900))

@@ -70,7 +70,7 @@ var funcs = template.FuncMap{
 	"dur":      durText,
 	"short":    shortID,
 	"prefix":   func() string { return Prefix },
-	"pct":      func(f *float64) string { return pct(f) },
+	"pct":      pct,
 	"ms":       msText,
 	"deref":    func(p *int) int { return *p },
 	"headline": headline,
