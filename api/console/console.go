@@ -125,6 +125,8 @@ func Mount(e *echo.Echo, cfg Config) {
 	w("/endpoints/:id/enable", c.enableEndpoint, api.ScopeEndpointsWrite)
 
 	r("/backfills", c.backfills, api.ScopeTasksRead)
+	r("/workflows", c.workflows, api.ScopeWorkflowsRead)
+	r("/workflow-runs/:id", c.workflowRun, api.ScopeWorkflowsRead)
 
 	// Anything else under the prefix is the console's own 404 page.
 	g.Any("/*", func(ec echo.Context) error {

@@ -537,3 +537,53 @@ func TestConsoleChangesAreAudited(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"create", "pause"}, actions)
 }
+
+// rest calls the REST API with a bearer token and decodes the JSON answer.
+func (e *env) rest(method, path, tok, body string) map[string]any {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(e.t.Context(), method, e.srv.URL+path, strings.NewReader(body))
+	require.NoError(e.t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer res.Body.Close()
+	var out map[string]any
+	require.NoError(e.t, json.NewDecoder(res.Body).Decode(&out))
+	require.Less(e.t, res.StatusCode, 300, "%s %s: %v", method, path, out)
+	return out
+}
+
+// TestConsoleWorkflows: the workflows page lists workflows with their
+// recent runs; a run's page shows its nodes and their states.
+func TestConsoleWorkflows(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tok := token(t, "acme")
+	p := e.get("/console/workflows", tok)
+	require.Equal(t, http.StatusOK, p.Status)
+	assert.Contains(t, p.Body, "No workflows")
+	assert.Contains(t, p.Body, "/v1/workflows")
+
+	ep := e.createEndpoint(tok, "ep")
+	w := e.rest(http.MethodPost, "/v1/workflows", tok, `{"name":"etl","nodes":[{"key":"extract","endpoint_id":"`+ep+`"},`+
+		`{"key":"load","endpoint_id":"`+ep+`","depends_on":["extract"]}]}`)
+	run := e.rest(http.MethodPost, "/v1/workflows/"+w["id"].(string)+"/trigger", tok, `{}`)
+	runID := run["id"].(string)
+
+	p = e.get("/console/workflows", tok)
+	require.Equal(t, http.StatusOK, p.Status)
+	assert.Contains(t, p.Body, "etl")
+	assert.Contains(t, p.Body, "by trigger only")
+	assert.Contains(t, p.Body, "/console/workflow-runs/"+runID)
+
+	p = e.get("/console/workflow-runs/"+runID, tok)
+	require.Equal(t, http.StatusOK, p.Status)
+	assert.Contains(t, p.Body, "<code>extract</code>")
+	assert.Contains(t, p.Body, "<code>load</code>")
+	assert.Regexp(t, `<code>load</code></td><td>extract</td>`, p.Body, "dependencies are shown")
+	assertSecurityHeaders(t, p)
+
+	assert.Equal(t, http.StatusNotFound, e.get("/console/workflow-runs/"+runID, token(t, "globex")).Status)
+	assert.Equal(t, http.StatusForbidden, e.get("/console/workflows", token(t, "acme", api.ScopeTasksRead)).Status)
+}

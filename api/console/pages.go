@@ -535,3 +535,65 @@ func (c *console) backfills(ec echo.Context, s *session) error {
 	}
 	return c.render(ec, http.StatusOK, "backfills", s, backfillsView{Backfills: bs, Next: next})
 }
+
+type workflowsView struct {
+	Workflows []workflowRow
+	Next      string
+}
+
+type workflowRow struct {
+	service.Workflow
+	Schedule string
+	Runs     []service.WorkflowRun
+}
+
+func (workflowsView) title() (string, string) { return "Workflows", "workflows" }
+
+type workflowRunView struct {
+	Run      service.WorkflowRun
+	Workflow service.Workflow
+	Deps     map[string]string
+}
+
+func (v workflowRunView) title() (string, string) {
+	return "Run of " + v.Workflow.Name, "workflows"
+}
+
+// workflows lists the workflows, each with its latest runs.
+func (c *console) workflows(ec echo.Context, s *session) error {
+	ctx := ec.Request().Context()
+	ws, next, err := c.cfg.Workflows.List(ctx, s.Tenant, pageOf(ec, 50))
+	if err != nil {
+		return err
+	}
+	v := workflowsView{Next: next}
+	for _, w := range ws {
+		row := workflowRow{Workflow: w, Schedule: "by trigger only"}
+		if w.Schedule != nil {
+			row.Schedule = describeSchedule(*w.Schedule)
+		}
+		if row.Runs, _, err = c.cfg.Workflows.ListRuns(ctx, s.Tenant, w.ID, service.Page{Limit: 5}); err != nil {
+			return err
+		}
+		v.Workflows = append(v.Workflows, row)
+	}
+	return c.render(ec, http.StatusOK, "workflows", s, v)
+}
+
+// workflowRun shows a run's nodes with their states.
+func (c *console) workflowRun(ec echo.Context, s *session) error {
+	ctx := ec.Request().Context()
+	r, err := c.cfg.Workflows.GetRun(ctx, s.Tenant, ec.Param("id"))
+	if err != nil {
+		return err
+	}
+	w, err := c.cfg.Workflows.Get(ctx, s.Tenant, r.WorkflowID)
+	if err != nil {
+		return err
+	}
+	v := workflowRunView{Run: r, Workflow: w, Deps: map[string]string{}}
+	for _, n := range w.Nodes {
+		v.Deps[n.Key] = strings.Join(n.DependsOn, ", ")
+	}
+	return c.render(ec, http.StatusOK, "workflow_run", s, v)
+}
