@@ -208,7 +208,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	do(chromedp.Navigate(taskURL), chromedp.WaitVisible(chromedp.CSS("#resume")))
 
 	// Sign out: the next page asks for a token.
-	do(chromedp.Click(chromedp.CSS("form[action$='/sign-out'] button")), chromedp.WaitVisible(chromedp.CSS("textarea#token")))
+	// The page's own sign-out form is submitted with fetch (same origin,
+	// its CSRF token): a click's navigation can escape chromedp's waits.
+	require.Equal(t, 200, eval(`(() => { const f = document.querySelector("form[action$='/sign-out']");
+		return fetch(f.action, {method: "POST", credentials: "same-origin", body: new URLSearchParams(new FormData(f))}).then(r => r.status); })()`))
 	do(chromedp.Navigate(taskURL), chromedp.WaitVisible(chromedp.CSS("textarea#token")))
 
 	// A read-only token, signed in through ?token=, sees no write actions.
