@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/axhq/ax/api"
+	"github.com/axhq/ax/api/console"
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/pglocal"
 	"github.com/axhq/ax/jobs"
@@ -205,14 +206,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 
+	tenants, endpoints, executions := service.NewTenants(d.pool), service.NewEndpoints(d.pool), service.NewExecutions(d.pool, enq)
 	handler := api.New(api.Config{
 		Logger:      logger,
 		Auth:        auth,
-		Tenants:     service.NewTenants(d.pool),
-		Endpoints:   service.NewEndpoints(d.pool),
+		Tenants:     tenants,
+		Endpoints:   endpoints,
 		Tasks:       tasks,
 		Idempotency: service.NewIdempotencyKeys(d.pool),
-		Executions:  service.NewExecutions(d.pool, enq),
+		Executions:  executions,
 		Deliveries:  deliveries,
 		Calendars:   service.NewCalendars(d.pool, tasks),
 		Backfills:   backfills,
@@ -226,6 +228,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Replicas:    service.NewReplicas(d.pool),
 		RiverUI:     riverUI,
 		Limits:      limits,
+	})
+	// The tenant web console, over the same services (api/console).
+	console.Mount(handler, console.Config{
+		Logger: logger, Auth: auth, Tenants: tenants, Endpoints: endpoints, Tasks: tasks, Executions: executions,
+		Stats: stats, Backfills: backfills, Workflows: workflows,
 	})
 	srv := &http.Server{
 		Handler:           handler,

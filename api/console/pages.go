@@ -1,0 +1,599 @@
+package console
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/axhq/ax/api"
+	"github.com/axhq/ax/service"
+)
+
+// Page data. Each names its title and menu entry.
+
+type signInView struct {
+	Error  string
+	Origin string
+}
+
+func (signInView) title() (string, string) { return "Sign in", "" }
+
+type errorView struct {
+	Title  string
+	Detail string
+	Fields []service.FieldError
+}
+
+func (v errorView) title() (string, string) { return v.Title, "" }
+
+// taskRow is a task with its latest execution.
+type taskRow struct {
+	service.Task
+	Schedule string
+	Last     *service.ExecutionDetail
+}
+
+type tasksView struct {
+	Rows      []taskRow
+	State     string
+	Label     string
+	Name      string
+	Next      string // cursor of the next page
+	Filtered  bool
+	Endpoints int // how many endpoints exist (the empty state's next step)
+}
+
+func (tasksView) title() (string, string) { return "Tasks", "tasks" }
+
+type fireRow struct {
+	At  time.Time
+	DST string
+}
+
+type taskView struct {
+	Task       service.Task
+	Schedule   string
+	DSTPolicy  string
+	Fires      []fireRow
+	Excluded   []time.Time
+	Executions []service.ExecutionDetail
+	// SuccessRate over the finished executions listed.
+	SuccessRate *float64
+	// Spark: one bar per listed execution, oldest first.
+	Spark    []sparkBar
+	Endpoint *service.Endpoint
+	Payload  string
+}
+
+func (v taskView) title() (string, string) { return "Task " + v.Task.Name, "tasks" }
+
+type sparkBar struct {
+	Height int // percent
+	Class  string
+	Label  string
+}
+
+type taskFormView struct {
+	Endpoints []service.Endpoint
+	Error     *errorView
+	Form      taskForm
+}
+
+func (taskFormView) title() (string, string) { return "New task", "tasks" }
+
+type taskForm struct {
+	Name, EndpointID, Type, Cron, Timezone, Interval, Payload string
+}
+
+type headerRow struct{ Name, Value string }
+
+type executionView struct {
+	X        service.ExecutionDetail
+	Task     *service.Task
+	Endpoint *service.Endpoint
+	Headers  []headerRow
+	Excerpt  string
+}
+
+func (v executionView) title() (string, string) { return "Execution " + shortID(v.X.ID), "tasks" }
+
+type endpointsView struct {
+	Endpoints []service.Endpoint
+	Next      string
+	Error     *errorView
+	Form      endpointForm
+	// Failures are the recent failed executions, newest first.
+	Failures []service.ExecutionDetail
+}
+
+func (endpointsView) title() (string, string) { return "Endpoints", "endpoints" }
+
+type endpointForm struct{ Name, URL string }
+
+type secretView struct {
+	Endpoint service.Endpoint
+	Rotated  bool
+}
+
+func (secretView) title() (string, string) { return "Signing secret", "endpoints" }
+
+type dashboardView struct {
+	St       service.TenantStats
+	States   []stateCount
+	TaskRows []stateCount
+	PerMin   float64
+}
+
+func (dashboardView) title() (string, string) { return "Dashboard", "dashboard" }
+
+type stateCount struct {
+	State string
+	N     int64
+}
+
+type backfillsView struct {
+	Backfills []service.Backfill
+	Next      string
+}
+
+func (backfillsView) title() (string, string) { return "Backfills", "backfills" }
+
+// pageOf reads the ?after= cursor.
+func pageOf(ec echo.Context, limit int) service.Page {
+	return service.Page{After: ec.QueryParam("after"), Limit: limit}
+}
+
+// tasks lists tasks with filters (state, label key=value, name prefix),
+// each with its next fire and its latest execution.
+func (c *console) tasks(ec echo.Context, s *session) error {
+	ctx := ec.Request().Context()
+	v := tasksView{State: ec.QueryParam("state"), Label: strings.TrimSpace(ec.QueryParam("label")), Name: strings.TrimSpace(ec.QueryParam("name"))}
+	f := service.TaskFilter{State: v.State, NamePrefix: v.Name}
+	if v.Label != "" {
+		k, val, ok := strings.Cut(v.Label, "=")
+		if !ok || k == "" {
+			return &service.ValidationError{Fields: []service.FieldError{{Field: "label", Message: "must be key=value"}}}
+		}
+		f.Labels = map[string]string{strings.TrimSpace(k): strings.TrimSpace(val)}
+	}
+	v.Filtered = v.State != "" || v.Label != "" || v.Name != ""
+	tasks, next, err := c.cfg.Tasks.List(ctx, s.Tenant, f, pageOf(ec, 50))
+	if err != nil {
+		return err
+	}
+	v.Next = next
+	canSeeExecutions := s.can(api.ScopeExecutionsRead)
+	for _, t := range tasks {
+		row := taskRow{Task: t, Schedule: describeSchedule(t.Schedule)}
+		if canSeeExecutions {
+			xs, _, err := c.cfg.Executions.List(ctx, s.Tenant, service.ExecutionFilter{TaskID: t.ID}, service.Page{Limit: 1})
+			if err != nil {
+				return err
+			}
+			if len(xs) > 0 {
+				row.Last = &xs[0]
+			}
+		}
+		v.Rows = append(v.Rows, row)
+	}
+	if len(tasks) == 0 && !v.Filtered && s.can(api.ScopeEndpointsRead) {
+		eps, _, err := c.cfg.Endpoints.List(ctx, s.Tenant, service.Page{Limit: 1})
+		if err != nil {
+			return err
+		}
+		v.Endpoints = len(eps)
+	}
+	return c.render(ec, http.StatusOK, "tasks", s, v)
+}
+
+// task shows one task: its schedule in words, its next ten fires with the
+// DST policy, and its recent executions.
+func (c *console) task(ec echo.Context, s *session) error {
+	ctx := ec.Request().Context()
+	t, err := c.cfg.Tasks.Get(ctx, s.Tenant, ec.Param("id"))
+	if err != nil {
+		return err
+	}
+	v := taskView{Task: t, Schedule: describeSchedule(t.Schedule), DSTPolicy: t.Schedule.DSTPolicy, Payload: string(t.Payload)}
+	if v.DSTPolicy == "" {
+		v.DSTPolicy = "vixie"
+	}
+	if t.State == service.TaskActive {
+		p, err := c.cfg.Tasks.Preview(ctx, s.Tenant, t.ID, 10)
+		if err != nil {
+			return err
+		}
+		for _, at := range p.Fires {
+			v.Fires = append(v.Fires, fireRow{At: at, DST: p.Schedule.DSTNote(at)})
+		}
+		v.Excluded = p.Excluded
+	}
+	if s.can(api.ScopeExecutionsRead) {
+		xs, _, err := c.cfg.Executions.List(ctx, s.Tenant, service.ExecutionFilter{TaskID: t.ID}, service.Page{Limit: 20})
+		if err != nil {
+			return err
+		}
+		v.Executions = xs
+		v.SuccessRate, v.Spark = successOf(xs)
+	}
+	if s.can(api.ScopeEndpointsRead) {
+		if ep, err := c.cfg.Endpoints.Get(ctx, s.Tenant, t.EndpointID); err == nil {
+			v.Endpoint = &ep
+		} else if !errors.Is(err, service.ErrNotFound) {
+			return err
+		}
+	}
+	return c.render(ec, http.StatusOK, "task", s, v)
+}
+
+// successOf returns the success rate of the finished executions among xs
+// (newest first) and a bar per execution, oldest first, as tall as its
+// run took relative to the slowest.
+func successOf(xs []service.ExecutionDetail) (*float64, []sparkBar) {
+	var ok, done int
+	var longest time.Duration
+	took := func(x service.ExecutionDetail) time.Duration {
+		if x.StartedAt == nil || x.FinishedAt == nil {
+			return 0
+		}
+		return x.FinishedAt.Sub(*x.StartedAt)
+	}
+	for _, x := range xs {
+		switch x.State {
+		case service.ExecSucceeded:
+			ok++
+			done++
+		case service.ExecFailed:
+			done++
+		}
+		longest = max(longest, took(x))
+	}
+	bars := make([]sparkBar, 0, len(xs))
+	for _, x := range slices.Backward(xs) {
+		h := 100
+		if longest > 0 {
+			// Rounded to a tenth: the bars' heights are CSS classes
+			// (h10 … h100), the policy allows no inline style.
+			h = min(100, max(10, int((100*took(x)/longest+5)/10*10)))
+		}
+		bars = append(bars, sparkBar{Height: h, Class: x.State,
+			Label: fmt.Sprintf("%s %s, %s", x.State, x.ScheduledFor.UTC().Format("2006-01-02 15:04:05"), took(x).Round(time.Millisecond))})
+	}
+	if done == 0 {
+		return nil, bars
+	}
+	r := float64(ok) / float64(done)
+	return &r, bars
+}
+
+func (c *console) newTask(ec echo.Context, s *session) error {
+	v := taskFormView{Form: taskForm{Type: "cron", Cron: "*/5 * * * *", Timezone: "UTC", Interval: "60", Payload: "{}"}}
+	eps, _, err := c.listEndpoints(ec, s)
+	if err != nil {
+		return err
+	}
+	v.Endpoints = eps
+	return c.render(ec, http.StatusOK, "task_new", s, v)
+}
+
+func (c *console) listEndpoints(ec echo.Context, s *session) ([]service.Endpoint, string, error) {
+	if !s.can(api.ScopeEndpointsRead) {
+		return nil, "", nil
+	}
+	return c.cfg.Endpoints.List(ec.Request().Context(), s.Tenant, pageOf(ec, service.PageLimitMax))
+}
+
+// createTask creates a task from the form; invalid input shows the form
+// again with the reasons.
+func (c *console) createTask(ec echo.Context, s *session) error {
+	f := taskForm{Name: strings.TrimSpace(ec.FormValue("name")), EndpointID: ec.FormValue("endpoint_id"), Type: ec.FormValue("type"),
+		Cron: strings.TrimSpace(ec.FormValue("cron")), Timezone: strings.TrimSpace(ec.FormValue("timezone")),
+		Interval: strings.TrimSpace(ec.FormValue("interval")), Payload: strings.TrimSpace(ec.FormValue("payload"))}
+	in := service.TaskInput{Name: f.Name, EndpointID: f.EndpointID, Schedule: service.ScheduleSpec{Type: f.Type, Timezone: f.Timezone}}
+	var ve service.ValidationError
+	switch f.Type {
+	case "cron":
+		in.Schedule.Cron = f.Cron
+	case "interval":
+		n, err := strconv.ParseInt(f.Interval, 10, 64)
+		if err != nil {
+			ve.Add("schedule.interval_seconds", "must be a whole number of seconds")
+		}
+		in.Schedule.IntervalSeconds = n
+	default:
+		ve.Add("schedule.type", "must be cron or interval")
+	}
+	if f.Payload != "" {
+		if !json.Valid([]byte(f.Payload)) {
+			ve.Add("payload", "must be JSON")
+		}
+		in.Payload = []byte(f.Payload)
+	}
+	var t service.Task
+	err := ve.Err()
+	if err == nil {
+		t, err = c.cfg.Tasks.Create(ec.Request().Context(), s.Tenant, in)
+	}
+	var vErr *service.ValidationError
+	if errors.As(err, &vErr) {
+		eps, _, lerr := c.listEndpoints(ec, s)
+		if lerr != nil {
+			return lerr
+		}
+		return c.render(ec, http.StatusUnprocessableEntity, "task_new", s, taskFormView{Endpoints: eps, Form: f,
+			Error: &errorView{Title: "The task was not created", Fields: vErr.Fields}})
+	}
+	if err != nil {
+		return err
+	}
+	return ec.Redirect(http.StatusSeeOther, Prefix+"/tasks/"+t.ID)
+}
+
+func (c *console) pauseTask(ec echo.Context, s *session) error {
+	t, err := c.cfg.Tasks.Pause(ec.Request().Context(), s.Tenant, ec.Param("id"))
+	if err != nil {
+		return err
+	}
+	return back(ec, Prefix+"/tasks/"+t.ID)
+}
+
+func (c *console) resumeTask(ec echo.Context, s *session) error {
+	t, err := c.cfg.Tasks.Resume(ec.Request().Context(), s.Tenant, ec.Param("id"))
+	if err != nil {
+		return err
+	}
+	return back(ec, Prefix+"/tasks/"+t.ID)
+}
+
+// triggerTask fires the task now and opens the new execution.
+func (c *console) triggerTask(ec echo.Context, s *session) error {
+	x, err := c.cfg.Executions.Trigger(ec.Request().Context(), s.Tenant, ec.Param("id"), service.TriggerInput{})
+	if err != nil {
+		return err
+	}
+	return ec.Redirect(http.StatusSeeOther, Prefix+"/executions/"+x.ID)
+}
+
+// back redirects to the form's "back" field when it is a console path,
+// else to fallback.
+func back(ec echo.Context, fallback string) error {
+	if b := ec.FormValue("back"); strings.HasPrefix(b, Prefix+"/") && !strings.HasPrefix(b, "//") && !strings.Contains(b, "\\") {
+		return ec.Redirect(http.StatusSeeOther, b)
+	}
+	return ec.Redirect(http.StatusSeeOther, fallback)
+}
+
+// execution shows an execution: its timeline, the headers its webhook
+// carries, the last response's excerpt, and retry/cancel.
+func (c *console) execution(ec echo.Context, s *session) error {
+	ctx := ec.Request().Context()
+	x, err := c.cfg.Executions.Get(ctx, s.Tenant, ec.Param("id"))
+	if err != nil {
+		return err
+	}
+	v := executionView{X: x}
+	for _, e := range slices.Backward(x.Events) {
+		if (e.Type == service.EventAttemptFailed || e.Type == service.EventAttemptSucceeded) && e.Message != "" {
+			v.Excerpt = e.Message
+			break
+		}
+	}
+	if x.TaskID != "" && s.can(api.ScopeTasksRead) {
+		if t, err := c.cfg.Tasks.Get(ctx, s.Tenant, x.TaskID); err == nil {
+			v.Task = &t
+			if s.can(api.ScopeEndpointsRead) {
+				if ep, err := c.cfg.Endpoints.Get(ctx, s.Tenant, t.EndpointID); err == nil {
+					v.Endpoint = &ep
+				}
+			}
+		}
+	}
+	v.Headers = sentHeaders(x, v.Endpoint)
+	return c.render(ec, http.StatusOK, "execution", s, v)
+}
+
+// sentHeaders lists the headers each attempt's webhook carries: the
+// endpoint's own (values hidden: they are often credentials) and ax's.
+func sentHeaders(x service.ExecutionDetail, ep *service.Endpoint) []headerRow {
+	var out []headerRow
+	if ep != nil {
+		for _, k := range slices.Sorted(maps.Keys(ep.Headers)) {
+			out = append(out, headerRow{Name: http.CanonicalHeaderKey(k), Value: "••• (set on the endpoint)"})
+		}
+	}
+	out = append(out,
+		headerRow{"Content-Type", "application/json"},
+		headerRow{"Idempotency-Key", x.ID},
+		headerRow{"Webhook-Id", x.ID},
+		headerRow{"Webhook-Timestamp", "the attempt's start, Unix seconds"},
+		headerRow{"Webhook-Signature", "v1,… (HMAC-SHA256 with the endpoint's secret)"},
+		headerRow{"X-Ax-Task-Id", x.TaskID},
+		headerRow{"X-Ax-Execution-Id", x.ID},
+		headerRow{"X-Ax-Scheduled-For", x.ScheduledFor.UTC().Format(time.RFC3339Nano)},
+		headerRow{"X-Ax-Round", strconv.Itoa(max(x.Round, 1))},
+		headerRow{"X-Ax-Attempt", "1, 2, … per attempt"},
+	)
+	if x.WorkflowRunID != "" {
+		out = append(out, headerRow{"X-Ax-Workflow-Id", x.WorkflowID}, headerRow{"X-Ax-Workflow-Run-Id", x.WorkflowRunID}, headerRow{"X-Ax-Node", x.Node})
+	}
+	return out
+}
+
+func (c *console) retryExecution(ec echo.Context, s *session) error {
+	x, err := c.cfg.Executions.Retry(ec.Request().Context(), s.Tenant, ec.Param("id"))
+	if err != nil {
+		return err
+	}
+	return ec.Redirect(http.StatusSeeOther, Prefix+"/executions/"+x.ID)
+}
+
+func (c *console) cancelExecution(ec echo.Context, s *session) error {
+	x, err := c.cfg.Executions.Cancel(ec.Request().Context(), s.Tenant, ec.Param("id"))
+	if err != nil {
+		return err
+	}
+	return ec.Redirect(http.StatusSeeOther, Prefix+"/executions/"+x.ID)
+}
+
+// endpoints lists the endpoints, with the create form and the recent
+// failed deliveries.
+func (c *console) endpoints(ec echo.Context, s *session) error {
+	return c.endpointsPage(ec, s, http.StatusOK, endpointsView{})
+}
+
+func (c *console) endpointsPage(ec echo.Context, s *session, status int, v endpointsView) error {
+	ctx := ec.Request().Context()
+	eps, next, err := c.cfg.Endpoints.List(ctx, s.Tenant, pageOf(ec, 100))
+	if err != nil {
+		return err
+	}
+	v.Endpoints, v.Next = eps, next
+	if s.can(api.ScopeExecutionsRead) {
+		xs, _, err := c.cfg.Executions.List(ctx, s.Tenant, service.ExecutionFilter{State: service.ExecFailed}, service.Page{Limit: 10})
+		if err != nil {
+			return err
+		}
+		v.Failures = xs
+	}
+	return c.render(ec, status, "endpoints", s, v)
+}
+
+// createEndpoint creates an endpoint and shows its secret, once.
+func (c *console) createEndpoint(ec echo.Context, s *session) error {
+	f := endpointForm{Name: strings.TrimSpace(ec.FormValue("name")), URL: strings.TrimSpace(ec.FormValue("url"))}
+	ep, err := c.cfg.Endpoints.Create(ec.Request().Context(), s.Tenant, service.EndpointInput{Name: f.Name, URL: f.URL, Enabled: true})
+	var ve *service.ValidationError
+	if errors.As(err, &ve) {
+		return c.endpointsPage(ec, s, http.StatusUnprocessableEntity, endpointsView{Form: f,
+			Error: &errorView{Title: "The endpoint was not created", Fields: ve.Fields}})
+	}
+	if err != nil {
+		return err
+	}
+	return c.render(ec, http.StatusCreated, "secret", s, secretView{Endpoint: ep})
+}
+
+// rotateSecret generates a new secret and shows it, once; the old one
+// keeps signing for service.SecretOverlap.
+func (c *console) rotateSecret(ec echo.Context, s *session) error {
+	ep, err := c.cfg.Endpoints.RotateSecret(ec.Request().Context(), s.Tenant, ec.Param("id"), "")
+	if err != nil {
+		return err
+	}
+	return c.render(ec, http.StatusOK, "secret", s, secretView{Endpoint: ep, Rotated: true})
+}
+
+func (c *console) setEnabled(ec echo.Context, s *session, enabled bool) error {
+	_, err := c.cfg.Endpoints.Update(ec.Request().Context(), s.Tenant, ec.Param("id"), func(in *service.EndpointInput) error {
+		in.Enabled = enabled
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return ec.Redirect(http.StatusSeeOther, Prefix+"/endpoints")
+}
+
+func (c *console) disableEndpoint(ec echo.Context, s *session) error {
+	return c.setEnabled(ec, s, false)
+}
+func (c *console) enableEndpoint(ec echo.Context, s *session) error { return c.setEnabled(ec, s, true) }
+
+// dashboard shows the last 24 hours from the stats service.
+func (c *console) dashboard(ec echo.Context, s *session) error {
+	st, err := c.cfg.Stats.Get(ec.Request().Context(), s.Tenant, service.StatsWindowDefault)
+	if err != nil {
+		return err
+	}
+	v := dashboardView{St: st}
+	var total int64
+	for _, state := range []string{service.ExecPending, service.ExecRunning, service.ExecRetrying, service.ExecSucceeded,
+		service.ExecFailed, service.ExecCancelled, service.ExecSkipped} {
+		v.States = append(v.States, stateCount{state, st.Executions[state]})
+		total += st.Executions[state]
+	}
+	for _, state := range []string{service.TaskActive, service.TaskPaused, service.TaskCompleted} {
+		v.TaskRows = append(v.TaskRows, stateCount{state, st.Tasks[state]})
+	}
+	v.PerMin = float64(total) / st.Window.Minutes()
+	return c.render(ec, http.StatusOK, "dashboard", s, v)
+}
+
+// backfills lists backfills with their progress.
+func (c *console) backfills(ec echo.Context, s *session) error {
+	bs, next, err := c.cfg.Backfills.List(ec.Request().Context(), s.Tenant, service.BackfillFilter{}, pageOf(ec, 50))
+	if err != nil {
+		return err
+	}
+	return c.render(ec, http.StatusOK, "backfills", s, backfillsView{Backfills: bs, Next: next})
+}
+
+type workflowsView struct {
+	Workflows []workflowRow
+	Next      string
+}
+
+type workflowRow struct {
+	service.Workflow
+	Schedule string
+	Runs     []service.WorkflowRun
+}
+
+func (workflowsView) title() (string, string) { return "Workflows", "workflows" }
+
+type workflowRunView struct {
+	Run      service.WorkflowRun
+	Workflow service.Workflow
+	Deps     map[string]string
+}
+
+func (v workflowRunView) title() (string, string) {
+	return "Run of " + v.Workflow.Name, "workflows"
+}
+
+// workflows lists the workflows, each with its latest runs.
+func (c *console) workflows(ec echo.Context, s *session) error {
+	ctx := ec.Request().Context()
+	ws, next, err := c.cfg.Workflows.List(ctx, s.Tenant, pageOf(ec, 50))
+	if err != nil {
+		return err
+	}
+	v := workflowsView{Next: next}
+	for _, w := range ws {
+		row := workflowRow{Workflow: w, Schedule: "by trigger only"}
+		if w.Schedule != nil {
+			row.Schedule = describeSchedule(*w.Schedule)
+		}
+		if row.Runs, _, err = c.cfg.Workflows.ListRuns(ctx, s.Tenant, w.ID, service.Page{Limit: 5}); err != nil {
+			return err
+		}
+		v.Workflows = append(v.Workflows, row)
+	}
+	return c.render(ec, http.StatusOK, "workflows", s, v)
+}
+
+// workflowRun shows a run's nodes with their states.
+func (c *console) workflowRun(ec echo.Context, s *session) error {
+	ctx := ec.Request().Context()
+	r, err := c.cfg.Workflows.GetRun(ctx, s.Tenant, ec.Param("id"))
+	if err != nil {
+		return err
+	}
+	w, err := c.cfg.Workflows.Get(ctx, s.Tenant, r.WorkflowID)
+	if err != nil {
+		return err
+	}
+	v := workflowRunView{Run: r, Workflow: w, Deps: map[string]string{}}
+	for _, n := range w.Nodes {
+		v.Deps[n.Key] = strings.Join(n.DependsOn, ", ")
+	}
+	return c.render(ec, http.StatusOK, "workflow_run", s, v)
+}
