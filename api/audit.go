@@ -17,7 +17,7 @@ type auditEntry struct {
 	Tenant string    `json:"tenant" example:"acme"`
 	// Subject is the sub claim of the token that made the change.
 	Subject      string `json:"subject" example:"deploy-bot"`
-	Action       string `json:"action" enums:"create,update,delete,pause,resume,trigger,skip,backfill,cancel,retry,rotate_secret,set_limits"`
+	Action       string `json:"action" enums:"create,update,delete,pause,resume,trigger,skip,backfill,cancel,retry,rotate_secret,set_limits,run_node,skip_node"`
 	ResourceType string `json:"resource_type" example:"task"`
 	ResourceID   string `json:"resource_id"`
 	// RequestID is the X-Request-Id of the response to the change.

@@ -18,7 +18,7 @@ import (
 type endpointRequest struct {
 	Name    string            `json:"name" example:"billing"`
 	URL     string            `json:"url" example:"https://hooks.example.com/ax"`
-	Method  string            `json:"method,omitempty" example:"POST" enums:"POST,PUT,PATCH"`
+	Method  string            `json:"method,omitempty" example:"POST" enums:"POST,PUT,PATCH,post,put,patch"`
 	Headers map[string]string `json:"headers,omitempty"`
 	// Timeout of one delivery attempt in milliseconds (100..300000; default 10000).
 	TimeoutMS int `json:"timeout_ms,omitempty" example:"10000"`
@@ -32,9 +32,9 @@ type endpointRequest struct {
 	Format string `json:"format,omitempty" enums:"ax,slack" example:"ax"`
 	// MaxConcurrency bounds the requests in flight to the endpoint at once, across all replicas (1..100000; null: no limit).
 	// Deliveries past it wait, in order, without using an attempt.
-	MaxConcurrency *int `json:"max_concurrency,omitempty" example:"5"`
+	MaxConcurrency *int `json:"max_concurrency,omitempty" example:"5" extensions:"x-nullable"`
 	// RateLimitPerSecond bounds the requests started per second (0.001..100000; null: no limit).
-	RateLimitPerSecond *float64 `json:"rate_limit_per_second,omitempty" example:"50"`
+	RateLimitPerSecond *float64 `json:"rate_limit_per_second,omitempty" example:"50" extensions:"x-nullable"`
 } // @name EndpointRequest
 
 // endpointResponse is an endpoint as the API returns it.
@@ -56,9 +56,9 @@ type endpointResponse struct {
 	CreatedAt               timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
 	UpdatedAt               timestamp  `json:"updated_at" swaggertype:"string" format:"date-time"`
 	// MaxConcurrency: requests in flight to the endpoint at once (null: no limit).
-	MaxConcurrency *int `json:"max_concurrency" example:"5"`
+	MaxConcurrency *int `json:"max_concurrency" example:"5" extensions:"x-nullable"`
 	// RateLimitPerSecond: requests started per second (null: no limit).
-	RateLimitPerSecond *float64 `json:"rate_limit_per_second" example:"50"`
+	RateLimitPerSecond *float64 `json:"rate_limit_per_second" example:"50" extensions:"x-nullable"`
 } // @name Endpoint
 
 // endpointWithSecret is what create and rotate-secret return: the endpoint

@@ -90,9 +90,9 @@ type taskRequest struct {
 	// X-Ax-Shard-Count, its own idempotency key, retries and timeline.
 	Shards int `json:"shards,omitempty" example:"1"`
 	// Completion says how an attempt ends; absent or null: {"mode": "response"}.
-	Completion *completionDTO `json:"completion,omitempty"`
+	Completion *completionDTO `json:"completion,omitempty" extensions:"x-nullable"`
 	// SLA; absent or null: none.
-	SLA *slaDTO `json:"sla,omitempty"`
+	SLA *slaDTO `json:"sla,omitempty" extensions:"x-nullable"`
 } // @name TaskRequest
 
 // taskResponse is a task as the API returns it.

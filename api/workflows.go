@@ -52,7 +52,7 @@ type workflowResponse struct {
 	State string `json:"state" enums:"active,paused"`
 	// Version moves on with each PATCH of the nodes; runs keep the version they started with.
 	Version   int        `json:"version"`
-	NextRunAt *timestamp `json:"next_run_at" swaggertype:"string" format:"date-time"`
+	NextRunAt *timestamp `json:"next_run_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
 	CreatedAt timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
 	UpdatedAt timestamp  `json:"updated_at" swaggertype:"string" format:"date-time"`
 } // @name Workflow
@@ -88,8 +88,8 @@ type runResponse struct {
 	Trigger      string     `json:"trigger" enums:"schedule,manual,backfill"`
 	State        string     `json:"state" enums:"pending,running,blocked,succeeded,failed,cancelled"`
 	CreatedAt    timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
-	StartedAt    *timestamp `json:"started_at" swaggertype:"string" format:"date-time"`
-	FinishedAt   *timestamp `json:"finished_at" swaggertype:"string" format:"date-time"`
+	StartedAt    *timestamp `json:"started_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
+	FinishedAt   *timestamp `json:"finished_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
 	// Nodes is the run's timeline (absent in lists).
 	Nodes []runNodeResponse `json:"nodes,omitempty"`
 } // @name WorkflowRun

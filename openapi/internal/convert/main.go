@@ -183,6 +183,7 @@ func finish(doc *openapi3.T) error {
 				"(json.RawMessage and other external types need a swaggertype tag); run swag without --quiet to see which", name)
 		}
 	}
+	anyJSON(doc)
 	if doc.Paths == nil {
 		return nil
 	}
@@ -198,14 +199,22 @@ func finish(doc *openapi3.T) error {
 			if op.Responses == nil {
 				continue
 			}
-			if len(*op.Security) > 0 && op.Responses.Value("400") == nil {
+			if len(*op.Security) > 0 {
 				// Every authenticated route refuses unknown query
-				// parameters (and NUL characters) with a 400.
-				desc := "Bad Request: an unknown query parameter, or a NUL character in the path or query"
-				op.Responses.Set("400", &openapi3.ResponseRef{Value: &openapi3.Response{
-					Description: &desc,
-					Content:     openapi3.NewContentWithSchemaRef(&openapi3.SchemaRef{Ref: schemaRefPrefix + "Problem", Value: problemSchema(doc)}, []string{problemContentType}),
-				}})
+				// parameters (and NUL characters) with a 400, counts
+				// against the tenant's API rate (429), and answers an
+				// unexpected failure (a change it could not record, say)
+				// with a 500 that changed nothing.
+				addProblem(doc, op, "400", "Bad Request: an unknown query parameter, or a NUL character in the path or query")
+				addProblem(doc, op, "429", "Too Many Requests: the tenant's api_requests_per_second limit is reached")
+				rateLimitHeaders(op.Responses.Value("429").Value)
+				addProblem(doc, op, "500", "Internal Server Error: an unexpected failure; nothing was changed")
+			}
+			if hasHeaderParam(op, "Idempotency-Key") {
+				// The key is refused when malformed (422), reused with
+				// another body or still in progress (409).
+				addProblem(doc, op, "409", "Conflict: the Idempotency-Key was used with another body, or its first request is in progress")
+				addProblem(doc, op, "422", "Unprocessable Entity: the body or the Idempotency-Key is invalid")
 			}
 			for code, r := range op.Responses.Map() {
 				if r.Value == nil || !isError(code) {
@@ -218,6 +227,71 @@ func finish(doc *openapi3.T) error {
 		}
 	}
 	return nil
+}
+
+// addProblem declares a problem response for code unless op already has one.
+func addProblem(doc *openapi3.T, op *openapi3.Operation, code, desc string) {
+	if op.Responses.Value(code) != nil {
+		return
+	}
+	op.Responses.Set(code, &openapi3.ResponseRef{Value: &openapi3.Response{
+		Description: &desc,
+		Content:     openapi3.NewContentWithSchemaRef(&openapi3.SchemaRef{Ref: schemaRefPrefix + "Problem", Value: problemSchema(doc)}, []string{problemContentType}),
+	}})
+}
+
+// rateLimitHeaders declares the headers a 429 carries.
+func rateLimitHeaders(r *openapi3.Response) {
+	if r.Headers == nil {
+		r.Headers = openapi3.Headers{}
+	}
+	for name, desc := range map[string]string{
+		"Retry-After":         "seconds to wait before the next request",
+		"RateLimit-Limit":     "the tenant's requests per second",
+		"RateLimit-Remaining": "requests left in the current window",
+		"RateLimit-Reset":     "seconds until the window resets",
+	} {
+		if _, ok := r.Headers[name]; !ok {
+			r.Headers[name] = &openapi3.HeaderRef{Value: &openapi3.Header{Parameter: openapi3.Parameter{
+				Description: desc, Schema: openapi3.NewIntegerSchema().NewRef(),
+			}}}
+		}
+	}
+}
+
+// hasHeaderParam reports whether op takes the header parameter name, and
+// bounds it as the API does (1..255 printable ASCII characters).
+func hasHeaderParam(op *openapi3.Operation, name string) bool {
+	for _, p := range op.Parameters {
+		if p.Value != nil && p.Value.In == openapi3.ParameterInHeader && strings.EqualFold(p.Value.Name, name) {
+			if s := p.Value.Schema; s != nil && s.Value != nil {
+				s.Value.MinLength, s.Value.MaxLength = 1, openapi3.Ptr(uint64(255))
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// anyJSON turns every property whose schema is a bare `type: object` (what
+// swaggertype:"object" makes of a json.RawMessage: a payload, an output,
+// progress, audit changes) into a schema that accepts any JSON value, which
+// is what the API takes and returns there. A bare object would make
+// generators type it as an empty record.
+func anyJSON(doc *openapi3.T) {
+	for _, ref := range doc.Components.Schemas {
+		if ref.Value == nil {
+			continue
+		}
+		for _, p := range ref.Value.Properties {
+			v := p.Value
+			if p.Ref != "" || v == nil || !v.Type.Is("object") || !isEmptyObject(v) {
+				continue
+			}
+			v.Type = nil
+			v.Nullable = true
+		}
+	}
 }
 
 // isEmptyObject reports whether a named schema says nothing at all, which
