@@ -16,8 +16,8 @@ import (
 // endpointRequest is the body of POST /v1/endpoints, and the shape a PATCH
 // merges into.
 type endpointRequest struct {
-	Name    string            `json:"name" example:"billing"`
-	URL     string            `json:"url" example:"https://hooks.example.com/ax"`
+	Name    string            `json:"name" example:"billing" validate:"required"`
+	URL     string            `json:"url" example:"https://hooks.example.com/ax" validate:"required"`
 	Method  string            `json:"method,omitempty" example:"POST" enums:"POST,PUT,PATCH,post,put,patch"`
 	Headers map[string]string `json:"headers,omitempty"`
 	// Timeout of one delivery attempt in milliseconds (100..300000; default 10000).
@@ -25,7 +25,7 @@ type endpointRequest struct {
 	// Enabled defaults to true. Set it to true to re-enable an endpoint ax disabled.
 	Enabled *bool `json:"enabled,omitempty"`
 	// Secret is the signing secret: whsec_ + base64 of 24..64 bytes. Generated when omitted.
-	Secret string `json:"secret,omitempty" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq="`
+	Secret string `json:"secret,omitempty" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq=" extensions:"x-patch-read-only"`
 	// Format of the alerts sent to this endpoint when a task names it as alert_endpoint_id: ax (signed JSON, the
 	// default) or slack (a Slack incoming-webhook body: one readable line with a link to the execution).
 	// Webhook deliveries of tasks are not affected.

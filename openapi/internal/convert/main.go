@@ -187,6 +187,8 @@ func finish(doc *openapi3.T) error {
 	if doc.Paths == nil {
 		return nil
 	}
+	patchSchemas(doc)
+	closeRequestSchemas(doc)
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			if op.RequestBody != nil && op.RequestBody.Value != nil {
@@ -290,6 +292,75 @@ func anyJSON(doc *openapi3.T) {
 			}
 			v.Type = nil
 			v.Nullable = true
+		}
+	}
+}
+
+// patchExtension marks a request field that a create takes and a PATCH
+// refuses (an endpoint's secret: rotate-secret changes it).
+const patchExtension = "x-patch-read-only"
+
+// patchSchemas gives every PATCH its own body schema, NamePatch: the
+// create schema (Name) without required fields, since a PATCH body holds
+// only the fields to change, and without the fields tagged
+// x-patch-read-only. Nested schemas (a schedule, a retry policy) are
+// replaced whole by a PATCH, so they keep their required fields.
+func patchSchemas(doc *openapi3.T) {
+	for _, item := range doc.Paths.Map() {
+		op := item.Patch
+		if op == nil || op.RequestBody == nil || op.RequestBody.Value == nil {
+			continue
+		}
+		for _, media := range op.RequestBody.Value.Content {
+			name, ok := strings.CutPrefix(media.Schema.Ref, schemaRefPrefix)
+			if !ok || doc.Components.Schemas[name] == nil {
+				continue
+			}
+			patch := name + "Patch"
+			if doc.Components.Schemas[patch] == nil {
+				v := *doc.Components.Schemas[name].Value
+				v.Required = nil
+				v.Properties = openapi3.Schemas{}
+				for prop, ref := range doc.Components.Schemas[name].Value.Properties {
+					if ref.Value != nil && ref.Value.Extensions[patchExtension] != nil {
+						continue
+					}
+					v.Properties[prop] = ref
+				}
+				v.Description = "The fields to change (a JSON merge of " + name + "): absent fields stay as they are."
+				doc.Components.Schemas[patch] = &openapi3.SchemaRef{Value: &v}
+			}
+			media.Schema = &openapi3.SchemaRef{Ref: schemaRefPrefix + patch, Value: doc.Components.Schemas[patch].Value}
+		}
+	}
+	for _, ref := range doc.Components.Schemas {
+		for _, p := range ref.Value.Properties {
+			if p.Value != nil {
+				delete(p.Value.Extensions, patchExtension)
+			}
+		}
+	}
+}
+
+// closeRequestSchemas sets additionalProperties: false on every object
+// schema a request body uses, directly or nested: the API decodes bodies
+// strictly and refuses an unknown field with a 422 naming its path.
+func closeRequestSchemas(doc *openapi3.T) {
+	used := map[string]bool{}
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			if op.RequestBody != nil && op.RequestBody.Value != nil {
+				for _, m := range op.RequestBody.Value.Content {
+					mark(doc, m.Schema, used)
+				}
+			}
+		}
+	}
+	closed := false
+	for name := range used {
+		v := doc.Components.Schemas[name].Value
+		if v != nil && v.Type.Is("object") && len(v.Properties) > 0 && v.AdditionalProperties.Schema == nil {
+			v.AdditionalProperties = openapi3.AdditionalProperties{Has: &closed}
 		}
 	}
 }
