@@ -178,16 +178,16 @@ func (e CompleteRequestStatus) Valid() bool {
 
 // Defines values for CompletionMode.
 const (
-	Callback CompletionMode = "callback"
-	Response CompletionMode = "response"
+	CompletionModeCallback CompletionMode = "callback"
+	CompletionModeResponse CompletionMode = "response"
 )
 
 // Valid indicates whether the value is a known member of the CompletionMode enum.
 func (e CompletionMode) Valid() bool {
 	switch e {
-	case Callback:
+	case CompletionModeCallback:
 		return true
-	case Response:
+	case CompletionModeResponse:
 		return true
 	default:
 		return false
@@ -406,16 +406,16 @@ func (e PreviewDstPolicy) Valid() bool {
 
 // Defines values for PreviewItemDst.
 const (
-	Repeated PreviewItemDst = "repeated"
-	Shifted  PreviewItemDst = "shifted"
+	PreviewItemDstRepeated PreviewItemDst = "repeated"
+	PreviewItemDstShifted  PreviewItemDst = "shifted"
 )
 
 // Valid indicates whether the value is a known member of the PreviewItemDst enum.
 func (e PreviewItemDst) Valid() bool {
 	switch e {
-	case Repeated:
+	case PreviewItemDstRepeated:
 		return true
-	case Shifted:
+	case PreviewItemDstShifted:
 		return true
 	default:
 		return false
@@ -424,16 +424,16 @@ func (e PreviewItemDst) Valid() bool {
 
 // Defines values for ScheduleDialect.
 const (
-	Quartz   ScheduleDialect = "quartz"
-	Standard ScheduleDialect = "standard"
+	ScheduleDialectQuartz   ScheduleDialect = "quartz"
+	ScheduleDialectStandard ScheduleDialect = "standard"
 )
 
 // Valid indicates whether the value is a known member of the ScheduleDialect enum.
 func (e ScheduleDialect) Valid() bool {
 	switch e {
-	case Quartz:
+	case ScheduleDialectQuartz:
 		return true
-	case Standard:
+	case ScheduleDialectStandard:
 		return true
 	default:
 		return false
@@ -460,19 +460,19 @@ func (e ScheduleDstPolicy) Valid() bool {
 
 // Defines values for ScheduleType.
 const (
-	Cron     ScheduleType = "cron"
-	Interval ScheduleType = "interval"
-	Once     ScheduleType = "once"
+	ScheduleTypeCron     ScheduleType = "cron"
+	ScheduleTypeInterval ScheduleType = "interval"
+	ScheduleTypeOnce     ScheduleType = "once"
 )
 
 // Valid indicates whether the value is a known member of the ScheduleType enum.
 func (e ScheduleType) Valid() bool {
 	switch e {
-	case Cron:
+	case ScheduleTypeCron:
 		return true
-	case Interval:
+	case ScheduleTypeInterval:
 		return true
-	case Once:
+	case ScheduleTypeOnce:
 		return true
 	default:
 		return false
@@ -625,19 +625,19 @@ func (e WorkflowState) Valid() bool {
 
 // Defines values for WorkflowNodeTriggerRule.
 const (
-	AllDone    WorkflowNodeTriggerRule = "all_done"
-	AllSuccess WorkflowNodeTriggerRule = "all_success"
-	OneSuccess WorkflowNodeTriggerRule = "one_success"
+	WorkflowNodeTriggerRuleAllDone    WorkflowNodeTriggerRule = "all_done"
+	WorkflowNodeTriggerRuleAllSuccess WorkflowNodeTriggerRule = "all_success"
+	WorkflowNodeTriggerRuleOneSuccess WorkflowNodeTriggerRule = "one_success"
 )
 
 // Valid indicates whether the value is a known member of the WorkflowNodeTriggerRule enum.
 func (e WorkflowNodeTriggerRule) Valid() bool {
 	switch e {
-	case AllDone:
+	case WorkflowNodeTriggerRuleAllDone:
 		return true
-	case AllSuccess:
+	case WorkflowNodeTriggerRuleAllSuccess:
 		return true
-	case OneSuccess:
+	case WorkflowNodeTriggerRuleOneSuccess:
 		return true
 	default:
 		return false
