@@ -87,6 +87,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		BodyLimit:   opts.BodyLimit,
 		Version:     "test",
 		Limits:      limits,
+		Stats:       service.NewStats(pool),
 	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)

@@ -194,6 +194,7 @@ func finish(doc *openapi3.T) error {
 			if op.RequestBody != nil && op.RequestBody.Value != nil {
 				delete(op.RequestBody.Value.Extensions, "x-originalParamName")
 			}
+			emptyMeansAbsent(op)
 			if op.Security == nil {
 				// Say explicitly that the operation is public.
 				op.Security = &openapi3.SecurityRequirements{}
@@ -229,6 +230,22 @@ func finish(doc *openapi3.T) error {
 		}
 	}
 	return nil
+}
+
+// refusedWhenEmpty are the query parameters the API refuses with a 400
+// when present but empty (?limit=); every other one treats an empty value
+// as absent (?state= lists every state, ?cursor= is the first page). Keep
+// it in step with the presentButEmpty calls in package api.
+var refusedWhenEmpty = map[string]bool{"limit": true, "count": true}
+
+// emptyMeansAbsent sets allowEmptyValue on the query parameters that take
+// an empty value as absent.
+func emptyMeansAbsent(op *openapi3.Operation) {
+	for _, p := range op.Parameters {
+		if p.Value != nil && p.Value.In == openapi3.ParameterInQuery && !refusedWhenEmpty[p.Value.Name] {
+			p.Value.AllowEmptyValue = true
+		}
+	}
 }
 
 // addProblem declares a problem response for code unless op already has one.
