@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"net/http"
 	"testing"
@@ -112,7 +111,7 @@ func TestGeneratedGoClient(t *testing.T) {
 		Name: "bad.schedule", EndpointId: ep.JSON201.Id, Schedule: client.Schedule{Type: client.ScheduleTypeInterval}})
 	require.NoError(t, err)
 	err = client.Check(bad.HTTPResponse, bad.Body)
-	require.True(t, errors.As(err, &problem))
+	require.ErrorAs(t, err, &problem)
 	require.Equal(t, http.StatusUnprocessableEntity, problem.Status)
 	require.NotNil(t, problem.Problem.Errors)
 	require.Contains(t, err.Error(), "schedule")

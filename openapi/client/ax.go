@@ -25,10 +25,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -53,16 +55,17 @@ type ProblemError struct {
 }
 
 func (e *ProblemError) Error() string {
-	msg := fmt.Sprintf("ax: %d %s", e.Status, e.Problem.Title)
+	var msg strings.Builder
+	fmt.Fprintf(&msg, "ax: %d %s", e.Status, e.Problem.Title)
 	if e.Problem.Detail != nil && *e.Problem.Detail != "" {
-		msg += ": " + *e.Problem.Detail
+		msg.WriteString(": " + *e.Problem.Detail)
 	}
 	if e.Problem.Errors != nil {
 		for _, f := range *e.Problem.Errors {
-			msg += fmt.Sprintf("; %s: %s", f.Field, f.Message)
+			fmt.Fprintf(&msg, "; %s: %s", f.Field, f.Message)
 		}
 	}
-	return msg
+	return msg.String()
 }
 
 // Check returns nil when res is a 2xx answer and a *ProblemError
@@ -70,7 +73,7 @@ func (e *ProblemError) Error() string {
 // methods have already read).
 func Check(res *http.Response, body []byte) error {
 	if res == nil {
-		return fmt.Errorf("ax: no response")
+		return errors.New("ax: no response")
 	}
 	if res.StatusCode >= 200 && res.StatusCode < 300 {
 		return nil
