@@ -238,12 +238,27 @@ func finish(doc *openapi3.T) error {
 // it in step with the presentButEmpty calls in package api.
 var refusedWhenEmpty = map[string]bool{"limit": true, "count": true}
 
+// queryRanges are the bounds the API enforces on its integer query
+// parameters (pageParams and previewTask in package api): limit is at
+// least 1 (larger than 500 is clamped, not refused), count 1..1000.
+var queryRanges = map[string][2]float64{"limit": {1, 0}, "count": {1, 1000}}
+
 // emptyMeansAbsent sets allowEmptyValue on the query parameters that take
-// an empty value as absent.
+// an empty value as absent, and the bounds of the integer ones.
 func emptyMeansAbsent(op *openapi3.Operation) {
 	for _, p := range op.Parameters {
-		if p.Value != nil && p.Value.In == openapi3.ParameterInQuery && !refusedWhenEmpty[p.Value.Name] {
+		if p.Value == nil || p.Value.In != openapi3.ParameterInQuery {
+			continue
+		}
+		if !refusedWhenEmpty[p.Value.Name] {
 			p.Value.AllowEmptyValue = true
+		}
+		if r, ok := queryRanges[p.Value.Name]; ok && p.Value.Schema != nil && p.Value.Schema.Value != nil &&
+			p.Value.Schema.Value.Type.Is("integer") {
+			p.Value.Schema.Value.Min = openapi3.Ptr(r[0])
+			if r[1] > 0 {
+				p.Value.Schema.Value.Max = openapi3.Ptr(r[1])
+			}
 		}
 	}
 }
