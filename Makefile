@@ -43,8 +43,13 @@ lint: ## Run golangci-lint v2.
 generate: ## Regenerate openapi/ from the handlers' annotations.
 	$(GO) generate ./...
 
+.PHONY: ts-check
+ts-check: ## Regenerate the TypeScript client's types (openapi/ts) and type-check it and its example with tsc --strict; skipped without Node.js.
+	@if ! command -v npm >/dev/null 2>&1; then echo "ts-check: skipped, Node.js (npm) is not installed"; exit 0; fi; \
+	cd openapi/ts && npm ci --no-audit --no-fund --loglevel=error && npm run --silent generate && npm run --silent check && echo "ts-check: ok"
+
 .PHONY: verify
-verify: generate ## Fail when generated files are stale or go.mod is untidy, or the spec is off.
+verify: generate ts-check ## Fail when generated files are stale or go.mod is untidy, or the spec is off.
 	$(GO) mod tidy
 	git diff --exit-code -- openapi go.mod go.sum
 	$(GO) test -count=1 ./openapi/...

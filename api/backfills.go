@@ -13,15 +13,15 @@ import (
 // skipRequest is the body of POST /v1/tasks/{id}/skip.
 type skipRequest struct {
 	// ScheduledFor is the future slot not to fire, RFC 3339.
-	ScheduledFor string `json:"scheduled_for" format:"date-time" example:"2027-01-01T02:00:00Z"`
+	ScheduledFor string `json:"scheduled_for" format:"date-time" example:"2027-01-01T02:00:00Z" validate:"required"`
 } // @name SkipRequest
 
 // backfillRequest is the body of POST /v1/tasks/{id}/backfill.
 type backfillRequest struct {
 	// From is the first instant of the range (inclusive), RFC 3339.
-	From string `json:"from" format:"date-time" example:"2026-11-01T00:00:00Z"`
+	From string `json:"from" format:"date-time" example:"2026-11-01T00:00:00Z" validate:"required"`
 	// To ends the range (exclusive), RFC 3339.
-	To string `json:"to" format:"date-time" example:"2026-12-01T00:00:00Z"`
+	To string `json:"to" format:"date-time" example:"2026-12-01T00:00:00Z" validate:"required"`
 	// Rerun: missing (slots with no execution; default), failed (also slots whose latest execution failed or was cancelled), all (every finished slot).
 	Rerun string `json:"rerun,omitempty" enums:"missing,failed,all" example:"missing"`
 	// MaxConcurrency bounds the backfill's unfinished executions (1..100, default 4).

@@ -20,7 +20,7 @@ type heartbeatRequest struct {
 
 // completeRequest is the body of POST /v1/executions/{id}/complete.
 type completeRequest struct {
-	Status string `json:"status" enums:"succeeded,failed" example:"succeeded"`
+	Status string `json:"status" enums:"succeeded,failed" example:"succeeded" validate:"required"`
 	// Output is any JSON (at most 64 KiB), kept and returned with the execution.
 	Output json.RawMessage `json:"output,omitempty" swaggertype:"object"`
 	// Error describes a failure (status failed).

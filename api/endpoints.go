@@ -16,25 +16,25 @@ import (
 // endpointRequest is the body of POST /v1/endpoints, and the shape a PATCH
 // merges into.
 type endpointRequest struct {
-	Name    string            `json:"name" example:"billing"`
-	URL     string            `json:"url" example:"https://hooks.example.com/ax"`
-	Method  string            `json:"method,omitempty" example:"POST" enums:"POST,PUT,PATCH"`
+	Name    string            `json:"name" example:"billing" validate:"required"`
+	URL     string            `json:"url" example:"https://hooks.example.com/ax" validate:"required"`
+	Method  string            `json:"method,omitempty" example:"POST" enums:"POST,PUT,PATCH,post,put,patch"`
 	Headers map[string]string `json:"headers,omitempty"`
 	// Timeout of one delivery attempt in milliseconds (100..300000; default 10000).
 	TimeoutMS int `json:"timeout_ms,omitempty" example:"10000"`
 	// Enabled defaults to true. Set it to true to re-enable an endpoint ax disabled.
 	Enabled *bool `json:"enabled,omitempty"`
 	// Secret is the signing secret: whsec_ + base64 of 24..64 bytes. Generated when omitted.
-	Secret string `json:"secret,omitempty" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq="`
+	Secret string `json:"secret,omitempty" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq=" extensions:"x-patch-read-only"`
 	// Format of the alerts sent to this endpoint when a task names it as alert_endpoint_id: ax (signed JSON, the
 	// default) or slack (a Slack incoming-webhook body: one readable line with a link to the execution).
 	// Webhook deliveries of tasks are not affected.
 	Format string `json:"format,omitempty" enums:"ax,slack" example:"ax"`
 	// MaxConcurrency bounds the requests in flight to the endpoint at once, across all replicas (1..100000; null: no limit).
 	// Deliveries past it wait, in order, without using an attempt.
-	MaxConcurrency *int `json:"max_concurrency,omitempty" example:"5"`
+	MaxConcurrency *int `json:"max_concurrency,omitempty" example:"5" extensions:"x-nullable"`
 	// RateLimitPerSecond bounds the requests started per second (0.001..100000; null: no limit).
-	RateLimitPerSecond *float64 `json:"rate_limit_per_second,omitempty" example:"50"`
+	RateLimitPerSecond *float64 `json:"rate_limit_per_second,omitempty" example:"50" extensions:"x-nullable"`
 } // @name EndpointRequest
 
 // endpointResponse is an endpoint as the API returns it.
@@ -56,9 +56,9 @@ type endpointResponse struct {
 	CreatedAt               timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
 	UpdatedAt               timestamp  `json:"updated_at" swaggertype:"string" format:"date-time"`
 	// MaxConcurrency: requests in flight to the endpoint at once (null: no limit).
-	MaxConcurrency *int `json:"max_concurrency" example:"5"`
+	MaxConcurrency *int `json:"max_concurrency" example:"5" extensions:"x-nullable"`
 	// RateLimitPerSecond: requests started per second (null: no limit).
-	RateLimitPerSecond *float64 `json:"rate_limit_per_second" example:"50"`
+	RateLimitPerSecond *float64 `json:"rate_limit_per_second" example:"50" extensions:"x-nullable"`
 } // @name Endpoint
 
 // endpointWithSecret is what create and rotate-secret return: the endpoint

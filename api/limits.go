@@ -15,25 +15,25 @@ import (
 // the AX_TENANT_MAX_* and AX_TENANT_API_RPS environment variables).
 type tenantLimits struct {
 	// MaxTasks: creates past it are refused (409 quota-exceeded).
-	MaxTasks *int `json:"max_tasks" example:"1000"`
+	MaxTasks *int `json:"max_tasks" example:"1000" extensions:"x-nullable"`
 	// MaxWorkflows: creates past it are refused (409 quota-exceeded).
-	MaxWorkflows *int `json:"max_workflows" example:"100"`
+	MaxWorkflows *int `json:"max_workflows" example:"100" extensions:"x-nullable"`
 	// MaxInflightDeliveries: the tenant's webhooks in flight at once, across all replicas.
-	MaxInflightDeliveries *int `json:"max_inflight_deliveries" example:"50"`
+	MaxInflightDeliveries *int `json:"max_inflight_deliveries" example:"50" extensions:"x-nullable"`
 	// MaxDeliveriesPerSecond: the tenant's webhooks started per second, across all replicas.
-	MaxDeliveriesPerSecond *float64 `json:"max_deliveries_per_second" example:"100"`
+	MaxDeliveriesPerSecond *float64 `json:"max_deliveries_per_second" example:"100" extensions:"x-nullable"`
 	// APIRequestsPerSecond: the tenant's API requests per second (429 past it).
-	APIRequestsPerSecond *float64 `json:"api_requests_per_second" example:"20"`
+	APIRequestsPerSecond *float64 `json:"api_requests_per_second" example:"20" extensions:"x-nullable"`
 } // @name TenantLimits
 
 // effectiveLimits are the limits that apply: the tenant's own or the
 // server's default; null: no limit.
 type effectiveLimits struct {
-	MaxTasks               *int     `json:"max_tasks" example:"1000"`
-	MaxWorkflows           *int     `json:"max_workflows" example:"100"`
-	MaxInflightDeliveries  *int     `json:"max_inflight_deliveries" example:"50"`
-	MaxDeliveriesPerSecond *float64 `json:"max_deliveries_per_second" example:"100"`
-	APIRequestsPerSecond   *float64 `json:"api_requests_per_second" example:"20"`
+	MaxTasks               *int     `json:"max_tasks" example:"1000" extensions:"x-nullable"`
+	MaxWorkflows           *int     `json:"max_workflows" example:"100" extensions:"x-nullable"`
+	MaxInflightDeliveries  *int     `json:"max_inflight_deliveries" example:"50" extensions:"x-nullable"`
+	MaxDeliveriesPerSecond *float64 `json:"max_deliveries_per_second" example:"100" extensions:"x-nullable"`
+	APIRequestsPerSecond   *float64 `json:"api_requests_per_second" example:"20" extensions:"x-nullable"`
 } // @name EffectiveLimits
 
 // tenantLimitsResponse is a tenant's own limits and those that apply.

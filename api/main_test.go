@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +87,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		BodyLimit:   opts.BodyLimit,
 		Version:     "test",
 		Limits:      limits,
+		Stats:       service.NewStats(pool),
 	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
@@ -123,17 +123,21 @@ type req struct {
 
 func (a *testAPI) do(r req) resp {
 	a.t.Helper()
-	var body io.Reader
+	var sent []byte
 	switch b := r.Body.(type) {
 	case nil:
 	case string:
-		body = strings.NewReader(b)
+		sent = []byte(b)
 	case []byte:
-		body = bytes.NewReader(b)
+		sent = b
 	default:
 		enc, err := json.Marshal(b)
 		require.NoError(a.t, err)
-		body = bytes.NewReader(enc)
+		sent = enc
+	}
+	var body io.Reader
+	if r.Body != nil {
+		body = bytes.NewReader(sent)
 	}
 	hr, err := http.NewRequestWithContext(a.t.Context(), r.Method, a.srv.URL+r.Path, body)
 	require.NoError(a.t, err)
@@ -155,6 +159,9 @@ func (a *testAPI) do(r req) resp {
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)
 	require.NoError(a.t, err)
+	// Every exchange is held to the OpenAPI document (spec_test.go).
+	checkAgainstSpec(a.t, specExchange{Method: r.Method, Path: r.Path, Header: hr.Header, Body: sent,
+		Status: res.StatusCode, RespHeader: res.Header, RespBody: raw})
 	out := resp{Status: res.StatusCode, Header: res.Header, Raw: raw}
 	_ = json.Unmarshal(raw, &out.JSON)
 	return out

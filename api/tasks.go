@@ -14,7 +14,7 @@ import (
 
 // scheduleDTO is a task's schedule (README, "Tasks").
 type scheduleDTO struct {
-	Type string `json:"type" enums:"cron,interval,once" example:"cron"`
+	Type string `json:"type" enums:"cron,interval,once" example:"cron" validate:"required"`
 	// Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
 	// seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
 	Cron string `json:"cron,omitempty" example:"0 2 * * *"`
@@ -51,7 +51,7 @@ type completionDTO struct {
 	// Mode response (default): a 2xx ends the attempt. callback: a 2xx only accepts it; the execution stays running
 	// and the request carries X-Ax-Callback-Token, with which the receiver reports heartbeats and the outcome
 	// (POST /v1/executions/{id}/heartbeat, /complete).
-	Mode string `json:"mode" enums:"response,callback" example:"callback"`
+	Mode string `json:"mode" enums:"response,callback" example:"callback" validate:"required"`
 	// TimeoutMS (callback, required; 1000..604800000): the attempt fails with callback_timeout unless completed this
 	// long after it was sent.
 	TimeoutMS int64 `json:"timeout_ms,omitempty" example:"3600000"`
@@ -64,14 +64,14 @@ type completionDTO struct {
 type slaDTO struct {
 	// FinishWithinMS (1000..2592000000): an execution not succeeded this long after its slot gets an sla_missed
 	// event and one execution.sla_missed alert; its retries go on.
-	FinishWithinMS int64 `json:"finish_within_ms" example:"7200000"`
+	FinishWithinMS int64 `json:"finish_within_ms" example:"7200000" validate:"required"`
 } // @name SLA
 
 // taskRequest is the body of POST /v1/tasks, and the shape a PATCH merges into.
 type taskRequest struct {
-	Name       string      `json:"name" example:"order.reconcile.daily"`
-	EndpointID string      `json:"endpoint_id" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e"`
-	Schedule   scheduleDTO `json:"schedule"`
+	Name       string      `json:"name" example:"order.reconcile.daily" validate:"required"`
+	EndpointID string      `json:"endpoint_id" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e" validate:"required"`
+	Schedule   scheduleDTO `json:"schedule" validate:"required"`
 	// Payload is any JSON; the webhook body carries it byte for byte. Default {}.
 	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
 	// Priority 1 (highest) to 4; null or absent: 2.
@@ -90,9 +90,9 @@ type taskRequest struct {
 	// X-Ax-Shard-Count, its own idempotency key, retries and timeline.
 	Shards int `json:"shards,omitempty" example:"1"`
 	// Completion says how an attempt ends; absent or null: {"mode": "response"}.
-	Completion *completionDTO `json:"completion,omitempty"`
+	Completion *completionDTO `json:"completion,omitempty" extensions:"x-nullable"`
 	// SLA; absent or null: none.
-	SLA *slaDTO `json:"sla,omitempty"`
+	SLA *slaDTO `json:"sla,omitempty" extensions:"x-nullable"`
 } // @name TaskRequest
 
 // taskResponse is a task as the API returns it.

@@ -14,8 +14,8 @@ import (
 // delivery fields, its upstream keys and its trigger rule.
 type workflowNodeDTO struct {
 	// Key is unique in the workflow: ^[a-z0-9][a-z0-9._-]{0,63}$.
-	Key        string `json:"key" example:"extract"`
-	EndpointID string `json:"endpoint_id" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e"`
+	Key        string `json:"key" example:"extract" validate:"required"`
+	EndpointID string `json:"endpoint_id" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e" validate:"required"`
 	// Payload is any JSON; the webhook body carries it. Default {}.
 	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
 	// Priority 1 (highest) to 4; default 2.
@@ -37,7 +37,7 @@ type workflowNodeDTO struct {
 
 // workflowRequest is the body of POST /v1/workflows, and the shape a PATCH merges into.
 type workflowRequest struct {
-	Name string `json:"name" example:"billing.daily"`
+	Name string `json:"name" example:"billing.daily" validate:"required"`
 	// Schedule is optional: without one, runs start by trigger.
 	Schedule *scheduleDTO `json:"schedule,omitempty"`
 	// MaxActiveRuns bounds the unfinished runs (1..1000, default 1); a slot beyond it waits, in order.
@@ -48,7 +48,7 @@ type workflowRequest struct {
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
 	SLA *slaDTO `json:"sla,omitempty"`
 	// Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes.
-	Nodes []workflowNodeDTO `json:"nodes"`
+	Nodes []workflowNodeDTO `json:"nodes" validate:"required"`
 } // @name WorkflowRequest
 
 // workflowResponse is a workflow as the API returns it (its current version).
@@ -58,7 +58,7 @@ type workflowResponse struct {
 	State string `json:"state" enums:"active,paused"`
 	// Version moves on with each PATCH of the nodes; runs keep the version they started with.
 	Version   int        `json:"version"`
-	NextRunAt *timestamp `json:"next_run_at" swaggertype:"string" format:"date-time"`
+	NextRunAt *timestamp `json:"next_run_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
 	CreatedAt timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
 	UpdatedAt timestamp  `json:"updated_at" swaggertype:"string" format:"date-time"`
 } // @name Workflow
@@ -94,8 +94,8 @@ type runResponse struct {
 	Trigger      string     `json:"trigger" enums:"schedule,manual,backfill"`
 	State        string     `json:"state" enums:"pending,running,blocked,succeeded,failed,cancelled"`
 	CreatedAt    timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
-	StartedAt    *timestamp `json:"started_at" swaggertype:"string" format:"date-time"`
-	FinishedAt   *timestamp `json:"finished_at" swaggertype:"string" format:"date-time"`
+	StartedAt    *timestamp `json:"started_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
+	FinishedAt   *timestamp `json:"finished_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
 	// SLAMissedAt is when the run was recorded as not succeeded by the workflow's SLA deadline (scheduled_for +
 	// sla.finish_within_ms); absent while it has not missed it.
 	SLAMissedAt *timestamp `json:"sla_missed_at,omitempty" swaggertype:"string" format:"date-time"`

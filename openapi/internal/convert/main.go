@@ -183,14 +183,18 @@ func finish(doc *openapi3.T) error {
 				"(json.RawMessage and other external types need a swaggertype tag); run swag without --quiet to see which", name)
 		}
 	}
+	anyJSON(doc)
 	if doc.Paths == nil {
 		return nil
 	}
+	patchSchemas(doc)
+	closeRequestSchemas(doc)
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
 			if op.RequestBody != nil && op.RequestBody.Value != nil {
 				delete(op.RequestBody.Value.Extensions, "x-originalParamName")
 			}
+			emptyMeansAbsent(op)
 			if op.Security == nil {
 				// Say explicitly that the operation is public.
 				op.Security = &openapi3.SecurityRequirements{}
@@ -198,14 +202,22 @@ func finish(doc *openapi3.T) error {
 			if op.Responses == nil {
 				continue
 			}
-			if len(*op.Security) > 0 && op.Responses.Value("400") == nil {
+			if len(*op.Security) > 0 {
 				// Every authenticated route refuses unknown query
-				// parameters (and NUL characters) with a 400.
-				desc := "Bad Request: an unknown query parameter, or a NUL character in the path or query"
-				op.Responses.Set("400", &openapi3.ResponseRef{Value: &openapi3.Response{
-					Description: &desc,
-					Content:     openapi3.NewContentWithSchemaRef(&openapi3.SchemaRef{Ref: schemaRefPrefix + "Problem", Value: problemSchema(doc)}, []string{problemContentType}),
-				}})
+				// parameters (and NUL characters) with a 400, counts
+				// against the tenant's API rate (429), and answers an
+				// unexpected failure (a change it could not record, say)
+				// with a 500 that changed nothing.
+				addProblem(doc, op, "400", "Bad Request: an unknown query parameter, or a NUL character in the path or query")
+				addProblem(doc, op, "429", "Too Many Requests: the tenant's api_requests_per_second limit is reached")
+				rateLimitHeaders(op.Responses.Value("429").Value)
+				addProblem(doc, op, "500", "Internal Server Error: an unexpected failure; nothing was changed")
+			}
+			if hasHeaderParam(op, "Idempotency-Key") {
+				// The key is refused when malformed (422), reused with
+				// another body or still in progress (409).
+				addProblem(doc, op, "409", "Conflict: the Idempotency-Key was used with another body, or its first request is in progress")
+				addProblem(doc, op, "422", "Unprocessable Entity: the body or the Idempotency-Key is invalid")
 			}
 			for code, r := range op.Responses.Map() {
 				if r.Value == nil || !isError(code) {
@@ -218,6 +230,171 @@ func finish(doc *openapi3.T) error {
 		}
 	}
 	return nil
+}
+
+// refusedWhenEmpty are the query parameters the API refuses with a 400
+// when present but empty (?limit=); every other one treats an empty value
+// as absent (?state= lists every state, ?cursor= is the first page). Keep
+// it in step with the presentButEmpty calls in package api.
+var refusedWhenEmpty = map[string]bool{"limit": true, "count": true}
+
+// queryRanges are the bounds the API enforces on its integer query
+// parameters (pageParams and previewTask in package api): limit is at
+// least 1 (larger than 500 is clamped, not refused), count 1..1000.
+var queryRanges = map[string][2]float64{"limit": {1, 0}, "count": {1, 1000}}
+
+// emptyMeansAbsent sets allowEmptyValue on the query parameters that take
+// an empty value as absent, and the bounds of the integer ones.
+func emptyMeansAbsent(op *openapi3.Operation) {
+	for _, p := range op.Parameters {
+		if p.Value == nil || p.Value.In != openapi3.ParameterInQuery {
+			continue
+		}
+		if !refusedWhenEmpty[p.Value.Name] {
+			p.Value.AllowEmptyValue = true
+		}
+		if r, ok := queryRanges[p.Value.Name]; ok && p.Value.Schema != nil && p.Value.Schema.Value != nil &&
+			p.Value.Schema.Value.Type.Is("integer") {
+			p.Value.Schema.Value.Min = openapi3.Ptr(r[0])
+			if r[1] > 0 {
+				p.Value.Schema.Value.Max = openapi3.Ptr(r[1])
+			}
+		}
+	}
+}
+
+// addProblem declares a problem response for code unless op already has one.
+func addProblem(doc *openapi3.T, op *openapi3.Operation, code, desc string) {
+	if op.Responses.Value(code) != nil {
+		return
+	}
+	op.Responses.Set(code, &openapi3.ResponseRef{Value: &openapi3.Response{
+		Description: &desc,
+		Content:     openapi3.NewContentWithSchemaRef(&openapi3.SchemaRef{Ref: schemaRefPrefix + "Problem", Value: problemSchema(doc)}, []string{problemContentType}),
+	}})
+}
+
+// rateLimitHeaders declares the headers a 429 carries.
+func rateLimitHeaders(r *openapi3.Response) {
+	if r.Headers == nil {
+		r.Headers = openapi3.Headers{}
+	}
+	for name, desc := range map[string]string{
+		"Retry-After":         "seconds to wait before the next request",
+		"RateLimit-Limit":     "the tenant's requests per second",
+		"RateLimit-Remaining": "requests left in the current window",
+		"RateLimit-Reset":     "seconds until the window resets",
+	} {
+		if _, ok := r.Headers[name]; !ok {
+			r.Headers[name] = &openapi3.HeaderRef{Value: &openapi3.Header{Parameter: openapi3.Parameter{
+				Description: desc, Schema: openapi3.NewIntegerSchema().NewRef(),
+			}}}
+		}
+	}
+}
+
+// hasHeaderParam reports whether op takes the header parameter name, and
+// bounds it as the API does (1..255 printable ASCII characters).
+func hasHeaderParam(op *openapi3.Operation, name string) bool {
+	for _, p := range op.Parameters {
+		if p.Value != nil && p.Value.In == openapi3.ParameterInHeader && strings.EqualFold(p.Value.Name, name) {
+			if s := p.Value.Schema; s != nil && s.Value != nil {
+				s.Value.MinLength, s.Value.MaxLength = 1, openapi3.Ptr(uint64(255))
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// anyJSON turns every property whose schema is a bare `type: object` (what
+// swaggertype:"object" makes of a json.RawMessage: a payload, an output,
+// progress, audit changes) into a schema that accepts any JSON value, which
+// is what the API takes and returns there. A bare object would make
+// generators type it as an empty record.
+func anyJSON(doc *openapi3.T) {
+	for _, ref := range doc.Components.Schemas {
+		if ref.Value == nil {
+			continue
+		}
+		for _, p := range ref.Value.Properties {
+			v := p.Value
+			if p.Ref != "" || v == nil || !v.Type.Is("object") || !isEmptyObject(v) {
+				continue
+			}
+			v.Type = nil
+			v.Nullable = true
+		}
+	}
+}
+
+// patchExtension marks a request field that a create takes and a PATCH
+// refuses (an endpoint's secret: rotate-secret changes it).
+const patchExtension = "x-patch-read-only"
+
+// patchSchemas gives every PATCH its own body schema, NamePatch: the
+// create schema (Name) without required fields, since a PATCH body holds
+// only the fields to change, and without the fields tagged
+// x-patch-read-only. Nested schemas (a schedule, a retry policy) are
+// replaced whole by a PATCH, so they keep their required fields.
+func patchSchemas(doc *openapi3.T) {
+	for _, item := range doc.Paths.Map() {
+		op := item.Patch
+		if op == nil || op.RequestBody == nil || op.RequestBody.Value == nil {
+			continue
+		}
+		for _, media := range op.RequestBody.Value.Content {
+			name, ok := strings.CutPrefix(media.Schema.Ref, schemaRefPrefix)
+			if !ok || doc.Components.Schemas[name] == nil {
+				continue
+			}
+			patch := name + "Patch"
+			if doc.Components.Schemas[patch] == nil {
+				v := *doc.Components.Schemas[name].Value
+				v.Required = nil
+				v.Properties = openapi3.Schemas{}
+				for prop, ref := range doc.Components.Schemas[name].Value.Properties {
+					if ref.Value != nil && ref.Value.Extensions[patchExtension] != nil {
+						continue
+					}
+					v.Properties[prop] = ref
+				}
+				v.Description = "The fields to change (a JSON merge of " + name + "): absent fields stay as they are."
+				doc.Components.Schemas[patch] = &openapi3.SchemaRef{Value: &v}
+			}
+			media.Schema = &openapi3.SchemaRef{Ref: schemaRefPrefix + patch, Value: doc.Components.Schemas[patch].Value}
+		}
+	}
+	for _, ref := range doc.Components.Schemas {
+		for _, p := range ref.Value.Properties {
+			if p.Value != nil {
+				delete(p.Value.Extensions, patchExtension)
+			}
+		}
+	}
+}
+
+// closeRequestSchemas sets additionalProperties: false on every object
+// schema a request body uses, directly or nested: the API decodes bodies
+// strictly and refuses an unknown field with a 422 naming its path.
+func closeRequestSchemas(doc *openapi3.T) {
+	used := map[string]bool{}
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			if op.RequestBody != nil && op.RequestBody.Value != nil {
+				for _, m := range op.RequestBody.Value.Content {
+					mark(doc, m.Schema, used)
+				}
+			}
+		}
+	}
+	closed := false
+	for name := range used {
+		v := doc.Components.Schemas[name].Value
+		if v != nil && v.Type.Is("object") && len(v.Properties) > 0 && v.AdditionalProperties.Schema == nil {
+			v.AdditionalProperties = openapi3.AdditionalProperties{Has: &closed}
+		}
+	}
 }
 
 // isEmptyObject reports whether a named schema says nothing at all, which
