@@ -734,6 +734,26 @@ export interface paths {
         patch: operations["patchWorkflow"];
         trace?: never;
     };
+    "/v1/workflows/{id}/backfill": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Backfill or re-run a range of a workflow's slots
+         * @description As a task's backfill, for runs: the slots are the workflow schedule's fire times in [from, to) (calendars, start_at and end_at applied), oldest first; more than 10000 → 422; a workflow without a schedule → 422. Each slot starts one run with trigger backfill and the workflow's current version; a slot re-run gets a new run with round = latest round + 1 (a slot whose latest run is pending, running or blocked is kept). At most max_concurrency of the backfill's runs are unfinished at once, and max_active_runs still applies. The roots' executions have trigger backfill, every execution of a run carries its round (X-Ax-Round). A paused workflow's backfill waits for its resume. dry_run → 200 with the plan. Supports Idempotency-Key.
+         */
+        post: operations["backfillWorkflow"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workflows/{id}/pause": {
         parameters: {
             query?: never;
@@ -817,7 +837,7 @@ export interface components {
     schemas: {
         AuditEntry: {
             /** @enum {string} */
-            action: "create" | "update" | "delete" | "pause" | "resume" | "trigger" | "skip" | "backfill" | "cancel" | "retry" | "rotate_secret" | "set_limits" | "run_node" | "skip_node";
+            action: "create" | "update" | "delete" | "pause" | "resume" | "trigger" | "skip" | "backfill" | "cancel" | "retry" | "rotate_secret" | "set_limits";
             /**
              * Format: date-time
              * @description At is when the change was committed (its transaction's time).
@@ -844,7 +864,7 @@ export interface components {
             next_cursor?: string;
         };
         Backfill: {
-            /** @description Created counts the executions created so far. */
+            /** @description Created counts the executions (a workflow backfill: the runs) created so far. */
             created: number;
             /** Format: date-time */
             created_at: string;
@@ -859,13 +879,16 @@ export interface components {
             rerun: "missing" | "failed" | "all";
             /** @enum {string} */
             state: "running" | "succeeded" | "failed" | "cancelled";
-            /** @description Succeeded and Failed count its executions that ended so (failed: failed, cancelled or skipped). */
+            /** @description Succeeded and Failed count its executions (runs) that ended so (failed: failed, cancelled or skipped). */
             succeeded: number;
-            task_id: string;
+            /** @description TaskID is the task a task backfill runs (absent for a workflow backfill). */
+            task_id?: string;
             /** Format: date-time */
             to: string;
             /** @description Total is the number of slots the backfill runs. */
             total: number;
+            /** @description WorkflowID is the workflow a workflow backfill runs (absent for a task backfill). */
+            workflow_id?: string;
         };
         BackfillList: {
             items: components["schemas"]["Backfill"][];
@@ -1331,6 +1354,8 @@ export interface components {
             inflight_deliveries: number;
             /** @example 12 */
             tasks: number;
+            /** @example 2 */
+            workflows: number;
         };
         Me: {
             /**
@@ -1754,6 +1779,10 @@ export interface components {
             nodes: components["schemas"]["WorkflowNode"][];
             /** @description Schedule is optional: without one, runs start by trigger. */
             schedule?: components["schemas"]["Schedule"];
+            /**
+             * @description SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+             *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
+             */
             sla?: components["schemas"]["SLA"];
             /** @enum {string} */
             state: "active" | "paused";
@@ -1767,6 +1796,12 @@ export interface components {
             next_cursor?: string;
         };
         WorkflowNode: {
+            /**
+             * @description Completion says how an attempt of the node ends, as for a task; absent or null: {"mode": "response"}. In callback
+             *     mode the node's 2xx only accepts the attempt: the nodes downstream wait until its execution is completed
+             *     (POST /v1/executions/{id}/complete), and heartbeat and completion timeouts retry it under its retry policy.
+             */
+            completion?: components["schemas"]["Completion"];
             /** @description DependsOn lists the keys of the node's upstream nodes. */
             depends_on?: string[];
             /** @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e */
@@ -1819,6 +1854,10 @@ export interface components {
             nodes: components["schemas"]["WorkflowNode"][];
             /** @description Schedule is optional: without one, runs start by trigger. */
             schedule?: components["schemas"]["Schedule"];
+            /**
+             * @description SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+             *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
+             */
             sla?: components["schemas"]["SLA"];
         };
         /** @description The fields to change (a JSON merge of WorkflowRequest): absent fields stay as they are. */
@@ -1840,11 +1879,20 @@ export interface components {
             nodes?: components["schemas"]["WorkflowNode"][];
             /** @description Schedule is optional: without one, runs start by trigger. */
             schedule?: components["schemas"]["Schedule"];
+            /**
+             * @description SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+             *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
+             */
             sla?: components["schemas"]["SLA"];
         };
         WorkflowRun: {
             /** Format: date-time */
             created_at: string;
+            /**
+             * @description Events is the run's own timeline, oldest first (absent in lists): sla_missed, with data {"due_at",
+             *     "finish_within_ms", "state", "alert_endpoint_id"?}. A node's events are on its execution.
+             */
+            events?: components["schemas"]["WorkflowRunEvent"][];
             /** Format: date-time */
             finished_at: string | null;
             id: string;
@@ -1853,6 +1901,12 @@ export interface components {
             round: number;
             /** Format: date-time */
             scheduled_for: string;
+            /**
+             * Format: date-time
+             * @description SLAMissedAt is when the run was recorded as not succeeded by the workflow's SLA deadline (scheduled_for +
+             *     sla.finish_within_ms); absent while it has not missed it.
+             */
+            sla_missed_at?: string;
             /** Format: date-time */
             started_at: string | null;
             /** @enum {string} */
@@ -1861,6 +1915,19 @@ export interface components {
             trigger: "schedule" | "manual" | "backfill";
             version: number;
             workflow_id: string;
+        };
+        WorkflowRunEvent: {
+            /** Format: date-time */
+            at: string;
+            data?: {
+                [key: string]: unknown;
+            };
+            message?: string;
+            /**
+             * @example sla_missed
+             * @enum {string}
+             */
+            type: "sla_missed";
         };
         WorkflowRunList: {
             items: components["schemas"]["WorkflowRun"][];
@@ -2376,6 +2443,8 @@ export interface operations {
             query?: {
                 /** @description only this task's */
                 task_id?: string;
+                /** @description only this workflow's */
+                workflow_id?: string;
                 /** @description only in this state */
                 state?: "running" | "succeeded" | "failed" | "cancelled";
                 /** @description page size (default 50, max 500) */
@@ -7080,6 +7149,157 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Workflow"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description The bearer challenge, e.g. `Bearer realm="ax", error="invalid_token"`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests: the tenant's api_requests_per_second limit is reached */
+            429: {
+                headers: {
+                    /** @description the tenant's requests per second */
+                    "RateLimit-Limit"?: number;
+                    /** @description requests left in the current window */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until the window resets */
+                    "RateLimit-Reset"?: number;
+                    /** @description seconds to wait before the next request */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error: an unexpected failure; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description seconds to wait: the database is unreachable */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    backfillWorkflow: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description replays the first response for 24 h */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description workflow id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description the range */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BackfillRequest"];
+            };
+        };
+        responses: {
+            /** @description dry run */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackfillPlan"];
+                };
+            };
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Backfill"];
                 };
             };
             /** @description Bad Request */
