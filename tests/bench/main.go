@@ -289,9 +289,9 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 	case "retention":
 		return retention(ctx, st, o, orInt(n, 1000))
 	case "workflow":
-		return workflowScenario(ctx, st, o, name, orInt(n, 500), fanDAG)
+		return workflowScenario(ctx, st, o, name, orInt(n, 500), fanDAG, 0)
 	case "diamond":
-		return workflowScenario(ctx, st, o, name, orInt(n, 1000), diamondDAG)
+		return workflowScenario(ctx, st, o, name, orInt(n, 1000), diamondDAG, 25)
 	case "callbacks":
 		return callbacks(ctx, st, o, orInt(n, 10_000), 1000)
 	case "noisy":

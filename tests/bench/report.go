@@ -242,7 +242,7 @@ func (rep *report) print(w io.Writer) {
 			load := "-"
 			if r.FiresPerSecond > 0 {
 				load = fmt.Sprintf("%.0f/s", r.FiresPerSecond)
-			} else if r.Scenario == "burst" {
+			} else if r.Scenario == "burst" || r.Scenario == "shards" {
 				load = "1 instant"
 			}
 			p50, p90, p99, mx := "-", "-", "-", "-"
@@ -461,7 +461,8 @@ func numCPU() int { return runtime.NumCPU() }
 // deliveryScenario reports whether a scenario measures webhook deliveries.
 func deliveryScenario(name string) bool {
 	switch name {
-	case "precision", "sustained", "burst", "deployed", "deployed-sustained", "retention", "noisy":
+	case "precision", "sustained", "burst", "deployed", "deployed-sustained", "retention", "noisy", "workflow", "diamond",
+		"shards", "callbacks":
 		return true
 	}
 	return false

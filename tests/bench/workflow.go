@@ -50,7 +50,10 @@ func diamondDAG(ep string) ([]any, map[string][]string) {
 // bound of "upstream final → downstream sent": it also holds the
 // upstream's response and its recording). It counts nodes that arrived
 // twice, early (before an upstream) or never.
-func workflowScenario(ctx context.Context, st *stack, o options, name string, n int, shape dagShape) (*result, error) {
+//
+// rate > 0 triggers the runs at that many per second instead of all at
+// once: the step latency of runs that do not queue behind each other.
+func workflowScenario(ctx context.Context, st *stack, o options, name string, n int, shape dagShape, rate float64) (*result, error) {
 	s, err := open(ctx, st, name, true, false)
 	if err != nil {
 		return nil, err
@@ -85,7 +88,12 @@ func workflowScenario(ctx context.Context, st *stack, o options, name string, n 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for next.Add(1) <= int64(n) && ctx.Err() == nil {
+			for k := next.Add(1); k <= int64(n) && ctx.Err() == nil; k = next.Add(1) {
+				if rate > 0 { // the k-th run starts at its place in the steady rate
+					if err := s.waitUntil(ctx, start.Add(time.Duration(float64(k-1)/rate*float64(time.Second))), "next run"); err != nil {
+						return
+					}
+				}
 				if err := s.ax.call(ctx, http.MethodPost, "/v1/workflows/"+wf.ID+"/trigger", map[string]any{}, nil); err != nil {
 					errs.Add(1)
 					mu.Lock()
