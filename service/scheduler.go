@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/axhq/ax/db"
 )
 
@@ -194,10 +196,23 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 // NextDueIn returns how long until the earliest active task is due (by the
 // database clock); ok is false when nothing is scheduled.
 func (s *Scheduler) NextDueIn(ctx context.Context) (time.Duration, bool, error) {
-	sent := time.Now()
-	due, ok, dbNow, err := db.NextDueIn(ctx, s.pool)
+	// Timed on a held connection: a wait for one (the API may keep the
+	// pool busy) is no part of the round trip the estimate is judged by.
+	var (
+		due            time.Duration
+		ok             bool
+		dbNow          time.Time
+		sent, received time.Time
+	)
+	err := s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+		sent = time.Now()
+		var err error
+		due, ok, dbNow, err = db.NextDueIn(ctx, c)
+		received = time.Now()
+		return err
+	})
 	if err == nil {
-		s.cfg.Clock.Observe(sent, dbNow, time.Now())
+		s.cfg.Clock.Observe(sent, dbNow, received)
 	}
 	return due, ok, err
 }
