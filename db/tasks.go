@@ -102,7 +102,7 @@ func StoredTask(t Task) Task {
 	t.CompletionMode = completionMode(t.CompletionMode)
 	for _, p := range []**time.Time{&t.RunAt, &t.StartAt, &t.EndAt, &t.NextRunAt} {
 		if *p != nil {
-			v := (**p).Truncate(time.Microsecond)
+			v := (*p).Truncate(time.Microsecond)
 			*p = &v
 		}
 	}

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/axhq/ax/db"
 )
 
@@ -198,19 +196,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 func (s *Scheduler) NextDueIn(ctx context.Context) (time.Duration, bool, error) {
 	// Timed on a held connection: a wait for one (the API may keep the
 	// pool busy) is no part of the round trip the estimate is judged by.
-	var (
-		due            time.Duration
-		ok             bool
-		dbNow          time.Time
-		sent, received time.Time
-	)
-	err := s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
-		sent = time.Now()
-		var err error
-		due, ok, dbNow, err = db.NextDueIn(ctx, c)
-		received = time.Now()
-		return err
-	})
+	due, ok, dbNow, sent, received, err := db.NextDueInTimed(ctx, s.pool)
 	if err == nil {
 		s.cfg.Clock.Observe(sent, dbNow, received)
 	}
