@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // DueTask is what the scheduler needs of a claimed task.
@@ -233,6 +234,20 @@ func NextDueIn(ctx context.Context, q Querier) (due time.Duration, ok bool, dbNo
 		return 0, false, dbNow, nil
 	}
 	return time.Duration(*secs * float64(time.Second)), true, dbNow, nil
+}
+
+// NextDueInTimed is NextDueIn on a connection of pool held for the query,
+// with this process's clock just before the query is sent and just after
+// its answer (a wait for a free connection is in neither).
+func NextDueInTimed(ctx context.Context, pool *Pool) (due time.Duration, ok bool, dbNow, sent, received time.Time, err error) {
+	err = pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+		sent = time.Now()
+		var err error
+		due, ok, dbNow, err = NextDueIn(ctx, c)
+		received = time.Now()
+		return err
+	})
+	return due, ok, dbNow, sent, received, err
 }
 
 // inTurn runs fn in a transaction holding advisory lock key, or does

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Task is a row of tasks.
@@ -320,6 +321,21 @@ func Now(ctx context.Context, q Querier) (time.Time, error) {
 	var t time.Time
 	err := q.QueryRow(ctx, `SELECT now()`).Scan(&t)
 	return t, wrap("read the database clock", err)
+}
+
+// NowTimed is Now on a connection of pool held for the query, with this
+// process's clock just before the query is sent and just after its answer
+// (a wait for a free connection is in neither): a reading to estimate the
+// database's clock from.
+func NowTimed(ctx context.Context, pool *Pool) (now, sent, received time.Time, err error) {
+	err = pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+		sent = time.Now()
+		var err error
+		now, err = Now(ctx, c)
+		received = time.Now()
+		return err
+	})
+	return now, sent, received, wrap("read the database clock", err)
 }
 
 // TaskRef names a task.

@@ -194,10 +194,11 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 // NextDueIn returns how long until the earliest active task is due (by the
 // database clock); ok is false when nothing is scheduled.
 func (s *Scheduler) NextDueIn(ctx context.Context) (time.Duration, bool, error) {
-	sent := time.Now()
-	due, ok, dbNow, err := db.NextDueIn(ctx, s.pool)
+	// Timed on a held connection: a wait for one (the API may keep the
+	// pool busy) is no part of the round trip the estimate is judged by.
+	due, ok, dbNow, sent, received, err := db.NextDueInTimed(ctx, s.pool)
 	if err == nil {
-		s.cfg.Clock.Observe(sent, dbNow, time.Now())
+		s.cfg.Clock.Observe(sent, dbNow, received)
 	}
 	return due, ok, err
 }

@@ -567,3 +567,54 @@ func TestCreateReadsTheClockEstimate(t *testing.T) {
 		require.WithinDuration(t, dbNow, task.CreatedAt, time.Second)
 	}
 }
+
+// TestCreateTeachesTheClock: a create that finds no usable estimate reads
+// the database's clock and keeps the reading, so the creates after it
+// (until it is clockSampleMaxAge old) read the estimate, not the database:
+// under load, when the scheduler loop's readings wait for the busy pool
+// and are too slow to answer from, not every create pays a round trip.
+func TestCreateTeachesTheClock(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	// A stale estimate an hour ahead, from a fast round trip 20 s ago.
+	clock := new(service.DBClock)
+	old := time.Now().Add(-20 * time.Second)
+	clock.Observe(old, old.Add(time.Hour), old.Add(time.Millisecond))
+	_, ok := clock.Now(time.Now())
+	require.False(t, ok, "stale")
+	tasks := service.NewTasks(f.pool, service.TasksConfig{Clock: clock})
+	in := func(name string) service.TaskInput {
+		return service.TaskInput{Name: name, EndpointID: f.endpoint,
+			Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 60}}
+	}
+	first, err := tasks.Create(ctx, f.tenant, in("teach-1"))
+	require.NoError(t, err)
+	var dbNow time.Time
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT now()`).Scan(&dbNow))
+	require.WithinDuration(t, dbNow, first.CreatedAt, time.Second, "from the database")
+	require.InDelta(t, 0, clock.Offset().Seconds(), 0.1, "the reading replaced the stale estimate")
+	// (Whether Now answers from it depends on that round trip's time,
+	// which a loaded machine may stretch past clockNowMaxRTT.)
+
+	// The next create reads the estimate: one an hour ahead, put in its
+	// place now, shows it.
+	at := time.Now()
+	clock.Observe(at, at.Add(time.Hour), at.Add(time.Microsecond)) // faster than any real reading: it replaces one
+	second, err := tasks.Create(ctx, f.tenant, in("teach-2"))
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(time.Hour), second.CreatedAt, time.Second, "from the estimate")
+
+	// In a transaction (a create naming calendars) now() is the
+	// transaction's start: no reading is learnt from it.
+	stale := new(service.DBClock)
+	stale.Observe(old, old.Add(time.Hour), old.Add(time.Millisecond))
+	cal, err := service.NewCalendars(f.pool, tasks).Create(ctx, f.tenant, service.CalendarInput{Name: "teach", Dates: []string{"2030-01-01"}})
+	require.NoError(t, err)
+	withCal := in("teach-3")
+	withCal.Schedule.ExcludeCalendars = []string{cal.ID}
+	third, err := service.NewTasks(f.pool, service.TasksConfig{Clock: stale}).Create(ctx, f.tenant, withCal)
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now(), third.CreatedAt, time.Second, "from the database")
+	require.InDelta(t, time.Hour.Seconds(), stale.Offset().Seconds(), 1, "the estimate is not replaced from a transaction")
+}

@@ -289,7 +289,20 @@ func (s *Tasks) now(ctx context.Context) (time.Time, error) {
 	if t, ok := s.cfg.Clock.Now(time.Now()); ok {
 		return t, nil
 	}
-	return db.Now(ctx, db.Using(ctx, s.pool))
+	q := db.Using(ctx, s.pool)
+	if q != s.pool || s.cfg.Clock == nil {
+		// In a transaction now() is its start, not a reading to learn from.
+		return db.Now(ctx, q)
+	}
+	// The reading teaches the estimate (timed on a held connection, so a
+	// wait for one is not taken for a slow round trip): under load, when
+	// the scheduler loop's own readings wait for the busy pool, one create
+	// in clockSampleMaxAge asks, not every one.
+	t, sent, received, err := db.NowTimed(ctx, s.pool)
+	if err == nil {
+		s.cfg.Clock.Observe(sent, t, received)
+	}
+	return t, err
 }
 
 // Get returns one task.

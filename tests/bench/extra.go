@@ -150,6 +150,8 @@ func apiScenario(ctx context.Context, st *stack, o options) (*result, error) {
 	// POST /v1/tasks: one-shot tasks a day away, so they add rows, not fires.
 	far := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
 	var seq atomic.Int64
+	waits := s.sampleWaits(ctx, res)
+	cpu0 := sampleCPU(s.ax.cmd.Process.Pid, s.st)
 	post := load(ctx, "POST /v1/tasks", o.concurrency, o.duration, func(ctx context.Context) error {
 		i := seq.Add(1)
 		return s.ax.call(ctx, http.MethodPost, "/v1/tasks", map[string]any{
@@ -158,6 +160,10 @@ func apiScenario(ctx context.Context, st *stack, o options) (*result, error) {
 			"payload":  map[string]any{"i": i},
 		}, nil)
 	})
+	res.setCPU(cpu0, sampleCPU(s.ax.cmd.Process.Pid, s.st)) // the POST phase's
+	if waits != nil {
+		res.Waits = waits.result(12)
+	}
 	res.API = append(res.API, post)
 	if ctx.Err() != nil {
 		return res, ctx.Err()
