@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/jobs"
 )
 
 func envOf(kv map[string]string) func(string) string {
@@ -173,4 +175,14 @@ func TestTokenSaysWhenItCreatesASecret(t *testing.T) {
 	var banner strings.Builder
 	printBanner(&banner, "http://localhost:8080", cfg, secret)
 	require.Contains(t, banner.String(), "More tokens: AX_DATA_DIR='"+dir+"' go run ./cmd/server token --tenant demo")
+}
+
+// TestIdleConnsPerHost: the keep-alive pool per receiver host has room
+// for every send slot of both lanes, so that a host that both lanes send
+// to reuses its connections instead of opening one per delivery.
+func TestIdleConnsPerHost(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 2*jobs.DeliverWorkersDefault, idleConnsPerHost(config{}))
+	require.Equal(t, 100, idleConnsPerHost(config{DeliverWorkers: 50}))
+	require.Equal(t, 60, idleConnsPerHost(config{DeliverWorkers: 50, BulkWorkers: 10}))
 }

@@ -160,11 +160,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	// Keep a connection per worker alive per receiver host: a busy
-	// endpoint would otherwise pay a new (TLS) connection per delivery.
 	sender := jobs.NewSender(jobs.SenderConfig{
 		AllowPrivateTargets: cfg.AllowPrivateTargets, UserAgent: "ax/" + version(),
-		MaxIdleConnsPerHost: cmp.Or(cfg.DeliverWorkers, jobs.DeliverWorkersDefault),
+		MaxIdleConnsPerHost: idleConnsPerHost(cfg),
 	})
 	defer sender.Close()
 	stats := service.NewStats(d.pool)
@@ -322,4 +320,13 @@ func displayAddr(a net.Addr) string {
 		return fmt.Sprintf("localhost:%d", tcp.Port)
 	}
 	return tcp.String()
+}
+
+// idleConnsPerHost keeps a connection alive per send slot of every lane
+// per receiver host: a busy endpoint would otherwise pay a new (TLS)
+// connection per delivery, and with both lanes sending to one host, a
+// pool sized for one lane closed every connection beyond it after use.
+func idleConnsPerHost(cfg config) int {
+	main := cmp.Or(cfg.DeliverWorkers, jobs.DeliverWorkersDefault)
+	return main + cmp.Or(cfg.BulkWorkers, main)
 }
