@@ -273,7 +273,7 @@ func (rep *report) print(w io.Writer) {
 				fmt.Fprintf(w, ", %s statements/s", fp(r.PGStmtsPerSec))
 			}
 			fmt.Fprintf(w, " (other processes: %s%% of a CPU)\n", fp(r.OtherCPUPercent))
-		case "api":
+		case "api", "callbacks": // callbacks: complete-to-succeeded, as a request's latency
 			fmt.Fprintln(w)
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "request\tconcurrency\trequests\treq/s\tp50 ms\tp99 ms\tmax ms\terrors\t")
@@ -462,7 +462,7 @@ func numCPU() int { return runtime.NumCPU() }
 func deliveryScenario(name string) bool {
 	switch name {
 	case "precision", "sustained", "burst", "deployed", "deployed-sustained", "retention", "noisy", "workflow", "diamond",
-		"shards", "callbacks":
+		"shards":
 		return true
 	}
 	return false
