@@ -76,12 +76,57 @@ func RunScheduler(ctx context.Context, s *service.Scheduler, cfg SchedulerLoopCo
 	}()
 	defer func() { <-listenDone }()
 
+	maintainDone := make(chan struct{})
+	go func() {
+		defer close(maintainDone)
+		maintain(ctx, s, cfg)
+	}()
+	defer func() { <-maintainDone }()
+
 	lookAhead := s.Config().LookAhead
 	cfg.PollCeiling = max(min(cfg.PollCeiling, service.TaskWakeWithin-lookAhead), 100*time.Millisecond)
 	gather := min(cmp.Or(cfg.Gather, GatherDefault), lookAhead/2)
 	backoff := 100 * time.Millisecond
+	for {
+		start := time.Now()
+		res, err := s.Tick(ctx)
+		if cfg.OnTick != nil && err == nil {
+			cfg.OnTick(res, time.Since(start))
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			cfg.Logger.Error("scheduler pass failed", "error", err.Error())
+			if !sleep(ctx, backoff, wake) {
+				return
+			}
+			backoff = min(backoff*2, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if res.More {
+			continue
+		}
+		due, known, err := s.NextDueIn(ctx)
+		if !sleep(ctx, nextWait(due, known && err == nil, cfg.PollCeiling, lookAhead, gather), wake) {
+			return
+		}
+	}
+}
+
+// maintain runs the scheduler's housekeeping until ctx is done:
+// reconciliation every reconcileEvery, the unfinished_executions sweep and
+// the expiry of Idempotency-Keys every sweepEvery (the first of each at
+// start), and ANALYZE of young tables every analyzeEvery. It runs beside
+// the firing loop, never in it: under load each step can take seconds
+// (a reconciliation reads every unfinished execution), and a slot must
+// not be materialised late because housekeeping held the loop.
+func maintain(ctx context.Context, s *service.Scheduler, cfg SchedulerLoopConfig) {
 	reconcileAfter := cmp.Or(cfg.ReconcileAfter, service.ReconcileAfterDefault)
 	var analyzed, swept, reconciled time.Time
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for {
 		if time.Since(reconciled) >= reconcileEvery {
 			reconciled = time.Now()
@@ -89,7 +134,7 @@ func RunScheduler(ctx context.Context, s *service.Scheduler, cfg SchedulerLoopCo
 			switch {
 			case err != nil && ctx.Err() == nil:
 				cfg.Logger.Warn("could not reconcile executions with their jobs", "error", err.Error())
-			case cfg.OnReconcile != nil:
+			case err == nil && cfg.OnReconcile != nil:
 				cfg.OnReconcile(n)
 			}
 		}
@@ -117,29 +162,10 @@ func RunScheduler(ctx context.Context, s *service.Scheduler, cfg SchedulerLoopCo
 				cfg.Logger.Debug("analyzed young tables", "tables", names)
 			}
 		}
-		start := time.Now()
-		res, err := s.Tick(ctx)
-		if cfg.OnTick != nil && err == nil {
-			cfg.OnTick(res, time.Since(start))
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			cfg.Logger.Error("scheduler pass failed", "error", err.Error())
-			if !sleep(ctx, backoff, wake) {
-				return
-			}
-			backoff = min(backoff*2, 5*time.Second)
-			continue
-		}
-		backoff = 100 * time.Millisecond
-		if res.More {
-			continue
-		}
-		due, known, err := s.NextDueIn(ctx)
-		if !sleep(ctx, nextWait(due, known && err == nil, cfg.PollCeiling, lookAhead, gather), wake) {
+		select {
+		case <-ctx.Done():
 			return
+		case <-tick.C:
 		}
 	}
 }

@@ -176,6 +176,37 @@ func TestSchedulerSurvivesInterruptions(t *testing.T) {
 	require.Positive(t, f.count(t, `SELECT count(*) FROM executions`))
 }
 
+// TestSchedulerFiresWhileHousekeepingIsSlow: the loop's housekeeping
+// (reconciliation, sweeps, ANALYZE, key expiry) can take seconds under
+// load; it runs beside the firing loop, so slots are materialised on time
+// even while a step of it hangs. Here the key expiry, the first sweep's
+// last step, blocks until the test ends.
+func TestSchedulerFiresWhileHousekeepingIsSlow(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	f.insertTasks(t, 20, 1, now.Add(2*time.Second), "fire_all")
+	ctx, cancel := context.WithCancel(context.Background())
+	entered := make(chan struct{})
+	enter := sync.OnceFunc(func() { close(entered) })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		jobs.RunScheduler(ctx, f.scheduler(service.SchedulerConfig{}), jobs.SchedulerLoopConfig{
+			ExpireKeys: func(ctx context.Context) (int64, error) {
+				enter()
+				<-ctx.Done() // housekeeping that does not return while the test runs
+				return 0, ctx.Err()
+			},
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	<-entered
+	require.Eventually(t, func() bool {
+		return f.count(t, `SELECT count(*) FROM executions WHERE scheduled_for = $1`, now.Add(2*time.Second)) == 20
+	}, 30*time.Second, 50*time.Millisecond, "the slots were not fired while housekeeping hung")
+}
+
 func TestMisfirePolicies(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

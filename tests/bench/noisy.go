@@ -108,9 +108,11 @@ func noisy(ctx context.Context, st *stack, o options, n int) (*result, error) {
 	got := s.rcv.snapshot()
 	s.ax.stop()
 	s.finish(ctx, res)
+	s.stages(ctx, res, runAt, burstEnd, "bench") // where B's lateness comes from
 
 	// B's slots during A's burst: from the instant to its last delivery.
 	var lateness []time.Duration
+	perSecond := map[int][]time.Duration{} // by whole seconds after the instant
 	au := newAudit(res)
 	seen := map[string]bool{}
 	for _, d := range got {
@@ -120,7 +122,18 @@ func noisy(ctx context.Context, st *stack, o options, n int) (*result, error) {
 		}
 		seen[d.exec] = true
 		lateness = append(lateness, d.at.Sub(sched))
+		sec := int(sched.Sub(runAt) / time.Second)
+		perSecond[sec] = append(perSecond[sec], d.at.Sub(sched))
 	}
+	// B's p99 second by second, where its max passes 100 ms: when the
+	// lateness happens tells which phase of A's burst causes it.
+	var secs []string
+	for sec := range int(burstEnd.Sub(runAt)/time.Second) + 1 {
+		if l := summarize(perSecond[sec]); l != nil && l.Max > 100 && len(secs) < 30 {
+			secs = append(secs, fmt.Sprintf("+%ds %.0f/%.0f", sec, l.P99, l.Max))
+		}
+	}
+	res.Notes = append(res.Notes, "tenant B's p99/max (ms) in the seconds after the instant where its max passed 100 ms: "+strings.Join(secs, ", "))
 	res.Expected = int(burstEnd.Sub(runAt).Seconds()) * noisyBTasks
 	res.Delivered = len(lateness)
 	res.Lateness = summarize(lateness)

@@ -136,9 +136,10 @@ func (s *session) analyze(ctx context.Context, res *result, on bool) {
 	}
 }
 
-// stages adds the latency breakdown of the slots in [from, to).
-func (s *session) stages(ctx context.Context, res *result, from, to time.Time) {
-	st, err := stageStats(ctx, s.dbURL, from, to)
+// stages adds the latency breakdown of the slots in [from, to), of one
+// tenant's executions when tenant is not empty.
+func (s *session) stages(ctx context.Context, res *result, from, to time.Time, tenant string) {
+	st, err := stageStats(ctx, s.dbURL, from, to, tenant)
 	if err != nil {
 		res.Notes = append(res.Notes, "latency breakdown: "+err.Error())
 		return
@@ -285,7 +286,7 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 	}
 	s.ax.stop()
 	s.finish(ctx, res)
-	s.stages(ctx, res, w0, w1)
+	s.stages(ctx, res, w0, w1, "")
 
 	// Expected slots: every k ≥ 0 with w0 ≤ base_i + k·iv < w1.
 	idx := make(map[string]int, n)
@@ -445,7 +446,7 @@ func burst(ctx context.Context, st *stack, o options, name string, n, shards int
 	got := s.rcv.snapshot()
 	s.ax.stop()
 	s.finish(ctx, res)
-	s.stages(ctx, res, runAt, runAt.Add(time.Microsecond))
+	s.stages(ctx, res, runAt, runAt.Add(time.Microsecond), "")
 
 	idx := make(map[string]bool, n)
 	for _, id := range cr.ids {

@@ -671,7 +671,7 @@ type stage struct {
 // carried it (fetched: attempted_at of the last attempt of its deliver or
 // deliver_batch job, the earlier of the two), the worker's start and end
 // (started, finished). Negative values are ahead of the slot.
-func stageStats(ctx context.Context, dbURL string, from, to time.Time) ([]stage, error) {
+func stageStats(ctx context.Context, dbURL string, from, to time.Time, tenant string) ([]stage, error) {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return nil, err
@@ -692,7 +692,7 @@ WITH s AS (
             FROM river_job j, regexp_split_to_table(j.args->>'executions', ' ') m WHERE j.kind = 'deliver_batch'
         ) refs GROUP BY id
     ) j ON j.id = e.id
-    WHERE e.scheduled_for >= $1 AND e.scheduled_for < $2
+    WHERE e.scheduled_for >= $1 AND e.scheduled_for < $2 AND ($3 = '' OR e.tenant_id = $3)
 ), v AS (
     SELECT x.stage, x.ord, extract(epoch FROM x.d) * 1000 AS ms
     FROM s, LATERAL (VALUES ('materialised', 1, s.materialised), ('fetched', 2, s.fetched),
@@ -703,7 +703,7 @@ SELECT stage, count(*),
        percentile_disc(0.5) WITHIN GROUP (ORDER BY ms)::float8,
        percentile_disc(0.99) WITHIN GROUP (ORDER BY ms)::float8,
        max(ms)::float8
-FROM v GROUP BY stage, ord ORDER BY ord`, from, to)
+FROM v GROUP BY stage, ord ORDER BY ord`, from, to, tenant)
 	if err != nil {
 		return nil, err
 	}
