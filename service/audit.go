@@ -119,6 +119,67 @@ func auditFields(v any) map[string]any {
 	return m
 }
 
+// auditCreated is a create's changes: the resource's fields as
+// auditFields has them, without those left at their zero value (null,
+// "", 0, false, an empty list, map or object), which say nothing a reader
+// needs and made a task's record twice its size — the audit row is most
+// of the WAL a create writes.
+func auditCreated(v any) map[string]any {
+	m := auditFields(v)
+	for k, val := range m {
+		if val = pruneZero(val); val == nil {
+			delete(m, k)
+		} else {
+			m[k] = val
+		}
+	}
+	return m
+}
+
+// pruneZero returns v without its zero-valued members, or nil when
+// nothing is left.
+func pruneZero(v any) any {
+	switch x := v.(type) {
+	case nil:
+		return nil
+	case string:
+		if x == "" {
+			return nil
+		}
+	case bool:
+		if !x {
+			return nil
+		}
+	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
+		if reflect.ValueOf(x).IsZero() {
+			return nil
+		}
+	case map[string]any:
+		for k, val := range x {
+			if val = pruneZero(val); val == nil {
+				delete(x, k)
+			} else {
+				x[k] = val
+			}
+		}
+		if len(x) == 0 {
+			return nil
+		}
+	case []any:
+		if len(x) == 0 {
+			return nil
+		}
+		for i, val := range x { // elements keep their places
+			if m, ok := val.(map[string]any); ok {
+				if pruneZero(m) == nil {
+					x[i] = map[string]any{}
+				}
+			}
+		}
+	}
+	return v
+}
+
 // auditDiff returns the fields that differ between before and after
 // (structs of one type) as {"field": {"old": …, "new": …}}, redacted like
 // auditFields. Values are compared before redaction: a changed header

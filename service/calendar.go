@@ -111,7 +111,7 @@ func (s *Calendars) Create(ctx context.Context, tenant string, in CalendarInput)
 			return calendarStoreError(err, in)
 		}
 		out = calendarFromRow(row)
-		return recordAudit(ctx, q, tenant, AuditCreate, ResourceCalendar, out.ID, auditFields(in))
+		return recordAudit(ctx, q, tenant, AuditCreate, ResourceCalendar, out.ID, auditCreated(in))
 	})
 	if err != nil {
 		return Calendar{}, err

@@ -117,7 +117,7 @@ func (s *Endpoints) Create(ctx context.Context, tenant string, in EndpointInput)
 			return storeError(err, "create endpoint")
 		}
 		out = endpointFromRow(row)
-		return recordAudit(ctx, q, tenant, AuditCreate, ResourceEndpoint, out.ID, auditFields(in)) // secret: redacted
+		return recordAudit(ctx, q, tenant, AuditCreate, ResourceEndpoint, out.ID, auditCreated(in)) // secret: redacted
 	})
 	if err != nil {
 		return Endpoint{}, err

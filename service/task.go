@@ -215,7 +215,7 @@ func (s *Tasks) create(ctx context.Context, tenant string, in TaskInput) (Task, 
 	// The audit record goes in the insert's own statement: computed from
 	// the row as the insert stores it, it is what a read gives back.
 	rec, audited, err := auditRecord(ctx, tenant, AuditCreate, ResourceTask, row.ID,
-		auditFields(taskFromRow(db.StoredTask(row)).Input()))
+		auditCreated(taskFromRow(db.StoredTask(row)).Input()))
 	if err != nil {
 		return Task{}, err
 	}

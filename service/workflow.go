@@ -443,7 +443,7 @@ func (s *Workflows) Create(ctx context.Context, tenant string, in WorkflowInput)
 		if err != nil {
 			return err
 		}
-		return recordAudit(ctx, tx, tenant, AuditCreate, ResourceWorkflow, id, auditFields(out.Input()))
+		return recordAudit(ctx, tx, tenant, AuditCreate, ResourceWorkflow, id, auditCreated(out.Input()))
 	})
 	return out, err
 }
