@@ -170,7 +170,8 @@ func TestOnlyErrorsGoReadsDBErrors(t *testing.T) {
 // tenantTables are the tables whose rows belong to a tenant (a tenant_id
 // column).
 var tenantTables = []string{"endpoints", "tasks", "executions", "execution_events", "unfinished_executions", "idempotency_keys", "audit_log",
-	"callback_attempts", "sla_misses", "flow_gates", "flow_permits", "flow_holds", "api_budgets", "workflow_run_events"}
+	"callback_attempts", "sla_misses", "flow_gates", "flow_permits", "flow_holds", "api_budgets", "workflow_run_events",
+	"backfills", "calendars", "workflows", "workflow_versions", "workflow_runs", "workflow_run_nodes"}
 
 // crossTenant lists the functions of db/ whose statements read or write
 // tenant tables across tenants, on purpose. Each says why.
@@ -210,6 +211,9 @@ var crossTenant = map[string]string{
 	// permits (flow_permits_expires_idx; the gates by (tenant_id, gate)).
 	"TenantsWithHolds": "the dispatcher's look for tenants with held deliveries",
 	"SweepPermits":     "maintenance of expired permits",
+	// The backfill pump takes every tenant's running backfills in turn
+	// (each is then pumped by (tenant_id, id)).
+	"RunningBackfills": "the backfill pump's look for running backfills",
 }
 
 // reference matches a table reference: the keyword before it, the table
