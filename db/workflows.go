@@ -123,6 +123,35 @@ func DeleteWorkflow(ctx context.Context, q Querier, tenant, id string) (bool, er
 	return tag.RowsAffected() == 1, nil
 }
 
+// DropUnstartedScheduledRuns deletes a workflow's scheduled runs whose
+// slot is still ahead and none of whose executions has started: the
+// scheduler made them ahead of their slot (its look-ahead), and a pause
+// must not let them fire. Their executions go with them (a deliver job
+// of a missing execution does nothing), so that a resume materialises
+// the slots again. It returns how many runs it deleted.
+func DropUnstartedScheduledRuns(ctx context.Context, q Querier, tenant, workflowID string) (int64, error) {
+	tag, err := q.Exec(ctx, `WITH doomed AS (
+			SELECT r.id FROM workflow_runs r
+			WHERE r.tenant_id = $1 AND r.workflow_id = $2 AND r.trigger = 'schedule'
+			  AND r.scheduled_for > now() AND r.state IN ('pending', 'running')
+			  AND NOT EXISTS (SELECT 1 FROM executions e
+				WHERE e.workflow_run_id = r.id AND e.tenant_id = r.tenant_id
+				  AND (e.state <> 'pending' OR e.first_started_at IS NOT NULL))
+			FOR UPDATE OF r),
+		execs AS (
+			DELETE FROM executions e USING doomed d
+			WHERE e.workflow_run_id = d.id AND e.tenant_id = $1
+			RETURNING e.tenant_id, e.id),
+		unfinished AS (
+			DELETE FROM unfinished_executions u USING execs x
+			WHERE u.tenant_id = x.tenant_id AND u.id = x.id)
+		DELETE FROM workflow_runs r USING doomed d WHERE r.tenant_id = $1 AND r.id = d.id`, tenant, workflowID)
+	if err != nil {
+		return 0, wrap("drop unstarted scheduled runs", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // ClaimDueWorkflows locks up to limit active workflows whose next_run_at
 // is at most lookAhead after now (SKIP LOCKED, as ClaimDueTasks).
 func ClaimDueWorkflows(ctx context.Context, tx pgx.Tx, lookAhead time.Duration, limit int) ([]Workflow, error) {

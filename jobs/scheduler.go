@@ -76,15 +76,19 @@ func RunScheduler(ctx context.Context, s *service.Scheduler, cfg SchedulerLoopCo
 	}()
 	defer func() { <-listenDone }()
 
+	lookAhead := s.Config().LookAhead
+	cfg.PollCeiling = max(min(cfg.PollCeiling, service.TaskWakeWithin-lookAhead), 100*time.Millisecond)
+
+	// maintain gets its own copy: the loop below never writes cfg again,
+	// but the copy keeps the two goroutines from sharing it at all.
+	maintainCfg := cfg
 	maintainDone := make(chan struct{})
 	go func() {
 		defer close(maintainDone)
-		maintain(ctx, s, cfg)
+		maintain(ctx, s, maintainCfg)
 	}()
 	defer func() { <-maintainDone }()
 
-	lookAhead := s.Config().LookAhead
-	cfg.PollCeiling = max(min(cfg.PollCeiling, service.TaskWakeWithin-lookAhead), 100*time.Millisecond)
 	gather := min(cmp.Or(cfg.Gather, GatherDefault), lookAhead/2)
 	backoff := 100 * time.Millisecond
 	for {

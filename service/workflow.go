@@ -643,8 +643,10 @@ func (s *Workflows) Delete(ctx context.Context, tenant, id string) error {
 	})
 }
 
-// Pause stops the workflow's schedule from starting runs (runs in flight
-// go on); Resume starts it again from the next slot after now.
+// Pause stops the workflow's schedule from starting runs: runs in flight
+// go on, and the scheduled runs made ahead of a slot still to come (the
+// scheduler's look-ahead) are dropped before any of their nodes fires.
+// Resume starts the schedule again from the next slot after now.
 func (s *Workflows) Pause(ctx context.Context, tenant, id string) (Workflow, error) {
 	return s.setState(ctx, tenant, id, WorkflowPaused, AuditPause)
 }
@@ -688,11 +690,21 @@ func (s *Workflows) setState(ctx context.Context, tenant, id, state, action stri
 		if err := db.UpdateWorkflow(ctx, tx, row); err != nil {
 			return workflowError(err, row.Name)
 		}
+		changes := map[string]any{"state": state}
+		if state == WorkflowPaused {
+			n, err := db.DropUnstartedScheduledRuns(ctx, tx, tenant, id)
+			if err != nil {
+				return storeError(err, "drop the runs made ahead of their slot")
+			}
+			if n > 0 {
+				changes["dropped_runs"] = n
+			}
+		}
 		out, err = s.get(ctx, tx, tenant, id, false)
 		if err != nil {
 			return err
 		}
-		return recordAudit(ctx, tx, tenant, action, ResourceWorkflow, id, map[string]any{"state": state})
+		return recordAudit(ctx, tx, tenant, action, ResourceWorkflow, id, changes)
 	})
 	return out, err
 }
