@@ -386,13 +386,16 @@ func TestPostgresCrash(t *testing.T) {
 		JobKind, JobState         *string
 		JobAttempt                *int
 		JobFinalizedAt, StartedAt *time.Time
+		JobAttemptedAt            *time.Time
+		JobAttemptedBy            *string
 	}
 	rows, err := pool.Query(ctx, `SELECT e.id::text, e.task_id::text, e.state, t.overlap_policy, e.scheduled_for,
-			e.attempts, e.lease_attempt, e.river_job_id, j.id, j.kind, j.state::text, j.attempt, j.finalized_at, e.started_at
+			e.attempts, e.lease_attempt, e.river_job_id, j.id, j.kind, j.state::text, j.attempt, j.finalized_at, e.started_at,
+			j.attempted_at, array_to_string(j.attempted_by, ',')
 		FROM executions e
 		JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
 		LEFT JOIN LATERAL (
-			SELECT id, kind, state, attempt, finalized_at FROM river_job
+			SELECT id, kind, state, attempt, finalized_at, attempted_at, attempted_by FROM river_job
 			WHERE id = e.river_job_id
 			   OR (e.river_job_id IS NULL AND kind = 'deliver_batch' AND args->>'executions' LIKE '%.' || e.id::text || '.%')
 			ORDER BY id DESC LIMIT 1) j ON true
@@ -423,6 +426,9 @@ func TestPostgresCrash(t *testing.T) {
 			job = fmt.Sprintf("%d %s %s, attempt %d", *s.JobID, *s.JobKind, *s.JobState, *s.JobAttempt)
 			if s.JobFinalizedAt != nil {
 				job += ", finalized " + s.JobFinalizedAt.Format("15:04:05.000")
+			}
+			if s.JobAttemptedAt != nil {
+				job += fmt.Sprintf(", fetched %s by %s", s.JobAttemptedAt.Format("15:04:05.000"), str(s.JobAttemptedBy))
 			}
 		}
 		started := "-"
