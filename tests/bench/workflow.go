@@ -174,7 +174,12 @@ func workflowScenario(ctx context.Context, st *stack, o options, name string, n 
 	if elapsed > 0 {
 		res.DeliveriesPerSecond = float64(len(got)) / elapsed.Seconds()
 	}
-	pass := res.Missing == 0 && res.Duplicates == 0 && res.Early == 0 && res.Lateness != nil && res.Lateness.P99 <= 100
+	// Every node once and never early is the target of both; the step
+	// latency's (p99 ≤ 100 ms) is the diamond's, whose runs are spread so
+	// that none queues behind another: 500 runs started at one instant
+	// queue by design, and their latency is reported, not judged.
+	pass := res.Missing == 0 && res.Duplicates == 0 && res.Early == 0 && res.Lateness != nil &&
+		(name != "diamond" || res.Lateness.P99 <= 100)
 	res.Pass = &pass
 	res.Notes = append(res.Notes, fmt.Sprintf("%d runs × %d nodes in %s; lateness_ms is the step latency",
 		n, len(nodes), elapsed.Round(time.Millisecond)))
