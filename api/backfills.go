@@ -24,8 +24,8 @@ type backfillRequest struct {
 	To string `json:"to" format:"date-time" example:"2026-12-01T00:00:00Z" validate:"required"`
 	// Rerun: missing (slots with no execution; default), failed (also slots whose latest execution failed or was cancelled), all (every finished slot).
 	Rerun string `json:"rerun,omitempty" enums:"missing,failed,all" example:"missing"`
-	// MaxConcurrency bounds the backfill's unfinished executions (1..100, default 4).
-	MaxConcurrency int `json:"max_concurrency,omitempty" example:"4"`
+	// MaxConcurrency bounds the backfill's unfinished executions (1..100; 0 or absent: 4).
+	MaxConcurrency int `json:"max_concurrency,omitempty" example:"4" minimum:"0" maximum:"100"`
 	// DryRun: answer 200 with the plan and create nothing.
 	DryRun bool `json:"dry_run,omitempty"`
 } // @name BackfillRequest

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -182,6 +183,57 @@ func (e CompletionMode) Valid() bool {
 	case CompletionModeCallback:
 		return true
 	case CompletionModeResponse:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CronScheduleDialect.
+const (
+	CronScheduleDialectQuartz   CronScheduleDialect = "quartz"
+	CronScheduleDialectStandard CronScheduleDialect = "standard"
+)
+
+// Valid indicates whether the value is a known member of the CronScheduleDialect enum.
+func (e CronScheduleDialect) Valid() bool {
+	switch e {
+	case CronScheduleDialectQuartz:
+		return true
+	case CronScheduleDialectStandard:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CronScheduleDstPolicy.
+const (
+	CronScheduleDstPolicyOncePerLocalTime CronScheduleDstPolicy = "once_per_local_time"
+	CronScheduleDstPolicyVixie            CronScheduleDstPolicy = "vixie"
+)
+
+// Valid indicates whether the value is a known member of the CronScheduleDstPolicy enum.
+func (e CronScheduleDstPolicy) Valid() bool {
+	switch e {
+	case CronScheduleDstPolicyOncePerLocalTime:
+		return true
+	case CronScheduleDstPolicyVixie:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CronScheduleType.
+const (
+	CronScheduleTypeCron CronScheduleType = "cron"
+)
+
+// Valid indicates whether the value is a known member of the CronScheduleType enum.
+func (e CronScheduleType) Valid() bool {
+	switch e {
+	case CronScheduleTypeCron:
 		return true
 	default:
 		return false
@@ -380,6 +432,36 @@ func (e ExecutionTrigger) Valid() bool {
 	}
 }
 
+// Defines values for IntervalScheduleType.
+const (
+	IntervalScheduleTypeInterval IntervalScheduleType = "interval"
+)
+
+// Valid indicates whether the value is a known member of the IntervalScheduleType enum.
+func (e IntervalScheduleType) Valid() bool {
+	switch e {
+	case IntervalScheduleTypeInterval:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OnceScheduleType.
+const (
+	OnceScheduleTypeOnce OnceScheduleType = "once"
+)
+
+// Valid indicates whether the value is a known member of the OnceScheduleType enum.
+func (e OnceScheduleType) Valid() bool {
+	switch e {
+	case OnceScheduleTypeOnce:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PreviewDstPolicy.
 const (
 	PreviewDstPolicyOncePerLocalTime PreviewDstPolicy = "once_per_local_time"
@@ -410,63 +492,6 @@ func (e PreviewItemDst) Valid() bool {
 	case PreviewItemDstRepeated:
 		return true
 	case PreviewItemDstShifted:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ScheduleDialect.
-const (
-	ScheduleDialectQuartz   ScheduleDialect = "quartz"
-	ScheduleDialectStandard ScheduleDialect = "standard"
-)
-
-// Valid indicates whether the value is a known member of the ScheduleDialect enum.
-func (e ScheduleDialect) Valid() bool {
-	switch e {
-	case ScheduleDialectQuartz:
-		return true
-	case ScheduleDialectStandard:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ScheduleDstPolicy.
-const (
-	ScheduleDstPolicyOncePerLocalTime ScheduleDstPolicy = "once_per_local_time"
-	ScheduleDstPolicyVixie            ScheduleDstPolicy = "vixie"
-)
-
-// Valid indicates whether the value is a known member of the ScheduleDstPolicy enum.
-func (e ScheduleDstPolicy) Valid() bool {
-	switch e {
-	case ScheduleDstPolicyOncePerLocalTime:
-		return true
-	case ScheduleDstPolicyVixie:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ScheduleType.
-const (
-	ScheduleTypeCron     ScheduleType = "cron"
-	ScheduleTypeInterval ScheduleType = "interval"
-	ScheduleTypeOnce     ScheduleType = "once"
-)
-
-// Valid indicates whether the value is a known member of the ScheduleType enum.
-func (e ScheduleType) Valid() bool {
-	switch e {
-	case ScheduleTypeCron:
-		return true
-	case ScheduleTypeInterval:
-		return true
-	case ScheduleTypeOnce:
 		return true
 	default:
 		return false
@@ -920,7 +945,7 @@ type BackfillRequest struct {
 	// Example: 2026-11-01T00:00:00Z
 	From time.Time `json:"from"`
 
-	// MaxConcurrency MaxConcurrency bounds the backfill's unfinished executions (1..100, default 4).
+	// MaxConcurrency MaxConcurrency bounds the backfill's unfinished executions (1..100; 0 or absent: 4).
 	//
 	// Example: 4
 	MaxConcurrency *int `json:"max_concurrency,omitempty"`
@@ -1050,6 +1075,59 @@ type Completion struct {
 // Example: callback
 type CompletionMode string
 
+// CronSchedule A cron schedule.
+type CronSchedule struct {
+	// Cron Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
+	// seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
+	//
+	// Example: 0 2 * * *
+	Cron string `json:"cron"`
+
+	// Dialect Dialect of the cron expression (cron only; default standard): standard is Vixie cron's
+	// (day-of-week 0 and 7 = Sunday), quartz is Quartz's (seconds first, ? in exactly one day field,
+	// day-of-week 1 = Sunday .. 7 = Saturday).
+	//
+	// Example: standard
+	Dialect *CronScheduleDialect `json:"dialect,omitempty"`
+
+	// DstPolicy DSTPolicy (cron only; default vixie): vixie fires a fixed hour once per local time and an hour of * or a step
+	// by elapsed time (both passes of a repeated hour, none for skipped times); once_per_local_time fires every
+	// slot at most once per local time.
+	//
+	// Example: vixie
+	DstPolicy *CronScheduleDstPolicy `json:"dst_policy,omitempty"`
+	EndAt     *time.Time             `json:"end_at,omitempty"`
+
+	// ExcludeCalendars ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
+	ExcludeCalendars *[]string  `json:"exclude_calendars,omitempty"`
+	StartAt          *time.Time `json:"start_at,omitempty"`
+
+	// Timezone Timezone is an IANA zone name; default UTC.
+	//
+	// Example: Asia/Shanghai
+	Timezone *string `json:"timezone,omitempty"`
+
+	// Type Example: cron
+	Type CronScheduleType `json:"type"`
+}
+
+// CronScheduleDialect Dialect of the cron expression (cron only; default standard): standard is Vixie cron's
+// (day-of-week 0 and 7 = Sunday), quartz is Quartz's (seconds first, ? in exactly one day field,
+// day-of-week 1 = Sunday .. 7 = Saturday).
+//
+// Example: standard
+type CronScheduleDialect string
+
+// CronScheduleDstPolicy DSTPolicy (cron only; default vixie): vixie fires a fixed hour once per local time and an hour of * or a step
+// by elapsed time (both passes of a repeated hour, none for skipped times); once_per_local_time fires every
+// slot at most once per local time.
+//
+// Example: vixie
+type CronScheduleDstPolicy string
+
+// CronScheduleType Example: cron
+type CronScheduleType string
+
 // EffectiveLimits defines model for EffectiveLimits.
 type EffectiveLimits struct {
 	// ApiRequestsPerSecond Example: 20
@@ -1161,7 +1239,7 @@ type EndpointRequest struct {
 	// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq=
 	Secret *string `json:"secret,omitempty"`
 
-	// TimeoutMs Timeout of one delivery attempt in milliseconds (100..300000; default 10000).
+	// TimeoutMs Timeout of one delivery attempt in milliseconds (100..300000; 0 or absent: 10000).
 	//
 	// Example: 10000
 	TimeoutMs *int `json:"timeout_ms,omitempty"`
@@ -1210,7 +1288,7 @@ type EndpointRequestPatch struct {
 	// Example: 50
 	RateLimitPerSecond *float32 `json:"rate_limit_per_second,omitempty"`
 
-	// TimeoutMs Timeout of one delivery attempt in milliseconds (100..300000; default 10000).
+	// TimeoutMs Timeout of one delivery attempt in milliseconds (100..300000; 0 or absent: 10000).
 	//
 	// Example: 10000
 	TimeoutMs *int `json:"timeout_ms,omitempty"`
@@ -1440,6 +1518,29 @@ type HeartbeatRequest struct {
 	Progress interface{} `json:"progress,omitempty"`
 }
 
+// IntervalSchedule A interval schedule.
+type IntervalSchedule struct {
+	EndAt *time.Time `json:"end_at,omitempty"`
+
+	// ExcludeCalendars ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
+	ExcludeCalendars *[]string `json:"exclude_calendars,omitempty"`
+
+	// IntervalSeconds Example: 60
+	IntervalSeconds int        `json:"interval_seconds"`
+	StartAt         *time.Time `json:"start_at,omitempty"`
+
+	// Timezone Timezone is an IANA zone name; default UTC.
+	//
+	// Example: Asia/Shanghai
+	Timezone *string `json:"timezone,omitempty"`
+
+	// Type Example: interval
+	Type IntervalScheduleType `json:"type"`
+}
+
+// IntervalScheduleType Example: interval
+type IntervalScheduleType string
+
 // Limits defines model for Limits.
 type Limits struct {
 	Limits EffectiveLimits `json:"limits"`
@@ -1472,6 +1573,27 @@ type Me struct {
 	// Tenant Example: demo
 	Tenant string `json:"tenant"`
 }
+
+// OnceSchedule A once schedule.
+type OnceSchedule struct {
+	EndAt *time.Time `json:"end_at,omitempty"`
+
+	// ExcludeCalendars ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
+	ExcludeCalendars *[]string  `json:"exclude_calendars,omitempty"`
+	RunAt            time.Time  `json:"run_at"`
+	StartAt          *time.Time `json:"start_at,omitempty"`
+
+	// Timezone Timezone is an IANA zone name; default UTC.
+	//
+	// Example: Asia/Shanghai
+	Timezone *string `json:"timezone,omitempty"`
+
+	// Type Example: once
+	Type OnceScheduleType `json:"type"`
+}
+
+// OnceScheduleType Example: once
+type OnceScheduleType string
 
 // Percentiles defines model for Percentiles.
 type Percentiles struct {
@@ -1574,17 +1696,17 @@ type ReplicaList struct {
 
 // RetryPolicy defines model for RetryPolicy.
 type RetryPolicy struct {
-	// InitialBackoffMs InitialBackoffMS default 1000.
+	// InitialBackoffMs InitialBackoffMS 100..604800000; 0 or absent: 1000.
 	//
 	// Example: 1000
 	InitialBackoffMs *int `json:"initial_backoff_ms,omitempty"`
 
-	// MaxAttempts MaxAttempts 1..100; 1 means never retry. Default 5.
+	// MaxAttempts MaxAttempts 1..100; 1 means never retry. 0 or absent: 5.
 	//
 	// Example: 5
 	MaxAttempts *int `json:"max_attempts,omitempty"`
 
-	// MaxBackoffMs MaxBackoffMS default 600000 (and at least initial_backoff_ms).
+	// MaxBackoffMs MaxBackoffMS 100..604800000 and at least initial_backoff_ms; 0 or absent: 600000 (or initial_backoff_ms when larger).
 	//
 	// Example: 600000
 	MaxBackoffMs *int `json:"max_backoff_ms,omitempty"`
@@ -1604,62 +1726,10 @@ type SLA struct {
 	FinishWithinMs int `json:"finish_within_ms"`
 }
 
-// Schedule defines model for Schedule.
+// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
 type Schedule struct {
-	// Cron Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
-	// seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
-	//
-	// Example: 0 2 * * *
-	Cron *string `json:"cron,omitempty"`
-
-	// Dialect Dialect of the cron expression (cron only; default standard): standard is Vixie cron's
-	// (day-of-week 0 and 7 = Sunday), quartz is Quartz's (seconds first, ? in exactly one day field,
-	// day-of-week 1 = Sunday .. 7 = Saturday).
-	//
-	// Example: standard
-	Dialect *ScheduleDialect `json:"dialect,omitempty"`
-
-	// DstPolicy DSTPolicy (cron only; default vixie): vixie fires a fixed hour once per local time and an hour of * or a step
-	// by elapsed time (both passes of a repeated hour, none for skipped times); once_per_local_time fires every
-	// slot at most once per local time.
-	//
-	// Example: vixie
-	DstPolicy *ScheduleDstPolicy `json:"dst_policy,omitempty"`
-	EndAt     *time.Time         `json:"end_at,omitempty"`
-
-	// ExcludeCalendars ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
-	ExcludeCalendars *[]string `json:"exclude_calendars,omitempty"`
-
-	// IntervalSeconds Example: 60
-	IntervalSeconds *int       `json:"interval_seconds,omitempty"`
-	RunAt           *time.Time `json:"run_at,omitempty"`
-	StartAt         *time.Time `json:"start_at,omitempty"`
-
-	// Timezone Timezone is an IANA zone name; default UTC.
-	//
-	// Example: Asia/Shanghai
-	Timezone *string `json:"timezone,omitempty"`
-
-	// Type Example: cron
-	Type ScheduleType `json:"type"`
+	union json.RawMessage
 }
-
-// ScheduleDialect Dialect of the cron expression (cron only; default standard): standard is Vixie cron's
-// (day-of-week 0 and 7 = Sunday), quartz is Quartz's (seconds first, ? in exactly one day field,
-// day-of-week 1 = Sunday .. 7 = Saturday).
-//
-// Example: standard
-type ScheduleDialect string
-
-// ScheduleDstPolicy DSTPolicy (cron only; default vixie): vixie fires a fixed hour once per local time and an hour of * or a step
-// by elapsed time (both passes of a repeated hour, none for skipped times); once_per_local_time fires every
-// slot at most once per local time.
-//
-// Example: vixie
-type ScheduleDstPolicy string
-
-// ScheduleType Example: cron
-type ScheduleType string
 
 // SkipRequest defines model for SkipRequest.
 type SkipRequest struct {
@@ -1723,10 +1793,12 @@ type Task struct {
 	Payload            interface{} `json:"payload"`
 	Priority           int         `json:"priority"`
 	Retry              RetryPolicy `json:"retry"`
-	Schedule           Schedule    `json:"schedule"`
-	Shards             int         `json:"shards"`
-	Sla                *SLA        `json:"sla,omitempty"`
-	State              TaskState   `json:"state"`
+
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+	Schedule Schedule  `json:"schedule"`
+	Shards   int       `json:"shards"`
+	Sla      *SLA      `json:"sla,omitempty"`
+	State    TaskState `json:"state"`
 
 	// TimeoutMs TimeoutMS per attempt; absent: the endpoint's timeout.
 	TimeoutMs *int      `json:"timeout_ms,omitempty"`
@@ -1774,9 +1846,11 @@ type TaskRequest struct {
 	// Example: 2
 	Priority *int         `json:"priority,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
-	Schedule Schedule     `json:"schedule"`
 
-	// Shards Shards fires this many executions per slot (1..1000, default 1), each with X-Ax-Shard-Index and
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+	Schedule Schedule `json:"schedule"`
+
+	// Shards Shards fires this many executions per slot (1..1000; 0 or absent: 1), each with X-Ax-Shard-Index and
 	// X-Ax-Shard-Count, its own idempotency key, retries and timeline.
 	//
 	// Example: 1
@@ -1829,9 +1903,11 @@ type TaskRequestPatch struct {
 	// Example: 2
 	Priority *int         `json:"priority,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
-	Schedule *Schedule    `json:"schedule,omitempty"`
 
-	// Shards Shards fires this many executions per slot (1..1000, default 1), each with X-Ax-Shard-Index and
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+	Schedule *Schedule `json:"schedule,omitempty"`
+
+	// Shards Shards fires this many executions per slot (1..1000; 0 or absent: 1), each with X-Ax-Shard-Index and
 	// X-Ax-Shard-Count, its own idempotency key, retries and timeline.
 	//
 	// Example: 1
@@ -1915,7 +1991,7 @@ type Workflow struct {
 	CreatedAt       time.Time `json:"created_at"`
 	Id              string    `json:"id"`
 
-	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000, default 1); a slot beyond it waits, in order.
+	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
 	//
 	// Example: 1
 	MaxActiveRuns *int `json:"max_active_runs,omitempty"`
@@ -1976,13 +2052,13 @@ type WorkflowNode struct {
 	// Payload Payload is any JSON; the webhook body carries it. Default {}.
 	Payload interface{} `json:"payload,omitempty"`
 
-	// Priority Priority 1 (highest) to 4; default 2.
+	// Priority Priority 1 (highest) to 4; 0 or absent: 2.
 	//
 	// Example: 2
 	Priority *int         `json:"priority,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
 
-	// Shards Shards fires this many executions of the node (1..1000, default 1), with X-Ax-Shard-Index/Count.
+	// Shards Shards fires this many executions of the node (1..1000; 0 or absent: 1), with X-Ax-Shard-Index/Count.
 	//
 	// Example: 1
 	Shards *int `json:"shards,omitempty"`
@@ -2007,7 +2083,7 @@ type WorkflowNodeTriggerRule string
 type WorkflowRequest struct {
 	AlertEndpointId *string `json:"alert_endpoint_id,omitempty"`
 
-	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000, default 1); a slot beyond it waits, in order.
+	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
 	//
 	// Example: 1
 	MaxActiveRuns *int `json:"max_active_runs,omitempty"`
@@ -2036,7 +2112,7 @@ type WorkflowRequestMisfirePolicy string
 type WorkflowRequestPatch struct {
 	AlertEndpointId *string `json:"alert_endpoint_id,omitempty"`
 
-	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000, default 1); a slot beyond it waits, in order.
+	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
 	//
 	// Example: 1
 	MaxActiveRuns *int `json:"max_active_runs,omitempty"`
@@ -2144,7 +2220,7 @@ type WorkflowRunStats struct {
 
 // WorkflowTriggerRequest defines model for WorkflowTriggerRequest.
 type WorkflowTriggerRequest struct {
-	// DedupKey DedupKey: a second trigger with the same key returns the first run.
+	// DedupKey DedupKey (at most 256 bytes; empty: none): a second trigger with the same key returns the first run.
 	DedupKey *string `json:"dedup_key,omitempty"`
 }
 
@@ -2378,6 +2454,143 @@ type BackfillWorkflowJSONRequestBody = BackfillRequest
 
 // TriggerWorkflowJSONRequestBody defines body for TriggerWorkflow for application/json ContentType.
 type TriggerWorkflowJSONRequestBody = WorkflowTriggerRequest
+
+// AsCronSchedule returns the union data inside the Schedule as a CronSchedule
+func (t Schedule) AsCronSchedule() (CronSchedule, error) {
+	var body CronSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCronSchedule overwrites any union data inside the Schedule as the provided CronSchedule
+func (t *Schedule) FromCronSchedule(v CronSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"cron"}`))
+	t.union = b
+	return err
+}
+
+// MergeCronSchedule performs a merge with any union data inside the Schedule, using the provided CronSchedule
+func (t *Schedule) MergeCronSchedule(v CronSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"cron"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsIntervalSchedule returns the union data inside the Schedule as a IntervalSchedule
+func (t Schedule) AsIntervalSchedule() (IntervalSchedule, error) {
+	var body IntervalSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromIntervalSchedule overwrites any union data inside the Schedule as the provided IntervalSchedule
+func (t *Schedule) FromIntervalSchedule(v IntervalSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"interval"}`))
+	t.union = b
+	return err
+}
+
+// MergeIntervalSchedule performs a merge with any union data inside the Schedule, using the provided IntervalSchedule
+func (t *Schedule) MergeIntervalSchedule(v IntervalSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"interval"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOnceSchedule returns the union data inside the Schedule as a OnceSchedule
+func (t Schedule) AsOnceSchedule() (OnceSchedule, error) {
+	var body OnceSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOnceSchedule overwrites any union data inside the Schedule as the provided OnceSchedule
+func (t *Schedule) FromOnceSchedule(v OnceSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"once"}`))
+	t.union = b
+	return err
+}
+
+// MergeOnceSchedule performs a merge with any union data inside the Schedule, using the provided OnceSchedule
+func (t *Schedule) MergeOnceSchedule(v OnceSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"once"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Schedule) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"type"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t Schedule) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "cron":
+		return t.AsCronSchedule()
+	case "interval":
+		return t.AsIntervalSchedule()
+	case "once":
+		return t.AsOnceSchedule()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t Schedule) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Schedule) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error

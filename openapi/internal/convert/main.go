@@ -187,6 +187,12 @@ func finish(doc *openapi3.T) error {
 	if doc.Paths == nil {
 		return nil
 	}
+	if err := collectionBounds(doc); err != nil {
+		return err
+	}
+	if err := scheduleVariants(doc); err != nil {
+		return err
+	}
 	patchSchemas(doc)
 	closeRequestSchemas(doc)
 	for path, item := range doc.Paths.Map() {
@@ -229,6 +235,137 @@ func finish(doc *openapi3.T) error {
 			}
 		}
 	}
+	return nil
+}
+
+// collectionBound is the size the API allows an array (items) or a map
+// (properties) of a request schema.
+type collectionBound struct{ min, max uint64 }
+
+// collectionSizes are the sizes the API enforces on request arrays and
+// maps. swag cannot write them: on an array field its maxLength tag bounds
+// the items' length, not the array's, and it has no tag for maxProperties.
+// Keep them in step with package service (CalendarDatesMax,
+// ExcludeCalendarsMax, WorkflowNodesMax, LabelsMax, headersMax).
+var collectionSizes = map[string]map[string]collectionBound{
+	"CalendarRequest": {"dates": {0, 10_000}},
+	"Schedule":        {"exclude_calendars": {0, 20}},
+	"WorkflowRequest": {"nodes": {1, 200}},
+	"TaskRequest":     {"labels": {0, 32}},
+	"EndpointRequest": {"headers": {0, 32}},
+}
+
+// collectionBounds sets minItems/maxItems (arrays) or maxProperties (maps)
+// from collectionSizes.
+func collectionBounds(doc *openapi3.T) error {
+	for _, schema := range slices.Sorted(maps.Keys(collectionSizes)) {
+		ref := doc.Components.Schemas[schema]
+		if ref == nil || ref.Value == nil {
+			return fmt.Errorf("collectionBounds: no schema %s", schema)
+		}
+		for prop, b := range collectionSizes[schema] {
+			p := ref.Value.Properties[prop]
+			if p == nil || p.Value == nil || p.Ref != "" {
+				return fmt.Errorf("collectionBounds: %s has no inline property %s", schema, prop)
+			}
+			switch {
+			case p.Value.Type.Is("array"):
+				p.Value.MinItems, p.Value.MaxItems = b.min, openapi3.Ptr(b.max)
+			case p.Value.Type.Is("object"):
+				p.Value.MinProps, p.Value.MaxProps = b.min, openapi3.Ptr(b.max)
+			default:
+				return fmt.Errorf("collectionBounds: %s.%s is neither an array nor a map", schema, prop)
+			}
+		}
+	}
+	return nil
+}
+
+// scheduleVariant is one type of schedule: the Schedule properties it
+// takes and the ones it requires (besides type).
+type scheduleVariant struct {
+	name     string
+	props    []string
+	required []string
+}
+
+// scheduleVariants: one Go struct (scheduleDTO) carries the three types of
+// schedule, so swag writes a single object in which cron, interval_seconds
+// and run_at are all optional. The API is stricter (service.ParseSchedule):
+// a cron schedule needs cron, an interval one interval_seconds, a once one
+// run_at, and each refuses the other types' fields (dialect and dst_policy
+// are cron's). Swagger 2.0 has no oneOf, so this step rewrites Schedule as
+// a oneOf of CronSchedule, IntervalSchedule and OnceSchedule with a
+// discriminator on type, each variant taking its properties (descriptions,
+// examples and bounds as swag wrote them from the Go tags) from the
+// original Schedule. Generated clients get a tagged union; the validator
+// refuses {"type":"cron"} and {"type":"interval","cron":"…"} as the server
+// does.
+var scheduleTypes = map[string]scheduleVariant{
+	"cron":     {"CronSchedule", []string{"cron", "dialect", "dst_policy"}, []string{"cron"}},
+	"interval": {"IntervalSchedule", []string{"interval_seconds"}, []string{"interval_seconds"}},
+	"once":     {"OnceSchedule", []string{"run_at"}, []string{"run_at"}},
+}
+
+// scheduleCommon are the Schedule properties every type takes.
+var scheduleCommon = []string{"type", "timezone", "start_at", "end_at", "exclude_calendars"}
+
+func scheduleVariants(doc *openapi3.T) error {
+	ref := doc.Components.Schemas["Schedule"]
+	if ref == nil || ref.Value == nil {
+		return errors.New("scheduleVariants: no Schedule schema")
+	}
+	orig := ref.Value
+	typ := orig.Properties["type"]
+	if typ == nil || typ.Value == nil {
+		return errors.New("scheduleVariants: Schedule has no type")
+	}
+	var types []string
+	for _, e := range typ.Value.Enum {
+		types = append(types, fmt.Sprint(e))
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(types)), slices.Sorted(maps.Keys(scheduleTypes))) {
+		return fmt.Errorf("scheduleVariants: Schedule.type is one of %v; update scheduleTypes", types)
+	}
+	covered := map[string]bool{}
+	disc := &openapi3.Discriminator{PropertyName: "type", Mapping: map[string]openapi3.MappingRef{}}
+	one := openapi3.NewSchema()
+	one.Description = "A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). " +
+		"A field of another type is refused."
+	for _, t := range types {
+		variant := scheduleTypes[t]
+		v := openapi3.NewObjectSchema()
+		v.Description = "A " + t + " schedule."
+		v.Required = append([]string{"type"}, variant.required...)
+		for _, p := range append(slices.Clone(scheduleCommon), variant.props...) {
+			prop := orig.Properties[p]
+			if prop == nil {
+				return fmt.Errorf("scheduleVariants: Schedule has no property %s", p)
+			}
+			covered[p] = true
+			if p == "type" {
+				tv := *prop.Value
+				tv.Enum, tv.Example = []any{t}, t
+				prop = &openapi3.SchemaRef{Value: &tv}
+			}
+			if p == "cron" {
+				cv := *prop.Value
+				cv.MinLength = 1 // blank is the same as absent
+				prop = &openapi3.SchemaRef{Value: &cv}
+			}
+			v.Properties[p] = prop
+		}
+		doc.Components.Schemas[variant.name] = &openapi3.SchemaRef{Value: v}
+		disc.Mapping[t] = openapi3.MappingRef{Ref: schemaRefPrefix + variant.name, Value: v}
+		one.OneOf = append(one.OneOf, &openapi3.SchemaRef{Ref: schemaRefPrefix + variant.name, Value: v})
+	}
+	for p := range orig.Properties {
+		if !covered[p] {
+			return fmt.Errorf("scheduleVariants: Schedule.%s belongs to no type; update scheduleTypes", p)
+		}
+	}
+	one.Discriminator = disc
+	ref.Value = one
 	return nil
 }
 
