@@ -12,8 +12,8 @@ import (
 
 // skipRequest is the body of POST /v1/tasks/{id}/skip.
 type skipRequest struct {
-	// ScheduledFor is the future slot not to fire, RFC 3339.
-	ScheduledFor string `json:"scheduled_for" format:"date-time" example:"2027-01-01T02:00:00Z" validate:"required"`
+	// ScheduledFor is the future slot not to fire, RFC 3339 (the example is a slot of TaskRequest's: 02:00 in Shanghai).
+	ScheduledFor string `json:"scheduled_for" format:"date-time" example:"2099-12-31T18:00:00Z" validate:"required"`
 } // @name SkipRequest
 
 // backfillRequest is the body of POST /v1/tasks/{id}/backfill.

@@ -25,7 +25,7 @@ type endpointRequest struct {
 	// Enabled defaults to true. Set it to true to re-enable an endpoint ax disabled.
 	Enabled *bool `json:"enabled,omitempty"`
 	// Secret is the signing secret: whsec_ + base64 of 24..64 bytes. Generated when omitted.
-	Secret string `json:"secret,omitempty" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq=" extensions:"x-patch-read-only"`
+	Secret string `json:"secret,omitempty" example:"whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=" extensions:"x-patch-read-only"`
 	// Format of the alerts sent to this endpoint when a task names it as alert_endpoint_id: ax (signed JSON, the
 	// default) or slack (a Slack incoming-webhook body: one readable line with a link to the execution).
 	// Webhook deliveries of tasks are not affected.
@@ -66,7 +66,7 @@ type endpointResponse struct {
 type endpointWithSecret struct {
 	endpointResponse
 	// Secret signs the webhooks: whsec_ + base64. Shown only here; store it now.
-	Secret string `json:"secret" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq="`
+	Secret string `json:"secret" example:"whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0="`
 } // @name EndpointWithSecret
 
 // endpointList is a page of endpoints.

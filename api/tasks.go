@@ -174,9 +174,8 @@ func (r taskRequest) input() (service.TaskInput, error) {
 		ve.Add("shards", "must be 1 to 1000")
 	}
 	if c := r.Completion; c != nil {
-		if c.TimeoutMS < 0 || c.HeartbeatTimeoutMS < 0 {
-			ve.Add("completion", "timeouts must be positive")
-		}
+		negative(&ve, "completion.timeout_ms", c.TimeoutMS)
+		negative(&ve, "completion.heartbeat_timeout_ms", c.HeartbeatTimeoutMS)
 		in.Completion = service.Completion{Mode: c.Mode, Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
 			HeartbeatTimeout: time.Duration(c.HeartbeatTimeoutMS) * time.Millisecond}
 	}
@@ -209,6 +208,14 @@ func (r taskRequest) input() (service.TaskInput, error) {
 		in.Priority = *r.Priority
 	}
 	return in, ve.Err()
+}
+
+// negative refuses a negative value of field, naming the field (the
+// service reads 0 as its default and checks the rest of the range).
+func negative(ve *service.ValidationError, field string, v int64) {
+	if v < 0 {
+		ve.Add(field, "must not be negative")
+	}
 }
 
 func parseTime(ve *service.ValidationError, field string, s *string) *time.Time {

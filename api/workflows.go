@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -148,28 +149,30 @@ func (r workflowRequest) input() (service.WorkflowInput, error) {
 	if r.MaxActiveRuns < 0 {
 		ve.Add("max_active_runs", "must be 1 to 1000")
 	}
-	for _, n := range r.Nodes {
+	for i, n := range r.Nodes {
+		f := fmt.Sprintf("nodes[%d].", i)
 		node := service.WorkflowNodeInput{Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority,
 			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
 			Retry: service.RetryPolicy{MaxAttempts: n.Retry.MaxAttempts,
 				InitialBackoff: time.Duration(n.Retry.InitialBackoffMS) * time.Millisecond,
 				MaxBackoff:     time.Duration(n.Retry.MaxBackoffMS) * time.Millisecond}}
 		if c := n.Completion; c != nil {
-			if c.TimeoutMS < 0 || c.HeartbeatTimeoutMS < 0 {
-				ve.Add("nodes.completion", "timeouts must be positive")
-			}
+			negative(&ve, f+"completion.timeout_ms", c.TimeoutMS)
+			negative(&ve, f+"completion.heartbeat_timeout_ms", c.HeartbeatTimeoutMS)
 			node.Completion = service.Completion{Mode: c.Mode, Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
 				HeartbeatTimeout: time.Duration(c.HeartbeatTimeoutMS) * time.Millisecond}
 		}
 		if n.TimeoutMS != nil {
 			if *n.TimeoutMS <= 0 {
-				ve.Add("nodes.timeout_ms", "must be between 100 and 300000")
+				ve.Add(f+"timeout_ms", "must be between 100 and 300000")
 			}
 			node.Timeout = time.Duration(*n.TimeoutMS) * time.Millisecond
 		}
-		if n.Priority < 0 || n.Shards < 0 || n.Retry.MaxAttempts < 0 || n.Retry.InitialBackoffMS < 0 || n.Retry.MaxBackoffMS < 0 {
-			ve.Add("nodes", "priority, shards and retry values must be positive")
-		}
+		negative(&ve, f+"priority", int64(n.Priority))
+		negative(&ve, f+"shards", int64(n.Shards))
+		negative(&ve, f+"retry.max_attempts", int64(n.Retry.MaxAttempts))
+		negative(&ve, f+"retry.initial_backoff_ms", n.Retry.InitialBackoffMS)
+		negative(&ve, f+"retry.max_backoff_ms", n.Retry.MaxBackoffMS)
 		in.Nodes = append(in.Nodes, node)
 	}
 	return in, ve.Err()

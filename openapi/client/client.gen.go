@@ -432,6 +432,36 @@ func (e ExecutionTrigger) Valid() bool {
 	}
 }
 
+// Defines values for IntervalScheduleDialect.
+const (
+	IntervalScheduleDialectStandard IntervalScheduleDialect = "standard"
+)
+
+// Valid indicates whether the value is a known member of the IntervalScheduleDialect enum.
+func (e IntervalScheduleDialect) Valid() bool {
+	switch e {
+	case IntervalScheduleDialectStandard:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IntervalScheduleDstPolicy.
+const (
+	IntervalScheduleDstPolicyVixie IntervalScheduleDstPolicy = "vixie"
+)
+
+// Valid indicates whether the value is a known member of the IntervalScheduleDstPolicy enum.
+func (e IntervalScheduleDstPolicy) Valid() bool {
+	switch e {
+	case IntervalScheduleDstPolicyVixie:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for IntervalScheduleType.
 const (
 	IntervalScheduleTypeInterval IntervalScheduleType = "interval"
@@ -441,6 +471,36 @@ const (
 func (e IntervalScheduleType) Valid() bool {
 	switch e {
 	case IntervalScheduleTypeInterval:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OnceScheduleDialect.
+const (
+	OnceScheduleDialectStandard OnceScheduleDialect = "standard"
+)
+
+// Valid indicates whether the value is a known member of the OnceScheduleDialect enum.
+func (e OnceScheduleDialect) Valid() bool {
+	switch e {
+	case OnceScheduleDialectStandard:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OnceScheduleDstPolicy.
+const (
+	OnceScheduleDstPolicyVixie OnceScheduleDstPolicy = "vixie"
+)
+
+// Valid indicates whether the value is a known member of the OnceScheduleDstPolicy enum.
+func (e OnceScheduleDstPolicy) Valid() bool {
+	switch e {
+	case OnceScheduleDstPolicyVixie:
 		return true
 	default:
 		return false
@@ -1236,7 +1296,7 @@ type EndpointRequest struct {
 
 	// Secret Secret is the signing secret: whsec_ + base64 of 24..64 bytes. Generated when omitted.
 	//
-	// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq=
+	// Example: whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=
 	Secret *string `json:"secret,omitempty"`
 
 	// TimeoutMs Timeout of one delivery attempt in milliseconds (100..300000; 0 or absent: 10000).
@@ -1356,7 +1416,7 @@ type EndpointWithSecret struct {
 
 	// Secret Secret signs the webhooks: whsec_ + base64. Shown only here; store it now.
 	//
-	// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq=
+	// Example: whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=
 	Secret string `json:"secret"`
 
 	// TimeoutMs Example: 10000
@@ -1520,7 +1580,16 @@ type HeartbeatRequest struct {
 
 // IntervalSchedule A interval schedule.
 type IntervalSchedule struct {
-	EndAt *time.Time `json:"end_at,omitempty"`
+	// Dialect Only standard, the default, is accepted: dialect applies to cron schedules.
+	//
+	// Example: standard
+	Dialect *IntervalScheduleDialect `json:"dialect,omitempty"`
+
+	// DstPolicy Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+	//
+	// Example: vixie
+	DstPolicy *IntervalScheduleDstPolicy `json:"dst_policy,omitempty"`
+	EndAt     *time.Time                 `json:"end_at,omitempty"`
 
 	// ExcludeCalendars ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
 	ExcludeCalendars *[]string `json:"exclude_calendars,omitempty"`
@@ -1537,6 +1606,16 @@ type IntervalSchedule struct {
 	// Type Example: interval
 	Type IntervalScheduleType `json:"type"`
 }
+
+// IntervalScheduleDialect Only standard, the default, is accepted: dialect applies to cron schedules.
+//
+// Example: standard
+type IntervalScheduleDialect string
+
+// IntervalScheduleDstPolicy Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+//
+// Example: vixie
+type IntervalScheduleDstPolicy string
 
 // IntervalScheduleType Example: interval
 type IntervalScheduleType string
@@ -1576,7 +1655,16 @@ type Me struct {
 
 // OnceSchedule A once schedule.
 type OnceSchedule struct {
-	EndAt *time.Time `json:"end_at,omitempty"`
+	// Dialect Only standard, the default, is accepted: dialect applies to cron schedules.
+	//
+	// Example: standard
+	Dialect *OnceScheduleDialect `json:"dialect,omitempty"`
+
+	// DstPolicy Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+	//
+	// Example: vixie
+	DstPolicy *OnceScheduleDstPolicy `json:"dst_policy,omitempty"`
+	EndAt     *time.Time             `json:"end_at,omitempty"`
 
 	// ExcludeCalendars ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
 	ExcludeCalendars *[]string  `json:"exclude_calendars,omitempty"`
@@ -1591,6 +1679,16 @@ type OnceSchedule struct {
 	// Type Example: once
 	Type OnceScheduleType `json:"type"`
 }
+
+// OnceScheduleDialect Only standard, the default, is accepted: dialect applies to cron schedules.
+//
+// Example: standard
+type OnceScheduleDialect string
+
+// OnceScheduleDstPolicy Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+//
+// Example: vixie
+type OnceScheduleDstPolicy string
 
 // OnceScheduleType Example: once
 type OnceScheduleType string
@@ -1733,9 +1831,9 @@ type Schedule struct {
 
 // SkipRequest defines model for SkipRequest.
 type SkipRequest struct {
-	// ScheduledFor ScheduledFor is the future slot not to fire, RFC 3339.
+	// ScheduledFor ScheduledFor is the future slot not to fire, RFC 3339 (the example is a slot of TaskRequest's: 02:00 in Shanghai).
 	//
-	// Example: 2027-01-01T02:00:00Z
+	// Example: 2099-12-31T18:00:00Z
 	ScheduledFor time.Time `json:"scheduled_for"`
 }
 
@@ -1938,12 +2036,12 @@ type TaskStats struct {
 
 // TenantLimits defines model for TenantLimits.
 type TenantLimits struct {
-	// ApiRequestsPerSecond APIRequestsPerSecond: the tenant's API requests per second (429 past it).
+	// ApiRequestsPerSecond APIRequestsPerSecond: the tenant's API requests per second (429 past it; above 0, at most 1000000).
 	//
 	// Example: 20
 	ApiRequestsPerSecond *float32 `json:"api_requests_per_second,omitempty"`
 
-	// MaxDeliveriesPerSecond MaxDeliveriesPerSecond: the tenant's webhooks started per second, across all replicas.
+	// MaxDeliveriesPerSecond MaxDeliveriesPerSecond: the tenant's webhooks started per second, across all replicas (above 0, at most 1000000).
 	//
 	// Example: 100
 	MaxDeliveriesPerSecond *float32 `json:"max_deliveries_per_second,omitempty"`

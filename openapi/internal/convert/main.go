@@ -190,6 +190,9 @@ func finish(doc *openapi3.T) error {
 	if err := collectionBounds(doc); err != nil {
 		return err
 	}
+	if err := exclusiveMins(doc); err != nil {
+		return err
+	}
 	if err := scheduleVariants(doc); err != nil {
 		return err
 	}
@@ -281,12 +284,40 @@ func collectionBounds(doc *openapi3.T) error {
 	return nil
 }
 
+// exclusiveMinimums are the request properties whose minimum the API
+// refuses itself (a rate of 0 is no rate); swag has no tag for
+// exclusiveMinimum. Keep them in step with service.Limits.Set.
+var exclusiveMinimums = map[string][]string{
+	"TenantLimits": {"max_deliveries_per_second", "api_requests_per_second"},
+}
+
+// exclusiveMins sets exclusiveMinimum from exclusiveMinimums.
+func exclusiveMins(doc *openapi3.T) error {
+	for schema, props := range exclusiveMinimums {
+		ref := doc.Components.Schemas[schema]
+		if ref == nil || ref.Value == nil {
+			return fmt.Errorf("exclusiveMins: no schema %s", schema)
+		}
+		for _, prop := range props {
+			p := ref.Value.Properties[prop]
+			if p == nil || p.Value == nil || p.Value.Min == nil {
+				return fmt.Errorf("exclusiveMins: %s.%s has no minimum", schema, prop)
+			}
+			p.Value.ExclusiveMin = openapi3.ExclusiveBound{Bool: openapi3.Ptr(true)}
+		}
+	}
+	return nil
+}
+
 // scheduleVariant is one type of schedule: the Schedule properties it
-// takes and the ones it requires (besides type).
+// takes, the ones it requires (besides type), and the ones it accepts only
+// with their default, the first value of their enum (service.checkChoice:
+// dialect "standard" and dst_policy "vixie" are accepted on any type).
 type scheduleVariant struct {
-	name     string
-	props    []string
-	required []string
+	name         string
+	props        []string
+	required     []string
+	defaultsOnly []string
 }
 
 // scheduleVariants: one Go struct (scheduleDTO) carries the three types of
@@ -302,9 +333,9 @@ type scheduleVariant struct {
 // refuses {"type":"cron"} and {"type":"interval","cron":"…"} as the server
 // does.
 var scheduleTypes = map[string]scheduleVariant{
-	"cron":     {"CronSchedule", []string{"cron", "dialect", "dst_policy"}, []string{"cron"}},
-	"interval": {"IntervalSchedule", []string{"interval_seconds"}, []string{"interval_seconds"}},
-	"once":     {"OnceSchedule", []string{"run_at"}, []string{"run_at"}},
+	"cron":     {"CronSchedule", []string{"cron", "dialect", "dst_policy"}, []string{"cron"}, nil},
+	"interval": {"IntervalSchedule", []string{"interval_seconds"}, []string{"interval_seconds"}, []string{"dialect", "dst_policy"}},
+	"once":     {"OnceSchedule", []string{"run_at"}, []string{"run_at"}, []string{"dialect", "dst_policy"}},
 }
 
 // scheduleCommon are the Schedule properties every type takes.
@@ -354,6 +385,16 @@ func scheduleVariants(doc *openapi3.T) error {
 				prop = &openapi3.SchemaRef{Value: &cv}
 			}
 			v.Properties[p] = prop
+		}
+		for _, p := range variant.defaultsOnly {
+			prop := orig.Properties[p]
+			if prop == nil || prop.Value == nil || len(prop.Value.Enum) == 0 {
+				return fmt.Errorf("scheduleVariants: Schedule.%s is not an enum", p)
+			}
+			dv := *prop.Value
+			dv.Enum, dv.Example = dv.Enum[:1], dv.Enum[0]
+			dv.Description = fmt.Sprintf("Only %v, the default, is accepted: %s applies to cron schedules.", dv.Enum[0], p)
+			v.Properties[p] = &openapi3.SchemaRef{Value: &dv}
 		}
 		doc.Components.Schemas[variant.name] = &openapi3.SchemaRef{Value: v}
 		disc.Mapping[t] = openapi3.MappingRef{Ref: schemaRefPrefix + variant.name, Value: v}

@@ -1156,7 +1156,7 @@ export interface components {
             rate_limit_per_second?: number | null;
             /**
              * @description Secret is the signing secret: whsec_ + base64 of 24..64 bytes. Generated when omitted.
-             * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq=
+             * @example whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=
              */
             secret?: string;
             /**
@@ -1255,7 +1255,7 @@ export interface components {
             rate_limit_per_second: number | null;
             /**
              * @description Secret signs the webhooks: whsec_ + base64. Shown only here; store it now.
-             * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq=
+             * @example whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=
              */
             secret: string;
             /** @example 10000 */
@@ -1386,6 +1386,18 @@ export interface components {
         };
         /** @description A interval schedule. */
         IntervalSchedule: {
+            /**
+             * @description Only standard, the default, is accepted: dialect applies to cron schedules.
+             * @example standard
+             * @enum {string}
+             */
+            dialect?: "standard";
+            /**
+             * @description Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+             * @example vixie
+             * @enum {string}
+             */
+            dst_policy?: "vixie";
             /** Format: date-time */
             end_at?: string;
             /** @description ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20). */
@@ -1434,6 +1446,18 @@ export interface components {
         };
         /** @description A once schedule. */
         OnceSchedule: {
+            /**
+             * @description Only standard, the default, is accepted: dialect applies to cron schedules.
+             * @example standard
+             * @enum {string}
+             */
+            dialect?: "standard";
+            /**
+             * @description Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+             * @example vixie
+             * @enum {string}
+             */
+            dst_policy?: "vixie";
             /** Format: date-time */
             end_at?: string;
             /** @description ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20). */
@@ -1577,8 +1601,8 @@ export interface components {
         SkipRequest: {
             /**
              * Format: date-time
-             * @description ScheduledFor is the future slot not to fire, RFC 3339.
-             * @example 2027-01-01T02:00:00Z
+             * @description ScheduledFor is the future slot not to fire, RFC 3339 (the example is a slot of TaskRequest's: 02:00 in Shanghai).
+             * @example 2099-12-31T18:00:00Z
              */
             scheduled_for: string;
         };
@@ -1756,12 +1780,12 @@ export interface components {
         };
         TenantLimits: {
             /**
-             * @description APIRequestsPerSecond: the tenant's API requests per second (429 past it).
+             * @description APIRequestsPerSecond: the tenant's API requests per second (429 past it; above 0, at most 1000000).
              * @example 20
              */
             api_requests_per_second?: number | null;
             /**
-             * @description MaxDeliveriesPerSecond: the tenant's webhooks started per second, across all replicas.
+             * @description MaxDeliveriesPerSecond: the tenant's webhooks started per second, across all replicas (above 0, at most 1000000).
              * @example 100
              */
             max_deliveries_per_second?: number | null;
