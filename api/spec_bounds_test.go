@@ -205,6 +205,7 @@ type exampleWorld struct {
 }
 
 func newExampleWorld(t *testing.T, a *testAPI, doc *openapi3.T, tenant string) *exampleWorld {
+	t.Helper()
 	w := &exampleWorld{t: t, a: a, doc: doc, tenant: tenant, tok: token(t, tenant, api.AllScopes()...),
 		ids: map[string]string{}, seen: map[string]bool{}, cache: map[string]string{}}
 	w.ids["endpoint_id"] = w.a.createEndpoint(w.tok, "prerequisite")
@@ -500,6 +501,7 @@ func getPath(body any, path []string) any {
 }
 
 func deepCopy(t *testing.T, v map[string]any) map[string]any {
+	t.Helper()
 	enc, err := json.Marshal(v)
 	require.NoError(t, err)
 	var out map[string]any
