@@ -453,6 +453,10 @@ func specBounds(s *openapi3.SchemaRef, body any, path []string, out *[]specBound
 	if arr, ok := body.([]any); ok && len(arr) > 0 {
 		specBounds(v.Items, arr[0], append(slices.Clone(path), "0"), out)
 	}
+	if ap := v.AdditionalProperties.Schema; ap != nil {
+		// A map's values: under a key that is a valid label and header name.
+		specBounds(ap, nil, append(slices.Clone(path), "x-bound"), out)
+	}
 }
 
 // setPath sets the value at path in body (objects on the way are made).
@@ -523,8 +527,14 @@ func (w *exampleWorld) boundValue(b specBound, base map[string]any, n int) (any,
 				return strings.Repeat("a", n), n == 0
 			}
 			return prefix + strings.Repeat("a", n-len(prefix)), true
-		case "cron":
-			return "", n == 0
+		case "cron": // the server measures the expression before it trims it
+			const cron = "0 2 * * *"
+			if n < len(cron) {
+				return "", n == 0
+			}
+			return cron + strings.Repeat(" ", n-len(cron)), true
+		case "timezone":
+			return strings.Repeat("a", n), false // no zone name is that long
 		}
 		return strings.Repeat("a", n), true
 	case "minItems", "maxItems":

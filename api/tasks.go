@@ -17,9 +17,9 @@ type scheduleDTO struct {
 	Type string `json:"type" enums:"cron,interval,once" example:"cron" validate:"required"`
 	// Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
 	// seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
-	Cron string `json:"cron,omitempty" example:"0 2 * * *"`
+	Cron string `json:"cron,omitempty" example:"0 2 * * *" maxLength:"256"`
 	// Timezone is an IANA zone name; default UTC.
-	Timezone        string  `json:"timezone,omitempty" example:"Asia/Shanghai"`
+	Timezone        string  `json:"timezone,omitempty" example:"Asia/Shanghai" maxLength:"64"`
 	IntervalSeconds int64   `json:"interval_seconds,omitempty" example:"60" minimum:"1" maximum:"31622400"`
 	RunAt           *string `json:"run_at,omitempty" format:"date-time"`
 	StartAt         *string `json:"start_at,omitempty" format:"date-time"`

@@ -14,6 +14,14 @@
 //     --requiredByDefault (-required). A request schema cannot be read that
 //     way (PATCH bodies reuse create DTOs), so it keeps only the fields
 //     marked `validate:"required"`, as swag wrote them in -in.
+//   - Schedule, one Go struct for three types of schedule, becomes a oneOf
+//     of CronSchedule, IntervalSchedule and OnceSchedule with a
+//     discriminator on type (scheduleVariants).
+//   - The bounds swag has no tag for: array sizes (its maxLength tag on an
+//     array field bounds the items), map sizes and map value lengths
+//     (collectionBounds), exclusiveMinimum (exclusiveMins). Numeric and
+//     string bounds come from the Go tags (minimum, maximum, minLength,
+//     maxLength) through swag.
 //
 // It fails on a schema swag left empty (a field type it could not resolve),
 // validates the result, and writes it with sorted keys and two-space
@@ -258,6 +266,14 @@ var collectionSizes = map[string]map[string]collectionBound{
 	"EndpointRequest": {"headers": {0, 32}},
 }
 
+// mapValueLengths are the longest values the API takes in request maps
+// (labelValueMax and headerValueMax in package service); swag writes a
+// map's value schema without its field's tags.
+var mapValueLengths = map[string]map[string]uint64{
+	"TaskRequest":     {"labels": 256},
+	"EndpointRequest": {"headers": 1024},
+}
+
 // collectionBounds sets minItems/maxItems (arrays) or maxProperties (maps)
 // from collectionSizes.
 func collectionBounds(doc *openapi3.T) error {
@@ -276,6 +292,13 @@ func collectionBounds(doc *openapi3.T) error {
 				p.Value.MinItems, p.Value.MaxItems = b.min, openapi3.Ptr(b.max)
 			case p.Value.Type.Is("object"):
 				p.Value.MinProps, p.Value.MaxProps = b.min, openapi3.Ptr(b.max)
+				if n, ok := mapValueLengths[schema][prop]; ok {
+					vs := p.Value.AdditionalProperties.Schema
+					if vs == nil || vs.Value == nil || !vs.Value.Type.Is("string") {
+						return fmt.Errorf("collectionBounds: %s.%s is not a map of strings", schema, prop)
+					}
+					vs.Value.MaxLength = openapi3.Ptr(n)
+				}
 			default:
 				return fmt.Errorf("collectionBounds: %s.%s is neither an array nor a map", schema, prop)
 			}
