@@ -12,8 +12,8 @@ import (
 
 // skipRequest is the body of POST /v1/tasks/{id}/skip.
 type skipRequest struct {
-	// ScheduledFor is the future slot not to fire, RFC 3339.
-	ScheduledFor string `json:"scheduled_for" format:"date-time" example:"2027-01-01T02:00:00Z" validate:"required"`
+	// ScheduledFor is the future slot not to fire, RFC 3339 (the example is a slot of TaskRequest's: 02:00 in Shanghai).
+	ScheduledFor string `json:"scheduled_for" format:"date-time" example:"2099-12-31T18:00:00Z" validate:"required"`
 } // @name SkipRequest
 
 // backfillRequest is the body of POST /v1/tasks/{id}/backfill.
@@ -24,8 +24,8 @@ type backfillRequest struct {
 	To string `json:"to" format:"date-time" example:"2026-12-01T00:00:00Z" validate:"required"`
 	// Rerun: missing (slots with no execution; default), failed (also slots whose latest execution failed or was cancelled), all (every finished slot).
 	Rerun string `json:"rerun,omitempty" enums:"missing,failed,all" example:"missing"`
-	// MaxConcurrency bounds the backfill's unfinished executions (1..100, default 4).
-	MaxConcurrency int `json:"max_concurrency,omitempty" example:"4"`
+	// MaxConcurrency bounds the backfill's unfinished executions (1..100; 0 or absent: 4).
+	MaxConcurrency int `json:"max_concurrency,omitempty" example:"4" minimum:"0" maximum:"100"`
 	// DryRun: answer 200 with the plan and create nothing.
 	DryRun bool `json:"dry_run,omitempty"`
 } // @name BackfillRequest

@@ -11,9 +11,9 @@ import (
 // calendarRequest is the body of POST /v1/calendars, and the shape a PATCH
 // merges into.
 type calendarRequest struct {
-	Name string `json:"name" example:"cn-public-holidays-2027" validate:"required"`
+	Name string `json:"name" example:"cn-public-holidays-2027" validate:"required" minLength:"1" maxLength:"128"`
 	// Timezone is the IANA zone whose local dates the calendar lists; default UTC.
-	Timezone string `json:"timezone,omitempty" example:"Asia/Shanghai"`
+	Timezone string `json:"timezone,omitempty" example:"Asia/Shanghai" maxLength:"64"`
 	// Dates are local dates (YYYY-MM-DD), at most 10000; returned sorted without duplicates.
 	Dates []string `json:"dates" example:"2027-01-01,2027-02-06"`
 } // @name CalendarRequest

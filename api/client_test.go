@@ -68,10 +68,12 @@ func TestGeneratedGoClient(t *testing.T) {
 	tz, priority := "Asia/Shanghai", 1
 	var created []string
 	for _, name := range []string{"order.reconcile.daily", "订单.对账.每日", "report.weekly"} {
-		cron := "0 2 * * *"
+		// Schedule is a tagged union (oneOf on type): From… sets the type.
+		var sched client.Schedule
+		require.NoError(t, sched.FromCronSchedule(client.CronSchedule{Cron: "0 2 * * *", Timezone: &tz}))
 		res, err := c.CreateTaskWithResponse(ctx, &client.CreateTaskParams{}, client.TaskRequest{
 			Name: name, EndpointId: ep.JSON201.Id, Priority: &priority,
-			Schedule: client.Schedule{Type: client.ScheduleTypeCron, Cron: &cron, Timezone: &tz},
+			Schedule: sched,
 			Payload:  map[string]any{"shop": 42, "tags": []string{"a", "b"}},
 		})
 		require.NoError(t, err)
@@ -86,6 +88,10 @@ func TestGeneratedGoClient(t *testing.T) {
 	require.Equal(t, ep.JSON201.Id, got.JSON200.EndpointId)
 	require.Equal(t, 1, got.JSON200.Priority)
 	require.NotNil(t, got.JSON200.NextRunAt, "an active cron task has a next fire")
+	back, err := got.JSON200.Schedule.ValueByDiscriminator()
+	require.NoError(t, err)
+	require.IsType(t, client.CronSchedule{}, back, "the answer's schedule decodes as its type's variant")
+	require.Equal(t, "0 2 * * *", back.(client.CronSchedule).Cron)
 	require.Equal(t, map[string]any{"shop": float64(42), "tags": []any{"a", "b"}}, got.JSON200.Payload)
 
 	limit := 1
@@ -107,8 +113,10 @@ func TestGeneratedGoClient(t *testing.T) {
 	require.ErrorAs(t, client.Check(missing.HTTPResponse, missing.Body), &problem)
 	require.Equal(t, http.StatusNotFound, problem.Status)
 
+	var noInterval client.Schedule
+	require.NoError(t, noInterval.FromIntervalSchedule(client.IntervalSchedule{}))
 	bad, err := c.CreateTaskWithResponse(ctx, &client.CreateTaskParams{}, client.TaskRequest{
-		Name: "bad.schedule", EndpointId: ep.JSON201.Id, Schedule: client.Schedule{Type: client.ScheduleTypeInterval}})
+		Name: "bad.schedule", EndpointId: ep.JSON201.Id, Schedule: noInterval})
 	require.NoError(t, err)
 	err = client.Check(bad.HTTPResponse, bad.Body)
 	require.ErrorAs(t, err, &problem)

@@ -16,25 +16,25 @@ import (
 // endpointRequest is the body of POST /v1/endpoints, and the shape a PATCH
 // merges into.
 type endpointRequest struct {
-	Name    string            `json:"name" example:"billing" validate:"required"`
-	URL     string            `json:"url" example:"https://hooks.example.com/ax" validate:"required"`
+	Name    string            `json:"name" example:"billing" validate:"required" minLength:"1" maxLength:"128"`
+	URL     string            `json:"url" example:"https://hooks.example.com/ax" validate:"required" minLength:"1" maxLength:"2048"`
 	Method  string            `json:"method,omitempty" example:"POST" enums:"POST,PUT,PATCH,post,put,patch"`
 	Headers map[string]string `json:"headers,omitempty"`
-	// Timeout of one delivery attempt in milliseconds (100..300000; default 10000).
-	TimeoutMS int `json:"timeout_ms,omitempty" example:"10000"`
+	// Timeout of one delivery attempt in milliseconds (100..300000; 0 or absent: 10000).
+	TimeoutMS int `json:"timeout_ms,omitempty" example:"10000" minimum:"0" maximum:"300000"`
 	// Enabled defaults to true. Set it to true to re-enable an endpoint ax disabled.
 	Enabled *bool `json:"enabled,omitempty"`
 	// Secret is the signing secret: whsec_ + base64 of 24..64 bytes. Generated when omitted.
-	Secret string `json:"secret,omitempty" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq=" extensions:"x-patch-read-only"`
+	Secret string `json:"secret,omitempty" example:"whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=" extensions:"x-patch-read-only"`
 	// Format of the alerts sent to this endpoint when a task names it as alert_endpoint_id: ax (signed JSON, the
 	// default) or slack (a Slack incoming-webhook body: one readable line with a link to the execution).
 	// Webhook deliveries of tasks are not affected.
 	Format string `json:"format,omitempty" enums:"ax,slack" example:"ax"`
 	// MaxConcurrency bounds the requests in flight to the endpoint at once, across all replicas (1..100000; null: no limit).
 	// Deliveries past it wait, in order, without using an attempt.
-	MaxConcurrency *int `json:"max_concurrency,omitempty" example:"5" extensions:"x-nullable"`
+	MaxConcurrency *int `json:"max_concurrency,omitempty" example:"5" minimum:"1" maximum:"100000" extensions:"x-nullable"`
 	// RateLimitPerSecond bounds the requests started per second (0.001..100000; null: no limit).
-	RateLimitPerSecond *float64 `json:"rate_limit_per_second,omitempty" example:"50" extensions:"x-nullable"`
+	RateLimitPerSecond *float64 `json:"rate_limit_per_second,omitempty" example:"50" minimum:"0.001" maximum:"100000" extensions:"x-nullable"`
 } // @name EndpointRequest
 
 // endpointResponse is an endpoint as the API returns it.
@@ -66,7 +66,7 @@ type endpointResponse struct {
 type endpointWithSecret struct {
 	endpointResponse
 	// Secret signs the webhooks: whsec_ + base64. Shown only here; store it now.
-	Secret string `json:"secret" example:"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq="`
+	Secret string `json:"secret" example:"whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0="`
 } // @name EndpointWithSecret
 
 // endpointList is a page of endpoints.

@@ -78,7 +78,7 @@ type triggerRequest struct {
 	// Payload overrides the task's payload for this execution only; the webhook body carries it byte for byte. Absent or null: the task's payload.
 	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
 	// DedupKey (1 to 128 printable characters) makes the trigger idempotent per task, forever: the same key returns the execution it first created and fires nothing.
-	DedupKey *string `json:"dedup_key,omitempty" example:"invoice-2026-01-42"`
+	DedupKey *string `json:"dedup_key,omitempty" example:"invoice-2026-01-42" minLength:"1" maxLength:"128"`
 } // @name TriggerRequest
 
 func executionOut(x service.ExecutionDetail) executionResponse {

@@ -15,15 +15,15 @@ import (
 // the AX_TENANT_MAX_* and AX_TENANT_API_RPS environment variables).
 type tenantLimits struct {
 	// MaxTasks: creates past it are refused (409 quota-exceeded).
-	MaxTasks *int `json:"max_tasks" example:"1000" extensions:"x-nullable"`
+	MaxTasks *int `json:"max_tasks" example:"1000" minimum:"0" maximum:"2147483647" extensions:"x-nullable"`
 	// MaxWorkflows: creates past it are refused (409 quota-exceeded).
-	MaxWorkflows *int `json:"max_workflows" example:"100" extensions:"x-nullable"`
+	MaxWorkflows *int `json:"max_workflows" example:"100" minimum:"0" maximum:"2147483647" extensions:"x-nullable"`
 	// MaxInflightDeliveries: the tenant's webhooks in flight at once, across all replicas.
-	MaxInflightDeliveries *int `json:"max_inflight_deliveries" example:"50" extensions:"x-nullable"`
-	// MaxDeliveriesPerSecond: the tenant's webhooks started per second, across all replicas.
-	MaxDeliveriesPerSecond *float64 `json:"max_deliveries_per_second" example:"100" extensions:"x-nullable"`
-	// APIRequestsPerSecond: the tenant's API requests per second (429 past it).
-	APIRequestsPerSecond *float64 `json:"api_requests_per_second" example:"20" extensions:"x-nullable"`
+	MaxInflightDeliveries *int `json:"max_inflight_deliveries" example:"50" minimum:"1" maximum:"2147483647" extensions:"x-nullable"`
+	// MaxDeliveriesPerSecond: the tenant's webhooks started per second, across all replicas (above 0, at most 1000000).
+	MaxDeliveriesPerSecond *float64 `json:"max_deliveries_per_second" example:"100" minimum:"0" maximum:"1000000" extensions:"x-nullable"`
+	// APIRequestsPerSecond: the tenant's API requests per second (429 past it; above 0, at most 1000000).
+	APIRequestsPerSecond *float64 `json:"api_requests_per_second" example:"20" minimum:"0" maximum:"1000000" extensions:"x-nullable"`
 } // @name TenantLimits
 
 // effectiveLimits are the limits that apply: the tenant's own or the

@@ -199,6 +199,9 @@ func (g *gen) value(s *openapi3.SchemaRef, depth int) any {
 	for _, sub := range v.AllOf {
 		return g.value(sub, depth)
 	}
+	if len(v.OneOf) > 0 { // a tagged union (Schedule): one of its variants
+		return g.value(v.OneOf[g.rnd.IntN(len(v.OneOf))], depth)
+	}
 	if v.Nullable && g.rnd.IntN(8) == 0 {
 		return nil
 	}

@@ -17,10 +17,10 @@ type scheduleDTO struct {
 	Type string `json:"type" enums:"cron,interval,once" example:"cron" validate:"required"`
 	// Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
 	// seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
-	Cron string `json:"cron,omitempty" example:"0 2 * * *"`
+	Cron string `json:"cron,omitempty" example:"0 2 * * *" maxLength:"256"`
 	// Timezone is an IANA zone name; default UTC.
-	Timezone        string  `json:"timezone,omitempty" example:"Asia/Shanghai"`
-	IntervalSeconds int64   `json:"interval_seconds,omitempty" example:"60"`
+	Timezone        string  `json:"timezone,omitempty" example:"Asia/Shanghai" maxLength:"64"`
+	IntervalSeconds int64   `json:"interval_seconds,omitempty" example:"60" minimum:"1" maximum:"31622400"`
 	RunAt           *string `json:"run_at,omitempty" format:"date-time"`
 	StartAt         *string `json:"start_at,omitempty" format:"date-time"`
 	EndAt           *string `json:"end_at,omitempty" format:"date-time"`
@@ -38,12 +38,12 @@ type scheduleDTO struct {
 
 // retryDTO bounds delivery retries.
 type retryDTO struct {
-	// MaxAttempts 1..100; 1 means never retry. Default 5.
-	MaxAttempts int `json:"max_attempts,omitempty" example:"5"`
-	// InitialBackoffMS default 1000.
-	InitialBackoffMS int64 `json:"initial_backoff_ms,omitempty" example:"1000"`
-	// MaxBackoffMS default 600000 (and at least initial_backoff_ms).
-	MaxBackoffMS int64 `json:"max_backoff_ms,omitempty" example:"600000"`
+	// MaxAttempts 1..100; 1 means never retry. 0 or absent: 5.
+	MaxAttempts int `json:"max_attempts,omitempty" example:"5" minimum:"0" maximum:"100"`
+	// InitialBackoffMS 100..604800000; 0 or absent: 1000.
+	InitialBackoffMS int64 `json:"initial_backoff_ms,omitempty" example:"1000" minimum:"0" maximum:"604800000"`
+	// MaxBackoffMS 100..604800000 and at least initial_backoff_ms; 0 or absent: 600000 (or initial_backoff_ms when larger).
+	MaxBackoffMS int64 `json:"max_backoff_ms,omitempty" example:"600000" minimum:"0" maximum:"604800000"`
 } // @name RetryPolicy
 
 // completionDTO says how an attempt ends.
@@ -54,22 +54,22 @@ type completionDTO struct {
 	Mode string `json:"mode" enums:"response,callback" example:"callback" validate:"required"`
 	// TimeoutMS (callback, required; 1000..604800000): the attempt fails with callback_timeout unless completed this
 	// long after it was sent.
-	TimeoutMS int64 `json:"timeout_ms,omitempty" example:"3600000"`
+	TimeoutMS int64 `json:"timeout_ms,omitempty" example:"3600000" minimum:"0" maximum:"604800000"`
 	// HeartbeatTimeoutMS (callback, optional; 1000..timeout_ms): the attempt fails with heartbeat_timeout unless a
 	// heartbeat or the completion arrives this long after the acceptance and after each heartbeat.
-	HeartbeatTimeoutMS int64 `json:"heartbeat_timeout_ms,omitempty" example:"120000"`
+	HeartbeatTimeoutMS int64 `json:"heartbeat_timeout_ms,omitempty" example:"120000" minimum:"0" maximum:"604800000"`
 } // @name Completion
 
 // slaDTO is a task's service level.
 type slaDTO struct {
 	// FinishWithinMS (1000..2592000000): an execution not succeeded this long after its slot gets an sla_missed
 	// event and one execution.sla_missed alert; its retries go on.
-	FinishWithinMS int64 `json:"finish_within_ms" example:"7200000" validate:"required"`
+	FinishWithinMS int64 `json:"finish_within_ms" example:"7200000" validate:"required" minimum:"1000" maximum:"2592000000"`
 } // @name SLA
 
 // taskRequest is the body of POST /v1/tasks, and the shape a PATCH merges into.
 type taskRequest struct {
-	Name       string      `json:"name" example:"order.reconcile.daily" validate:"required"`
+	Name       string      `json:"name" example:"order.reconcile.daily" validate:"required" minLength:"1" maxLength:"128"`
 	EndpointID string      `json:"endpoint_id" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e" validate:"required"`
 	Schedule   scheduleDTO `json:"schedule" validate:"required"`
 	// Payload is any JSON; the webhook body carries it byte for byte. Default {}.
@@ -85,10 +85,10 @@ type taskRequest struct {
 	// AlertEndpointID receives a signed alert when an execution fails for good.
 	AlertEndpointID string `json:"alert_endpoint_id,omitempty"`
 	// PauseAfterFailures pauses the task after this many consecutive failed executions (0: never).
-	PauseAfterFailures int `json:"pause_after_failures,omitempty"`
-	// Shards fires this many executions per slot (1..1000, default 1), each with X-Ax-Shard-Index and
+	PauseAfterFailures int `json:"pause_after_failures,omitempty" minimum:"0" maximum:"1000"`
+	// Shards fires this many executions per slot (1..1000; 0 or absent: 1), each with X-Ax-Shard-Index and
 	// X-Ax-Shard-Count, its own idempotency key, retries and timeline.
-	Shards int `json:"shards,omitempty" example:"1"`
+	Shards int `json:"shards,omitempty" example:"1" minimum:"0" maximum:"1000"`
 	// Completion says how an attempt ends; absent or null: {"mode": "response"}.
 	Completion *completionDTO `json:"completion,omitempty" extensions:"x-nullable"`
 	// SLA; absent or null: none.
@@ -174,9 +174,8 @@ func (r taskRequest) input() (service.TaskInput, error) {
 		ve.Add("shards", "must be 1 to 1000")
 	}
 	if c := r.Completion; c != nil {
-		if c.TimeoutMS < 0 || c.HeartbeatTimeoutMS < 0 {
-			ve.Add("completion", "timeouts must be positive")
-		}
+		negative(&ve, "completion.timeout_ms", c.TimeoutMS)
+		negative(&ve, "completion.heartbeat_timeout_ms", c.HeartbeatTimeoutMS)
 		in.Completion = service.Completion{Mode: c.Mode, Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
 			HeartbeatTimeout: time.Duration(c.HeartbeatTimeoutMS) * time.Millisecond}
 	}
@@ -209,6 +208,14 @@ func (r taskRequest) input() (service.TaskInput, error) {
 		in.Priority = *r.Priority
 	}
 	return in, ve.Err()
+}
+
+// negative refuses a negative value of field, naming the field (the
+// service reads 0 as its default and checks the rest of the range).
+func negative(ve *service.ValidationError, field string, v int64) {
+	if v < 0 {
+		ve.Add(field, "must not be negative")
+	}
 }
 
 func parseTime(ve *service.ValidationError, field string, s *string) *time.Time {

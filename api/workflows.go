@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -14,17 +15,17 @@ import (
 // delivery fields, its upstream keys and its trigger rule.
 type workflowNodeDTO struct {
 	// Key is unique in the workflow: ^[a-z0-9][a-z0-9._-]{0,63}$.
-	Key        string `json:"key" example:"extract" validate:"required"`
+	Key        string `json:"key" example:"extract" validate:"required" minLength:"1" maxLength:"64"`
 	EndpointID string `json:"endpoint_id" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e" validate:"required"`
 	// Payload is any JSON; the webhook body carries it. Default {}.
 	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
-	// Priority 1 (highest) to 4; default 2.
-	Priority int `json:"priority,omitempty" example:"2"`
+	// Priority 1 (highest) to 4; 0 or absent: 2.
+	Priority int `json:"priority,omitempty" example:"2" minimum:"0" maximum:"4"`
 	// TimeoutMS per attempt (100..300000); absent: the endpoint's timeout.
-	TimeoutMS *int     `json:"timeout_ms,omitempty" example:"30000"`
+	TimeoutMS *int     `json:"timeout_ms,omitempty" example:"30000" minimum:"100" maximum:"300000"`
 	Retry     retryDTO `json:"retry"`
-	// Shards fires this many executions of the node (1..1000, default 1), with X-Ax-Shard-Index/Count.
-	Shards int `json:"shards,omitempty" example:"1"`
+	// Shards fires this many executions of the node (1..1000; 0 or absent: 1), with X-Ax-Shard-Index/Count.
+	Shards int `json:"shards,omitempty" example:"1" minimum:"0" maximum:"1000"`
 	// DependsOn lists the keys of the node's upstream nodes.
 	DependsOn []string `json:"depends_on,omitempty"`
 	// TriggerRule: all_success (default), all_done (every upstream finished) or one_success.
@@ -37,11 +38,11 @@ type workflowNodeDTO struct {
 
 // workflowRequest is the body of POST /v1/workflows, and the shape a PATCH merges into.
 type workflowRequest struct {
-	Name string `json:"name" example:"billing.daily" validate:"required"`
+	Name string `json:"name" example:"billing.daily" validate:"required" minLength:"1" maxLength:"128"`
 	// Schedule is optional: without one, runs start by trigger.
 	Schedule *scheduleDTO `json:"schedule,omitempty"`
-	// MaxActiveRuns bounds the unfinished runs (1..1000, default 1); a slot beyond it waits, in order.
-	MaxActiveRuns   int    `json:"max_active_runs,omitempty" example:"1"`
+	// MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
+	MaxActiveRuns   int    `json:"max_active_runs,omitempty" example:"1" minimum:"0" maximum:"1000"`
 	MisfirePolicy   string `json:"misfire_policy,omitempty" enums:"fire_once,fire_all,skip" example:"fire_once"`
 	AlertEndpointID string `json:"alert_endpoint_id,omitempty"`
 	// SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
@@ -122,8 +123,8 @@ type runList struct {
 
 // workflowTriggerRequest is the body of POST /v1/workflows/{id}/trigger.
 type workflowTriggerRequest struct {
-	// DedupKey: a second trigger with the same key returns the first run.
-	DedupKey *string `json:"dedup_key,omitempty"`
+	// DedupKey (at most 256 bytes; empty: none): a second trigger with the same key returns the first run.
+	DedupKey *string `json:"dedup_key,omitempty" maxLength:"256"`
 } // @name WorkflowTriggerRequest
 
 var workflowReadOnly = []string{"id", "state", "version", "next_run_at", "created_at", "updated_at", "tenant", "tenant_id"}
@@ -148,28 +149,30 @@ func (r workflowRequest) input() (service.WorkflowInput, error) {
 	if r.MaxActiveRuns < 0 {
 		ve.Add("max_active_runs", "must be 1 to 1000")
 	}
-	for _, n := range r.Nodes {
+	for i, n := range r.Nodes {
+		f := fmt.Sprintf("nodes[%d].", i)
 		node := service.WorkflowNodeInput{Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority,
 			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
 			Retry: service.RetryPolicy{MaxAttempts: n.Retry.MaxAttempts,
 				InitialBackoff: time.Duration(n.Retry.InitialBackoffMS) * time.Millisecond,
 				MaxBackoff:     time.Duration(n.Retry.MaxBackoffMS) * time.Millisecond}}
 		if c := n.Completion; c != nil {
-			if c.TimeoutMS < 0 || c.HeartbeatTimeoutMS < 0 {
-				ve.Add("nodes.completion", "timeouts must be positive")
-			}
+			negative(&ve, f+"completion.timeout_ms", c.TimeoutMS)
+			negative(&ve, f+"completion.heartbeat_timeout_ms", c.HeartbeatTimeoutMS)
 			node.Completion = service.Completion{Mode: c.Mode, Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
 				HeartbeatTimeout: time.Duration(c.HeartbeatTimeoutMS) * time.Millisecond}
 		}
 		if n.TimeoutMS != nil {
 			if *n.TimeoutMS <= 0 {
-				ve.Add("nodes.timeout_ms", "must be between 100 and 300000")
+				ve.Add(f+"timeout_ms", "must be between 100 and 300000")
 			}
 			node.Timeout = time.Duration(*n.TimeoutMS) * time.Millisecond
 		}
-		if n.Priority < 0 || n.Shards < 0 || n.Retry.MaxAttempts < 0 || n.Retry.InitialBackoffMS < 0 || n.Retry.MaxBackoffMS < 0 {
-			ve.Add("nodes", "priority, shards and retry values must be positive")
-		}
+		negative(&ve, f+"priority", int64(n.Priority))
+		negative(&ve, f+"shards", int64(n.Shards))
+		negative(&ve, f+"retry.max_attempts", int64(n.Retry.MaxAttempts))
+		negative(&ve, f+"retry.initial_backoff_ms", n.Retry.InitialBackoffMS)
+		negative(&ve, f+"retry.max_backoff_ms", n.Retry.MaxBackoffMS)
 		in.Nodes = append(in.Nodes, node)
 	}
 	return in, ve.Err()

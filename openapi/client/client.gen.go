@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -182,6 +183,57 @@ func (e CompletionMode) Valid() bool {
 	case CompletionModeCallback:
 		return true
 	case CompletionModeResponse:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CronScheduleDialect.
+const (
+	CronScheduleDialectQuartz   CronScheduleDialect = "quartz"
+	CronScheduleDialectStandard CronScheduleDialect = "standard"
+)
+
+// Valid indicates whether the value is a known member of the CronScheduleDialect enum.
+func (e CronScheduleDialect) Valid() bool {
+	switch e {
+	case CronScheduleDialectQuartz:
+		return true
+	case CronScheduleDialectStandard:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CronScheduleDstPolicy.
+const (
+	CronScheduleDstPolicyOncePerLocalTime CronScheduleDstPolicy = "once_per_local_time"
+	CronScheduleDstPolicyVixie            CronScheduleDstPolicy = "vixie"
+)
+
+// Valid indicates whether the value is a known member of the CronScheduleDstPolicy enum.
+func (e CronScheduleDstPolicy) Valid() bool {
+	switch e {
+	case CronScheduleDstPolicyOncePerLocalTime:
+		return true
+	case CronScheduleDstPolicyVixie:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CronScheduleType.
+const (
+	CronScheduleTypeCron CronScheduleType = "cron"
+)
+
+// Valid indicates whether the value is a known member of the CronScheduleType enum.
+func (e CronScheduleType) Valid() bool {
+	switch e {
+	case CronScheduleTypeCron:
 		return true
 	default:
 		return false
@@ -380,6 +432,96 @@ func (e ExecutionTrigger) Valid() bool {
 	}
 }
 
+// Defines values for IntervalScheduleDialect.
+const (
+	IntervalScheduleDialectStandard IntervalScheduleDialect = "standard"
+)
+
+// Valid indicates whether the value is a known member of the IntervalScheduleDialect enum.
+func (e IntervalScheduleDialect) Valid() bool {
+	switch e {
+	case IntervalScheduleDialectStandard:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IntervalScheduleDstPolicy.
+const (
+	IntervalScheduleDstPolicyVixie IntervalScheduleDstPolicy = "vixie"
+)
+
+// Valid indicates whether the value is a known member of the IntervalScheduleDstPolicy enum.
+func (e IntervalScheduleDstPolicy) Valid() bool {
+	switch e {
+	case IntervalScheduleDstPolicyVixie:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IntervalScheduleType.
+const (
+	IntervalScheduleTypeInterval IntervalScheduleType = "interval"
+)
+
+// Valid indicates whether the value is a known member of the IntervalScheduleType enum.
+func (e IntervalScheduleType) Valid() bool {
+	switch e {
+	case IntervalScheduleTypeInterval:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OnceScheduleDialect.
+const (
+	OnceScheduleDialectStandard OnceScheduleDialect = "standard"
+)
+
+// Valid indicates whether the value is a known member of the OnceScheduleDialect enum.
+func (e OnceScheduleDialect) Valid() bool {
+	switch e {
+	case OnceScheduleDialectStandard:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OnceScheduleDstPolicy.
+const (
+	OnceScheduleDstPolicyVixie OnceScheduleDstPolicy = "vixie"
+)
+
+// Valid indicates whether the value is a known member of the OnceScheduleDstPolicy enum.
+func (e OnceScheduleDstPolicy) Valid() bool {
+	switch e {
+	case OnceScheduleDstPolicyVixie:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for OnceScheduleType.
+const (
+	OnceScheduleTypeOnce OnceScheduleType = "once"
+)
+
+// Valid indicates whether the value is a known member of the OnceScheduleType enum.
+func (e OnceScheduleType) Valid() bool {
+	switch e {
+	case OnceScheduleTypeOnce:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PreviewDstPolicy.
 const (
 	PreviewDstPolicyOncePerLocalTime PreviewDstPolicy = "once_per_local_time"
@@ -410,63 +552,6 @@ func (e PreviewItemDst) Valid() bool {
 	case PreviewItemDstRepeated:
 		return true
 	case PreviewItemDstShifted:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ScheduleDialect.
-const (
-	ScheduleDialectQuartz   ScheduleDialect = "quartz"
-	ScheduleDialectStandard ScheduleDialect = "standard"
-)
-
-// Valid indicates whether the value is a known member of the ScheduleDialect enum.
-func (e ScheduleDialect) Valid() bool {
-	switch e {
-	case ScheduleDialectQuartz:
-		return true
-	case ScheduleDialectStandard:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ScheduleDstPolicy.
-const (
-	ScheduleDstPolicyOncePerLocalTime ScheduleDstPolicy = "once_per_local_time"
-	ScheduleDstPolicyVixie            ScheduleDstPolicy = "vixie"
-)
-
-// Valid indicates whether the value is a known member of the ScheduleDstPolicy enum.
-func (e ScheduleDstPolicy) Valid() bool {
-	switch e {
-	case ScheduleDstPolicyOncePerLocalTime:
-		return true
-	case ScheduleDstPolicyVixie:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ScheduleType.
-const (
-	ScheduleTypeCron     ScheduleType = "cron"
-	ScheduleTypeInterval ScheduleType = "interval"
-	ScheduleTypeOnce     ScheduleType = "once"
-)
-
-// Valid indicates whether the value is a known member of the ScheduleType enum.
-func (e ScheduleType) Valid() bool {
-	switch e {
-	case ScheduleTypeCron:
-		return true
-	case ScheduleTypeInterval:
-		return true
-	case ScheduleTypeOnce:
 		return true
 	default:
 		return false
@@ -920,7 +1005,7 @@ type BackfillRequest struct {
 	// Example: 2026-11-01T00:00:00Z
 	From time.Time `json:"from"`
 
-	// MaxConcurrency MaxConcurrency bounds the backfill's unfinished executions (1..100, default 4).
+	// MaxConcurrency MaxConcurrency bounds the backfill's unfinished executions (1..100; 0 or absent: 4).
 	//
 	// Example: 4
 	MaxConcurrency *int `json:"max_concurrency,omitempty"`
@@ -1050,6 +1135,59 @@ type Completion struct {
 // Example: callback
 type CompletionMode string
 
+// CronSchedule A cron schedule.
+type CronSchedule struct {
+	// Cron Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
+	// seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
+	//
+	// Example: 0 2 * * *
+	Cron string `json:"cron"`
+
+	// Dialect Dialect of the cron expression (cron only; default standard): standard is Vixie cron's
+	// (day-of-week 0 and 7 = Sunday), quartz is Quartz's (seconds first, ? in exactly one day field,
+	// day-of-week 1 = Sunday .. 7 = Saturday).
+	//
+	// Example: standard
+	Dialect *CronScheduleDialect `json:"dialect,omitempty"`
+
+	// DstPolicy DSTPolicy (cron only; default vixie): vixie fires a fixed hour once per local time and an hour of * or a step
+	// by elapsed time (both passes of a repeated hour, none for skipped times); once_per_local_time fires every
+	// slot at most once per local time.
+	//
+	// Example: vixie
+	DstPolicy *CronScheduleDstPolicy `json:"dst_policy,omitempty"`
+	EndAt     *time.Time             `json:"end_at,omitempty"`
+
+	// ExcludeCalendars ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
+	ExcludeCalendars *[]string  `json:"exclude_calendars,omitempty"`
+	StartAt          *time.Time `json:"start_at,omitempty"`
+
+	// Timezone Timezone is an IANA zone name; default UTC.
+	//
+	// Example: Asia/Shanghai
+	Timezone *string `json:"timezone,omitempty"`
+
+	// Type Example: cron
+	Type CronScheduleType `json:"type"`
+}
+
+// CronScheduleDialect Dialect of the cron expression (cron only; default standard): standard is Vixie cron's
+// (day-of-week 0 and 7 = Sunday), quartz is Quartz's (seconds first, ? in exactly one day field,
+// day-of-week 1 = Sunday .. 7 = Saturday).
+//
+// Example: standard
+type CronScheduleDialect string
+
+// CronScheduleDstPolicy DSTPolicy (cron only; default vixie): vixie fires a fixed hour once per local time and an hour of * or a step
+// by elapsed time (both passes of a repeated hour, none for skipped times); once_per_local_time fires every
+// slot at most once per local time.
+//
+// Example: vixie
+type CronScheduleDstPolicy string
+
+// CronScheduleType Example: cron
+type CronScheduleType string
+
 // EffectiveLimits defines model for EffectiveLimits.
 type EffectiveLimits struct {
 	// ApiRequestsPerSecond Example: 20
@@ -1158,10 +1296,10 @@ type EndpointRequest struct {
 
 	// Secret Secret is the signing secret: whsec_ + base64 of 24..64 bytes. Generated when omitted.
 	//
-	// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq=
+	// Example: whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=
 	Secret *string `json:"secret,omitempty"`
 
-	// TimeoutMs Timeout of one delivery attempt in milliseconds (100..300000; default 10000).
+	// TimeoutMs Timeout of one delivery attempt in milliseconds (100..300000; 0 or absent: 10000).
 	//
 	// Example: 10000
 	TimeoutMs *int `json:"timeout_ms,omitempty"`
@@ -1210,7 +1348,7 @@ type EndpointRequestPatch struct {
 	// Example: 50
 	RateLimitPerSecond *float32 `json:"rate_limit_per_second,omitempty"`
 
-	// TimeoutMs Timeout of one delivery attempt in milliseconds (100..300000; default 10000).
+	// TimeoutMs Timeout of one delivery attempt in milliseconds (100..300000; 0 or absent: 10000).
 	//
 	// Example: 10000
 	TimeoutMs *int `json:"timeout_ms,omitempty"`
@@ -1278,7 +1416,7 @@ type EndpointWithSecret struct {
 
 	// Secret Secret signs the webhooks: whsec_ + base64. Shown only here; store it now.
 	//
-	// Example: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq=
+	// Example: whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=
 	Secret string `json:"secret"`
 
 	// TimeoutMs Example: 10000
@@ -1440,6 +1578,48 @@ type HeartbeatRequest struct {
 	Progress interface{} `json:"progress,omitempty"`
 }
 
+// IntervalSchedule A interval schedule.
+type IntervalSchedule struct {
+	// Dialect Only standard, the default, is accepted: dialect applies to cron schedules.
+	//
+	// Example: standard
+	Dialect *IntervalScheduleDialect `json:"dialect,omitempty"`
+
+	// DstPolicy Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+	//
+	// Example: vixie
+	DstPolicy *IntervalScheduleDstPolicy `json:"dst_policy,omitempty"`
+	EndAt     *time.Time                 `json:"end_at,omitempty"`
+
+	// ExcludeCalendars ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
+	ExcludeCalendars *[]string `json:"exclude_calendars,omitempty"`
+
+	// IntervalSeconds Example: 60
+	IntervalSeconds int        `json:"interval_seconds"`
+	StartAt         *time.Time `json:"start_at,omitempty"`
+
+	// Timezone Timezone is an IANA zone name; default UTC.
+	//
+	// Example: Asia/Shanghai
+	Timezone *string `json:"timezone,omitempty"`
+
+	// Type Example: interval
+	Type IntervalScheduleType `json:"type"`
+}
+
+// IntervalScheduleDialect Only standard, the default, is accepted: dialect applies to cron schedules.
+//
+// Example: standard
+type IntervalScheduleDialect string
+
+// IntervalScheduleDstPolicy Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+//
+// Example: vixie
+type IntervalScheduleDstPolicy string
+
+// IntervalScheduleType Example: interval
+type IntervalScheduleType string
+
 // Limits defines model for Limits.
 type Limits struct {
 	Limits EffectiveLimits `json:"limits"`
@@ -1472,6 +1652,46 @@ type Me struct {
 	// Tenant Example: demo
 	Tenant string `json:"tenant"`
 }
+
+// OnceSchedule A once schedule.
+type OnceSchedule struct {
+	// Dialect Only standard, the default, is accepted: dialect applies to cron schedules.
+	//
+	// Example: standard
+	Dialect *OnceScheduleDialect `json:"dialect,omitempty"`
+
+	// DstPolicy Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+	//
+	// Example: vixie
+	DstPolicy *OnceScheduleDstPolicy `json:"dst_policy,omitempty"`
+	EndAt     *time.Time             `json:"end_at,omitempty"`
+
+	// ExcludeCalendars ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
+	ExcludeCalendars *[]string  `json:"exclude_calendars,omitempty"`
+	RunAt            time.Time  `json:"run_at"`
+	StartAt          *time.Time `json:"start_at,omitempty"`
+
+	// Timezone Timezone is an IANA zone name; default UTC.
+	//
+	// Example: Asia/Shanghai
+	Timezone *string `json:"timezone,omitempty"`
+
+	// Type Example: once
+	Type OnceScheduleType `json:"type"`
+}
+
+// OnceScheduleDialect Only standard, the default, is accepted: dialect applies to cron schedules.
+//
+// Example: standard
+type OnceScheduleDialect string
+
+// OnceScheduleDstPolicy Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+//
+// Example: vixie
+type OnceScheduleDstPolicy string
+
+// OnceScheduleType Example: once
+type OnceScheduleType string
 
 // Percentiles defines model for Percentiles.
 type Percentiles struct {
@@ -1574,17 +1794,17 @@ type ReplicaList struct {
 
 // RetryPolicy defines model for RetryPolicy.
 type RetryPolicy struct {
-	// InitialBackoffMs InitialBackoffMS default 1000.
+	// InitialBackoffMs InitialBackoffMS 100..604800000; 0 or absent: 1000.
 	//
 	// Example: 1000
 	InitialBackoffMs *int `json:"initial_backoff_ms,omitempty"`
 
-	// MaxAttempts MaxAttempts 1..100; 1 means never retry. Default 5.
+	// MaxAttempts MaxAttempts 1..100; 1 means never retry. 0 or absent: 5.
 	//
 	// Example: 5
 	MaxAttempts *int `json:"max_attempts,omitempty"`
 
-	// MaxBackoffMs MaxBackoffMS default 600000 (and at least initial_backoff_ms).
+	// MaxBackoffMs MaxBackoffMS 100..604800000 and at least initial_backoff_ms; 0 or absent: 600000 (or initial_backoff_ms when larger).
 	//
 	// Example: 600000
 	MaxBackoffMs *int `json:"max_backoff_ms,omitempty"`
@@ -1604,68 +1824,16 @@ type SLA struct {
 	FinishWithinMs int `json:"finish_within_ms"`
 }
 
-// Schedule defines model for Schedule.
+// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
 type Schedule struct {
-	// Cron Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
-	// seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
-	//
-	// Example: 0 2 * * *
-	Cron *string `json:"cron,omitempty"`
-
-	// Dialect Dialect of the cron expression (cron only; default standard): standard is Vixie cron's
-	// (day-of-week 0 and 7 = Sunday), quartz is Quartz's (seconds first, ? in exactly one day field,
-	// day-of-week 1 = Sunday .. 7 = Saturday).
-	//
-	// Example: standard
-	Dialect *ScheduleDialect `json:"dialect,omitempty"`
-
-	// DstPolicy DSTPolicy (cron only; default vixie): vixie fires a fixed hour once per local time and an hour of * or a step
-	// by elapsed time (both passes of a repeated hour, none for skipped times); once_per_local_time fires every
-	// slot at most once per local time.
-	//
-	// Example: vixie
-	DstPolicy *ScheduleDstPolicy `json:"dst_policy,omitempty"`
-	EndAt     *time.Time         `json:"end_at,omitempty"`
-
-	// ExcludeCalendars ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
-	ExcludeCalendars *[]string `json:"exclude_calendars,omitempty"`
-
-	// IntervalSeconds Example: 60
-	IntervalSeconds *int       `json:"interval_seconds,omitempty"`
-	RunAt           *time.Time `json:"run_at,omitempty"`
-	StartAt         *time.Time `json:"start_at,omitempty"`
-
-	// Timezone Timezone is an IANA zone name; default UTC.
-	//
-	// Example: Asia/Shanghai
-	Timezone *string `json:"timezone,omitempty"`
-
-	// Type Example: cron
-	Type ScheduleType `json:"type"`
+	union json.RawMessage
 }
-
-// ScheduleDialect Dialect of the cron expression (cron only; default standard): standard is Vixie cron's
-// (day-of-week 0 and 7 = Sunday), quartz is Quartz's (seconds first, ? in exactly one day field,
-// day-of-week 1 = Sunday .. 7 = Saturday).
-//
-// Example: standard
-type ScheduleDialect string
-
-// ScheduleDstPolicy DSTPolicy (cron only; default vixie): vixie fires a fixed hour once per local time and an hour of * or a step
-// by elapsed time (both passes of a repeated hour, none for skipped times); once_per_local_time fires every
-// slot at most once per local time.
-//
-// Example: vixie
-type ScheduleDstPolicy string
-
-// ScheduleType Example: cron
-type ScheduleType string
 
 // SkipRequest defines model for SkipRequest.
 type SkipRequest struct {
-	// ScheduledFor ScheduledFor is the future slot not to fire, RFC 3339.
+	// ScheduledFor ScheduledFor is the future slot not to fire, RFC 3339 (the example is a slot of TaskRequest's: 02:00 in Shanghai).
 	//
-	// Example: 2027-01-01T02:00:00Z
+	// Example: 2099-12-31T18:00:00Z
 	ScheduledFor time.Time `json:"scheduled_for"`
 }
 
@@ -1723,10 +1891,12 @@ type Task struct {
 	Payload            interface{} `json:"payload"`
 	Priority           int         `json:"priority"`
 	Retry              RetryPolicy `json:"retry"`
-	Schedule           Schedule    `json:"schedule"`
-	Shards             int         `json:"shards"`
-	Sla                *SLA        `json:"sla,omitempty"`
-	State              TaskState   `json:"state"`
+
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+	Schedule Schedule  `json:"schedule"`
+	Shards   int       `json:"shards"`
+	Sla      *SLA      `json:"sla,omitempty"`
+	State    TaskState `json:"state"`
 
 	// TimeoutMs TimeoutMS per attempt; absent: the endpoint's timeout.
 	TimeoutMs *int      `json:"timeout_ms,omitempty"`
@@ -1774,9 +1944,11 @@ type TaskRequest struct {
 	// Example: 2
 	Priority *int         `json:"priority,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
-	Schedule Schedule     `json:"schedule"`
 
-	// Shards Shards fires this many executions per slot (1..1000, default 1), each with X-Ax-Shard-Index and
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+	Schedule Schedule `json:"schedule"`
+
+	// Shards Shards fires this many executions per slot (1..1000; 0 or absent: 1), each with X-Ax-Shard-Index and
 	// X-Ax-Shard-Count, its own idempotency key, retries and timeline.
 	//
 	// Example: 1
@@ -1829,9 +2001,11 @@ type TaskRequestPatch struct {
 	// Example: 2
 	Priority *int         `json:"priority,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
-	Schedule *Schedule    `json:"schedule,omitempty"`
 
-	// Shards Shards fires this many executions per slot (1..1000, default 1), each with X-Ax-Shard-Index and
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+	Schedule *Schedule `json:"schedule,omitempty"`
+
+	// Shards Shards fires this many executions per slot (1..1000; 0 or absent: 1), each with X-Ax-Shard-Index and
 	// X-Ax-Shard-Count, its own idempotency key, retries and timeline.
 	//
 	// Example: 1
@@ -1862,12 +2036,12 @@ type TaskStats struct {
 
 // TenantLimits defines model for TenantLimits.
 type TenantLimits struct {
-	// ApiRequestsPerSecond APIRequestsPerSecond: the tenant's API requests per second (429 past it).
+	// ApiRequestsPerSecond APIRequestsPerSecond: the tenant's API requests per second (429 past it; above 0, at most 1000000).
 	//
 	// Example: 20
 	ApiRequestsPerSecond *float32 `json:"api_requests_per_second,omitempty"`
 
-	// MaxDeliveriesPerSecond MaxDeliveriesPerSecond: the tenant's webhooks started per second, across all replicas.
+	// MaxDeliveriesPerSecond MaxDeliveriesPerSecond: the tenant's webhooks started per second, across all replicas (above 0, at most 1000000).
 	//
 	// Example: 100
 	MaxDeliveriesPerSecond *float32 `json:"max_deliveries_per_second,omitempty"`
@@ -1915,7 +2089,7 @@ type Workflow struct {
 	CreatedAt       time.Time `json:"created_at"`
 	Id              string    `json:"id"`
 
-	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000, default 1); a slot beyond it waits, in order.
+	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
 	//
 	// Example: 1
 	MaxActiveRuns *int `json:"max_active_runs,omitempty"`
@@ -1976,13 +2150,13 @@ type WorkflowNode struct {
 	// Payload Payload is any JSON; the webhook body carries it. Default {}.
 	Payload interface{} `json:"payload,omitempty"`
 
-	// Priority Priority 1 (highest) to 4; default 2.
+	// Priority Priority 1 (highest) to 4; 0 or absent: 2.
 	//
 	// Example: 2
 	Priority *int         `json:"priority,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
 
-	// Shards Shards fires this many executions of the node (1..1000, default 1), with X-Ax-Shard-Index/Count.
+	// Shards Shards fires this many executions of the node (1..1000; 0 or absent: 1), with X-Ax-Shard-Index/Count.
 	//
 	// Example: 1
 	Shards *int `json:"shards,omitempty"`
@@ -2007,7 +2181,7 @@ type WorkflowNodeTriggerRule string
 type WorkflowRequest struct {
 	AlertEndpointId *string `json:"alert_endpoint_id,omitempty"`
 
-	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000, default 1); a slot beyond it waits, in order.
+	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
 	//
 	// Example: 1
 	MaxActiveRuns *int `json:"max_active_runs,omitempty"`
@@ -2036,7 +2210,7 @@ type WorkflowRequestMisfirePolicy string
 type WorkflowRequestPatch struct {
 	AlertEndpointId *string `json:"alert_endpoint_id,omitempty"`
 
-	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000, default 1); a slot beyond it waits, in order.
+	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
 	//
 	// Example: 1
 	MaxActiveRuns *int `json:"max_active_runs,omitempty"`
@@ -2144,7 +2318,7 @@ type WorkflowRunStats struct {
 
 // WorkflowTriggerRequest defines model for WorkflowTriggerRequest.
 type WorkflowTriggerRequest struct {
-	// DedupKey DedupKey: a second trigger with the same key returns the first run.
+	// DedupKey DedupKey (at most 256 bytes; empty: none): a second trigger with the same key returns the first run.
 	DedupKey *string `json:"dedup_key,omitempty"`
 }
 
@@ -2378,6 +2552,143 @@ type BackfillWorkflowJSONRequestBody = BackfillRequest
 
 // TriggerWorkflowJSONRequestBody defines body for TriggerWorkflow for application/json ContentType.
 type TriggerWorkflowJSONRequestBody = WorkflowTriggerRequest
+
+// AsCronSchedule returns the union data inside the Schedule as a CronSchedule
+func (t Schedule) AsCronSchedule() (CronSchedule, error) {
+	var body CronSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCronSchedule overwrites any union data inside the Schedule as the provided CronSchedule
+func (t *Schedule) FromCronSchedule(v CronSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"cron"}`))
+	t.union = b
+	return err
+}
+
+// MergeCronSchedule performs a merge with any union data inside the Schedule, using the provided CronSchedule
+func (t *Schedule) MergeCronSchedule(v CronSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"cron"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsIntervalSchedule returns the union data inside the Schedule as a IntervalSchedule
+func (t Schedule) AsIntervalSchedule() (IntervalSchedule, error) {
+	var body IntervalSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromIntervalSchedule overwrites any union data inside the Schedule as the provided IntervalSchedule
+func (t *Schedule) FromIntervalSchedule(v IntervalSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"interval"}`))
+	t.union = b
+	return err
+}
+
+// MergeIntervalSchedule performs a merge with any union data inside the Schedule, using the provided IntervalSchedule
+func (t *Schedule) MergeIntervalSchedule(v IntervalSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"interval"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOnceSchedule returns the union data inside the Schedule as a OnceSchedule
+func (t Schedule) AsOnceSchedule() (OnceSchedule, error) {
+	var body OnceSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOnceSchedule overwrites any union data inside the Schedule as the provided OnceSchedule
+func (t *Schedule) FromOnceSchedule(v OnceSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"once"}`))
+	t.union = b
+	return err
+}
+
+// MergeOnceSchedule performs a merge with any union data inside the Schedule, using the provided OnceSchedule
+func (t *Schedule) MergeOnceSchedule(v OnceSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"once"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Schedule) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"type"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t Schedule) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "cron":
+		return t.AsCronSchedule()
+	case "interval":
+		return t.AsIntervalSchedule()
+	case "once":
+		return t.AsOnceSchedule()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t Schedule) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Schedule) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error

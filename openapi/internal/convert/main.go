@@ -14,6 +14,14 @@
 //     --requiredByDefault (-required). A request schema cannot be read that
 //     way (PATCH bodies reuse create DTOs), so it keeps only the fields
 //     marked `validate:"required"`, as swag wrote them in -in.
+//   - Schedule, one Go struct for three types of schedule, becomes a oneOf
+//     of CronSchedule, IntervalSchedule and OnceSchedule with a
+//     discriminator on type (scheduleVariants).
+//   - The bounds swag has no tag for: array sizes (its maxLength tag on an
+//     array field bounds the items), map sizes and map value lengths
+//     (collectionBounds), exclusiveMinimum (exclusiveMins). Numeric and
+//     string bounds come from the Go tags (minimum, maximum, minLength,
+//     maxLength) through swag.
 //
 // It fails on a schema swag left empty (a field type it could not resolve),
 // validates the result, and writes it with sorted keys and two-space
@@ -187,6 +195,15 @@ func finish(doc *openapi3.T) error {
 	if doc.Paths == nil {
 		return nil
 	}
+	if err := collectionBounds(doc); err != nil {
+		return err
+	}
+	if err := exclusiveMins(doc); err != nil {
+		return err
+	}
+	if err := scheduleVariants(doc); err != nil {
+		return err
+	}
 	patchSchemas(doc)
 	closeRequestSchemas(doc)
 	for path, item := range doc.Paths.Map() {
@@ -229,6 +246,190 @@ func finish(doc *openapi3.T) error {
 			}
 		}
 	}
+	return nil
+}
+
+// collectionBound is the size the API allows an array (items) or a map
+// (properties) of a request schema.
+type collectionBound struct{ min, max uint64 }
+
+// collectionSizes are the sizes the API enforces on request arrays and
+// maps. swag cannot write them: on an array field its maxLength tag bounds
+// the items' length, not the array's, and it has no tag for maxProperties.
+// Keep them in step with package service (CalendarDatesMax,
+// ExcludeCalendarsMax, WorkflowNodesMax, LabelsMax, headersMax).
+var collectionSizes = map[string]map[string]collectionBound{
+	"CalendarRequest": {"dates": {0, 10_000}},
+	"Schedule":        {"exclude_calendars": {0, 20}},
+	"WorkflowRequest": {"nodes": {1, 200}},
+	"TaskRequest":     {"labels": {0, 32}},
+	"EndpointRequest": {"headers": {0, 32}},
+}
+
+// mapValueLengths are the longest values the API takes in request maps
+// (labelValueMax and headerValueMax in package service); swag writes a
+// map's value schema without its field's tags.
+var mapValueLengths = map[string]map[string]uint64{
+	"TaskRequest":     {"labels": 256},
+	"EndpointRequest": {"headers": 1024},
+}
+
+// collectionBounds sets minItems/maxItems (arrays) or maxProperties (maps)
+// from collectionSizes.
+func collectionBounds(doc *openapi3.T) error {
+	for _, schema := range slices.Sorted(maps.Keys(collectionSizes)) {
+		ref := doc.Components.Schemas[schema]
+		if ref == nil || ref.Value == nil {
+			return fmt.Errorf("collectionBounds: no schema %s", schema)
+		}
+		for prop, b := range collectionSizes[schema] {
+			p := ref.Value.Properties[prop]
+			if p == nil || p.Value == nil || p.Ref != "" {
+				return fmt.Errorf("collectionBounds: %s has no inline property %s", schema, prop)
+			}
+			switch {
+			case p.Value.Type.Is("array"):
+				p.Value.MinItems, p.Value.MaxItems = b.min, openapi3.Ptr(b.max)
+			case p.Value.Type.Is("object"):
+				p.Value.MinProps, p.Value.MaxProps = b.min, openapi3.Ptr(b.max)
+				if n, ok := mapValueLengths[schema][prop]; ok {
+					vs := p.Value.AdditionalProperties.Schema
+					if vs == nil || vs.Value == nil || !vs.Value.Type.Is("string") {
+						return fmt.Errorf("collectionBounds: %s.%s is not a map of strings", schema, prop)
+					}
+					vs.Value.MaxLength = openapi3.Ptr(n)
+				}
+			default:
+				return fmt.Errorf("collectionBounds: %s.%s is neither an array nor a map", schema, prop)
+			}
+		}
+	}
+	return nil
+}
+
+// exclusiveMinimums are the request properties whose minimum the API
+// refuses itself (a rate of 0 is no rate); swag has no tag for
+// exclusiveMinimum. Keep them in step with service.Limits.Set.
+var exclusiveMinimums = map[string][]string{
+	"TenantLimits": {"max_deliveries_per_second", "api_requests_per_second"},
+}
+
+// exclusiveMins sets exclusiveMinimum from exclusiveMinimums.
+func exclusiveMins(doc *openapi3.T) error {
+	for schema, props := range exclusiveMinimums {
+		ref := doc.Components.Schemas[schema]
+		if ref == nil || ref.Value == nil {
+			return fmt.Errorf("exclusiveMins: no schema %s", schema)
+		}
+		for _, prop := range props {
+			p := ref.Value.Properties[prop]
+			if p == nil || p.Value == nil || p.Value.Min == nil {
+				return fmt.Errorf("exclusiveMins: %s.%s has no minimum", schema, prop)
+			}
+			p.Value.ExclusiveMin = openapi3.ExclusiveBound{Bool: openapi3.Ptr(true)}
+		}
+	}
+	return nil
+}
+
+// scheduleVariant is one type of schedule: the Schedule properties it
+// takes, the ones it requires (besides type), and the ones it accepts only
+// with their default, the first value of their enum (service.checkChoice:
+// dialect "standard" and dst_policy "vixie" are accepted on any type).
+type scheduleVariant struct {
+	name         string
+	props        []string
+	required     []string
+	defaultsOnly []string
+}
+
+// scheduleVariants: one Go struct (scheduleDTO) carries the three types of
+// schedule, so swag writes a single object in which cron, interval_seconds
+// and run_at are all optional. The API is stricter (service.ParseSchedule):
+// a cron schedule needs cron, an interval one interval_seconds, a once one
+// run_at, and each refuses the other types' fields (dialect and dst_policy
+// are cron's). Swagger 2.0 has no oneOf, so this step rewrites Schedule as
+// a oneOf of CronSchedule, IntervalSchedule and OnceSchedule with a
+// discriminator on type, each variant taking its properties (descriptions,
+// examples and bounds as swag wrote them from the Go tags) from the
+// original Schedule. Generated clients get a tagged union; the validator
+// refuses {"type":"cron"} and {"type":"interval","cron":"…"} as the server
+// does.
+var scheduleTypes = map[string]scheduleVariant{
+	"cron":     {"CronSchedule", []string{"cron", "dialect", "dst_policy"}, []string{"cron"}, nil},
+	"interval": {"IntervalSchedule", []string{"interval_seconds"}, []string{"interval_seconds"}, []string{"dialect", "dst_policy"}},
+	"once":     {"OnceSchedule", []string{"run_at"}, []string{"run_at"}, []string{"dialect", "dst_policy"}},
+}
+
+// scheduleCommon are the Schedule properties every type takes.
+var scheduleCommon = []string{"type", "timezone", "start_at", "end_at", "exclude_calendars"}
+
+func scheduleVariants(doc *openapi3.T) error {
+	ref := doc.Components.Schemas["Schedule"]
+	if ref == nil || ref.Value == nil {
+		return errors.New("scheduleVariants: no Schedule schema")
+	}
+	orig := ref.Value
+	typ := orig.Properties["type"]
+	if typ == nil || typ.Value == nil {
+		return errors.New("scheduleVariants: Schedule has no type")
+	}
+	var types []string
+	for _, e := range typ.Value.Enum {
+		types = append(types, fmt.Sprint(e))
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(types)), slices.Sorted(maps.Keys(scheduleTypes))) {
+		return fmt.Errorf("scheduleVariants: Schedule.type is one of %v; update scheduleTypes", types)
+	}
+	covered := map[string]bool{}
+	disc := &openapi3.Discriminator{PropertyName: "type", Mapping: map[string]openapi3.MappingRef{}}
+	one := openapi3.NewSchema()
+	one.Description = "A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). " +
+		"A field of another type is refused."
+	for _, t := range types {
+		variant := scheduleTypes[t]
+		v := openapi3.NewObjectSchema()
+		v.Description = "A " + t + " schedule."
+		v.Required = append([]string{"type"}, variant.required...)
+		for _, p := range append(slices.Clone(scheduleCommon), variant.props...) {
+			prop := orig.Properties[p]
+			if prop == nil {
+				return fmt.Errorf("scheduleVariants: Schedule has no property %s", p)
+			}
+			covered[p] = true
+			if p == "type" {
+				tv := *prop.Value
+				tv.Enum, tv.Example = []any{t}, t
+				prop = &openapi3.SchemaRef{Value: &tv}
+			}
+			if p == "cron" {
+				cv := *prop.Value
+				cv.MinLength = 1 // blank is the same as absent
+				prop = &openapi3.SchemaRef{Value: &cv}
+			}
+			v.Properties[p] = prop
+		}
+		for _, p := range variant.defaultsOnly {
+			prop := orig.Properties[p]
+			if prop == nil || prop.Value == nil || len(prop.Value.Enum) == 0 {
+				return fmt.Errorf("scheduleVariants: Schedule.%s is not an enum", p)
+			}
+			dv := *prop.Value
+			dv.Enum, dv.Example = dv.Enum[:1], dv.Enum[0]
+			dv.Description = fmt.Sprintf("Only %v, the default, is accepted: %s applies to cron schedules.", dv.Enum[0], p)
+			v.Properties[p] = &openapi3.SchemaRef{Value: &dv}
+		}
+		doc.Components.Schemas[variant.name] = &openapi3.SchemaRef{Value: v}
+		disc.Mapping[t] = openapi3.MappingRef{Ref: schemaRefPrefix + variant.name, Value: v}
+		one.OneOf = append(one.OneOf, &openapi3.SchemaRef{Ref: schemaRefPrefix + variant.name, Value: v})
+	}
+	for p := range orig.Properties {
+		if !covered[p] {
+			return fmt.Errorf("scheduleVariants: Schedule.%s belongs to no type; update scheduleTypes", p)
+		}
+	}
+	one.Discriminator = disc
+	ref.Value = one
 	return nil
 }
 

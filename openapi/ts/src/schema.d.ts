@@ -907,7 +907,7 @@ export interface components {
              */
             from: string;
             /**
-             * @description MaxConcurrency bounds the backfill's unfinished executions (1..100, default 4).
+             * @description MaxConcurrency bounds the backfill's unfinished executions (1..100; 0 or absent: 4).
              * @example 4
              */
             max_concurrency?: number;
@@ -1019,6 +1019,47 @@ export interface components {
              */
             timeout_ms?: number;
         };
+        /** @description A cron schedule. */
+        CronSchedule: {
+            /**
+             * @description Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
+             *     seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
+             * @example 0 2 * * *
+             */
+            cron: string;
+            /**
+             * @description Dialect of the cron expression (cron only; default standard): standard is Vixie cron's
+             *     (day-of-week 0 and 7 = Sunday), quartz is Quartz's (seconds first, ? in exactly one day field,
+             *     day-of-week 1 = Sunday .. 7 = Saturday).
+             * @example standard
+             * @enum {string}
+             */
+            dialect?: "standard" | "quartz";
+            /**
+             * @description DSTPolicy (cron only; default vixie): vixie fires a fixed hour once per local time and an hour of * or a step
+             *     by elapsed time (both passes of a repeated hour, none for skipped times); once_per_local_time fires every
+             *     slot at most once per local time.
+             * @example vixie
+             * @enum {string}
+             */
+            dst_policy?: "vixie" | "once_per_local_time";
+            /** Format: date-time */
+            end_at?: string;
+            /** @description ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20). */
+            exclude_calendars?: string[];
+            /** Format: date-time */
+            start_at?: string;
+            /**
+             * @description Timezone is an IANA zone name; default UTC.
+             * @example Asia/Shanghai
+             */
+            timezone?: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "cron";
+        };
         EffectiveLimits: {
             /** @example 20 */
             api_requests_per_second: number | null;
@@ -1115,11 +1156,11 @@ export interface components {
             rate_limit_per_second?: number | null;
             /**
              * @description Secret is the signing secret: whsec_ + base64 of 24..64 bytes. Generated when omitted.
-             * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq=
+             * @example whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=
              */
             secret?: string;
             /**
-             * @description Timeout of one delivery attempt in milliseconds (100..300000; default 10000).
+             * @description Timeout of one delivery attempt in milliseconds (100..300000; 0 or absent: 10000).
              * @example 10000
              */
             timeout_ms?: number;
@@ -1160,7 +1201,7 @@ export interface components {
              */
             rate_limit_per_second?: number | null;
             /**
-             * @description Timeout of one delivery attempt in milliseconds (100..300000; default 10000).
+             * @description Timeout of one delivery attempt in milliseconds (100..300000; 0 or absent: 10000).
              * @example 10000
              */
             timeout_ms?: number;
@@ -1214,7 +1255,7 @@ export interface components {
             rate_limit_per_second: number | null;
             /**
              * @description Secret signs the webhooks: whsec_ + base64. Shown only here; store it now.
-             * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwMfKQ9r8GKYq=
+             * @example whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=
              */
             secret: string;
             /** @example 10000 */
@@ -1343,6 +1384,39 @@ export interface components {
             /** @description Progress is any JSON (at most 16 KiB), kept on the execution and shown as progress; absent: the last one stays. */
             progress?: unknown;
         };
+        /** @description A interval schedule. */
+        IntervalSchedule: {
+            /**
+             * @description Only standard, the default, is accepted: dialect applies to cron schedules.
+             * @example standard
+             * @enum {string}
+             */
+            dialect?: "standard";
+            /**
+             * @description Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+             * @example vixie
+             * @enum {string}
+             */
+            dst_policy?: "vixie";
+            /** Format: date-time */
+            end_at?: string;
+            /** @description ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20). */
+            exclude_calendars?: string[];
+            /** @example 60 */
+            interval_seconds: number;
+            /** Format: date-time */
+            start_at?: string;
+            /**
+             * @description Timezone is an IANA zone name; default UTC.
+             * @example Asia/Shanghai
+             */
+            timezone?: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "interval";
+        };
         Limits: {
             limits: components["schemas"]["EffectiveLimits"];
             /** @example acme */
@@ -1369,6 +1443,39 @@ export interface components {
             subject: string;
             /** @example demo */
             tenant: string;
+        };
+        /** @description A once schedule. */
+        OnceSchedule: {
+            /**
+             * @description Only standard, the default, is accepted: dialect applies to cron schedules.
+             * @example standard
+             * @enum {string}
+             */
+            dialect?: "standard";
+            /**
+             * @description Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+             * @example vixie
+             * @enum {string}
+             */
+            dst_policy?: "vixie";
+            /** Format: date-time */
+            end_at?: string;
+            /** @description ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20). */
+            exclude_calendars?: string[];
+            /** Format: date-time */
+            run_at: string;
+            /** Format: date-time */
+            start_at?: string;
+            /**
+             * @description Timezone is an IANA zone name; default UTC.
+             * @example Asia/Shanghai
+             */
+            timezone?: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "once";
         };
         Percentiles: {
             /**
@@ -1463,17 +1570,17 @@ export interface components {
         };
         RetryPolicy: {
             /**
-             * @description InitialBackoffMS default 1000.
+             * @description InitialBackoffMS 100..604800000; 0 or absent: 1000.
              * @example 1000
              */
             initial_backoff_ms?: number;
             /**
-             * @description MaxAttempts 1..100; 1 means never retry. Default 5.
+             * @description MaxAttempts 1..100; 1 means never retry. 0 or absent: 5.
              * @example 5
              */
             max_attempts?: number;
             /**
-             * @description MaxBackoffMS default 600000 (and at least initial_backoff_ms).
+             * @description MaxBackoffMS 100..604800000 and at least initial_backoff_ms; 0 or absent: 600000 (or initial_backoff_ms when larger).
              * @example 600000
              */
             max_backoff_ms?: number;
@@ -1489,55 +1596,13 @@ export interface components {
              */
             finish_within_ms: number;
         };
-        Schedule: {
-            /**
-             * @description Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
-             *     seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
-             * @example 0 2 * * *
-             */
-            cron?: string;
-            /**
-             * @description Dialect of the cron expression (cron only; default standard): standard is Vixie cron's
-             *     (day-of-week 0 and 7 = Sunday), quartz is Quartz's (seconds first, ? in exactly one day field,
-             *     day-of-week 1 = Sunday .. 7 = Saturday).
-             * @example standard
-             * @enum {string}
-             */
-            dialect?: "standard" | "quartz";
-            /**
-             * @description DSTPolicy (cron only; default vixie): vixie fires a fixed hour once per local time and an hour of * or a step
-             *     by elapsed time (both passes of a repeated hour, none for skipped times); once_per_local_time fires every
-             *     slot at most once per local time.
-             * @example vixie
-             * @enum {string}
-             */
-            dst_policy?: "vixie" | "once_per_local_time";
-            /** Format: date-time */
-            end_at?: string;
-            /** @description ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20). */
-            exclude_calendars?: string[];
-            /** @example 60 */
-            interval_seconds?: number;
-            /** Format: date-time */
-            run_at?: string;
-            /** Format: date-time */
-            start_at?: string;
-            /**
-             * @description Timezone is an IANA zone name; default UTC.
-             * @example Asia/Shanghai
-             */
-            timezone?: string;
-            /**
-             * @example cron
-             * @enum {string}
-             */
-            type: "cron" | "interval" | "once";
-        };
+        /** @description A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused. */
+        Schedule: components["schemas"]["CronSchedule"] | components["schemas"]["IntervalSchedule"] | components["schemas"]["OnceSchedule"];
         SkipRequest: {
             /**
              * Format: date-time
-             * @description ScheduledFor is the future slot not to fire, RFC 3339.
-             * @example 2027-01-01T02:00:00Z
+             * @description ScheduledFor is the future slot not to fire, RFC 3339 (the example is a slot of TaskRequest's: 02:00 in Shanghai).
+             * @example 2099-12-31T18:00:00Z
              */
             scheduled_for: string;
         };
@@ -1646,7 +1711,7 @@ export interface components {
             retry?: components["schemas"]["RetryPolicy"];
             schedule: components["schemas"]["Schedule"];
             /**
-             * @description Shards fires this many executions per slot (1..1000, default 1), each with X-Ax-Shard-Index and
+             * @description Shards fires this many executions per slot (1..1000; 0 or absent: 1), each with X-Ax-Shard-Index and
              *     X-Ax-Shard-Count, its own idempotency key, retries and timeline.
              * @example 1
              */
@@ -1694,7 +1759,7 @@ export interface components {
             retry?: components["schemas"]["RetryPolicy"];
             schedule?: components["schemas"]["Schedule"];
             /**
-             * @description Shards fires this many executions per slot (1..1000, default 1), each with X-Ax-Shard-Index and
+             * @description Shards fires this many executions per slot (1..1000; 0 or absent: 1), each with X-Ax-Shard-Index and
              *     X-Ax-Shard-Count, its own idempotency key, retries and timeline.
              * @example 1
              */
@@ -1715,12 +1780,12 @@ export interface components {
         };
         TenantLimits: {
             /**
-             * @description APIRequestsPerSecond: the tenant's API requests per second (429 past it).
+             * @description APIRequestsPerSecond: the tenant's API requests per second (429 past it; above 0, at most 1000000).
              * @example 20
              */
             api_requests_per_second?: number | null;
             /**
-             * @description MaxDeliveriesPerSecond: the tenant's webhooks started per second, across all replicas.
+             * @description MaxDeliveriesPerSecond: the tenant's webhooks started per second, across all replicas (above 0, at most 1000000).
              * @example 100
              */
             max_deliveries_per_second?: number | null;
@@ -1762,7 +1827,7 @@ export interface components {
             created_at: string;
             id: string;
             /**
-             * @description MaxActiveRuns bounds the unfinished runs (1..1000, default 1); a slot beyond it waits, in order.
+             * @description MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
              * @example 1
              */
             max_active_runs?: number;
@@ -1778,7 +1843,7 @@ export interface components {
             /** @description Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes. */
             nodes: components["schemas"]["WorkflowNode"][];
             /** @description Schedule is optional: without one, runs start by trigger. */
-            schedule?: components["schemas"]["Schedule"];
+            schedule?: Omit<components["schemas"]["Schedule"], "type">;
             /**
              * @description SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
              *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
@@ -1814,13 +1879,13 @@ export interface components {
             /** @description Payload is any JSON; the webhook body carries it. Default {}. */
             payload?: unknown;
             /**
-             * @description Priority 1 (highest) to 4; default 2.
+             * @description Priority 1 (highest) to 4; 0 or absent: 2.
              * @example 2
              */
             priority?: number;
             retry?: components["schemas"]["RetryPolicy"];
             /**
-             * @description Shards fires this many executions of the node (1..1000, default 1), with X-Ax-Shard-Index/Count.
+             * @description Shards fires this many executions of the node (1..1000; 0 or absent: 1), with X-Ax-Shard-Index/Count.
              * @example 1
              */
             shards?: number;
@@ -1839,7 +1904,7 @@ export interface components {
         WorkflowRequest: {
             alert_endpoint_id?: string;
             /**
-             * @description MaxActiveRuns bounds the unfinished runs (1..1000, default 1); a slot beyond it waits, in order.
+             * @description MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
              * @example 1
              */
             max_active_runs?: number;
@@ -1853,7 +1918,7 @@ export interface components {
             /** @description Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes. */
             nodes: components["schemas"]["WorkflowNode"][];
             /** @description Schedule is optional: without one, runs start by trigger. */
-            schedule?: components["schemas"]["Schedule"];
+            schedule?: Omit<components["schemas"]["Schedule"], "type">;
             /**
              * @description SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
              *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
@@ -1864,7 +1929,7 @@ export interface components {
         WorkflowRequestPatch: {
             alert_endpoint_id?: string;
             /**
-             * @description MaxActiveRuns bounds the unfinished runs (1..1000, default 1); a slot beyond it waits, in order.
+             * @description MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
              * @example 1
              */
             max_active_runs?: number;
@@ -1878,7 +1943,7 @@ export interface components {
             /** @description Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes. */
             nodes?: components["schemas"]["WorkflowNode"][];
             /** @description Schedule is optional: without one, runs start by trigger. */
-            schedule?: components["schemas"]["Schedule"];
+            schedule?: Omit<components["schemas"]["Schedule"], "type">;
             /**
              * @description SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
              *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
@@ -1964,7 +2029,7 @@ export interface components {
             total: number;
         };
         WorkflowTriggerRequest: {
-            /** @description DedupKey: a second trigger with the same key returns the first run. */
+            /** @description DedupKey (at most 256 bytes; empty: none): a second trigger with the same key returns the first run. */
             dedup_key?: string;
         };
     };
