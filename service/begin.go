@@ -149,6 +149,11 @@ func (s *Deliveries) beginRow(ctx context.Context, tenant, executionID string, l
 	if err != nil {
 		return Delivery{}, err
 	}
+	if d.Action == ActionHold {
+		// Committed: the dispatcher, which may be polling slowly while
+		// nothing was held, finds it at once.
+		s.cfg.Limits.Wake()
+	}
 	return d, nil
 }
 

@@ -452,9 +452,15 @@ func (l *Limits) Wake() {
 }
 
 // dispatchPoll is how often the dispatcher looks at held deliveries when
-// nothing wakes it: the longest a permit released on another replica
-// stays unused.
+// nothing wakes it while some are held: the longest a permit released on
+// another replica stays unused.
 const dispatchPoll = 50 * time.Millisecond
+
+// dispatchIdlePoll is how often it looks when its last look found none
+// held: a delivery held from then on wakes the dispatcher of the replica
+// that held it (Deliveries.Begin), so that a replica without limits in
+// play costs one statement a second, not twenty.
+const dispatchIdlePoll = time.Second
 
 // Run keeps the cache fresh and runs the dispatcher of held deliveries,
 // the sweep of expired permits and the fair sharing of the deliver
@@ -490,11 +496,14 @@ func (l *Limits) Run(ctx context.Context) {
 		case <-l.wake:
 		case <-timer.C:
 		}
-		next, err := l.Dispatch(ctx)
+		next, held, err := l.Dispatch(ctx)
 		if err != nil && ctx.Err() == nil {
 			l.cfg.Logger.Warn("dispatching held deliveries failed", "error", err.Error())
 		}
 		wait := dispatchPoll
+		if !held && err == nil {
+			wait = dispatchIdlePoll
+		}
 		if !next.IsZero() {
 			wait = min(wait, max(time.Until(next), time.Millisecond))
 		}
@@ -513,13 +522,12 @@ const dispatchBatch = 500
 
 // Dispatch grants permits to held deliveries whose gates have room, in
 // order, for every tenant, and returns when a rate-limited gate gets its
-// next token (zero: none waits on one).
-func (l *Limits) Dispatch(ctx context.Context) (time.Time, error) {
+// next token (zero: none waits on one) and whether any delivery was held.
+func (l *Limits) Dispatch(ctx context.Context) (next time.Time, held bool, err error) {
 	tenants, err := db.TenantsWithHolds(ctx, l.pool)
 	if err != nil {
-		return time.Time{}, storeError(err, "list held deliveries")
+		return time.Time{}, false, storeError(err, "list held deliveries")
 	}
-	var next time.Time
 	var errs []error
 	for _, t := range tenants {
 		e := l.Effective(t)
@@ -538,7 +546,7 @@ func (l *Limits) Dispatch(ctx context.Context) (time.Time, error) {
 			next = d.NextToken
 		}
 	}
-	return next, errors.Join(errs...)
+	return next, len(tenants) > 0, errors.Join(errs...)
 }
 
 // fairQueues are the queues whose due jobs Share orders across tenants:
