@@ -70,8 +70,12 @@ BENCH_FLAGS ?=
 bench-precision: ## Firing lateness at 1,000 fires/s for 30 s, then a 10,000-task burst (tests/bench; BENCH_FLAGS adds flags).
 	$(GO) run ./tests/bench -scenario precision,burst -duration 30s -json tmp/bench-precision.json $(BENCH_FLAGS)
 
+.PHONY: bench-limits
+bench-limits: ## Endpoint max_concurrency and rate_limit_per_second across 2 replicas (about 4 min; tests/bench; BENCH_FLAGS adds flags).
+	$(GO) run ./tests/bench -scenario maxconc,ratelimit -json tmp/bench-limits.json $(BENCH_FLAGS)
+
 .PHONY: bench
-bench: ## Every benchmark scenario (about 13 min); prints a table and writes tmp/bench.json.
+bench: ## Every benchmark scenario (about 17 min); prints a table and writes tmp/bench.json.
 	$(GO) run ./tests/bench -scenario all -json tmp/bench.json $(BENCH_FLAGS)
 
 SOAK_FLAGS ?=

@@ -576,10 +576,19 @@ func DispatchHolds(ctx context.Context, q Querier, tenant string, tenantGate Gat
 	return d, nil
 }
 
-// WakeJobs makes sleeping (snoozed) River jobs available now.
+// WakeJobs makes sleeping (snoozed) River jobs available now, and tells
+// the River clients listening on their queues, as River's own insert does
+// (a NOTIFY on <schema>.river_insert with {"queue": …}, sent at commit):
+// otherwise a woken job waits for its queue's next poll, and every
+// hand-off under an endpoint's max_concurrency would cost that wait.
 func WakeJobs(ctx context.Context, q Querier, ids []int64) error {
-	_, err := q.Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now()
-		WHERE id = ANY ($1::bigint[]) AND state = 'scheduled'`, ids)
+	_, err := q.Exec(ctx, `WITH woken AS (
+			UPDATE river_job SET state = 'available', scheduled_at = now()
+			WHERE id = ANY ($1::bigint[]) AND state = 'scheduled'
+			RETURNING queue
+		)
+		SELECT pg_notify(current_schema() || '.river_insert', json_build_object('queue', queue)::text)
+		FROM (SELECT DISTINCT queue FROM woken) w`, ids)
 	return wrap("wake jobs", err)
 }
 

@@ -33,6 +33,11 @@
 //     and PostgreSQL transactions/s while they wait, then complete-to-
 //     succeeded latency when they are completed at 1,000/s with their
 //     callback tokens.
+//   - maxconc, ratelimit: an endpoint's max_concurrency (5, answering in
+//     200 ms, 2,000 fires due at one instant) and rate_limit_per_second
+//     (50, 4,000 fires due over 10 s) with ax as two replicas on one
+//     database; the most requests in flight at the receiver and the
+//     throughput, the requests per wall-clock second (limits.go).
 //
 // Each database of the other scenarios is ANALYZEd just before measuring
 // (-analyze), as autovacuum
@@ -105,15 +110,16 @@ func (m *multiFlag) Set(v string) error {
 }
 
 var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling", "retention",
-	"workflow", "diamond", "shards", "callbacks", "noisy"}
+	"workflow", "diamond", "shards", "callbacks", "noisy", "maxconc", "ratelimit"}
 
 func main() {
 	var o options
 	flag.StringVar(&o.scenario, "scenario", "precision",
-		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling|retention|workflow|callbacks|noisy, "+
+		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling|retention|workflow|callbacks|noisy|maxconc|ratelimit, "+
 			"a comma-separated list, or all")
 	flag.IntVar(&o.tasks, "tasks", 0, "number of tasks (0: the scenario's default: precision 1000, sustained 5000, "+
-		"burst 10000, idle 1000000, ceiling 20000 jobs per configuration, noisy 20000 of the noisy tenant)")
+		"burst 10000, idle 1000000, ceiling 20000 jobs per configuration, noisy 20000 of the noisy tenant, "+
+		"maxconc 2000, ratelimit 4000)")
 	flag.DurationVar(&o.duration, "duration", 30*time.Second, "measurement window (precision, sustained, idle, and each api phase)")
 	flag.DurationVar(&o.warmup, "warmup", 5*time.Second, "discarded warm-up after the first slot (precision, sustained)")
 	flag.DurationVar(&o.grace, "grace", 10*time.Second, "how long after the window a slot may still arrive before it counts as missing")
@@ -296,6 +302,10 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 		return callbacks(ctx, st, o, orInt(n, 10_000), 1000)
 	case "noisy":
 		return noisy(ctx, st, o, orInt(n, 20_000))
+	case "maxconc":
+		return maxconc(ctx, st, o, orInt(n, 2000))
+	case "ratelimit":
+		return ratelimit(ctx, st, o, orInt(n, 4000))
 	}
 	return nil, fmt.Errorf("unknown scenario %q", name)
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -251,7 +252,9 @@ feed:
 }
 
 // slowReceiver answers every webhook after a fixed delay and records when
-// each execution first arrived.
+// each execution first arrived, and every request's arrival with the
+// number of requests in its handler at that moment (itself included): the
+// endpoint-limit scenarios read concurrency and per-second rates from them.
 type slowReceiver struct {
 	url   string
 	srv   *http.Server
@@ -260,6 +263,12 @@ type slowReceiver struct {
 	first time.Time
 	last  time.Time
 	n     atomic.Int64
+
+	inflight    atomic.Int64 // requests in the handler now
+	arrivals    []time.Time  // every request, in arrival order
+	inflightAt  []int        // inflight at each arrival, this one included
+	maxInflight int
+	dups        int // requests repeating an execution id already seen
 }
 
 func startSlowReceiver(ctx context.Context, delay time.Duration) (*slowReceiver, error) {
@@ -270,9 +279,18 @@ func startSlowReceiver(ctx context.Context, delay time.Duration) (*slowReceiver,
 	r := &slowReceiver{url: "http://" + ln.Addr().String() + "/hook", seen: map[string]bool{}}
 	r.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		at := time.Now()
+		cur := int(r.inflight.Add(1))
+		// net/http sends the response once the handler has returned, so
+		// the count drops before ax can see this request finish.
+		defer r.inflight.Add(-1)
 		exec := req.Header.Get("X-Ax-Execution-Id")
 		r.mu.Lock()
-		if !r.seen[exec] {
+		r.arrivals = append(r.arrivals, at)
+		r.inflightAt = append(r.inflightAt, cur)
+		r.maxInflight = max(r.maxInflight, cur)
+		if r.seen[exec] {
+			r.dups++
+		} else {
 			r.seen[exec] = true
 			r.n.Add(1)
 			if r.first.IsZero() || at.Before(r.first) {
@@ -296,6 +314,14 @@ func (r *slowReceiver) span() (first, last time.Time, n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.first, r.last, len(r.seen)
+}
+
+// requests returns every request's arrival, the in-flight count at each,
+// the most ever in flight and the number of repeated executions.
+func (r *slowReceiver) requests() (arrivals []time.Time, inflightAt []int, maxInflight, dups int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.arrivals), slices.Clone(r.inflightAt), r.maxInflight, r.dups
 }
 
 func (r *slowReceiver) close() {

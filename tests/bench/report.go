@@ -93,6 +93,8 @@ type result struct {
 	API           []apiStats   `json:"api,omitempty"`
 	JobsPerSecond float64      `json:"jobs_per_second,omitempty"` // ceiling: the best configuration
 	Ceiling       []ceilingRun `json:"ceiling,omitempty"`
+	// Limit: maxconc and ratelimit, what the receiver saw of the limit.
+	Limit *limitStats `json:"limit,omitempty"`
 
 	Target        string      `json:"target,omitempty"`
 	Pass          *bool       `json:"pass,omitempty"`
@@ -291,6 +293,8 @@ func (rep *report) print(w io.Writer) {
 					c.Completed, c.Seconds, c.JobsPerSecond)
 			}
 			_ = tw.Flush()
+		case "maxconc", "ratelimit":
+			printLimit(w, r)
 		default:
 			fmt.Fprintln(w)
 		}

@@ -45,6 +45,22 @@ type session struct {
 	ax    *axProc
 	rcv   *receiver
 	epID  string
+	// replicas are further ax processes on the same database
+	// (addReplicas); ax is the first.
+	replicas []*axProc
+}
+
+// addReplicas starts n more ax processes on the session's database, as a
+// deployment with n+1 replicas has.
+func (s *session) addReplicas(ctx context.Context, n int) error {
+	for i := range n {
+		p, err := s.st.startAx(ctx, fmt.Sprintf("%s-replica%d", s.name, i+2), s.dbURL)
+		if err != nil {
+			return err
+		}
+		s.replicas = append(s.replicas, p)
+	}
+	return nil
 }
 
 // open starts a fresh database, ax on it and a receiver, and registers the
@@ -89,6 +105,9 @@ func (s *session) close() {
 	if s.ax != nil {
 		s.ax.stop()
 	}
+	for _, p := range s.replicas {
+		p.stop()
+	}
 	if s.rcv != nil {
 		s.rcv.close()
 	}
@@ -112,8 +131,10 @@ func (s *session) finish(ctx context.Context, res *result) {
 			res.Notes = append(res.Notes, "WAL statistics: "+err.Error())
 		}
 	}
-	if s.ax != nil && s.ax.exitedEarly() {
-		res.Notes = append(res.Notes, "ax exited during the run; its log: "+tail(s.ax.logPath, 5))
+	for _, p := range append([]*axProc{s.ax}, s.replicas...) {
+		if p != nil && p.exitedEarly() {
+			res.Notes = append(res.Notes, "ax exited during the run; its log: "+tail(p.logPath, 5))
+		}
 	}
 }
 
