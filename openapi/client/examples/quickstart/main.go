@@ -30,11 +30,8 @@ import (
 
 func main() {
 	log.SetFlags(0)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := run(ctx, envOr("AX_URL", "http://localhost:8080"), os.Getenv("AX_TOKEN")); err != nil {
+	if err := run(envOr("AX_URL", "http://localhost:8080"), os.Getenv("AX_TOKEN")); err != nil {
 		log.Printf("quickstart failed: %v", err)
-		cancel()
 		os.Exit(1)
 	}
 	fmt.Println("ok")
@@ -88,7 +85,9 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func run(ctx context.Context, baseURL, token string) error {
+func run(baseURL, token string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	ax, err := client.New(baseURL, token)
 	if err != nil {
 		return err
@@ -105,7 +104,7 @@ func run(ctx context.Context, baseURL, token string) error {
 	}
 	srv := &http.Server{Handler: hooks, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
+	defer func() { _ = srv.Close() }()
 	hookURL := "http://" + ln.Addr().String() + "/hooks/ax"
 	fmt.Println("receiver listening on", hookURL)
 
