@@ -1,11 +1,10 @@
 // Creates an endpoint and a task, reads the task back, lists executions,
 // pauses and deletes the task. Run against a server:
-//   AX_URL=http://localhost:8080 AX_TOKEN=... node --experimental-strip-types examples/quickstart.ts
-// (`make ts-check` type-checks it with tsc --strict; no casts.)
+//   npm ci && npm run build:examples
+//   AX_URL=http://localhost:8080 AX_TOKEN=... node build/examples/quickstart.js
+// (`make ts-check` type-checks it with tsc --strict; no casts.) examples/e2e.ts
+// goes further: it receives the webhooks and verifies their signatures.
 import { createAxClient, newIdempotencyKey, ok } from "../src/index.js";
-
-// Node's process, without depending on @types/node.
-declare const process: { env: Record<string, string | undefined> };
 
 const url = process.env.AX_URL ?? "http://localhost:8080";
 const token = process.env.AX_TOKEN ?? "";
