@@ -317,7 +317,7 @@ func ratelimit(ctx context.Context, st *stack, o options, n int) (*result, error
 	to := arrivals[len(arrivals)-1].Truncate(time.Second) // exclusive
 	secs := int(to.Sub(from) / time.Second)
 	if secs <= 0 {
-		return res, fmt.Errorf("the requests spanned under two seconds: no whole second to measure")
+		return res, errors.New("the requests spanned under two seconds: no whole second to measure")
 	}
 	counts := make([]int, secs)
 	for _, a := range arrivals {
