@@ -162,6 +162,9 @@ func layoutDAG(title string, in []dagInput) dagView {
 			n.TX, n.TY, n.SY = n.X+dagNodeW/2, n.Y+20, n.Y+38
 			n.Label = shorten(n.Key, dagLabelMax)
 			n.Sub, n.Tip = nodeWords(n.dagInput)
+			if n.Sub == "" {
+				n.TY = n.Y + dagNodeH/2 + 5 // one line: centred
+			}
 			pos[i] = n
 		}
 	}

@@ -29,6 +29,8 @@ func TestLayoutDAG(t *testing.T) {
 	assert.Equal(t, "blocked · all_done", v.Nodes[2].Sub)
 	assert.Equal(t, "c: blocked · all_done (after a, b)", v.Nodes[2].Tip)
 	assert.Empty(t, v.Nodes[1].Sub, "all_success and no state: no second line")
+	assert.Equal(t, v.Nodes[1].Y+dagNodeH/2+5, v.Nodes[1].TY, "a lone key is centred")
+	assert.Less(t, v.Nodes[2].TY, v.Nodes[2].SY)
 	assert.True(t, v.States)
 	assert.Equal(t, []string{"blocked"}, v.Legend)
 	for _, n := range v.Nodes {
