@@ -89,6 +89,9 @@ type WorkflowRunNode struct {
 	Shards      int
 	// ShardStates counts a sharded node's executions per state.
 	ShardStates map[string]int
+	// DependsOn and TriggerRule are the node's, in the run's version.
+	DependsOn   []string
+	TriggerRule string
 	RuleMetAt   *time.Time
 	StartedAt   *time.Time
 	FinishedAt  *time.Time
@@ -811,7 +814,8 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 		if row.State == RunCancelled && st == NodeWaiting {
 			st = NodeCancelled
 		}
-		rn := WorkflowRunNode{Key: n.Key, State: st, Shards: max(n.Shards, 1), RuleMetAt: utcPtr(sn.RuleMetAt)}
+		rn := WorkflowRunNode{Key: n.Key, State: st, Shards: max(n.Shards, 1), DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
+			RuleMetAt: utcPtr(sn.RuleMetAt)}
 		for _, x := range byNode[n.Key] {
 			if x.Shard == 0 {
 				rn.ExecutionID = x.ID

@@ -126,7 +126,14 @@ func Mount(e *echo.Echo, cfg Config) {
 
 	r("/backfills", c.backfills, api.ScopeTasksRead)
 	r("/workflows", c.workflows, api.ScopeWorkflowsRead)
+	r("/workflows/:id", c.workflow, api.ScopeWorkflowsRead)
+	w("/workflows/:id/pause", c.pauseWorkflow, api.ScopeWorkflowsWrite)
+	w("/workflows/:id/resume", c.resumeWorkflow, api.ScopeWorkflowsWrite)
+	w("/workflows/:id/trigger", c.triggerWorkflow, api.ScopeWorkflowsWrite)
 	r("/workflow-runs/:id", c.workflowRun, api.ScopeWorkflowsRead)
+	w("/workflow-runs/:id/cancel", c.cancelRun, api.ScopeWorkflowsWrite)
+	w("/workflow-runs/:id/nodes/:key/run", c.runNode, api.ScopeWorkflowsWrite)
+	w("/workflow-runs/:id/nodes/:key/skip", c.skipNode, api.ScopeWorkflowsWrite)
 
 	// Anything else under the prefix is the console's own 404 page.
 	g.Any("/*", func(ec echo.Context) error {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -586,4 +587,240 @@ func TestConsoleWorkflows(t *testing.T) {
 
 	assert.Equal(t, http.StatusNotFound, e.get("/console/workflow-runs/"+runID, token(t, "globex")).Status)
 	assert.Equal(t, http.StatusForbidden, e.get("/console/workflows", token(t, "acme", api.ScopeTasksRead)).Status)
+}
+
+// workflowDoc is a diamond whose join runs on one_success.
+func workflowDoc(ep string) string {
+	n := func(key, deps, rule string) string {
+		s := `{"key":"` + key + `","endpoint_id":"` + ep + `"`
+		if deps != "" {
+			s += `,"depends_on":[` + deps + `]`
+		}
+		if rule != "" {
+			s += `,"trigger_rule":"` + rule + `"`
+		}
+		return s + `}`
+	}
+	return `{"name":"etl","nodes":[` + n("extract", "", "") + `,` + n("clean", `"extract"`, "") + `,` +
+		n("enrich", `"extract"`, "") + `,` + n("load", `"clean","enrich"`, "one_success") + `]}`
+}
+
+var (
+	dagNodeRE = regexp.MustCompile(`<g class="dag-node[^"]*" data-key="([^"]+)"(?: data-state="([^"]+)")?>`)
+	rectXRE   = regexp.MustCompile(`data-key="([^"]+)"[^<]*(?:<a [^>]*>)?<title>[^<]*</title><rect x="(\d+)"`)
+)
+
+// dagStatesOf returns each drawn node's state.
+func dagStatesOf(body string) map[string]string {
+	out := map[string]string{}
+	for _, m := range dagNodeRE.FindAllStringSubmatch(body, -1) {
+		out[m[1]] = m[2]
+	}
+	return out
+}
+
+// TestConsoleWorkflowPage: a workflow's page draws its graph (layers by
+// longest path, edges with arrowheads, the rule when not all_success),
+// lists its nodes with their dependencies, and pauses, resumes and
+// triggers it with a flash message.
+func TestConsoleWorkflowPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tok := token(t, "acme")
+	ep := e.createEndpoint(tok, "ep")
+	wf := e.rest(http.MethodPost, "/v1/workflows", tok, workflowDoc(ep))["id"].(string)
+
+	p := e.get("/console/workflows", tok)
+	require.Equal(t, http.StatusOK, p.Status)
+	assert.Contains(t, p.Body, `href="/console/workflows/`+wf+`"`)
+
+	p = e.get("/console/workflows/"+wf, tok)
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	assertSecurityHeaders(t, p)
+	assert.Contains(t, p.Body, `<svg xmlns="http://www.w3.org/2000/svg" class="dag-svg"`)
+	assert.Contains(t, p.Body, `<title id="dag-title">Graph of workflow etl`)
+	assert.Equal(t, map[string]string{"extract": "", "clean": "", "enrich": "", "load": ""}, dagStatesOf(p.Body))
+	assert.Equal(t, 4, strings.Count(p.Body, `class="dag-edge"`), "one edge per dependency")
+	assert.Contains(t, p.Body, `marker-end="url(#dag-arrow)"`)
+	assert.Contains(t, p.Body, `class="dag-sub">one_success</text>`, "the join's rule is drawn")
+	assert.NotContains(t, p.Body, `>all_success<`)
+	x := map[string]int{}
+	for _, m := range rectXRE.FindAllStringSubmatch(p.Body, -1) {
+		x[m[1]], _ = strconv.Atoi(m[2])
+	}
+	require.Len(t, x, 4, p.Body)
+	assert.Less(t, x["extract"], x["clean"])
+	assert.Equal(t, x["clean"], x["enrich"], "siblings share a layer")
+	assert.Less(t, x["enrich"], x["load"])
+	assert.Regexp(t, `<li><code>load</code> after <code>clean, enrich</code> · rule <span class="label">one_success</span></li>`, p.Body,
+		"the plain list of nodes and their dependencies")
+	assert.Contains(t, p.Body, `id="pause"`)
+	assert.Contains(t, p.Body, `id="trigger"`)
+	assert.Contains(t, p.Body, "No runs yet")
+
+	p = e.post("/console/workflows/"+wf+"/pause", tok, nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	assert.Equal(t, "/console/workflows/"+wf+"?done=paused", p.Location)
+	p = e.get(p.Location, tok)
+	assert.Contains(t, p.Body, `id="flash">The workflow is paused`)
+	assert.Contains(t, p.Body, `id="resume"`)
+	assert.NotContains(t, p.Body, `id="pause"`)
+	p = e.post("/console/workflows/"+wf+"/resume", tok, nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	assert.Contains(t, e.get(p.Location, tok).Body, `id="pause"`)
+	// An unknown flash code shows nothing.
+	assert.NotContains(t, e.get("/console/workflows/"+wf+"?done=<b>pwned</b>", tok).Body, `id="flash"`)
+
+	p = e.post("/console/workflows/"+wf+"/trigger", tok, nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.True(t, strings.HasPrefix(p.Location, "/console/workflow-runs/"), p.Location)
+	assert.True(t, strings.HasSuffix(p.Location, "?done=triggered"), p.Location)
+	p = e.get(p.Location, tok)
+	assert.Contains(t, p.Body, `id="flash">A run was triggered.`)
+	assert.Contains(t, e.get("/console/workflows/"+wf, tok).Body, `<table id="runs">`)
+}
+
+// TestConsoleWorkflowRunResolve: a run's page colours its graph by node
+// state and links fired nodes to their executions; a blocked run is
+// resolved from it (skip, run now, cancel), a refused change is shown as a
+// problem on the page (409).
+func TestConsoleWorkflowRunResolve(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tok := token(t, "acme")
+	ep := e.createEndpoint(tok, "ep")
+	wf := e.rest(http.MethodPost, "/v1/workflows", tok, workflowDoc(ep))["id"].(string)
+	runID := e.rest(http.MethodPost, "/v1/workflows/"+wf+"/trigger", tok, `{}`)["id"].(string)
+	runPath := "/console/workflow-runs/" + runID
+
+	p := e.get(runPath, tok)
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	assertSecurityHeaders(t, p)
+	assert.Equal(t, map[string]string{"extract": "pending", "clean": "waiting", "enrich": "waiting", "load": "waiting"}, dagStatesOf(p.Body))
+	assert.Contains(t, p.Body, `class="dag-sub">pending</text>`, "the state is written in the node")
+	assert.Contains(t, p.Body, `class="dag-sub">waiting · one_success</text>`)
+	assert.Contains(t, p.Body, `<span class="dag-swatch state-pending">pending</span>`, "the legend")
+	m := regexp.MustCompile(`data-key="extract" data-state="pending"><a href="/console/executions/(` + idRE.String() + `)">`).FindStringSubmatch(p.Body)
+	require.NotNil(t, m, "a fired node links to its execution: %s", p.Body)
+	x := m[1]
+	assert.Contains(t, p.Body, `id="cancel-run"`)
+	assert.Contains(t, p.Body, `action="/console/workflow-runs/`+runID+`/nodes/clean/skip"`, "a node not yet run can be skipped")
+	assert.NotContains(t, p.Body, `/nodes/extract/`, "a fired node cannot")
+	assert.Contains(t, p.Body, `data-refresh="3"`, "a running run reloads itself")
+
+	// The first node's execution is cancelled: its downstream nodes are
+	// blocked, and so is the run.
+	p = e.post("/console/executions/"+x+"/cancel", tok, nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	p = e.get(runPath, tok)
+	require.Contains(t, p.Body, `id="run-state"><span class="state state-blocked">blocked</span>`, p.Body)
+	assert.Contains(t, p.Body, `id="blocked-hint"`)
+	st := dagStatesOf(p.Body)
+	assert.Equal(t, "cancelled", st["extract"])
+	assert.Equal(t, "blocked", st["clean"])
+	assert.Contains(t, p.Body, `<span class="dag-swatch state-blocked">blocked</span>`)
+	assert.NotContains(t, p.Body, `data-refresh`)
+
+	// Skip one branch: the join (one_success) may go on.
+	p = e.post(runPath+"/nodes/clean/skip", tok, nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	assert.Equal(t, runPath+"?done=skipped&node=clean", p.Location)
+	p = e.get(p.Location, tok)
+	assert.Contains(t, p.Body, `id="flash">Node &#34;clean&#34; is skipped`)
+	st = dagStatesOf(p.Body)
+	assert.Equal(t, "skipped", st["clean"])
+	assert.Equal(t, "pending", st["load"], "one_success met by the skipped branch")
+
+	// Run the other blocked branch now.
+	p = e.post(runPath+"/nodes/enrich/run", tok, nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	p = e.get(p.Location, tok)
+	assert.Contains(t, p.Body, `id="flash">Node &#34;enrich&#34; was started now`)
+	assert.Equal(t, "pending", dagStatesOf(p.Body)["enrich"])
+
+	// A node already fired cannot be skipped: the page says why, with 409.
+	p = e.post(runPath+"/nodes/enrich/skip", tok, nil)
+	assert.Equal(t, http.StatusConflict, p.Status)
+	assert.Contains(t, p.Body, `id="problem"`)
+	assert.Contains(t, p.Body, "already fired")
+	assert.Contains(t, p.Body, `<svg`, "the run's page, not an error page")
+	assert.Equal(t, http.StatusNotFound, e.post(runPath+"/nodes/nope/skip", tok, nil).Status)
+
+	// Cancel the run; cancelling again is refused.
+	p = e.post(runPath+"/cancel", tok, nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	p = e.get(p.Location, tok)
+	assert.Contains(t, p.Body, `id="flash">The run is cancelled.`)
+	assert.NotContains(t, p.Body, `id="cancel-run"`)
+	assert.NotContains(t, p.Body, `/skip"`)
+	p = e.post(runPath+"/cancel", tok, nil)
+	assert.Equal(t, http.StatusConflict, p.Status)
+	assert.Contains(t, p.Body, "only a pending, running or blocked run can be cancelled")
+
+	// The audit log has the console's changes, as the REST API's.
+	audit := e.rest(http.MethodGet, "/v1/audit?resource_type=workflow_run&resource_id="+runID, tok, "")
+	var actions []string
+	for _, it := range audit["items"].([]any) {
+		actions = append(actions, it.(map[string]any)["action"].(string))
+	}
+	assert.ElementsMatch(t, []string{"skip", "trigger", "cancel"}, actions)
+}
+
+// TestConsoleWorkflowScopes: a token without workflows:write sees the
+// graphs without a button, and its changes are refused; the changes need
+// the CSRF token; another tenant's ids are a 404 page.
+func TestConsoleWorkflowScopes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rw := token(t, "acme")
+	ep := e.createEndpoint(rw, "ep")
+	wf := e.rest(http.MethodPost, "/v1/workflows", rw, workflowDoc(ep))["id"].(string)
+	runID := e.rest(http.MethodPost, "/v1/workflows/"+wf+"/trigger", rw, `{}`)["id"].(string)
+	changes := []string{"/console/workflows/" + wf + "/pause", "/console/workflows/" + wf + "/resume", "/console/workflows/" + wf + "/trigger",
+		"/console/workflow-runs/" + runID + "/cancel", "/console/workflow-runs/" + runID + "/nodes/clean/run",
+		"/console/workflow-runs/" + runID + "/nodes/clean/skip"}
+
+	ro := token(t, "acme", api.ScopeWorkflowsRead, api.ScopeExecutionsRead)
+	for _, path := range []string{"/console/workflows", "/console/workflows/" + wf, "/console/workflow-runs/" + runID} {
+		p := e.get(path, ro)
+		require.Equal(t, http.StatusOK, p.Status, path)
+		forms := regexp.MustCompile(`<form method="post" action="([^"]+)"`).FindAllStringSubmatch(p.Body, -1)
+		require.Len(t, forms, 1, "%s: only the sign-out form", path)
+		assert.NotContains(t, p.Body, "<button type=\"submit\" id=", path)
+	}
+	assert.Contains(t, e.get("/console/workflow-runs/"+runID, ro).Body, `<svg`)
+	for _, path := range changes {
+		p := e.post(path, ro, nil)
+		assert.Equal(t, http.StatusForbidden, p.Status, path)
+		assert.Contains(t, p.Body, "workflows:write", path)
+	}
+	// Without executions:read the nodes do not link to executions.
+	wfOnly := token(t, "acme", api.ScopeWorkflowsRead)
+	assert.NotContains(t, e.get("/console/workflow-runs/"+runID, wfOnly).Body, "/console/executions/")
+
+	// Without the CSRF token, or from another site, nothing changes.
+	for _, path := range changes {
+		p := e.do(http.MethodPost, path, url.Values{}, opts{Cookie: rw, Site: "same-origin"})
+		assert.Equal(t, http.StatusForbidden, p.Status, path)
+		assert.Contains(t, p.Body, "CSRF", path)
+		p = e.do(http.MethodPost, path, url.Values{"csrf": {e.csrf(rw)}}, opts{Cookie: rw, Site: "cross-site"})
+		assert.Equal(t, http.StatusForbidden, p.Status, path)
+	}
+	p := e.get("/console/workflow-runs/"+runID, rw)
+	assert.Contains(t, p.Body, `id="cancel-run"`, "the run is not cancelled")
+	assert.Equal(t, "waiting", dagStatesOf(p.Body)["clean"])
+	assert.Contains(t, e.get("/console/workflows/"+wf, rw).Body, `id="pause"`, "the workflow is not paused")
+
+	// Another tenant's ids, and ids that are not ids, are a 404 page.
+	other := token(t, "globex")
+	for _, path := range []string{"/console/workflows/" + wf, "/console/workflow-runs/" + runID, "/console/workflows/not-an-id"} {
+		p := e.get(path, other)
+		assert.Equal(t, http.StatusNotFound, p.Status, path)
+		assert.Contains(t, p.Body, "Not found", path)
+		assert.NotContains(t, p.Body, "extract", path)
+	}
+	for _, path := range changes {
+		assert.Equal(t, http.StatusNotFound, e.post(path, other, nil).Status, path)
+	}
+	assert.Equal(t, "waiting", dagStatesOf(e.get("/console/workflow-runs/"+runID, rw).Body)["clean"], "acme's run is untouched")
 }

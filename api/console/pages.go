@@ -1,11 +1,13 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -552,12 +554,28 @@ func (workflowsView) title() (string, string) { return "Workflows", "workflows" 
 type workflowRunView struct {
 	Run      service.WorkflowRun
 	Workflow service.Workflow
-	Deps     map[string]string
+	Graph    dagView
+	// Resolvable: the run's nodes can be run or skipped (it is running or
+	// blocked); Cancellable: the run is not final.
+	Resolvable, Cancellable bool
+	Flash                   string
+	Problem                 *errorView
 }
 
 func (v workflowRunView) title() (string, string) {
 	return "Run of " + v.Workflow.Name, "workflows"
 }
+
+type workflowView struct {
+	Workflow service.Workflow
+	Schedule string
+	Graph    dagView
+	Runs     []service.WorkflowRun
+	Flash    string
+	Problem  *errorView
+}
+
+func (v workflowView) title() (string, string) { return "Workflow " + v.Workflow.Name, "workflows" }
 
 // workflows lists the workflows, each with its latest runs.
 func (c *console) workflows(ec echo.Context, s *session) error {
@@ -580,10 +598,87 @@ func (c *console) workflows(ec echo.Context, s *session) error {
 	return c.render(ec, http.StatusOK, "workflows", s, v)
 }
 
-// workflowRun shows a run's nodes with their states.
-func (c *console) workflowRun(ec echo.Context, s *session) error {
+// flashes are the messages a change leaves for the page it redirects to
+// (?done=…): a fixed text per change, so that a link cannot put words in
+// the console's mouth.
+var flashes = map[string]string{
+	"paused":    "The workflow is paused: no scheduled runs until it is resumed.",
+	"resumed":   "The workflow is resumed.",
+	"triggered": "A run was triggered.",
+	"cancelled": "The run is cancelled.",
+	"ran":       "The node was started.",
+	"skipped":   "The node is skipped.",
+}
+
+// nodeFlashes are the same for a change of one node, named by ?node=.
+var nodeFlashes = map[string]string{
+	"ran":     "was started now, whatever its trigger rule.",
+	"skipped": "is skipped: its downstream nodes go on as if it had succeeded.",
+}
+
+// flashOf returns the request's flash message, with the node it names.
+func flashOf(ec echo.Context) string {
+	done, k := ec.QueryParam("done"), ec.QueryParam("node")
+	if msg, ok := nodeFlashes[done]; ok && k != "" {
+		return "Node " + strconv.Quote(k) + " " + msg
+	}
+	return flashes[done]
+}
+
+// conflictView is the problem a refused change shows on the page it came
+// from (a 409: the run or node is no longer in a state that allows it), or
+// nil with the error when the error is another kind.
+func conflictView(err error) (*errorView, error) {
+	var ve *service.ValidationError
+	switch {
+	case errors.Is(err, service.ErrConflict):
+		return &errorView{Title: "Not done", Detail: err.Error()}, nil
+	case errors.As(err, &ve):
+		ev := &errorView{Title: "Not done"}
+		for _, f := range ve.Fields {
+			ev.Detail += f.Field + " " + f.Message + ". "
+		}
+		return ev, nil
+	}
+	return nil, err
+}
+
+// workflow shows a workflow: its graph, its nodes, its recent runs and,
+// for a token that may change it, pause/resume and trigger.
+func (c *console) workflow(ec echo.Context, s *session) error {
+	return c.workflowPage(ec, s, http.StatusOK, ec.Param("id"), flashOf(ec), nil)
+}
+
+func (c *console) workflowPage(ec echo.Context, s *session, status int, id, flash string, problem *errorView) error {
 	ctx := ec.Request().Context()
-	r, err := c.cfg.Workflows.GetRun(ctx, s.Tenant, ec.Param("id"))
+	w, err := c.cfg.Workflows.Get(ctx, s.Tenant, id)
+	if err != nil {
+		return err
+	}
+	v := workflowView{Workflow: w, Schedule: "by trigger only", Flash: flash, Problem: problem}
+	if w.Schedule != nil {
+		v.Schedule = describeSchedule(*w.Schedule)
+	}
+	in := make([]dagInput, 0, len(w.Nodes))
+	for _, n := range w.Nodes {
+		in = append(in, dagInput{Key: n.Key, DependsOn: n.DependsOn, Rule: n.TriggerRule})
+	}
+	v.Graph = layoutDAG("Graph of workflow "+w.Name+": its nodes in dependency order, left to right", in)
+	if v.Runs, _, err = c.cfg.Workflows.ListRuns(ctx, s.Tenant, w.ID, service.Page{Limit: 20}); err != nil {
+		return err
+	}
+	return c.render(ec, status, "workflow", s, v)
+}
+
+// workflowRun shows a run: its graph coloured by node state, its nodes
+// and, for a token that may change it, the actions that resolve it.
+func (c *console) workflowRun(ec echo.Context, s *session) error {
+	return c.workflowRunPage(ec, s, http.StatusOK, ec.Param("id"), flashOf(ec), nil)
+}
+
+func (c *console) workflowRunPage(ec echo.Context, s *session, status int, id, flash string, problem *errorView) error {
+	ctx := ec.Request().Context()
+	r, err := c.cfg.Workflows.GetRun(ctx, s.Tenant, id)
 	if err != nil {
 		return err
 	}
@@ -591,9 +686,92 @@ func (c *console) workflowRun(ec echo.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	v := workflowRunView{Run: r, Workflow: w, Deps: map[string]string{}}
-	for _, n := range w.Nodes {
-		v.Deps[n.Key] = strings.Join(n.DependsOn, ", ")
+	v := workflowRunView{Run: r, Workflow: w, Flash: flash, Problem: problem,
+		Resolvable:  r.State == service.RunRunning || r.State == service.RunBlocked,
+		Cancellable: r.State == service.RunPending || r.State == service.RunRunning || r.State == service.RunBlocked}
+	in := make([]dagInput, 0, len(r.Nodes))
+	for _, n := range r.Nodes {
+		d := dagInput{Key: n.Key, DependsOn: n.DependsOn, Rule: n.TriggerRule, State: n.State}
+		if n.ExecutionID != "" && s.can(api.ScopeExecutionsRead) {
+			d.Href = Prefix + "/executions/" + n.ExecutionID
+		}
+		in = append(in, d)
 	}
-	return c.render(ec, http.StatusOK, "workflow_run", s, v)
+	v.Graph = layoutDAG("Run of workflow "+w.Name+": each node with its state, in dependency order, left to right", in)
+	return c.render(ec, status, "workflow_run", s, v)
+}
+
+// runChange applies a change to a run and goes back to the run's page,
+// with a flash message, or shows the refusal there.
+func (c *console) runChange(ec echo.Context, s *session, done, node string,
+	change func(ctx context.Context, tenant, id string) (service.WorkflowRun, error),
+) error {
+	id := ec.Param("id")
+	if _, err := change(ec.Request().Context(), s.Tenant, id); err != nil {
+		p, err := conflictView(err)
+		if err != nil {
+			return err
+		}
+		return c.workflowRunPage(ec, s, http.StatusConflict, id, "", p)
+	}
+	q := url.Values{"done": {done}}
+	if node != "" {
+		q.Set("node", node)
+	}
+	return ec.Redirect(http.StatusSeeOther, Prefix+"/workflow-runs/"+url.PathEscape(id)+"?"+q.Encode())
+}
+
+func (c *console) cancelRun(ec echo.Context, s *session) error {
+	return c.runChange(ec, s, "cancelled", "", c.cfg.Workflows.CancelRun)
+}
+
+func (c *console) runNode(ec echo.Context, s *session) error {
+	key := ec.Param("key")
+	return c.runChange(ec, s, "ran", key, func(ctx context.Context, tenant, id string) (service.WorkflowRun, error) {
+		return c.cfg.Workflows.RunNode(ctx, tenant, id, key)
+	})
+}
+
+func (c *console) skipNode(ec echo.Context, s *session) error {
+	key := ec.Param("key")
+	return c.runChange(ec, s, "skipped", key, func(ctx context.Context, tenant, id string) (service.WorkflowRun, error) {
+		return c.cfg.Workflows.SkipNode(ctx, tenant, id, key)
+	})
+}
+
+// workflowChange pauses or resumes a workflow and goes back to its page.
+func (c *console) workflowChange(ec echo.Context, s *session, done string,
+	change func(ctx context.Context, tenant, id string) (service.Workflow, error),
+) error {
+	id := ec.Param("id")
+	if _, err := change(ec.Request().Context(), s.Tenant, id); err != nil {
+		p, err := conflictView(err)
+		if err != nil {
+			return err
+		}
+		return c.workflowPage(ec, s, http.StatusConflict, id, "", p)
+	}
+	return ec.Redirect(http.StatusSeeOther, Prefix+"/workflows/"+url.PathEscape(id)+"?done="+done)
+}
+
+func (c *console) pauseWorkflow(ec echo.Context, s *session) error {
+	return c.workflowChange(ec, s, "paused", c.cfg.Workflows.Pause)
+}
+
+func (c *console) resumeWorkflow(ec echo.Context, s *session) error {
+	return c.workflowChange(ec, s, "resumed", c.cfg.Workflows.Resume)
+}
+
+// triggerWorkflow starts a run now and shows it.
+func (c *console) triggerWorkflow(ec echo.Context, s *session) error {
+	id := ec.Param("id")
+	r, err := c.cfg.Workflows.Trigger(ec.Request().Context(), s.Tenant, id, "")
+	if err != nil {
+		p, err := conflictView(err)
+		if err != nil {
+			return err
+		}
+		return c.workflowPage(ec, s, http.StatusConflict, id, "", p)
+	}
+	return ec.Redirect(http.StatusSeeOther, Prefix+"/workflow-runs/"+url.PathEscape(r.ID)+"?done=triggered")
 }

@@ -19,7 +19,7 @@ type pages map[string]*template.Template
 
 // pageNames lists the templates/<name>.html files that are pages.
 var pageNames = []string{
-	"signin", "error", "tasks", "task", "task_new", "execution", "endpoints", "secret", "dashboard", "backfills", "workflows", "workflow_run",
+	"signin", "error", "tasks", "task", "task_new", "execution", "endpoints", "secret", "dashboard", "backfills", "workflows", "workflow", "workflow_run",
 }
 
 func mustParsePages() pages {
