@@ -113,6 +113,8 @@ func Mount(e *echo.Echo, cfg Config) {
 	w("/tasks/:id/pause", c.pauseTask, api.ScopeTasksWrite)
 	w("/tasks/:id/resume", c.resumeTask, api.ScopeTasksWrite)
 	w("/tasks/:id/trigger", c.triggerTask, api.ScopeTasksWrite)
+	w("/tasks/:id/skip", c.skipSlot, api.ScopeTasksWrite)
+	w("/tasks/:id/backfill", c.backfillTask, api.ScopeTasksWrite)
 
 	r("/executions/:id", c.execution, api.ScopeExecutionsRead)
 	w("/executions/:id/retry", c.retryExecution, api.ScopeExecutionsWrite)

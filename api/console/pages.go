@@ -58,6 +58,9 @@ func (tasksView) title() (string, string) { return "Tasks", "tasks" }
 type fireRow struct {
 	At  time.Time
 	DST string
+	// Slot is At as the skip form sends it; Skipped: the slot was skipped.
+	Slot    string
+	Skipped bool
 }
 
 type taskView struct {
@@ -73,6 +76,11 @@ type taskView struct {
 	Spark    []sparkBar
 	Endpoint *service.Endpoint
 	Payload  string
+	// Flash, Problem: the outcome of a skip; Backfill: the backfill form
+	// (values, refusal, dry-run plan).
+	Flash    string
+	Problem  *errorView
+	Backfill backfillFormView
 }
 
 func (v taskView) title() (string, string) { return "Task " + v.Task.Name, "tasks" }
@@ -144,6 +152,7 @@ type stateCount struct {
 type backfillsView struct {
 	Backfills []service.Backfill
 	Next      string
+	Flash     string
 }
 
 func (backfillsView) title() (string, string) { return "Backfills", "backfills" }
@@ -199,12 +208,21 @@ func (c *console) tasks(ec echo.Context, s *session) error {
 // task shows one task: its schedule in words, its next ten fires with the
 // DST policy, and its recent executions.
 func (c *console) task(ec echo.Context, s *session) error {
+	return c.taskPage(ec, s, http.StatusOK, ec.Param("id"), taskView{Flash: taskFlashes[ec.QueryParam("done")]})
+}
+
+// taskPage renders the task page with status; v carries the outcome of a
+// change (flash, problem, backfill form).
+func (c *console) taskPage(ec echo.Context, s *session, status int, id string, v taskView) error {
 	ctx := ec.Request().Context()
-	t, err := c.cfg.Tasks.Get(ctx, s.Tenant, ec.Param("id"))
+	t, err := c.cfg.Tasks.Get(ctx, s.Tenant, id)
 	if err != nil {
 		return err
 	}
-	v := taskView{Task: t, Schedule: describeSchedule(t.Schedule), DSTPolicy: t.Schedule.DSTPolicy, Payload: string(t.Payload)}
+	v.Task, v.Schedule, v.DSTPolicy, v.Payload = t, describeSchedule(t.Schedule), t.Schedule.DSTPolicy, string(t.Payload)
+	if v.Backfill.Form == (backfillForm{}) {
+		v.Backfill.Form = defaultBackfillForm()
+	}
 	if v.DSTPolicy == "" {
 		v.DSTPolicy = "vixie"
 	}
@@ -213,8 +231,13 @@ func (c *console) task(ec echo.Context, s *session) error {
 		if err != nil {
 			return err
 		}
+		skipped, err := c.skippedSlots(ctx, s, t.ID)
+		if err != nil {
+			return err
+		}
 		for _, at := range p.Fires {
-			v.Fires = append(v.Fires, fireRow{At: at, DST: p.Schedule.DSTNote(at)})
+			v.Fires = append(v.Fires, fireRow{At: at, DST: p.Schedule.DSTNote(at),
+				Slot: at.UTC().Format(time.RFC3339Nano), Skipped: skipped[at.UnixNano()]})
 		}
 		v.Excluded = p.Excluded
 	}
@@ -233,7 +256,7 @@ func (c *console) task(ec echo.Context, s *session) error {
 			return err
 		}
 	}
-	return c.render(ec, http.StatusOK, "task", s, v)
+	return c.render(ec, status, "task", s, v)
 }
 
 // successOf returns the success rate of the finished executions among xs
@@ -535,7 +558,7 @@ func (c *console) backfills(ec echo.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	return c.render(ec, http.StatusOK, "backfills", s, backfillsView{Backfills: bs, Next: next})
+	return c.render(ec, http.StatusOK, "backfills", s, backfillsView{Backfills: bs, Next: next, Flash: backfillFlashes[ec.QueryParam("done")]})
 }
 
 type workflowsView struct {
