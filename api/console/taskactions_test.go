@@ -67,7 +67,10 @@ func TestConsoleTaskBackfill(t *testing.T) {
 	ep := e.createEndpoint(tok, "ep")
 	id := e.createTask(tok, "t", ep, "*/5 * * * *", "UTC")
 
-	p := e.get("/console/tasks/"+id, tok)
+	p := e.get("/console/tasks", tok)
+	require.Equal(t, http.StatusOK, p.Status)
+	assert.Contains(t, p.Body, `href="/console/tasks/`+id+`#backfill" class="backfill-link"`, "the list links to the task's backfill form")
+	p = e.get("/console/tasks/"+id, tok)
 	require.Equal(t, http.StatusOK, p.Status)
 	assert.Contains(t, p.Body, `id="backfill-form"`)
 	assert.Contains(t, p.Body, `id="backfill-dry-run"`)
@@ -135,6 +138,7 @@ func TestConsoleTaskActionsScopes(t *testing.T) {
 	require.Equal(t, http.StatusOK, p.Status)
 	assert.NotContains(t, p.Body, "skip-slot")
 	assert.NotContains(t, p.Body, "backfill-form")
+	assert.NotContains(t, e.get("/console/tasks", ro).Body, "backfill-link")
 	assert.Contains(t, p.Body, slot[:10], "the fires are listed")
 	for path, f := range changes {
 		p := e.post(path, ro, clone(f))
