@@ -127,6 +127,7 @@ func Mount(e *echo.Echo, cfg Config) {
 	w("/endpoints/:id/enable", c.enableEndpoint, api.ScopeEndpointsWrite)
 
 	r("/backfills", c.backfills, api.ScopeTasksRead)
+	r("/alerts", c.alerts, api.ScopeExecutionsRead)
 	r("/workflows", c.workflows, api.ScopeWorkflowsRead)
 	r("/workflows/:id", c.workflow, api.ScopeWorkflowsRead)
 	w("/workflows/:id/pause", c.pauseWorkflow, api.ScopeWorkflowsWrite)

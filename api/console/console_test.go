@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,8 +31,9 @@ const testSecret = "console-test-secret-0123456789abcdef0123456789"
 
 // env is the API with the console mounted, on a fresh database, over HTTP.
 type env struct {
-	t   *testing.T
-	srv *httptest.Server
+	t    *testing.T
+	srv  *httptest.Server
+	pool *pgxpool.Pool // the database, for states a test cannot reach over HTTP in time
 }
 
 func newEnv(t *testing.T) *env {
@@ -65,7 +67,7 @@ func newEnv(t *testing.T) *env {
 		Tasks: tasks, Executions: cfg.Executions, Stats: cfg.Stats, Backfills: cfg.Backfills, Workflows: cfg.Workflows})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv}
+	return &env{t: t, srv: srv, pool: pool}
 }
 
 func token(t *testing.T, tenant string, scopes ...string) string {
