@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -263,6 +264,43 @@ func AdmitDelivery(ctx context.Context, q Querier, r AdmitRequest) (Admission, e
 	if granted, err := usePermit(ctx, q, r); err != nil || granted {
 		return Admission{Admitted: granted}, err
 	}
+	names := make([]string, len(r.Gates))
+	for i, g := range r.Gates {
+		names[i] = g.Name
+	}
+	// A delivery behind held ones is held too, whatever the gates say:
+	// queue it without their locks. While a limit binds, every new
+	// delivery takes this way, so admissions do not queue on the gate
+	// rows (which the dispatcher needs to grant the held ones: a gate
+	// locked by a convoy of admissions loses its passes, and the
+	// admissions hold connections that granted deliveries need to start).
+	// A hold that ends meanwhile only leaves this one to the dispatcher.
+	var (
+		ahead      string
+		aheadGates []string
+	)
+	err := q.QueryRow(ctx, `SELECT limit_name, gates FROM flow_holds
+			WHERE tenant_id = $1 AND gates && $2::text[] AND execution_id <> $3 LIMIT 1`,
+		r.TenantID, names, r.ExecutionID).Scan(&ahead, &aheadGates)
+	switch {
+	case err == nil:
+		adm, err := holdDelivery(ctx, q, r, names, behind(r.Gates, aheadGates, ahead))
+		if err != nil {
+			return adm, err
+		}
+		// The dispatcher may have been granting this delivery's own hold
+		// (a job woken by its snooze's end at the same moment): the hold's
+		// insert waited for that grant's commit, which the permit now
+		// shows. Start under it, as the path through the gates' locks does.
+		granted, err := usePermit(ctx, q, r)
+		if err != nil || !granted {
+			return adm, err
+		}
+		_, err = q.Exec(ctx, `DELETE FROM flow_holds WHERE tenant_id = $1 AND execution_id = $2`, r.TenantID, r.ExecutionID)
+		return Admission{Admitted: true}, wrap("end hold", err)
+	case !errors.Is(err, pgx.ErrNoRows):
+		return Admission{}, wrap("look for held deliveries", err)
+	}
 	gates, _, err := lockGates(ctx, q, r.TenantID, r.Gates)
 	if err != nil {
 		return Admission{}, err
@@ -272,10 +310,6 @@ func AdmitDelivery(ctx context.Context, q Querier, r AdmitRequest) (Admission, e
 	// commit: look again, or the gates would count this attempt twice.
 	if granted, err := usePermit(ctx, q, r); err != nil || granted {
 		return Admission{Admitted: granted}, err
-	}
-	names := make([]string, len(r.Gates))
-	for i, g := range r.Gates {
-		names[i] = g.Name
 	}
 	var waiting bool
 	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM flow_holds
@@ -311,8 +345,14 @@ func AdmitDelivery(ctx context.Context, q Querier, r AdmitRequest) (Admission, e
 		_, err = q.Exec(ctx, `DELETE FROM flow_holds WHERE tenant_id = $1 AND execution_id = $2`, r.TenantID, r.ExecutionID)
 		return Admission{Admitted: true}, wrap("end hold", err)
 	}
+	return holdDelivery(ctx, q, r, names, limit)
+}
+
+// holdDelivery holds a delivery back by limit (or keeps it held), in
+// order with the other held deliveries of its tenant.
+func holdDelivery(ctx context.Context, q Querier, r AdmitRequest, names []string, limit string) (Admission, error) {
 	var inserted bool
-	err = q.QueryRow(ctx, `INSERT INTO flow_holds (tenant_id, execution_id, job_id, gates, limit_name, priority, scheduled_for)
+	err := q.QueryRow(ctx, `INSERT INTO flow_holds (tenant_id, execution_id, job_id, gates, limit_name, priority, scheduled_for)
 		VALUES ($1, $2, $3, $4, $5, coalesce((SELECT priority FROM tasks WHERE tenant_id = $1 AND id = $6), 2), $7)
 		ON CONFLICT (tenant_id, execution_id) DO UPDATE SET job_id = excluded.job_id
 		RETURNING xmax = 0`, r.TenantID, r.ExecutionID, r.JobID, names, limit, r.TaskID, r.ScheduledFor).Scan(&inserted)
@@ -391,13 +431,71 @@ type Dispatched struct {
 	NextToken time.Time
 }
 
-// heldRow is a held delivery with its job's state.
+// dispatchLockClass is the first key of the advisory lock that lets one
+// replica at a time dispatch a tenant (the second is the tenant's hash).
+const dispatchLockClass int32 = 0x61786470 // "axdp"
+
+// heldRow is a held delivery, with its job's and execution's states once
+// they are read (known).
 type heldRow struct {
 	executionID string
 	gates       []string
 	jobID       int64
+	known       bool
 	jobState    *string
 	execState   *string
+}
+
+// final reports whether a held delivery is over: its execution or job is
+// final or gone, or its execution already has a permit (a stale hold:
+// granting it again would count the attempt twice).
+func (h *heldRow) final() bool {
+	over := func(s *string) bool {
+		return s == nil || (*s != "pending" && *s != "running" && *s != "retrying" && *s != "available" && *s != "scheduled" &&
+			*s != "retryable")
+	}
+	return over(h.execState) || over(h.jobState)
+}
+
+// readHeldStates reads the states of the held deliveries in rows (by
+// execution id) that are not known yet.
+func readHeldStates(ctx context.Context, q Querier, tenant string, rows map[string]*heldRow) error {
+	ids := make([]string, 0, len(rows))
+	for id, h := range rows {
+		if !h.known {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	res, err := q.Query(ctx, `SELECT h.execution_id::text, coalesce(e.river_job_id, h.job_id), j.state::text,
+			CASE WHEN EXISTS (SELECT 1 FROM flow_permits p WHERE p.tenant_id = h.tenant_id AND p.execution_id = h.execution_id)
+			THEN 'permitted' ELSE e.state END
+		FROM flow_holds h
+		LEFT JOIN executions e ON e.tenant_id = h.tenant_id AND e.id = h.execution_id
+		LEFT JOIN river_job j ON j.id = coalesce(e.river_job_id, h.job_id)
+		WHERE h.tenant_id = $1 AND h.execution_id = ANY ($2::uuid[])`, tenant, ids)
+	if err != nil {
+		return wrap("read held deliveries", err)
+	}
+	var (
+		id            string
+		job           int64
+		jobSt, execSt *string
+	)
+	_, err = pgx.ForEachRow(res, []any{&id, &job, &jobSt, &execSt}, func() error {
+		if h := rows[id]; h != nil {
+			h.jobID, h.jobState, h.execState = job, jobSt, execSt
+		}
+		return nil
+	})
+	for _, h := range rows {
+		// A hold gone since the list (an admission ended it) reads as
+		// nothing: final, so it is neither granted nor counted.
+		h.known = true
+	}
+	return wrap("read held deliveries", err)
 }
 
 // DispatchHolds grants permits to tenant's held deliveries, in order
@@ -408,27 +506,37 @@ type heldRow struct {
 // gate for every later one, so each gate starts its deliveries in order.
 // Holds whose execution is final or gone, or whose job is final or gone,
 // are dropped.
+//
+// The list of holds is read from flow_holds alone (its order index);
+// the states of executions and jobs are read only for the deliveries the
+// gates would let through, a few per pass while a limit binds, not for
+// every hold listed.
 func DispatchHolds(ctx context.Context, q Querier, tenant string, tenantGate Gate, batch int) (Dispatched, error) {
 	var d Dispatched
-	// A hold whose execution already has a permit is stale (dropped):
-	// granting it again would count the attempt twice.
-	rows, err := q.Query(ctx, `SELECT h.execution_id::text, h.gates, coalesce(e.river_job_id, h.job_id), j.state::text,
-			CASE WHEN EXISTS (SELECT 1 FROM flow_permits p WHERE p.tenant_id = h.tenant_id AND p.execution_id = h.execution_id)
-			THEN 'permitted' ELSE e.state END
-		FROM flow_holds h
-		LEFT JOIN executions e ON e.tenant_id = h.tenant_id AND e.id = h.execution_id
-		LEFT JOIN river_job j ON j.id = coalesce(e.river_job_id, h.job_id)
-		WHERE h.tenant_id = $1
-		ORDER BY h.priority, h.scheduled_for, h.seq
+	// One replica at a time dispatches a tenant: another replica's pass
+	// would wait for the gates' locks only to find the room taken, and
+	// both would pay for it while a limit binds. One that finds the
+	// tenant taken leaves it to that pass and looks again at its next.
+	var mine bool
+	if err := q.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1, hashtext($2))`, dispatchLockClass, tenant).Scan(&mine); err != nil {
+		return d, wrap("dispatch", err)
+	}
+	if !mine {
+		d.Busy = true
+		return d, nil
+	}
+	rows, err := q.Query(ctx, `SELECT execution_id::text, gates, job_id FROM flow_holds
+		WHERE tenant_id = $1
+		ORDER BY priority, scheduled_for, seq
 		LIMIT $2`, tenant, batch)
 	if err != nil {
 		return d, wrap("list holds", err)
 	}
-	var held []heldRow
+	var held []*heldRow
 	var h heldRow
-	_, err = pgx.ForEachRow(rows, []any{&h.executionID, &h.gates, &h.jobID, &h.jobState, &h.execState}, func() error {
-		held = append(held, h)
-		h = heldRow{}
+	_, err = pgx.ForEachRow(rows, []any{&h.executionID, &h.gates, &h.jobID}, func() error {
+		c := h
+		held = append(held, &c)
 		return nil
 	})
 	if err != nil {
@@ -478,7 +586,7 @@ func DispatchHolds(ctx context.Context, q Querier, tenant string, tenantGate Gat
 	if _, err := q.Exec(ctx, `SET LOCAL lock_timeout = '100ms'`); err != nil {
 		return d, wrap("dispatch", err)
 	}
-	gates, now, err := lockGates(ctx, q, tenant, sortedGates(gs))
+	locked, now, err := lockGates(ctx, q, tenant, sortedGates(gs))
 	if err != nil {
 		if errors.Is(err, ErrQueryCanceled) || sqlState(err) == "55P03" {
 			d.Busy = true
@@ -486,43 +594,70 @@ func DispatchHolds(ctx context.Context, q Querier, tenant string, tenantGate Gat
 		}
 		return d, err
 	}
-	blocked := map[string]bool{}
-	var grant, drop []string
+
+	// Walk the holds in order with the gates' room; the deliveries that
+	// would be granted need their states: read those not known yet and
+	// walk again (a dropped or still running one changes what follows).
+	// Each round reads at least one unknown state, and a pass grants at
+	// most a gate's room, so this ends after a round or two.
+	var (
+		gates       map[string]*gateState
+		grant, drop []string
+		next        time.Time
+	)
+	for {
+		gates = make(map[string]*gateState, len(locked))
+		for k, v := range locked {
+			c := *v
+			gates[k] = &c
+		}
+		grant, drop, next = grant[:0], drop[:0], time.Time{}
+		blocked := map[string]bool{}
+		unknown := map[string]*heldRow{}
+		for _, h := range held {
+			if h.known && h.final() {
+				drop = append(drop, h.executionID)
+				continue
+			}
+			ok := !h.known || *h.jobState == "scheduled"
+			for _, g := range h.gates {
+				if blocked[g] || (gates[g] != nil && !gates[g].fits()) {
+					ok = false
+				}
+			}
+			if !ok {
+				for _, g := range h.gates {
+					blocked[g] = true
+					if st := gates[g]; st != nil && st.rate > 0 && st.tokens < 1 {
+						at := now.Add(time.Duration((1 - st.tokens) / st.rate * float64(time.Second)))
+						if next.IsZero() || at.Before(next) {
+							next = at
+						}
+					}
+				}
+				continue
+			}
+			if !h.known {
+				unknown[h.executionID] = h
+			}
+			for _, g := range h.gates {
+				if st := gates[g]; st != nil {
+					st.take()
+				}
+			}
+			grant = append(grant, h.executionID)
+		}
+		if len(unknown) == 0 {
+			break
+		}
+		if err := readHeldStates(ctx, q, tenant, unknown); err != nil {
+			return d, err
+		}
+	}
+	d.NextToken = next
 	jobs := map[string]int64{}
 	grantGates := map[string][]string{}
 	for _, h := range held {
-		final := func(s *string) bool {
-			return s == nil || (*s != "pending" && *s != "running" && *s != "retrying" && *s != "available" && *s != "scheduled" &&
-				*s != "retryable")
-		}
-		if final(h.execState) || final(h.jobState) {
-			drop = append(drop, h.executionID)
-			continue
-		}
-		ok := *h.jobState == "scheduled"
-		for _, g := range h.gates {
-			if blocked[g] || (gates[g] != nil && !gates[g].fits()) {
-				ok = false
-			}
-		}
-		if !ok {
-			for _, g := range h.gates {
-				blocked[g] = true
-				if st := gates[g]; st != nil && st.rate > 0 && st.tokens < 1 {
-					at := now.Add(time.Duration((1 - st.tokens) / st.rate * float64(time.Second)))
-					if d.NextToken.IsZero() || at.Before(d.NextToken) {
-						d.NextToken = at
-					}
-				}
-			}
-			continue
-		}
-		for _, g := range h.gates {
-			if st := gates[g]; st != nil {
-				st.take()
-			}
-		}
-		grant = append(grant, h.executionID)
 		jobs[h.executionID] = h.jobID
 		grantGates[h.executionID] = h.gates
 	}
@@ -547,12 +682,16 @@ func DispatchHolds(ctx context.Context, q Querier, tenant string, tenantGate Gat
 			return d, wrap("grant permits", err)
 		}
 		wake := make([]int64, 0, len(granted))
+		given := make(map[string]bool, len(granted))
 		for _, id := range granted {
 			wake = append(wake, jobs[id])
-			delete(grantGates, id)
+			given[id] = true
 		}
-		for _, gs := range grantGates {
-			for _, g := range gs {
+		for _, id := range grant {
+			if given[id] {
+				continue
+			}
+			for _, g := range grantGates[id] {
 				if st := gates[g]; st != nil {
 					st.giveBack()
 				}
@@ -643,4 +782,39 @@ func GateInflight(ctx context.Context, q Querier, tenant, gate string) (int, err
 	err := q.QueryRow(ctx, `SELECT coalesce((SELECT inflight FROM flow_gates WHERE tenant_id = $1 AND gate = $2), 0)`,
 		tenant, gate).Scan(&n)
 	return n, wrap("gate inflight", err)
+}
+
+// behind names the limit a delivery through gs waits for when it queues
+// behind a held delivery through aheadGates, held by aheadLimit: the limit
+// of the first gate they share, as the held one names it when that is the
+// same gate's kind, else the gate's own (its rate when that is all it
+// has, else its in-flight limit).
+func behind(gs []Gate, aheadGates []string, aheadLimit string) string {
+	for _, g := range gs {
+		if !slices.Contains(aheadGates, g.Name) {
+			continue
+		}
+		tenantGate := g.Name == TenantGate
+		switch aheadLimit {
+		case "max_inflight_deliveries", "max_deliveries_per_second":
+			if tenantGate {
+				return aheadLimit
+			}
+		case "max_concurrency", "rate_limit_per_second":
+			if !tenantGate {
+				return aheadLimit
+			}
+		}
+		byRate := g.Rate > 0 && g.MaxInflight == 0
+		switch {
+		case tenantGate && byRate:
+			return "max_deliveries_per_second"
+		case tenantGate:
+			return "max_inflight_deliveries"
+		case byRate:
+			return "rate_limit_per_second"
+		}
+		return "max_concurrency"
+	}
+	return aheadLimit
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -135,4 +136,102 @@ func TestDispatchDropsAHoldThatHasAPermit(t *testing.T) {
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, db.Dispatched{Dropped: 1}, d)
 	require.Equal(t, 1, gateInflight(t, pool, tenant), "still one permit, counted once")
+}
+
+// TestAdmissionBehindHoldsRacingItsGrant: as TestAdmissionRacingAGrant,
+// with another delivery held behind this one, so that the admission
+// takes the way that holds it without the gates' locks. Its hold's insert
+// waits for the grant's commit, and it then starts under the permit.
+func TestAdmissionBehindHoldsRacingItsGrant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	tenant := "race2-" + uuid.NewString()[:8]
+	_, err := pool.Exec(ctx, `INSERT INTO tenants (id) VALUES ($1)`, tenant)
+	require.NoError(t, err)
+	gate := db.Gate{Name: db.TenantGate, MaxInflight: 1}
+	id, job := heldExecution(t, pool, tenant)
+	other, _ := heldExecution(t, pool, tenant)
+
+	dispatcher, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = dispatcher.Rollback(ctx) }()
+	d, err := db.DispatchHolds(ctx, dispatcher, tenant, gate, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, d.Granted, "the first in order fills the gate")
+
+	type result struct {
+		adm db.Admission
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		adm, err := func() (db.Admission, error) {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				return db.Admission{}, err
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			adm, err := db.AdmitDelivery(ctx, tx, db.AdmitRequest{TenantID: tenant, ExecutionID: id, TaskID: uuid.NewString(), JobID: job,
+				ScheduledFor: time.Now(), Gates: []db.Gate{gate}, PermitTTL: time.Minute})
+			if err != nil {
+				return adm, err
+			}
+			return adm, tx.Commit(ctx)
+		}()
+		done <- result{adm, err}
+	}()
+	// The admission saw the other hold and waits on its own hold's row.
+	require.Eventually(t, func() bool {
+		var waiting bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%flow_holds%' AND pid <> pg_backend_pid())`).Scan(&waiting))
+		return waiting
+	}, 10*time.Second, 5*time.Millisecond)
+	require.NoError(t, dispatcher.Commit(ctx))
+	res := <-done
+	require.NoError(t, res.err)
+	require.True(t, res.adm.Admitted, "admitted under the granted permit")
+	require.Equal(t, 1, gateInflight(t, pool, tenant), "the attempt is counted once")
+	var holds []string
+	rows, err := pool.Query(ctx, `SELECT execution_id::text FROM flow_holds WHERE tenant_id = $1`, tenant)
+	require.NoError(t, err)
+	holds, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{other}, holds, "only the other delivery is still held")
+}
+
+// TestAdmissionBehindHoldsTakesNoGateLock: while deliveries are held on
+// a gate, a new delivery through it is held without waiting for the
+// gate's lock (which the dispatcher needs to grant the held ones), and
+// the hold names the limit it waits for.
+func TestAdmissionBehindHoldsTakesNoGateLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	tenant := "nolock-" + uuid.NewString()[:8]
+	_, err := pool.Exec(ctx, `INSERT INTO tenants (id) VALUES ($1)`, tenant)
+	require.NoError(t, err)
+	gate := db.Gate{Name: db.TenantGate, MaxInflight: 1}
+	heldExecution(t, pool, tenant)
+	_, err = pool.Exec(ctx, `INSERT INTO flow_gates (tenant_id, gate, tokens) VALUES ($1, 'tenant', 1)`, tenant)
+	require.NoError(t, err)
+
+	locker, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = locker.Rollback(ctx) }()
+	_, err = locker.Exec(ctx, `SELECT 1 FROM flow_gates WHERE tenant_id = $1 FOR UPDATE`, tenant)
+	require.NoError(t, err)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SET LOCAL lock_timeout = '2s'`)
+	require.NoError(t, err)
+	adm, err := db.AdmitDelivery(ctx, tx, db.AdmitRequest{TenantID: tenant, ExecutionID: uuid.NewString(), TaskID: uuid.NewString(), JobID: 1,
+		ScheduledFor: time.Now(), Gates: []db.Gate{gate}, PermitTTL: time.Minute})
+	require.NoError(t, err, "held without the gate's lock")
+	require.False(t, adm.Admitted)
+	require.True(t, adm.NewHold)
+	require.Equal(t, "max_inflight_deliveries", adm.Limit)
 }
