@@ -244,13 +244,14 @@ func chartYTicks(c *chartView, top float64, label func(float64) string) {
 	}
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten (1 for v <= 0).
+// niceCeil rounds v up to a round axis top: 1, 1.2, 1.5, 2, 2.5, 3, 4,
+// 5, 6 or 8 times a power of ten (1 for v <= 0).
 func niceCeil(v float64) float64 {
 	if v <= 0 {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5} {
+	for _, m := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8} {
 		if v <= m*p*(1+1e-9) {
 			return m * p
 		}
@@ -421,7 +422,7 @@ func taskStrips(xs []service.ExecutionDetail) (lateness, outcomes *stripView) {
 	} else {
 		outcomes.Summary = "None finished with success or failure yet"
 	}
-	outcomes.Summary += fmt.Sprintf("; %d unfinished, %d cancelled or skipped; the newest %s.", open, other, xs[0].State)
+	outcomes.Summary = "Outcomes: " + outcomes.Summary + fmt.Sprintf("; %d unfinished, %d cancelled or skipped; the newest %s.", open, other, xs[0].State)
 	outcomes.Desc = "A mark per execution: a filled square succeeded, a cross failed, a hollow square unfinished, a dash cancelled or skipped. " +
 		outcomes.Summary
 	return lateness, outcomes

@@ -78,10 +78,12 @@ func TestConsoleDashboardChart(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(svg, `class="seg-other"`))
 	assert.Contains(t, svg, ": 3 executions, 2 succeeded, 1 failed, 0 other; lateness p50 200.0 ms, p99 298.0 ms</title>")
 	assert.Regexp(t, `<text class="chart-label chart-x" [^>]*>(\d\d:00|[A-Z][a-z]{2} \d+)</text>`, svg, "UTC times on the x axis")
-	// The y axis tops at 5 (3 rounded up), labelled 0 and 5 (2.5 is no count).
+	// The y axis tops at 3, labelled 0 and 3 (1.5 is no count).
 	assert.Contains(t, svg, `>0</text>`)
-	assert.Contains(t, svg, `>5</text>`)
-	assert.NotContains(t, svg, `>2.5</text>`)
+	assert.Contains(t, svg, `>3</text>`)
+	assert.NotContains(t, svg, `>1.5</text>`)
+	assert.Contains(t, svg, `<rect class="seg-failed" x="`, "the failed part")
+	assert.Contains(t, svg, `width="7" height="50"/></g>`, "a count of 1 is a third of the 150-unit plot")
 
 	// In words, and as a table.
 	assert.Contains(t, body, `<strong id="series-total">6</strong>`)
@@ -146,7 +148,7 @@ func TestConsoleTaskSparklines(t *testing.T) {
 	assert.Equal(t, 4, strings.Count(out, `class="strip-mark mark-succeeded"`))
 	assert.Equal(t, 1, strings.Count(out, `class="strip-mark mark-failed"`))
 	assert.Equal(t, 1, strings.Count(out, `class="strip-mark mark-other"`))
-	assert.Contains(t, out, "4 of 5 finished succeeded (80.0%), 1 failed; 0 unfinished, 1 cancelled or skipped; the newest cancelled.")
+	assert.Contains(t, out, "Outcomes: 4 of 5 finished succeeded (80.0%), 1 failed; 0 unfinished, 1 cancelled or skipped; the newest cancelled.")
 	// The task's success rate agrees.
 	assert.Contains(t, p.Body, "<dt>Success rate</dt><dd>80.0%")
 
