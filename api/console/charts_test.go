@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// addExecution inserts an execution of tenant's task created (and
+// addChartExecution inserts an execution of tenant's task created (and
 // scheduled) at at, started lateMS after it (-1: never started), as a
 // delivery would have left it.
-func (e *env) addExecution(tenant, task string, at time.Time, trigger, state string, late bool, lateMS int) {
+func (e *env) addChartExecution(tenant, task string, at time.Time, trigger, state string, late bool, lateMS int) {
 	e.t.Helper()
 	var started *time.Time
 	if lateMS >= 0 {
@@ -49,15 +49,15 @@ func TestConsoleDashboardChart(t *testing.T) {
 	_, err := e.pool.Exec(t.Context(), `INSERT INTO tenants (id) VALUES ('acme'), ('other') ON CONFLICT DO NOTHING`)
 	require.NoError(t, err)
 	base := time.Now()
-	e.addExecution("acme", uuid.NewString(), base.Add(-3*time.Hour), "schedule", "succeeded", false, 100)
-	e.addExecution("acme", uuid.NewString(), base.Add(-3*time.Hour), "schedule", "succeeded", false, 300)
-	e.addExecution("acme", uuid.NewString(), base.Add(-3*time.Hour), "schedule", "failed", false, 200)
-	e.addExecution("acme", uuid.NewString(), base.Add(-5*time.Hour), "schedule", "succeeded", false, 50)
-	e.addExecution("acme", uuid.NewString(), base.Add(-5*time.Hour), "schedule", "cancelled", false, -1)
-	e.addExecution("acme", uuid.NewString(), base.Add(-10*time.Hour), "manual", "succeeded", false, 5)
-	e.addExecution("acme", uuid.NewString(), base.Add(-30*time.Hour), "schedule", "succeeded", false, 5) // before the window
+	e.addChartExecution("acme", uuid.NewString(), base.Add(-3*time.Hour), "schedule", "succeeded", false, 100)
+	e.addChartExecution("acme", uuid.NewString(), base.Add(-3*time.Hour), "schedule", "succeeded", false, 300)
+	e.addChartExecution("acme", uuid.NewString(), base.Add(-3*time.Hour), "schedule", "failed", false, 200)
+	e.addChartExecution("acme", uuid.NewString(), base.Add(-5*time.Hour), "schedule", "succeeded", false, 50)
+	e.addChartExecution("acme", uuid.NewString(), base.Add(-5*time.Hour), "schedule", "cancelled", false, -1)
+	e.addChartExecution("acme", uuid.NewString(), base.Add(-10*time.Hour), "manual", "succeeded", false, 5)
+	e.addChartExecution("acme", uuid.NewString(), base.Add(-30*time.Hour), "schedule", "succeeded", false, 5) // before the window
 	for range 4 {
-		e.addExecution("other", uuid.NewString(), base.Add(-3*time.Hour), "schedule", "failed", false, 5)
+		e.addChartExecution("other", uuid.NewString(), base.Add(-3*time.Hour), "schedule", "failed", false, 5)
 	}
 
 	p = e.get("/console/dashboard", tok)
@@ -121,12 +121,12 @@ func TestConsoleTaskSparklines(t *testing.T) {
 
 	base := time.Now().Truncate(time.Hour)
 	at := func(h int) time.Time { return base.Add(time.Duration(h-10) * time.Hour) }
-	e.addExecution("acme", task, at(1), "schedule", "succeeded", false, 100)
-	e.addExecution("acme", task, at(2), "schedule", "failed", false, 300)
-	e.addExecution("acme", task, at(3), "schedule", "succeeded", true, 60_000)
-	e.addExecution("acme", task, at(4), "manual", "succeeded", false, 5)
-	e.addExecution("acme", task, at(5), "schedule", "succeeded", false, 200)
-	e.addExecution("acme", task, at(6), "schedule", "cancelled", false, -1)
+	e.addChartExecution("acme", task, at(1), "schedule", "succeeded", false, 100)
+	e.addChartExecution("acme", task, at(2), "schedule", "failed", false, 300)
+	e.addChartExecution("acme", task, at(3), "schedule", "succeeded", true, 60_000)
+	e.addChartExecution("acme", task, at(4), "manual", "succeeded", false, 5)
+	e.addChartExecution("acme", task, at(5), "schedule", "succeeded", false, 200)
+	e.addChartExecution("acme", task, at(6), "schedule", "cancelled", false, -1)
 
 	p = e.get("/console/tasks/"+task, tok)
 	require.Equal(t, http.StatusOK, p.Status, p.Body)
