@@ -33,7 +33,44 @@ type statsResponse struct {
 	Endpoints endpointStats `json:"endpoints"`
 	// WorkflowRuns are counted now, whatever the window.
 	WorkflowRuns workflowRunStats `json:"workflow_runs"`
+	// Series: the window's executions step by step; present only when the
+	// request names a step.
+	Series *statsSeries `json:"series,omitempty"`
 } // @name Stats
+
+// statsSeries counts the executions of a window step by step. Its window
+// has the request's length but ends with the step that holds now (still
+// filling), and steps start at multiples of the step since midnight UTC,
+// so its bounds may differ from the summary's by less than a step.
+type statsSeries struct {
+	// StepSeconds is the step's length.
+	StepSeconds int64 `json:"step_seconds" example:"900"`
+	// Since is the first step's start; Until the last step's end (after
+	// now: the last step is still filling).
+	Since timestamp `json:"since" swaggertype:"string" format:"date-time"`
+	Until timestamp `json:"until" swaggertype:"string" format:"date-time"`
+	// Buckets are every step of the window, oldest first.
+	Buckets []statsBucket `json:"buckets"`
+} // @name StatsSeries
+
+// statsBucket counts the executions created in one step.
+type statsBucket struct {
+	// Start is the step's start; it ends where the next starts.
+	Start timestamp `json:"start" swaggertype:"string" format:"date-time"`
+	// Executions counts every execution created in the step.
+	Executions int64 `json:"executions" example:"15"`
+	// Succeeded counts those of them succeeded now.
+	Succeeded int64 `json:"succeeded" example:"14"`
+	// Failed counts those of them failed now; the rest are unfinished,
+	// cancelled or skipped.
+	Failed int64 `json:"failed" example:"1"`
+	// Late counts the misfire catch-ups among them.
+	Late int64 `json:"late" example:"0"`
+	// SuccessRate: succeeded / (succeeded + failed), 0 to 1; null when there are neither.
+	SuccessRate *float64 `json:"success_rate" example:"0.933" extensions:"x-nullable"`
+	// FiringLatenessMS: as the summary's, over the step's fires.
+	FiringLatenessMS percentiles `json:"firing_lateness_ms"`
+} // @name StatsBucket
 
 // executionStats counts executions.
 type executionStats struct {
@@ -97,11 +134,12 @@ type endpointStats struct {
 //
 //	@ID				getStats
 //	@Summary		Activity of the caller's tenant
-//	@Description	Executions created in the window by state, the success rate, delivery latency and firing lateness percentiles, and the current counts of tasks and endpoints. window is a duration such as 90m, 24h or 7d (default 24h, from 1m to 30d).
+//	@Description	Executions created in the window by state, the success rate, delivery latency and firing lateness percentiles, and the current counts of tasks and endpoints. window is a duration such as 90m, 24h or 7d (default 24h, from 1m to 30d). With step (e.g. 15m), series also counts the window's executions step by step: the step is a whole number of minutes that divides a day and the window, at most 1440 steps.
 //	@Tags			executions
 //	@Produce		json
 //	@Security		BearerAuth
 //	@Param			window	query		string	false	"how far back to look (default 24h, max 30d)"
+//	@Param			step	query		string	false	"also count the window's executions per step of this length, e.g. 1m, 15m or 1h"
 //	@Success		200		{object}	statsResponse
 //	@Failure		401,403,422,503	{object}	problem
 //	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
@@ -111,11 +149,38 @@ func (h *handlers) getStats(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s, err := h.cfg.Stats.Get(c.Request().Context(), principalFrom(c).Tenant, window)
+	var step time.Duration
+	if v := c.QueryParam("step"); v != "" {
+		if step, err = time.ParseDuration(v); err != nil || step <= 0 {
+			return &service.ValidationError{Fields: []service.FieldError{{Field: "step",
+				Message: "must be a duration such as 1m, 15m or 1h"}}}
+		}
+	}
+	ctx, tenant := c.Request().Context(), principalFrom(c).Tenant
+	s, err := h.cfg.Stats.Get(ctx, tenant, window)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, statsOut(s))
+	out := statsOut(s)
+	if step > 0 {
+		series, err := h.cfg.Stats.Series(ctx, tenant, s.Window, step)
+		if err != nil {
+			return err
+		}
+		out.Series = seriesOut(series)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func seriesOut(s service.StatsSeries) *statsSeries {
+	out := &statsSeries{StepSeconds: int64(s.Step / time.Second), Since: stamp(s.Since), Until: stamp(s.Until),
+		Buckets: make([]statsBucket, len(s.Buckets))}
+	for i, b := range s.Buckets {
+		out.Buckets[i] = statsBucket{Start: stamp(b.Start), Executions: b.Executions, Succeeded: b.Succeeded,
+			Failed: b.Failed, Late: b.Late, SuccessRate: b.SuccessRate,
+			FiringLatenessMS: percentiles{Count: b.FiringLateness.Count, P50: b.FiringLateness.P50, P99: b.FiringLateness.P99}}
+	}
+	return out
 }
 
 // parseWindow reads a Go duration ("90m", "24h") or whole days ("7d");

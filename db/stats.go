@@ -176,3 +176,53 @@ func CountUnfinishedJobs(ctx context.Context, q Querier) ([]JobCount, error) {
 	}
 	return out, wrap("count river jobs", rows.Err())
 }
+
+// SeriesBucket is one step of a tenant's executions over time: those
+// created in [since + Index*step, since + (Index+1)*step).
+type SeriesBucket struct {
+	Index int
+	// Executions counts them all; Succeeded and Failed those in that
+	// state now; Late the misfire catch-ups.
+	Executions, Succeeded, Failed, Late int64
+	// Lateness is started_at - scheduled_for in milliseconds over the
+	// step's scheduled, on-time fires that started (as in ExecutionStats).
+	Lateness Percentiles
+}
+
+// ExecutionSeries counts the executions of tenant created in [since,
+// since + n*step) per step, oldest first; steps without any are absent.
+// One range scan of the primary key bounded by the window (see
+// uuidV7Floor), grouped by step.
+func ExecutionSeries(ctx context.Context, q Querier, tenant string, since time.Time, step time.Duration, n int) ([]SeriesBucket, error) {
+	floor := uuidV7Floor(since.Add(-idSkewMargin))
+	until := since.Add(time.Duration(n) * step)
+	rows, err := q.Query(ctx, `SELECT floor(extract(epoch FROM created_at - $3::timestamptz) / $5::float8)::int,
+			count(*), count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed'),
+			count(*) FILTER (WHERE late),
+			count(*) FILTER (WHERE trigger = 'schedule' AND NOT late AND started_at IS NOT NULL),
+			percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_for) * 1000)
+				FILTER (WHERE trigger = 'schedule' AND NOT late AND started_at IS NOT NULL)
+		FROM executions WHERE tenant_id = $1 AND id >= $2::uuid AND created_at >= $3 AND created_at < $4
+		GROUP BY 1 ORDER BY 1`, tenant, floor, since, until, step.Seconds())
+	if err != nil {
+		return nil, wrap("execution series", err)
+	}
+	defer rows.Close()
+	var out []SeriesBucket
+	for rows.Next() {
+		var (
+			b  SeriesBucket
+			ps []float64
+		)
+		if err := rows.Scan(&b.Index, &b.Executions, &b.Succeeded, &b.Failed, &b.Late, &b.Lateness.Count, &ps); err != nil {
+			return nil, wrap("execution series", err)
+		}
+		if len(ps) == 2 {
+			b.Lateness.P50, b.Lateness.P99 = &ps[0], &ps[1]
+		}
+		if b.Index >= 0 && b.Index < n { // created_at < until bounds it; the guard keeps the caller's slice safe
+			out = append(out, b)
+		}
+	}
+	return out, wrap("execution series", rows.Err())
+}

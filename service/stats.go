@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"time"
 
@@ -109,6 +110,98 @@ func (s *Stats) Get(ctx context.Context, tenant string, window time.Duration) (T
 		}
 		return TenantStats{}, storeError(err, "stats",
 			onQueryCanceled(fieldError("window", "too much activity to summarise in time; use a shorter window")))
+	}
+	return out, nil
+}
+
+// Series limits.
+const (
+	// SeriesStepMin is the finest step of a series.
+	SeriesStepMin = time.Minute
+	// SeriesPointsMax is the most steps a series has (a day of minutes).
+	SeriesPointsMax = 1440
+)
+
+// StatsSeries is a tenant's executions over a window, step by step.
+type StatsSeries struct {
+	// Since and Until bound the window; Until is the end of the step that
+	// holds the database's now (the last step is still filling), and steps
+	// start at multiples of Step since midnight UTC.
+	Since, Until time.Time
+	Step         time.Duration
+	// Buckets are every step of the window, oldest first.
+	Buckets []StatsBucket
+}
+
+// StatsBucket counts the executions created in one step.
+type StatsBucket struct {
+	Start time.Time
+	// Executions counts every execution created in the step; Succeeded
+	// and Failed those in that state now (the rest are unfinished,
+	// cancelled or skipped); Late the misfire catch-ups.
+	Executions, Succeeded, Failed, Late int64
+	// SuccessRate is Succeeded / (Succeeded + Failed); nil when neither.
+	SuccessRate *float64
+	// FiringLateness is as in TenantStats, over the step's fires.
+	FiringLateness Percentiles
+}
+
+// Series counts tenant's executions over the window ending with the
+// current step (0: the default, 24 h), step by step: window/step steps,
+// at most SeriesPointsMax, each a whole number of minutes that divides a
+// day (so that steps start at round times), e.g. 24 h by 15 min.
+func (s *Stats) Series(ctx context.Context, tenant string, window, step time.Duration) (StatsSeries, error) {
+	if window == 0 {
+		window = StatsWindowDefault
+	}
+	var ve ValidationError
+	if window < StatsWindowMin || window > StatsWindowMax {
+		ve.Add("window", "must be a duration from 1m to 30d (720h), e.g. 90m, 24h or 7d")
+	}
+	switch {
+	case step < SeriesStepMin || step%time.Minute != 0 || (24*time.Hour)%step != 0:
+		ve.Add("step", "must be a whole number of minutes that divides a day, e.g. 1m, 15m or 1h")
+	case window%step != 0:
+		ve.Add("step", "must divide the window")
+	case window/step > SeriesPointsMax:
+		ve.Add("step", fmt.Sprintf("makes more than %d steps of the window; use a longer step", SeriesPointsMax))
+	}
+	if err := ve.Err(); err != nil {
+		return StatsSeries{}, err
+	}
+	n := int(window / step)
+	out := StatsSeries{Step: step, Buckets: make([]StatsBucket, n)}
+	err := db.InReadSnapshot(ctx, s.pool, statsTimeout, func(tx db.Tx) error {
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		out.Until = now.UTC().Truncate(step).Add(step)
+		out.Since = out.Until.Add(-window)
+		rows, err := db.ExecutionSeries(ctx, tx, tenant, out.Since, step, n)
+		if err != nil {
+			return err
+		}
+		for i := range out.Buckets {
+			out.Buckets[i].Start = out.Since.Add(time.Duration(i) * step)
+		}
+		for _, r := range rows {
+			b := &out.Buckets[r.Index]
+			b.Executions, b.Succeeded, b.Failed, b.Late = r.Executions, r.Succeeded, r.Failed, r.Late
+			b.FiringLateness = percentilesOf(r.Lateness)
+			if b.Succeeded+b.Failed > 0 {
+				rate := float64(b.Succeeded) / float64(b.Succeeded+b.Failed)
+				b.SuccessRate = &rate
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return StatsSeries{}, ctx.Err()
+		}
+		return StatsSeries{}, storeError(err, "stats series",
+			onQueryCanceled(fieldError("window", "too much activity to chart in time; use a shorter window")))
 	}
 	return out, nil
 }

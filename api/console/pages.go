@@ -81,6 +81,10 @@ type taskView struct {
 	Flash    string
 	Problem  *errorView
 	Backfill backfillFormView
+
+	// Lateness, Outcomes: the listed executions' lateness and outcome
+	// sparklines (nil without executions).
+	Lateness, Outcomes *stripView
 }
 
 func (v taskView) title() (string, string) { return "Task " + v.Task.Name, "tasks" }
@@ -140,6 +144,8 @@ type dashboardView struct {
 	States   []stateCount
 	TaskRows []stateCount
 	PerMin   float64
+	// Series: the executions per step of the last 24 h, charted.
+	Series *seriesView
 }
 
 func (dashboardView) title() (string, string) { return "Dashboard", "dashboard" }
@@ -248,6 +254,7 @@ func (c *console) taskPage(ec echo.Context, s *session, status int, id string, v
 		}
 		v.Executions = xs
 		v.SuccessRate, v.Spark = successOf(xs)
+		v.Lateness, v.Outcomes = taskStrips(xs)
 	}
 	if s.can(api.ScopeEndpointsRead) {
 		if ep, err := c.cfg.Endpoints.Get(ctx, s.Tenant, t.EndpointID); err == nil {
@@ -549,6 +556,11 @@ func (c *console) dashboard(ec echo.Context, s *session) error {
 		v.TaskRows = append(v.TaskRows, stateCount{state, st.Tasks[state]})
 	}
 	v.PerMin = float64(total) / st.Window.Minutes()
+	series, err := c.cfg.Stats.Series(ec.Request().Context(), s.Tenant, service.StatsWindowDefault, dashStep)
+	if err != nil {
+		return err
+	}
+	v.Series = layoutSeries(series)
 	return c.render(ec, http.StatusOK, "dashboard", s, v)
 }
 

@@ -27,7 +27,7 @@ func mustParsePages() pages {
 	out := pages{}
 	for _, name := range pageNames {
 		t := template.New("layout.html").Funcs(funcs)
-		t = template.Must(t.ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/"+name+".html"))
+		t = template.Must(t.ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/charts.html", "templates/"+name+".html"))
 		out[name] = t
 	}
 	return out

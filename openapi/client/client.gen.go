@@ -1854,6 +1854,10 @@ type Stats struct {
 	// manual triggers are excluded.
 	FiringLatenessMs Percentiles `json:"firing_lateness_ms"`
 
+	// Series Series: the window's executions step by step; present only when the
+	// request names a step.
+	Series *StatsSeries `json:"series,omitempty"`
+
 	// Since Since and Until bound the window (database clock).
 	Since time.Time `json:"since"`
 
@@ -1868,6 +1872,57 @@ type Stats struct {
 
 	// WorkflowRuns WorkflowRuns are counted now, whatever the window.
 	WorkflowRuns WorkflowRunStats `json:"workflow_runs"`
+}
+
+// StatsBucket defines model for StatsBucket.
+type StatsBucket struct {
+	// Executions Executions counts every execution created in the step.
+	//
+	// Example: 15
+	Executions int `json:"executions"`
+
+	// Failed Failed counts those of them failed now; the rest are unfinished,
+	// cancelled or skipped.
+	//
+	// Example: 1
+	Failed int `json:"failed"`
+
+	// FiringLatenessMs FiringLatenessMS: as the summary's, over the step's fires.
+	FiringLatenessMs Percentiles `json:"firing_lateness_ms"`
+
+	// Late Late counts the misfire catch-ups among them.
+	//
+	// Example: 0
+	Late int `json:"late"`
+
+	// Start Start is the step's start; it ends where the next starts.
+	Start time.Time `json:"start"`
+
+	// Succeeded Succeeded counts those of them succeeded now.
+	//
+	// Example: 14
+	Succeeded int `json:"succeeded"`
+
+	// SuccessRate SuccessRate: succeeded / (succeeded + failed), 0 to 1; null when there are neither.
+	//
+	// Example: 0.933
+	SuccessRate *float32 `json:"success_rate"`
+}
+
+// StatsSeries defines model for StatsSeries.
+type StatsSeries struct {
+	// Buckets Buckets are every step of the window, oldest first.
+	Buckets []StatsBucket `json:"buckets"`
+
+	// Since Since is the first step's start; Until the last step's end (after
+	// now: the last step is still filling).
+	Since time.Time `json:"since"`
+
+	// StepSeconds StepSeconds is the step's length.
+	//
+	// Example: 900
+	StepSeconds int       `json:"step_seconds"`
+	Until       time.Time `json:"until"`
 }
 
 // Task defines model for Task.
@@ -2419,6 +2474,9 @@ type ListExecutionsParams struct {
 type GetStatsParams struct {
 	// Window how far back to look (default 24h, max 30d)
 	Window *string `form:"window,omitempty" json:"window,omitempty"`
+
+	// Step also count the window's executions per step of this length, e.g. 1m, 15m or 1h
+	Step *string `form:"step,omitempty" json:"step,omitempty"`
 }
 
 // ListTasksParams defines parameters for ListTasks.
@@ -3032,7 +3090,7 @@ type ClientInterface interface {
 
 	// GetStats Activity of the caller's tenant
 	//
-	// Executions created in the window by state, the success rate, delivery latency and firing lateness percentiles, and the current counts of tasks and endpoints. window is a duration such as 90m, 24h or 7d (default 24h, from 1m to 30d).
+	// Executions created in the window by state, the success rate, delivery latency and firing lateness percentiles, and the current counts of tasks and endpoints. window is a duration such as 90m, 24h or 7d (default 24h, from 1m to 30d). With step (e.g. 15m), series also counts the window's executions step by step: the step is a whole number of minutes that divides a day and the window, at most 1440 steps.
 	//
 	// Corresponds with GET /v1/stats (the `GetStats` operationId).
 	GetStats(ctx context.Context, params *GetStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3928,7 +3986,7 @@ func (c *Client) Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.R
 
 // GetStats Activity of the caller's tenant
 //
-// Executions created in the window by state, the success rate, delivery latency and firing lateness percentiles, and the current counts of tasks and endpoints. window is a duration such as 90m, 24h or 7d (default 24h, from 1m to 30d).
+// Executions created in the window by state, the success rate, delivery latency and firing lateness percentiles, and the current counts of tasks and endpoints. window is a duration such as 90m, 24h or 7d (default 24h, from 1m to 30d). With step (e.g. 15m), series also counts the window's executions step by step: the step is a whole number of minutes that divides a day and the window, at most 1440 steps.
 //
 // Corresponds with GET /v1/stats (the `GetStats` operationId).
 func (c *Client) GetStats(ctx context.Context, params *GetStatsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5914,6 +5972,18 @@ func NewGetStatsRequest(server string, params *GetStatsParams) (*http.Request, e
 
 		}
 
+		if params.Step != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "step", *params.Step, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -7503,7 +7573,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetStatsWithResponse Activity of the caller's tenant
 	//
-	// Executions created in the window by state, the success rate, delivery latency and firing lateness percentiles, and the current counts of tasks and endpoints. window is a duration such as 90m, 24h or 7d (default 24h, from 1m to 30d).
+	// Executions created in the window by state, the success rate, delivery latency and firing lateness percentiles, and the current counts of tasks and endpoints. window is a duration such as 90m, 24h or 7d (default 24h, from 1m to 30d). With step (e.g. 15m), series also counts the window's executions step by step: the step is a whole number of minutes that divides a day and the window, at most 1440 steps.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -14801,7 +14871,7 @@ func (c *ClientWithResponses) MeWithResponse(ctx context.Context, reqEditors ...
 
 // GetStatsWithResponse Activity of the caller's tenant
 //
-// Executions created in the window by state, the success rate, delivery latency and firing lateness percentiles, and the current counts of tasks and endpoints. window is a duration such as 90m, 24h or 7d (default 24h, from 1m to 30d).
+// Executions created in the window by state, the success rate, delivery latency and firing lateness percentiles, and the current counts of tasks and endpoints. window is a duration such as 90m, 24h or 7d (default 24h, from 1m to 30d). With step (e.g. 15m), series also counts the window's executions step by step: the step is a whole number of minutes that divides a day and the window, at most 1440 steps.
 //
 // Returns a wrapper object for the known response body format(s).
 //

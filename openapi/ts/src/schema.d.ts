@@ -434,7 +434,7 @@ export interface paths {
         };
         /**
          * Activity of the caller's tenant
-         * @description Executions created in the window by state, the success rate, delivery latency and firing lateness percentiles, and the current counts of tasks and endpoints. window is a duration such as 90m, 24h or 7d (default 24h, from 1m to 30d).
+         * @description Executions created in the window by state, the success rate, delivery latency and firing lateness percentiles, and the current counts of tasks and endpoints. window is a duration such as 90m, 24h or 7d (default 24h, from 1m to 30d). With step (e.g. 15m), series also counts the window's executions step by step: the step is a whole number of minutes that divides a day and the window, at most 1440 steps.
          */
         get: operations["getStats"];
         put?: never;
@@ -1623,6 +1623,11 @@ export interface components {
              */
             firing_lateness_ms: components["schemas"]["Percentiles"];
             /**
+             * @description Series: the window's executions step by step; present only when the
+             *     request names a step.
+             */
+            series?: components["schemas"]["StatsSeries"];
+            /**
              * Format: date-time
              * @description Since and Until bound the window (database clock).
              */
@@ -1638,6 +1643,58 @@ export interface components {
             window_seconds: number;
             /** @description WorkflowRuns are counted now, whatever the window. */
             workflow_runs: components["schemas"]["WorkflowRunStats"];
+        };
+        StatsBucket: {
+            /**
+             * @description Executions counts every execution created in the step.
+             * @example 15
+             */
+            executions: number;
+            /**
+             * @description Failed counts those of them failed now; the rest are unfinished,
+             *     cancelled or skipped.
+             * @example 1
+             */
+            failed: number;
+            /** @description FiringLatenessMS: as the summary's, over the step's fires. */
+            firing_lateness_ms: components["schemas"]["Percentiles"];
+            /**
+             * @description Late counts the misfire catch-ups among them.
+             * @example 0
+             */
+            late: number;
+            /**
+             * Format: date-time
+             * @description Start is the step's start; it ends where the next starts.
+             */
+            start: string;
+            /**
+             * @description Succeeded counts those of them succeeded now.
+             * @example 14
+             */
+            succeeded: number;
+            /**
+             * @description SuccessRate: succeeded / (succeeded + failed), 0 to 1; null when there are neither.
+             * @example 0.933
+             */
+            success_rate: number | null;
+        };
+        StatsSeries: {
+            /** @description Buckets are every step of the window, oldest first. */
+            buckets: components["schemas"]["StatsBucket"][];
+            /**
+             * Format: date-time
+             * @description Since is the first step's start; Until the last step's end (after
+             *     now: the last step is still filling).
+             */
+            since: string;
+            /**
+             * @description StepSeconds is the step's length.
+             * @example 900
+             */
+            step_seconds: number;
+            /** Format: date-time */
+            until: string;
         };
         Task: {
             alert_endpoint_id?: string;
@@ -4925,6 +4982,8 @@ export interface operations {
             query?: {
                 /** @description how far back to look (default 24h, max 30d) */
                 window?: string;
+                /** @description also count the window's executions per step of this length, e.g. 1m, 15m or 1h */
+                step?: string;
             };
             header?: never;
             path?: never;
