@@ -138,6 +138,7 @@ func Mount(e *echo.Echo, cfg Config) {
 	w("/workflows/:id/pause", c.pauseWorkflow, api.ScopeWorkflowsWrite)
 	w("/workflows/:id/resume", c.resumeWorkflow, api.ScopeWorkflowsWrite)
 	w("/workflows/:id/trigger", c.triggerWorkflow, api.ScopeWorkflowsWrite)
+	w("/workflows/:id/backfill", c.backfillWorkflow, api.ScopeWorkflowsWrite)
 	r("/workflow-runs/:id", c.workflowRun, api.ScopeWorkflowsRead)
 	w("/workflow-runs/:id/cancel", c.cancelRun, api.ScopeWorkflowsWrite)
 	w("/workflow-runs/:id/nodes/:key/run", c.runNode, api.ScopeWorkflowsWrite)
