@@ -637,6 +637,8 @@ type workflowRunView struct {
 	Resolvable, Cancellable bool
 	Flash                   string
 	Problem                 *errorView
+	// SLA: the run's deadline and whether it missed it.
+	SLA runSLAView
 }
 
 func (v workflowRunView) title() (string, string) {
@@ -773,7 +775,7 @@ func (c *console) workflowRunPage(ec echo.Context, s *session, status int, id, f
 	if err != nil {
 		return err
 	}
-	v := workflowRunView{Run: r, Workflow: w, Flash: flash, Problem: problem,
+	v := workflowRunView{Run: r, Workflow: w, Flash: flash, Problem: problem, SLA: runSLA(w, r, time.Now()),
 		Resolvable:  r.State == service.RunRunning || r.State == service.RunBlocked,
 		Cancellable: r.State == service.RunPending || r.State == service.RunRunning || r.State == service.RunBlocked}
 	in := make([]dagInput, 0, len(r.Nodes))
