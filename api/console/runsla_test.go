@@ -54,6 +54,14 @@ func TestConsoleRunSLA(t *testing.T) {
 	assert.Contains(t, p.Body, `<table id="run-events">`)
 	assert.Contains(t, p.Body, `<code>sla_missed</code></td><td>not succeeded within 1h0m0s of its slot`)
 
+	// A run cancelled before its deadline did not miss it.
+	cancelled := e.rest(http.MethodPost, "/v1/workflows/"+wf+"/trigger", tok, `{}`)["id"].(string)
+	e.rest(http.MethodPost, "/v1/workflow-runs/"+cancelled+"/cancel", tok, ``)
+	p = e.get("/console/workflow-runs/"+cancelled, tok)
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	assert.Contains(t, p.Body, `id="run-sla" data-sla="ended"`)
+	assert.Contains(t, p.Body, "ended cancelled before its deadline")
+
 	// Another tenant sees nothing of it.
 	assert.Equal(t, http.StatusNotFound, e.get("/console/workflow-runs/"+runID, token(t, "globex")).Status)
 
