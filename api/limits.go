@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"strconv"
@@ -195,32 +196,48 @@ func (h *handlers) getLimits(c echo.Context) error {
 }
 
 // rateLimit counts each authenticated request against its tenant's API
-// rate (service.Limits.AllowAPI): past it, 429 with Retry-After. A
-// tenant with a rate gets the RateLimit-Limit, RateLimit-Remaining and
-// RateLimit-Reset headers on every response.
+// rate (CountTenantRequest): past it, 429 with Retry-After.
 func (h *handlers) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if h.cfg.Limits == nil {
-			return next(c)
-		}
-		d, err := h.cfg.Limits.AllowAPI(c.Request().Context(), principalFrom(c).Tenant)
+		refused, err := CountTenantRequest(c.Request().Context(), h.cfg.Limits, principalFrom(c).Tenant, c.Response().Header())
 		if err != nil {
 			return err
 		}
-		if !d.Limited {
-			return next(c)
+		if refused {
+			return &problem{Status: http.StatusTooManyRequests, Title: "Too Many Requests",
+				Detail: "the tenant's api_requests_per_second limit is reached; retry after Retry-After seconds"}
 		}
-		hdr := c.Response().Header()
-		hdr.Set("RateLimit-Limit", strconv.FormatInt(int64(math.Ceil(d.Limit)), 10))
-		hdr.Set("RateLimit-Remaining", strconv.Itoa(d.Remaining))
-		if d.Allowed {
-			hdr.Set("RateLimit-Reset", "1")
-			return next(c)
-		}
-		wait := strconv.FormatInt(int64(math.Ceil(max(d.RetryAfter, time.Second).Seconds())), 10)
-		hdr.Set("RateLimit-Reset", wait)
-		hdr.Set(echo.HeaderRetryAfter, wait)
-		return &problem{Status: http.StatusTooManyRequests, Title: "Too Many Requests",
-			Detail: "the tenant's api_requests_per_second limit is reached; retry after Retry-After seconds"}
+		return next(c)
 	}
+}
+
+// CountTenantRequest counts one request of tenant against its API rate
+// (service.Limits.AllowAPI: one budget per tenant, shared by every replica
+// through the database) and reports whether it is refused. A tenant with a
+// rate gets the RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset
+// headers on h; a refused request also gets Retry-After (whole seconds, at
+// least 1). Every surface a tenant's token reaches (the REST API, the web
+// console) counts through it, so that none is a way around the limit.
+// limits nil: no limit.
+func CountTenantRequest(ctx context.Context, limits *service.Limits, tenant string, h http.Header) (refused bool, err error) {
+	if limits == nil {
+		return false, nil
+	}
+	d, err := limits.AllowAPI(ctx, tenant)
+	if err != nil {
+		return false, err
+	}
+	if !d.Limited {
+		return false, nil
+	}
+	h.Set("RateLimit-Limit", strconv.FormatInt(int64(math.Ceil(d.Limit)), 10))
+	h.Set("RateLimit-Remaining", strconv.Itoa(d.Remaining))
+	if d.Allowed {
+		h.Set("RateLimit-Reset", "1")
+		return false, nil
+	}
+	wait := strconv.FormatInt(int64(math.Ceil(max(d.RetryAfter, time.Second).Seconds())), 10)
+	h.Set("RateLimit-Reset", wait)
+	h.Set(echo.HeaderRetryAfter, wait)
+	return true, nil
 }

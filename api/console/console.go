@@ -54,6 +54,9 @@ var staticFS embed.FS
 // Config holds what the console needs: the API's authenticator and the
 // services the REST handlers use.
 type Config struct {
+	// Limits, when set, counts each page view and form post of a signed-in
+	// tenant against its API rate (api_requests_per_second), the budget the
+	// REST API spends too: past it, the console's 429 page.
 	Logger     *slog.Logger
 	Auth       *api.Authenticator
 	Tenants    *service.Tenants
@@ -63,6 +66,7 @@ type Config struct {
 	Stats      *service.Stats
 	Backfills  *service.Backfills
 	Workflows  *service.Workflows
+	Limits     *service.Limits
 }
 
 // console carries the dependencies of every page.
@@ -103,7 +107,8 @@ func Mount(e *echo.Echo, cfg Config) {
 	r := func(path string, h handlerFunc, scope string) { g.GET(path, c.page(h, scope)) }
 	w := func(path string, h handlerFunc, scope string) { g.POST(path, c.change(h, scope)) }
 
-	g.POST("/sign-out", c.change(c.signOut, ""))
+	// Signing out is never refused for the rate: it spends nothing.
+	g.POST("/sign-out", c.guard(c.signOut, "", false))
 	r("/dashboard", c.dashboard, api.ScopeExecutionsRead)
 
 	r("/tasks", c.tasks, api.ScopeTasksRead)
@@ -133,6 +138,7 @@ func Mount(e *echo.Echo, cfg Config) {
 	w("/workflows/:id/pause", c.pauseWorkflow, api.ScopeWorkflowsWrite)
 	w("/workflows/:id/resume", c.resumeWorkflow, api.ScopeWorkflowsWrite)
 	w("/workflows/:id/trigger", c.triggerWorkflow, api.ScopeWorkflowsWrite)
+	w("/workflows/:id/backfill", c.backfillWorkflow, api.ScopeWorkflowsWrite)
 	r("/workflow-runs/:id", c.workflowRun, api.ScopeWorkflowsRead)
 	w("/workflow-runs/:id/cancel", c.cancelRun, api.ScopeWorkflowsWrite)
 	w("/workflow-runs/:id/nodes/:key/run", c.runNode, api.ScopeWorkflowsWrite)
@@ -310,6 +316,9 @@ func (c *console) page(h handlerFunc, scope string) echo.HandlerFunc {
 		if s == nil {
 			return c.signInPage(ec, http.StatusUnauthorized, errors.New("sign in to see this page"))
 		}
+		if done, err := c.rateLimited(ec, s); done || err != nil {
+			return err
+		}
 		if scope != "" && !s.can(scope) {
 			return c.render(ec, http.StatusForbidden, "error", s, errorView{Title: "Forbidden",
 				Detail: "This token lacks the \"" + scope + "\" scope this page needs."})
@@ -324,9 +333,15 @@ func (c *console) page(h handlerFunc, scope string) echo.HandlerFunc {
 const crossSiteDetail = "Cross-site request refused: console changes must come from the console's own pages."
 
 // change wraps a change: signed in, from the console's own origin, with
-// the session's CSRF token, holding scope; the service records it in the
-// audit log with the token's subject and the request id.
+// the session's CSRF token, holding scope, within the tenant's API rate;
+// the service records it in the audit log with the token's subject and
+// the request id.
 func (c *console) change(h handlerFunc, scope string) echo.HandlerFunc {
+	return c.guard(h, scope, true)
+}
+
+// guard is change; metered: the post counts against the tenant's rate.
+func (c *console) guard(h handlerFunc, scope string, metered bool) echo.HandlerFunc {
 	return func(ec echo.Context) error {
 		req := ec.Request()
 		if !sameOrigin(req) {
@@ -338,6 +353,11 @@ func (c *console) change(h handlerFunc, scope string) echo.HandlerFunc {
 		}
 		if s == nil {
 			return c.signInPage(ec, http.StatusUnauthorized, errors.New("your session ended: sign in again"))
+		}
+		if metered {
+			if done, err := c.rateLimited(ec, s); done || err != nil {
+				return err
+			}
 		}
 		if got := ec.FormValue(csrfField); subtle.ConstantTimeCompare([]byte(got), []byte(s.CSRF)) != 1 {
 			return c.render(ec, http.StatusForbidden, "error", s, errorView{Title: "Forbidden",
@@ -354,6 +374,25 @@ func (c *console) change(h handlerFunc, scope string) echo.HandlerFunc {
 		}
 		return nil
 	}
+}
+
+// rateLimited counts a signed-in request against its tenant's API rate,
+// with the REST API's own accounting (api.CountTenantRequest: the same
+// budget, shared by the replicas, the same RateLimit-* headers). Past the
+// rate it renders the 429 page, with Retry-After, and reports done.
+func (c *console) rateLimited(ec echo.Context, s *session) (done bool, err error) {
+	h := ec.Response().Header()
+	refused, err := api.CountTenantRequest(ec.Request().Context(), c.cfg.Limits, s.Tenant, h)
+	if err != nil {
+		return true, c.fail(ec, s, err)
+	}
+	if !refused {
+		return false, nil
+	}
+	wait := h.Get(echo.HeaderRetryAfter)
+	return true, c.render(ec, http.StatusTooManyRequests, "error", s, errorView{Title: "Too many requests",
+		Detail: "Your tenant's limit of API requests per second (api_requests_per_second), which the console's pages and " +
+			"buttons share with the REST API, is reached. Try again in " + wait + " s."})
 }
 
 // sameOrigin reports whether a browser says req comes from a page of the

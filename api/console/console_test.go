@@ -43,7 +43,8 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	enq, err := service.NewEnqueuer(pool, nil)
 	require.NoError(t, err)
-	tasks := service.NewTasks(pool, service.TasksConfig{})
+	limits := service.NewLimits(pool, service.LimitsConfig{})
+	tasks := service.NewTasks(pool, service.TasksConfig{Limits: limits})
 	cfg := api.Config{
 		Logger:      slog.New(slog.DiscardHandler),
 		Auth:        auth,
@@ -61,10 +62,12 @@ func newEnv(t *testing.T) *env {
 		Replicas:    service.NewReplicas(pool),
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, pool) },
 		Version:     "test",
+		Limits:      limits,
 	}
 	e := api.New(cfg)
 	console.Mount(e, console.Config{Logger: cfg.Logger, Auth: auth, Tenants: cfg.Tenants, Endpoints: cfg.Endpoints,
-		Tasks: tasks, Executions: cfg.Executions, Stats: cfg.Stats, Backfills: cfg.Backfills, Workflows: cfg.Workflows})
+		Tasks: tasks, Executions: cfg.Executions, Stats: cfg.Stats, Backfills: cfg.Backfills, Workflows: cfg.Workflows,
+		Limits: limits})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return &env{t: t, srv: srv, pool: pool}

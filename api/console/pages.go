@@ -117,7 +117,7 @@ type executionView struct {
 	Excerpt  string
 }
 
-func (v executionView) title() (string, string) { return "Execution " + shortID(v.X.ID), "tasks" }
+func (v executionView) title() (string, string) { return "Execution …" + idTail(v.X.ID), "tasks" }
 
 type endpointsView struct {
 	Endpoints []service.Endpoint
@@ -156,9 +156,19 @@ type stateCount struct {
 }
 
 type backfillsView struct {
-	Backfills []service.Backfill
+	Backfills []backfillRow
 	Next      string
 	Flash     string
+}
+
+// backfillRow is a backfill with what it runs: a task, or a workflow (its
+// name and link only for a token that may read workflows).
+type backfillRow struct {
+	service.Backfill
+	// Name is the task's or workflow's name ("" when unknown).
+	Name string
+	// Link: the workflow's page can be opened.
+	Link bool
 }
 
 func (backfillsView) title() (string, string) { return "Backfills", "backfills" }
@@ -564,13 +574,57 @@ func (c *console) dashboard(ec echo.Context, s *session) error {
 	return c.render(ec, http.StatusOK, "dashboard", s, v)
 }
 
-// backfills lists backfills with their progress.
+// backfills lists backfills, of tasks and of workflows, with their
+// progress.
 func (c *console) backfills(ec echo.Context, s *session) error {
-	bs, next, err := c.cfg.Backfills.List(ec.Request().Context(), s.Tenant, service.BackfillFilter{}, pageOf(ec, 50))
+	ctx := ec.Request().Context()
+	bs, next, err := c.cfg.Backfills.List(ctx, s.Tenant, service.BackfillFilter{}, pageOf(ec, 50))
 	if err != nil {
 		return err
 	}
-	return c.render(ec, http.StatusOK, "backfills", s, backfillsView{Backfills: bs, Next: next, Flash: backfillFlashes[ec.QueryParam("done")]})
+	v := backfillsView{Next: next, Flash: backfillFlashes[ec.QueryParam("done")]}
+	names := map[string]string{}
+	for _, b := range bs {
+		row := backfillRow{Backfill: b}
+		switch {
+		case b.WorkflowID != "":
+			row.Link = s.can(api.ScopeWorkflowsRead)
+			if row.Link {
+				if row.Name, err = nameOf(names, b.WorkflowID, func() (string, error) {
+					w, err := c.cfg.Workflows.Get(ctx, s.Tenant, b.WorkflowID)
+					return w.Name, err
+				}); err != nil {
+					return err
+				}
+			}
+		default:
+			if row.Name, err = nameOf(names, b.TaskID, func() (string, error) {
+				t, err := c.cfg.Tasks.Get(ctx, s.Tenant, b.TaskID)
+				return t.Name, err
+			}); err != nil {
+				return err
+			}
+		}
+		v.Backfills = append(v.Backfills, row)
+	}
+	return c.render(ec, http.StatusOK, "backfills", s, v)
+}
+
+// nameOf returns the name get reads for id, once per page (names caches
+// them); a deleted task or workflow has none.
+func nameOf(names map[string]string, id string, get func() (string, error)) (string, error) {
+	if n, ok := names[id]; ok {
+		return n, nil
+	}
+	n, err := get()
+	if errors.Is(err, service.ErrNotFound) {
+		n, err = "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	names[id] = n
+	return n, nil
 }
 
 type workflowsView struct {
@@ -595,6 +649,8 @@ type workflowRunView struct {
 	Resolvable, Cancellable bool
 	Flash                   string
 	Problem                 *errorView
+	// SLA: the run's deadline and whether it missed it.
+	SLA runSLAView
 }
 
 func (v workflowRunView) title() (string, string) {
@@ -608,6 +664,8 @@ type workflowView struct {
 	Runs     []service.WorkflowRun
 	Flash    string
 	Problem  *errorView
+	// Backfill is the backfill form (values, refusal, dry-run plan).
+	Backfill backfillFormView
 }
 
 func (v workflowView) title() (string, string) { return "Workflow " + v.Workflow.Name, "workflows" }
@@ -643,6 +701,9 @@ var flashes = map[string]string{
 	"cancelled": "The run is cancelled.",
 	"ran":       "The node was started.",
 	"skipped":   "The node is skipped.",
+	// A workflow backfill started by a token that cannot read the
+	// backfills page (tasks:read) comes back to the workflow.
+	"backfill-started": "The backfill is started: its slots start runs oldest first, a few at a time (GET /v1/backfills?workflow_id=… shows its progress).",
 }
 
 // nodeFlashes are the same for a change of one node, named by ?node=.
@@ -681,16 +742,21 @@ func conflictView(err error) (*errorView, error) {
 // workflow shows a workflow: its graph, its nodes, its recent runs and,
 // for a token that may change it, pause/resume and trigger.
 func (c *console) workflow(ec echo.Context, s *session) error {
-	return c.workflowPage(ec, s, http.StatusOK, ec.Param("id"), flashOf(ec), nil)
+	return c.workflowPage(ec, s, http.StatusOK, ec.Param("id"), workflowView{Flash: flashOf(ec)})
 }
 
-func (c *console) workflowPage(ec echo.Context, s *session, status int, id, flash string, problem *errorView) error {
+// workflowPage renders the workflow page with status; v carries the
+// outcome of a change (flash, problem, backfill form).
+func (c *console) workflowPage(ec echo.Context, s *session, status int, id string, v workflowView) error {
 	ctx := ec.Request().Context()
 	w, err := c.cfg.Workflows.Get(ctx, s.Tenant, id)
 	if err != nil {
 		return err
 	}
-	v := workflowView{Workflow: w, Schedule: "by trigger only", Flash: flash, Problem: problem}
+	v.Workflow, v.Schedule = w, "by trigger only"
+	if v.Backfill.Form == (backfillForm{}) {
+		v.Backfill.Form = defaultBackfillForm()
+	}
 	if w.Schedule != nil {
 		v.Schedule = describeSchedule(*w.Schedule)
 	}
@@ -721,7 +787,7 @@ func (c *console) workflowRunPage(ec echo.Context, s *session, status int, id, f
 	if err != nil {
 		return err
 	}
-	v := workflowRunView{Run: r, Workflow: w, Flash: flash, Problem: problem,
+	v := workflowRunView{Run: r, Workflow: w, Flash: flash, Problem: problem, SLA: runSLA(w, r, time.Now()),
 		Resolvable:  r.State == service.RunRunning || r.State == service.RunBlocked,
 		Cancellable: r.State == service.RunPending || r.State == service.RunRunning || r.State == service.RunBlocked}
 	in := make([]dagInput, 0, len(r.Nodes))
@@ -784,7 +850,7 @@ func (c *console) workflowChange(ec echo.Context, s *session, done string,
 		if err != nil {
 			return err
 		}
-		return c.workflowPage(ec, s, http.StatusConflict, id, "", p)
+		return c.workflowPage(ec, s, http.StatusConflict, id, workflowView{Problem: p})
 	}
 	return ec.Redirect(http.StatusSeeOther, Prefix+"/workflows/"+url.PathEscape(id)+"?done="+done)
 }
@@ -806,7 +872,24 @@ func (c *console) triggerWorkflow(ec echo.Context, s *session) error {
 		if err != nil {
 			return err
 		}
-		return c.workflowPage(ec, s, http.StatusConflict, id, "", p)
+		return c.workflowPage(ec, s, http.StatusConflict, id, workflowView{Problem: p})
 	}
 	return ec.Redirect(http.StatusSeeOther, Prefix+"/workflow-runs/"+url.PathEscape(r.ID)+"?done=triggered")
+}
+
+// backfillWorkflow plans or starts a backfill of the workflow's slots from
+// the form (the REST workflow backfill endpoint's service call): "dry_run"
+// shows the plan on the workflow page; otherwise the backfill starts and
+// the backfills page opens (the workflow page, for a token that may not
+// read it). A refusal (invalid range, more than service.BackfillSlotsMax
+// slots, no schedule) is shown on the workflow page with the form as typed.
+func (c *console) backfillWorkflow(ec echo.Context, s *session) error {
+	id := ec.Param("id")
+	started := Prefix + "/backfills?done=backfill-started"
+	if !s.can(api.ScopeTasksRead) {
+		started = Prefix + "/workflows/" + url.PathEscape(id) + "?done=backfill-started"
+	}
+	return c.backfill(ec, s, c.cfg.Backfills.CreateForWorkflow, started, func(status int, bv backfillFormView) error {
+		return c.workflowPage(ec, s, status, id, workflowView{Backfill: bv})
+	})
 }

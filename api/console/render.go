@@ -69,7 +69,7 @@ type titled interface{ title() (title, nav string) }
 var funcs = template.FuncMap{
 	"time":     timeHTML,
 	"dur":      durText,
-	"short":    shortID,
+	"ident":    ident,
 	"prefix":   func() string { return Prefix },
 	"pct":      pct,
 	"ms":       msText,
@@ -117,11 +117,32 @@ func durText(d time.Duration) string {
 	return d.String()
 }
 
-func shortID(id string) string {
-	if len(id) > 8 {
-		return id[:8]
+// idTailLen is how much of an id the console shows: the end, where two
+// UUIDv7 ids made in the same millisecond differ (their first 12 hex
+// digits are the time).
+const idTailLen = 8
+
+// idTail is the last idTailLen characters of id.
+func idTail(id string) string {
+	if len(id) > idTailLen {
+		return id[len(id)-idTailLen:]
 	}
 	return id
+}
+
+// ident shows an id the one way the console shows ids: the thing's name
+// when it has one (name, optional), else the id's tail after an ellipsis
+// in <code>; the full id is in the title (on hover) either way.
+func ident(id string, name ...string) template.HTML {
+	title := html.EscapeString(id)
+	if len(name) > 0 && name[0] != "" {
+		return template.HTML(`<span class="ident" title="` + title + `">` + html.EscapeString(name[0]) + `</span>`) //nolint:gosec // escaped
+	}
+	text := html.EscapeString(idTail(id))
+	if len(id) > idTailLen {
+		text = "…" + text
+	}
+	return template.HTML(`<code class="ident" title="` + title + `">` + text + `</code>`) //nolint:gosec // escaped
 }
 
 func pct(f *float64) string {

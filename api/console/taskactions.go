@@ -107,6 +107,21 @@ func (c *console) skipSlot(ec echo.Context, s *session) error {
 // shown on the task page with the form as typed.
 func (c *console) backfillTask(ec echo.Context, s *session) error {
 	id := ec.Param("id")
+	return c.backfill(ec, s, c.cfg.Backfills.Create, Prefix+"/backfills?done=backfill-started",
+		func(status int, bv backfillFormView) error {
+			return c.taskPage(ec, s, status, id, taskView{Backfill: bv})
+		})
+}
+
+// backfill reads the backfill form and calls create (the service call of
+// the REST backfill endpoint of the task or workflow the path names): a
+// dry run or a refusal is shown by show, with the form as typed (the plan's
+// counts, or the reasons: 422 for invalid input, 409 for a conflict);
+// a started backfill redirects to started.
+func (c *console) backfill(ec echo.Context, s *session,
+	create func(ctx context.Context, tenant, id string, in service.BackfillInput) (service.Backfill, []service.BackfillSlot, error),
+	started string, show func(status int, v backfillFormView) error,
+) error {
 	f := backfillForm{From: strings.TrimSpace(ec.FormValue("from")), To: strings.TrimSpace(ec.FormValue("to")),
 		Rerun: ec.FormValue("rerun"), MaxConcurrency: strings.TrimSpace(ec.FormValue("max_concurrency"))}
 	in := service.BackfillInput{Rerun: f.Rerun, DryRun: ec.FormValue("dry_run") != ""}
@@ -123,38 +138,43 @@ func (c *console) backfillTask(ec echo.Context, s *session) error {
 	err := ve.Err()
 	var plan []service.BackfillSlot
 	if err == nil {
-		_, plan, err = c.cfg.Backfills.Create(ec.Request().Context(), s.Tenant, id, in)
+		_, plan, err = create(ec.Request().Context(), s.Tenant, ec.Param("id"), in)
 	}
 	var vErr *service.ValidationError
 	switch {
 	case errors.As(err, &vErr):
-		return c.taskPage(ec, s, http.StatusUnprocessableEntity, id, taskView{Backfill: backfillFormView{Form: f,
-			Error: &errorView{Title: "The backfill was not started", Fields: vErr.Fields}}})
+		return show(http.StatusUnprocessableEntity, backfillFormView{Form: f,
+			Error: &errorView{Title: "The backfill was not started", Fields: vErr.Fields}})
 	case errors.Is(err, service.ErrConflict):
-		return c.taskPage(ec, s, http.StatusConflict, id, taskView{Backfill: backfillFormView{Form: f,
-			Error: &errorView{Title: "The backfill was not started", Detail: err.Error()}}})
+		return show(http.StatusConflict, backfillFormView{Form: f,
+			Error: &errorView{Title: "The backfill was not started", Detail: err.Error()}})
 	case err != nil:
 		return err
 	}
 	if in.DryRun {
-		pv := &backfillPlanView{Total: len(plan)}
-		for i, sl := range plan {
-			switch sl.Action {
-			case service.SlotCreate:
-				pv.Create++
-			case service.SlotRerun:
-				pv.Rerun++
-			case service.SlotKeep:
-				pv.Keep++
-			}
-			if i == 0 {
-				pv.First = sl.ScheduledFor
-			}
-			pv.Last = sl.ScheduledFor
-		}
-		return c.taskPage(ec, s, http.StatusOK, id, taskView{Backfill: backfillFormView{Form: f, Plan: pv}})
+		return show(http.StatusOK, backfillFormView{Form: f, Plan: planView(plan)})
 	}
-	return ec.Redirect(http.StatusSeeOther, Prefix+"/backfills?done=backfill-started")
+	return ec.Redirect(http.StatusSeeOther, started)
+}
+
+// planView counts a dry run's slots by action.
+func planView(plan []service.BackfillSlot) *backfillPlanView {
+	pv := &backfillPlanView{Total: len(plan)}
+	for i, sl := range plan {
+		switch sl.Action {
+		case service.SlotCreate:
+			pv.Create++
+		case service.SlotRerun:
+			pv.Rerun++
+		case service.SlotKeep:
+			pv.Keep++
+		}
+		if i == 0 {
+			pv.First = sl.ScheduledFor
+		}
+		pv.Last = sl.ScheduledFor
+	}
+	return pv
 }
 
 // parseLocal reads a datetime-local value (seconds optional) as UTC; an

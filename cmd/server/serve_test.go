@@ -100,7 +100,7 @@ func get(t *testing.T, url, token string) (int, map[string]any) {
 
 func TestServeWithDatabaseURL(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": testSecret}
+	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": testSecret, "AX_TENANT_API_RPS": "1000"}
 	base, out := startServer(t, env)
 	require.NotContains(t, out.String(), "Development token", "no token is printed outside the embedded mode")
 
@@ -122,6 +122,17 @@ func TestServeWithDatabaseURL(t *testing.T) {
 	code, p := get(t, base+"/v1/me", "")
 	require.Equal(t, http.StatusUnauthorized, code)
 	require.EqualValues(t, 401, p["status"])
+
+	// The console is mounted with the tenant limits: its pages spend the
+	// tenant's API rate (the RateLimit-* headers of the REST API).
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/console/tasks", nil)
+	require.NoError(t, err)
+	req.AddCookie(&http.Cookie{Name: "ax_console_token", Value: tok})
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, "1000", res.Header.Get("RateLimit-Limit"))
 }
 
 // TestReadinessFollowsTheDatabase stops Postgres under a running server:
