@@ -73,7 +73,7 @@ func TestConsoleAlerts(t *testing.T) {
 	assert.NotContains(t, body, "No execution failed for good")
 	assert.NotContains(t, body, "No workflow run is blocked")
 	// The execution's SLA miss: the execution, its task by name, its state now.
-	assert.Contains(t, body, `<a href="/console/executions/`+late+`"><code>`+late[:8]+`</code></a>`)
+	assert.Contains(t, body, `<a href="/console/executions/`+late+`"><code>`+late[len(late)-8:]+`</code></a>`)
 	assert.Contains(t, body, `<a href="/console/tasks/`+task+`">nightly</a>`)
 	assert.Contains(t, body, `<span class="state state-retrying">retrying</span>`)
 	// Failed for good within a day, with its error; not the one of two days ago.
@@ -84,7 +84,7 @@ func TestConsoleAlerts(t *testing.T) {
 	assert.Contains(t, body, `<a href="/console/workflows/`+wf+`">etl</a>`)
 	assert.Contains(t, body, `<time datetime="2026-01-02T03:04:05Z" title="2026-01-02 03:04:05 UTC">`)
 	// The blocked run links to its page, where it is resolved.
-	assert.Contains(t, body, `<a href="/console/workflow-runs/`+runID+`">Resolve <code>`+runID[:8]+`</code></a>`)
+	assert.Contains(t, body, `<a href="/console/workflow-runs/`+runID+`">Resolve <code>`+runID[len(runID)-8:]+`</code></a>`)
 	assert.Contains(t, body, `<span class="state state-blocked">blocked</span>`)
 
 	// Another tenant sees none of it.

@@ -117,9 +117,12 @@ func durText(d time.Duration) string {
 	return d.String()
 }
 
+// shortID is an id's last eight digits. Ids are UUIDv7: their first
+// digits are a timestamp, the same for every id made within a minute, and
+// their last ones random.
 func shortID(id string) string {
 	if len(id) > 8 {
-		return id[:8]
+		return id[len(id)-8:]
 	}
 	return id
 }
