@@ -219,25 +219,34 @@ func TestConsoleBrowserSkip(t *testing.T) {
 	b.do(chromedp.Navigate(taskURL), chromedp.WaitVisible(chromedp.CSS("#fires")))
 	require.Equal(t, 10, b.count("#fires button.skip-slot"), "each of the next fires has a Skip button")
 
-	// The first slot at least 6 s away: time enough to press the button
-	// before it is due, however slow the machine.
-	var slots []string
-	require.NoError(t, json.Unmarshal([]byte(b.evalS(
-		`JSON.stringify([...document.querySelectorAll("#fires button.skip-slot")].map(e => e.dataset.slot))`)), &slots))
+	// Skip the first slot at least 6 s away: time enough to press the
+	// button before it is due on a slow machine. Should the test be held
+	// up past it all the same (the page then refuses: the slot has
+	// passed), try the next one.
 	var skip time.Time
-	for _, s := range slots {
-		at, err := time.Parse(time.RFC3339Nano, s)
-		require.NoError(t, err)
-		if at.After(time.Now().Add(6 * time.Second)) {
-			skip = at.UTC()
+	for try := 0; ; try++ {
+		var slots []string
+		require.NoError(t, json.Unmarshal([]byte(b.evalS(
+			`JSON.stringify([...document.querySelectorAll("#fires button.skip-slot")].map(e => e.dataset.slot))`)), &slots))
+		skip = time.Time{}
+		for _, s := range slots {
+			at, err := time.Parse(time.RFC3339Nano, s)
+			require.NoError(t, err)
+			if at.After(time.Now().Add(6 * time.Second)) {
+				skip = at.UTC()
+				break
+			}
+		}
+		require.False(t, skip.IsZero(), "a slot 6 s away among %v", slots)
+		b.do(chromedp.Click(chromedp.CSS(`button.skip-slot[data-slot="`+skip.Format(time.RFC3339Nano)+`"]`)),
+			chromedp.WaitVisible(chromedp.CSS("#flash, #problem")))
+		if b.count("#problem") == 0 || try == 2 || time.Now().Before(skip) {
 			break
 		}
+		t.Logf("the slot %s passed before it was skipped (%s); trying a later one", skip, b.text("#problem"))
 	}
-	require.False(t, skip.IsZero(), "a slot 6 s away among %v", slots)
 	slot := skip.Format(time.RFC3339Nano)
-
-	b.do(chromedp.Click(chromedp.CSS(`button.skip-slot[data-slot="`+slot+`"]`)), chromedp.WaitVisible(chromedp.CSS("#flash")))
-	require.True(t, time.Now().Before(skip), "skipped before the slot was due")
+	require.Equal(t, 0, b.count("#problem"), "the skip is done")
 	require.Contains(t, b.dialogSeen(), "Skip this slot? It will not fire.", "the button asks first")
 	require.Contains(t, b.location(), "/console/tasks/"+taskID+"?done=slot-skipped")
 	require.Contains(t, b.text("#flash"), "The slot is skipped")
@@ -493,7 +502,7 @@ func TestConsoleBrowserAlerts(t *testing.T) {
 	failed := b.text("#alerts-failed tbody")
 	require.Contains(t, failed, "HTTP 500")
 	require.Equal(t, 1, b.count(`#alerts-failed tbody a[href$="/tasks/`+broken["id"].(string)+`"]`), "the row links to its task")
-	require.Equal(t, 0, b.count(`#alerts-sla a[href$="/executions/`+brokenX+`"]`), "a failure before its deadline is no SLA miss")
+	require.Equal(t, 0, b.count(`#alerts-sla a[href$="/executions/`+brokenX+`"]`), "the task without an SLA has no miss")
 	b.shot("alerts.png")
 
 	// Let the held request go: the miss stays listed, succeeded now.
