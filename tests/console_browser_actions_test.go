@@ -281,6 +281,11 @@ func TestConsoleBrowserSkip(t *testing.T) {
 	require.Equal(t, "skipped", b.evalS(`document.querySelector('main tr:has(a[href$="/executions/`+
 		skipped[0]["id"].(string)+`"]) .state').textContent`))
 	require.Positive(t, b.count("main tr .state-succeeded"))
+	// Its page says why, and offers no Retry (a skipped slot cannot be).
+	b.do(b.follow(`main a[href$="/executions/`+skipped[0]["id"].(string)+`"]`), chromedp.WaitVisible(chromedp.CSS("#exec-state")))
+	require.Contains(t, b.text("#exec-state"), "skipped")
+	require.Contains(t, b.text("#timeline"), "skipped by request")
+	require.Equal(t, 0, b.count("#retry, #cancel"))
 
 	// A read-only token sees no Skip button and no Backfill form (nor
 	// the Tasks list's link to it); a POST of the skip form is refused.
