@@ -2,7 +2,6 @@ package db_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -127,7 +126,7 @@ func TestExecutionSeriesWalksAnIndex(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"executions_pkey"}, indexes, plan)
-	require.True(t, strings.Contains(plan, `"Index Cond":"((tenant_id = 'big'::text) AND (id \u003e= `), "ranged by the id floor: %s", plan)
+	require.Contains(t, plan, `"Index Cond":"((tenant_id = 'big'::text) AND (id \u003e= `, "ranged by the id floor: %s", plan)
 
 	// And it counts the day: 24 h at one execution every 26 s.
 	got, err := db.ExecutionSeries(ctx, pool, "big", since, time.Minute, 1440)

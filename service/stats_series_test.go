@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -84,6 +83,6 @@ func TestStatsSeries(t *testing.T) {
 	} {
 		_, err := stats.Series(ctx, "a", bad.window, bad.step)
 		var ve *service.ValidationError
-		assert.True(t, errors.As(err, &ve), "%s by %s: %v", bad.window, bad.step, err)
+		assert.ErrorAs(t, err, &ve, "%s by %s: %v", bad.window, bad.step, err)
 	}
 }
