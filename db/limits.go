@@ -1,6 +1,7 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math"
@@ -441,6 +442,9 @@ type heldRow struct {
 	executionID string
 	gates       []string
 	jobID       int64
+	priority    int
+	slot        time.Time
+	seq         int64
 	known       bool
 	jobState    *string
 	execState   *string
@@ -525,22 +529,9 @@ func DispatchHolds(ctx context.Context, q Querier, tenant string, tenantGate Gat
 		d.Busy = true
 		return d, nil
 	}
-	rows, err := q.Query(ctx, `SELECT execution_id::text, gates, job_id FROM flow_holds
-		WHERE tenant_id = $1
-		ORDER BY priority, scheduled_for, seq
-		LIMIT $2`, tenant, batch)
+	held, err := listHolds(ctx, q, tenant, batch)
 	if err != nil {
-		return d, wrap("list holds", err)
-	}
-	var held []*heldRow
-	var h heldRow
-	_, err = pgx.ForEachRow(rows, []any{&h.executionID, &h.gates, &h.jobID}, func() error {
-		c := h
-		held = append(held, &c)
-		return nil
-	})
-	if err != nil {
-		return d, wrap("list holds", err)
+		return d, err
 	}
 	if len(held) == 0 {
 		return d, nil
@@ -817,4 +808,74 @@ func behind(gs []Gate, aheadGates []string, aheadLimit string) string {
 		return "max_concurrency"
 	}
 	return aheadLimit
+}
+
+// listHolds lists tenant's first batch held deliveries in order. When
+// there are more, it adds the first batch of each gate of the tenant
+// that none of those goes through: a gate whose backlog fills the batch
+// (thousands held by one endpoint's rate) must not hide the deliveries
+// held by another endpoint's gate behind it, which its room may let
+// through. Every added one comes after the first batch; one may pass an
+// unlisted delivery of the first batch's gates on a gate they share (the
+// tenant's) only when that gate has room for more than the whole batch
+// in one pass, and the next pass lists that one.
+func listHolds(ctx context.Context, q Querier, tenant string, batch int) ([]*heldRow, error) {
+	var held []*heldRow
+	scan := func(rows pgx.Rows) error {
+		var h heldRow
+		_, err := pgx.ForEachRow(rows, []any{&h.executionID, &h.gates, &h.jobID, &h.priority, &h.slot, &h.seq}, func() error {
+			c := h
+			held = append(held, &c)
+			return nil
+		})
+		return wrap("list holds", err)
+	}
+	rows, err := q.Query(ctx, `SELECT execution_id::text, gates, job_id, priority, scheduled_for, seq FROM flow_holds
+		WHERE tenant_id = $1
+		ORDER BY priority, scheduled_for, seq
+		LIMIT $2`, tenant, batch)
+	if err != nil {
+		return nil, wrap("list holds", err)
+	}
+	if err := scan(rows); err != nil || len(held) < batch {
+		return held, err
+	}
+	listed := map[string]bool{}
+	var gates []string
+	for _, h := range held {
+		listed[h.executionID] = true
+		for _, g := range h.gates {
+			if !slices.Contains(gates, g) {
+				gates = append(gates, g)
+			}
+		}
+	}
+	head := len(held)
+	rows, err = q.Query(ctx, `SELECT h.execution_id::text, h.gates, h.job_id, h.priority, h.scheduled_for, h.seq
+		FROM flow_gates g
+		CROSS JOIN LATERAL (
+			SELECT * FROM flow_holds h
+			WHERE h.tenant_id = $1 AND h.gates @> ARRAY[g.gate]
+			ORDER BY h.priority, h.scheduled_for, h.seq
+			LIMIT $3
+		) h
+		WHERE g.tenant_id = $1 AND g.gate <> ALL ($2::text[])`, tenant, gates, batch)
+	if err != nil {
+		return nil, wrap("list holds", err)
+	}
+	if err := scan(rows); err != nil {
+		return nil, err
+	}
+	// Keep one of each, in order.
+	out := held[:head]
+	for _, h := range held[head:] {
+		if !listed[h.executionID] {
+			listed[h.executionID] = true
+			out = append(out, h)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *heldRow) int {
+		return cmp.Or(cmp.Compare(a.priority, b.priority), a.slot.Compare(b.slot), cmp.Compare(a.seq, b.seq))
+	})
+	return out, nil
 }

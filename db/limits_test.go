@@ -235,3 +235,52 @@ func TestAdmissionBehindHoldsTakesNoGateLock(t *testing.T) {
 	require.True(t, adm.NewHold)
 	require.Equal(t, "max_inflight_deliveries", adm.Limit)
 }
+
+// TestDispatchSeesPastABacklogOnAnotherGate: a tenant's first held
+// deliveries, as many as a pass lists, wait on one endpoint's exhausted
+// rate; deliveries held behind them on another endpoint whose gate has
+// room are granted in the same pass, not after the backlog drains.
+func TestDispatchSeesPastABacklogOnAnotherGate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	tenant := "hol-" + uuid.NewString()[:8]
+	_, err := pool.Exec(ctx, `INSERT INTO tenants (id) VALUES ($1)`, tenant)
+	require.NoError(t, err)
+	slow, fast := uuid.NewString(), uuid.NewString()
+	_, err = pool.Exec(ctx, `INSERT INTO endpoints (tenant_id, id, name, url, secret, rate_limit_per_second, max_concurrency)
+		VALUES ($1, $2, 'slow', 'https://example.com', 'whsec_x', 1, NULL), ($1, $3, 'fast', 'https://example.com', 'whsec_x', NULL, 5)`,
+		tenant, slow, fast)
+	require.NoError(t, err)
+	// The slow endpoint's bucket is empty: its gate blocks.
+	_, err = pool.Exec(ctx, `INSERT INTO flow_gates (tenant_id, gate, tokens, refilled_at) VALUES ($1, $2, 0, now() + interval '1 hour'),
+		($1, $3, 0, now())`, tenant, db.EndpointGate(slow), db.EndpointGate(fast))
+	require.NoError(t, err)
+	hold := func(endpoint string) string {
+		id, _ := heldExecution(t, pool, tenant)
+		_, err := pool.Exec(ctx, `UPDATE flow_holds SET gates = ARRAY[$3], limit_name = 'rate_limit_per_second'
+			WHERE tenant_id = $1 AND execution_id = $2`, tenant, id, db.EndpointGate(endpoint))
+		require.NoError(t, err)
+		return id
+	}
+	for range 4 {
+		hold(slow)
+	}
+	behind := []string{hold(fast), hold(fast)}
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	d, err := db.DispatchHolds(ctx, tx, tenant, db.Gate{}, 3)
+	require.NoError(t, err)
+	require.Equal(t, 2, d.Granted, "the fast endpoint's deliveries are granted past the slow one's backlog")
+	require.NoError(t, tx.Commit(ctx))
+	rows, err := pool.Query(ctx, `SELECT execution_id::text FROM flow_permits WHERE tenant_id = $1 ORDER BY execution_id`, tenant)
+	require.NoError(t, err)
+	permits, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.ElementsMatch(t, behind, permits)
+	n, err := db.GateInflight(ctx, pool, tenant, db.EndpointGate(fast))
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+}
