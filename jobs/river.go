@@ -25,6 +25,11 @@ const (
 	// (FetchAhead), so the poll costs idle queries, not lateness.
 	FetchCooldownDefault     = 10 * time.Millisecond
 	FetchPollIntervalDefault = 50 * time.Millisecond
+	// BulkFetchPollIntervalDefault: the pollers of the four deliver queues
+	// (20 polls/s each) were most of an idle replica's queries; the bulk
+	// lane's two poll less often, and its fires are due that much earlier
+	// instead (BulkFetchAhead).
+	BulkFetchPollIntervalDefault = 250 * time.Millisecond
 	// JobTimeoutDefault is the largest endpoint timeout plus a margin for
 	// the two short transactions around the HTTP call.
 	JobTimeoutDefault = service.TimeoutMax + 30*time.Second
@@ -68,6 +73,11 @@ type RiverConfig struct {
 	// due are picked up within it. Default 50 ms. The alert queue polls
 	// every second (or this, if longer).
 	FetchPollInterval time.Duration
+	// BulkFetchPollInterval is how often the bulk lane's queues poll for
+	// due jobs: its fires are due BulkFetchAhead before their slot, so
+	// this costs them no lateness; its retries are picked up within it.
+	// Default: BulkFetchPollIntervalDefault, or FetchPollInterval if longer.
+	BulkFetchPollInterval time.Duration
 	// JobTimeout cancels a job's context; keep it above the largest
 	// endpoint timeout. Default service.TimeoutMax + 30 s.
 	JobTimeout time.Duration
@@ -94,6 +104,7 @@ func (c RiverConfig) WithDefaults() RiverConfig {
 	setDefault(&c.BulkWorkers, c.DeliverWorkers)
 	setDefault(&c.FetchCooldown, FetchCooldownDefault)
 	setDefault(&c.FetchPollInterval, FetchPollIntervalDefault)
+	setDefault(&c.BulkFetchPollInterval, max(BulkFetchPollIntervalDefault, c.FetchPollInterval))
 	setDefault(&c.JobTimeout, JobTimeoutDefault)
 	setDefault(&c.RescueStuckJobsAfter, max(RescueStuckJobsAfterDefault, c.JobTimeout))
 	setDefault(&c.SoftStopTimeout, SoftStopTimeoutDefault)
@@ -117,6 +128,13 @@ const fetchAheadMax = time.Second
 func (c RiverConfig) FetchAhead() time.Duration {
 	c = c.WithDefaults()
 	return min(c.FetchPollInterval+c.FetchCooldown+fetchAheadMargin, fetchAheadMax)
+}
+
+// BulkFetchAhead is FetchAhead for the bulk lane's fires, from its
+// queues' poll interval (service.SchedulerConfig.BulkFetchAhead).
+func (c RiverConfig) BulkFetchAhead() time.Duration {
+	c = c.WithDefaults()
+	return min(c.BulkFetchPollInterval+c.FetchCooldown+fetchAheadMargin, fetchAheadMax)
 }
 
 func (c RiverConfig) validate() error {
@@ -217,9 +235,9 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 			service.QueueDeliver: queue(cfg.DeliverWorkers, cfg.FetchPollInterval),
 			// The main lane's batches share its send slots (DeliverWorkers).
 			service.QueueDeliverBatch: queue(service.DeliverBatchWorkers(cfg.DeliverWorkers), cfg.FetchPollInterval),
-			service.QueueDeliverBulk:  queue(cfg.BulkWorkers, cfg.FetchPollInterval),
+			service.QueueDeliverBulk:  queue(cfg.BulkWorkers, cfg.BulkFetchPollInterval),
 			// The bulk lane's batches share its send slots (BulkWorkers).
-			service.QueueDeliverBulkBatch: queue(service.DeliverBatchWorkers(cfg.BulkWorkers), cfg.FetchPollInterval),
+			service.QueueDeliverBulkBatch: queue(service.DeliverBatchWorkers(cfg.BulkWorkers), cfg.BulkFetchPollInterval),
 			// Alerts are not due at an instant: new ones wake the queue by
 			// NOTIFY, and retries can wait for a slow poll.
 			service.QueueAlert: queue(cfg.AlertWorkers, max(cfg.FetchPollInterval, alertPollInterval)),

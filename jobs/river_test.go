@@ -18,7 +18,7 @@ func TestRiverConfigDefaults(t *testing.T) {
 	c := RiverConfig{}.WithDefaults()
 	require.Equal(t, RiverConfig{
 		DeliverWorkers: 400, BulkWorkers: 400, AlertWorkers: 10, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
-		JobTimeout: service.TimeoutMax + 30*time.Second, RescueStuckJobsAfter: 6 * time.Minute,
+		BulkFetchPollInterval: 250 * time.Millisecond, JobTimeout: service.TimeoutMax + 30*time.Second, RescueStuckJobsAfter: 6 * time.Minute,
 		SoftStopTimeout: 20 * time.Second, QueueWaitPoll: time.Second,
 	}, c)
 	require.NoError(t, c.validate())
@@ -28,6 +28,11 @@ func TestRiverConfigDefaults(t *testing.T) {
 	// most a second.
 	require.Equal(t, 110*time.Millisecond, c.FetchAhead())
 	require.Equal(t, time.Second, RiverConfig{FetchPollInterval: 5 * time.Second}.FetchAhead())
+	// The bulk lane polls less often, and its fires are due that much earlier;
+	// never more often than the main lane.
+	require.Equal(t, 310*time.Millisecond, c.BulkFetchAhead())
+	require.Equal(t, 2*time.Second, RiverConfig{FetchPollInterval: 2 * time.Second}.WithDefaults().BulkFetchPollInterval)
+	require.Equal(t, time.Second, RiverConfig{FetchPollInterval: 5 * time.Second}.BulkFetchAhead())
 
 	// A long JobTimeout raises the default rescue delay with it.
 	c = RiverConfig{JobTimeout: 10 * time.Minute}.WithDefaults()

@@ -38,7 +38,7 @@ func TestLanesAssign(t *testing.T) {
 	require.False(t, fired[4].Bulk, "b's on-time fire")
 	require.True(t, fired[5].Bulk, "a slow endpoint")
 
-	jobs := fireInserts(fired, at.Add(-time.Hour), 0)
+	jobs := fireInserts(fired, at.Add(-time.Hour), 0, 0)
 	queues := map[string]int{}
 	for _, j := range jobs {
 		queues[j.InsertOpts.Queue]++
@@ -69,7 +69,7 @@ func TestFireInsertsOneTenantPerBatch(t *testing.T) {
 		fired = append(fired, firedExecution{TenantID: tenant, ID: NewID(), ScheduledFor: at.Add(time.Duration(i) * time.Millisecond),
 			Priority: 2, MaxAttempts: 3})
 	}
-	jobs := fireInserts(fired, at.Add(-time.Hour), 0)
+	jobs := fireInserts(fired, at.Add(-time.Hour), 0, 0)
 	require.Len(t, jobs, 2)
 	for _, j := range jobs {
 		args, ok := j.Args.(DeliverBatchArgs)
@@ -83,14 +83,38 @@ func TestFireInsertsOneTenantPerBatch(t *testing.T) {
 		}
 	}
 
-	one := fireInserts(fired[:1:1], at.Add(-time.Hour), 0)
+	one := fireInserts(fired[:1:1], at.Add(-time.Hour), 0, 0)
 	require.Len(t, one, 1)
 	var single []firedExecution
 	for _, f := range fired {
 		f.TenantID = "a"
 		single = append(single, f)
 	}
-	jobs = fireInserts(single, at.Add(-time.Hour), 0)
+	jobs = fireInserts(single, at.Add(-time.Hour), 0, 0)
 	require.Len(t, jobs, 1, "one tenant: one batch, as before")
 	require.Len(t, jobs[0].Args.(DeliverBatchArgs).Executions, 6) //nolint:forcetypeassert // a batch of 6
+}
+
+// TestFireInsertsDueAheadByLane: a main-lane fire's job is due ahead of
+// its slot by the main lane's fetch-ahead, a bulk-lane fire's (batch or
+// single) by the bulk lane's, whose queues are polled less often.
+func TestFireInsertsDueAheadByLane(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ahead, bulkAhead := 110*time.Millisecond, 310*time.Millisecond
+	fired := []firedExecution{
+		{TenantID: "a", ID: NewID(), ScheduledFor: at, Priority: 2, MaxAttempts: 3},
+		{TenantID: "b", ID: NewID(), ScheduledFor: at, Priority: 2, MaxAttempts: 3, Bulk: true},
+		{TenantID: "c", ID: NewID(), ScheduledFor: at, Priority: 2, MaxAttempts: 3, Bulk: true},
+		{TenantID: "c", ID: NewID(), ScheduledFor: at, Priority: 2, MaxAttempts: 3, Bulk: true},
+	}
+	jobs := fireInserts(fired, at.Add(-time.Hour), ahead, bulkAhead)
+	require.Len(t, jobs, 3)
+	due := map[string]time.Time{}
+	for _, j := range jobs {
+		due[j.InsertOpts.Queue] = j.InsertOpts.ScheduledAt
+	}
+	require.Equal(t, at.Add(-ahead), due[QueueDeliver])
+	require.Equal(t, at.Add(-bulkAhead), due[QueueDeliverBulk])
+	require.Equal(t, at.Add(-bulkAhead), due[QueueDeliverBulkBatch])
 }

@@ -152,10 +152,11 @@ func deliverInsert(tenant, executionID string, scheduledFor time.Time, priority,
 // inserted: executions of the same tenant, lane and priority whose slots
 // lie within deliverBatchWindow of the earliest share DeliverBatchArgs
 // jobs of up to deliverBatchMax; one alone gets a DeliverArgs job. Each job is due ahead
-// of its earliest slot. A batch holds one tenant's executions, so that
+// of its earliest slot: by ahead in the main lane, by bulkAhead in the bulk
+// lane (its queues are polled less often). A batch holds one tenant's executions, so that
 // the fair sharing of the deliver queues between tenants (Limits.Share)
 // can tell whose it is.
-func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []river.InsertManyParams {
+func fireInserts(execs []firedExecution, now time.Time, ahead, bulkAhead time.Duration) []river.InsertManyParams {
 	sorted := slices.Clone(execs)
 	slices.SortStableFunc(sorted, func(a, b firedExecution) int {
 		if a.Bulk != b.Bulk {
@@ -182,8 +183,12 @@ func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []r
 		}
 		chunk := sorted[:n]
 		sorted = sorted[n:]
+		dueAhead := ahead
+		if first.Bulk {
+			dueAhead = bulkAhead
+		}
 		if n == 1 {
-			jobs = append(jobs, deliverInsert(first.TenantID, first.ID, first.ScheduledFor, first.Priority, first.MaxAttempts, now, ahead,
+			jobs = append(jobs, deliverInsert(first.TenantID, first.ID, first.ScheduledFor, first.Priority, first.MaxAttempts, now, dueAhead,
 				laneQueue(first.Bulk)))
 			continue
 		}
@@ -192,7 +197,7 @@ func fireInserts(execs []firedExecution, now time.Time, ahead time.Duration) []r
 			args.Executions[i] = ExecutionRef{TenantID: e.TenantID, ExecutionID: e.ID, ScheduledFor: e.ScheduledFor.UTC()}
 		}
 		opts := &river.InsertOpts{Queue: batchQueue(first.Bulk), Priority: first.Priority, MaxAttempts: deliverBatchMaxAttempts}
-		if due := first.ScheduledFor.Add(-ahead); due.After(now) {
+		if due := first.ScheduledFor.Add(-dueAhead); due.After(now) {
 			opts.ScheduledAt = due
 		}
 		jobs = append(jobs, river.InsertManyParams{Args: args, InsertOpts: opts})

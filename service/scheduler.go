@@ -66,6 +66,10 @@ type SchedulerConfig struct {
 	// waiting in its worker when the slot comes. cmd/server sets it from
 	// the deliver queue's poll (jobs.RiverConfig.FetchAhead). Default 0.
 	FetchAhead time.Duration
+	// BulkFetchAhead is FetchAhead for the fires of the bulk lane, whose
+	// queues are polled less often (jobs.RiverConfig.BulkFetchAhead).
+	// Default: FetchAhead.
+	BulkFetchAhead time.Duration
 	// Clock, when set, learns the database's clock from the loop's
 	// queries, for workers that wait for a slot and for the API's task
 	// creation (TasksConfig.Clock).
@@ -80,6 +84,7 @@ func (c SchedulerConfig) WithDefaults() SchedulerConfig {
 	c.MisfireThreshold = cmp.Or(c.MisfireThreshold, MisfireThresholdDefault)
 	c.CatchUpWindow = cmp.Or(c.CatchUpWindow, CatchUpWindowDefault)
 	c.CatchUpMax = cmp.Or(c.CatchUpMax, CatchUpMaxDefault)
+	c.BulkFetchAhead = cmp.Or(c.BulkFetchAhead, c.FetchAhead)
 	return c
 }
 
@@ -173,7 +178,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 				Priority: int(t.Priority), MaxAttempts: int(t.MaxAttempts)}
 		}
 		s.cfg.Lanes.assign(fired)
-		if _, err := s.enq.insertMany(ctx, tx, fireInserts(fired, now, s.cfg.FetchAhead)); err != nil {
+		if _, err := s.enq.insertMany(ctx, tx, fireInserts(fired, now, s.cfg.FetchAhead, s.cfg.BulkFetchAhead)); err != nil {
 			return err
 		}
 		return db.AdvanceTasks(ctx, tx, advs)

@@ -398,7 +398,7 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 		fired[i] = firedExecution{TenantID: x.TenantID, ID: x.ID, ScheduledFor: x.ScheduledFor, Priority: n.Priority,
 			MaxAttempts: n.MaxAttempts}
 	}
-	_, err = e.enq.insertMany(ctx, tx, fireInserts(fired, time.Now(), e.ahead))
+	_, err = e.enq.insertMany(ctx, tx, fireInserts(fired, time.Now(), e.ahead, e.ahead)) // a run's nodes are in the main lane
 	return err
 }
 

@@ -81,7 +81,8 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 	retention := service.NewRetention(d.pool, service.RetentionConfig{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
 	service.SetWorkflowObserver(&service.WorkflowObserver{RunFinished: metrics.ObserveWorkflowRun})
 	go b.run(runCtx, d.pool, enq, deliveries, backfills, workflows,
-		service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), Clock: clock, Lanes: lanes}, retention)
+		service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), BulkFetchAhead: riverCfg.BulkFetchAhead(), Clock: clock,
+			Lanes: lanes}, retention)
 	return b, nil
 }
 
