@@ -24,10 +24,10 @@ const (
 	// cooldown); a fire's job is due that much ahead of its slot
 	// (FetchAhead), so the poll costs idle queries, not lateness.
 	FetchCooldownDefault     = 10 * time.Millisecond
-	FetchPollIntervalDefault = 50 * time.Millisecond
-	// BulkFetchPollIntervalDefault: the pollers of the four deliver queues
-	// (20 polls/s each) were most of an idle replica's queries; the bulk
-	// lane's two poll less often, and its fires are due that much earlier
+	FetchPollIntervalDefault = 100 * time.Millisecond
+	// BulkFetchPollIntervalDefault: the deliver queues' polls are most of
+	// an idle replica's queries; the bulk lane's two queues poll less often
+	// than the main lane's, and their fires are due that much earlier
 	// instead (BulkFetchAhead).
 	BulkFetchPollIntervalDefault = 250 * time.Millisecond
 	// JobTimeoutDefault is the largest endpoint timeout plus a margin for
@@ -70,7 +70,7 @@ type RiverConfig struct {
 	FetchCooldown time.Duration
 	// FetchPollInterval is how often the deliver queue polls for due jobs.
 	// Fires are not late by it (FetchAhead); retries and waits that come
-	// due are picked up within it. Default 50 ms. The alert queue polls
+	// due are picked up within it. Default 100 ms. The alert queue polls
 	// every second (or this, if longer).
 	FetchPollInterval time.Duration
 	// BulkFetchPollInterval is how often the bulk lane's queues poll for

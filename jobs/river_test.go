@@ -17,7 +17,7 @@ func TestRiverConfigDefaults(t *testing.T) {
 	t.Parallel()
 	c := RiverConfig{}.WithDefaults()
 	require.Equal(t, RiverConfig{
-		DeliverWorkers: 400, BulkWorkers: 400, AlertWorkers: 10, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
+		DeliverWorkers: 400, BulkWorkers: 400, AlertWorkers: 10, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond,
 		BulkFetchPollInterval: 250 * time.Millisecond, JobTimeout: service.TimeoutMax + 30*time.Second, RescueStuckJobsAfter: 6 * time.Minute,
 		SoftStopTimeout: 20 * time.Second, QueueWaitPoll: time.Second,
 	}, c)
@@ -26,7 +26,7 @@ func TestRiverConfigDefaults(t *testing.T) {
 
 	// A fire's job is due ahead by the poll, the cooldown and a margin, at
 	// most a second.
-	require.Equal(t, 110*time.Millisecond, c.FetchAhead())
+	require.Equal(t, 160*time.Millisecond, c.FetchAhead())
 	require.Equal(t, time.Second, RiverConfig{FetchPollInterval: 5 * time.Second}.FetchAhead())
 	// The bulk lane polls less often, and its fires are due that much earlier;
 	// never more often than the main lane.
