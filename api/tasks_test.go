@@ -341,3 +341,25 @@ func TestTaskListFilters(t *testing.T) {
 	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodGet, Path: "/v1/tasks?state=sleeping", Token: tok})
 	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodGet, Path: "/v1/tasks?label=nocolon", Token: tok})
 }
+
+// TestTaskScheduleThroughLeapYearEnd is the request that used to pin a core
+// forever: a DST zone, an hour of *, a first fire reached through
+// 2040-12-31. It answers at once, with the right first fire, for create,
+// preview and PATCH.
+func TestTaskScheduleThroughLeapYearEnd(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	ep := a.createEndpoint(tok, "e")
+	r := a.createTask(tok, ep, "year-2041", map[string]any{"schedule": map[string]any{"type": "cron",
+		"cron": "0 0 * * * * 2041", "timezone": "America/New_York"}})
+	require.Equal(t, "2041-01-01T05:00:00Z", r.JSON["next_run_at"])
+	id := r.JSON["id"].(string)
+	pv := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks/" + id + "/preview?count=3", Token: tok})
+	items := pv.JSON["items"].([]any)
+	require.Len(t, items, 3)
+	require.Equal(t, "2041-01-01T06:00:00Z", items[1].(map[string]any)["at"])
+	p := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "*/5 * * * * * 2045", "timezone": "Australia/Sydney"}}})
+	require.Equal(t, "2044-12-31T13:00:00Z", p.JSON["next_run_at"], "2045-01-01 00:00 in Sydney (UTC+11), through 2044-12-31")
+}

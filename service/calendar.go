@@ -316,34 +316,38 @@ func (e *exclusion) dayEnd(t time.Time) time.Time {
 // after `after` that no calendar excludes. An excluded slot skips the rest
 // of its excluded day at once, so the cost grows with the excluded dates
 // crossed, not with the slots on them.
-func (s *Schedule) nextIncluded(after time.Time) (time.Time, bool) {
+func (s *Schedule) nextIncluded(after time.Time) (time.Time, bool, error) {
 	for range calendarJumpsMax {
-		t, ok := s.next(after)
+		t, ok, err := s.next(after)
 		if !ok {
-			return time.Time{}, false
+			return time.Time{}, false, err
 		}
 		e := s.excludedBy(t)
 		if e == nil {
-			return t, true
+			return t, true, nil
 		}
 		after = laterOf(e.dayEnd(t), t)
 	}
-	return time.Time{}, false
+	return time.Time{}, false, nil
 }
 
 // PreviewExcluded returns up to n fires after `after` (Preview) and the
 // slots the calendars removed before the last of them (up to n, or up to
-// PreviewMax slots when nothing fires any more).
-func (s *Schedule) PreviewExcluded(after time.Time, n int) (fires, excluded []time.Time) {
+// PreviewMax slots when nothing fires any more). It stops with ctx's error
+// when ctx ends, and with NextErr's when a computation is cut short.
+func (s *Schedule) PreviewExcluded(ctx context.Context, after time.Time, n int) (fires, excluded []time.Time, err error) {
 	n = min(max(n, 1), PreviewMax)
-	if len(s.excl) == 0 {
-		return s.Preview(after, n), nil
-	}
-	for range calendarJumpsMax {
+	for range n + calendarJumpsMax {
 		if len(fires) >= n {
 			break
 		}
-		t, ok := s.next(after)
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
+		}
+		t, ok, err := s.next(after)
+		if err != nil {
+			return nil, nil, err
+		}
 		if !ok {
 			break
 		}
@@ -359,7 +363,7 @@ func (s *Schedule) PreviewExcluded(after time.Time, n int) (fires, excluded []ti
 			after = laterOf(e.dayEnd(t), t)
 		}
 	}
-	return fires, excluded
+	return fires, excluded, nil
 }
 
 // Excludes reports whether a calendar of s removes the slot t.

@@ -28,7 +28,8 @@ func TestScheduleExcludesCalendarDates(t *testing.T) {
 	plain, _ := sched.Next(after)
 	require.Equal(t, time.Date(2027, 1, 1, 2, 0, 0, 0, sh).UTC(), plain, "the schedule itself is unchanged")
 
-	fires, excluded := ex.PreviewExcluded(after, 2)
+	fires, excluded, err := ex.PreviewExcluded(t.Context(), after, 2)
+	require.NoError(t, err)
 	require.Equal(t, []time.Time{time.Date(2027, 1, 5, 2, 0, 0, 0, sh).UTC(), time.Date(2027, 1, 6, 2, 0, 0, 0, sh).UTC()}, fires)
 	require.Equal(t, []time.Time{time.Date(2027, 1, 1, 2, 0, 0, 0, sh).UTC(), time.Date(2027, 1, 4, 2, 0, 0, 0, sh).UTC()}, excluded)
 	require.True(t, ex.Excludes(time.Date(2027, 1, 1, 2, 0, 0, 0, sh)))

@@ -2,6 +2,7 @@ package service
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -318,15 +319,39 @@ func (s *Schedule) Location() *time.Location {
 // sequence. Fire times are limited to years 0001-9999 (the RFC 3339 range).
 // Its cost is bounded (microseconds) for every valid schedule; with
 // calendars, it grows with the excluded dates it crosses (nextIncluded).
+// A computation that would exceed its bound answers false (NextErr says
+// why).
 func (s *Schedule) Next(after time.Time) (t time.Time, ok bool) {
+	t, ok, _ = s.NextErr(after)
+	return t, ok
+}
+
+// NextErr is Next, with an error when the computation was cut short
+// rather than finding that the schedule ends: its work is bounded
+// (nextStepsMax loop steps), and every loop must move its cursor forward.
+// Neither should happen for a valid schedule; the API refuses one that
+// does (422), rather than spin.
+func (s *Schedule) NextErr(after time.Time) (t time.Time, ok bool, err error) {
 	if s.excl != nil {
 		return s.nextIncluded(after)
 	}
 	return s.next(after)
 }
 
-// next is Next without calendars.
-func (s *Schedule) next(after time.Time) (t time.Time, ok bool) {
+// The ways a fire-time computation is cut short (NextErr).
+var (
+	errNextWork    = errors.New("computing the next fire time takes too many steps")
+	errNextStalled = errors.New("computing the next fire time made no progress")
+)
+
+// nextStepsMax bounds the loop steps of one fire-time computation. The
+// costliest valid walk, an elapsed-time expression whose every match falls
+// in a skipped stretch, takes one step per zone period over the 400-year
+// horizon (about 800).
+const nextStepsMax = 1 << 14
+
+// next is NextErr without calendars.
+func (s *Schedule) next(after time.Time) (t time.Time, ok bool, err error) {
 	if !s.start.IsZero() && after.Before(s.start) {
 		after = s.start.Add(-time.Nanosecond)
 	}
@@ -334,22 +359,28 @@ func (s *Schedule) next(after time.Time) (t time.Time, ok bool) {
 		after = minFire().Add(-time.Nanosecond)
 	}
 	if !after.Before(s.end) {
-		return time.Time{}, false
+		return time.Time{}, false, nil
 	}
 	switch {
 	case s.elapsed:
-		t, ok = s.nextElapsed(after)
+		t, ok, err = s.nextElapsed(after)
 	case s.cron != nil:
-		t, ok = s.nextCron(after)
+		t, ok, err = s.nextCron(after)
 	case s.interval > 0:
 		t, ok = s.nextInterval(after), true
 	default:
 		t, ok = s.runAt, s.runAt.After(after)
 	}
-	if !ok || t.After(s.end) {
-		return time.Time{}, false
+	if err != nil {
+		return time.Time{}, false, err
 	}
-	return t, true
+	if !ok || t.After(s.end) {
+		return time.Time{}, false, nil
+	}
+	if !t.After(after) {
+		return time.Time{}, false, errNextStalled
+	}
+	return t, true, nil
 }
 
 // Preview returns up to n fire times strictly after `after` (n clamped to
@@ -389,19 +420,20 @@ func (s *Schedule) nextInterval(after time.Time) time.Time {
 // Fire instants are resolveWall(w) for matching wall clocks w, a
 // non-decreasing mapping, so the answer is the instant of the first matching
 // wall clock at or after firstWallAfter.
-func (s *Schedule) nextCron(after time.Time) (time.Time, bool) {
+func (s *Schedule) nextCron(after time.Time) (time.Time, bool, error) {
 	a := after.Unix() // whole seconds; fires are on whole seconds
 	ws := firstWallAfter(s.loc, a)
 	y, _, _ := civilFromDays(floorDiv(ws, secondsPerDay))
 	maxYear := min(y+cronCheckYears+1, 10000)
-	for {
+	for range nextStepsMax {
 		w, ok := s.cron.nextWall(ws, maxYear)
 		if !ok {
-			return time.Time{}, false
+			return time.Time{}, false, nil
 		}
 		if x := resolveWall(s.loc, w); x > a {
-			return time.Unix(x, 0).UTC(), true
+			return time.Unix(x, 0).UTC(), true, nil
 		}
 		ws = w + 1 // not reached given the mapping is monotonic; kept for safety
 	}
+	return time.Time{}, false, errNextWork
 }

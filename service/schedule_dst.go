@@ -96,22 +96,13 @@ func resolveWall(loc *time.Location, w int64) int64 {
 	var periods [8]zonePeriod
 	n := 0
 	for p := w - zoneWindow; n < len(periods); {
-		t := time.Unix(p, 0).In(loc)
-		_, off := t.Zone()
-		start, end := t.ZoneBounds()
-		zp := zonePeriod{start: math.MinInt64, end: math.MaxInt64, offset: int64(off)}
-		if !start.IsZero() {
-			zp.start = start.Unix()
-		}
-		if !end.IsZero() {
-			zp.end = end.Unix()
-		}
+		zp := zoneSpan(loc, p)
 		periods[n] = zp
 		n++
-		if zp.end > w+zoneWindow || zp.end <= p {
+		if zp.end > w+zoneWindow {
 			break
 		}
-		p = zp.end
+		p = zp.end // > p: zoneSpan's end always lies after its instant
 	}
 	// Periods are in time order, so the first one containing w is the
 	// first occurrence.
@@ -220,16 +211,94 @@ func floorMod(a, b int64) int64 {
 	return a - floorDiv(a, b)*b
 }
 
-// periodAt returns the end (exclusive; math.MaxInt64 when no later
-// transition is known) and UTC offset of the zone period holding instant x.
-func periodAt(loc *time.Location, x int64) (end, offset int64) {
+// zoneSpan returns the zone period of loc holding instant x (Unix seconds):
+// start (math.MinInt64 when no earlier transition is known), end (exclusive;
+// math.MaxInt64 when no later one is known) and UTC offset, always with
+// start <= x < end.
+//
+// time.Time.ZoneBounds alone does not keep that promise: past the last
+// transition the zone file lists (2037 in Go's tzdata), zones with DST
+// rules get their bounds from the rule string, year by year, and for
+// every instant of 31 December (UTC) of a leap year the reported end is
+// that day's 00:00 UTC, before the instant (2040-12-31T12:00Z in
+// America/New_York: end 2040-12-31T00:00Z). A loop that moves to the end
+// of the period then never moves forward. Such a bound is replaced by
+// probing the offset: the first instant after x with another offset, found
+// hour by hour and then to the second; with no change within a probe
+// window, the bound reported at the window's end when it lies beyond it,
+// else the window's end (a boundary between two periods of one offset,
+// which every caller handles as any other).
+func zoneSpan(loc *time.Location, x int64) zonePeriod {
 	t := time.Unix(x, 0).In(loc)
 	_, off := t.Zone()
-	_, e := t.ZoneBounds()
-	if e.IsZero() {
-		return math.MaxInt64, int64(off)
+	start, end := t.ZoneBounds()
+	zp := zonePeriod{start: math.MinInt64, end: math.MaxInt64, offset: int64(off)}
+	if !start.IsZero() {
+		zp.start = start.Unix()
 	}
-	return e.Unix(), int64(off)
+	if !end.IsZero() {
+		zp.end = end.Unix()
+	}
+	if zp.start > x {
+		zp.start = probeOffsetChange(loc, x, zp.offset, -1)
+	}
+	if zp.end <= x {
+		zp.end = probeOffsetChange(loc, x, zp.offset, 1)
+	}
+	return zp
+}
+
+// zoneProbeWindow is how far probeOffsetChange looks, in hours: more than
+// the day ZoneBounds gets wrong.
+const zoneProbeWindow = 48
+
+// probeOffsetChange returns the bound, in direction dir, of the stretch of
+// instants around x whose UTC offset in loc is off: after (dir 1), the
+// first instant with another offset; before (dir -1), the first instant
+// with off. It looks zoneProbeWindow hours away at most; with no change
+// there, it returns the window's far end (after: the bound ZoneBounds
+// reports there, when that lies beyond).
+// Zone offsets change at most once an hour, so hourly probes miss none.
+func probeOffsetChange(loc *time.Location, x, off int64, dir int64) int64 {
+	offsetAt := func(u int64) int64 {
+		_, o := time.Unix(u, 0).In(loc).Zone()
+		return int64(o)
+	}
+	for h := int64(1); h <= zoneProbeWindow; h++ {
+		p := x + dir*h*3600
+		if offsetAt(p) == off {
+			continue
+		}
+		// Bisect between the last probe with off (near) and p (far).
+		near := p - dir*3600
+		for (p-near)*dir > 1 {
+			mid := near + (p-near)/2
+			if offsetAt(mid) == off {
+				near = mid
+			} else {
+				p = mid
+			}
+		}
+		if dir > 0 {
+			return p // the period's end: the first instant with the other offset
+		}
+		return near // the period's start: the first instant with off
+	}
+	far := x + dir*zoneProbeWindow*3600
+	if dir > 0 {
+		if _, e := time.Unix(far, 0).In(loc).ZoneBounds(); !e.IsZero() && e.Unix() > far {
+			return e.Unix()
+		}
+	}
+	return far
+}
+
+// periodAt returns the end (exclusive; math.MaxInt64 when no later
+// transition is known; always after x) and UTC offset of the zone period
+// holding instant x.
+func periodAt(loc *time.Location, x int64) (end, offset int64) {
+	zp := zoneSpan(loc, x)
+	return zp.end, zp.offset
 }
 
 // nextElapsed returns the first cron fire strictly after `after` under the
@@ -245,13 +314,16 @@ func periodAt(loc *time.Location, x int64) (end, offset int64) {
 // fire. (Only an expression whose every match lies in a skipped stretch
 // walks one period per transition, across the 400-year horizon: about a
 // millisecond, once, for a schedule that then never fires.)
-func (s *Schedule) nextElapsed(after time.Time) (time.Time, bool) {
+func (s *Schedule) nextElapsed(after time.Time) (time.Time, bool, error) {
 	loc, c := s.loc, s.cron
 	x := after.Unix() + 1 // fires are on whole seconds
 	y, _, _ := civilFromDays(floorDiv(wallOf(after, loc), secondsPerDay))
 	maxYear := min(y+cronCheckYears+1, 10000)
 	scanLo, scanHi := int64(math.MaxInt64), int64(math.MaxInt64)
-	for {
+	for steps := 0; ; steps++ {
+		if steps == nextStepsMax {
+			return time.Time{}, false, errNextWork
+		}
 		end, off := periodAt(loc, x)
 		lo, from := x+off, x+off
 		if lo >= scanLo && lo < scanHi {
@@ -260,20 +332,24 @@ func (s *Schedule) nextElapsed(after time.Time) (time.Time, bool) {
 		if end == math.MaxInt64 || lo-off < end {
 			w, ok := c.nextWall(lo, maxYear)
 			if !ok {
-				return time.Time{}, false
+				return time.Time{}, false, nil
 			}
 			if end == math.MaxInt64 || w-off < end {
-				return time.Unix(w-off, 0).UTC(), true
+				return time.Unix(w-off, 0).UTC(), true, nil
 			}
 			scanLo, scanHi = from, w
 		}
 		// No fire before end. Instants from scanLo+zoneWindow on have wall
 		// clocks at or above scanLo, and those before scanHi-zoneWindow
 		// below scanHi: in between, none matches.
-		x = end
-		if x >= scanLo+zoneWindow && scanHi-zoneWindow > x {
-			x = scanHi - zoneWindow
+		next := end
+		if next >= scanLo+zoneWindow && scanHi-zoneWindow > next {
+			next = scanHi - zoneWindow
 		}
+		if next <= x {
+			return time.Time{}, false, errNextStalled
+		}
+		x = next
 	}
 }
 

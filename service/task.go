@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -565,7 +566,10 @@ func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) (TaskPrev
 	if err != nil {
 		return TaskPreview{}, err
 	}
-	fires, excluded := sched.PreviewExcluded(now, n)
+	fires, excluded, err := sched.PreviewExcluded(ctx, now, n)
+	if err != nil {
+		return TaskPreview{}, scheduleWorkError(err)
+	}
 	return TaskPreview{Fires: fires, Excluded: excluded, Schedule: sched}, nil
 }
 
@@ -715,7 +719,10 @@ func firstRun(sched *Schedule, now time.Time) (*time.Time, error) {
 		t := spec.RunAt.UTC()
 		return &t, nil
 	}
-	next, ok := sched.Next(now)
+	next, ok, err := sched.NextErr(now)
+	if err != nil {
+		return nil, scheduleWorkError(err)
+	}
 	if !ok {
 		switch {
 		case spec.EndAt != nil && !spec.EndAt.After(now):
@@ -730,6 +737,16 @@ func firstRun(sched *Schedule, now time.Time) (*time.Time, error) {
 		}
 	}
 	return &next, nil
+}
+
+// scheduleWorkError turns a fire-time computation cut short (NextErr) into
+// a 422 on schedule.cron; a context error passes through.
+func scheduleWorkError(err error) error {
+	if errors.Is(err, errNextWork) || errors.Is(err, errNextStalled) {
+		return fieldError("schedule.cron", "its fire times cannot be computed within ax's bound on the work; "+
+			"simplify the expression (fewer restricted fields) or use another time zone or DST policy")
+	}
+	return err
 }
 
 // insertError explains constraint violations of a task write.
