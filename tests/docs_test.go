@@ -486,6 +486,7 @@ func TestArchitectureFigures(t *testing.T) {
 		{"`jobs.RunWorkflowSweep`", jobs.WorkflowSweepDefault},
 		{"`DefaultLease`", webhook.DefaultLease},
 		{"`TestPostgresCrash`", len(crashOutages)},
+		{"**Shards.** `tasks.shards`", service.ShardsMax},
 	}
 	for _, f := range figures {
 		var near []string
