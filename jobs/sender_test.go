@@ -788,6 +788,20 @@ func TestSendSSRF(t *testing.T) {
 	t.Cleanup(func() { require.Zero(t, hits.Load(), "a blocked target was reached") })
 }
 
+// TestSendBlockedTargetNamesTheSetting: the error a refused send records
+// (an execution's last_error) tells a user whose receiver runs on
+// 127.0.0.1 which server setting lets it through.
+func TestSendBlockedTargetNamesTheSetting(t *testing.T) {
+	t.Parallel()
+
+	srv, _ := newReceiver(t, nil)
+	s := newTestSender(t, SenderConfig{})
+	res := s.Send(t.Context(), testRequest(srv.URL+"/hook", mustKey(t)))
+	require.ErrorIs(t, res.Err, ErrBlockedTarget)
+	require.ErrorContains(t, res.Err, "is not allowed: loopback")
+	require.ErrorContains(t, res.Err, "AX_ALLOW_PRIVATE_TARGETS=true")
+}
+
 // TestSendAllowPrivateTargets reaches the loopback receivers the guard
 // refuses by default.
 func TestSendAllowPrivateTargets(t *testing.T) {

@@ -22,10 +22,25 @@ type BlockedTargetError struct {
 	Target string
 	// Reason names the range or rule that matched, e.g. "loopback".
 	Reason string
+	// InRange is set when an address range refused the target (loopback,
+	// private, metadata, …): a refusal GuardConfig.AllowPrivate lifts, so
+	// the message says how. The network and host-spelling checks, which
+	// nothing lifts, leave it unset.
+	InRange bool
 }
 
+// allowPrivateHint ends the message of a refusal that the server's
+// AX_ALLOW_PRIVATE_TARGETS lifts: the message is what a user reads in an
+// execution's last_error, and a receiver on 127.0.0.1 is the first thing
+// a new user tries.
+const allowPrivateHint = "start ax with AX_ALLOW_PRIVATE_TARGETS=true to allow loopback and private targets (development and tests only)"
+
 func (e *BlockedTargetError) Error() string {
-	return "target address " + e.Target + " is not allowed: " + e.Reason
+	msg := "target address " + e.Target + " is not allowed: " + e.Reason
+	if e.InRange {
+		msg += "; " + allowPrivateHint
+	}
+	return msg
 }
 
 // Unwrap lets errors.Is(err, ErrBlockedTarget) match.
@@ -128,7 +143,7 @@ func (g *Guard) Control(network, address string, _ syscall.RawConn) error {
 		return nil
 	}
 	if reason := g.blockedReason(ap.Addr()); reason != "" {
-		return &BlockedTargetError{Target: ap.Addr().String(), Reason: reason}
+		return &BlockedTargetError{Target: ap.Addr().String(), Reason: reason, InRange: true}
 	}
 	return nil
 }

@@ -93,11 +93,28 @@ func TestGuardControl(t *testing.T) {
 	}
 }
 
+// TestGuardErrorMessage: a refusal the server's setting lifts names the
+// setting, so a user whose receiver runs on 127.0.0.1 reads the fix in the
+// execution's last_error; one that nothing lifts does not suggest it.
 func TestGuardErrorMessage(t *testing.T) {
 	t.Parallel()
 
-	err := NewGuard(GuardConfig{}).Control("tcp4", "127.0.0.1:8080", nil)
-	require.EqualError(t, err, "target address 127.0.0.1 is not allowed: loopback")
+	guard := NewGuard(GuardConfig{})
+	err := guard.Control("tcp4", "127.0.0.1:8080", nil)
+	require.EqualError(t, err, "target address 127.0.0.1 is not allowed: loopback; "+
+		"start ax with AX_ALLOW_PRIVATE_TARGETS=true to allow loopback and private targets (development and tests only)")
+	for _, addr := range []string{"[::1]:80", "10.0.0.1:80", "192.168.1.1:80", "[fd00::1]:80", "169.254.169.254:80", "[::ffff:127.0.0.1]:80"} {
+		require.ErrorContains(t, guard.Control("tcp6", addr, nil), "AX_ALLOW_PRIVATE_TARGETS=true", addr)
+	}
+
+	for _, notLifted := range []error{
+		guard.Control("udp", "127.0.0.1:53", nil),
+		guard.Control("tcp4", "example.com:443", nil),
+		guard.CheckHost("127.1"),
+	} {
+		require.ErrorIs(t, notLifted, ErrBlockedTarget)
+		require.NotContains(t, notLifted.Error(), "AX_ALLOW_PRIVATE_TARGETS", "the setting does not lift this refusal")
+	}
 }
 
 func TestGuardAllowPrivate(t *testing.T) {
