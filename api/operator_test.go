@@ -64,7 +64,7 @@ func TestTenantAdminIsEveryTenantScope(t *testing.T) {
 		require.Contains(t, out.JSON["detail"], operatorDetail, "%s %s", r.Method, r.Path)
 		require.Contains(t, out.JSON["detail"], `a tenant's "admin" scope covers its own tenant only`)
 	}
-	require.Len(t, a.auditEntries(admin, url.Values{"resource_type": {"limits"}}), 0, "no limits changed")
+	require.Empty(t, a.auditEntries(admin, url.Values{"resource_type": {"limits"}}), "no limits changed")
 }
 
 // TestOperatorToken: an operator token sets and reads the limits of any
