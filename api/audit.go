@@ -16,7 +16,9 @@ type auditEntry struct {
 	At     timestamp `json:"at" swaggertype:"string" format:"date-time"`
 	Tenant string    `json:"tenant" example:"acme"`
 	// Subject is the sub claim of the token that made the change.
-	Subject      string `json:"subject" example:"deploy-bot"`
+	Subject string `json:"subject" example:"deploy-bot"`
+	// Operator is true when an operator token made the change (Subject is the operator's), false for the tenant's own tokens.
+	Operator     bool   `json:"operator" example:"false"`
 	Action       string `json:"action" enums:"create,update,delete,pause,resume,trigger,skip,backfill,cancel,retry,rotate_secret,set_limits"`
 	ResourceType string `json:"resource_type" example:"task"`
 	ResourceID   string `json:"resource_id"`
@@ -36,7 +38,7 @@ type auditList struct {
 //
 //	@ID				listAudit
 //	@Summary		List the changes made through the API, newest first
-//	@Description	Every change made through the API (creates, updates, deletes, pauses, resumes, triggers, cancels, retries, secret rotations, …) is recorded in the transaction of the change, with the token's subject and the request's X-Request-Id. since and until bound at (since inclusive, until exclusive). Records are kept for AX_AUDIT_RETENTION (default 90 days). Scope audit:read (or admin).
+//	@Description	Every change made through the API (creates, updates, deletes, pauses, resumes, triggers, cancels, retries, secret rotations, …) is recorded in the transaction of the change, with the token's subject (operator true when it was an operator's token, e.g. a limits change) and the request's X-Request-Id. since and until bound at (since inclusive, until exclusive). Records are kept for AX_AUDIT_RETENTION (default 90 days). Scope audit:read (or admin).
 //	@Tags			audit
 //	@Produce		json
 //	@Security		BearerAuth
@@ -76,7 +78,7 @@ func (h *handlers) listAudit(c echo.Context) error {
 		if changes == nil {
 			changes = json.RawMessage("null")
 		}
-		out.Items = append(out.Items, auditEntry{ID: r.ID, At: stamp(r.At), Tenant: r.Tenant, Subject: r.Subject,
+		out.Items = append(out.Items, auditEntry{ID: r.ID, At: stamp(r.At), Tenant: r.Tenant, Subject: r.Subject, Operator: r.Operator,
 			Action: r.Action, ResourceType: r.ResourceType, ResourceID: r.ResourceID, RequestID: r.RequestID, Changes: changes})
 	}
 	return c.JSON(http.StatusOK, out)

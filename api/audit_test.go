@@ -23,6 +23,9 @@ type auditCase struct {
 	status       int
 	action       string
 	resourceType string
+	// operator: the route is an operator's; its record names the operator
+	// token's subject, marked operator, in the tenant's log.
+	operator bool
 }
 
 // auditCases covers every write route by its echo path. A route added
@@ -86,11 +89,12 @@ var auditCases = map[string]auditCase{
 			run := a.triggerWorkflow(tok, a.createWorkflow(tok, "wf-node-skip"))
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + run + "/nodes/b/skip", Token: tok}), run
 		}},
-	"PUT /v1/admin/tenants/:tenant/limits": {status: http.StatusOK, action: "set_limits", resourceType: "limits",
-		run: func(a *testAPI, _ string) (resp, string) {
+	"PUT /v1/admin/tenants/:tenant/limits": {status: http.StatusOK, action: "set_limits", resourceType: "limits", operator: true,
+		run: func(a *testAPI, tok string) (resp, string) {
 			tenant := "audit-put--v1-admin-tenants-tenant-limits"
+			a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: tok}) // the tenant's first request creates it
 			return a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/" + tenant + "/limits",
-				Token: token(a.t, tenant, "admin"), Body: map[string]any{"max_tasks": 10}}), tenant
+				Token: operatorToken(a.t), Body: map[string]any{"max_tasks": 10}}), tenant
 		}},
 	"POST /v1/endpoints": {status: http.StatusCreated, action: "create", resourceType: "endpoint",
 		run: func(a *testAPI, tok string) (resp, string) {
@@ -241,7 +245,8 @@ func (a *testAPI) auditEntries(tok string, query url.Values) []map[string]any {
 // TestEveryWriteRouteIsAudited enumerates the router's write routes under
 // /v1/ (POST, PUT, PATCH, DELETE) and requires each, exercised
 // successfully, to leave one audit record naming the tenant, the token's
-// subject, the action, the resource and the response's X-Request-Id.
+// subject (and whether it is an operator's), the action, the resource and
+// the response's X-Request-Id.
 func TestEveryWriteRouteIsAudited(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, nil)
@@ -284,7 +289,13 @@ func TestEveryWriteRouteIsAudited(t *testing.T) {
 			require.Len(t, matched, 1, "%s: one audit record with the request's id", route)
 			e := matched[0]
 			require.Equal(t, tenant, e["tenant"])
-			require.Equal(t, "test", e["subject"], "the token's sub")
+			if c.operator {
+				require.Equal(t, operatorSubject, e["subject"], "the operator token's sub")
+				require.Equal(t, true, e["operator"], "marked as an operator's change")
+			} else {
+				require.Equal(t, "test", e["subject"], "the token's sub")
+				require.Equal(t, false, e["operator"], "the tenant's own change")
+			}
 			require.Equal(t, c.action, e["action"])
 			require.Contains(t, auditActions, c.action, "the contract's action list is binding")
 			require.Equal(t, c.resourceType, e["resource_type"])

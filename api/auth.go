@@ -21,7 +21,9 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// Scopes a token may carry (README, "Authentication").
+// Scopes a token may carry (README, "Authentication"). The tenant scopes
+// and admin are a tenant's; operator is ax's operators', on operator
+// tokens only (OperatorTenant).
 const (
 	ScopeTasksRead       = "tasks:read"
 	ScopeTasksWrite      = "tasks:write"
@@ -32,15 +34,26 @@ const (
 	ScopeAuditRead       = "audit:read"
 	ScopeWorkflowsRead   = "workflows:read"
 	ScopeWorkflowsWrite  = "workflows:write"
-	ScopeAdmin           = "admin"
+	// ScopeAdmin is a tenant's every scope, those to come included: it
+	// reaches all of its own tenant's routes and nothing of another's.
+	ScopeAdmin = "admin"
+	// ScopeOperator is ax's operator: any tenant's limits, the replicas and
+	// River UI. Only an operator token carries it (OperatorTenant); no
+	// tenant scope implies it, and it implies none.
+	ScopeOperator = "operator"
 )
 
-// AllScopes returns every scope, admin included, in a slice of the
-// caller's own.
+// OperatorTenant is the tenant claim of an operator token. It can never
+// be a tenant's id (tenantPattern starts with a letter or digit), so no
+// tenant token is mistaken for one and no tenant needs renaming.
+const OperatorTenant = "*"
+
+// AllScopes returns every scope a tenant token may carry, admin included,
+// in a slice of the caller's own.
 func AllScopes() []string { return append(TenantScopes(), ScopeAdmin) }
 
-// TenantScopes returns every scope but admin, what a tenant's own tooling
-// needs, in a slice of the caller's own.
+// TenantScopes returns every tenant scope but admin, what a tenant's own
+// tooling needs, in a slice of the caller's own.
 func TenantScopes() []string {
 	return []string{
 		ScopeTasksRead, ScopeTasksWrite, ScopeEndpointsRead, ScopeEndpointsWrite,
@@ -62,7 +75,8 @@ var tenantPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
 // Claims are the JWT claims ax reads.
 type Claims struct {
 	jwt.RegisteredClaims
-	// Tenant is the tenant the caller acts for. Required.
+	// Tenant is the tenant the caller acts for, or OperatorTenant for an
+	// operator token. Required.
 	Tenant string `json:"tenant"`
 	// Scope is a space-separated list of scopes.
 	Scope string `json:"scope,omitempty"`
@@ -70,13 +84,27 @@ type Claims struct {
 
 // Principal is the verified caller of a request.
 type Principal struct {
+	// Tenant is the tenant it acts for; empty for an operator, who acts
+	// for none.
 	Tenant  string
 	Subject string
 	Scopes  []string
 }
 
-// Has reports whether the principal holds scope.
+// Has reports whether the principal's token lists scope.
 func (p Principal) Has(scope string) bool { return slices.Contains(p.Scopes, scope) }
+
+// Operator reports whether the principal is an operator: an operator
+// token, which carries the operator scope and no tenant. A tenant token
+// listing the operator scope is not one.
+func (p Principal) Operator() bool { return p.Tenant == "" && p.Has(ScopeOperator) }
+
+// Allows reports whether the principal may use a tenant scope: it acts
+// for a tenant and holds the scope or admin. An operator holds no tenant
+// scope.
+func (p Principal) Allows(scope string) bool {
+	return p.Tenant != "" && (p.Has(scope) || p.Has(ScopeAdmin))
+}
 
 // AuthConfig configures token verification.
 type AuthConfig struct {
@@ -171,10 +199,16 @@ func (a *Authenticator) Verify(raw string) (Principal, error) {
 	if err != nil {
 		return Principal{}, fmt.Errorf("%w: %w", errInvalidToken, err)
 	}
-	if !tenantPattern.MatchString(claims.Tenant) {
+	p := Principal{Tenant: claims.Tenant, Subject: claims.Subject, Scopes: strings.Fields(claims.Scope)}
+	switch {
+	case claims.Tenant == OperatorTenant:
+		if !p.Has(ScopeOperator) {
+			return Principal{}, fmt.Errorf("%w: tenant claim %q without the %q scope", errInvalidToken, OperatorTenant, ScopeOperator)
+		}
+		p.Tenant = ""
+	case !tenantPattern.MatchString(claims.Tenant):
 		return Principal{}, fmt.Errorf("%w: tenant claim missing or malformed", errInvalidToken)
 	}
-	p := Principal{Tenant: claims.Tenant, Subject: claims.Subject, Scopes: strings.Fields(claims.Scope)}
 	if claims.ExpiresAt != nil { // required, so always
 		if a.verifiedCount.Load() >= verifiedMax {
 			a.verified.Clear()
@@ -283,11 +317,24 @@ func ParsePublicKeys(data []byte) ([]PublicKey, error) {
 
 // IssueToken signs an HS256 token for tenant with the given scopes, valid
 // for ttl. iss and aud are set when given. It serves `ax token` and the dev
-// banner.
+// banner. The operator scope is refused: that is IssueOperatorToken's.
 func IssueToken(secret []byte, tenant, subject string, scopes []string, ttl time.Duration, issuer, audience string) (string, error) {
 	if !tenantPattern.MatchString(tenant) {
 		return "", fmt.Errorf("tenant %q: must match %s", tenant, tenantPattern)
 	}
+	if slices.Contains(scopes, ScopeOperator) {
+		return "", fmt.Errorf("the %q scope is for operator tokens, which act for no tenant", ScopeOperator)
+	}
+	return issue(secret, tenant, subject, scopes, ttl, issuer, audience)
+}
+
+// IssueOperatorToken signs an HS256 operator token (tenant claim
+// OperatorTenant, scope operator) for subject, valid for ttl.
+func IssueOperatorToken(secret []byte, subject string, ttl time.Duration, issuer, audience string) (string, error) {
+	return issue(secret, OperatorTenant, subject, []string{ScopeOperator}, ttl, issuer, audience)
+}
+
+func issue(secret []byte, tenant, subject string, scopes []string, ttl time.Duration, issuer, audience string) (string, error) {
 	now := time.Now()
 	claims := Claims{
 		RegisteredClaims: jwt.RegisteredClaims{
@@ -315,7 +362,8 @@ func principalFrom(c echo.Context) Principal {
 const principalContextKey = "ax.principal"
 
 // authenticate verifies the bearer token and stores the principal.
-// ensure creates the tenant on its first authenticated use.
+// ensure creates the tenant on its first authenticated use (an operator
+// acts for no tenant: none is created).
 func authenticate(a *Authenticator, ensure func(c echo.Context, tenant string) error) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
@@ -335,6 +383,11 @@ func authenticate(a *Authenticator, ensure func(c echo.Context, tenant string) e
 				logFrom(c).Info("rejected token", "error", err.Error())
 				return &authError{challenge: `Bearer realm="ax", error="invalid_token"`, detail: "the token is invalid or expired"}
 			}
+			if p.Operator() {
+				c.Set(principalContextKey, p)
+				setLogAttrs(c, "operator", p.Subject)
+				return next(c)
+			}
 			if err := ensure(c, p.Tenant); err != nil {
 				return err
 			}
@@ -345,18 +398,69 @@ func authenticate(a *Authenticator, ensure func(c echo.Context, tenant string) e
 	}
 }
 
-// requireScope answers 403 unless the principal holds scope (or admin).
+// requireScope answers 403 unless the principal may use the tenant scope
+// (Principal.Allows: the scope or admin, on a tenant token).
 func requireScope(scope string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			p := principalFrom(c)
-			if !p.Has(scope) && !p.Has(ScopeAdmin) {
-				return &problem{Status: http.StatusForbidden, Title: "Forbidden",
-					Detail: fmt.Sprintf("this token lacks the %q scope", scope)}
+			if p.Operator() {
+				return forbidden(fmt.Sprintf("an operator token acts for no tenant: this route needs a tenant token with the %q scope", scope))
+			}
+			if !p.Allows(scope) {
+				return forbidden(fmt.Sprintf("this token lacks the %q scope", scope))
 			}
 			return next(c)
 		}
 	}
+}
+
+// requireTenant answers 403 to an operator, who has no tenant of its own,
+// on a route about the caller's tenant that needs no scope.
+func requireTenant(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if principalFrom(c).Operator() {
+			return forbidden("an operator token acts for no tenant: this route needs a tenant token")
+		}
+		return next(c)
+	}
+}
+
+// isOperator reports whether p has an operator's powers: an operator
+// token, or, while Config.AdminIsOperator (deprecated) restores the old
+// rule, a tenant token with admin.
+func (h *handlers) isOperator(p Principal) bool {
+	return p.Operator() || (h.cfg.AdminIsOperator && p.Tenant != "" && p.Has(ScopeAdmin))
+}
+
+// requireOperator answers 403 unless the principal has an operator's
+// powers (isOperator); what names the route in the answer.
+func (h *handlers) requireOperator(what string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if p := principalFrom(c); !h.isOperator(p) {
+				return operatorNeeded(p, what)
+			}
+			return next(c)
+		}
+	}
+}
+
+// operatorNeeded is the 403 of a tenant token on an operator's route: what
+// it asked for needs an operator token, which a tenant's admin is not.
+func operatorNeeded(p Principal, what string) *problem {
+	detail := what + ` needs an operator token (tenant claim "*", scope "operator"; ` + "`ax token --operator`" + `)`
+	switch {
+	case p.Has(ScopeOperator):
+		detail += `: this token lists the "operator" scope but acts for tenant ` + fmt.Sprintf("%q", p.Tenant) + `, so it is a tenant token`
+	case p.Has(ScopeAdmin):
+		detail += `: a tenant's "admin" scope covers its own tenant only`
+	}
+	return forbidden(detail)
+}
+
+func forbidden(detail string) *problem {
+	return &problem{Status: http.StatusForbidden, Title: "Forbidden", Detail: detail}
 }
 
 // authError is a 401 with its WWW-Authenticate challenge.

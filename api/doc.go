@@ -19,4 +19,4 @@ package api
 //	@securityDefinitions.apikey	BearerAuth
 //	@in							header
 //	@name						Authorization
-//	@description				Bearer <JWT>: a JWT whose `tenant` claim names the caller's tenant and whose `scope` claim lists its scopes.
+//	@description				Bearer <JWT>: a JWT whose `tenant` claim names the caller's tenant and whose `scope` claim lists its scopes (`admin`: every tenant scope). An operator token has the tenant claim `*` and the `operator` scope: it reads and sets any tenant's limits (/v1/admin/tenants/{tenant}/limits), lists the replicas and opens River UI, and reaches no tenant's resources.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -97,21 +98,41 @@ func (h *handlers) limitsServed(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// adminTenant returns the {tenant} of an admin route: the caller's own
-// tenant; another tenant is not found.
-func adminTenant(c echo.Context) (string, error) {
-	tenant := c.Param("tenant")
-	if tenant != principalFrom(c).Tenant {
-		return "", service.ErrNotFound
+// mayReadLimits lets an operator read any tenant's limits and a tenant
+// token with admin its own tenant's; anything else is a 403.
+func (h *handlers) mayReadLimits(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		p := principalFrom(c)
+		switch {
+		case p.Operator():
+		case p.Tenant != c.Param("tenant"):
+			return operatorNeeded(p, "reading another tenant's limits")
+		case !p.Allows(ScopeAdmin):
+			return forbidden(fmt.Sprintf("this token lacks the %q scope", ScopeAdmin))
+		}
+		return next(c)
 	}
-	return tenant, nil
+}
+
+// maySetLimits lets only an operator set a tenant's limits: they exist to
+// bound the tenant, whose own tokens must not lift them. While
+// AdminIsOperator (deprecated) restores the old rule, a tenant token with
+// admin sets its own tenant's too.
+func (h *handlers) maySetLimits(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		p := principalFrom(c)
+		if !p.Operator() && (p.Tenant != c.Param("tenant") || !h.isOperator(p)) {
+			return operatorNeeded(p, "setting a tenant's limits")
+		}
+		return next(c)
+	}
 }
 
 // getTenantLimits godoc
 //
 //	@ID			getTenantLimits
 //	@Summary		A tenant's limits
-//	@Description	Admin only. null is the server's default. Another tenant is a 404.
+//	@Description	An operator token reads any tenant's; a tenant token with admin reads its own (another tenant's is a 403). null is the server's default. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
 //	@Tags			limits
 //	@Produce		json
 //	@Security		BearerAuth
@@ -122,11 +143,7 @@ func adminTenant(c echo.Context) (string, error) {
 //	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/admin/tenants/{tenant}/limits [get]
 func (h *handlers) getTenantLimits(c echo.Context) error {
-	tenant, err := adminTenant(c)
-	if err != nil {
-		return err
-	}
-	v, err := h.cfg.Limits.Get(c.Request().Context(), tenant)
+	v, err := h.cfg.Limits.Get(c.Request().Context(), c.Param("tenant"))
 	if err != nil {
 		return err
 	}
@@ -137,7 +154,7 @@ func (h *handlers) getTenantLimits(c echo.Context) error {
 //
 //	@ID			putTenantLimits
 //	@Summary		Set a tenant's limits
-//	@Description	Admin only. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits. Another tenant is a 404.
+//	@Description	Operator tokens only: a tenant's own tokens, admin included, get a 403. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits in the tenant's audit log, with the operator's subject and operator true. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
 //	@Tags			limits
 //	@Accept			json
 //	@Produce		json
@@ -150,10 +167,6 @@ func (h *handlers) getTenantLimits(c echo.Context) error {
 //	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/admin/tenants/{tenant}/limits [put]
 func (h *handlers) putTenantLimits(c echo.Context) error {
-	tenant, err := adminTenant(c)
-	if err != nil {
-		return err
-	}
 	body, err := readBody(c)
 	if err != nil {
 		return err
@@ -162,7 +175,7 @@ func (h *handlers) putTenantLimits(c echo.Context) error {
 	if err := decodeStrict(body, &req); err != nil {
 		return err
 	}
-	v, err := h.cfg.Limits.Set(c.Request().Context(), tenant, service.TenantLimits{
+	v, err := h.cfg.Limits.Set(c.Request().Context(), c.Param("tenant"), service.TenantLimits{
 		MaxTasks: req.MaxTasks, MaxWorkflows: req.MaxWorkflows, MaxInflightDeliveries: req.MaxInflightDeliveries,
 		MaxDeliveriesPerSecond: req.MaxDeliveriesPerSecond, APIRequestsPerSecond: req.APIRequestsPerSecond,
 	})
@@ -176,12 +189,12 @@ func (h *handlers) putTenantLimits(c echo.Context) error {
 //
 //	@ID			getLimits
 //	@Summary		The caller's limits and current usage
-//	@Description	Any valid token may call it. null: no limit.
+//	@Description	Any valid tenant token may call it (an operator token, which acts for no tenant, gets a 403). null: no limit.
 //	@Tags			limits
 //	@Produce		json
 //	@Security		BearerAuth
 //	@Success		200	{object}	limitsResponse
-//	@Failure		401,429,503	{object}	problem
+//	@Failure		401,403,429,503	{object}	problem
 //	@Header		429	{integer}	Retry-After	"seconds to wait: over the API rate"
 //	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/limits [get]
@@ -196,10 +209,15 @@ func (h *handlers) getLimits(c echo.Context) error {
 }
 
 // rateLimit counts each authenticated request against its tenant's API
-// rate (CountTenantRequest): past it, 429 with Retry-After.
+// rate (CountTenantRequest): past it, 429 with Retry-After. An operator's
+// requests spend no tenant's budget.
 func (h *handlers) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		refused, err := CountTenantRequest(c.Request().Context(), h.cfg.Limits, principalFrom(c).Tenant, c.Response().Header())
+		p := principalFrom(c)
+		if p.Operator() {
+			return next(c)
+		}
+		refused, err := CountTenantRequest(c.Request().Context(), h.cfg.Limits, p.Tenant, c.Response().Header())
 		if err != nil {
 			return err
 		}

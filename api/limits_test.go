@@ -15,36 +15,48 @@ import (
 	"github.com/axhq/ax/service"
 )
 
-// TestTenantLimitsAPI: the admin limits routes need the admin scope (403),
-// serve only the caller's tenant (404 across tenants), validate, and store
-// what GET /v1/limits then shows with the usage.
+// TestTenantLimitsAPI: an operator reads and sets any tenant's limits; a
+// tenant token with admin reads only its own and sets none (403 naming
+// the operator scope); the limits are validated, and GET /v1/limits then
+// shows them with the usage.
 func TestTenantLimitsAPI(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, &apiOpts{LimitDefaults: service.EffectiveLimits{MaxInflightDeliveries: 400}})
-	admin := token(t, "acme", "admin")
+	admin, op := token(t, "acme", "admin"), operatorToken(t)
 	path := "/v1/admin/tenants/acme/limits"
 
 	a.must(http.StatusForbidden, req{Method: http.MethodGet, Path: path, Token: token(t, "acme")})
 	a.must(http.StatusForbidden, req{Method: http.MethodPut, Path: path, Token: token(t, "acme"), Body: map[string]any{}})
-	a.must(http.StatusNotFound, req{Method: http.MethodGet, Path: "/v1/admin/tenants/other/limits", Token: admin})
-	a.must(http.StatusNotFound, req{Method: http.MethodPut, Path: "/v1/admin/tenants/other/limits", Token: admin,
-		Body: map[string]any{"max_tasks": 1}})
-
+	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: token(t, "other")})
+	for _, r := range []req{
+		{Method: http.MethodPut, Path: path, Token: admin, Body: map[string]any{"max_tasks": 1000}},
+		{Method: http.MethodPut, Path: "/v1/admin/tenants/other/limits", Token: admin, Body: map[string]any{"max_tasks": 1}},
+		{Method: http.MethodGet, Path: "/v1/admin/tenants/other/limits", Token: admin},
+	} {
+		out := a.must(http.StatusForbidden, r)
+		requireProblem(t, out, http.StatusForbidden)
+		require.Contains(t, out.JSON["detail"], `needs an operator token (tenant claim "*", scope "operator"`, "%s %s", r.Method, r.Path)
+	}
 	r := a.must(http.StatusOK, req{Method: http.MethodGet, Path: path, Token: admin})
 	require.Nil(t, r.JSON["limits"].(map[string]any)["max_tasks"], "null: the server default")
 	require.InDelta(t, 400, r.JSON["effective"].(map[string]any)["max_inflight_deliveries"], 0, "the server default applies")
+	require.Equal(t, r.JSON, a.must(http.StatusOK, req{Method: http.MethodGet, Path: path, Token: op}).JSON, "the operator reads it too")
+	a.must(http.StatusNotFound, req{Method: http.MethodGet, Path: "/v1/admin/tenants/never-seen/limits", Token: op})
+	a.must(http.StatusNotFound, req{Method: http.MethodPut, Path: "/v1/admin/tenants/never-seen/limits", Token: op, Body: map[string]any{}})
 
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPut, Path: path, Token: admin,
+	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPut, Path: path, Token: op,
 		Body: map[string]any{"max_tasks": -1, "api_requests_per_second": 0, "max_inflight_deliveries": 0}})
 	require.Len(t, r.JSON["errors"], 3, "%s", r.Raw)
-	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPut, Path: path, Token: admin, Body: map[string]any{"max_taskz": 1}})
+	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPut, Path: path, Token: op, Body: map[string]any{"max_taskz": 1}})
 
-	r = a.must(http.StatusOK, req{Method: http.MethodPut, Path: path, Token: admin,
+	r = a.must(http.StatusOK, req{Method: http.MethodPut, Path: path, Token: op,
 		Body: map[string]any{"max_tasks": 5, "max_inflight_deliveries": 10, "max_deliveries_per_second": 2.5}})
 	require.InDelta(t, 5, r.JSON["limits"].(map[string]any)["max_tasks"], 0)
 	require.InDelta(t, 10, r.JSON["effective"].(map[string]any)["max_inflight_deliveries"], 0, "its own beats the default")
 	require.InDelta(t, 2.5, r.JSON["effective"].(map[string]any)["max_deliveries_per_second"], 0)
 	require.Nil(t, r.JSON["effective"].(map[string]any)["api_requests_per_second"], "no limit")
+	// The same operator token sets another tenant's.
+	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/other/limits", Token: op, Body: map[string]any{"max_tasks": 7}})
 
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "billing")
@@ -55,9 +67,9 @@ func TestTenantLimitsAPI(t *testing.T) {
 	require.InDelta(t, 1, r.JSON["usage"].(map[string]any)["tasks"], 0)
 	require.InDelta(t, 0, r.JSON["usage"].(map[string]any)["inflight_deliveries"], 0)
 
-	// Another tenant has the defaults.
+	// Another tenant has its own.
 	r = a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/limits", Token: token(t, "other")})
-	require.Nil(t, r.JSON["limits"].(map[string]any)["max_tasks"])
+	require.InDelta(t, 7, r.JSON["limits"].(map[string]any)["max_tasks"], 0)
 	require.InDelta(t, 400, r.JSON["limits"].(map[string]any)["max_inflight_deliveries"], 0)
 }
 
@@ -68,7 +80,7 @@ func TestTaskQuota(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "billing")
-	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: token(t, "acme", "admin"),
+	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
 		Body: map[string]any{"max_tasks": 2}})
 	a.createTask(tok, ep, "one", nil)
 	second := a.createTask(tok, ep, "two", nil).JSON["id"].(string)
@@ -97,7 +109,7 @@ func TestWorkflowQuota(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "billing")
-	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: token(t, "acme", "admin"),
+	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
 		Body: map[string]any{"max_workflows": 3}})
 	create := func(tok, ep, name string) resp {
 		return a.do(req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
@@ -148,9 +160,10 @@ func TestWorkflowQuota(t *testing.T) {
 func TestAPIRateLimit(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, nil)
-	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: token(t, "acme", "admin"),
-		Body: map[string]any{"api_requests_per_second": 2}})
 	tok := token(t, "acme")
+	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: tok}) // creates the tenant
+	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
+		Body: map[string]any{"api_requests_per_second": 2}})
 	var limited resp
 	ok := 0
 	for range 20 {
@@ -191,10 +204,11 @@ func TestAPIRateAcrossReplicas(t *testing.T) {
 	a := newAPI(t, nil)
 	b := newAPI(t, &apiOpts{Pool: a.pool})
 	const rate = 20
-	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: token(t, "acme", "admin"),
+	tok := token(t, "acme")
+	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: tok}) // creates the tenant
+	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
 		Body: map[string]any{"api_requests_per_second": rate}})
 	require.NoError(t, b.limitsRefresh())
-	tok := token(t, "acme")
 	start := time.Now()
 	var allowed atomic.Int64
 	var wg sync.WaitGroup

@@ -47,6 +47,8 @@ type apiOpts struct {
 	LimitDefaults service.EffectiveLimits
 	// Pool: another replica's database (default: a database of its own).
 	Pool *pgxpool.Pool
+	// AdminIsOperator: the deprecated rule (api.Config.AdminIsOperator).
+	AdminIsOperator bool
 }
 
 func newAPI(t *testing.T, opts *apiOpts) *testAPI {
@@ -88,6 +90,8 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		Version:     "test",
 		Limits:      limits,
 		Stats:       service.NewStats(pool),
+
+		AdminIsOperator: opts.AdminIsOperator,
 	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
@@ -102,6 +106,17 @@ func token(t *testing.T, tenant string, scopes ...string) string {
 		scopes = api.TenantScopes()
 	}
 	tok, err := api.IssueToken([]byte(testSecret), tenant, "test", scopes, time.Hour, "", "")
+	require.NoError(t, err)
+	return tok
+}
+
+// operatorSubject is the sub of operatorToken's tokens.
+const operatorSubject = "ops-oncall"
+
+// operatorToken returns an HS256 operator token (ax token --operator).
+func operatorToken(t *testing.T) string {
+	t.Helper()
+	tok, err := api.IssueOperatorToken([]byte(testSecret), operatorSubject, time.Hour, "", "")
 	require.NoError(t, err)
 	return tok
 }

@@ -8,6 +8,7 @@ import (
 
 // meResponse describes the caller.
 type meResponse struct {
+	// Tenant is the tenant the caller acts for; "*" for an operator token, which acts for none.
 	Tenant  string   `json:"tenant" example:"demo"`
 	Subject string   `json:"subject" example:"ci-bot"`
 	Scopes  []string `json:"scopes" example:"tasks:read,tasks:write"`
@@ -17,7 +18,7 @@ type meResponse struct {
 //
 //	@ID			me
 //	@Summary		The caller's tenant and scopes
-//	@Description	Any valid token may call it.
+//	@Description	Any valid token may call it, an operator token too.
 //	@Tags			auth
 //	@Produce		json
 //	@Security		BearerAuth
@@ -31,5 +32,9 @@ func (h *handlers) me(c echo.Context) error {
 	if scopes == nil {
 		scopes = []string{}
 	}
-	return c.JSON(http.StatusOK, meResponse{Tenant: p.Tenant, Subject: p.Subject, Scopes: scopes})
+	tenant := p.Tenant
+	if p.Operator() {
+		tenant = OperatorTenant
+	}
+	return c.JSON(http.StatusOK, meResponse{Tenant: tenant, Subject: p.Subject, Scopes: scopes})
 }

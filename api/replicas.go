@@ -32,8 +32,8 @@ type replicaList struct {
 // listReplicas godoc
 //
 //	@ID				listReplicas
-//	@Summary		List the live ax replicas (admin)
-//	@Description	Every ax process heartbeats while it runs. One silent for AX_REPLICA_DEAD_AFTER (default 15s) is declared dead by another, which resumes the deliveries it was running at once, with the same idempotency keys; it leaves this list. Oldest start first.
+//	@Summary		List the live ax replicas (operator)
+//	@Description	Operator tokens only: a tenant's own tokens, admin included, get a 403. Every ax process heartbeats while it runs. One silent for AX_REPLICA_DEAD_AFTER (default 15s) is declared dead by another, which resumes the deliveries it was running at once, with the same idempotency keys; it leaves this list. Oldest start first.
 //	@Tags			admin
 //	@Produce		json
 //	@Security		BearerAuth

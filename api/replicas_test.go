@@ -11,9 +11,9 @@ import (
 	"github.com/axhq/ax/service"
 )
 
-// TestListReplicas: admin tokens see the live replicas, with their
+// TestListReplicas: operator tokens see the live replicas, with their
 // heartbeat and deliveries in flight; a dead or gone replica is not listed;
-// a tenant token without admin gets 403.
+// a tenant token, admin included, gets 403.
 func TestListReplicas(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, nil)
@@ -32,9 +32,12 @@ func TestListReplicas(t *testing.T) {
 	require.NoError(t, err)
 
 	a.must(http.StatusForbidden, req{Method: http.MethodGet, Path: "/v1/admin/replicas", Token: token(t, "acme")})
+	r := a.must(http.StatusForbidden, req{Method: http.MethodGet, Path: "/v1/admin/replicas", Token: token(t, "ops", api.ScopeAdmin)})
+	requireProblem(t, r, http.StatusForbidden)
+	require.Contains(t, r.JSON["detail"], `scope "operator"`)
 	a.must(http.StatusUnauthorized, req{Method: http.MethodGet, Path: "/v1/admin/replicas"})
 
-	r := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/admin/replicas", Token: token(t, "ops", api.ScopeAdmin)})
+	r = a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/admin/replicas", Token: operatorToken(t)})
 	items := r.JSON["items"].([]any)
 	require.Len(t, items, 1, "%s", r.Raw)
 	got := items[0].(map[string]any)

@@ -38,8 +38,8 @@ func riverUIRedirect(c echo.Context) error {
 	return c.Redirect(http.StatusMovedPermanently, target)
 }
 
-// riverUI serves River's UI (Config.RiverUI) to operators only: a token
-// with the admin scope from the Authorization header, from ?token= on the
+// riverUI serves River's UI (Config.RiverUI) to operators only: an
+// operator token (isOperator) from the Authorization header, from ?token= on the
 // entry page (exchanged at once for a cookie, and the browser redirected
 // to the page without it), or from that cookie. The UI shows every
 // tenant's jobs and can cancel, retry and delete them and pause queues, so
@@ -53,10 +53,13 @@ func (h *handlers) riverUI(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	setLogAttrs(c, "tenant", p.Tenant, "subject", p.Subject)
-	if !p.Has(ScopeAdmin) {
-		return &problem{Status: http.StatusForbidden, Title: "Forbidden",
-			Detail: "the River UI is for operators: this token lacks the \"admin\" scope"}
+	if p.Operator() {
+		setLogAttrs(c, "operator", p.Subject)
+	} else {
+		setLogAttrs(c, "tenant", p.Tenant, "subject", p.Subject)
+	}
+	if !h.isOperator(p) {
+		return operatorNeeded(p, "the River UI, which shows every tenant's jobs,")
 	}
 	res := c.Response()
 	res.Header().Set("X-Frame-Options", "DENY")

@@ -135,7 +135,7 @@ func setCookie(r resp) *http.Cookie {
 func TestRiverUIAuth(t *testing.T) {
 	t.Parallel()
 	s := newUIServer(t, &fakeUI{})
-	admin, tenant := token(t, "ops", api.ScopeAdmin), token(t, "acme")
+	op, tenant := operatorToken(t), token(t, "acme")
 
 	for _, tc := range []struct {
 		name   string
@@ -150,22 +150,28 @@ func TestRiverUIAuth(t *testing.T) {
 		{"token of another key", "/riverui/", bearer(otherKeyToken(t)), http.StatusUnauthorized},
 		{"tenant token", "/riverui/", bearer(tenant), http.StatusForbidden},
 		{"tenant token, API", "/riverui/api/jobs", bearer(tenant), http.StatusForbidden},
+		{"tenant admin token", "/riverui/", bearer(token(t, "ops", api.ScopeAdmin)), http.StatusForbidden},
+		{"tenant admin token, API", "/riverui/api/jobs", bearer(token(t, "ops", api.ScopeAdmin)), http.StatusForbidden},
+		{"tenant admin token, entry page", "/riverui/?token=" + token(t, "ops", api.ScopeAdmin), nil, http.StatusForbidden},
 	} {
 		r := s.send(http.MethodGet, tc.path, tc.header)
 		require.Equal(t, tc.status, r.Status, "%s: %s", tc.name, r.Raw)
 		requireProblem(t, r, tc.status)
 		if tc.status == http.StatusUnauthorized {
 			require.Contains(t, r.Header.Get("WWW-Authenticate"), "Bearer", tc.name)
+		} else {
+			require.Contains(t, r.JSON["detail"], `needs an operator token (tenant claim "*", scope "operator"`, tc.name)
+			require.Nil(t, setCookie(r), "%s: no cookie for a refused token", tc.name)
 		}
 	}
-	require.Empty(t, s.ui.Calls(), "nothing reaches the UI without an admin token")
+	require.Empty(t, s.ui.Calls(), "nothing reaches the UI without an operator token")
 
-	// An admin token reaches the UI, which never sees it.
-	r := s.send(http.MethodGet, "/riverui/", bearer(admin))
+	// An operator token reaches the UI, which never sees it.
+	r := s.send(http.MethodGet, "/riverui/", bearer(op))
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	require.Equal(t, "ui GET /riverui/", string(r.Raw))
 	require.Equal(t, "DENY", r.Header.Get("X-Frame-Options"))
-	r = s.send(http.MethodGet, "/riverui/api/jobs?state=available", bearer(admin))
+	r = s.send(http.MethodGet, "/riverui/api/jobs?state=available", bearer(op))
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	require.Equal(t, []uiCall{
 		{Method: http.MethodGet, Path: "/riverui/"},
@@ -190,18 +196,18 @@ func otherKeyToken(t *testing.T) string {
 func TestRiverUICookie(t *testing.T) {
 	t.Parallel()
 	s := newUIServer(t, &fakeUI{})
-	admin, tenant := token(t, "ops", api.ScopeAdmin), token(t, "acme")
+	op, tenant := operatorToken(t), token(t, "acme")
 
 	// ?token= on the entry page sets the cookie and redirects to the page
 	// without the token; the UI is not called.
-	r := s.send(http.MethodGet, "/riverui/?token="+admin+"&view=jobs", nil)
+	r := s.send(http.MethodGet, "/riverui/?token="+op+"&view=jobs", nil)
 	require.Equal(t, http.StatusSeeOther, r.Status, string(r.Raw))
 	require.Equal(t, "/riverui/?view=jobs", r.Header.Get("Location"))
 	require.Equal(t, "no-store", r.Header.Get("Cache-Control"))
 	require.Equal(t, "no-referrer", r.Header.Get("Referrer-Policy"))
 	ck := setCookie(r)
 	require.NotNil(t, ck)
-	require.Equal(t, admin, ck.Value)
+	require.Equal(t, op, ck.Value)
 	require.Equal(t, "/riverui/", ck.Path)
 	require.True(t, ck.HttpOnly)
 	require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
@@ -211,9 +217,9 @@ func TestRiverUICookie(t *testing.T) {
 
 	// Over TLS (or behind a proxy that terminated it) the cookie is Secure.
 	for _, req := range []*http.Request{
-		httptest.NewRequest(http.MethodGet, "https://ax.example.com/riverui/?token="+admin, nil),
+		httptest.NewRequest(http.MethodGet, "https://ax.example.com/riverui/?token="+op, nil),
 		func() *http.Request {
-			req := httptest.NewRequest(http.MethodGet, "/riverui/?token="+admin, nil)
+			req := httptest.NewRequest(http.MethodGet, "/riverui/?token="+op, nil)
 			req.RemoteAddr = "10.0.0.7:41000" // a proxy on the private network
 			req.Header.Set("X-Forwarded-Proto", "https")
 			return req
@@ -229,9 +235,9 @@ func TestRiverUICookie(t *testing.T) {
 
 	// The cookie then authenticates the UI and its API; neither it nor the
 	// token is passed on, other cookies are.
-	r = s.send(http.MethodGet, "/riverui/", nil, uiCookie(admin), &http.Cookie{Name: "theme", Value: "dark"})
+	r = s.send(http.MethodGet, "/riverui/", nil, uiCookie(op), &http.Cookie{Name: "theme", Value: "dark"})
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
-	r = s.send(http.MethodGet, "/riverui/api/states", nil, uiCookie(admin))
+	r = s.send(http.MethodGet, "/riverui/api/states", nil, uiCookie(op))
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	require.Equal(t, []uiCall{
 		{Method: http.MethodGet, Path: "/riverui/", Cookies: []string{"theme=dark"}},
@@ -246,12 +252,12 @@ func TestRiverUICookie(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, r.Status)
 	require.Nil(t, setCookie(r))
 	// ?token= works on the entry page only.
-	r = s.send(http.MethodGet, "/riverui/jobs?token="+admin, nil)
+	r = s.send(http.MethodGet, "/riverui/jobs?token="+op, nil)
 	require.Equal(t, http.StatusUnauthorized, r.Status)
-	r = s.send(http.MethodGet, "/riverui/api/jobs?token="+admin, nil)
+	r = s.send(http.MethodGet, "/riverui/api/jobs?token="+op, nil)
 	require.Equal(t, http.StatusUnauthorized, r.Status)
 	// ... and is never passed on elsewhere.
-	r = s.send(http.MethodGet, "/riverui/jobs?token=x&id=1", nil, uiCookie(admin))
+	r = s.send(http.MethodGet, "/riverui/jobs?token=x&id=1", nil, uiCookie(op))
 	require.Equal(t, http.StatusOK, r.Status)
 	require.Equal(t, uiCall{Method: http.MethodGet, Path: "/riverui/jobs", Query: "id=1"}, s.ui.Calls()[2])
 
@@ -272,7 +278,7 @@ func TestRiverUICookie(t *testing.T) {
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
 	browser := &http.Client{Jar: jar}
-	res, err := browser.Get(s.srv.URL + "/riverui/?token=" + admin)
+	res, err := browser.Get(s.srv.URL + "/riverui/?token=" + op)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
@@ -287,15 +293,15 @@ func TestRiverUICookie(t *testing.T) {
 	require.Empty(t, jar.Cookies(u), "the cookie is scoped to /riverui/")
 
 	// The token is never logged.
-	require.NotContains(t, s.logs.String(), admin)
-	require.NotContains(t, s.logs.String(), strings.Split(admin, ".")[2])
+	require.NotContains(t, s.logs.String(), op)
+	require.NotContains(t, s.logs.String(), strings.Split(op, ".")[2])
 	require.Contains(t, s.logs.String(), `"route":"/riverui/*"`)
 }
 
 func TestRiverUICrossSite(t *testing.T) {
 	t.Parallel()
 	s := newUIServer(t, &fakeUI{})
-	admin, tenant := token(t, "ops", api.ScopeAdmin), token(t, "acme")
+	op, tenant := operatorToken(t), token(t, "acme")
 	self := s.srv.URL // http://127.0.0.1:port
 
 	refused := []map[string]string{
@@ -313,28 +319,28 @@ func TestRiverUICrossSite(t *testing.T) {
 		{http.MethodDelete, "/riverui/api/jobs/1"},
 	} {
 		for _, h := range refused {
-			r := s.send(m.method, m.path, h, uiCookie(admin))
+			r := s.send(m.method, m.path, h, uiCookie(op))
 			require.Equal(t, http.StatusForbidden, r.Status, "%s %s %v", m.method, m.path, h)
 			requireProblem(t, r, http.StatusForbidden)
 			require.Contains(t, r.JSON["detail"], "cross-site")
 		}
 		// A bearer header does not exempt a request either.
-		r := s.send(m.method, m.path, map[string]string{"Authorization": "Bearer " + admin, "Origin": "https://evil.example"})
+		r := s.send(m.method, m.path, map[string]string{"Authorization": "Bearer " + op, "Origin": "https://evil.example"})
 		require.Equal(t, http.StatusForbidden, r.Status)
 	}
 	require.Empty(t, s.ui.Calls())
 
 	// The UI's own pages pass.
-	r := s.send(http.MethodPost, "/riverui/api/jobs/cancel", map[string]string{"Sec-Fetch-Site": "same-origin"}, uiCookie(admin))
+	r := s.send(http.MethodPost, "/riverui/api/jobs/cancel", map[string]string{"Sec-Fetch-Site": "same-origin"}, uiCookie(op))
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
-	r = s.send(http.MethodPut, "/riverui/api/queues/deliver/pause", map[string]string{"Origin": self}, uiCookie(admin))
+	r = s.send(http.MethodPut, "/riverui/api/queues/deliver/pause", map[string]string{"Origin": self}, uiCookie(op))
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	// Reads need no origin check.
-	r = s.send(http.MethodGet, "/riverui/api/jobs", map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, uiCookie(admin))
+	r = s.send(http.MethodGet, "/riverui/api/jobs", map[string]string{"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}, uiCookie(op))
 	require.Equal(t, http.StatusOK, r.Status, string(r.Raw))
 	require.Len(t, s.ui.Calls(), 3)
 
-	// Authorization comes first: a same-origin request still needs admin.
+	// Authorization comes first: a same-origin request still needs an operator.
 	r = s.send(http.MethodPost, "/riverui/api/jobs/cancel", map[string]string{"Sec-Fetch-Site": "same-origin"}, uiCookie(tenant))
 	require.Equal(t, http.StatusForbidden, r.Status)
 	r = s.send(http.MethodPost, "/riverui/api/jobs/cancel", map[string]string{"Sec-Fetch-Site": "same-origin"})
@@ -346,7 +352,7 @@ func TestRiverUIDisabled(t *testing.T) {
 	t.Parallel()
 	s := newUIServer(t, nil)
 	for _, p := range []string{"/riverui", "/riverui/", "/riverui/api/jobs"} {
-		r := s.send(http.MethodGet, p, bearer(token(t, "ops", api.ScopeAdmin)))
+		r := s.send(http.MethodGet, p, bearer(operatorToken(t)))
 		require.Equal(t, http.StatusNotFound, r.Status, p)
 	}
 }

@@ -82,12 +82,13 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.GET("/stats", h.getStats, xR)
 
 	v1.GET("/audit", h.listAudit, requireScope(ScopeAuditRead))
-	admin := requireScope(ScopeAdmin)
-	v1.GET("/admin/replicas", h.listReplicas, admin)
+	// Operators' routes (operator tokens; a tenant's admin reads its own
+	// limits).
+	v1.GET("/admin/replicas", h.listReplicas, h.requireOperator("listing the replicas"))
 
-	v1.GET("/limits", h.getLimits, h.limitsServed)
-	v1.GET("/admin/tenants/:tenant/limits", h.getTenantLimits, admin, h.limitsServed)
-	v1.PUT("/admin/tenants/:tenant/limits", h.putTenantLimits, admin, h.limitsServed)
+	v1.GET("/limits", h.getLimits, requireTenant, h.limitsServed)
+	v1.GET("/admin/tenants/:tenant/limits", h.getTenantLimits, h.mayReadLimits, h.limitsServed)
+	v1.PUT("/admin/tenants/:tenant/limits", h.putTenantLimits, h.maySetLimits, h.limitsServed)
 
 	// River's UI for operators: not part of the REST API, so not in the spec.
 	if h.cfg.RiverUI != nil {
@@ -117,14 +118,14 @@ func (g *authedRoutes) add(method, path string, h echo.HandlerFunc, m ...echo.Mi
 	g.e.Add(method, g.prefix+path, h, append(chain, m...)...)
 }
 
-// withActor puts the request's actor (the token's subject, the request id
-// sent back as X-Request-Id) into the request's context: the services
-// record the changes made with it in the audit log, in the change's
-// transaction (service.WithActor).
+// withActor puts the request's actor (the token's subject, whether it is
+// an operator's, the request id sent back as X-Request-Id) into the
+// request's context: the services record the changes made with it in the
+// audit log, in the change's transaction (service.WithActor).
 func withActor(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		req := c.Request()
-		actor := service.Actor{Subject: principalFrom(c).Subject, RequestID: c.Response().Header().Get(echo.HeaderXRequestID)}
+		req, p := c.Request(), principalFrom(c)
+		actor := service.Actor{Subject: p.Subject, Operator: p.Operator(), RequestID: c.Response().Header().Get(echo.HeaderXRequestID)}
 		c.SetRequest(req.WithContext(service.WithActor(req.Context(), actor)))
 		return next(c)
 	}

@@ -62,9 +62,13 @@ type Config struct {
 	// limits routes) and the API's per-tenant request rate. Nil: no rate,
 	// and the limits routes answer 404.
 	Limits *service.Limits
-	// RiverUI is River's web UI, served at RiverUIPrefix/ to admin tokens
+	// RiverUI is River's web UI, served at RiverUIPrefix/ to operators
 	// only (riverui.go). Nil: not mounted.
 	RiverUI http.Handler
+	// AdminIsOperator restores, for one release, the rule before operator
+	// tokens: a tenant token with admin also sets its own tenant's limits,
+	// lists the replicas and opens River UI. Deprecated (AX_ADMIN_IS_OPERATOR).
+	AdminIsOperator bool
 }
 
 // New returns the API as an http.Handler (an *echo.Echo).

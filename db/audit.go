@@ -11,6 +11,7 @@ type AuditRecord struct {
 	ID           string
 	At           time.Time
 	Subject      string
+	Operator     bool // made with an operator token, not the tenant's own
 	Action       string
 	ResourceType string
 	ResourceID   string
@@ -21,17 +22,17 @@ type AuditRecord struct {
 
 // fields returns pointers to r's fields in the order of auditColumns.
 func (r *AuditRecord) fields() []any {
-	return []any{&r.TenantID, &r.ID, &r.At, &r.Subject, &r.Action, &r.ResourceType, &r.ResourceID, &r.RequestID, &r.Changes}
+	return []any{&r.TenantID, &r.ID, &r.At, &r.Subject, &r.Operator, &r.Action, &r.ResourceType, &r.ResourceID, &r.RequestID, &r.Changes}
 }
 
-const auditColumns = `a.tenant_id, a.id::text, a.at, a.subject, a.action, a.resource_type, a.resource_id, a.request_id, a.changes`
+const auditColumns = `a.tenant_id, a.id::text, a.at, a.subject, a.operator, a.action, a.resource_type, a.resource_id, a.request_id, a.changes`
 
 // InsertAudit appends r to the audit log (at is the transaction's now()).
 // It belongs in the transaction of the change it records.
 func InsertAudit(ctx context.Context, q Querier, r AuditRecord) error {
-	_, err := q.Exec(ctx, `INSERT INTO audit_log (tenant_id, id, subject, action, resource_type, resource_id, request_id, changes)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)`,
-		r.TenantID, r.ID, r.Subject, r.Action, r.ResourceType, r.ResourceID, r.RequestID, nullJSON(r.Changes))
+	_, err := q.Exec(ctx, `INSERT INTO audit_log (tenant_id, id, subject, operator, action, resource_type, resource_id, request_id, changes)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::jsonb)`,
+		r.TenantID, r.ID, r.Subject, r.Operator, r.Action, r.ResourceType, r.ResourceID, r.RequestID, nullJSON(r.Changes))
 	return wrap("record audit", err)
 }
 

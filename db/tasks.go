@@ -144,9 +144,9 @@ func insertTask(ctx context.Context, q Querier, t Task, wake bool, audit *AuditR
 		sql = `WITH t AS (` + insert + `)`
 		from := `t`
 		if audit != nil {
-			sql += `, a AS (INSERT INTO audit_log (tenant_id, id, subject, action, resource_type, resource_id, request_id, changes)
-				SELECT t.tenant_id, $35, $36, $37, $38, t.id::text, $39, $40::jsonb FROM t)`
-			args = append(args, audit.ID, audit.Subject, audit.Action, audit.ResourceType, audit.RequestID, nullJSON(audit.Changes))
+			sql += `, a AS (INSERT INTO audit_log (tenant_id, id, subject, operator, action, resource_type, resource_id, request_id, changes)
+				SELECT t.tenant_id, $35, $36, $37, $38, $39, t.id::text, $40, $41::jsonb FROM t)`
+			args = append(args, audit.ID, audit.Subject, audit.Operator, audit.Action, audit.ResourceType, audit.RequestID, nullJSON(audit.Changes))
 		}
 		if wake {
 			from += fmt.Sprintf(`, (SELECT pg_notify($%d, '')) n`, len(args)+1)

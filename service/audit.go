@@ -43,10 +43,13 @@ const (
 // redacted stands for a value the audit log must not hold.
 const redacted = "redacted"
 
-// Actor is who makes a change through the API: the token's subject and
-// the request's id (its X-Request-Id).
+// Actor is who makes a change through the API: the token's subject,
+// whether that token is an operator's (acting on a tenant it does not
+// belong to) rather than the tenant's own, and the request's id (its
+// X-Request-Id).
 type Actor struct {
 	Subject   string
+	Operator  bool
 	RequestID string
 }
 
@@ -98,7 +101,7 @@ func auditRecord(ctx context.Context, tenant, action, resourceType, resourceID s
 		}
 	}
 	return db.AuditRecord{
-		TenantID: tenant, ID: NewID(), Subject: a.Subject, Action: action, ResourceType: resourceType,
+		TenantID: tenant, ID: NewID(), Subject: a.Subject, Operator: a.Operator, Action: action, ResourceType: resourceType,
 		ResourceID: resourceID, RequestID: a.RequestID, Changes: raw,
 	}, true, nil
 }
@@ -352,10 +355,13 @@ func snakeCase(s string) string {
 
 // AuditRecord is one change made through the API.
 type AuditRecord struct {
-	ID           string
-	At           time.Time
-	Tenant       string
-	Subject      string
+	ID      string
+	At      time.Time
+	Tenant  string
+	Subject string
+	// Operator: the change was made with an operator token (Subject is
+	// the operator's), not one of the tenant's.
+	Operator     bool
 	Action       string
 	ResourceType string
 	ResourceID   string
@@ -406,7 +412,7 @@ func (s *Audit) List(ctx context.Context, tenant string, f AuditFilter, page Pag
 		return nil, "", storeError(err, "list audit records")
 	}
 	out, next := pageOf(rows, page.Limit, func(r db.AuditRecord) AuditRecord {
-		return AuditRecord{ID: r.ID, At: r.At.UTC(), Tenant: r.TenantID, Subject: r.Subject, Action: r.Action,
+		return AuditRecord{ID: r.ID, At: r.At.UTC(), Tenant: r.TenantID, Subject: r.Subject, Operator: r.Operator, Action: r.Action,
 			ResourceType: r.ResourceType, ResourceID: r.ResourceID, RequestID: r.RequestID, Changes: r.Changes}
 	}, func(r AuditRecord) string { return r.ID })
 	return out, next, nil

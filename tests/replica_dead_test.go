@@ -210,7 +210,7 @@ func TestDeadReplicaDeliveriesResume(t *testing.T) {
 	a, b := startReplica(t, env), startReplica(t, env)
 	procs := map[string]*replicaProc{a.id: a, b.id: b}
 	tok := cliToken(t, env, "dead", "tasks:read tasks:write endpoints:read endpoints:write executions:read")
-	admin := cliToken(t, env, "ops", "admin")
+	operator := cliOperatorToken(t, env, "ops-oncall")
 	ep := apiPost(t, a.base, tok, "/v1/endpoints", map[string]any{"name": "recv", "url": recv.srv.URL + "/hook", "timeout_ms": 60000})
 
 	runAt := time.Now().Add(5 * time.Second).UTC()
@@ -298,7 +298,7 @@ func TestDeadReplicaDeliveriesResume(t *testing.T) {
 		return s
 	}())
 
-	list := apiGet(t, survivor.base, admin, "/v1/admin/replicas")["items"].([]any)
+	list := apiGet(t, survivor.base, operator, "/v1/admin/replicas")["items"].([]any)
 	require.Len(t, list, 1)
 	require.Equal(t, survivor.id, list[0].(map[string]any)["id"])
 	metrics := string(rawGet(t, survivor.base+"/metrics"))
@@ -325,7 +325,7 @@ func TestPausedReplicaIsFenced(t *testing.T) {
 	a, b := startReplica(t, env), startReplica(t, env)
 	procs := map[string]*replicaProc{a.id: a, b.id: b}
 	tok := cliToken(t, env, "paused", "tasks:read tasks:write endpoints:read endpoints:write executions:read")
-	admin := cliToken(t, env, "ops", "admin")
+	operator := cliOperatorToken(t, env, "ops-oncall")
 	ep := apiPost(t, a.base, tok, "/v1/endpoints", map[string]any{"name": "recv", "url": recv.srv.URL + "/hook", "timeout_ms": 60000})
 	task := apiPost(t, a.base, tok, "/v1/tasks", map[string]any{
 		"name": "once", "endpoint_id": ep["id"],
@@ -393,7 +393,7 @@ func TestPausedReplicaIsFenced(t *testing.T) {
 
 	// It registered again: two live replicas, the paused one under a new id.
 	require.Eventually(t, func() bool {
-		items := apiGet(t, a.base, admin, "/v1/admin/replicas")["items"].([]any)
+		items := apiGet(t, a.base, operator, "/v1/admin/replicas")["items"].([]any)
 		if len(items) != 2 {
 			return false
 		}

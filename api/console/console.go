@@ -178,8 +178,9 @@ type session struct {
 	CSRF    string
 }
 
-// can reports whether the session holds scope.
-func (s *session) can(scope string) bool { return s != nil && s.Has(scope) }
+// can reports whether the session may use scope: it holds the scope or
+// admin (api.Principal.Allows, the REST API's rule).
+func (s *session) can(scope string) bool { return s != nil && s.Allows(scope) }
 
 // csrfFor derives a session's CSRF token from its bearer token: another
 // site can read neither (the cookie is HttpOnly and never sent to it), and
@@ -204,6 +205,9 @@ func (c *console) verify(ec echo.Context, raw string) (*session, error) {
 	if _, _, err := jwt.NewParser().ParseUnverified(raw, &claims); err != nil || claims.ExpiresAt == nil {
 		return nil, errBadToken
 	}
+	if p.Operator() {
+		return nil, errOperatorToken
+	}
 	if err := c.cfg.Tenants.Ensure(ec.Request().Context(), p.Tenant); err != nil {
 		return nil, err
 	}
@@ -211,6 +215,19 @@ func (c *console) verify(ec echo.Context, raw string) (*session, error) {
 }
 
 var errBadToken = errors.New("the token is invalid or expired")
+
+// errOperatorToken refuses an operator token: the console shows one
+// tenant's resources, and an operator acts for no tenant.
+var errOperatorToken = errors.New("this is an operator token, which acts for no tenant: the console needs a tenant's token " +
+	"(operators have " + api.RiverUIPrefix + "/ and the /v1/admin routes)")
+
+// signInStatus is the status of a sign-in refused with err.
+func signInStatus(err error) int {
+	if errors.Is(err, errOperatorToken) {
+		return http.StatusForbidden
+	}
+	return http.StatusUnauthorized
+}
 
 // current returns the request's session from its cookie, nil when signed
 // out (a stale cookie is forgotten).
@@ -220,7 +237,7 @@ func (c *console) current(ec echo.Context) (*session, error) {
 		return nil, nil //nolint:nilerr // no cookie: signed out
 	}
 	s, err := c.verify(ec, ck.Value)
-	if errors.Is(err, errBadToken) {
+	if errors.Is(err, errBadToken) || errors.Is(err, errOperatorToken) {
 		http.SetCookie(ec.Response(), cookie(ec, "", -1))
 		return nil, nil
 	}
@@ -254,7 +271,7 @@ func (c *console) entry(ec echo.Context) error {
 		raw := req.URL.Query().Get(tokenParam)
 		s, err := c.verify(ec, raw)
 		if err != nil {
-			return c.signInPage(ec, http.StatusUnauthorized, err)
+			return c.signInPage(ec, signInStatus(err), err)
 		}
 		startSession(ec, raw, s)
 		u := *req.URL
@@ -292,7 +309,7 @@ func (c *console) signIn(ec echo.Context) error {
 	raw = strings.TrimPrefix(raw, "Bearer ")
 	s, err := c.verify(ec, raw)
 	if err != nil {
-		return c.signInPage(ec, http.StatusUnauthorized, err)
+		return c.signInPage(ec, signInStatus(err), err)
 	}
 	startSession(ec, raw, s)
 	return ec.Redirect(http.StatusSeeOther, Prefix+"/tasks")

@@ -83,6 +83,14 @@ func token(t *testing.T, tenant string, scopes ...string) string {
 	return tok
 }
 
+// operatorToken returns an operator token (ax token --operator).
+func operatorToken(t *testing.T) string {
+	t.Helper()
+	tok, err := api.IssueOperatorToken([]byte(testSecret), "ops-oncall", time.Hour, "", "")
+	require.NoError(t, err)
+	return tok
+}
+
 // page is one response, redirects not followed.
 type page struct {
 	Status   int
@@ -284,6 +292,37 @@ func TestConsoleSignIn(t *testing.T) {
 	p = e.post("/console/sign-out", tok, nil)
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 	assert.Equal(t, "/console/", p.Location)
+	assert.Contains(t, p.Header.Get("Set-Cookie"), "Max-Age=0")
+}
+
+// TestConsoleAdminAndOperator: a tenant token whose only scope is admin
+// uses every page and button, as it reaches every tenant route of the
+// REST API; an operator token, which acts for no tenant, cannot sign in
+// (403, no cookie), and a cookie holding one is forgotten.
+func TestConsoleAdminAndOperator(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	admin := token(t, "acme", api.ScopeAdmin)
+	ep := e.createEndpoint(admin, "ep")
+	id := e.createTask(admin, "t", ep, "*/5 * * * *", "UTC")
+	for _, path := range []string{"/console/tasks", "/console/tasks/new", "/console/tasks/" + id, "/console/endpoints",
+		"/console/dashboard", "/console/backfills", "/console/alerts", "/console/workflows"} {
+		require.Equal(t, http.StatusOK, e.get(path, admin).Status, path)
+	}
+	assert.Contains(t, e.get("/console/tasks/"+id, admin).Body, `id="pause"`, "the admin's buttons show")
+	p := e.post("/console/tasks/"+id+"/pause", admin, nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+
+	op := operatorToken(t)
+	p = e.get("/console/?token="+url.QueryEscape(op), "")
+	assert.Equal(t, http.StatusForbidden, p.Status)
+	assert.Contains(t, p.Body, "operator token")
+	assert.Empty(t, p.Header.Get("Set-Cookie"))
+	p = e.do(http.MethodPost, "/console/sign-in", url.Values{"token": {op}}, opts{Site: "same-origin"})
+	assert.Equal(t, http.StatusForbidden, p.Status)
+	assert.Empty(t, p.Header.Get("Set-Cookie"))
+	p = e.get("/console/tasks", op)
+	assert.Equal(t, http.StatusUnauthorized, p.Status, "signed out")
 	assert.Contains(t, p.Header.Get("Set-Cookie"), "Max-Age=0")
 }
 

@@ -21,7 +21,7 @@ func TestConsoleRateLimit(t *testing.T) {
 	e := newEnv(t)
 	tok := token(t, "acme")
 	csrf := e.csrf(tok)
-	e.rest(http.MethodPut, "/v1/admin/tenants/acme/limits", token(t, "acme", "admin"), `{"api_requests_per_second":2}`)
+	e.rest(http.MethodPut, "/v1/admin/tenants/acme/limits", operatorToken(t), `{"api_requests_per_second":2}`)
 
 	var limited page
 	ok := 0

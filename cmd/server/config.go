@@ -40,7 +40,8 @@ type config struct {
 	RescueAfter         time.Duration   // AX_RESCUE_STUCK_JOBS_AFTER; 0: jobs default
 	SoftStopTimeout     time.Duration   // AX_SOFT_STOP_TIMEOUT; 0: jobs default
 	ReplicaDeadAfter    time.Duration   // AX_REPLICA_DEAD_AFTER
-	RiverUI             bool            // AX_RIVERUI: serve River's UI at /riverui/ to admin tokens
+	RiverUI             bool            // AX_RIVERUI: serve River's UI at /riverui/ to operator tokens
+	AdminIsOperator     bool            // AX_ADMIN_IS_OPERATOR (deprecated): a tenant's admin keeps the operator's powers over its own tenant
 	DebugAddr           string          // AX_DEBUG_ADDR: Go's pprof profiles on a separate listener; "" off
 	ExecutionRetention  time.Duration   // AX_EXECUTION_RETENTION
 	AuditRetention      time.Duration   // AX_AUDIT_RETENTION
@@ -130,6 +131,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if c.RiverUI, err = parseBool(getenv("AX_RIVERUI"), true); err != nil {
 		errs.add("AX_RIVERUI", getenv("AX_RIVERUI"), "want true or false")
+	}
+	if c.AdminIsOperator, err = parseBool(getenv("AX_ADMIN_IS_OPERATOR"), false); err != nil {
+		errs.add("AX_ADMIN_IS_OPERATOR", getenv("AX_ADMIN_IS_OPERATOR"), "want true or false")
 	}
 	c.DebugAddr = getenv("AX_DEBUG_ADDR")
 	if err := c.LogLevel.UnmarshalText([]byte(orDefault(getenv("AX_LOG_LEVEL"), "info"))); err != nil {

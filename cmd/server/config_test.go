@@ -30,6 +30,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 	require.EqualValues(t, 1<<20, c.MaxBodyBytes)
 	require.Equal(t, 20, c.DBMaxConns)
 	require.Zero(t, c.FetchPollInterval, "jobs' default")
+	require.False(t, c.AdminIsOperator, "a tenant's admin is no operator")
 
 	require.Equal(t, 30*24*time.Hour, c.ExecutionRetention)
 	require.Equal(t, 90*24*time.Hour, c.AuditRetention)
@@ -37,6 +38,10 @@ func TestLoadConfigDefaults(t *testing.T) {
 	c, err = loadConfig(envOf(map[string]string{"AX_FETCH_POLL_INTERVAL": "50ms"}))
 	require.NoError(t, err)
 	require.Equal(t, 50*time.Millisecond, c.FetchPollInterval)
+
+	c, err = loadConfig(envOf(map[string]string{"AX_ADMIN_IS_OPERATOR": "true"}))
+	require.NoError(t, err)
+	require.True(t, c.AdminIsOperator)
 
 	// Retentions: days or Go durations.
 	c, err = loadConfig(envOf(map[string]string{"AX_EXECUTION_RETENTION": "7d", "AX_AUDIT_RETENTION": "36h"}))
@@ -71,6 +76,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"bad db url", map[string]string{"AX_DATABASE_URL": "mysql-ish", "AX_JWT_SECRET": "0123456789abcdef0123456789abcdef"}, []string{"AX_DATABASE_URL", "PostgreSQL URL"}},
 		{"bad bool", map[string]string{"AX_ALLOW_PRIVATE_TARGETS": "yes please"}, []string{"AX_ALLOW_PRIVATE_TARGETS", "true or false"}},
 		{"bad migrate bool", map[string]string{"AX_AUTO_MIGRATE": "maybe"}, []string{"AX_AUTO_MIGRATE"}},
+		{"bad admin-is-operator bool", map[string]string{"AX_ADMIN_IS_OPERATOR": "sometimes"}, []string{"AX_ADMIN_IS_OPERATOR", "true or false"}},
 		{"bad level", map[string]string{"AX_LOG_LEVEL": "loud"}, []string{"AX_LOG_LEVEL", "debug, info, warn or error"}},
 		{"bad timeout", map[string]string{"AX_SHUTDOWN_TIMEOUT": "-3s"}, []string{"AX_SHUTDOWN_TIMEOUT", "positive duration"}},
 		{"bad body", map[string]string{"AX_MAX_BODY_BYTES": "12"}, []string{"AX_MAX_BODY_BYTES"}},
@@ -146,7 +152,9 @@ func TestRunHelp(t *testing.T) {
 	out := new(syncBuffer)
 	require.NoError(t, run(t.Context(), []string{"token", "--help"}, envOf(nil), out))
 	require.Contains(t, out.String(), "usage: ax token --tenant T")
+	require.Contains(t, out.String(), "ax token --operator")
 	require.Contains(t, out.String(), "-tenant")
+	require.Contains(t, out.String(), "-operator")
 }
 
 // TestTokenSaysWhenItCreatesASecret: in embedded mode ax token signs with
@@ -175,6 +183,7 @@ func TestTokenSaysWhenItCreatesASecret(t *testing.T) {
 	var banner strings.Builder
 	printBanner(&banner, "http://localhost:8080", cfg, secret)
 	require.Contains(t, banner.String(), "More tokens: AX_DATA_DIR='"+dir+"' go run ./cmd/server token --tenant demo")
+	require.Contains(t, banner.String(), "AX_DATA_DIR='"+dir+"' go run ./cmd/server token --operator")
 }
 
 // TestIdleConnsPerHost: the keep-alive pool per receiver host has room

@@ -16,7 +16,7 @@ import (
 )
 
 // newRiverUI returns River's web UI for api.Config.RiverUI, or nil when
-// AX_RIVERUI=false. The api package puts it behind admin-only
+// AX_RIVERUI=false. The api package puts it behind operator-only
 // authentication. Job args carry ids only (service.DeliverArgs,
 // service.AlertArgs), and the job list hides them by default anyway.
 func newRiverUI(ctx context.Context, cfg config, pool *db.Pool, logger *slog.Logger) (http.Handler, error) {

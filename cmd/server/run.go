@@ -24,7 +24,8 @@ const usage = `usage: ax [command] [flags]
 commands:
   serve     run the API, scheduler and workers (the default)
   migrate   apply database migrations and exit
-  token     print an API token: ax token --tenant T [--scope "s1 s2"] [--ttl 1h]
+  token     print an API token: ax token --tenant T [--scope "s1 s2"] [--ttl 1h],
+            or an operator's: ax token --operator [--subject S] [--ttl 1h]
   version   print the version
 
 Configuration comes from AX_* environment variables; see README.md.`
@@ -163,24 +164,35 @@ func token(args []string, getenv func(string) string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	var errBuf strings.Builder
 	fs.SetOutput(&errBuf)
-	tenant := fs.String("tenant", "", "the tenant the token acts for (required)")
-	scope := fs.String("scope", strings.Join(api.TenantScopes(), " "), "space-separated scopes")
+	tenant := fs.String("tenant", "", "the tenant the token acts for (required unless --operator)")
+	scope := fs.String("scope", strings.Join(api.TenantScopes(), " "), "space-separated tenant scopes (admin: all of them)")
+	operator := fs.Bool("operator", false, "an operator token instead: tenant claim \"*\", scope \"operator\"; it reads and sets\n"+
+		"any tenant's limits, lists the replicas and opens River UI, and reaches no tenant's\nresources (no --tenant, no --scope)")
 	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid")
-	subject := fs.String("subject", "ax-token", "the token's subject (sub)")
+	subject := fs.String("subject", "ax-token", "the token's subject (sub); audit records name it")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		_, err := fmt.Fprintf(stdout, "usage: ax token --tenant T [flags]\n\nflags:\n%s", errBuf.String())
+		_, err := fmt.Fprintf(stdout, "usage: ax token --tenant T [flags]\n       ax token --operator [flags]\n\nflags:\n%s", errBuf.String())
 		return err
 	} else if err != nil {
 		return fmt.Errorf("token: %s", strings.TrimSpace(errBuf.String()))
 	}
-	if *tenant == "" {
-		return errors.New("token: --tenant is required")
+	scopeSet := false
+	fs.Visit(func(f *flag.Flag) { scopeSet = scopeSet || f.Name == "scope" })
+	switch {
+	case *operator && (*tenant != "" || scopeSet):
+		return errors.New("token: --operator takes no --tenant and no --scope: an operator token acts for no tenant")
+	case *operator:
+	case *tenant == "":
+		return errors.New("token: --tenant is required (or --operator for an operator token)")
 	}
 	if *ttl <= 0 {
 		return errors.New("token: --ttl must be positive")
 	}
 	for _, s := range strings.Fields(*scope) {
-		if !contains(api.AllScopes(), s) {
+		if s == api.ScopeOperator && !*operator {
+			return errors.New("token: the operator scope is an operator token's: use --operator (without --tenant)")
+		}
+		if !*operator && !contains(api.AllScopes(), s) {
 			return fmt.Errorf("token: unknown scope %q (known: %s)", s, strings.Join(api.AllScopes(), " "))
 		}
 	}
@@ -200,7 +212,12 @@ func token(args []string, getenv func(string) string, stdout io.Writer) error {
 		fmt.Fprintf(notices, "ax token: created a new development secret in %s; a server using another AX_DATA_DIR "+
 			"refuses this token\n", filepath.Join(cfg.DataDir, secretFile))
 	}
-	tok, err := api.IssueToken(secret, *tenant, *subject, strings.Fields(*scope), *ttl, cfg.JWTIssuer, cfg.JWTAudience)
+	var tok string
+	if *operator {
+		tok, err = api.IssueOperatorToken(secret, *subject, *ttl, cfg.JWTIssuer, cfg.JWTAudience)
+	} else {
+		tok, err = api.IssueToken(secret, *tenant, *subject, strings.Fields(*scope), *ttl, cfg.JWTIssuer, cfg.JWTAudience)
+	}
 	if err != nil {
 		return fmt.Errorf("token: %w", err)
 	}

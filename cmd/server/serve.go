@@ -125,6 +125,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	logger := newLogger(cfg.LogLevel)
+	if cfg.AdminIsOperator {
+		logger.Warn("AX_ADMIN_IS_OPERATOR=true is deprecated and goes in the next release: tenant tokens with admin " +
+			"still set their own tenant's limits, list the replicas and open River UI; mint operator tokens " +
+			"(ax token --operator) and unset it")
+	}
 	setGCPercent(getenv)
 	secret, err := jwtSecret(cfg)
 	if err != nil {
@@ -226,6 +231,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Replicas:    service.NewReplicas(d.pool),
 		RiverUI:     riverUI,
 		Limits:      limits,
+		// Deprecated: the rule before operator tokens, for one release.
+		AdminIsOperator: cfg.AdminIsOperator,
 	})
 	// The tenant web console, over the same services (api/console).
 	console.Mount(handler, console.Config{
@@ -301,6 +308,8 @@ func printBanner(w io.Writer, base string, cfg config, secret []byte) {
 	// The data directory holds the secret: a token made with another one
 	// is refused.
 	fmt.Fprintf(w, "More tokens: AX_DATA_DIR=%s go run ./cmd/server token --tenant demo --ttl 8h\n", shellQuote(cfg.DataDir))
+	fmt.Fprintf(w, "An operator's (any tenant's limits, the replicas, River UI): AX_DATA_DIR=%s go run ./cmd/server token --operator\n",
+		shellQuote(cfg.DataDir))
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/axhq/ax/api"
 	"github.com/axhq/ax/db/dbtest"
 	"github.com/axhq/ax/db/pglocal"
 )
@@ -209,12 +210,34 @@ func TestTokenCommand(t *testing.T) {
 		{[]string{"token", "--tenant", "a", "--ttl", "-1h"}, "--ttl must be positive"},
 		{[]string{"token", "--tenant", "bad tenant!"}, "tenant"},
 		{[]string{"token", "--bogus"}, "flag provided but not defined"},
+		{[]string{"token", "--tenant", "a", "--scope", "operator"}, "use --operator"},
+		{[]string{"token", "--tenant", "a", "--scope", "admin operator"}, "use --operator"},
+		{[]string{"token", "--operator", "--tenant", "a"}, "--operator takes no --tenant and no --scope"},
+		{[]string{"token", "--operator", "--scope", "operator"}, "--operator takes no --tenant and no --scope"},
 	} {
 		err := run(t.Context(), tc.args, env, new(syncBuffer))
 		require.ErrorContains(t, err, tc.want, tc.args)
 	}
+	// --operator: tenant claim "*", the operator scope alone, the subject
+	// given.
+	out := new(syncBuffer)
+	require.NoError(t, run(t.Context(), []string{"token", "--operator", "--subject", "alice@ops"}, env, out))
+	auth, err := api.NewAuthenticator(api.AuthConfig{HMACSecret: []byte(testSecret)})
+	require.NoError(t, err)
+	p, err := auth.Verify(strings.TrimSpace(out.String()))
+	require.NoError(t, err)
+	require.True(t, p.Operator())
+	require.Equal(t, api.Principal{Subject: "alice@ops", Scopes: []string{api.ScopeOperator}}, p)
+	// A tenant's admin token is no operator's.
+	out = new(syncBuffer)
+	require.NoError(t, run(t.Context(), []string{"token", "--tenant", "a", "--scope", "admin"}, env, out))
+	p, err = auth.Verify(strings.TrimSpace(out.String()))
+	require.NoError(t, err)
+	require.False(t, p.Operator())
+	require.True(t, p.Allows(api.ScopeWorkflowsWrite))
+
 	// Outside the embedded mode there is no development secret to fall back on.
-	err := run(t.Context(), []string{"token", "--tenant", "a"},
+	err = run(t.Context(), []string{"token", "--tenant", "a"},
 		envOf(map[string]string{"AX_DATABASE_URL": "postgres://x@y/z", "AX_JWT_PUBLIC_KEYS": ""}), new(syncBuffer))
 	require.ErrorContains(t, err, "AX_JWT_SECRET")
 }

@@ -926,6 +926,11 @@ type AuditEntry struct {
 	Changes interface{} `json:"changes"`
 	Id      string      `json:"id"`
 
+	// Operator Operator is true when an operator token made the change (Subject is the operator's), false for the tenant's own tokens.
+	//
+	// Example: false
+	Operator bool `json:"operator"`
+
 	// RequestId RequestID is the X-Request-Id of the response to the change.
 	RequestId  string `json:"request_id"`
 	ResourceId string `json:"resource_id"`
@@ -1649,7 +1654,9 @@ type Me struct {
 	// Subject Example: ci-bot
 	Subject string `json:"subject"`
 
-	// Tenant Example: demo
+	// Tenant Tenant is the tenant the caller acts for; "*" for an operator token, which acts for none.
+	//
+	// Example: demo
 	Tenant string `json:"tenant"`
 }
 
@@ -2832,23 +2839,23 @@ type ClientInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListReplicas List the live ax replicas (admin)
+	// ListReplicas List the live ax replicas (operator)
 	//
-	// Every ax process heartbeats while it runs. One silent for AX_REPLICA_DEAD_AFTER (default 15s) is declared dead by another, which resumes the deliveries it was running at once, with the same idempotency keys; it leaves this list. Oldest start first.
+	// Operator tokens only: a tenant's own tokens, admin included, get a 403. Every ax process heartbeats while it runs. One silent for AX_REPLICA_DEAD_AFTER (default 15s) is declared dead by another, which resumes the deliveries it was running at once, with the same idempotency keys; it leaves this list. Oldest start first.
 	//
 	// Corresponds with GET /v1/admin/replicas (the `ListReplicas` operationId).
 	ListReplicas(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetTenantLimits A tenant's limits
 	//
-	// Admin only. null is the server's default. Another tenant is a 404.
+	// An operator token reads any tenant's; a tenant token with admin reads its own (another tenant's is a 403). null is the server's default. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
 	//
 	// Corresponds with GET /v1/admin/tenants/{tenant}/limits (the `GetTenantLimits` operationId).
 	GetTenantLimits(ctx context.Context, tenant string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PutTenantLimitsWithBody Set a tenant's limits
 	//
-	// Admin only. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits. Another tenant is a 404.
+	// Operator tokens only: a tenant's own tokens, admin included, get a 403. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits in the tenant's audit log, with the operator's subject and operator true. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2857,7 +2864,7 @@ type ClientInterface interface {
 
 	// PutTenantLimits Set a tenant's limits
 	//
-	// Admin only. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits. Another tenant is a 404.
+	// Operator tokens only: a tenant's own tokens, admin included, get a 403. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits in the tenant's audit log, with the operator's subject and operator true. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2866,7 +2873,7 @@ type ClientInterface interface {
 
 	// ListAudit List the changes made through the API, newest first
 	//
-	// Every change made through the API (creates, updates, deletes, pauses, resumes, triggers, cancels, retries, secret rotations, …) is recorded in the transaction of the change, with the token's subject and the request's X-Request-Id. since and until bound at (since inclusive, until exclusive). Records are kept for AX_AUDIT_RETENTION (default 90 days). Scope audit:read (or admin).
+	// Every change made through the API (creates, updates, deletes, pauses, resumes, triggers, cancels, retries, secret rotations, …) is recorded in the transaction of the change, with the token's subject (operator true when it was an operator's token, e.g. a limits change) and the request's X-Request-Id. since and until bound at (since inclusive, until exclusive). Records are kept for AX_AUDIT_RETENTION (default 90 days). Scope audit:read (or admin).
 	//
 	// Corresponds with GET /v1/audit (the `ListAudit` operationId).
 	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3076,14 +3083,14 @@ type ClientInterface interface {
 
 	// GetLimits The caller's limits and current usage
 	//
-	// Any valid token may call it. null: no limit.
+	// Any valid tenant token may call it (an operator token, which acts for no tenant, gets a 403). null: no limit.
 	//
 	// Corresponds with GET /v1/limits (the `GetLimits` operationId).
 	GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Me The caller's tenant and scopes
 	//
-	// Any valid token may call it.
+	// Any valid token may call it, an operator token too.
 	//
 	// Corresponds with GET /v1/me (the `Me` operationId).
 	Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3388,9 +3395,9 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 	return c.Client.Do(req)
 }
 
-// ListReplicas List the live ax replicas (admin)
+// ListReplicas List the live ax replicas (operator)
 //
-// Every ax process heartbeats while it runs. One silent for AX_REPLICA_DEAD_AFTER (default 15s) is declared dead by another, which resumes the deliveries it was running at once, with the same idempotency keys; it leaves this list. Oldest start first.
+// Operator tokens only: a tenant's own tokens, admin included, get a 403. Every ax process heartbeats while it runs. One silent for AX_REPLICA_DEAD_AFTER (default 15s) is declared dead by another, which resumes the deliveries it was running at once, with the same idempotency keys; it leaves this list. Oldest start first.
 //
 // Corresponds with GET /v1/admin/replicas (the `ListReplicas` operationId).
 func (c *Client) ListReplicas(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3407,7 +3414,7 @@ func (c *Client) ListReplicas(ctx context.Context, reqEditors ...RequestEditorFn
 
 // GetTenantLimits A tenant's limits
 //
-// Admin only. null is the server's default. Another tenant is a 404.
+// An operator token reads any tenant's; a tenant token with admin reads its own (another tenant's is a 403). null is the server's default. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
 //
 // Corresponds with GET /v1/admin/tenants/{tenant}/limits (the `GetTenantLimits` operationId).
 func (c *Client) GetTenantLimits(ctx context.Context, tenant string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3424,7 +3431,7 @@ func (c *Client) GetTenantLimits(ctx context.Context, tenant string, reqEditors 
 
 // PutTenantLimitsWithBody Set a tenant's limits
 //
-// Admin only. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits. Another tenant is a 404.
+// Operator tokens only: a tenant's own tokens, admin included, get a 403. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits in the tenant's audit log, with the operator's subject and operator true. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3443,7 +3450,7 @@ func (c *Client) PutTenantLimitsWithBody(ctx context.Context, tenant string, con
 
 // PutTenantLimits Set a tenant's limits
 //
-// Admin only. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits. Another tenant is a 404.
+// Operator tokens only: a tenant's own tokens, admin included, get a 403. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits in the tenant's audit log, with the operator's subject and operator true. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3462,7 +3469,7 @@ func (c *Client) PutTenantLimits(ctx context.Context, tenant string, body PutTen
 
 // ListAudit List the changes made through the API, newest first
 //
-// Every change made through the API (creates, updates, deletes, pauses, resumes, triggers, cancels, retries, secret rotations, …) is recorded in the transaction of the change, with the token's subject and the request's X-Request-Id. since and until bound at (since inclusive, until exclusive). Records are kept for AX_AUDIT_RETENTION (default 90 days). Scope audit:read (or admin).
+// Every change made through the API (creates, updates, deletes, pauses, resumes, triggers, cancels, retries, secret rotations, …) is recorded in the transaction of the change, with the token's subject (operator true when it was an operator's token, e.g. a limits change) and the request's X-Request-Id. since and until bound at (since inclusive, until exclusive). Records are kept for AX_AUDIT_RETENTION (default 90 days). Scope audit:read (or admin).
 //
 // Corresponds with GET /v1/audit (the `ListAudit` operationId).
 func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3952,7 +3959,7 @@ func (c *Client) RetryExecution(ctx context.Context, id string, reqEditors ...Re
 
 // GetLimits The caller's limits and current usage
 //
-// Any valid token may call it. null: no limit.
+// Any valid tenant token may call it (an operator token, which acts for no tenant, gets a 403). null: no limit.
 //
 // Corresponds with GET /v1/limits (the `GetLimits` operationId).
 func (c *Client) GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3969,7 +3976,7 @@ func (c *Client) GetLimits(ctx context.Context, reqEditors ...RequestEditorFn) (
 
 // Me The caller's tenant and scopes
 //
-// Any valid token may call it.
+// Any valid token may call it, an operator token too.
 //
 // Corresponds with GET /v1/me (the `Me` operationId).
 func (c *Client) Me(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7279,9 +7286,9 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
 
-	// ListReplicasWithResponse List the live ax replicas (admin)
+	// ListReplicasWithResponse List the live ax replicas (operator)
 	//
-	// Every ax process heartbeats while it runs. One silent for AX_REPLICA_DEAD_AFTER (default 15s) is declared dead by another, which resumes the deliveries it was running at once, with the same idempotency keys; it leaves this list. Oldest start first.
+	// Operator tokens only: a tenant's own tokens, admin included, get a 403. Every ax process heartbeats while it runs. One silent for AX_REPLICA_DEAD_AFTER (default 15s) is declared dead by another, which resumes the deliveries it was running at once, with the same idempotency keys; it leaves this list. Oldest start first.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7290,7 +7297,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetTenantLimitsWithResponse A tenant's limits
 	//
-	// Admin only. null is the server's default. Another tenant is a 404.
+	// An operator token reads any tenant's; a tenant token with admin reads its own (another tenant's is a 403). null is the server's default. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7299,7 +7306,7 @@ type ClientWithResponsesInterface interface {
 
 	// PutTenantLimitsWithBodyWithResponse Set a tenant's limits
 	//
-	// Admin only. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits. Another tenant is a 404.
+	// Operator tokens only: a tenant's own tokens, admin included, get a 403. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits in the tenant's audit log, with the operator's subject and operator true. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7308,7 +7315,7 @@ type ClientWithResponsesInterface interface {
 
 	// PutTenantLimitsWithResponse Set a tenant's limits
 	//
-	// Admin only. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits. Another tenant is a 404.
+	// Operator tokens only: a tenant's own tokens, admin included, get a 403. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits in the tenant's audit log, with the operator's subject and operator true. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7317,7 +7324,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListAuditWithResponse List the changes made through the API, newest first
 	//
-	// Every change made through the API (creates, updates, deletes, pauses, resumes, triggers, cancels, retries, secret rotations, …) is recorded in the transaction of the change, with the token's subject and the request's X-Request-Id. since and until bound at (since inclusive, until exclusive). Records are kept for AX_AUDIT_RETENTION (default 90 days). Scope audit:read (or admin).
+	// Every change made through the API (creates, updates, deletes, pauses, resumes, triggers, cancels, retries, secret rotations, …) is recorded in the transaction of the change, with the token's subject (operator true when it was an operator's token, e.g. a limits change) and the request's X-Request-Id. since and until bound at (since inclusive, until exclusive). Records are kept for AX_AUDIT_RETENTION (default 90 days). Scope audit:read (or admin).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7555,7 +7562,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetLimitsWithResponse The caller's limits and current usage
 	//
-	// Any valid token may call it. null: no limit.
+	// Any valid tenant token may call it (an operator token, which acts for no tenant, gets a 403). null: no limit.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7564,7 +7571,7 @@ type ClientWithResponsesInterface interface {
 
 	// MeWithResponse The caller's tenant and scopes
 	//
-	// Any valid token may call it.
+	// Any valid token may call it, an operator token too.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10909,6 +10916,8 @@ type GetLimitsResponse struct {
 	ApplicationproblemJSON400 *Problem
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -10936,6 +10945,11 @@ func (r GetLimitsResponse) GetApplicationproblemJSON400() *Problem {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r GetLimitsResponse) GetApplicationproblemJSON401() *Problem {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetLimitsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -14373,9 +14387,9 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 	return ParseReadyzResponse(rsp)
 }
 
-// ListReplicasWithResponse List the live ax replicas (admin)
+// ListReplicasWithResponse List the live ax replicas (operator)
 //
-// Every ax process heartbeats while it runs. One silent for AX_REPLICA_DEAD_AFTER (default 15s) is declared dead by another, which resumes the deliveries it was running at once, with the same idempotency keys; it leaves this list. Oldest start first.
+// Operator tokens only: a tenant's own tokens, admin included, get a 403. Every ax process heartbeats while it runs. One silent for AX_REPLICA_DEAD_AFTER (default 15s) is declared dead by another, which resumes the deliveries it was running at once, with the same idempotency keys; it leaves this list. Oldest start first.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14390,7 +14404,7 @@ func (c *ClientWithResponses) ListReplicasWithResponse(ctx context.Context, reqE
 
 // GetTenantLimitsWithResponse A tenant's limits
 //
-// Admin only. null is the server's default. Another tenant is a 404.
+// An operator token reads any tenant's; a tenant token with admin reads its own (another tenant's is a 403). null is the server's default. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14405,7 +14419,7 @@ func (c *ClientWithResponses) GetTenantLimitsWithResponse(ctx context.Context, t
 
 // PutTenantLimitsWithBodyWithResponse Set a tenant's limits
 //
-// Admin only. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits. Another tenant is a 404.
+// Operator tokens only: a tenant's own tokens, admin included, get a 403. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits in the tenant's audit log, with the operator's subject and operator true. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14420,7 +14434,7 @@ func (c *ClientWithResponses) PutTenantLimitsWithBodyWithResponse(ctx context.Co
 
 // PutTenantLimitsWithResponse Set a tenant's limits
 //
-// Admin only. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits. Another tenant is a 404.
+// Operator tokens only: a tenant's own tokens, admin included, get a 403. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits in the tenant's audit log, with the operator's subject and operator true. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14435,7 +14449,7 @@ func (c *ClientWithResponses) PutTenantLimitsWithResponse(ctx context.Context, t
 
 // ListAuditWithResponse List the changes made through the API, newest first
 //
-// Every change made through the API (creates, updates, deletes, pauses, resumes, triggers, cancels, retries, secret rotations, …) is recorded in the transaction of the change, with the token's subject and the request's X-Request-Id. since and until bound at (since inclusive, until exclusive). Records are kept for AX_AUDIT_RETENTION (default 90 days). Scope audit:read (or admin).
+// Every change made through the API (creates, updates, deletes, pauses, resumes, triggers, cancels, retries, secret rotations, …) is recorded in the transaction of the change, with the token's subject (operator true when it was an operator's token, e.g. a limits change) and the request's X-Request-Id. since and until bound at (since inclusive, until exclusive). Records are kept for AX_AUDIT_RETENTION (default 90 days). Scope audit:read (or admin).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14841,7 +14855,7 @@ func (c *ClientWithResponses) RetryExecutionWithResponse(ctx context.Context, id
 
 // GetLimitsWithResponse The caller's limits and current usage
 //
-// Any valid token may call it. null: no limit.
+// Any valid tenant token may call it (an operator token, which acts for no tenant, gets a 403). null: no limit.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -14856,7 +14870,7 @@ func (c *ClientWithResponses) GetLimitsWithResponse(ctx context.Context, reqEdit
 
 // MeWithResponse The caller's tenant and scopes
 //
-// Any valid token may call it.
+// Any valid token may call it, an operator token too.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -18762,6 +18776,13 @@ func ParseGetLimitsResponse(rsp *http.Response) (*GetLimitsResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest Problem

@@ -46,8 +46,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List the live ax replicas (admin)
-         * @description Every ax process heartbeats while it runs. One silent for AX_REPLICA_DEAD_AFTER (default 15s) is declared dead by another, which resumes the deliveries it was running at once, with the same idempotency keys; it leaves this list. Oldest start first.
+         * List the live ax replicas (operator)
+         * @description Operator tokens only: a tenant's own tokens, admin included, get a 403. Every ax process heartbeats while it runs. One silent for AX_REPLICA_DEAD_AFTER (default 15s) is declared dead by another, which resumes the deliveries it was running at once, with the same idempotency keys; it leaves this list. Oldest start first.
          */
         get: operations["listReplicas"];
         put?: never;
@@ -67,12 +67,12 @@ export interface paths {
         };
         /**
          * A tenant's limits
-         * @description Admin only. null is the server's default. Another tenant is a 404.
+         * @description An operator token reads any tenant's; a tenant token with admin reads its own (another tenant's is a 403). null is the server's default. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
          */
         get: operations["getTenantLimits"];
         /**
          * Set a tenant's limits
-         * @description Admin only. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits. Another tenant is a 404.
+         * @description Operator tokens only: a tenant's own tokens, admin included, get a 403. Replaces every limit: an absent or null field is the server's default. Applies at once on the replica that answers and within a second on the others. Audited as set_limits in the tenant's audit log, with the operator's subject and operator true. A tenant ax has not seen yet (its first authenticated request creates it) is a 404.
          */
         put: operations["putTenantLimits"];
         post?: never;
@@ -91,7 +91,7 @@ export interface paths {
         };
         /**
          * List the changes made through the API, newest first
-         * @description Every change made through the API (creates, updates, deletes, pauses, resumes, triggers, cancels, retries, secret rotations, …) is recorded in the transaction of the change, with the token's subject and the request's X-Request-Id. since and until bound at (since inclusive, until exclusive). Records are kept for AX_AUDIT_RETENTION (default 90 days). Scope audit:read (or admin).
+         * @description Every change made through the API (creates, updates, deletes, pauses, resumes, triggers, cancels, retries, secret rotations, …) is recorded in the transaction of the change, with the token's subject (operator true when it was an operator's token, e.g. a limits change) and the request's X-Request-Id. since and until bound at (since inclusive, until exclusive). Records are kept for AX_AUDIT_RETENTION (default 90 days). Scope audit:read (or admin).
          */
         get: operations["listAudit"];
         put?: never;
@@ -394,7 +394,7 @@ export interface paths {
         };
         /**
          * The caller's limits and current usage
-         * @description Any valid token may call it. null: no limit.
+         * @description Any valid tenant token may call it (an operator token, which acts for no tenant, gets a 403). null: no limit.
          */
         get: operations["getLimits"];
         put?: never;
@@ -414,7 +414,7 @@ export interface paths {
         };
         /**
          * The caller's tenant and scopes
-         * @description Any valid token may call it.
+         * @description Any valid token may call it, an operator token too.
          */
         get: operations["me"];
         put?: never;
@@ -846,6 +846,11 @@ export interface components {
             /** @description Changes summarises the change: the fields of a created resource, {"field": {"old", "new"}} for an update. Secrets, header values, URL query values are redacted; payloads appear as their size and SHA-256. */
             changes: unknown;
             id: string;
+            /**
+             * @description Operator is true when an operator token made the change (Subject is the operator's), false for the tenant's own tokens.
+             * @example false
+             */
+            operator: boolean;
             /** @description RequestID is the X-Request-Id of the response to the change. */
             request_id: string;
             resource_id: string;
@@ -1441,7 +1446,10 @@ export interface components {
             scopes: string[];
             /** @example ci-bot */
             subject: string;
-            /** @example demo */
+            /**
+             * @description Tenant is the tenant the caller acts for; "*" for an operator token, which acts for none.
+             * @example demo
+             */
             tenant: string;
         };
         /** @description A once schedule. */
@@ -4855,6 +4863,15 @@ export interface operations {
                 headers: {
                     /** @description The bearer challenge, e.g. `Bearer realm="ax", error="invalid_token"`. */
                     "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
