@@ -56,6 +56,7 @@ func TestConfigurationDocumented(t *testing.T) {
 		"AX_ALLOW_PRIVATE_TARGETS":   strconv.FormatBool(c.AllowPrivateTargets),
 		"AX_AUTO_MIGRATE":            strconv.FormatBool(c.AutoMigrate),
 		"AX_RIVERUI":                 strconv.FormatBool(c.RiverUI),
+		"AX_ADMIN_IS_OPERATOR":       strconv.FormatBool(c.AdminIsOperator),
 		"AX_LOG_LEVEL":               strings.ToLower(c.LogLevel.String()),
 		"AX_SHUTDOWN_TIMEOUT":        docDuration(c.ShutdownTimeout),
 		"AX_MAX_BODY_BYTES":          strconv.FormatInt(c.MaxBodyBytes, 10),
