@@ -212,7 +212,7 @@ func (r *Runner) startAll(ctx context.Context) {
 			// Stop came while the step finished: undo it here, since Stop
 			// no longer looks at what starts.
 			cancel()
-			r.stopStep(context.Background(), it.step)
+			r.stopStep(context.WithoutCancel(ctx), it.step)
 			return
 		}
 		if it.loop != nil {
