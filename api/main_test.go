@@ -77,7 +77,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		Tenants:     service.NewTenants(pool),
 		Endpoints:   service.NewEndpoints(pool),
 		Tasks:       tasks,
-		Executions:  service.NewExecutions(pool, enq),
+		Executions:  service.NewExecutions(pool, enq, service.ExecutionsConfig{}),
 		Deliveries:  service.NewDeliveries(pool, enq, service.DeliveriesConfig{}),
 		Calendars:   service.NewCalendars(pool, tasks),
 		Backfills:   service.NewBackfills(pool, enq, tasks),

@@ -3,88 +3,95 @@ package jobs
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // Callback loop defaults.
 const (
-	// CallbackEveryDefault is the longest the loop sleeps: an SLA deadline
+	// CallbackEveryDefault is the longest the loops sleep: an SLA deadline
 	// is recorded within about this of passing, and so is a callback
 	// deadline that a heartbeat moved while the loop slept.
 	CallbackEveryDefault = 500 * time.Millisecond
-	// callbackEveryMin keeps a backlog from spinning the loop.
+	// callbackEveryMin keeps a backlog from spinning the loops.
 	callbackEveryMin = 10 * time.Millisecond
 )
 
-// CallbackLoopConfig configures RunCallbacks.
+// The callback sweeper's loops (CallbackLoops), by name.
+const (
+	LoopCallbacks = "callbacks"
+	LoopSLA       = "sla"
+)
+
+// CallbackLoopConfig configures CallbackLoops.
 type CallbackLoopConfig struct {
 	// Every is the longest sleep between passes. Defaults to
 	// CallbackEveryDefault.
 	Every time.Duration
-	// Logger defaults to a discarding logger.
+	// Logger receives what the passes found, at info. Defaults to a
+	// discarding logger.
 	Logger *slog.Logger
-	// OnCallbacks and OnSLA, if set, observe each pass (metrics, tests).
-	OnCallbacks func(service.CallbackSweep)
-	OnSLA       func(service.SLASweep)
+	// Metrics counts what the passes did (ax_callback_timeouts_total,
+	// ax_executions_finished_total, ax_delivery_retries_scheduled_total,
+	// ax_sla_missed_total). Optional.
+	Metrics *metrics.Metrics
 }
 
-// RunCallbacks is the callback sweeper: until ctx is done, it fails the
-// callback attempts whose heartbeat or completion deadline passed
+// CallbackLoops returns the callback sweeper's two loops. callbacks fails
+// the callback attempts whose heartbeat or completion deadline passed
 // (service.Deliveries.SweepCallbacks: retried under the task's retry
-// policy, with a new deliver job) and records the executions that missed
-// their SLA, and the workflow runs that missed theirs
-// (service.Deliveries.SweepSLA). Deadlines are the database's:
-// a pass finds what expired by its clock through the indexes, so the loop
-// survives restarts and runs on every replica (their row locks keep each
-// expiry and each miss to one). Between passes it sleeps until the
-// earliest waiting attempt expires, at most Every. An idle ax — however
-// many executions wait — costs three index probes a pass (expired waits,
-// SLA misses, the next expiry).
-func RunCallbacks(ctx context.Context, d *service.Deliveries, cfg CallbackLoopConfig) {
+// policy, with a new deliver job); between passes it sleeps until the
+// earliest waiting attempt expires, at most Every. sla records the
+// executions that missed their SLA, and the workflow runs that missed
+// theirs (service.Deliveries.SweepSLA), every Every. Deadlines are the
+// database's: a pass finds what expired by its clock through the
+// indexes, so the loops survive restarts and run on every replica (their
+// row locks keep each expiry and each miss to one). While a pass leaves
+// work behind the next follows within callbackEveryMin. An idle ax —
+// however many executions wait — costs three index probes per Every
+// (expired waits, the next expiry, SLA misses).
+func CallbackLoops(d *service.Deliveries, cfg CallbackLoopConfig) []Loop {
 	cfg.Every = cmp.Or(cfg.Every, CallbackEveryDefault)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	for {
+	callbacks := Loop{Name: LoopCallbacks, Every: cfg.Every, Pass: func(ctx context.Context) (time.Duration, error) {
 		cb, err := d.SweepCallbacks(ctx)
-		if err != nil && ctx.Err() == nil {
-			cfg.Logger.Warn("could not sweep expired callbacks", "error", err.Error())
-		}
-		if cfg.OnCallbacks != nil {
-			cfg.OnCallbacks(cb)
-		}
+		observeCallbacks(cfg.Metrics, cb)
 		for class, n := range cb.TimedOut {
-			cfg.Logger.Info("callback attempts timed out", "error_class", class, "count", n)
+			cfg.Logger.InfoContext(ctx, "callback attempts timed out", "error_class", class, "count", n)
 		}
-		more := cb.More && err == nil
-		sla, err := d.SweepSLA(ctx)
-		if err != nil && ctx.Err() == nil {
-			cfg.Logger.Warn("could not sweep SLA misses", "error", err.Error())
+		if err != nil {
+			return 0, fmt.Errorf("sweep expired callbacks: %w", err)
 		}
-		if cfg.OnSLA != nil {
-			cfg.OnSLA(sla)
+		if cb.More {
+			return callbackEveryMin, nil
 		}
-		if sla.Missed > 0 {
-			cfg.Logger.Info("executions missed their SLA", "count", sla.Missed)
+		if next, ok, err := d.NextCallbackExpiry(ctx); err == nil && ok {
+			return min(max(next, callbackEveryMin), cfg.Every), nil
 		}
-		if sla.RunsMissed > 0 {
-			cfg.Logger.Info("workflow runs missed their SLA", "count", sla.RunsMissed)
+		return 0, nil
+	}}
+	sla := Loop{Name: LoopSLA, Every: cfg.Every, Pass: func(ctx context.Context) (time.Duration, error) {
+		res, err := d.SweepSLA(ctx)
+		observeSLA(cfg.Metrics, res)
+		if res.Missed > 0 {
+			cfg.Logger.InfoContext(ctx, "executions missed their SLA", "count", res.Missed)
 		}
-		more = more || (sla.More && err == nil)
-
-		wait := cfg.Every
-		if more {
-			wait = callbackEveryMin
-		} else if next, ok, err := d.NextCallbackExpiry(ctx); err == nil && ok {
-			wait = min(max(next, callbackEveryMin), cfg.Every)
+		if res.RunsMissed > 0 {
+			cfg.Logger.InfoContext(ctx, "workflow runs missed their SLA", "count", res.RunsMissed)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
+		if err != nil {
+			return 0, fmt.Errorf("sweep SLA misses: %w", err)
 		}
-	}
+		if res.More {
+			return callbackEveryMin, nil
+		}
+		return 0, nil
+	}}
+	return []Loop{callbacks, sla}
 }

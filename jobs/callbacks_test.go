@@ -13,27 +13,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // The callback tests: a real receiver (httptest) answers 202, the real
 // River workers deliver, and a sweeper loop runs as cmd/server runs it;
 // the receiver's reports go through the service as the API calls it.
 
-// sweeper runs RunCallbacks for d until the returned stop is called (or
-// the test ends).
-func (h *harness) sweeper(d *service.Deliveries, metrics *Metrics) (stop func()) {
+// sweeper runs the callback sweeper's loops (CallbackLoops) for d on a
+// Runner until the returned stop is called (or the test ends).
+func (h *harness) sweeper(d *service.Deliveries, m *metrics.Metrics) (stop func()) {
 	h.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		RunCallbacks(ctx, d, CallbackLoopConfig{Every: 100 * time.Millisecond, Logger: testLogger(),
-			OnCallbacks: metrics.ObserveCallbacks, OnSLA: metrics.ObserveSLA})
-	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done }) }
-	h.t.Cleanup(stop)
-	return stop
+	return startLoops(h.t, CallbackLoops(d, CallbackLoopConfig{Every: 100 * time.Millisecond, Logger: testLogger(), Metrics: m})...)
 }
 
 // callbackTask creates a task in callback mode on a new endpoint for recv.
@@ -112,7 +103,7 @@ func TestCallbackAcceptHeartbeatComplete(t *testing.T) {
 	e := h.execution(id)
 	require.Equal(t, service.ExecSucceeded, e.State)
 	require.Equal(t, http.StatusAccepted, *e.LastStatusCode, "the 2xx that accepted the attempt")
-	x, err := service.NewExecutions(h.pool, h.enq).Get(ctx, h.tenant, id)
+	x, err := service.NewExecutions(h.pool, h.enq, service.ExecutionsConfig{}).Get(ctx, h.tenant, id)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"rows":1200}`, string(x.Output))
 	require.JSONEq(t, `{"done":40}`, string(x.Progress))
@@ -173,8 +164,8 @@ func TestCallbackFailedRetryableThenFinal(t *testing.T) {
 func TestCallbackHeartbeatTimeoutRetriesWithNewToken(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	metrics := NewMetrics(nil)
-	h.sweeper(h.deliveries, metrics)
+	m := metrics.New(nil)
+	h.sweeper(h.deliveries, m)
 	recv := newScript(t, response{Status: http.StatusAccepted})
 	task := h.callbackTask(recv, time.Minute, time.Second, nil)
 	id := h.fire(task, fireOpts{})
@@ -213,7 +204,7 @@ func TestCallbackHeartbeatTimeoutRetriesWithNewToken(t *testing.T) {
 func TestCallbackDeadline(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	h.sweeper(h.deliveries, NewMetrics(nil))
+	h.sweeper(h.deliveries, metrics.New(nil))
 	recv := newScript(t, response{Status: http.StatusAccepted})
 	task := h.callbackTask(recv, 2*time.Second, time.Second, func(in *service.TaskInput) { in.Retry.MaxAttempts = 1 })
 	id := h.fire(task, fireOpts{})
@@ -241,7 +232,7 @@ func TestCallbackDeadline(t *testing.T) {
 func TestCallbackCompletionRacesTimeout(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	h.sweeper(h.deliveries, NewMetrics(nil))
+	h.sweeper(h.deliveries, metrics.New(nil))
 	recv := newScript(t, response{Status: http.StatusAccepted})
 	const n = 12
 	task := h.callbackTask(recv, time.Minute, time.Second, func(in *service.TaskInput) { in.Retry.MaxAttempts = 1 })
@@ -300,7 +291,7 @@ func TestCallbackCompletionRacesTimeout(t *testing.T) {
 func TestCallbackRestartWhileWaiting(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	stopSweeper := h.sweeper(h.deliveries, NewMetrics(nil))
+	stopSweeper := h.sweeper(h.deliveries, metrics.New(nil))
 	recv := newScript(t, response{Status: http.StatusAccepted})
 	done := h.callbackTask(recv, time.Minute, 0, nil)
 	late := h.callbackTask(recv, time.Minute, 2*time.Second, func(in *service.TaskInput) { in.Retry.MaxAttempts = 1 })
@@ -323,7 +314,7 @@ func TestCallbackRestartWhileWaiting(t *testing.T) {
 	h.deps.Deliveries = h.deliveries
 	h.client = h.newClient()
 	h.start(h.client)
-	h.sweeper(h.deliveries, NewMetrics(nil))
+	h.sweeper(h.deliveries, metrics.New(nil))
 
 	// The reconciler sees no orphan: a wait is carried by its row.
 	sched := service.NewScheduler(h.pool, h.enq, service.SchedulerConfig{}, testLogger())
@@ -365,7 +356,7 @@ func TestCallbackTokenIsBoundToItsExecution(t *testing.T) {
 	require.Equal(t, service.ExecRunning, h.execution(b).State)
 
 	// A cancel ends the wait at once and revokes the token.
-	_, err = service.NewExecutions(h.pool, h.enq).Cancel(ctx, h.tenant, b)
+	_, err = service.NewExecutions(h.pool, h.enq, service.ExecutionsConfig{}).Cancel(ctx, h.tenant, b)
 	require.NoError(t, err)
 	require.Equal(t, service.ExecCancelled, h.execution(b).State)
 	_, err = h.deliveries.Complete(ctx, h.tenant, b, grants[b], service.CompletionInput{Status: service.ExecSucceeded})
@@ -380,8 +371,8 @@ func TestCallbackTokenIsBoundToItsExecution(t *testing.T) {
 func TestSLAMissedWhileRetrying(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	metrics := NewMetrics(nil)
-	h.sweeper(h.deliveries, metrics)
+	m := metrics.New(nil)
+	h.sweeper(h.deliveries, m)
 	recv := newScript(t, response{Status: http.StatusServiceUnavailable})
 	alerts := newScript(t, response{Status: http.StatusOK})
 	alertEP := h.endpoint(alerts.srv.URL, func(in *service.EndpointInput) { in.Format = service.AlertFormatSlack })
@@ -416,8 +407,8 @@ func TestSLAMissedWhileRetrying(t *testing.T) {
 	recv.next(t)
 	alerts.quiet(t, 500*time.Millisecond)
 	require.Equal(t, 1, countEvents(h.events(id), service.EventSLAMissed))
-	require.InDelta(t, 1, testutil.ToFloat64(metrics.SLAMissed.WithLabelValues(SLAKindExecution)), 0)
-	_, err := service.NewExecutions(h.pool, h.enq).Cancel(t.Context(), h.tenant, id)
+	require.InDelta(t, 1, testutil.ToFloat64(m.SLAMissed.WithLabelValues(metrics.SLAKindExecution)), 0)
+	_, err := service.NewExecutions(h.pool, h.enq, service.ExecutionsConfig{}).Cancel(t.Context(), h.tenant, id)
 	require.NoError(t, err)
 }
 
@@ -426,7 +417,7 @@ func TestSLAMissedWhileRetrying(t *testing.T) {
 func TestSLAMissedWhileWaitingForCallback(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	h.sweeper(h.deliveries, NewMetrics(nil))
+	h.sweeper(h.deliveries, metrics.New(nil))
 	recv := newScript(t, response{Status: http.StatusAccepted})
 	alerts := newScript(t, response{Status: http.StatusOK})
 	alertEP := h.endpoint(alerts.srv.URL, nil)

@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // DeliverWorker delivers one execution per job: Begin (decide and mark it
@@ -30,7 +31,7 @@ type DeliverWorker struct {
 	deliveries *service.Deliveries
 	sender     *Sender
 	logger     *slog.Logger
-	metrics    *Metrics
+	metrics    *metrics.Metrics
 	clock      *service.DBClock
 	timeout    time.Duration
 	queuePoll  time.Duration
@@ -242,9 +243,9 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		}
 		req.CallbackToken = token
 	}
-	w.metrics.inFlight.Add(1)
+	w.metrics.AddDeliveriesInFlight(1)
 	res := w.sender.Send(ctx, req)
-	w.metrics.inFlight.Add(-1)
+	w.metrics.AddDeliveriesInFlight(-1)
 	sent()
 	w.lanes.Observe(d.EndpointID, res.Latency)
 	remoteCancel := cancelledOnRequest(ctx)

@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -68,16 +67,7 @@ func TestTenantFairnessWithinLane(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{River: RiverConfig{DeliverWorkers: 4, BulkWorkers: 2}, NoStart: true})
 	limits := service.NewLimits(h.pool, service.LimitsConfig{Logger: testLogger()})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		limits.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	startLoops(t, LimitsLoops(limits)...)
 	h.start(h.client)
 
 	slow, slowURL := newGauge(t, 200*time.Millisecond)

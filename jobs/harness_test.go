@@ -21,6 +21,7 @@ import (
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // harness is a migrated database of its own with the real River client
@@ -70,7 +71,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	}
 	sender := NewSender(SenderConfig{AllowPrivateTargets: true, UserAgent: testUserAgent})
 	t.Cleanup(sender.Close)
-	h.deps = WorkerDeps{Deliveries: h.deliveries, Sender: sender, Logger: testLogger(), Metrics: NewMetrics(nil)}
+	h.deps = WorkerDeps{Deliveries: h.deliveries, Sender: sender, Logger: testLogger(), Metrics: metrics.New(nil)}
 	require.NoError(t, db.EnsureTenant(t.Context(), pool, h.tenant))
 	h.client = h.newClient()
 	if !opts.NoStart {

@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // gauge is a receiver that counts the requests in flight to it, keeps
@@ -71,19 +71,10 @@ func limitedHarnessOpts(t *testing.T, replicas int, opts harnessOpts) (*harness,
 		limits := service.NewLimits(h.pool, service.LimitsConfig{Refresh: 100 * time.Millisecond, PermitTTL: time.Minute,
 			Logger: testLogger()})
 		require.NoError(t, limits.Refresh(t.Context()))
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			limits.Run(ctx)
-		}()
-		t.Cleanup(func() {
-			cancel()
-			<-done
-		})
+		startLoops(t, LimitsLoops(limits)...)
 		deps := h.deps
 		deps.Deliveries = service.NewDeliveries(h.pool, h.enq, service.DeliveriesConfig{Limits: limits, Rand: func() float64 { return 1 }})
-		deps.Metrics = NewMetrics(nil)
+		deps.Metrics = metrics.New(nil)
 		c, err := NewRiverClient(h.enq, h.river, deps)
 		require.NoError(t, err)
 		if i == 0 {

@@ -3,10 +3,12 @@ package jobs
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // Retention loop defaults.
@@ -20,7 +22,10 @@ const (
 	RetentionPauseDefault = time.Second
 )
 
-// RetentionLoopConfig configures RunRetention.
+// LoopRetention is the retention loop's name.
+const LoopRetention = "retention"
+
+// RetentionLoopConfig configures RetentionLoop.
 type RetentionLoopConfig struct {
 	// Every is the time between sweeps that found nothing left. Defaults
 	// to RetentionEveryDefault.
@@ -28,42 +33,37 @@ type RetentionLoopConfig struct {
 	// Pause is the time between sweeps while a backlog lasts. Defaults
 	// to RetentionPauseDefault.
 	Pause time.Duration
-	// Logger defaults to a discarding logger.
+	// Logger receives what the sweeps removed, at debug. Defaults to a
+	// discarding logger.
 	Logger *slog.Logger
-	// OnSweep, if set, observes what each sweep removed (metrics, tests).
-	OnSweep func(service.RetentionResult)
+	// Metrics counts what each sweep removed (ax_retention_deleted_total).
+	// Optional.
+	Metrics *metrics.Metrics
 }
 
-// RunRetention removes expired history (service.Retention.Sweep) until ctx
-// is done: a sweep at start, then one every Every, or every Pause while a
-// sweep stops at its budget with work left. It runs beside the scheduler
-// loop, not in it: a sweep never delays a fire.
-func RunRetention(ctx context.Context, r *service.Retention, cfg RetentionLoopConfig) {
+// RetentionLoop is the loop that removes expired history
+// (service.Retention.Sweep): a sweep at start, then one every Every, or
+// every Pause while a sweep stops at its budget with work left. It runs
+// beside the scheduler loop, not in it: a sweep never delays a fire.
+func RetentionLoop(r *service.Retention, cfg RetentionLoopConfig) Loop {
 	cfg.Every = cmp.Or(cfg.Every, RetentionEveryDefault)
 	cfg.Pause = cmp.Or(cfg.Pause, RetentionPauseDefault)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	for {
+	return Loop{Name: LoopRetention, Every: cfg.Every, Pass: func(ctx context.Context) (time.Duration, error) {
 		res, err := r.Sweep(ctx)
-		if err != nil && ctx.Err() == nil {
-			cfg.Logger.Warn("could not remove expired history", "error", err.Error())
-		}
-		if cfg.OnSweep != nil {
-			cfg.OnSweep(res)
-		}
+		observeRetention(cfg.Metrics, res)
 		if n := res.Executions + res.Audit + res.Runs; n > 0 {
-			cfg.Logger.Debug("removed expired history", "executions", res.Executions, "events", res.Events, "workflow_runs", res.Runs,
-				"audit_records", res.Audit)
+			cfg.Logger.DebugContext(ctx, "removed expired history", "executions", res.Executions, "events", res.Events,
+				"workflow_runs", res.Runs, "audit_records", res.Audit)
 		}
-		wait := cfg.Every
-		if res.More && err == nil {
-			wait = cfg.Pause
+		if err != nil {
+			return 0, fmt.Errorf("remove expired history: %w", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
+		if res.More {
+			return cfg.Pause, nil
 		}
-	}
+		return 0, nil
+	}}
 }

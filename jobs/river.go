@@ -12,6 +12,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // RiverConfig defaults. See RiverConfig.
@@ -167,7 +168,7 @@ type WorkerDeps struct {
 	// above. Default: discard.
 	Logger *slog.Logger
 	// Metrics records deliveries. Default: metrics on a private registry.
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// Clock is the database's clock, which a worker waiting for a slot
 	// waits by (the scheduler loop keeps it: service.SchedulerConfig.Clock).
 	// Default: this process's clock.
@@ -179,7 +180,7 @@ type WorkerDeps struct {
 	// execution is recorded, so that the backfill's next slots are created
 	// at once (service.Backfills.Wake). It must not block.
 	BackfillProgress func()
-	// Work tracks the jobs being worked (RunReplica releases the ones
+	// Work tracks the jobs being worked (the heartbeat loop releases the ones
 	// River shows running that are not). Default: a private tracker.
 	Work *WorkTracker
 	// Workflows, when set, serves the workflow alert worker.
@@ -207,7 +208,7 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	if deps.Metrics == nil {
-		deps.Metrics = NewMetrics(nil)
+		deps.Metrics = metrics.New(nil)
 	}
 	workers := river.NewWorkers()
 	one := newDeliverWorker(deps, cfg, newSendSlots(cfg.DeliverWorkers), newSendSlots(cfg.BulkWorkers))

@@ -4,10 +4,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // Scheduler loop defaults.
@@ -17,19 +19,30 @@ const (
 	PollCeilingDefault = time.Second
 	// GatherDefault is how long the loop lets due tasks accumulate.
 	GatherDefault = 500 * time.Millisecond
-	// analyzeEvery is how often the loop looks for young tables to
-	// ANALYZE (service.Scheduler.AnalyzeYoungTables).
+	// analyzeEvery is how often the analyze loop looks for young tables
+	// to ANALYZE (service.Scheduler.AnalyzeYoungTables).
 	analyzeEvery = 10 * time.Second
-	// sweepEvery is how often the loop sweeps unfinished_executions of
-	// rows a writer other than ax left (service.Scheduler.SweepUnfinished);
-	// the first sweep is at start.
+	// sweepEvery is how often the unfinished_sweep loop sweeps
+	// unfinished_executions of rows a writer other than ax left
+	// (service.Scheduler.SweepUnfinished), and the idempotency_expiry loop
+	// removes expired keys; the first of each is at start.
 	sweepEvery = time.Minute
-	// reconcileEvery is how often the loop resumes executions no live
-	// job carries (service.Scheduler.Reconcile).
+	// reconcileEvery is how often the reconcile loop resumes executions
+	// no live job carries (service.Scheduler.Reconcile).
 	reconcileEvery = 10 * time.Second
 )
 
-// SchedulerLoopConfig configures RunScheduler.
+// The scheduler's loops (SchedulerLoops), by name.
+const (
+	LoopScheduler         = "scheduler"
+	LoopTaskListener      = "task_listener"
+	LoopReconcile         = "reconcile"
+	LoopUnfinishedSweep   = "unfinished_sweep"
+	LoopIdempotencyExpiry = "idempotency_expiry"
+	LoopAnalyze           = "analyze"
+)
+
+// SchedulerLoopConfig configures SchedulerLoops.
 type SchedulerLoopConfig struct {
 	// PollCeiling is the longest sleep between passes. Defaults to 1 s; at
 	// most service.TaskWakeWithin minus the look-ahead, since a new task
@@ -43,135 +56,145 @@ type SchedulerLoopConfig struct {
 	// a task change wakes the loop at once. Defaults to 500 ms; it is
 	// capped at half the look-ahead.
 	Gather time.Duration
-	// Logger defaults to a discarding logger.
+	// Logger receives what the housekeeping found (the runner logs the
+	// failures). Defaults to a discarding logger.
 	Logger *slog.Logger
-	// OnTick, if set, observes every pass (metrics, tests).
+	// Metrics records the passes (ax_scheduler_pass_duration_seconds,
+	// ax_scheduler_claimed_tasks, ax_fires_total, ax_missed_slots_total)
+	// and the reconciliations (ax_reconciled_executions_total). Optional.
+	Metrics *metrics.Metrics
+	// OnTick, if set, observes every pass (tests).
 	OnTick func(service.TickResult, time.Duration)
 	// ReconcileAfter is how long after its slot an unfinished execution
 	// may go without a live River job before the loop resumes it.
 	// Defaults to service.ReconcileAfterDefault.
 	ReconcileAfter time.Duration
-	// OnReconcile, if set, observes how many executions a reconciliation
-	// resumed.
-	OnReconcile func(int)
 	// ExpireKeys, if set, is called with each sweep to remove expired
 	// Idempotency-Keys (service.IdempotencyKeys.ExpireKeys).
 	ExpireKeys func(context.Context) (int64, error)
 }
 
-// RunScheduler runs the scheduler loop until ctx is done. It wakes at the
-// earliest next_run_at minus the look-ahead, when a task changes (LISTEN on
-// the task-change channel) and at least every PollCeiling; each wake claims
-// due tasks in batches until none are left.
-func RunScheduler(ctx context.Context, s *service.Scheduler, cfg SchedulerLoopConfig) {
+// SchedulerLoops returns the scheduler's loops, in the order to register
+// them:
+//
+//   - task_listener turns task changes into wake-ups of the scheduler
+//     (LISTEN: service.Scheduler.ListenForChanges); its pass lasts as long
+//     as its connection, and it reconnects after a backoff (100 ms
+//     doubling to 5 s) while the scheduler polls.
+//   - scheduler claims due tasks in batches until none are left
+//     (service.Scheduler.Tick), then sleeps until the earliest
+//     next_run_at minus the look-ahead, a task change, or PollCeiling.
+//   - the housekeeping, each beside the firing loop, never in it: under
+//     load a step can take seconds (a reconciliation reads every
+//     unfinished execution), and a slot must not be materialised late
+//     because housekeeping held the loop. reconcile (every 10 s) resumes
+//     executions no live job carries; unfinished_sweep (every minute)
+//     removes rows of unfinished_executions whose execution is final;
+//     idempotency_expiry (every minute, when ExpireKeys is set) removes
+//     expired Idempotency-Keys; analyze (every 10 s) ANALYZEs young
+//     tables.
+func SchedulerLoops(s *service.Scheduler, cfg SchedulerLoopConfig) []Loop {
 	cfg.PollCeiling = cmp.Or(cfg.PollCeiling, PollCeilingDefault)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	wake := make(chan struct{}, 1)
-	listenDone := make(chan struct{})
-	go func() {
-		defer close(listenDone)
-		listen(ctx, s, wake, cfg.Logger)
-	}()
-	defer func() { <-listenDone }()
-
 	lookAhead := s.Config().LookAhead
-	cfg.PollCeiling = max(min(cfg.PollCeiling, service.TaskWakeWithin-lookAhead), 100*time.Millisecond)
-
-	// maintain gets its own copy: the loop below never writes cfg again,
-	// but the copy keeps the two goroutines from sharing it at all.
-	maintainCfg := cfg
-	maintainDone := make(chan struct{})
-	go func() {
-		defer close(maintainDone)
-		maintain(ctx, s, maintainCfg)
-	}()
-	defer func() { <-maintainDone }()
-
+	ceiling := max(min(cfg.PollCeiling, service.TaskWakeWithin-lookAhead), 100*time.Millisecond)
 	gather := min(cmp.Or(cfg.Gather, GatherDefault), lookAhead/2)
+	wake := make(chan struct{}, 1)
+
+	listenBackoff := 100 * time.Millisecond
+	listener := Loop{Name: LoopTaskListener, Every: 5 * time.Second, Pass: func(ctx context.Context) (time.Duration, error) {
+		err := s.ListenForChanges(ctx, func() { notify(wake) })
+		wait := listenBackoff
+		listenBackoff = min(listenBackoff*2, 5*time.Second)
+		return wait, fmt.Errorf("task-change listener lost its connection; the scheduler polls until it is back: %s",
+			errString(err))
+	}}
+
 	backoff := 100 * time.Millisecond
-	for {
-		start := time.Now()
-		res, err := s.Tick(ctx)
-		if cfg.OnTick != nil && err == nil {
-			cfg.OnTick(res, time.Since(start))
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
+	scheduler := Loop{Name: LoopScheduler, Every: ceiling, Wake: wake, Pass: func(ctx context.Context) (time.Duration, error) {
+		for {
+			start := time.Now()
+			res, err := s.Tick(ctx)
+			if err != nil {
+				wait := backoff
+				backoff = min(backoff*2, 5*time.Second)
+				return wait, err
 			}
-			cfg.Logger.Error("scheduler pass failed", "error", err.Error())
-			if !sleep(ctx, backoff, wake) {
-				return
+			d := time.Since(start)
+			observeTick(cfg.Metrics, res, d)
+			if cfg.OnTick != nil {
+				cfg.OnTick(res, d)
 			}
-			backoff = min(backoff*2, 5*time.Second)
-			continue
-		}
-		backoff = 100 * time.Millisecond
-		if res.More {
-			continue
+			backoff = 100 * time.Millisecond
+			if !res.More || ctx.Err() != nil {
+				break
+			}
 		}
 		due, known, err := s.NextDueIn(ctx)
-		if !sleep(ctx, nextWait(due, known && err == nil, cfg.PollCeiling, lookAhead, gather), wake) {
-			return
-		}
+		return nextWait(due, known && err == nil, ceiling, lookAhead, gather), nil
+	}}
+
+	reconcileAfter := cmp.Or(cfg.ReconcileAfter, service.ReconcileAfterDefault)
+	loops := []Loop{listener, scheduler,
+		{Name: LoopReconcile, Every: reconcileEvery, Pass: func(ctx context.Context) (time.Duration, error) {
+			n, err := s.Reconcile(ctx, reconcileAfter)
+			if err != nil {
+				return 0, fmt.Errorf("reconcile executions with their jobs: %w", err)
+			}
+			if cfg.Metrics != nil {
+				cfg.Metrics.Reconciled.Add(float64(n))
+			}
+			return 0, nil
+		}},
+		{Name: LoopUnfinishedSweep, Every: sweepEvery, Pass: func(ctx context.Context) (time.Duration, error) {
+			n, err := s.SweepUnfinished(ctx)
+			if err != nil {
+				return 0, fmt.Errorf("sweep unfinished executions: %w", err)
+			}
+			if n > 0 {
+				cfg.Logger.WarnContext(ctx, "removed rows of unfinished_executions whose execution is final; something other "+
+					"than this version of ax writes executions (an older replica?)", "rows", n)
+			}
+			return 0, nil
+		}},
 	}
+	if cfg.ExpireKeys != nil {
+		loops = append(loops, Loop{Name: LoopIdempotencyExpiry, Every: sweepEvery,
+			Pass: func(ctx context.Context) (time.Duration, error) {
+				n, err := cfg.ExpireKeys(ctx)
+				if err != nil {
+					return 0, fmt.Errorf("remove expired Idempotency-Keys: %w", err)
+				}
+				if n > 0 {
+					cfg.Logger.DebugContext(ctx, "removed expired Idempotency-Keys", "keys", n)
+				}
+				return 0, nil
+			}})
+	}
+	return append(loops, Loop{Name: LoopAnalyze, Every: analyzeEvery, Pass: func(ctx context.Context) (time.Duration, error) {
+		names, err := s.AnalyzeYoungTables(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("analyze young tables: %w", err)
+		}
+		if len(names) > 0 {
+			cfg.Logger.DebugContext(ctx, "analyzed young tables", "tables", names)
+		}
+		return 0, nil
+	}})
 }
 
-// maintain runs the scheduler's housekeeping until ctx is done:
-// reconciliation every reconcileEvery, the unfinished_executions sweep and
-// the expiry of Idempotency-Keys every sweepEvery (the first of each at
-// start), and ANALYZE of young tables every analyzeEvery. It runs beside
-// the firing loop, never in it: under load each step can take seconds
-// (a reconciliation reads every unfinished execution), and a slot must
-// not be materialised late because housekeeping held the loop.
-func maintain(ctx context.Context, s *service.Scheduler, cfg SchedulerLoopConfig) {
-	reconcileAfter := cmp.Or(cfg.ReconcileAfter, service.ReconcileAfterDefault)
-	var analyzed, swept, reconciled time.Time
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		if time.Since(reconciled) >= reconcileEvery {
-			reconciled = time.Now()
-			n, err := s.Reconcile(ctx, reconcileAfter)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				cfg.Logger.Warn("could not reconcile executions with their jobs", "error", err.Error())
-			case err == nil && cfg.OnReconcile != nil:
-				cfg.OnReconcile(n)
-			}
-		}
-		if time.Since(swept) >= sweepEvery {
-			swept = time.Now()
-			if n, err := s.SweepUnfinished(ctx); err != nil && ctx.Err() == nil {
-				cfg.Logger.Warn("could not sweep unfinished executions", "error", err.Error())
-			} else if n > 0 {
-				cfg.Logger.Warn("removed rows of unfinished_executions whose execution is final; something other than "+
-					"this version of ax writes executions (an older replica?)", "rows", n)
-			}
-			if cfg.ExpireKeys != nil {
-				if n, err := cfg.ExpireKeys(ctx); err != nil && ctx.Err() == nil {
-					cfg.Logger.Warn("could not remove expired Idempotency-Keys", "error", err.Error())
-				} else if n > 0 {
-					cfg.Logger.Debug("removed expired Idempotency-Keys", "keys", n)
-				}
-			}
-		}
-		if time.Since(analyzed) >= analyzeEvery {
-			analyzed = time.Now()
-			if names, err := s.AnalyzeYoungTables(ctx); err != nil && ctx.Err() == nil {
-				cfg.Logger.Warn("could not analyze young tables", "error", err.Error())
-			} else if len(names) > 0 {
-				cfg.Logger.Debug("analyzed young tables", "tables", names)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+// RunScheduler runs the scheduler's loops (SchedulerLoops) on a Runner of
+// their own until ctx is done: for tests and tools that want a scheduler
+// without the rest of ax. cmd/server registers SchedulerLoops with the
+// process's Runner instead.
+func RunScheduler(ctx context.Context, s *service.Scheduler, cfg SchedulerLoopConfig) {
+	r := NewRunner(RunnerConfig{Logger: cfg.Logger, Metrics: cfg.Metrics})
+	r.Add(SchedulerLoops(s, cfg)...)
+	r.Start(ctx)
+	<-ctx.Done()
+	r.Stop(context.WithoutCancel(ctx))
 }
 
 // nextWait is how long the loop sleeps after a pass that left nothing to
@@ -189,39 +212,6 @@ func nextWait(due time.Duration, known bool, ceiling, lookAhead, gather time.Dur
 		wait = 10 * time.Millisecond
 	}
 	return wait
-}
-
-// sleep waits for d, a wake-up or ctx; it reports false when ctx is done.
-func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-wake:
-		return true
-	case <-t.C:
-		return true
-	}
-}
-
-// listen turns task changes into wake-ups
-// (service.Scheduler.ListenForChanges), reconnecting after failures.
-func listen(ctx context.Context, s *service.Scheduler, wake chan<- struct{}, logger *slog.Logger) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := s.ListenForChanges(ctx, func() { notify(wake) })
-		if ctx.Err() != nil {
-			return
-		}
-		logger.Warn("task-change listener lost its connection; polling until it is back", "error", errString(err))
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
 }
 
 func notify(wake chan<- struct{}) {

@@ -15,35 +15,29 @@ import (
 	"github.com/axhq/ax/service"
 )
 
-// WorkflowSweepDefault is how often RunWorkflowSweep looks for runs that
+// WorkflowSweepDefault is how often WorkflowSweepLoop looks for runs that
 // nothing in flight will advance.
 const WorkflowSweepDefault = time.Second
 
-// RunWorkflowSweep runs the backstop of the workflows' event-driven
-// advance (service.Workflows.Sweep) every interval until ctx ends: a run
-// whose upstream ended without advancing it (a crash between the two, a
-// path that does not advance) moves on within a few seconds. Every
-// replica runs it; the run's row lock keeps two sweeps from firing a node
-// twice.
-func RunWorkflowSweep(ctx context.Context, w *service.Workflows, interval time.Duration, logger *slog.Logger) {
+// LoopWorkflowSweep is the workflow sweep's loop name.
+const LoopWorkflowSweep = "workflow_sweep"
+
+// WorkflowSweepLoop is the backstop of the workflows' event-driven advance
+// (service.Workflows.Sweep), every interval (WorkflowSweepDefault when
+// zero): a run whose upstream ended without advancing it (a crash between
+// the two, a path that does not advance) moves on within a few seconds.
+// Every replica runs it; the run's row lock keeps two sweeps from firing a
+// node twice.
+func WorkflowSweepLoop(w *service.Workflows, interval time.Duration) Loop {
 	if interval <= 0 {
 		interval = WorkflowSweepDefault
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	return Loop{Name: LoopWorkflowSweep, Every: interval, Pass: func(ctx context.Context) (time.Duration, error) {
+		if _, err := w.Sweep(ctx); err != nil {
+			return 0, fmt.Errorf("workflow sweep: %w", err)
 		}
-		if _, err := w.Sweep(ctx); err != nil && ctx.Err() == nil {
-			logger.Warn("workflow sweep failed", "error", err.Error())
-		}
-	}
+		return 0, nil
+	}}
 }
 
 // WorkflowAlertBody is the JSON a workflow's alert endpoint receives when

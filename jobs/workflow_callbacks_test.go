@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // The workflow tests of long-running work: a node in callback mode and a
@@ -88,7 +89,7 @@ func callbackChain(t *testing.T, h *harness, wf *service.Workflows, heartbeat ti
 func TestWorkflowCallbackNodeCompletionAdvances(t *testing.T) {
 	t.Parallel()
 	h, wf := newWorkflowHarness(t)
-	h.sweeper(h.deliveries, NewMetrics(nil))
+	h.sweeper(h.deliveries, metrics.New(nil))
 	run, extract, transform, report := callbackChain(t, h, wf, 0, service.RetryPolicy{}, nil)
 
 	require.Empty(t, extract.next(t).Header.Get("X-Ax-Callback-Token"), "a response-mode node carries no token")
@@ -121,7 +122,7 @@ func TestWorkflowCallbackNodeCompletionAdvances(t *testing.T) {
 func TestWorkflowCallbackNodeFailedCompletionBlocks(t *testing.T) {
 	t.Parallel()
 	h, wf := newWorkflowHarness(t)
-	h.sweeper(h.deliveries, NewMetrics(nil))
+	h.sweeper(h.deliveries, metrics.New(nil))
 	alerts := newScript(t)
 	alertEP := h.endpoint(alerts.srv.URL, nil)
 	run, extract, transform, report := callbackChain(t, h, wf, 0, service.RetryPolicy{MaxAttempts: 3},
@@ -154,7 +155,7 @@ func TestWorkflowCallbackNodeFailedCompletionBlocks(t *testing.T) {
 func TestWorkflowCallbackNodeHeartbeatTimeoutRetries(t *testing.T) {
 	t.Parallel()
 	h, wf := newWorkflowHarness(t)
-	h.sweeper(h.deliveries, NewMetrics(nil))
+	h.sweeper(h.deliveries, metrics.New(nil))
 	run, extract, transform, report := callbackChain(t, h, wf, time.Second,
 		service.RetryPolicy{MaxAttempts: 2, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}, nil)
 	extract.next(t)
@@ -190,7 +191,7 @@ func TestWorkflowCallbackNodeHeartbeatTimeoutRetries(t *testing.T) {
 func TestWorkflowCallbackNodeExhaustedTimeoutsFailTheRun(t *testing.T) {
 	t.Parallel()
 	h, wf := newWorkflowHarness(t)
-	h.sweeper(h.deliveries, NewMetrics(nil))
+	h.sweeper(h.deliveries, metrics.New(nil))
 	run, extract, transform, report := callbackChain(t, h, wf, time.Second, service.RetryPolicy{MaxAttempts: 1},
 		func(in *service.WorkflowInput) { in.Nodes[2].TriggerRule = service.RuleAllDone })
 	extract.next(t)
@@ -213,7 +214,7 @@ func TestWorkflowRunSLAMissedOnce(t *testing.T) {
 	// A second replica: its own Deliveries, sweeper and River client.
 	other := service.NewDeliveries(h.pool, h.enq, service.DeliveriesConfig{})
 	h.start(h.newClient())
-	m1, m2 := NewMetrics(nil), NewMetrics(nil)
+	m1, m2 := metrics.New(nil), metrics.New(nil)
 	stop1, stop2 := h.sweeper(h.deliveries, m1), h.sweeper(other, m2)
 
 	alerts := newScript(t)
@@ -257,11 +258,11 @@ func TestWorkflowRunSLAMissedOnce(t *testing.T) {
 	stop2()
 	h.sweeper(other, m2)
 	alerts.quiet(t, 700*time.Millisecond)
-	total := testutil.ToFloat64(m1.SLAMissed.WithLabelValues(SLAKindWorkflowRun)) +
-		testutil.ToFloat64(m2.SLAMissed.WithLabelValues(SLAKindWorkflowRun))
+	total := testutil.ToFloat64(m1.SLAMissed.WithLabelValues(metrics.SLAKindWorkflowRun)) +
+		testutil.ToFloat64(m2.SLAMissed.WithLabelValues(metrics.SLAKindWorkflowRun))
 	require.InDelta(t, 1, total, 0)
-	require.Zero(t, testutil.ToFloat64(m1.SLAMissed.WithLabelValues(SLAKindExecution))+
-		testutil.ToFloat64(m2.SLAMissed.WithLabelValues(SLAKindExecution)), "the node tasks have no SLA of their own")
+	require.Zero(t, testutil.ToFloat64(m1.SLAMissed.WithLabelValues(metrics.SLAKindExecution))+
+		testutil.ToFloat64(m2.SLAMissed.WithLabelValues(metrics.SLAKindExecution)), "the node tasks have no SLA of their own")
 
 	// The run goes on, and keeps the record.
 	_, err := h.deliveries.Complete(context.Background(), h.tenant, hit.Header.Get("Idempotency-Key"), grant,
@@ -280,8 +281,8 @@ func TestWorkflowRunSLAMissedOnce(t *testing.T) {
 func TestWorkflowRunSLAMetInTime(t *testing.T) {
 	t.Parallel()
 	h, wf := newWorkflowHarness(t)
-	metrics := NewMetrics(nil)
-	h.sweeper(h.deliveries, metrics)
+	m := metrics.New(nil)
+	h.sweeper(h.deliveries, m)
 	alerts := newScript(t)
 	alertEP := h.endpoint(alerts.srv.URL, func(in *service.EndpointInput) { in.Format = service.AlertFormatSlack })
 	recv := newScript(t)
@@ -296,7 +297,7 @@ func TestWorkflowRunSLAMetInTime(t *testing.T) {
 	r, _ = runOf(t, h, wf, r.ID)
 	require.Nil(t, r.SLAMissedAt)
 	require.Empty(t, r.Events)
-	require.Zero(t, testutil.ToFloat64(metrics.SLAMissed.WithLabelValues(SLAKindWorkflowRun)))
+	require.Zero(t, testutil.ToFloat64(m.SLAMissed.WithLabelValues(metrics.SLAKindWorkflowRun)))
 
 	slot := time.Date(2026, 3, 1, 18, 0, 0, 0, time.UTC)
 	text := WorkflowSlackText(service.WorkflowAlertArgs{RunID: "r1", WorkflowID: "w1", Type: service.AlertWorkflowRunSLAMissed,

@@ -26,7 +26,7 @@ type WorkTracker struct {
 var _ rivertype.WorkerMiddleware = (*WorkTracker)(nil)
 
 // NewWorkTracker returns an empty tracker; pass it to NewRiverClient
-// (WorkerDeps.Work) and RunReplica (ReplicaLoopConfig.Work).
+// (WorkerDeps.Work) and NewReplica (ReplicaConfig.Work).
 func NewWorkTracker() *WorkTracker {
 	return &WorkTracker{running: map[int64]int{}, ended: map[int64]time.Time{}}
 }

@@ -588,7 +588,7 @@ func (s *Backfills) pumpWorkflow(ctx context.Context, tx db.Tx, b db.Backfill) (
 		created++
 	}
 	if created > 0 {
-		if err := (runEngine{enq: s.enq}).promote(ctx, tx, b.TenantID, b.WorkflowID); err != nil {
+		if err := (runEngine{enq: s.enq, metrics: s.tasks.cfg.Metrics}).promote(ctx, tx, b.TenantID, b.WorkflowID); err != nil {
 			return 0, err
 		}
 	}

@@ -198,7 +198,7 @@ func (s *Calendars) Update(ctx context.Context, tenant, id string, change func(*
 			return conflictf("more than %d workflows use the calendar; split it before changing its dates", calendarTasksMax)
 		}
 		for _, wfID := range wfs {
-			if err := recalendarWorkflow(ctx, tx, tenant, wfID); err != nil {
+			if err := recalendarWorkflow(ctx, tx, tenant, wfID, s.tasks.cfg.Metrics); err != nil {
 				return err
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // ErrorClassInterrupted is the error class of an execution failed because
@@ -47,6 +48,9 @@ type DeliveriesConfig struct {
 	// endpoint's limits (Begin). Nil: endpoint limits still apply,
 	// tenant limits do not.
 	Limits *Limits
+	// Metrics, when set, counts the workflow runs an outcome ends
+	// (ax_workflow_runs_total).
+	Metrics *metrics.Metrics
 }
 
 // WithDefaults returns c with every zero field set to its default.

@@ -197,7 +197,7 @@ func TestImpliedEventsSurviveARetry(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, service.ExecFailed, fin.State)
 
-	ex := service.NewExecutions(f.pool, f.enq)
+	ex := service.NewExecutions(f.pool, f.enq, service.ExecutionsConfig{})
 	r, err := ex.Retry(ctx, f.tenant, id)
 	require.NoError(t, err)
 	require.Nil(t, r.StartedAt, "a retried execution shows no start until it runs again")
@@ -242,7 +242,7 @@ func TestRetryOfAnUnstartedExecution(t *testing.T) {
 	id := f.fire(t, 1)[0].id
 	upper := strings.ToUpper(id)
 
-	ex := service.NewExecutions(f.pool, f.enq)
+	ex := service.NewExecutions(f.pool, f.enq, service.ExecutionsConfig{})
 	c, err := ex.Cancel(ctx, f.tenant, id)
 	require.NoError(t, err)
 	require.Equal(t, service.ExecCancelled, c.State)

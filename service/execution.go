@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // Execution states (docs/architecture.md, "Executions").
@@ -121,12 +122,20 @@ type ExecutionDetail struct {
 type Executions struct {
 	pool *db.Pool
 	enq  *Enqueuer
+	cfg  ExecutionsConfig
+}
+
+// ExecutionsConfig configures Executions.
+type ExecutionsConfig struct {
+	// Metrics, when set, counts the workflow runs that a change of one of
+	// their executions ends (ax_workflow_runs_total).
+	Metrics *metrics.Metrics
 }
 
 // NewExecutions returns an Executions backed by pool, enqueuing deliveries
 // with enq.
-func NewExecutions(pool *db.Pool, enq *Enqueuer) *Executions {
-	return &Executions{pool: pool, enq: enq}
+func NewExecutions(pool *db.Pool, enq *Enqueuer, cfg ExecutionsConfig) *Executions {
+	return &Executions{pool: pool, enq: enq, cfg: cfg}
 }
 
 // ExecutionFilter narrows List. Since and Until bound scheduled_for
@@ -274,7 +283,7 @@ func (s *Executions) change(ctx context.Context, tenant, id, action string, fn f
 			return err
 		}
 		if row.WorkflowRunID != nil { // a node's execution: its run may move on
-			if err := (runEngine{enq: s.enq}).advanceRun(ctx, tx, tenant, *row.WorkflowRunID); err != nil {
+			if err := (runEngine{enq: s.enq, metrics: s.cfg.Metrics}).advanceRun(ctx, tx, tenant, *row.WorkflowRunID); err != nil {
 				return err
 			}
 		}

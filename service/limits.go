@@ -451,70 +451,22 @@ func (l *Limits) Wake() {
 	}
 }
 
-// dispatchPoll is how often the dispatcher looks at held deliveries when
-// nothing wakes it while some are held: the longest a permit released on
-// another replica stays unused.
-const dispatchPoll = 50 * time.Millisecond
+// Woken receives when the dispatcher should look at held deliveries now
+// (Wake): the dispatch loop (jobs.LimitsLoops) waits on it.
+func (l *Limits) Woken() <-chan struct{} { return l.wake }
 
-// dispatchIdlePoll is how often it looks when its last look found none
-// held: a delivery held from then on wakes the dispatcher of the replica
-// that held it (Deliveries.Begin), so that a replica without limits in
-// play costs one statement a second, not twenty.
-const dispatchIdlePoll = time.Second
+// Config returns the configuration, defaults applied: the loops that run
+// Refresh, Share and Dispatch take their intervals from it.
+func (l *Limits) Config() LimitsConfig { return l.cfg }
 
-// Run keeps the cache fresh and runs the dispatcher of held deliveries,
-// the sweep of expired permits and the fair sharing of the deliver
-// queues (Share), until ctx ends.
-func (l *Limits) Run(ctx context.Context) {
-	refresh := time.NewTicker(l.cfg.Refresh)
-	defer refresh.Stop()
-	fair := time.NewTicker(l.cfg.FairEvery)
-	defer fair.Stop()
-	sweep := time.NewTicker(10 * time.Second)
-	defer sweep.Stop()
-	timer := time.NewTimer(dispatchPoll)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-refresh.C:
-			if err := l.Refresh(ctx); err != nil && ctx.Err() == nil {
-				l.cfg.Logger.Warn("refreshing tenant limits failed", "error", err.Error())
-			}
-			continue
-		case <-sweep.C:
-			if _, err := db.SweepPermits(ctx, l.pool); err != nil && ctx.Err() == nil {
-				l.cfg.Logger.Warn("sweeping expired permits failed", "error", err.Error())
-			}
-			continue
-		case <-fair.C:
-			if _, err := l.Share(ctx); err != nil && ctx.Err() == nil {
-				l.cfg.Logger.Warn("sharing the deliver queues between tenants failed", "error", err.Error())
-			}
-			continue
-		case <-l.wake:
-		case <-timer.C:
-		}
-		next, held, err := l.Dispatch(ctx)
-		if err != nil && ctx.Err() == nil {
-			l.cfg.Logger.Warn("dispatching held deliveries failed", "error", err.Error())
-		}
-		wait := dispatchPoll
-		if !held && err == nil {
-			wait = dispatchIdlePoll
-		}
-		if !next.IsZero() {
-			wait = min(wait, max(time.Until(next), time.Millisecond))
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(wait)
+// SweepPermits frees the permits past their TTL (a crashed process's
+// deliveries) and returns how many it freed.
+func (l *Limits) SweepPermits(ctx context.Context) (int, error) {
+	n, err := db.SweepPermits(ctx, l.pool)
+	if err != nil {
+		return n, storeError(err, "sweep expired permits")
 	}
+	return n, nil
 }
 
 // dispatchBatch bounds the held deliveries one pass looks at per tenant.

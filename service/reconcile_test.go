@@ -66,7 +66,7 @@ func TestReconcileResumesOrphanedExecutions(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "every execution has a live job again")
 
-	ex := service.NewExecutions(f.pool, f.enq)
+	ex := service.NewExecutions(f.pool, f.enq, service.ExecutionsConfig{})
 	d := service.NewDeliveries(f.delivery, f.enq, service.DeliveriesConfig{})
 	begin := func(i int) service.Delivery {
 		t.Helper()

@@ -95,7 +95,7 @@ func TestDeclareDeadReplicaOnce(t *testing.T) {
 	require.NoError(t, f.pool.QueryRow(ctx, `SELECT state FROM replicas WHERE id = $1`, dead).Scan(&rowState))
 	require.Equal(t, service.ReplicaDead, rowState)
 
-	ex := service.NewExecutions(f.pool, f.enq)
+	ex := service.NewExecutions(f.pool, f.enq, service.ExecutionsConfig{})
 	for i, e := range execs {
 		got, err := ex.Get(ctx, f.tenant, e.id)
 		require.NoError(t, err)
@@ -204,7 +204,7 @@ func TestReleaseStranded(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, map[int64]string{stranded: "available", working: "running", fresh: "running", other: "running"}, states)
-	got, err := service.NewExecutions(f.pool, f.enq).Get(ctx, f.tenant, execs[0].id)
+	got, err := service.NewExecutions(f.pool, f.enq, service.ExecutionsConfig{}).Get(ctx, f.tenant, execs[0].id)
 	require.NoError(t, err)
 	last := got.Events[len(got.Events)-1]
 	require.Equal(t, service.EventReconciled, last.Type)

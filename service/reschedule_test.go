@@ -137,7 +137,7 @@ func TestRetryOfARescheduledExecution(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	s := f.scheduler(service.SchedulerConfig{})
-	ex := service.NewExecutions(f.pool, f.enq)
+	ex := service.NewExecutions(f.pool, f.enq, service.ExecutionsConfig{})
 	anchor := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
 	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "retried", EndpointID: f.endpoint,
 		Schedule: everySecond(anchor)})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // Scheduler defaults.
@@ -74,6 +75,9 @@ type SchedulerConfig struct {
 	// queries, for workers that wait for a slot and for the API's task
 	// creation (TasksConfig.Clock).
 	Clock *DBClock
+	// Metrics, when set, counts the workflow runs a claim ends
+	// (ax_workflow_runs_total).
+	Metrics *metrics.Metrics
 }
 
 // WithDefaults fills unset fields.

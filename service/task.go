@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // Task states.
@@ -132,6 +133,10 @@ type TasksConfig struct {
 	// Limits, when set, refuses a create past the tenant's max_tasks
 	// (a *QuotaError).
 	Limits *Limits
+	// Metrics, when set, counts the workflow runs that the services built
+	// on these Tasks end: Calendars (a calendar change cancels the runs
+	// of slots it now excludes) and Backfills (ax_workflow_runs_total).
+	Metrics *metrics.Metrics
 }
 
 // Tasks manages tasks.

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // Workflow limits and states.
@@ -136,6 +137,9 @@ type WorkflowsConfig struct {
 	// Limits, when set, refuses a create past the tenant's max_workflows
 	// (a *QuotaError).
 	Limits *Limits
+	// Metrics, when set, counts the runs that end
+	// (ax_workflow_runs_total).
+	Metrics *metrics.Metrics
 }
 
 // Workflows manages workflows and their runs.
@@ -154,7 +158,7 @@ func NewWorkflows(pool *db.Pool, enq *Enqueuer, cfg WorkflowsConfig) *Workflows 
 	if cfg.PayloadMax <= 0 {
 		cfg.PayloadMax = PayloadMaxDefault
 	}
-	return &Workflows{pool: pool, cfg: cfg, engine: runEngine{enq: enq, ahead: cfg.FetchAhead},
+	return &Workflows{pool: pool, cfg: cfg, engine: runEngine{enq: enq, ahead: cfg.FetchAhead, metrics: cfg.Metrics},
 		tasks: NewTasks(pool, TasksConfig{PayloadMax: cfg.PayloadMax})}
 }
 
@@ -591,7 +595,7 @@ func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*
 			// The scheduler re-reads the schedule; runs materialised ahead
 			// for slots the new schedule does not have are cancelled.
 			row.ScheduleVersion++
-			if err := rescheduleRuns(ctx, tx, tenant, id, sched, now); err != nil {
+			if err := rescheduleRuns(ctx, tx, tenant, id, sched, now, s.cfg.Metrics); err != nil {
 				return err
 			}
 		}
@@ -880,7 +884,7 @@ func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowR
 		case RunSucceeded, RunFailed, RunCancelled:
 			return conflictf("the run is %s; only a pending, running or blocked run can be cancelled", run.State)
 		}
-		n, err := cancelRunLocked(ctx, tx, run, "the workflow run was cancelled")
+		n, err := cancelRunLocked(ctx, tx, run, "the workflow run was cancelled", s.cfg.Metrics)
 		if err != nil {
 			return err
 		}
@@ -1000,7 +1004,7 @@ func (s *Workflows) CountRuns(ctx context.Context, tenant string) (map[string]in
 // look-ahead and starts a run per slot, under the workflow's misfire
 // policy, as the scheduler plans a task's slots (Scheduler.plan).
 func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
-	engine := runEngine{enq: s.enq, ahead: s.cfg.FetchAhead}
+	engine := runEngine{enq: s.enq, ahead: s.cfg.FetchAhead, metrics: s.cfg.Metrics}
 	var n int
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		n = 0

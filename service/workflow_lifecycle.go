@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // workflowRetireEvery is how often Workflows.Sweep looks for old versions
@@ -50,8 +51,10 @@ func isSlot(sched *Schedule, t time.Time) bool {
 // of now (none of their executions started) whose slot sched (nil: no
 // schedule any more) no longer has — a schedule patch, or a calendar that
 // now excludes their date — and gives their slots up (rescheduled). The
-// caller holds the workflow's row lock.
-func rescheduleRuns(ctx context.Context, tx db.Tx, tenant, workflowID string, sched *Schedule, now time.Time) error {
+// caller holds the workflow's row lock; m counts the runs cancelled.
+func rescheduleRuns(ctx context.Context, tx db.Tx, tenant, workflowID string, sched *Schedule, now time.Time,
+	m *metrics.Metrics,
+) error {
 	runs, err := db.FutureScheduledRuns(ctx, tx, tenant, workflowID, now)
 	if err != nil {
 		return storeError(err, "find future runs")
@@ -60,7 +63,7 @@ func rescheduleRuns(ctx context.Context, tx db.Tx, tenant, workflowID string, sc
 		if isSlot(sched, r.ScheduledFor) {
 			continue
 		}
-		if _, err := cancelRunLocked(ctx, tx, r, "the workflow's schedule or calendars no longer have this slot"); err != nil {
+		if _, err := cancelRunLocked(ctx, tx, r, "the workflow's schedule or calendars no longer have this slot", m); err != nil {
 			return err
 		}
 		if err := db.MarkRunRescheduled(ctx, tx, tenant, r.ID); err != nil {
@@ -73,8 +76,9 @@ func rescheduleRuns(ctx context.Context, tx db.Tx, tenant, workflowID string, sc
 // cancelRunLocked cancels a run the caller has locked: its nodes that
 // have not fired, its executions not started (running ones are asked to
 // stop), the run itself. It returns how many executions it cancelled.
-// The caller promotes the workflow's pending runs afterwards.
-func cancelRunLocked(ctx context.Context, tx db.Tx, run db.WorkflowRun, reason string) (int64, error) {
+// The caller promotes the workflow's pending runs afterwards. m counts
+// the run cancelled.
+func cancelRunLocked(ctx context.Context, tx db.Tx, run db.WorkflowRun, reason string, m *metrics.Metrics) (int64, error) {
 	nodes, err := db.GetRunNodes(ctx, tx, run.TenantID, run.ID)
 	if err != nil {
 		return 0, storeError(err, "load run nodes")
@@ -95,9 +99,7 @@ func cancelRunLocked(ctx context.Context, tx db.Tx, run db.WorkflowRun, reason s
 	if err := db.SetWorkflowRunState(ctx, tx, run.TenantID, run.ID, RunCancelled); err != nil {
 		return 0, storeError(err, "cancel workflow run")
 	}
-	if o := workflowObserver.Load(); o != nil && o.RunFinished != nil {
-		o.RunFinished(RunCancelled)
-	}
+	m.WorkflowRunFinished(RunCancelled)
 	return n, nil
 }
 
@@ -105,8 +107,9 @@ func cancelRunLocked(ctx context.Context, tx db.Tx, run db.WorkflowRun, reason s
 // Tasks.recalendar does a task: its runs materialised ahead for slots the
 // calendars now exclude are cancelled, its next slot is recomputed from
 // now (active workflows; resume recomputes a paused one's), and its
-// schedule version moves on (the scheduler re-reads the calendars).
-func recalendarWorkflow(ctx context.Context, tx db.Tx, tenant, id string) error {
+// schedule version moves on (the scheduler re-reads the calendars). m
+// counts the runs cancelled.
+func recalendarWorkflow(ctx context.Context, tx db.Tx, tenant, id string, m *metrics.Metrics) error {
 	row, err := db.GetWorkflow(ctx, tx, tenant, id, true)
 	if err != nil {
 		return storeError(err, "load workflow")
@@ -123,7 +126,7 @@ func recalendarWorkflow(ctx context.Context, tx db.Tx, tenant, id string) error 
 	if err != nil {
 		return storeError(err, "read the database clock")
 	}
-	if err := rescheduleRuns(ctx, tx, tenant, id, sched, now); err != nil {
+	if err := rescheduleRuns(ctx, tx, tenant, id, sched, now, m); err != nil {
 		return err
 	}
 	row.ScheduleVersion++

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // The run engine of workflows: how a run's nodes fire. advanceRun is the
@@ -54,18 +54,6 @@ const (
 
 // TriggerDependency: a workflow node fired because its rule was met.
 const TriggerDependency = "dependency"
-
-// WorkflowObserver receives the run engine's events (metrics).
-type WorkflowObserver struct {
-	// RunFinished is called in the transaction that ends a run, with its
-	// final state (a transaction rolled back afterwards still counted).
-	RunFinished func(state string)
-}
-
-var workflowObserver atomic.Pointer[WorkflowObserver]
-
-// SetWorkflowObserver installs o (nil: none).
-func SetWorkflowObserver(o *WorkflowObserver) { workflowObserver.Store(o) }
 
 // storedNode is one node of a workflow version, as workflow_versions
 // stores it: the client's fields and the hidden task that delivers it.
@@ -275,6 +263,8 @@ func planRun(g *graph, stored map[string]string, execs map[string][]db.RunExecut
 type runEngine struct {
 	enq   *Enqueuer
 	ahead time.Duration
+	// metrics counts the runs that end (nil: none).
+	metrics *metrics.Metrics
 }
 
 // advanceRun brings run runID up to date in tx (see the top of the
@@ -351,9 +341,7 @@ func (e runEngine) advanceLocked(ctx context.Context, tx db.Tx, run db.WorkflowR
 		}
 	}
 	if p.run == RunSucceeded || p.run == RunFailed {
-		if o := workflowObserver.Load(); o != nil && o.RunFinished != nil {
-			o.RunFinished(p.run)
-		}
+		e.metrics.WorkflowRunFinished(p.run)
 		return e.finishedRun(ctx, tx, run)
 	}
 	return nil

@@ -27,7 +27,8 @@ func newWFFixture(t *testing.T) *wfFixture {
 	f := newFixture(t)
 	f.exec(t, `UPDATE endpoints SET enabled = true`)
 	return &wfFixture{fixture: f, wf: service.NewWorkflows(f.pool, f.enq, service.WorkflowsConfig{}),
-		del: service.NewDeliveries(f.delivery, f.enq, service.DeliveriesConfig{}), ex: service.NewExecutions(f.pool, f.enq)}
+		del: service.NewDeliveries(f.delivery, f.enq, service.DeliveriesConfig{}),
+		ex:  service.NewExecutions(f.pool, f.enq, service.ExecutionsConfig{})}
 }
 
 func (f *wfFixture) node(key string, deps ...string) service.WorkflowNodeInput {

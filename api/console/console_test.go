@@ -51,7 +51,7 @@ func newEnv(t *testing.T) *env {
 		Tenants:     service.NewTenants(pool),
 		Endpoints:   service.NewEndpoints(pool),
 		Tasks:       tasks,
-		Executions:  service.NewExecutions(pool, enq),
+		Executions:  service.NewExecutions(pool, enq, service.ExecutionsConfig{}),
 		Deliveries:  service.NewDeliveries(pool, enq, service.DeliveriesConfig{}),
 		Stats:       service.NewStats(pool),
 		Calendars:   service.NewCalendars(pool, tasks),

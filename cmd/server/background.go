@@ -10,37 +10,46 @@ import (
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/jobs"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/metrics"
 )
 
-// background runs the scheduler loop and River's workers. They need the
-// schema, so they start once the database is migrated: a server started
-// with AX_AUTO_MIGRATE=false before its migration job finished serves
-// /healthz, fails /readyz, and begins work when the schema arrives.
+// background is the process's background work: River's workers and every
+// loop, registered with one jobs.Runner in their start order (they stop in
+// the reverse one):
+//
+//  1. schema: wait until the database is migrated. A server started with
+//     AX_AUTO_MIGRATE=false before its migration job finished serves
+//     /healthz, fails /readyz, and begins work when the schema arrives.
+//  2. replica: register the replica before River fetches anything under
+//     its client id; undone last, by deregistering it.
+//  3. heartbeat: it goes on while River's stop lets deliveries finish, so
+//     that no replica takes them meanwhile.
+//  4. the limits' loops, which outlive River's stop as well: the permits
+//     that deliveries finishing release are dispatched.
+//  5. river: start River; undone by River's stop, with its deadline.
+//  6. the scheduler's loops (the task-change listener first), retention,
+//     the callback and SLA sweeps, the backfill pump, the workflow sweep.
 type background struct {
-	river    *service.RiverClient
-	replicas *service.Replicas
-	replica  jobs.ReplicaLoopConfig
-	logger   *slog.Logger
-	metrics  *jobs.Metrics
-	cancel   context.CancelFunc
-	done     chan struct{}
-	// riverStarted records that River was started, and replicaID the
-	// replica's last id (empty: it never registered); read them after done.
-	riverStarted bool
-	replicaID    string
-	// heartbeatCtx ends the heartbeat (stopHeartbeat), after River
-	// stopped; heartbeats then gives the replica's last id.
-	heartbeatCtx  context.Context
-	stopHeartbeat context.CancelFunc
-	heartbeats    chan string
+	runner  *jobs.Runner
+	replica *jobs.Replica
 }
 
-// startBackground starts River and the scheduler loop; the loop keeps
-// clock's estimate of the database's clock.
-func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, deliveries *service.Deliveries,
-	sender *jobs.Sender, metrics *jobs.Metrics, clock *service.DBClock, backfills *service.Backfills,
-	workflows *service.Workflows, cfg config, logger *slog.Logger,
-) (*background, error) {
+// backgroundDeps are the services the background work drives.
+type backgroundDeps struct {
+	db         *database
+	enq        *service.Enqueuer
+	deliveries *service.Deliveries
+	sender     *jobs.Sender
+	metrics    *metrics.Metrics
+	clock      *service.DBClock
+	backfills  *service.Backfills
+	workflows  *service.Workflows
+	limits     *service.Limits
+}
+
+// startBackground builds the runner and starts it; it returns at once.
+func startBackground(ctx context.Context, d backgroundDeps, cfg config, logger *slog.Logger) (*background, error) {
+	pool := d.db.pool
 	// A new id every start: the replica's, and its River client's, which
 	// River records in attempted_by of the jobs it runs.
 	replicaID := service.NewID()
@@ -53,140 +62,64 @@ func startBackground(ctx context.Context, d *database, enq *service.Enqueuer, de
 		RescueStuckJobsAfter: cfg.RescueAfter, SoftStopTimeout: cfg.SoftStopTimeout,
 	}
 	work := jobs.NewWorkTracker()
-	rc, err := jobs.NewRiverClient(enq, riverCfg, jobs.WorkerDeps{
+	rc, err := jobs.NewRiverClient(d.enq, riverCfg, jobs.WorkerDeps{
 		Work:       work,
-		Deliveries: deliveries,
-		Sender:     sender,
+		Deliveries: d.deliveries,
+		Sender:     d.sender,
 		Logger:     logger,
-		Metrics:    metrics,
-		Clock:      clock,
+		Metrics:    d.metrics,
+		Clock:      d.clock,
 		Lanes:      lanes,
 
-		BackfillProgress: backfills.Wake,
-		Workflows:        workflows,
+		BackfillProgress: d.backfills.Wake,
+		Workflows:        d.workflows,
 		PublicURL:        cfg.PublicURL,
 	})
 	if err != nil {
 		return nil, err
 	}
-	// Its own context: shutdown stops it explicitly, after the HTTP server.
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
 	host, _ := os.Hostname()
-	b := &background{river: rc, replicas: service.NewReplicas(d.pool), logger: logger, metrics: metrics, cancel: cancel,
-		done: make(chan struct{}), replica: jobs.ReplicaLoopConfig{
-			ID: replicaID, RiverClientID: replicaID, Hostname: host, Version: version(), DeadAfter: cfg.ReplicaDeadAfter,
-			Logger: logger, Metrics: metrics, Work: work,
-		}, heartbeatCtx: hbCtx, stopHeartbeat: stopHeartbeat, heartbeats: make(chan string, 1)}
-	retention := service.NewRetention(d.pool, service.RetentionConfig{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
-	service.SetWorkflowObserver(&service.WorkflowObserver{RunFinished: metrics.ObserveWorkflowRun})
-	go b.run(runCtx, d.pool, enq, deliveries, backfills, workflows,
-		service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(), BulkFetchAhead: riverCfg.BulkFetchAhead(), Clock: clock,
-			Lanes: lanes}, retention)
-	return b, nil
+	replica := jobs.NewReplica(service.NewReplicas(pool), jobs.ReplicaConfig{
+		ID: replicaID, RiverClientID: replicaID, Hostname: host, Version: version(), DeadAfter: cfg.ReplicaDeadAfter,
+		Logger: logger, Metrics: d.metrics, Work: work,
+	})
+	scheduler := service.NewScheduler(pool, d.enq, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(),
+		BulkFetchAhead: riverCfg.BulkFetchAhead(), Clock: d.clock, Lanes: lanes, Metrics: d.metrics}, logger)
+	retention := service.NewRetention(pool, service.RetentionConfig{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
+
+	r := jobs.NewRunner(jobs.RunnerConfig{Logger: logger, Metrics: d.metrics})
+	r.AddStep(jobs.Step{Name: "schema", Retry: 2 * time.Second, Start: func(ctx context.Context) error {
+		if err := db.CheckMigrated(ctx, pool); err != nil {
+			return fmt.Errorf("waiting for the database to be migrated before starting the scheduler and workers "+
+				"(run `ax migrate`, or set AX_AUTO_MIGRATE=true): %w", err)
+		}
+		return nil
+	}})
+	r.AddStep(jobs.Step{Name: "replica", Retry: time.Second, Start: replica.Register, Stop: replica.Leave})
+	r.Add(replica.HeartbeatLoop())
+	r.Add(jobs.LimitsLoops(d.limits)...)
+	r.AddStep(jobs.Step{Name: "river", Start: rc.Start, Stop: func(ctx context.Context) error {
+		// Running deliveries get River's soft-stop timeout to finish, then
+		// are interrupted (and re-run, with the same idempotency key, by
+		// this or another replica).
+		ctx, cancel := context.WithTimeout(ctx, cfg.ShutdownTimeout)
+		defer cancel()
+		if err := rc.Stop(ctx); err != nil {
+			return fmt.Errorf("river did not stop in time: %w", err)
+		}
+		return nil
+	}})
+	r.Add(jobs.SchedulerLoops(scheduler, jobs.SchedulerLoopConfig{Logger: logger, Metrics: d.metrics,
+		ExpireKeys: service.NewIdempotencyKeys(pool).ExpireKeys})...)
+	r.Add(jobs.RetentionLoop(retention, jobs.RetentionLoopConfig{Logger: logger, Metrics: d.metrics}))
+	r.Add(jobs.CallbackLoops(d.deliveries, jobs.CallbackLoopConfig{Logger: logger, Metrics: d.metrics})...)
+	r.Add(jobs.BackfillLoop(d.backfills, 0), jobs.WorkflowSweepLoop(d.workflows, 0))
+	// Its own lifetime: shutdown stops it explicitly, after the HTTP
+	// server.
+	r.Start(context.WithoutCancel(ctx))
+	return &background{runner: r, replica: replica}, nil
 }
 
-func (b *background) run(ctx context.Context, pool *db.Pool, enq *service.Enqueuer, deliveries *service.Deliveries,
-	backfills *service.Backfills, workflows *service.Workflows, schedCfg service.SchedulerConfig, retention *service.Retention,
-) {
-	defer close(b.done)
-	for warned := false; ; warned = true {
-		err := db.CheckMigrated(ctx, pool)
-		if err == nil {
-			break
-		}
-		if !warned {
-			b.logger.Warn("waiting for the database to be migrated before starting the scheduler and workers "+
-				"(run `ax migrate`, or set AX_AUTO_MIGRATE=true)", "error", err.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(2 * time.Second):
-		}
-	}
-	// Registered before River fetches anything under its client ID.
-	for warned := false; ; warned = true {
-		_, err := b.replicas.Register(ctx, b.replica.ID, b.replica.RiverClientID, b.replica.Hostname, b.replica.Version)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if !warned {
-			b.logger.Warn("could not register the replica; retrying", "replica_id", b.replica.ID, "error", err.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-	b.replicaID = b.replica.ID
-	if err := b.river.Start(ctx); err != nil {
-		b.logger.Error("start river", "error", err.Error())
-		return
-	}
-	b.riverStarted = true
-	pumped := make(chan struct{})
-	go func() {
-		defer close(pumped)
-		jobs.RunBackfills(ctx, backfills, 0, b.logger)
-	}()
-	defer func() { <-pumped }()
-	swept := make(chan struct{})
-	go func() {
-		defer close(swept)
-		jobs.RunWorkflowSweep(ctx, workflows, 0, b.logger)
-	}()
-	defer func() { <-swept }()
-	retained := make(chan struct{})
-	go func() {
-		defer close(retained)
-		jobs.RunRetention(ctx, retention, jobs.RetentionLoopConfig{Logger: b.logger, OnSweep: b.metrics.ObserveRetention})
-	}()
-	defer func() { <-retained }()
-	// The heartbeat outlives the scheduler: it goes on while River's stop
-	// lets deliveries finish, so that no replica takes them meanwhile.
-	go func() { b.heartbeats <- jobs.RunReplica(b.heartbeatCtx, b.replicas, b.replica) }()
-	waited := make(chan struct{})
-	go func() {
-		defer close(waited)
-		jobs.RunCallbacks(ctx, deliveries, jobs.CallbackLoopConfig{Logger: b.logger, OnCallbacks: b.metrics.ObserveCallbacks,
-			OnSLA: b.metrics.ObserveSLA})
-	}()
-	defer func() { <-waited }()
-	jobs.RunScheduler(ctx, service.NewScheduler(pool, enq, schedCfg, b.logger),
-		jobs.SchedulerLoopConfig{Logger: b.logger, OnTick: b.metrics.ObserveTick, OnReconcile: b.metrics.ObserveReconcile,
-			ExpireKeys: service.NewIdempotencyKeys(pool).ExpireKeys})
-}
-
-// stop stops the scheduler, then River: running deliveries get River's
-// soft-stop timeout to finish, then are interrupted (and re-run, with the
-// same idempotency key, by this or another replica).
-func (b *background) stop(timeout time.Duration) {
-	b.cancel()
-	<-b.done
-	defer b.stopHeartbeat()
-	if !b.riverStarted {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := b.river.Stop(ctx); err != nil {
-		b.logger.Error("river did not stop in time", "error", fmt.Sprint(err))
-	}
-	b.stopHeartbeat()
-	b.replicaID = <-b.heartbeats
-	// Gone, not dead: no other replica waits AX_REPLICA_DEAD_AFTER for it.
-	// A job River's stop left running (it timed out) is resumed elsewhere.
-	leaveCtx, cancelLeave := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancelLeave()
-	if n, err := b.replicas.Leave(leaveCtx, b.replicaID, b.replica.RiverClientID); err != nil {
-		b.logger.Warn("could not deregister the replica; the others will declare it dead", "replica_id", b.replicaID,
-			"error", err.Error())
-	} else if n > 0 {
-		b.logger.Warn("made the jobs River's stop left running available again", "jobs", n)
-	}
-}
+// stop stops the loops, River (with its deadline) and the heartbeat, and
+// deregisters the replica: the runner's reverse order.
+func (b *background) stop() { b.runner.Stop(context.Background()) }

@@ -166,14 +166,12 @@ func TestTokenSaysWhenItCreatesASecret(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data dir")
 	env := envOf(map[string]string{"AX_DATA_DIR": dir})
 	var said strings.Builder
-	notices = &said
-	t.Cleanup(func() { notices = os.Stderr })
 	out := new(syncBuffer)
-	require.NoError(t, run(t.Context(), []string{"token", "--tenant", "acme"}, env, out))
+	require.NoError(t, token([]string{"--tenant", "acme"}, env, out, &said))
 	require.Contains(t, said.String(), "created a new development secret in "+filepath.Join(dir, secretFile))
 	require.NotContains(t, out.String(), "secret", "stdout carries only the token")
 	said.Reset()
-	require.NoError(t, run(t.Context(), []string{"token", "--tenant", "acme"}, env, out))
+	require.NoError(t, token([]string{"--tenant", "acme"}, env, out, &said))
 	require.Empty(t, said.String(), "the secret exists now")
 
 	cfg, err := loadConfig(env)

@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case "migrate":
 		return migrate(ctx, args, getenv)
 	case "token":
-		return token(args, getenv, stdout)
+		return token(args, getenv, stdout, os.Stderr)
 	case "version":
 		_, err := fmt.Fprintln(stdout, "ax", version())
 		return err
@@ -93,10 +93,6 @@ func version() string {
 	}
 	return "dev-" + rev
 }
-
-// notices is where commands that print a result on stdout say what else
-// they did (ax token: a secret it created).
-var notices io.Writer = os.Stderr
 
 // secretFile is where the embedded mode keeps its generated HS256 secret.
 const secretFile = "jwt-secret"
@@ -160,7 +156,9 @@ func makeDataDir(dir string) error {
 	return nil
 }
 
-func token(args []string, getenv func(string) string, stdout io.Writer) error {
+// token prints a token on stdout; notices is where it says what else it
+// did (a secret it created), stdout carrying only the token.
+func token(args []string, getenv func(string) string, stdout, notices io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	var errBuf strings.Builder
 	fs.SetOutput(&errBuf)

@@ -23,6 +23,7 @@ import (
 	"github.com/axhq/ax/db/pglocal"
 	"github.com/axhq/ax/jobs"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/metrics"
 )
 
 // database is an open pool and, in embedded mode, the cluster behind it.
@@ -174,42 +175,34 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		jobs.NewQueueCollector(stats.QueueDepths))
-	metrics := jobs.NewMetrics(registry)
+	axMetrics := metrics.New(registry)
 	limits := service.NewLimits(d.pool, service.LimitsConfig{Defaults: cfg.TenantDefaults, Logger: logger,
 		PermitTTL: cmp.Or(cfg.JobTimeout, jobs.JobTimeoutDefault) + time.Minute})
 	if err := limits.Refresh(ctx); err != nil {
 		// Not migrated yet (AX_AUTO_MIGRATE=false) or the database is
-		// away: Run reads them again every second.
+		// away: the limits_refresh loop reads them again every second.
 		logger.Warn("tenant limits not read yet; retrying in the background", "error", err.Error())
 	}
-	limitsCtx, stopLimits := context.WithCancel(context.WithoutCancel(ctx))
-	limitsDone := make(chan struct{})
-	go func() {
-		defer close(limitsDone)
-		limits.Run(limitsCtx)
-	}()
-	defer func() {
-		stopLimits()
-		<-limitsDone
-	}()
-	deliveries := service.NewDeliveries(d.deliveryPool, enq, service.DeliveriesConfig{Limits: limits})
+	deliveries := service.NewDeliveries(d.deliveryPool, enq, service.DeliveriesConfig{Limits: limits, Metrics: axMetrics})
 	registry.MustRegister(jobs.NewBatchCollector(deliveries.BatchStats))
 	clock := new(service.DBClock)
-	tasks := service.NewTasks(d.pool, service.TasksConfig{Clock: clock, Limits: limits})
+	tasks := service.NewTasks(d.pool, service.TasksConfig{Clock: clock, Limits: limits, Metrics: axMetrics})
 	backfills := service.NewBackfills(d.pool, enq, tasks)
 	workflows := service.NewWorkflows(d.pool, enq, service.WorkflowsConfig{
-		FetchAhead: jobs.RiverConfig{FetchPollInterval: cfg.FetchPollInterval}.FetchAhead(), Limits: limits})
-	bg, err := startBackground(ctx, d, enq, deliveries, sender, metrics, clock, backfills, workflows, cfg, logger)
+		FetchAhead: jobs.RiverConfig{FetchPollInterval: cfg.FetchPollInterval}.FetchAhead(), Limits: limits, Metrics: axMetrics})
+	bg, err := startBackground(ctx, backgroundDeps{db: d, enq: enq, deliveries: deliveries, sender: sender, metrics: axMetrics,
+		clock: clock, backfills: backfills, workflows: workflows, limits: limits}, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer bg.stop(cfg.ShutdownTimeout)
+	defer bg.stop()
 	riverUI, err := newRiverUI(ctx, cfg, d.pool, logger)
 	if err != nil {
 		return err
 	}
 
-	tenants, endpoints, executions := service.NewTenants(d.pool), service.NewEndpoints(d.pool), service.NewExecutions(d.pool, enq)
+	tenants, endpoints, executions := service.NewTenants(d.pool), service.NewEndpoints(d.pool), service.NewExecutions(d.pool, enq,
+		service.ExecutionsConfig{Metrics: axMetrics})
 	handler := api.New(api.Config{
 		Logger:      logger,
 		Auth:        auth,
@@ -260,7 +253,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	base := "http://" + displayAddr(ln.Addr())
 	logger.Info("ax started", "addr", ln.Addr().String(), "version", version(), "embedded_postgres", cfg.Embedded(),
-		"replica_id", bg.replica.ID)
+		"replica_id", bg.replica.ID())
 	printBanner(stdout, base, cfg, secret)
 
 	select {
@@ -270,9 +263,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("http server: %w", err)
 	}
 	// Shut down in order: stop taking requests and let in-flight ones
-	// finish; then (deferred) stop the scheduler and River (in-flight
-	// deliveries get the soft-stop timeout), close the pool and stop the
-	// embedded Postgres.
+	// finish; then (deferred) stop the background loops and River
+	// (in-flight deliveries get the soft-stop timeout) in the runner's
+	// reverse order, close the pool and stop the embedded Postgres.
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/api"
@@ -49,6 +50,14 @@ var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
 // stdout. The server stops when the test ends.
 func startServer(t *testing.T, env map[string]string) (string, *syncBuffer) {
 	t.Helper()
+	base, out, _ := startStoppableServer(t, env)
+	return base, out
+}
+
+// startStoppableServer is startServer that also returns a function that
+// stops the server (as SIGTERM does) and waits until serve returned.
+func startStoppableServer(t *testing.T, env map[string]string) (string, *syncBuffer, func()) {
+	t.Helper()
 	full := map[string]string{"AX_HTTP_ADDR": "127.0.0.1:0", "AX_LOG_LEVEL": "error", "AX_SHUTDOWN_TIMEOUT": "5s", "PATH": os.Getenv("PATH")}
 	for k, v := range env {
 		full[k] = v
@@ -57,7 +66,7 @@ func startServer(t *testing.T, env map[string]string) (string, *syncBuffer) {
 	out := new(syncBuffer)
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"serve"}, envOf(full), out) }()
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		select {
 		case err := <-done:
@@ -66,6 +75,7 @@ func startServer(t *testing.T, env map[string]string) (string, *syncBuffer) {
 			t.Error("serve did not stop within 30s")
 		}
 	})
+	t.Cleanup(stop)
 	var base string
 	require.Eventually(t, func() bool {
 		select {
@@ -79,7 +89,7 @@ func startServer(t *testing.T, env map[string]string) (string, *syncBuffer) {
 		}
 		return false
 	}, 60*time.Second, 20*time.Millisecond)
-	return base, out
+	return base, out, stop
 }
 
 func get(t *testing.T, url, token string) (int, map[string]any) {
@@ -185,6 +195,63 @@ func TestServeWaitsForMigrations(t *testing.T) {
 	require.NoError(t, run(t.Context(), []string{"migrate"}, env, new(syncBuffer)))
 	code, _ = get(t, base+"/readyz", "")
 	require.Equal(t, http.StatusOK, code)
+}
+
+// TestServeRunsItsLoopsAndLeaves: the server's background loops run under
+// its runner (each reports its passes on /metrics, by name), and a server
+// that stops deregisters its replica last: gone, not dead, so that no
+// other replica waits AX_REPLICA_DEAD_AFTER for it.
+func TestServeRunsItsLoopsAndLeaves(t *testing.T) {
+	t.Parallel()
+	url := dbtest.URL(t)
+	base, _, stop := startStoppableServer(t, map[string]string{"AX_DATABASE_URL": url, "AX_JWT_SECRET": testSecret})
+	// task_listener's pass lasts as long as its connection.
+	loops := []string{"heartbeat", "limits_refresh", "limits_dispatch", "permit_sweep", "fairness", "scheduler", "reconcile", "unfinished_sweep", "idempotency_expiry", "analyze", "retention", "callbacks", "sla",
+		"backfills", "workflow_sweep"}
+	var waiting []string
+	require.Eventually(t, func() bool {
+		body := scrape(t, base)
+		waiting = nil
+		for _, l := range loops {
+			if !regexp.MustCompile(`(?m)^ax_loop_last_success_timestamp_seconds\{loop="` + l + `"\} [1-9]`).MatchString(body) {
+				waiting = append(waiting, l)
+			}
+		}
+		return len(waiting) == 0 && strings.Contains(body, `ax_loop_passes_total{loop="task_listener"} 0`)
+	}, 30*time.Second, 100*time.Millisecond, "every loop passed once; waiting for %v", &waiting)
+
+	pool, err := pgxpool.New(t.Context(), url)
+	require.NoError(t, err)
+	defer pool.Close()
+	states := func() map[string]int {
+		rows, err := pool.Query(t.Context(), `SELECT state, count(*) FROM replicas GROUP BY state`)
+		require.NoError(t, err)
+		m := map[string]int{}
+		for rows.Next() {
+			var state string
+			var n int
+			require.NoError(t, rows.Scan(&state, &n))
+			m[state] = n
+		}
+		require.NoError(t, rows.Err())
+		return m
+	}
+	require.Equal(t, map[string]int{"alive": 1}, states())
+	stop()
+	require.Equal(t, map[string]int{"gone": 1}, states())
+}
+
+// scrape returns the server's /metrics.
+func scrape(t *testing.T, base string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/metrics", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
 }
 
 func TestMigrateCommand(t *testing.T) {

@@ -64,7 +64,7 @@ var metricName = regexp.MustCompile(`\bax_[a-z_]+\b`)
 func definedMetrics(t *testing.T) []string {
 	t.Helper()
 	var names []string
-	for _, glob := range []string{"../../jobs/*.go", "../../api/*.go"} {
+	for _, glob := range []string{"../../jobs/*.go", "../../api/*.go", "../../service/metrics/*.go"} {
 		files, err := filepath.Glob(glob)
 		require.NoError(t, err)
 		for _, f := range files {
