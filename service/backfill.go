@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // Backfill reruns.
@@ -160,7 +161,7 @@ func (t backfillTarget) id() string {
 }
 
 // schedule loads the target's schedule with its calendars.
-func (s *Backfills) schedule(ctx context.Context, tx db.Tx, tenant string, t backfillTarget) (*Schedule, error) {
+func (s *Backfills) schedule(ctx context.Context, tx db.Tx, tenant string, t backfillTarget) (*schedule.Schedule, error) {
 	if t.workflowID != "" {
 		row, err := db.GetWorkflow(ctx, tx, tenant, t.workflowID, false)
 		if err != nil {
@@ -180,7 +181,7 @@ func (s *Backfills) schedule(ctx context.Context, tx db.Tx, tenant string, t bac
 		return nil, storeError(err, "load task")
 	}
 	task := taskFromRow(row)
-	sched, err := ParseSchedule(task.Schedule, task.CreatedAt)
+	sched, err := parseSchedule(task.Schedule, task.CreatedAt)
 	if err != nil {
 		return nil, err
 	}

@@ -596,7 +596,7 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 			return storeError(err, "load task")
 		}
 		t := taskFromRow(row)
-		sched, err := ParseSchedule(t.Schedule, t.CreatedAt)
+		sched, err := parseSchedule(t.Schedule, t.CreatedAt)
 		if err != nil {
 			return err
 		}
@@ -604,7 +604,7 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 		if err != nil {
 			return err
 		}
-		sched = sched.excluding(cals)
+		sched = sched.Excluding(cals)
 		if next, ok := sched.Next(at.Add(-time.Nanosecond)); !ok || !next.Equal(at) {
 			msg := "is not a slot of the task's schedule"
 			if ok {

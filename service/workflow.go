@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // Workflow limits and states.
@@ -57,7 +58,7 @@ type WorkflowNodeInput struct {
 type WorkflowInput struct {
 	Name string
 	// Schedule is optional: without one, runs start by trigger.
-	Schedule        *ScheduleSpec
+	Schedule        *schedule.Spec
 	MaxActiveRuns   int
 	MisfirePolicy   string
 	AlertEndpointID string
@@ -194,15 +195,15 @@ func (in WorkflowInput) withDefaults() WorkflowInput {
 
 // validate checks a workflow document; it returns the schedule (nil when
 // none) and the nodes in topological order.
-func (s *Workflows) validate(in WorkflowInput, now time.Time) (*Schedule, []WorkflowNodeInput, error) {
+func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedule, []WorkflowNodeInput, error) {
 	var ve ValidationError
 	if !taskNamePattern.MatchString(in.Name) {
 		ve.Add("name", "must match ^[a-z0-9][a-z0-9._-]{0,127}$ (lower-case letters, digits, '.', '_', '-')")
 	}
-	var sched *Schedule
+	var sched *schedule.Schedule
 	if in.Schedule != nil {
 		var err error
-		sched, err = ParseSchedule(*in.Schedule, now)
+		sched, err = parseSchedule(*in.Schedule, now)
 		if err != nil {
 			var se *ValidationError
 			if !errors.As(err, &se) {
@@ -239,7 +240,7 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*Schedule, []Work
 		// The delivery fields follow the task rules.
 		t := TaskInput{Name: "node", EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority, Timeout: n.Timeout,
 			Retry: n.Retry, Completion: n.Completion, OverlapPolicy: OverlapAllow, MisfirePolicy: MisfireFireAll,
-			Schedule: ScheduleSpec{Type: ScheduleOnce, RunAt: &now, Timezone: "UTC"}}
+			Schedule: schedule.Spec{Type: schedule.Once, RunAt: &now, Timezone: "UTC"}}
 		if _, err := s.tasks.validate(t, now); err != nil {
 			var tv *ValidationError
 			if !errors.As(err, &tv) {
@@ -367,7 +368,7 @@ func storeVersion(ctx context.Context, tx db.Tx, tenant, workflowID string, vers
 		id := NewID()
 		row := taskRow(tenant, id, TaskInput{
 			Name: fmt.Sprintf("%s%s/v%d/%s", nodeTaskNamePrefix, workflowID, version, n.Key), EndpointID: n.EndpointID,
-			Schedule: ScheduleSpec{Type: ScheduleOnce, RunAt: &now, Timezone: "UTC"}, Payload: n.Payload,
+			Schedule: schedule.Spec{Type: schedule.Once, RunAt: &now, Timezone: "UTC"}, Payload: n.Payload,
 			Priority: n.Priority, Timeout: n.Timeout, Retry: n.Retry, Completion: n.Completion, OverlapPolicy: OverlapAllow,
 			// The run applied the workflow's misfire policy when it was
 			// created; a node fire is not a slot of its own.
@@ -453,7 +454,7 @@ func (s *Workflows) Create(ctx context.Context, tenant string, in WorkflowInput)
 
 // setWorkflowFields copies the client's fields into row, with the next
 // slot of sched after now.
-func setWorkflowFields(row *db.Workflow, in WorkflowInput, sched *Schedule, now time.Time) error {
+func setWorkflowFields(row *db.Workflow, in WorkflowInput, sched *schedule.Schedule, now time.Time) error {
 	row.Name, row.MisfirePolicy, row.MaxActiveRuns = in.Name, in.MisfirePolicy, int32(in.MaxActiveRuns)
 	row.AlertEndpointID, row.SLAFinishWithinMS, row.Schedule, row.NextRunAt = nil, nil, nil, nil
 	row.ExcludeCalendars = nil
@@ -502,7 +503,7 @@ func workflowFromRow(r db.Workflow) (Workflow, error) {
 	w.AlertEndpointID = zeroIfNil(r.AlertEndpointID)
 	w.SLAFinishWithin = time.Duration(zeroIfNil(r.SLAFinishWithinMS)) * time.Millisecond
 	if r.Schedule != nil {
-		var spec ScheduleSpec
+		var spec schedule.Spec
 		if err := json.Unmarshal([]byte(*r.Schedule), &spec); err != nil {
 			return Workflow{}, fmt.Errorf("decode workflow schedule: %w", err)
 		}
@@ -621,7 +622,7 @@ func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*
 	return out, err
 }
 
-func sameScheduleSpec(a, b *ScheduleSpec) bool {
+func sameScheduleSpec(a, b *schedule.Spec) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
@@ -1014,7 +1015,7 @@ func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
 		}
 		tasks := make([]db.DueTask, 0, len(due))
 		for _, w := range due {
-			var spec ScheduleSpec
+			var spec schedule.Spec
 			if w.Schedule == nil || w.NextRunAt == nil {
 				continue
 			}
@@ -1025,7 +1026,7 @@ func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
 			t := db.DueTask{TenantID: w.TenantID, ID: w.ID, ScheduleType: spec.Type, Timezone: spec.Timezone,
 				RunAt: spec.RunAt, StartAt: spec.StartAt, EndAt: spec.EndAt, MisfirePolicy: w.MisfirePolicy,
 				NextRunAt: *w.NextRunAt, Version: w.ScheduleVersion, CreatedAt: w.CreatedAt,
-				ScheduleDialect: cmp0(spec.Dialect, DialectStandard), DSTPolicy: cmp0(spec.DSTPolicy, DSTVixie),
+				ScheduleDialect: cmp0(spec.Dialect, schedule.DialectStandard), DSTPolicy: cmp0(spec.DSTPolicy, schedule.DSTVixie),
 				ExcludeCalendars: w.ExcludeCalendars}
 			if spec.Cron != "" {
 				c := spec.Cron

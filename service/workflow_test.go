@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // wfFixture drives workflows through the real delivery path (Begin and
@@ -337,7 +338,7 @@ func TestWorkflowScheduleAndPause(t *testing.T) {
 	f := newWFFixture(t)
 	ctx := context.Background()
 	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "every-second", MaxActiveRuns: 1000,
-		Schedule: &service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 1},
+		Schedule: &schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1},
 		Nodes:    []service.WorkflowNodeInput{f.node("a"), f.node("b", "a")}})
 	require.NoError(t, err)
 	require.NotNil(t, w.NextRunAt)
@@ -483,10 +484,10 @@ func TestTaskShards(t *testing.T) {
 	f := newWFFixture(t)
 	ctx := context.Background()
 	_, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "bad", EndpointID: f.endpoint, Shards: 2,
-		OverlapPolicy: service.OverlapSkip, Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 1}})
+		OverlapPolicy: service.OverlapSkip, Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1}})
 	require.ErrorContains(t, err, "overlap_policy allow")
 	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "fan-out", EndpointID: f.endpoint, Shards: 5,
-		Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 1}})
+		Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1}})
 	require.NoError(t, err)
 	require.Equal(t, 5, task.Shards)
 	var wg sync.WaitGroup
