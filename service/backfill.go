@@ -88,6 +88,8 @@ type Backfills struct {
 	enq   *Enqueuer
 	tasks *Tasks
 	wake  chan struct{}
+	// graphs are the workflow versions its runs' starts read.
+	graphs graphCache
 }
 
 // NewBackfills returns a Backfills.
@@ -589,7 +591,7 @@ func (s *Backfills) pumpWorkflow(ctx context.Context, tx db.Tx, b db.Backfill) (
 		created++
 	}
 	if created > 0 {
-		if err := (runEngine{enq: s.enq}).promote(ctx, tx, b.TenantID, b.WorkflowID); err != nil {
+		if err := (runEngine{enq: s.enq, graphs: &s.graphs}).promote(ctx, tx, b.TenantID, b.WorkflowID); err != nil {
 			return 0, err
 		}
 	}

@@ -121,6 +121,8 @@ type ExecutionDetail struct {
 type Executions struct {
 	pool *db.Pool
 	enq  *Enqueuer
+	// graphs are the workflow versions its retries and cancels advance.
+	graphs graphCache
 }
 
 // NewExecutions returns an Executions backed by pool, enqueuing deliveries
@@ -274,7 +276,7 @@ func (s *Executions) change(ctx context.Context, tenant, id, action string, fn f
 			return err
 		}
 		if row.WorkflowRunID != nil { // a node's execution: its run may move on
-			if err := (runEngine{enq: s.enq}).advanceRun(ctx, tx, tenant, *row.WorkflowRunID); err != nil {
+			if err := (runEngine{enq: s.enq, graphs: &s.graphs}).advanceRun(ctx, tx, tenant, *row.WorkflowRunID); err != nil {
 				return err
 			}
 		}

@@ -100,6 +100,8 @@ type Scheduler struct {
 
 	mu    sync.Mutex
 	cache map[string]cachedSchedule // task id → parsed schedule
+	// graphs are the workflow versions its runs' starts read.
+	graphs graphCache
 }
 
 type cachedSchedule struct {

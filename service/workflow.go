@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -14,26 +13,24 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/dag"
 	"github.com/axhq/ax/service/schedule"
 )
 
 // Workflow limits and states.
 const (
-	WorkflowNodesMax     = 200
-	ShardsMax            = 1000
-	MaxActiveRunsMax     = 1000
-	WorkflowActive       = "active"
-	WorkflowPaused       = "paused"
-	ResourceWorkflow     = "workflow"
-	ResourceWorkflowRun  = "workflow_run"
-	workflowSweepAge     = 2 * time.Second
-	workflowSweepBatch   = 100
-	workflowClaimBatch   = 100
-	nodeTaskNamePrefix   = "~wf/"
-	nodeKeyPatternSource = `^[a-z0-9][a-z0-9._-]{0,63}$`
+	WorkflowNodesMax    = 200
+	ShardsMax           = 1000
+	MaxActiveRunsMax    = 1000
+	WorkflowActive      = "active"
+	WorkflowPaused      = "paused"
+	ResourceWorkflow    = "workflow"
+	ResourceWorkflowRun = "workflow_run"
+	workflowSweepAge    = 2 * time.Second
+	workflowSweepBatch  = 100
+	workflowClaimBatch  = 100
+	nodeTaskNamePrefix  = "~wf/"
 )
-
-var nodeKeyPattern = regexp.MustCompile(nodeKeyPatternSource)
 
 // WorkflowNodeInput is one node of a workflow document: a task's delivery
 // fields, its key, its upstream keys and its trigger rule.
@@ -144,6 +141,7 @@ type Workflows struct {
 	pool   *db.Pool
 	cfg    WorkflowsConfig
 	engine runEngine
+	graphs graphCache // the engine's
 	tasks  *Tasks
 
 	retireMu  sync.Mutex
@@ -155,8 +153,9 @@ func NewWorkflows(pool *db.Pool, enq *Enqueuer, cfg WorkflowsConfig) *Workflows 
 	if cfg.PayloadMax <= 0 {
 		cfg.PayloadMax = PayloadMaxDefault
 	}
-	return &Workflows{pool: pool, cfg: cfg, engine: runEngine{enq: enq, ahead: cfg.FetchAhead},
-		tasks: NewTasks(pool, TasksConfig{PayloadMax: cfg.PayloadMax})}
+	s := &Workflows{pool: pool, cfg: cfg, tasks: NewTasks(pool, TasksConfig{PayloadMax: cfg.PayloadMax})}
+	s.engine = runEngine{enq: enq, ahead: cfg.FetchAhead, graphs: &s.graphs}
+	return s
 }
 
 func (in WorkflowInput) withDefaults() WorkflowInput {
@@ -228,15 +227,24 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedul
 	case len(in.Nodes) > WorkflowNodesMax:
 		ve.Add("nodes", fmt.Sprintf("at most %d nodes", WorkflowNodesMax))
 	}
-	keys := map[string]int{}
+	nodeGraph := make([]dag.Node, len(in.Nodes))
+	for i, n := range in.Nodes {
+		nodeGraph[i] = dag.Node{Key: n.Key, DependsOn: n.DependsOn, Rule: n.TriggerRule}
+	}
+	// The graph's problems, each reported where the document's fields
+	// are checked: a node's key, its delivery fields, its rule; then
+	// every node's dependencies.
+	problems := dag.Check(nodeGraph)
+	addProblems := func(i int, field string) {
+		for _, p := range problems {
+			if p.Node == i && p.Field == field {
+				ve.Add(fmt.Sprintf("nodes[%d].%s", i, field), p.Message)
+			}
+		}
+	}
 	for i, n := range in.Nodes {
 		f := fmt.Sprintf("nodes[%d]", i)
-		if !nodeKeyPattern.MatchString(n.Key) {
-			ve.Add(f+".key", "must match "+nodeKeyPatternSource)
-		} else if _, dup := keys[n.Key]; dup {
-			ve.Add(f+".key", fmt.Sprintf("key %q is used by another node", n.Key))
-		}
-		keys[n.Key] = i
+		addProblems(i, "key")
 		// The delivery fields follow the task rules.
 		t := TaskInput{Name: "node", EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority, Timeout: n.Timeout,
 			Retry: n.Retry, Completion: n.Completion, OverlapPolicy: OverlapAllow, MisfirePolicy: MisfireFireAll,
@@ -253,84 +261,23 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedul
 		if n.Shards < 1 || n.Shards > ShardsMax {
 			ve.Add(f+".shards", fmt.Sprintf("must be 1 to %d", ShardsMax))
 		}
-		if !contains([]string{RuleAllSuccess, RuleAllDone, RuleOneSuccess}, n.TriggerRule) {
-			ve.Add(f+".trigger_rule", "must be all_success, all_done or one_success")
-		}
+		addProblems(i, "trigger_rule")
 	}
-	for i, n := range in.Nodes {
-		seen := map[string]bool{}
-		for _, d := range n.DependsOn {
-			f := fmt.Sprintf("nodes[%d].depends_on", i)
-			switch _, ok := keys[d]; {
-			case d == n.Key:
-				ve.Add(f, fmt.Sprintf("node %q depends on itself", n.Key))
-			case !ok:
-				ve.Add(f, fmt.Sprintf("unknown node %q", d))
-			case seen[d]:
-				ve.Add(f, fmt.Sprintf("%q is listed twice", d))
-			}
-			seen[d] = true
-		}
+	for i := range in.Nodes {
+		addProblems(i, "depends_on")
 	}
 	if err := ve.Err(); err != nil {
 		return nil, nil, err
 	}
-	order, cycle := topoOrder(in.Nodes)
-	if cycle != nil {
-		return nil, nil, fieldError("nodes", "cycle: "+strings.Join(cycle, " → "))
+	order, err := dag.Order(nodeGraph)
+	if err != nil {
+		return nil, nil, fieldError("nodes", err.Error())
 	}
-	return sched, order, nil
-}
-
-// topoOrder returns the nodes upstream first, or a cycle (its keys, the
-// first repeated at the end).
-func topoOrder(nodes []WorkflowNodeInput) ([]WorkflowNodeInput, []string) {
-	idx := map[string]int{}
-	for i, n := range nodes {
-		idx[n.Key] = i
+	nodes := make([]WorkflowNodeInput, len(order))
+	for i, j := range order {
+		nodes[i] = in.Nodes[j]
 	}
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := make([]int, len(nodes))
-	var (
-		order []WorkflowNodeInput
-		stack []string
-		cycle []string
-		visit func(i int) bool
-	)
-	visit = func(i int) bool {
-		color[i] = grey
-		stack = append(stack, nodes[i].Key)
-		for _, d := range nodes[i].DependsOn {
-			j := idx[d]
-			switch color[j] {
-			case grey:
-				at := slices.Index(stack, d)
-				// The path runs upstream; show it downstream first.
-				c := slices.Clone(stack[at:])
-				slices.Reverse(c)
-				cycle = append([]string{d}, c...)
-				return false
-			case white:
-				if !visit(j) {
-					return false
-				}
-			}
-		}
-		stack = stack[:len(stack)-1]
-		color[i] = black
-		order = append(order, nodes[i])
-		return true
-	}
-	for i := range nodes {
-		if color[i] == white && !visit(i) {
-			return nil, cycle
-		}
-	}
-	return order, nil
+	return sched, nodes, nil
 }
 
 // checkEndpoints reports the nodes (and the alert endpoint) naming an
@@ -778,7 +725,7 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 		return WorkflowRun{}, storeError(err, "load workflow run")
 	}
 	out := runFromRow(row)
-	g, err := loadGraph(ctx, q, tenant, row.WorkflowID, row.Version)
+	g, err := s.graphs.load(ctx, q, tenant, row.WorkflowID, row.Version)
 	if err != nil {
 		return WorkflowRun{}, err
 	}
@@ -830,7 +777,7 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 			if x.StartedAt != nil && (rn.StartedAt == nil || x.StartedAt.Before(*rn.StartedAt)) {
 				rn.StartedAt = utcPtr(x.StartedAt)
 			}
-			if nodeDone(st) && x.FinishedAt != nil && (rn.FinishedAt == nil || x.FinishedAt.After(*rn.FinishedAt)) {
+			if dag.Done(st) && x.FinishedAt != nil && (rn.FinishedAt == nil || x.FinishedAt.After(*rn.FinishedAt)) {
 				rn.FinishedAt = utcPtr(x.FinishedAt)
 			}
 		}
@@ -1001,7 +948,7 @@ func (s *Workflows) CountRuns(ctx context.Context, tenant string) (map[string]in
 // look-ahead and starts a run per slot, under the workflow's misfire
 // policy, as the scheduler plans a task's slots (Scheduler.plan).
 func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
-	engine := runEngine{enq: s.enq, ahead: s.cfg.FetchAhead}
+	engine := runEngine{enq: s.enq, ahead: s.cfg.FetchAhead, graphs: &s.graphs}
 	var n int
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		n = 0
