@@ -162,16 +162,14 @@ func isID(id string) bool {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch i {
-		case 8, 13, 18, 23:
+		switch c := id[i]; {
+		case i == 8 || i == 13 || i == 18 || i == 23:
 			if c != '-' {
 				return false
 			}
+		case '0' <= c && c <= '9', 'a' <= c && c <= 'f', 'A' <= c && c <= 'F':
 		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
+			return false
 		}
 	}
 	return true
