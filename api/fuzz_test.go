@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // requireClientError checks that err is one the error handler turns into a
@@ -122,7 +123,8 @@ func FuzzDecodeStrict(f *testing.F) {
 }
 
 // FuzzScheduleValidate parses fuzzed cron expressions and zones as the API
-// does; a valid schedule must preview strictly increasing fire times.
+// does (the service converts schedule's errors, scheduleError); a valid
+// schedule must preview strictly increasing fire times.
 func FuzzScheduleValidate(f *testing.F) {
 	for _, seed := range [][2]string{
 		{"0 2 * * *", "Asia/Shanghai"}, {"*/15 * * * * *", "UTC"}, {"30 2 * * *", "America/New_York"},
@@ -148,11 +150,17 @@ func FuzzScheduleValidate(f *testing.F) {
 		time.Now(),
 	}
 	f.Fuzz(func(t *testing.T, expr, tz string) {
-		s, err := service.ParseSchedule(service.ScheduleSpec{Type: service.ScheduleCron, Cron: expr, Timezone: tz}, time.Now())
+		s, err := schedule.Parse(schedule.Spec{Type: schedule.Cron, Cron: expr, Timezone: tz}, time.Now())
 		if err != nil {
-			var ve *service.ValidationError
+			// The service turns it into its *ValidationError field for
+			// field (a 422): every field and message must be there.
+			var ve *schedule.ValidationError
 			require.ErrorAs(t, err, &ve, "%q %q", expr, tz)
-			requireClientError(t, err)
+			require.NotEmpty(t, ve.Fields, "%q %q", expr, tz)
+			for _, f := range ve.Fields {
+				require.NotEmpty(t, f.Field, "%v", err)
+				require.NotEmpty(t, f.Message, "%v", err)
+			}
 			require.Nil(t, s)
 			return
 		}

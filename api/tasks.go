@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // scheduleDTO is a task's schedule (README, "Tasks").
@@ -157,7 +158,7 @@ func (r taskRequest) input() (service.TaskInput, error) {
 	var ve service.ValidationError
 	in := service.TaskInput{
 		Name: r.Name, EndpointID: r.EndpointID, Payload: r.Payload,
-		Schedule: service.ScheduleSpec{
+		Schedule: schedule.Spec{
 			Type: r.Schedule.Type, Cron: r.Schedule.Cron, Timezone: r.Schedule.Timezone, IntervalSeconds: r.Schedule.IntervalSeconds,
 			RunAt: parseTime(&ve, "schedule.run_at", r.Schedule.RunAt), StartAt: parseTime(&ve, "schedule.start_at", r.Schedule.StartAt),
 			EndAt:   parseTime(&ve, "schedule.end_at", r.Schedule.EndAt),
@@ -238,7 +239,7 @@ func formatTime(t *time.Time) *string {
 	return &s
 }
 
-func scheduleOut(s service.ScheduleSpec) scheduleDTO {
+func scheduleOut(s schedule.Spec) scheduleDTO {
 	return scheduleDTO{Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
 		RunAt: formatTime(s.RunAt), StartAt: formatTime(s.StartAt), EndAt: formatTime(s.EndAt),
 		Dialect: s.Dialect, DSTPolicy: s.DSTPolicy, ExcludeCalendars: s.ExcludeCalendars}
@@ -512,7 +513,7 @@ func (h *handlers) previewTask(c echo.Context) error {
 	}
 	if v := c.QueryParam("count"); v != "" {
 		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > service.PreviewMax {
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > schedule.PreviewMax {
 			return &service.ValidationError{Fields: []service.FieldError{{Field: "count", Message: "must be 1 to 1000"}}}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // workflowNodeDTO is one node of a workflow: a webhook call with a task's
@@ -135,7 +136,7 @@ func (r workflowRequest) input() (service.WorkflowInput, error) {
 		AlertEndpointID: r.AlertEndpointID}
 	if r.Schedule != nil {
 		s := r.Schedule
-		in.Schedule = &service.ScheduleSpec{Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
+		in.Schedule = &schedule.Spec{Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
 			RunAt: parseTime(&ve, "schedule.run_at", s.RunAt), StartAt: parseTime(&ve, "schedule.start_at", s.StartAt),
 			EndAt: parseTime(&ve, "schedule.end_at", s.EndAt), Dialect: s.Dialect, DSTPolicy: s.DSTPolicy,
 			ExcludeCalendars: s.ExcludeCalendars}

@@ -22,6 +22,7 @@ import (
 	"github.com/axhq/ax/db/dbtest"
 	"github.com/axhq/ax/service"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // harness is a migrated database of its own with the real River client
@@ -129,7 +130,7 @@ func (h *harness) task(endpointID string, change func(*service.TaskInput)) servi
 	far := time.Now().Add(24 * time.Hour).UTC()
 	in := service.TaskInput{
 		Name: h.name("task"), EndpointID: endpointID,
-		Schedule: service.ScheduleSpec{Type: service.ScheduleOnce, RunAt: &far},
+		Schedule: schedule.Spec{Type: schedule.Once, RunAt: &far},
 		Payload:  []byte(`{"n":1}`),
 		Retry:    service.RetryPolicy{MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 200 * time.Millisecond},
 	}

@@ -90,7 +90,6 @@ var packageState = map[string]string{
 		"sees another's state",
 	"api.specQueryParams": "a sync.OnceValue: the query parameters of the embedded OpenAPI document, computed " +
 		"once and never written",
-	"service.graphs": "the workflow graph cache, on its way into the Workflows value: remove this entry with it",
 }
 
 // stateDirs are left out of TestNoPackageLevelState, each with why.

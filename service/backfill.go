@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // Backfill reruns.
@@ -87,6 +88,8 @@ type Backfills struct {
 	enq   *Enqueuer
 	tasks *Tasks
 	wake  chan struct{}
+	// graphs are the workflow versions its runs' starts read.
+	graphs graphCache
 }
 
 // NewBackfills returns a Backfills.
@@ -160,7 +163,7 @@ func (t backfillTarget) id() string {
 }
 
 // schedule loads the target's schedule with its calendars.
-func (s *Backfills) schedule(ctx context.Context, tx db.Tx, tenant string, t backfillTarget) (*Schedule, error) {
+func (s *Backfills) schedule(ctx context.Context, tx db.Tx, tenant string, t backfillTarget) (*schedule.Schedule, error) {
 	if t.workflowID != "" {
 		row, err := db.GetWorkflow(ctx, tx, tenant, t.workflowID, false)
 		if err != nil {
@@ -180,7 +183,7 @@ func (s *Backfills) schedule(ctx context.Context, tx db.Tx, tenant string, t bac
 		return nil, storeError(err, "load task")
 	}
 	task := taskFromRow(row)
-	sched, err := ParseSchedule(task.Schedule, task.CreatedAt)
+	sched, err := parseSchedule(task.Schedule, task.CreatedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -588,7 +591,7 @@ func (s *Backfills) pumpWorkflow(ctx context.Context, tx db.Tx, b db.Backfill) (
 		created++
 	}
 	if created > 0 {
-		if err := (runEngine{enq: s.enq, metrics: s.tasks.cfg.Metrics}).promote(ctx, tx, b.TenantID, b.WorkflowID); err != nil {
+		if err := (runEngine{enq: s.enq, metrics: s.tasks.cfg.Metrics, graphs: &s.graphs}).promote(ctx, tx, b.TenantID, b.WorkflowID); err != nil {
 			return 0, err
 		}
 	}

@@ -8,20 +8,12 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/schedule"
 )
 
-// Calendar limits.
+// Calendar limits (a calendar's dates: schedule.CalendarDatesMax).
 const (
-	// CalendarDatesMax bounds a calendar's dates (27 years of every day).
-	CalendarDatesMax = 10_000
-	// ExcludeCalendarsMax bounds the calendars one schedule excludes.
-	ExcludeCalendarsMax = 20
-	calendarNameMax     = 128
-	// excludedPreviewMax bounds the excluded slots a preview lists.
-	excludedPreviewMax = PreviewMax
-	// calendarJumpsMax bounds the excluded days Next skips over in one
-	// call: every calendar together has at most this many dates.
-	calendarJumpsMax = ExcludeCalendarsMax*CalendarDatesMax + 1
+	calendarNameMax = 128
 	// calendarTasksMax bounds the tasks one calendar change reschedules
 	// in its transaction.
 	calendarTasksMax = 10_000
@@ -29,7 +21,7 @@ const (
 
 // Calendar is a tenant's list of local dates that schedules can exclude
 // (schedule.exclude_calendars): no slot fires on those dates, in the
-// calendar's time zone.
+// calendar's time zone (schedule.Calendar is how a schedule applies it).
 type Calendar struct {
 	CalendarInput
 	ID        string
@@ -72,11 +64,11 @@ func (in CalendarInput) validate() (CalendarInput, error) {
 	if in.Timezone == "" {
 		in.Timezone = "UTC"
 	}
-	if _, msg := loadZone(in.Timezone); msg != "" {
-		ve.Add("timezone", msg)
+	if _, err := schedule.LoadZone(in.Timezone); err != nil {
+		ve.Add("timezone", err.Error())
 	}
-	if len(in.Dates) > CalendarDatesMax {
-		ve.Add("dates", fmt.Sprintf("at most %d dates", CalendarDatesMax))
+	if len(in.Dates) > schedule.CalendarDatesMax {
+		ve.Add("dates", fmt.Sprintf("at most %d dates", schedule.CalendarDatesMax))
 	} else {
 		dates := make([]string, 0, len(in.Dates))
 		for i, d := range in.Dates {
@@ -261,136 +253,10 @@ func calendarFromRow(r db.Calendar) Calendar {
 	}
 }
 
-// exclusion is one calendar as a schedule applies it: its dates as day
-// numbers (days since 1970-01-01) on its zone's wall clock.
-type exclusion struct {
-	loc  *time.Location
-	days map[int64]struct{}
-}
-
-// excluding returns a copy of s that skips every slot whose local date, in
-// a calendar's zone, is one of that calendar's dates. cals are the
-// calendars s.Spec().ExcludeCalendars names (db.GetCalendars); a calendar
-// whose zone no longer loads is applied in UTC.
-func (s *Schedule) excluding(cals []db.Calendar) *Schedule {
-	if len(cals) == 0 {
-		return s
-	}
-	c := *s
-	c.excl = make([]exclusion, 0, len(cals))
-	for _, cal := range cals {
-		loc, msg := loadZone(cal.Timezone)
-		if msg != "" {
-			loc = time.UTC
-		}
-		e := exclusion{loc: loc, days: make(map[int64]struct{}, len(cal.Dates))}
-		for _, d := range cal.Dates {
-			if t, err := time.Parse(time.DateOnly, d); err == nil {
-				e.days[floorDiv(t.Unix(), secondsPerDay)] = struct{}{}
-			}
-		}
-		c.excl = append(c.excl, e)
-	}
-	return &c
-}
-
-// excludedBy returns the exclusion that removes slot t, or nil.
-func (s *Schedule) excludedBy(t time.Time) *exclusion {
-	for i := range s.excl {
-		e := &s.excl[i]
-		if _, ok := e.days[floorDiv(wallOf(t, e.loc), secondsPerDay)]; ok {
-			return e
-		}
-	}
-	return nil
-}
-
-// dayEnd returns the last instant of t's local date in e's zone: every
-// slot up to it is excluded too.
-func (e *exclusion) dayEnd(t time.Time) time.Time {
-	y, m, d := t.In(e.loc).Date()
-	return time.Date(y, m, d+1, 0, 0, 0, 0, e.loc).Add(-time.Nanosecond)
-}
-
-// nextIncluded is Next for a schedule with calendars: the first fire
-// after `after` that no calendar excludes. An excluded slot skips the rest
-// of its excluded day at once, so the cost grows with the excluded dates
-// crossed, not with the slots on them.
-func (s *Schedule) nextIncluded(after time.Time) (time.Time, bool, error) {
-	for range calendarJumpsMax {
-		t, ok, err := s.next(after)
-		if !ok {
-			return time.Time{}, false, err
-		}
-		e := s.excludedBy(t)
-		if e == nil {
-			return t, true, nil
-		}
-		after = laterOf(e.dayEnd(t), t)
-	}
-	return time.Time{}, false, nil
-}
-
-// PreviewExcluded returns up to n fires after `after` (Preview) and the
-// slots the calendars removed before the last of them (up to n, or up to
-// PreviewMax slots when nothing fires any more). It stops with ctx's error
-// when ctx ends, and with NextErr's when a computation is cut short.
-func (s *Schedule) PreviewExcluded(ctx context.Context, after time.Time, n int) (fires, excluded []time.Time, err error) {
-	n = min(max(n, 1), PreviewMax)
-	for range n + calendarJumpsMax {
-		if len(fires) >= n {
-			break
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, nil, err
-		}
-		t, ok, err := s.next(after)
-		if err != nil {
-			return nil, nil, err
-		}
-		if !ok {
-			break
-		}
-		e := s.excludedBy(t)
-		switch {
-		case e == nil:
-			fires = append(fires, t)
-			after = t
-		case len(excluded) < excludedPreviewMax:
-			excluded = append(excluded, t)
-			after = t
-		default:
-			after = laterOf(e.dayEnd(t), t)
-		}
-	}
-	return fires, excluded, nil
-}
-
-// Excludes reports whether a calendar of s removes the slot t.
-func (s *Schedule) Excludes(t time.Time) bool { return s.excludedBy(t) != nil }
-
-// validateCalendarRefs checks schedule.exclude_calendars.
-func validateCalendarRefs(ve *ValidationError, ids []string) {
-	if len(ids) > ExcludeCalendarsMax {
-		ve.Add("schedule.exclude_calendars", fmt.Sprintf("at most %d calendars", ExcludeCalendarsMax))
-		return
-	}
-	seen := make(map[string]bool, len(ids))
-	for i, id := range ids {
-		switch {
-		case !validID(id):
-			ve.Add(fmt.Sprintf("schedule.exclude_calendars[%d]", i), "must be the id of one of your calendars")
-		case seen[id]:
-			ve.Add(fmt.Sprintf("schedule.exclude_calendars[%d]", i), "is listed twice")
-		}
-		seen[id] = true
-	}
-}
-
-// loadCalendars returns the calendars ids names, locked against a
-// concurrent change or delete when share is set; an id that is not one of
-// the tenant's calendars is a validation error.
-func loadCalendars(ctx context.Context, q db.Querier, tenant string, ids []string, share bool) ([]db.Calendar, error) {
+// loadCalendars returns the calendars ids names, as a schedule applies
+// them, locked against a concurrent change or delete when share is set; an
+// id that is not one of the tenant's calendars is a validation error.
+func loadCalendars(ctx context.Context, q db.Querier, tenant string, ids []string, share bool) ([]schedule.Calendar, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -411,12 +277,14 @@ func loadCalendars(ctx context.Context, q db.Querier, tenant string, ids []strin
 		}
 		return nil, ve.Err()
 	}
-	return cals, nil
+	return scheduleCalendars(cals), nil
 }
 
-func laterOf(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
+// scheduleCalendars returns cals as schedules apply them.
+func scheduleCalendars(cals []db.Calendar) []schedule.Calendar {
+	out := make([]schedule.Calendar, len(cals))
+	for i, c := range cals {
+		out[i] = schedule.Calendar{Timezone: c.Timezone, Dates: c.Dates}
 	}
-	return b
+	return out
 }

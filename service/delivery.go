@@ -110,6 +110,8 @@ type Deliveries struct {
 	successes *batcher[db.DeliverySuccess, successResult]
 	batched   atomic.Int64 // Begins and Finishes a batch completed
 	batchErrs atomic.Int64 // Begins and Finishes whose batch failed
+	// graphs are the workflow versions its finishes advance runs of.
+	graphs graphCache
 }
 
 // Batching of the deliver worker's two statements: at most deliveryBatchMax

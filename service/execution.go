@@ -123,6 +123,8 @@ type Executions struct {
 	pool *db.Pool
 	enq  *Enqueuer
 	cfg  ExecutionsConfig
+	// graphs are the workflow versions its retries and cancels advance.
+	graphs graphCache
 }
 
 // ExecutionsConfig configures Executions.
@@ -283,7 +285,7 @@ func (s *Executions) change(ctx context.Context, tenant, id, action string, fn f
 			return err
 		}
 		if row.WorkflowRunID != nil { // a node's execution: its run may move on
-			if err := (runEngine{enq: s.enq, metrics: s.cfg.Metrics}).advanceRun(ctx, tx, tenant, *row.WorkflowRunID); err != nil {
+			if err := (runEngine{enq: s.enq, metrics: s.cfg.Metrics, graphs: &s.graphs}).advanceRun(ctx, tx, tenant, *row.WorkflowRunID); err != nil {
 				return err
 			}
 		}
@@ -605,7 +607,7 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 			return storeError(err, "load task")
 		}
 		t := taskFromRow(row)
-		sched, err := ParseSchedule(t.Schedule, t.CreatedAt)
+		sched, err := parseSchedule(t.Schedule, t.CreatedAt)
 		if err != nil {
 			return err
 		}
@@ -613,7 +615,7 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 		if err != nil {
 			return err
 		}
-		sched = sched.excluding(cals)
+		sched = sched.Excluding(cals)
 		if next, ok := sched.Next(at.Add(-time.Nanosecond)); !ok || !next.Equal(at) {
 			msg := "is not a slot of the task's schedule"
 			if ok {

@@ -277,7 +277,7 @@ func (s *Deliveries) advanceWorkflow(ctx context.Context, tx db.Tx, tenant strin
 	if runID == nil {
 		return nil
 	}
-	return runEngine{enq: s.enqueuer, metrics: s.cfg.Metrics}.advanceRun(ctx, tx, tenant, *runID)
+	return runEngine{enq: s.enqueuer, metrics: s.cfg.Metrics, graphs: &s.graphs}.advanceRun(ctx, tx, tenant, *runID)
 }
 
 // transition applies a fenced transition and appends events; no matching

@@ -8,15 +8,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // everySecond is an interval of 1 s anchored on a whole second, and
 // everySecondCron the cron schedule with the same instants.
-func everySecond(anchor time.Time) service.ScheduleSpec {
-	return service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 1, StartAt: &anchor}
+func everySecond(anchor time.Time) schedule.Spec {
+	return schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1, StartAt: &anchor}
 }
 
-var everySecondCron = service.ScheduleSpec{Type: service.ScheduleCron, Cron: "* * * * * *"}
+var everySecondCron = schedule.Spec{Type: schedule.Cron, Cron: "* * * * * *"}
 
 // requireOneLiveExecutionPerSlot checks the task's scheduled executions
 // after since: every whole second s up to the latest materialised slot
@@ -101,7 +102,7 @@ func TestAlternatingReschedules(t *testing.T) {
 	ctx := context.Background()
 	s := f.scheduler(service.SchedulerConfig{})
 	anchor := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
-	schedules := []service.ScheduleSpec{everySecond(anchor), {Type: service.ScheduleCron, Cron: "*/2 * * * * *"}}
+	schedules := []schedule.Spec{everySecond(anchor), {Type: schedule.Cron, Cron: "*/2 * * * * *"}}
 	fires := []func(time.Time) bool{
 		func(time.Time) bool { return true },
 		func(s time.Time) bool { return s.Second()%2 == 0 },
@@ -144,7 +145,7 @@ func TestRetryOfARescheduledExecution(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Tick(ctx)
 	require.NoError(t, err)
-	change := func(spec service.ScheduleSpec) {
+	change := func(spec schedule.Spec) {
 		t.Helper()
 		_, err := f.tasks.Update(ctx, f.tenant, task.ID, func(in *service.TaskInput) error {
 			in.Schedule = spec
@@ -153,7 +154,7 @@ func TestRetryOfARescheduledExecution(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// Every even second: the odd ones are cancelled.
-	change(service.ScheduleSpec{Type: service.ScheduleCron, Cron: "*/2 * * * * *"})
+	change(schedule.Spec{Type: schedule.Cron, Cron: "*/2 * * * * *"})
 	var odd []string
 	rows, err := f.pool.Query(ctx, `SELECT id::text FROM executions WHERE task_id = $1 AND state = 'cancelled'
 		AND scheduled_for > now() + interval '2 s' ORDER BY scheduled_for`, task.ID)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/axhq/ax/db/dbtest"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // idAt returns a UUIDv7 minted at t, as service.NewID would have then.
@@ -70,7 +71,7 @@ func TestRetentionRemovesFinishedHistory(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, service.NewTenants(f.pool).Ensure(ctx, "other"))
 	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "kept", EndpointID: f.endpoint,
-		Schedule: service.ScheduleSpec{Type: service.ScheduleCron, Cron: "0 3 * * *"}})
+		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 3 * * *"}})
 	require.NoError(t, err)
 
 	now := time.Now().UTC()
@@ -236,7 +237,7 @@ func TestExpiredSlotsDoNotFireAgain(t *testing.T) {
 	// latest scheduled one and survives retention; back to the same
 	// instant after another schedule, the slot does not fire again.
 	runAt := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
-	once := service.ScheduleSpec{Type: service.ScheduleOnce, RunAt: &runAt}
+	once := schedule.Spec{Type: schedule.Once, RunAt: &runAt}
 	lenient := service.NewTasks(f.pool, service.TasksConfig{OnceLateMax: time.Hour}) // a run_at a minute ago is allowed
 	ot, err := lenient.Create(ctx, f.tenant, service.TaskInput{Name: "once", EndpointID: f.endpoint, Schedule: once})
 	require.NoError(t, err)
@@ -246,7 +247,7 @@ func TestExpiredSlotsDoNotFireAgain(t *testing.T) {
 	finishAll()
 	sweep()
 	require.Equal(t, 1, f.count(t, `SELECT count(*) FROM executions WHERE task_id = $1`, ot.ID), "kept: the task's latest slot")
-	for _, spec := range []service.ScheduleSpec{{Type: service.ScheduleCron, Cron: "0 3 * * *"}, once} {
+	for _, spec := range []schedule.Spec{{Type: schedule.Cron, Cron: "0 3 * * *"}, once} {
 		_, err = lenient.Update(ctx, f.tenant, ot.ID, func(in *service.TaskInput) error {
 			in.Schedule = spec
 			return nil

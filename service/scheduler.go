@@ -12,6 +12,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // Scheduler defaults.
@@ -103,11 +104,13 @@ type Scheduler struct {
 
 	mu    sync.Mutex
 	cache map[string]cachedSchedule // task id → parsed schedule
+	// graphs are the workflow versions its runs' starts read.
+	graphs graphCache
 }
 
 type cachedSchedule struct {
 	version int32
-	sched   *Schedule
+	sched   *schedule.Schedule
 }
 
 // NewScheduler returns a Scheduler.
@@ -419,9 +422,18 @@ func (s *Scheduler) calendarsFor(ctx context.Context, tx db.Tx, due []db.DueTask
 	return out, nil
 }
 
+// floorMod returns a mod b, in [0, b) for b > 0.
+func floorMod(a, b int64) int64 {
+	m := a % b
+	if m != 0 && (m < 0) != (b < 0) {
+		m += b
+	}
+	return m
+}
+
 // cached returns the task's parsed schedule if the cache holds its
 // current version.
-func (s *Scheduler) cached(t db.DueTask) *Schedule {
+func (s *Scheduler) cached(t db.DueTask) *schedule.Schedule {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c, ok := s.cache[t.ID]; ok && c.version == t.Version {
@@ -433,21 +445,21 @@ func (s *Scheduler) cached(t db.DueTask) *Schedule {
 // schedule returns the task's parsed schedule with its calendars (from
 // cals, calendarsFor), cached per task version (parsing loads the time
 // zone).
-func (s *Scheduler) schedule(t db.DueTask, cals map[string]db.Calendar) (*Schedule, error) {
+func (s *Scheduler) schedule(t db.DueTask, cals map[string]db.Calendar) (*schedule.Schedule, error) {
 	if sched := s.cached(t); sched != nil {
 		return sched, nil
 	}
-	spec := ScheduleSpec{Type: t.ScheduleType, Timezone: t.Timezone, RunAt: t.RunAt, StartAt: t.StartAt, EndAt: t.EndAt}
+	spec := schedule.Spec{Type: t.ScheduleType, Timezone: t.Timezone, RunAt: t.RunAt, StartAt: t.StartAt, EndAt: t.EndAt}
 	if t.Cron != nil {
 		spec.Cron = *t.Cron
 	}
-	if t.ScheduleType == ScheduleCron {
+	if t.ScheduleType == schedule.Cron {
 		spec.Dialect, spec.DSTPolicy = t.ScheduleDialect, t.DSTPolicy
 	}
 	if t.IntervalSeconds != nil {
 		spec.IntervalSeconds = *t.IntervalSeconds
 	}
-	sched, err := ParseSchedule(spec, t.CreatedAt)
+	sched, err := parseSchedule(spec, t.CreatedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -460,7 +472,7 @@ func (s *Scheduler) schedule(t db.DueTask, cals map[string]db.Calendar) (*Schedu
 				list = append(list, c)
 			}
 		}
-		sched = sched.excluding(list)
+		sched = sched.Excluding(scheduleCalendars(list))
 	}
 	s.mu.Lock()
 	if len(s.cache) > 200_000 {

@@ -17,6 +17,7 @@ import (
 	"github.com/axhq/ax/db/dbtest"
 	"github.com/axhq/ax/jobs"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // fixture is a database with one tenant and one endpoint.
@@ -287,7 +288,7 @@ func TestTaskLifecycleAndMaterialisedSlots(t *testing.T) {
 	s := f.scheduler(service.SchedulerConfig{LookAhead: 10 * time.Second})
 
 	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "every-2s", EndpointID: f.endpoint,
-		Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 2}})
+		Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 2}})
 	require.NoError(t, err)
 	_, err = s.Tick(ctx)
 	require.NoError(t, err)
@@ -322,7 +323,7 @@ func TestTaskLifecycleAndMaterialisedSlots(t *testing.T) {
 
 	// A schedule change cancels slots materialised for the old schedule.
 	_, err = f.tasks.Update(ctx, f.tenant, task.ID, func(in *service.TaskInput) error {
-		in.Schedule = service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 3600}
+		in.Schedule = schedule.Spec{Type: schedule.Interval, IntervalSeconds: 3600}
 		return nil
 	})
 	require.NoError(t, err)
@@ -336,7 +337,7 @@ func TestTaskLifecycleAndMaterialisedSlots(t *testing.T) {
 	// A once task fires once and completes.
 	runAt := time.Now().Add(time.Second)
 	once, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "once", EndpointID: f.endpoint,
-		Schedule: service.ScheduleSpec{Type: service.ScheduleOnce, RunAt: &runAt}})
+		Schedule: schedule.Spec{Type: schedule.Once, RunAt: &runAt}})
 	require.NoError(t, err)
 	_, err = s.Tick(ctx)
 	require.NoError(t, err)
@@ -349,7 +350,7 @@ func TestTaskLifecycleAndMaterialisedSlots(t *testing.T) {
 	// A task past end_at completes.
 	end := time.Now().Add(3 * time.Second)
 	bounded, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "bounded", EndpointID: f.endpoint,
-		Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 1, EndAt: &end}})
+		Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1, EndAt: &end}})
 	require.NoError(t, err)
 	_, err = s.Tick(ctx)
 	require.NoError(t, err)
@@ -375,7 +376,7 @@ func TestSchedulerWakesOnTaskChange(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the loop is idle, sleeping up to a minute
 	runAt := time.Now()
 	_, err := f.tasks.Create(context.Background(), f.tenant, service.TaskInput{Name: "now", EndpointID: f.endpoint,
-		Schedule: service.ScheduleSpec{Type: service.ScheduleOnce, RunAt: &runAt}})
+		Schedule: schedule.Spec{Type: schedule.Once, RunAt: &runAt}})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return f.count(t, `SELECT count(*) FROM executions`) == 1 },
 		5*time.Second, 10*time.Millisecond)
@@ -484,7 +485,7 @@ func TestCreateWakesTheSchedulersOnlyForNearSlots(t *testing.T) {
 	create := func(name string, in time.Duration) {
 		runAt := time.Now().Add(in)
 		_, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: name, EndpointID: f.endpoint,
-			Schedule: service.ScheduleSpec{Type: service.ScheduleOnce, RunAt: &runAt}})
+			Schedule: schedule.Spec{Type: schedule.Once, RunAt: &runAt}})
 		require.NoError(t, err)
 	}
 	create("far", service.TaskWakeWithin+time.Minute)
@@ -503,9 +504,9 @@ func TestIntervalTaskAnchorsOnItsCreation(t *testing.T) {
 	ctx := context.Background()
 	for i := range 20 {
 		task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: fmt.Sprintf("every-7s-%d", i), EndpointID: f.endpoint,
-			Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 7}})
+			Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 7}})
 		require.NoError(t, err)
-		sched, err := service.ParseSchedule(task.Schedule, task.CreatedAt)
+		sched, err := schedule.Parse(task.Schedule, task.CreatedAt)
 		require.NoError(t, err)
 		first, ok := sched.Next(task.CreatedAt)
 		require.True(t, ok)
@@ -551,7 +552,7 @@ func TestCreateReadsTheClockEstimate(t *testing.T) {
 		t.Helper()
 		created++
 		task, err := service.NewTasks(f.pool, service.TasksConfig{Clock: clock}).Create(ctx, f.tenant, service.TaskInput{
-			Name: fmt.Sprintf("clock-%d", created), EndpointID: f.endpoint, Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 60}})
+			Name: fmt.Sprintf("clock-%d", created), EndpointID: f.endpoint, Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 60}})
 		require.NoError(t, err)
 		return task
 	}
@@ -617,7 +618,7 @@ func TestCreateTeachesTheClock(t *testing.T) {
 	tasks := service.NewTasks(f.pool, service.TasksConfig{Clock: clock})
 	in := func(name string) service.TaskInput {
 		return service.TaskInput{Name: name, EndpointID: f.endpoint,
-			Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 60}}
+			Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 60}}
 	}
 	first, err := tasks.Create(ctx, f.tenant, in("teach-1"))
 	require.NoError(t, err)

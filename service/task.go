@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // Task states.
@@ -91,7 +91,7 @@ type Task struct {
 type TaskInput struct {
 	Name       string
 	EndpointID string
-	Schedule   ScheduleSpec
+	Schedule   schedule.Spec
 	// Payload is the exact JSON the webhook body carries.
 	Payload  []byte
 	Priority int
@@ -238,7 +238,7 @@ func (s *Tasks) create(ctx context.Context, tenant string, in TaskInput) (Task, 
 
 // withCalendars returns sched with the calendars its spec excludes
 // applied, read with q (locked against a change or delete with share).
-func (s *Tasks) withCalendars(ctx context.Context, q db.Querier, tenant string, sched *Schedule, share bool) (*Schedule, error) {
+func (s *Tasks) withCalendars(ctx context.Context, q db.Querier, tenant string, sched *schedule.Schedule, share bool) (*schedule.Schedule, error) {
 	ids := sched.Spec().ExcludeCalendars
 	if len(ids) == 0 {
 		return sched, nil
@@ -247,7 +247,7 @@ func (s *Tasks) withCalendars(ctx context.Context, q db.Querier, tenant string, 
 	if err != nil {
 		return nil, err
 	}
-	return sched.excluding(cals), nil
+	return sched.Excluding(cals), nil
 }
 
 // recalendar reschedules a task, locked by the caller's transaction, whose
@@ -261,7 +261,7 @@ func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string) err
 		return storeError(err, "load task")
 	}
 	t := taskFromRow(row)
-	sched, err := ParseSchedule(t.Schedule, t.CreatedAt)
+	sched, err := parseSchedule(t.Schedule, t.CreatedAt)
 	if err != nil {
 		return err
 	}
@@ -277,7 +277,7 @@ func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string) err
 			return err
 		}
 		row.State, row.NextRunAt = TaskActive, nil
-		if spec := sched.Spec(); spec.Type == ScheduleOnce && spec.RunAt != nil && spec.RunAt.Before(now) {
+		if spec := sched.Spec(); spec.Type == schedule.Once && spec.RunAt != nil && spec.RunAt.Before(now) {
 			row.State = TaskCompleted // its one slot has passed; a calendar change does not fire it again
 		} else if next, ok := sched.Next(now); ok {
 			row.NextRunAt = &next
@@ -423,7 +423,7 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 // schedule with their instants fires them anew (db.CancelRescheduledExecutions).
 // Either way the scheduler then materialises the new schedule from now, and
 // every slot of it fires once: a kept execution is the slot's execution.
-func (s *Tasks) reschedule(ctx context.Context, tx db.Tx, tenant, id string, sched *Schedule) error {
+func (s *Tasks) reschedule(ctx context.Context, tx db.Tx, tenant, id string, sched *schedule.Schedule) error {
 	pending, err := db.PendingScheduledExecutions(ctx, tx, tenant, id)
 	if err != nil {
 		return err
@@ -500,7 +500,7 @@ func (s *Tasks) Resume(ctx context.Context, tenant, id string) (Task, error) {
 		case TaskCompleted:
 			return conflictf("a completed task cannot be resumed; change its schedule instead")
 		}
-		sched, err := ParseSchedule(taskFromRow(*row).Schedule, row.CreatedAt)
+		sched, err := parseSchedule(taskFromRow(*row).Schedule, row.CreatedAt)
 		if err != nil {
 			return err
 		}
@@ -560,7 +560,7 @@ func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) (TaskPrev
 	if err != nil {
 		return TaskPreview{}, err
 	}
-	sched, err := ParseSchedule(t.Schedule, t.CreatedAt)
+	sched, err := parseSchedule(t.Schedule, t.CreatedAt)
 	if err != nil {
 		return TaskPreview{}, err
 	}
@@ -573,7 +573,7 @@ func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) (TaskPrev
 	}
 	fires, excluded, err := sched.PreviewExcluded(ctx, now, n)
 	if err != nil {
-		return TaskPreview{}, scheduleWorkError(err)
+		return TaskPreview{}, scheduleError(err)
 	}
 	return TaskPreview{Fires: fires, Excluded: excluded, Schedule: sched}, nil
 }
@@ -583,7 +583,7 @@ type TaskPreview struct {
 	Fires []time.Time
 	// Excluded are the slots in the same span that calendars removed.
 	Excluded []time.Time
-	Schedule *Schedule
+	Schedule *schedule.Schedule
 }
 
 func (in TaskInput) withDefaults() TaskInput {
@@ -621,7 +621,7 @@ func (in TaskInput) withDefaults() TaskInput {
 }
 
 // validate checks every field and parses the schedule.
-func (s *Tasks) validate(in TaskInput, anchor time.Time) (*Schedule, error) {
+func (s *Tasks) validate(in TaskInput, anchor time.Time) (*schedule.Schedule, error) {
 	var ve ValidationError
 	if !taskNamePattern.MatchString(in.Name) {
 		ve.Add("name", "must be 1 to 128 characters: lower-case or uncased letters and digits of any script, '.', '_', '-', "+
@@ -630,9 +630,9 @@ func (s *Tasks) validate(in TaskInput, anchor time.Time) (*Schedule, error) {
 	if !validID(in.EndpointID) {
 		ve.Add("endpoint_id", "must be the id of one of your endpoints")
 	}
-	sched, err := ParseSchedule(in.Schedule, anchor)
+	sched, err := parseSchedule(in.Schedule, anchor)
 	if err != nil {
-		if se, ok := err.(*ValidationError); ok { //nolint:errorlint // ParseSchedule returns it unwrapped
+		if se, ok := err.(*ValidationError); ok { //nolint:errorlint // parseSchedule returns it unwrapped
 			ve.Fields = append(ve.Fields, se.Fields...)
 		} else {
 			return nil, err
@@ -706,9 +706,9 @@ func validateLabels(ve *ValidationError, labels map[string]string) {
 
 // checkOnceLate refuses a once schedule whose run_at lies further in the
 // past than OnceLateMax.
-func (s *Tasks) checkOnceLate(sched *Schedule, now time.Time) error {
+func (s *Tasks) checkOnceLate(sched *schedule.Schedule, now time.Time) error {
 	spec := sched.Spec()
-	if spec.Type == ScheduleOnce && spec.RunAt != nil && spec.RunAt.Before(now.Add(-s.cfg.OnceLateMax)) {
+	if spec.Type == schedule.Once && spec.RunAt != nil && spec.RunAt.Before(now.Add(-s.cfg.OnceLateMax)) {
 		return fieldError("schedule.run_at", fmt.Sprintf("lies more than %s in the past (it is %s); a once task fires at a time to come",
 			s.cfg.OnceLateMax, now.Sub(*spec.RunAt).Truncate(time.Second)))
 	}
@@ -718,15 +718,15 @@ func (s *Tasks) checkOnceLate(sched *Schedule, now time.Time) error {
 // firstRun is the first slot of a new or rescheduled task: a once task's
 // run_at even when it has passed (it then fires at once, late), otherwise
 // the first fire time after now.
-func firstRun(sched *Schedule, now time.Time) (*time.Time, error) {
+func firstRun(sched *schedule.Schedule, now time.Time) (*time.Time, error) {
 	spec := sched.Spec()
-	if spec.Type == ScheduleOnce && spec.RunAt != nil {
+	if spec.Type == schedule.Once && spec.RunAt != nil {
 		t := spec.RunAt.UTC()
 		return &t, nil
 	}
 	next, ok, err := sched.NextErr(now)
 	if err != nil {
-		return nil, scheduleWorkError(err)
+		return nil, scheduleError(err)
 	}
 	if !ok {
 		switch {
@@ -744,16 +744,6 @@ func firstRun(sched *Schedule, now time.Time) (*time.Time, error) {
 	return &next, nil
 }
 
-// scheduleWorkError turns a fire-time computation cut short (NextErr) into
-// a 422 on schedule.cron; a context error passes through.
-func scheduleWorkError(err error) error {
-	if errors.Is(err, errNextWork) || errors.Is(err, errNextStalled) {
-		return fieldError("schedule.cron", "its fire times cannot be computed within ax's bound on the work; "+
-			"simplify the expression (fewer restricted fields) or use another time zone or DST policy")
-	}
-	return err
-}
-
 // insertError explains constraint violations of a task write.
 func (s *Tasks) insertError(err error, in TaskInput) error {
 	return storeError(err, "store task",
@@ -762,7 +752,7 @@ func (s *Tasks) insertError(err error, in TaskInput) error {
 		onConstraint(db.ConstraintTaskAlertEndpoint, fieldError("alert_endpoint_id", "no such endpoint")))
 }
 
-func sameSchedule(a, b ScheduleSpec) bool {
+func sameSchedule(a, b schedule.Spec) bool {
 	eqTime := func(x, y *time.Time) bool {
 		return (x == nil && y == nil) || (x != nil && y != nil && x.Equal(*y))
 	}
@@ -781,12 +771,12 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 		OverlapPolicy: in.OverlapPolicy, MisfirePolicy: in.MisfirePolicy, Labels: in.Labels,
 		ExcludeCalendars: in.Schedule.ExcludeCalendars,
 		// Interval and once tasks store the defaults, and ignore them.
-		ScheduleDialect: DialectStandard, DSTPolicy: DSTVixie,
+		ScheduleDialect: schedule.DialectStandard, DSTPolicy: schedule.DSTVixie,
 		Shards: int32(max(in.Shards, 1)),
 	}
-	if in.Schedule.Type == ScheduleCron {
-		r.ScheduleDialect = cmp.Or(in.Schedule.Dialect, DialectStandard)
-		r.DSTPolicy = cmp.Or(in.Schedule.DSTPolicy, DSTVixie)
+	if in.Schedule.Type == schedule.Cron {
+		r.ScheduleDialect = cmp.Or(in.Schedule.Dialect, schedule.DialectStandard)
+		r.DSTPolicy = cmp.Or(in.Schedule.DSTPolicy, schedule.DSTVixie)
 	}
 	if in.Schedule.Cron != "" {
 		c := strings.TrimSpace(in.Schedule.Cron)
@@ -826,7 +816,7 @@ func taskFromRow(r db.Task) Task {
 	t := Task{
 		TaskInput: TaskInput{
 			Name: r.Name, EndpointID: r.EndpointID,
-			Schedule: ScheduleSpec{Type: r.ScheduleType, Timezone: r.Timezone, RunAt: utcPtr(r.RunAt), StartAt: utcPtr(r.StartAt), EndAt: utcPtr(r.EndAt),
+			Schedule: schedule.Spec{Type: r.ScheduleType, Timezone: r.Timezone, RunAt: utcPtr(r.RunAt), StartAt: utcPtr(r.StartAt), EndAt: utcPtr(r.EndAt),
 				ExcludeCalendars: r.ExcludeCalendars},
 			Payload: r.Payload, Priority: int(r.Priority),
 			Retry: RetryPolicy{
@@ -841,7 +831,7 @@ func taskFromRow(r db.Task) Task {
 	if r.Cron != nil {
 		t.Schedule.Cron = *r.Cron
 	}
-	if r.ScheduleType == ScheduleCron {
+	if r.ScheduleType == schedule.Cron {
 		t.Schedule.Dialect, t.Schedule.DSTPolicy = r.ScheduleDialect, r.DSTPolicy
 	}
 	if r.IntervalSeconds != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -14,26 +13,25 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/dag"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // Workflow limits and states.
 const (
-	WorkflowNodesMax     = 200
-	ShardsMax            = 1000
-	MaxActiveRunsMax     = 1000
-	WorkflowActive       = "active"
-	WorkflowPaused       = "paused"
-	ResourceWorkflow     = "workflow"
-	ResourceWorkflowRun  = "workflow_run"
-	workflowSweepAge     = 2 * time.Second
-	workflowSweepBatch   = 100
-	workflowClaimBatch   = 100
-	nodeTaskNamePrefix   = "~wf/"
-	nodeKeyPatternSource = `^[a-z0-9][a-z0-9._-]{0,63}$`
+	WorkflowNodesMax    = 200
+	ShardsMax           = 1000
+	MaxActiveRunsMax    = 1000
+	WorkflowActive      = "active"
+	WorkflowPaused      = "paused"
+	ResourceWorkflow    = "workflow"
+	ResourceWorkflowRun = "workflow_run"
+	workflowSweepAge    = 2 * time.Second
+	workflowSweepBatch  = 100
+	workflowClaimBatch  = 100
+	nodeTaskNamePrefix  = "~wf/"
 )
-
-var nodeKeyPattern = regexp.MustCompile(nodeKeyPatternSource)
 
 // WorkflowNodeInput is one node of a workflow document: a task's delivery
 // fields, its key, its upstream keys and its trigger rule.
@@ -58,7 +56,7 @@ type WorkflowNodeInput struct {
 type WorkflowInput struct {
 	Name string
 	// Schedule is optional: without one, runs start by trigger.
-	Schedule        *ScheduleSpec
+	Schedule        *schedule.Spec
 	MaxActiveRuns   int
 	MisfirePolicy   string
 	AlertEndpointID string
@@ -147,6 +145,7 @@ type Workflows struct {
 	pool   *db.Pool
 	cfg    WorkflowsConfig
 	engine runEngine
+	graphs graphCache // the engine's
 	tasks  *Tasks
 
 	retireMu  sync.Mutex
@@ -158,8 +157,9 @@ func NewWorkflows(pool *db.Pool, enq *Enqueuer, cfg WorkflowsConfig) *Workflows 
 	if cfg.PayloadMax <= 0 {
 		cfg.PayloadMax = PayloadMaxDefault
 	}
-	return &Workflows{pool: pool, cfg: cfg, engine: runEngine{enq: enq, ahead: cfg.FetchAhead, metrics: cfg.Metrics},
-		tasks: NewTasks(pool, TasksConfig{PayloadMax: cfg.PayloadMax})}
+	s := &Workflows{pool: pool, cfg: cfg, tasks: NewTasks(pool, TasksConfig{PayloadMax: cfg.PayloadMax})}
+	s.engine = runEngine{enq: enq, ahead: cfg.FetchAhead, metrics: cfg.Metrics, graphs: &s.graphs}
+	return s
 }
 
 func (in WorkflowInput) withDefaults() WorkflowInput {
@@ -198,15 +198,15 @@ func (in WorkflowInput) withDefaults() WorkflowInput {
 
 // validate checks a workflow document; it returns the schedule (nil when
 // none) and the nodes in topological order.
-func (s *Workflows) validate(in WorkflowInput, now time.Time) (*Schedule, []WorkflowNodeInput, error) {
+func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedule, []WorkflowNodeInput, error) {
 	var ve ValidationError
 	if !taskNamePattern.MatchString(in.Name) {
 		ve.Add("name", "must match ^[a-z0-9][a-z0-9._-]{0,127}$ (lower-case letters, digits, '.', '_', '-')")
 	}
-	var sched *Schedule
+	var sched *schedule.Schedule
 	if in.Schedule != nil {
 		var err error
-		sched, err = ParseSchedule(*in.Schedule, now)
+		sched, err = parseSchedule(*in.Schedule, now)
 		if err != nil {
 			var se *ValidationError
 			if !errors.As(err, &se) {
@@ -231,19 +231,28 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*Schedule, []Work
 	case len(in.Nodes) > WorkflowNodesMax:
 		ve.Add("nodes", fmt.Sprintf("at most %d nodes", WorkflowNodesMax))
 	}
-	keys := map[string]int{}
+	nodeGraph := make([]dag.Node, len(in.Nodes))
+	for i, n := range in.Nodes {
+		nodeGraph[i] = dag.Node{Key: n.Key, DependsOn: n.DependsOn, Rule: n.TriggerRule}
+	}
+	// The graph's problems, each reported where the document's fields
+	// are checked: a node's key, its delivery fields, its rule; then
+	// every node's dependencies.
+	problems := dag.Check(nodeGraph)
+	addProblems := func(i int, field string) {
+		for _, p := range problems {
+			if p.Node == i && p.Field == field {
+				ve.Add(fmt.Sprintf("nodes[%d].%s", i, field), p.Message)
+			}
+		}
+	}
 	for i, n := range in.Nodes {
 		f := fmt.Sprintf("nodes[%d]", i)
-		if !nodeKeyPattern.MatchString(n.Key) {
-			ve.Add(f+".key", "must match "+nodeKeyPatternSource)
-		} else if _, dup := keys[n.Key]; dup {
-			ve.Add(f+".key", fmt.Sprintf("key %q is used by another node", n.Key))
-		}
-		keys[n.Key] = i
+		addProblems(i, "key")
 		// The delivery fields follow the task rules.
 		t := TaskInput{Name: "node", EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority, Timeout: n.Timeout,
 			Retry: n.Retry, Completion: n.Completion, OverlapPolicy: OverlapAllow, MisfirePolicy: MisfireFireAll,
-			Schedule: ScheduleSpec{Type: ScheduleOnce, RunAt: &now, Timezone: "UTC"}}
+			Schedule: schedule.Spec{Type: schedule.Once, RunAt: &now, Timezone: "UTC"}}
 		if _, err := s.tasks.validate(t, now); err != nil {
 			var tv *ValidationError
 			if !errors.As(err, &tv) {
@@ -256,84 +265,23 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*Schedule, []Work
 		if n.Shards < 1 || n.Shards > ShardsMax {
 			ve.Add(f+".shards", fmt.Sprintf("must be 1 to %d", ShardsMax))
 		}
-		if !contains([]string{RuleAllSuccess, RuleAllDone, RuleOneSuccess}, n.TriggerRule) {
-			ve.Add(f+".trigger_rule", "must be all_success, all_done or one_success")
-		}
+		addProblems(i, "trigger_rule")
 	}
-	for i, n := range in.Nodes {
-		seen := map[string]bool{}
-		for _, d := range n.DependsOn {
-			f := fmt.Sprintf("nodes[%d].depends_on", i)
-			switch _, ok := keys[d]; {
-			case d == n.Key:
-				ve.Add(f, fmt.Sprintf("node %q depends on itself", n.Key))
-			case !ok:
-				ve.Add(f, fmt.Sprintf("unknown node %q", d))
-			case seen[d]:
-				ve.Add(f, fmt.Sprintf("%q is listed twice", d))
-			}
-			seen[d] = true
-		}
+	for i := range in.Nodes {
+		addProblems(i, "depends_on")
 	}
 	if err := ve.Err(); err != nil {
 		return nil, nil, err
 	}
-	order, cycle := topoOrder(in.Nodes)
-	if cycle != nil {
-		return nil, nil, fieldError("nodes", "cycle: "+strings.Join(cycle, " → "))
+	order, err := dag.Order(nodeGraph)
+	if err != nil {
+		return nil, nil, fieldError("nodes", err.Error())
 	}
-	return sched, order, nil
-}
-
-// topoOrder returns the nodes upstream first, or a cycle (its keys, the
-// first repeated at the end).
-func topoOrder(nodes []WorkflowNodeInput) ([]WorkflowNodeInput, []string) {
-	idx := map[string]int{}
-	for i, n := range nodes {
-		idx[n.Key] = i
+	nodes := make([]WorkflowNodeInput, len(order))
+	for i, j := range order {
+		nodes[i] = in.Nodes[j]
 	}
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := make([]int, len(nodes))
-	var (
-		order []WorkflowNodeInput
-		stack []string
-		cycle []string
-		visit func(i int) bool
-	)
-	visit = func(i int) bool {
-		color[i] = grey
-		stack = append(stack, nodes[i].Key)
-		for _, d := range nodes[i].DependsOn {
-			j := idx[d]
-			switch color[j] {
-			case grey:
-				at := slices.Index(stack, d)
-				// The path runs upstream; show it downstream first.
-				c := slices.Clone(stack[at:])
-				slices.Reverse(c)
-				cycle = append([]string{d}, c...)
-				return false
-			case white:
-				if !visit(j) {
-					return false
-				}
-			}
-		}
-		stack = stack[:len(stack)-1]
-		color[i] = black
-		order = append(order, nodes[i])
-		return true
-	}
-	for i := range nodes {
-		if color[i] == white && !visit(i) {
-			return nil, cycle
-		}
-	}
-	return order, nil
+	return sched, nodes, nil
 }
 
 // checkEndpoints reports the nodes (and the alert endpoint) naming an
@@ -371,7 +319,7 @@ func storeVersion(ctx context.Context, tx db.Tx, tenant, workflowID string, vers
 		id := NewID()
 		row := taskRow(tenant, id, TaskInput{
 			Name: fmt.Sprintf("%s%s/v%d/%s", nodeTaskNamePrefix, workflowID, version, n.Key), EndpointID: n.EndpointID,
-			Schedule: ScheduleSpec{Type: ScheduleOnce, RunAt: &now, Timezone: "UTC"}, Payload: n.Payload,
+			Schedule: schedule.Spec{Type: schedule.Once, RunAt: &now, Timezone: "UTC"}, Payload: n.Payload,
 			Priority: n.Priority, Timeout: n.Timeout, Retry: n.Retry, Completion: n.Completion, OverlapPolicy: OverlapAllow,
 			// The run applied the workflow's misfire policy when it was
 			// created; a node fire is not a slot of its own.
@@ -457,7 +405,7 @@ func (s *Workflows) Create(ctx context.Context, tenant string, in WorkflowInput)
 
 // setWorkflowFields copies the client's fields into row, with the next
 // slot of sched after now.
-func setWorkflowFields(row *db.Workflow, in WorkflowInput, sched *Schedule, now time.Time) error {
+func setWorkflowFields(row *db.Workflow, in WorkflowInput, sched *schedule.Schedule, now time.Time) error {
 	row.Name, row.MisfirePolicy, row.MaxActiveRuns = in.Name, in.MisfirePolicy, int32(in.MaxActiveRuns)
 	row.AlertEndpointID, row.SLAFinishWithinMS, row.Schedule, row.NextRunAt = nil, nil, nil, nil
 	row.ExcludeCalendars = nil
@@ -506,7 +454,7 @@ func workflowFromRow(r db.Workflow) (Workflow, error) {
 	w.AlertEndpointID = zeroIfNil(r.AlertEndpointID)
 	w.SLAFinishWithin = time.Duration(zeroIfNil(r.SLAFinishWithinMS)) * time.Millisecond
 	if r.Schedule != nil {
-		var spec ScheduleSpec
+		var spec schedule.Spec
 		if err := json.Unmarshal([]byte(*r.Schedule), &spec); err != nil {
 			return Workflow{}, fmt.Errorf("decode workflow schedule: %w", err)
 		}
@@ -625,7 +573,7 @@ func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*
 	return out, err
 }
 
-func sameScheduleSpec(a, b *ScheduleSpec) bool {
+func sameScheduleSpec(a, b *schedule.Spec) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
@@ -781,7 +729,7 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 		return WorkflowRun{}, storeError(err, "load workflow run")
 	}
 	out := runFromRow(row)
-	g, err := loadGraph(ctx, q, tenant, row.WorkflowID, row.Version)
+	g, err := s.graphs.load(ctx, q, tenant, row.WorkflowID, row.Version)
 	if err != nil {
 		return WorkflowRun{}, err
 	}
@@ -833,7 +781,7 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 			if x.StartedAt != nil && (rn.StartedAt == nil || x.StartedAt.Before(*rn.StartedAt)) {
 				rn.StartedAt = utcPtr(x.StartedAt)
 			}
-			if nodeDone(st) && x.FinishedAt != nil && (rn.FinishedAt == nil || x.FinishedAt.After(*rn.FinishedAt)) {
+			if dag.Done(st) && x.FinishedAt != nil && (rn.FinishedAt == nil || x.FinishedAt.After(*rn.FinishedAt)) {
 				rn.FinishedAt = utcPtr(x.FinishedAt)
 			}
 		}
@@ -1004,7 +952,7 @@ func (s *Workflows) CountRuns(ctx context.Context, tenant string) (map[string]in
 // look-ahead and starts a run per slot, under the workflow's misfire
 // policy, as the scheduler plans a task's slots (Scheduler.plan).
 func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
-	engine := runEngine{enq: s.enq, ahead: s.cfg.FetchAhead, metrics: s.cfg.Metrics}
+	engine := runEngine{enq: s.enq, ahead: s.cfg.FetchAhead, metrics: s.cfg.Metrics, graphs: &s.graphs}
 	var n int
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		n = 0
@@ -1018,7 +966,7 @@ func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
 		}
 		tasks := make([]db.DueTask, 0, len(due))
 		for _, w := range due {
-			var spec ScheduleSpec
+			var spec schedule.Spec
 			if w.Schedule == nil || w.NextRunAt == nil {
 				continue
 			}
@@ -1029,7 +977,7 @@ func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
 			t := db.DueTask{TenantID: w.TenantID, ID: w.ID, ScheduleType: spec.Type, Timezone: spec.Timezone,
 				RunAt: spec.RunAt, StartAt: spec.StartAt, EndAt: spec.EndAt, MisfirePolicy: w.MisfirePolicy,
 				NextRunAt: *w.NextRunAt, Version: w.ScheduleVersion, CreatedAt: w.CreatedAt,
-				ScheduleDialect: cmp0(spec.Dialect, DialectStandard), DSTPolicy: cmp0(spec.DSTPolicy, DSTVixie),
+				ScheduleDialect: cmp0(spec.Dialect, schedule.DialectStandard), DSTPolicy: cmp0(spec.DSTPolicy, schedule.DSTVixie),
 				ExcludeCalendars: w.ExcludeCalendars}
 			if spec.Cron != "" {
 				c := spec.Cron

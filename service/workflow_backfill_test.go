@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // scheduled creates a workflow a → b (all_done: a failed a ends the run
@@ -18,7 +19,7 @@ func (f *wfFixture) scheduled(t *testing.T, name string, maxActive int, cals ...
 	b := f.node("b", "a")
 	b.TriggerRule = service.RuleAllDone
 	w, err := f.wf.Create(context.Background(), f.tenant, service.WorkflowInput{Name: name, MaxActiveRuns: maxActive,
-		Schedule: &service.ScheduleSpec{Type: service.ScheduleCron, Cron: "0 * * * *", Timezone: "UTC", ExcludeCalendars: cals},
+		Schedule: &schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *", Timezone: "UTC", ExcludeCalendars: cals},
 		Nodes:    []service.WorkflowNodeInput{f.node("a"), b}})
 	require.NoError(t, err)
 	return w
@@ -162,7 +163,7 @@ func TestWorkflowBackfillRefusals(t *testing.T) {
 	ctx := context.Background()
 	bf := service.NewBackfills(f.pool, f.enq, f.tasks)
 	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "minutely", MaxActiveRuns: 1,
-		Schedule: &service.ScheduleSpec{Type: service.ScheduleCron, Cron: "* * * * *", Timezone: "UTC"},
+		Schedule: &schedule.Spec{Type: schedule.Cron, Cron: "* * * * *", Timezone: "UTC"},
 		Nodes:    []service.WorkflowNodeInput{f.node("a")}})
 	require.NoError(t, err)
 	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

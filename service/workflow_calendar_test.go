@@ -9,6 +9,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/schedule"
 )
 
 func TestWorkflowCalendars(t *testing.T) {
@@ -27,7 +28,7 @@ func TestWorkflowCalendars(t *testing.T) {
 
 	// No run on an excluded date: the first slot skips it.
 	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "daily", MaxActiveRuns: 5,
-		Schedule: &service.ScheduleSpec{Type: service.ScheduleCron, Cron: "0 2 * * *", Timezone: "UTC", ExcludeCalendars: []string{cal.ID}},
+		Schedule: &schedule.Spec{Type: schedule.Cron, Cron: "0 2 * * *", Timezone: "UTC", ExcludeCalendars: []string{cal.ID}},
 		Nodes:    []service.WorkflowNodeInput{f.node("a")}})
 	require.NoError(t, err)
 	require.Equal(t, []string{cal.ID}, w.Schedule.ExcludeCalendars)
@@ -88,7 +89,7 @@ func TestWorkflowCalendars(t *testing.T) {
 
 	// An unknown calendar is refused.
 	_, err = f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "bad",
-		Schedule: &service.ScheduleSpec{Type: service.ScheduleCron, Cron: "0 2 * * *", ExcludeCalendars: []string{cal.ID}},
+		Schedule: &schedule.Spec{Type: schedule.Cron, Cron: "0 2 * * *", ExcludeCalendars: []string{cal.ID}},
 		Nodes:    []service.WorkflowNodeInput{f.node("a")}})
 	var ve *service.ValidationError
 	require.ErrorAs(t, err, &ve)
@@ -105,7 +106,7 @@ func TestWorkflowCalendarBackfillAndScheduler(t *testing.T) {
 	cal, err := cals.Create(ctx, f.tenant, service.CalendarInput{Name: "off", Dates: []string{past.Format(time.DateOnly)}})
 	require.NoError(t, err)
 	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "hourly", MaxActiveRuns: 100,
-		Schedule: &service.ScheduleSpec{Type: service.ScheduleCron, Cron: "0 * * * *", Timezone: "UTC", ExcludeCalendars: []string{cal.ID}},
+		Schedule: &schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *", Timezone: "UTC", ExcludeCalendars: []string{cal.ID}},
 		Nodes:    []service.WorkflowNodeInput{f.node("a")}})
 	require.NoError(t, err)
 	bf := service.NewBackfills(f.pool, f.enq, f.tasks)

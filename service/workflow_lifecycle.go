@@ -7,6 +7,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // workflowRetireEvery is how often Workflows.Sweep looks for old versions
@@ -17,7 +18,7 @@ const workflowRetireEvery = 30 * time.Second
 // withWorkflowCalendars returns sched (nil: none) with the calendars its
 // spec excludes; share locks them against a change or delete until the
 // transaction ends.
-func withWorkflowCalendars(ctx context.Context, q db.Querier, tenant string, sched *Schedule, share bool) (*Schedule, error) {
+func withWorkflowCalendars(ctx context.Context, q db.Querier, tenant string, sched *schedule.Schedule, share bool) (*schedule.Schedule, error) {
 	if sched == nil {
 		return nil, nil
 	}
@@ -25,13 +26,13 @@ func withWorkflowCalendars(ctx context.Context, q db.Querier, tenant string, sch
 	if err != nil {
 		return nil, err
 	}
-	return sched.excluding(cals), nil
+	return sched.Excluding(cals), nil
 }
 
 // workflowSchedule parses a workflow's stored schedule (it must have one)
 // with its calendars.
-func workflowSchedule(ctx context.Context, q db.Querier, tenant string, w Workflow, share bool) (*Schedule, error) {
-	sched, err := ParseSchedule(*w.Schedule, w.CreatedAt)
+func workflowSchedule(ctx context.Context, q db.Querier, tenant string, w Workflow, share bool) (*schedule.Schedule, error) {
+	sched, err := parseSchedule(*w.Schedule, w.CreatedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +40,7 @@ func workflowSchedule(ctx context.Context, q db.Querier, tenant string, w Workfl
 }
 
 // isSlot reports whether t is a fire time of sched (nil: none).
-func isSlot(sched *Schedule, t time.Time) bool {
+func isSlot(sched *schedule.Schedule, t time.Time) bool {
 	if sched == nil {
 		return false
 	}
@@ -52,7 +53,7 @@ func isSlot(sched *Schedule, t time.Time) bool {
 // schedule any more) no longer has — a schedule patch, or a calendar that
 // now excludes their date — and gives their slots up (rescheduled). The
 // caller holds the workflow's row lock; m counts the runs cancelled.
-func rescheduleRuns(ctx context.Context, tx db.Tx, tenant, workflowID string, sched *Schedule, now time.Time,
+func rescheduleRuns(ctx context.Context, tx db.Tx, tenant, workflowID string, sched *schedule.Schedule, now time.Time,
 	m *metrics.Metrics,
 ) error {
 	runs, err := db.FutureScheduledRuns(ctx, tx, tenant, workflowID, now)

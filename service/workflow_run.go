@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/dag"
 	"github.com/axhq/ax/service/metrics"
 )
 
@@ -24,11 +25,11 @@ import (
 // executions' node key (executions_node_idx) is the backstop against two
 // fires of a node's shard.
 
-// Trigger rules of a workflow node.
+// Trigger rules of a workflow node (package dag decides them).
 const (
-	RuleAllSuccess = "all_success"
-	RuleAllDone    = "all_done"
-	RuleOneSuccess = "one_success"
+	RuleAllSuccess = dag.AllSuccess
+	RuleAllDone    = dag.AllDone
+	RuleOneSuccess = dag.OneSuccess
 )
 
 // Run states.
@@ -42,12 +43,13 @@ const (
 )
 
 // Node states as the API shows them; waiting, blocked, skipped and
-// cancelled are stored, the others are a fired node's executions'.
+// cancelled are stored, the others are a fired node's executions'
+// (dag.FiredState).
 const (
-	NodeWaiting   = "waiting"
-	NodeBlocked   = "blocked"
-	NodeSkipped   = "skipped"
-	NodeCancelled = "cancelled"
+	NodeWaiting   = dag.Waiting
+	NodeBlocked   = dag.Blocked
+	NodeSkipped   = dag.Skipped
+	NodeCancelled = dag.Cancelled
 	// nodeFired: stored; the node's executions exist.
 	nodeFired = "fired"
 )
@@ -86,9 +88,11 @@ func (n storedNode) completion() Completion {
 		HeartbeatTimeout: time.Duration(n.HeartbeatTimeoutMS) * time.Millisecond}
 }
 
-// graph is a parsed workflow version: its nodes in topological order.
+// graph is a parsed workflow version: its nodes in topological order, and
+// the same as package dag sees them.
 type graph struct {
 	nodes []storedNode
+	dag   []dag.Node
 	index map[string]int
 }
 
@@ -97,174 +101,98 @@ func parseGraph(doc string) (*graph, error) {
 	if err := json.Unmarshal([]byte(doc), &nodes); err != nil {
 		return nil, fmt.Errorf("workflow version document: %w", err)
 	}
-	g := &graph{nodes: nodes, index: make(map[string]int, len(nodes))}
+	g := &graph{nodes: nodes, dag: make([]dag.Node, len(nodes)), index: make(map[string]int, len(nodes))}
 	for i, n := range nodes {
+		g.dag[i] = dag.Node{Key: n.Key, DependsOn: n.DependsOn, Rule: n.TriggerRule}
 		g.index[n.Key] = i
 	}
 	return g, nil
 }
 
-// graphs caches parsed versions (immutable) by tenant, workflow, version.
-var graphs struct {
-	sync.Mutex
-	m map[string]*graph
+// graphCache keeps parsed versions (immutable) by tenant, workflow and
+// version: a version's document holds every node's payload, and reading
+// and parsing it again for each advance of a run costs more than the rest
+// of the advance (BenchmarkWorkflowAdvance). Each value that advances runs
+// owns one; its zero value is ready, and a nil *graphCache reads through.
+type graphCache struct {
+	mu sync.Mutex
+	m  map[string]*graph
 }
 
-func loadGraph(ctx context.Context, q db.Querier, tenant, workflowID string, version int32) (*graph, error) {
+// graphCacheMax bounds the versions a cache holds: past it, it starts
+// over.
+const graphCacheMax = 10_000
+
+// load returns the parsed version, from the cache or read with q.
+func (c *graphCache) load(ctx context.Context, q db.Querier, tenant, workflowID string, version int32) (*graph, error) {
 	key := fmt.Sprintf("%s\x00%s\x00%d", tenant, workflowID, version)
-	graphs.Lock()
-	g := graphs.m[key]
-	graphs.Unlock()
-	if g != nil {
-		return g, nil
+	if c != nil {
+		c.mu.Lock()
+		g := c.m[key]
+		c.mu.Unlock()
+		if g != nil {
+			return g, nil
+		}
 	}
 	doc, err := db.GetWorkflowVersion(ctx, q, tenant, workflowID, version)
 	if err != nil {
 		return nil, storeError(err, "load workflow version")
 	}
-	if g, err = parseGraph(string(doc)); err != nil {
+	g, err := parseGraph(string(doc))
+	if err != nil {
 		return nil, err
 	}
-	graphs.Lock()
-	if graphs.m == nil || len(graphs.m) > 10_000 {
-		graphs.m = map[string]*graph{}
+	if c != nil {
+		c.mu.Lock()
+		if c.m == nil || len(c.m) > graphCacheMax {
+			c.m = map[string]*graph{}
+		}
+		c.m[key] = g
+		c.mu.Unlock()
 	}
-	graphs.m[key] = g
-	graphs.Unlock()
 	return g, nil
 }
 
-// nodeOutcome is a node's state as rules see it.
+// nodeState is a node's state from its stored state and, once it fired,
+// its executions'.
 func nodeState(stored string, execs []db.RunExecution) string {
 	if stored != nodeFired {
 		return stored
 	}
-	if len(execs) == 0 {
-		return ExecPending
+	shards := make([]string, len(execs))
+	for i, e := range execs {
+		shards[i] = e.State
 	}
-	var running, retrying, pending, failed, cancelled, succeeded int
-	for _, e := range execs {
-		switch e.State {
-		case ExecRunning:
-			running++
-		case ExecRetrying:
-			retrying++
-		case ExecPending:
-			pending++
-		case ExecSucceeded:
-			succeeded++
-		case ExecFailed:
-			failed++
-		default: // cancelled, or skipped without being sent
-			cancelled++
-		}
-	}
-	switch {
-	case running > 0:
-		return ExecRunning
-	case retrying > 0:
-		return ExecRetrying
-	case pending > 0:
-		return ExecPending
-	case failed > 0:
-		return ExecFailed
-	case cancelled > 0:
-		return ExecCancelled
-	}
-	return ExecSucceeded
+	return dag.FiredState(shards)
 }
 
-func nodeDone(s string) bool {
-	return s == ExecSucceeded || s == NodeSkipped || s == ExecFailed || s == ExecCancelled
-}
-
-func nodeOK(s string) bool { return s == ExecSucceeded || s == NodeSkipped }
-
-// ruleOf says whether a node's rule is met by its upstreams' states, or
-// can no longer be met (broken).
-func ruleOf(rule string, ups []string) (met, broken bool) {
-	all, done, ok := len(ups), 0, 0
-	for _, s := range ups {
-		if nodeDone(s) {
-			done++
-		}
-		if nodeOK(s) {
-			ok++
-		}
-	}
-	switch rule {
-	case RuleAllDone:
-		return done == all, false
-	case RuleOneSuccess:
-		return ok > 0 || all == 0, done == all && ok == 0 && all > 0
-	}
-	return ok == all, done > ok
-}
-
-// runPlan is what advanceRun decides for a run.
+// runPlan is what advanceRun decides for a run (dag.Plan).
 type runPlan struct {
 	fire, block, unblock []string
-	states               map[string]string // every node's state after the plan
 	run                  string
 }
 
 // planRun decides, from the stored node states and the executions of a
 // running or blocked run, which nodes fire, which are blocked or no longer
-// blocked, and the run's state. Nodes are visited in topological order.
+// blocked, and the run's state (dag.Advance).
 func planRun(g *graph, stored map[string]string, execs map[string][]db.RunExecution) runPlan {
-	p := runPlan{states: make(map[string]string, len(g.nodes))}
+	states := make(map[string]string, len(g.nodes))
 	for _, n := range g.nodes {
-		st := nodeState(stored[n.Key], execs[n.Key])
-		if st == NodeWaiting || st == NodeBlocked {
-			ups := make([]string, len(n.DependsOn))
-			for i, u := range n.DependsOn {
-				ups[i] = p.states[u]
-			}
-			met, broken := ruleOf(n.TriggerRule, ups)
-			switch {
-			case met:
-				p.fire = append(p.fire, n.Key)
-				st = ExecPending
-			case broken && st == NodeWaiting:
-				p.block = append(p.block, n.Key)
-				st = NodeBlocked
-			case !broken && st == NodeBlocked:
-				p.unblock = append(p.unblock, n.Key)
-				st = NodeWaiting
-			}
-		}
-		p.states[n.Key] = st
+		states[n.Key] = nodeState(stored[n.Key], execs[n.Key])
 	}
-	blocked, final, ok := false, 0, 0
-	for _, st := range p.states {
-		blocked = blocked || st == NodeBlocked
-		if nodeDone(st) {
-			final++
-		}
-		if nodeOK(st) {
-			ok++
-		}
-	}
-	switch {
-	case blocked:
-		p.run = RunBlocked
-	case final < len(g.nodes):
-		p.run = RunRunning
-	case ok == len(g.nodes):
-		p.run = RunSucceeded
-	default:
-		p.run = RunFailed
-	}
-	return p
+	p := dag.Advance(g.dag, states)
+	return runPlan{fire: p.Fire, block: p.Block, unblock: p.Unblock, run: p.Run}
 }
 
 // runEngine fires the nodes of runs; ahead makes a root's deliver job due
-// that long before its slot (SchedulerConfig.FetchAhead).
+// that long before its slot (SchedulerConfig.FetchAhead); graphs is its
+// owner's cache of parsed versions (nil: none).
 type runEngine struct {
 	enq   *Enqueuer
 	ahead time.Duration
 	// metrics counts the runs that end (nil: none).
 	metrics *metrics.Metrics
+	graphs  *graphCache
 }
 
 // advanceRun brings run runID up to date in tx (see the top of the
@@ -286,7 +214,7 @@ func (e runEngine) advanceRun(ctx context.Context, tx db.Tx, tenant, runID strin
 // advanceLocked is advanceRun on a run locked by the caller; force names
 // nodes to fire whatever their rule.
 func (e runEngine) advanceLocked(ctx context.Context, tx db.Tx, run db.WorkflowRun, force []string) error {
-	g, err := loadGraph(ctx, tx, run.TenantID, run.WorkflowID, run.Version)
+	g, err := e.graphs.load(ctx, tx, run.TenantID, run.WorkflowID, run.Version)
 	if err != nil {
 		return err
 	}
@@ -429,7 +357,7 @@ func (e runEngine) promoteVersion(ctx context.Context, tx db.Tx, tenant, workflo
 
 // start makes a pending run running: its nodes, then its roots' fires.
 func (e runEngine) start(ctx context.Context, tx db.Tx, run db.WorkflowRun) error {
-	g, err := loadGraph(ctx, tx, run.TenantID, run.WorkflowID, run.Version)
+	g, err := e.graphs.load(ctx, tx, run.TenantID, run.WorkflowID, run.Version)
 	if err != nil {
 		return err
 	}

@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/axhq/ax/db/dbtest"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/dag"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // wfFixture drives workflows through the real delivery path (Begin and
@@ -102,6 +106,21 @@ func (f *wfFixture) deliver(t *testing.T, runID, key string, ok bool) []service.
 	return out
 }
 
+// The run engine's states are package dag's words: a node's state is its
+// executions' (or a run's) under the same name.
+func TestWorkflowStatesAreDagStates(t *testing.T) {
+	t.Parallel()
+	for _, pair := range [][2]string{
+		{service.ExecPending, dag.Pending}, {service.ExecRunning, dag.Running}, {service.ExecRetrying, dag.Retrying},
+		{service.ExecSucceeded, dag.Succeeded}, {service.ExecFailed, dag.Failed}, {service.ExecCancelled, dag.Cancelled},
+		{service.RunRunning, dag.Running}, {service.RunBlocked, dag.Blocked}, {service.RunSucceeded, dag.Succeeded},
+		{service.RunFailed, dag.Failed}, {service.NodeWaiting, dag.Waiting}, {service.NodeBlocked, dag.Blocked},
+		{service.NodeSkipped, dag.Skipped}, {service.NodeCancelled, dag.Cancelled},
+	} {
+		require.Equal(t, pair[0], pair[1])
+	}
+}
+
 func TestWorkflowValidation(t *testing.T) {
 	t.Parallel()
 	f := newWFFixture(t)
@@ -132,8 +151,24 @@ func TestWorkflowValidation(t *testing.T) {
 	}
 	refuse("at most 200 nodes", many...)
 
+	// Every problem at once, in the document's order: each node's key,
+	// delivery fields and rule, then each node's dependencies.
+	odd := f.node("Bad", "x")
+	odd.TriggerRule, odd.Shards = "sometimes", 2000
+	_, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "w", Nodes: []service.WorkflowNodeInput{odd, f.node("b", "b", "Bad", "Bad")}})
+	var ve *service.ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, []service.FieldError{
+		{Field: "nodes[0].key", Message: "must match ^[a-z0-9][a-z0-9._-]{0,63}$"},
+		{Field: "nodes[0].shards", Message: "must be 1 to 1000"},
+		{Field: "nodes[0].trigger_rule", Message: "must be all_success, all_done or one_success"},
+		{Field: "nodes[0].depends_on", Message: `unknown node "x"`},
+		{Field: "nodes[1].depends_on", Message: `node "b" depends on itself`},
+		{Field: "nodes[1].depends_on", Message: `"Bad" is listed twice`},
+	}, ve.Fields)
+
 	w := f.create(t, "ok", f.node("a"))
-	_, err := f.wf.Update(ctx, f.tenant, w.ID, func(in *service.WorkflowInput) error {
+	_, err = f.wf.Update(ctx, f.tenant, w.ID, func(in *service.WorkflowInput) error {
 		in.Nodes = append(in.Nodes, f.node("b", "c"), f.node("c", "b"))
 		return nil
 	})
@@ -338,7 +373,7 @@ func TestWorkflowScheduleAndPause(t *testing.T) {
 	f := newWFFixture(t)
 	ctx := context.Background()
 	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "every-second", MaxActiveRuns: 1000,
-		Schedule: &service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 1},
+		Schedule: &schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1},
 		Nodes:    []service.WorkflowNodeInput{f.node("a"), f.node("b", "a")}})
 	require.NoError(t, err)
 	require.NotNil(t, w.NextRunAt)
@@ -484,10 +519,10 @@ func TestTaskShards(t *testing.T) {
 	f := newWFFixture(t)
 	ctx := context.Background()
 	_, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "bad", EndpointID: f.endpoint, Shards: 2,
-		OverlapPolicy: service.OverlapSkip, Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 1}})
+		OverlapPolicy: service.OverlapSkip, Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1}})
 	require.ErrorContains(t, err, "overlap_policy allow")
 	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "fan-out", EndpointID: f.endpoint, Shards: 5,
-		Schedule: service.ScheduleSpec{Type: service.ScheduleInterval, IntervalSeconds: 1}})
+		Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1}})
 	require.NoError(t, err)
 	require.Equal(t, 5, task.Shards)
 	var wg sync.WaitGroup
@@ -535,4 +570,42 @@ func TestTaskShards(t *testing.T) {
 		AND dedup_key = 'k' AND shard_count = 5`, task.ID))
 	require.Equal(t, 5, f.count(t, `SELECT count(*) FROM river_job j JOIN executions e ON e.id = (j.args->>'execution_id')::uuid
 		WHERE e.trigger = 'manual'`), "one deliver job per shard")
+}
+
+// BenchmarkWorkflowAdvance advances a running run whose nodes all wait on
+// an upstream still in flight: the work of the advance that follows each
+// node execution's end (its run's graph, nodes and executions read, the
+// rules evaluated), without a write. The graph comes from the Workflows'
+// cache of parsed versions; without it each advance would read and parse
+// the version's document, every node's payload included (measured on a
+// 2-core machine: 0.46 → 0.76 ms for 3 small nodes, 0.50 → 2.4 ms for 50
+// nodes of 1 KiB, 0.69 → 78 ms for 200 nodes of 16 KiB).
+func BenchmarkWorkflowAdvance(b *testing.B) {
+	ctx := context.Background()
+	pools := dbtest.Pools(b)
+	enq, err := service.NewEnqueuer(pools.Main, nil)
+	require.NoError(b, err)
+	require.NoError(b, service.NewTenants(pools.Main).Ensure(ctx, "acme"))
+	ep, err := service.NewEndpoints(pools.Main).Create(ctx, "acme", service.EndpointInput{Name: "e", URL: "https://example.com/hook"})
+	require.NoError(b, err)
+	wf := service.NewWorkflows(pools.Main, enq, service.WorkflowsConfig{})
+	for _, bc := range []struct{ nodes, payload int }{{3, 2}, {50, 1 << 10}, {200, 16 << 10}} {
+		b.Run(fmt.Sprintf("nodes=%d/payload=%d", bc.nodes, bc.payload), func(b *testing.B) {
+			payload := []byte(`{"p":"` + strings.Repeat("x", max(bc.payload-8, 0)) + `"}`)
+			nodes := []service.WorkflowNodeInput{{Key: "root", EndpointID: ep.ID, Payload: payload}}
+			for i := 1; i < bc.nodes; i++ {
+				nodes = append(nodes, service.WorkflowNodeInput{Key: fmt.Sprintf("n%d", i), EndpointID: ep.ID, Payload: payload,
+					DependsOn: []string{"root"}})
+			}
+			w, err := wf.Create(ctx, "acme", service.WorkflowInput{Name: "w-" + strings.ToLower(service.NewID()), Nodes: nodes})
+			require.NoError(b, err)
+			run, err := wf.Trigger(ctx, "acme", w.ID, "")
+			require.NoError(b, err)
+			for b.Loop() {
+				if err := wf.AdvanceRun(ctx, "acme", run.ID); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/dag"
 )
 
 // A workflow's DAG drawn as an inline SVG, laid out here and rendered by
@@ -70,8 +71,9 @@ var dagStates = []string{
 	service.ExecSucceeded, service.ExecFailed, service.NodeSkipped, service.NodeCancelled,
 }
 
-// layoutDAG places nodes in layers by longest path from the roots and
-// orders each layer by the mean row of its upstreams (fewer crossings).
+// layoutDAG places nodes in layers by longest path from the roots
+// (dag.Layers) and orders each layer by the mean row of its upstreams
+// (fewer crossings).
 // Upstream keys that are not nodes are ignored; a cycle (which the service
 // refuses) cannot loop forever.
 func layoutDAG(title string, in []dagInput) dagView {
@@ -80,37 +82,15 @@ func layoutDAG(title string, in []dagInput) dagView {
 		return v
 	}
 	index := make(map[string]int, len(in))
+	nodes := make([]dag.Node, len(in))
 	for i, n := range in {
 		index[n.Key] = i
+		nodes[i] = dag.Node{Key: n.Key, DependsOn: n.DependsOn, Rule: n.Rule}
 	}
-	layer := make([]int, len(in))
-	const (
-		unseen = iota
-		visiting
-		done
-	)
-	mark := make([]int, len(in))
-	var depth func(i int) int
-	depth = func(i int) int {
-		switch mark[i] {
-		case done:
-			return layer[i]
-		case visiting:
-			return 0
-		}
-		mark[i] = visiting
-		d := 0
-		for _, up := range in[i].DependsOn {
-			if j, ok := index[up]; ok {
-				d = max(d, depth(j)+1)
-			}
-		}
-		mark[i], layer[i] = done, d
-		return d
-	}
+	layer := dag.Layers(nodes)
 	layers := 0
-	for i := range in {
-		layers = max(layers, depth(i)+1)
+	for _, l := range layer {
+		layers = max(layers, l+1)
 	}
 	cols := make([][]int, layers)
 	for i := range in {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/axhq/ax/api"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // Page data. Each names its title and menu entry.
@@ -339,7 +340,7 @@ func (c *console) createTask(ec echo.Context, s *session) error {
 	f := taskForm{Name: strings.TrimSpace(ec.FormValue("name")), EndpointID: ec.FormValue("endpoint_id"), Type: ec.FormValue("type"),
 		Cron: strings.TrimSpace(ec.FormValue("cron")), Timezone: strings.TrimSpace(ec.FormValue("timezone")),
 		Interval: strings.TrimSpace(ec.FormValue("interval")), Payload: strings.TrimSpace(ec.FormValue("payload"))}
-	in := service.TaskInput{Name: f.Name, EndpointID: f.EndpointID, Schedule: service.ScheduleSpec{Type: f.Type, Timezone: f.Timezone}}
+	in := service.TaskInput{Name: f.Name, EndpointID: f.EndpointID, Schedule: schedule.Spec{Type: f.Type, Timezone: f.Timezone}}
 	var ve service.ValidationError
 	switch f.Type {
 	case "cron":

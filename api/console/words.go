@@ -6,12 +6,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/schedule"
 )
 
 // describeSchedule says a schedule in words: the common cron shapes in
 // plain English, anything else as its expression; always with its zone.
-func describeSchedule(s service.ScheduleSpec) string {
+func describeSchedule(s schedule.Spec) string {
 	zone := s.Timezone
 	if zone == "" {
 		zone = "UTC"

@@ -256,8 +256,9 @@ type collectionBound struct{ min, max uint64 }
 // collectionSizes are the sizes the API enforces on request arrays and
 // maps. swag cannot write them: on an array field its maxLength tag bounds
 // the items' length, not the array's, and it has no tag for maxProperties.
-// Keep them in step with package service (CalendarDatesMax,
-// ExcludeCalendarsMax, WorkflowNodesMax, LabelsMax, headersMax).
+// Keep them in step with packages schedule (CalendarDatesMax,
+// ExcludeCalendarsMax) and service (WorkflowNodesMax, LabelsMax,
+// headersMax).
 var collectionSizes = map[string]map[string]collectionBound{
 	"CalendarRequest": {"dates": {0, 10_000}},
 	"Schedule":        {"exclude_calendars": {0, 20}},
@@ -345,7 +346,7 @@ type scheduleVariant struct {
 
 // scheduleVariants: one Go struct (scheduleDTO) carries the three types of
 // schedule, so swag writes a single object in which cron, interval_seconds
-// and run_at are all optional. The API is stricter (service.ParseSchedule):
+// and run_at are all optional. The API is stricter (schedule.Parse):
 // a cron schedule needs cron, an interval one interval_seconds, a once one
 // run_at, and each refuses the other types' fields (dialect and dst_policy
 // are cron's). Swagger 2.0 has no oneOf, so this step rewrites Schedule as

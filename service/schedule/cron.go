@@ -1,4 +1,4 @@
-package service
+package schedule
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 const (
 	// cronMaxLen bounds a cron expression; real ones are far shorter.
 	cronMaxLen = 256
-	// cronCheckYears is how far ParseSchedule searches for a first fire to
+	// cronCheckYears is how far Parse searches for a first fire to
 	// reject expressions that never fire. The Gregorian calendar (leap
 	// years and weekdays) repeats every 400 years, so an expression with no
 	// match in 400 years has none at all, and one that has a match has one

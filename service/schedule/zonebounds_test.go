@@ -1,4 +1,4 @@
-package service
+package schedule
 
 import (
 	"context"
@@ -70,10 +70,10 @@ func TestNextAtLeapYearEnd(t *testing.T) {
 		for _, year := range []int{2040, 2044, 2096} {
 			for _, expr := range []string{"0 * * * *", "*/5 * * * *", "0 0 */2 * * *", "*/20 * * * * *", "0 30 * * * *"} {
 				t.Run(fmt.Sprintf("%s/%d/%s", name, year, expr), func(t *testing.T) {
-					elapsed, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: expr, Timezone: name}, time.Time{})
+					elapsed, err := Parse(Spec{Type: Cron, Cron: expr, Timezone: name}, time.Time{})
 					require.NoError(t, err)
 					require.True(t, elapsed.elapsed)
-					fixed, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: expr, Timezone: name, DSTPolicy: DSTOncePerLocalTime}, time.Time{})
+					fixed, err := Parse(Spec{Type: Cron, Cron: expr, Timezone: name, DSTPolicy: DSTOncePerLocalTime}, time.Time{})
 					require.NoError(t, err)
 					// Through the whole UTC day of 31 December and into 1 January.
 					after := time.Date(year, 12, 30, 23, 0, 0, 0, time.UTC)
@@ -102,7 +102,7 @@ func TestNextYearFieldAcrossLeapYearEnd(t *testing.T) {
 		{"Australia/Sydney", "2040-12-31T13:00:00Z"},
 	} {
 		t.Run(tt.zone, func(t *testing.T) {
-			s, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * * * 2041", Timezone: tt.zone}, time.Time{})
+			s, err := Parse(Spec{Type: Cron, Cron: "0 0 * * * * 2041", Timezone: tt.zone}, time.Time{})
 			require.NoError(t, err)
 			got, ok, err := s.NextErr(time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC))
 			require.NoError(t, err)
@@ -119,7 +119,7 @@ func TestNextYearFieldAcrossLeapYearEnd(t *testing.T) {
 // TestPreviewStopsWithItsContext: a preview is computed under the
 // request's context.
 func TestPreviewStopsWithItsContext(t *testing.T) {
-	s, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: "* * * * * *"}, time.Time{})
+	s, err := Parse(Spec{Type: Cron, Cron: "* * * * * *"}, time.Time{})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -139,7 +139,7 @@ func FuzzNextToYear2100(f *testing.F) {
 	f.Add(uint8(2), uint8(5), uint8(18), uint16(365), uint32(0), false)
 	f.Add(uint8(1), uint8(7), uint8(70), uint16(364), uint32(86399), true)
 	f.Fuzz(func(t *testing.T, ei, zi, yearOffset uint8, dayOfYear uint16, secondOfDay uint32, quartz bool) {
-		spec := ScheduleSpec{Type: ScheduleCron, Cron: exprs[int(ei)%len(exprs)], Timezone: zones[int(zi)%len(zones)]}
+		spec := Spec{Type: Cron, Cron: exprs[int(ei)%len(exprs)], Timezone: zones[int(zi)%len(zones)]}
 		if quartz {
 			spec.Dialect = DialectQuartz
 		}
@@ -152,7 +152,7 @@ func FuzzNextToYear2100(f *testing.F) {
 		after := time.Date(year, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, day).Add(time.Duration(secondOfDay%86400) * time.Second)
 		for _, policy := range []string{DSTVixie, DSTOncePerLocalTime} {
 			spec.DSTPolicy = policy
-			s, err := ParseSchedule(spec, time.Time{})
+			s, err := Parse(spec, time.Time{})
 			if err != nil {
 				continue // a Quartz-only or standard-only form in the other dialect
 			}

@@ -1,4 +1,4 @@
-package service
+package schedule
 
 import (
 	"strings"
@@ -40,15 +40,15 @@ func FuzzCronParse(f *testing.F) {
 		zone := zones[int(zi)%len(zones)]
 		for _, dialect := range []string{DialectStandard, DialectQuartz} {
 			for _, policy := range []string{DSTVixie, DSTOncePerLocalTime} {
-				fuzzCronOne(t, ScheduleSpec{Type: ScheduleCron, Cron: expr, Timezone: zone, Dialect: dialect, DSTPolicy: policy}, start)
+				fuzzCronOne(t, Spec{Type: Cron, Cron: expr, Timezone: zone, Dialect: dialect, DSTPolicy: policy}, start)
 			}
 		}
 	})
 }
 
-func fuzzCronOne(t *testing.T, spec ScheduleSpec, start int64) {
+func fuzzCronOne(t *testing.T, spec Spec, start int64) {
 	t.Helper()
-	s, err := ParseSchedule(spec, time.Time{})
+	s, err := Parse(spec, time.Time{})
 	if err != nil {
 		var verr *ValidationError
 		require.ErrorAs(t, err, &verr)

@@ -1,6 +1,7 @@
-package service
+package schedule
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -51,7 +52,19 @@ func checkZoneName(name string) string {
 	return ""
 }
 
-// loadZone validates and loads an IANA zone name; "" means UTC.
+// LoadZone validates and loads an IANA zone name; "" means UTC. The
+// error's text is written for the client, as the message of the field
+// that named the zone.
+func LoadZone(name string) (*time.Location, error) {
+	loc, msg := loadZone(name)
+	if msg != "" {
+		return nil, errors.New(msg)
+	}
+	return loc, nil
+}
+
+// loadZone is LoadZone with the message as a string ("" when the zone
+// loaded).
 func loadZone(name string) (*time.Location, string) {
 	if name == "" || name == "UTC" {
 		return time.UTC, ""
@@ -322,7 +335,7 @@ func (s *Schedule) nextElapsed(after time.Time) (time.Time, bool, error) {
 	scanLo, scanHi := int64(math.MaxInt64), int64(math.MaxInt64)
 	for steps := 0; ; steps++ {
 		if steps == nextStepsMax {
-			return time.Time{}, false, errNextWork
+			return time.Time{}, false, ErrTooManySteps
 		}
 		end, off := periodAt(loc, x)
 		lo, from := x+off, x+off
@@ -347,7 +360,7 @@ func (s *Schedule) nextElapsed(after time.Time) (time.Time, bool, error) {
 			next = scanHi - zoneWindow
 		}
 		if next <= x {
-			return time.Time{}, false, errNextStalled
+			return time.Time{}, false, ErrNoProgress
 		}
 		x = next
 	}

@@ -1,8 +1,14 @@
-package service
+// Package schedule computes when a schedule fires: cron expressions in
+// two dialects (standard and Quartz) on a time zone's wall clock under a
+// DST policy, fixed intervals, a single instant, start and end bounds, and
+// the calendars of local dates a schedule excludes. It is pure time
+// arithmetic on the standard library: the caller loads calendars and
+// stores schedules. Validation reports every problem at once, under the
+// API's field names (schedule.cron, schedule.timezone, ...).
+package schedule
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,9 +18,9 @@ import (
 
 // Schedule types, as schedule.type spells them.
 const (
-	ScheduleCron     = "cron"
-	ScheduleInterval = "interval"
-	ScheduleOnce     = "once"
+	Cron     = "cron"
+	Interval = "interval"
+	Once     = "once"
 )
 
 // DST policies, as schedule.dst_policy spells them (see Schedule).
@@ -48,8 +54,8 @@ func maxFire() time.Time {
 	return time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC)
 }
 
-// ScheduleSpec is the schedule as a client gives it (README, "Tasks").
-type ScheduleSpec struct {
+// Spec is the schedule as a client gives it (README, "Tasks").
+type Spec struct {
 	Type            string     // "cron" | "interval" | "once"
 	Cron            string     // cron: 5 fields, or 6 with seconds first; or a descriptor
 	Timezone        string     // IANA name; "" means "UTC"
@@ -68,7 +74,7 @@ type ScheduleSpec struct {
 //
 // # Cron
 //
-// Two dialects (ScheduleSpec.Dialect). Standard (DialectStandard): five
+// Two dialects (Spec.Dialect). Standard (DialectStandard): five
 // fields "minute hour day-of-month month day-of-week" (second 0), six with a
 // leading second field, or seven with a leading second and a trailing year;
 // day-of-week 0 and 7 are Sunday. Quartz (DialectQuartz): six or seven
@@ -95,7 +101,7 @@ type ScheduleSpec struct {
 // # Time zones and DST
 //
 // Cron fields are evaluated on the wall clock of the schedule's IANA zone.
-// ScheduleSpec.DSTPolicy decides what a jump of that clock does:
+// Spec.DSTPolicy decides what a jump of that clock does:
 //
 //   - DSTOncePerLocalTime, and DSTVixie for an expression whose hour field is
 //     fixed (no * and no step: a value, a list or a range): a wall clock that
@@ -114,7 +120,7 @@ type ScheduleSpec struct {
 //
 // Interval slots are base + k*interval_seconds (k >= 0) in real seconds,
 // unaffected by DST, where base is start_at when set and otherwise the anchor
-// given to ParseSchedule, truncated to the millisecond. Tasks created one
+// given to Parse, truncated to the millisecond. Tasks created one
 // after another therefore fire spread over the second as they were
 // created, not all at its start (a thousand tasks created through the API
 // in a loop, anchored on whole seconds, fired together every second: a
@@ -125,7 +131,7 @@ type ScheduleSpec struct {
 //
 // start_at and end_at are inclusive and apply to every type.
 type Schedule struct {
-	spec     ScheduleSpec
+	spec     Spec
 	loc      *time.Location
 	cron     *cronExpr
 	elapsed  bool      // cron slots follow elapsed time (DSTVixie, hour * or step)
@@ -137,7 +143,7 @@ type Schedule struct {
 	excl     []exclusion
 }
 
-// ParseSchedule validates spec and returns a Schedule. anchor is the task's
+// Parse validates spec and returns a Schedule. anchor is the task's
 // creation time: interval slots are StartAt + k*interval when StartAt is set,
 // otherwise anchor + k*interval (k >= 0), with anchor truncated to the
 // millisecond so slots do not depend on the precision the anchor was stored
@@ -146,7 +152,7 @@ type Schedule struct {
 // Every problem is reported in one *ValidationError whose field names are the
 // API's (schedule.type, schedule.cron, ...). A cron expression that can never
 // fire (such as 30 February) is invalid.
-func ParseSchedule(spec ScheduleSpec, anchor time.Time) (*Schedule, error) {
+func Parse(spec Spec, anchor time.Time) (*Schedule, error) {
 	var verr ValidationError
 	s := &Schedule{spec: normalizeSpec(spec), end: maxFire()}
 
@@ -163,7 +169,7 @@ func ParseSchedule(spec ScheduleSpec, anchor time.Time) (*Schedule, error) {
 	dialectOK := checkChoice(&verr, spec.Type, "schedule.dialect", spec.Dialect, DialectStandard, DialectQuartz)
 	checkChoice(&verr, spec.Type, "schedule.dst_policy", spec.DSTPolicy, DSTVixie, DSTOncePerLocalTime)
 	switch spec.Type {
-	case ScheduleCron:
+	case Cron:
 		switch {
 		case !cronSet:
 			verr.Add("schedule.cron", "is required for a cron schedule")
@@ -181,7 +187,7 @@ func ParseSchedule(spec ScheduleSpec, anchor time.Time) (*Schedule, error) {
 		if spec.RunAt != nil {
 			notFor("schedule.run_at")
 		}
-	case ScheduleInterval:
+	case Interval:
 		switch n := spec.IntervalSeconds; {
 		case n == 0:
 			verr.Add("schedule.interval_seconds", "is required for an interval schedule")
@@ -196,7 +202,7 @@ func ParseSchedule(spec ScheduleSpec, anchor time.Time) (*Schedule, error) {
 		if spec.RunAt != nil {
 			notFor("schedule.run_at")
 		}
-	case ScheduleOnce:
+	case Once:
 		if spec.RunAt == nil {
 			verr.Add("schedule.run_at", "is required for a once schedule")
 		}
@@ -223,8 +229,8 @@ func ParseSchedule(spec ScheduleSpec, anchor time.Time) (*Schedule, error) {
 	if spec.StartAt != nil && spec.EndAt != nil && !spec.StartAt.Before(*spec.EndAt) {
 		verr.Add("schedule.end_at", "must be after schedule.start_at")
 	}
-	validateCalendarRefs(&verr, spec.ExcludeCalendars)
-	if spec.Type == ScheduleOnce && spec.RunAt != nil &&
+	checkCalendarRefs(&verr, spec.ExcludeCalendars)
+	if spec.Type == Once && spec.RunAt != nil &&
 		(spec.StartAt != nil && spec.RunAt.Before(*spec.StartAt) || spec.EndAt != nil && spec.RunAt.After(*spec.EndAt)) {
 		verr.Add("schedule.run_at", "must be within schedule.start_at and schedule.end_at")
 	}
@@ -265,7 +271,7 @@ func checkChoice(verr *ValidationError, typ, field, value string, choices ...str
 		}
 		verr.Add(field, fmt.Sprintf("%q is not allowed; must be one of %s", value, strings.Join(quoted, ", ")))
 		return false
-	case typ != ScheduleCron && typ != "":
+	case typ != Cron && typ != "":
 		verr.Add(field, fmt.Sprintf("must not be %q: it applies to cron schedules only, not to %s schedules", value, typ))
 		return false
 	}
@@ -275,11 +281,11 @@ func checkChoice(verr *ValidationError, typ, field, value string, choices ...str
 // normalizeSpec fills the default zone (and, for cron, dialect and DST
 // policy; other types have neither), trims the expression and copies the
 // times (in UTC) so the Schedule shares nothing with the caller.
-func normalizeSpec(spec ScheduleSpec) ScheduleSpec {
+func normalizeSpec(spec Spec) Spec {
 	if spec.Timezone == "" {
 		spec.Timezone = "UTC"
 	}
-	if spec.Type == ScheduleCron {
+	if spec.Type == Cron {
 		spec.Dialect = cmp.Or(spec.Dialect, DialectStandard)
 		spec.DSTPolicy = cmp.Or(spec.DSTPolicy, DSTVixie)
 	} else {
@@ -304,7 +310,7 @@ func copyTime(t *time.Time) *time.Time {
 // Spec returns the normalised schedule: Timezone filled ("UTC" when it was
 // empty), for cron Dialect and DSTPolicy filled ("standard", "vixie"; empty
 // for other types), Cron trimmed, times in UTC.
-func (s *Schedule) Spec() ScheduleSpec {
+func (s *Schedule) Spec() Spec {
 	return normalizeSpec(s.spec)
 }
 
@@ -326,23 +332,17 @@ func (s *Schedule) Next(after time.Time) (t time.Time, ok bool) {
 	return t, ok
 }
 
-// NextErr is Next, with an error when the computation was cut short
-// rather than finding that the schedule ends: its work is bounded
-// (nextStepsMax loop steps), and every loop must move its cursor forward.
-// Neither should happen for a valid schedule; the API refuses one that
-// does (422), rather than spin.
+// NextErr is Next, with an error (ErrTooManySteps, ErrNoProgress) when the
+// computation was cut short rather than finding that the schedule ends:
+// its work is bounded (nextStepsMax loop steps), and every loop must move
+// its cursor forward. Neither should happen for a valid schedule; the API
+// refuses one that does (422), rather than spin.
 func (s *Schedule) NextErr(after time.Time) (t time.Time, ok bool, err error) {
 	if s.excl != nil {
 		return s.nextIncluded(after)
 	}
 	return s.next(after)
 }
-
-// The ways a fire-time computation is cut short (NextErr).
-var (
-	errNextWork    = errors.New("computing the next fire time takes too many steps")
-	errNextStalled = errors.New("computing the next fire time made no progress")
-)
 
 // nextStepsMax bounds the loop steps of one fire-time computation. The
 // costliest valid walk, an elapsed-time expression whose every match falls
@@ -378,7 +378,7 @@ func (s *Schedule) next(after time.Time) (t time.Time, ok bool, err error) {
 		return time.Time{}, false, nil
 	}
 	if !t.After(after) {
-		return time.Time{}, false, errNextStalled
+		return time.Time{}, false, ErrNoProgress
 	}
 	return t, true, nil
 }
@@ -435,5 +435,5 @@ func (s *Schedule) nextCron(after time.Time) (time.Time, bool, error) {
 		}
 		ws = w + 1 // not reached given the mapping is monotonic; kept for safety
 	}
-	return time.Time{}, false, errNextWork
+	return time.Time{}, false, ErrTooManySteps
 }

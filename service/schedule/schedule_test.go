@@ -1,4 +1,4 @@
-package service
+package schedule
 
 import (
 	"bytes"
@@ -54,7 +54,7 @@ func mustCron(t testing.TB, expr, zone string) *Schedule {
 // the defaults).
 func mustCronWith(t testing.TB, expr, zone, dialect, policy string) *Schedule {
 	t.Helper()
-	s, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: expr, Timezone: zone, Dialect: dialect, DSTPolicy: policy}, time.Time{})
+	s, err := Parse(Spec{Type: Cron, Cron: expr, Timezone: zone, Dialect: dialect, DSTPolicy: policy}, time.Time{})
 	require.NoError(t, err, expr)
 	return s
 }
@@ -364,11 +364,11 @@ func TestScheduleInterval(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			spec := ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: tt.interval, Timezone: "America/New_York"}
+			spec := Spec{Type: Interval, IntervalSeconds: tt.interval, Timezone: "America/New_York"}
 			if tt.start != "" {
 				spec.StartAt = tsp(t, tt.start)
 			}
-			s, err := ParseSchedule(spec, ts(t, anchor))
+			s, err := Parse(spec, ts(t, anchor))
 			require.NoError(t, err)
 			got := s.Preview(ts(t, tt.after), len(tt.want))
 			want := make([]time.Time, len(tt.want))
@@ -382,7 +382,7 @@ func TestScheduleInterval(t *testing.T) {
 
 func TestScheduleOnce(t *testing.T) {
 	t.Parallel()
-	s, err := ParseSchedule(ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-05-01T12:00:00+02:00")}, time.Now())
+	s, err := Parse(Spec{Type: Once, RunAt: tsp(t, "2026-05-01T12:00:00+02:00")}, time.Now())
 	require.NoError(t, err)
 	tests := []struct {
 		name  string
@@ -414,38 +414,38 @@ func TestScheduleBounds(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name       string
-		spec       ScheduleSpec
+		spec       Spec
 		start, end string
 		after      string
 		want       []string
 	}{
-		{"cron start inclusive", ScheduleSpec{Type: ScheduleCron, Cron: "0 * * * *"},
+		{"cron start inclusive", Spec{Type: Cron, Cron: "0 * * * *"},
 			"2026-01-01T05:00:00Z", "2026-01-01T06:30:00Z", "2026-01-01T00:00:00Z",
 			[]string{"2026-01-01T05:00:00Z", "2026-01-01T06:00:00Z"}},
-		{"cron start with fraction excludes earlier slot", ScheduleSpec{Type: ScheduleCron, Cron: "* * * * * *"},
+		{"cron start with fraction excludes earlier slot", Spec{Type: Cron, Cron: "* * * * * *"},
 			"2026-01-01T05:00:00.5Z", "2026-01-01T05:00:02Z", "2026-01-01T00:00:00Z",
 			[]string{"2026-01-01T05:00:01Z", "2026-01-01T05:00:02Z"}},
-		{"cron end inclusive", ScheduleSpec{Type: ScheduleCron, Cron: "0 * * * *"},
+		{"cron end inclusive", Spec{Type: Cron, Cron: "0 * * * *"},
 			"", "2026-01-01T02:00:00Z", "2026-01-01T00:00:00Z",
 			[]string{"2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z"}},
-		{"cron both bounds", ScheduleSpec{Type: ScheduleCron, Cron: "*/30 * * * *"},
+		{"cron both bounds", Spec{Type: Cron, Cron: "*/30 * * * *"},
 			"2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z", "2025-01-01T00:00:00Z",
 			[]string{"2026-01-01T01:00:00Z", "2026-01-01T01:30:00Z", "2026-01-01T02:00:00Z"}},
-		{"after end", ScheduleSpec{Type: ScheduleCron, Cron: "*/30 * * * *"},
+		{"after end", Spec{Type: Cron, Cron: "*/30 * * * *"},
 			"", "2026-01-01T02:00:00Z", "2026-01-01T02:00:00Z", nil},
-		{"interval end", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 600},
+		{"interval end", Spec{Type: Interval, IntervalSeconds: 600},
 			"2026-01-01T00:00:00Z", "2026-01-01T00:25:00Z", "2025-12-31T00:00:00Z",
 			[]string{"2026-01-01T00:00:00Z", "2026-01-01T00:10:00Z", "2026-01-01T00:20:00Z"}},
-		{"once at start", ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
+		{"once at start", Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
 			"2026-01-01T00:00:00Z", "2026-01-01T00:00:00.1Z", "2025-12-31T00:00:00Z",
 			[]string{"2026-01-01T00:00:00Z"}},
-		{"once at end", ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
+		{"once at end", Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
 			"", "2026-01-01T00:00:00Z", "2025-12-31T00:00:00Z",
 			[]string{"2026-01-01T00:00:00Z"}},
-		{"far future cap", ScheduleSpec{Type: ScheduleCron, Cron: "@yearly"},
+		{"far future cap", Spec{Type: Cron, Cron: "@yearly"},
 			"", "", "9997-06-01T00:00:00Z",
 			[]string{"9998-01-01T00:00:00Z", "9999-01-01T00:00:00Z"}},
-		{"far future cap interval", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: IntervalSecondsMax},
+		{"far future cap interval", Spec{Type: Interval, IntervalSeconds: IntervalSecondsMax},
 			"9999-06-01T00:00:00Z", "", "9999-01-01T00:00:00Z",
 			[]string{"9999-06-01T00:00:00Z"}},
 	}
@@ -459,7 +459,7 @@ func TestScheduleBounds(t *testing.T) {
 			if tt.end != "" {
 				spec.EndAt = tsp(t, tt.end)
 			}
-			s, err := ParseSchedule(spec, ts(t, "2020-01-01T00:00:00Z"))
+			s, err := Parse(spec, ts(t, "2020-01-01T00:00:00Z"))
 			require.NoError(t, err)
 			got := s.Preview(ts(t, tt.after), max(len(tt.want), 1)+1)
 			if tt.want == nil {
@@ -504,8 +504,8 @@ func TestSchedulePreviewClamp(t *testing.T) {
 func TestScheduleSpecAndLocation(t *testing.T) {
 	t.Parallel()
 	start := time.Date(2026, 1, 1, 9, 0, 0, 0, time.FixedZone("CET", 3600))
-	in := ScheduleSpec{Type: ScheduleCron, Cron: "  0 9 * * MON-FRI \n", StartAt: &start}
-	s, err := ParseSchedule(in, time.Now())
+	in := Spec{Type: Cron, Cron: "  0 9 * * MON-FRI \n", StartAt: &start}
+	s, err := Parse(in, time.Now())
 	require.NoError(t, err)
 	got := s.Spec()
 	require.Equal(t, "UTC", got.Timezone)
@@ -520,7 +520,7 @@ func TestScheduleSpecAndLocation(t *testing.T) {
 	start = start.Add(time.Hour)
 	require.Equal(t, time.Date(2026, 1, 1, 8, 0, 0, 0, time.UTC), *s.Spec().StartAt)
 
-	ny, err := ParseSchedule(ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 5, Timezone: "America/New_York"}, time.Now())
+	ny, err := Parse(Spec{Type: Interval, IntervalSeconds: 5, Timezone: "America/New_York"}, time.Now())
 	require.NoError(t, err)
 	require.Equal(t, "America/New_York", ny.Location().String())
 	require.Equal(t, "America/New_York", ny.Spec().Timezone)
@@ -531,96 +531,96 @@ func TestScheduleValidation(t *testing.T) {
 	long := strings.Repeat("1,", 130) + " * * * *"
 	tests := []struct {
 		name string
-		spec ScheduleSpec
+		spec Spec
 		// want lists the expected errors in order; Message is a substring.
 		want []FieldError
 	}{
-		{"missing type", ScheduleSpec{}, []FieldError{{"schedule.type", `is required; must be one of "cron", "interval", "once"`}}},
-		{"unknown type", ScheduleSpec{Type: "weekly"}, []FieldError{{"schedule.type", `"weekly" is not a schedule type; must be one of "cron", "interval", "once"`}}},
-		{"cron missing", ScheduleSpec{Type: ScheduleCron, Cron: " "}, []FieldError{{"schedule.cron", "is required for a cron schedule"}}},
-		{"cron too long", ScheduleSpec{Type: ScheduleCron, Cron: long}, []FieldError{{"schedule.cron", "at most 256 characters"}}},
-		{"TZ prefix", ScheduleSpec{Type: ScheduleCron, Cron: "TZ=UTC 0 * * * *"}, []FieldError{{"schedule.cron", "set schedule.timezone instead"}}},
-		{"CRON_TZ prefix", ScheduleSpec{Type: ScheduleCron, Cron: "cron_tz=Europe/London 0 * * * *"}, []FieldError{{"schedule.cron", "TZ= or CRON_TZ="}}},
-		{"@every", ScheduleSpec{Type: ScheduleCron, Cron: "@every 5m"}, []FieldError{{"schedule.cron", `use schedule.type "interval"`}}},
-		{"@every alone", ScheduleSpec{Type: ScheduleCron, Cron: "@EVERY"}, []FieldError{{"schedule.cron", `use schedule.type "interval"`}}},
-		{"unknown descriptor", ScheduleSpec{Type: ScheduleCron, Cron: "@fortnightly"}, []FieldError{{"schedule.cron", `unknown descriptor "@fortnightly"; use one of @yearly`}}},
-		{"descriptor with fields", ScheduleSpec{Type: ScheduleCron, Cron: "@daily 5"}, []FieldError{{"schedule.cron", "must be the whole expression"}}},
-		{"too few fields", ScheduleSpec{Type: ScheduleCron, Cron: "* * * *"}, []FieldError{{"schedule.cron", "must have 5 fields (minute hour day-of-month month day-of-week), 6 with seconds first, or 7 with seconds first and a year last; got 4"}}},
-		{"too many fields", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 0 * * * 2026 1"}, []FieldError{{"schedule.cron", "got 8"}}},
-		{"second out of range", ScheduleSpec{Type: ScheduleCron, Cron: "60 * * * * *"}, []FieldError{{"schedule.cron", "second field: value 60 is out of range 0-59"}}},
-		{"minute out of range", ScheduleSpec{Type: ScheduleCron, Cron: "60 * * * *"}, []FieldError{{"schedule.cron", "minute field: value 60 is out of range 0-59"}}},
-		{"hour out of range", ScheduleSpec{Type: ScheduleCron, Cron: "0 24 * * *"}, []FieldError{{"schedule.cron", "hour field: value 24 is out of range 0-23"}}},
-		{"day-of-month zero", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 0 * *"}, []FieldError{{"schedule.cron", "day-of-month field: value 0 is out of range 1-31"}}},
-		{"month out of range", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 1 13 *"}, []FieldError{{"schedule.cron", "month field: value 13 is out of range 1-12"}}},
-		{"day-of-week out of range", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * 8"}, []FieldError{{"schedule.cron", "day-of-week field: value 8 is out of range 0-7"}}},
-		{"huge number", ScheduleSpec{Type: ScheduleCron, Cron: "99999999999999999999 * * * *"}, []FieldError{{"schedule.cron", "value 99999999999999999999 is out of range 0-59"}}},
-		{"backwards year range", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 0 1 1 * 2005-2002"}, []FieldError{{"schedule.cron", "year field: range 2005-2002 is backwards (2005 > 2002); the year field does not wrap around"}}},
-		{"step zero", ScheduleSpec{Type: ScheduleCron, Cron: "*/0 * * * *"}, []FieldError{{"schedule.cron", "minute field: step 0 is out of range 1-59"}}},
-		{"step zero after value", ScheduleSpec{Type: ScheduleCron, Cron: "15/0 * * * *"}, []FieldError{{"schedule.cron", "step 0 is out of range 1-59"}}},
-		{"step too large", ScheduleSpec{Type: ScheduleCron, Cron: "0 */24 * * *"}, []FieldError{{"schedule.cron", "hour field: step 24 is out of range 1-23"}}},
-		{"step not a number", ScheduleSpec{Type: ScheduleCron, Cron: "*/x * * * *"}, []FieldError{{"schedule.cron", `step "x" is not a number`}}},
-		{"empty step", ScheduleSpec{Type: ScheduleCron, Cron: "*/ * * * *"}, []FieldError{{"schedule.cron", `step "" is not a number`}}},
-		{"two slashes", ScheduleSpec{Type: ScheduleCron, Cron: "1/2/3 * * * *"}, []FieldError{{"schedule.cron", `"1/2/3" has more than one /`}}},
-		{"no value before slash", ScheduleSpec{Type: ScheduleCron, Cron: "/5 * * * *"}, []FieldError{{"schedule.cron", `"/5" has no value before /`}}},
-		{"half range", ScheduleSpec{Type: ScheduleCron, Cron: "-5 * * * *"}, []FieldError{{"schedule.cron", "missing value in range"}}},
-		{"leading comma", ScheduleSpec{Type: ScheduleCron, Cron: ", * * * *"}, []FieldError{{"schedule.cron", "minute field: empty list item"}}},
-		{"double comma", ScheduleSpec{Type: ScheduleCron, Cron: "0 1,,2 * * *"}, []FieldError{{"schedule.cron", "hour field: empty list item"}}},
-		{"not a number", ScheduleSpec{Type: ScheduleCron, Cron: "a * * * *"}, []FieldError{{"schedule.cron", `minute field: "a" is not a number`}}},
-		{"bad month name", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 1 FOO *"}, []FieldError{{"schedule.cron", `"FOO" is not a number or a month name (JAN-DEC)`}}},
-		{"weekday name in month", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 1 MON *"}, []FieldError{{"schedule.cron", "month name"}}},
-		{"month name in weekday", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * JAN"}, []FieldError{{"schedule.cron", `"JAN" is not a number or a weekday name (SUN-SAT)`}}},
-		{"long weekday name", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 * * MONDAY"}, []FieldError{{"schedule.cron", "weekday name"}}},
-		{"question mark in minute", ScheduleSpec{Type: ScheduleCron, Cron: "? * * * *"}, []FieldError{{"schedule.cron", "minute field: ? is only allowed in the day-of-month and day-of-week fields"}}},
-		{"question mark in list", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 ?,1 * *"}, []FieldError{{"schedule.cron", "? must be the whole field"}}},
-		{"L offset too large", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 L-31 * *"}, []FieldError{{"schedule.cron", `day-of-month field: "L-31": L is the month's last day; use "L", "L-n" (n days before it, n from 1 to 30) or "LW"`}}},
-		{"L in hour", ScheduleSpec{Type: ScheduleCron, Cron: "0 L * * *"}, []FieldError{{"schedule.cron", `hour field: "L" is not a number`}}},
-		{"every bad field reported", ScheduleSpec{Type: ScheduleCron, Cron: "60 24 * * *"}, []FieldError{
+		{"missing type", Spec{}, []FieldError{{"schedule.type", `is required; must be one of "cron", "interval", "once"`}}},
+		{"unknown type", Spec{Type: "weekly"}, []FieldError{{"schedule.type", `"weekly" is not a schedule type; must be one of "cron", "interval", "once"`}}},
+		{"cron missing", Spec{Type: Cron, Cron: " "}, []FieldError{{"schedule.cron", "is required for a cron schedule"}}},
+		{"cron too long", Spec{Type: Cron, Cron: long}, []FieldError{{"schedule.cron", "at most 256 characters"}}},
+		{"TZ prefix", Spec{Type: Cron, Cron: "TZ=UTC 0 * * * *"}, []FieldError{{"schedule.cron", "set schedule.timezone instead"}}},
+		{"CRON_TZ prefix", Spec{Type: Cron, Cron: "cron_tz=Europe/London 0 * * * *"}, []FieldError{{"schedule.cron", "TZ= or CRON_TZ="}}},
+		{"@every", Spec{Type: Cron, Cron: "@every 5m"}, []FieldError{{"schedule.cron", `use schedule.type "interval"`}}},
+		{"@every alone", Spec{Type: Cron, Cron: "@EVERY"}, []FieldError{{"schedule.cron", `use schedule.type "interval"`}}},
+		{"unknown descriptor", Spec{Type: Cron, Cron: "@fortnightly"}, []FieldError{{"schedule.cron", `unknown descriptor "@fortnightly"; use one of @yearly`}}},
+		{"descriptor with fields", Spec{Type: Cron, Cron: "@daily 5"}, []FieldError{{"schedule.cron", "must be the whole expression"}}},
+		{"too few fields", Spec{Type: Cron, Cron: "* * * *"}, []FieldError{{"schedule.cron", "must have 5 fields (minute hour day-of-month month day-of-week), 6 with seconds first, or 7 with seconds first and a year last; got 4"}}},
+		{"too many fields", Spec{Type: Cron, Cron: "0 0 0 * * * 2026 1"}, []FieldError{{"schedule.cron", "got 8"}}},
+		{"second out of range", Spec{Type: Cron, Cron: "60 * * * * *"}, []FieldError{{"schedule.cron", "second field: value 60 is out of range 0-59"}}},
+		{"minute out of range", Spec{Type: Cron, Cron: "60 * * * *"}, []FieldError{{"schedule.cron", "minute field: value 60 is out of range 0-59"}}},
+		{"hour out of range", Spec{Type: Cron, Cron: "0 24 * * *"}, []FieldError{{"schedule.cron", "hour field: value 24 is out of range 0-23"}}},
+		{"day-of-month zero", Spec{Type: Cron, Cron: "0 0 0 * *"}, []FieldError{{"schedule.cron", "day-of-month field: value 0 is out of range 1-31"}}},
+		{"month out of range", Spec{Type: Cron, Cron: "0 0 1 13 *"}, []FieldError{{"schedule.cron", "month field: value 13 is out of range 1-12"}}},
+		{"day-of-week out of range", Spec{Type: Cron, Cron: "0 0 * * 8"}, []FieldError{{"schedule.cron", "day-of-week field: value 8 is out of range 0-7"}}},
+		{"huge number", Spec{Type: Cron, Cron: "99999999999999999999 * * * *"}, []FieldError{{"schedule.cron", "value 99999999999999999999 is out of range 0-59"}}},
+		{"backwards year range", Spec{Type: Cron, Cron: "0 0 0 1 1 * 2005-2002"}, []FieldError{{"schedule.cron", "year field: range 2005-2002 is backwards (2005 > 2002); the year field does not wrap around"}}},
+		{"step zero", Spec{Type: Cron, Cron: "*/0 * * * *"}, []FieldError{{"schedule.cron", "minute field: step 0 is out of range 1-59"}}},
+		{"step zero after value", Spec{Type: Cron, Cron: "15/0 * * * *"}, []FieldError{{"schedule.cron", "step 0 is out of range 1-59"}}},
+		{"step too large", Spec{Type: Cron, Cron: "0 */24 * * *"}, []FieldError{{"schedule.cron", "hour field: step 24 is out of range 1-23"}}},
+		{"step not a number", Spec{Type: Cron, Cron: "*/x * * * *"}, []FieldError{{"schedule.cron", `step "x" is not a number`}}},
+		{"empty step", Spec{Type: Cron, Cron: "*/ * * * *"}, []FieldError{{"schedule.cron", `step "" is not a number`}}},
+		{"two slashes", Spec{Type: Cron, Cron: "1/2/3 * * * *"}, []FieldError{{"schedule.cron", `"1/2/3" has more than one /`}}},
+		{"no value before slash", Spec{Type: Cron, Cron: "/5 * * * *"}, []FieldError{{"schedule.cron", `"/5" has no value before /`}}},
+		{"half range", Spec{Type: Cron, Cron: "-5 * * * *"}, []FieldError{{"schedule.cron", "missing value in range"}}},
+		{"leading comma", Spec{Type: Cron, Cron: ", * * * *"}, []FieldError{{"schedule.cron", "minute field: empty list item"}}},
+		{"double comma", Spec{Type: Cron, Cron: "0 1,,2 * * *"}, []FieldError{{"schedule.cron", "hour field: empty list item"}}},
+		{"not a number", Spec{Type: Cron, Cron: "a * * * *"}, []FieldError{{"schedule.cron", `minute field: "a" is not a number`}}},
+		{"bad month name", Spec{Type: Cron, Cron: "0 0 1 FOO *"}, []FieldError{{"schedule.cron", `"FOO" is not a number or a month name (JAN-DEC)`}}},
+		{"weekday name in month", Spec{Type: Cron, Cron: "0 0 1 MON *"}, []FieldError{{"schedule.cron", "month name"}}},
+		{"month name in weekday", Spec{Type: Cron, Cron: "0 0 * * JAN"}, []FieldError{{"schedule.cron", `"JAN" is not a number or a weekday name (SUN-SAT)`}}},
+		{"long weekday name", Spec{Type: Cron, Cron: "0 0 * * MONDAY"}, []FieldError{{"schedule.cron", "weekday name"}}},
+		{"question mark in minute", Spec{Type: Cron, Cron: "? * * * *"}, []FieldError{{"schedule.cron", "minute field: ? is only allowed in the day-of-month and day-of-week fields"}}},
+		{"question mark in list", Spec{Type: Cron, Cron: "0 0 ?,1 * *"}, []FieldError{{"schedule.cron", "? must be the whole field"}}},
+		{"L offset too large", Spec{Type: Cron, Cron: "0 0 L-31 * *"}, []FieldError{{"schedule.cron", `day-of-month field: "L-31": L is the month's last day; use "L", "L-n" (n days before it, n from 1 to 30) or "LW"`}}},
+		{"L in hour", Spec{Type: Cron, Cron: "0 L * * *"}, []FieldError{{"schedule.cron", `hour field: "L" is not a number`}}},
+		{"every bad field reported", Spec{Type: Cron, Cron: "60 24 * * *"}, []FieldError{
 			{"schedule.cron", "minute field"}, {"schedule.cron", "hour field"}}},
-		{"never fires: 30 February", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 30 2 *"}, []FieldError{{"schedule.cron", "never fires"}}},
-		{"never fires: 31st of 30-day months", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 31 4,6,9,11 *"}, []FieldError{{"schedule.cron", "never fires"}}},
-		{"never fires: L-30 in February", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 L-30 2 *"}, []FieldError{{"schedule.cron", "never fires"}}},
-		{"never fires with seconds and ?", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 0 31 2 ?"}, []FieldError{{"schedule.cron", "never fires"}}},
-		{"cron with interval_seconds and run_at", ScheduleSpec{Type: ScheduleCron, Cron: "@daily", IntervalSeconds: 5, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
+		{"never fires: 30 February", Spec{Type: Cron, Cron: "0 0 30 2 *"}, []FieldError{{"schedule.cron", "never fires"}}},
+		{"never fires: 31st of 30-day months", Spec{Type: Cron, Cron: "0 0 31 4,6,9,11 *"}, []FieldError{{"schedule.cron", "never fires"}}},
+		{"never fires: L-30 in February", Spec{Type: Cron, Cron: "0 0 L-30 2 *"}, []FieldError{{"schedule.cron", "never fires"}}},
+		{"never fires with seconds and ?", Spec{Type: Cron, Cron: "0 0 0 31 2 ?"}, []FieldError{{"schedule.cron", "never fires"}}},
+		{"cron with interval_seconds and run_at", Spec{Type: Cron, Cron: "@daily", IntervalSeconds: 5, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
 			[]FieldError{{"schedule.interval_seconds", "must not be set for a cron schedule"}, {"schedule.run_at", "must not be set for a cron schedule"}}},
-		{"interval missing", ScheduleSpec{Type: ScheduleInterval}, []FieldError{{"schedule.interval_seconds", "is required for an interval schedule"}}},
-		{"interval negative", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: -1}, []FieldError{{"schedule.interval_seconds", "must be between 1 and 31622400 (366 days)"}}},
-		{"interval too long", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: IntervalSecondsMax + 1}, []FieldError{{"schedule.interval_seconds", "must be between 1 and 31622400"}}},
-		{"interval with cron and run_at", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 60, Cron: "@daily", RunAt: tsp(t, "2026-01-01T00:00:00Z")},
+		{"interval missing", Spec{Type: Interval}, []FieldError{{"schedule.interval_seconds", "is required for an interval schedule"}}},
+		{"interval negative", Spec{Type: Interval, IntervalSeconds: -1}, []FieldError{{"schedule.interval_seconds", "must be between 1 and 31622400 (366 days)"}}},
+		{"interval too long", Spec{Type: Interval, IntervalSeconds: IntervalSecondsMax + 1}, []FieldError{{"schedule.interval_seconds", "must be between 1 and 31622400"}}},
+		{"interval with cron and run_at", Spec{Type: Interval, IntervalSeconds: 60, Cron: "@daily", RunAt: tsp(t, "2026-01-01T00:00:00Z")},
 			[]FieldError{{"schedule.cron", "must not be set for a interval schedule"}, {"schedule.run_at", "must not be set for a interval schedule"}}},
-		{"once missing run_at", ScheduleSpec{Type: ScheduleOnce}, []FieldError{{"schedule.run_at", "is required for a once schedule"}}},
-		{"once with cron and interval", ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-01-01T00:00:00Z"), Cron: "x", IntervalSeconds: 1},
+		{"once missing run_at", Spec{Type: Once}, []FieldError{{"schedule.run_at", "is required for a once schedule"}}},
+		{"once with cron and interval", Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z"), Cron: "x", IntervalSeconds: 1},
 			[]FieldError{{"schedule.cron", "must not be set for a once schedule"}, {"schedule.interval_seconds", "must not be set for a once schedule"}}},
-		{"once before start", ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-01-01T00:00:00Z"), StartAt: tsp(t, "2026-01-01T00:00:01Z")},
+		{"once before start", Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z"), StartAt: tsp(t, "2026-01-01T00:00:01Z")},
 			[]FieldError{{"schedule.run_at", "must be within schedule.start_at and schedule.end_at"}}},
-		{"once after end", ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
+		{"once after end", Spec{Type: Once, RunAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
 			[]FieldError{{"schedule.run_at", "must be within"}}},
-		{"end before start", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, StartAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
+		{"end before start", Spec{Type: Interval, IntervalSeconds: 1, StartAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
 			[]FieldError{{"schedule.end_at", "must be after schedule.start_at"}}},
-		{"end equals start", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, StartAt: tsp(t, "2026-01-01T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
+		{"end equals start", Spec{Type: Interval, IntervalSeconds: 1, StartAt: tsp(t, "2026-01-01T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
 			[]FieldError{{"schedule.end_at", "must be after schedule.start_at"}}},
-		{"year out of range", ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-01-01T00:00:00Z"), EndAt: func() *time.Time {
+		{"year out of range", Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z"), EndAt: func() *time.Time {
 			v := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 			return &v
 		}()}, []FieldError{{"schedule.end_at", "must be between years 0001 and 9999"}}},
-		{"zone Local", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "Local"}, []FieldError{{"schedule.timezone", `"Local" is not allowed`}}},
-		{"zone local lower case", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "local"}, []FieldError{{"schedule.timezone", `"Local" is not allowed`}}},
-		{"zone traversal", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "../../etc/passwd"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
-		{"zone dot segment", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "Europe/./London"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
-		{"zone absolute path", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "/usr/share/zoneinfo/UTC"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
-		{"zone empty segment", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "America//New_York"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
-		{"zone trailing slash", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "Europe/"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
-		{"zone backslash", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: `Europe\London`}, []FieldError{{"schedule.timezone", "allowed: letters, digits"}}},
-		{"zone space", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "America/New York"}, []FieldError{{"schedule.timezone", "allowed: letters, digits"}}},
-		{"zone too long", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: strings.Repeat("A", 65)}, []FieldError{{"schedule.timezone", "at most 64 characters"}}},
-		{"zone unknown", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 1, Timezone: "Mars/Olympus_Mons"}, []FieldError{{"schedule.timezone", `unknown time zone "Mars/Olympus_Mons"`}}},
-		{"every problem at once", ScheduleSpec{Type: ScheduleCron, Cron: "60 * * * *", Timezone: "Local",
+		{"zone Local", Spec{Type: Interval, IntervalSeconds: 1, Timezone: "Local"}, []FieldError{{"schedule.timezone", `"Local" is not allowed`}}},
+		{"zone local lower case", Spec{Type: Interval, IntervalSeconds: 1, Timezone: "local"}, []FieldError{{"schedule.timezone", `"Local" is not allowed`}}},
+		{"zone traversal", Spec{Type: Interval, IntervalSeconds: 1, Timezone: "../../etc/passwd"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
+		{"zone dot segment", Spec{Type: Interval, IntervalSeconds: 1, Timezone: "Europe/./London"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
+		{"zone absolute path", Spec{Type: Interval, IntervalSeconds: 1, Timezone: "/usr/share/zoneinfo/UTC"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
+		{"zone empty segment", Spec{Type: Interval, IntervalSeconds: 1, Timezone: "America//New_York"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
+		{"zone trailing slash", Spec{Type: Interval, IntervalSeconds: 1, Timezone: "Europe/"}, []FieldError{{"schedule.timezone", "is not an IANA time zone name"}}},
+		{"zone backslash", Spec{Type: Interval, IntervalSeconds: 1, Timezone: `Europe\London`}, []FieldError{{"schedule.timezone", "allowed: letters, digits"}}},
+		{"zone space", Spec{Type: Interval, IntervalSeconds: 1, Timezone: "America/New York"}, []FieldError{{"schedule.timezone", "allowed: letters, digits"}}},
+		{"zone too long", Spec{Type: Interval, IntervalSeconds: 1, Timezone: strings.Repeat("A", 65)}, []FieldError{{"schedule.timezone", "at most 64 characters"}}},
+		{"zone unknown", Spec{Type: Interval, IntervalSeconds: 1, Timezone: "Mars/Olympus_Mons"}, []FieldError{{"schedule.timezone", `unknown time zone "Mars/Olympus_Mons"`}}},
+		{"every problem at once", Spec{Type: Cron, Cron: "60 * * * *", Timezone: "Local",
 			StartAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
 			[]FieldError{{"schedule.timezone", "Local"}, {"schedule.cron", "out of range"}, {"schedule.end_at", "must be after"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s, err := ParseSchedule(tt.spec, time.Now())
+			s, err := Parse(tt.spec, time.Now())
 			require.Nil(t, s)
 			var verr *ValidationError
 			require.ErrorAs(t, err, &verr)
@@ -638,7 +638,7 @@ func TestScheduleValidZones(t *testing.T) {
 	for _, zone := range []string{"", "UTC", "Etc/GMT+5", "America/Argentina/Buenos_Aires", "EST5EDT", "Asia/Kathmandu", "America/Port-au-Prince"} {
 		t.Run(zone, func(t *testing.T) {
 			t.Parallel()
-			_, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: "@hourly", Timezone: zone}, time.Now())
+			_, err := Parse(Spec{Type: Cron, Cron: "@hourly", Timezone: zone}, time.Now())
 			require.NoError(t, err)
 		})
 	}
@@ -982,7 +982,7 @@ func TestScheduleCronProperties(t *testing.T) {
 			dialect := dialects[r.IntN(2)]
 			expr := randomCron(r, r.IntN(4) == 0, dialect == DialectQuartz)
 			zone := zones[r.IntN(len(zones))]
-			s, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: expr, Timezone: zone, Dialect: dialect,
+			s, err := Parse(Spec{Type: Cron, Cron: expr, Timezone: zone, Dialect: dialect,
 				DSTPolicy: policies[r.IntN(2)]}, time.Time{})
 			if err != nil {
 				var verr *ValidationError
@@ -1154,7 +1154,7 @@ func TestCronDescriptorsMatchTheirExpansion(t *testing.T) {
 
 func TestScheduleErrorsAreValidationErrors(t *testing.T) {
 	t.Parallel()
-	_, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: "0 0 30 2 *"}, time.Now())
+	_, err := Parse(Spec{Type: Cron, Cron: "0 0 30 2 *"}, time.Now())
 	var verr *ValidationError
 	require.ErrorAs(t, err, &verr)
 	require.Equal(t, "invalid input: schedule.cron: never fires: no date matches the day-of-month, month and day-of-week fields (e.g. 30 February)", err.Error())
@@ -1189,7 +1189,7 @@ func BenchmarkParseSchedule(b *testing.B) {
 	for _, expr := range []string{"0 9 * * MON-FRI", "0 0 30 2 *"} {
 		b.Run(expr, func(b *testing.B) {
 			for b.Loop() {
-				_, _ = ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: expr, Timezone: "Europe/Berlin"}, time.Time{})
+				_, _ = Parse(Spec{Type: Cron, Cron: expr, Timezone: "Europe/Berlin"}, time.Time{})
 			}
 		})
 	}

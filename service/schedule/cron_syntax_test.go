@@ -1,4 +1,4 @@
-package service
+package schedule
 
 import (
 	"testing"
@@ -197,7 +197,7 @@ func TestCronDialectErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: tt.expr, Dialect: tt.dialect}, time.Now())
+			_, err := Parse(Spec{Type: Cron, Cron: tt.expr, Dialect: tt.dialect}, time.Now())
 			var verr *ValidationError
 			require.ErrorAs(t, err, &verr)
 			require.Len(t, verr.Fields, 1, "%v", verr)
@@ -238,48 +238,48 @@ func TestScheduleDSTNote(t *testing.T) {
 // schedule.dst_policy: defaults, unknown values, and the other types.
 func TestScheduleDialectAndPolicyFields(t *testing.T) {
 	t.Parallel()
-	s, err := ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: "@daily"}, time.Now())
+	s, err := Parse(Spec{Type: Cron, Cron: "@daily"}, time.Now())
 	require.NoError(t, err)
 	require.Equal(t, DialectStandard, s.Spec().Dialect)
 	require.Equal(t, DSTVixie, s.Spec().DSTPolicy)
 
-	s, err = ParseSchedule(ScheduleSpec{Type: ScheduleCron, Cron: "0 0 12 ? * MON", Dialect: DialectQuartz, DSTPolicy: DSTOncePerLocalTime}, time.Now())
+	s, err = Parse(Spec{Type: Cron, Cron: "0 0 12 ? * MON", Dialect: DialectQuartz, DSTPolicy: DSTOncePerLocalTime}, time.Now())
 	require.NoError(t, err)
 	require.Equal(t, DialectQuartz, s.Spec().Dialect)
 	require.Equal(t, DSTOncePerLocalTime, s.Spec().DSTPolicy)
 
 	// Interval and once schedules have neither: the defaults are accepted
 	// (a client may send them back as it read them) and dropped.
-	s, err = ParseSchedule(ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 60, Dialect: DialectStandard, DSTPolicy: DSTVixie}, time.Now())
+	s, err = Parse(Spec{Type: Interval, IntervalSeconds: 60, Dialect: DialectStandard, DSTPolicy: DSTVixie}, time.Now())
 	require.NoError(t, err)
 	require.Empty(t, s.Spec().Dialect)
 	require.Empty(t, s.Spec().DSTPolicy)
-	s, err = ParseSchedule(ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-01-01T00:00:00Z"), Dialect: DialectStandard}, time.Now())
+	s, err = Parse(Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z"), Dialect: DialectStandard}, time.Now())
 	require.NoError(t, err)
 	require.Empty(t, s.Spec().Dialect)
 
 	tests := []struct {
 		name string
-		spec ScheduleSpec
+		spec Spec
 		want []FieldError
 	}{
-		{"unknown dialect", ScheduleSpec{Type: ScheduleCron, Cron: "@daily", Dialect: "vixie"},
+		{"unknown dialect", Spec{Type: Cron, Cron: "@daily", Dialect: "vixie"},
 			[]FieldError{{"schedule.dialect", `"vixie" is not allowed; must be one of "standard", "quartz"`}}},
-		{"unknown policy", ScheduleSpec{Type: ScheduleCron, Cron: "@daily", DSTPolicy: "skip"},
+		{"unknown policy", Spec{Type: Cron, Cron: "@daily", DSTPolicy: "skip"},
 			[]FieldError{{"schedule.dst_policy", `"skip" is not allowed; must be one of "vixie", "once_per_local_time"`}}},
-		{"quartz on an interval", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 60, Dialect: DialectQuartz},
+		{"quartz on an interval", Spec{Type: Interval, IntervalSeconds: 60, Dialect: DialectQuartz},
 			[]FieldError{{"schedule.dialect", `must not be "quartz": it applies to cron schedules only, not to interval schedules`}}},
-		{"policy on a once", ScheduleSpec{Type: ScheduleOnce, RunAt: tsp(t, "2026-01-01T00:00:00Z"), DSTPolicy: DSTOncePerLocalTime},
+		{"policy on a once", Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z"), DSTPolicy: DSTOncePerLocalTime},
 			[]FieldError{{"schedule.dst_policy", `must not be "once_per_local_time": it applies to cron schedules only, not to once schedules`}}},
-		{"unknown dialect on an interval", ScheduleSpec{Type: ScheduleInterval, IntervalSeconds: 60, Dialect: "cron"},
+		{"unknown dialect on an interval", Spec{Type: Interval, IntervalSeconds: 60, Dialect: "cron"},
 			[]FieldError{{"schedule.dialect", `"cron" is not allowed`}}},
-		{"an unknown dialect does not also report the expression", ScheduleSpec{Type: ScheduleCron, Cron: "0 0 12 ? * MON", Dialect: "Quartz"},
+		{"an unknown dialect does not also report the expression", Spec{Type: Cron, Cron: "0 0 12 ? * MON", Dialect: "Quartz"},
 			[]FieldError{{"schedule.dialect", `"Quartz" is not allowed`}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := ParseSchedule(tt.spec, time.Now())
+			_, err := Parse(tt.spec, time.Now())
 			var verr *ValidationError
 			require.ErrorAs(t, err, &verr)
 			require.Len(t, verr.Fields, len(tt.want), "%v", verr)
