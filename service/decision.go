@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/axhq/ax/service/lifecycle"
 )
 
 // The delivery decisions: whether a River attempt may start an execution
@@ -193,7 +195,7 @@ func decideStart(f startFacts, r startRules) startDecision {
 		return leave(fmt.Sprintf("attempt %d is stale: River attempt %d owns the execution", f.Lease, f.LeaseAttempt))
 	case f.State == ExecRetrying && f.LeaseAttempt >= f.Lease:
 		return leave(fmt.Sprintf("attempt %d is stale: the execution is retrying after River attempt %d", f.Lease, f.LeaseAttempt))
-	case f.State != ExecPending && f.State != ExecRetrying && f.State != ExecRunning:
+	case !lifecycle.ExecUnfinished.Has(f.State):
 		return leave("the execution is " + f.State)
 	}
 	resumed := f.State == ExecRunning

@@ -17,6 +17,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
+	"github.com/axhq/ax/service/lifecycle"
 )
 
 // The equivalence tests: every combination of the facts decideStart and
@@ -268,7 +269,7 @@ func startCases() []equivCase {
 		owner  *int64
 	}
 	var out []equivCase
-	for _, state := range executionStates {
+	for _, state := range lifecycle.Executions.States().States() {
 		unfinished := state == ExecPending || state == ExecRunning || state == ExecRetrying
 		cancels := []bool{false}
 		if unfinished {

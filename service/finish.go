@@ -283,6 +283,9 @@ func (s *Deliveries) advanceWorkflow(ctx context.Context, tx db.Tx, tenant strin
 // transition applies a fenced transition and appends events; no matching
 // row is ErrConflict.
 func (s *Deliveries) transition(ctx context.Context, tx db.Tx, end db.DeliveryEnd, events []db.DeliveryEvent) error {
+	if err := checkExec(end.From, end.To); err != nil {
+		return err
+	}
 	ok, err := db.EndDelivery(ctx, tx, end)
 	if err != nil {
 		return err

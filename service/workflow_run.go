@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/lifecycle"
 )
 
 // The run engine of workflows: how a run's nodes fire. advanceRun is the
@@ -29,27 +30,6 @@ const (
 	RuleAllSuccess = "all_success"
 	RuleAllDone    = "all_done"
 	RuleOneSuccess = "one_success"
-)
-
-// Run states.
-const (
-	RunPending   = "pending"
-	RunRunning   = "running"
-	RunBlocked   = "blocked"
-	RunSucceeded = "succeeded"
-	RunFailed    = "failed"
-	RunCancelled = "cancelled"
-)
-
-// Node states as the API shows them; waiting, blocked, skipped and
-// cancelled are stored, the others are a fired node's executions'.
-const (
-	NodeWaiting   = "waiting"
-	NodeBlocked   = "blocked"
-	NodeSkipped   = "skipped"
-	NodeCancelled = "cancelled"
-	// nodeFired: stored; the node's executions exist.
-	nodeFired = "fired"
 )
 
 // TriggerDependency: a workflow node fired because its rule was met.
@@ -287,7 +267,7 @@ func (e runEngine) advanceRun(ctx context.Context, tx db.Tx, tenant, runID strin
 	if err != nil {
 		return err
 	}
-	if run.State != RunRunning && run.State != RunBlocked {
+	if !lifecycle.RunActive.Has(run.State) {
 		return nil
 	}
 	return e.advanceLocked(ctx, tx, run, nil)
@@ -341,6 +321,9 @@ func (e runEngine) advanceLocked(ctx context.Context, tx db.Tx, run db.WorkflowR
 	}
 	if p.run == run.State {
 		return nil
+	}
+	if err := lifecycle.Runs.Check([]string{run.State}, p.run); err != nil {
+		return err
 	}
 	if err := db.SetWorkflowRunState(ctx, tx, run.TenantID, run.ID, p.run); err != nil {
 		return storeError(err, "set workflow run state")
@@ -451,6 +434,9 @@ func (e runEngine) start(ctx context.Context, tx db.Tx, run db.WorkflowRun) erro
 	}
 	if err := db.InsertRunNodes(ctx, tx, run.TenantID, run.ID, keys); err != nil {
 		return storeError(err, "insert run nodes")
+	}
+	if err := lifecycle.Runs.Check([]string{run.State}, RunRunning); err != nil {
+		return err
 	}
 	if err := db.SetWorkflowRunState(ctx, tx, run.TenantID, run.ID, RunRunning); err != nil {
 		return storeError(err, "start workflow run")
