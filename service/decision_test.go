@@ -234,3 +234,13 @@ func TestDecideFinish(t *testing.T) {
 		require.Equal(t, tt.want, decideFinish(f, tt.out), tt.name)
 	}
 }
+
+// TestOutcomeKindString: the kinds' names are the outcome labels of
+// ax_delivery_attempts_total.
+func TestOutcomeKindString(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "success", OutcomeSucceeded.String())
+	require.Equal(t, "retry", OutcomeRetry.String())
+	require.Equal(t, "permanent", OutcomePermanent.String())
+	require.Equal(t, "OutcomeKind(0)", OutcomeKind(0).String())
+}

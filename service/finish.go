@@ -11,20 +11,38 @@ import (
 	"github.com/axhq/ax/db"
 )
 
-// Outcome kinds of one sent attempt.
+// OutcomeKind is what one sent attempt came to: jobs' classification of a
+// response (jobs.Classify) and what Finish decides from. The zero value is
+// deliberately none of them.
+type OutcomeKind uint8
+
+// Outcome kinds.
 const (
-	// OutcomeSucceeded: the receiver accepted the webhook.
-	OutcomeSucceeded = "succeeded"
-	// OutcomeRetry: a failure worth retrying.
-	OutcomeRetry = "retry"
+	// OutcomeSucceeded: the receiver accepted the webhook (a 2xx).
+	OutcomeSucceeded OutcomeKind = iota + 1
+	// OutcomeRetry: a failure that may pass; try again after a backoff.
+	OutcomeRetry
 	// OutcomePermanent: a failure retrying cannot fix.
-	OutcomePermanent = "permanent"
+	OutcomePermanent
 )
+
+// String names the kind as the outcome label of
+// ax_delivery_attempts_total does: success, retry, permanent.
+func (k OutcomeKind) String() string {
+	switch k {
+	case OutcomeSucceeded:
+		return "success"
+	case OutcomeRetry:
+		return "retry"
+	case OutcomePermanent:
+		return "permanent"
+	}
+	return fmt.Sprintf("OutcomeKind(%d)", k)
+}
 
 // Outcome is what one sent attempt came to.
 type Outcome struct {
-	// Kind is one of the Outcome constants.
-	Kind string
+	Kind OutcomeKind
 	// CutByCancel: the attempt was cut short because a cancel of the
 	// execution was requested.
 	CutByCancel bool
