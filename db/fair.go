@@ -36,7 +36,7 @@ const FairSlack = 64
 // is never later than now, so it stays due). Nothing is rewritten while a
 // single tenant has due jobs there.
 //
-// A job's tenant is its args' tenant_id, or a batch's first tenant
+// A job's tenant (jobTenant) is its args' tenant_id, or a batch's first tenant
 // (DeliverBatchArgs, packed: "tenants"; or its first execution's in the
 // older object array); the scheduler keeps batches to one tenant.
 // Rows locked by a fetch are skipped, never waited for. It returns the
@@ -67,8 +67,8 @@ func ShareQueues(ctx context.Context, q Querier, queues []string, after time.Dur
 	var n int64
 	for _, b := range backlogs {
 		tag, err := q.Exec(ctx, `WITH due AS (
-				SELECT id, scheduled_at, coalesce(args->>'tenant_id', args->'tenants'->>0, args->'executions'->0->>'tenant_id', '') AS tenant
-				FROM river_job
+				SELECT id, scheduled_at, `+jobTenant+` AS tenant
+				FROM river_job j
 				WHERE state = `+jobAvailable+` AND queue = $1 AND priority = $2 AND scheduled_at <= now()
 			), head AS MATERIALIZED (
 				SELECT min(scheduled_at) AS at, count(DISTINCT tenant) AS tenants FROM due

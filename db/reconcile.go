@@ -45,12 +45,11 @@ var orphanJoin = `LEFT JOIN river_job j ON j.id = e.river_job_id
 		-- callback sweeper carries it (FindExpiredCallbacks).
 		AND NOT (e.state = ` + execRunning + ` AND ` + WaitingForCallback + `)`
 
-// batchMembers lists the executions of live deliver_batch jobs (their
-// packed args: see service.DeliverBatchArgs).
-var batchMembers = `batch_members AS MATERIALIZED (
-		SELECT split_part(m, '.', 2)::uuid AS id
-		FROM river_job b, regexp_split_to_table(b.args->>'executions', ' ') m
-		WHERE b.kind = 'deliver_batch' AND b.state IN ` + liveJobStates + `)`
+// liveBatchMembers lists the executions of live deliver_batch jobs (their
+// args read by batchMembers).
+var liveBatchMembers = `batch_members AS MATERIALIZED (
+		SELECT m.id FROM river_job j, ` + batchMembers + `
+		WHERE j.kind = 'deliver_batch' AND j.state IN ` + liveJobStates + `)`
 
 // FindOrphanedExecutions returns up to limit unfinished executions whose
 // slot is more than olderThan ago (database clock) and that no live River
@@ -61,7 +60,7 @@ var batchMembers = `batch_members AS MATERIALIZED (
 // job inserted with an execution may use (deliver_batch and deliver jobs
 // alike).
 func FindOrphanedExecutions(ctx context.Context, q Querier, olderThan time.Duration, limit, leaseCeiling int) ([]OrphanedExecution, error) {
-	rows, err := q.Query(ctx, `WITH `+batchMembers+`
+	rows, err := q.Query(ctx, `WITH `+liveBatchMembers+`
 		SELECT e.tenant_id, e.id::text, e.state, e.scheduled_for, e.river_job_id, j.state::text AS job_state,
 			greatest(e.lease_attempt, CASE WHEN e.river_job_id IS NULL THEN $3
 				ELSE coalesce((j.args->>'lease_base')::int, 0) + coalesce(j.max_attempts, 0) END) AS lease_ceiling,
@@ -84,7 +83,7 @@ func FindOrphanedExecutions(ctx context.Context, q Querier, olderThan time.Durat
 // transaction) as FindOrphanedExecutions would, and whether it is
 // orphaned: unfinished, and carried by no live River job.
 func GetOrphanedExecution(ctx context.Context, q Querier, tenant, id string, leaseCeiling int) (OrphanedExecution, bool, error) {
-	rows, err := q.Query(ctx, `WITH `+batchMembers+`
+	rows, err := q.Query(ctx, `WITH `+liveBatchMembers+`
 		SELECT e.tenant_id, e.id::text, e.state, e.scheduled_for, e.river_job_id, j.state::text AS job_state,
 			greatest(e.lease_attempt, CASE WHEN e.river_job_id IS NULL THEN $3
 				ELSE coalesce((j.args->>'lease_base')::int, 0) + coalesce(j.max_attempts, 0) END) AS lease_ceiling,

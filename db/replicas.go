@@ -134,8 +134,7 @@ func ResumeJobsOf(ctx context.Context, q Querier, sel RunningJobs, reason, event
 			SELECT j.id AS job_id, j.args->>'tenant_id' AS tenant_id, (j.args->>'execution_id')::uuid AS execution_id
 			FROM j WHERE j.kind = 'deliver'
 			UNION ALL
-			SELECT j.id, j.args->'tenants'->>(split_part(m, '.', 1)::int), split_part(m, '.', 2)::uuid
-			FROM j, regexp_split_to_table(j.args->>'executions', ' ') m WHERE j.kind = 'deliver_batch'),
+			SELECT j.id, m.tenant_id, m.id FROM j, `+batchMembers+` WHERE j.kind = 'deliver_batch'),
 		ev AS (
 			INSERT INTO execution_events (tenant_id, execution_id, type, message, data)
 			SELECT e.tenant_id, e.id, $3, $4, $5::jsonb || jsonb_build_object('job_id', c.job_id)
