@@ -35,7 +35,7 @@ import (
 
 // StartsWithoutDecision is the condition under which the batched start
 // (StartPendingDeliveries) takes an attempt: the SQL mirror of
-// service.startBatchable, over the execution e, its task t, its endpoint
+// service.startDecision.Batch, over the execution e, its task t, its endpoint
 // ep (the inner joins require both to exist) and the request i (its job_id,
 // 0 when not checked). It admits exactly the first sends of pending
 // executions that service.decideStart would send without reading more
@@ -54,10 +54,12 @@ var StartsWithoutDecision = `e.state = ` + execPending + ` AND NOT e.cancel_requ
 
 // SucceedsWithoutDecision is the condition under which the batched
 // success (SucceedDeliveries) records a 2xx: the SQL mirror of
-// service.finishBatchable, over the execution e and the request i (its
-// lease). Every other outcome takes the row-by-row path
+// service.finishDecision.Batch, over the execution e and the request i
+// (its lease): the attempt owns the running execution, and it is no
+// workflow node's (a node's success advances its run, in the row-by-row
+// path). Every other outcome takes the row-by-row path
 // (service.TestFinishDecisionAgreesWithTheBatch).
-var SucceedsWithoutDecision = `e.state = ` + execRunning + ` AND e.lease_attempt = i.lease`
+var SucceedsWithoutDecision = `e.state = ` + execRunning + ` AND e.lease_attempt = i.lease AND e.workflow_run_id IS NULL`
 
 // ExecutionRef names an execution.
 type ExecutionRef struct {

@@ -70,7 +70,9 @@ type Outcome struct {
 	HandOff *HandOff
 	// WorkflowRun: the execution is a workflow node's (Delivery.WorkflowRunID
 	// is set). Its success takes the row-by-row path, so that the run
-	// advances in the transaction that records it (Workflows.advance).
+	// advances in the transaction that records it; Finish then does not
+	// offer it to the batched statement, which would leave it anyway
+	// (finishDecision.Batch).
 	WorkflowRun bool
 	// Detached is set for the outcome of an accepted callback attempt (a
 	// completion or a timeout): the River job that sent it has ended, so a
@@ -124,7 +126,7 @@ type Finished struct {
 // (db.SucceedsWithoutDecision); a success the batch did not record (or a
 // failed batch) takes the row-by-row path, which reports the conflict.
 func (s *Deliveries) Finish(ctx context.Context, tenant, executionID string, lease int, out Outcome) (Finished, error) {
-	if out.Kind == OutcomeSucceeded && !out.WorkflowRun {
+	if mayBatchFinish(out) {
 		r, err := s.successes.do(ctx, db.DeliverySuccess{
 			DeliveryKey: db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease},
 			StatusCode:  out.StatusCode, LatencyMS: int(out.Latency.Milliseconds()),
@@ -161,7 +163,7 @@ func (s *Deliveries) finishRow(ctx context.Context, tenant, executionID string, 
 func (s *Deliveries) finishFactsOf(row db.DeliveryOutcome, lease int) finishFacts {
 	return finishFacts{
 		State: row.State, LeaseAttempt: row.LeaseAttempt, Attempts: row.Attempts, AttemptsBase: row.AttemptsBase,
-		CancelRequested: row.CancelRequested, Lease: lease, TaskFound: row.TaskFound,
+		CancelRequested: row.CancelRequested, Lease: lease, WorkflowRun: row.WorkflowRunID != nil, TaskFound: row.TaskFound,
 		MaxAttempts: int(zeroIfNil(row.MaxAttempts)),
 		Retry: RetryPolicy{
 			MaxAttempts:    int(zeroIfNil(row.MaxAttempts)),
