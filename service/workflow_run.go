@@ -333,7 +333,7 @@ func (e runEngine) advanceLocked(ctx context.Context, tx db.Tx, run db.WorkflowR
 			return err
 		}
 	}
-	if p.run == RunSucceeded || p.run == RunFailed {
+	if lifecycle.RunFinal.Has(p.run) {
 		if o := workflowObserver.Load(); o != nil && o.RunFinished != nil {
 			o.RunFinished(p.run)
 		}
