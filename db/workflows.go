@@ -133,6 +133,8 @@ func DropUnstartedScheduledRuns(ctx context.Context, q Querier, tenant, workflow
 	tag, err := q.Exec(ctx, `WITH doomed AS (
 			SELECT r.id FROM workflow_runs r
 			WHERE r.tenant_id = $1 AND r.workflow_id = $2 AND r.trigger = 'schedule'
+			  -- Unfinished: pending or running, as a blocked run has an
+			  -- execution that ended, which the test below rules out.
 			  AND r.scheduled_for > now() AND r.state IN `+runUnfinished+`
 			  AND NOT EXISTS (SELECT 1 FROM executions e
 				WHERE e.workflow_run_id = r.id AND e.tenant_id = r.tenant_id
