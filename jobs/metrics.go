@@ -2,12 +2,14 @@ package jobs
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/limits"
 )
 
 // Metrics are the scheduler's and workers' Prometheus metrics. No metric
@@ -106,7 +108,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "ax_executions_finished_total", Help: "Executions reaching a final state, by state.",
 		}, []string{"state"}),
 		Throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ax_deliveries_throttled_total", Help: "Deliveries held back by a limit, by limit (max_concurrency, rate_limit_per_second, max_inflight_deliveries, max_deliveries_per_second).",
+			Name: "ax_deliveries_throttled_total", Help: "Deliveries held back by a limit, by limit (" + strings.Join(limits.DeliveryNames(), ", ") + ").",
 		}, []string{"limit"}),
 		MissedSlots: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ax_missed_slots_total", Help: "Slots not fired because of a misfire policy (claimed late by the scheduler, or picked up late by a worker).",
