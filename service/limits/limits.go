@@ -238,7 +238,7 @@ func (l *Limits) Gates(tenant string, endpoint *Endpoint) []Gate {
 }
 
 // Wake makes the dispatcher look at held deliveries now (a permit was
-// released on this replica, or a delivery held).
+// released on this replica, or a delivery held): Wakes receives.
 func (l *Limits) Wake() {
 	if l == nil {
 		return
@@ -249,19 +249,27 @@ func (l *Limits) Wake() {
 	}
 }
 
-// dispatchPoll is how often the dispatcher looks at held deliveries when
+// Wakes receives when Wake was called since the last receive: the loop
+// that runs Dispatch then runs it at once.
+func (l *Limits) Wakes() <-chan struct{} { return l.wake }
+
+// Config is the configuration l runs with (defaults filled in): the loop
+// that runs its passes reads their intervals there (Refresh, FairEvery).
+func (l *Limits) Config() Config { return l.cfg }
+
+// DispatchPoll is how often the dispatcher looks at held deliveries when
 // nothing wakes it while some are held: the longest a permit released on
 // another replica stays unused.
-const dispatchPoll = 50 * time.Millisecond
+const DispatchPoll = 50 * time.Millisecond
 
-// dispatchIdlePoll is how often it looks when its last look found none
+// DispatchIdlePoll is how often it looks when its last look found none
 // held: a delivery held from then on wakes the dispatcher of the replica
 // that held it (Wake), so that a replica without limits in play costs one
 // statement a second, not twenty.
-const dispatchIdlePoll = time.Second
+const DispatchIdlePoll = time.Second
 
-// sweepEvery is how often Run sweeps expired permits.
-const sweepEvery = 10 * time.Second
+// SweepEvery is how often the expired permits are swept (SweepPermits).
+const SweepEvery = 10 * time.Second
 
 // Run keeps the cache fresh and runs the dispatcher of held deliveries,
 // the sweep of expired permits and the fair sharing of the deliver
@@ -271,9 +279,9 @@ func (l *Limits) Run(ctx context.Context) {
 	defer refresh.Stop()
 	fair := time.NewTicker(l.cfg.FairEvery)
 	defer fair.Stop()
-	sweep := time.NewTicker(sweepEvery)
+	sweep := time.NewTicker(SweepEvery)
 	defer sweep.Stop()
-	timer := time.NewTimer(dispatchPoll)
+	timer := time.NewTimer(DispatchPoll)
 	defer timer.Stop()
 	for {
 		select {
@@ -301,9 +309,9 @@ func (l *Limits) Run(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			l.cfg.Logger.Warn("dispatching held deliveries failed", "error", err.Error())
 		}
-		wait := dispatchPoll
+		wait := DispatchPoll
 		if !held && err == nil {
-			wait = dispatchIdlePoll
+			wait = DispatchIdlePoll
 		}
 		if !next.IsZero() {
 			wait = min(wait, max(time.Until(next), time.Millisecond))
