@@ -68,7 +68,7 @@ type DeliveryRow struct {
 	// ax waits for its callback (WaitingForCallback).
 	Waiting bool `db:"waiting"`
 	// The endpoint's limits (NULL: none); a delivery to an endpoint with
-	// either is admitted through its gate (AdmitDelivery).
+	// either is admitted through its gate (service/limits).
 	EndpointMaxConcurrency *int32    `db:"endpoint_max_concurrency"`
 	EndpointRateLimit      *float64  `db:"endpoint_rate_limit"`
 	Now                    time.Time `db:"now"`
@@ -286,6 +286,9 @@ type DeliveryOutcome struct {
 	WorkflowRunID *string `db:"workflow_run_id"`
 	// Priority is the task's River priority (nil without a task).
 	Priority *int16 `db:"priority"`
+	// Permitted: the execution holds a permit of the delivery limits
+	// (flow_permits).
+	Permitted bool `db:"permitted"`
 }
 
 // GetDeliveryOutcome reads an execution with its task and locks the
@@ -293,7 +296,8 @@ type DeliveryOutcome struct {
 func GetDeliveryOutcome(ctx context.Context, q Querier, tenant, id string) (DeliveryOutcome, error) {
 	rows, err := q.Query(ctx, `SELECT e.task_id::text, e.state, e.lease_attempt, e.attempts, e.attempts_base, e.cancel_requested,
 			t.id IS NOT NULL AS task_found, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms,
-			coalesce(t.consecutive_failures, 0) AS task_failures, e.workflow_run_id::text, t.priority
+			coalesce(t.consecutive_failures, 0) AS task_failures, e.workflow_run_id::text, t.priority,
+			EXISTS (SELECT 1 FROM flow_permits p WHERE p.tenant_id = e.tenant_id AND p.execution_id = e.id) AS permitted
 		FROM executions e
 		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
 		WHERE e.tenant_id = $1 AND e.id = $2

@@ -37,7 +37,8 @@ import (
 // (StartPendingDeliveries) takes an attempt: the SQL mirror of
 // service.startDecision.Batch, over the execution e, its task t, its endpoint
 // ep (the inner joins require both to exist) and the request i (its job_id,
-// 0 when not checked). It admits exactly the first sends of pending
+// 0 when not checked; tenant_limited, whether the tenant's deliveries
+// pass its gate). It admits exactly the first sends of pending
 // executions that service.decideStart would send without reading more
 // than these rows; every other attempt takes the row-by-row path, which
 // asks decideStart itself. A rule added to decideStart is added here too
@@ -50,16 +51,18 @@ var StartsWithoutDecision = `e.state = ` + execPending + ` AND NOT e.cancel_requ
 	AND e.attempts - e.attempts_base < t.max_attempts
 	AND NOT ` + MisfiredFirstFire + `
 	AND ep.enabled
-	AND ep.max_concurrency IS NULL AND ep.rate_limit_per_second IS NULL`
+	AND ep.max_concurrency IS NULL AND ep.rate_limit_per_second IS NULL AND NOT i.tenant_limited`
 
 // SucceedsWithoutDecision is the condition under which the batched
 // success (SucceedDeliveries) records a 2xx: the SQL mirror of
 // service.finishDecision.Batch, over the execution e and the request i
-// (its lease): the attempt owns the running execution, and it is no
-// workflow node's (a node's success advances its run, in the row-by-row
-// path). Every other outcome takes the row-by-row path
+// (its lease): the attempt owns the running execution, it is no workflow
+// node's (a node's success advances its run, in the row-by-row path), and
+// it holds no permit of the delivery limits (its release is the row-by-row
+// path's). Every other outcome takes the row-by-row path
 // (service.TestFinishDecisionAgreesWithTheBatch).
-var SucceedsWithoutDecision = `e.state = ` + execRunning + ` AND e.lease_attempt = i.lease AND e.workflow_run_id IS NULL`
+var SucceedsWithoutDecision = `e.state = ` + execRunning + ` AND e.lease_attempt = i.lease AND e.workflow_run_id IS NULL
+	AND NOT EXISTS (SELECT 1 FROM flow_permits p WHERE p.tenant_id = e.tenant_id AND p.execution_id = e.id)`
 
 // ExecutionRef names an execution.
 type ExecutionRef struct {
@@ -74,6 +77,10 @@ type DeliveryKey struct {
 	// JobID is the River job making the attempt: an execution whose
 	// river_job_id names another job is not its to start. 0: not checked.
 	JobID int64
+	// TenantLimited: the tenant's deliveries pass its gate (its delivery
+	// limits), which only the row-by-row path admits through; the
+	// batched start leaves it alone.
+	TenantLimited bool
 }
 
 // StartPendingDeliveries moves each pending execution whose delivery needs
@@ -90,16 +97,18 @@ type DeliveryKey struct {
 // untouched and absent from the map.
 func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, misfire Misfire) (map[int]DeliveryRow, error) {
 	tenants, ids, leases := make([]string, len(keys)), make([]string, len(keys)), make([]int32, len(keys))
-	jobs := make([]int64, len(keys))
+	jobs, limited := make([]int64, len(keys)), make([]bool, len(keys))
 	for i, k := range keys {
 		tenants[i], ids[i], leases[i], jobs[i] = k.TenantID, k.ID, int32(k.Lease), k.JobID //nolint:gosec // River attempts are small
+		limited[i] = k.TenantLimited
 	}
 	uids, err := uuidArray(ids)
 	if err != nil {
 		return nil, wrap("start deliveries", err)
 	}
 	rows, err := q.Query(ctx, `WITH input AS (
-			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::bigint[]) WITH ORDINALITY AS i(tenant_id, id, lease, job_id, ord)
+			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::bigint[], $6::bool[]) WITH ORDINALITY
+				AS i(tenant_id, id, lease, job_id, tenant_limited, ord)
 		), m AS (
 			-- The start may commit without waiting for the WAL flush
 			-- (deliverySessionParams says why).
@@ -157,7 +166,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 			previous_secret, previous_secret_expires_at, endpoint_timeout_ms, endpoint_enabled,
 			completion_timeout_ms, heartbeat_timeout_ms, false AS waiting, endpoint_max_concurrency, endpoint_rate_limit,
 			now() AS now
-		FROM started`, tenants, uids, leases, jobs, misfire.Threshold.Seconds())
+		FROM started`, tenants, uids, leases, jobs, misfire.Threshold.Seconds(), limited)
 	if err != nil {
 		return nil, wrap("start deliveries", err)
 	}

@@ -155,7 +155,7 @@ var sqlStatement = regexp.MustCompile(`\b(SELECT\s.+\sFROM|INSERT\s+INTO|UPDATE\
 // (lint keeps the driver out of those packages; this keeps the text out).
 func TestNoSQLOutsideDB(t *testing.T) {
 	t.Parallel()
-	for _, dir := range []string{"../api", "../service", "../jobs", "../cmd/server"} {
+	for _, dir := range withSubdirs(t, "../api", "../service", "../jobs", "../cmd/server") {
 		for _, s := range stringsOf(parseDir(t, dir)) {
 			require.False(t, sqlStatement.MatchString(strings.Join(strings.Fields(s.text), " ")),
 				"%s (%s) holds SQL; move it into a named function of db/: %q", s.pos, s.fn, s.text)
@@ -165,11 +165,36 @@ func TestNoSQLOutsideDB(t *testing.T) {
 	require.True(t, sqlStatement.MatchString("UPDATE tasks t SET x = 1"), "the pattern finds SQL")
 }
 
+// withSubdirs returns dirs and every directory under them (but testdata).
+func withSubdirs(t *testing.T, dirs ...string) []string {
+	t.Helper()
+	var out []string
+	for _, dir := range dirs {
+		require.NoError(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			switch {
+			case err != nil:
+				return err
+			case d.IsDir() && d.Name() == "testdata":
+				return filepath.SkipDir
+			case d.IsDir():
+				out = append(out, path)
+			}
+			return nil
+		}))
+	}
+	return out
+}
+
 // TestOnlyErrorsGoReadsDBErrors: the service translates db's errors in one
-// place (service/errors.go, storeError); every other file hands them on.
+// place (service/errors.go, storeError); every other file, and the
+// service's own packages, hand them on.
 func TestOnlyErrorsGoReadsDBErrors(t *testing.T) {
 	t.Parallel()
-	for _, f := range parseDir(t, "../service") {
+	var files []goFile
+	for _, dir := range withSubdirs(t, "../service") {
+		files = append(files, parseDir(t, dir)...)
+	}
+	for _, f := range files {
 		if filepath.Base(f.path) == "errors.go" {
 			continue
 		}

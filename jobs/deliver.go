@@ -120,7 +120,7 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[deliverArgs]) e
 		return river.JobSnooze(w.queueWait(job))
 	case stepHold:
 		// Held by a limit: the job sleeps without using an attempt or a
-		// worker; the dispatcher wakes it (service.Limits.Dispatch).
+		// worker; the dispatcher wakes it (limits.Limits.Dispatch).
 		return river.JobSnooze(service.HoldRecheck)
 	case stepInterrupted:
 		return ctx.Err()
@@ -271,14 +271,9 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	}
 	rctx, cancel := recordContext(ctx)
 	defer cancel()
+	// Finish also gives back the attempt's place under the limits (its
+	// permit), in the transaction that records the outcome.
 	fin, err := w.deliveries.Finish(rctx, tenant, executionID, d.Lease, out)
-	if d.Permit && err == nil {
-		// The attempt is over: its place under the limits goes to the
-		// next held delivery. Should this fail, the permit expires.
-		if rerr := w.deliveries.ReleasePermit(rctx, tenant, executionID); rerr != nil {
-			log.warn(ctx, "releasing a delivery's permit failed; it expires", slog.String("error", rerr.Error()))
-		}
-	}
 	w.metrics.Attempts.WithLabelValues(attemptOutcome(class, fin, err), class.ErrorClass).Inc()
 	if errors.Is(err, service.ErrConflict) {
 		log.warn(ctx, "attempt outcome not recorded: a newer run owns the execution", slog.Int("status_code", res.StatusCode),

@@ -66,7 +66,7 @@ func (h *harness) fireMany(task service.Task, n int, queue string) []string {
 func TestTenantFairnessWithinLane(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{River: RiverConfig{DeliverWorkers: 4, BulkWorkers: 2}, NoStart: true})
-	limits := service.NewLimits(h.pool, service.LimitsConfig{Logger: testLogger()})
+	limits := service.NewLimits(h.pool, service.LimitsConfig{})
 	startLoops(t, LimitsLoops(limits)...)
 	h.start(h.client)
 

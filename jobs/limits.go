@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/limits"
 )
 
 // The limits' loops (LimitsLoops), by name.
@@ -14,20 +15,6 @@ const (
 	LoopPermitSweep    = "permit_sweep"
 	LoopFairness       = "fairness"
 )
-
-// dispatchPoll is how often the dispatcher looks at held deliveries when
-// nothing wakes it while some are held: the longest a permit released on
-// another replica stays unused.
-const dispatchPoll = 50 * time.Millisecond
-
-// dispatchIdlePoll is how often it looks when its last look found none
-// held: a delivery held from then on wakes the dispatcher of the replica
-// that held it (service.Deliveries.Begin), so that a replica without
-// limits in play costs one statement a second, not twenty.
-const dispatchIdlePoll = time.Second
-
-// permitSweepEvery is how often the expired permits are freed.
-const permitSweepEvery = 10 * time.Second
 
 // LimitsLoops returns the loops that keep l working, each on every
 // replica (l's errors say what failed; the runner adds the loop):
@@ -49,18 +36,18 @@ func LimitsLoops(l *service.Limits) []Loop {
 		{Name: LoopLimitsRefresh, Every: cfg.Refresh, Pass: func(ctx context.Context) (time.Duration, error) {
 			return 0, l.Refresh(ctx)
 		}},
-		{Name: LoopLimitsDispatch, Every: dispatchIdlePoll, Wake: l.Woken(), Pass: func(ctx context.Context) (time.Duration, error) {
+		{Name: LoopLimitsDispatch, Every: limits.DispatchIdlePoll, Wake: l.Wakes(), Pass: func(ctx context.Context) (time.Duration, error) {
 			next, held, err := l.Dispatch(ctx)
-			wait := dispatchPoll
+			wait := limits.DispatchPoll
 			if !held && err == nil {
-				wait = dispatchIdlePoll
+				wait = limits.DispatchIdlePoll
 			}
 			if !next.IsZero() {
 				wait = min(wait, max(time.Until(next), time.Millisecond))
 			}
 			return wait, err
 		}},
-		{Name: LoopPermitSweep, Every: permitSweepEvery, Pass: func(ctx context.Context) (time.Duration, error) {
+		{Name: LoopPermitSweep, Every: limits.SweepEvery, Pass: func(ctx context.Context) (time.Duration, error) {
 			_, err := l.SweepPermits(ctx)
 			return 0, err
 		}},

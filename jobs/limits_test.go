@@ -12,6 +12,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/limits"
 	"github.com/axhq/ax/service/metrics"
 )
 
@@ -68,12 +69,11 @@ func limitedHarnessOpts(t *testing.T, replicas int, opts harnessOpts) (*harness,
 	h := newHarness(t, opts)
 	var all []*service.Limits
 	for i := range replicas {
-		limits := service.NewLimits(h.pool, service.LimitsConfig{Refresh: 100 * time.Millisecond, PermitTTL: time.Minute,
-			Logger: testLogger()})
-		require.NoError(t, limits.Refresh(t.Context()))
-		startLoops(t, LimitsLoops(limits)...)
+		l := service.NewLimits(h.pool, service.LimitsConfig{Refresh: 100 * time.Millisecond, PermitTTL: time.Minute})
+		require.NoError(t, l.Refresh(t.Context()))
+		startLoops(t, LimitsLoops(l)...)
 		deps := h.deps
-		deps.Deliveries = service.NewDeliveries(h.pool, h.enq, service.DeliveriesConfig{Limits: limits, Rand: func() float64 { return 1 }})
+		deps.Deliveries = service.NewDeliveries(h.pool, h.enq, service.DeliveriesConfig{Limits: l, Rand: func() float64 { return 1 }})
 		deps.Metrics = metrics.New(nil)
 		c, err := NewRiverClient(h.enq, h.river, deps)
 		require.NoError(t, err)
@@ -81,7 +81,7 @@ func limitedHarnessOpts(t *testing.T, replicas int, opts harnessOpts) (*harness,
 			h.client, h.deliveries, h.deps = c, deps.Deliveries, deps
 		}
 		h.start(c)
-		all = append(all, limits)
+		all = append(all, l)
 	}
 	return h, all
 }
@@ -112,7 +112,7 @@ func TestEndpointMaxConcurrencyAcrossReplicas(t *testing.T) {
 		for _, ev := range h.events(id) {
 			if ev.Type == service.EventThrottled {
 				throttled++
-				require.Equal(t, service.LimitMaxConcurrency, ev.Data["limit"])
+				require.Equal(t, limits.MaxConcurrency, ev.Data["limit"])
 				require.Equal(t, ep.ID, ev.Data["endpoint_id"])
 			}
 		}
@@ -126,7 +126,7 @@ func TestEndpointMaxConcurrencyAcrossReplicas(t *testing.T) {
 	// A permit is given back once its attempt's outcome is recorded, just
 	// after the execution's state changes.
 	require.Eventually(t, func() bool {
-		n, err := db.GateInflight(t.Context(), h.pool, h.tenant, db.EndpointGate(ep.ID))
+		n, err := db.GateInflight(t.Context(), h.pool, h.tenant, limits.EndpointGate(ep.ID))
 		return err == nil && n == 0
 	}, 10*time.Second, 20*time.Millisecond, "every permit was given back")
 }
@@ -263,11 +263,11 @@ func TestEndpointRateLimit(t *testing.T) {
 // its endpoints, and another tenant is not held by it.
 func TestTenantMaxInflight(t *testing.T) {
 	t.Parallel()
-	h, limits := limitedHarness(t, 2)
+	h, ls := limitedHarness(t, 2)
 	g, url := newGauge(t, 100*time.Millisecond)
-	_, err := limits[0].Set(t.Context(), h.tenant, service.TenantLimits{MaxInflightDeliveries: ref(2)})
+	_, err := ls[0].Set(t.Context(), h.tenant, service.TenantLimits{MaxInflightDeliveries: ref(2)})
 	require.NoError(t, err)
-	require.NoError(t, limits[1].Refresh(t.Context()))
+	require.NoError(t, ls[1].Refresh(t.Context()))
 	a, b := h.task(h.endpoint(url, nil).ID, nil), h.task(h.endpoint(url, nil).ID, nil)
 	var ids []string
 	for i := range 16 {
@@ -290,7 +290,7 @@ func TestTenantMaxInflight(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, service.LimitMaxInflightDeliveries, limit)
+	require.Equal(t, limits.MaxInflightDeliveries, limit)
 }
 
 func ref[T any](v T) *T { return &v }

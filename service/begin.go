@@ -3,10 +3,11 @@ package service
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/axhq/ax/db"
-	"github.com/axhq/ax/service/lifecycle"
+	"github.com/axhq/ax/service/limits"
 )
 
 // Action is what the worker should do after Begin.
@@ -49,13 +50,12 @@ type Delivery struct {
 	// Late is set when the attempt sends a misfire its task's misfire
 	// policy still fires (the execution is marked late).
 	Late bool
-	// Limit names the limit of ActionHold; Throttled is set when this
-	// Begin put the delivery on hold (its throttled event).
+	// Limit names the limit of ActionHold (limits.Table); Throttled is
+	// set when this Begin put the delivery on hold (its throttled event).
+	// An attempt admitted through a limit holds a permit, which the
+	// transaction that records its outcome gives back (decideFinish).
 	Limit     string
 	Throttled bool
-	// Permit: the attempt was admitted through a limit; the worker calls
-	// ReleasePermit once its outcome is recorded.
-	Permit bool
 
 	TenantID     string
 	ExecutionID  string
@@ -100,6 +100,9 @@ type Delivery struct {
 	// Callback is set for a task in callback completion mode: a 2xx only
 	// accepts the attempt (PrepareCallback, Accept).
 	Callback *CallbackSpec
+
+	// released: this Begin gave back the execution's permit.
+	released bool
 }
 
 // Begin decides (decideStart) and records the start of River attempt
@@ -116,13 +119,11 @@ func (s *Deliveries) Begin(ctx context.Context, tenant, executionID string, leas
 // names another job (a job it was handed off to, or the job of an API
 // retry) belongs to that job, and this one gets ActionDone.
 func (s *Deliveries) BeginJob(ctx context.Context, tenant, executionID string, lease int, jobID int64) (Delivery, error) {
-	if s.cfg.Limits.deliveryLimited(tenant) {
-		// A tenant limit applies: admission is a decision of the
-		// row-by-row path (an endpoint's limits keep the batched start
-		// off by its predicate).
-		return s.beginRow(ctx, tenant, executionID, lease, jobID)
-	}
-	key := db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease, JobID: jobID}
+	// Admission through gates is a decision of the row-by-row path: the
+	// batched start leaves an endpoint with limits alone by its own rows,
+	// and a tenant with delivery limits by what the request says.
+	key := db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease, JobID: jobID,
+		TenantLimited: s.cfg.Limits.Effective(tenant).Deliveries()}
 	if r, err := s.starts.do(ctx, key); s.count(r.ok, err) {
 		d := deliveryFromRow(r.row, lease)
 		keys, err := endpointOf(r.row.JoinedEndpoint).SigningKeys(r.row.Now)
@@ -150,16 +151,17 @@ func (s *Deliveries) beginRow(ctx context.Context, tenant, executionID string, l
 	if err != nil {
 		return Delivery{}, err
 	}
-	if d.Action == ActionHold {
+	if d.Action == ActionHold || d.released {
 		// Committed: the dispatcher, which may be polling slowly while
-		// nothing was held, finds it at once.
+		// nothing was held, finds the hold, or the room, at once.
 		s.cfg.Limits.Wake()
 	}
 	return d, nil
 }
 
-// startFactsOf reads the facts of decideStart from a locked row.
-func startFactsOf(row db.DeliveryRow, lease int, jobID int64) startFacts {
+// startFactsOf reads the facts of decideStart from a locked row; gates
+// are the gates its delivery passes (Limits.deliveryGates).
+func startFactsOf(row db.DeliveryRow, lease int, jobID int64, gates []limits.Gate) startFacts {
 	return startFacts{
 		State: row.State, Trigger: row.Trigger, CancelRequested: row.CancelRequested, Attempts: row.Attempts,
 		AttemptsBase: row.AttemptsBase, NeverStarted: row.NeverStarted,
@@ -170,12 +172,14 @@ func startFactsOf(row db.DeliveryRow, lease int, jobID int64) startFacts {
 		EndpointFound: row.EndpointFound, EndpointEnabled: zeroIfNil(row.EndpointEnabled),
 		Waited: row.Now.Sub(row.ScheduledFor), Waiting: row.Waiting,
 		EndpointLimited: row.EndpointMaxConcurrency != nil || row.EndpointRateLimit != nil,
+		TenantLimited:   slices.ContainsFunc(gates, func(g limits.Gate) bool { return g.Name == limits.TenantGate }),
 	}
 }
 
 // begin applies decideStart's verdict to the locked row.
 func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, lease int, jobID int64) (Delivery, error) {
-	dec := decideStart(startFactsOf(row, lease, jobID), s.cfg.rules())
+	gates := s.cfg.Limits.deliveryGates(row)
+	dec := decideStart(startFactsOf(row, lease, jobID, gates), s.cfg.rules())
 	d := deliveryFromRow(row, lease)
 	d.Reason = dec.Reason
 	var events []db.DeliveryEvent
@@ -186,14 +190,12 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 				"resuming with the same idempotency key", row.Attempts)),
 		})
 	}
-	gates := s.cfg.Limits.gatesOf(row)
-	ended := lifecycle.ExecFinal.Has(row.State)
-	if len(gates) > 0 && dec.Verdict != startSend && (dec.Verdict != startLeave || ended) {
-		// Ended without sending, or over already: its permit (a granted
-		// hold) goes back. One left to another job's attempt stays.
-		if _, err := db.ReleasePermit(ctx, tx, row.TenantID, row.ID); err != nil {
+	if dec.Release {
+		released, err := limits.Release(ctx, tx, row.TenantID, row.ID)
+		if err != nil {
 			return Delivery{}, err
 		}
+		d.released = released
 	}
 	switch dec.Verdict {
 	case startLeave:
@@ -246,8 +248,8 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 		return d, nil
 	}
 
-	if len(gates) > 0 {
-		adm, err := db.AdmitDelivery(ctx, tx, db.AdmitRequest{TenantID: row.TenantID, ExecutionID: row.ID, TaskID: row.TaskID,
+	if dec.Admit {
+		adm, err := limits.Admit(ctx, tx, limits.Request{TenantID: row.TenantID, ExecutionID: row.ID, TaskID: row.TaskID,
 			JobID: jobID, ScheduledFor: row.ScheduledFor, Gates: gates, PermitTTL: s.cfg.Limits.permitTTL()})
 		if err != nil {
 			return Delivery{}, err
@@ -257,7 +259,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 			d.Reason = "held back by the " + adm.Limit + " limit"
 			if adm.NewHold {
 				ev := db.DeliveryEvent{Type: EventThrottled, Message: &d.Reason, Data: map[string]any{"limit": adm.Limit}}
-				if adm.Limit == LimitMaxConcurrency || adm.Limit == LimitRateLimitPerSecond {
+				if limits.ScopeOf(adm.Limit) == limits.ScopeEndpoint {
 					ev.Data["endpoint_id"] = zeroIfNil(row.EndpointID)
 				}
 				if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, append(events, ev)); err != nil {
@@ -266,7 +268,6 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 			}
 			return d, nil
 		}
-		d.Permit = true
 	}
 	attempts, ok, err := db.StartDelivery(ctx, tx, row.TenantID, row.ID, lease, dec.Late)
 	if err != nil {
@@ -291,20 +292,6 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 	}
 	d.Action, d.State, d.Attempt, d.Resumed, d.Late, d.Keys = ActionSend, ExecRunning, attempts, dec.Resumed, dec.Late, keys
 	return d, nil
-}
-
-// ReleasePermit gives back the permit of an attempt admitted through a
-// limit (Delivery.Permit), once its outcome is recorded, and wakes the
-// dispatcher for the deliveries held behind it.
-func (s *Deliveries) ReleasePermit(ctx context.Context, tenant, executionID string) error {
-	released, err := db.ReleasePermit(ctx, s.pool, tenant, executionID)
-	if err != nil {
-		return storeError(err, "release permit")
-	}
-	if released {
-		s.cfg.Limits.Wake()
-	}
-	return nil
 }
 
 // end moves the locked execution row to a final state from the state Begin

@@ -175,7 +175,10 @@ func (s *Deliveries) PrepareCallback(ctx context.Context, d Delivery) (string, e
 // "" when the attempt is no longer current (the receiver completed it
 // before its answer arrived), which changes nothing.
 func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, latency time.Duration) (string, error) {
-	var state string
+	var (
+		state string
+		fin   Finished
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		row, err := db.GetDeliveryOutcome(ctx, tx, d.TenantID, d.ExecutionID)
 		if err != nil {
@@ -185,7 +188,7 @@ func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, lat
 			return nil
 		}
 		if row.CancelRequested {
-			fin, err := s.finish(ctx, tx, d.TenantID, d.ExecutionID, d.Lease, row, Outcome{
+			fin, err = s.finish(ctx, tx, d.TenantID, d.ExecutionID, d.Lease, row, Outcome{
 				Kind: OutcomePermanent, CutByCancel: true, StatusCode: statusCode, Latency: latency,
 				ErrorClass: "canceled", Error: "cancel requested while the attempt was being accepted",
 			})
@@ -213,6 +216,7 @@ func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, lat
 	if err != nil {
 		return "", storeError(err, "accept callback attempt")
 	}
+	s.released(fin)
 	return state, nil
 }
 
@@ -400,6 +404,7 @@ func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, g
 	if err != nil {
 		return Completed{}, err
 	}
+	s.released(out.Finished)
 	return out, nil
 }
 
@@ -431,6 +436,14 @@ func (s *Deliveries) SweepCallbacks(ctx context.Context) (CallbackSweep, error) 
 		return res, storeError(err, "find expired callbacks")
 	}
 	res.More = len(refs) == callbackSweepBatch
+	// released: a committed outcome gave a permit back (the dispatcher
+	// is woken once the pass is over).
+	released := false
+	defer func() {
+		if released {
+			s.cfg.Limits.Wake()
+		}
+	}()
 	for _, r := range refs {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -466,6 +479,7 @@ func (s *Deliveries) SweepCallbacks(ctx context.Context) (CallbackSweep, error) 
 				return err
 			}
 			res.TimedOut[cb.ExpiredClass]++
+			released = released || fin.released
 			if fin.State == ExecRetrying {
 				res.Retrying++
 			} else {

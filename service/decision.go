@@ -70,9 +70,12 @@ type startFacts struct {
 	EndpointFound   bool
 	EndpointEnabled bool
 	// EndpointLimited: the endpoint has max_concurrency or
-	// rate_limit_per_second; a send is admitted through its gate
-	// (AdmitDelivery), which the batched start does not do.
+	// rate_limit_per_second; TenantLimited: the tenant has delivery
+	// limits (by the replica's cache of them). Either way the delivery
+	// passes gates (limits.Gates): a send is admitted through them
+	// (limits.Admit), which the batched start does not do.
 	EndpointLimited bool
+	TenantLimited   bool
 
 	// Waited is how long ago the execution's slot was (database clock).
 	Waited time.Duration
@@ -166,9 +169,45 @@ type startDecision struct {
 	// count of earlier unfinished executions). db.StartsWithoutDecision is
 	// its mirror in SQL.
 	Batch bool
+	// Admit: the send passes gates, and is admitted through them first
+	// (limits.Admit, in the transaction that starts it): it starts under
+	// a permit, or is held back (ActionHold).
+	Admit bool
+	// Release: an attempt through gates ends without sending, or finds
+	// its execution over: the execution's permit (a hold the dispatcher
+	// granted) goes back (limits.Release), in the transaction that
+	// records the verdict. A permit of another attempt or job stays.
+	Release bool
 }
 
-// decideStart decides whether the attempt may start the execution, in
+// decideStart decides whether the attempt may start the execution
+// (startVerdictOf) and what that does to the permit of a delivery through
+// gates (startPermits).
+func decideStart(f startFacts, r startRules) startDecision {
+	d := startVerdictOf(f, r)
+	d.Admit, d.Release = f.startPermits(d.Verdict)
+	return d
+}
+
+// startPermits says what verdict v does to the permit of a delivery that
+// passes gates: a send is admitted through them; any other verdict gives
+// back the permit the dispatcher may have granted the execution, but for
+// an attempt left alone while its execution is unfinished (another
+// attempt or job owns it, and the permit with it).
+func (f startFacts) startPermits(v startVerdict) (admit, release bool) {
+	if !f.EndpointLimited && !f.TenantLimited {
+		return false, false
+	}
+	switch v {
+	case startSend:
+		return true, false
+	case startLeave:
+		return false, f.State != ExecPending && f.State != ExecRetrying && f.State != ExecRunning
+	}
+	return false, true
+}
+
+// startVerdictOf decides whether the attempt may start the execution, in
 // this order:
 //
 //   - an execution another job owns, a newer attempt owns, one whose
@@ -192,7 +231,7 @@ type startDecision struct {
 //     crashes and shutdowns;
 //   - otherwise: send it as attempt Attempts+1 (numbers keep counting
 //     across API retries; the budget counts from AttemptsBase).
-func decideStart(f startFacts, r startRules) startDecision {
+func startVerdictOf(f startFacts, r startRules) startDecision {
 	leave := func(reason string) startDecision { return startDecision{Verdict: startLeave, Reason: reason} }
 	switch {
 	case f.JobID != 0 && f.RiverJobID != nil && *f.RiverJobID != f.JobID:
@@ -243,7 +282,9 @@ func decideStart(f startFacts, r startRules) startDecision {
 		}
 		return d
 	}
-	batch := f.State == ExecPending && f.OverlapPolicy == OverlapAllow && !late && !f.EndpointLimited
+	// A delivery through gates is admitted through them first (Admit),
+	// which the batched start does not do.
+	batch := f.State == ExecPending && f.OverlapPolicy == OverlapAllow && !late && !f.EndpointLimited && !f.TenantLimited
 	return startDecision{Verdict: startSend, Resumed: resumed, Attempt: next, Late: late, Batch: batch}
 }
 
@@ -310,6 +351,10 @@ type finishFacts struct {
 
 	// Jitter, in [0, 1), places a backoff within its range (Backoff).
 	Jitter float64
+
+	// Permitted: the execution holds a permit of its gates (its attempt
+	// was admitted through them, limits.Admit).
+	Permitted bool
 }
 
 // finishVerdict is what an outcome does to the execution.
@@ -358,6 +403,11 @@ type finishDecision struct {
 	// node's (a node's success advances its run, which the statement does
 	// not do). db.SucceedsWithoutDecision is its mirror in SQL.
 	Batch bool
+	// Release: the attempt's permit goes back (limits.Release), in the
+	// transaction that records the outcome, so that no worker has to
+	// remember it; a permit whose process died first expires
+	// (limits.Limits.SweepPermits).
+	Release bool
 }
 
 // decideFinish decides what outcome out of attempt f.Lease does to the
@@ -373,7 +423,21 @@ type finishDecision struct {
 //     receiver's Retry-After (capped by the task's max backoff) or the
 //     task's backoff;
 //   - otherwise (permanent, or attempts exhausted): failed.
+//
+// A recorded outcome (any verdict but stale) releases the execution's
+// permit; a stale one leaves it to the attempt that owns the execution.
 func decideFinish(f finishFacts, out Outcome) finishDecision {
+	d := finishVerdictOf(f, out)
+	d.Release = f.Permitted && d.Verdict != finishStale
+	// The batched success releases no permit: one with a permit to give
+	// back takes the row-by-row path.
+	d.Batch = d.Batch && !d.Release
+	return d
+}
+
+// finishVerdictOf decides what outcome out does to the execution
+// (decideFinish).
+func finishVerdictOf(f finishFacts, out Outcome) finishDecision {
 	if f.State != ExecRunning || f.LeaseAttempt != f.Lease {
 		return finishDecision{Verdict: finishStale,
 			Reason: fmt.Sprintf("the execution is not running under attempt %d; its outcome is not recorded", f.Lease)}

@@ -32,6 +32,10 @@ import (
 
 const equivTenant = "acme"
 
+// equivLimited is a tenant with delivery limits (that never bind): its
+// sends are admitted through its gate, on the row-by-row path.
+const equivLimited = "acme-limited"
+
 // equivConfig is both databases' configuration: a small CatchUpMax, so
 // that the combinations reach it, and a misfire threshold far above the
 // time the test takes, so that a slot a second ago stays on time.
@@ -56,7 +60,13 @@ func newEquivDB(t *testing.T) *equivDB {
 	enq, err := NewEnqueuer(pools.Main, nil)
 	require.NoError(t, err)
 	require.NoError(t, db.EnsureTenant(ctx, pools.Main, equivTenant))
-	e := &equivDB{pools: pools, enq: enq, d: NewDeliveries(pools.Delivery, enq, equivConfig)}
+	require.NoError(t, db.EnsureTenant(ctx, pools.Main, equivLimited))
+	limits := NewLimits(pools.Main, LimitsConfig{})
+	_, err = limits.Set(ctx, equivLimited, TenantLimits{MaxInflightDeliveries: refTo(1_000_000)})
+	require.NoError(t, err)
+	cfg := equivConfig
+	cfg.Limits = limits
+	e := &equivDB{pools: pools, enq: enq, d: NewDeliveries(pools.Delivery, enq, cfg)}
 	for _, ep := range []struct {
 		id      *string
 		uid     string
@@ -70,16 +80,18 @@ func newEquivDB(t *testing.T) *equivDB {
 	} {
 		secret, err := GenerateSecret()
 		require.NoError(t, err)
-		row := db.Endpoint{TenantID: equivTenant, ID: ep.uid, Name: "e", URL: "https://example.com/hook",
-			Method: "POST", Headers: map[string]string{}, Secret: secret, TimeoutMS: 10_000, Enabled: ep.enabled}
-		if ep.id == &e.epLim {
-			// Limits that never bind: its sends are admitted through its
-			// gate, on the row-by-row path.
-			big := int32(1_000_000)
-			row.MaxConcurrency = &big
+		for _, tenant := range []string{equivTenant, equivLimited} {
+			row := db.Endpoint{TenantID: tenant, ID: ep.uid, Name: "e", URL: "https://example.com/hook",
+				Method: "POST", Headers: map[string]string{}, Secret: secret, TimeoutMS: 10_000, Enabled: ep.enabled}
+			if ep.id == &e.epLim {
+				// Limits that never bind: its sends are admitted through its
+				// gate, on the row-by-row path.
+				big := int32(1_000_000)
+				row.MaxConcurrency = &big
+			}
+			_, err = db.InsertEndpoint(ctx, pools.Main, row)
+			require.NoError(t, err)
 		}
-		_, err = db.InsertEndpoint(ctx, pools.Main, row)
-		require.NoError(t, err)
 		*ep.id = ep.uid
 	}
 	return e
@@ -122,6 +134,8 @@ type equivExec struct {
 // from the execution's slot to now), and the execution under test with the
 // attempt asking.
 type equivCase struct {
+	// Tenant is equivTenant or equivLimited ("": equivTenant).
+	Tenant  string
 	ID      string
 	TaskID  string
 	Task    *equivTask
@@ -131,7 +145,13 @@ type equivCase struct {
 	Lease   int
 	JobID   int64
 	Outcome Outcome // Finish only
+	// Permit: the execution holds a permit through its tenant's gate (a
+	// hold the dispatcher granted, or an attempt admitted).
+	Permit bool
 }
+
+// tenant is the case's tenant.
+func (c equivCase) tenant() string { return cmp.Or(c.Tenant, equivTenant) }
 
 // write stores the cases' rows in e (the same ids in both databases).
 func (e *equivDB) write(t *testing.T, cases []equivCase) {
@@ -142,6 +162,15 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 	defer func() { _ = tx.Rollback(ctx) }()
 	endpoint := map[string]string{"on": e.epOn, "off": e.epOff, "alt": e.epAlt, "lim": e.epLim}
 	for i, c := range cases {
+		tenant := c.tenant()
+		if c.Permit {
+			_, err := tx.Exec(ctx, `INSERT INTO flow_permits (tenant_id, execution_id, gates, started, expires_at)
+				VALUES ($1, $2, ARRAY['tenant'], true, now() + interval '1 hour')`, tenant, c.ID)
+			require.NoError(t, err)
+			_, err = tx.Exec(ctx, `INSERT INTO flow_gates (tenant_id, gate, inflight) VALUES ($1, 'tenant', 1)
+				ON CONFLICT (tenant_id, gate) DO UPDATE SET inflight = flow_gates.inflight + 1`, tenant)
+			require.NoError(t, err)
+		}
 		if c.Task != nil {
 			var alert *string
 			if c.Task.Alert {
@@ -156,7 +185,7 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 					state, overlap_policy, max_attempts, initial_backoff_ms, max_backoff_ms, consecutive_failures,
 					pause_after_failures, alert_endpoint_id, misfire_policy)
 				VALUES ($1, $2, $3, $4, 'interval', 60, $5, $6, $7, 1000, 60000, $8, $9, $10, $11)`,
-				equivTenant, c.TaskID, fmt.Sprintf("t-%d", i), endpoint[c.Task.Endpoint], c.Task.State, c.Task.Overlap,
+				tenant, c.TaskID, fmt.Sprintf("t-%d", i), endpoint[c.Task.Endpoint], c.Task.State, c.Task.Overlap,
 				c.Task.MaxAttempts, c.Task.Failures, pause, alert, misfire)
 			require.NoError(t, err)
 		}
@@ -164,7 +193,7 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 			_, err := tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state)
 				VALUES ($1, $2, $3, now() - make_interval(secs => $4) - make_interval(hours => 1) - make_interval(secs => $5),
 					'schedule', 'pending')`,
-				equivTenant, uuidFor(c.ID, k), c.TaskID, c.Exec.Ago.Seconds(), k)
+				tenant, uuidFor(c.ID, k), c.TaskID, c.Exec.Ago.Seconds(), k)
 			require.NoError(t, err)
 		}
 		for k := range c.Later {
@@ -172,7 +201,7 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 					started_at, first_started_at, finished_at)
 				VALUES ($1, $2, $3, now() - make_interval(secs => $4 * 3 / 4) + make_interval(secs => $5), 'schedule', 'succeeded', 1,
 					now(), now(), now())`,
-				equivTenant, uuidFor(c.ID, 100+k), c.TaskID, c.Exec.Ago.Seconds(), k)
+				tenant, uuidFor(c.ID, 100+k), c.TaskID, c.Exec.Ago.Seconds(), k)
 			require.NoError(t, err)
 		}
 		x := c.Exec
@@ -194,7 +223,7 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 					INSERT INTO workflow_runs (tenant_id, id, workflow_id, version, scheduled_for, trigger, state, started_at)
 					VALUES ($1, $3, $2, 1, now(), 'manual', 'running', now()))
 				INSERT INTO workflow_run_nodes (tenant_id, run_id, key, state, rule_met_at) VALUES ($1, $3, 'n', 'fired', now())`,
-				equivTenant, *workflowID, *runID, fmt.Sprintf("w-%d", i), nodes)
+				tenant, *workflowID, *runID, fmt.Sprintf("w-%d", i), nodes)
 			require.NoError(t, err)
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, cancel_requested,
@@ -205,14 +234,14 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 				CASE WHEN $6 <> 'pending' OR $14 THEN now() - interval '1 second' END,
 				CASE WHEN $11 THEN now() END,
 				CASE WHEN $6 = 'retrying' THEN now() END, $12, $15, $16, CASE WHEN $16::uuid IS NOT NULL THEN 'n' END)`,
-			equivTenant, c.ID, c.TaskID, x.Ago.Seconds(), x.Trigger, x.State, x.CancelRequested, x.Attempts, x.LeaseAttempt,
+			tenant, c.ID, c.TaskID, x.Ago.Seconds(), x.Trigger, x.State, x.CancelRequested, x.Attempts, x.LeaseAttempt,
 			x.RiverJobID, final, lastError, x.AttemptsBase, x.Retried, workflowID, runID)
 		require.NoError(t, err)
 		if x.Waiting {
 			_, err = tx.Exec(ctx, `INSERT INTO callback_attempts (tenant_id, execution_id, attempt, lease, token_hash,
 					deadline_at, accepted_at, expires_at)
 				VALUES ($1, $2, $3, $4, sha256(convert_to($5, 'UTF8')), now() + interval '1 hour', now(), now() + interval '1 hour')`,
-				equivTenant, c.ID, x.Attempts, x.LeaseAttempt, c.ID)
+				tenant, c.ID, x.Attempts, x.LeaseAttempt, c.ID)
 			require.NoError(t, err)
 		}
 	}
@@ -233,6 +262,10 @@ type equivState struct {
 	Run      string
 	Jobs     int
 	Endpoint string
+	// Permit: the execution holds a permit; Gates: what every gate
+	// counts.
+	Permit bool
+	Gates  string
 }
 
 // snapshot reads what every case left.
@@ -242,11 +275,14 @@ func (e *equivDB) snapshot(t *testing.T, cases []equivCase) []equivState {
 	out := make([]equivState, len(cases))
 	for i, c := range cases {
 		var s equivState
+		tenant := c.tenant()
+		require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM flow_permits WHERE tenant_id = $1 AND execution_id = $2)`,
+			tenant, c.ID).Scan(&s.Permit))
 		require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT format('%s attempts=%s base=%s lease=%s cancel=%s error=%s class=%s status=%s started=%s finished=%s next=%s job=%s late=%s',
 				state, attempts, attempts_base, lease_attempt, cancel_requested, last_error, last_error_class, last_status_code,
 				started_at IS NOT NULL, finished_at IS NOT NULL, next_attempt_at IS NOT NULL, river_job_id, late)
-			FROM executions WHERE tenant_id = $1 AND id = $2`, equivTenant, c.ID).Scan(&s.Row))
-		row, err := db.GetExecution(ctx, e.pools.Main, equivTenant, c.ID, false)
+			FROM executions WHERE tenant_id = $1 AND id = $2`, tenant, c.ID).Scan(&s.Row))
+		row, err := db.GetExecution(ctx, e.pools.Main, tenant, c.ID, false)
 		require.NoError(t, err)
 		events, err := db.ListExecutionEvents(ctx, e.pools.Main, row)
 		require.NoError(t, err)
@@ -257,20 +293,23 @@ func (e *equivDB) snapshot(t *testing.T, cases []equivCase) []equivState {
 		}
 		if c.Task != nil {
 			require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT format('%s failures=%s missed=%s', state, consecutive_failures, missed_count)
-				FROM tasks WHERE tenant_id = $1 AND id = $2`, equivTenant, c.TaskID).Scan(&s.Task))
+				FROM tasks WHERE tenant_id = $1 AND id = $2`, tenant, c.TaskID).Scan(&s.Task))
 		}
 		if c.Exec.WorkflowRun {
 			require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT format('%s finished=%s', state, finished_at IS NOT NULL)
-				FROM workflow_runs WHERE tenant_id = $1 AND id = $2`, equivTenant, uuidFor(c.ID, 201)).Scan(&s.Run))
+				FROM workflow_runs WHERE tenant_id = $1 AND id = $2`, tenant, uuidFor(c.ID, 201)).Scan(&s.Run))
 		}
 		require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT count(*) FROM river_job
 			WHERE args->>'execution_id' = $1`, c.ID).Scan(&s.Jobs))
 		out[i] = s
 	}
-	var eps string
-	require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT string_agg(id || '=' || enabled, ',' ORDER BY id) FROM endpoints`).Scan(&eps))
+	var eps, gates string
+	require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT string_agg(tenant_id || '/' || id || '=' || enabled, ',' ORDER BY tenant_id, id)
+		FROM endpoints`).Scan(&eps))
+	require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT coalesce(string_agg(tenant_id || '/' || gate || '=' || inflight, ','
+		ORDER BY tenant_id, gate), '') FROM flow_gates`).Scan(&gates))
 	for i := range out {
-		out[i].Endpoint = eps
+		out[i].Endpoint, out[i].Gates = eps, gates
 	}
 	return out
 }
@@ -375,8 +414,24 @@ func startCases() []equivCase {
 			}
 		}
 	}
+	out = append(out, limitedCases(out, newID)...)
 	out = append(out, misfireCases(newID)...)
 	return append(out, waitingCases(newID)...)
+}
+
+// limitedCases returns a sample of cases (one in five) again, for the
+// tenant with delivery limits, every other one with a permit its
+// execution holds already (a hold the dispatcher granted): its sends are
+// admitted through the tenant's gate, the other verdicts give the permit
+// back or leave it to the attempt that owns it.
+func limitedCases(cases []equivCase, newID func() string) []equivCase {
+	var out []equivCase
+	for i := 0; i < len(cases); i += 5 {
+		c := cases[i]
+		c.Tenant, c.ID, c.TaskID, c.Permit = equivLimited, newID(), newID(), (i/5)%2 == 0
+		out = append(out, c)
+	}
+	return out
 }
 
 // waitingCases returns running executions that wait for the callback of
@@ -479,12 +534,14 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 	facts := make([]startFacts, len(cases))
 	err := db.InTx(ctx, rowDB.pools.Delivery, func(tx db.Tx) error {
 		for i, c := range cases {
-			keys[i] = db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: equivTenant, ID: c.ID}, Lease: c.Lease, JobID: c.JobID}
-			row, err := db.GetDeliveryForUpdate(ctx, tx, equivTenant, c.ID, equivConfig.misfire())
+			gates := rowDB.d.cfg.Limits.deliveryGates(db.DeliveryRow{TenantID: c.tenant()})
+			keys[i] = db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: c.tenant(), ID: c.ID}, Lease: c.Lease, JobID: c.JobID,
+				TenantLimited: len(gates) > 0}
+			row, err := db.GetDeliveryForUpdate(ctx, tx, c.tenant(), c.ID, equivConfig.misfire())
 			if err != nil {
 				return err
 			}
-			facts[i] = startFactsOf(row, c.Lease, c.JobID)
+			facts[i] = startFactsOf(row, c.Lease, c.JobID, rowDB.d.cfg.Limits.deliveryGates(row))
 		}
 		return errRollback
 	})
@@ -501,9 +558,11 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 	})
 	require.ErrorIs(t, err, errRollback)
 	verdicts := map[startVerdict]int{}
+	permits := map[string]int{}
 	for i, f := range facts {
 		dec := decideStart(f, equivConfig.rules())
 		verdicts[dec.Verdict]++
+		permits[fmt.Sprintf("admit=%v release=%v", dec.Admit, dec.Release)]++
 		_, ok := taken[i]
 		require.Equal(t, dec.Batch, ok,
 			"combination %d: %+v decided %+v; db.StartsWithoutDecision took it: %v", i, f, dec, ok)
@@ -511,6 +570,10 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 	t.Logf("verdicts: %v; the batch takes %d", verdicts, len(taken))
 	for _, v := range []startVerdict{startSend, startLeave, startWait, startCancel, startSkip, startFail, startMiss} {
 		require.Positive(t, verdicts[v], "no combination leads to verdict %s", v)
+	}
+	t.Logf("permits: %v", permits)
+	for _, p := range []string{"admit=true release=false", "admit=false release=true", "admit=false release=false"} {
+		require.Positive(t, permits[p], "no combination leads to %s", p)
 	}
 
 	// Through both paths.
@@ -531,10 +594,10 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 		wg.Wait()
 	}
 	run(rowOut, func(c equivCase) (Delivery, error) {
-		return rowDB.d.beginRow(ctx, equivTenant, c.ID, c.Lease, c.JobID)
+		return rowDB.d.beginRow(ctx, c.tenant(), c.ID, c.Lease, c.JobID)
 	})
 	run(batchOut, func(c equivCase) (Delivery, error) {
-		return batchDB.d.BeginJob(ctx, equivTenant, c.ID, c.Lease, c.JobID)
+		return batchDB.d.BeginJob(ctx, c.tenant(), c.ID, c.Lease, c.JobID)
 	})
 	require.Equal(t, int64(len(taken)), batchDB.d.BatchStats().Batched, "the batch took the same rows through Begin")
 	rowState, batchState := rowDB.snapshot(t, cases), batchDB.snapshot(t, cases)
@@ -573,21 +636,30 @@ func finishCases() []equivCase {
 	var out []equivCase
 	for _, l := range leases {
 		for _, cancel := range []bool{false, true} {
-			for _, task := range []*equivTask{
+			for k, task := range []*equivTask{
 				nil,
 				{State: TaskActive, Overlap: OverlapAllow, MaxAttempts: 3, Endpoint: "alt"},
 				{State: TaskActive, Overlap: OverlapAllow, MaxAttempts: 3, Endpoint: "alt", Failures: 2},
 				{State: TaskActive, Overlap: OverlapAllow, MaxAttempts: 3, Endpoint: "alt", Failures: 2, PauseAfterFailures: 3, Alert: true},
 				{State: TaskPaused, Overlap: OverlapAllow, MaxAttempts: 1, Endpoint: "alt", Alert: true},
 			} {
-				for _, o := range outcomes {
-					if l.state == ExecPending && cancel {
-						continue
+				// A permit the attempt was admitted with (or a newer
+				// attempt's, for a stale one), with the deleted task and
+				// the first active one.
+				permits := []bool{false}
+				if k <= 1 {
+					permits = append(permits, true)
+				}
+				for _, permit := range permits {
+					for _, o := range outcomes {
+						if l.state == ExecPending && cancel {
+							continue
+						}
+						o.EndpointID = "00000000-0000-7000-8000-00000000e003"
+						out = append(out, equivCase{ID: newID(), TaskID: newID(), Task: task, Lease: l.lease, Outcome: o, Permit: permit,
+							Exec: equivExec{State: l.state, Trigger: TriggerSchedule, CancelRequested: cancel, Attempts: l.attempts,
+								AttemptsBase: l.base, LeaseAttempt: l.owner, Ago: time.Second}})
 					}
-					o.EndpointID = "00000000-0000-7000-8000-00000000e003"
-					out = append(out, equivCase{ID: newID(), TaskID: newID(), Task: task, Lease: l.lease, Outcome: o,
-						Exec: equivExec{State: l.state, Trigger: TriggerSchedule, CancelRequested: cancel, Attempts: l.attempts,
-							AttemptsBase: l.base, LeaseAttempt: l.owner, Ago: time.Second}})
 				}
 			}
 		}
@@ -621,14 +693,14 @@ func TestFinishDecisionAgreesWithTheBatch(t *testing.T) {
 	var successCase []int
 	err := db.InTx(ctx, rowDB.pools.Delivery, func(tx db.Tx) error {
 		for i, c := range cases {
-			row, err := db.GetDeliveryOutcome(ctx, tx, equivTenant, c.ID)
+			row, err := db.GetDeliveryOutcome(ctx, tx, c.tenant(), c.ID)
 			if err != nil {
 				return err
 			}
 			facts[i] = rowDB.d.finishFactsOf(row, c.Lease)
 			if c.Outcome.Kind == OutcomeSucceeded {
 				successes = append(successes, db.DeliverySuccess{
-					DeliveryKey: db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: equivTenant, ID: c.ID}, Lease: c.Lease},
+					DeliveryKey: db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: c.tenant(), ID: c.ID}, Lease: c.Lease},
 					StatusCode:  c.Outcome.StatusCode})
 				successCase = append(successCase, i)
 			}
@@ -648,8 +720,13 @@ func TestFinishDecisionAgreesWithTheBatch(t *testing.T) {
 	})
 	require.ErrorIs(t, err, errRollback)
 	verdicts := map[finishVerdict]int{}
+	releases := 0
 	for i, f := range facts {
-		verdicts[decideFinish(f, cases[i].Outcome).Verdict]++
+		dec := decideFinish(f, cases[i].Outcome)
+		verdicts[dec.Verdict]++
+		if dec.Release {
+			releases++
+		}
 	}
 	for k, i := range successCase {
 		dec := decideFinish(facts[i], cases[i].Outcome)
@@ -667,6 +744,7 @@ func TestFinishDecisionAgreesWithTheBatch(t *testing.T) {
 	for _, v := range []finishVerdict{finishStale, finishSucceed, finishCancel, finishRetry, finishFail} {
 		require.Positive(t, verdicts[v], "no combination leads to verdict %s", v)
 	}
+	require.Positive(t, releases, "no combination releases a permit")
 
 	rowOut := make([]string, len(cases))
 	batchOut := make([]string, len(cases))
@@ -679,10 +757,10 @@ func TestFinishDecisionAgreesWithTheBatch(t *testing.T) {
 		}
 	}
 	sequential(rowOut, func(c equivCase) (Finished, error) {
-		return rowDB.d.finishRow(ctx, equivTenant, c.ID, c.Lease, c.Outcome)
+		return rowDB.d.finishRow(ctx, c.tenant(), c.ID, c.Lease, c.Outcome)
 	})
 	sequential(batchOut, func(c equivCase) (Finished, error) {
-		return batchDB.d.Finish(ctx, equivTenant, c.ID, c.Lease, c.Outcome)
+		return batchDB.d.Finish(ctx, c.tenant(), c.ID, c.Lease, c.Outcome)
 	})
 	require.Equal(t, int64(len(taken)), batchDB.d.BatchStats().Batched, "the batch took the same rows through Finish")
 	rowState, batchState := rowDB.snapshot(t, cases), batchDB.snapshot(t, cases)

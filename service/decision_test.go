@@ -117,7 +117,7 @@ func TestDecideStart(t *testing.T) {
 		{"endpoint disabled", func(f *startFacts) { f.EndpointEnabled = false },
 			startDecision{Verdict: startCancel, Reason: "the endpoint is disabled"}},
 		{"an endpoint with limits is not batched", func(f *startFacts) { f.EndpointLimited = true },
-			startDecision{Verdict: startSend, Attempt: 1}},
+			startDecision{Verdict: startSend, Attempt: 1, Admit: true}},
 		{"resumed and cancelled", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.CancelRequested = ExecRunning, 1, 1, true },
 			startDecision{Verdict: startCancel, Reason: "cancel requested", Resumed: true}},
 		{"overlap skip", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished = OverlapSkip, 1 },
@@ -182,6 +182,27 @@ func TestDecideStart(t *testing.T) {
 			late(MisfireFireOnce, time.Hour, 0)(f)
 			f.OverlapPolicy, f.EarlierUnfinished = OverlapSkip, 1
 		}, startDecision{Verdict: startSkip, Reason: "the previous execution is unfinished (overlap_policy skip)"}},
+
+		// Through gates: a send is admitted through them; any other
+		// verdict gives back the permit the execution may hold, but for
+		// an attempt left alone while its execution is unfinished.
+		{"through an endpoint's gate", func(f *startFacts) { f.EndpointLimited = true },
+			startDecision{Verdict: startSend, Attempt: 1, Admit: true}},
+		{"through the tenant's gate", func(f *startFacts) { f.TenantLimited = true },
+			startDecision{Verdict: startSend, Attempt: 1, Admit: true}},
+		{"cancelled through a gate", func(f *startFacts) { f.TenantLimited, f.CancelRequested = true, true },
+			startDecision{Verdict: startCancel, Reason: "cancel requested", Release: true}},
+		{"waits through a gate", func(f *startFacts) { f.EndpointLimited, f.OverlapPolicy, f.EarlierUnfinished = true, OverlapQueue, 1 },
+			startDecision{Verdict: startWait, Reason: "waiting for the previous execution to finish (overlap_policy queue)", Release: true}},
+		{"missed through a gate", func(f *startFacts) { late(MisfireSkip, time.Hour, 0)(f); f.TenantLimited = true },
+			startDecision{Verdict: startMiss, Reason: "missed: picked up more than 5s after its slot (misfire_policy skip)", Release: true}},
+		{"final through a gate", func(f *startFacts) { f.TenantLimited, f.State = true, ExecCancelled },
+			startDecision{Verdict: startLeave, Reason: "the execution is cancelled", Release: true}},
+		{"another job's through a gate", func(f *startFacts) { f.EndpointLimited, f.JobID, f.RiverJobID = true, 7, job(8) },
+			startDecision{Verdict: startLeave, Reason: "River job 8 delivers the execution"}},
+		{"a newer attempt's through a gate", func(f *startFacts) {
+			f.TenantLimited, f.State, f.LeaseAttempt, f.Lease = true, ExecRunning, 3, 2
+		}, startDecision{Verdict: startLeave, Reason: "attempt 2 is stale: River attempt 3 owns the execution"}},
 	}
 	for _, tt := range tests {
 		f := sendable
@@ -231,6 +252,19 @@ func TestDecideFinish(t *testing.T) {
 			finishDecision{Verdict: finishRetry, Reason: "backoff", Delay: 1500 * time.Millisecond}},
 		{"attempts exhausted after an API retry", func(f *finishFacts) { f.Attempts, f.AttemptsBase = 6, 3 }, retry,
 			finishDecision{Verdict: finishFail, Reason: "attempts exhausted (max_attempts 3): HTTP 503"}},
+
+		// A recorded outcome gives the permit back; a stale one leaves
+		// it to the attempt that owns the execution.
+		{"success with a permit", func(f *finishFacts) { f.Permitted = true }, ok,
+			finishDecision{Verdict: finishSucceed, Release: true}},
+		{"retry with a permit", func(f *finishFacts) { f.Permitted = true }, retry,
+			finishDecision{Verdict: finishRetry, Reason: "backoff", Delay: 750 * time.Millisecond, Release: true}},
+		{"failure with a permit", func(f *finishFacts) { f.Permitted = true }, permanent,
+			finishDecision{Verdict: finishFail, Reason: "permanent failure: HTTP 400", Release: true}},
+		{"cancel with a permit", func(f *finishFacts) { f.Permitted = true }, Outcome{Kind: OutcomeRetry, CutByCancel: true},
+			finishDecision{Verdict: finishCancel, Reason: "cancel requested", Release: true}},
+		{"stale with a permit", func(f *finishFacts) { f.Permitted, f.LeaseAttempt = true, 3 }, ok, finishDecision{Verdict: finishStale,
+			Reason: "the execution is not running under attempt 2; its outcome is not recorded"}},
 	}
 	for _, tt := range tests {
 		f := owned

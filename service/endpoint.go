@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/limits"
 )
 
 // Endpoint limits and defaults.
@@ -347,10 +348,10 @@ func (in EndpointInput) validate() error {
 		ve.Add("format", "must be ax or slack")
 	}
 	if in.MaxConcurrency != nil && (*in.MaxConcurrency < 1 || *in.MaxConcurrency > 100_000) {
-		ve.Add(LimitMaxConcurrency, "must be a whole number from 1 to 100000, or null for no limit")
+		ve.Add(limits.MaxConcurrency, "must be a whole number from 1 to 100000, or null for no limit")
 	}
 	if r := in.RateLimitPerSecond; r != nil && (!(*r >= 0.001) || *r > 100_000) {
-		ve.Add(LimitRateLimitPerSecond, "must be a number from 0.001 to 100000, or null for no limit")
+		ve.Add(limits.RateLimitPerSecond, "must be a number from 0.001 to 100000, or null for no limit")
 	}
 	if in.Secret != "" {
 		if _, err := ParseSecret(in.Secret); err != nil {

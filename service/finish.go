@@ -9,6 +9,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/limits"
 )
 
 // OutcomeKind is what one sent attempt came to: jobs' classification of a
@@ -111,6 +112,9 @@ type Finished struct {
 	TaskPaused bool
 	// AlertQueued is set when an alert job was enqueued.
 	AlertQueued bool
+
+	// released: the outcome gave back the execution's permit.
+	released bool
 }
 
 // Finish records the outcome of River attempt lease as decideFinish
@@ -156,7 +160,19 @@ func (s *Deliveries) finishRow(ctx context.Context, tenant, executionID string, 
 	if err != nil {
 		return Finished{}, err
 	}
+	s.released(fin)
 	return fin, nil
+}
+
+// released wakes the dispatcher when a committed outcome gave a permit
+// back: the deliveries held behind it may start.
+func (s *Deliveries) released(fins ...Finished) {
+	for _, f := range fins {
+		if f.released {
+			s.cfg.Limits.Wake()
+			return
+		}
+	}
 }
 
 // finishFactsOf reads the facts of decideFinish from a locked row.
@@ -170,7 +186,8 @@ func (s *Deliveries) finishFactsOf(row db.DeliveryOutcome, lease int) finishFact
 			InitialBackoff: time.Duration(zeroIfNil(row.InitialBackoffMS)) * time.Millisecond,
 			MaxBackoff:     time.Duration(zeroIfNil(row.MaxBackoffMS)) * time.Millisecond,
 		},
-		Jitter: s.cfg.Rand(),
+		Jitter:    s.cfg.Rand(),
+		Permitted: row.Permitted,
 	}
 }
 
@@ -187,6 +204,13 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 	end := db.DeliveryEnd{TenantID: tenant, ID: executionID, From: []string{ExecRunning}, Lease: &lease, StatusCode: status,
 		// An accepted callback attempt keeps the status of its 2xx.
 		KeepStatusCode: out.Detached && status == nil}
+	if dec.Release {
+		released, err := limits.Release(ctx, tx, tenant, executionID)
+		if err != nil {
+			return Finished{}, err
+		}
+		fin.released = released
+	}
 
 	switch dec.Verdict {
 	case finishStale:

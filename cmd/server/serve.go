@@ -176,7 +176,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		jobs.NewQueueCollector(stats.QueueDepths))
 	axMetrics := metrics.New(registry)
-	limits := service.NewLimits(d.pool, service.LimitsConfig{Defaults: cfg.TenantDefaults, Logger: logger,
+	limits := service.NewLimits(d.pool, service.LimitsConfig{Defaults: cfg.TenantDefaults,
 		PermitTTL: cmp.Or(cfg.JobTimeout, jobs.JobTimeoutDefault) + time.Minute})
 	if err := limits.Refresh(ctx); err != nil {
 		// Not migrated yet (AX_AUTO_MIGRATE=false) or the database is

@@ -139,7 +139,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "ax_executions_finished_total", Help: "Executions reaching a final state, by state.",
 		}, []string{"state"}),
 		Throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ax_deliveries_throttled_total", Help: "Deliveries held back by a limit, by limit (max_concurrency, rate_limit_per_second, max_inflight_deliveries, max_deliveries_per_second).",
+			Name: "ax_deliveries_throttled_total", Help: "Deliveries held back by a limit, by limit (max_inflight_deliveries, max_deliveries_per_second, max_concurrency, rate_limit_per_second).",
 		}, []string{"limit"}),
 		MissedSlots: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ax_missed_slots_total", Help: "Slots not fired because of a misfire policy (claimed late by the scheduler, or picked up late by a worker).",

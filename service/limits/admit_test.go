@@ -1,4 +1,4 @@
-package db_test
+package limits
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func heldExecution(t *testing.T, pool *pgxpool.Pool, tenant string) (string, int
 
 func gateInflight(t *testing.T, pool *pgxpool.Pool, tenant string) int {
 	t.Helper()
-	n, err := db.GateInflight(t.Context(), pool, tenant, db.TenantGate)
+	n, err := db.GateInflight(t.Context(), pool, tenant, TenantGate)
 	require.NoError(t, err)
 	return n
 }
@@ -54,30 +54,30 @@ func TestAdmissionRacingAGrant(t *testing.T) {
 	tenant := "race-" + uuid.NewString()[:8]
 	_, err := pool.Exec(ctx, `INSERT INTO tenants (id) VALUES ($1)`, tenant)
 	require.NoError(t, err)
-	gate := db.Gate{Name: db.TenantGate, MaxInflight: 2}
+	gate := Gate{Name: TenantGate, MaxInflight: 2}
 	id, job := heldExecution(t, pool, tenant)
 
 	dispatcher, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = dispatcher.Rollback(ctx) }()
-	d, err := db.DispatchHolds(ctx, dispatcher, tenant, gate, 100)
+	d, err := DispatchTenant(ctx, dispatcher, tenant, gate, 100, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, 1, d.Granted)
 
 	type result struct {
-		adm db.Admission
+		adm Admission
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		adm, err := func() (db.Admission, error) {
+		adm, err := func() (Admission, error) {
 			tx, err := pool.Begin(ctx)
 			if err != nil {
-				return db.Admission{}, err
+				return Admission{}, err
 			}
 			defer func() { _ = tx.Rollback(ctx) }()
-			adm, err := db.AdmitDelivery(ctx, tx, db.AdmitRequest{TenantID: tenant, ExecutionID: id, JobID: job,
-				ScheduledFor: time.Now(), Gates: []db.Gate{gate}, PermitTTL: time.Minute})
+			adm, err := Admit(ctx, tx, Request{TenantID: tenant, ExecutionID: id, JobID: job,
+				ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: time.Minute})
 			if err != nil {
 				return adm, err
 			}
@@ -98,7 +98,7 @@ func TestAdmissionRacingAGrant(t *testing.T) {
 	require.True(t, res.adm.Admitted, "admitted under the granted permit")
 	require.Equal(t, 1, gateInflight(t, pool, tenant), "the attempt is counted once")
 
-	released, err := db.ReleasePermit(ctx, pool, tenant, id)
+	released, err := Release(ctx, pool, tenant, id)
 	require.NoError(t, err)
 	require.True(t, released)
 	require.Zero(t, gateInflight(t, pool, tenant), "every permit was given back")
@@ -113,11 +113,11 @@ func TestDispatchDropsAHoldThatHasAPermit(t *testing.T) {
 	tenant := "stale-" + uuid.NewString()[:8]
 	_, err := pool.Exec(ctx, `INSERT INTO tenants (id) VALUES ($1)`, tenant)
 	require.NoError(t, err)
-	gate := db.Gate{Name: db.TenantGate, MaxInflight: 2}
+	gate := Gate{Name: TenantGate, MaxInflight: 2}
 	id, job := heldExecution(t, pool, tenant)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	d, err := db.DispatchHolds(ctx, tx, tenant, gate, 100)
+	d, err := DispatchTenant(ctx, tx, tenant, gate, 100, time.Minute)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, 1, d.Granted)
@@ -131,10 +131,10 @@ func TestDispatchDropsAHoldThatHasAPermit(t *testing.T) {
 	require.NoError(t, err)
 	tx, err = pool.Begin(ctx)
 	require.NoError(t, err)
-	d, err = db.DispatchHolds(ctx, tx, tenant, gate, 100)
+	d, err = DispatchTenant(ctx, tx, tenant, gate, 100, time.Minute)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
-	require.Equal(t, db.Dispatched{Dropped: 1}, d)
+	require.Equal(t, Dispatched{Dropped: 1}, d)
 	require.Equal(t, 1, gateInflight(t, pool, tenant), "still one permit, counted once")
 }
 
@@ -149,31 +149,31 @@ func TestAdmissionBehindHoldsRacingItsGrant(t *testing.T) {
 	tenant := "race2-" + uuid.NewString()[:8]
 	_, err := pool.Exec(ctx, `INSERT INTO tenants (id) VALUES ($1)`, tenant)
 	require.NoError(t, err)
-	gate := db.Gate{Name: db.TenantGate, MaxInflight: 1}
+	gate := Gate{Name: TenantGate, MaxInflight: 1}
 	id, job := heldExecution(t, pool, tenant)
 	other, _ := heldExecution(t, pool, tenant)
 
 	dispatcher, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = dispatcher.Rollback(ctx) }()
-	d, err := db.DispatchHolds(ctx, dispatcher, tenant, gate, 100)
+	d, err := DispatchTenant(ctx, dispatcher, tenant, gate, 100, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, 1, d.Granted, "the first in order fills the gate")
 
 	type result struct {
-		adm db.Admission
+		adm Admission
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		adm, err := func() (db.Admission, error) {
+		adm, err := func() (Admission, error) {
 			tx, err := pool.Begin(ctx)
 			if err != nil {
-				return db.Admission{}, err
+				return Admission{}, err
 			}
 			defer func() { _ = tx.Rollback(ctx) }()
-			adm, err := db.AdmitDelivery(ctx, tx, db.AdmitRequest{TenantID: tenant, ExecutionID: id, TaskID: uuid.NewString(), JobID: job,
-				ScheduledFor: time.Now(), Gates: []db.Gate{gate}, PermitTTL: time.Minute})
+			adm, err := Admit(ctx, tx, Request{TenantID: tenant, ExecutionID: id, TaskID: uuid.NewString(), JobID: job,
+				ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: time.Minute})
 			if err != nil {
 				return adm, err
 			}
@@ -212,7 +212,7 @@ func TestAdmissionBehindHoldsTakesNoGateLock(t *testing.T) {
 	tenant := "nolock-" + uuid.NewString()[:8]
 	_, err := pool.Exec(ctx, `INSERT INTO tenants (id) VALUES ($1)`, tenant)
 	require.NoError(t, err)
-	gate := db.Gate{Name: db.TenantGate, MaxInflight: 1}
+	gate := Gate{Name: TenantGate, MaxInflight: 1}
 	heldExecution(t, pool, tenant)
 	_, err = pool.Exec(ctx, `INSERT INTO flow_gates (tenant_id, gate, tokens) VALUES ($1, 'tenant', 1)`, tenant)
 	require.NoError(t, err)
@@ -228,8 +228,8 @@ func TestAdmissionBehindHoldsTakesNoGateLock(t *testing.T) {
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, err = tx.Exec(ctx, `SET LOCAL lock_timeout = '2s'`)
 	require.NoError(t, err)
-	adm, err := db.AdmitDelivery(ctx, tx, db.AdmitRequest{TenantID: tenant, ExecutionID: uuid.NewString(), TaskID: uuid.NewString(), JobID: 1,
-		ScheduledFor: time.Now(), Gates: []db.Gate{gate}, PermitTTL: time.Minute})
+	adm, err := Admit(ctx, tx, Request{TenantID: tenant, ExecutionID: uuid.NewString(), TaskID: uuid.NewString(), JobID: 1,
+		ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: time.Minute})
 	require.NoError(t, err, "held without the gate's lock")
 	require.False(t, adm.Admitted)
 	require.True(t, adm.NewHold)
@@ -254,12 +254,12 @@ func TestDispatchSeesPastABacklogOnAnotherGate(t *testing.T) {
 	require.NoError(t, err)
 	// The slow endpoint's bucket is empty: its gate blocks.
 	_, err = pool.Exec(ctx, `INSERT INTO flow_gates (tenant_id, gate, tokens, refilled_at) VALUES ($1, $2, 0, now() + interval '1 hour'),
-		($1, $3, 0, now())`, tenant, db.EndpointGate(slow), db.EndpointGate(fast))
+		($1, $3, 0, now())`, tenant, EndpointGate(slow), EndpointGate(fast))
 	require.NoError(t, err)
 	hold := func(endpoint string) string {
 		id, _ := heldExecution(t, pool, tenant)
 		_, err := pool.Exec(ctx, `UPDATE flow_holds SET gates = ARRAY[$3], limit_name = 'rate_limit_per_second'
-			WHERE tenant_id = $1 AND execution_id = $2`, tenant, id, db.EndpointGate(endpoint))
+			WHERE tenant_id = $1 AND execution_id = $2`, tenant, id, EndpointGate(endpoint))
 		require.NoError(t, err)
 		return id
 	}
@@ -271,7 +271,7 @@ func TestDispatchSeesPastABacklogOnAnotherGate(t *testing.T) {
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	d, err := db.DispatchHolds(ctx, tx, tenant, db.Gate{}, 3)
+	d, err := DispatchTenant(ctx, tx, tenant, Gate{}, 3, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, 2, d.Granted, "the fast endpoint's deliveries are granted past the slow one's backlog")
 	require.NoError(t, tx.Commit(ctx))
@@ -280,7 +280,76 @@ func TestDispatchSeesPastABacklogOnAnotherGate(t *testing.T) {
 	permits, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.ElementsMatch(t, behind, permits)
-	n, err := db.GateInflight(ctx, pool, tenant, db.EndpointGate(fast))
+	n, err := db.GateInflight(ctx, pool, tenant, EndpointGate(fast))
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
+}
+
+// TestPermitsLastThePermitTTL: the permits the dispatcher grants and
+// those Admit takes expire the configured lifetime after they are
+// granted or taken (no lifetime of their own in the SQL).
+func TestPermitsLastThePermitTTL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	tenant := "ttl-" + uuid.NewString()[:8]
+	_, err := pool.Exec(ctx, `INSERT INTO tenants (id) VALUES ($1)`, tenant)
+	require.NoError(t, err)
+	gate := Gate{Name: TenantGate, MaxInflight: 5}
+	granted, _ := heldExecution(t, pool, tenant)
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	d, err := DispatchTenant(ctx, tx, tenant, gate, 100, 7*time.Hour)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, 1, d.Granted)
+
+	admitted := uuid.NewString()
+	adm, err := Admit(ctx, pool, Request{TenantID: tenant, ExecutionID: admitted, TaskID: uuid.NewString(), JobID: 1,
+		ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: 3 * time.Hour})
+	require.NoError(t, err)
+	require.True(t, adm.Admitted)
+
+	lifetime := func(id string) time.Duration {
+		var secs float64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT extract(epoch FROM expires_at - now()) FROM flow_permits
+			WHERE tenant_id = $1 AND execution_id = $2`, tenant, id).Scan(&secs))
+		return time.Duration(secs * float64(time.Second)).Round(time.Hour)
+	}
+	require.Equal(t, 7*time.Hour, lifetime(granted), "a granted permit")
+	require.Equal(t, 3*time.Hour, lifetime(admitted), "a permit taken by an admission")
+}
+
+// TestSweepReleasesExpiredPermits: a permit whose attempt's outcome was
+// never recorded (its process died between the send and the outcome's
+// transaction) outlives its lifetime, and the sweep gives its place back;
+// a live permit stays.
+func TestSweepReleasesExpiredPermits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	tenant := "sweep-" + uuid.NewString()[:8]
+	_, err := pool.Exec(ctx, `INSERT INTO tenants (id) VALUES ($1)`, tenant)
+	require.NoError(t, err)
+	gate := Gate{Name: TenantGate, MaxInflight: 5}
+	crashed, live := uuid.NewString(), uuid.NewString()
+	for _, id := range []string{crashed, live} {
+		adm, err := Admit(ctx, pool, Request{TenantID: tenant, ExecutionID: id, TaskID: uuid.NewString(), JobID: 1,
+			ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: time.Hour})
+		require.NoError(t, err)
+		require.True(t, adm.Admitted)
+	}
+	require.Equal(t, 2, gateInflight(t, pool, tenant))
+	_, err = pool.Exec(ctx, `UPDATE flow_permits SET expires_at = now() - interval '1 second'
+		WHERE tenant_id = $1 AND execution_id = $2`, tenant, crashed)
+	require.NoError(t, err)
+
+	l := New(pool, Config{})
+	n, err := l.SweepPermits(ctx)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, 1, "the expired permit is swept (other tests' may be too)")
+	require.Equal(t, 1, gateInflight(t, pool, tenant), "its place is given back; the live one stays")
+	released, err := Release(ctx, pool, tenant, crashed)
+	require.NoError(t, err)
+	require.False(t, released, "nothing left to release")
 }
