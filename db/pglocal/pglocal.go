@@ -76,8 +76,8 @@ type Config struct {
 	// read-only queries, until Promote. For failover tests.
 	StandbyOf *Cluster
 	// StandbyName is the application_name the standby connects to its
-	// primary with: the name the primary's synchronous_standby_names
-	// lists to wait for it on each commit.
+	// primary with (default "standby"): the name the primary's
+	// synchronous_standby_names lists to wait for it on each commit.
 	StandbyName string
 }
 
