@@ -154,7 +154,8 @@ func (p *failoverProbe) run(ctx context.Context, replica, base, tok, endpointID 
 // the kill, so that the primary dies holding commits the standby lacks:
 // with an asynchronous standby ax loses acknowledged writes then, and
 // fires slots again under new ids (seen with synchronous_standby_names
-// unset). ax is not restarted. It requires:
+// unset). ax runs with its default settings and is not restarted. It
+// requires:
 //
 //   - every API call, on both replicas, throughout, answers a success or
 //     503 problem+json with a Retry-After (never a 500, never a hang past
