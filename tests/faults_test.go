@@ -62,7 +62,8 @@ type crashHook struct {
 	slot, at                 time.Time
 }
 
-// crashLoadReceiver answers every webhook 200 at once and records it.
+// crashLoadReceiver answers every webhook 200 at once and records it; one
+// whose webhook-id, idempotency key and execution id differ is bad.
 type crashLoadReceiver struct {
 	srv   *httptest.Server
 	mu    sync.Mutex
@@ -80,7 +81,8 @@ func newCrashLoadReceiver(t *testing.T) *crashLoadReceiver {
 		slot, err := time.Parse(time.RFC3339Nano, req.Header.Get("X-Ax-Scheduled-For"))
 		h.slot = slot
 		r.mu.Lock()
-		if err != nil || h.task == "" || h.execution == "" || req.Header.Get("X-Ax-Execution-Id") != h.execution {
+		if err != nil || h.task == "" || h.execution == "" || req.Header.Get("X-Ax-Execution-Id") != h.execution ||
+			req.Header.Get("Idempotency-Key") != h.execution {
 			r.bad = append(r.bad, fmt.Sprintf("%v", req.Header))
 		}
 		r.hooks = append(r.hooks, h)

@@ -10,6 +10,7 @@
 package pglocal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,6 +69,16 @@ type Config struct {
 	// StartTimeout bounds how long Start waits for the server to accept
 	// connections. Defaults to 60 seconds.
 	StartTimeout time.Duration
+	// StandbyOf, when set and Dir holds no cluster yet, makes the new
+	// cluster a streaming standby of that running cluster rather than a
+	// fresh one: its data directory is a base backup of it (pg_basebackup
+	// -R), and it replays the WAL the primary streams to it, answering
+	// read-only queries, until Promote. For failover tests.
+	StandbyOf *Cluster
+	// StandbyName is the application_name the standby connects to its
+	// primary with (default "standby"): the name the primary's
+	// synchronous_standby_names lists to wait for it on each commit.
+	StandbyName string
 }
 
 // AnyTCPPort, as Config.TCPPort, listens on a free port of 127.0.0.1.
@@ -166,7 +177,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	dataDir := c.dataDir()
 	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		if err := c.initdb(ctx, owner); err != nil {
+		create := c.initdb
+		if cfg.StandbyOf != nil {
+			create = c.baseBackup
+		}
+		if err := create(ctx, owner); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
@@ -355,6 +370,27 @@ func (c *Cluster) Restart(ctx context.Context) error {
 	return nil
 }
 
+// Promote makes a standby (Config.StandbyOf) a primary: it stops
+// following its primary, replays the WAL it received and starts accepting
+// writes. It returns once the standby accepts them.
+func (c *Cluster) Promote(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return fmt.Errorf("connect to the standby: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var promoted bool
+	// pg_promote waits (up to 60 s) until the promotion is complete.
+	if err := conn.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&promoted); err != nil {
+		return fmt.Errorf("promote the standby: %w", err)
+	}
+	if !promoted {
+		return errors.New("promote the standby: not promoted within 60 s")
+	}
+	c.cfg.Logger.Info("embedded postgres promoted")
+	return nil
+}
+
 // childrenOf returns the processes whose parent is pid.
 func childrenOf(pid int) []int {
 	entries, _ := os.ReadDir("/proc")
@@ -486,8 +522,13 @@ func checkTraversable(dir string, o *owner) error {
 	}
 }
 
+// command runs program name of BinDir (or at path name, when absolute)
+// as the cluster's owner.
 func (c *Cluster) command(ctx context.Context, o *owner, name string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.cfg.BinDir, name), args...)
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(c.cfg.BinDir, name)
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = c.cfg.Dir
 	cmd.Env = []string{"LC_ALL=C", "PATH=" + c.cfg.Getenv("PATH")}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -509,6 +550,46 @@ func (c *Cluster) initdb(ctx context.Context, o *owner) error {
 		return fmt.Errorf("initdb failed: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// baseBackup creates the data directory as a standby of cfg.StandbyOf:
+// a copy of the primary with the WAL written meanwhile (pg_basebackup,
+// through the primary's socket), and the settings that make it follow the
+// primary when it starts (-R: standby.signal and primary_conninfo).
+func (c *Cluster) baseBackup(ctx context.Context, o *owner) error {
+	primary := c.cfg.StandbyOf
+	bin, err := c.tool("pg_basebackup")
+	if err != nil {
+		return err
+	}
+	conninfo := fmt.Sprintf("host=%s port=%d user=%s application_name=%s", primary.socketDir,
+		cmp.Or(primary.cfg.TCPPort, 5432), Superuser, cmp.Or(c.cfg.StandbyName, "standby"))
+	args := []string{"-D", c.dataDir(), "-d", conninfo, "-R", "-X", "stream", "-c", "fast"}
+	if !c.cfg.Durable {
+		args = append(args, "--no-sync")
+	}
+	out, err := c.command(ctx, o, bin, args...).CombinedOutput()
+	if err != nil {
+		_ = os.RemoveAll(c.dataDir())
+		return fmt.Errorf("pg_basebackup failed: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// tool returns the path of one of PostgreSQL's client programs: in BinDir,
+// else beside the real postgres binary (BinDir may hold links to the
+// server's programs only).
+func (c *Cluster) tool(name string) (string, error) {
+	candidates := []string{filepath.Join(c.cfg.BinDir, name)}
+	if real, err := filepath.EvalSymlinks(filepath.Join(c.cfg.BinDir, "postgres")); err == nil {
+		candidates = append(candidates, filepath.Join(filepath.Dir(real), name))
+	}
+	for _, p := range candidates {
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in %s nor beside its postgres", name, c.cfg.BinDir)
 }
 
 func (c *Cluster) start(o *owner) error {

@@ -167,6 +167,58 @@ func TestKillRestart(t *testing.T) {
 	requireGone(t, newPid)
 }
 
+// TestStandbyPromote: a standby built from a running primary streams from
+// it synchronously (the primary's commits wait for it) and refuses
+// writes; once the primary is killed and the standby promoted, every
+// commit the primary acknowledged is there and the standby takes writes.
+func TestStandbyPromote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	settings := map[string]string{"synchronous_commit": "on", "synchronous_standby_names": "pglocal_standby"}
+	primary, err := Start(ctx, Config{Dir: filepath.Join(tempDir(t), "pg"), Settings: settings})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, primary.Stop(ctx)) }()
+	standby, err := Start(ctx, Config{Dir: filepath.Join(tempDir(t), "pg"), StandbyOf: primary, StandbyName: "pglocal_standby"})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, standby.Stop(ctx)) }()
+
+	conn, err := pgx.Connect(ctx, primary.URL("postgres"))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	// Synchronous once it has caught up with the primary.
+	require.Eventually(t, func() bool {
+		var state string
+		err := conn.QueryRow(ctx, `SELECT sync_state FROM pg_stat_replication
+			WHERE application_name = 'pglocal_standby'`).Scan(&state)
+		return err == nil && state == "sync"
+	}, 30*time.Second, 50*time.Millisecond)
+	// Acknowledged only once the standby has it.
+	_, err = conn.Exec(ctx, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('hello')")
+	require.NoError(t, err)
+
+	sconn, err := pgx.Connect(ctx, standby.URL("postgres"))
+	require.NoError(t, err)
+	var inRecovery bool
+	require.NoError(t, sconn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery))
+	require.True(t, inRecovery)
+	_, err = sconn.Exec(ctx, "CREATE TABLE refused (v text)")
+	require.Error(t, err, "a standby is read-only")
+	require.NoError(t, sconn.Close(ctx))
+
+	require.NoError(t, primary.Kill())
+	require.NoError(t, standby.Promote(ctx))
+	sconn, err = pgx.Connect(ctx, standby.URL("postgres"))
+	require.NoError(t, err)
+	defer sconn.Close(ctx)
+	require.NoError(t, sconn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&inRecovery))
+	require.False(t, inRecovery)
+	var v string
+	require.NoError(t, sconn.QueryRow(ctx, "SELECT v FROM kept").Scan(&v))
+	require.Equal(t, "hello", v)
+	_, err = sconn.Exec(ctx, "INSERT INTO kept VALUES ('after')")
+	require.NoError(t, err)
+}
+
 // TestStaleServerIsStopped simulates an earlier ax that died without
 // stopping its server: a new Start on the same directory must succeed.
 func TestStaleServerIsStopped(t *testing.T) {
