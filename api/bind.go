@@ -72,9 +72,11 @@ func decodeStrict(body []byte, dst any, readOnly ...string) error {
 		return badRequest("unexpected data after the JSON value")
 	}
 	if path, ok := findNUL(reflect.ValueOf(dst), ""); ok {
-		// Postgres text cannot hold U+0000. Payloads (raw JSON, stored as
-		// bytes) may carry it.
-		return badRequest("the string at " + strconv.Quote(path) + " contains a NUL character (\\u0000)")
+		// Postgres text cannot hold U+0000: an invalid value, like a
+		// control character. Raw JSON (payloads, outputs) is the
+		// service's business: a task's payload, stored as bytes, keeps it.
+		return &service.ValidationError{Fields: []service.FieldError{{Field: path,
+			Message: "must not contain the NUL character (U+0000, \\u0000)"}}}
 	}
 	return nil
 }

@@ -265,6 +265,9 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedul
 		if n.Shards < 1 || n.Shards > ShardsMax {
 			ve.Add(f+".shards", fmt.Sprintf("must be 1 to %d", ShardsMax))
 		}
+		// Unlike a task's, a node's payload is kept in a JSON document
+		// (the workflow's version).
+		checkJSONDocument(&ve, f+".payload", n.Payload)
 		addProblems(i, "trigger_rule")
 	}
 	for i := range in.Nodes {
