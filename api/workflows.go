@@ -34,21 +34,21 @@ type workflowNodeDTO struct {
 	// Completion says how an attempt of the node ends, as for a task; absent or null: {"mode": "response"}. In callback
 	// mode the node's 2xx only accepts the attempt: the nodes downstream wait until its execution is completed
 	// (POST /v1/executions/{id}/complete), and heartbeat and completion timeouts retry it under its retry policy.
-	Completion *completionDTO `json:"completion,omitempty"`
+	Completion *completionDTO `json:"completion,omitempty" extensions:"x-nullable"`
 } // @name WorkflowNode
 
 // workflowRequest is the body of POST /v1/workflows, and the shape a PATCH merges into.
 type workflowRequest struct {
 	Name string `json:"name" example:"billing.daily" validate:"required" minLength:"1" maxLength:"128"`
-	// Schedule is optional: without one, runs start by trigger.
-	Schedule *scheduleDTO `json:"schedule,omitempty"`
+	// Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger.
+	Schedule *scheduleDTO `json:"schedule,omitempty" extensions:"x-nullable"`
 	// MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
 	MaxActiveRuns   int    `json:"max_active_runs,omitempty" example:"1" minimum:"0" maximum:"1000"`
 	MisfirePolicy   string `json:"misfire_policy,omitempty" enums:"fire_once,fire_all,skip" example:"fire_once"`
 	AlertEndpointID string `json:"alert_endpoint_id,omitempty"`
-	// SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+	// SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
-	SLA *slaDTO `json:"sla,omitempty"`
+	SLA *slaDTO `json:"sla,omitempty" extensions:"x-nullable"`
 	// Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes.
 	Nodes []workflowNodeDTO `json:"nodes" validate:"required"`
 } // @name WorkflowRequest

@@ -2166,10 +2166,10 @@ type Workflow struct {
 	// Nodes Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes.
 	Nodes []WorkflowNode `json:"nodes"`
 
-	// Schedule Schedule is optional: without one, runs start by trigger.
+	// Schedule Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger.
 	Schedule *Schedule `json:"schedule,omitempty"`
 
-	// Sla SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+	// Sla SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
 	Sla       *SLA          `json:"sla,omitempty"`
 	State     WorkflowState `json:"state"`
@@ -2257,10 +2257,10 @@ type WorkflowRequest struct {
 	// Nodes Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes.
 	Nodes []WorkflowNode `json:"nodes"`
 
-	// Schedule Schedule is optional: without one, runs start by trigger.
+	// Schedule Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger.
 	Schedule *Schedule `json:"schedule,omitempty"`
 
-	// Sla SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+	// Sla SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
 	Sla *SLA `json:"sla,omitempty"`
 }
@@ -2286,10 +2286,10 @@ type WorkflowRequestPatch struct {
 	// Nodes Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes.
 	Nodes *[]WorkflowNode `json:"nodes,omitempty"`
 
-	// Schedule Schedule is optional: without one, runs start by trigger.
+	// Schedule Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger.
 	Schedule *Schedule `json:"schedule,omitempty"`
 
-	// Sla SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+	// Sla SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
 	Sla *SLA `json:"sla,omitempty"`
 }
