@@ -1583,7 +1583,7 @@ type HeartbeatRequest struct {
 	Progress interface{} `json:"progress,omitempty"`
 }
 
-// IntervalSchedule A interval schedule.
+// IntervalSchedule An interval schedule.
 type IntervalSchedule struct {
 	// Dialect Only standard, the default, is accepted: dialect applies to cron schedules.
 	//

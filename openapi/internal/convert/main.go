@@ -195,6 +195,9 @@ func finish(doc *openapi3.T) error {
 	if doc.Paths == nil {
 		return nil
 	}
+	if err := typedNullables(doc); err != nil {
+		return err
+	}
 	if err := collectionBounds(doc); err != nil {
 		return err
 	}
@@ -390,7 +393,7 @@ func scheduleVariants(doc *openapi3.T) error {
 	for _, t := range types {
 		variant := scheduleTypes[t]
 		v := openapi3.NewObjectSchema()
-		v.Description = "A " + t + " schedule."
+		v.Description = article(t) + " " + t + " schedule."
 		v.Required = append([]string{"type"}, variant.required...)
 		for _, p := range append(slices.Clone(scheduleCommon), variant.props...) {
 			prop := orig.Properties[p]
@@ -432,6 +435,14 @@ func scheduleVariants(doc *openapi3.T) error {
 	one.Discriminator = disc
 	ref.Value = one
 	return nil
+}
+
+// article is the indefinite article before word (a cron, an interval).
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) && !strings.HasPrefix(word, "one") && !strings.HasPrefix(word, "once") {
+		return "An"
+	}
+	return "A"
 }
 
 // refusedWhenEmpty are the query parameters the API refuses with a 400
@@ -511,9 +522,14 @@ func hasHeaderParam(op *openapi3.Operation, name string) bool {
 
 // anyJSON turns every property whose schema is a bare `type: object` (what
 // swaggertype:"object" makes of a json.RawMessage: a payload, an output,
-// progress, audit changes) into a schema that accepts any JSON value, which
-// is what the API takes and returns there. A bare object would make
-// generators type it as an empty record.
+// progress, audit changes) into a schema that accepts any JSON value, null
+// included, which is what the API takes and returns there. A bare object
+// would make generators type it as an empty record. OpenAPI 3.0 has no
+// "any type" that admits null: `nullable` needs a `type` beside it (Redocly's
+// nullable-type-sibling rule, and OpenAPI 3.0.3 §4.7.24.1), and a schema
+// with neither is read as refusing null by validators such as kin-openapi.
+// So the schema is an anyOf of the JSON types, null allowed with the
+// object, and Go clients keep interface{} (x-go-type) rather than a union.
 func anyJSON(doc *openapi3.T) {
 	for _, ref := range doc.Components.Schemas {
 		if ref.Value == nil {
@@ -525,9 +541,52 @@ func anyJSON(doc *openapi3.T) {
 				continue
 			}
 			v.Type = nil
-			v.Nullable = true
+			v.Nullable = false
+			object := openapi3.NewObjectSchema()
+			object.Nullable = true
+			object.AdditionalProperties = openapi3.AdditionalProperties{Has: openapi3.Ptr(true)}
+			v.AnyOf = openapi3.SchemaRefs{object.NewRef(), openapi3.NewArraySchema().WithItems(openapi3.NewSchema()).NewRef(),
+				openapi3.NewStringSchema().NewRef(), openapi3.NewFloat64Schema().NewRef(), openapi3.NewBoolSchema().NewRef()}
+			if v.Extensions == nil {
+				v.Extensions = map[string]any{}
+			}
+			v.Extensions["x-go-type"] = "interface{}"
+			v.Extensions["x-go-type-skip-optional-pointer"] = true
 		}
 	}
+}
+
+// typedNullables gives a type to every nullable property that has none: a
+// $ref with a description of its own, which swag writes as an allOf of the
+// one referenced schema (an SLA, a completion, a schedule). OpenAPI 3.0.3
+// reads nullable only beside a type (Redocly's nullable-type-sibling rule);
+// the referenced schemas are objects. Validators (kin-openapi) and
+// generators (openapi-typescript, oapi-codegen) read the null at this level.
+func typedNullables(doc *openapi3.T) error {
+	for _, name := range slices.Sorted(maps.Keys(doc.Components.Schemas)) {
+		ref := doc.Components.Schemas[name]
+		if ref.Value == nil {
+			continue
+		}
+		for prop, p := range ref.Value.Properties {
+			v := p.Value
+			if p.Ref != "" || v == nil || !v.Nullable || v.Type != nil {
+				continue
+			}
+			if len(v.AllOf) != 1 {
+				return fmt.Errorf("typedNullables: %s.%s is nullable without a type and is not a wrapped $ref", name, prop)
+			}
+			target := v.AllOf[0].Value
+			if n, ok := strings.CutPrefix(v.AllOf[0].Ref, schemaRefPrefix); ok && doc.Components.Schemas[n] != nil {
+				target = doc.Components.Schemas[n].Value
+			}
+			if target == nil || !(target.Type.Is("object") || len(target.OneOf) > 0) {
+				return fmt.Errorf("typedNullables: %s.%s wraps a schema that is not an object", name, prop)
+			}
+			v.Type = &openapi3.Types{openapi3.TypeObject}
+		}
+	}
+	return nil
 }
 
 // patchExtension marks a request field that a create takes and a PATCH

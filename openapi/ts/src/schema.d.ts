@@ -844,7 +844,9 @@ export interface components {
              */
             at: string;
             /** @description Changes summarises the change: the fields of a created resource, {"field": {"old", "new"}} for an update. Secrets, header values, URL query values are redacted; payloads appear as their size and SHA-256. */
-            changes: unknown;
+            changes: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             id: string;
             /**
              * @description Operator is true when an operator token made the change (Subject is the operator's), false for the tenant's own tokens.
@@ -993,7 +995,9 @@ export interface components {
              */
             error?: string;
             /** @description Output is any JSON (at most 64 KiB), kept and returned with the execution. */
-            output?: unknown;
+            output?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             /** @description Retryable (status failed; default true): false ends the execution failed instead of retrying it. */
             retryable?: boolean;
             /**
@@ -1302,9 +1306,13 @@ export interface components {
              * @description Output is the completion's output of the latest callback attempt (callback completion mode); only on
              *     single-execution responses.
              */
-            output?: unknown;
+            output?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             /** @description Progress is the last heartbeat's progress of the latest callback attempt; only on single-execution responses. */
-            progress?: unknown;
+            progress?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             /**
              * @description Round is 1 for a slot's first fire; a backfill that re-runs the slot creates round + 1.
              * @example 1
@@ -1387,9 +1395,11 @@ export interface components {
         };
         HeartbeatRequest: {
             /** @description Progress is any JSON (at most 16 KiB), kept on the execution and shown as progress; absent: the last one stays. */
-            progress?: unknown;
+            progress?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
         };
-        /** @description A interval schedule. */
+        /** @description An interval schedule. */
         IntervalSchedule: {
             /**
              * @description Only standard, the default, is accepted: dialect applies to cron schedules.
@@ -1725,7 +1735,9 @@ export interface components {
             next_run_at: string | null;
             overlap_policy: string;
             pause_after_failures?: number;
-            payload: unknown;
+            payload: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             priority: number;
             retry: components["schemas"]["RetryPolicy"];
             schedule: components["schemas"]["Schedule"];
@@ -1767,7 +1779,9 @@ export interface components {
             /** @description PauseAfterFailures pauses the task after this many consecutive failed executions (0: never). */
             pause_after_failures?: number;
             /** @description Payload is any JSON; the webhook body carries it byte for byte. Default {}. */
-            payload?: unknown;
+            payload?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             /**
              * @description Priority 1 (highest) to 4; null or absent: 2.
              * @example 2
@@ -1815,7 +1829,9 @@ export interface components {
             /** @description PauseAfterFailures pauses the task after this many consecutive failed executions (0: never). */
             pause_after_failures?: number;
             /** @description Payload is any JSON; the webhook body carries it byte for byte. Default {}. */
-            payload?: unknown;
+            payload?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             /**
              * @description Priority 1 (highest) to 4; null or absent: 2.
              * @example 2
@@ -1884,7 +1900,9 @@ export interface components {
              */
             dedup_key?: string;
             /** @description Payload overrides the task's payload for this execution only; the webhook body carries it byte for byte. Absent or null: the task's payload. */
-            payload?: unknown;
+            payload?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
         };
         Workflow: {
             alert_endpoint_id?: string;
@@ -1907,13 +1925,13 @@ export interface components {
             next_run_at: string | null;
             /** @description Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes. */
             nodes: components["schemas"]["WorkflowNode"][];
-            /** @description Schedule is optional: without one, runs start by trigger. */
-            schedule?: Omit<components["schemas"]["Schedule"], "type">;
+            /** @description Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger. */
+            schedule?: Omit<components["schemas"]["Schedule"], "type"> | null;
             /**
-             * @description SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+             * @description SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
              *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
              */
-            sla?: components["schemas"]["SLA"];
+            sla?: components["schemas"]["SLA"] | null;
             /** @enum {string} */
             state: "active" | "paused";
             /** Format: date-time */
@@ -1931,7 +1949,7 @@ export interface components {
              *     mode the node's 2xx only accepts the attempt: the nodes downstream wait until its execution is completed
              *     (POST /v1/executions/{id}/complete), and heartbeat and completion timeouts retry it under its retry policy.
              */
-            completion?: components["schemas"]["Completion"];
+            completion?: components["schemas"]["Completion"] | null;
             /** @description DependsOn lists the keys of the node's upstream nodes. */
             depends_on?: string[];
             /** @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e */
@@ -1942,7 +1960,9 @@ export interface components {
              */
             key: string;
             /** @description Payload is any JSON; the webhook body carries it. Default {}. */
-            payload?: unknown;
+            payload?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             /**
              * @description Priority 1 (highest) to 4; 0 or absent: 2.
              * @example 2
@@ -1982,13 +2002,13 @@ export interface components {
             name: string;
             /** @description Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes. */
             nodes: components["schemas"]["WorkflowNode"][];
-            /** @description Schedule is optional: without one, runs start by trigger. */
-            schedule?: Omit<components["schemas"]["Schedule"], "type">;
+            /** @description Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger. */
+            schedule?: Omit<components["schemas"]["Schedule"], "type"> | null;
             /**
-             * @description SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+             * @description SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
              *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
              */
-            sla?: components["schemas"]["SLA"];
+            sla?: components["schemas"]["SLA"] | null;
         };
         /** @description The fields to change (a JSON merge of WorkflowRequest): absent fields stay as they are. */
         WorkflowRequestPatch: {
@@ -2007,13 +2027,13 @@ export interface components {
             name?: string;
             /** @description Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes. */
             nodes?: components["schemas"]["WorkflowNode"][];
-            /** @description Schedule is optional: without one, runs start by trigger. */
-            schedule?: Omit<components["schemas"]["Schedule"], "type">;
+            /** @description Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger. */
+            schedule?: Omit<components["schemas"]["Schedule"], "type"> | null;
             /**
-             * @description SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+             * @description SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
              *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
              */
-            sla?: components["schemas"]["SLA"];
+            sla?: components["schemas"]["SLA"] | null;
         };
         WorkflowRun: {
             /** Format: date-time */
