@@ -44,7 +44,7 @@ func ListSLAMisses(ctx context.Context, q Querier, tenant string, limit int) ([]
 // cancelled or skipped execution is and no succeeded one.
 func ListFailedSince(ctx context.Context, q Querier, tenant string, since time.Time, limit int) ([]Execution, error) {
 	rows, err := q.Query(ctx, `SELECT `+executionColumns+` FROM executions e
-		WHERE e.tenant_id = $1 AND e.last_error IS NOT NULL AND e.state = 'failed' AND e.finished_at >= $2
+		WHERE e.tenant_id = $1 AND e.last_error IS NOT NULL AND e.state = `+execFailed+` AND e.finished_at >= $2
 		ORDER BY e.id DESC LIMIT $3`, tenant, since, limit)
 	if err != nil {
 		return nil, wrap("list failed executions", err)
@@ -77,7 +77,7 @@ func ListSLAMissedRuns(ctx context.Context, q Querier, tenant string, limit int)
 
 // ListBlockedRuns: see ListSLAMissedRuns.
 func ListBlockedRuns(ctx context.Context, q Querier, tenant string, limit int) ([]AlertRun, error) {
-	return listAlertRuns(ctx, q, "r.state = 'blocked'", tenant, limit)
+	return listAlertRuns(ctx, q, "r.state = "+runBlocked, tenant, limit)
 }
 
 func listAlertRuns(ctx context.Context, q Querier, cond, tenant string, limit int) ([]AlertRun, error) {

@@ -68,7 +68,7 @@ func InsertBackfill(ctx context.Context, q Querier, b Backfill, slots []time.Tim
 	rows, err := q.Query(ctx, `INSERT INTO backfills (tenant_id, id, task_id, workflow_id, range_from, range_to, rerun,
 			max_concurrency, state, slots, total, finished_at)
 		VALUES ($1, $2, NULLIF($3, '')::uuid, NULLIF($10, '')::uuid, $4, $5, $6, $7,
-			CASE WHEN $9 = 0 THEN 'succeeded' ELSE 'running' END, $8, $9, CASE WHEN $9 = 0 THEN now() END)
+			CASE WHEN $9 = 0 THEN `+backfillSucceeded+` ELSE `+backfillRunning+` END, $8, $9, CASE WHEN $9 = 0 THEN now() END)
 		RETURNING `+backfillColumns,
 		b.TenantID, b.ID, b.TaskID, b.From, b.To, b.Rerun, b.MaxConcurrency, slots, len(slots), b.WorkflowID)
 	return collectOne[Backfill](rows, err)
@@ -116,7 +116,7 @@ func ListBackfills(ctx context.Context, q Querier, tenant string, f BackfillFilt
 
 // RunningBackfills returns up to limit running backfills, oldest first.
 func RunningBackfills(ctx context.Context, q Querier, limit int) ([]ExecutionRef, error) {
-	rows, err := q.Query(ctx, `SELECT tenant_id, id::text FROM backfills WHERE state = 'running'
+	rows, err := q.Query(ctx, `SELECT tenant_id, id::text FROM backfills WHERE state = `+backfillRunning+`
 		ORDER BY created_at LIMIT $1`, limit)
 	if err != nil {
 		return nil, wrap("list running backfills", err)
@@ -148,8 +148,8 @@ type BackfillCounts struct {
 // skipped).
 func CountBackfill(ctx context.Context, q Querier, tenant, id string) (BackfillCounts, error) {
 	var c BackfillCounts
-	err := q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('pending', 'running', 'retrying')),
-			count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state IN ('failed', 'cancelled', 'skipped'))
+	err := q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN `+execUnfinished+`),
+			count(*) FILTER (WHERE state = `+execSucceeded+`), count(*) FILTER (WHERE state IN `+execUnsuccessful+`)
 		FROM executions WHERE tenant_id = $1 AND backfill_id = $2`, tenant, id).Scan(&c.Unfinished, &c.Succeeded, &c.Failed)
 	return c, wrap("count backfill executions", err)
 }
@@ -161,7 +161,7 @@ func CountBackfillUnfinished(ctx context.Context, q Querier, tenant, taskID, id 
 	err := q.QueryRow(ctx, `SELECT count(*) FROM unfinished_executions u
 		JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
 		WHERE u.tenant_id = $1 AND u.task_id = $2 AND e.backfill_id = $3
-			AND e.state IN ('pending', 'running', 'retrying')`, tenant, taskID, id).Scan(&n)
+			AND e.state IN `+execUnfinished, tenant, taskID, id).Scan(&n)
 	return n, wrap("count unfinished backfill executions", err)
 }
 
@@ -206,7 +206,7 @@ func AdvanceBackfill(ctx context.Context, q Querier, tenant, id string, nextInde
 // FinishBackfill ends a running backfill in state with its final counts.
 func FinishBackfill(ctx context.Context, q Querier, tenant, id, state string, c BackfillCounts) (bool, error) {
 	tag, err := q.Exec(ctx, `UPDATE backfills SET state = $3, succeeded = $4, failed = $5, finished_at = now()
-		WHERE tenant_id = $1 AND id = $2 AND state = 'running'`, tenant, id, state, c.Succeeded, c.Failed)
+		WHERE tenant_id = $1 AND id = $2 AND state = `+backfillRunning, tenant, id, state, c.Succeeded, c.Failed)
 	if err != nil {
 		return false, wrap("finish backfill", err)
 	}
@@ -219,10 +219,10 @@ func CancelBackfillPending(ctx context.Context, q Querier, tenant, taskID, id, r
 	tag, err := q.Exec(ctx, `WITH p AS (
 			SELECT e.tenant_id, e.id FROM unfinished_executions u
 			JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
-			WHERE u.tenant_id = $1 AND u.task_id = $2 AND e.backfill_id = $3 AND e.state = 'pending'
+			WHERE u.tenant_id = $1 AND u.task_id = $2 AND e.backfill_id = $3 AND e.state = `+execPending+`
 			FOR UPDATE OF e SKIP LOCKED
 		), c AS (
-			UPDATE executions e SET state = 'cancelled', finished_at = now(), last_error = $4
+			UPDATE executions e SET state = `+execCancelled+`, finished_at = now(), last_error = $4
 			FROM p WHERE e.tenant_id = p.tenant_id AND e.id = p.id
 			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for
 		), d AS (
@@ -248,8 +248,8 @@ func SkipSlot(ctx context.Context, q Querier, tenant, taskID, newID string, slot
 				AND NOT e.rescheduled AND e.tenant_id = $1
 			FOR UPDATE
 		), moved AS (
-			UPDATE executions e SET state = 'skipped', finished_at = now(), last_error = $5
-			FROM cur WHERE e.tenant_id = cur.tenant_id AND e.id = cur.id AND cur.state = 'pending'
+			UPDATE executions e SET state = `+execSkipped+`, finished_at = now(), last_error = $5
+			FROM cur WHERE e.tenant_id = cur.tenant_id AND e.id = cur.id AND cur.state = `+execPending+`
 				AND e.first_started_at IS NULL
 			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for
 		), gone AS (
@@ -257,7 +257,7 @@ func SkipSlot(ctx context.Context, q Querier, tenant, taskID, newID string, slot
 			WHERE u.tenant_id = m.tenant_id AND u.task_id = m.task_id AND u.scheduled_for = m.scheduled_for AND u.id = m.id
 		), ins AS (
 			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, last_error, finished_at)
-			SELECT $1, $3, $2, $4, 'schedule', 'skipped', $5, now() WHERE NOT EXISTS (SELECT 1 FROM cur)
+			SELECT $1, $3, $2, $4, 'schedule', `+execSkipped+`, $5, now() WHERE NOT EXISTS (SELECT 1 FROM cur)
 			ON CONFLICT (task_id, scheduled_for, round, shard) WHERE trigger IN ('schedule', 'backfill') AND NOT rescheduled DO NOTHING
 			RETURNING tenant_id, id
 		), ev AS (
@@ -265,7 +265,7 @@ func SkipSlot(ctx context.Context, q Querier, tenant, taskID, newID string, slot
 			SELECT tenant_id, id, 'skipped', $5 FROM moved UNION ALL SELECT tenant_id, id, 'skipped', $5 FROM ins
 		)
 		SELECT coalesce((SELECT id::text FROM moved), (SELECT id::text FROM ins),
-			(SELECT id::text FROM cur WHERE state = 'skipped'), '')`, tenant, taskID, newID, slot, reason).Scan(&id)
+			(SELECT id::text FROM cur WHERE state = `+execSkipped+`), '')`, tenant, taskID, newID, slot, reason).Scan(&id)
 	return id, wrap("skip slot", err)
 }
 
@@ -293,8 +293,8 @@ func LatestRunSlotStates(ctx context.Context, q Querier, tenant, workflowID stri
 // cancelled).
 func CountBackfillRuns(ctx context.Context, q Querier, tenant, id string) (BackfillCounts, error) {
 	var c BackfillCounts
-	err := q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN ('pending', 'running', 'blocked')),
-			count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state IN ('failed', 'cancelled'))
+	err := q.QueryRow(ctx, `SELECT count(*) FILTER (WHERE state IN `+runUnfinished+`),
+			count(*) FILTER (WHERE state = `+runSucceeded+`), count(*) FILTER (WHERE state IN `+runUnsuccessful+`)
 		FROM workflow_runs WHERE tenant_id = $1 AND backfill_id = $2`, tenant, id).Scan(&c.Unfinished, &c.Succeeded, &c.Failed)
 	return c, wrap("count backfill runs", err)
 }
@@ -304,8 +304,8 @@ func CountBackfillRuns(ctx context.Context, q Querier, tenant, id string) (Backf
 // A run being started meanwhile is re-checked after its start commits
 // and left alone.
 func CancelBackfillRuns(ctx context.Context, q Querier, tenant, id string) (int64, error) {
-	tag, err := q.Exec(ctx, `UPDATE workflow_runs SET state = 'cancelled', finished_at = now(), updated_at = now()
-		WHERE tenant_id = $1 AND backfill_id = $2 AND state = 'pending'`, tenant, id)
+	tag, err := q.Exec(ctx, `UPDATE workflow_runs SET state = `+runCancelled+`, finished_at = now(), updated_at = now()
+		WHERE tenant_id = $1 AND backfill_id = $2 AND state = `+runPending, tenant, id)
 	if err != nil {
 		return 0, wrap("cancel backfill runs", err)
 	}

@@ -35,8 +35,8 @@ type CallbackAttempt struct {
 	Output             json.RawMessage `db:"output"`
 }
 
-const callbackColumns = `w.tenant_id, w.execution_id::text, w.attempt, w.lease, w.token_hash,
-	(e.state = 'running' AND e.attempts = w.attempt AND e.lease_attempt = w.lease AND w.ended_at IS NULL) AS current,
+var callbackColumns = `w.tenant_id, w.execution_id::text, w.attempt, w.lease, w.token_hash,
+	(e.state = ` + execRunning + ` AND e.attempts = w.attempt AND e.lease_attempt = w.lease AND w.ended_at IS NULL) AS current,
 	w.accepted_at IS NOT NULL AS accepted,
 	coalesce(w.expires_at <= now(), false) AS expired,
 	CASE WHEN w.expires_at <= now() THEN
@@ -60,7 +60,7 @@ func InsertCallbackAttempt(ctx context.Context, q Querier, tenant, executionID s
 			heartbeat_timeout_ms)
 		SELECT e.tenant_id, e.id, e.attempts, e.lease_attempt, $5, now() + make_interval(secs => $6), $7
 		FROM executions e
-		WHERE e.tenant_id = $1 AND e.id = $2 AND e.state = 'running' AND e.attempts = $3 AND e.lease_attempt = $4
+		WHERE e.tenant_id = $1 AND e.id = $2 AND e.state = `+execRunning+` AND e.attempts = $3 AND e.lease_attempt = $4
 		ON CONFLICT (tenant_id, execution_id, attempt) DO UPDATE SET lease = excluded.lease,
 			token_hash = excluded.token_hash, created_at = now(), deadline_at = excluded.deadline_at,
 			heartbeat_timeout_ms = excluded.heartbeat_timeout_ms, accepted_at = NULL, heartbeat_at = NULL,
@@ -86,7 +86,7 @@ func AcceptCallback(ctx context.Context, q Querier, tenant, executionID string, 
 			WHERE w.tenant_id = $1 AND w.execution_id = $2 AND w.attempt = $3 AND w.lease = $4
 			  AND w.accepted_at IS NULL AND w.ended_at IS NULL
 			  AND e.tenant_id = w.tenant_id AND e.id = w.execution_id
-			  AND e.state = 'running' AND e.attempts = w.attempt AND e.lease_attempt = w.lease
+			  AND e.state = `+execRunning+` AND e.attempts = w.attempt AND e.lease_attempt = w.lease
 			RETURNING w.tenant_id, w.execution_id
 		), x AS (
 			UPDATE executions x SET last_status_code = $5 FROM w
@@ -149,7 +149,7 @@ func HeartbeatCallback(ctx context.Context, q Querier, tenant, executionID strin
 		WHERE w.tenant_id = $1 AND w.execution_id = $2 AND w.attempt = $3 AND w.ended_at IS NULL
 		  AND (w.expires_at IS NULL OR w.expires_at > now())
 		  AND e.tenant_id = w.tenant_id AND e.id = w.execution_id
-		  AND e.state = 'running' AND e.attempts = w.attempt AND e.lease_attempt = w.lease`,
+		  AND e.state = `+execRunning+` AND e.attempts = w.attempt AND e.lease_attempt = w.lease`,
 		tenant, executionID, attempt, jsonOrNull(progress))
 	if err != nil {
 		return false, wrap("record heartbeat", err)
@@ -186,7 +186,7 @@ func EndCallbacks(ctx context.Context, q Querier, tenant, executionID string) (b
 func IsWaitingForCallback(ctx context.Context, q Querier, tenant, executionID string) (bool, error) {
 	var waiting bool
 	err := q.QueryRow(ctx, `SELECT `+WaitingForCallback+` FROM executions e
-		WHERE e.tenant_id = $1 AND e.id = $2 AND e.state = 'running'`, tenant, executionID).Scan(&waiting)
+		WHERE e.tenant_id = $1 AND e.id = $2 AND e.state = `+execRunning, tenant, executionID).Scan(&waiting)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

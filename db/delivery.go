@@ -114,7 +114,7 @@ type Misfire struct {
 
 // MisfiredFirstFire is the SQL of Misfire's condition over execution e,
 // with m.cut (now() minus the threshold) in scope.
-const MisfiredFirstFire = `(e.state = 'pending' AND e.trigger = 'schedule' AND e.first_started_at IS NULL
+var MisfiredFirstFire = `(e.state = ` + execPending + ` AND e.trigger = 'schedule' AND e.first_started_at IS NULL
 	AND e.scheduled_for < m.cut)`
 
 // GetDeliveryForUpdate reads an execution with its task and endpoint and
@@ -137,20 +137,20 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 			t.id IS NOT NULL AS task_found, t.name AS task_name, t.state AS task_state, t.payload AS task_payload,
 			t.timeout_ms AS task_timeout_ms, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,
 			t.misfire_policy,
-			CASE WHEN e.state = 'pending' AND t.overlap_policy IN ('skip', 'queue') AND e.trigger <> 'backfill' THEN (
+			CASE WHEN e.state = `+execPending+` AND t.overlap_policy IN ('skip', 'queue') AND e.trigger <> 'backfill' THEN (
 				SELECT count(*) FROM (
 					SELECT 1 FROM unfinished_executions o
 					JOIN executions x ON x.tenant_id = o.tenant_id AND x.id = o.id
 					WHERE o.tenant_id = e.tenant_id AND o.task_id = e.task_id
 					  AND (o.scheduled_for, o.id) < (e.scheduled_for, e.id)
-					  AND x.state IN ('pending', 'running', 'retrying')
+					  AND x.state IN `+execUnfinished+`
 					  -- A backfill's executions are bounded by its
 					  -- max_concurrency, not by the overlap policy.
 					  AND x.trigger <> 'backfill'
 					  -- An earlier misfire its policy will miss for sure does
 					  -- not hold this one back: with skip every misfire is
 					  -- missed, with fire_once every misfire before another.
-					  AND NOT (x.state = 'pending' AND x.trigger = 'schedule' AND x.first_started_at IS NULL
+					  AND NOT (x.state = `+execPending+` AND x.trigger = 'schedule' AND x.first_started_at IS NULL
 						AND x.scheduled_for < m.cut
 						AND (t.misfire_policy = 'skip' OR (t.misfire_policy = 'fire_once' AND `+MisfiredFirstFire+`)))
 					LIMIT 2) earlier)
@@ -161,14 +161,14 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 					WHERE x.task_id = e.task_id AND x.trigger = 'schedule' AND NOT x.rescheduled
 					  AND x.tenant_id = e.tenant_id
 					  AND x.scheduled_for > e.scheduled_for AND x.scheduled_for < m.cut
-					  AND x.state <> 'cancelled'
+					  AND x.state <> `+execCancelled+`
 					LIMIT $4) later)
 			ELSE 0 END::int AS later_missed,
 			ep.id IS NOT NULL AS endpoint_found, ep.id::text AS endpoint_id, ep.url AS endpoint_url,
 			ep.method AS endpoint_method, ep.headers AS endpoint_headers, ep.secret, ep.previous_secret,
 			ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms, ep.enabled AS endpoint_enabled,
 			t.completion_timeout_ms, t.heartbeat_timeout_ms,
-			CASE WHEN e.state = 'running' THEN `+WaitingForCallback+` ELSE false END AS waiting,
+			CASE WHEN e.state = `+execRunning+` THEN `+WaitingForCallback+` ELSE false END AS waiting,
 			ep.max_concurrency AS endpoint_max_concurrency, ep.rate_limit_per_second AS endpoint_rate_limit,
 			now() AS now
 		FROM executions e
@@ -195,11 +195,12 @@ const WaitingForCallback = `EXISTS (SELECT 1 FROM callback_attempts w
 // run interrupted by a crash or a shutdown). ok is false when no row
 // matched.
 func StartDelivery(ctx context.Context, q Querier, tenant, id string, lease int, late bool) (attempts int, ok bool, err error) {
-	err = q.QueryRow(ctx, `UPDATE executions SET state = 'running', attempts = attempts + 1,
+	err = q.QueryRow(ctx, `UPDATE executions SET state = `+execRunning+`, attempts = attempts + 1,
 			lease_attempt = $3, started_at = coalesce(started_at, now()), next_attempt_at = NULL,
 			first_started_at = coalesce(first_started_at, now()), late = late OR $4
 		WHERE tenant_id = $1 AND id = $2
-		  AND (state = 'pending' OR (state = 'retrying' AND lease_attempt < $3) OR (state = 'running' AND lease_attempt <= $3))
+		  AND (state = `+execPending+` OR (state = `+execRetrying+` AND lease_attempt < $3)
+			OR (state = `+execRunning+` AND lease_attempt <= $3))
 		RETURNING attempts`, tenant, id, lease, late).Scan(&attempts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
@@ -244,18 +245,18 @@ func EndDelivery(ctx context.Context, q Querier, e DeliveryEnd) (bool, error) {
 	var n int
 	err := q.QueryRow(ctx, `WITH x AS (
 			UPDATE executions SET state = $3,
-				finished_at = CASE WHEN $3 = 'retrying' THEN NULL ELSE now() END,
-				next_attempt_at = CASE WHEN $3 = 'retrying' THEN now() + make_interval(secs => $8) END,
+				finished_at = CASE WHEN $3 = `+execRetrying+` THEN NULL ELSE now() END,
+				next_attempt_at = CASE WHEN $3 = `+execRetrying+` THEN now() + make_interval(secs => $8) END,
 				attempts = coalesce($7, attempts),
 				last_status_code = CASE WHEN $10 THEN last_status_code ELSE $4 END,
 				last_error = $5, last_error_class = $6
 			WHERE tenant_id = $1 AND id = $2 AND state = ANY($9)
-			  AND ($11::int IS NULL OR state <> 'running' OR lease_attempt <= $11)
+			  AND ($11::int IS NULL OR state <> `+execRunning+` OR lease_attempt <= $11)
 			  AND ($12::int IS NULL OR lease_attempt = $12)
 			RETURNING tenant_id, task_id, scheduled_for, id
 		), u AS (
 			DELETE FROM unfinished_executions u USING x
-			WHERE $3 IN ('succeeded', 'failed', 'cancelled', 'skipped')
+			WHERE $3 IN `+execFinal+`
 			  AND u.tenant_id = x.tenant_id AND u.task_id = x.task_id AND u.scheduled_for = x.scheduled_for AND u.id = x.id)
 		SELECT count(*) FROM x`,
 		e.TenantID, e.ID, e.To, e.StatusCode, e.Error, e.ErrorClass, e.Attempts, nextIn, e.From, e.KeepStatusCode,
@@ -381,8 +382,8 @@ func AddTaskFailure(ctx context.Context, q Querier, tenant, taskID string) (Task
 
 // AutoPauseTask pauses an active task and reports whether it did.
 func AutoPauseTask(ctx context.Context, q Querier, tenant, taskID string) (bool, error) {
-	tag, err := q.Exec(ctx, `UPDATE tasks SET state = 'paused', version = version + 1, updated_at = now()
-		WHERE tenant_id = $1 AND id = $2 AND state = 'active'`, tenant, taskID)
+	tag, err := q.Exec(ctx, `UPDATE tasks SET state = `+taskPaused+`, version = version + 1, updated_at = now()
+		WHERE tenant_id = $1 AND id = $2 AND state = `+taskActive, tenant, taskID)
 	if err != nil {
 		return false, wrap("pause task", err)
 	}

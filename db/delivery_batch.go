@@ -35,7 +35,7 @@ import (
 
 // StartsWithoutDecision is the condition under which the batched start
 // (StartPendingDeliveries) takes an attempt: the SQL mirror of
-// service.startBatchable, over the execution e, its task t, its endpoint
+// service.startDecision.Batch, over the execution e, its task t, its endpoint
 // ep (the inner joins require both to exist) and the request i (its job_id,
 // 0 when not checked). It admits exactly the first sends of pending
 // executions that service.decideStart would send without reading more
@@ -43,9 +43,9 @@ import (
 // asks decideStart itself. A rule added to decideStart is added here too
 // (service.TestStartDecisionAgreesWithTheBatch fails until it is).
 // m.cut is the misfire cut (MisfiredFirstFire).
-const StartsWithoutDecision = `e.state = 'pending' AND NOT e.cancel_requested
+var StartsWithoutDecision = `e.state = ` + execPending + ` AND NOT e.cancel_requested
 	AND (i.job_id = 0 OR e.river_job_id IS NULL OR e.river_job_id = i.job_id)
-	AND (t.state <> 'paused' OR e.trigger = 'manual')
+	AND (t.state <> ` + taskPaused + ` OR e.trigger = 'manual')
 	AND t.overlap_policy = 'allow'
 	AND e.attempts - e.attempts_base < t.max_attempts
 	AND NOT ` + MisfiredFirstFire + `
@@ -54,10 +54,12 @@ const StartsWithoutDecision = `e.state = 'pending' AND NOT e.cancel_requested
 
 // SucceedsWithoutDecision is the condition under which the batched
 // success (SucceedDeliveries) records a 2xx: the SQL mirror of
-// service.finishBatchable, over the execution e and the request i (its
-// lease). Every other outcome takes the row-by-row path
+// service.finishDecision.Batch, over the execution e and the request i
+// (its lease): the attempt owns the running execution, and it is no
+// workflow node's (a node's success advances its run, in the row-by-row
+// path). Every other outcome takes the row-by-row path
 // (service.TestFinishDecisionAgreesWithTheBatch).
-const SucceedsWithoutDecision = `e.state = 'running' AND e.lease_attempt = i.lease`
+var SucceedsWithoutDecision = `e.state = ` + execRunning + ` AND e.lease_attempt = i.lease AND e.workflow_run_id IS NULL`
 
 // ExecutionRef names an execution.
 type ExecutionRef struct {
@@ -127,7 +129,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 			) ep
 			WHERE `+StartsWithoutDecision+`
 		), started AS (
-			UPDATE executions e SET state = 'running', attempts = e.attempts + 1, lease_attempt = c.lease,
+			UPDATE executions e SET state = `+execRunning+`, attempts = e.attempts + 1, lease_attempt = c.lease,
 				started_at = coalesce(e.started_at, now()), next_attempt_at = NULL,
 				first_started_at = coalesce(e.first_started_at, now()),
 				implicit_events = e.implicit_events | CASE WHEN c.prev_first_started_at IS NULL THEN 2 ELSE 0 END
@@ -223,7 +225,7 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::int[], $5::int[]) WITH ORDINALITY
 				AS i(tenant_id, id, lease, status_code, latency_ms, ord)
 		), done AS (
-			UPDATE executions e SET state = 'succeeded', finished_at = now(), next_attempt_at = NULL,
+			UPDATE executions e SET state = `+execSucceeded+`, finished_at = now(), next_attempt_at = NULL,
 				last_status_code = i.status_code, last_latency_ms = i.latency_ms, last_error = NULL,
 				last_error_class = NULL, implicit_events = e.implicit_events | 4
 			FROM input i
@@ -300,7 +302,7 @@ func CancelRequested(ctx context.Context, q Querier, refs []ExecutionRef) ([]str
 	rows, err := q.Query(ctx, `SELECT e.id::text FROM unnest($1::text[], $2::uuid[]) AS i(tenant_id, id)
 		CROSS JOIN LATERAL (
 			SELECT e.id FROM executions e
-			WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.state = 'running' AND e.cancel_requested OFFSET 0
+			WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.state = `+execRunning+` AND e.cancel_requested OFFSET 0
 		) e`, tenants, ids)
 	if err != nil {
 		return nil, wrap("read cancel requests", err)

@@ -257,9 +257,9 @@ func GetExecutionByDedupKey(ctx context.Context, q Querier, tenant, taskID, key 
 // false when the execution is in another state.
 func CancelExecution(ctx context.Context, q Querier, tenant, id, message string, from []string) (bool, error) {
 	tag, err := q.Exec(ctx, `WITH c AS (
-			UPDATE executions SET state = 'cancelled', finished_at = now(), next_attempt_at = NULL,
+			UPDATE executions SET state = `+execCancelled+`, finished_at = now(), next_attempt_at = NULL,
 				last_error = coalesce(last_error, $3)
-			WHERE tenant_id = $1 AND id = $2 AND state = ANY($4) AND state IN ('pending', 'retrying', 'running')
+			WHERE tenant_id = $1 AND id = $2 AND state = ANY($4) AND state IN `+execUnfinished+`
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
 			DELETE FROM unfinished_executions u USING c
@@ -277,7 +277,7 @@ func CancelExecution(ctx context.Context, q Querier, tenant, id, message string,
 // running.
 func RequestExecutionCancel(ctx context.Context, q Querier, tenant, id string) (bool, error) {
 	tag, err := q.Exec(ctx, `UPDATE executions SET cancel_requested = true
-		WHERE tenant_id = $1 AND id = $2 AND state = 'running'`, tenant, id)
+		WHERE tenant_id = $1 AND id = $2 AND state = `+execRunning, tenant, id)
 	if err != nil {
 		return false, wrap("request execution cancel", err)
 	}
@@ -292,7 +292,7 @@ func RequestExecutionCancel(ctx context.Context, q Querier, tenant, id string) (
 // false when the execution is not in state from.
 func RetryExecution(ctx context.Context, q Querier, tenant, id, from string, jobID int64) (bool, error) {
 	tag, err := q.Exec(ctx, `WITH r AS (
-			UPDATE executions SET state = 'pending', attempts_base = attempts, lease_attempt = 0, cancel_requested = false,
+			UPDATE executions SET state = `+execPending+`, attempts_base = attempts, lease_attempt = 0, cancel_requested = false,
 				last_status_code = NULL, last_error = NULL, last_error_class = NULL, next_attempt_at = NULL,
 				started_at = NULL, finished_at = NULL, river_job_id = $4,
 				-- A slot a schedule change gave up is taken back, unless
@@ -302,7 +302,7 @@ func RetryExecution(ctx context.Context, q Querier, tenant, id, from string, job
 				-- Stored events follow the fire now: a later first start
 				-- must be stored after them, not implied before them.
 				first_started_at = coalesce(first_started_at, now())
-			WHERE tenant_id = $1 AND id = $2 AND state = $3 AND state IN ('failed', 'cancelled')
+			WHERE tenant_id = $1 AND id = $2 AND state = $3 AND state IN `+execRetryable+`
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
 			INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)
@@ -328,7 +328,7 @@ type RiverJob struct {
 func ExecutionJobs(ctx context.Context, q Querier, kind, tenant, executionID string, jobID *int64) ([]RiverJob, error) {
 	rows, err := q.Query(ctx, `SELECT id, state::text FROM river_job
 		WHERE (id = $4 OR (kind = $1 AND args @> jsonb_build_object('tenant_id', $2::text, 'execution_id', $3::text)))
-		  AND state NOT IN ('cancelled', 'discarded')
+		  AND state NOT IN `+endedJobStates+`
 		ORDER BY id`, kind, tenant, executionID, jobID)
 	if err != nil {
 		return nil, wrap("list execution jobs", err)
@@ -356,7 +356,7 @@ func SweepUnfinished(ctx context.Context, q TxBeginner) (int64, error) {
 				SELECT u.tenant_id, u.task_id, u.scheduled_for, u.id
 				FROM unfinished_executions u
 				JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
-				WHERE e.state NOT IN ('pending', 'running', 'retrying')
+				WHERE e.state NOT IN `+execUnfinished+`
 				FOR UPDATE OF e SKIP LOCKED
 			)
 			DELETE FROM unfinished_executions u USING stale s
@@ -385,10 +385,10 @@ func SweepUnfinished(ctx context.Context, q TxBeginner) (int64, error) {
 func HurryRetry(ctx context.Context, q Querier, tenant, id string) (bool, error) {
 	tag, err := q.Exec(ctx, `WITH r AS (
 			UPDATE executions SET next_attempt_at = now()
-			WHERE tenant_id = $1 AND id = $2 AND state = 'retrying'
+			WHERE tenant_id = $1 AND id = $2 AND state = `+execRetrying+`
 			RETURNING tenant_id, id)
 		INSERT INTO execution_events (tenant_id, execution_id, type, data)
-		SELECT tenant_id, id, 'retried', jsonb_build_object('previous_state', 'retrying') FROM r`, tenant, id)
+		SELECT tenant_id, id, 'retried', jsonb_build_object('previous_state', `+execRetrying+`) FROM r`, tenant, id)
 	if err != nil {
 		return false, wrap("retry now", err)
 	}

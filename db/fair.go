@@ -36,7 +36,7 @@ const FairSlack = 64
 // is never later than now, so it stays due). Nothing is rewritten while a
 // single tenant has due jobs there.
 //
-// A job's tenant is its args' tenant_id, or a batch's first tenant
+// A job's tenant (jobTenant) is its args' tenant_id, or a batch's first tenant
 // (DeliverBatchArgs, packed: "tenants"; or its first execution's in the
 // older object array); the scheduler keeps batches to one tenant.
 // Rows locked by a fetch are skipped, never waited for. It returns the
@@ -45,7 +45,7 @@ const FairSlack = 64
 func ShareQueues(ctx context.Context, q Querier, queues []string, after time.Duration) (int64, error) {
 	rows, err := q.Query(ctx, `SELECT q, p FROM unnest($1::text[]) q, generate_series(1, 4) p
 		WHERE (SELECT min(scheduled_at) FROM river_job
-			WHERE state = 'available' AND queue = q AND priority = p AND scheduled_at <= now()) < now() - $2::interval`,
+			WHERE state = `+jobAvailable+` AND queue = q AND priority = p AND scheduled_at <= now()) < now() - $2::interval`,
 		queues, after)
 	if err != nil {
 		return 0, wrap("find backlogs", err)
@@ -67,9 +67,9 @@ func ShareQueues(ctx context.Context, q Querier, queues []string, after time.Dur
 	var n int64
 	for _, b := range backlogs {
 		tag, err := q.Exec(ctx, `WITH due AS (
-				SELECT id, scheduled_at, coalesce(args->>'tenant_id', args->'tenants'->>0, args->'executions'->0->>'tenant_id', '') AS tenant
-				FROM river_job
-				WHERE state = 'available' AND queue = $1 AND priority = $2 AND scheduled_at <= now()
+				SELECT id, scheduled_at, `+jobTenant+` AS tenant
+				FROM river_job j
+				WHERE state = `+jobAvailable+` AND queue = $1 AND priority = $2 AND scheduled_at <= now()
 			), head AS MATERIALIZED (
 				SELECT min(scheduled_at) AS at, count(DISTINCT tenant) AS tenants FROM due
 			), keyed AS (
@@ -81,7 +81,7 @@ func ShareQueues(ctx context.Context, q Querier, queues []string, after time.Dur
 				SELECT tenant FROM keyed GROUP BY tenant HAVING max(abs(extract(epoch FROM was - at))) > $4
 			), moved AS (
 				SELECT j.id, k.at FROM river_job j JOIN keyed k ON k.id = j.id JOIN off o ON o.tenant = k.tenant
-				WHERE j.state = 'available' AND j.scheduled_at <> k.at
+				WHERE j.state = `+jobAvailable+` AND j.scheduled_at <> k.at
 				FOR UPDATE OF j SKIP LOCKED
 			)
 			UPDATE river_job j SET scheduled_at = m.at FROM moved m WHERE j.id = m.id`, b.queue, b.priority, FairTick,

@@ -81,7 +81,7 @@ func GetTenantUsage(ctx context.Context, q Querier, tenant string) (TenantUsage,
 	err := q.QueryRow(ctx, `SELECT (SELECT count(*) FROM tasks WHERE tenant_id = $1 AND workflow_id IS NULL)::int,
 			(SELECT count(*) FROM workflows WHERE tenant_id = $1)::int,
 			(SELECT count(*) FROM unfinished_executions u JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
-			 WHERE u.tenant_id = $1 AND e.state = 'running')::int`, tenant).Scan(&u.Tasks, &u.Workflows, &u.Inflight)
+			 WHERE u.tenant_id = $1 AND e.state = `+execRunning+`)::int`, tenant).Scan(&u.Tasks, &u.Workflows, &u.Inflight)
 	if err != nil {
 		return TenantUsage{}, wrap("tenant usage", err)
 	}
@@ -713,8 +713,8 @@ func DispatchHolds(ctx context.Context, q Querier, tenant string, tenantGate Gat
 // hand-off under an endpoint's max_concurrency would cost that wait.
 func WakeJobs(ctx context.Context, q Querier, ids []int64) error {
 	_, err := q.Exec(ctx, `WITH woken AS (
-			UPDATE river_job SET state = 'available', scheduled_at = now()
-			WHERE id = ANY ($1::bigint[]) AND state = 'scheduled'
+			UPDATE river_job SET state = `+jobAvailable+`, scheduled_at = now()
+			WHERE id = ANY ($1::bigint[]) AND state = `+jobScheduled+`
 			RETURNING queue
 		)
 		SELECT pg_notify(current_schema() || '.river_insert', json_build_object('queue', queue)::text)

@@ -8,11 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// liveJobStates are the River job states in which a job will still run (or
-// is running): a job in any other state (completed, cancelled, discarded)
-// or a job that is gone carries nothing any more.
-const liveJobStates = `('available', 'pending', 'retryable', 'running', 'scheduled')`
-
 // OrphanedExecution is an unfinished execution that no live River job
 // carries: nothing would ever finish it.
 type OrphanedExecution struct {
@@ -38,7 +33,7 @@ type OrphanedExecution struct {
 // recorded in river_job_id is live, or (none recorded) a live deliver job
 // names it, or a live deliver_batch job lists it (batch_members), or it
 // waits for a callback.
-const orphanJoin = `LEFT JOIN river_job j ON j.id = e.river_job_id
+var orphanJoin = `LEFT JOIN river_job j ON j.id = e.river_job_id
 	WHERE CASE WHEN e.river_job_id IS NOT NULL THEN j.id IS NULL OR j.state NOT IN ` + liveJobStates + `
 		ELSE NOT EXISTS (
 			SELECT 1 FROM river_job d
@@ -48,14 +43,13 @@ const orphanJoin = `LEFT JOIN river_job j ON j.id = e.river_job_id
 		END
 		-- An execution waiting for its callback has no job by design: the
 		-- callback sweeper carries it (FindExpiredCallbacks).
-		AND NOT (e.state = 'running' AND ` + WaitingForCallback + `)`
+		AND NOT (e.state = ` + execRunning + ` AND ` + WaitingForCallback + `)`
 
-// batchMembers lists the executions of live deliver_batch jobs (their
-// packed args: see service.DeliverBatchArgs).
-const batchMembers = `batch_members AS MATERIALIZED (
-		SELECT split_part(m, '.', 2)::uuid AS id
-		FROM river_job b, regexp_split_to_table(b.args->>'executions', ' ') m
-		WHERE b.kind = 'deliver_batch' AND b.state IN ` + liveJobStates + `)`
+// liveBatchMembers lists the executions of live deliver_batch jobs (their
+// args read by batchMembers).
+var liveBatchMembers = `batch_members AS MATERIALIZED (
+		SELECT m.id FROM river_job j, ` + batchMembers + `
+		WHERE j.kind = 'deliver_batch' AND j.state IN ` + liveJobStates + `)`
 
 // FindOrphanedExecutions returns up to limit unfinished executions whose
 // slot is more than olderThan ago (database clock) and that no live River
@@ -66,7 +60,7 @@ const batchMembers = `batch_members AS MATERIALIZED (
 // job inserted with an execution may use (deliver_batch and deliver jobs
 // alike).
 func FindOrphanedExecutions(ctx context.Context, q Querier, olderThan time.Duration, limit, leaseCeiling int) ([]OrphanedExecution, error) {
-	rows, err := q.Query(ctx, `WITH `+batchMembers+`
+	rows, err := q.Query(ctx, `WITH `+liveBatchMembers+`
 		SELECT e.tenant_id, e.id::text, e.state, e.scheduled_for, e.river_job_id, j.state::text AS job_state,
 			greatest(e.lease_attempt, CASE WHEN e.river_job_id IS NULL THEN $3
 				ELSE coalesce((j.args->>'lease_base')::int, 0) + coalesce(j.max_attempts, 0) END) AS lease_ceiling,
@@ -75,7 +69,7 @@ func FindOrphanedExecutions(ctx context.Context, q Querier, olderThan time.Durat
 		JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
 		`+orphanJoin+`
 		  AND u.scheduled_for < now() - make_interval(secs => $1)
-		  AND e.state IN ('pending', 'running', 'retrying')
+		  AND e.state IN `+execUnfinished+`
 		ORDER BY u.scheduled_for
 		LIMIT $2`, olderThan.Seconds(), limit, leaseCeiling)
 	if err != nil {
@@ -89,14 +83,14 @@ func FindOrphanedExecutions(ctx context.Context, q Querier, olderThan time.Durat
 // transaction) as FindOrphanedExecutions would, and whether it is
 // orphaned: unfinished, and carried by no live River job.
 func GetOrphanedExecution(ctx context.Context, q Querier, tenant, id string, leaseCeiling int) (OrphanedExecution, bool, error) {
-	rows, err := q.Query(ctx, `WITH `+batchMembers+`
+	rows, err := q.Query(ctx, `WITH `+liveBatchMembers+`
 		SELECT e.tenant_id, e.id::text, e.state, e.scheduled_for, e.river_job_id, j.state::text AS job_state,
 			greatest(e.lease_attempt, CASE WHEN e.river_job_id IS NULL THEN $3
 				ELSE coalesce((j.args->>'lease_base')::int, 0) + coalesce(j.max_attempts, 0) END) AS lease_ceiling,
 			coalesce((SELECT t.priority FROM tasks t WHERE t.tenant_id = e.tenant_id AND t.id = e.task_id), 1)::int AS priority
 		FROM executions e
 		`+orphanJoin+`
-		  AND e.tenant_id = $1 AND e.id = $2 AND e.state IN ('pending', 'running', 'retrying')`, tenant, id, leaseCeiling)
+		  AND e.tenant_id = $1 AND e.id = $2 AND e.state IN `+execUnfinished, tenant, id, leaseCeiling)
 	if err != nil {
 		return OrphanedExecution{}, false, wrap("check the execution's job", err)
 	}
@@ -121,7 +115,7 @@ func ResumeOrphaned(ctx context.Context, q Querier, tenant, id string, previousJ
 ) (bool, error) {
 	tag, err := q.Exec(ctx, `WITH r AS (
 			UPDATE executions SET river_job_id = $4
-			WHERE tenant_id = $1 AND id = $2 AND state IN ('pending', 'running', 'retrying')
+			WHERE tenant_id = $1 AND id = $2 AND state IN `+execUnfinished+`
 			  AND river_job_id IS NOT DISTINCT FROM $3
 			RETURNING tenant_id, id)
 		INSERT INTO execution_events (tenant_id, execution_id, type, message, data)

@@ -47,8 +47,8 @@ func RegisterReplica(ctx context.Context, q Querier, id, riverClientID, hostname
 func HeartbeatReplica(ctx context.Context, q Querier, id string, inFlight int) (alive bool, live int, err error) {
 	err = q.QueryRow(ctx, `WITH hb AS (
 			UPDATE replicas SET last_heartbeat_at = now(), deliveries_in_flight = $2
-			WHERE id = $1 AND state = 'alive' RETURNING id)
-		SELECT EXISTS (SELECT 1 FROM hb), (SELECT count(*) FROM replicas WHERE state = 'alive')::int`,
+			WHERE id = $1 AND state = `+replicaAlive+` RETURNING id)
+		SELECT EXISTS (SELECT 1 FROM hb), (SELECT count(*) FROM replicas WHERE state = `+replicaAlive+`)::int`,
 		id, inFlight).Scan(&alive, &live)
 	if err != nil {
 		return false, 0, wrap("heartbeat", err)
@@ -58,14 +58,14 @@ func HeartbeatReplica(ctx context.Context, q Querier, id string, inFlight int) (
 
 // LeaveReplica marks live replica id gone (a clean shutdown).
 func LeaveReplica(ctx context.Context, q Querier, id string) error {
-	_, err := q.Exec(ctx, `UPDATE replicas SET state = 'gone', ended_at = now(), deliveries_in_flight = 0
-		WHERE id = $1 AND state = 'alive'`, id)
+	_, err := q.Exec(ctx, `UPDATE replicas SET state = `+replicaGone+`, ended_at = now(), deliveries_in_flight = 0
+		WHERE id = $1 AND state = `+replicaAlive, id)
 	return wrap("deregister replica", err)
 }
 
 // ListLiveReplicas returns the live replicas, oldest start first.
 func ListLiveReplicas(ctx context.Context, q Querier) ([]Replica, error) {
-	rows, err := q.Query(ctx, `SELECT `+replicaColumns+` FROM replicas WHERE state = 'alive' ORDER BY started_at, id`)
+	rows, err := q.Query(ctx, `SELECT `+replicaColumns+` FROM replicas WHERE state = `+replicaAlive+` ORDER BY started_at, id`)
 	if err != nil {
 		return nil, wrap("list replicas", err)
 	}
@@ -79,8 +79,8 @@ func ListLiveReplicas(ctx context.Context, q Querier) ([]Replica, error) {
 // of replicas racing to declare the same one, exactly one gets its row
 // back (the others wait for its row lock, then find it no longer alive).
 func DeclareDeadReplicas(ctx context.Context, q Querier, by string, deadAfter time.Duration) ([]Replica, error) {
-	rows, err := q.Query(ctx, `UPDATE replicas SET state = 'dead', ended_at = now(), declared_dead_by = $1
-		WHERE state = 'alive' AND id <> $1 AND last_heartbeat_at < now() - make_interval(secs => $2)
+	rows, err := q.Query(ctx, `UPDATE replicas SET state = `+replicaDead+`, ended_at = now(), declared_dead_by = $1
+		WHERE state = `+replicaAlive+` AND id <> $1 AND last_heartbeat_at < now() - make_interval(secs => $2)
 		RETURNING `+replicaColumns, by, deadAfter.Seconds())
 	if err != nil {
 		return nil, wrap("declare replicas dead", err)
@@ -123,24 +123,23 @@ func ResumeJobsOf(ctx context.Context, q Querier, sel RunningJobs, reason, event
 		return nil, nil
 	}
 	rows, err := q.Query(ctx, `WITH j AS (
-			UPDATE river_job SET state = 'available',
+			UPDATE river_job SET state = `+jobAvailable+`,
 				max_attempts = greatest(max_attempts, attempt + 1),
 				errors = array_append(errors, jsonb_build_object('at', now(), 'attempt', attempt, 'error', $2::text, 'trace', '')),
 				metadata = metadata || jsonb_build_object('ax:resumed_from', attempted_by[array_upper(attempted_by, 1)])
-			WHERE state = 'running' AND attempted_by[array_upper(attempted_by, 1)] = ANY($1::text[])
+			WHERE state = `+jobRunning+` AND attempted_by[array_upper(attempted_by, 1)] = ANY($1::text[])
 			  AND NOT (id = ANY(coalesce($6::bigint[], '{}'))) AND attempted_at <= now() - make_interval(secs => $7)
 			RETURNING id, kind, args, metadata->>'ax:resumed_from' AS client_id),
 		carried AS (
 			SELECT j.id AS job_id, j.args->>'tenant_id' AS tenant_id, (j.args->>'execution_id')::uuid AS execution_id
 			FROM j WHERE j.kind = 'deliver'
 			UNION ALL
-			SELECT j.id, j.args->'tenants'->>(split_part(m, '.', 1)::int), split_part(m, '.', 2)::uuid
-			FROM j, regexp_split_to_table(j.args->>'executions', ' ') m WHERE j.kind = 'deliver_batch'),
+			SELECT j.id, m.tenant_id, m.id FROM j, `+batchMembers+` WHERE j.kind = 'deliver_batch'),
 		ev AS (
 			INSERT INTO execution_events (tenant_id, execution_id, type, message, data)
 			SELECT e.tenant_id, e.id, $3, $4, $5::jsonb || jsonb_build_object('job_id', c.job_id)
 			FROM carried c JOIN executions e ON e.tenant_id = c.tenant_id AND e.id = c.execution_id
-			WHERE e.state IN ('pending', 'running', 'retrying')
+			WHERE e.state IN `+execUnfinished+`
 			  AND (e.river_job_id IS NULL OR e.river_job_id = c.job_id))
 		SELECT id, kind, client_id FROM j ORDER BY id`, sel.Clients, reason, event, message, data, sel.Except,
 		sel.FetchedBefore.Seconds())
@@ -154,7 +153,7 @@ func ResumeJobsOf(ctx context.Context, q Querier, sel RunningJobs, reason, event
 // DeleteEndedReplicas removes rows of replicas dead or gone for longer
 // than olderThan.
 func DeleteEndedReplicas(ctx context.Context, q Querier, olderThan time.Duration) (int64, error) {
-	tag, err := q.Exec(ctx, `DELETE FROM replicas WHERE state <> 'alive' AND ended_at < now() - make_interval(secs => $1)`,
+	tag, err := q.Exec(ctx, `DELETE FROM replicas WHERE state <> `+replicaAlive+` AND ended_at < now() - make_interval(secs => $1)`,
 		olderThan.Seconds())
 	if err != nil {
 		return 0, wrap("delete ended replicas", err)

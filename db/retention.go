@@ -64,7 +64,7 @@ func DeleteExpiredExecutions(ctx context.Context, q TxBeginner, tenant, after st
 				ORDER BY e.id LIMIT $4
 			), doomed AS (
 				SELECT e.tenant_id, e.id FROM executions e JOIN batch b ON e.id = b.id
-				WHERE e.tenant_id = $1 AND e.state IN ('succeeded', 'failed', 'cancelled', 'skipped')
+				WHERE e.tenant_id = $1 AND e.state IN `+execFinal+`
 				  AND coalesce(e.finished_at, e.created_at) < $5
 				  AND (e.trigger <> 'schedule' OR e.rescheduled
 				    OR EXISTS (SELECT 1 FROM executions n
@@ -125,10 +125,10 @@ func DeleteExpiredRuns(ctx context.Context, q TxBeginner, tenant, after string, 
 				ORDER BY r.id LIMIT $4
 			), doomed AS (
 				SELECT r.tenant_id, r.id FROM workflow_runs r JOIN batch b ON r.id = b.id
-				WHERE r.tenant_id = $1 AND r.state IN ('succeeded', 'failed', 'cancelled')
+				WHERE r.tenant_id = $1 AND r.state IN `+runFinal+`
 				  AND coalesce(r.finished_at, r.created_at) < $5
 				  AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.workflow_run_id = r.id AND e.tenant_id = r.tenant_id
-				    AND e.state IN ('pending', 'running', 'retrying'))
+				    AND e.state IN `+execUnfinished+`)
 				  AND (r.trigger <> 'schedule' OR r.rescheduled
 				    OR EXISTS (SELECT 1 FROM workflow_runs n
 				        WHERE n.tenant_id = r.tenant_id AND n.workflow_id = r.workflow_id AND n.trigger = 'schedule'

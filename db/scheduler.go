@@ -42,7 +42,7 @@ func ClaimDueTasks(ctx context.Context, tx pgx.Tx, horizon time.Time, limit int)
 			start_at, end_at, priority, max_attempts, misfire_policy, next_run_at, version, created_at,
 			schedule_dialect, dst_policy, exclude_calendars::text[], shards, endpoint_id::text
 		FROM tasks
-		WHERE state = 'active' AND next_run_at IS NOT NULL AND next_run_at <= $1
+		WHERE state = `+taskActive+` AND next_run_at IS NOT NULL AND next_run_at <= $1
 		ORDER BY next_run_at
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED`, horizon, limit)
@@ -208,7 +208,7 @@ func AdvanceTasks(ctx context.Context, tx pgx.Tx, adv []TaskAdvance) error {
 		return wrap("advance tasks", err)
 	}
 	_, err = tx.Exec(ctx, `UPDATE tasks t SET next_run_at = u.next_run_at,
-			state = CASE WHEN u.next_run_at IS NULL THEN 'completed' ELSE t.state END,
+			state = CASE WHEN u.next_run_at IS NULL THEN `+taskCompleted+` ELSE t.state END,
 			missed_count = t.missed_count + u.missed
 		FROM unnest($1::text[], $2::uuid[], $3::timestamptz[], $4::bigint[]) AS u(tenant_id, id, next_run_at, missed)
 		WHERE t.tenant_id = u.tenant_id AND t.id = u.id`, tenants, uids, next, missed)
@@ -225,7 +225,7 @@ func AdvanceTasks(ctx context.Context, tx pgx.Tx, adv []TaskAdvance) error {
 func NextDueIn(ctx context.Context, q Querier) (due time.Duration, ok bool, dbNow time.Time, err error) {
 	var secs *float64
 	err = q.QueryRow(ctx, `SELECT extract(epoch FROM (SELECT next_run_at FROM tasks
-		WHERE state = 'active' AND next_run_at IS NOT NULL ORDER BY next_run_at LIMIT 1) - now())::float8,
+		WHERE state = `+taskActive+` AND next_run_at IS NOT NULL ORDER BY next_run_at LIMIT 1) - now())::float8,
 		clock_timestamp()`).Scan(&secs, &dbNow)
 	if err != nil {
 		return 0, false, time.Time{}, wrap("next due task", err)

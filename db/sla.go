@@ -50,7 +50,7 @@ func FindSLAMisses(ctx context.Context, q Querier, limit int) ([]SLAMiss, error)
 func RecordSLAMiss(ctx context.Context, q Querier, tenant, executionID string, dueAt time.Time) (state string, ok bool, err error) {
 	rows, err := q.Query(ctx, `WITH e AS (
 			SELECT tenant_id, id, state FROM executions
-			WHERE tenant_id = $1 AND id = $2 AND state IN ('pending', 'running', 'retrying')
+			WHERE tenant_id = $1 AND id = $2 AND state IN `+execUnfinished+`
 			FOR UPDATE
 		), ins AS (
 			INSERT INTO sla_misses (tenant_id, execution_id, due_at)
@@ -97,7 +97,7 @@ func FindRunSLAMisses(ctx context.Context, q Querier, limit int) ([]RunSLAMiss, 
 		FROM workflows w
 		JOIN workflow_runs r ON r.tenant_id = w.tenant_id AND r.workflow_id = w.id
 		WHERE w.sla_finish_within_ms IS NOT NULL
-		  AND r.state IN ('pending', 'running', 'blocked')
+		  AND r.state IN `+runUnfinished+`
 		  AND r.scheduled_for <= now() - make_interval(secs => w.sla_finish_within_ms / 1000.0)
 		  AND r.sla_missed_at IS NULL
 		ORDER BY 4 LIMIT $1`, limit)
@@ -115,7 +115,7 @@ func FindRunSLAMisses(ctx context.Context, q Querier, limit int) ([]RunSLAMiss, 
 // another, waits for the first's row lock and then matches nothing.
 func RecordRunSLAMiss(ctx context.Context, q Querier, tenant, runID string) (state string, ok bool, err error) {
 	err = q.QueryRow(ctx, `UPDATE workflow_runs SET sla_missed_at = now()
-		WHERE tenant_id = $1 AND id = $2 AND sla_missed_at IS NULL AND state IN ('pending', 'running', 'blocked')
+		WHERE tenant_id = $1 AND id = $2 AND sla_missed_at IS NULL AND state IN `+runUnfinished+`
 		RETURNING state`, tenant, runID).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", false, nil

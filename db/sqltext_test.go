@@ -42,26 +42,46 @@ func parseDir(t *testing.T, dir string) []goFile {
 	return out
 }
 
-// constants returns the package-level string constants of files, by name.
+// constants returns the package-level string constants and variables of
+// files, by name. A state fragment (db/lifecycle.go: a variable built by
+// stateLit, stateList or stateSet) stands for itself, as ⟨name⟩: it is a
+// name, not a literal.
 func constants(files []goFile) map[string]ast.Expr {
 	out := map[string]ast.Expr{}
 	for _, f := range files {
 		for _, d := range f.file.Decls {
 			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.CONST {
+			if !ok || (g.Tok != token.CONST && g.Tok != token.VAR) {
 				continue
 			}
 			for _, s := range g.Specs {
 				v := s.(*ast.ValueSpec)
 				for i, n := range v.Names {
-					if i < len(v.Values) {
-						out[n.Name] = v.Values[i]
+					if i >= len(v.Values) {
+						continue
+					}
+					out[n.Name] = v.Values[i]
+					if isFragment(v.Values[i]) {
+						out[n.Name] = &ast.BasicLit{Kind: token.STRING, Value: strconv.Quote("⟨" + n.Name + "⟩")}
 					}
 				}
 			}
 		}
 	}
 	return out
+}
+
+// fragmentBuilders build the state fragments of db/lifecycle.go.
+var fragmentBuilders = []string{"stateLit", "stateList", "stateSet"}
+
+// isFragment reports whether e builds a state fragment.
+func isFragment(e ast.Expr) bool {
+	call, ok := e.(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	fn, ok := call.Fun.(*ast.Ident)
+	return ok && slices.Contains(fragmentBuilders, fn.Name)
 }
 
 // stringValue folds a constant string expression (literals, the

@@ -161,7 +161,7 @@ type JobCount struct {
 // out: counting them would scan a day of history.
 func CountUnfinishedJobs(ctx context.Context, q Querier) ([]JobCount, error) {
 	rows, err := q.Query(ctx, `SELECT queue, state::text, count(*) FROM river_job
-		WHERE state IN ('available', 'pending', 'retryable', 'running', 'scheduled') GROUP BY 1, 2`)
+		WHERE state IN `+liveJobStates+` GROUP BY 1, 2`)
 	if err != nil {
 		return nil, wrap("count river jobs", err)
 	}
@@ -197,7 +197,7 @@ func ExecutionSeries(ctx context.Context, q Querier, tenant string, since time.T
 	floor := uuidV7Floor(since.Add(-idSkewMargin))
 	until := since.Add(time.Duration(n) * step)
 	rows, err := q.Query(ctx, `SELECT floor(extract(epoch FROM created_at - $3::timestamptz) / $5::float8)::int,
-			count(*), count(*) FILTER (WHERE state = 'succeeded'), count(*) FILTER (WHERE state = 'failed'),
+			count(*), count(*) FILTER (WHERE state = `+execSucceeded+`), count(*) FILTER (WHERE state = `+execFailed+`),
 			count(*) FILTER (WHERE late),
 			count(*) FILTER (WHERE trigger = 'schedule' AND NOT late AND started_at IS NOT NULL),
 			percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_for) * 1000)

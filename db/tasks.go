@@ -272,11 +272,11 @@ func cancelPending(ctx context.Context, q Querier, tenant, taskID string, dueOnl
 	tag, err := q.Exec(ctx, `WITH p AS (
 			SELECT e.tenant_id, e.id FROM unfinished_executions u
 			JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
-			WHERE u.tenant_id = $1 AND u.task_id = $2 AND e.state = 'pending' AND (NOT $3 OR e.scheduled_for <= now())
+			WHERE u.tenant_id = $1 AND u.task_id = $2 AND e.state = `+execPending+` AND (NOT $3 OR e.scheduled_for <= now())
 				AND e.id <> ALL ($6::uuid[])
 			FOR UPDATE OF e SKIP LOCKED
 		), c AS (
-			UPDATE executions e SET state = 'cancelled', finished_at = now(), last_error = $4,
+			UPDATE executions e SET state = `+execCancelled+`, finished_at = now(), last_error = $4,
 				rescheduled = e.rescheduled OR ($5 AND e.trigger = 'schedule')
 			FROM p WHERE e.tenant_id = p.tenant_id AND e.id = p.id
 			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for
@@ -302,7 +302,7 @@ type PendingSlot struct {
 func PendingScheduledExecutions(ctx context.Context, q Querier, tenant, taskID string) ([]PendingSlot, error) {
 	rows, err := q.Query(ctx, `SELECT e.id::text, e.scheduled_for FROM unfinished_executions u
 		JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
-		WHERE u.tenant_id = $1 AND u.task_id = $2 AND e.state = 'pending' AND e.trigger = 'schedule'
+		WHERE u.tenant_id = $1 AND u.task_id = $2 AND e.state = `+execPending+` AND e.trigger = 'schedule'
 		ORDER BY u.scheduled_for`, tenant, taskID)
 	if err != nil {
 		return nil, wrap("list pending executions", err)

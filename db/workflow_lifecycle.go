@@ -14,7 +14,7 @@ import (
 // workflow's row, and the engine locks a run before its workflow.
 func FutureScheduledRuns(ctx context.Context, q Querier, tenant, workflowID string, after time.Time) ([]WorkflowRun, error) {
 	rows, err := q.Query(ctx, `SELECT `+runColumns+` FROM workflow_runs r
-		WHERE r.workflow_id = $2 AND r.state IN ('pending', 'running', 'blocked') AND r.tenant_id = $1
+		WHERE r.workflow_id = $2 AND r.state IN `+runUnfinished+` AND r.tenant_id = $1
 		  AND r.trigger = 'schedule' AND NOT r.rescheduled AND r.scheduled_for > $3
 		  AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.workflow_run_id = r.id AND e.tenant_id = r.tenant_id
 			AND e.first_started_at IS NOT NULL)
@@ -32,7 +32,7 @@ func FutureScheduledRuns(ctx context.Context, q Querier, tenant, workflowID stri
 func MarkRunRescheduled(ctx context.Context, q Querier, tenant, id string) error {
 	_, err := q.Exec(ctx, `WITH x AS (
 			UPDATE executions SET rescheduled = true
-			WHERE workflow_run_id = $2 AND tenant_id = $1 AND state = 'cancelled' AND NOT rescheduled)
+			WHERE workflow_run_id = $2 AND tenant_id = $1 AND state = `+execCancelled+` AND NOT rescheduled)
 		UPDATE workflow_runs SET rescheduled = true WHERE tenant_id = $1 AND id = $2`, tenant, id)
 	return wrap("mark run rescheduled", err)
 }
@@ -66,7 +66,7 @@ func RetireVersions(ctx context.Context, q Querier, tenant, workflowID string) (
 		), free AS (
 			SELECT v.* FROM v
 			WHERE NOT EXISTS (SELECT 1 FROM workflow_runs r WHERE r.workflow_id = v.workflow_id AND r.tenant_id = v.tenant_id
-					AND r.version = v.version AND r.state IN ('pending', 'running', 'blocked'))
+					AND r.version = v.version AND r.state IN `+runUnfinished+`)
 			  AND NOT EXISTS (SELECT 1 FROM unfinished_executions u WHERE u.tenant_id = v.tenant_id AND u.task_id = ANY (v.tasks))
 		), gone AS (
 			DELETE FROM tasks t USING free f

@@ -133,10 +133,12 @@ func DropUnstartedScheduledRuns(ctx context.Context, q Querier, tenant, workflow
 	tag, err := q.Exec(ctx, `WITH doomed AS (
 			SELECT r.id FROM workflow_runs r
 			WHERE r.tenant_id = $1 AND r.workflow_id = $2 AND r.trigger = 'schedule'
-			  AND r.scheduled_for > now() AND r.state IN ('pending', 'running')
+			  -- Unfinished: pending or running, as a blocked run has an
+			  -- execution that ended, which the test below rules out.
+			  AND r.scheduled_for > now() AND r.state IN `+runUnfinished+`
 			  AND NOT EXISTS (SELECT 1 FROM executions e
 				WHERE e.workflow_run_id = r.id AND e.tenant_id = r.tenant_id
-				  AND (e.state <> 'pending' OR e.first_started_at IS NOT NULL))
+				  AND (e.state <> `+execPending+` OR e.first_started_at IS NOT NULL))
 			FOR UPDATE OF r),
 		execs AS (
 			DELETE FROM executions e USING doomed d
@@ -157,7 +159,7 @@ func DropUnstartedScheduledRuns(ctx context.Context, q Querier, tenant, workflow
 func ClaimDueWorkflows(ctx context.Context, tx pgx.Tx, lookAhead time.Duration, limit int) ([]Workflow, error) {
 	// Cross-tenant by design: the scheduler serves every tenant.
 	rows, err := tx.Query(ctx, `SELECT `+workflowColumns+workflowFrom+`
-		WHERE w.state = 'active' AND w.next_run_at IS NOT NULL AND w.next_run_at <= now() + make_interval(secs => $1)
+		WHERE w.state = `+workflowActive+` AND w.next_run_at IS NOT NULL AND w.next_run_at <= now() + make_interval(secs => $1)
 		ORDER BY w.next_run_at
 		LIMIT $2
 		FOR UPDATE OF w SKIP LOCKED`, lookAhead.Seconds(), limit)
@@ -204,7 +206,7 @@ const runColumns = `r.tenant_id, r.id::text, r.workflow_id::text, r.version, r.s
 func InsertWorkflowRun(ctx context.Context, q Querier, r WorkflowRun) (bool, error) {
 	tag, err := q.Exec(ctx, `INSERT INTO workflow_runs (tenant_id, id, workflow_id, version, scheduled_for, round,
 			trigger, dedup_key, state, backfill_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, `+runPending+`, $9)
 		ON CONFLICT DO NOTHING`,
 		r.TenantID, r.ID, r.WorkflowID, r.Version, r.ScheduledFor, max(r.Round, 1), r.Trigger, r.DedupKey, r.BackfillID)
 	if err != nil {
@@ -246,8 +248,8 @@ func ListWorkflowRuns(ctx context.Context, q Querier, tenant, workflowID, before
 // and a final state sets finished_at.
 func SetWorkflowRunState(ctx context.Context, q Querier, tenant, id, state string) error {
 	_, err := q.Exec(ctx, `UPDATE workflow_runs SET state = $3, updated_at = now(),
-			started_at = CASE WHEN $3 <> 'pending' THEN coalesce(started_at, now()) END,
-			finished_at = CASE WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN coalesce(finished_at, now()) END
+			started_at = CASE WHEN $3 <> `+runPending+` THEN coalesce(started_at, now()) END,
+			finished_at = CASE WHEN $3 IN `+runFinal+` THEN coalesce(finished_at, now()) END
 		WHERE tenant_id = $1 AND id = $2`, tenant, id, state)
 	return wrap("set workflow run state", err)
 }
@@ -256,7 +258,7 @@ func SetWorkflowRunState(ctx context.Context, q Querier, tenant, id, state strin
 func CountActiveRuns(ctx context.Context, q Querier, tenant, workflowID string) (int, error) {
 	var n int
 	err := q.QueryRow(ctx, `SELECT count(*) FROM workflow_runs
-		WHERE workflow_id = $2 AND state IN ('pending', 'running', 'blocked') AND tenant_id = $1 AND state <> 'pending'`,
+		WHERE workflow_id = $2 AND state IN `+runUnfinished+` AND tenant_id = $1 AND state <> `+runPending,
 		tenant, workflowID).Scan(&n)
 	return n, wrap("count active runs", err)
 }
@@ -265,7 +267,7 @@ func CountActiveRuns(ctx context.Context, q Querier, tenant, workflowID string) 
 // first (SKIP LOCKED).
 func PendingRuns(ctx context.Context, q Querier, tenant, workflowID string, limit int) ([]WorkflowRun, error) {
 	rows, err := q.Query(ctx, `SELECT `+runColumns+` FROM workflow_runs r
-		WHERE r.workflow_id = $2 AND r.state IN ('pending', 'running', 'blocked') AND r.tenant_id = $1 AND r.state = 'pending'
+		WHERE r.workflow_id = $2 AND r.state IN `+runUnfinished+` AND r.tenant_id = $1 AND r.state = `+runPending+`
 		ORDER BY r.scheduled_for, r.id LIMIT $3 FOR UPDATE SKIP LOCKED`, tenant, workflowID, limit)
 	if err != nil {
 		return nil, wrap("pending workflow runs", err)
@@ -304,7 +306,7 @@ func GetRunNodes(ctx context.Context, q Querier, tenant, runID string) ([]RunNod
 // a node that becomes fired records when (rule_met_at).
 func SetRunNodeStates(ctx context.Context, q Querier, tenant, runID string, keys, states []string) error {
 	_, err := q.Exec(ctx, `UPDATE workflow_run_nodes n SET state = c.state, updated_at = now(),
-			rule_met_at = CASE WHEN c.state = 'fired' THEN coalesce(n.rule_met_at, now()) ELSE n.rule_met_at END
+			rule_met_at = CASE WHEN c.state = `+nodeFired+` THEN coalesce(n.rule_met_at, now()) ELSE n.rule_met_at END
 		FROM unnest($3::text[], $4::text[]) AS c(key, state)
 		WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.key = c.key`, tenant, runID, keys, states)
 	return wrap("set run node states", err)
@@ -398,13 +400,13 @@ func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, ru
 // started or finished, and their run's advance finds the run cancelled.
 func CancelRunExecutions(ctx context.Context, q Querier, tenant, runID, reason string) (int64, error) {
 	tag, err := q.Exec(ctx, `WITH l AS (
-			SELECT e.tenant_id, e.id, e.state, e.state = 'running' AND `+WaitingForCallback+` AS waiting
+			SELECT e.tenant_id, e.id, e.state, e.state = `+execRunning+` AND `+WaitingForCallback+` AS waiting
 			FROM executions e
-			WHERE e.workflow_run_id = $2 AND e.tenant_id = $1 AND e.state IN ('pending', 'retrying', 'running')
+			WHERE e.workflow_run_id = $2 AND e.tenant_id = $1 AND e.state IN `+execUnfinished+`
 			FOR UPDATE SKIP LOCKED
 		), c AS (
-			UPDATE executions e SET state = 'cancelled', finished_at = now(), last_error = $3, next_attempt_at = NULL
-			FROM l WHERE e.tenant_id = l.tenant_id AND e.id = l.id AND (l.state IN ('pending', 'retrying') OR l.waiting)
+			UPDATE executions e SET state = `+execCancelled+`, finished_at = now(), last_error = $3, next_attempt_at = NULL
+			FROM l WHERE e.tenant_id = l.tenant_id AND e.id = l.id AND (l.state IN `+execIdle+` OR l.waiting)
 			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for
 		), d AS (
 			DELETE FROM unfinished_executions u USING c
@@ -414,7 +416,7 @@ func CancelRunExecutions(ctx context.Context, q Querier, tenant, runID, reason s
 			FROM l WHERE l.waiting AND w.tenant_id = l.tenant_id AND w.execution_id = l.id AND w.ended_at IS NULL
 		), r AS (
 			UPDATE executions e SET cancel_requested = true
-			FROM l WHERE e.tenant_id = l.tenant_id AND e.id = l.id AND l.state = 'running' AND NOT l.waiting
+			FROM l WHERE e.tenant_id = l.tenant_id AND e.id = l.id AND l.state = `+execRunning+` AND NOT l.waiting
 		)
 		INSERT INTO execution_events (tenant_id, execution_id, type, message)
 		SELECT tenant_id, id, 'cancelled', $3 FROM c`, tenant, runID, reason)
@@ -437,10 +439,10 @@ type RunRef struct {
 func StalledRuns(ctx context.Context, q Querier, age time.Duration, limit int) ([]RunRef, error) {
 	// Cross-tenant by design: the sweep serves every tenant.
 	rows, err := q.Query(ctx, `SELECT r.tenant_id, r.id::text FROM workflow_runs r
-		WHERE r.state IN ('pending', 'running', 'blocked') AND r.state = 'running'
+		WHERE r.state IN `+runUnfinished+` AND r.state = `+runRunning+`
 		  AND r.updated_at < now() - make_interval(secs => $1)
 		  AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.workflow_run_id = r.id AND e.tenant_id = r.tenant_id
-			AND e.state IN ('pending', 'running', 'retrying'))
+			AND e.state IN `+execUnfinished+`)
 		ORDER BY r.updated_at LIMIT $2`, age.Seconds(), limit)
 	if err != nil {
 		return nil, wrap("stalled runs", err)
@@ -457,9 +459,9 @@ func WorkflowsWithQueuedRuns(ctx context.Context, q Querier, limit int) ([]RunRe
 	// from every workflow.
 	rows, err := q.Query(ctx, `SELECT w.tenant_id, w.id::text FROM workflows w
 		WHERE (w.tenant_id, w.id) IN (SELECT DISTINCT r.tenant_id, r.workflow_id FROM workflow_runs r
-			WHERE r.state IN ('pending', 'running', 'blocked') AND r.state = 'pending')
+			WHERE r.state IN `+runUnfinished+` AND r.state = `+runPending+`)
 		  AND (SELECT count(*) FROM workflow_runs r WHERE r.workflow_id = w.id AND r.tenant_id = w.tenant_id
-			AND r.state IN ('pending', 'running', 'blocked') AND r.state <> 'pending') < w.max_active_runs
+			AND r.state IN `+runUnfinished+` AND r.state <> `+runPending+`) < w.max_active_runs
 		LIMIT $1`, limit)
 	if err != nil {
 		return nil, wrap("queued workflow runs", err)

@@ -109,12 +109,12 @@ func (w *AlertWorker) Work(ctx context.Context, job *river.Job[service.AlertArgs
 	}
 	c := Classify(res, time.Now())
 	log = log.With("status_code", res.StatusCode, "latency_ms", res.Latency.Milliseconds(), "error_class", c.ErrorClass)
-	if c.Outcome == OutcomeSuccess {
+	if c.Outcome == service.OutcomeSucceeded {
 		log.InfoContext(ctx, "alert sent")
 		return w.record(rctx, args, true, res, "", "")
 	}
 	failure := failureText(res, c, a.Timeout, w.timeout)
-	if c.Outcome == OutcomeRetry && job.Attempt < job.MaxAttempts {
+	if c.Outcome == service.OutcomeRetry && job.Attempt < job.MaxAttempts {
 		log.InfoContext(ctx, "alert attempt failed; retrying", "error", failure)
 		return fmt.Errorf("alert attempt %d: %s", job.Attempt, failure)
 	}

@@ -11,33 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/axhq/ax/service"
 )
-
-// Outcome is what a delivery attempt means for the execution.
-type Outcome int
-
-// Outcomes. The zero value is deliberately none of them.
-const (
-	// OutcomeSuccess: the receiver accepted the webhook (2xx).
-	OutcomeSuccess Outcome = iota + 1
-	// OutcomeRetry: the failure may pass; try again after a backoff.
-	OutcomeRetry
-	// OutcomePermanent: retrying cannot help; fail the execution now.
-	OutcomePermanent
-)
-
-func (o Outcome) String() string {
-	switch o {
-	case OutcomeSuccess:
-		return "success"
-	case OutcomeRetry:
-		return "retry"
-	case OutcomePermanent:
-		return "permanent"
-	default:
-		return "Outcome(" + strconv.Itoa(int(o)) + ")"
-	}
-}
 
 // Error classes recorded on failed attempts. They are stable strings: they
 // are stored in execution events and shown to tenants.
@@ -59,7 +35,9 @@ const (
 
 // Class is the classification of one delivery attempt.
 type Class struct {
-	Outcome Outcome
+	// Outcome is what the attempt means for the execution (service's
+	// outcome kinds: Finish decides from it).
+	Outcome service.OutcomeKind
 	// ErrorClass is one of the ErrorClass constants; empty on success.
 	ErrorClass string
 	// DisableEndpoint is set on 410 Gone: the receiver asks never to be
@@ -96,21 +74,21 @@ func Classify(res Result, now time.Time) Class {
 	var c Class
 	switch {
 	case code >= 200 && code <= 299:
-		return Class{Outcome: OutcomeSuccess}
+		return Class{Outcome: service.OutcomeSucceeded}
 	case code == http.StatusGone:
-		return Class{Outcome: OutcomePermanent, ErrorClass: ErrorClassGone, DisableEndpoint: true}
+		return Class{Outcome: service.OutcomePermanent, ErrorClass: ErrorClassGone, DisableEndpoint: true}
 	case code >= 300 && code <= 399:
-		return Class{Outcome: OutcomePermanent, ErrorClass: ErrorClassHTTP3xx}
+		return Class{Outcome: service.OutcomePermanent, ErrorClass: ErrorClassHTTP3xx}
 	case code == http.StatusRequestTimeout, code == http.StatusTooEarly, code == http.StatusTooManyRequests:
-		c = Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassHTTP4xx}
+		c = Class{Outcome: service.OutcomeRetry, ErrorClass: ErrorClassHTTP4xx}
 	case code >= 400 && code <= 499:
-		return Class{Outcome: OutcomePermanent, ErrorClass: ErrorClassHTTP4xx}
+		return Class{Outcome: service.OutcomePermanent, ErrorClass: ErrorClassHTTP4xx}
 	case code == http.StatusNotImplemented, code == http.StatusHTTPVersionNotSupported:
-		return Class{Outcome: OutcomePermanent, ErrorClass: ErrorClassHTTP5xx}
+		return Class{Outcome: service.OutcomePermanent, ErrorClass: ErrorClassHTTP5xx}
 	case code >= 500 && code <= 599:
-		c = Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassHTTP5xx}
+		c = Class{Outcome: service.OutcomeRetry, ErrorClass: ErrorClassHTTP5xx}
 	default:
-		return Class{Outcome: OutcomePermanent, ErrorClass: ErrorClassHTTPOther}
+		return Class{Outcome: service.OutcomePermanent, ErrorClass: ErrorClassHTTPOther}
 	}
 	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
 		if d, ok := ParseRetryAfter(res.Header.Get("Retry-After"), now); ok {
@@ -122,8 +100,8 @@ func Classify(res Result, now time.Time) Class {
 
 // classifyErr classifies a transport error (no response was received).
 func classifyErr(err error) Class {
-	permanent := func(class string) Class { return Class{Outcome: OutcomePermanent, ErrorClass: class} }
-	retry := func(class string) Class { return Class{Outcome: OutcomeRetry, ErrorClass: class} }
+	permanent := func(class string) Class { return Class{Outcome: service.OutcomePermanent, ErrorClass: class} }
+	retry := func(class string) Class { return Class{Outcome: service.OutcomeRetry, ErrorClass: class} }
 
 	var dnsErr *net.DNSError
 	switch {

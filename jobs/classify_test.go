@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/service"
 )
 
 func TestClassifyErrors(t *testing.T) {
@@ -28,28 +30,28 @@ func TestClassifyErrors(t *testing.T) {
 	tests := []struct {
 		name    string
 		err     error
-		outcome Outcome
+		outcome service.OutcomeKind
 		class   string
 	}{
-		{"blocked", dialErr(&BlockedTargetError{Target: "127.0.0.1", Reason: "loopback"}), OutcomePermanent, ErrorClassBlockedTarget},
-		{"invalid request", fmt.Errorf("%w: no signing key", ErrInvalidRequest), OutcomePermanent, ErrorClassInvalidRequest},
-		{"deadline", urlErr(context.DeadlineExceeded), OutcomeRetry, ErrorClassTimeout},
-		{"net timeout", dialErr(os.ErrDeadlineExceeded), OutcomeRetry, ErrorClassTimeout},
-		{"job deadline", fmt.Errorf("%w: %w", ErrCallerDeadline, urlErr(context.DeadlineExceeded)), OutcomeRetry, ErrorClassJobTimeout},
-		{"canceled", urlErr(context.Canceled), OutcomeRetry, ErrorClassCanceled},
-		{"refused", dialErr(os.NewSyscallError("connect", syscall.ECONNREFUSED)), OutcomeRetry, ErrorClassConnection},
-		{"reset", urlErr(os.NewSyscallError("read", syscall.ECONNRESET)), OutcomeRetry, ErrorClassConnection},
-		{"EOF", urlErr(io.EOF), OutcomeRetry, ErrorClassConnection},
-		{"unexpected EOF", urlErr(io.ErrUnexpectedEOF), OutcomeRetry, ErrorClassConnection},
-		{"unreachable", dialErr(os.NewSyscallError("connect", syscall.ENETUNREACH)), OutcomeRetry, ErrorClassConnection},
-		{"dns not found", dialErr(&net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}), OutcomeRetry, ErrorClassDNS},
-		{"dns timeout", dialErr(&net.DNSError{Err: "i/o timeout", Name: "x.example", IsTimeout: true}), OutcomeRetry, ErrorClassDNS},
-		{"unknown authority", urlErr(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), OutcomePermanent, ErrorClassTLS},
-		{"hostname mismatch", urlErr(x509.HostnameError{Host: "x"}), OutcomePermanent, ErrorClassTLS},
-		{"expired", urlErr(x509.CertificateInvalidError{Reason: x509.Expired}), OutcomePermanent, ErrorClassTLS},
-		{"tls alert", urlErr(tls.AlertError(40)), OutcomeRetry, ErrorClassTLS},
-		{"not tls", urlErr(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), OutcomeRetry, ErrorClassTLS},
-		{"unforeseen", urlErr(errors.New("something odd")), OutcomeRetry, ErrorClassConnection},
+		{"blocked", dialErr(&BlockedTargetError{Target: "127.0.0.1", Reason: "loopback"}), service.OutcomePermanent, ErrorClassBlockedTarget},
+		{"invalid request", fmt.Errorf("%w: no signing key", ErrInvalidRequest), service.OutcomePermanent, ErrorClassInvalidRequest},
+		{"deadline", urlErr(context.DeadlineExceeded), service.OutcomeRetry, ErrorClassTimeout},
+		{"net timeout", dialErr(os.ErrDeadlineExceeded), service.OutcomeRetry, ErrorClassTimeout},
+		{"job deadline", fmt.Errorf("%w: %w", ErrCallerDeadline, urlErr(context.DeadlineExceeded)), service.OutcomeRetry, ErrorClassJobTimeout},
+		{"canceled", urlErr(context.Canceled), service.OutcomeRetry, ErrorClassCanceled},
+		{"refused", dialErr(os.NewSyscallError("connect", syscall.ECONNREFUSED)), service.OutcomeRetry, ErrorClassConnection},
+		{"reset", urlErr(os.NewSyscallError("read", syscall.ECONNRESET)), service.OutcomeRetry, ErrorClassConnection},
+		{"EOF", urlErr(io.EOF), service.OutcomeRetry, ErrorClassConnection},
+		{"unexpected EOF", urlErr(io.ErrUnexpectedEOF), service.OutcomeRetry, ErrorClassConnection},
+		{"unreachable", dialErr(os.NewSyscallError("connect", syscall.ENETUNREACH)), service.OutcomeRetry, ErrorClassConnection},
+		{"dns not found", dialErr(&net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true}), service.OutcomeRetry, ErrorClassDNS},
+		{"dns timeout", dialErr(&net.DNSError{Err: "i/o timeout", Name: "x.example", IsTimeout: true}), service.OutcomeRetry, ErrorClassDNS},
+		{"unknown authority", urlErr(&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), service.OutcomePermanent, ErrorClassTLS},
+		{"hostname mismatch", urlErr(x509.HostnameError{Host: "x"}), service.OutcomePermanent, ErrorClassTLS},
+		{"expired", urlErr(x509.CertificateInvalidError{Reason: x509.Expired}), service.OutcomePermanent, ErrorClassTLS},
+		{"tls alert", urlErr(tls.AlertError(40)), service.OutcomeRetry, ErrorClassTLS},
+		{"not tls", urlErr(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), service.OutcomeRetry, ErrorClassTLS},
+		{"unforeseen", urlErr(errors.New("something odd")), service.OutcomeRetry, ErrorClassConnection},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,17 +77,17 @@ func TestClassifyStatus(t *testing.T) {
 		res  Result
 		want Class
 	}{
-		{"429 delta", Result{StatusCode: 429, Header: header("120")}, Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassHTTP4xx, RetryAfter: 120 * time.Second}},
-		{"503 date", Result{StatusCode: 503, Header: header("Sun, 01 Mar 2026 12:01:30 GMT")}, Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassHTTP5xx, RetryAfter: 90 * time.Second}},
-		{"429 garbage", Result{StatusCode: 429, Header: header("abc")}, Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassHTTP4xx}},
-		{"429 none", Result{StatusCode: 429}, Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassHTTP4xx}},
-		{"500 ignores retry-after", Result{StatusCode: 500, Header: header("120")}, Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassHTTP5xx}},
-		{"502 ignores retry-after", Result{StatusCode: 502, Header: header("120")}, Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassHTTP5xx}},
-		{"410", Result{StatusCode: 410, Header: header("120")}, Class{Outcome: OutcomePermanent, ErrorClass: ErrorClassGone, DisableEndpoint: true}},
-		{"101", Result{StatusCode: 101}, Class{Outcome: OutcomePermanent, ErrorClass: ErrorClassHTTPOther}},
-		{"600", Result{StatusCode: 600}, Class{Outcome: OutcomePermanent, ErrorClass: ErrorClassHTTPOther}},
-		{"599", Result{StatusCode: 599}, Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassHTTP5xx}},
-		{"299", Result{StatusCode: 299}, Class{Outcome: OutcomeSuccess}},
+		{"429 delta", Result{StatusCode: 429, Header: header("120")}, Class{Outcome: service.OutcomeRetry, ErrorClass: ErrorClassHTTP4xx, RetryAfter: 120 * time.Second}},
+		{"503 date", Result{StatusCode: 503, Header: header("Sun, 01 Mar 2026 12:01:30 GMT")}, Class{Outcome: service.OutcomeRetry, ErrorClass: ErrorClassHTTP5xx, RetryAfter: 90 * time.Second}},
+		{"429 garbage", Result{StatusCode: 429, Header: header("abc")}, Class{Outcome: service.OutcomeRetry, ErrorClass: ErrorClassHTTP4xx}},
+		{"429 none", Result{StatusCode: 429}, Class{Outcome: service.OutcomeRetry, ErrorClass: ErrorClassHTTP4xx}},
+		{"500 ignores retry-after", Result{StatusCode: 500, Header: header("120")}, Class{Outcome: service.OutcomeRetry, ErrorClass: ErrorClassHTTP5xx}},
+		{"502 ignores retry-after", Result{StatusCode: 502, Header: header("120")}, Class{Outcome: service.OutcomeRetry, ErrorClass: ErrorClassHTTP5xx}},
+		{"410", Result{StatusCode: 410, Header: header("120")}, Class{Outcome: service.OutcomePermanent, ErrorClass: ErrorClassGone, DisableEndpoint: true}},
+		{"101", Result{StatusCode: 101}, Class{Outcome: service.OutcomePermanent, ErrorClass: ErrorClassHTTPOther}},
+		{"600", Result{StatusCode: 600}, Class{Outcome: service.OutcomePermanent, ErrorClass: ErrorClassHTTPOther}},
+		{"599", Result{StatusCode: 599}, Class{Outcome: service.OutcomeRetry, ErrorClass: ErrorClassHTTP5xx}},
+		{"299", Result{StatusCode: 299}, Class{Outcome: service.OutcomeSucceeded}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,13 +133,4 @@ func TestParseRetryAfter(t *testing.T) {
 			require.Equal(t, tt.want, got)
 		})
 	}
-}
-
-func TestOutcomeString(t *testing.T) {
-	t.Parallel()
-
-	require.Equal(t, "success", OutcomeSuccess.String())
-	require.Equal(t, "retry", OutcomeRetry.String())
-	require.Equal(t, "permanent", OutcomePermanent.String())
-	require.Equal(t, "Outcome(0)", Outcome(0).String())
 }

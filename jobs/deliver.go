@@ -258,12 +258,12 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 
 	class := Classify(res, time.Now())
 	w.metrics.AttemptDuration.Observe(res.Latency.Seconds())
-	if d.Callback != nil && class.Outcome == OutcomeSuccess {
+	if d.Callback != nil && class.Outcome == service.OutcomeSucceeded {
 		return w.accept(ctx, d, res, remoteCancel, log)
 	}
 	out := outcome(res, class, d, w.timeout)
 	out.HandOff = handOff
-	if remoteCancel && class.Outcome != OutcomeSuccess {
+	if remoteCancel && class.Outcome != service.OutcomeSucceeded {
 		out.CutByCancel = true
 		if res.Err != nil {
 			out.Error, out.ErrorClass = "the attempt was cut short by a cancel", ErrorClassCanceled
@@ -332,7 +332,7 @@ func (w *DeliverWorker) accept(ctx context.Context, d service.Delivery, res Resu
 	}
 	switch state {
 	case service.ExecRunning:
-		w.metrics.Attempts.WithLabelValues(OutcomeSuccess.String(), "").Inc()
+		w.metrics.Attempts.WithLabelValues(service.OutcomeSucceeded.String(), "").Inc()
 		w.metrics.CallbacksAccepted.Inc()
 		log.debug(ctx, "accepted; waiting for the callback", slog.Int("status_code", res.StatusCode))
 	case "":
@@ -351,12 +351,12 @@ func (w *DeliverWorker) accept(ctx context.Context, d service.Delivery, res Resu
 // (err), the classification's.
 func attemptOutcome(c Class, fin service.Finished, err error) string {
 	switch {
-	case c.Outcome == OutcomeSuccess || err != nil:
+	case c.Outcome == service.OutcomeSucceeded || err != nil:
 		return c.Outcome.String()
 	case fin.State == service.ExecRetrying:
-		return OutcomeRetry.String()
+		return service.OutcomeRetry.String()
 	}
-	return OutcomePermanent.String()
+	return service.OutcomePermanent.String()
 }
 
 // outcome translates one attempt's result for the service, which decides
@@ -368,16 +368,10 @@ func outcome(res Result, c Class, d service.Delivery, jobTimeout time.Duration) 
 		RetryAfter: c.RetryAfter, DisableEndpoint: c.DisableEndpoint, EndpointID: d.EndpointID,
 		WorkflowRun: d.WorkflowRunID != "",
 	}
-	switch c.Outcome {
-	case OutcomeSuccess:
-		out.Kind = service.OutcomeSucceeded
-		return out
-	case OutcomeRetry:
-		out.Kind = service.OutcomeRetry
-	default:
-		out.Kind = service.OutcomePermanent
+	out.Kind = c.Outcome
+	if out.Kind != service.OutcomeSucceeded {
+		out.Error = failureText(res, c, d.Timeout, jobTimeout)
 	}
-	out.Error = failureText(res, c, d.Timeout, jobTimeout)
 	return out
 }
 

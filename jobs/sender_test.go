@@ -18,6 +18,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/service"
 )
 
 // received is what a test receiver saw of one webhook.
@@ -333,7 +335,7 @@ func TestSendInvalidRequest(t *testing.T) {
 			if tt.hidden != "" {
 				require.NotContains(t, res.Err.Error(), tt.hidden)
 			}
-			require.Equal(t, Class{Outcome: OutcomePermanent, ErrorClass: ErrorClassInvalidRequest}, Classify(res, time.Now()))
+			require.Equal(t, Class{Outcome: service.OutcomePermanent, ErrorClass: ErrorClassInvalidRequest}, Classify(res, time.Now()))
 		})
 	}
 	t.Cleanup(func() { require.Zero(t, hits.Load(), "no invalid request may reach the receiver") })
@@ -357,18 +359,18 @@ func TestSendClassification(t *testing.T) {
 	s := newTestSender(t, SenderConfig{AllowPrivateTargets: true})
 	key := mustKey(t)
 
-	retry := func(class string) Class { return Class{Outcome: OutcomeRetry, ErrorClass: class} }
-	permanent := func(class string) Class { return Class{Outcome: OutcomePermanent, ErrorClass: class} }
+	retry := func(class string) Class { return Class{Outcome: service.OutcomeRetry, ErrorClass: class} }
+	permanent := func(class string) Class { return Class{Outcome: service.OutcomePermanent, ErrorClass: class} }
 	withRetryAfter := func(c Class, d time.Duration) Class { c.RetryAfter = d; return c }
 	tests := []struct {
 		path string
 		want Class
 	}{
-		{"/200", Class{Outcome: OutcomeSuccess}},
-		{"/201", Class{Outcome: OutcomeSuccess}},
-		{"/202", Class{Outcome: OutcomeSuccess}},
-		{"/204", Class{Outcome: OutcomeSuccess}},
-		{"/299", Class{Outcome: OutcomeSuccess}},
+		{"/200", Class{Outcome: service.OutcomeSucceeded}},
+		{"/201", Class{Outcome: service.OutcomeSucceeded}},
+		{"/202", Class{Outcome: service.OutcomeSucceeded}},
+		{"/204", Class{Outcome: service.OutcomeSucceeded}},
+		{"/299", Class{Outcome: service.OutcomeSucceeded}},
 		{"/301?location=/elsewhere", permanent(ErrorClassHTTP3xx)},
 		{"/302?location=/elsewhere", permanent(ErrorClassHTTP3xx)},
 		{"/303?location=/elsewhere", permanent(ErrorClassHTTP3xx)},
@@ -382,7 +384,7 @@ func TestSendClassification(t *testing.T) {
 		{"/405", permanent(ErrorClassHTTP4xx)},
 		{"/408", retry(ErrorClassHTTP4xx)},
 		{"/409", permanent(ErrorClassHTTP4xx)},
-		{"/410", Class{Outcome: OutcomePermanent, ErrorClass: ErrorClassGone, DisableEndpoint: true}},
+		{"/410", Class{Outcome: service.OutcomePermanent, ErrorClass: ErrorClassGone, DisableEndpoint: true}},
 		{"/413", permanent(ErrorClassHTTP4xx)},
 		{"/422", permanent(ErrorClassHTTP4xx)},
 		{"/425", retry(ErrorClassHTTP4xx)},
@@ -431,7 +433,7 @@ func TestSendRetryAfterHTTPDate(t *testing.T) {
 	require.NoError(t, res.Err)
 	now := at.Add(-90 * time.Second).Truncate(time.Second)
 	c := Classify(res, now)
-	require.Equal(t, OutcomeRetry, c.Outcome)
+	require.Equal(t, service.OutcomeRetry, c.Outcome)
 	require.Equal(t, 90*time.Second, c.RetryAfter)
 }
 
@@ -490,7 +492,7 @@ func TestSendTimeout(t *testing.T) {
 		require.Zero(t, res.StatusCode)
 		require.GreaterOrEqual(t, res.Latency, timeout)
 		require.Less(t, res.Latency, timeout+margin)
-		require.Equal(t, Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassTimeout}, Classify(res, time.Now()))
+		require.Equal(t, Class{Outcome: service.OutcomeRetry, ErrorClass: ErrorClassTimeout}, Classify(res, time.Now()))
 	})
 
 	t.Run("endless body", func(t *testing.T) {
@@ -508,7 +510,7 @@ func TestSendTimeout(t *testing.T) {
 		require.True(t, strings.HasPrefix(res.Excerpt, "partial "), res.Excerpt)
 		require.GreaterOrEqual(t, res.Latency, timeout)
 		require.Less(t, res.Latency, timeout+margin)
-		require.Equal(t, OutcomeSuccess, Classify(res, time.Now()).Outcome)
+		require.Equal(t, service.OutcomeSucceeded, Classify(res, time.Now()).Outcome)
 	})
 
 	t.Run("caller deadline", func(t *testing.T) {
@@ -524,7 +526,7 @@ func TestSendTimeout(t *testing.T) {
 		res := s.Send(ctx, req)
 		require.Less(t, res.Latency, timeout+margin)
 		require.ErrorIs(t, res.Err, ErrCallerDeadline)
-		require.Equal(t, Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassJobTimeout}, Classify(res, time.Now()))
+		require.Equal(t, Class{Outcome: service.OutcomeRetry, ErrorClass: ErrorClassJobTimeout}, Classify(res, time.Now()))
 	})
 }
 
@@ -540,7 +542,7 @@ func TestSendConnectionRefused(t *testing.T) {
 	key := mustKey(t)
 	res := s.Send(t.Context(), testRequest("http://"+addr+"/hook", key))
 	require.Error(t, res.Err)
-	require.Equal(t, Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassConnection}, Classify(res, time.Now()))
+	require.Equal(t, Class{Outcome: service.OutcomeRetry, ErrorClass: ErrorClassConnection}, Classify(res, time.Now()))
 	requireNoSecrets(t, res.Err, key)
 }
 
@@ -566,7 +568,7 @@ func TestSendConnectionReset(t *testing.T) {
 	s := newTestSender(t, SenderConfig{AllowPrivateTargets: true})
 	res := s.Send(t.Context(), testRequest("http://"+ln.Addr().String(), mustKey(t)))
 	require.Error(t, res.Err)
-	require.Equal(t, Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassConnection}, Classify(res, time.Now()))
+	require.Equal(t, Class{Outcome: service.OutcomeRetry, ErrorClass: ErrorClassConnection}, Classify(res, time.Now()))
 }
 
 func TestSendDNSFailure(t *testing.T) {
@@ -575,7 +577,7 @@ func TestSendDNSFailure(t *testing.T) {
 	s := newTestSender(t, SenderConfig{AllowPrivateTargets: true})
 	res := s.Send(t.Context(), testRequest("http://ax-webhook-test.invalid/hook", mustKey(t)))
 	require.Error(t, res.Err)
-	require.Equal(t, Class{Outcome: OutcomeRetry, ErrorClass: ErrorClassDNS}, Classify(res, time.Now()))
+	require.Equal(t, Class{Outcome: service.OutcomeRetry, ErrorClass: ErrorClassDNS}, Classify(res, time.Now()))
 }
 
 func TestSendTLSCertificateError(t *testing.T) {
@@ -590,7 +592,7 @@ func TestSendTLSCertificateError(t *testing.T) {
 	// httptest's certificate is not signed by a trusted authority.
 	res := s.Send(t.Context(), testRequest(srv.URL, mustKey(t)))
 	require.Error(t, res.Err)
-	require.Equal(t, Class{Outcome: OutcomePermanent, ErrorClass: ErrorClassTLS}, Classify(res, time.Now()))
+	require.Equal(t, Class{Outcome: service.OutcomePermanent, ErrorClass: ErrorClassTLS}, Classify(res, time.Now()))
 }
 
 func TestSendRedirectsNotFollowed(t *testing.T) {
@@ -631,7 +633,7 @@ func TestSendRedirectsNotFollowed(t *testing.T) {
 		require.NoError(t, res.Err)
 		require.Equal(t, code, res.StatusCode)
 		require.Equal(t, "/target", res.Header.Get("Location"))
-		require.Equal(t, Class{Outcome: OutcomePermanent, ErrorClass: ErrorClassHTTP3xx}, Classify(res, time.Now()))
+		require.Equal(t, Class{Outcome: service.OutcomePermanent, ErrorClass: ErrorClassHTTP3xx}, Classify(res, time.Now()))
 	}
 	res := s.Send(t.Context(), testRequest(srv.URL+"/metadata", key))
 	require.NoError(t, res.Err)
@@ -781,7 +783,7 @@ func TestSendSSRF(t *testing.T) {
 			res := s.Send(t.Context(), testRequest("http://"+tt.host+":"+tt.port+"/hook", key))
 			require.ErrorIs(t, res.Err, ErrBlockedTarget)
 			require.Zero(t, res.StatusCode)
-			require.Equal(t, Class{Outcome: OutcomePermanent, ErrorClass: ErrorClassBlockedTarget}, Classify(res, time.Now()))
+			require.Equal(t, Class{Outcome: service.OutcomePermanent, ErrorClass: ErrorClassBlockedTarget}, Classify(res, time.Now()))
 			requireNoSecrets(t, res.Err, key)
 		})
 	}
@@ -828,7 +830,7 @@ func TestSendAllowPrivateTargets(t *testing.T) {
 		res := s.Send(t.Context(), testRequest(url, key))
 		require.NoError(t, res.Err, url)
 		require.Equal(t, http.StatusNoContent, res.StatusCode, url)
-		require.Equal(t, OutcomeSuccess, Classify(res, time.Now()).Outcome)
+		require.Equal(t, service.OutcomeSucceeded, Classify(res, time.Now()).Outcome)
 	}
 	<-got4
 	<-got4

@@ -96,12 +96,12 @@ func (w *WorkflowAlertWorker) Work(ctx context.Context, job *river.Job[service.W
 		return ctx.Err()
 	}
 	c := Classify(res, time.Now())
-	if c.Outcome == OutcomeSuccess {
+	if c.Outcome == service.OutcomeSucceeded {
 		log.InfoContext(ctx, "workflow alert sent")
 		return nil
 	}
 	failure := failureText(res, c, target.Timeout, w.timeout)
-	if c.Outcome == OutcomeRetry && job.Attempt < job.MaxAttempts {
+	if c.Outcome == service.OutcomeRetry && job.Attempt < job.MaxAttempts {
 		return fmt.Errorf("workflow alert attempt %d: %s", job.Attempt, failure)
 	}
 	log.WarnContext(ctx, "workflow alert failed", "error", failure)

@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/lifecycle"
 	"github.com/axhq/ax/service/schedule"
 )
 
@@ -18,14 +19,6 @@ const (
 	RerunMissing = "missing"
 	RerunFailed  = "failed"
 	RerunAll     = "all"
-)
-
-// Backfill states.
-const (
-	BackfillRunning   = "running"
-	BackfillSucceeded = "succeeded"
-	BackfillFailed    = "failed"
-	BackfillCancelled = "cancelled"
 )
 
 // Backfill slot actions (a dry run's answer).
@@ -284,10 +277,10 @@ func slotAction(rerun string, l db.SlotState, has bool) (action string, round in
 	switch {
 	case !has:
 		return SlotCreate, 1
-	case l.State == ExecPending || l.State == ExecRunning || l.State == ExecRetrying:
+	case lifecycle.ExecUnfinished.Has(l.State):
 		return SlotKeep, int(l.Round)
 	case rerun == RerunAll,
-		rerun == RerunFailed && (l.State == ExecFailed || l.State == ExecCancelled):
+		rerun == RerunFailed && lifecycle.ExecRetryable.Has(l.State):
 		return SlotRerun, int(l.Round) + 1
 	}
 	return SlotKeep, int(l.Round)

@@ -26,10 +26,10 @@ import (
 //
 // one member per space-separated field: the index of its tenant in
 // tenants, its execution id, and its slot as microseconds after first ("-"
-// without a slot: send at once). SQL can take it apart too:
-//
-//	SELECT split_part(m, '.', 2)::uuid FROM river_job j,
-//	  regexp_split_to_table(j.args->>'executions', ' ') m WHERE j.kind = 'deliver_batch'
+// without a slot: send at once). SQL takes it apart in one place, db's
+// batchMembers and jobTenant (db/batchargs.go), which every statement
+// that looks into a batch uses; TestBatchArgsSQLReadsWhatGoWrites holds
+// them to this encoder.
 type packedBatchArgs struct {
 	Tenants    []string   `json:"tenants"`
 	First      *time.Time `json:"first,omitempty"`

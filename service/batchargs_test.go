@@ -1,12 +1,18 @@
 package service
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/db/dbtest"
 )
 
 func TestDeliverBatchArgsRoundTrip(t *testing.T) {
@@ -76,4 +82,54 @@ func TestDeliverBatchArgsRejectsWhatItDidNotWrite(t *testing.T) {
 	require.Error(t, err)
 	require.NoError(t, json.Unmarshal([]byte(`{"tenants":[],"executions":""}`), &out))
 	require.Empty(t, out.Executions)
+}
+
+// TestBatchArgsSQLReadsWhatGoWrites: db's one reading of a deliver_batch
+// job's args in SQL (db.ReadBatchArgs: the members the reconciler and the
+// replica sweep find, the tenant the fair queues see) agrees with the Go
+// encoder and decoder, packed and in the older object array.
+func TestBatchArgsSQLReadsWhatGoWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pool(t)
+	first := time.Date(2026, 12, 1, 9, 6, 5, 123456000, time.UTC)
+	packed := func(refs ...ExecutionRef) []byte {
+		b, err := json.Marshal(DeliverBatchArgs{Executions: refs})
+		require.NoError(t, err)
+		return b
+	}
+	legacy := func(refs ...ExecutionRef) []byte {
+		b, err := json.Marshal(map[string]any{"executions": refs})
+		require.NoError(t, err)
+		return b
+	}
+	refs := []ExecutionRef{
+		{TenantID: "acme", ExecutionID: NewID(), ScheduledFor: first.Add(15 * time.Millisecond)},
+		{TenantID: "tenant with spaces. dots and 'quotes'", ExecutionID: NewID(), ScheduledFor: first},
+		{TenantID: "acme", ExecutionID: NewID()},
+		{TenantID: "ünïcode", ExecutionID: NewID(), ScheduledFor: first.Add(19999 * time.Microsecond)},
+	}
+	for name, args := range map[string][]byte{
+		"packed":         packed(refs...),
+		"packed, one":    packed(refs[1]),
+		"object array":   legacy(refs...),
+		"object, one":    legacy(refs[3]),
+		"packed, no one": []byte(`{"tenants":[],"executions":""}`),
+	} {
+		var goRead DeliverBatchArgs
+		require.NoError(t, json.Unmarshal(args, &goRead), name)
+		tenant, sqlRead, err := db.ReadBatchArgs(ctx, pool, args)
+		require.NoError(t, err, name)
+		var want []db.BatchMember
+		for _, r := range goRead.Executions {
+			want = append(want, db.BatchMember{TenantID: r.TenantID, ID: r.ExecutionID})
+		}
+		order := func(a, b db.BatchMember) int { return cmp.Compare(a.ID, b.ID) }
+		slices.SortFunc(want, order)
+		slices.SortFunc(sqlRead, order)
+		require.Equal(t, want, sqlRead, "%s: %s", name, args)
+		if len(goRead.Executions) > 0 {
+			require.Equal(t, goRead.Executions[0].TenantID, tenant, "%s: the batch's tenant is its first member's", name)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/lifecycle"
 )
 
 // Action is what the worker should do after Begin.
@@ -186,7 +187,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 		})
 	}
 	gates := s.cfg.Limits.gatesOf(row)
-	ended := row.State == ExecSucceeded || row.State == ExecFailed || row.State == ExecCancelled || row.State == ExecSkipped
+	ended := lifecycle.ExecFinal.Has(row.State)
 	if len(gates) > 0 && dec.Verdict != startSend && (dec.Verdict != startLeave || ended) {
 		// Ended without sending, or over already: its permit (a granted
 		// hold) goes back. One left to another job's attempt stays.
@@ -312,6 +313,9 @@ func (s *Deliveries) end(ctx context.Context, tx db.Tx, row db.DeliveryRow, leas
 	e := db.DeliveryEnd{
 		TenantID: row.TenantID, ID: row.ID, From: []string{row.State}, To: to, Error: &reason, KeepStatusCode: true,
 		ErrorClass: nilIfEmpty(class),
+	}
+	if err := checkExec(e.From, to); err != nil {
+		return err
 	}
 	if row.State == ExecRunning {
 		e.MaxLease = &lease

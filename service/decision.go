@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/axhq/ax/service/lifecycle"
 )
 
 // The delivery decisions: whether a River attempt may start an execution
@@ -12,10 +14,11 @@ import (
 // home. The row-by-row path (Deliveries.beginRow, Deliveries.finishRow)
 // reads the facts under a row lock, asks the function and applies its
 // verdict. The batched fast path runs the common case in one SQL statement
-// for many executions at once; its WHERE clause is a single named
-// predicate (db.StartsWithoutDecision, db.SucceedsWithoutDecision) that
-// holds exactly when the function's verdict needs no write beyond the
-// statement's own (see startBatchable, finishBatchable). Everything else
+// for many executions at once; which executions it may take is part of
+// the verdict too (startDecision.Batch, finishDecision.Batch: the verdict
+// needs no write beyond the statement's own), and the statement's WHERE
+// clause is that verdict's mirror in SQL, a single named predicate
+// (db.StartsWithoutDecision, db.SucceedsWithoutDecision). Everything else
 // falls back to the row-by-row path. A rule added here must be added to
 // the predicate too; TestStartDecisionAgreesWithTheBatch and
 // TestFinishDecisionAgreesWithTheBatch run every combination of the facts
@@ -156,6 +159,13 @@ type startDecision struct {
 	Late bool
 	// ErrorClass classifies startFail.
 	ErrorClass string
+	// Batch: the batched start (db.StartPendingDeliveries) makes this
+	// start itself: a send of a pending execution that is not a misfire,
+	// to an endpoint without limits, decided from the execution, task and
+	// endpoint rows alone (an overlap policy other than allow needs the
+	// count of earlier unfinished executions). db.StartsWithoutDecision is
+	// its mirror in SQL.
+	Batch bool
 }
 
 // decideStart decides whether the attempt may start the execution, in
@@ -193,7 +203,7 @@ func decideStart(f startFacts, r startRules) startDecision {
 		return leave(fmt.Sprintf("attempt %d is stale: River attempt %d owns the execution", f.Lease, f.LeaseAttempt))
 	case f.State == ExecRetrying && f.LeaseAttempt >= f.Lease:
 		return leave(fmt.Sprintf("attempt %d is stale: the execution is retrying after River attempt %d", f.Lease, f.LeaseAttempt))
-	case f.State != ExecPending && f.State != ExecRetrying && f.State != ExecRunning:
+	case !lifecycle.ExecUnfinished.Has(f.State):
 		return leave("the execution is " + f.State)
 	}
 	resumed := f.State == ExecRunning
@@ -233,7 +243,8 @@ func decideStart(f startFacts, r startRules) startDecision {
 		}
 		return d
 	}
-	return startDecision{Verdict: startSend, Resumed: resumed, Attempt: next, Late: late}
+	batch := f.State == ExecPending && f.OverlapPolicy == OverlapAllow && !late && !f.EndpointLimited
+	return startDecision{Verdict: startSend, Resumed: resumed, Attempt: next, Late: late, Batch: batch}
 }
 
 // missReason says why the misfire f is not sent, or "" when its task's
@@ -275,16 +286,6 @@ func (f startFacts) cancelReason() string {
 	return ""
 }
 
-// startBatchable reports whether the batched start may take an attempt
-// decideStart decided: a send of a pending execution that is not a
-// misfire, to an endpoint without limits, whose decision needed no fact
-// beyond the execution, task and endpoint rows (an overlap policy other than allow needs the count of
-// earlier unfinished executions). db.StartsWithoutDecision is its mirror
-// in SQL.
-func startBatchable(f startFacts, d startDecision) bool {
-	return d.Verdict == startSend && f.State == ExecPending && f.OverlapPolicy == OverlapAllow && !d.Late && !f.EndpointLimited
-}
-
 // finishFacts is what decides what an attempt's outcome does to its
 // execution.
 type finishFacts struct {
@@ -297,6 +298,10 @@ type finishFacts struct {
 	CancelRequested bool
 	// Lease is the River attempt reporting the outcome.
 	Lease int
+
+	// WorkflowRun: the execution is a workflow node's; its end advances
+	// the run in the transaction that records it (Workflows' engine).
+	WorkflowRun bool
 
 	// The task (TaskFound false: deleted).
 	TaskFound   bool
@@ -348,6 +353,11 @@ type finishDecision struct {
 	Reason string
 	// Delay is the wait before the next attempt (finishRetry).
 	Delay time.Duration
+	// Batch: the batched success (db.SucceedDeliveries) records this
+	// outcome itself: a success of an execution that is no workflow
+	// node's (a node's success advances its run, which the statement does
+	// not do). db.SucceedsWithoutDecision is its mirror in SQL.
+	Batch bool
 }
 
 // decideFinish decides what outcome out of attempt f.Lease does to the
@@ -369,7 +379,7 @@ func decideFinish(f finishFacts, out Outcome) finishDecision {
 			Reason: fmt.Sprintf("the execution is not running under attempt %d; its outcome is not recorded", f.Lease)}
 	}
 	if out.Kind == OutcomeSucceeded {
-		return finishDecision{Verdict: finishSucceed}
+		return finishDecision{Verdict: finishSucceed, Batch: !f.WorkflowRun}
 	}
 	failure := out.failure()
 	switch {
@@ -391,10 +401,13 @@ func decideFinish(f finishFacts, out Outcome) finishDecision {
 	return finishDecision{Verdict: finishFail, Reason: "permanent failure: " + failure}
 }
 
-// finishBatchable reports whether the batched success may record an
-// outcome decideFinish decided. db.SucceedsWithoutDecision is its mirror
-// in SQL.
-func finishBatchable(d finishDecision) bool { return d.Verdict == finishSucceed }
+// mayBatchFinish reports whether Finish offers out to the batched
+// success: the part of finishDecision.Batch that the outcome alone
+// decides — a success, of an execution the worker knows is no workflow
+// node's (Outcome.WorkflowRun; the statement would leave a node's anyway,
+// by db.SucceedsWithoutDecision). Everything else goes straight to the
+// row-by-row path.
+func mayBatchFinish(out Outcome) bool { return out.Kind == OutcomeSucceeded && !out.WorkflowRun }
 
 // Delay returns how long to wait before the next attempt after attempt
 // (1 is the first) failed retryably: the receiver's Retry-After when it

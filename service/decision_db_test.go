@@ -17,6 +17,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
+	"github.com/axhq/ax/service/lifecycle"
 )
 
 // The equivalence tests: every combination of the facts decideStart and
@@ -26,8 +27,8 @@ import (
 // predicate admits the row); both must end alike, row for row and event
 // for event. Before that, each combination's facts go through the pure
 // function and through the batched statement (rolled back): the statement
-// must take exactly the rows for which startBatchable (finishBatchable)
-// holds. A rule added to one side and not the other fails here.
+// must take exactly the rows whose decision says Batch (startDecision,
+// finishDecision). A rule added to one side and not the other fails here.
 
 const equivTenant = "acme"
 
@@ -111,6 +112,9 @@ type equivExec struct {
 	// Waiting: a running execution whose current attempt was accepted in
 	// callback completion mode (a waiting callback_attempts row).
 	Waiting bool
+	// WorkflowRun: the execution is the one node of a running workflow
+	// run (its task is the node's).
+	WorkflowRun bool
 }
 
 // equivCase is one combination: a task (or none), earlier unfinished
@@ -177,16 +181,32 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 		if x.State == ExecFailed || x.State == ExecCancelled || x.State == ExecSkipped {
 			lastError = refTo("earlier outcome")
 		}
+		var workflowID, runID *string
+		if x.WorkflowRun {
+			workflowID, runID = refTo(uuidFor(c.ID, 200)), refTo(uuidFor(c.ID, 201))
+			nodes := fmt.Sprintf(`[{"key": "n", "task_id": %q, "endpoint_id": %q, "max_attempts": 3, "shards": 1,
+				"depends_on": [], "trigger_rule": "all_success"}]`, c.TaskID, endpoint[c.Task.Endpoint])
+			_, err = tx.Exec(ctx, `WITH w AS (
+					INSERT INTO workflows (tenant_id, id, name) VALUES ($1, $2, $4)),
+				v AS (
+					INSERT INTO workflow_versions (tenant_id, workflow_id, version, nodes) VALUES ($1, $2, 1, $5)),
+				r AS (
+					INSERT INTO workflow_runs (tenant_id, id, workflow_id, version, scheduled_for, trigger, state, started_at)
+					VALUES ($1, $3, $2, 1, now(), 'manual', 'running', now()))
+				INSERT INTO workflow_run_nodes (tenant_id, run_id, key, state, rule_met_at) VALUES ($1, $3, 'n', 'fired', now())`,
+				equivTenant, *workflowID, *runID, fmt.Sprintf("w-%d", i), nodes)
+			require.NoError(t, err)
+		}
 		_, err = tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, cancel_requested,
 				attempts, attempts_base, lease_attempt, river_job_id, started_at, first_started_at, finished_at, next_attempt_at,
-				last_error)
+				last_error, workflow_id, workflow_run_id, node)
 			VALUES ($1, $2, $3, now() - make_interval(secs => $4), $5, $6, $7, $8, $13, $9, $10,
 				CASE WHEN $6 <> 'pending' THEN now() - interval '1 second' END,
 				CASE WHEN $6 <> 'pending' OR $14 THEN now() - interval '1 second' END,
 				CASE WHEN $11 THEN now() END,
-				CASE WHEN $6 = 'retrying' THEN now() END, $12)`,
+				CASE WHEN $6 = 'retrying' THEN now() END, $12, $15, $16, CASE WHEN $16::uuid IS NOT NULL THEN 'n' END)`,
 			equivTenant, c.ID, c.TaskID, x.Ago.Seconds(), x.Trigger, x.State, x.CancelRequested, x.Attempts, x.LeaseAttempt,
-			x.RiverJobID, final, lastError, x.AttemptsBase, x.Retried)
+			x.RiverJobID, final, lastError, x.AttemptsBase, x.Retried, workflowID, runID)
 		require.NoError(t, err)
 		if x.Waiting {
 			_, err = tx.Exec(ctx, `INSERT INTO callback_attempts (tenant_id, execution_id, attempt, lease, token_hash,
@@ -210,6 +230,7 @@ type equivState struct {
 	Row      string
 	Timeline []string
 	Task     string
+	Run      string
 	Jobs     int
 	Endpoint string
 }
@@ -237,6 +258,10 @@ func (e *equivDB) snapshot(t *testing.T, cases []equivCase) []equivState {
 		if c.Task != nil {
 			require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT format('%s failures=%s missed=%s', state, consecutive_failures, missed_count)
 				FROM tasks WHERE tenant_id = $1 AND id = $2`, equivTenant, c.TaskID).Scan(&s.Task))
+		}
+		if c.Exec.WorkflowRun {
+			require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT format('%s finished=%s', state, finished_at IS NOT NULL)
+				FROM workflow_runs WHERE tenant_id = $1 AND id = $2`, equivTenant, uuidFor(c.ID, 201)).Scan(&s.Run))
 		}
 		require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT count(*) FROM river_job
 			WHERE args->>'execution_id' = $1`, c.ID).Scan(&s.Jobs))
@@ -268,7 +293,7 @@ func startCases() []equivCase {
 		owner  *int64
 	}
 	var out []equivCase
-	for _, state := range executionStates {
+	for _, state := range lifecycle.Executions.States().States() {
 		unfinished := state == ExecPending || state == ExecRunning || state == ExecRetrying
 		cancels := []bool{false}
 		if unfinished {
@@ -480,7 +505,7 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 		dec := decideStart(f, equivConfig.rules())
 		verdicts[dec.Verdict]++
 		_, ok := taken[i]
-		require.Equal(t, startBatchable(f, dec), ok,
+		require.Equal(t, dec.Batch, ok,
 			"combination %d: %+v decided %+v; db.StartsWithoutDecision took it: %v", i, f, dec, ok)
 	}
 	t.Logf("verdicts: %v; the batch takes %d", verdicts, len(taken))
@@ -566,6 +591,18 @@ func finishCases() []equivCase {
 				}
 			}
 		}
+		// A workflow node's execution, the run's only node: its end
+		// advances the run. Its outcome says so as the worker's does, or
+		// not, so that the batch is offered a node's success too.
+		for _, o := range outcomes {
+			for _, hint := range []bool{true, false} {
+				o.EndpointID, o.WorkflowRun = "00000000-0000-7000-8000-00000000e003", hint
+				out = append(out, equivCase{ID: newID(), TaskID: newID(), Lease: l.lease, Outcome: o,
+					Task: &equivTask{State: TaskActive, Overlap: OverlapAllow, MaxAttempts: 3, Endpoint: "alt"},
+					Exec: equivExec{State: l.state, Trigger: TriggerDependency, Attempts: l.attempts, AttemptsBase: l.base,
+						LeaseAttempt: l.owner, Ago: time.Second, WorkflowRun: true}})
+			}
+		}
 	}
 	return out
 }
@@ -617,8 +654,14 @@ func TestFinishDecisionAgreesWithTheBatch(t *testing.T) {
 	for k, i := range successCase {
 		dec := decideFinish(facts[i], cases[i].Outcome)
 		_, ok := taken[k]
-		require.Equal(t, finishBatchable(dec), ok,
+		require.Equal(t, dec.Batch, ok,
 			"combination %d: %+v decided %+v; db.SucceedsWithoutDecision took it: %v", i, facts[i], dec, ok)
+	}
+	for i, f := range facts {
+		if dec := decideFinish(f, cases[i].Outcome); dec.Batch {
+			require.True(t, mayBatchFinish(cases[i].Outcome),
+				"combination %d: %+v is batched (%+v), but Finish does not offer it to the batch", i, f, dec)
+		}
 	}
 	t.Logf("verdicts: %v; the batch takes %d", verdicts, len(taken))
 	for _, v := range []finishVerdict{finishStale, finishSucceed, finishCancel, finishRetry, finishFail} {

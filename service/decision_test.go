@@ -97,10 +97,10 @@ func TestDecideStart(t *testing.T) {
 		change func(*startFacts)
 		want   startDecision
 	}{
-		{"first send", func(*startFacts) {}, startDecision{Verdict: startSend, Attempt: 1}},
+		{"first send", func(*startFacts) {}, startDecision{Verdict: startSend, Attempt: 1, Batch: true}},
 		{"another job's execution", func(f *startFacts) { f.JobID, f.RiverJobID = 7, job(8) },
 			startDecision{Verdict: startLeave, Reason: "River job 8 delivers the execution"}},
-		{"its own job", func(f *startFacts) { f.JobID, f.RiverJobID = 8, job(8) }, startDecision{Verdict: startSend, Attempt: 1}},
+		{"its own job", func(f *startFacts) { f.JobID, f.RiverJobID = 8, job(8) }, startDecision{Verdict: startSend, Attempt: 1, Batch: true}},
 		{"a newer attempt runs it", func(f *startFacts) { f.State, f.LeaseAttempt, f.Lease = ExecRunning, 3, 2 },
 			startDecision{Verdict: startLeave, Reason: "attempt 2 is stale: River attempt 3 owns the execution"}},
 		{"retrying after this attempt", func(f *startFacts) { f.State, f.LeaseAttempt, f.Lease = ExecRetrying, 2, 2 },
@@ -111,11 +111,13 @@ func TestDecideStart(t *testing.T) {
 		{"task deleted", func(f *startFacts) { f.TaskFound = false }, startDecision{Verdict: startCancel, Reason: "the task was deleted"}},
 		{"task paused", func(f *startFacts) { f.TaskState = TaskPaused }, startDecision{Verdict: startCancel, Reason: "the task is paused"}},
 		{"manual fire of a paused task", func(f *startFacts) { f.TaskState, f.Trigger = TaskPaused, TriggerManual },
-			startDecision{Verdict: startSend, Attempt: 1}},
+			startDecision{Verdict: startSend, Attempt: 1, Batch: true}},
 		{"endpoint gone", func(f *startFacts) { f.EndpointFound = false },
 			startDecision{Verdict: startCancel, Reason: "the task's endpoint no longer exists"}},
 		{"endpoint disabled", func(f *startFacts) { f.EndpointEnabled = false },
 			startDecision{Verdict: startCancel, Reason: "the endpoint is disabled"}},
+		{"an endpoint with limits is not batched", func(f *startFacts) { f.EndpointLimited = true },
+			startDecision{Verdict: startSend, Attempt: 1}},
 		{"resumed and cancelled", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.CancelRequested = ExecRunning, 1, 1, true },
 			startDecision{Verdict: startCancel, Reason: "cancel requested", Resumed: true}},
 		{"overlap skip", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished = OverlapSkip, 1 },
@@ -127,7 +129,7 @@ func TestDecideStart(t *testing.T) {
 			startDecision{Verdict: startSkip, Reason: "waited more than 1h0m0s for the previous execution (overlap_policy queue)"}},
 		{"overlap queue, two earlier", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished = OverlapQueue, 2 },
 			startDecision{Verdict: startSkip, Reason: "another execution is already queued behind the unfinished one (overlap_policy queue)"}},
-		{"overlap allow ignores earlier ones", func(f *startFacts) { f.EarlierUnfinished = 2 }, startDecision{Verdict: startSend, Attempt: 1}},
+		{"overlap allow ignores earlier ones", func(f *startFacts) { f.EarlierUnfinished = 2 }, startDecision{Verdict: startSend, Attempt: 1, Batch: true}},
 		{"retry", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.Lease = ExecRetrying, 1, 1, 2 },
 			startDecision{Verdict: startSend, Attempt: 2}},
 		{"resumed", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.Lease = ExecRunning, 1, 1, 1 },
@@ -141,7 +143,7 @@ func TestDecideStart(t *testing.T) {
 		// Attempt numbers keep counting across API retries; the budget
 		// restarts.
 		{"first send after an API retry", func(f *startFacts) { f.Attempts, f.AttemptsBase, f.NeverStarted = 3, 3, false },
-			startDecision{Verdict: startSend, Attempt: 4}},
+			startDecision{Verdict: startSend, Attempt: 4, Batch: true}},
 		{"a retry after an API retry", func(f *startFacts) {
 			f.State, f.Attempts, f.AttemptsBase, f.LeaseAttempt, f.Lease, f.NeverStarted = ExecRetrying, 5, 3, 2, 3, false
 		}, startDecision{Verdict: startSend, Attempt: 6}},
@@ -150,7 +152,7 @@ func TestDecideStart(t *testing.T) {
 		}, startDecision{Verdict: startFail, Reason: "attempts exhausted (max_attempts 3)"}},
 
 		// Misfires: first fires picked up past the threshold (5 s).
-		{"at the threshold is on time", late(MisfireSkip, 5*time.Second, 0), startDecision{Verdict: startSend, Attempt: 1}},
+		{"at the threshold is on time", late(MisfireSkip, 5*time.Second, 0), startDecision{Verdict: startSend, Attempt: 1, Batch: true}},
 		{"misfire, skip", late(MisfireSkip, 6*time.Second, 0),
 			startDecision{Verdict: startMiss, Reason: "missed: picked up more than 5s after its slot (misfire_policy skip)"}},
 		{"misfire, fire_once, the latest", late(MisfireFireOnce, time.Minute, 0), startDecision{Verdict: startSend, Attempt: 1, Late: true}},
@@ -165,11 +167,11 @@ func TestDecideStart(t *testing.T) {
 			startDecision{Verdict: startMiss,
 				Reason: "missed: picked up more than the catch-up window of 24h0m0s after its slot (misfire_policy fire_all)"}},
 		{"a late manual fire is no misfire", func(f *startFacts) { late(MisfireSkip, time.Hour, 0)(f); f.Trigger = TriggerManual },
-			startDecision{Verdict: startSend, Attempt: 1}},
+			startDecision{Verdict: startSend, Attempt: 1, Batch: true}},
 		{"a late API retry is no misfire", func(f *startFacts) {
 			late(MisfireSkip, time.Hour, 0)(f)
 			f.NeverStarted, f.Attempts, f.AttemptsBase = false, 1, 1
-		}, startDecision{Verdict: startSend, Attempt: 2}},
+		}, startDecision{Verdict: startSend, Attempt: 2, Batch: true}},
 		{"a late retry is no misfire", func(f *startFacts) {
 			late(MisfireSkip, time.Hour, 0)(f)
 			f.State, f.NeverStarted, f.Attempts, f.LeaseAttempt, f.Lease = ExecRetrying, false, 1, 1, 2
@@ -202,9 +204,11 @@ func TestDecideFinish(t *testing.T) {
 		out    Outcome
 		want   finishDecision
 	}{
-		{"success", func(*finishFacts) {}, ok, finishDecision{Verdict: finishSucceed}},
-		{"success after a cancel request", func(f *finishFacts) { f.CancelRequested = true }, ok, finishDecision{Verdict: finishSucceed}},
-		{"success of a deleted task", func(f *finishFacts) { f.TaskFound = false }, ok, finishDecision{Verdict: finishSucceed}},
+		{"success", func(*finishFacts) {}, ok, finishDecision{Verdict: finishSucceed, Batch: true}},
+		{"success after a cancel request", func(f *finishFacts) { f.CancelRequested = true }, ok,
+			finishDecision{Verdict: finishSucceed, Batch: true}},
+		{"success of a deleted task", func(f *finishFacts) { f.TaskFound = false }, ok, finishDecision{Verdict: finishSucceed, Batch: true}},
+		{"success of a workflow node", func(f *finishFacts) { f.WorkflowRun = true }, ok, finishDecision{Verdict: finishSucceed}},
 		{"stale attempt", func(f *finishFacts) { f.LeaseAttempt = 3 }, ok, finishDecision{Verdict: finishStale,
 			Reason: "the execution is not running under attempt 2; its outcome is not recorded"}},
 		{"ended meanwhile", func(f *finishFacts) { f.State = ExecCancelled }, retry, finishDecision{Verdict: finishStale,
@@ -233,4 +237,14 @@ func TestDecideFinish(t *testing.T) {
 		tt.change(&f)
 		require.Equal(t, tt.want, decideFinish(f, tt.out), tt.name)
 	}
+}
+
+// TestOutcomeKindString: the kinds' names are the outcome labels of
+// ax_delivery_attempts_total.
+func TestOutcomeKindString(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "success", OutcomeSucceeded.String())
+	require.Equal(t, "retry", OutcomeRetry.String())
+	require.Equal(t, "permanent", OutcomePermanent.String())
+	require.Equal(t, "OutcomeKind(0)", OutcomeKind(0).String())
 }

@@ -14,18 +14,8 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/lifecycle"
 	"github.com/axhq/ax/service/metrics"
-)
-
-// Execution states (docs/architecture.md, "Executions").
-const (
-	ExecPending   = "pending"
-	ExecRunning   = "running"
-	ExecRetrying  = "retrying"
-	ExecSucceeded = "succeeded"
-	ExecFailed    = "failed"
-	ExecCancelled = "cancelled"
-	ExecSkipped   = "skipped"
 )
 
 // Execution triggers.
@@ -99,9 +89,6 @@ type Event struct {
 // DedupKeyMax is the longest dedup key of a manual trigger, in characters.
 const DedupKeyMax = 128
 
-// executionStates lists every execution state, in lifecycle order.
-var executionStates = []string{ExecPending, ExecRunning, ExecRetrying, ExecSucceeded, ExecFailed, ExecCancelled, ExecSkipped}
-
 // ExecutionDetail is an execution as operators see it: the execution and
 // the delivery state they act on.
 type ExecutionDetail struct {
@@ -156,8 +143,8 @@ func (s *Executions) List(ctx context.Context, tenant string, f ExecutionFilter,
 	if f.TaskID != "" && !validID(f.TaskID) {
 		ve.Add("task_id", "must be a task id")
 	}
-	if f.State != "" && !contains(executionStates, f.State) {
-		ve.Add("state", "must be one of "+strings.Join(executionStates, ", "))
+	if states := lifecycle.Executions.States(); f.State != "" && !states.Has(f.State) {
+		ve.Add("state", "must be one of "+strings.Join(states.States(), ", "))
 	}
 	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
 		ve.Add("until", "must be after since")
@@ -216,10 +203,16 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 			ok  bool
 			err error
 		)
-		switch row.State {
-		case ExecPending, ExecRetrying:
+		if !lifecycle.ExecUnfinished.Has(row.State) {
+			return conflictf("the execution is %s; only pending, retrying and running executions can be cancelled", row.State)
+		}
+		if err := checkExec([]string{row.State}, ExecCancelled); err != nil {
+			return err
+		}
+		switch {
+		case lifecycle.ExecIdle.Has(row.State):
 			ok, err = db.CancelExecution(ctx, tx, tenant, id, "cancelled through the API", []string{row.State})
-		case ExecRunning:
+		case row.State == ExecRunning:
 			var orphaned, waiting bool
 			if waiting, err = db.EndCallbacks(ctx, tx, tenant, row.ID); err != nil {
 				return err
@@ -241,8 +234,6 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 			default:
 				ok, err = db.RequestExecutionCancel(ctx, tx, tenant, id)
 			}
-		default:
-			return conflictf("the execution is %s; only pending, retrying and running executions can be cancelled", row.State)
 		}
 		if err != nil {
 			return err
@@ -325,9 +316,12 @@ func (s *Executions) change(ctx context.Context, tenant, id, action string, fn f
 // still running.
 func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
 	return s.change(ctx, tenant, id, AuditRetry, func(tx db.Tx, row db.Execution) error {
-		switch row.State {
-		case ExecFailed, ExecCancelled:
-		case ExecPending, ExecRunning, ExecRetrying:
+		switch {
+		case lifecycle.ExecRetryable.Has(row.State):
+			if err := checkExec([]string{row.State}, ExecPending); err != nil {
+				return err
+			}
+		case lifecycle.ExecUnfinished.Has(row.State):
 			return s.retryUnfinished(ctx, tx, tenant, row)
 		default:
 			return conflictf("the execution is %s; only failed, cancelled, retrying and stuck executions can be retried", row.State)

@@ -11,20 +11,38 @@ import (
 	"github.com/axhq/ax/db"
 )
 
-// Outcome kinds of one sent attempt.
+// OutcomeKind is what one sent attempt came to: jobs' classification of a
+// response (jobs.Classify) and what Finish decides from. The zero value is
+// deliberately none of them.
+type OutcomeKind uint8
+
+// Outcome kinds.
 const (
-	// OutcomeSucceeded: the receiver accepted the webhook.
-	OutcomeSucceeded = "succeeded"
-	// OutcomeRetry: a failure worth retrying.
-	OutcomeRetry = "retry"
+	// OutcomeSucceeded: the receiver accepted the webhook (a 2xx).
+	OutcomeSucceeded OutcomeKind = iota + 1
+	// OutcomeRetry: a failure that may pass; try again after a backoff.
+	OutcomeRetry
 	// OutcomePermanent: a failure retrying cannot fix.
-	OutcomePermanent = "permanent"
+	OutcomePermanent
 )
+
+// String names the kind as the outcome label of
+// ax_delivery_attempts_total does: success, retry, permanent.
+func (k OutcomeKind) String() string {
+	switch k {
+	case OutcomeSucceeded:
+		return "success"
+	case OutcomeRetry:
+		return "retry"
+	case OutcomePermanent:
+		return "permanent"
+	}
+	return fmt.Sprintf("OutcomeKind(%d)", k)
+}
 
 // Outcome is what one sent attempt came to.
 type Outcome struct {
-	// Kind is one of the Outcome constants.
-	Kind string
+	Kind OutcomeKind
 	// CutByCancel: the attempt was cut short because a cancel of the
 	// execution was requested.
 	CutByCancel bool
@@ -52,7 +70,9 @@ type Outcome struct {
 	HandOff *HandOff
 	// WorkflowRun: the execution is a workflow node's (Delivery.WorkflowRunID
 	// is set). Its success takes the row-by-row path, so that the run
-	// advances in the transaction that records it (Workflows.advance).
+	// advances in the transaction that records it; Finish then does not
+	// offer it to the batched statement, which would leave it anyway
+	// (finishDecision.Batch).
 	WorkflowRun bool
 	// Detached is set for the outcome of an accepted callback attempt (a
 	// completion or a timeout): the River job that sent it has ended, so a
@@ -106,7 +126,7 @@ type Finished struct {
 // (db.SucceedsWithoutDecision); a success the batch did not record (or a
 // failed batch) takes the row-by-row path, which reports the conflict.
 func (s *Deliveries) Finish(ctx context.Context, tenant, executionID string, lease int, out Outcome) (Finished, error) {
-	if out.Kind == OutcomeSucceeded && !out.WorkflowRun {
+	if mayBatchFinish(out) {
 		r, err := s.successes.do(ctx, db.DeliverySuccess{
 			DeliveryKey: db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease},
 			StatusCode:  out.StatusCode, LatencyMS: int(out.Latency.Milliseconds()),
@@ -143,7 +163,7 @@ func (s *Deliveries) finishRow(ctx context.Context, tenant, executionID string, 
 func (s *Deliveries) finishFactsOf(row db.DeliveryOutcome, lease int) finishFacts {
 	return finishFacts{
 		State: row.State, LeaseAttempt: row.LeaseAttempt, Attempts: row.Attempts, AttemptsBase: row.AttemptsBase,
-		CancelRequested: row.CancelRequested, Lease: lease, TaskFound: row.TaskFound,
+		CancelRequested: row.CancelRequested, Lease: lease, WorkflowRun: row.WorkflowRunID != nil, TaskFound: row.TaskFound,
 		MaxAttempts: int(zeroIfNil(row.MaxAttempts)),
 		Retry: RetryPolicy{
 			MaxAttempts:    int(zeroIfNil(row.MaxAttempts)),
@@ -283,6 +303,9 @@ func (s *Deliveries) advanceWorkflow(ctx context.Context, tx db.Tx, tenant strin
 // transition applies a fenced transition and appends events; no matching
 // row is ErrConflict.
 func (s *Deliveries) transition(ctx context.Context, tx db.Tx, end db.DeliveryEnd, events []db.DeliveryEvent) error {
+	if err := checkExec(end.From, end.To); err != nil {
+		return err
+	}
 	ok, err := db.EndDelivery(ctx, tx, end)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/lifecycle"
 )
 
 // Stats windows.
@@ -85,7 +86,7 @@ func (s *Stats) Get(ctx context.Context, tenant string, window time.Duration) (T
 		if err != nil {
 			return err
 		}
-		out.Executions, out.Late = allStates(executionStates, x.ByState), x.Late
+		out.Executions, out.Late = allStates(lifecycle.Executions.States().States(), x.ByState), x.Late
 		out.DeliveryLatency, out.FiringLateness = percentilesOf(x.Latency), percentilesOf(x.Lateness)
 		if ok, bad := out.Executions[ExecSucceeded], out.Executions[ExecFailed]; ok+bad > 0 {
 			rate := float64(ok) / float64(ok+bad)
@@ -95,12 +96,12 @@ func (s *Stats) Get(ctx context.Context, tenant string, window time.Duration) (T
 		if err != nil {
 			return err
 		}
-		out.Tasks = allStates([]string{TaskActive, TaskPaused, TaskCompleted}, tasks)
+		out.Tasks = allStates(lifecycle.TaskStates.States(), tasks)
 		runs, err := db.CountRunsByState(ctx, tx, tenant)
 		if err != nil {
 			return err
 		}
-		out.WorkflowRuns = allStates([]string{RunPending, RunRunning, RunBlocked, RunSucceeded, RunFailed, RunCancelled}, runs)
+		out.WorkflowRuns = allStates(lifecycle.Runs.States().States(), runs)
 		out.EndpointsEnabled, out.EndpointsDisabled, err = db.CountEndpoints(ctx, tx, tenant)
 		return err
 	})

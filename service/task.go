@@ -15,13 +15,6 @@ import (
 	"github.com/axhq/ax/service/schedule"
 )
 
-// Task states.
-const (
-	TaskActive    = "active"
-	TaskPaused    = "paused"
-	TaskCompleted = "completed"
-)
-
 // Overlap policies: what a fire does while the previous execution is unfinished.
 const (
 	OverlapAllow = "allow"

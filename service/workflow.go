@@ -14,17 +14,16 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/dag"
+	"github.com/axhq/ax/service/lifecycle"
 	"github.com/axhq/ax/service/metrics"
 	"github.com/axhq/ax/service/schedule"
 )
 
-// Workflow limits and states.
+// Workflow limits.
 const (
 	WorkflowNodesMax    = 200
 	ShardsMax           = 1000
 	MaxActiveRunsMax    = 1000
-	WorkflowActive      = "active"
-	WorkflowPaused      = "paused"
 	ResourceWorkflow    = "workflow"
 	ResourceWorkflowRun = "workflow_run"
 	workflowSweepAge    = 2 * time.Second
@@ -831,8 +830,7 @@ func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowR
 		if err != nil {
 			return err
 		}
-		switch run.State {
-		case RunSucceeded, RunFailed, RunCancelled:
+		if lifecycle.RunFinal.Has(run.State) {
 			return conflictf("the run is %s; only a pending, running or blocked run can be cancelled", run.State)
 		}
 		n, err := cancelRunLocked(ctx, tx, run, "the workflow run was cancelled", s.cfg.Metrics)
@@ -872,7 +870,7 @@ func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action 
 		if err != nil {
 			return err
 		}
-		if run.State != RunRunning && run.State != RunBlocked {
+		if !lifecycle.RunActive.Has(run.State) {
 			return conflictf("the run is %s; nodes of a running or blocked run only can be run or skipped", run.State)
 		}
 		nodes, err := db.GetRunNodes(ctx, tx, tenant, runID)
@@ -883,7 +881,7 @@ func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action 
 		if i < 0 {
 			return ErrNotFound
 		}
-		if st := nodes[i].State; st != NodeWaiting && st != NodeBlocked {
+		if st := nodes[i].State; !lifecycle.NodeOpen.Has(st) {
 			return conflictf("node %q is %s; only a waiting or blocked node can be run or skipped (retry its execution instead)", key,
 				map[string]string{nodeFired: "already fired"}[st]+map[bool]string{true: st}[st != nodeFired])
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/lifecycle"
 	"github.com/axhq/ax/service/metrics"
 	"github.com/axhq/ax/service/schedule"
 )
@@ -86,7 +87,7 @@ func cancelRunLocked(ctx context.Context, tx db.Tx, run db.WorkflowRun, reason s
 	}
 	var keys, states []string
 	for _, n := range nodes {
-		if n.State == NodeWaiting || n.State == NodeBlocked {
+		if lifecycle.NodeOpen.Has(n.State) {
 			keys, states = append(keys, n.Key), append(states, NodeCancelled)
 		}
 	}
@@ -96,6 +97,9 @@ func cancelRunLocked(ctx context.Context, tx db.Tx, run db.WorkflowRun, reason s
 	n, err := db.CancelRunExecutions(ctx, tx, run.TenantID, run.ID, reason)
 	if err != nil {
 		return 0, storeError(err, "cancel run executions")
+	}
+	if err := lifecycle.Runs.Check([]string{run.State}, RunCancelled); err != nil {
+		return 0, err
 	}
 	if err := db.SetWorkflowRunState(ctx, tx, run.TenantID, run.ID, RunCancelled); err != nil {
 		return 0, storeError(err, "cancel workflow run")

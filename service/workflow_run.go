@@ -11,6 +11,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/dag"
+	"github.com/axhq/ax/service/lifecycle"
 	"github.com/axhq/ax/service/metrics"
 )
 
@@ -30,28 +31,6 @@ const (
 	RuleAllSuccess = dag.AllSuccess
 	RuleAllDone    = dag.AllDone
 	RuleOneSuccess = dag.OneSuccess
-)
-
-// Run states.
-const (
-	RunPending   = "pending"
-	RunRunning   = "running"
-	RunBlocked   = "blocked"
-	RunSucceeded = "succeeded"
-	RunFailed    = "failed"
-	RunCancelled = "cancelled"
-)
-
-// Node states as the API shows them; waiting, blocked, skipped and
-// cancelled are stored, the others are a fired node's executions'
-// (dag.FiredState).
-const (
-	NodeWaiting   = dag.Waiting
-	NodeBlocked   = dag.Blocked
-	NodeSkipped   = dag.Skipped
-	NodeCancelled = dag.Cancelled
-	// nodeFired: stored; the node's executions exist.
-	nodeFired = "fired"
 )
 
 // TriggerDependency: a workflow node fired because its rule was met.
@@ -205,7 +184,7 @@ func (e runEngine) advanceRun(ctx context.Context, tx db.Tx, tenant, runID strin
 	if err != nil {
 		return err
 	}
-	if run.State != RunRunning && run.State != RunBlocked {
+	if !lifecycle.RunActive.Has(run.State) {
 		return nil
 	}
 	return e.advanceLocked(ctx, tx, run, nil)
@@ -260,6 +239,9 @@ func (e runEngine) advanceLocked(ctx context.Context, tx db.Tx, run db.WorkflowR
 	if p.run == run.State {
 		return nil
 	}
+	if err := lifecycle.Runs.Check([]string{run.State}, p.run); err != nil {
+		return err
+	}
 	if err := db.SetWorkflowRunState(ctx, tx, run.TenantID, run.ID, p.run); err != nil {
 		return storeError(err, "set workflow run state")
 	}
@@ -268,7 +250,7 @@ func (e runEngine) advanceLocked(ctx context.Context, tx db.Tx, run db.WorkflowR
 			return err
 		}
 	}
-	if p.run == RunSucceeded || p.run == RunFailed {
+	if lifecycle.RunFinal.Has(p.run) {
 		e.metrics.WorkflowRunFinished(p.run)
 		return e.finishedRun(ctx, tx, run)
 	}
@@ -367,6 +349,9 @@ func (e runEngine) start(ctx context.Context, tx db.Tx, run db.WorkflowRun) erro
 	}
 	if err := db.InsertRunNodes(ctx, tx, run.TenantID, run.ID, keys); err != nil {
 		return storeError(err, "insert run nodes")
+	}
+	if err := lifecycle.Runs.Check([]string{run.State}, RunRunning); err != nil {
+		return err
 	}
 	if err := db.SetWorkflowRunState(ctx, tx, run.TenantID, run.ID, RunRunning); err != nil {
 		return storeError(err, "start workflow run")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
 	"github.com/axhq/ax/service"
 	"github.com/axhq/ax/service/dag"
@@ -437,8 +438,8 @@ func TestWorkflowScheduleAndPause(t *testing.T) {
 }
 
 // TestWorkflowBackstopFiresOnce: an upstream's success recorded without
-// its run's advance (the batched path, as a crash between the two would
-// leave it) is found by the sweep, and the downstream fires exactly once
+// its run's advance (written by hand: every path of ax advances the run in
+// the transaction that records it) is found by the sweep, and the downstream fires exactly once
 // however many sweeps and advances race (four replicas' worth).
 func TestWorkflowBackstopFiresOnce(t *testing.T) {
 	t.Parallel()
@@ -455,9 +456,10 @@ func TestWorkflowBackstopFiresOnce(t *testing.T) {
 		id := f.execsOf(t, r, "a")[0]
 		d, err := f.del.Begin(ctx, f.tenant, id, 1)
 		require.NoError(t, err)
-		// No WorkflowRun flag: the batched success, which does not advance.
-		_, err = f.del.Finish(ctx, f.tenant, id, d.Lease, service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 200})
+		ok, err := db.EndDelivery(ctx, f.delivery, db.DeliveryEnd{TenantID: f.tenant, ID: id,
+			From: []string{service.ExecRunning}, Lease: &d.Lease, To: service.ExecSucceeded})
 		require.NoError(t, err)
+		require.True(t, ok)
 		nodes, _ := f.nodes(t, r)
 		require.Equal(t, "succeeded", nodes["a"])
 		require.Equal(t, "waiting", nodes["b"], "not advanced yet")
