@@ -111,7 +111,7 @@ func executionOut(x service.ExecutionDetail) executionResponse {
 //	@Produce		json
 //	@Security		BearerAuth
 //	@Param			task_id	query		string	false	"only this task's executions"
-//	@Param			state	query		string	false	"pending, running, retrying, succeeded, failed, cancelled or skipped"
+//	@Param			state	query		string	false	"pending, running, retrying, succeeded, failed, cancelled or skipped"	Enums(pending, running, retrying, succeeded, failed, cancelled, skipped)
 //	@Param			since	query		string	false	"RFC 3339; scheduled_for at or after"	format(date-time)
 //	@Param			until	query		string	false	"RFC 3339; scheduled_for before"		format(date-time)
 //	@Param			limit	query		int		false	"page size (default 50, max 500)"

@@ -200,7 +200,7 @@ func (in WorkflowInput) withDefaults() WorkflowInput {
 func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedule, []WorkflowNodeInput, error) {
 	var ve ValidationError
 	if !taskNamePattern.MatchString(in.Name) {
-		ve.Add("name", "must match ^[a-z0-9][a-z0-9._-]{0,127}$ (lower-case letters, digits, '.', '_', '-')")
+		ve.Add("name", nameRule) // the same rule as a task's name
 	}
 	var sched *schedule.Schedule
 	if in.Schedule != nil {

@@ -962,7 +962,10 @@ export interface components {
              *     ]
              */
             dates?: string[];
-            /** @example cn-public-holidays-2027 */
+            /**
+             * @description Name: 1 to 128 characters without control characters, not all spaces (leading and trailing spaces are trimmed).
+             * @example cn-public-holidays-2027
+             */
             name: string;
             /**
              * @description Timezone is the IANA zone whose local dates the calendar lists; default UTC.
@@ -980,7 +983,10 @@ export interface components {
              *     ]
              */
             dates?: string[];
-            /** @example cn-public-holidays-2027 */
+            /**
+             * @description Name: 1 to 128 characters without control characters, not all spaces (leading and trailing spaces are trimmed).
+             * @example cn-public-holidays-2027
+             */
             name?: string;
             /**
              * @description Timezone is the IANA zone whose local dates the calendar lists; default UTC.
@@ -1059,7 +1065,7 @@ export interface components {
             /** Format: date-time */
             start_at?: string;
             /**
-             * @description Timezone is an IANA zone name; default UTC.
+             * @description Timezone is an IANA zone name (letters, digits, _ + - in segments separated by /; not Local); default UTC.
              * @example Asia/Shanghai
              */
             timezone?: string;
@@ -1142,6 +1148,11 @@ export interface components {
              * @enum {string}
              */
             format?: "ax" | "slack";
+            /**
+             * @description Headers sent with every request: at most 32; a name is an HTTP token of 1 to 64 characters, not one ax sets
+             *     (Content-Type, Idempotency-Key, User-Agent, webhook-*, X-Ax-*, …); a value at most 1024 characters without line
+             *     breaks.
+             */
             headers?: {
                 [key: string]: string;
             };
@@ -1156,7 +1167,10 @@ export interface components {
              * @enum {string}
              */
             method?: "POST" | "PUT" | "PATCH" | "post" | "put" | "patch";
-            /** @example billing */
+            /**
+             * @description Name: 1 to 128 characters, not all spaces, without control characters.
+             * @example billing
+             */
             name: string;
             /**
              * @description RateLimitPerSecond bounds the requests started per second (0.001..100000; null: no limit).
@@ -1173,7 +1187,11 @@ export interface components {
              * @example 10000
              */
             timeout_ms?: number;
-            /** @example https://hooks.example.com/ax */
+            /**
+             * Format: uri
+             * @description URL: an absolute http or https URL with a host, without credentials (user:password@), a fragment or whitespace.
+             * @example https://hooks.example.com/ax
+             */
             url: string;
         };
         /** @description The fields to change (a JSON merge of EndpointRequest): absent fields stay as they are. */
@@ -1188,6 +1206,11 @@ export interface components {
              * @enum {string}
              */
             format?: "ax" | "slack";
+            /**
+             * @description Headers sent with every request: at most 32; a name is an HTTP token of 1 to 64 characters, not one ax sets
+             *     (Content-Type, Idempotency-Key, User-Agent, webhook-*, X-Ax-*, …); a value at most 1024 characters without line
+             *     breaks.
+             */
             headers?: {
                 [key: string]: string;
             };
@@ -1202,7 +1225,10 @@ export interface components {
              * @enum {string}
              */
             method?: "POST" | "PUT" | "PATCH" | "post" | "put" | "patch";
-            /** @example billing */
+            /**
+             * @description Name: 1 to 128 characters, not all spaces, without control characters.
+             * @example billing
+             */
             name?: string;
             /**
              * @description RateLimitPerSecond bounds the requests started per second (0.001..100000; null: no limit).
@@ -1214,7 +1240,11 @@ export interface components {
              * @example 10000
              */
             timeout_ms?: number;
-            /** @example https://hooks.example.com/ax */
+            /**
+             * Format: uri
+             * @description URL: an absolute http or https URL with a host, without credentials (user:password@), a fragment or whitespace.
+             * @example https://hooks.example.com/ax
+             */
             url?: string;
         };
         EndpointStats: {
@@ -1422,7 +1452,7 @@ export interface components {
             /** Format: date-time */
             start_at?: string;
             /**
-             * @description Timezone is an IANA zone name; default UTC.
+             * @description Timezone is an IANA zone name (letters, digits, _ + - in segments separated by /; not Local); default UTC.
              * @example Asia/Shanghai
              */
             timezone?: string;
@@ -1485,7 +1515,7 @@ export interface components {
             /** Format: date-time */
             start_at?: string;
             /**
-             * @description Timezone is an IANA zone name; default UTC.
+             * @description Timezone is an IANA zone name (letters, digits, _ + - in segments separated by /; not Local); default UTC.
              * @example Asia/Shanghai
              */
             timezone?: string;
@@ -1604,6 +1634,10 @@ export interface components {
             max_backoff_ms?: number;
         };
         RotateSecretRequest: {
+            /**
+             * @description Secret: whsec_ + base64 of 24..64 bytes.
+             * @example whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=
+             */
             secret?: string;
         };
         SLA: {
@@ -1755,12 +1789,19 @@ export interface components {
             next_cursor?: string;
         };
         TaskRequest: {
-            /** @description AlertEndpointID receives a signed alert when an execution fails for good. */
+            /** @description AlertEndpointID receives a signed alert when an execution fails for good; empty: none. */
             alert_endpoint_id?: string;
             /** @description Completion says how an attempt ends; absent or null: {"mode": "response"}. */
             completion?: components["schemas"]["Completion"] | null;
-            /** @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e */
+            /**
+             * Format: uuid
+             * @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e
+             */
             endpoint_id: string;
+            /**
+             * @description Labels: at most 32; a key is 1 to 63 of A-Z a-z 0-9 . _ / -, starting with a letter or digit
+             *     (^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$), a value at most 256 characters without control characters.
+             */
             labels?: {
                 [key: string]: string;
             };
@@ -1769,7 +1810,11 @@ export interface components {
              * @enum {string}
              */
             misfire_policy?: "fire_once" | "fire_all" | "skip";
-            /** @example order.reconcile.daily */
+            /**
+             * @description Name: 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a letter or digit
+             *     (order.reconcile.daily, 订单.对账.每日).
+             * @example order.reconcile.daily
+             */
             name: string;
             /**
              * @example allow
@@ -1805,12 +1850,19 @@ export interface components {
         };
         /** @description The fields to change (a JSON merge of TaskRequest): absent fields stay as they are. */
         TaskRequestPatch: {
-            /** @description AlertEndpointID receives a signed alert when an execution fails for good. */
+            /** @description AlertEndpointID receives a signed alert when an execution fails for good; empty: none. */
             alert_endpoint_id?: string;
             /** @description Completion says how an attempt ends; absent or null: {"mode": "response"}. */
             completion?: components["schemas"]["Completion"] | null;
-            /** @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e */
+            /**
+             * Format: uuid
+             * @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e
+             */
             endpoint_id?: string;
+            /**
+             * @description Labels: at most 32; a key is 1 to 63 of A-Z a-z 0-9 . _ / -, starting with a letter or digit
+             *     (^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$), a value at most 256 characters without control characters.
+             */
             labels?: {
                 [key: string]: string;
             };
@@ -1819,7 +1871,11 @@ export interface components {
              * @enum {string}
              */
             misfire_policy?: "fire_once" | "fire_all" | "skip";
-            /** @example order.reconcile.daily */
+            /**
+             * @description Name: 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a letter or digit
+             *     (order.reconcile.daily, 订单.对账.每日).
+             * @example order.reconcile.daily
+             */
             name?: string;
             /**
              * @example allow
@@ -1905,6 +1961,7 @@ export interface components {
             } | null) | unknown[] | string | number | boolean;
         };
         Workflow: {
+            /** @description AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none. */
             alert_endpoint_id?: string;
             /** Format: date-time */
             created_at: string;
@@ -1919,7 +1976,11 @@ export interface components {
              * @enum {string}
              */
             misfire_policy?: "fire_once" | "fire_all" | "skip";
-            /** @example billing.daily */
+            /**
+             * @description Name: as a task's, 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a
+             *     letter or digit.
+             * @example billing.daily
+             */
             name: string;
             /** Format: date-time */
             next_run_at: string | null;
@@ -1952,7 +2013,10 @@ export interface components {
             completion?: components["schemas"]["Completion"] | null;
             /** @description DependsOn lists the keys of the node's upstream nodes. */
             depends_on?: string[];
-            /** @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e */
+            /**
+             * Format: uuid
+             * @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e
+             */
             endpoint_id: string;
             /**
              * @description Key is unique in the workflow: ^[a-z0-9][a-z0-9._-]{0,63}$.
@@ -1987,6 +2051,7 @@ export interface components {
             trigger_rule?: "all_success" | "all_done" | "one_success";
         };
         WorkflowRequest: {
+            /** @description AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none. */
             alert_endpoint_id?: string;
             /**
              * @description MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
@@ -1998,7 +2063,11 @@ export interface components {
              * @enum {string}
              */
             misfire_policy?: "fire_once" | "fire_all" | "skip";
-            /** @example billing.daily */
+            /**
+             * @description Name: as a task's, 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a
+             *     letter or digit.
+             * @example billing.daily
+             */
             name: string;
             /** @description Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes. */
             nodes: components["schemas"]["WorkflowNode"][];
@@ -2012,6 +2081,7 @@ export interface components {
         };
         /** @description The fields to change (a JSON merge of WorkflowRequest): absent fields stay as they are. */
         WorkflowRequestPatch: {
+            /** @description AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none. */
             alert_endpoint_id?: string;
             /**
              * @description MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
@@ -2023,7 +2093,11 @@ export interface components {
              * @enum {string}
              */
             misfire_policy?: "fire_once" | "fire_all" | "skip";
-            /** @example billing.daily */
+            /**
+             * @description Name: as a task's, 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a
+             *     letter or digit.
+             * @example billing.daily
+             */
             name?: string;
             /** @description Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes. */
             nodes?: components["schemas"]["WorkflowNode"][];
@@ -2193,7 +2267,7 @@ export interface operations {
                     "application/json": components["schemas"]["ReplicaList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2282,7 +2356,7 @@ export interface operations {
                     "application/json": components["schemas"]["TenantLimitsResponse"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2511,7 +2585,7 @@ export interface operations {
                     "application/json": components["schemas"]["AuditList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2617,7 +2691,7 @@ export interface operations {
                     "application/json": components["schemas"]["BackfillList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2715,7 +2789,7 @@ export interface operations {
                     "application/json": components["schemas"]["Backfill"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2813,7 +2887,7 @@ export interface operations {
                     "application/json": components["schemas"]["Backfill"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2913,7 +2987,7 @@ export interface operations {
                     "application/json": components["schemas"]["CalendarList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3141,7 +3215,7 @@ export interface operations {
                     "application/json": components["schemas"]["Calendar"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3237,7 +3311,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3485,7 +3559,7 @@ export interface operations {
                     "application/json": components["schemas"]["EndpointList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3713,7 +3787,7 @@ export interface operations {
                     "application/json": components["schemas"]["Endpoint"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3809,7 +3883,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4152,7 +4226,7 @@ export interface operations {
                 /** @description only this task's executions */
                 task_id?: string;
                 /** @description pending, running, retrying, succeeded, failed, cancelled or skipped */
-                state?: string;
+                state?: "pending" | "running" | "retrying" | "succeeded" | "failed" | "cancelled" | "skipped";
                 /** @description RFC 3339; scheduled_for at or after */
                 since?: string;
                 /** @description RFC 3339; scheduled_for before */
@@ -4177,7 +4251,7 @@ export interface operations {
                     "application/json": components["schemas"]["ExecutionList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4275,7 +4349,7 @@ export interface operations {
                     "application/json": components["schemas"]["Execution"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4382,7 +4456,7 @@ export interface operations {
                     "application/json": components["schemas"]["Execution"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4765,7 +4839,7 @@ export interface operations {
                     "application/json": components["schemas"]["Execution"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4869,7 +4943,7 @@ export interface operations {
                     "application/json": components["schemas"]["Limits"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4955,7 +5029,7 @@ export interface operations {
                     "application/json": components["schemas"]["Me"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5037,7 +5111,7 @@ export interface operations {
                     "application/json": components["schemas"]["Stats"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5371,7 +5445,7 @@ export interface operations {
                     "application/json": components["schemas"]["Task"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5467,7 +5541,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5855,7 +5929,7 @@ export interface operations {
                     "application/json": components["schemas"]["Task"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6072,7 +6146,7 @@ export interface operations {
                     "application/json": components["schemas"]["Task"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6460,7 +6534,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowRun"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6558,7 +6632,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowRun"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6667,7 +6741,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowRun"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6776,7 +6850,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowRun"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6885,7 +6959,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7113,7 +7187,7 @@ export interface operations {
                     "application/json": components["schemas"]["Workflow"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7209,7 +7283,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7597,7 +7671,7 @@ export interface operations {
                     "application/json": components["schemas"]["Workflow"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7704,7 +7778,7 @@ export interface operations {
                     "application/json": components["schemas"]["Workflow"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7816,7 +7890,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowRunList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
