@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -345,7 +344,7 @@ func (h *handlers) createTask(c echo.Context) error {
 //	@Security	BearerAuth
 //	@Param		state	query		string		false	"active, paused or completed"	Enums(active, paused, completed)
 //	@Param		name	query		string		false	"keep tasks whose name starts with this prefix"
-//	@Param		label	query		[]string	false	"k:v; repeat to require several labels"	collectionFormat(multi)
+//	@Param		label	query		[]string	false	"key:value (or key=value); repeat to require several labels"	collectionFormat(multi)
 //	@Param		limit	query		int			false	"page size (default 50, max 500)"
 //	@Param		cursor	query		string		false	"next_cursor of the previous page"
 //	@Success	200		{object}	taskList
@@ -359,9 +358,9 @@ func (h *handlers) listTasks(c echo.Context) error {
 	}
 	f := service.TaskFilter{State: c.QueryParam("state"), NamePrefix: c.QueryParam("name"), Labels: map[string]string{}}
 	for _, l := range c.QueryParams()["label"] {
-		k, v, ok := strings.Cut(l, ":")
-		if !ok || k == "" {
-			return &service.ValidationError{Fields: []service.FieldError{{Field: "label", Message: "must be key:value"}}}
+		k, v, ok := service.ParseLabelFilter(l)
+		if !ok {
+			return &service.ValidationError{Fields: []service.FieldError{{Field: "label", Message: service.LabelFilterRule}}}
 		}
 		f.Labels[k] = v
 	}

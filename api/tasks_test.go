@@ -340,6 +340,15 @@ func TestTaskListFilters(t *testing.T) {
 	require.Equal(t, []string{"c"}, names("/v1/tasks?limit=1"))
 	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodGet, Path: "/v1/tasks?state=sleeping", Token: tok})
 	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodGet, Path: "/v1/tasks?label=nocolon", Token: tok})
+	// key=value, as the console writes it, is the same filter; a value may
+	// hold either separator (a key holds neither).
+	require.Equal(t, []string{"b", "a"}, names("/v1/tasks?label=team%3Dpay"))
+	require.Equal(t, []string{"a"}, names("/v1/tasks?label=team%3Dpay&label=env:prod"))
+	a.createTask(tok, ep, "d", map[string]any{"labels": map[string]string{"url": "a=b:c"}})
+	require.Equal(t, []string{"d"}, names("/v1/tasks?label=url:a%3Db:c"))
+	require.Equal(t, []string{"d"}, names("/v1/tasks?label=url%3Da%3Db:c"))
+	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodGet, Path: "/v1/tasks?label=%3Dpay", Token: tok})
+	require.Equal(t, []string{"label"}, fieldErrors(r))
 }
 
 // TestTaskScheduleThroughLeapYearEnd is the request that used to pin a core

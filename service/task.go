@@ -329,6 +329,22 @@ func (s *Tasks) Get(ctx context.Context, tenant, id string) (Task, error) {
 	return taskFromRow(row), nil
 }
 
+// ParseLabelFilter reads a label filter, key:value or key=value (the
+// API's ?label= and the console's filter take both): it splits at the
+// first ':' or '=', which no label key holds (LabelKeyPattern), so the
+// value may hold either. ok is false without a separator or a key.
+func ParseLabelFilter(s string) (key, value string, ok bool) {
+	i := strings.IndexAny(s, ":=")
+	if i <= 0 {
+		return "", "", false
+	}
+	return s[:i], s[i+1:], true
+}
+
+// LabelFilterRule is the message of a label filter ParseLabelFilter
+// refuses.
+const LabelFilterRule = "must be key:value or key=value"
+
 // TaskFilter narrows List.
 type TaskFilter struct {
 	State  string

@@ -2577,7 +2577,7 @@ type ListTasksParams struct {
 	// Name keep tasks whose name starts with this prefix
 	Name *string `form:"name,omitempty" json:"name,omitempty"`
 
-	// Label k:v; repeat to require several labels
+	// Label key:value (or key=value); repeat to require several labels
 	Label *[]string `form:"label,omitempty" json:"label,omitempty"`
 
 	// Limit page size (default 50, max 500)
