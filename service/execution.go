@@ -622,7 +622,11 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 			return err
 		}
 		if !at.After(now) {
-			return fieldError("scheduled_for", "has passed: only a future slot can be skipped")
+			msg := "has passed: only a future slot can be skipped; the schedule has no slot ahead"
+			if next, ok := sched.Next(now); ok {
+				msg = "has passed: only a future slot can be skipped; the next slot is " + next.UTC().Format(time.RFC3339Nano)
+			}
+			return fieldError("scheduled_for", msg)
 		}
 		id, err := db.SkipSlot(ctx, tx, tenant, taskID, NewID(), at, SkipReason)
 		if err != nil {
