@@ -219,7 +219,7 @@ func (h *handlers) retryExecution(c echo.Context) error {
 //
 //	@ID				triggerTask
 //	@Summary		Fire a task now
-//	@Description	Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. Supports Idempotency-Key, remembered per task.
+//	@Description	Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
 //	@Tags			tasks
 //	@Accept			json
 //	@Produce		json
