@@ -168,7 +168,7 @@ func (h *handlers) patchCalendar(c echo.Context) error {
 //
 //	@ID				deleteCalendar
 //	@Summary		Delete a calendar
-//	@Description	409 while a task's schedule excludes it.
+//	@Description	409 while a task's or a workflow's schedule excludes it; the detail names up to 10 of them and counts them.
 //	@Tags			calendars
 //	@Security		BearerAuth
 //	@Param			id	path	string	true	"calendar id"

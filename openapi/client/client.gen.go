@@ -3003,7 +3003,7 @@ type ClientInterface interface {
 
 	// DeleteCalendar Delete a calendar
 	//
-	// 409 while a task's schedule excludes it.
+	// 409 while a task's or a workflow's schedule excludes it; the detail names up to 10 of them and counts them.
 	//
 	// Corresponds with DELETE /v1/calendars/{id} (the `DeleteCalendar` operationId).
 	DeleteCalendar(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3669,7 +3669,7 @@ func (c *Client) CreateCalendar(ctx context.Context, params *CreateCalendarParam
 
 // DeleteCalendar Delete a calendar
 //
-// 409 while a task's schedule excludes it.
+// 409 while a task's or a workflow's schedule excludes it; the detail names up to 10 of them and counts them.
 //
 // Corresponds with DELETE /v1/calendars/{id} (the `DeleteCalendar` operationId).
 func (c *Client) DeleteCalendar(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7464,7 +7464,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteCalendarWithResponse Delete a calendar
 	//
-	// 409 while a task's schedule excludes it.
+	// 409 while a task's or a workflow's schedule excludes it; the detail names up to 10 of them and counts them.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -14631,7 +14631,7 @@ func (c *ClientWithResponses) CreateCalendarWithResponse(ctx context.Context, pa
 
 // DeleteCalendarWithResponse Delete a calendar
 //
-// 409 while a task's schedule excludes it.
+// 409 while a task's or a workflow's schedule excludes it; the detail names up to 10 of them and counts them.
 //
 // Returns a wrapper object for the known response body format(s).
 //
