@@ -375,6 +375,9 @@ func jsonKind(k string) string {
 	case "slice", "array":
 		return "an array"
 	}
+	if strings.ContainsRune("aeiou", rune(k[0])) {
+		return "an " + k
+	}
 	return "a " + k
 }
 

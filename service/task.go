@@ -730,7 +730,7 @@ func validateLabels(ve *ValidationError, labels map[string]string) {
 func (s *Tasks) checkOnceLate(sched *schedule.Schedule, now time.Time) error {
 	spec := sched.Spec()
 	if spec.Type == schedule.Once && spec.RunAt != nil && spec.RunAt.Before(now.Add(-s.cfg.OnceLateMax)) {
-		return fieldError("schedule.run_at", fmt.Sprintf("lies more than %s in the past (it is %s); a once task fires at a time to come",
+		return fieldError("schedule.run_at", fmt.Sprintf("lies more than %s in the past (it is %s); a task of schedule type once fires at a time to come",
 			s.cfg.OnceLateMax, now.Sub(*spec.RunAt).Truncate(time.Second)))
 	}
 	return nil
