@@ -381,7 +381,7 @@ func TestSkipPastSlotNamesTheNextOne(t *testing.T) {
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "e")
 	id := a.createTask(tok, ep, "daily", nil).JSON["id"].(string) // 02:00 Asia/Shanghai: 18:00Z
-	past := time.Now().UTC().Truncate(24*time.Hour).Add(-24*time.Hour + 18*time.Hour)
+	past := time.Now().UTC().Truncate(24 * time.Hour).Add(-24*time.Hour + 18*time.Hour)
 	next := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks/" + id + "/preview?count=1", Token: tok}).
 		JSON["items"].([]any)[0].(map[string]any)["at"].(string)
 	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks/" + id + "/skip", Token: tok,
