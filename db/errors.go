@@ -128,7 +128,7 @@ func stateKind(code string) error {
 // value it was given (ErrUnstorable), for errors that came through this
 // package and for driver errors that did not (River's inserts).
 func Unstorable(err error) bool {
-	return err != nil && (errors.Is(err, ErrUnstorable) || stateKind(sqlState(err)) == ErrUnstorable)
+	return err != nil && (errors.Is(err, ErrUnstorable) || errors.Is(stateKind(sqlState(err)), ErrUnstorable))
 }
 
 // Unavailable reports whether err means the database was unreachable
