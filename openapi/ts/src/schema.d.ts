@@ -190,7 +190,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a calendar
-         * @description 409 while a task's schedule excludes it.
+         * @description 409 while a task's or a workflow's schedule excludes it; the detail names up to 10 of them and counts them.
          */
         delete: operations["deleteCalendar"];
         options?: never;
@@ -602,7 +602,7 @@ export interface paths {
         put?: never;
         /**
          * Fire a task now
-         * @description Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. Supports Idempotency-Key, remembered per task.
+         * @description Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
          */
         post: operations["triggerTask"];
         delete?: never;
@@ -5195,7 +5195,7 @@ export interface operations {
                 state?: "active" | "paused" | "completed";
                 /** @description keep tasks whose name starts with this prefix */
                 name?: string;
-                /** @description k:v; repeat to require several labels */
+                /** @description key:value (or key=value); repeat to require several labels */
                 label?: string[];
                 /** @description page size (default 50, max 500) */
                 limit?: number;
