@@ -50,8 +50,18 @@ ts-check: ## Regenerate the TypeScript client's types (openapi/ts) and type-chec
 	@if ! command -v npm >/dev/null 2>&1; then echo "ts-check: skipped, Node.js (npm) is not installed"; exit 0; fi; \
 	cd openapi/ts && npm ci --no-audit --no-fund --loglevel=error && npm run --silent generate && npm run --silent check && echo "ts-check: ok"
 
+REDOCLY_VERSION ?= 2.77.0
+
+.PHONY: openapi-lint
+openapi-lint: ## Lint openapi/openapi.json with Redocly's recommended rules (openapi/redocly.yaml), warnings included; skipped without Node.js.
+	@if ! command -v npx >/dev/null 2>&1; then echo "openapi-lint: skipped, Node.js (npx) is not installed"; exit 0; fi; \
+	out=$$(npx --yes @redocly/cli@$(REDOCLY_VERSION) lint --config openapi/redocly.yaml --format stylish 2>&1); status=$$?; \
+	echo "$$out" | grep -E '^ +[0-9]+:[0-9]+ +(error|warning) '; \
+	if [ $$status -ne 0 ] || echo "$$out" | grep -qE '^ +[0-9]+:[0-9]+ +warning '; then echo "openapi-lint: failed (see above)"; exit 1; fi; \
+	echo "openapi-lint: ok"
+
 .PHONY: verify
-verify: generate ts-check ## Fail when generated files are stale or go.mod is untidy, or the spec is off.
+verify: generate ts-check openapi-lint ## Fail when generated files are stale or go.mod is untidy, or the spec is off.
 	$(GO) mod tidy
 	git diff --exit-code -- openapi go.mod go.sum
 	$(GO) test -count=1 ./openapi/...

@@ -71,10 +71,15 @@ func decodeStrict(body []byte, dst any, readOnly ...string) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("unexpected data after the JSON value")
 	}
+	if err := checkNulls(body, reflect.TypeOf(dst)); err != nil {
+		return err
+	}
 	if path, ok := findNUL(reflect.ValueOf(dst), ""); ok {
-		// Postgres text cannot hold U+0000. Payloads (raw JSON, stored as
-		// bytes) may carry it.
-		return badRequest("the string at " + strconv.Quote(path) + " contains a NUL character (\\u0000)")
+		// Postgres text cannot hold U+0000: an invalid value, like a
+		// control character. Raw JSON (payloads, outputs) is the
+		// service's business: a task's payload, stored as bytes, keeps it.
+		return &service.ValidationError{Fields: []service.FieldError{{Field: path,
+			Message: "must not contain the NUL character (U+0000, \\u0000)"}}}
 	}
 	return nil
 }
@@ -170,6 +175,81 @@ func jsonField(t reflect.Type, key string) (reflect.StructField, bool) {
 }
 
 var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
+// nullableExtension is the swag tag that makes a field nullable in the
+// document (`extensions:"x-nullable"`): null is a value there (none, the
+// default), and only there.
+const nullableExtension = "x-nullable"
+
+// checkNulls refuses a JSON null given to a field the document does not
+// call nullable, naming its path, in any body decodeStrict reads. encoding/
+// json leaves such a field as it was, so a null was read as "absent": a
+// PATCH {"endpoint_id": null} answered 200 and changed nothing. Nullable
+// are the fields tagged x-nullable and raw JSON (a payload, an output), of
+// which null is one value.
+func checkNulls(body []byte, t reflect.Type) error {
+	if !bytes.Contains(body, []byte("null")) {
+		return nil // the common case: nothing to look at
+	}
+	var doc any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil //nolint:nilerr // the strict decode reported it already
+	}
+	var ve service.ValidationError
+	walkNulls(doc, t, "", &ve)
+	return ve.Err()
+}
+
+// walkNulls records in ve every null in doc where type t (a struct's
+// field, a map's value or a slice's element) takes none.
+func walkNulls(doc any, t reflect.Type, path string, ve *service.ValidationError) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	join := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	const refused = "must not be null; leave the field out instead"
+	switch d := doc.(type) {
+	case map[string]any:
+		switch t.Kind() {
+		case reflect.Struct:
+			for _, k := range slices.Sorted(maps.Keys(d)) {
+				f, ok := jsonField(t, k)
+				switch {
+				case !ok || f.Type == rawMessageType: // unknown (refused as such) or any JSON
+				case d[k] == nil && !strings.Contains(f.Tag.Get("extensions"), nullableExtension):
+					ve.Add(join(k), refused)
+				default:
+					walkNulls(d[k], f.Type, join(k), ve)
+				}
+			}
+		case reflect.Map:
+			for _, k := range slices.Sorted(maps.Keys(d)) {
+				if d[k] == nil && t.Elem() != rawMessageType {
+					ve.Add(join(k), refused)
+					continue
+				}
+				walkNulls(d[k], t.Elem(), join(k), ve)
+			}
+		}
+	case []any:
+		if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+			return
+		}
+		for i, v := range d {
+			p := path + "[" + strconv.Itoa(i) + "]"
+			if v == nil && t.Elem() != rawMessageType {
+				ve.Add(p, "must not be null")
+				continue
+			}
+			walkNulls(v, t.Elem(), p, ve)
+		}
+	}
+}
 
 // findNUL returns the JSON path of the first string in v (struct fields,
 // map keys and values, slice elements) that contains U+0000.
@@ -294,6 +374,9 @@ func jsonKind(k string) string {
 		return "an object"
 	case "slice", "array":
 		return "an array"
+	}
+	if strings.ContainsRune("aeiou", rune(k[0])) {
+		return "an " + k
 	}
 	return "a " + k
 }

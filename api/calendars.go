@@ -11,11 +11,12 @@ import (
 // calendarRequest is the body of POST /v1/calendars, and the shape a PATCH
 // merges into.
 type calendarRequest struct {
+	// Name: 1 to 128 characters without control characters, not all spaces (leading and trailing spaces are trimmed).
 	Name string `json:"name" example:"cn-public-holidays-2027" validate:"required" minLength:"1" maxLength:"128"`
 	// Timezone is the IANA zone whose local dates the calendar lists; default UTC.
 	Timezone string `json:"timezone,omitempty" example:"Asia/Shanghai" maxLength:"64"`
 	// Dates are local dates (YYYY-MM-DD), at most 10000; returned sorted without duplicates.
-	Dates []string `json:"dates" example:"2027-01-01,2027-02-06"`
+	Dates []string `json:"dates" example:"2027-01-01,2027-02-06" format:"date"`
 } // @name CalendarRequest
 
 // calendarResponse is a calendar as the API returns it.
@@ -167,7 +168,7 @@ func (h *handlers) patchCalendar(c echo.Context) error {
 //
 //	@ID				deleteCalendar
 //	@Summary		Delete a calendar
-//	@Description	409 while a task's schedule excludes it.
+//	@Description	409 while a task's or a workflow's schedule excludes it; the detail names up to 10 of them and counts them.
 //	@Tags			calendars
 //	@Security		BearerAuth
 //	@Param			id	path	string	true	"calendar id"

@@ -12,6 +12,8 @@ package api
 
 //	@title						ax API
 //	@version					1
+//	@license.name				MIT
+//	@license.url				https://opensource.org/licenses/MIT
 //	@description				ax schedules HTTP webhooks for many tenants: cron, interval and one-off tasks that call your endpoints, with retries and a full execution history.
 //	@description				Every /v1 route needs `Authorization: Bearer <JWT>`; errors are RFC 9457 `application/problem+json` documents. A 503 with a `Retry-After` header means the database is unreachable: nothing was wrong with the request; send it again after that many seconds.
 //	@BasePath					/

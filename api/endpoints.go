@@ -16,16 +16,21 @@ import (
 // endpointRequest is the body of POST /v1/endpoints, and the shape a PATCH
 // merges into.
 type endpointRequest struct {
-	Name    string            `json:"name" example:"billing" validate:"required" minLength:"1" maxLength:"128"`
-	URL     string            `json:"url" example:"https://hooks.example.com/ax" validate:"required" minLength:"1" maxLength:"2048"`
-	Method  string            `json:"method,omitempty" example:"POST" enums:"POST,PUT,PATCH,post,put,patch"`
+	// Name: 1 to 128 characters, not all spaces, without control characters.
+	Name string `json:"name" example:"billing" validate:"required" minLength:"1" maxLength:"128"`
+	// URL: an absolute http or https URL with a host, without credentials (user:password@), a fragment or whitespace.
+	URL    string `json:"url" example:"https://hooks.example.com/ax" validate:"required" minLength:"1" maxLength:"2048" format:"uri"`
+	Method string `json:"method,omitempty" example:"POST" enums:"POST,PUT,PATCH,post,put,patch"`
+	// Headers sent with every request: at most 32; a name is an HTTP token of 1 to 64 characters, not one ax sets
+	// (Content-Type, Idempotency-Key, User-Agent, webhook-*, X-Ax-*, …); a value at most 1024 characters without line
+	// breaks.
 	Headers map[string]string `json:"headers,omitempty"`
 	// Timeout of one delivery attempt in milliseconds (100..300000; 0 or absent: 10000).
 	TimeoutMS int `json:"timeout_ms,omitempty" example:"10000" minimum:"0" maximum:"300000"`
 	// Enabled defaults to true. Set it to true to re-enable an endpoint ax disabled.
 	Enabled *bool `json:"enabled,omitempty"`
 	// Secret is the signing secret: whsec_ + base64 of 24..64 bytes. Generated when omitted.
-	Secret string `json:"secret,omitempty" example:"whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=" extensions:"x-patch-read-only"`
+	Secret string `json:"secret,omitempty" example:"whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=" maxLength:"94" extensions:"x-patch-read-only"`
 	// Format of the alerts sent to this endpoint when a task names it as alert_endpoint_id: ax (signed JSON, the
 	// default) or slack (a Slack incoming-webhook body: one readable line with a link to the execution).
 	// Webhook deliveries of tasks are not affected.
@@ -77,7 +82,8 @@ type endpointList struct {
 
 // rotateSecretRequest optionally supplies the new secret.
 type rotateSecretRequest struct {
-	Secret string `json:"secret,omitempty"`
+	// Secret: whsec_ + base64 of 24..64 bytes.
+	Secret string `json:"secret,omitempty" example:"whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=" maxLength:"94"`
 } // @name RotateSecretRequest
 
 var endpointReadOnly = []string{"id", "created_at", "updated_at", "disabled_reason", "disabled_at", "previous_secret_expires_at", "tenant", "tenant_id"}

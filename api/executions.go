@@ -111,7 +111,7 @@ func executionOut(x service.ExecutionDetail) executionResponse {
 //	@Produce		json
 //	@Security		BearerAuth
 //	@Param			task_id	query		string	false	"only this task's executions"
-//	@Param			state	query		string	false	"pending, running, retrying, succeeded, failed, cancelled or skipped"
+//	@Param			state	query		string	false	"pending, running, retrying, succeeded, failed, cancelled or skipped"	Enums(pending, running, retrying, succeeded, failed, cancelled, skipped)
 //	@Param			since	query		string	false	"RFC 3339; scheduled_for at or after"	format(date-time)
 //	@Param			until	query		string	false	"RFC 3339; scheduled_for before"		format(date-time)
 //	@Param			limit	query		int		false	"page size (default 50, max 500)"
@@ -219,7 +219,7 @@ func (h *handlers) retryExecution(c echo.Context) error {
 //
 //	@ID				triggerTask
 //	@Summary		Fire a task now
-//	@Description	Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. Supports Idempotency-Key, remembered per task.
+//	@Description	Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
 //	@Tags			tasks
 //	@Accept			json
 //	@Produce		json

@@ -636,3 +636,24 @@ func TestExecutionRetry(t *testing.T) {
 	a.must(http.StatusForbidden, req{Method: http.MethodPost, Path: "/v1/executions/" + failed + "/retry",
 		Token: token(t, "acme", "executions:read")})
 }
+
+// TestTriggerOnDisabledEndpoint: a trigger of a task whose endpoint is
+// disabled is a 409 naming the endpoint, and creates nothing (it was a 202
+// and an execution cancelled at once).
+func TestTriggerOnDisabledEndpoint(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	ep := a.createEndpoint(tok, "billing")
+	task := a.createTask(tok, ep, "t", nil).JSON["id"].(string)
+	a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/endpoints/" + ep, Token: tok, Body: `{"enabled":false}`})
+	r := a.must(http.StatusConflict, req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/trigger", Token: tok})
+	require.Contains(t, r.JSON["detail"], `"billing"`)
+	require.Contains(t, r.JSON["detail"], ep)
+	require.Contains(t, r.JSON["detail"], "disabled")
+	list := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/executions?task_id=" + task, Token: tok})
+	require.Empty(t, list.JSON["items"])
+	// Enabled again, it fires.
+	a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/endpoints/" + ep, Token: tok, Body: `{"enabled":true}`})
+	a.trigger(tok, task, nil)
+}

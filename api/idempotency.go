@@ -25,11 +25,15 @@ const headerIdempotencyKey = "Idempotency-Key"
 func (h *handlers) idempotent(route string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			key := c.Request().Header.Get(headerIdempotencyKey)
-			if key == "" {
+			keys, present := c.Request().Header[headerIdempotencyKey]
+			if !present {
 				return next(c)
 			}
-			if len(key) > 255 || !printable(key) {
+			// Present but empty is a malformed key, not an absent one. A
+			// control byte other than a tab never gets here: net/http
+			// refuses the request with its own 400.
+			key := keys[0]
+			if key == "" || len(key) > 255 || !printable(key) {
 				return &service.ValidationError{Fields: []service.FieldError{{Field: headerIdempotencyKey,
 					Message: "must be 1 to 255 printable ASCII characters"}}}
 			}

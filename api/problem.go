@@ -101,6 +101,9 @@ func toProblem(err error, c echo.Context) *problem {
 		ae *authError
 		he *echo.HTTPError
 	)
+	if ve, ok := service.InputError(err); ok {
+		err = ve // data the database refused, by a path that skipped the service's translation
+	}
 	var qe *service.QuotaError
 	switch {
 	case errors.As(err, &p):

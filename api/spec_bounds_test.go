@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/axhq/ax/api"
 	"github.com/axhq/ax/openapi"
+	"github.com/axhq/ax/service"
 )
 
 // This file holds the document's request schemas to the server in three
@@ -546,6 +548,14 @@ func (w *exampleWorld) boundValue(b specBound, base map[string]any, n int) (any,
 			return cron + strings.Repeat(" ", n-len(cron)), true
 		case "timezone":
 			return strings.Repeat("a", n), false // no zone name is that long
+		case "secret": // whsec_ and the base64 of a key, when n has one
+			const prefix = "whsec_"
+			for size := service.SecretBytesMin; size <= service.SecretBytesMax; size++ {
+				if len(prefix)+base64.StdEncoding.EncodedLen(size) == n {
+					return prefix + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x5a}, size)), true
+				}
+			}
+			return prefix + strings.Repeat("A", max(n-len(prefix), 0)), false
 		}
 		return strings.Repeat("a", n), true
 	case "minItems", "maxItems":

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -19,7 +18,7 @@ type scheduleDTO struct {
 	// Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
 	// seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
 	Cron string `json:"cron,omitempty" example:"0 2 * * *" maxLength:"256"`
-	// Timezone is an IANA zone name; default UTC.
+	// Timezone is an IANA zone name (letters, digits, _ + - in segments separated by /; not Local); default UTC.
 	Timezone        string  `json:"timezone,omitempty" example:"Asia/Shanghai" maxLength:"64"`
 	IntervalSeconds int64   `json:"interval_seconds,omitempty" example:"60" minimum:"1" maximum:"31622400"`
 	RunAt           *string `json:"run_at,omitempty" format:"date-time"`
@@ -34,7 +33,7 @@ type scheduleDTO struct {
 	// slot at most once per local time.
 	DSTPolicy string `json:"dst_policy,omitempty" enums:"vixie,once_per_local_time" example:"vixie"`
 	// ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
-	ExcludeCalendars []string `json:"exclude_calendars,omitempty"`
+	ExcludeCalendars []string `json:"exclude_calendars,omitempty" format:"uuid"`
 } // @name Schedule
 
 // retryDTO bounds delivery retries.
@@ -70,20 +69,24 @@ type slaDTO struct {
 
 // taskRequest is the body of POST /v1/tasks, and the shape a PATCH merges into.
 type taskRequest struct {
+	// Name: 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a letter or digit
+	// (order.reconcile.daily, 订单.对账.每日).
 	Name       string      `json:"name" example:"order.reconcile.daily" validate:"required" minLength:"1" maxLength:"128"`
-	EndpointID string      `json:"endpoint_id" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e" validate:"required"`
+	EndpointID string      `json:"endpoint_id" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e" validate:"required" format:"uuid"`
 	Schedule   scheduleDTO `json:"schedule" validate:"required"`
 	// Payload is any JSON; the webhook body carries it byte for byte. Default {}.
 	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
 	// Priority 1 (highest) to 4; null or absent: 2.
 	Priority *int `json:"priority,omitempty" example:"2" minimum:"1" maximum:"4" extensions:"x-nullable"`
 	// TimeoutMS per attempt (100..300000); null or absent: the endpoint's timeout.
-	TimeoutMS     *int              `json:"timeout_ms,omitempty" example:"30000" minimum:"100" maximum:"300000" extensions:"x-nullable"`
-	Retry         retryDTO          `json:"retry"`
-	OverlapPolicy string            `json:"overlap_policy,omitempty" enums:"allow,skip,queue" example:"allow"`
-	MisfirePolicy string            `json:"misfire_policy,omitempty" enums:"fire_once,fire_all,skip" example:"fire_once"`
-	Labels        map[string]string `json:"labels,omitempty"`
-	// AlertEndpointID receives a signed alert when an execution fails for good.
+	TimeoutMS     *int     `json:"timeout_ms,omitempty" example:"30000" minimum:"100" maximum:"300000" extensions:"x-nullable"`
+	Retry         retryDTO `json:"retry"`
+	OverlapPolicy string   `json:"overlap_policy,omitempty" enums:"allow,skip,queue" example:"allow"`
+	MisfirePolicy string   `json:"misfire_policy,omitempty" enums:"fire_once,fire_all,skip" example:"fire_once"`
+	// Labels: at most 32; a key is 1 to 63 of A-Z a-z 0-9 . _ / -, starting with a letter or digit
+	// (^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$), a value at most 256 characters without control characters.
+	Labels map[string]string `json:"labels,omitempty"`
+	// AlertEndpointID receives a signed alert when an execution fails for good; empty: none.
 	AlertEndpointID string `json:"alert_endpoint_id,omitempty"`
 	// PauseAfterFailures pauses the task after this many consecutive failed executions (0: never).
 	PauseAfterFailures int `json:"pause_after_failures,omitempty" minimum:"0" maximum:"1000"`
@@ -341,7 +344,7 @@ func (h *handlers) createTask(c echo.Context) error {
 //	@Security	BearerAuth
 //	@Param		state	query		string		false	"active, paused or completed"	Enums(active, paused, completed)
 //	@Param		name	query		string		false	"keep tasks whose name starts with this prefix"
-//	@Param		label	query		[]string	false	"k:v; repeat to require several labels"	collectionFormat(multi)
+//	@Param		label	query		[]string	false	"key:value (or key=value); repeat to require several labels"	collectionFormat(multi)
 //	@Param		limit	query		int			false	"page size (default 50, max 500)"
 //	@Param		cursor	query		string		false	"next_cursor of the previous page"
 //	@Success	200		{object}	taskList
@@ -355,9 +358,9 @@ func (h *handlers) listTasks(c echo.Context) error {
 	}
 	f := service.TaskFilter{State: c.QueryParam("state"), NamePrefix: c.QueryParam("name"), Labels: map[string]string{}}
 	for _, l := range c.QueryParams()["label"] {
-		k, v, ok := strings.Cut(l, ":")
-		if !ok || k == "" {
-			return &service.ValidationError{Fields: []service.FieldError{{Field: "label", Message: "must be key:value"}}}
+		k, v, ok := service.ParseLabelFilter(l)
+		if !ok {
+			return &service.ValidationError{Fields: []service.FieldError{{Field: "label", Message: service.LabelFilterRule}}}
 		}
 		f.Labels[k] = v
 	}

@@ -340,6 +340,15 @@ func TestTaskListFilters(t *testing.T) {
 	require.Equal(t, []string{"c"}, names("/v1/tasks?limit=1"))
 	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodGet, Path: "/v1/tasks?state=sleeping", Token: tok})
 	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodGet, Path: "/v1/tasks?label=nocolon", Token: tok})
+	// key=value, as the console writes it, is the same filter; a value may
+	// hold either separator (a key holds neither).
+	require.Equal(t, []string{"b", "a"}, names("/v1/tasks?label=team%3Dpay"))
+	require.Equal(t, []string{"a"}, names("/v1/tasks?label=team%3Dpay&label=env:prod"))
+	a.createTask(tok, ep, "d", map[string]any{"labels": map[string]string{"url": "a=b:c"}})
+	require.Equal(t, []string{"d"}, names("/v1/tasks?label=url:a%3Db:c"))
+	require.Equal(t, []string{"d"}, names("/v1/tasks?label=url%3Da%3Db:c"))
+	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodGet, Path: "/v1/tasks?label=%3Dpay", Token: tok})
+	require.Equal(t, []string{"label"}, fieldErrors(r))
 }
 
 // TestTaskScheduleThroughLeapYearEnd is the request that used to pin a core
@@ -362,4 +371,23 @@ func TestTaskScheduleThroughLeapYearEnd(t *testing.T) {
 	p := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
 		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "*/5 * * * * * 2045", "timezone": "Australia/Sydney"}}})
 	require.Equal(t, "2044-12-31T13:00:00Z", p.JSON["next_run_at"], "2045-01-01 00:00 in Sydney (UTC+11), through 2044-12-31")
+}
+
+// TestSkipPastSlotNamesTheNextOne: skipping a slot that has passed is a 422
+// that names the next slot, the one a skip could take (docs/schedules.md).
+func TestSkipPastSlotNamesTheNextOne(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	ep := a.createEndpoint(tok, "e")
+	id := a.createTask(tok, ep, "daily", nil).JSON["id"].(string) // 02:00 Asia/Shanghai: 18:00Z
+	past := time.Now().UTC().Truncate(24 * time.Hour).Add(-24*time.Hour + 18*time.Hour)
+	next := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks/" + id + "/preview?count=1", Token: tok}).
+		JSON["items"].([]any)[0].(map[string]any)["at"].(string)
+	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks/" + id + "/skip", Token: tok,
+		Body: map[string]any{"scheduled_for": past.Format(time.RFC3339)}})
+	require.Equal(t, []string{"scheduled_for"}, fieldErrors(r))
+	msg := r.JSON["errors"].([]any)[0].(map[string]any)["message"].(string)
+	require.Contains(t, msg, "has passed")
+	require.Contains(t, msg, "the next slot is "+next, "the message names the next slot")
 }

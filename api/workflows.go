@@ -17,7 +17,7 @@ import (
 type workflowNodeDTO struct {
 	// Key is unique in the workflow: ^[a-z0-9][a-z0-9._-]{0,63}$.
 	Key        string `json:"key" example:"extract" validate:"required" minLength:"1" maxLength:"64"`
-	EndpointID string `json:"endpoint_id" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e" validate:"required"`
+	EndpointID string `json:"endpoint_id" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e" validate:"required" format:"uuid"`
 	// Payload is any JSON; the webhook body carries it. Default {}.
 	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
 	// Priority 1 (highest) to 4; 0 or absent: 2.
@@ -34,21 +34,24 @@ type workflowNodeDTO struct {
 	// Completion says how an attempt of the node ends, as for a task; absent or null: {"mode": "response"}. In callback
 	// mode the node's 2xx only accepts the attempt: the nodes downstream wait until its execution is completed
 	// (POST /v1/executions/{id}/complete), and heartbeat and completion timeouts retry it under its retry policy.
-	Completion *completionDTO `json:"completion,omitempty"`
+	Completion *completionDTO `json:"completion,omitempty" extensions:"x-nullable"`
 } // @name WorkflowNode
 
 // workflowRequest is the body of POST /v1/workflows, and the shape a PATCH merges into.
 type workflowRequest struct {
+	// Name: as a task's, 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a
+	// letter or digit.
 	Name string `json:"name" example:"billing.daily" validate:"required" minLength:"1" maxLength:"128"`
-	// Schedule is optional: without one, runs start by trigger.
-	Schedule *scheduleDTO `json:"schedule,omitempty"`
+	// Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger.
+	Schedule *scheduleDTO `json:"schedule,omitempty" extensions:"x-nullable"`
 	// MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
-	MaxActiveRuns   int    `json:"max_active_runs,omitempty" example:"1" minimum:"0" maximum:"1000"`
-	MisfirePolicy   string `json:"misfire_policy,omitempty" enums:"fire_once,fire_all,skip" example:"fire_once"`
+	MaxActiveRuns int    `json:"max_active_runs,omitempty" example:"1" minimum:"0" maximum:"1000"`
+	MisfirePolicy string `json:"misfire_policy,omitempty" enums:"fire_once,fire_all,skip" example:"fire_once"`
+	// AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none.
 	AlertEndpointID string `json:"alert_endpoint_id,omitempty"`
-	// SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+	// SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
-	SLA *slaDTO `json:"sla,omitempty"`
+	SLA *slaDTO `json:"sla,omitempty" extensions:"x-nullable"`
 	// Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes.
 	Nodes []workflowNodeDTO `json:"nodes" validate:"required"`
 } // @name WorkflowRequest

@@ -90,6 +90,42 @@ func DeleteCalendar(ctx context.Context, q Querier, tenant, id string) (bool, er
 	return tag.RowsAffected() == 1, nil
 }
 
+// CalendarUser is a task or a workflow whose schedule excludes a calendar.
+type CalendarUser struct {
+	// Kind is "task" or "workflow".
+	Kind     string
+	ID, Name string
+}
+
+// CalendarUsers returns up to limit of the tenant's tasks and workflows
+// whose schedule excludes calendar id, tasks first, each kind by name, and
+// how many tasks and workflows do in all. A workflow's hidden node tasks
+// have no calendars of their own.
+func CalendarUsers(ctx context.Context, q Querier, tenant, id string, limit int) (users []CalendarUser, tasks, workflows int64, err error) {
+	rows, err := q.Query(ctx, `SELECT kind, id::text, name,
+			count(*) FILTER (WHERE kind = 'task') OVER (), count(*) FILTER (WHERE kind = 'workflow') OVER ()
+		FROM (
+			SELECT 'task' AS kind, id, name FROM tasks
+			WHERE tenant_id = $1 AND workflow_id IS NULL AND exclude_calendars @> ARRAY[$2::uuid]
+			UNION ALL
+			SELECT 'workflow', id, name FROM workflows
+			WHERE tenant_id = $1 AND exclude_calendars @> ARRAY[$2::uuid]
+		) u
+		ORDER BY kind, name LIMIT $3`, tenant, id, limit)
+	if err != nil {
+		return nil, 0, 0, wrap("list a calendar's users", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var u CalendarUser
+		if err := rows.Scan(&u.Kind, &u.ID, &u.Name, &tasks, &workflows); err != nil {
+			return nil, 0, 0, wrap("list a calendar's users", err)
+		}
+		users = append(users, u)
+	}
+	return users, tasks, workflows, wrap("list a calendar's users", rows.Err())
+}
+
 // TasksUsingCalendar returns the ids of the tenant's tasks whose schedule
 // excludes the calendar, locked for update, at most limit of them.
 func TasksUsingCalendar(ctx context.Context, q Querier, tenant, id string, limit int) ([]string, error) {

@@ -33,6 +33,10 @@ var (
 	// ErrLockTimeout: a statement waited for a lock longer than its
 	// lock_timeout.
 	ErrLockTimeout = errors.New("lock timeout")
+	// ErrUnstorable: the database cannot hold a value it was given: U+0000
+	// in text (SQLSTATE 22021) or, as \u0000, in a jsonb document (22P05).
+	// The value is the caller's input, not a fault of the database.
+	ErrUnstorable = errors.New("value the database cannot store (U+0000)")
 	// ErrUnavailable: the database could not be reached or dropped the
 	// connection: a connection attempt failed (refused, reset, timed
 	// out), a connection broke mid-statement, or the server is shutting
@@ -66,6 +70,8 @@ const (
 	codeDeadlockDetected     = "40P01"
 	codeQueryCanceled        = "57014"
 	codeLockNotAvailable     = "55P03"
+	codeUntranslatableChar   = "22P05"
+	codeCharNotInRepertoire  = "22021"
 	codeUndefinedTable       = "42P01"
 	codeTooManyConnections   = "53300"
 	codeAdminShutdown        = "57P01"
@@ -112,8 +118,17 @@ func stateKind(code string) error {
 		return ErrQueryCanceled
 	case codeLockNotAvailable:
 		return ErrLockTimeout
+	case codeUntranslatableChar, codeCharNotInRepertoire:
+		return ErrUnstorable
 	}
 	return nil
+}
+
+// Unstorable reports whether err means the database could not hold a
+// value it was given (ErrUnstorable), for errors that came through this
+// package and for driver errors that did not (River's inserts).
+func Unstorable(err error) bool {
+	return err != nil && (errors.Is(err, ErrUnstorable) || errors.Is(stateKind(sqlState(err)), ErrUnstorable))
 }
 
 // Unavailable reports whether err means the database was unreachable

@@ -62,6 +62,19 @@ func TestErrorsAreTranslated(t *testing.T) {
 	require.ErrorIs(t, err, db.ErrForeignKeyViolation, "an endpoint a task uses")
 	require.Equal(t, db.ConstraintTaskEndpoint, db.ConstraintName(err))
 
+	// U+0000: in a jsonb document (22P05) and in text (22021), the
+	// caller's data; Unstorable also reads an untranslated driver error.
+	nul := db.Endpoint{TenantID: "acme", ID: "00000000-0000-7000-8000-000000000007", Name: "nul", URL: "https://example.com",
+		Method: "POST", Headers: map[string]string{"X-A": "a\x00b"}, Secret: "whsec_x", TimeoutMS: 1000}
+	_, err = db.InsertEndpoint(ctx, pool, nul)
+	require.ErrorIs(t, err, db.ErrUnstorable, "U+0000 in jsonb")
+	nul.Headers, nul.Name = map[string]string{}, "n\x00l"
+	_, err = db.InsertEndpoint(ctx, pool, nul)
+	require.ErrorIs(t, err, db.ErrUnstorable, "U+0000 in text")
+	_, err = pool.Exec(ctx, `SELECT $1::text::jsonb`, `{"a":"\u0000"}`)
+	require.True(t, db.Unstorable(err), "a driver error: %v", err)
+	require.False(t, db.Unstorable(db.ErrUniqueViolation))
+
 	err = db.InReadSnapshot(ctx, pool, 10*time.Millisecond, func(tx db.Tx) error {
 		_, err := tx.Exec(ctx, `SELECT pg_sleep(1)`)
 		return err

@@ -20,7 +20,9 @@ import (
 const AlertType = service.AlertExecutionFailed
 
 // AlertBody is the JSON a task's alert endpoint receives when one of its
-// executions fails for good. README "Alerts and auto-pause" documents it.
+// executions fails for good or misses its SLA (docs/webhooks.md, "Alerts
+// and auto-pause"). Every key is always there; a value that is absent
+// (no response yet, no error, not finished, not an SLA alert) is null.
 type AlertBody struct {
 	Type           string     `json:"type"`
 	ExecutionID    string     `json:"execution_id"`
@@ -32,11 +34,19 @@ type AlertBody struct {
 	State          string     `json:"state"`
 	Attempts       int        `json:"attempts"`
 	LastStatusCode *int       `json:"last_status_code"`
-	LastError      string     `json:"last_error"`
-	ErrorClass     string     `json:"error_class"`
+	LastError      *string    `json:"last_error"`
+	ErrorClass     *string    `json:"error_class"`
 	FinishedAt     *time.Time `json:"finished_at"`
-	// SLA is set on an execution.sla_missed alert.
-	SLA *AlertSLA `json:"sla,omitempty"`
+	// SLA is set on an execution.sla_missed alert, null on others.
+	SLA *AlertSLA `json:"sla"`
+}
+
+// nullIfEmpty is s, or nil (null in JSON) when it is empty.
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // AlertSLA is the missed SLA of an execution.sla_missed alert.
@@ -134,7 +144,8 @@ func (w *AlertWorker) body(a service.Alert) ([]byte, error) {
 	b := AlertBody{
 		Type: a.Type, ExecutionID: a.ExecutionID, TaskID: a.TaskID, TaskName: a.TaskName, TaskState: a.TaskState,
 		ScheduledFor: a.ScheduledFor, Trigger: a.Trigger, State: a.State, Attempts: a.Attempts,
-		LastStatusCode: a.LastStatusCode, LastError: a.LastError, ErrorClass: a.ErrorClass, FinishedAt: a.FinishedAt,
+		LastStatusCode: a.LastStatusCode, LastError: nullIfEmpty(a.LastError), ErrorClass: nullIfEmpty(a.ErrorClass),
+		FinishedAt: a.FinishedAt,
 	}
 	if a.Type == service.AlertExecutionSLAMissed {
 		b.SLA = &AlertSLA{FinishWithinMS: a.SLAFinishWithin.Milliseconds(), DueAt: a.SLADueAt}

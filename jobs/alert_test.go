@@ -61,7 +61,7 @@ func TestAlert(t *testing.T) {
 		"type": "execution.failed", "execution_id": id, "task_id": task.ID, "task_name": task.Name, "task_state": "active",
 		"scheduled_for": slot.Format(time.RFC3339Nano), "trigger": "schedule", "state": "failed", "attempts": float64(1),
 		"last_status_code": float64(400), "last_error": "HTTP 400 Bad Request", "error_class": "http_4xx",
-		"finished_at": body["finished_at"],
+		"finished_at": body["finished_at"], "sla": nil,
 	}, body)
 	require.NotEmpty(t, body["finished_at"])
 	alerts.quiet(t, 200*time.Millisecond)
@@ -112,4 +112,50 @@ func TestAlertRetried(t *testing.T) {
 		evs := h.events(id)
 		return evs[len(evs)-1].Type == service.EventAlertSent
 	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestAlertBodiesUseNull: in every alert body a value that is absent is
+// null, never "" and never a missing key: an SLA alert of an execution that
+// has no response, no error and no end yet (last_status_code, last_error,
+// error_class, finished_at), a failure alert's sla, a blocked run's state,
+// slot and sla, an SLA-missed run's nodes.
+func TestAlertBodiesUseNull(t *testing.T) {
+	t.Parallel()
+	slot := time.Date(2026, 3, 1, 18, 0, 0, 0, time.UTC)
+	due := slot.Add(time.Hour)
+	decode := func(b []byte, err error) map[string]any {
+		t.Helper()
+		require.NoError(t, err)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(b, &m))
+		return m
+	}
+	w := &AlertWorker{}
+	sla := decode(w.body(service.Alert{Type: service.AlertExecutionSLAMissed, ExecutionID: "x", TaskID: "t", TaskName: "n",
+		TaskState: service.TaskActive, ScheduledFor: slot, Trigger: service.TriggerSchedule, State: service.ExecRunning,
+		Attempts: 1, SLAFinishWithin: time.Hour, SLADueAt: &due}))
+	require.Equal(t, map[string]any{
+		"type": "execution.sla_missed", "execution_id": "x", "task_id": "t", "task_name": "n", "task_state": "active",
+		"scheduled_for": "2026-03-01T18:00:00Z", "trigger": "schedule", "state": "running", "attempts": float64(1),
+		"last_status_code": nil, "last_error": nil, "error_class": nil, "finished_at": nil,
+		"sla": map[string]any{"finish_within_ms": float64(3600000), "due_at": "2026-03-01T19:00:00Z"},
+	}, sla)
+	code := 503
+	failed := decode(w.body(service.Alert{Type: service.AlertExecutionFailed, ExecutionID: "x", State: service.ExecFailed,
+		LastStatusCode: &code, LastError: "HTTP 503", ErrorClass: "http_5xx", FinishedAt: &due}))
+	require.Contains(t, failed, "sla")
+	require.Nil(t, failed["sla"])
+	require.Equal(t, "HTTP 503", failed["last_error"])
+	require.Equal(t, "http_5xx", failed["error_class"])
+
+	ww := &WorkflowAlertWorker{}
+	blocked := decode(ww.body(service.WorkflowAlertArgs{Type: service.AlertWorkflowRunBlocked, WorkflowID: "w", RunID: "r",
+		Nodes: []string{"report"}}, service.WorkflowAlert{WorkflowName: "etl"}))
+	require.Equal(t, map[string]any{"type": "workflow_run.blocked", "workflow_id": "w", "workflow_name": "etl",
+		"workflow_run_id": "r", "nodes": []any{"report"}, "state": nil, "scheduled_for": nil, "sla": nil}, blocked)
+	missed := decode(ww.body(service.WorkflowAlertArgs{Type: service.AlertWorkflowRunSLAMissed, WorkflowID: "w", RunID: "r",
+		State: service.RunRunning, ScheduledFor: &slot, SLAFinishWithinMS: 3600000, SLADueAt: &due}, service.WorkflowAlert{WorkflowName: "etl"}))
+	require.Equal(t, map[string]any{"type": "workflow_run.sla_missed", "workflow_id": "w", "workflow_name": "etl",
+		"workflow_run_id": "r", "nodes": nil, "state": "running", "scheduled_for": "2026-03-01T18:00:00Z",
+		"sla": map[string]any{"finish_within_ms": float64(3600000), "due_at": "2026-03-01T19:00:00Z"}}, missed)
 }

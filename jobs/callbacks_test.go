@@ -435,6 +435,13 @@ func TestSLAMissedWhileWaitingForCallback(t *testing.T) {
 	require.Equal(t, service.ExecRunning, body.State)
 	require.NotNil(t, body.SLA)
 	require.EqualValues(t, 1000, body.SLA.FinishWithinMS)
+	// What it has not got yet is null on the wire, not "".
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(alert.Body, &raw))
+	for _, k := range []string{"last_error", "error_class", "finished_at"} { // its 202 is last_status_code
+		require.Contains(t, raw, k)
+		require.Nil(t, raw[k], k)
+	}
 	_, err := h.deliveries.Complete(t.Context(), h.tenant, id, grant, service.CompletionInput{Status: service.ExecSucceeded})
 	require.NoError(t, err)
 	require.Equal(t, 1, countEvents(h.events(id), service.EventSLAMissed))

@@ -41,18 +41,20 @@ func WorkflowSweepLoop(w *service.Workflows, interval time.Duration) Loop {
 }
 
 // WorkflowAlertBody is the JSON a workflow's alert endpoint receives when
-// a run is blocked or misses its SLA (README "Workflows").
+// a run is blocked or misses its SLA (docs/workflows.md). Every key is
+// always there; a value that is absent is null, as in AlertBody.
 type WorkflowAlertBody struct {
-	Type         string   `json:"type"`
-	WorkflowID   string   `json:"workflow_id"`
-	WorkflowName string   `json:"workflow_name"`
-	RunID        string   `json:"workflow_run_id"`
-	Nodes        []string `json:"nodes,omitempty"`
+	Type         string `json:"type"`
+	WorkflowID   string `json:"workflow_id"`
+	WorkflowName string `json:"workflow_name"`
+	RunID        string `json:"workflow_run_id"`
+	// Nodes are the blocked nodes (workflow_run.blocked).
+	Nodes []string `json:"nodes"`
 	// State and ScheduledFor are the run's when the alert was queued, and
 	// SLA the missed SLA (workflow_run.sla_missed).
-	State        string     `json:"state,omitempty"`
-	ScheduledFor *time.Time `json:"scheduled_for,omitempty"`
-	SLA          *AlertSLA  `json:"sla,omitempty"`
+	State        *string    `json:"state"`
+	ScheduledFor *time.Time `json:"scheduled_for"`
+	SLA          *AlertSLA  `json:"sla"`
 }
 
 // WorkflowAlertWorker sends a workflow run's alert, signed, through the
@@ -114,7 +116,10 @@ func (w *WorkflowAlertWorker) body(a service.WorkflowAlertArgs, target service.W
 		return json.Marshal(SlackBody{Text: WorkflowSlackText(a, target.WorkflowName, w.publicURL)})
 	}
 	b := WorkflowAlertBody{Type: a.Type, WorkflowID: a.WorkflowID, WorkflowName: target.WorkflowName, RunID: a.RunID,
-		Nodes: a.Nodes, State: a.State, ScheduledFor: a.ScheduledFor}
+		Nodes: a.Nodes, State: nullIfEmpty(a.State), ScheduledFor: a.ScheduledFor}
+	if len(b.Nodes) == 0 {
+		b.Nodes = nil // null, not []
+	}
 	if a.Type == service.AlertWorkflowRunSLAMissed {
 		b.SLA = &AlertSLA{FinishWithinMS: a.SLAFinishWithinMS, DueAt: a.SLADueAt}
 	}

@@ -2,6 +2,7 @@ package openapi_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -276,4 +277,35 @@ func TestSpecTellsTheTruth(t *testing.T) {
 		names = append(names, p.Value.Name)
 	}
 	require.Contains(t, names, "name")
+}
+
+// TestNullableHasAType holds, without Node.js, the rule Redocly's
+// nullable-type-sibling checks in make verify: OpenAPI 3.0.3 reads
+// `nullable` only beside a `type`, so a nullable schema without one says
+// nothing (openapi/internal/convert: anyJSON, typedNullables).
+func TestNullableHasAType(t *testing.T) {
+	t.Parallel()
+	doc := load(t)
+	var walk func(where string, s *openapi3.SchemaRef, depth int)
+	walk = func(where string, s *openapi3.SchemaRef, depth int) {
+		if s == nil || s.Value == nil || s.Ref != "" && depth > 0 || depth > 12 {
+			return
+		}
+		v := s.Value
+		if v.Nullable && v.Type == nil {
+			t.Errorf("%s: nullable without a type", where)
+		}
+		for name, p := range v.Properties {
+			walk(where+"."+name, p, depth+1)
+		}
+		for i, sub := range slices.Concat(v.AllOf, v.AnyOf, v.OneOf) {
+			walk(fmt.Sprintf("%s/%d", where, i), sub, depth+1)
+		}
+		walk(where+"[]", v.Items, depth+1)
+		walk(where+"{}", v.AdditionalProperties.Schema, depth+1)
+	}
+	for name, s := range doc.Components.Schemas {
+		walk(name, s, 0)
+	}
+	require.NotNil(t, doc.Info.License, "info.license (Redocly's info-license)")
 }

@@ -211,20 +211,14 @@ func (s *Calendars) Delete(ctx context.Context, tenant, id string) error {
 		if _, err := db.GetCalendar(ctx, tx, tenant, id, true); err != nil {
 			return storeError(err, "load calendar")
 		}
-		ids, err := db.TasksUsingCalendar(ctx, tx, tenant, id, 3)
+		// The calendar's row lock keeps a schedule from taking it
+		// meanwhile (loadCalendars shares it).
+		users, tasks, workflows, err := db.CalendarUsers(ctx, tx, tenant, id, calendarUsersShown)
 		if err != nil {
-			return err
+			return storeError(err, "list the calendar's users")
 		}
-		if len(ids) > 0 {
-			return conflictf("the calendar is in use by task %s%s: remove it from their schedule.exclude_calendars first",
-				strings.Join(ids, ", "), map[bool]string{true: " and others", false: ""}[len(ids) == 3])
-		}
-		if ids, err = db.WorkflowsUsingCalendar(ctx, tx, tenant, id, 3); err != nil {
-			return err
-		}
-		if len(ids) > 0 {
-			return conflictf("the calendar is in use by workflow %s%s: remove it from their schedule.exclude_calendars first",
-				strings.Join(ids, ", "), map[bool]string{true: " and others", false: ""}[len(ids) == 3])
+		if tasks+workflows > 0 {
+			return calendarInUse(users, tasks, workflows)
 		}
 		ok, err := db.DeleteCalendar(ctx, tx, tenant, id)
 		if err != nil {
@@ -235,6 +229,39 @@ func (s *Calendars) Delete(ctx context.Context, tenant, id string) error {
 		}
 		return recordAudit(ctx, tx, tenant, AuditDelete, ResourceCalendar, id, nil)
 	})
+}
+
+// calendarUsersShown bounds how many schedules an in-use conflict names,
+// as endpointUsersShown does for an endpoint.
+const calendarUsersShown = 10
+
+// calendarInUse names (up to calendarUsersShown of) the tasks and
+// workflows whose schedules exclude a calendar, with their counts, so the
+// caller knows what to change.
+func calendarInUse(users []db.CalendarUser, tasks, workflows int64) error {
+	count := func(n int64, noun string) string {
+		if n == 1 {
+			return "1 " + noun
+		}
+		return fmt.Sprintf("%d %ss", n, noun)
+	}
+	var counts []string
+	if tasks > 0 {
+		counts = append(counts, count(tasks, "task"))
+	}
+	if workflows > 0 {
+		counts = append(counts, count(workflows, "workflow"))
+	}
+	names := make([]string, len(users))
+	for i, u := range users {
+		names[i] = fmt.Sprintf("%s %s (%s)", u.Kind, u.Name, u.ID)
+	}
+	more := ""
+	if n := tasks + workflows - int64(len(users)); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	return conflictf("the calendar is used by %s: %s%s; remove it from their schedule.exclude_calendars first",
+		strings.Join(counts, " and "), strings.Join(names, ", "), more)
 }
 
 func calendarStoreError(err error, in CalendarInput) error {

@@ -273,10 +273,13 @@ func (in CompletionInput) validate() error {
 	if in.Status != ExecSucceeded && in.Status != ExecFailed {
 		ve.Add("status", "must be succeeded or failed")
 	}
-	if len(in.Output) > OutputMax {
+	switch {
+	case len(in.Output) > OutputMax:
 		ve.Add("output", fmt.Sprintf("must be at most %d bytes of JSON", OutputMax))
-	} else if len(in.Output) > 0 && !json.Valid(in.Output) {
+	case len(in.Output) > 0 && !json.Valid(in.Output):
 		ve.Add("output", "must be valid JSON")
+	default:
+		checkJSONDocument(&ve, "output", in.Output)
 	}
 	if len(in.Error) > 4096 {
 		ve.Add("error", "must be at most 4096 bytes")
@@ -330,6 +333,10 @@ func (s *Deliveries) Heartbeat(ctx context.Context, tenant, executionID string, 
 	}
 	if len(progress) > ProgressMax {
 		return fieldError("progress", fmt.Sprintf("must be at most %d bytes of JSON", ProgressMax))
+	}
+	var ve ValidationError
+	if checkJSONDocument(&ve, "progress", progress); ve.Err() != nil {
+		return &ve
 	}
 	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		_, cb, err := s.current(ctx, tx, tenant, executionID, grant)

@@ -312,7 +312,11 @@ func (in EndpointInput) withDefaults() EndpointInput {
 	return in
 }
 
-var headerNamePattern = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")
+// HeaderNamePattern is the form of an endpoint header's name: an HTTP
+// token (RFC 9110) of at most 64 characters.
+const HeaderNamePattern = "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$"
+
+var headerNamePattern = regexp.MustCompile(HeaderNamePattern)
 
 // reservedHeaders are set by ax on every delivery and cannot be configured.
 var reservedHeaders = []string{

@@ -133,6 +133,9 @@ func storeError(err error, op string, meanings ...storeMeaning) error {
 	if db.Unavailable(err) {
 		return fmt.Errorf("%s: %w", op, unavailableError{err})
 	}
+	if ve, ok := InputError(err); ok {
+		return ve
+	}
 	for _, m := range meanings {
 		if m.match(err) {
 			return m.err
@@ -147,6 +150,21 @@ func storeError(err error, op string, meanings ...storeMeaning) error {
 		return conflictf("the request conflicts with the current state of the resource")
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// InputError is the validation error that a database error means when the
+// database refused the request's own data: U+0000 in a value (text, or a
+// jsonb document) that no check caught before it reached the database.
+// storeError translates such errors so; the API's error handler asks here
+// too, for the errors that reach it by other paths (River's inserts).
+// Request JSON bound for jsonb is checked first (checkJSONDocument), so
+// this is the backstop, and it cannot name the field.
+func InputError(err error) (*ValidationError, bool) {
+	if !db.Unstorable(err) {
+		return nil, false
+	}
+	return &ValidationError{Fields: []FieldError{{Field: "body",
+		Message: "holds U+0000 (\\u0000) where ax cannot store it; remove the character"}}}, true
 }
 
 // parseSchedule is schedule.Parse with its errors as the service's

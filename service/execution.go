@@ -470,6 +470,11 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 		}
 		var row db.Execution
 		if created {
+			// Its delivery would be cancelled at once: say so now. (A
+			// dedup key used before still returns its execution.)
+			if err := checkEndpointEnabled(ctx, tx, tenant, task.EndpointID); err != nil {
+				return err
+			}
 			for _, id := range append([]string{e.ID}, e.ShardIDs...) {
 				if _, err := s.enqueueNow(ctx, tx, tenant, id, task); err != nil {
 					return err
@@ -495,6 +500,25 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceTask, task.ID, changes)
 	})
 	return out, err
+}
+
+// checkEndpointEnabled is a conflict naming the endpoint when it is
+// disabled (by a client, or by ax after a 410 Gone): a fire sent to it is
+// cancelled before it leaves.
+func checkEndpointEnabled(ctx context.Context, q db.Querier, tenant, endpointID string) error {
+	ep, err := db.GetEndpoint(ctx, q, tenant, endpointID, false)
+	if err != nil {
+		return storeError(err, "load endpoint "+endpointID)
+	}
+	if ep.Enabled {
+		return nil
+	}
+	why := ""
+	if ep.DisabledReason != nil && *ep.DisabledReason != "" {
+		why = " (" + *ep.DisabledReason + ")"
+	}
+	return conflictf("the task's endpoint %q (%s) is disabled%s: enable it (PATCH /v1/endpoints/%s {\"enabled\": true}) "+
+		"before triggering", ep.Name, ep.ID, why, ep.ID)
 }
 
 func (in TriggerInput) validate() error {
@@ -622,7 +646,11 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 			return err
 		}
 		if !at.After(now) {
-			return fieldError("scheduled_for", "has passed: only a future slot can be skipped")
+			msg := "has passed: only a future slot can be skipped; the schedule has no slot ahead"
+			if next, ok := sched.Next(now); ok {
+				msg = "has passed: only a future slot can be skipped; the next slot is " + next.UTC().Format(time.RFC3339Nano)
+			}
+			return fieldError("scheduled_for", msg)
 		}
 		id, err := db.SkipSlot(ctx, tx, tenant, taskID, NewID(), at, SkipReason)
 		if err != nil {

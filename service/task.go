@@ -52,11 +52,24 @@ const (
 	TaskWakeWithin = 30 * time.Second
 )
 
+// The forms of names and label keys, as regular expressions that Go and
+// ECMA-262 (the OpenAPI document's patterns) read alike.
+const (
+	// NamePattern is a task's or a workflow's name: lower-case letters of
+	// any script (and letters of scripts without case, such as 订单),
+	// digits of any script, and '.', '_', '-'.
+	NamePattern = `^[\p{Ll}\p{Lo}\p{Lm}\p{Nd}][\p{Ll}\p{Lo}\p{Lm}\p{Mn}\p{Mc}\p{Nd}._-]{0,127}$`
+	// LabelKeyPattern is a label's key.
+	LabelKeyPattern = `^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`
+)
+
+// nameRule is the message of a name that does not match NamePattern.
+const nameRule = "must be 1 to 128 characters: lower-case or uncased letters and digits of any script, '.', '_', '-', " +
+	"starting with a letter or digit (e.g. order.reconcile.daily, 订单.对账.每日)"
+
 var (
-	// Lower-case letters of any script (and letters of scripts without
-	// case, such as 订单), digits of any script, and '.', '_', '-'.
-	taskNamePattern = regexp.MustCompile(`^[\p{Ll}\p{Lo}\p{Lm}\p{Nd}][\p{Ll}\p{Lo}\p{Lm}\p{Mn}\p{Mc}\p{Nd}._-]{0,127}$`)
-	labelKeyPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
+	taskNamePattern = regexp.MustCompile(NamePattern)
+	labelKeyPattern = regexp.MustCompile(LabelKeyPattern)
 )
 
 // RetryPolicy bounds delivery retries. MaxAttempts 1 means never retry.
@@ -315,6 +328,22 @@ func (s *Tasks) Get(ctx context.Context, tenant, id string) (Task, error) {
 	}
 	return taskFromRow(row), nil
 }
+
+// ParseLabelFilter reads a label filter, key:value or key=value (the
+// API's ?label= and the console's filter take both): it splits at the
+// first ':' or '=', which no label key holds (LabelKeyPattern), so the
+// value may hold either. ok is false without a separator or a key.
+func ParseLabelFilter(s string) (key, value string, ok bool) {
+	i := strings.IndexAny(s, ":=")
+	if i <= 0 {
+		return "", "", false
+	}
+	return s[:i], s[i+1:], true
+}
+
+// LabelFilterRule is the message of a label filter ParseLabelFilter
+// refuses.
+const LabelFilterRule = "must be key:value or key=value"
 
 // TaskFilter narrows List.
 type TaskFilter struct {
@@ -617,8 +646,7 @@ func (in TaskInput) withDefaults() TaskInput {
 func (s *Tasks) validate(in TaskInput, anchor time.Time) (*schedule.Schedule, error) {
 	var ve ValidationError
 	if !taskNamePattern.MatchString(in.Name) {
-		ve.Add("name", "must be 1 to 128 characters: lower-case or uncased letters and digits of any script, '.', '_', '-', "+
-			"starting with a letter or digit (e.g. order.reconcile.daily, 订单.对账.每日)")
+		ve.Add("name", nameRule)
 	}
 	if !validID(in.EndpointID) {
 		ve.Add("endpoint_id", "must be the id of one of your endpoints")
@@ -689,7 +717,7 @@ func validateLabels(ve *ValidationError, labels map[string]string) {
 	}
 	for k, v := range labels {
 		if !labelKeyPattern.MatchString(k) {
-			ve.Add("labels."+k, "key must match ^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
+			ve.Add("labels."+k, "key must match "+LabelKeyPattern)
 		}
 		if len(v) > labelValueMax || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 }) {
 			ve.Add("labels."+k, fmt.Sprintf("value must be at most %d characters without control characters", labelValueMax))
@@ -702,7 +730,7 @@ func validateLabels(ve *ValidationError, labels map[string]string) {
 func (s *Tasks) checkOnceLate(sched *schedule.Schedule, now time.Time) error {
 	spec := sched.Spec()
 	if spec.Type == schedule.Once && spec.RunAt != nil && spec.RunAt.Before(now.Add(-s.cfg.OnceLateMax)) {
-		return fieldError("schedule.run_at", fmt.Sprintf("lies more than %s in the past (it is %s); a once task fires at a time to come",
+		return fieldError("schedule.run_at", fmt.Sprintf("lies more than %s in the past (it is %s); a task of schedule type once fires at a time to come",
 			s.cfg.OnceLateMax, now.Sub(*spec.RunAt).Truncate(time.Second)))
 	}
 	return nil

@@ -200,7 +200,7 @@ func (in WorkflowInput) withDefaults() WorkflowInput {
 func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedule, []WorkflowNodeInput, error) {
 	var ve ValidationError
 	if !taskNamePattern.MatchString(in.Name) {
-		ve.Add("name", "must match ^[a-z0-9][a-z0-9._-]{0,127}$ (lower-case letters, digits, '.', '_', '-')")
+		ve.Add("name", nameRule) // the same rule as a task's name
 	}
 	var sched *schedule.Schedule
 	if in.Schedule != nil {
@@ -264,6 +264,9 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedul
 		if n.Shards < 1 || n.Shards > ShardsMax {
 			ve.Add(f+".shards", fmt.Sprintf("must be 1 to %d", ShardsMax))
 		}
+		// Unlike a task's, a node's payload is kept in a JSON document
+		// (the workflow's version).
+		checkJSONDocument(&ve, f+".payload", n.Payload)
 		addProblems(i, "trigger_rule")
 	}
 	for i := range in.Nodes {

@@ -79,7 +79,7 @@ func TestWorkflowCalendars(t *testing.T) {
 	// A calendar a workflow uses cannot be deleted.
 	err = cals.Delete(ctx, f.tenant, cal.ID)
 	require.ErrorIs(t, err, service.ErrConflict)
-	require.Contains(t, err.Error(), "workflow "+w.ID)
+	require.Contains(t, err.Error(), "workflow "+w.Name+" ("+w.ID+")")
 	_, err = f.wf.Update(ctx, f.tenant, w.ID, func(in *service.WorkflowInput) error {
 		in.Schedule.ExcludeCalendars = nil
 		return nil

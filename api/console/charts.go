@@ -372,7 +372,7 @@ func taskStrips(xs []service.ExecutionDetail) (lateness, outcomes *stripView) {
 			none++
 			why := "not started yet"
 			if x.Trigger != "schedule" {
-				why = "a " + x.Trigger + " run, no slot to be late for"
+				why = "run by trigger " + x.Trigger + ", no slot to be late for"
 			}
 			lateness.Marks = append(lateness.Marks, stripMark{Class: "mark-none", X: col, Y: stripH - 2, W: stripMarkW, H: 2,
 				Title: when + ": " + why})

@@ -140,7 +140,7 @@ func TestConsoleTaskSparklines(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(lat, `class="strip-mark mark-none"`))
 	assert.Contains(t, lat, "started 300.0 ms late</title>")
 	assert.Contains(t, lat, `<rect x="10" y="0" width="8" height="40"/>`, "the latest on-time fire is the full height")
-	assert.Contains(t, lat, "a manual run, no slot to be late for")
+	assert.Contains(t, lat, "run by trigger manual, no slot to be late for")
 	assert.Contains(t, lat, "Lateness of the 3 on-time scheduled fire(s): p50 200.0 ms, p99 298.0 ms, max 300.0 ms. 1 misfire catch-up(s), marked ▲, are not counted.")
 
 	out := regexp.MustCompile(`(?s)<figure class="strip" id="spark-outcomes">.*?</figure>`).FindString(p.Body)

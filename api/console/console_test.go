@@ -379,6 +379,11 @@ func TestConsolePages(t *testing.T) {
 	assert.Contains(t, e.get("/console/tasks?name=night", tok).Body, "nightly")
 	assert.Contains(t, e.get("/console/tasks?label=team%3Dx", tok).Body, "No task matches")
 	assert.Equal(t, http.StatusUnprocessableEntity, e.get("/console/tasks?label=nokey", tok).Status)
+	// key:value, as the API writes it, is the same filter.
+	e.rest(http.MethodPatch, "/v1/tasks/"+id, tok, `{"labels":{"team":"billing"}}`)
+	assert.Contains(t, e.get("/console/tasks?label=team%3Dbilling", tok).Body, "nightly")
+	assert.Contains(t, e.get("/console/tasks?label=team:billing", tok).Body, "nightly")
+	assert.Contains(t, e.get("/console/tasks?label=team:x", tok).Body, "No task matches")
 	assert.Equal(t, http.StatusUnprocessableEntity, e.get("/console/tasks?state=bogus", tok).Status)
 
 	p = e.get("/console/tasks/"+id, tok)

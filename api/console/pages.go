@@ -179,16 +179,16 @@ func pageOf(ec echo.Context, limit int) service.Page {
 	return service.Page{After: ec.QueryParam("after"), Limit: limit}
 }
 
-// tasks lists tasks with filters (state, label key=value, name prefix),
+// tasks lists tasks with filters (state, label key=value or key:value, name prefix),
 // each with its next fire and its latest execution.
 func (c *console) tasks(ec echo.Context, s *session) error {
 	ctx := ec.Request().Context()
 	v := tasksView{State: ec.QueryParam("state"), Label: strings.TrimSpace(ec.QueryParam("label")), Name: strings.TrimSpace(ec.QueryParam("name"))}
 	f := service.TaskFilter{State: v.State, NamePrefix: v.Name}
 	if v.Label != "" {
-		k, val, ok := strings.Cut(v.Label, "=")
-		if !ok || k == "" {
-			return &service.ValidationError{Fields: []service.FieldError{{Field: "label", Message: "must be key=value"}}}
+		k, val, ok := service.ParseLabelFilter(v.Label)
+		if !ok || strings.TrimSpace(k) == "" {
+			return &service.ValidationError{Fields: []service.FieldError{{Field: "label", Message: service.LabelFilterRule}}}
 		}
 		f.Labels = map[string]string{strings.TrimSpace(k): strings.TrimSpace(val)}
 	}

@@ -894,6 +894,39 @@ func (e ListBackfillsParamsState) Valid() bool {
 	}
 }
 
+// Defines values for ListExecutionsParamsState.
+const (
+	ListExecutionsParamsStateCancelled ListExecutionsParamsState = "cancelled"
+	ListExecutionsParamsStateFailed    ListExecutionsParamsState = "failed"
+	ListExecutionsParamsStatePending   ListExecutionsParamsState = "pending"
+	ListExecutionsParamsStateRetrying  ListExecutionsParamsState = "retrying"
+	ListExecutionsParamsStateRunning   ListExecutionsParamsState = "running"
+	ListExecutionsParamsStateSkipped   ListExecutionsParamsState = "skipped"
+	ListExecutionsParamsStateSucceeded ListExecutionsParamsState = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the ListExecutionsParamsState enum.
+func (e ListExecutionsParamsState) Valid() bool {
+	switch e {
+	case ListExecutionsParamsStateCancelled:
+		return true
+	case ListExecutionsParamsStateFailed:
+		return true
+	case ListExecutionsParamsStatePending:
+		return true
+	case ListExecutionsParamsStateRetrying:
+		return true
+	case ListExecutionsParamsStateRunning:
+		return true
+	case ListExecutionsParamsStateSkipped:
+		return true
+	case ListExecutionsParamsStateSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListTasksParamsState.
 const (
 	ListTasksParamsStateActive    ListTasksParamsState = "active"
@@ -1066,7 +1099,9 @@ type CalendarRequest struct {
 	// Example: ["2027-01-01","2027-02-06"]
 	Dates *[]string `json:"dates,omitempty"`
 
-	// Name Example: cn-public-holidays-2027
+	// Name Name: 1 to 128 characters without control characters, not all spaces (leading and trailing spaces are trimmed).
+	//
+	// Example: cn-public-holidays-2027
 	Name string `json:"name"`
 
 	// Timezone Timezone is the IANA zone whose local dates the calendar lists; default UTC.
@@ -1082,7 +1117,9 @@ type CalendarRequestPatch struct {
 	// Example: ["2027-01-01","2027-02-06"]
 	Dates *[]string `json:"dates,omitempty"`
 
-	// Name Example: cn-public-holidays-2027
+	// Name Name: 1 to 128 characters without control characters, not all spaces (leading and trailing spaces are trimmed).
+	//
+	// Example: cn-public-holidays-2027
 	Name *string `json:"name,omitempty"`
 
 	// Timezone Timezone is the IANA zone whose local dates the calendar lists; default UTC.
@@ -1167,7 +1204,7 @@ type CronSchedule struct {
 	ExcludeCalendars *[]string  `json:"exclude_calendars,omitempty"`
 	StartAt          *time.Time `json:"start_at,omitempty"`
 
-	// Timezone Timezone is an IANA zone name; default UTC.
+	// Timezone Timezone is an IANA zone name (letters, digits, _ + - in segments separated by /; not Local); default UTC.
 	//
 	// Example: Asia/Shanghai
 	Timezone *string `json:"timezone,omitempty"`
@@ -1279,8 +1316,12 @@ type EndpointRequest struct {
 	// Webhook deliveries of tasks are not affected.
 	//
 	// Example: ax
-	Format  *EndpointRequestFormat `json:"format,omitempty"`
-	Headers *map[string]string     `json:"headers,omitempty"`
+	Format *EndpointRequestFormat `json:"format,omitempty"`
+
+	// Headers Headers sent with every request: at most 32; a name is an HTTP token of 1 to 64 characters, not one ax sets
+	// (Content-Type, Idempotency-Key, User-Agent, webhook-*, X-Ax-*, …); a value at most 1024 characters without line
+	// breaks.
+	Headers *map[string]string `json:"headers,omitempty"`
 
 	// MaxConcurrency MaxConcurrency bounds the requests in flight to the endpoint at once, across all replicas (1..100000; null: no limit).
 	// Deliveries past it wait, in order, without using an attempt.
@@ -1291,7 +1332,9 @@ type EndpointRequest struct {
 	// Method Example: POST
 	Method *EndpointRequestMethod `json:"method,omitempty"`
 
-	// Name Example: billing
+	// Name Name: 1 to 128 characters, not all spaces, without control characters.
+	//
+	// Example: billing
 	Name string `json:"name"`
 
 	// RateLimitPerSecond RateLimitPerSecond bounds the requests started per second (0.001..100000; null: no limit).
@@ -1309,7 +1352,9 @@ type EndpointRequest struct {
 	// Example: 10000
 	TimeoutMs *int `json:"timeout_ms,omitempty"`
 
-	// Url Example: https://hooks.example.com/ax
+	// Url URL: an absolute http or https URL with a host, without credentials (user:password@), a fragment or whitespace.
+	//
+	// Example: https://hooks.example.com/ax
 	Url string `json:"url"`
 }
 
@@ -1333,8 +1378,12 @@ type EndpointRequestPatch struct {
 	// Webhook deliveries of tasks are not affected.
 	//
 	// Example: ax
-	Format  *EndpointRequestPatchFormat `json:"format,omitempty"`
-	Headers *map[string]string          `json:"headers,omitempty"`
+	Format *EndpointRequestPatchFormat `json:"format,omitempty"`
+
+	// Headers Headers sent with every request: at most 32; a name is an HTTP token of 1 to 64 characters, not one ax sets
+	// (Content-Type, Idempotency-Key, User-Agent, webhook-*, X-Ax-*, …); a value at most 1024 characters without line
+	// breaks.
+	Headers *map[string]string `json:"headers,omitempty"`
 
 	// MaxConcurrency MaxConcurrency bounds the requests in flight to the endpoint at once, across all replicas (1..100000; null: no limit).
 	// Deliveries past it wait, in order, without using an attempt.
@@ -1345,7 +1394,9 @@ type EndpointRequestPatch struct {
 	// Method Example: POST
 	Method *EndpointRequestPatchMethod `json:"method,omitempty"`
 
-	// Name Example: billing
+	// Name Name: 1 to 128 characters, not all spaces, without control characters.
+	//
+	// Example: billing
 	Name *string `json:"name,omitempty"`
 
 	// RateLimitPerSecond RateLimitPerSecond bounds the requests started per second (0.001..100000; null: no limit).
@@ -1358,7 +1409,9 @@ type EndpointRequestPatch struct {
 	// Example: 10000
 	TimeoutMs *int `json:"timeout_ms,omitempty"`
 
-	// Url Example: https://hooks.example.com/ax
+	// Url URL: an absolute http or https URL with a host, without credentials (user:password@), a fragment or whitespace.
+	//
+	// Example: https://hooks.example.com/ax
 	Url *string `json:"url,omitempty"`
 }
 
@@ -1583,7 +1636,7 @@ type HeartbeatRequest struct {
 	Progress interface{} `json:"progress,omitempty"`
 }
 
-// IntervalSchedule A interval schedule.
+// IntervalSchedule An interval schedule.
 type IntervalSchedule struct {
 	// Dialect Only standard, the default, is accepted: dialect applies to cron schedules.
 	//
@@ -1603,7 +1656,7 @@ type IntervalSchedule struct {
 	IntervalSeconds int        `json:"interval_seconds"`
 	StartAt         *time.Time `json:"start_at,omitempty"`
 
-	// Timezone Timezone is an IANA zone name; default UTC.
+	// Timezone Timezone is an IANA zone name (letters, digits, _ + - in segments separated by /; not Local); default UTC.
 	//
 	// Example: Asia/Shanghai
 	Timezone *string `json:"timezone,omitempty"`
@@ -1678,7 +1731,7 @@ type OnceSchedule struct {
 	RunAt            time.Time  `json:"run_at"`
 	StartAt          *time.Time `json:"start_at,omitempty"`
 
-	// Timezone Timezone is an IANA zone name; default UTC.
+	// Timezone Timezone is an IANA zone name (letters, digits, _ + - in segments separated by /; not Local); default UTC.
 	//
 	// Example: Asia/Shanghai
 	Timezone *string `json:"timezone,omitempty"`
@@ -1819,6 +1872,9 @@ type RetryPolicy struct {
 
 // RotateSecretRequest defines model for RotateSecretRequest.
 type RotateSecretRequest struct {
+	// Secret Secret: whsec_ + base64 of 24..64 bytes.
+	//
+	// Example: whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=
 	Secret *string `json:"secret,omitempty"`
 }
 
@@ -1976,20 +2032,26 @@ type TaskList struct {
 
 // TaskRequest defines model for TaskRequest.
 type TaskRequest struct {
-	// AlertEndpointId AlertEndpointID receives a signed alert when an execution fails for good.
+	// AlertEndpointId AlertEndpointID receives a signed alert when an execution fails for good; empty: none.
 	AlertEndpointId *string `json:"alert_endpoint_id,omitempty"`
 
 	// Completion Completion says how an attempt ends; absent or null: {"mode": "response"}.
 	Completion *Completion `json:"completion,omitempty"`
 
 	// EndpointId Example: 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e
-	EndpointId string             `json:"endpoint_id"`
-	Labels     *map[string]string `json:"labels,omitempty"`
+	EndpointId string `json:"endpoint_id"`
+
+	// Labels Labels: at most 32; a key is 1 to 63 of A-Z a-z 0-9 . _ / -, starting with a letter or digit
+	// (^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$), a value at most 256 characters without control characters.
+	Labels *map[string]string `json:"labels,omitempty"`
 
 	// MisfirePolicy Example: fire_once
 	MisfirePolicy *TaskRequestMisfirePolicy `json:"misfire_policy,omitempty"`
 
-	// Name Example: order.reconcile.daily
+	// Name Name: 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a letter or digit
+	// (order.reconcile.daily, 订单.对账.每日).
+	//
+	// Example: order.reconcile.daily
 	Name string `json:"name"`
 
 	// OverlapPolicy Example: allow
@@ -2033,20 +2095,26 @@ type TaskRequestOverlapPolicy string
 
 // TaskRequestPatch The fields to change (a JSON merge of TaskRequest): absent fields stay as they are.
 type TaskRequestPatch struct {
-	// AlertEndpointId AlertEndpointID receives a signed alert when an execution fails for good.
+	// AlertEndpointId AlertEndpointID receives a signed alert when an execution fails for good; empty: none.
 	AlertEndpointId *string `json:"alert_endpoint_id,omitempty"`
 
 	// Completion Completion says how an attempt ends; absent or null: {"mode": "response"}.
 	Completion *Completion `json:"completion,omitempty"`
 
 	// EndpointId Example: 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e
-	EndpointId *string            `json:"endpoint_id,omitempty"`
-	Labels     *map[string]string `json:"labels,omitempty"`
+	EndpointId *string `json:"endpoint_id,omitempty"`
+
+	// Labels Labels: at most 32; a key is 1 to 63 of A-Z a-z 0-9 . _ / -, starting with a letter or digit
+	// (^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$), a value at most 256 characters without control characters.
+	Labels *map[string]string `json:"labels,omitempty"`
 
 	// MisfirePolicy Example: fire_once
 	MisfirePolicy *TaskRequestPatchMisfirePolicy `json:"misfire_policy,omitempty"`
 
-	// Name Example: order.reconcile.daily
+	// Name Name: 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a letter or digit
+	// (order.reconcile.daily, 订单.对账.每日).
+	//
+	// Example: order.reconcile.daily
 	Name *string `json:"name,omitempty"`
 
 	// OverlapPolicy Example: allow
@@ -2147,6 +2215,7 @@ type TriggerRequest struct {
 
 // Workflow defines model for Workflow.
 type Workflow struct {
+	// AlertEndpointId AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none.
 	AlertEndpointId *string   `json:"alert_endpoint_id,omitempty"`
 	CreatedAt       time.Time `json:"created_at"`
 	Id              string    `json:"id"`
@@ -2159,17 +2228,20 @@ type Workflow struct {
 	// MisfirePolicy Example: fire_once
 	MisfirePolicy *WorkflowMisfirePolicy `json:"misfire_policy,omitempty"`
 
-	// Name Example: billing.daily
+	// Name Name: as a task's, 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a
+	// letter or digit.
+	//
+	// Example: billing.daily
 	Name      string     `json:"name"`
 	NextRunAt *time.Time `json:"next_run_at"`
 
 	// Nodes Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes.
 	Nodes []WorkflowNode `json:"nodes"`
 
-	// Schedule Schedule is optional: without one, runs start by trigger.
+	// Schedule Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger.
 	Schedule *Schedule `json:"schedule,omitempty"`
 
-	// Sla SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+	// Sla SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
 	Sla       *SLA          `json:"sla,omitempty"`
 	State     WorkflowState `json:"state"`
@@ -2241,6 +2313,7 @@ type WorkflowNodeTriggerRule string
 
 // WorkflowRequest defines model for WorkflowRequest.
 type WorkflowRequest struct {
+	// AlertEndpointId AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none.
 	AlertEndpointId *string `json:"alert_endpoint_id,omitempty"`
 
 	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
@@ -2251,16 +2324,19 @@ type WorkflowRequest struct {
 	// MisfirePolicy Example: fire_once
 	MisfirePolicy *WorkflowRequestMisfirePolicy `json:"misfire_policy,omitempty"`
 
-	// Name Example: billing.daily
+	// Name Name: as a task's, 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a
+	// letter or digit.
+	//
+	// Example: billing.daily
 	Name string `json:"name"`
 
 	// Nodes Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes.
 	Nodes []WorkflowNode `json:"nodes"`
 
-	// Schedule Schedule is optional: without one, runs start by trigger.
+	// Schedule Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger.
 	Schedule *Schedule `json:"schedule,omitempty"`
 
-	// Sla SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+	// Sla SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
 	Sla *SLA `json:"sla,omitempty"`
 }
@@ -2270,6 +2346,7 @@ type WorkflowRequestMisfirePolicy string
 
 // WorkflowRequestPatch The fields to change (a JSON merge of WorkflowRequest): absent fields stay as they are.
 type WorkflowRequestPatch struct {
+	// AlertEndpointId AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none.
 	AlertEndpointId *string `json:"alert_endpoint_id,omitempty"`
 
 	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
@@ -2280,16 +2357,19 @@ type WorkflowRequestPatch struct {
 	// MisfirePolicy Example: fire_once
 	MisfirePolicy *WorkflowRequestPatchMisfirePolicy `json:"misfire_policy,omitempty"`
 
-	// Name Example: billing.daily
+	// Name Name: as a task's, 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a
+	// letter or digit.
+	//
+	// Example: billing.daily
 	Name *string `json:"name,omitempty"`
 
 	// Nodes Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes.
 	Nodes *[]WorkflowNode `json:"nodes,omitempty"`
 
-	// Schedule Schedule is optional: without one, runs start by trigger.
+	// Schedule Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger.
 	Schedule *Schedule `json:"schedule,omitempty"`
 
-	// Sla SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+	// Sla SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
 	Sla *SLA `json:"sla,omitempty"`
 }
@@ -2462,7 +2542,7 @@ type ListExecutionsParams struct {
 	TaskId *string `form:"task_id,omitempty" json:"task_id,omitempty"`
 
 	// State pending, running, retrying, succeeded, failed, cancelled or skipped
-	State *string `form:"state,omitempty" json:"state,omitempty"`
+	State *ListExecutionsParamsState `form:"state,omitempty" json:"state,omitempty"`
 
 	// Since RFC 3339; scheduled_for at or after
 	Since *time.Time `form:"since,omitempty" json:"since,omitempty"`
@@ -2476,6 +2556,9 @@ type ListExecutionsParams struct {
 	// Cursor next_cursor of the previous page
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
+
+// ListExecutionsParamsState defines parameters for ListExecutions.
+type ListExecutionsParamsState string
 
 // GetStatsParams defines parameters for GetStats.
 type GetStatsParams struct {
@@ -2494,7 +2577,7 @@ type ListTasksParams struct {
 	// Name keep tasks whose name starts with this prefix
 	Name *string `form:"name,omitempty" json:"name,omitempty"`
 
-	// Label k:v; repeat to require several labels
+	// Label key:value (or key=value); repeat to require several labels
 	Label *[]string `form:"label,omitempty" json:"label,omitempty"`
 
 	// Limit page size (default 50, max 500)
@@ -2920,7 +3003,7 @@ type ClientInterface interface {
 
 	// DeleteCalendar Delete a calendar
 	//
-	// 409 while a task's schedule excludes it.
+	// 409 while a task's or a workflow's schedule excludes it; the detail names up to 10 of them and counts them.
 	//
 	// Corresponds with DELETE /v1/calendars/{id} (the `DeleteCalendar` operationId).
 	DeleteCalendar(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3214,7 +3297,7 @@ type ClientInterface interface {
 
 	// TriggerTaskWithBody Fire a task now
 	//
-	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. Supports Idempotency-Key, remembered per task.
+	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3223,7 +3306,7 @@ type ClientInterface interface {
 
 	// TriggerTask Fire a task now
 	//
-	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. Supports Idempotency-Key, remembered per task.
+	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3586,7 +3669,7 @@ func (c *Client) CreateCalendar(ctx context.Context, params *CreateCalendarParam
 
 // DeleteCalendar Delete a calendar
 //
-// 409 while a task's schedule excludes it.
+// 409 while a task's or a workflow's schedule excludes it; the detail names up to 10 of them and counts them.
 //
 // Corresponds with DELETE /v1/calendars/{id} (the `DeleteCalendar` operationId).
 func (c *Client) DeleteCalendar(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4260,7 +4343,7 @@ func (c *Client) SkipSlot(ctx context.Context, id string, body SkipSlotJSONReque
 
 // TriggerTaskWithBody Fire a task now
 //
-// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. Supports Idempotency-Key, remembered per task.
+// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4279,7 +4362,7 @@ func (c *Client) TriggerTaskWithBody(ctx context.Context, id string, params *Tri
 
 // TriggerTask Fire a task now
 //
-// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. Supports Idempotency-Key, remembered per task.
+// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7381,7 +7464,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteCalendarWithResponse Delete a calendar
 	//
-	// 409 while a task's schedule excludes it.
+	// 409 while a task's or a workflow's schedule excludes it; the detail names up to 10 of them and counts them.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7711,7 +7794,7 @@ type ClientWithResponsesInterface interface {
 
 	// TriggerTaskWithBodyWithResponse Fire a task now
 	//
-	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. Supports Idempotency-Key, remembered per task.
+	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7720,7 +7803,7 @@ type ClientWithResponsesInterface interface {
 
 	// TriggerTaskWithResponse Fire a task now
 	//
-	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. Supports Idempotency-Key, remembered per task.
+	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14548,7 +14631,7 @@ func (c *ClientWithResponses) CreateCalendarWithResponse(ctx context.Context, pa
 
 // DeleteCalendarWithResponse Delete a calendar
 //
-// 409 while a task's schedule excludes it.
+// 409 while a task's or a workflow's schedule excludes it; the detail names up to 10 of them and counts them.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15106,7 +15189,7 @@ func (c *ClientWithResponses) SkipSlotWithResponse(ctx context.Context, id strin
 
 // TriggerTaskWithBodyWithResponse Fire a task now
 //
-// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. Supports Idempotency-Key, remembered per task.
+// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15121,7 +15204,7 @@ func (c *ClientWithResponses) TriggerTaskWithBodyWithResponse(ctx context.Contex
 
 // TriggerTaskWithResponse Fire a task now
 //
-// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. Supports Idempotency-Key, remembered per task.
+// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

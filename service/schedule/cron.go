@@ -356,10 +356,19 @@ func (p cronParser) parseDomItem(item string, set *uint64) string {
 	case strings.HasPrefix(up, "L"):
 		rest, ok := strings.CutPrefix(up, "L-")
 		n, isNum := parseNumber(rest)
+		if _, nW := parseNumber(strings.TrimSuffix(rest, "W")); ok && nW && strings.HasSuffix(rest, "W") {
+			return fmt.Sprintf(`%q: Quartz's L-nW (the weekday nearest n days before the month's last day) is not supported; `+
+				`use "L-n" or "LW"`, item)
+		}
+		if strings.ContainsAny(up, "/") || ok && strings.Contains(rest, "-") {
+			return lInRange(item)
+		}
 		if !ok || !isNum || n < 1 || n > 30 {
 			return fmt.Sprintf(`%q: L is the month's last day; use "L", "L-n" (n days before it, n from 1 to 30) or "LW" (its last weekday)`, item)
 		}
 		p.c.last |= 1 << n
+	case strings.Contains(up, "L") && strings.ContainsAny(up, "-/"):
+		return lInRange(item)
 	case strings.HasSuffix(up, "W"):
 		n, ok := parseNumber(up[:len(up)-1])
 		if !ok || n < 1 || n > 31 {
@@ -370,6 +379,12 @@ func (p cronParser) parseDomItem(item string, set *uint64) string {
 		return p.parseItem(fieldDom, item, func(b int) { *set |= 1 << b })
 	}
 	return ""
+}
+
+// lInRange is the message of a day-of-month item that puts L in a range
+// or a step (29-L, L-2/2): L is an item of its own.
+func lInRange(item string) string {
+	return fmt.Sprintf(`%q: L (the month's last day) cannot be part of a range or a step; list it instead, as in "29,30,L"`, item)
 }
 
 // parseDowItem parses a day-of-week item: L (Saturday, the week's last

@@ -164,7 +164,7 @@ func Parse(spec Spec, anchor time.Time) (*Schedule, error) {
 
 	cronSet := strings.TrimSpace(spec.Cron) != ""
 	notFor := func(field string) {
-		verr.Add(field, fmt.Sprintf("must not be set for a %s schedule", spec.Type))
+		verr.Add(field, "must not be set when schedule.type is "+spec.Type)
 	}
 	dialectOK := checkChoice(&verr, spec.Type, "schedule.dialect", spec.Dialect, DialectStandard, DialectQuartz)
 	checkChoice(&verr, spec.Type, "schedule.dst_policy", spec.DSTPolicy, DSTVixie, DSTOncePerLocalTime)
@@ -204,7 +204,7 @@ func Parse(spec Spec, anchor time.Time) (*Schedule, error) {
 		}
 	case Once:
 		if spec.RunAt == nil {
-			verr.Add("schedule.run_at", "is required for a once schedule")
+			verr.Add("schedule.run_at", "is required when schedule.type is once")
 		}
 		if cronSet {
 			notFor("schedule.cron")

@@ -195,12 +195,19 @@ func finish(doc *openapi3.T) error {
 	if doc.Paths == nil {
 		return nil
 	}
+	if err := typedNullables(doc); err != nil {
+		return err
+	}
 	if err := collectionBounds(doc); err != nil {
 		return err
 	}
 	if err := exclusiveMins(doc); err != nil {
 		return err
 	}
+	if err := patterns(doc); err != nil {
+		return err
+	}
+	keepGoStrings(doc)
 	if err := scheduleVariants(doc); err != nil {
 		return err
 	}
@@ -225,7 +232,9 @@ func finish(doc *openapi3.T) error {
 				// against the tenant's API rate (429), and answers an
 				// unexpected failure (a change it could not record, say)
 				// with a 500 that changed nothing.
-				addProblem(doc, op, "400", "Bad Request: an unknown query parameter, or a NUL character in the path or query")
+				addProblem(doc, op, "400", "Bad Request: an unknown query parameter, or a NUL character in the path or query. "+
+					"(A control character other than a tab in a header is refused by the HTTP server itself, with a "+
+					"text/plain 400, before the API sees the request.)")
 				addProblem(doc, op, "429", "Too Many Requests: the tenant's api_requests_per_second limit is reached")
 				rateLimitHeaders(op.Responses.Value("429").Value)
 				addProblem(doc, op, "500", "Internal Server Error: an unexpected failure; nothing was changed")
@@ -303,6 +312,155 @@ func collectionBounds(doc *openapi3.T) error {
 			default:
 				return fmt.Errorf("collectionBounds: %s.%s is neither an array nor a map", schema, prop)
 			}
+		}
+	}
+	return nil
+}
+
+// The forms of the request strings the API checks, as ECMA-262 (and Go)
+// regular expressions: swag has no tag for a pattern. Each is the server's
+// rule or, where the server checks more than a pattern can say (a time
+// zone that exists, a URL's port), the part a pattern can say; never more
+// than the server refuses. api's TestSpecPatternsAreTheServers holds each
+// to the server (and to package service's own patterns where it has them).
+const (
+	uuidPattern = `^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`
+	// optionalUUIDPattern: an id, or empty for none (alert_endpoint_id).
+	optionalUUIDPattern = `^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})?$`
+	// namePattern: a task's or workflow's name (service.NamePattern).
+	namePattern = `^[\p{Ll}\p{Lo}\p{Lm}\p{Nd}][\p{Ll}\p{Lo}\p{Lm}\p{Mn}\p{Mc}\p{Nd}._-]{0,127}$`
+	// nodeKeyPattern: a workflow node's key (dag.KeyPattern).
+	nodeKeyPattern = `^[a-z0-9][a-z0-9._-]{0,63}$`
+	// endpointNamePattern: not all spaces, no control character.
+	endpointNamePattern = `^[^\x00-\x1f\x7f]*[^\x00-\x20\x7f][^\x00-\x1f\x7f]*$`
+	// calendarNamePattern: not all spaces, no control character below
+	// U+0020 (spaces around it are trimmed).
+	calendarNamePattern = `^[^\x00-\x1f]*[^\x00-\x20][^\x00-\x1f]*$`
+	// urlPattern: http or https, a host without user:password@, no
+	// fragment, no whitespace or control character.
+	urlPattern = `^[hH][tT][tT][pP][sS]?://[^\x00-\x20\x7f/?#@]+([/?][^\x00-\x20\x7f#]*)?$`
+	// zonePattern: an IANA zone name's characters and segments; empty is
+	// UTC.
+	zonePattern = `^([A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*)?$`
+	// datePattern: YYYY-MM-DD (format date says which dates exist).
+	datePattern = `^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
+	// secretPattern: whsec_ and the base64 of 24 to 64 bytes.
+	secretPattern = `^whsec_[A-Za-z0-9+/]{32,88}={0,2}$`
+	// dedupKeyPattern: printable characters (Go's unicode.IsPrint).
+	dedupKeyPattern = `^[\p{L}\p{M}\p{N}\p{P}\p{S} ]+$`
+	// labelKeyPattern and labelValuePattern: a task's labels
+	// (service.LabelKeyPattern; a value has no control character).
+	labelKeyPattern   = `^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`
+	labelValuePattern = `^[^\x00-\x1f]*$`
+	// headerNamePattern and headerValuePattern: an endpoint's headers
+	// (service.HeaderNamePattern; a value has no line break or NUL).
+	headerNamePattern  = "^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$"
+	headerValuePattern = `^[^\r\n\x00]*$`
+)
+
+// stringPatterns are the patterns of request properties: "p" is the
+// string property p, "p[]" the strings of the array p, "p{}" the values
+// of the map p.
+var stringPatterns = map[string]map[string]string{
+	"EndpointRequest": {"name": endpointNamePattern, "url": urlPattern, "secret": secretPattern,
+		"headers{}": headerValuePattern},
+	"RotateSecretRequest": {"secret": secretPattern},
+	"TaskRequest": {"name": namePattern, "endpoint_id": uuidPattern, "alert_endpoint_id": optionalUUIDPattern,
+		"labels{}": labelValuePattern},
+	"Schedule":        {"timezone": zonePattern, "exclude_calendars[]": uuidPattern},
+	"WorkflowRequest": {"name": namePattern, "alert_endpoint_id": optionalUUIDPattern},
+	"WorkflowNode":    {"key": nodeKeyPattern, "endpoint_id": uuidPattern, "depends_on[]": nodeKeyPattern},
+	"CalendarRequest": {"name": calendarNamePattern, "timezone": zonePattern, "dates[]": datePattern},
+	"TriggerRequest":  {"dedup_key": dedupKeyPattern},
+}
+
+// goStringFormats are the formats whose strings the Go client keeps as
+// string (x-go-type): oapi-codegen would make them types of its runtime
+// (openapi_types.UUID, Date), a breaking change for code that fills
+// request structs from strings, for a format that only says what the
+// pattern says.
+var goStringFormats = []string{"uuid", "date"}
+
+// keepGoStrings sets x-go-type string on every string schema with one of
+// goStringFormats, at any depth (properties, array items, map values).
+func keepGoStrings(doc *openapi3.T) {
+	var walk func(s *openapi3.SchemaRef, depth int)
+	walk = func(s *openapi3.SchemaRef, depth int) {
+		if s == nil || s.Value == nil || s.Ref != "" && depth > 0 || depth > 8 {
+			return
+		}
+		v := s.Value
+		if v.Type.Is("string") && slices.Contains(goStringFormats, v.Format) {
+			if v.Extensions == nil {
+				v.Extensions = map[string]any{}
+			}
+			v.Extensions["x-go-type"] = "string"
+		}
+		for _, p := range v.Properties {
+			walk(p, depth+1)
+		}
+		walk(v.Items, depth+1)
+		walk(v.AdditionalProperties.Schema, depth+1)
+	}
+	for _, s := range doc.Components.Schemas {
+		walk(s, 0)
+	}
+}
+
+// propertyNamesExtension holds the pattern of a map's keys: OpenAPI 3.0
+// has no propertyNames (3.1 has), so the rule is an extension that says
+// it in the same words, and the map's description says it in prose.
+const propertyNamesExtension = "x-propertyNames"
+
+// keyPatterns are the patterns of request maps' keys.
+var keyPatterns = map[string]map[string]string{
+	"TaskRequest":     {"labels": labelKeyPattern},
+	"EndpointRequest": {"headers": headerNamePattern},
+}
+
+// patterns sets the pattern of every property named in stringPatterns and
+// the key pattern of every map named in keyPatterns.
+func patterns(doc *openapi3.T) error {
+	for _, schema := range slices.Sorted(maps.Keys(stringPatterns)) {
+		ref := doc.Components.Schemas[schema]
+		if ref == nil || ref.Value == nil {
+			return fmt.Errorf("patterns: no schema %s", schema)
+		}
+		for key, pattern := range stringPatterns[schema] {
+			prop, part := strings.TrimRight(key, "[]{}"), key[len(strings.TrimRight(key, "[]{}")):]
+			p := ref.Value.Properties[prop]
+			if p == nil || p.Value == nil || p.Ref != "" {
+				return fmt.Errorf("patterns: %s has no inline property %s", schema, prop)
+			}
+			target := p.Value
+			switch part {
+			case "[]":
+				target = nil
+				if p.Value.Type.Is("array") && p.Value.Items != nil {
+					target = p.Value.Items.Value
+				}
+			case "{}":
+				target = nil
+				if p.Value.Type.Is("object") && p.Value.AdditionalProperties.Schema != nil {
+					target = p.Value.AdditionalProperties.Schema.Value
+				}
+			}
+			if target == nil || !target.Type.Is("string") {
+				return fmt.Errorf("patterns: %s.%s is not a string", schema, key)
+			}
+			target.Pattern = pattern
+		}
+	}
+	for _, schema := range slices.Sorted(maps.Keys(keyPatterns)) {
+		for prop, pattern := range keyPatterns[schema] {
+			p := doc.Components.Schemas[schema].Value.Properties[prop]
+			if p == nil || p.Value == nil || !p.Value.Type.Is("object") {
+				return fmt.Errorf("patterns: %s.%s is not a map", schema, prop)
+			}
+			if p.Value.Extensions == nil {
+				p.Value.Extensions = map[string]any{}
+			}
+			p.Value.Extensions[propertyNamesExtension] = map[string]any{"pattern": pattern}
 		}
 	}
 	return nil
@@ -390,7 +548,7 @@ func scheduleVariants(doc *openapi3.T) error {
 	for _, t := range types {
 		variant := scheduleTypes[t]
 		v := openapi3.NewObjectSchema()
-		v.Description = "A " + t + " schedule."
+		v.Description = article(t) + " " + t + " schedule."
 		v.Required = append([]string{"type"}, variant.required...)
 		for _, p := range append(slices.Clone(scheduleCommon), variant.props...) {
 			prop := orig.Properties[p]
@@ -432,6 +590,14 @@ func scheduleVariants(doc *openapi3.T) error {
 	one.Discriminator = disc
 	ref.Value = one
 	return nil
+}
+
+// article is the indefinite article before word (a cron, an interval).
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) && !strings.HasPrefix(word, "one") && !strings.HasPrefix(word, "once") {
+		return "An"
+	}
+	return "A"
 }
 
 // refusedWhenEmpty are the query parameters the API refuses with a 400
@@ -496,12 +662,14 @@ func rateLimitHeaders(r *openapi3.Response) {
 }
 
 // hasHeaderParam reports whether op takes the header parameter name, and
-// bounds it as the API does (1..255 printable ASCII characters).
+// bounds it as the API does (1..255 printable ASCII characters, space
+// included; empty is refused too).
 func hasHeaderParam(op *openapi3.Operation, name string) bool {
 	for _, p := range op.Parameters {
 		if p.Value != nil && p.Value.In == openapi3.ParameterInHeader && strings.EqualFold(p.Value.Name, name) {
 			if s := p.Value.Schema; s != nil && s.Value != nil {
 				s.Value.MinLength, s.Value.MaxLength = 1, openapi3.Ptr(uint64(255))
+				s.Value.Pattern = `^[ -~]+$`
 			}
 			return true
 		}
@@ -511,9 +679,14 @@ func hasHeaderParam(op *openapi3.Operation, name string) bool {
 
 // anyJSON turns every property whose schema is a bare `type: object` (what
 // swaggertype:"object" makes of a json.RawMessage: a payload, an output,
-// progress, audit changes) into a schema that accepts any JSON value, which
-// is what the API takes and returns there. A bare object would make
-// generators type it as an empty record.
+// progress, audit changes) into a schema that accepts any JSON value, null
+// included, which is what the API takes and returns there. A bare object
+// would make generators type it as an empty record. OpenAPI 3.0 has no
+// "any type" that admits null: `nullable` needs a `type` beside it (Redocly's
+// nullable-type-sibling rule, and OpenAPI 3.0.3 §4.7.24.1), and a schema
+// with neither is read as refusing null by validators such as kin-openapi.
+// So the schema is an anyOf of the JSON types, null allowed with the
+// object, and Go clients keep interface{} (x-go-type) rather than a union.
 func anyJSON(doc *openapi3.T) {
 	for _, ref := range doc.Components.Schemas {
 		if ref.Value == nil {
@@ -525,9 +698,52 @@ func anyJSON(doc *openapi3.T) {
 				continue
 			}
 			v.Type = nil
-			v.Nullable = true
+			v.Nullable = false
+			object := openapi3.NewObjectSchema()
+			object.Nullable = true
+			object.AdditionalProperties = openapi3.AdditionalProperties{Has: openapi3.Ptr(true)}
+			v.AnyOf = openapi3.SchemaRefs{object.NewRef(), openapi3.NewArraySchema().WithItems(openapi3.NewSchema()).NewRef(),
+				openapi3.NewStringSchema().NewRef(), openapi3.NewFloat64Schema().NewRef(), openapi3.NewBoolSchema().NewRef()}
+			if v.Extensions == nil {
+				v.Extensions = map[string]any{}
+			}
+			v.Extensions["x-go-type"] = "interface{}"
+			v.Extensions["x-go-type-skip-optional-pointer"] = true
 		}
 	}
+}
+
+// typedNullables gives a type to every nullable property that has none: a
+// $ref with a description of its own, which swag writes as an allOf of the
+// one referenced schema (an SLA, a completion, a schedule). OpenAPI 3.0.3
+// reads nullable only beside a type (Redocly's nullable-type-sibling rule);
+// the referenced schemas are objects. Validators (kin-openapi) and
+// generators (openapi-typescript, oapi-codegen) read the null at this level.
+func typedNullables(doc *openapi3.T) error {
+	for _, name := range slices.Sorted(maps.Keys(doc.Components.Schemas)) {
+		ref := doc.Components.Schemas[name]
+		if ref.Value == nil {
+			continue
+		}
+		for prop, p := range ref.Value.Properties {
+			v := p.Value
+			if p.Ref != "" || v == nil || !v.Nullable || v.Type != nil {
+				continue
+			}
+			if len(v.AllOf) != 1 {
+				return fmt.Errorf("typedNullables: %s.%s is nullable without a type and is not a wrapped $ref", name, prop)
+			}
+			target := v.AllOf[0].Value
+			if n, ok := strings.CutPrefix(v.AllOf[0].Ref, schemaRefPrefix); ok && doc.Components.Schemas[n] != nil {
+				target = doc.Components.Schemas[n].Value
+			}
+			if target == nil || !(target.Type.Is("object") || len(target.OneOf) > 0) {
+				return fmt.Errorf("typedNullables: %s.%s wraps a schema that is not an object", name, prop)
+			}
+			v.Type = &openapi3.Types{openapi3.TypeObject}
+		}
+	}
+	return nil
 }
 
 // patchExtension marks a request field that a create takes and a PATCH

@@ -190,7 +190,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a calendar
-         * @description 409 while a task's schedule excludes it.
+         * @description 409 while a task's or a workflow's schedule excludes it; the detail names up to 10 of them and counts them.
          */
         delete: operations["deleteCalendar"];
         options?: never;
@@ -602,7 +602,7 @@ export interface paths {
         put?: never;
         /**
          * Fire a task now
-         * @description Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. Supports Idempotency-Key, remembered per task.
+         * @description Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
          */
         post: operations["triggerTask"];
         delete?: never;
@@ -844,7 +844,9 @@ export interface components {
              */
             at: string;
             /** @description Changes summarises the change: the fields of a created resource, {"field": {"old", "new"}} for an update. Secrets, header values, URL query values are redacted; payloads appear as their size and SHA-256. */
-            changes: unknown;
+            changes: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             id: string;
             /**
              * @description Operator is true when an operator token made the change (Subject is the operator's), false for the tenant's own tokens.
@@ -960,7 +962,10 @@ export interface components {
              *     ]
              */
             dates?: string[];
-            /** @example cn-public-holidays-2027 */
+            /**
+             * @description Name: 1 to 128 characters without control characters, not all spaces (leading and trailing spaces are trimmed).
+             * @example cn-public-holidays-2027
+             */
             name: string;
             /**
              * @description Timezone is the IANA zone whose local dates the calendar lists; default UTC.
@@ -978,7 +983,10 @@ export interface components {
              *     ]
              */
             dates?: string[];
-            /** @example cn-public-holidays-2027 */
+            /**
+             * @description Name: 1 to 128 characters without control characters, not all spaces (leading and trailing spaces are trimmed).
+             * @example cn-public-holidays-2027
+             */
             name?: string;
             /**
              * @description Timezone is the IANA zone whose local dates the calendar lists; default UTC.
@@ -993,7 +1001,9 @@ export interface components {
              */
             error?: string;
             /** @description Output is any JSON (at most 64 KiB), kept and returned with the execution. */
-            output?: unknown;
+            output?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             /** @description Retryable (status failed; default true): false ends the execution failed instead of retrying it. */
             retryable?: boolean;
             /**
@@ -1055,7 +1065,7 @@ export interface components {
             /** Format: date-time */
             start_at?: string;
             /**
-             * @description Timezone is an IANA zone name; default UTC.
+             * @description Timezone is an IANA zone name (letters, digits, _ + - in segments separated by /; not Local); default UTC.
              * @example Asia/Shanghai
              */
             timezone?: string;
@@ -1138,6 +1148,11 @@ export interface components {
              * @enum {string}
              */
             format?: "ax" | "slack";
+            /**
+             * @description Headers sent with every request: at most 32; a name is an HTTP token of 1 to 64 characters, not one ax sets
+             *     (Content-Type, Idempotency-Key, User-Agent, webhook-*, X-Ax-*, …); a value at most 1024 characters without line
+             *     breaks.
+             */
             headers?: {
                 [key: string]: string;
             };
@@ -1152,7 +1167,10 @@ export interface components {
              * @enum {string}
              */
             method?: "POST" | "PUT" | "PATCH" | "post" | "put" | "patch";
-            /** @example billing */
+            /**
+             * @description Name: 1 to 128 characters, not all spaces, without control characters.
+             * @example billing
+             */
             name: string;
             /**
              * @description RateLimitPerSecond bounds the requests started per second (0.001..100000; null: no limit).
@@ -1169,7 +1187,11 @@ export interface components {
              * @example 10000
              */
             timeout_ms?: number;
-            /** @example https://hooks.example.com/ax */
+            /**
+             * Format: uri
+             * @description URL: an absolute http or https URL with a host, without credentials (user:password@), a fragment or whitespace.
+             * @example https://hooks.example.com/ax
+             */
             url: string;
         };
         /** @description The fields to change (a JSON merge of EndpointRequest): absent fields stay as they are. */
@@ -1184,6 +1206,11 @@ export interface components {
              * @enum {string}
              */
             format?: "ax" | "slack";
+            /**
+             * @description Headers sent with every request: at most 32; a name is an HTTP token of 1 to 64 characters, not one ax sets
+             *     (Content-Type, Idempotency-Key, User-Agent, webhook-*, X-Ax-*, …); a value at most 1024 characters without line
+             *     breaks.
+             */
             headers?: {
                 [key: string]: string;
             };
@@ -1198,7 +1225,10 @@ export interface components {
              * @enum {string}
              */
             method?: "POST" | "PUT" | "PATCH" | "post" | "put" | "patch";
-            /** @example billing */
+            /**
+             * @description Name: 1 to 128 characters, not all spaces, without control characters.
+             * @example billing
+             */
             name?: string;
             /**
              * @description RateLimitPerSecond bounds the requests started per second (0.001..100000; null: no limit).
@@ -1210,7 +1240,11 @@ export interface components {
              * @example 10000
              */
             timeout_ms?: number;
-            /** @example https://hooks.example.com/ax */
+            /**
+             * Format: uri
+             * @description URL: an absolute http or https URL with a host, without credentials (user:password@), a fragment or whitespace.
+             * @example https://hooks.example.com/ax
+             */
             url?: string;
         };
         EndpointStats: {
@@ -1302,9 +1336,13 @@ export interface components {
              * @description Output is the completion's output of the latest callback attempt (callback completion mode); only on
              *     single-execution responses.
              */
-            output?: unknown;
+            output?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             /** @description Progress is the last heartbeat's progress of the latest callback attempt; only on single-execution responses. */
-            progress?: unknown;
+            progress?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             /**
              * @description Round is 1 for a slot's first fire; a backfill that re-runs the slot creates round + 1.
              * @example 1
@@ -1387,9 +1425,11 @@ export interface components {
         };
         HeartbeatRequest: {
             /** @description Progress is any JSON (at most 16 KiB), kept on the execution and shown as progress; absent: the last one stays. */
-            progress?: unknown;
+            progress?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
         };
-        /** @description A interval schedule. */
+        /** @description An interval schedule. */
         IntervalSchedule: {
             /**
              * @description Only standard, the default, is accepted: dialect applies to cron schedules.
@@ -1412,7 +1452,7 @@ export interface components {
             /** Format: date-time */
             start_at?: string;
             /**
-             * @description Timezone is an IANA zone name; default UTC.
+             * @description Timezone is an IANA zone name (letters, digits, _ + - in segments separated by /; not Local); default UTC.
              * @example Asia/Shanghai
              */
             timezone?: string;
@@ -1475,7 +1515,7 @@ export interface components {
             /** Format: date-time */
             start_at?: string;
             /**
-             * @description Timezone is an IANA zone name; default UTC.
+             * @description Timezone is an IANA zone name (letters, digits, _ + - in segments separated by /; not Local); default UTC.
              * @example Asia/Shanghai
              */
             timezone?: string;
@@ -1594,6 +1634,10 @@ export interface components {
             max_backoff_ms?: number;
         };
         RotateSecretRequest: {
+            /**
+             * @description Secret: whsec_ + base64 of 24..64 bytes.
+             * @example whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=
+             */
             secret?: string;
         };
         SLA: {
@@ -1725,7 +1769,9 @@ export interface components {
             next_run_at: string | null;
             overlap_policy: string;
             pause_after_failures?: number;
-            payload: unknown;
+            payload: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             priority: number;
             retry: components["schemas"]["RetryPolicy"];
             schedule: components["schemas"]["Schedule"];
@@ -1743,12 +1789,19 @@ export interface components {
             next_cursor?: string;
         };
         TaskRequest: {
-            /** @description AlertEndpointID receives a signed alert when an execution fails for good. */
+            /** @description AlertEndpointID receives a signed alert when an execution fails for good; empty: none. */
             alert_endpoint_id?: string;
             /** @description Completion says how an attempt ends; absent or null: {"mode": "response"}. */
             completion?: components["schemas"]["Completion"] | null;
-            /** @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e */
+            /**
+             * Format: uuid
+             * @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e
+             */
             endpoint_id: string;
+            /**
+             * @description Labels: at most 32; a key is 1 to 63 of A-Z a-z 0-9 . _ / -, starting with a letter or digit
+             *     (^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$), a value at most 256 characters without control characters.
+             */
             labels?: {
                 [key: string]: string;
             };
@@ -1757,7 +1810,11 @@ export interface components {
              * @enum {string}
              */
             misfire_policy?: "fire_once" | "fire_all" | "skip";
-            /** @example order.reconcile.daily */
+            /**
+             * @description Name: 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a letter or digit
+             *     (order.reconcile.daily, 订单.对账.每日).
+             * @example order.reconcile.daily
+             */
             name: string;
             /**
              * @example allow
@@ -1767,7 +1824,9 @@ export interface components {
             /** @description PauseAfterFailures pauses the task after this many consecutive failed executions (0: never). */
             pause_after_failures?: number;
             /** @description Payload is any JSON; the webhook body carries it byte for byte. Default {}. */
-            payload?: unknown;
+            payload?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             /**
              * @description Priority 1 (highest) to 4; null or absent: 2.
              * @example 2
@@ -1791,12 +1850,19 @@ export interface components {
         };
         /** @description The fields to change (a JSON merge of TaskRequest): absent fields stay as they are. */
         TaskRequestPatch: {
-            /** @description AlertEndpointID receives a signed alert when an execution fails for good. */
+            /** @description AlertEndpointID receives a signed alert when an execution fails for good; empty: none. */
             alert_endpoint_id?: string;
             /** @description Completion says how an attempt ends; absent or null: {"mode": "response"}. */
             completion?: components["schemas"]["Completion"] | null;
-            /** @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e */
+            /**
+             * Format: uuid
+             * @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e
+             */
             endpoint_id?: string;
+            /**
+             * @description Labels: at most 32; a key is 1 to 63 of A-Z a-z 0-9 . _ / -, starting with a letter or digit
+             *     (^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$), a value at most 256 characters without control characters.
+             */
             labels?: {
                 [key: string]: string;
             };
@@ -1805,7 +1871,11 @@ export interface components {
              * @enum {string}
              */
             misfire_policy?: "fire_once" | "fire_all" | "skip";
-            /** @example order.reconcile.daily */
+            /**
+             * @description Name: 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a letter or digit
+             *     (order.reconcile.daily, 订单.对账.每日).
+             * @example order.reconcile.daily
+             */
             name?: string;
             /**
              * @example allow
@@ -1815,7 +1885,9 @@ export interface components {
             /** @description PauseAfterFailures pauses the task after this many consecutive failed executions (0: never). */
             pause_after_failures?: number;
             /** @description Payload is any JSON; the webhook body carries it byte for byte. Default {}. */
-            payload?: unknown;
+            payload?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             /**
              * @description Priority 1 (highest) to 4; null or absent: 2.
              * @example 2
@@ -1884,9 +1956,12 @@ export interface components {
              */
             dedup_key?: string;
             /** @description Payload overrides the task's payload for this execution only; the webhook body carries it byte for byte. Absent or null: the task's payload. */
-            payload?: unknown;
+            payload?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
         };
         Workflow: {
+            /** @description AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none. */
             alert_endpoint_id?: string;
             /** Format: date-time */
             created_at: string;
@@ -1901,19 +1976,23 @@ export interface components {
              * @enum {string}
              */
             misfire_policy?: "fire_once" | "fire_all" | "skip";
-            /** @example billing.daily */
+            /**
+             * @description Name: as a task's, 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a
+             *     letter or digit.
+             * @example billing.daily
+             */
             name: string;
             /** Format: date-time */
             next_run_at: string | null;
             /** @description Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes. */
             nodes: components["schemas"]["WorkflowNode"][];
-            /** @description Schedule is optional: without one, runs start by trigger. */
-            schedule?: Omit<components["schemas"]["Schedule"], "type">;
+            /** @description Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger. */
+            schedule?: Omit<components["schemas"]["Schedule"], "type"> | null;
             /**
-             * @description SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+             * @description SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
              *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
              */
-            sla?: components["schemas"]["SLA"];
+            sla?: components["schemas"]["SLA"] | null;
             /** @enum {string} */
             state: "active" | "paused";
             /** Format: date-time */
@@ -1931,10 +2010,13 @@ export interface components {
              *     mode the node's 2xx only accepts the attempt: the nodes downstream wait until its execution is completed
              *     (POST /v1/executions/{id}/complete), and heartbeat and completion timeouts retry it under its retry policy.
              */
-            completion?: components["schemas"]["Completion"];
+            completion?: components["schemas"]["Completion"] | null;
             /** @description DependsOn lists the keys of the node's upstream nodes. */
             depends_on?: string[];
-            /** @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e */
+            /**
+             * Format: uuid
+             * @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e
+             */
             endpoint_id: string;
             /**
              * @description Key is unique in the workflow: ^[a-z0-9][a-z0-9._-]{0,63}$.
@@ -1942,7 +2024,9 @@ export interface components {
              */
             key: string;
             /** @description Payload is any JSON; the webhook body carries it. Default {}. */
-            payload?: unknown;
+            payload?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             /**
              * @description Priority 1 (highest) to 4; 0 or absent: 2.
              * @example 2
@@ -1967,6 +2051,7 @@ export interface components {
             trigger_rule?: "all_success" | "all_done" | "one_success";
         };
         WorkflowRequest: {
+            /** @description AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none. */
             alert_endpoint_id?: string;
             /**
              * @description MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
@@ -1978,20 +2063,25 @@ export interface components {
              * @enum {string}
              */
             misfire_policy?: "fire_once" | "fire_all" | "skip";
-            /** @example billing.daily */
+            /**
+             * @description Name: as a task's, 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a
+             *     letter or digit.
+             * @example billing.daily
+             */
             name: string;
             /** @description Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes. */
             nodes: components["schemas"]["WorkflowNode"][];
-            /** @description Schedule is optional: without one, runs start by trigger. */
-            schedule?: Omit<components["schemas"]["Schedule"], "type">;
+            /** @description Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger. */
+            schedule?: Omit<components["schemas"]["Schedule"], "type"> | null;
             /**
-             * @description SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+             * @description SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
              *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
              */
-            sla?: components["schemas"]["SLA"];
+            sla?: components["schemas"]["SLA"] | null;
         };
         /** @description The fields to change (a JSON merge of WorkflowRequest): absent fields stay as they are. */
         WorkflowRequestPatch: {
+            /** @description AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none. */
             alert_endpoint_id?: string;
             /**
              * @description MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
@@ -2003,17 +2093,21 @@ export interface components {
              * @enum {string}
              */
             misfire_policy?: "fire_once" | "fire_all" | "skip";
-            /** @example billing.daily */
+            /**
+             * @description Name: as a task's, 1 to 128 lower-case or uncased letters and digits of any script, '.', '_', '-', starting with a
+             *     letter or digit.
+             * @example billing.daily
+             */
             name?: string;
             /** @description Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes. */
             nodes?: components["schemas"]["WorkflowNode"][];
-            /** @description Schedule is optional: without one, runs start by trigger. */
-            schedule?: Omit<components["schemas"]["Schedule"], "type">;
+            /** @description Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger. */
+            schedule?: Omit<components["schemas"]["Schedule"], "type"> | null;
             /**
-             * @description SLA: a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
+             * @description SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
              *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
              */
-            sla?: components["schemas"]["SLA"];
+            sla?: components["schemas"]["SLA"] | null;
         };
         WorkflowRun: {
             /** Format: date-time */
@@ -2173,7 +2267,7 @@ export interface operations {
                     "application/json": components["schemas"]["ReplicaList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2262,7 +2356,7 @@ export interface operations {
                     "application/json": components["schemas"]["TenantLimitsResponse"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2491,7 +2585,7 @@ export interface operations {
                     "application/json": components["schemas"]["AuditList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2597,7 +2691,7 @@ export interface operations {
                     "application/json": components["schemas"]["BackfillList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2695,7 +2789,7 @@ export interface operations {
                     "application/json": components["schemas"]["Backfill"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2793,7 +2887,7 @@ export interface operations {
                     "application/json": components["schemas"]["Backfill"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2893,7 +2987,7 @@ export interface operations {
                     "application/json": components["schemas"]["CalendarList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3121,7 +3215,7 @@ export interface operations {
                     "application/json": components["schemas"]["Calendar"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3217,7 +3311,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3465,7 +3559,7 @@ export interface operations {
                     "application/json": components["schemas"]["EndpointList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3693,7 +3787,7 @@ export interface operations {
                     "application/json": components["schemas"]["Endpoint"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -3789,7 +3883,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4132,7 +4226,7 @@ export interface operations {
                 /** @description only this task's executions */
                 task_id?: string;
                 /** @description pending, running, retrying, succeeded, failed, cancelled or skipped */
-                state?: string;
+                state?: "pending" | "running" | "retrying" | "succeeded" | "failed" | "cancelled" | "skipped";
                 /** @description RFC 3339; scheduled_for at or after */
                 since?: string;
                 /** @description RFC 3339; scheduled_for before */
@@ -4157,7 +4251,7 @@ export interface operations {
                     "application/json": components["schemas"]["ExecutionList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4255,7 +4349,7 @@ export interface operations {
                     "application/json": components["schemas"]["Execution"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4362,7 +4456,7 @@ export interface operations {
                     "application/json": components["schemas"]["Execution"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4745,7 +4839,7 @@ export interface operations {
                     "application/json": components["schemas"]["Execution"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4849,7 +4943,7 @@ export interface operations {
                     "application/json": components["schemas"]["Limits"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4935,7 +5029,7 @@ export interface operations {
                     "application/json": components["schemas"]["Me"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5017,7 +5111,7 @@ export interface operations {
                     "application/json": components["schemas"]["Stats"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5101,7 +5195,7 @@ export interface operations {
                 state?: "active" | "paused" | "completed";
                 /** @description keep tasks whose name starts with this prefix */
                 name?: string;
-                /** @description k:v; repeat to require several labels */
+                /** @description key:value (or key=value); repeat to require several labels */
                 label?: string[];
                 /** @description page size (default 50, max 500) */
                 limit?: number;
@@ -5351,7 +5445,7 @@ export interface operations {
                     "application/json": components["schemas"]["Task"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5447,7 +5541,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5835,7 +5929,7 @@ export interface operations {
                     "application/json": components["schemas"]["Task"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6052,7 +6146,7 @@ export interface operations {
                     "application/json": components["schemas"]["Task"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6440,7 +6534,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowRun"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6538,7 +6632,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowRun"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6647,7 +6741,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowRun"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6756,7 +6850,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowRun"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6865,7 +6959,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7093,7 +7187,7 @@ export interface operations {
                     "application/json": components["schemas"]["Workflow"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7189,7 +7283,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7577,7 +7671,7 @@ export interface operations {
                     "application/json": components["schemas"]["Workflow"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7684,7 +7778,7 @@ export interface operations {
                     "application/json": components["schemas"]["Workflow"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7796,7 +7890,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowRunList"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query */
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
             400: {
                 headers: {
                     [name: string]: unknown;
