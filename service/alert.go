@@ -109,5 +109,5 @@ func (s *Deliveries) AlertResult(ctx context.Context, tenant, executionID string
 		ms := int(latency.Milliseconds())
 		ev.LatencyMS = &ms
 	}
-	return db.InsertDeliveryEvents(ctx, s.pool, tenant, executionID, []db.DeliveryEvent{ev})
+	return storeError(db.InsertDeliveryEvents(ctx, s.pool, tenant, executionID, []db.DeliveryEvent{ev}), "record alert result")
 }

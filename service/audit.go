@@ -108,9 +108,9 @@ func auditRecord(ctx context.Context, tenant, action, resourceType, resourceID s
 
 func auditTx(ctx context.Context, pool *db.Pool, fn func(db.Querier) error) error {
 	if _, ok := actorOf(ctx); !ok {
-		return fn(db.Using(ctx, pool))
+		return storeError(fn(db.Using(ctx, pool)), "change")
 	}
-	return db.InTx(ctx, pool, func(tx db.Tx) error { return fn(tx) })
+	return storeError(db.InTx(ctx, pool, func(tx db.Tx) error { return fn(tx) }), "audited change")
 }
 
 // auditFields summarises a resource's fields (a struct: its client

@@ -197,7 +197,7 @@ func latestStates(ctx context.Context, q db.Querier, tenant string, t backfillTa
 		latest, err = db.LatestSlotStates(ctx, q, tenant, t.taskID, from, to)
 	}
 	if err != nil {
-		return nil, err
+		return nil, storeError(err, "read slot states")
 	}
 	byTime := make(map[int64]db.SlotState, len(latest))
 	for _, l := range latest {
@@ -268,7 +268,7 @@ func (s *Backfills) create(ctx context.Context, tenant string, target backfillTa
 	if err == nil && !in.DryRun {
 		s.Wake()
 	}
-	return out, plan, err
+	return out, plan, storeError(err, "create backfill")
 }
 
 // slotAction decides what rerun does with a slot whose latest execution
@@ -317,9 +317,11 @@ func (s *Backfills) withCounts(ctx context.Context, row db.Backfill) (Backfill, 
 // workflow's, by outcome.
 func countBackfill(ctx context.Context, q db.Querier, b db.Backfill) (db.BackfillCounts, error) {
 	if b.WorkflowID != "" {
-		return db.CountBackfillRuns(ctx, q, b.TenantID, b.ID)
+		c, err := db.CountBackfillRuns(ctx, q, b.TenantID, b.ID)
+		return c, storeError(err, "count backfill runs")
 	}
-	return db.CountBackfill(ctx, q, b.TenantID, b.ID)
+	c, err := db.CountBackfill(ctx, q, b.TenantID, b.ID)
+	return c, storeError(err, "count backfill executions")
 }
 
 // BackfillFilter narrows List.
@@ -404,7 +406,7 @@ func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, er
 		return recordAudit(ctx, tx, tenant, AuditCancel, ResourceBackfill, id, changes)
 	})
 	if err != nil {
-		return Backfill{}, err
+		return Backfill{}, storeError(err, "cancel backfill")
 	}
 	return s.Get(ctx, tenant, id)
 }
@@ -416,7 +418,7 @@ func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, er
 func (s *Backfills) Pump(ctx context.Context) (int, error) {
 	refs, err := db.RunningBackfills(ctx, s.pool, backfillPumpBatch)
 	if err != nil {
-		return 0, err
+		return 0, storeError(err, "list running backfills")
 	}
 	total := 0
 	for _, r := range refs {
@@ -520,7 +522,7 @@ func (s *Backfills) pumpOne(ctx context.Context, tenant, id string) (int, error)
 		}
 		return db.AdvanceBackfill(ctx, tx, tenant, id, int(b.NextIndex)+len(slots), created, dropped)
 	})
-	return created, err
+	return created, storeError(err, "pump backfill")
 }
 
 // pumpWorkflow is pumpOne's pass over a workflow backfill, b locked by
@@ -538,7 +540,7 @@ func (s *Backfills) pumpWorkflow(ctx context.Context, tx db.Tx, b db.Backfill) (
 	}
 	c, err := db.CountBackfillRuns(ctx, tx, b.TenantID, b.ID)
 	if err != nil {
-		return 0, err
+		return 0, storeError(err, "count backfill runs")
 	}
 	room := int(b.MaxConcurrency) - int(c.Unfinished)
 	if w.State == WorkflowPaused || room <= 0 {
@@ -546,7 +548,7 @@ func (s *Backfills) pumpWorkflow(ctx context.Context, tx db.Tx, b db.Backfill) (
 	}
 	slots, err := db.BackfillSlots(ctx, tx, b.TenantID, b.ID, int(b.NextIndex), room)
 	if err != nil {
-		return 0, err
+		return 0, storeError(err, "read backfill slots")
 	}
 	if len(slots) == 0 {
 		if c.Unfinished == 0 {
@@ -556,7 +558,7 @@ func (s *Backfills) pumpWorkflow(ctx context.Context, tx db.Tx, b db.Backfill) (
 			}
 			_, err = db.FinishBackfill(ctx, tx, b.TenantID, b.ID, state, c)
 		}
-		return 0, err
+		return 0, storeError(err, "finish backfill")
 	}
 	target := backfillTarget{workflowID: b.WorkflowID}
 	byTime, err := latestStates(ctx, tx, b.TenantID, target, slots[0], slots[len(slots)-1].Add(time.Microsecond))
@@ -588,7 +590,8 @@ func (s *Backfills) pumpWorkflow(ctx context.Context, tx db.Tx, b db.Backfill) (
 			return 0, err
 		}
 	}
-	return created, db.AdvanceBackfill(ctx, tx, b.TenantID, b.ID, int(b.NextIndex)+len(slots), created, dropped)
+	return created, storeError(db.AdvanceBackfill(ctx, tx, b.TenantID, b.ID, int(b.NextIndex)+len(slots), created, dropped),
+		"advance backfill")
 }
 
 func (s *Backfills) finish(ctx context.Context, tx db.Tx, b db.Backfill, state string) error {
@@ -597,7 +600,7 @@ func (s *Backfills) finish(ctx context.Context, tx db.Tx, b db.Backfill, state s
 		return err
 	}
 	_, err = db.FinishBackfill(ctx, tx, b.TenantID, b.ID, state, c)
-	return err
+	return storeError(err, "finish backfill")
 }
 
 func backfillFromRow(r db.Backfill) Backfill {

@@ -149,7 +149,7 @@ func (s *Deliveries) beginRow(ctx context.Context, tenant, executionID string, l
 		return err
 	})
 	if err != nil {
-		return Delivery{}, err
+		return Delivery{}, storeError(err, "begin delivery")
 	}
 	if d.Action == ActionHold || d.released {
 		// Committed: the dispatcher, which may be polling slowly while
@@ -230,7 +230,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 			return Delivery{}, err
 		}
 		if err := db.AddMissedSlot(ctx, tx, row.TenantID, row.TaskID); err != nil {
-			return Delivery{}, err
+			return Delivery{}, storeError(err, "count missed slot")
 		}
 		d.Action, d.State, d.Ended, d.Missed = ActionDone, ExecSkipped, true, true
 		return d, nil
@@ -263,7 +263,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 					ev.Data["endpoint_id"] = zeroIfNil(row.EndpointID)
 				}
 				if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, append(events, ev)); err != nil {
-					return Delivery{}, err
+					return Delivery{}, storeError(err, "record hold")
 				}
 			}
 			return d, nil
@@ -271,7 +271,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 	}
 	attempts, ok, err := db.StartDelivery(ctx, tx, row.TenantID, row.ID, lease, dec.Late)
 	if err != nil {
-		return Delivery{}, err
+		return Delivery{}, storeError(err, "start delivery")
 	}
 	if !ok {
 		return Delivery{}, conflictf("start execution %s attempt %d: the execution changed under its lock", row.ID, lease)
@@ -284,7 +284,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 	}
 	events = append(events, started)
 	if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, events); err != nil {
-		return Delivery{}, err
+		return Delivery{}, storeError(err, "record start")
 	}
 	keys, err := endpointOf(row.JoinedEndpoint).SigningKeys(row.Now)
 	if err != nil {
@@ -309,13 +309,13 @@ func (s *Deliveries) end(ctx context.Context, tx db.Tx, row db.DeliveryRow, leas
 	}
 	ok, err := db.EndDelivery(ctx, tx, e)
 	if err != nil {
-		return err
+		return storeError(err, "end delivery")
 	}
 	if !ok {
 		return conflictf("execution %s %s → %s: the execution changed under its lock", row.ID, row.State, to)
 	}
 	if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, events); err != nil {
-		return err
+		return storeError(err, "record end")
 	}
 	return s.advanceWorkflow(ctx, tx, row.TenantID, row.WorkflowRunID)
 }

@@ -199,7 +199,7 @@ func (s *Calendars) Update(ctx context.Context, tenant, id string, change func(*
 		}
 		return nil
 	})
-	return out, err
+	return out, storeError(err, "update calendar")
 }
 
 // Delete deletes a calendar no schedule uses; one in use → ConflictError.
@@ -207,7 +207,7 @@ func (s *Calendars) Delete(ctx context.Context, tenant, id string) error {
 	if !validID(id) {
 		return ErrNotFound
 	}
-	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
+	return storeError(db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		if _, err := db.GetCalendar(ctx, tx, tenant, id, true); err != nil {
 			return storeError(err, "load calendar")
 		}
@@ -228,7 +228,7 @@ func (s *Calendars) Delete(ctx context.Context, tenant, id string) error {
 			return ErrNotFound
 		}
 		return recordAudit(ctx, tx, tenant, AuditDelete, ResourceCalendar, id, nil)
-	})
+	}), "delete calendar")
 }
 
 // calendarUsersShown bounds how many schedules an in-use conflict names,

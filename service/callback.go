@@ -229,7 +229,7 @@ type CallbackGrant struct {
 }
 
 // ErrInvalidCallbackToken: no attempt was ever given the token.
-var ErrInvalidCallbackToken = errors.New("invalid callback token")
+var ErrInvalidCallbackToken = newError("invalid callback token")
 
 // CallbackGrant returns what token allows. A token that no attempt was
 // given is ErrInvalidCallbackToken; a token of an attempt that is no
@@ -338,7 +338,7 @@ func (s *Deliveries) Heartbeat(ctx context.Context, tenant, executionID string, 
 	if checkJSONDocument(&ve, "progress", progress); ve.Err() != nil {
 		return &ve
 	}
-	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
+	return storeError(db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		_, cb, err := s.current(ctx, tx, tenant, executionID, grant)
 		if err != nil {
 			return err
@@ -351,7 +351,7 @@ func (s *Deliveries) Heartbeat(ctx context.Context, tenant, executionID string, 
 			return conflictf("attempt %d changed; try again", cb.Attempt)
 		}
 		return nil
-	})
+	}), "record heartbeat")
 }
 
 // Complete ends the execution's current callback attempt as the receiver
@@ -409,7 +409,7 @@ func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, g
 			"state": map[string]any{"old": ExecRunning, "new": fin.State}, "completion": data})
 	})
 	if err != nil {
-		return Completed{}, err
+		return Completed{}, storeError(err, "complete callback attempt")
 	}
 	s.released(out.Finished)
 	return out, nil
@@ -494,7 +494,7 @@ func (s *Deliveries) SweepCallbacks(ctx context.Context) (CallbackSweep, error) 
 			}
 			return nil
 		})
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err = storeError(err, "time out callback attempt"); err != nil && !errors.Is(err, ErrNotFound) {
 			return res, err
 		}
 	}
@@ -523,7 +523,8 @@ func (s *Deliveries) retryDetached(ctx context.Context, tx db.Tx, tenant, execut
 	if err != nil {
 		return err
 	}
-	return db.SetExecutionJobs(ctx, tx, []db.ExecutionRef{{TenantID: tenant, ID: executionID}}, []int64{res[0].Job.ID})
+	return storeError(db.SetExecutionJobs(ctx, tx, []db.ExecutionRef{{TenantID: tenant, ID: executionID}}, []int64{res[0].Job.ID}),
+		"record detached retry job")
 }
 
 // ExecutionCallback is what an execution shows of its callbacks: the

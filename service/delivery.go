@@ -179,7 +179,7 @@ type successResult struct {
 func (s *Deliveries) startPending(ctx context.Context, keys []db.DeliveryKey) ([]startResult, error) {
 	started, err := db.StartPendingDeliveries(ctx, s.pool, keys, s.cfg.misfire())
 	if err != nil {
-		return nil, err
+		return nil, storeError(err, "start pending deliveries")
 	}
 	res := make([]startResult, len(keys))
 	for i := range keys {
@@ -202,7 +202,7 @@ func (s *Deliveries) recordSuccesses(ctx context.Context, oks []db.DeliverySucce
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, storeError(err, "record successes")
 	}
 	res := make([]successResult, len(oks))
 	for i := range oks {

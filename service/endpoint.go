@@ -145,7 +145,7 @@ func (s *Endpoints) List(ctx context.Context, tenant string, page Page) ([]Endpo
 	}
 	rows, err := db.ListEndpoints(ctx, s.pool, tenant, page.After, page.Limit+1)
 	if err != nil {
-		return nil, "", err
+		return nil, "", storeError(err, "list endpoints")
 	}
 	out, next := pageOf(rows, page.Limit, endpointFromRow, func(e Endpoint) string { return e.ID })
 	return out, next, nil
@@ -199,7 +199,7 @@ func (s *Endpoints) update(ctx context.Context, tenant, id, action string, chang
 		}
 		return recordAudit(ctx, tx, tenant, action, ResourceEndpoint, out.ID, changes)
 	})
-	return out, err
+	return out, storeError(err, "update endpoint")
 }
 
 // RotateSecret replaces the signing secret with secret (or a generated one
@@ -247,7 +247,7 @@ func (s *Endpoints) Delete(ctx context.Context, tenant, id string) error {
 		}
 		return recordAudit(ctx, q, tenant, AuditDelete, ResourceEndpoint, strings.ToLower(id), nil)
 	})
-	if errors.Is(err, ErrConflict) {
+	if errors.Is(err, ErrConflict) && !errors.Is(err, ErrTryAgain) {
 		return s.inUseConflict(ctx, tenant, id)
 	}
 	return err

@@ -15,16 +15,31 @@ import (
 var (
 	// ErrNotFound means the resource does not exist for the caller's tenant.
 	// Another tenant's resource is indistinguishable from a missing one.
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = newError("not found")
 	// ErrConflict means the request collides with the current state: a
 	// duplicate name, an illegal state transition, a resource still in use.
 	// Conflicts are *ConflictError values, which match it.
-	ErrConflict = errors.New("conflict")
+	ErrConflict = newError("conflict")
+	// ErrTryAgain means the request lost a race with a concurrent change
+	// (the database saw a serialization failure or a deadlock): nothing
+	// it did was kept, and the same request may succeed if made again.
+	// Such errors are conflicts too (ErrConflict): the API answers 409
+	// with this text; a worker retries rather than giving up.
+	ErrTryAgain = newError("a concurrent change got in the way; try again")
 	// ErrUnavailable means the database could not be reached (down,
 	// restarting, refusing connections, or the connection broke): nothing
 	// was wrong with the request, which may succeed in a few seconds.
-	ErrUnavailable = errors.New("the database is unavailable")
+	ErrUnavailable = newError("the database is unavailable")
 )
+
+// domainError is an error the service defines (ErrNotFound, …), made by
+// newError: storeError passes it on unchanged.
+type domainError struct{ text string }
+
+func (e *domainError) Error() string { return e.text }
+
+// newError returns a sentinel error of the service's with text.
+func newError(text string) error { return &domainError{text: text} }
 
 // IsUnavailable reports whether err means the database was unreachable:
 // ErrUnavailable, or a database error that reached the caller without
@@ -37,12 +52,17 @@ func IsUnavailable(err error) bool {
 // written for the client. errors.Is(err, ErrConflict) matches it.
 type ConflictError struct {
 	Detail string
+	// cause is what the conflict is, when more than a state: ErrTryAgain.
+	cause error
 }
 
 func (e *ConflictError) Error() string { return e.Detail }
 
 // Is reports whether target is ErrConflict.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// Unwrap returns what the conflict is, if more than a state (ErrTryAgain).
+func (e *ConflictError) Unwrap() error { return e.cause }
 
 // conflictf returns a *ConflictError whose detail is the formatted text.
 func conflictf(format string, args ...any) error {
@@ -123,13 +143,21 @@ func onLockTimeout(err error) storeMeaning {
 // an unreachable database is ErrUnavailable (whatever the call), then
 // what meanings give for this call (a constraint's name, a
 // timeout), then a missing row is ErrNotFound, a serialization failure or
-// a deadlock a conflict to try again, any other constraint violation a
-// conflict, and anything else is wrapped with op (an internal error). No
-// other code in this package looks at db's error sentinels.
+// a deadlock a conflict to try again (ErrTryAgain), any other constraint
+// violation a conflict, and anything else is wrapped with op (an internal
+// error). No other code in this package looks at db's error sentinels.
+//
+// Every error of a db function, of a River insert or of db.InTx leaves the
+// function that got it through here (rawstore_test.go checks it). The
+// translation is idempotent: an error that is the service's already (a
+// sentinel, a conflict, a validation error, a quota refusal: translated
+// below, or returned by a transaction's function) passes unchanged. River's
+// inserts return the driver's errors, which db.Translate classifies first.
 func storeError(err error, op string, meanings ...storeMeaning) error {
-	if err == nil {
-		return nil
+	if err == nil || translated(err) {
+		return err
 	}
+	err = db.Translate(err)
 	if db.Unavailable(err) {
 		return fmt.Errorf("%s: %w", op, unavailableError{err})
 	}
@@ -145,11 +173,24 @@ func storeError(err error, op string, meanings ...storeMeaning) error {
 	case errors.Is(err, db.ErrNotFound):
 		return ErrNotFound
 	case errors.Is(err, db.ErrSerialization):
-		return conflictf("a concurrent change got in the way; try again")
+		return &ConflictError{Detail: ErrTryAgain.Error(), cause: ErrTryAgain}
 	case errors.Is(err, db.ErrUniqueViolation), errors.Is(err, db.ErrForeignKeyViolation):
 		return conflictf("the request conflicts with the current state of the resource")
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// translated reports whether err is the service's already: one of its
+// sentinels (ErrNotFound, ErrUnavailable, …), a conflict, a validation
+// error or a quota refusal.
+func translated(err error) bool {
+	var (
+		de *domainError
+		ce *ConflictError
+		ve *ValidationError
+		qe *QuotaError
+	)
+	return errors.As(err, &de) || errors.As(err, &ce) || errors.As(err, &ve) || errors.As(err, &qe)
 }
 
 // InputError is the validation error that a database error means when the

@@ -159,7 +159,7 @@ func (s *Executions) List(ctx context.Context, tenant string, f ExecutionFilter,
 		TaskID: f.TaskID, State: f.State, Since: f.Since, Until: f.Until, Before: page.After, Limit: page.Limit + 1,
 	})
 	if err != nil {
-		return nil, "", err
+		return nil, "", storeError(err, "list executions")
 	}
 	out, next := pageOf(rows, page.Limit, func(r db.Execution) ExecutionDetail { return executionDetailOf(r, nil) },
 		func(e ExecutionDetail) string { return e.ID })
@@ -296,7 +296,7 @@ func (s *Executions) change(ctx context.Context, tenant, id, action string, fn f
 		}
 		return recordAudit(ctx, tx, tenant, action, ResourceExecution, row.ID, changes)
 	})
-	return out, err
+	return out, storeError(err, action+" execution")
 }
 
 // Retry sends an execution again, with the same id (the webhook's
@@ -362,7 +362,7 @@ func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDet
 func (s *Executions) retryUnfinished(ctx context.Context, tx db.Tx, tenant string, row db.Execution) error {
 	o, orphaned, err := db.GetOrphanedExecution(ctx, tx, tenant, row.ID, reconcileLeaseCeiling)
 	if err != nil {
-		return err
+		return storeError(err, "load orphaned execution")
 	}
 	if orphaned {
 		data := map[string]any{"previous_state": row.State}
@@ -377,14 +377,14 @@ func (s *Executions) retryUnfinished(ctx context.Context, tx db.Tx, tenant strin
 	}
 	ok, err := db.HurryRetry(ctx, tx, tenant, row.ID)
 	if err != nil {
-		return err
+		return storeError(err, "hurry retry")
 	}
 	if !ok { // the row is locked: cannot happen
 		return conflictf("the execution changed state; try again")
 	}
 	jobs, err := db.ExecutionJobs(ctx, tx, DeliverArgs{}.Kind(), tenant, row.ID, row.RiverJobID)
 	if err != nil {
-		return err
+		return storeError(err, "list execution jobs")
 	}
 	for _, j := range jobs {
 		switch rivertype.JobState(j.State) {
@@ -406,7 +406,7 @@ func (s *Executions) retryUnfinished(ctx context.Context, tx db.Tx, tenant strin
 func (s *Executions) releaseJobs(ctx context.Context, tx db.Tx, tenant string, row db.Execution) error {
 	jobs, err := db.ExecutionJobs(ctx, tx, DeliverArgs{}.Kind(), tenant, row.ID, row.RiverJobID)
 	if err != nil {
-		return err
+		return storeError(err, "list execution jobs")
 	}
 	for _, j := range jobs {
 		switch rivertype.JobState(j.State) {
@@ -499,7 +499,7 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 		}
 		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceTask, task.ID, changes)
 	})
-	return out, err
+	return out, storeError(err, "trigger task")
 }
 
 // checkEndpointEnabled is a conflict naming the endpoint when it is
@@ -561,7 +561,7 @@ func (s *Executions) enqueueNow(ctx context.Context, tx db.Tx, tenant, execution
 func (s *Executions) withEvents(ctx context.Context, q db.Querier, row db.Execution) (ExecutionDetail, error) {
 	events, err := db.ListExecutionEvents(ctx, q, row)
 	if err != nil {
-		return ExecutionDetail{}, err
+		return ExecutionDetail{}, storeError(err, "list execution events")
 	}
 	return executionDetailOf(row, events), nil
 }
@@ -671,5 +671,5 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 		out, err = s.withEvents(ctx, tx, e)
 		return err
 	})
-	return out, err
+	return out, storeError(err, "skip slot")
 }

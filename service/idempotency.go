@@ -30,9 +30,9 @@ const (
 // Errors of an Idempotency-Key claim.
 var (
 	// ErrIdempotencyMismatch: the key was used with a different request body.
-	ErrIdempotencyMismatch = errors.New("this Idempotency-Key was already used with a different request body")
+	ErrIdempotencyMismatch = newError("this Idempotency-Key was already used with a different request body")
 	// ErrIdempotencyInFlight: the first request with this key is still running.
-	ErrIdempotencyInFlight = errors.New("a request with this Idempotency-Key is still in progress; retry shortly")
+	ErrIdempotencyInFlight = newError("a request with this Idempotency-Key is still in progress; retry shortly")
 )
 
 // StoredResponse is a response kept for an Idempotency-Key.
@@ -125,7 +125,7 @@ func (s *IdempotencyKeys) Handle(ctx context.Context, tenant, route, key string,
 		return resp, false, nil
 	}
 	if err != nil {
-		return StoredResponse{}, false, err
+		return StoredResponse{}, false, storeError(err, "handle idempotency key")
 	}
 	return resp, replayed, nil
 }
@@ -141,7 +141,7 @@ func (s *IdempotencyKeys) ExpireKeys(ctx context.Context) (int64, error) {
 		n, err := db.DeleteExpiredIdempotencyKeys(ctx, s.pool, int(IdempotencyTTL.Seconds()), expiredKeysBatch)
 		total += n
 		if err != nil || n < expiredKeysBatch {
-			return total, err
+			return total, storeError(err, "expire idempotency keys")
 		}
 	}
 }

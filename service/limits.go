@@ -147,7 +147,7 @@ func (l *Limits) Set(ctx context.Context, tenant string, in TenantLimits) (Tenan
 		return recordAudit(ctx, tx, tenant, AuditSetLimits, ResourceLimits, tenant, auditDiff(limits.OwnOf(old), in))
 	})
 	if err != nil {
-		return TenantLimitsView{}, err
+		return TenantLimitsView{}, storeError(err, "set tenant limits")
 	}
 	l.Changed(row)
 	return TenantLimitsView{Tenant: tenant, Limits: in, Effective: limits.Apply(row, l.Defaults())}, nil

@@ -331,7 +331,7 @@ func (e *Enqueuer) insertMany(ctx context.Context, tx db.Tx, params []river.Inse
 	}
 	res, err := e.client.InsertManyTx(ctx, tx, params)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue %d jobs: %w", len(params), err)
+		return nil, storeError(err, fmt.Sprintf("enqueue %d jobs", len(params)))
 	}
 	return res, nil
 }
@@ -341,7 +341,7 @@ func (e *Enqueuer) insertMany(ctx context.Context, tx db.Tx, params []river.Inse
 // the job's context) when tx commits. A job River no longer has is fine.
 func (e *Enqueuer) cancelTx(ctx context.Context, tx db.Tx, jobID int64) error {
 	if _, err := e.client.JobCancelTx(ctx, tx, jobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-		return fmt.Errorf("cancel job %d: %w", jobID, err)
+		return storeError(err, fmt.Sprintf("cancel job %d", jobID))
 	}
 	return nil
 }
@@ -350,7 +350,7 @@ func (e *Enqueuer) cancelTx(ctx context.Context, tx db.Tx, jobID int64) error {
 // longer has is fine.
 func (e *Enqueuer) deleteTx(ctx context.Context, tx db.Tx, jobID int64) error {
 	if _, err := e.client.JobDeleteTx(ctx, tx, jobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-		return fmt.Errorf("delete job %d: %w", jobID, err)
+		return storeError(err, fmt.Sprintf("delete job %d", jobID))
 	}
 	return nil
 }
@@ -359,7 +359,7 @@ func (e *Enqueuer) deleteTx(ctx context.Context, tx db.Tx, jobID int64) error {
 // A job River no longer has is fine.
 func (e *Enqueuer) retryNowTx(ctx context.Context, tx db.Tx, jobID int64) error {
 	if _, err := e.client.JobRetryTx(ctx, tx, jobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-		return fmt.Errorf("retry job %d now: %w", jobID, err)
+		return storeError(err, fmt.Sprintf("retry job %d now", jobID))
 	}
 	return nil
 }

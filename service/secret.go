@@ -3,7 +3,6 @@ package service
 import (
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -24,7 +23,7 @@ const (
 
 // ErrInvalidSecret means a signing secret is not in the accepted format.
 // Errors wrapping it describe the problem but never contain the secret.
-var ErrInvalidSecret = errors.New("invalid signing secret")
+var ErrInvalidSecret = newError("invalid signing secret")
 
 // GenerateSecret returns a new random signing secret: "whsec_" followed by
 // the standard base64 encoding of SecretBytesDefault bytes from crypto/rand.

@@ -182,7 +182,7 @@ func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, 
 			out, err = s.create(db.WithTx(ctx, s.pool, tx), tenant, in)
 			return err
 		})
-		return out, err
+		return out, storeError(err, "create task")
 	}
 	if len(in.Schedule.ExcludeCalendars) > 0 {
 		// The calendars' dates decide the first slot: read them, and keep
@@ -193,7 +193,7 @@ func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, 
 			out, err = s.create(db.WithTx(ctx, s.pool, tx), tenant, in)
 			return err
 		})
-		return out, err
+		return out, storeError(err, "create task")
 	}
 	return s.create(ctx, tenant, in)
 }
@@ -280,7 +280,7 @@ func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string) err
 	if row.State == TaskActive || row.State == TaskCompleted {
 		now, err := db.Now(ctx, tx)
 		if err != nil {
-			return err
+			return storeError(err, "read the database clock")
 		}
 		row.State, row.NextRunAt = TaskActive, nil
 		if spec := sched.Spec(); spec.Type == schedule.Once && spec.RunAt != nil && spec.RunAt.Before(now) {
@@ -292,7 +292,7 @@ func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string) err
 		}
 	}
 	_, err = db.UpdateTask(ctx, tx, row)
-	return err
+	return storeError(err, "update task")
 }
 
 // now returns the database's clock: the estimate while it is fresh, else
@@ -304,7 +304,8 @@ func (s *Tasks) now(ctx context.Context) (time.Time, error) {
 	q := db.Using(ctx, s.pool)
 	if q != s.pool || s.cfg.Clock == nil {
 		// In a transaction now() is its start, not a reading to learn from.
-		return db.Now(ctx, q)
+		t, err := db.Now(ctx, q)
+		return t, storeError(err, "read the database clock")
 	}
 	// The reading teaches the estimate (timed on a held connection, so a
 	// wait for one is not taken for a slow round trip): under load, when
@@ -314,7 +315,7 @@ func (s *Tasks) now(ctx context.Context) (time.Time, error) {
 	if err == nil {
 		s.cfg.Clock.Observe(sent, t, received)
 	}
-	return t, err
+	return t, storeError(err, "read the database clock")
 }
 
 // Get returns one task.
@@ -367,7 +368,7 @@ func (s *Tasks) List(ctx context.Context, tenant string, f TaskFilter, page Page
 	}
 	rows, err := db.ListTasks(ctx, s.pool, tenant, db.TaskFilter{State: f.State, Labels: f.Labels, NamePrefix: f.NamePrefix, Before: page.After, Limit: page.Limit + 1})
 	if err != nil {
-		return nil, "", err
+		return nil, "", storeError(err, "list tasks")
 	}
 	out, next := pageOf(rows, page.Limit, taskFromRow, func(t Task) string { return t.ID })
 	return out, next, nil
@@ -435,7 +436,7 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 		}
 		return db.NotifyTaskChanged(ctx, tx)
 	})
-	return out, err
+	return out, storeError(err, "update task")
 }
 
 // reschedule deals with the executions a task's schedule change leaves
@@ -448,7 +449,7 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 func (s *Tasks) reschedule(ctx context.Context, tx db.Tx, tenant, id string, sched *schedule.Schedule) error {
 	pending, err := db.PendingScheduledExecutions(ctx, tx, tenant, id)
 	if err != nil {
-		return err
+		return storeError(err, "list pending executions")
 	}
 	var keep []string
 	for _, p := range pending {
@@ -457,7 +458,7 @@ func (s *Tasks) reschedule(ctx context.Context, tx db.Tx, tenant, id string, sch
 		}
 	}
 	_, err = db.CancelRescheduledExecutions(ctx, tx, tenant, id, keep, "the task's schedule changed")
-	return err
+	return storeError(err, "cancel rescheduled executions")
 }
 
 // Delete deletes a task and cancels its executions that have not started.
@@ -466,7 +467,7 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 	if !validID(id) {
 		return ErrNotFound
 	}
-	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
+	return storeError(db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		ok, err := db.DeleteTask(ctx, tx, tenant, id)
 		if err != nil {
 			return storeError(err, "delete task")
@@ -480,7 +481,7 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 		}
 		return recordAudit(ctx, tx, tenant, AuditDelete, ResourceTask, strings.ToLower(id),
 			map[string]any{"cancelled_executions": n})
-	})
+	}), "delete task")
 }
 
 // Pause stops new slots and cancels the executions whose slot has come and
@@ -571,7 +572,7 @@ func (s *Tasks) setState(ctx context.Context, tenant, id, action string, change 
 		}
 		return db.NotifyTaskChanged(ctx, tx)
 	})
-	return out, err
+	return out, storeError(err, action+" task")
 }
 
 // Preview returns the task's next n fire times after now, computed by the

@@ -402,7 +402,7 @@ func (s *Workflows) Create(ctx context.Context, tenant string, in WorkflowInput)
 		}
 		return recordAudit(ctx, tx, tenant, AuditCreate, ResourceWorkflow, id, auditCreated(out.Input()))
 	})
-	return out, err
+	return out, storeError(err, "create workflow")
 }
 
 // setWorkflowFields copies the client's fields into row, with the next
@@ -572,7 +572,7 @@ func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*
 		}
 		return recordAudit(ctx, tx, tenant, AuditUpdate, ResourceWorkflow, id, auditDiff(before.Input(), out.Input()))
 	})
-	return out, err
+	return out, storeError(err, "update workflow")
 }
 
 func sameScheduleSpec(a, b *schedule.Spec) bool {
@@ -588,7 +588,7 @@ func (s *Workflows) Delete(ctx context.Context, tenant, id string) error {
 	if !validID(id) {
 		return ErrNotFound
 	}
-	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
+	return storeError(db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		ok, err := db.DeleteWorkflow(ctx, tx, tenant, id)
 		if err != nil {
 			return storeError(err, "delete workflow")
@@ -597,7 +597,7 @@ func (s *Workflows) Delete(ctx context.Context, tenant, id string) error {
 			return ErrNotFound
 		}
 		return recordAudit(ctx, tx, tenant, AuditDelete, ResourceWorkflow, strings.ToLower(id), nil)
-	})
+	}), "delete workflow")
 }
 
 // Pause stops the workflow's schedule from starting runs: runs in flight
@@ -663,7 +663,7 @@ func (s *Workflows) setState(ctx context.Context, tenant, id, state, action stri
 		}
 		return recordAudit(ctx, tx, tenant, action, ResourceWorkflow, id, changes)
 	})
-	return out, err
+	return out, storeError(err, action+" workflow")
 }
 
 // Trigger starts a run now (pending while max_active_runs are started).
@@ -708,7 +708,7 @@ func (s *Workflows) Trigger(ctx context.Context, tenant, id, dedupKey string) (W
 		}
 		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceWorkflow, w.ID, map[string]any{"run_id": run.ID})
 	})
-	return out, err
+	return out, storeError(err, "trigger workflow")
 }
 
 func runFromRow(r db.WorkflowRun) WorkflowRun {
@@ -846,7 +846,7 @@ func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowR
 		}
 		return recordAudit(ctx, tx, tenant, AuditCancel, ResourceWorkflowRun, id, map[string]any{"cancelled_executions": n})
 	})
-	return out, err
+	return out, storeError(err, "cancel workflow run")
 }
 
 // RunNode fires a node of a running or blocked run now, whatever its rule
@@ -902,7 +902,7 @@ func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action 
 		}
 		return recordAudit(ctx, tx, tenant, action, ResourceWorkflowRun, runID, map[string]any{"node": key})
 	})
-	return out, err
+	return out, storeError(err, action+" workflow run node")
 }
 
 // Sweep is the backstop of the event-driven advance: it advances running
@@ -917,7 +917,7 @@ func (s *Workflows) Sweep(ctx context.Context) (int, error) {
 	for _, r := range stalled {
 		err := db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.engine.advanceRun(ctx, tx, r.TenantID, r.ID) })
 		if err != nil {
-			return 0, err
+			return 0, storeError(err, "advance workflow run")
 		}
 	}
 	queued, err := db.WorkflowsWithQueuedRuns(ctx, s.pool, workflowSweepBatch)
@@ -927,7 +927,7 @@ func (s *Workflows) Sweep(ctx context.Context) (int, error) {
 	for _, w := range queued {
 		err := db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.engine.promote(ctx, tx, w.TenantID, w.ID) })
 		if err != nil {
-			return 0, err
+			return 0, storeError(err, "promote queued workflow runs")
 		}
 	}
 	retired, err := s.sweepRetire(ctx)
@@ -940,7 +940,8 @@ func (s *Workflows) Sweep(ctx context.Context) (int, error) {
 // AdvanceRun advances one run in a transaction of its own (the sweep's
 // step, for tests and tools).
 func (s *Workflows) AdvanceRun(ctx context.Context, tenant, runID string) error {
-	return db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.engine.advanceRun(ctx, tx, tenant, runID) })
+	return storeError(db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.engine.advanceRun(ctx, tx, tenant, runID) }),
+		"advance workflow run")
 }
 
 // CountRuns counts a tenant's runs per state (the stats API).
@@ -1021,7 +1022,7 @@ func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("workflow tick: %w", err)
+		return 0, storeError(err, "workflow tick")
 	}
 	return n, nil
 }
