@@ -2,15 +2,12 @@ package service
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/schedule"
 )
 
@@ -25,10 +22,10 @@ func TestScheduleErrorTranslation(t *testing.T) {
 	var ve *ValidationError
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, []FieldError{
-		{"schedule.timezone", `"Local" is not allowed; use an IANA name such as "Europe/Berlin" or "UTC"`},
-		{"schedule.cron", "minute field: value 60 is out of range 0-59"},
-		{"schedule.end_at", "must be after schedule.start_at"},
-		{"schedule.exclude_calendars[0]", "must be the id of one of your calendars"},
+		{Field: "schedule.timezone", Message: `"Local" is not allowed; use an IANA name such as "Europe/Berlin" or "UTC"`},
+		{Field: "schedule.cron", Message: "minute field: value 60 is out of range 0-59"},
+		{Field: "schedule.end_at", Message: "must be after schedule.start_at"},
+		{Field: "schedule.exclude_calendars[0]", Message: "must be the id of one of your calendars"},
 	}, ve.Fields)
 	require.Equal(t, "invalid input: schedule.timezone: \"Local\" is not allowed; use an IANA name such as \"Europe/Berlin\" or \"UTC\"; "+
 		"schedule.cron: minute field: value 60 is out of range 0-59; schedule.end_at: must be after schedule.start_at; "+
@@ -63,37 +60,4 @@ func TestJSONHasNUL(t *testing.T) {
 	} {
 		require.Equal(t, want, jsonHasNUL([]byte(raw)), raw)
 	}
-}
-
-// storeError is idempotent: an error that is the service's already
-// passes through it again unchanged (the same value, the same text, the
-// same status through the API), so a layer may translate what a layer
-// below translated. A driver error that did not come through db (River's
-// inserts return them) is classified as db's are.
-func TestStoreErrorIdempotent(t *testing.T) {
-	t.Parallel()
-	race := storeError(fmt.Errorf("commit: %w", db.Translate(&pgconn.PgError{Code: "40001"})), "first")
-	own := []error{
-		ErrNotFound, race, conflictf("a task named %q already exists", "x"), fieldError("name", "is required"),
-		&QuotaError{Limit: "max_tasks", Max: 3}, ErrIdempotencyMismatch, fmt.Errorf("%w: must start with whsec_", ErrInvalidSecret),
-		storeError(fmt.Errorf("read: %w", db.Translate(&pgconn.PgError{Code: "57P01"})), "first"),
-	}
-	for _, err := range own {
-		again := storeError(err, "second")
-		require.Same(t, err, again, "%v", err) //nolint:testifylint // the very value, not an equal one
-		require.Equal(t, err.Error(), storeError(again, "third").Error())
-	}
-	require.ErrorIs(t, own[7], ErrUnavailable)
-
-	for _, code := range []string{"40001", "40P01"} {
-		raw := fmt.Errorf("insert jobs: %w", &pgconn.PgError{Code: code}) // not through db: River's
-		err := storeError(raw, "enqueue")
-		require.ErrorIs(t, err, ErrConflict, code)
-		require.ErrorIs(t, err, ErrTryAgain, code)
-		require.EqualError(t, err, "a concurrent change got in the way; try again", code)
-	}
-	stale := conflictf("execution %s is not running under attempt %d", "x", 2)
-	require.NotErrorIs(t, stale, ErrTryAgain, "a conflict with the state is not a race to retry")
-	require.EqualError(t, storeError(errors.New("scan: bad column"), "list tasks"), "list tasks: scan: bad column")
-	require.NoError(t, storeError(nil, "nothing"))
 }

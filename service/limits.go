@@ -26,8 +26,6 @@ type (
 	EffectiveLimits = limits.Effective
 	// LimitsConfig configures Limits (FairQueues is set by NewLimits).
 	LimitsConfig = limits.Config
-	// QuotaError is a create refused by a count quota.
-	QuotaError = limits.QuotaError
 	// APIDecision is the answer to one API request under its tenant's
 	// rate.
 	APIDecision = limits.APIDecision
