@@ -401,7 +401,7 @@ func (s *Audit) List(ctx context.Context, tenant string, f AuditFilter, page Pag
 	if err := ve.Err(); err != nil {
 		return nil, "", err
 	}
-	if err := page.check(); err != nil {
+	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
 	rows, err := db.ListAudit(ctx, s.pool, tenant, db.AuditFilter{

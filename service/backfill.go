@@ -346,7 +346,7 @@ func (s *Backfills) List(ctx context.Context, tenant string, f BackfillFilter, p
 	if err := ve.Err(); err != nil {
 		return nil, "", err
 	}
-	if err := page.check(); err != nil {
+	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
 	rows, err := db.ListBackfills(ctx, s.pool, tenant, db.BackfillFilter{TaskID: f.TaskID, WorkflowID: f.WorkflowID, State: f.State,

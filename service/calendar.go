@@ -125,7 +125,7 @@ func (s *Calendars) Get(ctx context.Context, tenant, id string) (Calendar, error
 
 // List returns a page of calendars, newest first.
 func (s *Calendars) List(ctx context.Context, tenant string, page Page) ([]Calendar, string, error) {
-	if err := page.check(); err != nil {
+	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
 	rows, err := db.ListCalendars(ctx, s.pool, tenant, page.After, page.Limit+1)

@@ -140,7 +140,7 @@ func (s *Endpoints) Get(ctx context.Context, tenant, id string) (Endpoint, error
 
 // List returns a page of endpoints, newest first.
 func (s *Endpoints) List(ctx context.Context, tenant string, page Page) ([]Endpoint, string, error) {
-	if err := page.check(); err != nil {
+	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
 	rows, err := db.ListEndpoints(ctx, s.pool, tenant, page.After, page.Limit+1)

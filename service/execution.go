@@ -152,7 +152,7 @@ func (s *Executions) List(ctx context.Context, tenant string, f ExecutionFilter,
 	if err := ve.Err(); err != nil {
 		return nil, "", err
 	}
-	if err := page.check(); err != nil {
+	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
 	rows, err := db.ListExecutions(ctx, s.pool, tenant, db.ExecutionFilter{

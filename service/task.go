@@ -363,7 +363,7 @@ func (s *Tasks) List(ctx context.Context, tenant string, f TaskFilter, page Page
 	if err := ve.Err(); err != nil {
 		return nil, "", err
 	}
-	if err := page.check(); err != nil {
+	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
 	rows, err := db.ListTasks(ctx, s.pool, tenant, db.TaskFilter{State: f.State, Labels: f.Labels, NamePrefix: f.NamePrefix, Before: page.After, Limit: page.Limit + 1})

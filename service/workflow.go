@@ -483,7 +483,7 @@ func (s *Workflows) Get(ctx context.Context, tenant, id string) (Workflow, error
 
 // List returns a tenant's workflows newest first.
 func (s *Workflows) List(ctx context.Context, tenant string, page Page) ([]Workflow, string, error) {
-	if err := page.check(); err != nil {
+	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
 	rows, err := db.ListWorkflows(ctx, s.pool, tenant, page.After, page.Limit+1)
@@ -794,7 +794,7 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 
 // ListRuns returns a workflow's runs newest first.
 func (s *Workflows) ListRuns(ctx context.Context, tenant, workflowID string, page Page) ([]WorkflowRun, string, error) {
-	if err := page.check(); err != nil {
+	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
 	if _, err := s.Get(ctx, tenant, workflowID); err != nil {
