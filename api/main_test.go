@@ -19,6 +19,7 @@ import (
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/audit"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -83,7 +84,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		Backfills:   service.NewBackfills(pool, enq, tasks),
 		Workflows:   service.NewWorkflows(pool, enq, service.WorkflowsConfig{Limits: limits}),
 		Idempotency: service.NewIdempotencyKeys(pool),
-		Audit:       service.NewAudit(pool),
+		Audit:       audit.NewLog(pool),
 		Replicas:    service.NewReplicas(pool),
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, pool) },
 		BodyLimit:   opts.BodyLimit,

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/audit"
 )
 
 // BodyLimitDefault caps request bodies.
@@ -55,7 +56,7 @@ type Config struct {
 	// Stats serves GET /v1/stats. Required.
 	Stats *service.Stats
 	// Audit serves GET /v1/audit. Required.
-	Audit *service.Audit
+	Audit *audit.Log
 	// Replicas serves GET /v1/admin/replicas. Required.
 	Replicas *service.Replicas
 	// Limits serves the tenants' limits (GET /v1/limits, the admin

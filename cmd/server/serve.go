@@ -23,6 +23,7 @@ import (
 	"github.com/axhq/ax/db/pglocal"
 	"github.com/axhq/ax/jobs"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/audit"
 	"github.com/axhq/ax/service/metrics"
 )
 
@@ -220,7 +221,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Version:     version(),
 		Metrics:     registry,
 		Stats:       stats,
-		Audit:       service.NewAudit(d.pool),
+		Audit:       audit.NewLog(d.pool),
 		Replicas:    service.NewReplicas(d.pool),
 		RiverUI:     riverUI,
 		Limits:      limits,
