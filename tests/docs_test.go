@@ -22,6 +22,7 @@ import (
 	"github.com/axhq/ax/jobs"
 	webhook "github.com/axhq/ax/openapi/receiver"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/retention"
 )
 
 // The documentation's own checks: README.md and docs/*.md link to pages
@@ -267,7 +268,7 @@ func receiverType(e ast.Expr) string {
 var goPackages = map[string]string{
 	"api": "api", "console": "api/console", "db": "db", "dbtest": "db/dbtest", "pglocal": "db/pglocal",
 	"jobs": "jobs", "service": "service", "receiver": "openapi/receiver", "pgstore": "openapi/receiver/pgstore",
-	"client": "openapi/client", "errs": "service/errs", "resource": "service/resource", "audit": "service/audit",
+	"client": "openapi/client", "errs": "service/errs", "resource": "service/resource", "audit": "service/audit", "retention": "service/retention",
 }
 
 // notOurs are names architecture.md quotes that ax does not declare:
@@ -480,8 +481,8 @@ func TestArchitectureFigures(t *testing.T) {
 		{"`Scheduler.Reconcile`", service.ReconcileAfterDefault},
 		{"**callback sweeper**", jobs.CallbackEveryDefault},
 		{"`jobs.RetentionLoop`", jobs.RetentionEveryDefault},
-		{"`jobs.RetentionLoop`", service.RetentionBudgetDefault},
-		{"older than `AX_AUDIT_RETENTION`", service.RetentionBatchDefault},
+		{"`jobs.RetentionLoop`", retention.BudgetDefault},
+		{"older than `AX_AUDIT_RETENTION`", retention.BatchDefault},
 		{"The `heartbeat` loop (`jobs.Replica`) heartbeats", jobs.HeartbeatInterval(0)},
 		{"A duplicate waits on the key's unique index", service.IdempotencyWait},
 		{"`idempotency_keys`", service.IdempotencyTTL},
