@@ -269,6 +269,7 @@ var goPackages = map[string]string{
 	"api": "api", "console": "api/console", "db": "db", "dbtest": "db/dbtest", "pglocal": "db/pglocal",
 	"jobs": "jobs", "service": "service", "receiver": "openapi/receiver", "pgstore": "openapi/receiver/pgstore",
 	"client": "openapi/client", "errs": "service/errs", "resource": "service/resource", "audit": "service/audit", "retention": "service/retention",
+	"replica": "service/replica",
 }
 
 // notOurs are names architecture.md quotes that ax does not declare:
