@@ -15,6 +15,7 @@ import (
 
 	"github.com/axhq/ax/service"
 	"github.com/axhq/ax/service/audit"
+	"github.com/axhq/ax/service/idempotency"
 )
 
 // BodyLimitDefault caps request bodies.
@@ -31,7 +32,7 @@ type Config struct {
 	// Endpoints and Tasks serve their resources. Required.
 	Endpoints   *service.Endpoints
 	Tasks       *service.Tasks
-	Idempotency *service.IdempotencyKeys
+	Idempotency *idempotency.Keys
 	// Executions serves executions and manual triggers. Required.
 	Executions *service.Executions
 	// Deliveries serves the receivers' heartbeats and completions

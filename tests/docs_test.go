@@ -22,6 +22,7 @@ import (
 	"github.com/axhq/ax/jobs"
 	webhook "github.com/axhq/ax/openapi/receiver"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/idempotency"
 	"github.com/axhq/ax/service/retention"
 )
 
@@ -269,7 +270,7 @@ var goPackages = map[string]string{
 	"api": "api", "console": "api/console", "db": "db", "dbtest": "db/dbtest", "pglocal": "db/pglocal",
 	"jobs": "jobs", "service": "service", "receiver": "openapi/receiver", "pgstore": "openapi/receiver/pgstore",
 	"client": "openapi/client", "errs": "service/errs", "resource": "service/resource", "audit": "service/audit", "retention": "service/retention",
-	"replica": "service/replica",
+	"replica": "service/replica", "idempotency": "service/idempotency",
 }
 
 // notOurs are names architecture.md quotes that ax does not declare:
@@ -485,8 +486,8 @@ func TestArchitectureFigures(t *testing.T) {
 		{"`jobs.RetentionLoop`", retention.BudgetDefault},
 		{"older than `AX_AUDIT_RETENTION`", retention.BatchDefault},
 		{"The `heartbeat` loop (`jobs.Replica`) heartbeats", jobs.HeartbeatInterval(0)},
-		{"A duplicate waits on the key's unique index", service.IdempotencyWait},
-		{"`idempotency_keys`", service.IdempotencyTTL},
+		{"A duplicate waits on the key's unique index", idempotency.Wait},
+		{"`idempotency_keys`", idempotency.TTL},
 		{"**Backfills** store their slot list", service.BackfillSlotsMax},
 		{"The pump runs", jobs.BackfillPollDefault},
 		{"The `workflow_sweep` loop", jobs.WorkflowSweepDefault},

@@ -10,6 +10,7 @@ import (
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/jobs"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/idempotency"
 	"github.com/axhq/ax/service/metrics"
 	"github.com/axhq/ax/service/retention"
 )
@@ -111,7 +112,7 @@ func startBackground(ctx context.Context, d backgroundDeps, cfg config, logger *
 		return nil
 	}})
 	r.Add(jobs.SchedulerLoops(scheduler, jobs.SchedulerLoopConfig{Logger: logger, Metrics: d.metrics,
-		ExpireKeys: service.NewIdempotencyKeys(pool).ExpireKeys})...)
+		ExpireKeys: idempotency.New(pool).ExpireKeys})...)
 	r.Add(jobs.RetentionLoop(sweeper, jobs.RetentionLoopConfig{Logger: logger, Metrics: d.metrics}))
 	r.Add(jobs.CallbackLoops(d.deliveries, jobs.CallbackLoopConfig{Logger: logger, Metrics: d.metrics})...)
 	r.Add(jobs.BackfillLoop(d.backfills, 0), jobs.WorkflowSweepLoop(d.workflows, 0))

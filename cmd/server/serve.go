@@ -24,6 +24,7 @@ import (
 	"github.com/axhq/ax/jobs"
 	"github.com/axhq/ax/service"
 	"github.com/axhq/ax/service/audit"
+	"github.com/axhq/ax/service/idempotency"
 	"github.com/axhq/ax/service/metrics"
 )
 
@@ -210,7 +211,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Tenants:     tenants,
 		Endpoints:   endpoints,
 		Tasks:       tasks,
-		Idempotency: service.NewIdempotencyKeys(d.pool),
+		Idempotency: idempotency.New(d.pool),
 		Executions:  executions,
 		Deliveries:  deliveries,
 		Calendars:   service.NewCalendars(d.pool, tasks),
