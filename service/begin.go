@@ -124,7 +124,7 @@ func (s *Deliveries) BeginJob(ctx context.Context, tenant, executionID string, l
 	// and a tenant with delivery limits by what the request says.
 	key := db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease, JobID: jobID,
 		TenantLimited: s.cfg.Limits.Effective(tenant).Deliveries()}
-	if r, err := s.starts.do(ctx, key); s.count(r.ok, err) {
+	if r, err := s.starts.Do(ctx, key); s.count(r.ok, err) {
 		d := deliveryFromRow(r.row, lease)
 		keys, err := endpointOf(r.row.JoinedEndpoint).SigningKeys(r.row.Now)
 		if err != nil {

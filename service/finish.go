@@ -131,7 +131,7 @@ type Finished struct {
 // failed batch) takes the row-by-row path, which reports the conflict.
 func (s *Deliveries) Finish(ctx context.Context, tenant, executionID string, lease int, out Outcome) (Finished, error) {
 	if mayBatchFinish(out) {
-		r, err := s.successes.do(ctx, db.DeliverySuccess{
+		r, err := s.successes.Do(ctx, db.DeliverySuccess{
 			DeliveryKey: db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease},
 			StatusCode:  out.StatusCode, LatencyMS: int(out.Latency.Milliseconds()),
 		})
