@@ -185,9 +185,6 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	case err != nil:
 		return step{kind: stepError, err: fmt.Errorf("begin delivery of execution %s: %w", executionID, err)}
 	}
-	if d.Ended {
-		w.metrics.Finished.WithLabelValues(d.State).Inc()
-	}
 	if d.Missed {
 		w.metrics.MissedSlots.Inc()
 	}
@@ -297,8 +294,6 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		slog.Int64("latency_ms", res.Latency.Milliseconds()))
 	if fin.State == service.ExecRetrying {
 		w.metrics.RetriesScheduled.Inc()
-	} else {
-		w.metrics.Finished.WithLabelValues(fin.State).Inc()
 	}
 	switch fin.State {
 	case service.ExecSucceeded:
@@ -337,8 +332,7 @@ func (w *DeliverWorker) accept(ctx context.Context, d service.Delivery, res Resu
 		log.debug(ctx, "accepted; waiting for the callback", slog.Int("status_code", res.StatusCode))
 	case "":
 		log.debug(ctx, "accepted after the attempt was completed", slog.Int("status_code", res.StatusCode))
-	default:
-		w.metrics.Finished.WithLabelValues(state).Inc()
+	default: // counted by service (ax_executions_finished_total)
 		log.info(ctx, "accepted attempt cut short by a cancel", slog.String("state", state), slog.Bool("cancel", remoteCancel))
 	}
 	return step{kind: stepDone}

@@ -378,7 +378,12 @@ func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, er
 	if !validID(id) {
 		return Backfill{}, ErrNotFound
 	}
+	var (
+		done          ended
+		runsCancelled int // pending runs: none of their nodes has fired
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done, runsCancelled = nil, 0
 		row, err := db.GetBackfillForUpdate(ctx, tx, tenant, id)
 		if err != nil {
 			return storeError(err, "load backfill")
@@ -393,12 +398,14 @@ func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, er
 			if err != nil {
 				return err
 			}
+			runsCancelled = int(n)
 			changes["workflow_id"], changes["cancelled_runs"] = row.WorkflowID, n
 		} else {
 			n, err := db.CancelBackfillPending(ctx, tx, tenant, row.TaskID, id, "the backfill was cancelled")
 			if err != nil {
 				return err
 			}
+			done.add(ExecCancelled, n)
 			changes["task_id"], changes["cancelled_executions"] = row.TaskID, n
 		}
 		c, err := countBackfill(ctx, tx, row)
@@ -412,6 +419,10 @@ func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, er
 	})
 	if err != nil {
 		return Backfill{}, err
+	}
+	done.report(s.tasks.cfg.Metrics)
+	for range runsCancelled {
+		s.tasks.cfg.Metrics.WorkflowRunFinished(RunCancelled)
 	}
 	return s.Get(ctx, tenant, id)
 }

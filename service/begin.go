@@ -99,6 +99,10 @@ type Delivery struct {
 	// Callback is set for a task in callback completion mode: a 2xx only
 	// accepts the attempt (PrepareCallback, Accept).
 	Callback *CallbackSpec
+
+	// ended counts the executions this Begin ended (itself, and the
+	// pending ones an auto-pause cancelled).
+	ended ended
 }
 
 // Begin decides (decideStart) and records the start of River attempt
@@ -149,6 +153,7 @@ func (s *Deliveries) beginRow(ctx context.Context, tenant, executionID string, l
 	if err != nil {
 		return Delivery{}, err
 	}
+	d.ended.report(s.cfg.Metrics)
 	if d.Action == ActionHold {
 		// Committed: the dispatcher, which may be polling slowly while
 		// nothing was held, finds it at once.
@@ -209,6 +214,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 			return Delivery{}, err
 		}
 		d.Action, d.State, d.Ended = ActionDone, ExecCancelled, true
+		d.ended.add(ExecCancelled, 1)
 		return d, nil
 
 	case startSkip:
@@ -218,6 +224,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 			return Delivery{}, err
 		}
 		d.Action, d.State, d.Ended = ActionDone, ExecSkipped, true
+		d.ended.add(ExecSkipped, 1)
 		return d, nil
 
 	case startMiss:
@@ -230,6 +237,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 			return Delivery{}, err
 		}
 		d.Action, d.State, d.Ended, d.Missed = ActionDone, ExecSkipped, true, true
+		d.ended.add(ExecSkipped, 1)
 		return d, nil
 
 	case startFail:
@@ -238,10 +246,13 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 		if err := s.end(ctx, tx, row, lease, ExecFailed, dec.Reason, dec.ErrorClass, events); err != nil {
 			return Delivery{}, err
 		}
-		if _, err := s.afterFailure(ctx, tx, row.TenantID, row.ID, row.TaskID); err != nil {
+		fx, err := s.afterFailure(ctx, tx, row.TenantID, row.ID, row.TaskID)
+		if err != nil {
 			return Delivery{}, err
 		}
 		d.Action, d.State, d.Ended = ActionDone, ExecFailed, true
+		d.ended.add(ExecFailed, 1)
+		d.ended.add(ExecCancelled, fx.cancelled)
 		return d, nil
 	}
 

@@ -175,8 +175,12 @@ func (s *Deliveries) PrepareCallback(ctx context.Context, d Delivery) (string, e
 // "" when the attempt is no longer current (the receiver completed it
 // before its answer arrived), which changes nothing.
 func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, latency time.Duration) (string, error) {
-	var state string
+	var (
+		state string
+		done  ended
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		row, err := db.GetDeliveryOutcome(ctx, tx, d.TenantID, d.ExecutionID)
 		if err != nil {
 			return err
@@ -192,7 +196,7 @@ func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, lat
 			if err != nil {
 				return err
 			}
-			state = fin.State
+			state, done = fin.State, fin.ended
 			return db.EndCallback(ctx, tx, d.TenantID, d.ExecutionID, d.Attempt, nil)
 		}
 		ok, err := db.AcceptCallback(ctx, tx, d.TenantID, d.ExecutionID, d.Attempt, d.Lease, statusCode)
@@ -213,6 +217,7 @@ func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, lat
 	if err != nil {
 		return "", storeError(err, "accept callback attempt")
 	}
+	done.report(s.cfg.Metrics)
 	return state, nil
 }
 
@@ -400,6 +405,7 @@ func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, g
 	if err != nil {
 		return Completed{}, err
 	}
+	out.ended.report(s.cfg.Metrics)
 	return out, nil
 }
 
@@ -435,7 +441,9 @@ func (s *Deliveries) SweepCallbacks(ctx context.Context) (CallbackSweep, error) 
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
+		var done ended
 		err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+			done = nil
 			row, err := db.GetDeliveryOutcome(ctx, tx, r.TenantID, r.ExecutionID)
 			if err != nil {
 				return storeError(err, "load execution "+r.ExecutionID)
@@ -466,6 +474,7 @@ func (s *Deliveries) SweepCallbacks(ctx context.Context) (CallbackSweep, error) 
 				return err
 			}
 			res.TimedOut[cb.ExpiredClass]++
+			done = fin.ended
 			if fin.State == ExecRetrying {
 				res.Retrying++
 			} else {
@@ -475,6 +484,9 @@ func (s *Deliveries) SweepCallbacks(ctx context.Context) (CallbackSweep, error) 
 		})
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return res, err
+		}
+		if err == nil {
+			done.report(s.cfg.Metrics)
 		}
 	}
 	return res, nil

@@ -129,8 +129,9 @@ type Executions struct {
 
 // ExecutionsConfig configures Executions.
 type ExecutionsConfig struct {
-	// Metrics, when set, counts the workflow runs that a change of one of
-	// their executions ends (ax_workflow_runs_total).
+	// Metrics, when set, counts the executions a cancel or a skip ends
+	// (ax_executions_finished_total) and the workflow runs that a change
+	// of one of their executions ends (ax_workflow_runs_total).
 	Metrics *metrics.Metrics
 }
 
@@ -211,11 +212,16 @@ func (s *Executions) Get(ctx context.Context, tenant, id string) (ExecutionDetai
 // cancelled at once. Cancelling a running execution again is a no-op; any
 // other state is a conflict.
 func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
-	return s.change(ctx, tenant, id, AuditCancel, func(tx db.Tx, row db.Execution) error {
+	var done ended
+	out, err := s.change(ctx, tenant, id, AuditCancel, func(tx db.Tx, row db.Execution) error {
 		var (
 			ok  bool
 			err error
+			// now: the execution is cancelled at once (not a cancel
+			// requested of a running one, which its worker ends).
+			now = true
 		)
+		done = nil
 		switch row.State {
 		case ExecPending, ExecRetrying:
 			ok, err = db.CancelExecution(ctx, tx, tenant, id, "cancelled through the API", []string{row.State})
@@ -240,6 +246,7 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 					"cancelled through the API (no job was delivering the execution)", []string{ExecRunning})
 			default:
 				ok, err = db.RequestExecutionCancel(ctx, tx, tenant, id)
+				now = false
 			}
 		default:
 			return conflictf("the execution is %s; only pending, retrying and running executions can be cancelled", row.State)
@@ -249,6 +256,9 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 		}
 		if !ok { // the row is locked: cannot happen
 			return conflictf("the execution changed state; try again")
+		}
+		if now {
+			done.add(ExecCancelled, 1)
 		}
 		// Even when a job cannot be cancelled (a worker just picked it
 		// up), the worker re-checks the execution and sends nothing.
@@ -266,6 +276,11 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 		}
 		return nil
 	})
+	if err != nil {
+		return ExecutionDetail{}, err
+	}
+	done.report(s.cfg.Metrics)
+	return out, nil
 }
 
 // change runs fn on the execution locked in a transaction and returns the
@@ -600,8 +615,12 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 	if !validID(taskID) {
 		return ExecutionDetail{}, ErrNotFound
 	}
-	var out ExecutionDetail
+	var (
+		out  ExecutionDetail
+		done ended
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		row, err := apiTask(db.GetTask(ctx, tx, tenant, taskID, false))
 		if err != nil {
 			return storeError(err, "load task")
@@ -630,9 +649,12 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 		if !at.After(now) {
 			return fieldError("scheduled_for", "has passed: only a future slot can be skipped")
 		}
-		id, err := db.SkipSlot(ctx, tx, tenant, taskID, NewID(), at, SkipReason)
+		id, changed, err := db.SkipSlot(ctx, tx, tenant, taskID, NewID(), at, SkipReason)
 		if err != nil {
 			return err
+		}
+		if changed {
+			done.add(ExecSkipped, 1)
 		}
 		if id == "" {
 			return conflictf("the slot %s has already started or finished", at.UTC().Format(time.RFC3339Nano))
@@ -649,5 +671,9 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 		out, err = s.withEvents(ctx, tx, e)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return ExecutionDetail{}, err
+	}
+	done.report(s.cfg.Metrics)
+	return out, nil
 }

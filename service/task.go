@@ -255,7 +255,7 @@ func (s *Tasks) withCalendars(ctx context.Context, q db.Querier, tenant string, 
 // slots the calendars now exclude are cancelled, its next slot is
 // recomputed from now, and its version moves on (the scheduler re-reads
 // the schedule).
-func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string) error {
+func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string, done *ended) error {
 	row, err := apiTask(db.GetTask(ctx, tx, tenant, id, true))
 	if err != nil {
 		return storeError(err, "load task")
@@ -268,7 +268,7 @@ func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string) err
 	if sched, err = s.withCalendars(ctx, tx, tenant, sched, false); err != nil {
 		return err
 	}
-	if err := s.reschedule(ctx, tx, tenant, id, sched); err != nil {
+	if err := s.reschedule(ctx, tx, tenant, id, sched, done); err != nil {
 		return err
 	}
 	if row.State == TaskActive || row.State == TaskCompleted {
@@ -360,8 +360,12 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 	if !validID(id) {
 		return Task{}, ErrNotFound
 	}
-	var out Task
+	var (
+		out  Task
+		done ended
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		row, err := apiTask(db.GetTask(ctx, tx, tenant, id, true))
 		if err != nil {
 			return storeError(err, "load task")
@@ -389,7 +393,7 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 			if err := s.checkOnceLate(sched, now); err != nil {
 				return err
 			}
-			if err := s.reschedule(ctx, tx, tenant, id, sched); err != nil {
+			if err := s.reschedule(ctx, tx, tenant, id, sched, &done); err != nil {
 				return err
 			}
 			if row.State != TaskPaused {
@@ -413,7 +417,11 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 		}
 		return db.NotifyTaskChanged(ctx, tx)
 	})
-	return out, err
+	if err != nil {
+		return Task{}, err
+	}
+	done.report(s.cfg.Metrics)
+	return out, nil
 }
 
 // reschedule deals with the executions a task's schedule change leaves
@@ -423,7 +431,8 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 // schedule with their instants fires them anew (db.CancelRescheduledExecutions).
 // Either way the scheduler then materialises the new schedule from now, and
 // every slot of it fires once: a kept execution is the slot's execution.
-func (s *Tasks) reschedule(ctx context.Context, tx db.Tx, tenant, id string, sched *schedule.Schedule) error {
+// done counts the executions cancelled.
+func (s *Tasks) reschedule(ctx context.Context, tx db.Tx, tenant, id string, sched *schedule.Schedule, done *ended) error {
 	pending, err := db.PendingScheduledExecutions(ctx, tx, tenant, id)
 	if err != nil {
 		return err
@@ -434,7 +443,8 @@ func (s *Tasks) reschedule(ctx context.Context, tx db.Tx, tenant, id string, sch
 			keep = append(keep, p.ID)
 		}
 	}
-	_, err = db.CancelRescheduledExecutions(ctx, tx, tenant, id, keep, "the task's schedule changed")
+	n, err := db.CancelRescheduledExecutions(ctx, tx, tenant, id, keep, "the task's schedule changed")
+	done.add(ExecCancelled, n)
 	return err
 }
 
@@ -444,7 +454,9 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 	if !validID(id) {
 		return ErrNotFound
 	}
-	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
+	var done ended
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		ok, err := db.DeleteTask(ctx, tx, tenant, id)
 		if err != nil {
 			return storeError(err, "delete task")
@@ -456,9 +468,14 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 		if err != nil {
 			return err
 		}
+		done.add(ExecCancelled, n)
 		return recordAudit(ctx, tx, tenant, AuditDelete, ResourceTask, strings.ToLower(id),
 			map[string]any{"cancelled_executions": n})
 	})
+	if err == nil {
+		done.report(s.cfg.Metrics)
+	}
+	return err
 }
 
 // Pause stops new slots and cancels the executions whose slot has come and
@@ -469,7 +486,9 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 // their (task, slot) key. A paused task stays paused; a completed one
 // cannot be paused.
 func (s *Tasks) Pause(ctx context.Context, tenant, id string) (Task, error) {
-	return s.setState(ctx, tenant, id, AuditPause, func(tx db.Tx, row *db.Task, _ time.Time) error {
+	var done ended
+	t, err := s.setState(ctx, tenant, id, AuditPause, func(tx db.Tx, row *db.Task, _ time.Time) error {
+		done = nil
 		switch row.State {
 		case TaskPaused:
 			return nil
@@ -477,16 +496,24 @@ func (s *Tasks) Pause(ctx context.Context, tenant, id string) (Task, error) {
 			return conflictf("a completed task cannot be paused")
 		}
 		row.State = TaskPaused
-		if _, err := db.CancelPendingExecutions(ctx, tx, row.TenantID, row.ID, true, "the task was paused"); err != nil {
+		n, err := db.CancelPendingExecutions(ctx, tx, row.TenantID, row.ID, true, "the task was paused")
+		if err != nil {
 			return err
 		}
+		done.add(ExecCancelled, n)
 		// Fires queued for slots still ahead are cancelled too, and give
 		// their slots up (as a schedule change does), so that lists and
 		// stats show at once what will happen: nothing fires while the
 		// task is paused, and a resume before those slots fires them anew.
-		_, err := db.CancelRescheduledExecutions(ctx, tx, row.TenantID, row.ID, nil, "the task was paused")
+		n, err = db.CancelRescheduledExecutions(ctx, tx, row.TenantID, row.ID, nil, "the task was paused")
+		done.add(ExecCancelled, n)
 		return err
 	})
+	if err != nil {
+		return Task{}, err
+	}
+	done.report(s.cfg.Metrics)
+	return t, nil
 }
 
 // Resume reactivates a paused task from now: slots missed while it was

@@ -504,8 +504,12 @@ func (s *Workflows) List(ctx context.Context, tenant string, page Page) ([]Workf
 // makes a new version (runs in flight keep theirs); a schedule change
 // moves the next slot.
 func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*WorkflowInput) error) (Workflow, error) {
-	var out Workflow
+	var (
+		out  Workflow
+		done ended
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		before, err := s.get(ctx, tx, tenant, id, true)
 		if err != nil {
 			return err
@@ -543,7 +547,7 @@ func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*
 			// The scheduler re-reads the schedule; runs materialised ahead
 			// for slots the new schedule does not have are cancelled.
 			row.ScheduleVersion++
-			if err := rescheduleRuns(ctx, tx, tenant, id, sched, now, s.cfg.Metrics); err != nil {
+			if err := rescheduleRuns(ctx, tx, tenant, id, sched, now, s.cfg.Metrics, &done); err != nil {
 				return err
 			}
 		}
@@ -570,7 +574,11 @@ func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*
 		}
 		return recordAudit(ctx, tx, tenant, AuditUpdate, ResourceWorkflow, id, auditDiff(before.Input(), out.Input()))
 	})
-	return out, err
+	if err != nil {
+		return Workflow{}, err
+	}
+	done.report(s.cfg.Metrics)
+	return out, nil
 }
 
 func sameScheduleSpec(a, b *schedule.Spec) bool {
@@ -822,8 +830,12 @@ func lockRun(ctx context.Context, tx db.Tx, tenant, id string) (db.WorkflowRun, 
 // are cancelled, its executions not started are cancelled and its running
 // ones are asked to stop.
 func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowRun, error) {
-	var out WorkflowRun
+	var (
+		out  WorkflowRun
+		done ended
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		run, err := lockRun(ctx, tx, tenant, id)
 		if err != nil {
 			return err
@@ -836,6 +848,7 @@ func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowR
 		if err != nil {
 			return err
 		}
+		done.add(ExecCancelled, n)
 		if err := s.engine.finishedRun(ctx, tx, run); err != nil {
 			return err
 		}
@@ -845,7 +858,11 @@ func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowR
 		}
 		return recordAudit(ctx, tx, tenant, AuditCancel, ResourceWorkflowRun, id, map[string]any{"cancelled_executions": n})
 	})
-	return out, err
+	if err != nil {
+		return WorkflowRun{}, err
+	}
+	done.report(s.cfg.Metrics)
+	return out, nil
 }
 
 // RunNode fires a node of a running or blocked run now, whatever its rule

@@ -50,7 +50,8 @@ type Metrics struct {
 	AttemptDuration prometheus.Histogram
 	// RetriesScheduled counts attempts that scheduled another one.
 	RetriesScheduled prometheus.Counter
-	// Finished counts executions reaching a final state, by state.
+	// Finished counts executions reaching a final state, by state
+	// (ExecutionsFinished).
 	Finished *prometheus.CounterVec
 	// MissedSlots counts slots not fired by a misfire policy.
 	MissedSlots prometheus.Counter
@@ -223,6 +224,17 @@ func (m *Metrics) WorkflowRunFinished(state string) {
 		return
 	}
 	m.WorkflowRuns.WithLabelValues(state).Inc()
+}
+
+// ExecutionsFinished counts n executions that reached final state
+// (succeeded, failed, cancelled, skipped). Service reports every statement
+// that ends executions through it — one execution or many, on every path —
+// once the transaction that ended them committed.
+func (m *Metrics) ExecutionsFinished(state string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.Finished.WithLabelValues(state).Add(float64(n))
 }
 
 // AddDeliveriesInFlight adds delta to the webhook requests under way in
