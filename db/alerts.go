@@ -38,13 +38,31 @@ func ListSLAMisses(ctx context.Context, q Querier, tenant string, limit int) ([]
 	return out, wrap("list SLA misses", err)
 }
 
-// ListFailedSince returns a tenant's executions that failed (for good:
-// state failed) at or after since, newest first. Like ListExecutions'
+// FailedForGood is the condition on executions e of a failure that
+// stands: e failed (retries spent, or a permanent error) and no later
+// round re-ran its slot — a backfill's re-run of a task's slot (the same
+// task, slot and shard, a higher round), or of a workflow run's slot (a
+// run of the same workflow and slot with a higher round). Once a slot is
+// re-run its latest round speaks for it: a success clears the failure,
+// and a failed re-run is listed itself.
+const FailedForGood = `e.state = 'failed'
+	AND NOT (e.workflow_run_id IS NULL AND e.trigger IN ('schedule', 'backfill') AND EXISTS (
+		SELECT 1 FROM executions l
+		WHERE l.task_id = e.task_id AND l.scheduled_for = e.scheduled_for AND l.round > e.round AND l.shard = e.shard
+			AND l.trigger IN ('schedule', 'backfill') AND NOT l.rescheduled AND l.tenant_id = e.tenant_id))
+	AND NOT (e.workflow_run_id IS NOT NULL AND EXISTS (
+		SELECT 1 FROM workflow_runs l
+		WHERE l.workflow_id = e.workflow_id AND l.scheduled_for = e.scheduled_for AND l.round > e.round
+			AND l.trigger IN ('schedule', 'backfill') AND NOT l.rescheduled AND l.tenant_id = e.tenant_id))`
+
+// ListFailedSince returns a tenant's executions failed for good
+// (FailedForGood) at or after since, newest first. Like ListExecutions'
 // failed filter it walks executions_last_error_idx, where every failed,
-// cancelled or skipped execution is and no succeeded one.
+// cancelled or skipped execution is and no succeeded one; a failure's
+// later rounds are found by the slot indexes.
 func ListFailedSince(ctx context.Context, q Querier, tenant string, since time.Time, limit int) ([]Execution, error) {
 	rows, err := q.Query(ctx, `SELECT `+executionColumns+` FROM executions e
-		WHERE e.tenant_id = $1 AND e.last_error IS NOT NULL AND e.state = 'failed' AND e.finished_at >= $2
+		WHERE e.tenant_id = $1 AND e.last_error IS NOT NULL AND e.finished_at >= $2 AND `+FailedForGood+`
 		ORDER BY e.id DESC LIMIT $3`, tenant, since, limit)
 	if err != nil {
 		return nil, wrap("list failed executions", err)

@@ -40,8 +40,10 @@ func (s *Executions) SLAMisses(ctx context.Context, tenant string, limit int) ([
 }
 
 // FailedSince returns up to limit (at most AlertListMax) of a tenant's
-// executions that failed for good (state failed: retries exhausted or a
-// permanent error) at or after since, newest first.
+// executions that failed for good at or after since, newest first: failed
+// (retries exhausted or a permanent error), and their slot not re-run
+// since by a backfill (db.FailedForGood) — a slot whose latest round
+// succeeded is no longer failed.
 func (s *Executions) FailedSince(ctx context.Context, tenant string, since time.Time, limit int) ([]ExecutionDetail, error) {
 	rows, err := db.ListFailedSince(ctx, s.pool, tenant, since, alertLimit(limit))
 	if err != nil {

@@ -145,3 +145,90 @@ func (f *fixture) ids(t *testing.T, sql string, args ...any) []string {
 	require.NoError(t, rows.Err())
 	return out
 }
+
+// TestFailedForGoodClearedByARerun: a slot's failure is failed for good
+// (Executions.FailedSince, the console's alerts) until a backfill re-runs
+// the slot: a later round that succeeds clears it, one that fails is
+// listed instead, for a task's slots and for a workflow's.
+func TestFailedForGoodClearedByARerun(t *testing.T) {
+	t.Parallel()
+	f := newWFFixture(t)
+	ctx := context.Background()
+	bf := service.NewBackfills(f.pool, f.enq, f.tasks)
+	slot := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
+	in := service.BackfillInput{From: slot, To: slot.Add(time.Minute)}
+	failed := func() []string {
+		t.Helper()
+		xs, err := f.ex.FailedSince(ctx, f.tenant, time.Now().Add(-time.Hour), 50)
+		require.NoError(t, err)
+		var ids []string
+		for _, x := range xs {
+			ids = append(ids, x.ID)
+		}
+		return ids
+	}
+	send := func(id string, ok bool) {
+		t.Helper()
+		lease := f.count(t, `SELECT lease_attempt + 1 FROM executions WHERE id = $1`, id)
+		d, err := f.del.Begin(ctx, f.tenant, id, lease)
+		require.NoError(t, err)
+		require.Equal(t, service.ActionSend, d.Action, d.Reason)
+		o := service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 200}
+		if !ok {
+			o = service.Outcome{Kind: service.OutcomePermanent, StatusCode: 400, ErrorClass: "http_4xx", Error: "HTTP 400"}
+		}
+		_, err = f.del.Finish(ctx, f.tenant, id, d.Lease, o)
+		require.NoError(t, err)
+	}
+
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "hourly", EndpointID: f.endpoint,
+		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *"}, Retry: service.RetryPolicy{MaxAttempts: 1}})
+	require.NoError(t, err)
+	rerun := func(mode string) string {
+		t.Helper()
+		r := in
+		r.Rerun = mode
+		_, _, err := bf.Create(ctx, f.tenant, task.ID, r)
+		require.NoError(t, err)
+		_, err = bf.Pump(ctx)
+		require.NoError(t, err)
+		ids := f.ids(t, `SELECT id::text FROM executions WHERE task_id = $1 AND state = 'pending'`, task.ID)
+		require.Len(t, ids, 1)
+		return ids[0]
+	}
+	round1 := rerun(service.RerunMissing)
+	send(round1, false)
+	require.Equal(t, []string{round1}, failed())
+	round2 := rerun(service.RerunFailed)
+	require.Empty(t, failed(), "a re-run under way supersedes the failure")
+	send(round2, false)
+	require.Equal(t, []string{round2}, failed(), "the failed re-run is listed, not both")
+	round3 := rerun(service.RerunFailed)
+	send(round3, true)
+	require.Empty(t, failed(), "the slot's latest round succeeded")
+
+	// A workflow's slot: its run's failed step, until a later run of the
+	// slot succeeds.
+	w := f.scheduled(t, "hourly", 10)
+	runOf := func(mode string) string {
+		t.Helper()
+		r := in
+		r.Rerun = mode
+		b, _, err := bf.CreateForWorkflow(ctx, f.tenant, w.ID, r)
+		require.NoError(t, err)
+		_, err = bf.Pump(ctx)
+		require.NoError(t, err)
+		ids := f.backfillRuns(t, b.ID, `true`)
+		require.Len(t, ids, 1)
+		return ids[0]
+	}
+	run1 := runOf(service.RerunMissing)
+	f.deliver(t, run1, "a", false)
+	f.deliver(t, run1, "b", true) // all_done: the run ends failed
+	step := f.execsOf(t, run1, "a")
+	require.Equal(t, step, failed())
+	run2 := runOf(service.RerunFailed)
+	f.deliver(t, run2, "a", true)
+	f.deliver(t, run2, "b", true)
+	require.Empty(t, failed(), "the slot's latest run succeeded")
+}
