@@ -735,14 +735,12 @@ func sortedGates(gs []Gate) []Gate {
 
 // TakeAPIBudget takes up to want requests from tenant's API budget, a
 // token bucket of rate per second holding at most burst, shared by every
-// replica. It returns how many it took and, when none, how long until
-// the next one.
-func TakeAPIBudget(ctx context.Context, q TxBeginner, tenant string, rate, burstSize float64, want int) (int, time.Duration, error) {
-	var (
-		took int
-		wait time.Duration
-	)
-	err := pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
+// replica. It returns how many it took, what the bucket held after the
+// take (left) and, when it took none, how long until the next one.
+func TakeAPIBudget(ctx context.Context, q TxBeginner, tenant string, rate, burstSize float64, want int) (took int, left float64,
+	wait time.Duration, err error,
+) {
+	err = pgx.BeginFunc(ctx, q, func(tx pgx.Tx) error {
 		var avail float64
 		err := tx.QueryRow(ctx, `INSERT INTO api_budgets (tenant_id, tokens, refilled_at) VALUES ($1, $3, now())
 			ON CONFLICT (tenant_id) DO UPDATE
@@ -754,17 +752,18 @@ func TakeAPIBudget(ctx context.Context, q TxBeginner, tenant string, rate, burst
 		}
 		took = min(want, int(math.Floor(avail)))
 		if took <= 0 {
-			took = 0
+			took, left = 0, avail
 			wait = time.Duration((1 - avail) / rate * float64(time.Second))
 			return nil
 		}
+		left = avail - float64(took)
 		_, err = tx.Exec(ctx, `UPDATE api_budgets SET tokens = tokens - $2 WHERE tenant_id = $1`, tenant, took)
 		return err
 	})
 	if err != nil {
-		return 0, 0, wrap("take API budget", err)
+		return 0, 0, 0, wrap("take API budget", err)
 	}
-	return took, wait, nil
+	return took, left, wait, nil
 }
 
 // GateInflight returns the permits a gate counts now.

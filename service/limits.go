@@ -350,8 +350,12 @@ type APIDecision struct {
 	// Limited: the tenant has a rate (the RateLimit-* headers apply).
 	Limited bool
 	Allowed bool
-	// Limit is the rate per second; Remaining what this replica holds
-	// of the shared budget after this request.
+	// Limit is the rate per second. Remaining is what is left of the
+	// tenant's budget after this request, as this replica knows it: the
+	// share it holds (taken from the shared bucket, spent here) plus what
+	// the shared bucket held when it last took from it. Other replicas
+	// spend the same bucket and it refills at Limit per second, so it is
+	// an estimate of what fits now, never a promise; 0 on a refusal.
 	Limit     float64
 	Remaining int
 	// RetryAfter: when refused, how long until the next request fits.
@@ -367,6 +371,9 @@ type apiShare struct {
 	mu      sync.Mutex
 	tokens  int
 	expires time.Time
+	// shared is what the shared bucket held after this replica's last
+	// take (whole requests).
+	shared int
 	// refusedUntil: the shared bucket was empty; refuse without asking
 	// the database again before then.
 	refusedUntil time.Time
@@ -391,24 +398,24 @@ func (l *Limits) AllowAPI(ctx context.Context, tenant string) (APIDecision, erro
 	d := APIDecision{Limited: true, Limit: rate}
 	if s.tokens > 0 && now.Before(s.expires) {
 		s.tokens--
-		d.Allowed, d.Remaining = true, s.tokens
+		d.Allowed, d.Remaining = true, s.tokens+s.shared
 		return d, nil
 	}
 	if now.Before(s.refusedUntil) {
 		d.RetryAfter = s.refusedUntil.Sub(now)
 		return d, nil
 	}
-	took, wait, err := db.TakeAPIBudget(ctx, l.pool, tenant, rate, max(rate, 1), apiChunk(rate))
+	took, left, wait, err := db.TakeAPIBudget(ctx, l.pool, tenant, rate, max(rate, 1), apiChunk(rate))
 	if err != nil {
 		return APIDecision{}, storeError(err, "take API budget")
 	}
 	if took == 0 {
-		s.tokens, s.refusedUntil = 0, now.Add(wait)
+		s.tokens, s.shared, s.refusedUntil = 0, 0, now.Add(wait)
 		d.RetryAfter = wait
 		return d, nil
 	}
-	s.tokens, s.expires = took-1, now.Add(time.Second)
-	d.Allowed, d.Remaining = true, s.tokens
+	s.tokens, s.shared, s.expires = took-1, int(left), now.Add(time.Second)
+	d.Allowed, d.Remaining = true, s.tokens+s.shared
 	return d, nil
 }
 
