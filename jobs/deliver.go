@@ -203,10 +203,10 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	}
 
 	log = log.with(slog.String("task_id", d.TaskID), slog.Int("attempt", d.Attempt))
+	if d.FiringLateness != nil {
+		w.metrics.FiringLateness.Observe(d.FiringLateness.Seconds())
+	}
 	if d.Attempt == 1 && !d.Resumed {
-		if d.Trigger != service.TriggerBackfill { // a backfill's slots are in the past by design
-			w.metrics.FiringLateness.Observe(max(time.Since(d.ScheduledFor), 0).Seconds())
-		}
 		if d.Trigger != service.TriggerSchedule {
 			w.metrics.Fires.WithLabelValues(d.Trigger).Inc() // the scheduler counts its own fires
 		}

@@ -48,6 +48,10 @@ type Delivery struct {
 	// Late is set when the attempt sends a misfire its task's misfire
 	// policy still fires (the execution is marked late).
 	Late bool
+	// FiringLateness is set when this Begin started the first attempt of
+	// an on-time scheduled fire: how late it started (firingLateness, by
+	// the database's clock, as first_started_at records it).
+	FiringLateness *time.Duration
 	// Limit names the limit of ActionHold; Throttled is set when this
 	// Begin put the delivery on hold (its throttled event).
 	Limit     string
@@ -133,6 +137,7 @@ func (s *Deliveries) BeginJob(ctx context.Context, tenant, executionID string, l
 			return Delivery{}, err
 		}
 		d.Action, d.Attempt, d.Keys = ActionSend, r.row.Attempts, keys
+		d.FiringLateness = firstFiringLateness(r.row, false) // a batched start is never a catch-up
 		return d, nil
 	}
 	return s.beginRow(ctx, tenant, executionID, lease, jobID)
@@ -300,7 +305,22 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 		return Delivery{}, err
 	}
 	d.Action, d.State, d.Attempt, d.Resumed, d.Late, d.Keys = ActionSend, ExecRunning, attempts, dec.Resumed, dec.Late, keys
+	d.FiringLateness = firstFiringLateness(row, dec.Late)
 	return d, nil
+}
+
+// firstFiringLateness is the firing lateness of row's first start, made
+// now (nil: it was not its first, or it has none). A first start records
+// first_started_at = now(), the row's Now; a catch-up is marked late by
+// its start (late) or was by the scheduler, which its start decides again.
+func firstFiringLateness(row db.DeliveryRow, late bool) *time.Duration {
+	if !row.NeverStarted {
+		return nil
+	}
+	if d, ok := firingLateness(row.Trigger, late, row.ScheduledFor, &row.Now); ok {
+		return &d
+	}
+	return nil
 }
 
 // ReleasePermit gives back the permit of an attempt admitted through a

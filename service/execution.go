@@ -71,7 +71,10 @@ type Execution struct {
 	LastError      string
 	LastErrorClass string
 	CreatedAt      time.Time
+	// StartedAt is when its latest attempt started, FirstStartedAt its
+	// first.
 	StartedAt      *time.Time
+	FirstStartedAt *time.Time
 	FinishedAt     *time.Time
 	// Round is 1 for a slot's first fire and one more for each backfill
 	// that re-ran the slot.
@@ -569,7 +572,7 @@ func executionDetailOf(r db.Execution, events []db.ExecutionEvent) ExecutionDeta
 			ID: r.ID, TaskID: r.TaskID, ScheduledFor: r.ScheduledFor.UTC(), Trigger: r.Trigger, DedupKey: strValue(r.DedupKey),
 			State: r.State, Attempts: int(r.Attempts), Late: r.Late, LastStatusCode: intValue(r.LastStatusCode),
 			LastError: strValue(r.LastError), LastErrorClass: strValue(r.LastErrorClass), CreatedAt: r.CreatedAt.UTC(),
-			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt), Round: int(r.Round), BackfillID: strValue(r.BackfillID),
+			StartedAt: utcPtr(r.StartedAt), FirstStartedAt: utcPtr(r.FirstStartedAt), FinishedAt: utcPtr(r.FinishedAt), Round: int(r.Round), BackfillID: strValue(r.BackfillID),
 			WorkflowID: strValue(r.WorkflowID), WorkflowRunID: strValue(r.WorkflowRunID), Node: strValue(r.Node),
 			Shard: int(r.Shard),
 		},

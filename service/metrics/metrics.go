@@ -42,7 +42,9 @@ const (
 type Metrics struct {
 	// Fires counts executions created, by trigger (schedule, manual, …).
 	Fires *prometheus.CounterVec
-	// FiringLateness is first-attempt start − scheduled_for.
+	// FiringLateness is the firing lateness of an on-time scheduled fire
+	// (service's Execution.FiringLateness): first attempt start −
+	// scheduled_for.
 	FiringLateness prometheus.Histogram
 	// Attempts counts delivery attempts by outcome and error class.
 	Attempts *prometheus.CounterVec
@@ -123,7 +125,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "ax_fires_total", Help: "Executions created, by trigger.",
 		}, []string{"trigger"}),
 		FiringLateness: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "ax_firing_lateness_seconds", Help: "First delivery attempt start minus the slot's scheduled time.",
+			Name: "ax_firing_lateness_seconds", Help: "First delivery attempt start minus the slot's scheduled time, of on-time scheduled fires (not catch-ups, backfills, manual, retry or workflow-step fires).",
 			Buckets: latencyBuckets,
 		}),
 		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
