@@ -27,16 +27,16 @@ func TestFiringLatenessOneDefinition(t *testing.T) {
 	execs := service.NewExecutions(pool, nil, service.ExecutionsConfig{})
 	ms := func(v int) *int { return &v }
 	for i, tc := range []struct {
-		trigger      string
-		late         bool
-		firstMS      *int // first_started_at − slot; nil: never started
-		lastMS       *int // started_at − slot (the latest attempt); nil: as first
-		want         *float64
-		wantNoneWhy  string
+		trigger     string
+		late        bool
+		firstMS     *int // first_started_at − slot; nil: never started
+		lastMS      *int // started_at − slot (the latest attempt); nil: as first
+		want        *float64
+		wantNoneWhy string
 	}{
 		{trigger: "schedule", firstMS: ms(120), want: new(120.0)},
 		{trigger: "schedule", firstMS: ms(120), lastMS: ms(60_000), want: new(120.0)}, // retried: its first attempt counts
-		{trigger: "schedule", firstMS: ms(-40), want: new(0.0)},                      // a hair early: on time
+		{trigger: "schedule", firstMS: ms(-40), want: new(0.0)},                       // a hair early: on time
 		{trigger: "schedule", wantNoneWhy: "not started"},
 		{trigger: "schedule", late: true, firstMS: ms(3_600_000), wantNoneWhy: "a misfire catch-up"},
 		{trigger: "backfill", firstMS: ms(86_400_000), wantNoneWhy: "a backfill"},
