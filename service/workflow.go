@@ -115,6 +115,8 @@ type WorkflowRun struct {
 	Nodes []WorkflowRunNode
 	// Events is the run's own timeline (sla_missed), set by GetRun.
 	Events []WorkflowRunEvent
+	// SLA is where the run stands with its workflow's SLA now (runSLA).
+	SLA RunSLA
 }
 
 // WorkflowRunEvent is one event of a run as a whole (not of a node's
@@ -757,6 +759,9 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 	for _, ev := range events {
 		out.Events = append(out.Events, WorkflowRunEvent{At: ev.At.UTC(), Type: ev.Type, Message: zeroIfNil(ev.Message), Data: ev.Data})
 	}
+	if out.SLA, err = s.runSLA(ctx, q, tenant, row.WorkflowID, out); err != nil {
+		return WorkflowRun{}, err
+	}
 	stored := map[string]db.RunNode{}
 	for _, n := range nodes {
 		stored[n.Key] = n
@@ -803,15 +808,38 @@ func (s *Workflows) ListRuns(ctx context.Context, tenant, workflowID string, pag
 	if err := page.check(); err != nil {
 		return nil, "", err
 	}
-	if _, err := s.Get(ctx, tenant, workflowID); err != nil {
+	w, err := s.Get(ctx, tenant, workflowID)
+	if err != nil {
 		return nil, "", err
 	}
 	rows, err := db.ListWorkflowRuns(ctx, s.pool, tenant, workflowID, page.After, page.Limit+1)
 	if err != nil {
 		return nil, "", storeError(err, "list workflow runs")
 	}
-	items, next := pageOf(rows, page.Limit, runFromRow, func(r WorkflowRun) string { return r.ID })
+	now, err := s.now(ctx, s.pool)
+	if err != nil {
+		return nil, "", err
+	}
+	items, next := pageOf(rows, page.Limit, func(r db.WorkflowRun) WorkflowRun {
+		run := runFromRow(r)
+		run.SLA = runSLA(w.SLAFinishWithin, run, now)
+		return run
+	}, func(r WorkflowRun) string { return r.ID })
 	return items, next, nil
+}
+
+// runSLA is where run, of workflow workflowID, stands with the workflow's
+// SLA now, by the database clock (the sweep's).
+func (s *Workflows) runSLA(ctx context.Context, q db.Querier, tenant, workflowID string, run WorkflowRun) (RunSLA, error) {
+	w, err := db.GetWorkflow(ctx, q, tenant, workflowID, false)
+	if err != nil {
+		return RunSLA{}, storeError(err, "load workflow")
+	}
+	now, err := s.now(ctx, q)
+	if err != nil {
+		return RunSLA{}, err
+	}
+	return runSLA(time.Duration(zeroIfNil(w.SLAFinishWithinMS))*time.Millisecond, run, now), nil
 }
 
 // lockRun locks a run that is started and not final, or explains why not.

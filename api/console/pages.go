@@ -651,7 +651,7 @@ type workflowRunView struct {
 	Flash                   string
 	Problem                 *errorView
 	// SLA: the run's deadline and whether it missed it.
-	SLA runSLAView
+	SLA service.RunSLA
 }
 
 func (v workflowRunView) title() (string, string) {
@@ -788,7 +788,7 @@ func (c *console) workflowRunPage(ec echo.Context, s *session, status int, id, f
 	if err != nil {
 		return err
 	}
-	v := workflowRunView{Run: r, Workflow: w, Flash: flash, Problem: problem, SLA: runSLA(w, r, time.Now()),
+	v := workflowRunView{Run: r, Workflow: w, Flash: flash, Problem: problem, SLA: r.SLA,
 		Resolvable:  r.State == service.RunRunning || r.State == service.RunBlocked,
 		Cancellable: r.State == service.RunPending || r.State == service.RunRunning || r.State == service.RunBlocked}
 	in := make([]dagInput, 0, len(r.Nodes))
