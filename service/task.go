@@ -579,9 +579,12 @@ func (s *Tasks) setState(ctx context.Context, tenant, id, action string, change 
 	return out, err
 }
 
-// Preview returns the task's next n fire times after now, computed by the
-// same code the scheduler uses, the slots its calendars removed in the same
-// span, and its parsed schedule.
+// Preview returns the task's next n fire times after now: the slots that
+// fire, computed by the same code the scheduler uses, leaving out those
+// that will not (Skipped: skipped on request, or whose queued execution was
+// cancelled), the slots its calendars removed in the same span, and its
+// parsed schedule. A paused task fires nothing: its preview is Paused,
+// without fires (resuming it fires its schedule's slots from then on).
 func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) (TaskPreview, error) {
 	t, err := s.Get(ctx, tenant, id)
 	if err != nil {
@@ -594,22 +597,60 @@ func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) (TaskPrev
 	if sched, err = s.withCalendars(ctx, s.pool, tenant, sched, false); err != nil {
 		return TaskPreview{}, err
 	}
+	if t.State == TaskPaused {
+		return TaskPreview{Paused: true, Schedule: sched}, nil
+	}
 	now, err := s.now(ctx)
 	if err != nil {
 		return TaskPreview{}, err
 	}
-	fires, excluded, err := sched.PreviewExcluded(ctx, now, n)
-	if err != nil {
-		return TaskPreview{}, scheduleError(err)
+	// Ask the schedule for as many more slots as the span holds slots
+	// that do not fire, until the count of those settles.
+	want := n
+	for {
+		slots, excluded, err := sched.PreviewExcluded(ctx, now, want)
+		if err != nil {
+			return TaskPreview{}, scheduleError(err)
+		}
+		p := TaskPreview{Excluded: excluded, Schedule: sched}
+		if len(slots) == 0 {
+			return p, nil
+		}
+		latest, err := db.LatestSlotStates(ctx, s.pool, tenant, id, now, slots[len(slots)-1].Add(time.Microsecond)) // timestamptz: microseconds
+		if err != nil {
+			return TaskPreview{}, storeError(err, "read slots")
+		}
+		ended := make(map[int64]bool, len(latest))
+		for _, l := range latest {
+			if l.State == ExecSkipped || l.State == ExecCancelled {
+				ended[l.ScheduledFor.UnixNano()] = true
+			}
+		}
+		for _, at := range slots {
+			if ended[at.UnixNano()] {
+				p.Skipped = append(p.Skipped, at)
+			} else {
+				p.Fires = append(p.Fires, at)
+			}
+		}
+		if len(p.Fires) >= n || len(slots) < want || want >= schedule.PreviewMax {
+			return p, nil
+		}
+		want = min(n+len(p.Skipped), schedule.PreviewMax)
 	}
-	return TaskPreview{Fires: fires, Excluded: excluded, Schedule: sched}, nil
 }
 
 // TaskPreview is a task's upcoming fire times.
 type TaskPreview struct {
+	// Fires are the slots that fire.
 	Fires []time.Time
+	// Skipped are the slots in the same span that do not fire: skipped on
+	// request (Executions.Skip), or whose queued execution was cancelled.
+	Skipped []time.Time
 	// Excluded are the slots in the same span that calendars removed.
 	Excluded []time.Time
+	// Paused: the task is paused and fires nothing (Fires is empty).
+	Paused   bool
 	Schedule *schedule.Schedule
 }
 

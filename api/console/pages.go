@@ -244,18 +244,19 @@ func (c *console) taskPage(ec echo.Context, s *session, status int, id string, v
 		v.DSTPolicy = "vixie"
 	}
 	if t.State == service.TaskActive {
+		// The preview's: the next fires, and among them the slots that
+		// will not fire (skipped), marked.
 		p, err := c.cfg.Tasks.Preview(ctx, s.Tenant, t.ID, 10)
 		if err != nil {
 			return err
 		}
-		skipped, err := c.skippedSlots(ctx, s, t.ID)
-		if err != nil {
-			return err
-		}
 		for _, at := range p.Fires {
-			v.Fires = append(v.Fires, fireRow{At: at, DST: p.Schedule.DSTNote(at),
-				Slot: at.UTC().Format(time.RFC3339Nano), Skipped: skipped[at.UnixNano()]})
+			v.Fires = append(v.Fires, fireRow{At: at, DST: p.Schedule.DSTNote(at), Slot: at.UTC().Format(time.RFC3339Nano)})
 		}
+		for _, at := range p.Skipped {
+			v.Fires = append(v.Fires, fireRow{At: at, DST: p.Schedule.DSTNote(at), Slot: at.UTC().Format(time.RFC3339Nano), Skipped: true})
+		}
+		slices.SortFunc(v.Fires, func(a, b fireRow) int { return a.At.Compare(b.At) })
 		v.Excluded = p.Excluded
 	}
 	if s.can(api.ScopeExecutionsRead) {
