@@ -60,15 +60,29 @@ const FailedForGood = `e.state = 'failed'
 // failed filter it walks executions_last_error_idx, where every failed,
 // cancelled or skipped execution is and no succeeded one; a failure's
 // later rounds are found by the slot indexes.
-func ListFailedSince(ctx context.Context, q Querier, tenant string, since time.Time, limit int) ([]Execution, error) {
-	rows, err := q.Query(ctx, `SELECT `+executionColumns+` FROM executions e
+func ListFailedSince(ctx context.Context, q Querier, tenant string, since time.Time, limit int) ([]FailedExecution, error) {
+	rows, err := q.Query(ctx, `SELECT `+executionColumns+`, t.name, w.name FROM executions e
+		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id AND t.workflow_id IS NULL
+		LEFT JOIN workflows w ON w.tenant_id = e.tenant_id AND w.id = e.workflow_id
 		WHERE e.tenant_id = $1 AND e.last_error IS NOT NULL AND e.finished_at >= $2 AND `+FailedForGood+`
 		ORDER BY e.id DESC LIMIT $3`, tenant, since, limit)
 	if err != nil {
 		return nil, wrap("list failed executions", err)
 	}
-	out, err := collectRows[Execution](rows, limit)
+	out, err := collectRows[FailedExecution](rows, limit)
 	return out, wrap("list failed executions", err)
+}
+
+// FailedExecution is an execution failed for good, with the name of its
+// task (nil: a workflow step's, or a task since deleted) and of its
+// workflow (nil: not a step, or the workflow is gone).
+type FailedExecution struct {
+	Execution
+	TaskName, WorkflowName *string
+}
+
+func (f *FailedExecution) fields() []any {
+	return append(f.Execution.fields(), &f.TaskName, &f.WorkflowName)
 }
 
 // AlertRun is a workflow run that needs attention, with its workflow's

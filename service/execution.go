@@ -57,9 +57,13 @@ const (
 	EventReconciled       = "reconciled"
 )
 
-// Execution is one fire of a task.
+// Execution is one fire of a task, or of a workflow step.
 type Execution struct {
-	ID             string
+	ID string
+	// TaskID is the task the execution fires; "" for a workflow step's,
+	// which WorkflowID, WorkflowRunID and Node name (a step is sent by a
+	// task of the workflow's own, which the API never shows: its id would
+	// lead nowhere).
 	TaskID         string
 	ScheduledFor   time.Time
 	Trigger        string
@@ -569,7 +573,7 @@ func (s *Executions) withEvents(ctx context.Context, q db.Querier, row db.Execut
 func executionDetailOf(r db.Execution, events []db.ExecutionEvent) ExecutionDetail {
 	d := ExecutionDetail{
 		Execution: Execution{
-			ID: r.ID, TaskID: r.TaskID, ScheduledFor: r.ScheduledFor.UTC(), Trigger: r.Trigger, DedupKey: strValue(r.DedupKey),
+			ID: r.ID, ScheduledFor: r.ScheduledFor.UTC(), Trigger: r.Trigger, DedupKey: strValue(r.DedupKey),
 			State: r.State, Attempts: int(r.Attempts), Late: r.Late, LastStatusCode: intValue(r.LastStatusCode),
 			LastError: strValue(r.LastError), LastErrorClass: strValue(r.LastErrorClass), CreatedAt: r.CreatedAt.UTC(),
 			StartedAt: utcPtr(r.StartedAt), FirstStartedAt: utcPtr(r.FirstStartedAt), FinishedAt: utcPtr(r.FinishedAt), Round: int(r.Round), BackfillID: strValue(r.BackfillID),
@@ -578,6 +582,9 @@ func executionDetailOf(r db.Execution, events []db.ExecutionEvent) ExecutionDeta
 		},
 		CancelRequested: r.CancelRequested,
 		NextAttemptAt:   utcPtr(r.NextAttemptAt),
+	}
+	if r.WorkflowRunID == nil {
+		d.TaskID = r.TaskID
 	}
 	if events != nil {
 		d.Events = make([]Event, 0, len(events))

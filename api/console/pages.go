@@ -111,8 +111,10 @@ type taskForm struct {
 type headerRow struct{ Name, Value string }
 
 type executionView struct {
-	X        service.ExecutionDetail
-	Task     *service.Task
+	X    service.ExecutionDetail
+	Task *service.Task
+	// Workflow is a step's workflow (nil: not a step, or not readable).
+	Workflow *service.Workflow
 	Endpoint *service.Endpoint
 	Headers  []headerRow
 	Excerpt  string
@@ -440,6 +442,11 @@ func (c *console) execution(ec echo.Context, s *session) error {
 			}
 		}
 	}
+	if x.WorkflowRunID != "" && s.can(api.ScopeWorkflowsRead) {
+		if w, err := c.cfg.Workflows.Get(ctx, s.Tenant, x.WorkflowID); err == nil {
+			v.Workflow = &w
+		}
+	}
 	v.Headers = sentHeaders(x, v.Endpoint)
 	return c.render(ec, http.StatusOK, "execution", s, v)
 }
@@ -459,7 +466,6 @@ func sentHeaders(x service.ExecutionDetail, ep *service.Endpoint) []headerRow {
 		headerRow{"Webhook-Id", x.ID},
 		headerRow{"Webhook-Timestamp", "the attempt's start, Unix seconds"},
 		headerRow{"Webhook-Signature", "v1,… (HMAC-SHA256 with the endpoint's secret)"},
-		headerRow{"X-Ax-Task-Id", x.TaskID},
 		headerRow{"X-Ax-Execution-Id", x.ID},
 		headerRow{"X-Ax-Scheduled-For", x.ScheduledFor.UTC().Format(time.RFC3339Nano)},
 		headerRow{"X-Ax-Round", strconv.Itoa(max(x.Round, 1))},
@@ -467,6 +473,8 @@ func sentHeaders(x service.ExecutionDetail, ep *service.Endpoint) []headerRow {
 	)
 	if x.WorkflowRunID != "" {
 		out = append(out, headerRow{"X-Ax-Workflow-Id", x.WorkflowID}, headerRow{"X-Ax-Workflow-Run-Id", x.WorkflowRunID}, headerRow{"X-Ax-Node", x.Node})
+	} else {
+		out = append(out, headerRow{"X-Ax-Task-Id", x.TaskID})
 	}
 	return out
 }
