@@ -61,9 +61,11 @@ const FailedForGood = `e.state = 'failed'
 // cancelled or skipped execution is and no succeeded one; a failure's
 // later rounds are found by the slot indexes.
 func ListFailedSince(ctx context.Context, q Querier, tenant string, since time.Time, limit int) ([]FailedExecution, error) {
-	rows, err := q.Query(ctx, `SELECT `+executionColumns+`, t.name, w.name FROM executions e
-		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id AND t.workflow_id IS NULL
-		LEFT JOIN workflows w ON w.tenant_id = e.tenant_id AND w.id = e.workflow_id
+	// The names are looked up by primary key for the rows kept only.
+	rows, err := q.Query(ctx, `SELECT `+executionColumns+`,
+			(SELECT t.name FROM tasks t WHERE t.tenant_id = e.tenant_id AND t.id = e.task_id AND t.workflow_id IS NULL),
+			(SELECT w.name FROM workflows w WHERE w.tenant_id = e.tenant_id AND w.id = e.workflow_id)
+		FROM executions e
 		WHERE e.tenant_id = $1 AND e.last_error IS NOT NULL AND e.finished_at >= $2 AND `+FailedForGood+`
 		ORDER BY e.id DESC LIMIT $3`, tenant, since, limit)
 	if err != nil {

@@ -32,10 +32,13 @@ func (e *ended) merge(o ended) {
 	}
 }
 
-// report adds the tally to ax_executions_finished_total (m nil: nothing).
-// Call it after the transaction committed.
-func (e ended) report(m *metrics.Metrics) {
-	for state, n := range e {
+// report adds the tally to ax_executions_finished_total (m nil: nothing)
+// and clears it, so that nothing is reported twice and a result that
+// carried it compares equal whatever path made it. Call it after the
+// transaction committed.
+func (e *ended) report(m *metrics.Metrics) {
+	for state, n := range *e {
 		m.ExecutionsFinished(state, n)
 	}
+	*e = nil
 }
