@@ -25,13 +25,6 @@ func (e *ended) add(state string, n int64) {
 	(*e)[state] += int(n)
 }
 
-// merge adds o's counts to e.
-func (e *ended) merge(o ended) {
-	for state, n := range o {
-		e.add(state, int64(n))
-	}
-}
-
 // report adds the tally to ax_executions_finished_total (m nil: nothing)
 // and clears it, so that nothing is reported twice and a result that
 // carried it compares equal whatever path made it. Call it after the
