@@ -239,9 +239,13 @@ func CancelBackfillPending(ctx context.Context, q Querier, tenant, taskID, id, r
 // SkipSlot records a task's future slot as skipped: a new skipped round-1
 // execution with a skipped event, or the pending one already materialised
 // moved to skipped. It returns the execution's id, or "" when the slot's
-// execution exists in another state (left alone).
-func SkipSlot(ctx context.Context, q Querier, tenant, taskID, newID string, slot time.Time, reason string) (string, error) {
-	var id string
+// execution exists in another state (left alone), and whether this call
+// skipped it (false: it was skipped already).
+func SkipSlot(ctx context.Context, q Querier, tenant, taskID, newID string, slot time.Time, reason string) (string, bool, error) {
+	var (
+		id      string
+		changed bool
+	)
 	err := q.QueryRow(ctx, `WITH cur AS (
 			SELECT e.tenant_id, e.id, e.state FROM executions e
 			WHERE e.task_id = $2 AND e.scheduled_for = $4 AND e.round = 1 AND e.trigger IN ('schedule', 'backfill')
@@ -265,8 +269,9 @@ func SkipSlot(ctx context.Context, q Querier, tenant, taskID, newID string, slot
 			SELECT tenant_id, id, 'skipped', $5 FROM moved UNION ALL SELECT tenant_id, id, 'skipped', $5 FROM ins
 		)
 		SELECT coalesce((SELECT id::text FROM moved), (SELECT id::text FROM ins),
-			(SELECT id::text FROM cur WHERE state = `+execSkipped+`), '')`, tenant, taskID, newID, slot, reason).Scan(&id)
-	return id, wrap("skip slot", err)
+			(SELECT id::text FROM cur WHERE state = `+execSkipped+`), ''),
+			EXISTS (SELECT 1 FROM moved) OR EXISTS (SELECT 1 FROM ins)`, tenant, taskID, newID, slot, reason).Scan(&id, &changed)
+	return id, changed, wrap("skip slot", err)
 }
 
 // LatestRunSlotStates is LatestSlotStates for a workflow's runs: for each

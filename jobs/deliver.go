@@ -185,9 +185,6 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	case err != nil:
 		return step{kind: stepError, err: fmt.Errorf("begin delivery of execution %s: %w", executionID, err)}
 	}
-	if d.Ended {
-		w.metrics.Finished.WithLabelValues(d.State).Inc()
-	}
 	if d.Missed {
 		w.metrics.MissedSlots.Inc()
 	}
@@ -206,10 +203,10 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	}
 
 	log = log.with(slog.String("task_id", d.TaskID), slog.Int("attempt", d.Attempt))
+	if d.FiringLateness != nil {
+		w.metrics.FiringLateness.Observe(d.FiringLateness.Seconds())
+	}
 	if d.Attempt == 1 && !d.Resumed {
-		if d.Trigger != service.TriggerBackfill { // a backfill's slots are in the past by design
-			w.metrics.FiringLateness.Observe(max(time.Since(d.ScheduledFor), 0).Seconds())
-		}
 		if d.Trigger != service.TriggerSchedule {
 			w.metrics.Fires.WithLabelValues(d.Trigger).Inc() // the scheduler counts its own fires
 		}
@@ -292,8 +289,6 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		slog.Int64("latency_ms", res.Latency.Milliseconds()))
 	if fin.State == service.ExecRetrying {
 		w.metrics.RetriesScheduled.Inc()
-	} else {
-		w.metrics.Finished.WithLabelValues(fin.State).Inc()
 	}
 	switch fin.State {
 	case service.ExecSucceeded:
@@ -332,8 +327,7 @@ func (w *DeliverWorker) accept(ctx context.Context, d service.Delivery, res Resu
 		log.debug(ctx, "accepted; waiting for the callback", slog.Int("status_code", res.StatusCode))
 	case "":
 		log.debug(ctx, "accepted after the attempt was completed", slog.Int("status_code", res.StatusCode))
-	default:
-		w.metrics.Finished.WithLabelValues(state).Inc()
+	default: // counted by service (ax_executions_finished_total)
 		log.info(ctx, "accepted attempt cut short by a cancel", slog.String("state", state), slog.Bool("cancel", remoteCancel))
 	}
 	return step{kind: stepDone}

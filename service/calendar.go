@@ -145,8 +145,12 @@ func (s *Calendars) Update(ctx context.Context, tenant, id string, change func(*
 	if !validID(id) {
 		return Calendar{}, ErrNotFound
 	}
-	var out Calendar
+	var (
+		out  Calendar
+		done ended
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		row, err := db.GetCalendar(ctx, tx, tenant, id, true)
 		if err != nil {
 			return storeError(err, "load calendar")
@@ -178,7 +182,7 @@ func (s *Calendars) Update(ctx context.Context, tenant, id string, change func(*
 			return conflictf("more than %d tasks use the calendar; split it before changing its dates", calendarTasksMax)
 		}
 		for _, taskID := range ids {
-			if err := s.tasks.recalendar(ctx, tx, tenant, taskID); err != nil {
+			if err := s.tasks.recalendar(ctx, tx, tenant, taskID, &done); err != nil {
 				return err
 			}
 		}
@@ -190,7 +194,7 @@ func (s *Calendars) Update(ctx context.Context, tenant, id string, change func(*
 			return conflictf("more than %d workflows use the calendar; split it before changing its dates", calendarTasksMax)
 		}
 		for _, wfID := range wfs {
-			if err := recalendarWorkflow(ctx, tx, tenant, wfID, s.tasks.cfg.Metrics); err != nil {
+			if err := recalendarWorkflow(ctx, tx, tenant, wfID, s.tasks.cfg.Metrics, &done); err != nil {
 				return err
 			}
 		}
@@ -199,7 +203,11 @@ func (s *Calendars) Update(ctx context.Context, tenant, id string, change func(*
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return Calendar{}, err
+	}
+	done.report(s.tasks.cfg.Metrics)
+	return out, nil
 }
 
 // Delete deletes a calendar no schedule uses; one in use → ConflictError.
