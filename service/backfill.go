@@ -518,7 +518,7 @@ func (s *Backfills) pumpOne(ctx context.Context, tenant, id string) (int, error)
 				continue
 			}
 			created++
-			jobs = append(jobs, deliverInsert(tenant, e.ID, zero, int(task.Priority), int(task.MaxAttempts), zero, 0, QueueDeliverBulk))
+			jobs = append(jobs, deliverInsert(tenant, e.ID, task.EndpointID, zero, int(task.Priority), int(task.MaxAttempts), zero, 0, QueueDeliverBulk))
 		}
 		if len(jobs) > 0 {
 			if _, err := s.enq.insertMany(ctx, tx, jobs); err != nil {
