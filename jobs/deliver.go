@@ -77,6 +77,17 @@ func (w *DeliverWorker) slotsFor(queue string) sendSlots {
 	return w.slots
 }
 
+// laneFor returns how a batch's execution to endpoint continues (its
+// retry): in the batch's lane, or in the bulk lane when the batch's is the
+// main lane and the endpoint is slow now (service.Lanes.Slow), as its new
+// fires are.
+func (w *DeliverWorker) laneFor(h *service.HandOff, endpoint string) *service.HandOff {
+	if h == nil || service.LaneQueue(h.Queue) == service.QueueDeliverBulk || !w.lanes.Slow(endpoint) {
+		return h
+	}
+	return &service.HandOff{Priority: h.Priority, Queue: service.QueueDeliverBulk}
+}
+
 // Timeout bounds a job: the sender enforces each endpoint's own timeout
 // inside it.
 func (w *DeliverWorker) Timeout(*river.Job[deliverArgs]) time.Duration { return w.timeout }
@@ -100,14 +111,23 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[deliverArgs]) e
 		return ctx.Err() // a shutdown: River runs the job again
 	}
 	slots := w.slotsFor(job.Queue)
-	if !slots.acquire(ctx, args.TenantID, w.slotWait) {
+	switch {
+	case service.LaneQueue(job.Queue) == service.QueueDeliver && w.lanes.Slow(args.EndpointID):
+		// Its endpoint turned slow since it was queued. A job cannot
+		// change lanes, and one to a slow endpoint must not hold the main
+		// lane's workers waiting for a slot: it sends only within its
+		// share, or comes back later without using an attempt.
+		if !slots.tryWithinShare(args.TenantID, args.EndpointID) {
+			return river.JobSnooze(w.slotWait)
+		}
+	case !slots.acquire(ctx, args.TenantID, args.EndpointID, w.slotWait):
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		// Every send slot is busy: come back without using an attempt.
 		return river.JobSnooze(time.Second)
 	}
-	sent := slots.holder(args.TenantID)
+	sent := slots.holder(args.TenantID, args.EndpointID)
 	defer sent()
 	lease := args.Lease(job.Attempt)
 	log := newAttrLogger(w.logger, slog.Int64("job_id", job.ID), slog.String("execution_id", args.ExecutionID),
@@ -241,10 +261,11 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		req.CallbackToken = token
 	}
 	w.metrics.AddDeliveriesInFlight(1)
+	sending := w.lanes.Sending(d.EndpointID)
 	res := w.sender.Send(ctx, req)
+	sending.Done(res.Latency)
 	w.metrics.AddDeliveriesInFlight(-1)
 	sent()
-	w.lanes.Observe(d.EndpointID, res.Latency)
 	remoteCancel := cancelledOnRequest(ctx)
 	if res.Err != nil && stopping(ctx) {
 		// Not a failure of the receiver: leave the execution running for
@@ -259,7 +280,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		return w.accept(ctx, d, res, remoteCancel, log)
 	}
 	out := outcome(res, class, d, w.timeout)
-	out.HandOff = handOff
+	out.HandOff = w.laneFor(handOff, d.EndpointID)
 	if remoteCancel && class.Outcome != service.OutcomeSucceeded {
 		out.CutByCancel = true
 		if res.Err != nil {

@@ -582,7 +582,7 @@ func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill) back
 			e := db.NewBackfillExecution{ID: NewID(), ScheduledFor: at, Round: round}
 			ok, err := db.InsertBackfillExecution(ctx, tx, b.TenantID, b.TaskID, b.ID, e)
 			if ok {
-				jobs = append(jobs, deliverInsert(b.TenantID, e.ID, zero, int(task.Priority), int(task.MaxAttempts), zero, 0, QueueDeliverBulk))
+				jobs = append(jobs, deliverInsert(b.TenantID, e.ID, task.EndpointID, zero, int(task.Priority), int(task.MaxAttempts), zero, 0, QueueDeliverBulk))
 			}
 			return ok, err
 		},

@@ -569,7 +569,7 @@ func validDedupKey(k string) bool {
 func (s *Executions) enqueueNow(ctx context.Context, tx db.Tx, tenant, executionID string, task db.Task) (int64, error) {
 	var now time.Time // scheduled for now: not a scheduled job
 	res, err := s.enq.insertMany(ctx, tx, []river.InsertManyParams{
-		deliverInsert(tenant, executionID, now, int(task.Priority), int(task.MaxAttempts), now, 0, QueueDeliver),
+		deliverInsert(tenant, executionID, task.EndpointID, now, int(task.Priority), int(task.MaxAttempts), now, 0, QueueDeliver),
 	})
 	if err != nil {
 		return 0, err

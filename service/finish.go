@@ -275,7 +275,7 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 		}
 		switch {
 		case out.HandOff != nil:
-			ref := ExecutionRef{TenantID: tenant, ExecutionID: executionID}
+			ref := ExecutionRef{TenantID: tenant, ExecutionID: executionID, EndpointID: out.EndpointID}
 			if err := s.handOff(ctx, tx, []ExecutionRef{ref}, lease, out.HandOff.Priority, time.Now().Add(dec.Delay),
 				out.HandOff.Queue); err != nil {
 				return Finished{}, err
