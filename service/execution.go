@@ -624,7 +624,11 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 		if !at.After(now) {
 			return fieldError("scheduled_for", "has passed: only a future slot can be skipped")
 		}
-		id, err := db.SkipSlot(ctx, tx, tenant, taskID, NewID(), at, SkipReason)
+		ids := make([]string, t.Shards) // one execution per shard
+		for i := range ids {
+			ids[i] = NewID()
+		}
+		id, err := db.SkipSlot(ctx, tx, tenant, taskID, ids, at, SkipReason)
 		if err != nil {
 			return err
 		}
