@@ -145,13 +145,24 @@ func (s *Deliveries) BeginJob(ctx context.Context, tenant, executionID string, l
 }
 
 // beginRow is Begin's row-by-row path: it locks the execution, reads the
-// facts, asks decideStart and applies the verdict.
+// facts, asks decideStart and applies the verdict. Facts that must be
+// decided alone (startRules.decidedAlone) are read again once the task's
+// row lock is held: in READ COMMITTED the second statement sees what the
+// misfire decided before it committed.
 func (s *Deliveries) beginRow(ctx context.Context, tenant, executionID string, lease int, jobID int64) (Delivery, error) {
 	var d Delivery
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		row, err := db.GetDeliveryForUpdate(ctx, tx, tenant, executionID, s.cfg.misfire())
 		if err != nil {
 			return storeError(err, "load execution "+executionID)
+		}
+		if s.cfg.rules().decidedAlone(startFactsOf(row, lease, jobID, nil)) {
+			if err := db.LockTask(ctx, tx, tenant, row.TaskID); err != nil {
+				return err
+			}
+			if row, err = db.GetDeliveryForUpdate(ctx, tx, tenant, executionID, s.cfg.misfire()); err != nil {
+				return storeError(err, "load execution "+executionID)
+			}
 		}
 		d, err = s.begin(ctx, tx, row, lease, jobID)
 		return err
@@ -178,6 +189,7 @@ func startFactsOf(row db.DeliveryRow, lease int, jobID int64, gates []limits.Gat
 		TaskFound: row.TaskFound, TaskState: zeroIfNil(row.TaskState), OverlapPolicy: zeroIfNil(row.OverlapPolicy),
 		MisfirePolicy: zeroIfNil(row.MisfirePolicy), MaxAttempts: int(zeroIfNil(row.MaxAttempts)),
 		EarlierUnfinished: row.EarlierUnfinished, LaterMissed: row.LaterMissed,
+		LaterMisfire: row.LaterMisfire, CaughtUp: row.CaughtUp, CatchUpShard: row.CatchUpShard,
 		EndpointFound: row.EndpointFound, EndpointEnabled: zeroIfNil(row.EndpointEnabled),
 		Waited: row.Now.Sub(row.ScheduledFor), Waiting: row.Waiting,
 		EndpointLimited: row.EndpointMaxConcurrency != nil || row.EndpointRateLimit != nil,
@@ -290,6 +302,11 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 	}
 	if !ok {
 		return Delivery{}, conflictf("start execution %s attempt %d: the execution changed under its lock", row.ID, lease)
+	}
+	if dec.CatchUp {
+		if err := db.RecordCatchUp(ctx, tx, row.TenantID, row.TaskID); err != nil {
+			return Delivery{}, err
+		}
 	}
 	started := db.DeliveryEvent{Type: EventAttemptStarted, Attempt: &attempts}
 	if dec.Late {

@@ -681,12 +681,16 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 			}
 			return fieldError("scheduled_for", msg)
 		}
-		id, changed, err := db.SkipSlot(ctx, tx, tenant, taskID, NewID(), at, SkipReason)
+		ids := make([]string, t.Shards) // one execution per shard
+		for i := range ids {
+			ids[i] = NewID()
+		}
+		id, changed, err := db.SkipSlot(ctx, tx, tenant, taskID, ids, at, SkipReason)
 		if err != nil {
 			return err
 		}
-		if changed {
-			done.add(ExecSkipped, 1)
+		if changed > 0 {
+			done.add(ExecSkipped, int64(changed))
 		}
 		if id == "" {
 			return conflictf("the slot %s has already started or finished", at.UTC().Format(time.RFC3339Nano))
