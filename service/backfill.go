@@ -226,6 +226,17 @@ func (s *Backfills) create(ctx context.Context, tenant string, target backfillTa
 		if err != nil {
 			return err
 		}
+		// A backfill runs slots that have passed: one to come is the
+		// scheduler's to fire at its time (a backfill would send it now,
+		// early, and the scheduler's fire of it would then be dropped).
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return storeError(err, "read the database clock")
+		}
+		if in.To.After(now) {
+			return fieldError("to", fmt.Sprintf("lies in the future (the database clock says %s): a backfill runs past slots; "+
+				"the scheduler fires the ones to come at their time", now.UTC().Format(time.RFC3339)))
+		}
 		var slots []time.Time
 		for at, ok := sched.Next(in.From.Add(-time.Nanosecond)); ok && at.Before(in.To); at, ok = sched.Next(at) {
 			if len(slots) == BackfillSlotsMax {

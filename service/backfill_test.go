@@ -232,3 +232,42 @@ func TestFailedForGoodClearedByARerun(t *testing.T) {
 	f.deliver(t, run2, "b", true)
 	require.Empty(t, failed(), "the slot's latest run succeeded")
 }
+
+// TestBackfillRefusesSlotsToCome: a backfill runs past slots; a range
+// that reaches into the future is a 422 on "to" (a future slot would be
+// sent now, early, and the scheduler's fire of it dropped), for tasks and
+// workflows alike, and nothing is created.
+func TestBackfillRefusesSlotsToCome(t *testing.T) {
+	t.Parallel()
+	f := newWFFixture(t)
+	ctx := context.Background()
+	bf := service.NewBackfills(f.pool, f.enq, f.tasks)
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "hourly", EndpointID: f.endpoint,
+		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *"}})
+	require.NoError(t, err)
+	w := f.scheduled(t, "hourly-wf", 10)
+	from := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
+	in := service.BackfillInput{From: from, To: from.Add(6 * time.Hour)}
+	for _, create := range []func() error{
+		func() error { _, _, err := bf.Create(ctx, f.tenant, task.ID, in); return err },
+		func() error { _, _, err := bf.CreateForWorkflow(ctx, f.tenant, w.ID, in); return err },
+		func() error {
+			dry := in
+			dry.DryRun = true
+			_, _, err := bf.Create(ctx, f.tenant, task.ID, dry)
+			return err
+		},
+	} {
+		err := create()
+		var ve *service.ValidationError
+		require.ErrorAs(t, err, &ve)
+		require.Len(t, ve.Fields, 1)
+		require.Equal(t, "to", ve.Fields[0].Field)
+		require.Contains(t, ve.Fields[0].Message, "lies in the future")
+	}
+	require.Zero(t, f.count(t, `SELECT count(*) FROM backfills`))
+	// Up to now is a backfill.
+	in.To = time.Now().UTC().Add(-time.Second)
+	_, _, err = bf.Create(ctx, f.tenant, task.ID, in)
+	require.NoError(t, err)
+}
