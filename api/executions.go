@@ -27,8 +27,10 @@ type executionEventDTO struct {
 // executionResponse is an execution as the API returns it.
 type executionResponse struct {
 	// ID is also the webhook's Idempotency-Key and webhook-id.
-	ID           string    `json:"id"`
-	TaskID       string    `json:"task_id"`
+	ID string `json:"id"`
+	// TaskID is the task the execution fires; absent for a workflow step's execution, which workflow_id,
+	// workflow_run_id and node name instead.
+	TaskID       string    `json:"task_id,omitempty"`
 	ScheduledFor timestamp `json:"scheduled_for" swaggertype:"string" format:"date-time"`
 	Trigger      string    `json:"trigger" enums:"schedule,manual,backfill,retry,dependency"`
 	// DedupKey is the dedup_key of a manual trigger.

@@ -175,6 +175,20 @@ func TestTrigger(t *testing.T) {
 		require.Equal(t, got[0].JSON["id"], r.JSON["id"])
 	}
 	require.Len(t, a.jobs(got[0].JSON["id"].(string)), 1)
+	// A dedup key used before the task's shards were raised still answers
+	// its first trigger: nothing more is inserted or enqueued.
+	a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + task, Token: tok, Body: map[string]any{"shards": 3}})
+	d4 := a.trigger(tok, task, map[string]any{"dedup_key": "invoice-42"})
+	require.Equal(t, d1.JSON["id"], d4.JSON["id"])
+	require.NoError(t, a.pool.QueryRow(t.Context(), "SELECT count(*) FROM executions WHERE dedup_key = 'invoice-42'").Scan(&n))
+	require.Equal(t, 1, n, "no shard added to the first trigger")
+	// A new key fires every shard.
+	d5 := a.trigger(tok, task, map[string]any{"dedup_key": "invoice-43"})
+	require.NoError(t, a.pool.QueryRow(t.Context(), "SELECT count(*) FROM executions WHERE dedup_key = 'invoice-43'").Scan(&n))
+	require.Equal(t, 3, n)
+	require.Len(t, a.jobs(d5.JSON["id"].(string)), 1)
+	a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + task, Token: tok, Body: map[string]any{"shards": 1}})
+
 	// Dedup keys are per task.
 	other := a.createTask(tok, ep, "other", nil).JSON["id"].(string)
 	d3 := a.trigger(tok, other, map[string]any{"dedup_key": "invoice-42"})

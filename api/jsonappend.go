@@ -52,8 +52,10 @@ func (x *executionResponse) appendJSON(b []byte) ([]byte, bool) {
 	ok := true
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, x.ID)
-	b = append(b, `,"task_id":`...)
-	b = appendJSONString(b, x.TaskID)
+	if x.TaskID != "" {
+		b = append(b, `,"task_id":`...)
+		b = appendJSONString(b, x.TaskID)
+	}
 	b = append(b, `,"scheduled_for":`...)
 	b = appendTimestamp(b, x.ScheduledFor, &ok)
 	b = append(b, `,"trigger":`...)

@@ -232,9 +232,10 @@ func (h *handlers) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 // CountTenantRequest counts one request of tenant against its API rate
 // (service.Limits.AllowAPI: one budget per tenant, shared by every replica
 // through the database) and reports whether it is refused. A tenant with a
-// rate gets the RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset
-// headers on h; a refused request also gets Retry-After (whole seconds, at
-// least 1). Every surface a tenant's token reaches (the REST API, the web
+// rate gets the RateLimit-Limit, RateLimit-Remaining (what is left of the
+// tenant's whole budget as this replica knows it: APIDecision.Remaining)
+// and RateLimit-Reset headers on h; a refused request also gets Retry-After
+// (whole seconds, at least 1). Every surface a tenant's token reaches (the REST API, the web
 // console) counts through it, so that none is a way around the limit.
 // limits nil: no limit.
 func CountTenantRequest(ctx context.Context, limits *service.Limits, tenant string, h http.Header) (refused bool, err error) {

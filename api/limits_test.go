@@ -195,6 +195,42 @@ func TestAPIRateLimit(t *testing.T) {
 	}
 }
 
+// TestRateLimitRemaining: RateLimit-Remaining says what is left of the
+// tenant's budget, not of the share this replica holds: the first request
+// of a full bucket of 20 leaves 19 (this replica takes 2 at a time, and
+// used to answer 1 or 0), and while it says more than 0 the next request
+// is allowed; it counts down to 0 before the first 429.
+func TestRateLimitRemaining(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: tok}) // creates the tenant
+	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
+		Body: map[string]any{"api_requests_per_second": 20}})
+	prev := -1
+	for i := range 100 {
+		r := a.do(req{Method: http.MethodGet, Path: "/v1/me", Token: tok})
+		left, err := strconv.Atoi(r.Header.Get("RateLimit-Remaining"))
+		require.NoError(t, err)
+		if i == 0 {
+			require.Equal(t, http.StatusOK, r.Status)
+			require.Equal(t, 19, left, "a full bucket of 20 less this request")
+		}
+		if prev > 0 {
+			require.Equal(t, http.StatusOK, r.Status, "request %d: the one before said %d remained", i, prev)
+		}
+		if r.Status == http.StatusTooManyRequests {
+			require.Zero(t, prev, "the budget was said to be spent before the first 429")
+			require.Zero(t, left)
+			return
+		}
+		require.Equal(t, http.StatusOK, r.Status)
+		require.Less(t, left, 20)
+		prev = left
+	}
+	t.Fatal("100 requests at once exceed 20 per second")
+}
+
 // TestAPIRateAcrossReplicas: two replicas on one database share a tenant's
 // API rate; over 3 s of as many requests as they take, together they
 // allow about the rate (never more than the rate over the time plus the

@@ -23,9 +23,10 @@ type statsResponse struct {
 	// DeliveryLatencyMS: how long the window's delivery attempts took, from
 	// request to response (attempt_succeeded and attempt_failed events).
 	DeliveryLatencyMS percentiles `json:"delivery_latency_ms"`
-	// FiringLatenessMS: how late the window's scheduled fires started their
-	// first attempt (started_at - scheduled_for); misfire catch-ups (late) and
-	// manual triggers are excluded.
+	// FiringLatenessMS: how late the window's scheduled fires started their first attempt (first attempt
+	// start − scheduled_for, never below 0), over on-time scheduled fires only: misfire catch-ups (late),
+	// backfills, manual, retry and workflow-step fires are excluded. The same definition as the
+	// ax_firing_lateness_seconds metric.
 	FiringLatenessMS percentiles `json:"firing_lateness_ms"`
 	// Tasks are counted now, whatever the window.
 	Tasks taskStats `json:"tasks"`

@@ -47,7 +47,7 @@ type statExec struct {
 	Trigger   string        // default schedule
 	Late      bool          //
 	Age       time.Duration // created_at and scheduled_for are now - Age
-	StartedMS *int          // started_at - scheduled_for in ms; nil: not started
+	StartedMS *int          // started_at (and first_started_at) - scheduled_for in ms; nil: not started
 	Events    []statEvent
 }
 
@@ -70,8 +70,8 @@ func (a *testAPI) statExecution(taskID string, now time.Time, x statExec) {
 		started = &s
 	}
 	id := idAt(at)
-	a.exec(`INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, late, created_at, started_at, last_error)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $4, $8, CASE WHEN $6 IN ('failed', 'cancelled', 'skipped') THEN 'fixture' END)`,
+	a.exec(`INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, late, created_at, started_at, first_started_at, last_error)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $4, $8, $8, CASE WHEN $6 IN ('failed', 'cancelled', 'skipped') THEN 'fixture' END)`,
 		x.Tenant, id, taskID, at, x.Trigger, x.State, x.Late, started)
 	for i, ev := range x.Events {
 		a.exec(`INSERT INTO execution_events (tenant_id, execution_id, type, attempt, latency_ms) VALUES ($1, $2, $3, $4, $5)`,

@@ -149,10 +149,18 @@ type previewItem struct {
 type previewResponse struct {
 	Timezone string `json:"timezone"`
 	// DSTPolicy is the cron schedule's DST policy, which the fire times follow (absent for other types).
-	DSTPolicy string        `json:"dst_policy,omitempty" enums:"vixie,once_per_local_time"`
-	Items     []previewItem `json:"items"`
+	DSTPolicy string `json:"dst_policy,omitempty" enums:"vixie,once_per_local_time"`
+	// Items are the next slots that fire (count of them); a slot that will not fire is in skipped or excluded
+	// instead. Empty for a paused task.
+	Items []previewItem `json:"items"`
 	// Excluded are the slots in the same span that the schedule's calendars removed.
 	Excluded []previewItem `json:"excluded"`
+	// Skipped are the slots in the same span that do not fire because they were skipped
+	// (POST /v1/tasks/{id}/skip) or their queued execution was cancelled.
+	Skipped []previewItem `json:"skipped"`
+	// Paused: the task is paused and fires nothing until it is resumed (items is empty); resuming it fires its
+	// schedule's slots from then on.
+	Paused bool `json:"paused"`
 } // @name Preview
 
 var taskReadOnly = []string{"id", "state", "next_run_at", "created_at", "updated_at", "missed_count", "tenant", "tenant_id", "version"}
@@ -499,7 +507,7 @@ func (h *handlers) resumeTask(c echo.Context) error {
 //
 //	@ID			previewTask
 //	@Summary		The task's next fire times
-//	@Description	Computed by the scheduler's own code, DST rules included: the fire times follow the schedule's dst_policy.
+//	@Description	Computed by the scheduler's own code, DST rules included: the fire times follow the schedule's dst_policy. items are the slots that fire; slots skipped on request (or whose queued execution was cancelled) are listed apart in skipped, those the calendars remove in excluded. A paused task fires nothing: paused true and no items.
 //	@Tags			tasks
 //	@Produce		json
 //	@Security		BearerAuth
@@ -526,9 +534,12 @@ func (h *handlers) previewTask(c echo.Context) error {
 	}
 	loc := p.Schedule.Location()
 	out := previewResponse{Timezone: loc.String(), DSTPolicy: p.Schedule.Spec().DSTPolicy, Items: make([]previewItem, 0, len(p.Fires)),
-		Excluded: make([]previewItem, 0, len(p.Excluded))}
+		Excluded: make([]previewItem, 0, len(p.Excluded)), Skipped: make([]previewItem, 0, len(p.Skipped)), Paused: p.Paused}
 	for _, t := range p.Fires {
 		out.Items = append(out.Items, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339), DST: p.Schedule.DSTNote(t)})
+	}
+	for _, t := range p.Skipped {
+		out.Skipped = append(out.Skipped, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339), DST: p.Schedule.DSTNote(t)})
 	}
 	for _, t := range p.Excluded {
 		out.Excluded = append(out.Excluded, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339)})

@@ -225,6 +225,53 @@ func TestTaskScheduleKinds(t *testing.T) {
 	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodGet, Path: "/v1/tasks/" + id + "/preview?count=1001", Token: tok})
 }
 
+// TestPreviewListsTheSlotsThatFire: the preview's items are the slots that
+// fire. A slot skipped on request is not among them (the next count that
+// fire are) but listed apart in skipped; a paused task's preview says so
+// and lists nothing; resumed, it lists its fires again.
+func TestPreviewListsTheSlotsThatFire(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	ep := a.createEndpoint(tok, "ep")
+	id := a.createTask(tok, ep, "daily", map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 3 * * *"}}).JSON["id"].(string)
+	preview := func() (items, skipped []string, paused bool) {
+		t.Helper()
+		pv := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks/" + id + "/preview?count=3", Token: tok}).JSON
+		for _, it := range pv["items"].([]any) {
+			items = append(items, it.(map[string]any)["at"].(string))
+		}
+		sk, _ := pv["skipped"].([]any)
+		for _, it := range sk {
+			skipped = append(skipped, it.(map[string]any)["at"].(string))
+		}
+		return items, skipped, pv["paused"] == true
+	}
+	before, skipped, paused := preview()
+	require.Len(t, before, 3)
+	require.Empty(t, skipped)
+	require.False(t, paused)
+
+	a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/tasks/" + id + "/skip", Token: tok,
+		Body: map[string]any{"scheduled_for": before[1]}})
+	items, skipped, _ := preview()
+	require.Len(t, items, 3, "still the next 3 that fire")
+	require.NotContains(t, items, before[1], "a skipped slot does not fire")
+	require.Equal(t, []string{before[0], before[2]}, items[:2])
+	require.Equal(t, []string{before[1]}, skipped)
+
+	a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/tasks/" + id + "/pause", Token: tok})
+	items, skipped, paused = preview()
+	require.True(t, paused)
+	require.Empty(t, items, "a paused task fires nothing")
+	require.Empty(t, skipped)
+
+	a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/tasks/" + id + "/resume", Token: tok})
+	items, _, paused = preview()
+	require.False(t, paused)
+	require.Len(t, items, 3)
+}
+
 // TestTaskScheduleDialectAndDST: schedule.dialect and schedule.dst_policy
 // round-trip, default, are replaced with the schedule by a PATCH, and the
 // preview follows the policy.

@@ -104,12 +104,30 @@ type runResponse struct {
 	// SLAMissedAt is when the run was recorded as not succeeded by the workflow's SLA deadline (scheduled_for +
 	// sla.finish_within_ms); absent while it has not missed it.
 	SLAMissedAt *timestamp `json:"sla_missed_at,omitempty" swaggertype:"string" format:"date-time"`
+	// SLA is where the run stands with its workflow's SLA now.
+	SLA runSLAResponse `json:"sla"`
 	// Nodes is the run's timeline (absent in lists).
 	Nodes []runNodeResponse `json:"nodes,omitempty"`
 	// Events is the run's own timeline, oldest first (absent in lists): sla_missed, with data {"due_at",
 	// "finish_within_ms", "state", "alert_endpoint_id"?}. A node's events are on its execution.
 	Events []runEventResponse `json:"events,omitempty"`
 } // @name WorkflowRun
+
+// runSLAResponse is where a run stands with its workflow's SLA (sla.finish_within_ms), by the database clock.
+type runSLAResponse struct {
+	// Status: none (the workflow has no SLA), open (unfinished, not due yet), overdue (unfinished and past its
+	// deadline; the miss is recorded within moments), missed (recorded as missed: sla_missed_at), met
+	// (succeeded by its deadline), late (succeeded after it, before a miss was recorded), ended (failed or
+	// cancelled without a miss).
+	Status string `json:"status" enums:"none,open,overdue,missed,met,late,ended" example:"open"`
+	// FinishWithinMS is the workflow's sla.finish_within_ms (absent without an SLA).
+	FinishWithinMS int64 `json:"finish_within_ms,omitempty" example:"3600000"`
+	// DueAt is the deadline, scheduled_for + finish_within_ms; for a missed run, the deadline its miss recorded
+	// (single-run responses). Absent without an SLA.
+	DueAt *timestamp `json:"due_at,omitempty" swaggertype:"string" format:"date-time"`
+	// MissedAt is when the miss was recorded (as sla_missed_at).
+	MissedAt *timestamp `json:"missed_at,omitempty" swaggertype:"string" format:"date-time"`
+} // @name WorkflowRunSLA
 
 // runEventResponse is one event of a run as a whole.
 type runEventResponse struct {
@@ -218,7 +236,9 @@ func workflowOut(w service.Workflow) workflowResponse {
 func runOut(r service.WorkflowRun) runResponse {
 	out := runResponse{ID: r.ID, WorkflowID: r.WorkflowID, Version: r.Version, ScheduledFor: stamp(r.ScheduledFor),
 		Round: r.Round, Trigger: r.Trigger, State: r.State, CreatedAt: stamp(r.CreatedAt), StartedAt: stampPtr(r.StartedAt),
-		FinishedAt: stampPtr(r.FinishedAt), SLAMissedAt: stampPtr(r.SLAMissedAt)}
+		FinishedAt: stampPtr(r.FinishedAt), SLAMissedAt: stampPtr(r.SLAMissedAt),
+		SLA: runSLAResponse{Status: r.SLA.Status, FinishWithinMS: r.SLA.Within.Milliseconds(), DueAt: stampPtr(r.SLA.DueAt),
+			MissedAt: stampPtr(r.SLA.MissedAt)}}
 	for _, ev := range r.Events {
 		out.Events = append(out.Events, runEventResponse{Type: ev.Type, At: stamp(ev.At), Message: ev.Message, Data: ev.Data})
 	}

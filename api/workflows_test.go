@@ -3,6 +3,7 @@ package api_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -134,6 +135,42 @@ func TestWorkflowNodeCompletionAndSLAFields(t *testing.T) {
 	got := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + run.JSON["id"].(string), Token: tok})
 	require.NotContains(t, got.JSON, "sla_missed_at")
 	require.NotContains(t, got.JSON, "events")
+}
+
+// TestWorkflowRunSLA: a run carries where it stands with its workflow's
+// SLA, in GET /v1/workflow-runs/{id} and in lists, worked out by service
+// (the console shows the same): not due yet with its deadline; missed,
+// with when and the deadline the miss recorded; none without an SLA.
+func TestWorkflowRunSLA(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	ep := a.createEndpoint(tok, "ep")
+	id := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: `{"name":"etl","sla":{"finish_within_ms":3600000},"nodes":[{"key":"a","endpoint_id":"` + ep + `"}]}`}).JSON["id"].(string)
+	run := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok}).JSON
+	runID := run["id"].(string)
+	slot, err := time.Parse(time.RFC3339Nano, run["scheduled_for"].(string))
+	require.NoError(t, err)
+	due := slot.Add(time.Hour).UTC().Format(time.RFC3339Nano)
+	open := map[string]any{"status": "open", "finish_within_ms": 3600000.0, "due_at": due}
+	require.Equal(t, open, run["sla"])
+	require.Equal(t, open, a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runID, Token: tok}).JSON["sla"])
+	list := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflows/" + id + "/runs", Token: tok}).JSON["items"].([]any)
+	require.Equal(t, open, list[0].(map[string]any)["sla"])
+
+	a.exec(`UPDATE workflow_runs SET sla_missed_at = '2026-01-02T04:00:00Z' WHERE id = $1`, runID)
+	a.exec(`INSERT INTO workflow_run_events (tenant_id, run_id, type, message, data)
+		VALUES ('acme', $1, 'sla_missed', 'not succeeded within 1h0m0s of its slot', '{"due_at":"2026-01-02T03:04:05Z"}')`, runID)
+	require.Equal(t, map[string]any{"status": "missed", "finish_within_ms": 3600000.0, "due_at": "2026-01-02T03:04:05Z",
+		"missed_at": "2026-01-02T04:00:00Z"},
+		a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runID, Token: tok}).JSON["sla"])
+	list = a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflows/" + id + "/runs", Token: tok}).JSON["items"].([]any)
+	require.Equal(t, "missed", list[0].(map[string]any)["sla"].(map[string]any)["status"])
+
+	plain := a.createWorkflow(tok, "plain")
+	r := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + a.triggerWorkflow(tok, plain), Token: tok})
+	require.Equal(t, map[string]any{"status": "none"}, r.JSON["sla"])
 }
 
 // TestWorkflowBackfillAPI: a workflow's backfill has the task backfill's

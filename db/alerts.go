@@ -38,19 +38,53 @@ func ListSLAMisses(ctx context.Context, q Querier, tenant string, limit int) ([]
 	return out, wrap("list SLA misses", err)
 }
 
-// ListFailedSince returns a tenant's executions that failed (for good:
-// state failed) at or after since, newest first. Like ListExecutions'
+// FailedForGood is the condition on executions e of a failure that
+// stands: e failed (retries spent, or a permanent error) and no later
+// round re-ran its slot — a backfill's re-run of a task's slot (the same
+// task, slot and shard, a higher round), or of a workflow run's slot (a
+// run of the same workflow and slot with a higher round). Once a slot is
+// re-run its latest round speaks for it: a success clears the failure,
+// and a failed re-run is listed itself.
+var FailedForGood = `e.state = ` + execFailed + `
+	AND NOT (e.workflow_run_id IS NULL AND e.trigger IN ('schedule', 'backfill') AND EXISTS (
+		SELECT 1 FROM executions l
+		WHERE l.task_id = e.task_id AND l.scheduled_for = e.scheduled_for AND l.round > e.round AND l.shard = e.shard
+			AND l.trigger IN ('schedule', 'backfill') AND NOT l.rescheduled AND l.tenant_id = e.tenant_id))
+	AND NOT (e.workflow_run_id IS NOT NULL AND EXISTS (
+		SELECT 1 FROM workflow_runs l
+		WHERE l.workflow_id = e.workflow_id AND l.scheduled_for = e.scheduled_for AND l.round > e.round
+			AND l.trigger IN ('schedule', 'backfill') AND NOT l.rescheduled AND l.tenant_id = e.tenant_id))`
+
+// ListFailedSince returns a tenant's executions failed for good
+// (FailedForGood) at or after since, newest first. Like ListExecutions'
 // failed filter it walks executions_last_error_idx, where every failed,
-// cancelled or skipped execution is and no succeeded one.
-func ListFailedSince(ctx context.Context, q Querier, tenant string, since time.Time, limit int) ([]Execution, error) {
-	rows, err := q.Query(ctx, `SELECT `+executionColumns+` FROM executions e
-		WHERE e.tenant_id = $1 AND e.last_error IS NOT NULL AND e.state = `+execFailed+` AND e.finished_at >= $2
+// cancelled or skipped execution is and no succeeded one; a failure's
+// later rounds are found by the slot indexes.
+func ListFailedSince(ctx context.Context, q Querier, tenant string, since time.Time, limit int) ([]FailedExecution, error) {
+	// The names are looked up by primary key for the rows kept only.
+	rows, err := q.Query(ctx, `SELECT `+executionColumns+`,
+			(SELECT t.name FROM tasks t WHERE t.tenant_id = e.tenant_id AND t.id = e.task_id AND t.workflow_id IS NULL),
+			(SELECT w.name FROM workflows w WHERE w.tenant_id = e.tenant_id AND w.id = e.workflow_id)
+		FROM executions e
+		WHERE e.tenant_id = $1 AND e.last_error IS NOT NULL AND e.finished_at >= $2 AND `+FailedForGood+`
 		ORDER BY e.id DESC LIMIT $3`, tenant, since, limit)
 	if err != nil {
 		return nil, wrap("list failed executions", err)
 	}
-	out, err := collectRows[Execution](rows, limit)
+	out, err := collectRows[FailedExecution](rows, limit)
 	return out, wrap("list failed executions", err)
+}
+
+// FailedExecution is an execution failed for good, with the name of its
+// task (nil: a workflow step's, or a task since deleted) and of its
+// workflow (nil: not a step, or the workflow is gone).
+type FailedExecution struct {
+	Execution
+	TaskName, WorkflowName *string
+}
+
+func (f *FailedExecution) fields() []any {
+	return append(f.Execution.fields(), &f.TaskName, &f.WorkflowName)
 }
 
 // AlertRun is a workflow run that needs attention, with its workflow's

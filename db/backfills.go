@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -236,37 +237,79 @@ func CancelBackfillPending(ctx context.Context, q Querier, tenant, taskID, id, r
 	return tag.RowsAffected(), nil
 }
 
-// SkipSlot records a task's future slot as skipped: a new skipped round-1
-// execution with a skipped event, or the pending one already materialised
-// moved to skipped. It returns the execution's id, or "" when the slot's
-// execution exists in another state (left alone).
-func SkipSlot(ctx context.Context, q Querier, tenant, taskID, newID string, slot time.Time, reason string) (string, error) {
-	var id string
-	err := q.QueryRow(ctx, `WITH cur AS (
-			SELECT e.tenant_id, e.id, e.state FROM executions e
-			WHERE e.task_id = $2 AND e.scheduled_for = $4 AND e.round = 1 AND e.trigger IN ('schedule', 'backfill')
-				AND NOT e.rescheduled AND e.tenant_id = $1
-			FOR UPDATE
-		), moved AS (
-			UPDATE executions e SET state = `+execSkipped+`, finished_at = now(), last_error = $5
-			FROM cur WHERE e.tenant_id = cur.tenant_id AND e.id = cur.id AND cur.state = `+execPending+`
-				AND e.first_started_at IS NULL
-			RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for
-		), gone AS (
-			DELETE FROM unfinished_executions u USING moved m
-			WHERE u.tenant_id = m.tenant_id AND u.task_id = m.task_id AND u.scheduled_for = m.scheduled_for AND u.id = m.id
-		), ins AS (
-			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, last_error, finished_at)
-			SELECT $1, $3, $2, $4, 'schedule', `+execSkipped+`, $5, now() WHERE NOT EXISTS (SELECT 1 FROM cur)
-			ON CONFLICT (task_id, scheduled_for, round, shard) WHERE trigger IN ('schedule', 'backfill') AND NOT rescheduled DO NOTHING
-			RETURNING tenant_id, id
-		), ev AS (
-			INSERT INTO execution_events (tenant_id, execution_id, type, message)
-			SELECT tenant_id, id, 'skipped', $5 FROM moved UNION ALL SELECT tenant_id, id, 'skipped', $5 FROM ins
+// skipSlotTries bounds SkipSlot's statements: each one after the first
+// follows a concurrent insert of the slot that committed meanwhile.
+const skipSlotTries = 10
+
+// SkipSlot records a task's future slot as skipped, every shard of it (one
+// id of newIDs per shard, shard 0 first): a new skipped round-1 execution
+// with a skipped event for each shard that has none, and the pending ones
+// already materialised that never started moved to skipped. It returns
+// shard 0's execution id, or "" when one of the slot's executions exists
+// in another state (all are left alone then), and how many executions this
+// call skipped (0: the slot was skipped already).
+//
+// The scheduler may be inserting the slot at the same time (its claim
+// materialises future slots): a statement that finds no execution and
+// whose insert then meets the claim's, committed meanwhile, inserts
+// nothing. It runs again then — in READ COMMITTED a new statement sees
+// the committed row, and moves it — so the answer is never "" for a slot
+// that nothing has started. A claim that comes after the skip's insert
+// waits for it and inserts nothing.
+func SkipSlot(ctx context.Context, q Querier, tenant, taskID string, newIDs []string, slot time.Time, reason string) (string, int, error) {
+	ids, err := uuidArray(newIDs)
+	if err != nil {
+		return "", 0, wrap("skip slot", err)
+	}
+	for range skipSlotTries {
+		var (
+			id        string
+			changed   int
+			conflicts bool
 		)
-		SELECT coalesce((SELECT id::text FROM moved), (SELECT id::text FROM ins),
-			(SELECT id::text FROM cur WHERE state = `+execSkipped+`), '')`, tenant, taskID, newID, slot, reason).Scan(&id)
-	return id, wrap("skip slot", err)
+		err := q.QueryRow(ctx, `WITH cur AS (
+				SELECT e.tenant_id, e.id, e.shard, e.state, e.state = `+execPending+` AND e.first_started_at IS NULL AS idle
+				FROM executions e
+				WHERE e.task_id = $2 AND e.scheduled_for = $4 AND e.round = 1 AND e.trigger IN ('schedule', 'backfill')
+					AND NOT e.rescheduled AND e.tenant_id = $1
+				FOR UPDATE
+			), taken AS (
+				SELECT EXISTS (SELECT 1 FROM cur WHERE NOT idle AND state <> `+execSkipped+`) AS taken
+			), moved AS (
+				UPDATE executions e SET state = `+execSkipped+`, finished_at = now(), last_error = $5
+				FROM cur WHERE e.tenant_id = cur.tenant_id AND e.id = cur.id AND cur.idle AND NOT (SELECT taken FROM taken)
+				RETURNING e.tenant_id, e.id, e.task_id, e.scheduled_for, e.shard
+			), gone AS (
+				DELETE FROM unfinished_executions u USING moved m
+				WHERE u.tenant_id = m.tenant_id AND u.task_id = m.task_id AND u.scheduled_for = m.scheduled_for AND u.id = m.id
+			), ins AS (
+				INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, last_error, finished_at, shard, shard_count)
+				SELECT $1, n.id, $2, $4, 'schedule', `+execSkipped+`, $5, now(), n.ord - 1, cardinality($3::uuid[])
+				FROM unnest($3::uuid[]) WITH ORDINALITY AS n(id, ord)
+				WHERE NOT (SELECT taken FROM taken) AND NOT EXISTS (SELECT 1 FROM cur WHERE cur.shard = n.ord - 1)
+				ON CONFLICT (task_id, scheduled_for, round, shard) WHERE trigger IN ('schedule', 'backfill') AND NOT rescheduled DO NOTHING
+				RETURNING tenant_id, id, shard
+			), ev AS (
+				INSERT INTO execution_events (tenant_id, execution_id, type, message)
+				SELECT tenant_id, id, 'skipped', $5 FROM moved UNION ALL SELECT tenant_id, id, 'skipped', $5 FROM ins
+			), skipped AS (
+				SELECT id, shard FROM moved UNION ALL SELECT id, shard FROM ins
+				UNION ALL SELECT id, shard FROM cur WHERE state = `+execSkipped+`
+			)
+			SELECT coalesce((SELECT id::text FROM skipped WHERE NOT (SELECT taken FROM taken) ORDER BY shard LIMIT 1), ''),
+				(SELECT count(*) FROM moved) + (SELECT count(*) FROM ins),
+				-- A shard neither found nor inserted: its insert met one
+				-- that committed after this statement's snapshot.
+				NOT (SELECT taken FROM taken) AND EXISTS (
+					SELECT 1 FROM generate_series(0, cardinality($3::uuid[]) - 1) g(shard)
+					WHERE NOT EXISTS (SELECT 1 FROM cur WHERE cur.shard = g.shard)
+					  AND NOT EXISTS (SELECT 1 FROM ins WHERE ins.shard = g.shard))`,
+			tenant, taskID, ids, slot, reason).Scan(&id, &changed, &conflicts)
+		if err != nil || !conflicts {
+			return id, changed, wrap("skip slot", err)
+		}
+	}
+	return "", 0, wrap("skip slot", fmt.Errorf("the slot %s kept being inserted concurrently", slot.UTC().Format(time.RFC3339Nano)))
 }
 
 // LatestRunSlotStates is LatestSlotStates for a workflow's runs: for each

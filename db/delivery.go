@@ -57,8 +57,17 @@ type DeliveryRow struct {
 	// LaterMissed counts the task's scheduled executions after this one
 	// whose slots are also misfires, up to Misfire.CountMax; it is only
 	// counted for a misfired first fire (MisfiredFirstFire) of a task whose
-	// policy is fire_once or fire_all.
+	// policy is fire_all.
 	LaterMissed int `db:"later_missed"`
+	// The facts of a misfired first fire of a fire_once task (false for
+	// any other execution). LaterMisfire: one of the task's scheduled
+	// executions after this one is a misfired first fire too, not decided
+	// yet. CaughtUp: the task's latest catch-up (tasks.caught_up_at)
+	// started at or after this slot. CatchUpShard: another shard of this
+	// slot has been sent late (the slot is that catch-up).
+	LaterMisfire bool `db:"later_misfire"`
+	CaughtUp     bool `db:"caught_up"`
+	CatchUpShard bool `db:"catch_up_shard"`
 	JoinedEndpoint
 	// CompletionTimeoutMS is set for a task in callback completion mode
 	// (nil: a 2xx ends the attempt); HeartbeatTimeoutMS may be set then.
@@ -82,7 +91,8 @@ func (r *DeliveryRow) fields() []any {
 		&r.LeaseAttempt, &r.CancelRequested, &r.Payload, &r.RiverJobID, &r.Round,
 		&r.WorkflowID, &r.WorkflowRunID, &r.Node, &r.Shard, &r.ShardCount, &r.CreatedAt, &r.NeverStarted, &r.TaskFound, &r.TaskName,
 		&r.TaskState, &r.TaskPayload, &r.TaskTimeoutMS, &r.MaxAttempts, &r.InitialBackoffMS, &r.MaxBackoffMS,
-		&r.OverlapPolicy, &r.MisfirePolicy, &r.EarlierUnfinished, &r.LaterMissed, &e.EndpointFound, &e.EndpointID, &e.EndpointURL, &e.EndpointMethod, &e.EndpointHeaders, &e.Secret,
+		&r.OverlapPolicy, &r.MisfirePolicy, &r.EarlierUnfinished, &r.LaterMissed, &r.LaterMisfire, &r.CaughtUp, &r.CatchUpShard,
+		&e.EndpointFound, &e.EndpointID, &e.EndpointURL, &e.EndpointMethod, &e.EndpointHeaders, &e.Secret,
 		&e.PreviousSecret, &e.PreviousSecretExp, &e.EndpointTimeoutMS, &e.EndpointEnabled, &r.CompletionTimeoutMS,
 		&r.HeartbeatTimeoutMS, &r.Waiting, &r.EndpointMaxConcurrency, &r.EndpointRateLimit, &r.Now}
 }
@@ -127,8 +137,11 @@ var MisfiredFirstFire = `(e.state = ` + execPending + ` AND e.trigger = 'schedul
 // policy will miss whatever happens (all of them with skip; with fire_once,
 // all of them when this execution is a misfire too), which would otherwise
 // make an overlap policy skip the one fire they leave. The count of later misfired slots (for a misfired first fire of
-// a task whose policy fires some misfires) looks at the task's scheduled
-// executions in any state, by the slot index, and stops at m.CountMax.
+// a fire_all task) looks at the task's scheduled executions in any state,
+// by the slot index, and stops at m.CountMax. A misfired first fire of a
+// fire_once task reads instead whether a later one is still pending, the
+// task's latest catch-up (caught_up_at) and whether a shard of its own
+// slot was sent late, each one probe of the slot index or the task row.
 func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m Misfire) (DeliveryRow, error) {
 	rows, err := q.Query(ctx, `SELECT e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.state,
 			e.attempts, e.attempts_base, e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id, e.round,
@@ -155,7 +168,7 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 						AND (t.misfire_policy = 'skip' OR (t.misfire_policy = 'fire_once' AND `+MisfiredFirstFire+`)))
 					LIMIT 2) earlier)
 			ELSE 0 END::int AS earlier_unfinished,
-			CASE WHEN `+MisfiredFirstFire+` AND t.misfire_policy IN ('fire_once', 'fire_all') THEN (
+			CASE WHEN `+MisfiredFirstFire+` AND t.misfire_policy = 'fire_all' THEN (
 				SELECT count(*) FROM (
 					SELECT 1 FROM executions x
 					WHERE x.task_id = e.task_id AND x.trigger = 'schedule' AND NOT x.rescheduled
@@ -164,6 +177,17 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 					  AND x.state <> `+execCancelled+`
 					LIMIT $4) later)
 			ELSE 0 END::int AS later_missed,
+			coalesce(`+MisfiredFirstFire+` AND t.misfire_policy = 'fire_once' AND EXISTS (
+				SELECT 1 FROM executions x
+				WHERE x.task_id = e.task_id AND x.trigger = 'schedule' AND NOT x.rescheduled AND x.tenant_id = e.tenant_id
+				  AND x.scheduled_for > e.scheduled_for AND x.scheduled_for < m.cut
+				  AND x.state = `+execPending+` AND x.first_started_at IS NULL), false) AS later_misfire,
+			coalesce(`+MisfiredFirstFire+` AND t.misfire_policy = 'fire_once' AND t.caught_up_at >= e.scheduled_for, false) AS caught_up,
+			coalesce(`+MisfiredFirstFire+` AND t.misfire_policy = 'fire_once' AND EXISTS (
+				SELECT 1 FROM executions x
+				WHERE x.task_id = e.task_id AND x.trigger = 'schedule' AND NOT x.rescheduled AND x.tenant_id = e.tenant_id
+				  AND x.scheduled_for = e.scheduled_for AND x.round = e.round AND x.id <> e.id
+				  AND x.late AND x.first_started_at IS NOT NULL), false) AS catch_up_shard,
 			ep.id IS NOT NULL AS endpoint_found, ep.id::text AS endpoint_id, ep.url AS endpoint_url,
 			ep.method AS endpoint_method, ep.headers AS endpoint_headers, ep.secret, ep.previous_secret,
 			ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms, ep.enabled AS endpoint_enabled,
@@ -348,6 +372,22 @@ func sendBatch(ctx context.Context, q Querier, b *pgx.Batch) error {
 		}
 	}
 	return nil
+}
+
+// LockTask takes a task's row lock until the transaction ends (a deleted
+// task: nothing to lock). A fire_once misfire is decided under it: the
+// decision reads what the task's other misfires decided (caught_up_at),
+// and both of its outcomes write the task row anyway.
+func LockTask(ctx context.Context, q Querier, tenant, taskID string) error {
+	_, err := q.Exec(ctx, `SELECT 1 FROM tasks WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE`, tenant, taskID)
+	return wrap("lock task", err)
+}
+
+// RecordCatchUp records that a fire_once task's catch-up (a late fire)
+// starts now: the task's misfires due by now are missed.
+func RecordCatchUp(ctx context.Context, q Querier, tenant, taskID string) error {
+	_, err := q.Exec(ctx, `UPDATE tasks SET caught_up_at = now() WHERE tenant_id = $1 AND id = $2`, tenant, taskID)
+	return wrap("record a catch-up", err)
 }
 
 // AddMissedSlot counts one more slot of a task that its misfire policy did

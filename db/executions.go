@@ -218,19 +218,29 @@ type ManualExecution struct {
 }
 
 // InsertManualExecution inserts a pending manual execution scheduled for
-// now (the database clock) with its fired event. With a dedup key already
-// used for the task it inserts nothing and reports false.
+// now (the database clock), one per shard, with its fired event. With a
+// dedup key already used for the task it inserts nothing and reports
+// false: shard 0 decides (its insert waits for a concurrent one of the
+// key and then conflicts), so a key first used when the task had fewer
+// shards adds none to that trigger.
 func InsertManualExecution(ctx context.Context, q Querier, e ManualExecution) (bool, error) {
 	ids, err := uuidArray(append([]string{e.ID}, e.ShardIDs...))
 	if err != nil {
 		return false, wrap("insert manual execution", err)
 	}
-	tag, err := q.Exec(ctx, `WITH x AS (
+	tag, err := q.Exec(ctx, `WITH x0 AS (
+			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, dedup_key, payload, shard, shard_count)
+			VALUES ($1, ($2::uuid[])[1], $3, now(), 'manual', $4, $5, 0, cardinality($2::uuid[]))
+			ON CONFLICT (tenant_id, task_id, dedup_key, shard) WHERE dedup_key IS NOT NULL DO NOTHING
+			RETURNING tenant_id, id, task_id, scheduled_for
+		), xs AS (
 			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, dedup_key, payload, shard, shard_count)
 			SELECT $1, i.id, $3, now(), 'manual', $4, $5, i.ord - 1, cardinality($2::uuid[])
 			FROM unnest($2::uuid[]) WITH ORDINALITY AS i(id, ord)
-			ON CONFLICT (tenant_id, task_id, dedup_key, shard) WHERE dedup_key IS NOT NULL DO NOTHING
+			WHERE i.ord > 1 AND EXISTS (SELECT 1 FROM x0)
 			RETURNING tenant_id, id, task_id, scheduled_for
+		), x AS (
+			SELECT * FROM x0 UNION ALL SELECT * FROM xs
 		), u AS (
 			INSERT INTO unfinished_executions (tenant_id, task_id, scheduled_for, id)
 			SELECT tenant_id, task_id, scheduled_for, id FROM x)

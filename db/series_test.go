@@ -34,8 +34,8 @@ func TestExecutionSeriesCounts(t *testing.T) {
 			s := created.Add(time.Duration(lateMS) * time.Millisecond)
 			started = &s
 		}
-		_, err := pool.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, late, created_at, started_at, last_error)
-			VALUES ($1, $2, gen_random_uuid(), $3, $4, $5, $6, $3, $7, CASE WHEN $5 = 'failed' THEN 'HTTP 500' END)`,
+		_, err := pool.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, late, created_at, started_at, first_started_at, last_error)
+			VALUES ($1, $2, gen_random_uuid(), $3, $4, $5, $6, $3, $7, $7, CASE WHEN $5 = 'failed' THEN 'HTTP 500' END)`,
 			tenant, uuid.Must(uuid.NewV7()).String(), created, trigger, state, late, started)
 		require.NoError(t, err)
 	}
@@ -99,10 +99,10 @@ func TestExecutionSeriesWalksAnIndex(t *testing.T) {
 	// UUIDv7 ids minted at their created_at, as the service's are.
 	_, err := pool.Exec(ctx, `
 		INSERT INTO tenants (id) VALUES ('big'), ('other');
-		INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, late, created_at, started_at, last_error)
+		INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, late, created_at, started_at, first_started_at, last_error)
 			SELECT tn, (substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-7' || substr(r, 16, 3) || substr(r, 19))::uuid,
 				gen_random_uuid(), at, 'schedule', CASE WHEN g % 50 = 0 THEN 'failed' ELSE 'succeeded' END, false, at,
-				at + interval '15 milliseconds', CASE WHEN g % 50 = 0 THEN 'HTTP 500' END
+				at + interval '15 milliseconds', at + interval '15 milliseconds', CASE WHEN g % 50 = 0 THEN 'HTTP 500' END
 			FROM generate_series(1, 100000) g, (VALUES ('big'), ('other')) v(tn),
 				LATERAL (SELECT now() - g * interval '26 seconds' AS at, gen_random_uuid()::text AS r) x,
 				LATERAL (SELECT lpad(to_hex((extract(epoch FROM x.at) * 1000)::bigint), 12, '0') AS h) y`)

@@ -21,6 +21,17 @@ func uuidV7Floor(t time.Time) string {
 	return fmt.Sprintf("%08x-%04x-0000-0000-000000000000", uint64(ms)>>16, uint64(ms)&0xffff)
 }
 
+// OnTimeFire and FiringLatenessMS are service.FiringLateness in SQL over
+// an executions row (unqualified columns): the executions that have a
+// firing lateness — scheduled fires (trigger schedule), not misfire
+// catch-ups (late), whose first attempt started — and that lateness in
+// milliseconds, first attempt start − slot, never below 0. A table test
+// runs every case through both.
+const (
+	OnTimeFire       = `(trigger = 'schedule' AND NOT late AND first_started_at IS NOT NULL)`
+	FiringLatenessMS = `greatest(extract(epoch FROM first_started_at - scheduled_for) * 1000, 0)`
+)
+
 // ExecutionStats summarises a tenant's executions created in a window.
 type ExecutionStats struct {
 	// ByState counts executions per state; states without any are absent.
@@ -31,8 +42,8 @@ type ExecutionStats struct {
 	// attempt_failed events, stored or implied by the execution row) in
 	// milliseconds.
 	Latency Percentiles
-	// Lateness is started_at - scheduled_for in milliseconds, over
-	// scheduled, on-time fires that started.
+	// Lateness is the firing lateness (FiringLatenessMS) of the on-time
+	// fires (OnTimeFire).
 	Lateness Percentiles
 }
 
@@ -71,9 +82,9 @@ func GetExecutionStats(ctx context.Context, q Querier, tenant string, since time
 	}
 
 	out.Lateness, err = percentiles(ctx, q, `SELECT count(*),
-			percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_for) * 1000)
+			percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY `+FiringLatenessMS+`)
 		FROM executions WHERE tenant_id = $1 AND id >= $2::uuid AND created_at >= $3
-		  AND trigger = 'schedule' AND NOT late AND started_at IS NOT NULL`, tenant, floor, since)
+		  AND `+OnTimeFire, tenant, floor, since)
 	if err != nil {
 		return out, wrap("firing lateness", err)
 	}
@@ -184,8 +195,8 @@ type SeriesBucket struct {
 	// Executions counts them all; Succeeded and Failed those in that
 	// state now; Late the misfire catch-ups.
 	Executions, Succeeded, Failed, Late int64
-	// Lateness is started_at - scheduled_for in milliseconds over the
-	// step's scheduled, on-time fires that started (as in ExecutionStats).
+	// Lateness is the firing lateness of the step's on-time fires (as in
+	// ExecutionStats).
 	Lateness Percentiles
 }
 
@@ -199,9 +210,9 @@ func ExecutionSeries(ctx context.Context, q Querier, tenant string, since time.T
 	rows, err := q.Query(ctx, `SELECT floor(extract(epoch FROM created_at - $3::timestamptz) / $5::float8)::int,
 			count(*), count(*) FILTER (WHERE state = `+execSucceeded+`), count(*) FILTER (WHERE state = `+execFailed+`),
 			count(*) FILTER (WHERE late),
-			count(*) FILTER (WHERE trigger = 'schedule' AND NOT late AND started_at IS NOT NULL),
-			percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - scheduled_for) * 1000)
-				FILTER (WHERE trigger = 'schedule' AND NOT late AND started_at IS NOT NULL)
+			count(*) FILTER (WHERE `+OnTimeFire+`),
+			percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY `+FiringLatenessMS+`)
+				FILTER (WHERE `+OnTimeFire+`)
 		FROM executions WHERE tenant_id = $1 AND id >= $2::uuid AND created_at >= $3 AND created_at < $4
 		GROUP BY 1 ORDER BY 1`, tenant, floor, since, until, step.Seconds())
 	if err != nil {

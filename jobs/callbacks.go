@@ -36,8 +36,9 @@ type CallbackLoopConfig struct {
 	// discarding logger.
 	Logger *slog.Logger
 	// Metrics counts what the passes did (ax_callback_timeouts_total,
-	// ax_executions_finished_total, ax_delivery_retries_scheduled_total,
-	// ax_sla_missed_total). Optional.
+	// ax_delivery_retries_scheduled_total, ax_sla_missed_total; the
+	// executions they end are counted by service, in
+	// ax_executions_finished_total, through its own Config). Optional.
 	Metrics *metrics.Metrics
 }
 

@@ -77,6 +77,17 @@ func (w *DeliverWorker) slotsFor(queue string) sendSlots {
 	return w.slots
 }
 
+// laneFor returns how a batch's execution to endpoint continues (its
+// retry): in the batch's lane, or in the bulk lane when the batch's is the
+// main lane and the endpoint is slow now (service.Lanes.Slow), as its new
+// fires are.
+func (w *DeliverWorker) laneFor(h *service.HandOff, endpoint string) *service.HandOff {
+	if h == nil || service.LaneQueue(h.Queue) == service.QueueDeliverBulk || !w.lanes.Slow(endpoint) {
+		return h
+	}
+	return &service.HandOff{Priority: h.Priority, Queue: service.QueueDeliverBulk}
+}
+
 // Timeout bounds a job: the sender enforces each endpoint's own timeout
 // inside it.
 func (w *DeliverWorker) Timeout(*river.Job[deliverArgs]) time.Duration { return w.timeout }
@@ -100,14 +111,23 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[deliverArgs]) e
 		return ctx.Err() // a shutdown: River runs the job again
 	}
 	slots := w.slotsFor(job.Queue)
-	if !slots.acquire(ctx, args.TenantID, w.slotWait) {
+	switch {
+	case service.LaneQueue(job.Queue) == service.QueueDeliver && w.lanes.Slow(args.EndpointID):
+		// Its endpoint turned slow since it was queued. A job cannot
+		// change lanes, and one to a slow endpoint must not hold the main
+		// lane's workers waiting for a slot: it sends only within its
+		// share, or comes back later without using an attempt.
+		if !slots.tryWithinShare(args.TenantID, args.EndpointID) {
+			return river.JobSnooze(w.slotWait)
+		}
+	case !slots.acquire(ctx, args.TenantID, args.EndpointID, w.slotWait):
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		// Every send slot is busy: come back without using an attempt.
 		return river.JobSnooze(time.Second)
 	}
-	sent := slots.holder(args.TenantID)
+	sent := slots.holder(args.TenantID, args.EndpointID)
 	defer sent()
 	lease := args.Lease(job.Attempt)
 	log := newAttrLogger(w.logger, slog.Int64("job_id", job.ID), slog.String("execution_id", args.ExecutionID),
@@ -185,9 +205,6 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	case err != nil:
 		return step{kind: stepError, err: fmt.Errorf("begin delivery of execution %s: %w", executionID, err)}
 	}
-	if d.Ended {
-		w.metrics.Finished.WithLabelValues(d.State).Inc()
-	}
 	if d.Missed {
 		w.metrics.MissedSlots.Inc()
 	}
@@ -206,10 +223,10 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	}
 
 	log = log.with(slog.String("task_id", d.TaskID), slog.Int("attempt", d.Attempt))
+	if d.FiringLateness != nil {
+		w.metrics.FiringLateness.Observe(d.FiringLateness.Seconds())
+	}
 	if d.Attempt == 1 && !d.Resumed {
-		if d.Trigger != service.TriggerBackfill { // a backfill's slots are in the past by design
-			w.metrics.FiringLateness.Observe(max(time.Since(d.ScheduledFor), 0).Seconds())
-		}
 		if d.Trigger != service.TriggerSchedule {
 			w.metrics.Fires.WithLabelValues(d.Trigger).Inc() // the scheduler counts its own fires
 		}
@@ -244,10 +261,11 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		req.CallbackToken = token
 	}
 	w.metrics.AddDeliveriesInFlight(1)
+	sending := w.lanes.Sending(d.EndpointID)
 	res := w.sender.Send(ctx, req)
+	sending.Done(res.Latency)
 	w.metrics.AddDeliveriesInFlight(-1)
 	sent()
-	w.lanes.Observe(d.EndpointID, res.Latency)
 	remoteCancel := cancelledOnRequest(ctx)
 	if res.Err != nil && stopping(ctx) {
 		// Not a failure of the receiver: leave the execution running for
@@ -262,7 +280,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		return w.accept(ctx, d, res, remoteCancel, log)
 	}
 	out := outcome(res, class, d, w.timeout)
-	out.HandOff = handOff
+	out.HandOff = w.laneFor(handOff, d.EndpointID)
 	if remoteCancel && class.Outcome != service.OutcomeSucceeded {
 		out.CutByCancel = true
 		if res.Err != nil {
@@ -292,8 +310,6 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		slog.Int64("latency_ms", res.Latency.Milliseconds()))
 	if fin.State == service.ExecRetrying {
 		w.metrics.RetriesScheduled.Inc()
-	} else {
-		w.metrics.Finished.WithLabelValues(fin.State).Inc()
 	}
 	switch fin.State {
 	case service.ExecSucceeded:
@@ -332,8 +348,7 @@ func (w *DeliverWorker) accept(ctx context.Context, d service.Delivery, res Resu
 		log.debug(ctx, "accepted; waiting for the callback", slog.Int("status_code", res.StatusCode))
 	case "":
 		log.debug(ctx, "accepted after the attempt was completed", slog.Int("status_code", res.StatusCode))
-	default:
-		w.metrics.Finished.WithLabelValues(state).Inc()
+	default: // counted by service (ax_executions_finished_total)
 		log.info(ctx, "accepted attempt cut short by a cancel", slog.String("state", state), slog.Bool("cancel", remoteCancel))
 	}
 	return step{kind: stepDone}

@@ -23,6 +23,9 @@ import (
 //   - a retry: Finish inserts the job with the retrying transition;
 //   - an overlap "queue" wait: a job due after the first wait;
 //   - no send slot within the batch's slot wait: a job due at once;
+//   - in the main lane, a member whose endpoint is slow when it comes due
+//     or when its slot wait ends (service.Lanes.Slow): a job in the bulk
+//     lane, due at once, as the endpoint's new fires go there;
 //   - every execution of a run whose River attempt is above 1 (the batch
 //     job was rescued after a crash, or its first run failed to record
 //     something): a job each, whose Begin resumes, finishes or leaves
@@ -89,7 +92,13 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 		}
 	}
 	inflight := newInflight()
-	var noSlot handOffGroup
+	// Members that find no send slot are handed off together (noSlot);
+	// in the main lane, so are those whose endpoint is slow now, to the
+	// bulk lane (toBulk), as the endpoint's next fires go there.
+	var noSlot, toBulk handOffGroup
+	slow := func(ref service.ExecutionRef) bool {
+		return lane == service.QueueDeliver && w.one.lanes.Slow(ref.EndpointID)
+	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() {
@@ -103,26 +112,28 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 				fail(ctx.Err())
 				return
 			}
-			if !slots.acquire(ctx, ref.TenantID, w.one.slotWait) {
+			if slow(ref) {
+				if err := w.handOffTogether(ctx, log, &toBulk, ref, lease, job.Priority, service.QueueDeliverBulk,
+					"the endpoint is slow"); err != nil {
+					fail(err)
+				}
+				return
+			}
+			if !slots.acquire(ctx, ref.TenantID, ref.EndpointID, w.one.slotWait) {
 				if ctx.Err() != nil {
 					fail(ctx.Err())
 					return
 				}
-				// The batch's members time out together: one transaction
-				// hands off all that are waiting, not one each — a backlog
-				// must not make catching up dearer.
-				if !noSlot.add(ref) {
-					return
+				group, queue, why := &noSlot, lane, "no send slot within "+w.one.slotWait.String()
+				if slow(ref) {
+					group, queue, why = &toBulk, service.QueueDeliverBulk, "the endpoint is slow"
 				}
-				for refs := noSlot.take(); len(refs) > 0; refs = noSlot.take() {
-					if err := w.handOff(ctx, log, refs, lease, job.Priority, lane, time.Time{},
-						"no send slot within %s", w.one.slotWait); err != nil {
-						fail(err)
-					}
+				if err := w.handOffTogether(ctx, log, group, ref, lease, job.Priority, queue, why); err != nil {
+					fail(err)
 				}
 				return
 			}
-			sent := slots.holder(ref.TenantID)
+			sent := slots.holder(ref.TenantID, ref.EndpointID)
 			defer sent()
 			actx := inflight.add(ctx, ref)
 			st := w.one.attempt(actx, ref.TenantID, ref.ExecutionID, lease, job.ID, handOff, elog, sent)
@@ -190,6 +201,25 @@ func (w *DeliverBatchWorker) handOff(ctx context.Context, log attrLogger, refs [
 	log.info(ctx, "executions continue in deliver jobs of their own", slog.Int("executions", len(refs)),
 		slog.String("reason", fmt.Sprintf(why, whyArgs...)))
 	return nil
+}
+
+// handOffTogether hands ref off with the others g gathers: the batch's
+// members time out (or find their endpoint slow) together, and one
+// transaction hands off all that are waiting, not one each — a backlog
+// must not make catching up dearer.
+func (w *DeliverBatchWorker) handOffTogether(ctx context.Context, log attrLogger, g *handOffGroup, ref service.ExecutionRef,
+	leaseBase, priority int, queue, why string,
+) error {
+	if !g.add(ref) {
+		return nil
+	}
+	var errs []error
+	for refs := g.take(); len(refs) > 0; refs = g.take() {
+		if err := w.handOff(ctx, log, refs, leaseBase, priority, queue, time.Time{}, "%s", why); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // handOffGroup gathers executions to hand off together (group commit):

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
 
@@ -286,4 +287,53 @@ func TestDeliverBatchSlotWaitHandsOffTogether(t *testing.T) {
 		require.Equal(t, 1, e.Attempts)
 	}
 	h.waitJobState(batchJob, "completed")
+}
+
+// TestDeliverBatchSlowEndpointToBulkLane: a main-lane batch's member to
+// an endpoint that is slow when it comes due is not sent by the batch: it
+// continues in the bulk lane's queue, where it is delivered; a member to
+// an endpoint that turns slow during its attempt is retried in the bulk
+// lane; a member to a fast endpoint is sent by the batch.
+func TestDeliverBatchSlowEndpointToBulkLane(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{NoStart: true})
+	lanes := &service.Lanes{}
+	h.deps.Lanes = lanes
+	h.start(h.newClient())
+
+	slow, fast := newScript(t), newScript(t)
+	turning := newScript(t, response{Status: http.StatusServiceUnavailable}, response{Status: http.StatusOK}).holdRequests()
+	epSlow, epFast, epTurning := h.endpoint(slow.srv.URL, nil), h.endpoint(fast.srv.URL, nil), h.endpoint(turning.srv.URL, nil)
+	lanes.Observe(epSlow.ID, 2*time.Second)
+	retry := func(in *service.TaskInput) {
+		in.Retry.InitialBackoff, in.Retry.MaxBackoff = 100*time.Millisecond, 100*time.Millisecond
+	}
+	tasks := []service.Task{h.task(epSlow.ID, nil), h.task(epFast.ID, nil), h.task(epTurning.ID, retry)}
+	ids, _ := h.fireBatch(tasks, time.Now().Add(-50*time.Millisecond))
+
+	// While the turning endpoint holds its first attempt, it turns slow
+	// (as when its attempts in flight pass the threshold).
+	first := turning.next(t)
+	require.Equal(t, "1", first.Header.Get("X-Ax-Attempt"))
+	for range 3 {
+		lanes.Observe(epTurning.ID, 2*time.Second)
+	}
+	turning.releaseAll()
+
+	for _, id := range ids {
+		h.waitState(id, service.ExecSucceeded)
+	}
+	queues := func(id string) []string {
+		rows, err := h.pool.Query(t.Context(), `SELECT queue FROM river_job WHERE kind = 'deliver' AND args->>'execution_id' = $1
+			ORDER BY id`, id)
+		require.NoError(t, err)
+		q, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return q
+	}
+	require.Equal(t, []string{service.QueueDeliverBulk}, queues(ids[0]), "slow: sent by a bulk-lane job")
+	require.Equal(t, "1", slow.next(t).Header.Get("X-Ax-Attempt"))
+	require.Empty(t, queues(ids[1]), "fast: sent by the batch")
+	require.Equal(t, []string{service.QueueDeliverBulk}, queues(ids[2]), "turned slow: retried in the bulk lane")
+	require.Equal(t, "2", turning.next(t).Header.Get("X-Ax-Attempt"))
 }

@@ -224,3 +224,37 @@ func TestShareQueuesOrder(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, []int64{p1, q1, p2, p3}, batches)
 }
+
+// TestDeliverSlowEndpointSingleJob: a main-lane deliver job whose endpoint
+// turned slow since it was queued cannot change lanes, so it does not
+// wait for a slot there either (which would hold a worker of the lane's
+// other tenants): it sends within its endpoint's share of the slots (one
+// of a lane of 4) and otherwise snoozes, without using an attempt, until
+// the endpoint's send in flight is over.
+func TestDeliverSlowEndpointSingleJob(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{River: RiverConfig{DeliverWorkers: 4, JobTimeout: 4 * time.Second}, NoStart: true})
+	lanes := &service.Lanes{}
+	h.deps.Lanes = lanes
+	h.start(h.newClient())
+	hang := newScript(t).holdRequests()
+	ep := h.endpoint(hang.srv.URL, nil)
+	lanes.Observe(ep.ID, 2*time.Second)
+	task := h.task(ep.ID, nil)
+
+	first := h.fire(task, fireOpts{})
+	require.Equal(t, first, hang.next(t).Header.Get("Idempotency-Key"))
+	second := h.fire(task, fireOpts{})
+	require.Eventually(t, func() bool {
+		var snoozes int
+		require.NoError(t, h.pool.QueryRow(t.Context(), `SELECT coalesce((metadata->>'snoozes')::int, 0) FROM river_job
+			WHERE args->>'execution_id' = $1`, second).Scan(&snoozes))
+		return snoozes >= 2
+	}, 20*time.Second, 10*time.Millisecond, "the second snoozes while the first holds the endpoint's share")
+	require.Len(t, hang.hitsSoFar(), 1, "the second was not sent meanwhile")
+	require.Zero(t, h.execution(second).Attempts)
+
+	hang.releaseAll()
+	h.waitState(first, service.ExecSucceeded)
+	require.Equal(t, 1, h.waitState(second, service.ExecSucceeded).Attempts)
+}

@@ -150,8 +150,8 @@ type fireOpts struct {
 	Queue        string    // "": the main lane
 }
 
-// fire materialises an execution of task with its deliver job, the way the
-// scheduler does: both in one transaction.
+// fire materialises an execution of task with its deliver job (naming the
+// task's endpoint), the way the scheduler does: both in one transaction.
 func (h *harness) fire(task service.Task, opts fireOpts) string {
 	h.t.Helper()
 	ctx := h.t.Context()
@@ -184,7 +184,8 @@ func (h *harness) fire(task service.Task, opts fireOpts) string {
 		if opts.Queue != "" {
 			insert.Queue = opts.Queue
 		}
-		res, err := h.client.InsertTx(ctx, tx, service.DeliverArgs{TenantID: h.tenant, ExecutionID: id}, insert)
+		res, err := h.client.InsertTx(ctx, tx, service.DeliverArgs{TenantID: h.tenant, ExecutionID: id, EndpointID: task.EndpointID},
+			insert)
 		if err != nil {
 			return err
 		}
@@ -406,9 +407,9 @@ func (s *script) quiet(t *testing.T, d time.Duration) {
 }
 
 // fireBatch materialises an execution of each task due at slot with one
-// deliver_batch job for them all, the way the scheduler does for
-// executions due at the same instant; it returns the execution ids and the
-// job's id.
+// deliver_batch job for them all (in the main lane, each member naming its
+// task's endpoint), the way the scheduler does for executions due at the
+// same instant; it returns the execution ids and the job's id.
 func (h *harness) fireBatch(tasks []service.Task, slot time.Time) ([]string, int64) {
 	h.t.Helper()
 	ctx := h.t.Context()
@@ -424,7 +425,8 @@ func (h *harness) fireBatch(tasks []service.Task, slot time.Time) ([]string, int
 				INSERT INTO unfinished_executions SELECT * FROM x`, h.tenant, ids[i], task.ID, slot); err != nil {
 				return err
 			}
-			args.Executions = append(args.Executions, service.ExecutionRef{TenantID: h.tenant, ExecutionID: ids[i]})
+			args.Executions = append(args.Executions, service.ExecutionRef{TenantID: h.tenant, ExecutionID: ids[i],
+				EndpointID: task.EndpointID})
 		}
 		insert := &river.InsertOpts{Queue: service.QueueDeliver, MaxAttempts: 25}
 		if slot.After(time.Now()) {

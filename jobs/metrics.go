@@ -46,9 +46,6 @@ func observeCallbacks(m *metrics.Metrics, r service.CallbackSweep) {
 	for class, n := range r.TimedOut {
 		m.CallbackTimeouts.WithLabelValues(class).Add(float64(n))
 	}
-	for state, n := range r.Finished {
-		m.Finished.WithLabelValues(state).Add(float64(n))
-	}
 	m.RetriesScheduled.Add(float64(r.Retrying))
 }
 

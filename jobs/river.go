@@ -40,6 +40,9 @@ const (
 	RescueStuckJobsAfterDefault = 6 * time.Minute
 	SoftStopTimeoutDefault      = 20 * time.Second
 	QueueWaitPollDefault        = time.Second
+	// SlotShareDefault: a tenant's share of a lane's send slots, in
+	// percent (RiverConfig.SlotShare).
+	SlotShareDefault = 50
 
 	// alertPollInterval is the alert queue's poll: only retries depend on it.
 	alertPollInterval = time.Second
@@ -64,6 +67,13 @@ type RiverConfig struct {
 	// (service.QueueDeliverBulk: tenants' bursts, slow endpoints,
 	// backfills), with as many send slots of its own. Default: DeliverWorkers.
 	BulkWorkers int
+	// SlotShare is a tenant's share of each lane's send slots, in percent
+	// (an endpoint's is half of it): while a tenant or an endpoint holds
+	// more than its share, deliveries of others within theirs may use the
+	// lane's reserve of a quarter more slots instead of waiting for its
+	// sends to end (sendSlots). A tenant alone still uses every slot.
+	// Default 50.
+	SlotShare int
 	// AlertWorkers is the alert queue's concurrency per process. Default 10.
 	AlertWorkers int
 	// FetchCooldown is the shortest time between two fetches of a queue,
@@ -103,6 +113,7 @@ func (c RiverConfig) WithDefaults() RiverConfig {
 	setDefault(&c.DeliverWorkers, DeliverWorkersDefault)
 	setDefault(&c.AlertWorkers, AlertWorkersDefault)
 	setDefault(&c.BulkWorkers, c.DeliverWorkers)
+	setDefault(&c.SlotShare, SlotShareDefault)
 	setDefault(&c.FetchCooldown, FetchCooldownDefault)
 	setDefault(&c.FetchPollInterval, FetchPollIntervalDefault)
 	setDefault(&c.BulkFetchPollInterval, max(BulkFetchPollIntervalDefault, c.FetchPollInterval))
@@ -143,6 +154,8 @@ func (c RiverConfig) validate() error {
 	case c.DeliverWorkers < 1 || c.DeliverWorkers > 10_000, c.AlertWorkers < 1 || c.AlertWorkers > 10_000,
 		c.BulkWorkers < 1 || c.BulkWorkers > 10_000:
 		return errors.New("DeliverWorkers, BulkWorkers and AlertWorkers must be 1..10000")
+	case c.SlotShare < 1 || c.SlotShare > 100:
+		return fmt.Errorf("SlotShare %d must be 1..100 (percent)", c.SlotShare)
 	case c.FetchCooldown < time.Millisecond:
 		return errors.New("FetchCooldown must be at least 1ms")
 	case c.FetchPollInterval < c.FetchCooldown:
@@ -211,7 +224,8 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 		deps.Metrics = metrics.New(nil)
 	}
 	workers := river.NewWorkers()
-	one := newDeliverWorker(deps, cfg, newSendSlots(cfg.DeliverWorkers), newSendSlots(cfg.BulkWorkers))
+	one := newDeliverWorker(deps, cfg, newSendSlots(cfg.DeliverWorkers, cfg.SlotShare),
+		newSendSlots(cfg.BulkWorkers, cfg.SlotShare))
 	river.AddWorker(workers, one)
 	river.AddWorker(workers, newDeliverBatchWorker(one))
 	river.AddWorker(workers, newAlertWorker(deps, cfg))

@@ -17,7 +17,7 @@ func TestRiverConfigDefaults(t *testing.T) {
 	t.Parallel()
 	c := RiverConfig{}.WithDefaults()
 	require.Equal(t, RiverConfig{
-		DeliverWorkers: 400, BulkWorkers: 400, AlertWorkers: 10, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond,
+		DeliverWorkers: 400, BulkWorkers: 400, SlotShare: 50, AlertWorkers: 10, FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 100 * time.Millisecond,
 		BulkFetchPollInterval: 250 * time.Millisecond, JobTimeout: service.TimeoutMax + 30*time.Second, RescueStuckJobsAfter: 6 * time.Minute,
 		SoftStopTimeout: 20 * time.Second, QueueWaitPoll: time.Second,
 	}, c)
@@ -45,6 +45,7 @@ func TestRiverConfigValidate(t *testing.T) {
 		"rescue below job timeout": {JobTimeout: time.Minute, RescueStuckJobsAfter: 30 * time.Second},
 		"poll below cooldown":      {FetchCooldown: time.Second, FetchPollInterval: 100 * time.Millisecond},
 		"too many workers":         {DeliverWorkers: 20_000},
+		"a share above 100 %":      {SlotShare: 101},
 		"negative soft stop":       {SoftStopTimeout: -time.Second},
 	} {
 		require.Error(t, c.WithDefaults().validate(), name)

@@ -131,12 +131,14 @@ type Request struct {
 	Timeout time.Duration
 
 	ExecutionID  string    // Idempotency-Key, webhook-id, X-Ax-Execution-Id
-	TaskID       string    // X-Ax-Task-Id
+	TaskID       string    // X-Ax-Task-Id, but for a workflow step's (WorkflowRunID set)
 	ScheduledFor time.Time // X-Ax-Scheduled-For
 	Round        int       // X-Ax-Round, 1 for a slot's first fire; 0: not sent (alerts)
 	Attempt      int       // X-Ax-Attempt, 1 for the first
 	// X-Ax-Workflow-Id, X-Ax-Workflow-Run-Id and X-Ax-Node, sent when
-	// WorkflowRunID is set (a workflow node's execution).
+	// WorkflowRunID is set (a workflow node's execution) instead of
+	// X-Ax-Task-Id: the step's task is the workflow's own, which the API
+	// never shows.
 	WorkflowID, WorkflowRunID, Node string
 	// X-Ax-Shard-Index and X-Ax-Shard-Count, sent when ShardCount > 1.
 	ShardIndex, ShardCount int
@@ -350,7 +352,6 @@ func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*htt
 		h["X-Ax-Alert-Type"] = []string{r.AlertType}
 		h["X-Ax-Alert-Execution-Id"] = []string{r.AlertAbout}
 	} else {
-		h["X-Ax-Task-Id"] = []string{r.TaskID}
 		h["X-Ax-Execution-Id"] = []string{r.ExecutionID}
 		h["X-Ax-Scheduled-For"] = []string{r.ScheduledFor.UTC().Format(time.RFC3339Nano)}
 		h["X-Ax-Round"] = []string{strconv.Itoa(max(r.Round, 1))}
@@ -358,6 +359,8 @@ func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*htt
 			h["X-Ax-Workflow-Id"] = []string{r.WorkflowID}
 			h["X-Ax-Workflow-Run-Id"] = []string{r.WorkflowRunID}
 			h["X-Ax-Node"] = []string{r.Node}
+		} else {
+			h["X-Ax-Task-Id"] = []string{r.TaskID}
 		}
 		if r.ShardCount > 1 {
 			h["X-Ax-Shard-Index"] = []string{strconv.Itoa(r.ShardIndex)}

@@ -40,18 +40,29 @@ func (s *Executions) SLAMisses(ctx context.Context, tenant string, limit int) ([
 }
 
 // FailedSince returns up to limit (at most AlertListMax) of a tenant's
-// executions that failed for good (state failed: retries exhausted or a
-// permanent error) at or after since, newest first.
-func (s *Executions) FailedSince(ctx context.Context, tenant string, since time.Time, limit int) ([]ExecutionDetail, error) {
+// executions that failed for good at or after since, newest first: failed
+// (retries exhausted or a permanent error), and their slot not re-run
+// since by a backfill (db.FailedForGood) — a slot whose latest round
+// succeeded is no longer failed.
+func (s *Executions) FailedSince(ctx context.Context, tenant string, since time.Time, limit int) ([]FailedExecution, error) {
 	rows, err := db.ListFailedSince(ctx, s.pool, tenant, since, alertLimit(limit))
 	if err != nil {
 		return nil, storeError(err, "list failed executions")
 	}
-	out := make([]ExecutionDetail, 0, len(rows))
+	out := make([]FailedExecution, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, executionDetailOf(r, nil))
+		out = append(out, FailedExecution{ExecutionDetail: executionDetailOf(r.Execution, nil),
+			TaskName: zeroIfNil(r.TaskName), WorkflowName: zeroIfNil(r.WorkflowName)})
 	}
 	return out, nil
+}
+
+// FailedExecution is an execution failed for good with the names that
+// tell it: its task's, or for a workflow step its workflow's ("" when
+// deleted since: there is no page to link to).
+type FailedExecution struct {
+	ExecutionDetail
+	TaskName, WorkflowName string
 }
 
 // AlertRun is a workflow run that needs attention: one that missed its

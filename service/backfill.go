@@ -226,6 +226,17 @@ func (s *Backfills) create(ctx context.Context, tenant string, target backfillTa
 		if err != nil {
 			return err
 		}
+		// A backfill runs slots that have passed: one to come is the
+		// scheduler's to fire at its time (a backfill would send it now,
+		// early, and the scheduler's fire of it would then be dropped).
+		now, err := db.Now(ctx, tx)
+		if err != nil {
+			return storeError(err, "read the database clock")
+		}
+		if in.To.After(now) {
+			return fieldError("to", fmt.Sprintf("lies in the future (the database clock says %s): a backfill runs past slots; "+
+				"the scheduler fires the ones to come at their time", now.UTC().Format(time.RFC3339)))
+		}
 		var slots []time.Time
 		for at, ok := sched.Next(in.From.Add(-time.Nanosecond)); ok && at.Before(in.To); at, ok = sched.Next(at) {
 			if len(slots) == BackfillSlotsMax {
@@ -373,7 +384,12 @@ func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, er
 	if !validID(id) {
 		return Backfill{}, ErrNotFound
 	}
+	var (
+		done          ended
+		runsCancelled int // pending runs: none of their nodes has fired
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done, runsCancelled = nil, 0
 		row, err := db.GetBackfillForUpdate(ctx, tx, tenant, id)
 		if err != nil {
 			return storeError(err, "load backfill")
@@ -388,12 +404,14 @@ func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, er
 			if err != nil {
 				return err
 			}
+			runsCancelled = int(n)
 			changes["workflow_id"], changes["cancelled_runs"] = row.WorkflowID, n
 		} else {
 			n, err := db.CancelBackfillPending(ctx, tx, tenant, row.TaskID, id, "the backfill was cancelled")
 			if err != nil {
 				return err
 			}
+			done.add(ExecCancelled, n)
 			changes["task_id"], changes["cancelled_executions"] = row.TaskID, n
 		}
 		c, err := countBackfill(ctx, tx, row)
@@ -407,6 +425,10 @@ func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, er
 	})
 	if err != nil {
 		return Backfill{}, storeError(err, "cancel backfill")
+	}
+	done.report(s.tasks.cfg.Metrics)
+	for range runsCancelled {
+		s.tasks.cfg.Metrics.WorkflowRunFinished(RunCancelled)
 	}
 	return s.Get(ctx, tenant, id)
 }
@@ -448,102 +470,71 @@ func (s *Backfills) pumpOne(ctx context.Context, tenant, id string) (int, error)
 			return nil
 		}
 		if b.WorkflowID != "" {
-			created, err = s.pumpWorkflow(ctx, tx, b)
-			return err
+			created, err = s.pump(ctx, tx, b, s.workflowSlots(ctx, tx, b))
+		} else {
+			created, err = s.pump(ctx, tx, b, s.taskSlots(ctx, tx, b))
 		}
-		task, err := db.GetTask(ctx, tx, tenant, b.TaskID, false)
-		if err = storeError(err, "load task"); errors.Is(err, ErrNotFound) {
-			return s.finish(ctx, tx, b, BackfillCancelled)
-		}
-		if err != nil {
-			return err
-		}
-		unfinished, err := db.CountBackfillUnfinished(ctx, tx, tenant, b.TaskID, id)
-		if err != nil {
-			return err
-		}
-		room := int(b.MaxConcurrency) - unfinished
-		if task.State == TaskPaused || room <= 0 {
-			return nil
-		}
-		slots, err := db.BackfillSlots(ctx, tx, tenant, id, int(b.NextIndex), room)
-		if err != nil {
-			return err
-		}
-		if len(slots) == 0 {
-			if unfinished == 0 {
-				c, err := db.CountBackfill(ctx, tx, tenant, id)
-				if err != nil {
-					return err
-				}
-				state := BackfillSucceeded
-				if c.Failed > 0 {
-					state = BackfillFailed
-				}
-				_, err = db.FinishBackfill(ctx, tx, tenant, id, state, c)
-				return err
-			}
-			return nil
-		}
-		byTime, err := latestStates(ctx, tx, tenant, backfillTarget{taskID: b.TaskID}, slots[0], slots[len(slots)-1].Add(time.Microsecond)) // timestamptz: microseconds
-		if err != nil {
-			return err
-		}
-		var (
-			jobs    []river.InsertManyParams
-			dropped int
-			zero    time.Time // due now: a backfill's slot has passed
-		)
-		for _, at := range slots {
-			l, has := byTime[at.UnixNano()]
-			// Decided again now: since the backfill was planned, the slot
-			// may have run (the scheduler, another backfill).
-			action, round := slotAction(b.Rerun, l, has)
-			if action == SlotKeep {
-				dropped++
-				continue
-			}
-			e := db.NewBackfillExecution{ID: NewID(), ScheduledFor: at, Round: int32(round)}
-			ok, err := db.InsertBackfillExecution(ctx, tx, tenant, b.TaskID, id, e)
-			if err != nil {
-				return err
-			}
-			if !ok { // another backfill created this round of the slot just now
-				dropped++
-				continue
-			}
-			created++
-			jobs = append(jobs, deliverInsert(tenant, e.ID, zero, int(task.Priority), int(task.MaxAttempts), zero, 0, QueueDeliverBulk))
-		}
-		if len(jobs) > 0 {
-			if _, err := s.enq.insertMany(ctx, tx, jobs); err != nil {
-				return err
-			}
-		}
-		return db.AdvanceBackfill(ctx, tx, tenant, id, int(b.NextIndex)+len(slots), created, dropped)
+		return err
 	})
 	return created, storeError(err, "pump backfill")
 }
 
-// pumpWorkflow is pumpOne's pass over a workflow backfill, b locked by
-// the caller: it starts a run for each next slot while fewer than
-// max_concurrency of its runs are unfinished (a paused workflow gets no
-// new run), with the current version, in the transaction that advances
-// the backfill. The runs wait for max_active_runs like any other.
-func (s *Backfills) pumpWorkflow(ctx context.Context, tx db.Tx, b db.Backfill) (int, error) {
-	w, err := db.GetWorkflow(ctx, tx, b.TenantID, b.WorkflowID, false)
-	if err = storeError(err, "load workflow"); errors.Is(err, ErrNotFound) {
+// backfillRoom is the concurrency check of every backfill, a task's or a
+// workflow's: how many more of its slots a pump pass may start — its
+// max_concurrency less those of its executions (runs) still unfinished,
+// and none while its task (workflow) is paused.
+func backfillRoom(maxConcurrency int32, unfinished int, paused bool) int {
+	if paused {
+		return 0
+	}
+	return max(int(maxConcurrency)-unfinished, 0)
+}
+
+// backfillOutcome is the state a backfill ends in once every slot was
+// started and none is unfinished: failed when any of its executions
+// (runs) did not succeed.
+func backfillOutcome(c db.BackfillCounts) string {
+	if c.Failed > 0 {
+		return BackfillFailed
+	}
+	return BackfillSucceeded
+}
+
+// backfillSlots is what a pump pass needs of a backfill's target, a task
+// or a workflow.
+type backfillSlots struct {
+	target backfillTarget
+	// load reads whether the target is paused (ErrNotFound: it is gone).
+	load func() (paused bool, err error)
+	// unfinished counts the backfill's unfinished executions (runs).
+	unfinished func() (int, error)
+	// start creates round of the slot at; false: another backfill
+	// created that round of the slot just now.
+	start func(at time.Time, round int32) (bool, error)
+	// started ends a pass that created n (enqueues, starts).
+	started func(n int) error
+}
+
+// pump is one pass over backfill b, locked by the caller, through its
+// target's slots: while fewer than max_concurrency of what it created are
+// unfinished (backfillRoom) it starts its next slots, each decided again
+// now (slotAction: since the backfill was planned, the slot may have run),
+// and records its progress; one whose slots are all started and finished
+// ends (backfillOutcome), and one whose target is gone is cancelled.
+func (s *Backfills) pump(ctx context.Context, tx db.Tx, b db.Backfill, k backfillSlots) (int, error) {
+	paused, err := k.load()
+	if errors.Is(err, ErrNotFound) {
 		return 0, s.finish(ctx, tx, b, BackfillCancelled)
 	}
 	if err != nil {
 		return 0, err
 	}
-	c, err := db.CountBackfillRuns(ctx, tx, b.TenantID, b.ID)
+	unfinished, err := k.unfinished()
 	if err != nil {
-		return 0, storeError(err, "count backfill runs")
+		return 0, err
 	}
-	room := int(b.MaxConcurrency) - int(c.Unfinished)
-	if w.State == WorkflowPaused || room <= 0 {
+	room := backfillRoom(b.MaxConcurrency, unfinished, paused)
+	if room == 0 {
 		return 0, nil
 	}
 	slots, err := db.BackfillSlots(ctx, tx, b.TenantID, b.ID, int(b.NextIndex), room)
@@ -551,17 +542,12 @@ func (s *Backfills) pumpWorkflow(ctx context.Context, tx db.Tx, b db.Backfill) (
 		return 0, storeError(err, "read backfill slots")
 	}
 	if len(slots) == 0 {
-		if c.Unfinished == 0 {
-			state := BackfillSucceeded
-			if c.Failed > 0 {
-				state = BackfillFailed
-			}
-			_, err = db.FinishBackfill(ctx, tx, b.TenantID, b.ID, state, c)
+		if unfinished > 0 {
+			return 0, nil
 		}
-		return 0, storeError(err, "finish backfill")
+		return 0, s.finish(ctx, tx, b, "")
 	}
-	target := backfillTarget{workflowID: b.WorkflowID}
-	byTime, err := latestStates(ctx, tx, b.TenantID, target, slots[0], slots[len(slots)-1].Add(time.Microsecond))
+	byTime, err := latestStates(ctx, tx, b.TenantID, k.target, slots[0], slots[len(slots)-1].Add(time.Microsecond)) // timestamptz: microseconds
 	if err != nil {
 		return 0, err
 	}
@@ -573,31 +559,100 @@ func (s *Backfills) pumpWorkflow(ctx context.Context, tx db.Tx, b db.Backfill) (
 			dropped++
 			continue
 		}
-		id := b.ID
-		ok, err := db.InsertWorkflowRun(ctx, tx, db.WorkflowRun{TenantID: b.TenantID, ID: NewID(), WorkflowID: b.WorkflowID,
-			Version: w.Version, ScheduledFor: at, Round: int32(round), Trigger: TriggerBackfill, BackfillID: &id})
+		ok, err := k.start(at, int32(round))
 		if err != nil {
-			return 0, storeError(err, "insert workflow run")
+			return 0, err
 		}
-		if !ok { // another backfill started this round of the slot just now
+		if !ok {
 			dropped++
 			continue
 		}
 		created++
 	}
-	if created > 0 {
-		if err := (runEngine{enq: s.enq, metrics: s.tasks.cfg.Metrics, graphs: &s.graphs}).promote(ctx, tx, b.TenantID, b.WorkflowID); err != nil {
-			return 0, err
-		}
+	if err := k.started(created); err != nil {
+		return 0, err
 	}
 	return created, storeError(db.AdvanceBackfill(ctx, tx, b.TenantID, b.ID, int(b.NextIndex)+len(slots), created, dropped),
 		"advance backfill")
 }
 
+// taskSlots runs a task backfill's slots as executions (trigger backfill,
+// in the bulk lane, due now: a backfill's slot has passed).
+func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill) backfillSlots {
+	var (
+		task db.Task
+		jobs []river.InsertManyParams
+		zero time.Time
+	)
+	return backfillSlots{
+		target: backfillTarget{taskID: b.TaskID},
+		load: func() (bool, error) {
+			var err error
+			task, err = db.GetTask(ctx, tx, b.TenantID, b.TaskID, false)
+			return task.State == TaskPaused, storeError(err, "load task")
+		},
+		unfinished: func() (int, error) {
+			n, err := db.CountBackfillUnfinished(ctx, tx, b.TenantID, b.TaskID, b.ID)
+			return n, storeError(err, "count unfinished backfill executions")
+		},
+		start: func(at time.Time, round int32) (bool, error) {
+			e := db.NewBackfillExecution{ID: NewID(), ScheduledFor: at, Round: round}
+			ok, err := db.InsertBackfillExecution(ctx, tx, b.TenantID, b.TaskID, b.ID, e)
+			if ok {
+				jobs = append(jobs, deliverInsert(b.TenantID, e.ID, task.EndpointID, zero, int(task.Priority), int(task.MaxAttempts), zero, 0, QueueDeliverBulk))
+			}
+			return ok, storeError(err, "insert backfill execution")
+		},
+		started: func(int) error {
+			if len(jobs) == 0 {
+				return nil
+			}
+			_, err := s.enq.insertMany(ctx, tx, jobs)
+			return err
+		},
+	}
+}
+
+// workflowSlots runs a workflow backfill's slots as runs (trigger
+// backfill) of the workflow's current version; they wait for
+// max_active_runs like any other run.
+func (s *Backfills) workflowSlots(ctx context.Context, tx db.Tx, b db.Backfill) backfillSlots {
+	var w db.Workflow
+	return backfillSlots{
+		target: backfillTarget{workflowID: b.WorkflowID},
+		load: func() (bool, error) {
+			var err error
+			w, err = db.GetWorkflow(ctx, tx, b.TenantID, b.WorkflowID, false)
+			return w.State == WorkflowPaused, storeError(err, "load workflow")
+		},
+		unfinished: func() (int, error) {
+			c, err := db.CountBackfillRuns(ctx, tx, b.TenantID, b.ID)
+			return int(c.Unfinished), storeError(err, "count backfill runs")
+		},
+		start: func(at time.Time, round int32) (bool, error) {
+			id := b.ID
+			ok, err := db.InsertWorkflowRun(ctx, tx, db.WorkflowRun{TenantID: b.TenantID, ID: NewID(), WorkflowID: b.WorkflowID,
+				Version: w.Version, ScheduledFor: at, Round: round, Trigger: TriggerBackfill, BackfillID: &id})
+			return ok, storeError(err, "insert workflow run")
+		},
+		started: func(n int) error {
+			if n == 0 {
+				return nil
+			}
+			return (runEngine{enq: s.enq, metrics: s.tasks.cfg.Metrics, graphs: &s.graphs}).promote(ctx, tx, b.TenantID, b.WorkflowID)
+		},
+	}
+}
+
+// finish ends backfill b in state with its final counts; "": the state
+// its outcome makes it (backfillOutcome).
 func (s *Backfills) finish(ctx context.Context, tx db.Tx, b db.Backfill, state string) error {
 	c, err := countBackfill(ctx, tx, b)
 	if err != nil {
 		return err
+	}
+	if state == "" {
+		state = backfillOutcome(c)
 	}
 	_, err = db.FinishBackfill(ctx, tx, b.TenantID, b.ID, state, c)
 	return storeError(err, "finish backfill")

@@ -26,14 +26,24 @@ import (
 //
 // one member per space-separated field: the index of its tenant in
 // tenants, its execution id, and its slot as microseconds after first ("-"
-// without a slot: send at once). SQL takes it apart in one place, db's
+// without a slot: send at once). The members' endpoints (ExecutionRef.
+// EndpointID) follow the same way, apart, so that a replica of the
+// previous version still reads the members:
+//
+//	"endpoints": ["<endpoint id>", …], "member_endpoints": "0 0 1 -"
+//
+// each member's index in endpoints ("-": none), member_endpoints left out
+// when every member's is the first (a batch to one endpoint), both when
+// no member has one. SQL takes the members apart in one place, db's
 // batchMembers and jobTenant (db/batchargs.go), which every statement
 // that looks into a batch uses; TestBatchArgsSQLReadsWhatGoWrites holds
 // them to this encoder.
 type packedBatchArgs struct {
-	Tenants    []string   `json:"tenants"`
-	First      *time.Time `json:"first,omitempty"`
-	Executions string     `json:"executions"`
+	Tenants         []string   `json:"tenants"`
+	First           *time.Time `json:"first,omitempty"`
+	Executions      string     `json:"executions"`
+	Endpoints       []string   `json:"endpoints,omitempty"`
+	MemberEndpoints string     `json:"member_endpoints,omitempty"`
 }
 
 // MarshalJSON packs the members (see packedBatchArgs).
@@ -75,7 +85,70 @@ func (a DeliverBatchArgs) MarshalJSON() ([]byte, error) {
 		}
 	}
 	p.Executions = b.String()
+	p.Endpoints, p.MemberEndpoints = packEndpoints(a.Executions)
 	return json.Marshal(p)
+}
+
+// packEndpoints returns the members' endpoints and, unless each member's
+// is the first, each member's index among them (see packedBatchArgs).
+func packEndpoints(refs []ExecutionRef) ([]string, string) {
+	var endpoints []string
+	index := map[string]int{}
+	one := true
+	for _, r := range refs {
+		if r.EndpointID == "" {
+			one = false
+			continue
+		}
+		if _, ok := index[r.EndpointID]; !ok {
+			index[r.EndpointID] = len(endpoints)
+			endpoints = append(endpoints, r.EndpointID)
+		}
+		one = one && index[r.EndpointID] == 0
+	}
+	if len(endpoints) == 0 || one {
+		return endpoints, ""
+	}
+	var b strings.Builder
+	for i, r := range refs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if r.EndpointID == "" {
+			b.WriteByte('-')
+		} else {
+			b.WriteString(strconv.Itoa(index[r.EndpointID]))
+		}
+	}
+	return endpoints, b.String()
+}
+
+// unpackEndpoints sets the members' endpoints from p (see packedBatchArgs).
+func unpackEndpoints(p packedBatchArgs, refs []ExecutionRef) error {
+	if len(p.Endpoints) == 0 {
+		return nil
+	}
+	if p.MemberEndpoints == "" {
+		for i := range refs {
+			refs[i].EndpointID = p.Endpoints[0]
+		}
+		return nil
+	}
+	fields := strings.Fields(p.MemberEndpoints)
+	if len(fields) != len(refs) {
+		return fmt.Errorf("%w: %d member endpoints for %d members", errBadBatchArgs, len(fields), len(refs))
+	}
+	for i, f := range fields {
+		if f == "-" {
+			continue
+		}
+		e, err := strconv.Atoi(f)
+		if err != nil || e < 0 || e >= len(p.Endpoints) {
+			return fmt.Errorf("%w: member endpoint %q", errBadBatchArgs, f)
+		}
+		refs[i].EndpointID = p.Endpoints[e]
+	}
+	return nil
 }
 
 // errBadBatchArgs is what UnmarshalJSON reports for args it did not write.
@@ -127,6 +200,9 @@ func (a *DeliverBatchArgs) UnmarshalJSON(b []byte) error {
 			r.ScheduledFor = first.Add(time.Duration(us) * time.Microsecond)
 		}
 		out = append(out, r)
+	}
+	if err := unpackEndpoints(p, out); err != nil {
+		return err
 	}
 	a.Executions = slices.Clip(out)
 	return nil

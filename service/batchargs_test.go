@@ -39,6 +39,8 @@ func TestDeliverBatchArgsRoundTrip(t *testing.T) {
 		"0." + in.Executions[3].ExecutionID + ".19999",
 	}, members)
 
+	require.NotContains(t, raw, "endpoints", "no member names an endpoint")
+
 	var out DeliverBatchArgs
 	require.NoError(t, json.Unmarshal(b, &out))
 	require.Len(t, out.Executions, len(in.Executions))
@@ -46,6 +48,55 @@ func TestDeliverBatchArgsRoundTrip(t *testing.T) {
 		require.Equal(t, in.Executions[i].TenantID, out.Executions[i].TenantID)
 		require.Equal(t, in.Executions[i].ExecutionID, out.Executions[i].ExecutionID)
 		require.True(t, in.Executions[i].ScheduledFor.Equal(out.Executions[i].ScheduledFor), "member %d", i)
+	}
+}
+
+// The members' endpoints travel apart from the members: a list, and each
+// member's index in it unless all are the first's; a reader of the
+// members alone (the previous version) reads them as before.
+func TestDeliverBatchArgsEndpoints(t *testing.T) {
+	t.Parallel()
+	e1, e2 := NewID(), NewID()
+	one := DeliverBatchArgs{Executions: []ExecutionRef{
+		{TenantID: "acme", ExecutionID: NewID(), EndpointID: e1}, {TenantID: "acme", ExecutionID: NewID(), EndpointID: e1}}}
+	mixed := DeliverBatchArgs{Executions: []ExecutionRef{
+		{TenantID: "acme", ExecutionID: NewID(), EndpointID: e2}, {TenantID: "acme", ExecutionID: NewID()},
+		{TenantID: "acme", ExecutionID: NewID(), EndpointID: e1}, {TenantID: "acme", ExecutionID: NewID(), EndpointID: e2}}}
+	for _, c := range []struct {
+		in      DeliverBatchArgs
+		members string
+	}{{one, ""}, {mixed, "0 - 1 0"}} {
+		b, err := json.Marshal(c.in)
+		require.NoError(t, err)
+		var raw map[string]any
+		require.NoError(t, json.Unmarshal(b, &raw))
+		if c.members == "" {
+			require.Equal(t, []any{e1}, raw["endpoints"])
+			require.NotContains(t, raw, "member_endpoints")
+		} else {
+			require.Equal(t, []any{e2, e1}, raw["endpoints"])
+			require.Equal(t, c.members, raw["member_endpoints"])
+		}
+		var out DeliverBatchArgs
+		require.NoError(t, json.Unmarshal(b, &out))
+		require.Equal(t, c.in, out)
+
+		var previous struct { // what the previous version read
+			Tenants    []string `json:"tenants"`
+			Executions string   `json:"executions"`
+		}
+		require.NoError(t, json.Unmarshal(b, &previous))
+		for _, m := range strings.Fields(previous.Executions) {
+			require.Len(t, strings.Split(m, "."), 3, "a member as before: %s", m)
+		}
+	}
+	id := NewID()
+	for _, args := range []string{
+		`{"tenants":["a"],"executions":"0.` + id + `.-","endpoints":["e"],"member_endpoints":"1"}`,   // no such endpoint
+		`{"tenants":["a"],"executions":"0.` + id + `.-","endpoints":["e"],"member_endpoints":"0 0"}`, // one too many
+	} {
+		var out DeliverBatchArgs
+		require.ErrorIs(t, json.Unmarshal([]byte(args), &out), errBadBatchArgs, args)
 	}
 }
 

@@ -50,6 +50,10 @@ type Delivery struct {
 	// Late is set when the attempt sends a misfire its task's misfire
 	// policy still fires (the execution is marked late).
 	Late bool
+	// FiringLateness is set when this Begin started the first attempt of
+	// an on-time scheduled fire: how late it started (firingLateness, by
+	// the database's clock, as first_started_at records it).
+	FiringLateness *time.Duration
 	// Limit names the limit of ActionHold (limits.Table); Throttled is
 	// set when this Begin put the delivery on hold (its throttled event).
 	// An attempt admitted through a limit holds a permit, which the
@@ -103,6 +107,9 @@ type Delivery struct {
 
 	// released: this Begin gave back the execution's permit.
 	released bool
+	// ended counts the executions this Begin ended (itself, and the
+	// pending ones an auto-pause cancelled).
+	ended ended
 }
 
 // Begin decides (decideStart) and records the start of River attempt
@@ -131,13 +138,17 @@ func (s *Deliveries) BeginJob(ctx context.Context, tenant, executionID string, l
 			return Delivery{}, err
 		}
 		d.Action, d.Attempt, d.Keys = ActionSend, r.row.Attempts, keys
+		d.FiringLateness = firstFiringLateness(r.row, false) // a batched start is never a catch-up
 		return d, nil
 	}
 	return s.beginRow(ctx, tenant, executionID, lease, jobID)
 }
 
 // beginRow is Begin's row-by-row path: it locks the execution, reads the
-// facts, asks decideStart and applies the verdict.
+// facts, asks decideStart and applies the verdict. Facts that must be
+// decided alone (startRules.decidedAlone) are read again once the task's
+// row lock is held: in READ COMMITTED the second statement sees what the
+// misfire decided before it committed.
 func (s *Deliveries) beginRow(ctx context.Context, tenant, executionID string, lease int, jobID int64) (Delivery, error) {
 	var d Delivery
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
@@ -145,12 +156,21 @@ func (s *Deliveries) beginRow(ctx context.Context, tenant, executionID string, l
 		if err != nil {
 			return storeError(err, "load execution "+executionID)
 		}
+		if s.cfg.rules().decidedAlone(startFactsOf(row, lease, jobID, nil)) {
+			if err := db.LockTask(ctx, tx, tenant, row.TaskID); err != nil {
+				return err
+			}
+			if row, err = db.GetDeliveryForUpdate(ctx, tx, tenant, executionID, s.cfg.misfire()); err != nil {
+				return storeError(err, "load execution "+executionID)
+			}
+		}
 		d, err = s.begin(ctx, tx, row, lease, jobID)
 		return err
 	})
 	if err != nil {
 		return Delivery{}, storeError(err, "begin delivery")
 	}
+	d.ended.report(s.cfg.Metrics)
 	if d.Action == ActionHold || d.released {
 		// Committed: the dispatcher, which may be polling slowly while
 		// nothing was held, finds the hold, or the room, at once.
@@ -169,6 +189,7 @@ func startFactsOf(row db.DeliveryRow, lease int, jobID int64, gates []limits.Gat
 		TaskFound: row.TaskFound, TaskState: zeroIfNil(row.TaskState), OverlapPolicy: zeroIfNil(row.OverlapPolicy),
 		MisfirePolicy: zeroIfNil(row.MisfirePolicy), MaxAttempts: int(zeroIfNil(row.MaxAttempts)),
 		EarlierUnfinished: row.EarlierUnfinished, LaterMissed: row.LaterMissed,
+		LaterMisfire: row.LaterMisfire, CaughtUp: row.CaughtUp, CatchUpShard: row.CatchUpShard,
 		EndpointFound: row.EndpointFound, EndpointEnabled: zeroIfNil(row.EndpointEnabled),
 		Waited: row.Now.Sub(row.ScheduledFor), Waiting: row.Waiting,
 		EndpointLimited: row.EndpointMaxConcurrency != nil || row.EndpointRateLimit != nil,
@@ -212,6 +233,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 			return Delivery{}, err
 		}
 		d.Action, d.State, d.Ended = ActionDone, ExecCancelled, true
+		d.ended.add(ExecCancelled, 1)
 		return d, nil
 
 	case startSkip:
@@ -221,6 +243,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 			return Delivery{}, err
 		}
 		d.Action, d.State, d.Ended = ActionDone, ExecSkipped, true
+		d.ended.add(ExecSkipped, 1)
 		return d, nil
 
 	case startMiss:
@@ -233,6 +256,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 			return Delivery{}, storeError(err, "count missed slot")
 		}
 		d.Action, d.State, d.Ended, d.Missed = ActionDone, ExecSkipped, true, true
+		d.ended.add(ExecSkipped, 1)
 		return d, nil
 
 	case startFail:
@@ -241,10 +265,13 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 		if err := s.end(ctx, tx, row, lease, ExecFailed, dec.Reason, dec.ErrorClass, events); err != nil {
 			return Delivery{}, err
 		}
-		if _, err := s.afterFailure(ctx, tx, row.TenantID, row.ID, row.TaskID); err != nil {
+		fx, err := s.afterFailure(ctx, tx, row.TenantID, row.ID, row.TaskID)
+		if err != nil {
 			return Delivery{}, err
 		}
 		d.Action, d.State, d.Ended = ActionDone, ExecFailed, true
+		d.ended.add(ExecFailed, 1)
+		d.ended.add(ExecCancelled, fx.cancelled)
 		return d, nil
 	}
 
@@ -276,6 +303,11 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 	if !ok {
 		return Delivery{}, conflictf("start execution %s attempt %d: the execution changed under its lock", row.ID, lease)
 	}
+	if dec.CatchUp {
+		if err := db.RecordCatchUp(ctx, tx, row.TenantID, row.TaskID); err != nil {
+			return Delivery{}, storeError(err, "record catch-up")
+		}
+	}
 	started := db.DeliveryEvent{Type: EventAttemptStarted, Attempt: &attempts}
 	if dec.Late {
 		// A late fire says so, and which policy let it through.
@@ -291,7 +323,22 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 		return Delivery{}, err
 	}
 	d.Action, d.State, d.Attempt, d.Resumed, d.Late, d.Keys = ActionSend, ExecRunning, attempts, dec.Resumed, dec.Late, keys
+	d.FiringLateness = firstFiringLateness(row, dec.Late)
 	return d, nil
+}
+
+// firstFiringLateness is the firing lateness of row's first start, made
+// now (nil: it was not its first, or it has none). A first start records
+// first_started_at = now(), the row's Now; a catch-up is marked late by
+// its start (late) or was by the scheduler, which its start decides again.
+func firstFiringLateness(row db.DeliveryRow, late bool) *time.Duration {
+	if !row.NeverStarted {
+		return nil
+	}
+	if d, ok := firingLateness(row.Trigger, late, row.ScheduledFor, &row.Now); ok {
+		return &d
+	}
+	return nil
 }
 
 // end moves the locked execution row to a final state from the state Begin

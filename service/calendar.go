@@ -26,42 +26,47 @@ type (
 // calendar's dates reschedules the tasks and workflows that exclude it, as
 // tasks does for a schedule patch.
 func NewCalendars(pool *db.Pool, tasks *Tasks) *Calendars {
-	return calendar.New(pool, func(ctx context.Context, tx db.Tx, tenant, id string) error {
+	return calendar.New(pool, func(ctx context.Context, tx db.Tx, tenant, id string) (func(), error) {
 		return rescheduleCalendarUsers(ctx, tx, tasks, tenant, id)
 	})
 }
 
 // rescheduleCalendarUsers reschedules, in tx, every task and workflow
-// whose schedule excludes calendar id, whose dates just changed.
-func rescheduleCalendarUsers(ctx context.Context, tx db.Tx, tasks *Tasks, tenant, id string) error {
+// whose schedule excludes calendar id, whose dates just changed; the
+// returned function reports the executions that ended (cancelled) once
+// the change committed.
+func rescheduleCalendarUsers(ctx context.Context, tx db.Tx, tasks *Tasks, tenant, id string) (func(), error) {
+	var done ended
 	ids, err := db.TasksUsingCalendar(ctx, tx, tenant, id, calendarUsersMax+1)
 	if err != nil {
-		return storeError(err, "list the calendar's tasks")
+		return nil, storeError(err, "list the calendar's tasks")
 	}
 	if len(ids) > calendarUsersMax {
-		return conflictf("more than %d tasks use the calendar; split it before changing its dates", calendarUsersMax)
+		return nil, conflictf("more than %d tasks use the calendar; split it before changing its dates", calendarUsersMax)
 	}
 	for _, taskID := range ids {
-		if err := tasks.recalendar(ctx, tx, tenant, taskID); err != nil {
-			return err
+		if err := tasks.recalendar(ctx, tx, tenant, taskID, &done); err != nil {
+			return nil, err
 		}
 	}
 	wfs, err := db.WorkflowsUsingCalendar(ctx, tx, tenant, id, calendarUsersMax+1)
 	if err != nil {
-		return storeError(err, "list the calendar's workflows")
+		return nil, storeError(err, "list the calendar's workflows")
 	}
 	if len(wfs) > calendarUsersMax {
-		return conflictf("more than %d workflows use the calendar; split it before changing its dates", calendarUsersMax)
+		return nil, conflictf("more than %d workflows use the calendar; split it before changing its dates", calendarUsersMax)
 	}
 	for _, wfID := range wfs {
-		if err := recalendarWorkflow(ctx, tx, tenant, wfID, tasks.cfg.Metrics); err != nil {
-			return err
+		if err := recalendarWorkflow(ctx, tx, tenant, wfID, tasks.cfg.Metrics, &done); err != nil {
+			return nil, err
 		}
 	}
 	if len(ids) > 0 {
-		return storeError(db.NotifyTaskChanged(ctx, tx), "notify task change")
+		if err := db.NotifyTaskChanged(ctx, tx); err != nil {
+			return nil, storeError(err, "notify task change")
+		}
 	}
-	return nil
+	return func() { done.report(tasks.cfg.Metrics) }, nil
 }
 
 // loadCalendars returns the calendars ids names as a schedule applies

@@ -178,8 +178,10 @@ func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, lat
 	var (
 		state string
 		fin   Finished
+		done  ended
 	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		row, err := db.GetDeliveryOutcome(ctx, tx, d.TenantID, d.ExecutionID)
 		if err != nil {
 			return err
@@ -195,7 +197,7 @@ func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, lat
 			if err != nil {
 				return err
 			}
-			state = fin.State
+			state, done = fin.State, fin.ended
 			return db.EndCallback(ctx, tx, d.TenantID, d.ExecutionID, d.Attempt, nil)
 		}
 		ok, err := db.AcceptCallback(ctx, tx, d.TenantID, d.ExecutionID, d.Attempt, d.Lease, statusCode)
@@ -217,6 +219,7 @@ func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, lat
 		return "", storeError(err, "accept callback attempt")
 	}
 	s.released(fin)
+	done.report(s.cfg.Metrics)
 	return state, nil
 }
 
@@ -412,6 +415,7 @@ func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, g
 		return Completed{}, storeError(err, "complete callback attempt")
 	}
 	s.released(out.Finished)
+	out.ended.report(s.cfg.Metrics)
 	return out, nil
 }
 
@@ -455,7 +459,9 @@ func (s *Deliveries) SweepCallbacks(ctx context.Context) (CallbackSweep, error) 
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
+		var done ended
 		err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+			done = nil
 			row, err := db.GetDeliveryOutcome(ctx, tx, r.TenantID, r.ExecutionID)
 			if err != nil {
 				return storeError(err, "load execution "+r.ExecutionID)
@@ -487,6 +493,7 @@ func (s *Deliveries) SweepCallbacks(ctx context.Context) (CallbackSweep, error) 
 			}
 			res.TimedOut[cb.ExpiredClass]++
 			released = released || fin.released
+			done = fin.ended
 			if fin.State == ExecRetrying {
 				res.Retrying++
 			} else {
@@ -496,6 +503,9 @@ func (s *Deliveries) SweepCallbacks(ctx context.Context) (CallbackSweep, error) 
 		})
 		if err = storeError(err, "time out callback attempt"); err != nil && !errors.Is(err, ErrNotFound) {
 			return res, err
+		}
+		if err == nil {
+			done.report(s.cfg.Metrics)
 		}
 	}
 	return res, nil

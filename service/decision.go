@@ -62,9 +62,18 @@ type startFacts struct {
 	EarlierUnfinished int
 	// LaterMissed counts the task's scheduled executions after this one
 	// whose slots are misfires too, up to the rules' CatchUpMax; it is only
-	// counted for a misfire (startRules.misfire) of a fire_once or
-	// fire_all task.
+	// counted for a misfire (startRules.misfire) of a fire_all task.
 	LaterMissed int
+	// The facts of a misfire of a fire_once task (false otherwise), read
+	// under the task's row lock (startRules.decidedAlone):
+	// LaterMisfire: a later scheduled execution of the task is a misfire
+	// not decided yet, so it is decided after this one; CaughtUp: the
+	// task's latest catch-up (a late fire) started at or after this slot;
+	// CatchUpShard: another shard of this slot was sent late, as the
+	// catch-up.
+	LaterMisfire bool
+	CaughtUp     bool
+	CatchUpShard bool
 
 	// The task's endpoint (EndpointFound false: deleted).
 	EndpointFound   bool
@@ -100,6 +109,16 @@ type startRules struct {
 // scheduled slot, still pending, picked up past the threshold.
 func (r startRules) misfire(f startFacts) bool {
 	return f.State == ExecPending && f.Trigger == TriggerSchedule && f.NeverStarted && f.Waited > r.MisfireThreshold
+}
+
+// decidedAlone reports whether the facts must be read, and the decision
+// made, holding the task's row lock: a misfire of a fire_once task, whose
+// decision reads what the task's other misfires decided (CaughtUp,
+// LaterMisfire) and whose every outcome writes the task row. Two misfires
+// of a task then never decide at once, each unaware of the other's catch-
+// up.
+func (r startRules) decidedAlone(f startFacts) bool {
+	return r.misfire(f) && f.MisfirePolicy == MisfireFireOnce
 }
 
 // startVerdict is what Begin does with an attempt.
@@ -160,6 +179,10 @@ type startDecision struct {
 	Attempt int
 	// Late: a misfire the task's misfire policy still sends (startSend).
 	Late bool
+	// CatchUp: the late send is a fire_once task's catch-up; the task
+	// records when it started (db.RecordCatchUp), in the transaction that
+	// starts it, and its misfires due by then are missed.
+	CatchUp bool
 	// ErrorClass classifies startFail.
 	ErrorClass string
 	// Batch: the batched start (db.StartPendingDeliveries) makes this
@@ -218,8 +241,8 @@ func (f startFacts) startPermits(v startVerdict) (admit, release bool) {
 //   - a misfire (a first fire of a slot picked up more than the misfire
 //     threshold after it, by the database clock: the worker or the
 //     database was down, or a backlog): its task's misfire_policy decides.
-//     "skip" misses it; "fire_once" misses it when a later slot of the
-//     task is a misfire too (only the latest fires); "fire_all" misses it
+//     "skip" misses it; "fire_once" sends one late fire, its catch-up,
+//     for the slots missed at once (missReason); "fire_all" misses it
 //     beyond the catch-up window or when CatchUpMax later slots are
 //     misfires too; one that is not missed goes on as a late fire;
 //   - overlap (pending executions only): "skip" with an unfinished
@@ -285,18 +308,36 @@ func startVerdictOf(f startFacts, r startRules) startDecision {
 	// A delivery through gates is admitted through them first (Admit),
 	// which the batched start does not do.
 	batch := f.State == ExecPending && f.OverlapPolicy == OverlapAllow && !late && !f.EndpointLimited && !f.TenantLimited
-	return startDecision{Verdict: startSend, Resumed: resumed, Attempt: next, Late: late, Batch: batch}
+	return startDecision{Verdict: startSend, Resumed: resumed, Attempt: next, Late: late, Batch: batch,
+		CatchUp: late && f.MisfirePolicy == MisfireFireOnce}
 }
 
 // missReason says why the misfire f is not sent, or "" when its task's
 // misfire policy sends it late.
+//
+// fire_once promises one late fire, the catch-up, for the slots a task
+// misses at once (ax or its database was down, or behind): it stands for
+// every slot of the task that was due when it started, and those are
+// missed; the slots due after it fire on time, or, picked up late too,
+// make a new catch-up. Of the misfires queued at once the latest fires: a
+// misfire with a later one still to decide is missed. So after an outage
+// a task sends exactly one late fire, then fires on time — however its
+// queued slots cross the threshold one after the other while the backlog
+// drains — as long as the slots due after the catch-up are picked up
+// within the threshold. The shards of the
+// catch-up's slot are sent with it. A misfire of a fire_once task is
+// decided under its task's row lock (decidedAlone), one at a time.
 func (r startRules) missReason(f startFacts) string {
 	late := fmt.Sprintf("picked up more than %s after its slot", r.MisfireThreshold)
 	switch f.MisfirePolicy {
 	case MisfireSkip:
 		return "missed: " + late + " (misfire_policy skip)"
 	case MisfireFireOnce:
-		if f.LaterMissed > 0 {
+		switch {
+		case f.CatchUpShard: // sent with the catch-up it is a shard of
+		case f.CaughtUp:
+			return "missed: " + late + "; a late fire that started after its slot stands for it (misfire_policy fire_once)"
+		case f.LaterMisfire:
 			return "missed: " + late + "; a later missed slot fires instead (misfire_policy fire_once)"
 		}
 	case MisfireFireAll:

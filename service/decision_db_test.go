@@ -107,6 +107,9 @@ type equivTask struct {
 	Failures           int
 	PauseAfterFailures int
 	Alert              bool
+	// CaughtUp: the task's latest catch-up started half an hour ago
+	// (caught_up_at).
+	CaughtUp bool
 }
 
 // equivExec is an execution of a combination.
@@ -127,24 +130,28 @@ type equivExec struct {
 	// WorkflowRun: the execution is the one node of a running workflow
 	// run (its task is the node's).
 	WorkflowRun bool
+	// CatchUpShard: another shard of its slot was sent late (shard 1,
+	// succeeded); the execution is shard 0.
+	CatchUpShard bool
 }
 
 // equivCase is one combination: a task (or none), earlier unfinished
-// executions of it, later scheduled ones (succeeded, a quarter of the way
-// from the execution's slot to now), and the execution under test with the
-// attempt asking.
+// executions of it, later scheduled ones (succeeded, or pending, a quarter
+// of the way from the execution's slot to now), and the execution under
+// test with the attempt asking.
 type equivCase struct {
 	// Tenant is equivTenant or equivLimited ("": equivTenant).
-	Tenant  string
-	ID      string
-	TaskID  string
-	Task    *equivTask
-	Earlier int
-	Later   int
-	Exec    equivExec
-	Lease   int
-	JobID   int64
-	Outcome Outcome // Finish only
+	Tenant       string
+	ID           string
+	TaskID       string
+	Task         *equivTask
+	Earlier      int
+	Later        int
+	LaterPending int
+	Exec         equivExec
+	Lease        int
+	JobID        int64
+	Outcome      Outcome // Finish only
 	// Permit: the execution holds a permit through its tenant's gate (a
 	// hold the dispatcher granted, or an attempt admitted).
 	Permit bool
@@ -183,10 +190,11 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 			misfire := cmp.Or(c.Task.Misfire, MisfireFireOnce)
 			_, err := tx.Exec(ctx, `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, interval_seconds,
 					state, overlap_policy, max_attempts, initial_backoff_ms, max_backoff_ms, consecutive_failures,
-					pause_after_failures, alert_endpoint_id, misfire_policy)
-				VALUES ($1, $2, $3, $4, 'interval', 60, $5, $6, $7, 1000, 60000, $8, $9, $10, $11)`,
+					pause_after_failures, alert_endpoint_id, misfire_policy, caught_up_at)
+				VALUES ($1, $2, $3, $4, 'interval', 60, $5, $6, $7, 1000, 60000, $8, $9, $10, $11,
+					CASE WHEN $12 THEN now() - interval '30 minutes' END)`,
 				tenant, c.TaskID, fmt.Sprintf("t-%d", i), endpoint[c.Task.Endpoint], c.Task.State, c.Task.Overlap,
-				c.Task.MaxAttempts, c.Task.Failures, pause, alert, misfire)
+				c.Task.MaxAttempts, c.Task.Failures, pause, alert, misfire, c.Task.CaughtUp)
 			require.NoError(t, err)
 		}
 		for k := range c.Earlier {
@@ -202,6 +210,19 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 				VALUES ($1, $2, $3, now() - make_interval(secs => $4 * 3 / 4) + make_interval(secs => $5), 'schedule', 'succeeded', 1,
 					now(), now(), now())`,
 				tenant, uuidFor(c.ID, 100+k), c.TaskID, c.Exec.Ago.Seconds(), k)
+			require.NoError(t, err)
+		}
+		for k := range c.LaterPending {
+			_, err := tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state)
+				VALUES ($1, $2, $3, now() - make_interval(secs => $4 * 3 / 4) + make_interval(secs => 10 + $5), 'schedule', 'pending')`,
+				tenant, uuidFor(c.ID, 110+k), c.TaskID, c.Exec.Ago.Seconds(), k)
+			require.NoError(t, err)
+		}
+		if c.Exec.CatchUpShard {
+			_, err := tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, attempts,
+					started_at, first_started_at, finished_at, late, shard, shard_count)
+				VALUES ($1, $2, $3, now() - make_interval(secs => $4), 'schedule', 'succeeded', 1, now(), now(), now(), true, 1, 2)`,
+				tenant, uuidFor(c.ID, 120), c.TaskID, c.Exec.Ago.Seconds())
 			require.NoError(t, err)
 		}
 		x := c.Exec
@@ -292,7 +313,8 @@ func (e *equivDB) snapshot(t *testing.T, cases []equivCase) []equivState {
 				ev.Type, deref(ev.Attempt), deref(ev.StatusCode), deref(ev.LatencyMS), deref(ev.ErrorClass), deref(ev.Message), ev.Data))
 		}
 		if c.Task != nil {
-			require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT format('%s failures=%s missed=%s', state, consecutive_failures, missed_count)
+			require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT format('%s failures=%s missed=%s caught_up_now=%s', state,
+					consecutive_failures, missed_count, coalesce(caught_up_at > now() - interval '10 minutes', false))
 				FROM tasks WHERE tenant_id = $1 AND id = $2`, tenant, c.TaskID).Scan(&s.Task))
 		}
 		if c.Exec.WorkflowRun {
@@ -455,13 +477,35 @@ func waitingCases(newID func() string) []equivCase {
 // that its misfire decision reads: how late it is picked up, its task's
 // policy, how many later slots are misfires too, whether it ever started
 // (an API retry) and its retry budget, with the decisions around it
-// (cancel, overlap).
+// (cancel, overlap); and for fire_once, every combination of a later
+// misfire still pending, the task's catch-up and a shard of its slot sent
+// late, with the decisions around them.
 func misfireCases(newID func() string) []equivCase {
 	type budget struct {
 		attempts, base int
 		retried        bool
 	}
 	var out []equivCase
+	for _, ts := range []string{TaskActive, TaskPaused} {
+		for _, trigger := range []string{TriggerSchedule, TriggerManual} {
+			for _, overlap := range []string{OverlapAllow, OverlapSkip} {
+				for _, earlier := range []int{0, 1} {
+					for _, ago := range []time.Duration{time.Second, 2 * time.Hour} {
+						for _, later := range []int{0, 1} {
+							for stretch := 1; stretch < 8; stretch++ { // the three facts' other combinations
+								pending, caughtUp, shard := stretch&1, stretch&2 != 0, stretch&4 != 0
+								out = append(out, equivCase{ID: newID(), TaskID: newID(), Lease: 1, Earlier: earlier, Later: later,
+									LaterPending: pending,
+									Task: &equivTask{State: ts, Overlap: overlap, Misfire: MisfireFireOnce, MaxAttempts: 3, Endpoint: "on",
+										CaughtUp: caughtUp},
+									Exec: equivExec{State: ExecPending, Trigger: trigger, Ago: ago, CatchUpShard: shard}})
+							}
+						}
+					}
+				}
+			}
+		}
+	}
 	for _, ts := range []string{TaskActive, TaskPaused} {
 		for _, trigger := range []string{TriggerSchedule, TriggerManual} {
 			for _, overlap := range []string{OverlapAllow, OverlapSkip} {

@@ -155,10 +155,24 @@ func TestDecideStart(t *testing.T) {
 		{"at the threshold is on time", late(MisfireSkip, 5*time.Second, 0), startDecision{Verdict: startSend, Attempt: 1, Batch: true}},
 		{"misfire, skip", late(MisfireSkip, 6*time.Second, 0),
 			startDecision{Verdict: startMiss, Reason: "missed: picked up more than 5s after its slot (misfire_policy skip)"}},
-		{"misfire, fire_once, the latest", late(MisfireFireOnce, time.Minute, 0), startDecision{Verdict: startSend, Attempt: 1, Late: true}},
-		{"misfire, fire_once, a later one fires", late(MisfireFireOnce, time.Minute, 1),
-			startDecision{Verdict: startMiss,
-				Reason: "missed: picked up more than 5s after its slot; a later missed slot fires instead (misfire_policy fire_once)"}},
+		{"misfire, fire_once, the latest: the catch-up", late(MisfireFireOnce, time.Minute, 0),
+			startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true}},
+		{"misfire, fire_once, a later one still to decide fires", func(f *startFacts) {
+			late(MisfireFireOnce, time.Minute, 0)(f)
+			f.LaterMisfire = true
+		}, startDecision{Verdict: startMiss,
+			Reason: "missed: picked up more than 5s after its slot; a later missed slot fires instead (misfire_policy fire_once)"}},
+		{"misfire, fire_once, a catch-up started since its slot", func(f *startFacts) {
+			late(MisfireFireOnce, time.Minute, 0)(f)
+			f.CaughtUp = true
+		}, startDecision{Verdict: startMiss,
+			Reason: "missed: picked up more than 5s after its slot; a late fire that started after its slot stands for it (misfire_policy fire_once)"}},
+		{"misfire, fire_once, a shard of the catch-up's slot is sent with it", func(f *startFacts) {
+			late(MisfireFireOnce, time.Minute, 0)(f)
+			f.CaughtUp, f.LaterMisfire, f.CatchUpShard = true, true, true
+		}, startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true}},
+		{"misfire, fire_once, later slots fired count for fire_all only", late(MisfireFireOnce, time.Minute, 5),
+			startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true}},
 		{"misfire, fire_all", late(MisfireFireAll, time.Minute, 99), startDecision{Verdict: startSend, Attempt: 1, Late: true}},
 		{"misfire, fire_all, beyond CatchUpMax", late(MisfireFireAll, time.Minute, 100),
 			startDecision{Verdict: startMiss,
@@ -208,6 +222,29 @@ func TestDecideStart(t *testing.T) {
 		f := sendable
 		tt.change(&f)
 		require.Equal(t, tt.want, decideStart(f, DeliveriesConfig{}.WithDefaults().rules()), tt.name)
+	}
+}
+
+// TestDecidedAlone: a misfire of a fire_once task, and only that, is
+// decided under its task's row lock (its decision reads what the task's
+// other misfires decided).
+func TestDecidedAlone(t *testing.T) {
+	t.Parallel()
+	r := DeliveriesConfig{}.WithDefaults().rules()
+	misfire := startFacts{State: ExecPending, Trigger: TriggerSchedule, NeverStarted: true, MisfirePolicy: MisfireFireOnce,
+		Waited: time.Minute}
+	require.True(t, r.decidedAlone(misfire))
+	for name, change := range map[string]func(*startFacts){
+		"on time":      func(f *startFacts) { f.Waited = time.Second },
+		"fire_all":     func(f *startFacts) { f.MisfirePolicy = MisfireFireAll },
+		"skip":         func(f *startFacts) { f.MisfirePolicy = MisfireSkip },
+		"manual":       func(f *startFacts) { f.Trigger = TriggerManual },
+		"an API retry": func(f *startFacts) { f.NeverStarted = false },
+		"retrying":     func(f *startFacts) { f.State = ExecRetrying },
+	} {
+		f := misfire
+		change(&f)
+		require.False(t, r.decidedAlone(f), name)
 	}
 }
 

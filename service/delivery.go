@@ -49,8 +49,9 @@ type DeliveriesConfig struct {
 	// endpoint's limits (Begin). Nil: endpoint limits still apply,
 	// tenant limits do not.
 	Limits *Limits
-	// Metrics, when set, counts the workflow runs an outcome ends
-	// (ax_workflow_runs_total).
+	// Metrics, when set, counts the executions (ax_executions_finished_total)
+	// and the workflow runs (ax_workflow_runs_total) that a start or an
+	// outcome ends.
 	Metrics *metrics.Metrics
 }
 
@@ -205,6 +206,7 @@ func (s *Deliveries) recordSuccesses(ctx context.Context, oks []db.DeliverySucce
 	if err != nil {
 		return nil, storeError(err, "record successes")
 	}
+	s.cfg.Metrics.ExecutionsFinished(ExecSucceeded, len(done))
 	res := make([]successResult, len(oks))
 	for i := range oks {
 		res[i].attempts, res[i].ok = done[i]

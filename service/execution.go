@@ -47,9 +47,13 @@ const (
 	EventReconciled       = "reconciled"
 )
 
-// Execution is one fire of a task.
+// Execution is one fire of a task, or of a workflow step.
 type Execution struct {
-	ID             string
+	ID string
+	// TaskID is the task the execution fires; "" for a workflow step's,
+	// which WorkflowID, WorkflowRunID and Node name (a step is sent by a
+	// task of the workflow's own, which the API never shows: its id would
+	// lead nowhere).
 	TaskID         string
 	ScheduledFor   time.Time
 	Trigger        string
@@ -61,7 +65,10 @@ type Execution struct {
 	LastError      string
 	LastErrorClass string
 	CreatedAt      time.Time
+	// StartedAt is when its latest attempt started, FirstStartedAt its
+	// first.
 	StartedAt      *time.Time
+	FirstStartedAt *time.Time
 	FinishedAt     *time.Time
 	// Round is 1 for a slot's first fire and one more for each backfill
 	// that re-ran the slot.
@@ -116,8 +123,9 @@ type Executions struct {
 
 // ExecutionsConfig configures Executions.
 type ExecutionsConfig struct {
-	// Metrics, when set, counts the workflow runs that a change of one of
-	// their executions ends (ax_workflow_runs_total).
+	// Metrics, when set, counts the executions a cancel or a skip ends
+	// (ax_executions_finished_total) and the workflow runs that a change
+	// of one of their executions ends (ax_workflow_runs_total).
 	Metrics *metrics.Metrics
 }
 
@@ -198,11 +206,16 @@ func (s *Executions) Get(ctx context.Context, tenant, id string) (ExecutionDetai
 // cancelled at once. Cancelling a running execution again is a no-op; any
 // other state is a conflict.
 func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
-	return s.change(ctx, tenant, id, AuditCancel, func(tx db.Tx, row db.Execution) error {
+	var done ended
+	out, err := s.change(ctx, tenant, id, AuditCancel, func(tx db.Tx, row db.Execution) error {
 		var (
 			ok  bool
 			err error
+			// now: the execution is cancelled at once (not a cancel
+			// requested of a running one, which its worker ends).
+			now = true
 		)
+		done = nil
 		if !lifecycle.ExecUnfinished.Has(row.State) {
 			return conflictf("the execution is %s; only pending, retrying and running executions can be cancelled", row.State)
 		}
@@ -233,6 +246,7 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 					"cancelled through the API (no job was delivering the execution)", []string{ExecRunning})
 			default:
 				ok, err = db.RequestExecutionCancel(ctx, tx, tenant, id)
+				now = false
 			}
 		}
 		if err != nil {
@@ -240,6 +254,9 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 		}
 		if !ok { // the row is locked: cannot happen
 			return conflictf("the execution changed state; try again")
+		}
+		if now {
+			done.add(ExecCancelled, 1)
 		}
 		// Even when a job cannot be cancelled (a worker just picked it
 		// up), the worker re-checks the execution and sends nothing.
@@ -257,6 +274,11 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 		}
 		return nil
 	})
+	if err != nil {
+		return ExecutionDetail{}, err
+	}
+	done.report(s.cfg.Metrics)
+	return out, nil
 }
 
 // change runs fn on the execution locked in a transaction and returns the
@@ -547,7 +569,7 @@ func validDedupKey(k string) bool {
 func (s *Executions) enqueueNow(ctx context.Context, tx db.Tx, tenant, executionID string, task db.Task) (int64, error) {
 	var now time.Time // scheduled for now: not a scheduled job
 	res, err := s.enq.insertMany(ctx, tx, []river.InsertManyParams{
-		deliverInsert(tenant, executionID, now, int(task.Priority), int(task.MaxAttempts), now, 0, QueueDeliver),
+		deliverInsert(tenant, executionID, task.EndpointID, now, int(task.Priority), int(task.MaxAttempts), now, 0, QueueDeliver),
 	})
 	if err != nil {
 		return 0, err
@@ -569,15 +591,18 @@ func (s *Executions) withEvents(ctx context.Context, q db.Querier, row db.Execut
 func executionDetailOf(r db.Execution, events []db.ExecutionEvent) ExecutionDetail {
 	d := ExecutionDetail{
 		Execution: Execution{
-			ID: r.ID, TaskID: r.TaskID, ScheduledFor: r.ScheduledFor.UTC(), Trigger: r.Trigger, DedupKey: strValue(r.DedupKey),
+			ID: r.ID, ScheduledFor: r.ScheduledFor.UTC(), Trigger: r.Trigger, DedupKey: strValue(r.DedupKey),
 			State: r.State, Attempts: int(r.Attempts), Late: r.Late, LastStatusCode: intValue(r.LastStatusCode),
 			LastError: strValue(r.LastError), LastErrorClass: strValue(r.LastErrorClass), CreatedAt: r.CreatedAt.UTC(),
-			StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt), Round: int(r.Round), BackfillID: strValue(r.BackfillID),
+			StartedAt: utcPtr(r.StartedAt), FirstStartedAt: utcPtr(r.FirstStartedAt), FinishedAt: utcPtr(r.FinishedAt), Round: int(r.Round), BackfillID: strValue(r.BackfillID),
 			WorkflowID: strValue(r.WorkflowID), WorkflowRunID: strValue(r.WorkflowRunID), Node: strValue(r.Node),
 			Shard: int(r.Shard),
 		},
 		CancelRequested: r.CancelRequested,
 		NextAttemptAt:   utcPtr(r.NextAttemptAt),
+	}
+	if r.WorkflowRunID == nil {
+		d.TaskID = r.TaskID
 	}
 	if events != nil {
 		d.Events = make([]Event, 0, len(events))
@@ -618,8 +643,12 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 	if !validID(taskID) {
 		return ExecutionDetail{}, ErrNotFound
 	}
-	var out ExecutionDetail
+	var (
+		out  ExecutionDetail
+		done ended
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		row, err := apiTask(db.GetTask(ctx, tx, tenant, taskID, false))
 		if err != nil {
 			return storeError(err, "load task")
@@ -652,9 +681,16 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 			}
 			return fieldError("scheduled_for", msg)
 		}
-		id, err := db.SkipSlot(ctx, tx, tenant, taskID, NewID(), at, SkipReason)
+		ids := make([]string, t.Shards) // one execution per shard
+		for i := range ids {
+			ids[i] = NewID()
+		}
+		id, changed, err := db.SkipSlot(ctx, tx, tenant, taskID, ids, at, SkipReason)
 		if err != nil {
 			return err
+		}
+		if changed > 0 {
+			done.add(ExecSkipped, int64(changed))
 		}
 		if id == "" {
 			return conflictf("the slot %s has already started or finished", at.UTC().Format(time.RFC3339Nano))
@@ -671,5 +707,9 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 		out, err = s.withEvents(ctx, tx, e)
 		return err
 	})
-	return out, storeError(err, "skip slot")
+	if err != nil {
+		return ExecutionDetail{}, storeError(err, "skip slot")
+	}
+	done.report(s.cfg.Metrics)
+	return out, nil
 }

@@ -115,6 +115,9 @@ type Finished struct {
 
 	// released: the outcome gave back the execution's permit.
 	released bool
+	// ended counts the executions this outcome ended (itself, and the
+	// pending ones an auto-pause cancelled).
+	ended ended
 }
 
 // Finish records the outcome of River attempt lease as decideFinish
@@ -161,6 +164,7 @@ func (s *Deliveries) finishRow(ctx context.Context, tenant, executionID string, 
 		return Finished{}, storeError(err, "record outcome")
 	}
 	s.released(fin)
+	fin.ended.report(s.cfg.Metrics)
 	return fin, nil
 }
 
@@ -233,6 +237,7 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 			return Finished{}, err
 		}
 		fin.State = ExecSucceeded
+		fin.ended.add(ExecSucceeded, 1)
 		return fin, nil
 	}
 
@@ -254,6 +259,7 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 			return Finished{}, err
 		}
 		fin.State = ExecCancelled
+		fin.ended.add(ExecCancelled, 1)
 		return fin, nil
 
 	case finishRetry:
@@ -269,7 +275,7 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 		}
 		switch {
 		case out.HandOff != nil:
-			ref := ExecutionRef{TenantID: tenant, ExecutionID: executionID}
+			ref := ExecutionRef{TenantID: tenant, ExecutionID: executionID, EndpointID: out.EndpointID}
 			if err := s.handOff(ctx, tx, []ExecutionRef{ref}, lease, out.HandOff.Priority, time.Now().Add(dec.Delay),
 				out.HandOff.Queue); err != nil {
 				return Finished{}, err
@@ -311,6 +317,8 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 		return Finished{}, err
 	}
 	fin.State, fin.TaskPaused, fin.AlertQueued = ExecFailed, after.paused, after.alerted
+	fin.ended.add(ExecFailed, 1)
+	fin.ended.add(ExecCancelled, after.cancelled)
 	return fin, nil
 }
 
@@ -340,7 +348,12 @@ func (s *Deliveries) transition(ctx context.Context, tx db.Tx, end db.DeliveryEn
 	return storeError(db.InsertDeliveryEvents(ctx, tx, end.TenantID, end.ID, events), "record end")
 }
 
-type failureEffects struct{ paused, alerted bool }
+// failureEffects are what a failure did to its task: paused it
+// (cancelling that many pending executions), queued an alert.
+type failureEffects struct {
+	paused, alerted bool
+	cancelled       int64
+}
 
 // afterFailure runs the consequences of a failed execution on its task:
 // one more consecutive failure, the auto-pause, the alert.
@@ -372,7 +385,7 @@ func (s *Deliveries) afterFailure(ctx context.Context, tx db.Tx, tenant, executi
 			}
 			events = append(events, db.DeliveryEvent{Type: EventTaskPaused, Message: &reason,
 				Data: map[string]any{"consecutive_failures": tf.Consecutive, "cancelled_pending": n}})
-			fx.paused = true
+			fx.paused, fx.cancelled = true, n
 		}
 	}
 	if alertTo := zeroIfNil(tf.AlertEndpointID); alertTo != "" {

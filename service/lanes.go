@@ -23,54 +23,130 @@ const (
 	// fall in the same second, in one scheduler pass, has a burst.
 	BurstPerSecondDefault = 500
 	// SlowLatencyDefault: an endpoint whose recent attempts average this
-	// long is slow.
+	// long, or whose attempts in flight have been so on average, is slow.
 	SlowLatencyDefault = 500 * time.Millisecond
 )
 
 // Lanes decides which deliver queue (lane) a fire's job goes to: the
 // bulk lane for a tenant's burst and for slow endpoints, the main lane
 // for everything else. It learns endpoints' latencies from the attempts
-// this process makes (Observe); a nil *Lanes puts everything in the main
-// lane.
+// this process makes (Sending): those that finished, and those still in
+// flight, so that an endpoint that stops answering is slow from the
+// moment its attempts have waited SlowLatency, not only once they time
+// out. A nil *Lanes puts everything in the main lane.
 type Lanes struct {
 	// BurstPerSecond and SlowLatency: zero takes the defaults.
 	BurstPerSecond int
 	SlowLatency    time.Duration
 
-	latency sync.Map // endpoint id → *atomic.Int64 (EWMA, ns)
+	endpoints sync.Map // endpoint id → *endpointLatency
 }
 
-// Observe records the latency of an attempt to endpoint (an exponentially
-// weighted average over about the last five attempts). It costs a map
-// lookup and an atomic update.
+// endpointLatency is what Lanes knows of one endpoint's attempts. Only
+// atomics: every attempt of every delivery updates one, so there is no
+// lock to share.
+type endpointLatency struct {
+	// avg: the finished attempts' latency, an exponentially weighted
+	// average over about the last five (ns); -1 until the first.
+	avg atomic.Int64
+	// inflight and started: the attempts in flight, and the sum of their
+	// start times (µs after since), whence their mean age (inflightAge).
+	inflight atomic.Int64
+	started  atomic.Int64
+	since    time.Time // fixed at creation; monotonic
+}
+
+// Sending is one attempt in flight to an endpoint (Lanes.Sending).
+type Sending struct {
+	e     *endpointLatency
+	start int64 // µs after e.since
+}
+
+// Sending records that an attempt to endpoint starts now; call Done with
+// its latency when it is over. It costs a map lookup and two atomic
+// additions, as Done does.
+func (l *Lanes) Sending(endpoint string) Sending {
+	if l == nil || endpoint == "" {
+		return Sending{}
+	}
+	e := l.endpoint(endpoint)
+	start := time.Since(e.since).Microseconds()
+	e.started.Add(start)
+	e.inflight.Add(1)
+	return Sending{e: e, start: start}
+}
+
+// Done records the attempt's end and its latency d.
+func (s Sending) Done(d time.Duration) {
+	if s.e == nil {
+		return
+	}
+	s.e.inflight.Add(-1)
+	s.e.started.Add(-s.start)
+	s.e.observe(d)
+}
+
+// Observe records the latency of a finished attempt to endpoint (as
+// Sending then Done does).
 func (l *Lanes) Observe(endpoint string, d time.Duration) {
 	if l == nil || endpoint == "" {
 		return
 	}
-	v, ok := l.latency.Load(endpoint)
-	if !ok {
-		n := new(atomic.Int64)
-		n.Store(int64(d))
-		if v, ok = l.latency.LoadOrStore(endpoint, n); !ok {
-			return
-		}
+	l.endpoint(endpoint).observe(d)
+}
+
+func (l *Lanes) endpoint(id string) *endpointLatency {
+	if v, ok := l.endpoints.Load(id); ok {
+		return v.(*endpointLatency) //nolint:forcetypeassert // only *endpointLatency is stored
 	}
-	avg := v.(*atomic.Int64) //nolint:forcetypeassert // only *atomic.Int64 is stored
+	e := &endpointLatency{since: time.Now()}
+	e.avg.Store(-1)
+	v, _ := l.endpoints.LoadOrStore(id, e)
+	return v.(*endpointLatency) //nolint:forcetypeassert // as above
+}
+
+func (e *endpointLatency) observe(d time.Duration) {
 	for {
-		old := avg.Load()
-		if avg.CompareAndSwap(old, old+(int64(d)-old)/5) {
+		old := e.avg.Load()
+		next := int64(d)
+		if old >= 0 {
+			next = old + (int64(d)-old)/5
+		}
+		if e.avg.CompareAndSwap(old, next) {
 			return
 		}
 	}
 }
 
-// Slow reports whether endpoint's recent attempts were slow.
+// inflightAge is the mean age of the attempts in flight; false when there
+// are none, or when one started or ended while it was read.
+func (e *endpointLatency) inflightAge() (time.Duration, bool) {
+	n := e.inflight.Load()
+	sum := e.started.Load()
+	if n <= 0 || e.inflight.Load() != n {
+		return 0, false
+	}
+	return time.Since(e.since) - time.Duration(sum/n)*time.Microsecond, true
+}
+
+// Slow reports whether endpoint is slow: its recent attempts took
+// SlowLatency on average, or those in flight have been in flight that
+// long on average.
 func (l *Lanes) Slow(endpoint string) bool {
 	if l == nil {
 		return false
 	}
-	v, ok := l.latency.Load(endpoint)
-	return ok && time.Duration(v.(*atomic.Int64).Load()) >= l.slowLatency() //nolint:forcetypeassert // as above
+	v, ok := l.endpoints.Load(endpoint)
+	if !ok {
+		return false
+	}
+	e := v.(*endpointLatency) //nolint:forcetypeassert // only *endpointLatency is stored
+	slow := l.slowLatency()
+	if time.Duration(e.avg.Load()) >= slow {
+		return true
+	}
+	age, ok := e.inflightAge()
+	return ok && age >= slow
 }
 
 func (l *Lanes) slowLatency() time.Duration {

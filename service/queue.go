@@ -50,6 +50,11 @@ type DeliverArgs struct {
 	// little earlier (SchedulerConfig.FetchAhead), and the worker waits
 	// for the slot before it begins. Zero: begin at once.
 	ScheduledFor time.Time `json:"scheduled_for,omitzero"`
+	// EndpointID is the endpoint of the execution's task when the job was
+	// inserted: the worker's send slots share a lane between endpoints as
+	// between tenants before it begins (the endpoint it sends to is read
+	// then). Empty in jobs inserted without it: shared by tenant alone.
+	EndpointID string `json:"endpoint_id,omitempty"`
 }
 
 // Kind implements river.JobArgs.
@@ -67,6 +72,8 @@ type ExecutionRef struct {
 	// (SchedulerConfig.FetchAhead), and each member is sent no earlier
 	// than its own.
 	ScheduledFor time.Time `json:"scheduled_for,omitzero"`
+	// EndpointID: as DeliverArgs.EndpointID.
+	EndpointID string `json:"endpoint_id,omitempty"`
 }
 
 // DeliverBatchArgs is the River job that makes the first attempt of
@@ -131,8 +138,8 @@ func (AlertArgs) Kind() string { return "alert" }
 
 // deliverInsert returns the insert parameters of a scheduled fire's
 // deliver job: unique per execution while one is live, due ahead before
-// the slot, which its args carry.
-func deliverInsert(tenant, executionID string, scheduledFor time.Time, priority, maxAttempts int, now time.Time,
+// the slot, which its args carry with the task's endpoint.
+func deliverInsert(tenant, executionID, endpointID string, scheduledFor time.Time, priority, maxAttempts int, now time.Time,
 	ahead time.Duration, queue string,
 ) river.InsertManyParams {
 	opts := &river.InsertOpts{
@@ -144,7 +151,7 @@ func deliverInsert(tenant, executionID string, scheduledFor time.Time, priority,
 	if due := scheduledFor.Add(-ahead); due.After(now) {
 		opts.ScheduledAt = due
 	}
-	args := DeliverArgs{TenantID: tenant, ExecutionID: executionID, ScheduledFor: scheduledFor.UTC()}
+	args := DeliverArgs{TenantID: tenant, ExecutionID: executionID, ScheduledFor: scheduledFor.UTC(), EndpointID: endpointID}
 	return river.InsertManyParams{Args: args, InsertOpts: opts}
 }
 
@@ -188,13 +195,14 @@ func fireInserts(execs []firedExecution, now time.Time, ahead, bulkAhead time.Du
 			dueAhead = bulkAhead
 		}
 		if n == 1 {
-			jobs = append(jobs, deliverInsert(first.TenantID, first.ID, first.ScheduledFor, first.Priority, first.MaxAttempts, now, dueAhead,
+			jobs = append(jobs, deliverInsert(first.TenantID, first.ID, first.EndpointID, first.ScheduledFor, first.Priority, first.MaxAttempts, now, dueAhead,
 				laneQueue(first.Bulk)))
 			continue
 		}
 		args := DeliverBatchArgs{Executions: make([]ExecutionRef, n)}
 		for i, e := range chunk {
-			args.Executions[i] = ExecutionRef{TenantID: e.TenantID, ExecutionID: e.ID, ScheduledFor: e.ScheduledFor.UTC()}
+			args.Executions[i] = ExecutionRef{TenantID: e.TenantID, ExecutionID: e.ID, ScheduledFor: e.ScheduledFor.UTC(),
+				EndpointID: e.EndpointID}
 		}
 		opts := &river.InsertOpts{Queue: batchQueue(first.Bulk), Priority: first.Priority, MaxAttempts: deliverBatchMaxAttempts}
 		if due := first.ScheduledFor.Add(-dueAhead); due.After(now) {
@@ -262,7 +270,7 @@ func handOffInsert(ref ExecutionRef, leaseBase, priority int, at time.Time, queu
 		opts.ScheduledAt = at
 	}
 	return river.InsertManyParams{
-		Args:       DeliverArgs{TenantID: ref.TenantID, ExecutionID: ref.ExecutionID, LeaseBase: leaseBase},
+		Args:       DeliverArgs{TenantID: ref.TenantID, ExecutionID: ref.ExecutionID, LeaseBase: leaseBase, EndpointID: ref.EndpointID},
 		InsertOpts: opts,
 	}
 }

@@ -44,9 +44,8 @@ type TenantStats struct {
 	SuccessRate *float64
 	// DeliveryLatency is the duration of the window's delivery attempts.
 	DeliveryLatency Percentiles
-	// FiringLateness is how late the window's scheduled fires started their
-	// first attempt (started_at - scheduled_for), misfire catch-ups
-	// excluded.
+	// FiringLateness is the firing lateness (Execution.FiringLateness) of
+	// the window's on-time scheduled fires.
 	FiringLateness Percentiles
 	// Tasks counts the tenant's tasks by state (now, not in the window);
 	// every state is present.

@@ -30,8 +30,8 @@ func TestStatsSeries(t *testing.T) {
 	add := func(tenant string, ago time.Duration, state string, lateMS int) {
 		t.Helper()
 		at := base.Add(-ago)
-		_, err := pool.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, created_at, started_at, last_error)
-			VALUES ($1, $2, gen_random_uuid(), $3, 'schedule', $4, $3, $5, CASE WHEN $4 = 'failed' THEN 'HTTP 500' END)`,
+		_, err := pool.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, created_at, started_at, first_started_at, last_error)
+			VALUES ($1, $2, gen_random_uuid(), $3, 'schedule', $4, $3, $5, $5, CASE WHEN $4 = 'failed' THEN 'HTTP 500' END)`,
 			tenant, uuid.Must(uuid.NewV7()).String(), at, state, at.Add(time.Duration(lateMS)*time.Millisecond))
 		require.NoError(t, err)
 	}

@@ -261,7 +261,7 @@ func (s *Tasks) withCalendars(ctx context.Context, q db.Querier, tenant string, 
 // slots the calendars now exclude are cancelled, its next slot is
 // recomputed from now, and its version moves on (the scheduler re-reads
 // the schedule).
-func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string) error {
+func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string, done *ended) error {
 	row, err := apiTask(db.GetTask(ctx, tx, tenant, id, true))
 	if err != nil {
 		return storeError(err, "load task")
@@ -274,7 +274,7 @@ func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string) err
 	if sched, err = s.withCalendars(ctx, tx, tenant, sched, false); err != nil {
 		return err
 	}
-	if err := s.reschedule(ctx, tx, tenant, id, sched); err != nil {
+	if err := s.reschedule(ctx, tx, tenant, id, sched, done); err != nil {
 		return err
 	}
 	if row.State == TaskActive || row.State == TaskCompleted {
@@ -383,8 +383,12 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 	if !validID(id) {
 		return Task{}, ErrNotFound
 	}
-	var out Task
+	var (
+		out  Task
+		done ended
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		row, err := apiTask(db.GetTask(ctx, tx, tenant, id, true))
 		if err != nil {
 			return storeError(err, "load task")
@@ -412,7 +416,7 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 			if err := s.checkOnceLate(sched, now); err != nil {
 				return err
 			}
-			if err := s.reschedule(ctx, tx, tenant, id, sched); err != nil {
+			if err := s.reschedule(ctx, tx, tenant, id, sched, &done); err != nil {
 				return err
 			}
 			if row.State != TaskPaused {
@@ -436,7 +440,11 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 		}
 		return db.NotifyTaskChanged(ctx, tx)
 	})
-	return out, storeError(err, "update task")
+	if err != nil {
+		return Task{}, storeError(err, "update task")
+	}
+	done.report(s.cfg.Metrics)
+	return out, nil
 }
 
 // reschedule deals with the executions a task's schedule change leaves
@@ -446,7 +454,8 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 // schedule with their instants fires them anew (db.CancelRescheduledExecutions).
 // Either way the scheduler then materialises the new schedule from now, and
 // every slot of it fires once: a kept execution is the slot's execution.
-func (s *Tasks) reschedule(ctx context.Context, tx db.Tx, tenant, id string, sched *schedule.Schedule) error {
+// done counts the executions cancelled.
+func (s *Tasks) reschedule(ctx context.Context, tx db.Tx, tenant, id string, sched *schedule.Schedule, done *ended) error {
 	pending, err := db.PendingScheduledExecutions(ctx, tx, tenant, id)
 	if err != nil {
 		return storeError(err, "list pending executions")
@@ -457,7 +466,8 @@ func (s *Tasks) reschedule(ctx context.Context, tx db.Tx, tenant, id string, sch
 			keep = append(keep, p.ID)
 		}
 	}
-	_, err = db.CancelRescheduledExecutions(ctx, tx, tenant, id, keep, "the task's schedule changed")
+	n, err := db.CancelRescheduledExecutions(ctx, tx, tenant, id, keep, "the task's schedule changed")
+	done.add(ExecCancelled, n)
 	return storeError(err, "cancel rescheduled executions")
 }
 
@@ -467,7 +477,9 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 	if !validID(id) {
 		return ErrNotFound
 	}
-	return storeError(db.InTx(ctx, s.pool, func(tx db.Tx) error {
+	var done ended
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		ok, err := db.DeleteTask(ctx, tx, tenant, id)
 		if err != nil {
 			return storeError(err, "delete task")
@@ -479,9 +491,14 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 		if err != nil {
 			return err
 		}
+		done.add(ExecCancelled, n)
 		return recordAudit(ctx, tx, tenant, AuditDelete, ResourceTask, strings.ToLower(id),
 			map[string]any{"cancelled_executions": n})
-	}), "delete task")
+	})
+	if err == nil {
+		done.report(s.cfg.Metrics)
+	}
+	return storeError(err, "delete task")
 }
 
 // Pause stops new slots and cancels the executions whose slot has come and
@@ -492,7 +509,9 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 // their (task, slot) key. A paused task stays paused; a completed one
 // cannot be paused.
 func (s *Tasks) Pause(ctx context.Context, tenant, id string) (Task, error) {
-	return s.setState(ctx, tenant, id, AuditPause, func(tx db.Tx, row *db.Task, _ time.Time) error {
+	var done ended
+	t, err := s.setState(ctx, tenant, id, AuditPause, func(tx db.Tx, row *db.Task, _ time.Time) error {
+		done = nil
 		switch row.State {
 		case TaskPaused:
 			return nil
@@ -500,16 +519,24 @@ func (s *Tasks) Pause(ctx context.Context, tenant, id string) (Task, error) {
 			return conflictf("a completed task cannot be paused")
 		}
 		row.State = TaskPaused
-		if _, err := db.CancelPendingExecutions(ctx, tx, row.TenantID, row.ID, true, "the task was paused"); err != nil {
+		n, err := db.CancelPendingExecutions(ctx, tx, row.TenantID, row.ID, true, "the task was paused")
+		if err != nil {
 			return err
 		}
+		done.add(ExecCancelled, n)
 		// Fires queued for slots still ahead are cancelled too, and give
 		// their slots up (as a schedule change does), so that lists and
 		// stats show at once what will happen: nothing fires while the
 		// task is paused, and a resume before those slots fires them anew.
-		_, err := db.CancelRescheduledExecutions(ctx, tx, row.TenantID, row.ID, nil, "the task was paused")
+		n, err = db.CancelRescheduledExecutions(ctx, tx, row.TenantID, row.ID, nil, "the task was paused")
+		done.add(ExecCancelled, n)
 		return err
 	})
+	if err != nil {
+		return Task{}, err
+	}
+	done.report(s.cfg.Metrics)
+	return t, nil
 }
 
 // Resume reactivates a paused task from now: slots missed while it was
@@ -575,9 +602,12 @@ func (s *Tasks) setState(ctx context.Context, tenant, id, action string, change 
 	return out, storeError(err, action+" task")
 }
 
-// Preview returns the task's next n fire times after now, computed by the
-// same code the scheduler uses, the slots its calendars removed in the same
-// span, and its parsed schedule.
+// Preview returns the task's next n fire times after now: the slots that
+// fire, computed by the same code the scheduler uses, leaving out those
+// that will not (Skipped: skipped on request, or whose queued execution was
+// cancelled), the slots its calendars removed in the same span, and its
+// parsed schedule. A paused task fires nothing: its preview is Paused,
+// without fires (resuming it fires its schedule's slots from then on).
 func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) (TaskPreview, error) {
 	t, err := s.Get(ctx, tenant, id)
 	if err != nil {
@@ -590,22 +620,60 @@ func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) (TaskPrev
 	if sched, err = s.withCalendars(ctx, s.pool, tenant, sched, false); err != nil {
 		return TaskPreview{}, err
 	}
+	if t.State == TaskPaused {
+		return TaskPreview{Paused: true, Schedule: sched}, nil
+	}
 	now, err := s.now(ctx)
 	if err != nil {
 		return TaskPreview{}, err
 	}
-	fires, excluded, err := sched.PreviewExcluded(ctx, now, n)
-	if err != nil {
-		return TaskPreview{}, scheduleError(err)
+	// Ask the schedule for as many more slots as the span holds slots
+	// that do not fire, until the count of those settles.
+	want := n
+	for {
+		slots, excluded, err := sched.PreviewExcluded(ctx, now, want)
+		if err != nil {
+			return TaskPreview{}, scheduleError(err)
+		}
+		p := TaskPreview{Excluded: excluded, Schedule: sched}
+		if len(slots) == 0 {
+			return p, nil
+		}
+		latest, err := db.LatestSlotStates(ctx, s.pool, tenant, id, now, slots[len(slots)-1].Add(time.Microsecond)) // timestamptz: microseconds
+		if err != nil {
+			return TaskPreview{}, storeError(err, "read slots")
+		}
+		ended := make(map[int64]bool, len(latest))
+		for _, l := range latest {
+			if l.State == ExecSkipped || l.State == ExecCancelled {
+				ended[l.ScheduledFor.UnixNano()] = true
+			}
+		}
+		for _, at := range slots {
+			if ended[at.UnixNano()] {
+				p.Skipped = append(p.Skipped, at)
+			} else {
+				p.Fires = append(p.Fires, at)
+			}
+		}
+		if len(p.Fires) >= n || len(slots) < want || want >= schedule.PreviewMax {
+			return p, nil
+		}
+		want = min(n+len(p.Skipped), schedule.PreviewMax)
 	}
-	return TaskPreview{Fires: fires, Excluded: excluded, Schedule: sched}, nil
 }
 
 // TaskPreview is a task's upcoming fire times.
 type TaskPreview struct {
+	// Fires are the slots that fire.
 	Fires []time.Time
+	// Skipped are the slots in the same span that do not fire: skipped on
+	// request (Executions.Skip), or whose queued execution was cancelled.
+	Skipped []time.Time
 	// Excluded are the slots in the same span that calendars removed.
 	Excluded []time.Time
+	// Paused: the task is paused and fires nothing (Fires is empty).
+	Paused   bool
 	Schedule *schedule.Schedule
 }
 
@@ -883,12 +951,16 @@ func taskFromRow(r db.Task) Task {
 }
 
 // apiTask hides the tasks that deliver workflow nodes from the task API:
-// such a task is not found (the callers translate err with storeError).
+// such a task is not found. It takes db.GetTask's results and translates
+// its error (storeError).
 func apiTask(row db.Task, err error) (db.Task, error) {
-	if err == nil && row.WorkflowID != nil {
+	if err != nil {
+		return row, storeError(err, "load task")
+	}
+	if row.WorkflowID != nil {
 		return db.Task{}, ErrNotFound
 	}
-	return row, err
+	return row, nil
 }
 
 func utcPtr(t *time.Time) *time.Time {

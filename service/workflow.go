@@ -114,6 +114,8 @@ type WorkflowRun struct {
 	Nodes []WorkflowRunNode
 	// Events is the run's own timeline (sla_missed), set by GetRun.
 	Events []WorkflowRunEvent
+	// SLA is where the run stands with its workflow's SLA now (runSLA).
+	SLA RunSLA
 }
 
 // WorkflowRunEvent is one event of a run as a whole (not of a node's
@@ -506,8 +508,12 @@ func (s *Workflows) List(ctx context.Context, tenant string, page Page) ([]Workf
 // makes a new version (runs in flight keep theirs); a schedule change
 // moves the next slot.
 func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*WorkflowInput) error) (Workflow, error) {
-	var out Workflow
+	var (
+		out  Workflow
+		done ended
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		before, err := s.get(ctx, tx, tenant, id, true)
 		if err != nil {
 			return err
@@ -545,7 +551,7 @@ func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*
 			// The scheduler re-reads the schedule; runs materialised ahead
 			// for slots the new schedule does not have are cancelled.
 			row.ScheduleVersion++
-			if err := rescheduleRuns(ctx, tx, tenant, id, sched, now, s.cfg.Metrics); err != nil {
+			if err := rescheduleRuns(ctx, tx, tenant, id, sched, now, s.cfg.Metrics, &done); err != nil {
 				return err
 			}
 		}
@@ -572,7 +578,11 @@ func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*
 		}
 		return recordAudit(ctx, tx, tenant, AuditUpdate, ResourceWorkflow, id, auditDiff(before.Input(), out.Input()))
 	})
-	return out, storeError(err, "update workflow")
+	if err != nil {
+		return Workflow{}, storeError(err, "update workflow")
+	}
+	done.report(s.cfg.Metrics)
+	return out, nil
 }
 
 func sameScheduleSpec(a, b *schedule.Spec) bool {
@@ -751,6 +761,9 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 	for _, ev := range events {
 		out.Events = append(out.Events, WorkflowRunEvent{At: ev.At.UTC(), Type: ev.Type, Message: zeroIfNil(ev.Message), Data: ev.Data})
 	}
+	if out.SLA, err = s.runSLA(ctx, q, tenant, row.WorkflowID, out); err != nil {
+		return WorkflowRun{}, err
+	}
 	stored := map[string]db.RunNode{}
 	for _, n := range nodes {
 		stored[n.Key] = n
@@ -797,15 +810,38 @@ func (s *Workflows) ListRuns(ctx context.Context, tenant, workflowID string, pag
 	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
-	if _, err := s.Get(ctx, tenant, workflowID); err != nil {
+	w, err := s.Get(ctx, tenant, workflowID)
+	if err != nil {
 		return nil, "", err
 	}
 	rows, err := db.ListWorkflowRuns(ctx, s.pool, tenant, workflowID, page.After, page.Limit+1)
 	if err != nil {
 		return nil, "", storeError(err, "list workflow runs")
 	}
-	items, next := pageOf(rows, page.Limit, runFromRow, func(r WorkflowRun) string { return r.ID })
+	now, err := s.now(ctx, s.pool)
+	if err != nil {
+		return nil, "", err
+	}
+	items, next := pageOf(rows, page.Limit, func(r db.WorkflowRun) WorkflowRun {
+		run := runFromRow(r)
+		run.SLA = runSLA(w.SLAFinishWithin, run, now)
+		return run
+	}, func(r WorkflowRun) string { return r.ID })
 	return items, next, nil
+}
+
+// runSLA is where run, of workflow workflowID, stands with the workflow's
+// SLA now, by the database clock (the sweep's).
+func (s *Workflows) runSLA(ctx context.Context, q db.Querier, tenant, workflowID string, run WorkflowRun) (RunSLA, error) {
+	w, err := db.GetWorkflow(ctx, q, tenant, workflowID, false)
+	if err != nil {
+		return RunSLA{}, storeError(err, "load workflow")
+	}
+	now, err := s.now(ctx, q)
+	if err != nil {
+		return RunSLA{}, err
+	}
+	return runSLA(time.Duration(zeroIfNil(w.SLAFinishWithinMS))*time.Millisecond, run, now), nil
 }
 
 // lockRun locks a run that is started and not final, or explains why not.
@@ -824,8 +860,12 @@ func lockRun(ctx context.Context, tx db.Tx, tenant, id string) (db.WorkflowRun, 
 // are cancelled, its executions not started are cancelled and its running
 // ones are asked to stop.
 func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowRun, error) {
-	var out WorkflowRun
+	var (
+		out  WorkflowRun
+		done ended
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		run, err := lockRun(ctx, tx, tenant, id)
 		if err != nil {
 			return err
@@ -837,6 +877,7 @@ func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowR
 		if err != nil {
 			return err
 		}
+		done.add(ExecCancelled, n)
 		if err := s.engine.finishedRun(ctx, tx, run); err != nil {
 			return err
 		}
@@ -846,7 +887,11 @@ func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowR
 		}
 		return recordAudit(ctx, tx, tenant, AuditCancel, ResourceWorkflowRun, id, map[string]any{"cancelled_executions": n})
 	})
-	return out, storeError(err, "cancel workflow run")
+	if err != nil {
+		return WorkflowRun{}, storeError(err, "cancel workflow run")
+	}
+	done.report(s.cfg.Metrics)
+	return out, nil
 }
 
 // RunNode fires a node of a running or blocked run now, whatever its rule

@@ -53,9 +53,10 @@ func isSlot(sched *schedule.Schedule, t time.Time) bool {
 // of now (none of their executions started) whose slot sched (nil: no
 // schedule any more) no longer has — a schedule patch, or a calendar that
 // now excludes their date — and gives their slots up (rescheduled). The
-// caller holds the workflow's row lock; m counts the runs cancelled.
+// caller holds the workflow's row lock; m counts the runs cancelled, done
+// their executions.
 func rescheduleRuns(ctx context.Context, tx db.Tx, tenant, workflowID string, sched *schedule.Schedule, now time.Time,
-	m *metrics.Metrics,
+	m *metrics.Metrics, done *ended,
 ) error {
 	runs, err := db.FutureScheduledRuns(ctx, tx, tenant, workflowID, now)
 	if err != nil {
@@ -65,9 +66,11 @@ func rescheduleRuns(ctx context.Context, tx db.Tx, tenant, workflowID string, sc
 		if isSlot(sched, r.ScheduledFor) {
 			continue
 		}
-		if _, err := cancelRunLocked(ctx, tx, r, "the workflow's schedule or calendars no longer have this slot", m); err != nil {
+		n, err := cancelRunLocked(ctx, tx, r, "the workflow's schedule or calendars no longer have this slot", m)
+		if err != nil {
 			return err
 		}
+		done.add(ExecCancelled, n)
 		if err := db.MarkRunRescheduled(ctx, tx, tenant, r.ID); err != nil {
 			return storeError(err, "reschedule run")
 		}
@@ -113,8 +116,8 @@ func cancelRunLocked(ctx context.Context, tx db.Tx, run db.WorkflowRun, reason s
 // calendars now exclude are cancelled, its next slot is recomputed from
 // now (active workflows; resume recomputes a paused one's), and its
 // schedule version moves on (the scheduler re-reads the calendars). m
-// counts the runs cancelled.
-func recalendarWorkflow(ctx context.Context, tx db.Tx, tenant, id string, m *metrics.Metrics) error {
+// counts the runs cancelled, done their executions.
+func recalendarWorkflow(ctx context.Context, tx db.Tx, tenant, id string, m *metrics.Metrics, done *ended) error {
 	row, err := db.GetWorkflow(ctx, tx, tenant, id, true)
 	if err != nil {
 		return storeError(err, "load workflow")
@@ -131,7 +134,7 @@ func recalendarWorkflow(ctx context.Context, tx db.Tx, tenant, id string, m *met
 	if err != nil {
 		return storeError(err, "read the database clock")
 	}
-	if err := rescheduleRuns(ctx, tx, tenant, id, sched, now, m); err != nil {
+	if err := rescheduleRuns(ctx, tx, tenant, id, sched, now, m, done); err != nil {
 		return err
 	}
 	row.ScheduleVersion++

@@ -214,33 +214,27 @@ func TestConsoleBrowserSkip(t *testing.T) {
 	require.Equal(t, 10, b.count("#fires button.skip-slot"), "each of the next fires has a Skip button")
 
 	// Skip the first slot at least 6 s away: time enough to press the
-	// button before it is due on a slow machine. Should the test be held
-	// up past it all the same (the page then refuses: the slot has
-	// passed), try the next one.
+	// button before it is due on a slow machine. The scheduler may be
+	// materialising that very slot as the skip arrives; the skip moves it.
+	var slots []string
+	require.NoError(t, json.Unmarshal([]byte(b.evalS(
+		`JSON.stringify([...document.querySelectorAll("#fires button.skip-slot")].map(e => e.dataset.slot))`)), &slots))
 	var skip time.Time
-	for try := 0; ; try++ {
-		var slots []string
-		require.NoError(t, json.Unmarshal([]byte(b.evalS(
-			`JSON.stringify([...document.querySelectorAll("#fires button.skip-slot")].map(e => e.dataset.slot))`)), &slots))
-		skip = time.Time{}
-		for _, s := range slots {
-			at, err := time.Parse(time.RFC3339Nano, s)
-			require.NoError(t, err)
-			if at.After(time.Now().Add(6 * time.Second)) {
-				skip = at.UTC()
-				break
-			}
-		}
-		require.False(t, skip.IsZero(), "a slot 6 s away among %v", slots)
-		b.do(chromedp.Click(chromedp.CSS(`button.skip-slot[data-slot="`+skip.Format(time.RFC3339Nano)+`"]`)),
-			chromedp.WaitVisible(chromedp.CSS("#flash, #problem")))
-		if b.count("#problem") == 0 || try == 2 || time.Now().Before(skip) {
+	for _, s := range slots {
+		at, err := time.Parse(time.RFC3339Nano, s)
+		require.NoError(t, err)
+		if at.After(time.Now().Add(6 * time.Second)) {
+			skip = at.UTC()
 			break
 		}
-		t.Logf("the slot %s passed before it was skipped (%s); trying a later one", skip, b.text("#problem"))
 	}
+	require.False(t, skip.IsZero(), "a slot 6 s away among %v", slots)
+	b.do(chromedp.Click(chromedp.CSS(`button.skip-slot[data-slot="`+skip.Format(time.RFC3339Nano)+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#flash, #problem")))
 	slot := skip.Format(time.RFC3339Nano)
-	require.Equal(t, 0, b.count("#problem"), "the skip is done")
+	if b.count("#problem") > 0 {
+		require.Failf(t, "the skip is refused", "slot %s: %s", slot, b.text("#problem"))
+	}
 	require.Contains(t, b.dialogSeen(), "Skip this slot? It will not fire.", "the button asks first")
 	require.Contains(t, b.location(), "/console/tasks/"+taskID+"?done=slot-skipped")
 	require.Contains(t, b.text("#flash"), "The slot is skipped")
@@ -248,7 +242,7 @@ func TestConsoleBrowserSkip(t *testing.T) {
 		.filter(li => li.querySelector(".skipped-slot")).map(li => li.querySelector("time").getAttribute("datetime")))`)
 	require.JSONEq(t, `["`+skip.Format(time.RFC3339)+`"]`, marked, "the skipped slot, and only it, is marked")
 	require.Equal(t, 0, b.count(`button.skip-slot[data-slot="`+slot+`"]`), "a skipped slot has no Skip button")
-	require.Equal(t, 9, b.count("#fires button.skip-slot"))
+	require.Equal(t, 10, b.count("#fires button.skip-slot"), "still the next 10 fires, the skipped slot marked among them")
 	b.shot("task-skipped.png")
 
 	// Over the API the slot is a skipped execution.

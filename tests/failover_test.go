@@ -220,7 +220,7 @@ func TestFailover(t *testing.T) {
 	replicas["ax-b"] = startAxLogTo(t, logs.writer(), env("ax-b"))
 	a := replicas["ax-a"]
 	tok := cliToken(t, env("ax-a"), "failover", "tasks:read tasks:write endpoints:read endpoints:write executions:read")
-	adminTok := cliToken(t, env("ax-a"), "ops", "admin")
+	operatorTok := cliOperatorToken(t, env("ax-a"), "ops")
 	ep := apiPost(t, a.base, tok, "/v1/endpoints", map[string]any{"name": "recv", "url": recv.srv.URL + "/hook"})
 	endpointID := ep["id"].(string)
 
@@ -401,7 +401,7 @@ func TestFailover(t *testing.T) {
 	// River leader holds its lease there, and each holds its task-change
 	// listener's session there (the only session whose last statement is
 	// LISTEN ax_task_changed). Each answered the API after it (1).
-	live := apiGet(t, a.base, adminTok, "/v1/admin/replicas")["items"].([]any)
+	live := apiGet(t, a.base, operatorTok, "/v1/admin/replicas")["items"].([]any)
 	var liveIDs []string
 	for _, r := range live {
 		r := r.(map[string]any)

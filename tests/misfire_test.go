@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -149,12 +150,9 @@ func TestMisfireAfterAnOutage(t *testing.T) {
 			require.Zero(t, lateSent, "skip sends no late fire")
 			require.GreaterOrEqual(t, missed, int64(window-1), "every stale slot is counted missed")
 		case "fire_once":
-			// One late fire stands for the missed slots — or none, when
-			// the slot after the latest misfire was picked up just within
-			// the threshold while the misfire saw it already past: that
-			// slot fires on time instead (as do the outage's last seconds,
-			// within the threshold). Never more than one late fire.
-			require.LessOrEqual(t, lateSent, 1, "fire_once sends at most one late fire")
+			// One late fire stands for the missed slots (the outage's last
+			// seconds, within the threshold, fire on time).
+			require.Equal(t, 1, lateSent, "fire_once sends exactly one late fire")
 			require.LessOrEqual(t, sent, 1)
 			require.Positive(t, outageSent, "a fire stands for the missed slots")
 			require.GreaterOrEqual(t, missed, int64(window-2), "the others are counted missed")
@@ -181,4 +179,113 @@ func TestMisfireAfterAnOutage(t *testing.T) {
 		WHERE scheduled_for > now() - interval '4 seconds' AND scheduled_for < now() - interval '1 second'
 		  AND state = 'succeeded' AND NOT late`).Scan(&recent))
 	require.GreaterOrEqual(t, recent, 2*len(tasks), "every task fires on time after the outage")
+}
+
+// TestFireOnceOneLateFireAfterAnOutage: what fire_once promises. Tasks
+// firing every second; ax stops (SIGTERM) for 12 s and starts again: the
+// fires it queued before the stop, the slots its scheduler claims late and
+// those due while the backlog drains are picked up past the misfire
+// threshold (5 s) one after the other, each in its turn. Each task sends
+// exactly one late fire for the slots it missed — not none (the latest
+// queued misfire missed because a later slot had already been sent on
+// time), not a second one as the next slot crosses the threshold — and
+// then fires on time again; nothing is sent twice.
+func TestFireOnceOneLateFireAfterAnOutage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an outage of 12 s")
+	}
+	t.Parallel()
+	const (
+		tasks  = 50
+		outage = 12 * time.Second
+	)
+	dbURL := dbtest.URL(t)
+	env := map[string]string{
+		"AX_DATABASE_URL":          dbURL,
+		"AX_JWT_SECRET":            "fire-once-test-secret-0123456789abcdef0123456789",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+		// Four senders and a receiver that takes 40 ms: the fires of a
+		// backlog are sent about twice as fast as the tasks' slots come
+		// due (100 sends a second, 50 slots), not at once, so that its
+		// slots cross the threshold one after the other while it drains.
+		"AX_DELIVER_WORKERS": "4",
+	}
+	var (
+		mu   sync.Mutex
+		hits = map[string]int{} // execution id → requests
+	)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		hits[r.Header.Get("X-Ax-Execution-Id")]++
+		mu.Unlock()
+		time.Sleep(40 * time.Millisecond)
+	}))
+	t.Cleanup(recv.Close)
+
+	p := startAx(t, env)
+	tok := cliToken(t, env, "fire-once", "tasks:read tasks:write endpoints:read endpoints:write executions:read")
+	ep := apiPost(t, p.base, tok, "/v1/endpoints", map[string]any{"name": "recv", "url": recv.URL})
+	ids := make([]string, tasks)
+	for i := range ids {
+		created := apiPost(t, p.base, tok, "/v1/tasks", map[string]any{
+			"name": fmt.Sprintf("every-second-%d", i), "endpoint_id": ep["id"], "misfire_policy": "fire_once",
+			"schedule": map[string]any{"type": "interval", "interval_seconds": 1},
+		})
+		ids[i] = created["id"].(string)
+	}
+
+	time.Sleep(4 * time.Second)
+	p.stop(t, syscall.SIGTERM)
+	time.Sleep(outage)
+	startAx(t, env)
+	resumed := time.Now()
+	time.Sleep(15 * time.Second)
+
+	ctx := ctxT(t)
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var wrong []string
+	histogram := map[int]int{}
+	for i, id := range ids {
+		rows, err := conn.Query(ctx, `SELECT id::text, late, scheduled_for FROM executions
+			WHERE task_id = $1 AND trigger = 'schedule' ORDER BY scheduled_for`, id)
+		require.NoError(t, err)
+		type exec struct {
+			id   string
+			late bool
+			slot time.Time
+		}
+		execs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (exec, error) {
+			var e exec
+			return e, r.Scan(&e.id, &e.late, &e.slot)
+		})
+		require.NoError(t, err)
+		var lateSent []time.Time
+		onTimeAfter := 0
+		mu.Lock()
+		for _, e := range execs {
+			switch {
+			case hits[e.id] == 0:
+			case e.late:
+				lateSent = append(lateSent, e.slot)
+			case e.slot.After(resumed.Add(5 * time.Second)):
+				onTimeAfter++
+			}
+		}
+		mu.Unlock()
+		histogram[len(lateSent)]++
+		if len(lateSent) != 1 {
+			wrong = append(wrong, fmt.Sprintf("task %d: %d late fires (slots %v)", i, len(lateSent), lateSent))
+		}
+		require.GreaterOrEqual(t, onTimeAfter, 3, "task %d fires on time again after the outage", i)
+	}
+	t.Logf("tasks by late fires: %v", histogram)
+	require.Empty(t, wrong, "fire_once: exactly one late fire per task for the slots the outage missed")
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range hits {
+		require.Equal(t, 1, n, "execution %s was sent %d times", id, n)
+	}
 }

@@ -24,7 +24,7 @@ func TestWorkflowEndToEnd(t *testing.T) {
 	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
 		"AX_ALLOW_PRIVATE_TARGETS": "true"}
 	p := startAx(t, env)
-	cmd := exec.Command(axBinary, "token", "--tenant", "wf", "--scope", "endpoints:write workflows:read workflows:write")
+	cmd := exec.Command(axBinary, "token", "--tenant", "wf", "--scope", "endpoints:write workflows:read workflows:write executions:read")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -56,6 +56,7 @@ func TestWorkflowEndToEnd(t *testing.T) {
 	for _, h := range hits {
 		require.Equal(t, wf["id"], h.header.Get("X-Ax-Workflow-Id"))
 		require.Equal(t, runID, h.header.Get("X-Ax-Workflow-Run-Id"))
+		require.Empty(t, h.header.Values("X-Ax-Task-Id"), "a step names its workflow, run and node, not the workflow's own task")
 		node := h.header.Get("X-Ax-Node")
 		at[node] = append(at[node], h.at)
 		if node == "transform" {
@@ -91,5 +92,12 @@ func TestWorkflowEndToEnd(t *testing.T) {
 		m := n.(map[string]any)
 		require.Equal(t, "succeeded", m["state"], m["key"])
 		require.NotEmpty(t, m["execution_id"])
+		// A step's execution points at what exists: its workflow, run
+		// and node, and no task id that would be a 404.
+		x := apiGet(t, p.base, tok, "/v1/executions/"+m["execution_id"].(string))
+		require.NotContains(t, x, "task_id", m["key"])
+		require.Equal(t, wf["id"], x["workflow_id"])
+		require.Equal(t, runID, x["workflow_run_id"])
+		require.Equal(t, m["key"], x["node"])
 	}
 }

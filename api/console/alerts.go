@@ -23,7 +23,7 @@ const alertsLimit = 50
 type alertsView struct {
 	SLAMisses    []service.ExecutionSLAMiss
 	RunSLAMisses []service.AlertRun
-	Failed       []service.ExecutionDetail
+	Failed       []service.FailedExecution
 	Blocked      []service.AlertRun
 	Workflows    bool
 	Window       time.Duration

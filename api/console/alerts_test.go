@@ -105,3 +105,48 @@ func TestConsoleAlerts(t *testing.T) {
 	assert.NotContains(t, p.Body, "Blocked workflow runs")
 	assert.Equal(t, http.StatusForbidden, e.get("/console/alerts", token(t, "acme", api.ScopeTasksRead)).Status)
 }
+
+// TestConsoleWorkflowStepLinks: a workflow step's execution names its
+// workflow, run and node, never the workflow's own task behind it (whose
+// page does not exist): its page links to its run and node, the alerts
+// list it failed for good under its workflow's name linked to its run, and
+// the API shows it without a task_id.
+func TestConsoleWorkflowStepLinks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	tok := token(t, "acme")
+	ep := e.createEndpoint(tok, "ep")
+	wf := e.rest(http.MethodPost, "/v1/workflows", tok, `{"name":"etl","nodes":[{"key":"extract","endpoint_id":"`+ep+`"}]}`)["id"].(string)
+	run := e.rest(http.MethodPost, "/v1/workflows/"+wf+"/trigger", tok, `{}`)
+	runID := run["id"].(string)
+	x := run["nodes"].([]any)[0].(map[string]any)["execution_id"].(string)
+	var hidden string
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT task_id::text FROM executions WHERE id = $1`, x).Scan(&hidden))
+	// It fails for good, as a delivery would record it.
+	_, err := e.pool.Exec(ctx, `WITH f AS (UPDATE executions SET state = 'failed', attempts = 1, last_error = 'HTTP 400',
+			last_error_class = 'http_4xx', finished_at = now() WHERE id = $1 RETURNING tenant_id, id)
+		DELETE FROM unfinished_executions u USING f WHERE u.tenant_id = f.tenant_id AND u.id = f.id`, x)
+	require.NoError(t, err)
+
+	got := e.rest(http.MethodGet, "/v1/executions/"+x, tok, "")
+	assert.NotContains(t, got, "task_id", "the step's task is not one the API shows")
+	assert.Equal(t, wf, got["workflow_id"])
+	assert.Equal(t, runID, got["workflow_run_id"])
+	assert.Equal(t, "extract", got["node"])
+
+	p := e.get("/console/executions/"+x, tok)
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	assert.Contains(t, p.Body, `<dt>Workflow step</dt><dd id="exec-step"><a href="/console/workflows/`+wf+`">`+shownName(wf, "etl")+`</a>`)
+	assert.Contains(t, p.Body, `run <a href="/console/workflow-runs/`+runID+`">`+shownID(runID)+`</a>`)
+	assert.Contains(t, p.Body, `node <a href="/console/workflow-runs/`+runID+`#node-extract"><code>extract</code></a>`)
+	assert.NotContains(t, p.Body, hidden)
+	assert.NotContains(t, p.Body, "X-Ax-Task-Id")
+	assert.Contains(t, p.Body, "X-Ax-Workflow-Run-Id")
+
+	p = e.get("/console/alerts", tok)
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	assert.Contains(t, p.Body, `<a href="/console/executions/`+x+`">`)
+	assert.Contains(t, p.Body, `<a href="/console/workflow-runs/`+runID+`">`+shownName(wf, "etl")+`</a><br><small>node <code>extract</code></small>`)
+	assert.NotContains(t, p.Body, hidden)
+}

@@ -168,7 +168,7 @@ func layoutSeries(s service.StatsSeries) *seriesView {
 
 	v.Lateness = chartFrame("chart-lateness", n, s)
 	v.Lateness.Title = "Firing lateness per " + v.Step + ", p50 and p99, " + span
-	v.Lateness.Desc = "How late the scheduled fires of each step started (misfire catch-ups excluded): p99 as a solid line with round points, " +
+	v.Lateness.Desc = "How late the on-time scheduled fires of each step started their first attempt (misfire catch-ups excluded): p99 as a solid line with round points, " +
 		"p50 as a dashed line with square points; steps without fires are gaps. The table below has each step's numbers."
 	lateMax := niceCeil(lateTop)
 	chartYTicks(&v.Lateness, lateMax, shortMS)
@@ -332,19 +332,18 @@ func taskStrips(xs []service.ExecutionDetail) (lateness, outcomes *stripView) {
 	outcomes = &stripView{ID: "spark-outcomes", Title: "Outcome of the recent executions, oldest first",
 		Width: len(xs) * stripSlot, Height: 14}
 
-	// Lateness: started_at - scheduled_for of the on-time scheduled fires
-	// (the attempt that started last, as in the dashboard's figures).
+	// Lateness: the firing lateness of the on-time scheduled fires, as the
+	// dashboard's figures and ax_firing_lateness_seconds measure it
+	// (service's Execution.FiringLateness).
 	var ms []float64
 	var catchUps, none int
 	late := func(x service.ExecutionDetail) (float64, bool) {
-		if x.Trigger != "schedule" || x.Late || x.StartedAt == nil {
-			return 0, false
-		}
-		return float64(x.StartedAt.Sub(x.ScheduledFor)) / float64(time.Millisecond), true
+		d, ok := x.FiringLateness()
+		return float64(d) / float64(time.Millisecond), ok
 	}
 	for _, x := range xs {
 		if v, ok := late(x); ok {
-			ms = append(ms, max(v, 0))
+			ms = append(ms, v)
 		}
 	}
 	top := 0.0

@@ -24,8 +24,8 @@ func (e *env) addChartExecution(tenant, task string, at time.Time, trigger, stat
 		started = &s
 	}
 	_, err := e.pool.Exec(e.t.Context(), `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, late, attempts,
-			created_at, started_at, finished_at, last_error)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $4, $8, $8, CASE WHEN $6 IN ('failed', 'cancelled') THEN 'HTTP 500' END)`,
+			created_at, started_at, first_started_at, finished_at, last_error)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $4, $8, $8, $8, CASE WHEN $6 IN ('failed', 'cancelled') THEN 'HTTP 500' END)`,
 		tenant, uuid.Must(uuid.NewV7()).String(), task, at, trigger, state, late, started)
 	require.NoError(e.t, err)
 }

@@ -111,8 +111,10 @@ type taskForm struct {
 type headerRow struct{ Name, Value string }
 
 type executionView struct {
-	X        service.ExecutionDetail
-	Task     *service.Task
+	X    service.ExecutionDetail
+	Task *service.Task
+	// Workflow is a step's workflow (nil: not a step, or not readable).
+	Workflow *service.Workflow
 	Endpoint *service.Endpoint
 	Headers  []headerRow
 	Excerpt  string
@@ -244,18 +246,19 @@ func (c *console) taskPage(ec echo.Context, s *session, status int, id string, v
 		v.DSTPolicy = "vixie"
 	}
 	if t.State == service.TaskActive {
+		// The preview's: the next fires, and among them the slots that
+		// will not fire (skipped), marked.
 		p, err := c.cfg.Tasks.Preview(ctx, s.Tenant, t.ID, 10)
 		if err != nil {
 			return err
 		}
-		skipped, err := c.skippedSlots(ctx, s, t.ID)
-		if err != nil {
-			return err
-		}
 		for _, at := range p.Fires {
-			v.Fires = append(v.Fires, fireRow{At: at, DST: p.Schedule.DSTNote(at),
-				Slot: at.UTC().Format(time.RFC3339Nano), Skipped: skipped[at.UnixNano()]})
+			v.Fires = append(v.Fires, fireRow{At: at, DST: p.Schedule.DSTNote(at), Slot: at.UTC().Format(time.RFC3339Nano)})
 		}
+		for _, at := range p.Skipped {
+			v.Fires = append(v.Fires, fireRow{At: at, DST: p.Schedule.DSTNote(at), Slot: at.UTC().Format(time.RFC3339Nano), Skipped: true})
+		}
+		slices.SortFunc(v.Fires, func(a, b fireRow) int { return a.At.Compare(b.At) })
 		v.Excluded = p.Excluded
 	}
 	if s.can(api.ScopeExecutionsRead) {
@@ -439,6 +442,11 @@ func (c *console) execution(ec echo.Context, s *session) error {
 			}
 		}
 	}
+	if x.WorkflowRunID != "" && s.can(api.ScopeWorkflowsRead) {
+		if w, err := c.cfg.Workflows.Get(ctx, s.Tenant, x.WorkflowID); err == nil {
+			v.Workflow = &w
+		}
+	}
 	v.Headers = sentHeaders(x, v.Endpoint)
 	return c.render(ec, http.StatusOK, "execution", s, v)
 }
@@ -458,7 +466,6 @@ func sentHeaders(x service.ExecutionDetail, ep *service.Endpoint) []headerRow {
 		headerRow{"Webhook-Id", x.ID},
 		headerRow{"Webhook-Timestamp", "the attempt's start, Unix seconds"},
 		headerRow{"Webhook-Signature", "v1,… (HMAC-SHA256 with the endpoint's secret)"},
-		headerRow{"X-Ax-Task-Id", x.TaskID},
 		headerRow{"X-Ax-Execution-Id", x.ID},
 		headerRow{"X-Ax-Scheduled-For", x.ScheduledFor.UTC().Format(time.RFC3339Nano)},
 		headerRow{"X-Ax-Round", strconv.Itoa(max(x.Round, 1))},
@@ -466,6 +473,8 @@ func sentHeaders(x service.ExecutionDetail, ep *service.Endpoint) []headerRow {
 	)
 	if x.WorkflowRunID != "" {
 		out = append(out, headerRow{"X-Ax-Workflow-Id", x.WorkflowID}, headerRow{"X-Ax-Workflow-Run-Id", x.WorkflowRunID}, headerRow{"X-Ax-Node", x.Node})
+	} else {
+		out = append(out, headerRow{"X-Ax-Task-Id", x.TaskID})
 	}
 	return out
 }
@@ -651,7 +660,7 @@ type workflowRunView struct {
 	Flash                   string
 	Problem                 *errorView
 	// SLA: the run's deadline and whether it missed it.
-	SLA runSLAView
+	SLA service.RunSLA
 }
 
 func (v workflowRunView) title() (string, string) {
@@ -788,7 +797,7 @@ func (c *console) workflowRunPage(ec echo.Context, s *session, status int, id, f
 	if err != nil {
 		return err
 	}
-	v := workflowRunView{Run: r, Workflow: w, Flash: flash, Problem: problem, SLA: runSLA(w, r, time.Now()),
+	v := workflowRunView{Run: r, Workflow: w, Flash: flash, Problem: problem, SLA: r.SLA,
 		Resolvable:  r.State == service.RunRunning || r.State == service.RunBlocked,
 		Cancellable: r.State == service.RunPending || r.State == service.RunRunning || r.State == service.RunBlocked}
 	in := make([]dagInput, 0, len(r.Nodes))

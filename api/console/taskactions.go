@@ -10,7 +10,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/axhq/ax/api"
 	"github.com/axhq/ax/service"
 )
 
@@ -49,26 +48,6 @@ type backfillFormView struct {
 type backfillPlanView struct {
 	Total, Create, Rerun, Keep int
 	First, Last                time.Time
-}
-
-// skippedSlots returns the task's future slots recorded as skipped, by
-// UnixNano, when the token may read executions (otherwise none).
-func (c *console) skippedSlots(ctx context.Context, s *session, taskID string) (map[int64]bool, error) {
-	if !s.can(api.ScopeExecutionsRead) {
-		return nil, nil
-	}
-	now := time.Now()
-	xs, _, err := c.cfg.Executions.List(ctx, s.Tenant, service.ExecutionFilter{TaskID: taskID, State: service.ExecSkipped}, service.Page{Limit: 100})
-	if err != nil {
-		return nil, err
-	}
-	out := map[int64]bool{}
-	for _, x := range xs {
-		if x.ScheduledFor.After(now.Add(-time.Minute)) {
-			out[x.ScheduledFor.UnixNano()] = true
-		}
-	}
-	return out, nil
 }
 
 // skipSlot skips one of the next fires (the REST skip endpoint's service

@@ -870,6 +870,39 @@ func (e WorkflowRunNodeState) Valid() bool {
 	}
 }
 
+// Defines values for WorkflowRunSLAStatus.
+const (
+	WorkflowRunSLAStatusEnded   WorkflowRunSLAStatus = "ended"
+	WorkflowRunSLAStatusLate    WorkflowRunSLAStatus = "late"
+	WorkflowRunSLAStatusMet     WorkflowRunSLAStatus = "met"
+	WorkflowRunSLAStatusMissed  WorkflowRunSLAStatus = "missed"
+	WorkflowRunSLAStatusNone    WorkflowRunSLAStatus = "none"
+	WorkflowRunSLAStatusOpen    WorkflowRunSLAStatus = "open"
+	WorkflowRunSLAStatusOverdue WorkflowRunSLAStatus = "overdue"
+)
+
+// Valid indicates whether the value is a known member of the WorkflowRunSLAStatus enum.
+func (e WorkflowRunSLAStatus) Valid() bool {
+	switch e {
+	case WorkflowRunSLAStatusEnded:
+		return true
+	case WorkflowRunSLAStatusLate:
+		return true
+	case WorkflowRunSLAStatusMet:
+		return true
+	case WorkflowRunSLAStatusMissed:
+		return true
+	case WorkflowRunSLAStatusNone:
+		return true
+	case WorkflowRunSLAStatusOpen:
+		return true
+	case WorkflowRunSLAStatusOverdue:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListBackfillsParamsState.
 const (
 	ListBackfillsParamsStateCancelled ListBackfillsParamsState = "cancelled"
@@ -1537,11 +1570,14 @@ type Execution struct {
 	ScheduledFor time.Time `json:"scheduled_for"`
 
 	// Shard Shard is the execution's shard (0-based; 0 when the task or node is not sharded).
-	Shard     int              `json:"shard"`
-	StartedAt *time.Time       `json:"started_at"`
-	State     ExecutionState   `json:"state"`
-	TaskId    string           `json:"task_id"`
-	Trigger   ExecutionTrigger `json:"trigger"`
+	Shard     int            `json:"shard"`
+	StartedAt *time.Time     `json:"started_at"`
+	State     ExecutionState `json:"state"`
+
+	// TaskId TaskID is the task the execution fires; absent for a workflow step's execution, which workflow_id,
+	// workflow_run_id and node name instead.
+	TaskId  *string          `json:"task_id,omitempty"`
+	Trigger ExecutionTrigger `json:"trigger"`
 
 	// WorkflowId WorkflowID, WorkflowRunID and Node name a workflow step's workflow, run and node.
 	WorkflowId    *string `json:"workflow_id,omitempty"`
@@ -1778,7 +1814,18 @@ type Preview struct {
 
 	// Excluded Excluded are the slots in the same span that the schedule's calendars removed.
 	Excluded []PreviewItem `json:"excluded"`
-	Items    []PreviewItem `json:"items"`
+
+	// Items Items are the next slots that fire (count of them); a slot that will not fire is in skipped or excluded
+	// instead. Empty for a paused task.
+	Items []PreviewItem `json:"items"`
+
+	// Paused Paused: the task is paused and fires nothing until it is resumed (items is empty); resuming it fires its
+	// schedule's slots from then on.
+	Paused bool `json:"paused"`
+
+	// Skipped Skipped are the slots in the same span that do not fire because they were skipped
+	// (POST /v1/tasks/{id}/skip) or their queued execution was cancelled.
+	Skipped  []PreviewItem `json:"skipped"`
 	Timezone string        `json:"timezone"`
 }
 
@@ -1912,9 +1959,10 @@ type Stats struct {
 	// Executions Executions are those created in the window.
 	Executions ExecutionStats `json:"executions"`
 
-	// FiringLatenessMs FiringLatenessMS: how late the window's scheduled fires started their
-	// first attempt (started_at - scheduled_for); misfire catch-ups (late) and
-	// manual triggers are excluded.
+	// FiringLatenessMs FiringLatenessMS: how late the window's scheduled fires started their first attempt (first attempt
+	// start − scheduled_for, never below 0), over on-time scheduled fires only: misfire catch-ups (late),
+	// backfills, manual, retry and workflow-step fires are excluded. The same definition as the
+	// ax_firing_lateness_seconds metric.
 	FiringLatenessMs Percentiles `json:"firing_lateness_ms"`
 
 	// Series Series: the window's executions step by step; present only when the
@@ -2392,6 +2440,9 @@ type WorkflowRun struct {
 	Round        int                `json:"round"`
 	ScheduledFor time.Time          `json:"scheduled_for"`
 
+	// Sla SLA is where the run stands with its workflow's SLA now.
+	Sla WorkflowRunSLA `json:"sla"`
+
 	// SlaMissedAt SLAMissedAt is when the run was recorded as not succeeded by the workflow's SLA deadline (scheduled_for +
 	// sla.finish_within_ms); absent while it has not missed it.
 	SlaMissedAt *time.Time         `json:"sla_missed_at,omitempty"`
@@ -2446,6 +2497,37 @@ type WorkflowRunNode struct {
 
 // WorkflowRunNodeState defines model for WorkflowRunNode.State.
 type WorkflowRunNodeState string
+
+// WorkflowRunSLA defines model for WorkflowRunSLA.
+type WorkflowRunSLA struct {
+	// DueAt DueAt is the deadline, scheduled_for + finish_within_ms; for a missed run, the deadline its miss recorded
+	// (single-run responses). Absent without an SLA.
+	DueAt *time.Time `json:"due_at,omitempty"`
+
+	// FinishWithinMs FinishWithinMS is the workflow's sla.finish_within_ms (absent without an SLA).
+	//
+	// Example: 3600000
+	FinishWithinMs *int `json:"finish_within_ms,omitempty"`
+
+	// MissedAt MissedAt is when the miss was recorded (as sla_missed_at).
+	MissedAt *time.Time `json:"missed_at,omitempty"`
+
+	// Status Status: none (the workflow has no SLA), open (unfinished, not due yet), overdue (unfinished and past its
+	// deadline; the miss is recorded within moments), missed (recorded as missed: sla_missed_at), met
+	// (succeeded by its deadline), late (succeeded after it, before a miss was recorded), ended (failed or
+	// cancelled without a miss).
+	//
+	// Example: open
+	Status WorkflowRunSLAStatus `json:"status"`
+}
+
+// WorkflowRunSLAStatus Status: none (the workflow has no SLA), open (unfinished, not due yet), overdue (unfinished and past its
+// deadline; the miss is recorded within moments), missed (recorded as missed: sla_missed_at), met
+// (succeeded by its deadline), late (succeeded after it, before a miss was recorded), ended (failed or
+// cancelled without a miss).
+//
+// Example: open
+type WorkflowRunSLAStatus string
 
 // WorkflowRunStats defines model for WorkflowRunStats.
 type WorkflowRunStats struct {
@@ -3265,7 +3347,7 @@ type ClientInterface interface {
 
 	// PreviewTask The task's next fire times
 	//
-	// Computed by the scheduler's own code, DST rules included: the fire times follow the schedule's dst_policy.
+	// Computed by the scheduler's own code, DST rules included: the fire times follow the schedule's dst_policy. items are the slots that fire; slots skipped on request (or whose queued execution was cancelled) are listed apart in skipped, those the calendars remove in excluded. A paused task fires nothing: paused true and no items.
 	//
 	// Corresponds with GET /v1/tasks/{id}/preview (the `PreviewTask` operationId).
 	PreviewTask(ctx context.Context, id string, params *PreviewTaskParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4271,7 +4353,7 @@ func (c *Client) PauseTask(ctx context.Context, id string, reqEditors ...Request
 
 // PreviewTask The task's next fire times
 //
-// Computed by the scheduler's own code, DST rules included: the fire times follow the schedule's dst_policy.
+// Computed by the scheduler's own code, DST rules included: the fire times follow the schedule's dst_policy. items are the slots that fire; slots skipped on request (or whose queued execution was cancelled) are listed apart in skipped, those the calendars remove in excluded. A paused task fires nothing: paused true and no items.
 //
 // Corresponds with GET /v1/tasks/{id}/preview (the `PreviewTask` operationId).
 func (c *Client) PreviewTask(ctx context.Context, id string, params *PreviewTaskParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7758,7 +7840,7 @@ type ClientWithResponsesInterface interface {
 
 	// PreviewTaskWithResponse The task's next fire times
 	//
-	// Computed by the scheduler's own code, DST rules included: the fire times follow the schedule's dst_policy.
+	// Computed by the scheduler's own code, DST rules included: the fire times follow the schedule's dst_policy. items are the slots that fire; slots skipped on request (or whose queued execution was cancelled) are listed apart in skipped, those the calendars remove in excluded. A paused task fires nothing: paused true and no items.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -15129,7 +15211,7 @@ func (c *ClientWithResponses) PauseTaskWithResponse(ctx context.Context, id stri
 
 // PreviewTaskWithResponse The task's next fire times
 //
-// Computed by the scheduler's own code, DST rules included: the fire times follow the schedule's dst_policy.
+// Computed by the scheduler's own code, DST rules included: the fire times follow the schedule's dst_policy. items are the slots that fire; slots skipped on request (or whose queued execution was cancelled) are listed apart in skipped, those the calendars remove in excluded. A paused task fires nothing: paused true and no items.
 //
 // Returns a wrapper object for the known response body format(s).
 //

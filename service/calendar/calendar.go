@@ -47,8 +47,9 @@ type Calendars struct {
 }
 
 // Reschedule reschedules, in tx, the schedules that exclude calendar id of
-// tenant, whose dates or zone just changed.
-type Reschedule func(ctx context.Context, tx db.Tx, tenant, id string) error
+// tenant, whose dates or zone just changed. committed, when not nil, is
+// called once the change committed (to report what it ended).
+type Reschedule func(ctx context.Context, tx db.Tx, tenant, id string) (committed func(), err error)
 
 // New returns a Calendars backed by pool; a change of a calendar's dates
 // or zone calls reschedule in its transaction.
@@ -148,8 +149,12 @@ func (s *Calendars) Update(ctx context.Context, tenant, id string, change func(*
 	if !resource.ValidID(id) {
 		return Calendar{}, errs.ErrNotFound
 	}
-	var out Calendar
+	var (
+		out       Calendar
+		committed func()
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		committed = nil
 		row, err := db.GetCalendar(ctx, tx, tenant, id, true)
 		if err != nil {
 			return errs.Store(err, "load calendar")
@@ -173,9 +178,16 @@ func (s *Calendars) Update(ctx context.Context, tenant, id string, change func(*
 		if in.Timezone == cur.Timezone && slices.Equal(in.Dates, cur.Dates) {
 			return nil
 		}
-		return s.reschedule(ctx, tx, tenant, id)
+		committed, err = s.reschedule(ctx, tx, tenant, id)
+		return err
 	})
-	return out, errs.Store(err, "update calendar")
+	if err != nil {
+		return Calendar{}, errs.Store(err, "update calendar")
+	}
+	if committed != nil {
+		committed()
+	}
+	return out, nil
 }
 
 // Delete deletes a calendar no schedule uses; one in use → ConflictError.

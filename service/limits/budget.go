@@ -15,8 +15,12 @@ type APIDecision struct {
 	// Limited: the tenant has a rate (the RateLimit-* headers apply).
 	Limited bool
 	Allowed bool
-	// Limit is the rate per second; Remaining what this replica holds
-	// of the shared budget after this request.
+	// Limit is the rate per second. Remaining is what is left of the
+	// tenant's budget after this request, as this replica knows it: the
+	// share it holds (taken from the shared bucket, spent here) plus what
+	// the shared bucket held when it last took from it. Other replicas
+	// spend the same bucket and it refills at Limit per second, so it is
+	// an estimate of what fits now, never a promise; 0 on a refusal.
 	Limit     float64
 	Remaining int
 	// RetryAfter: when refused, how long until the next request fits.
@@ -32,6 +36,9 @@ type apiShare struct {
 	mu      sync.Mutex
 	tokens  int
 	expires time.Time
+	// shared is what the shared bucket held after this replica's last
+	// take (whole requests).
+	shared int
 	// refusedUntil: the shared bucket was empty; refuse without asking
 	// the database again before then.
 	refusedUntil time.Time
@@ -60,38 +67,39 @@ func (l *Limits) AllowAPI(ctx context.Context, tenant string) (APIDecision, erro
 	d := APIDecision{Limited: true, Limit: rate}
 	if s.tokens > 0 && now.Before(s.expires) {
 		s.tokens--
-		d.Allowed, d.Remaining = true, s.tokens
+		d.Allowed, d.Remaining = true, s.tokens+s.shared
 		return d, nil
 	}
 	if now.Before(s.refusedUntil) {
 		d.RetryAfter = s.refusedUntil.Sub(now)
 		return d, nil
 	}
-	took, wait, err := l.takeAPIBudget(ctx, tenant, rate, apiChunk(rate))
+	took, left, wait, err := l.takeAPIBudget(ctx, tenant, rate, apiChunk(rate))
 	if err != nil {
 		return APIDecision{}, err
 	}
 	if took == 0 {
-		s.tokens, s.refusedUntil = 0, now.Add(wait)
+		s.tokens, s.shared, s.refusedUntil = 0, 0, now.Add(wait)
 		d.RetryAfter = wait
 		return d, nil
 	}
-	s.tokens, s.expires = took-1, now.Add(time.Second)
-	d.Allowed, d.Remaining = true, s.tokens
+	s.tokens, s.shared, s.expires = took-1, int(left), now.Add(time.Second)
+	d.Allowed, d.Remaining = true, s.tokens+s.shared
 	return d, nil
 }
 
 // takeAPIBudget takes up to want requests from tenant's shared API
 // budget, a token bucket of rate per second (apiBurst), in a transaction
-// of its own. It returns how many it took and, when none, how long until
-// the next one.
-func (l *Limits) takeAPIBudget(ctx context.Context, tenant string, rate float64, want int) (took int, wait time.Duration, err error) {
+// of its own. It returns how many it took, what the bucket held after the
+// take and, when it took none, how long until the next one.
+func (l *Limits) takeAPIBudget(ctx context.Context, tenant string, rate float64, want int) (took int, left float64,
+	wait time.Duration, err error,
+) {
 	err = db.InTx(ctx, l.pool, func(tx db.Tx) error {
 		b, err := db.LockAPIBudget(ctx, tx, tenant, apiBurst(rate))
 		if err != nil {
 			return err
 		}
-		var left float64
 		took, left, wait = spend(b.Tokens, rate, apiBurst(rate), b.Now.Sub(b.RefilledAt), want)
 		if took == 0 {
 			// Unchanged but for the refill, which a later take computes
@@ -100,7 +108,7 @@ func (l *Limits) takeAPIBudget(ctx context.Context, tenant string, rate float64,
 		}
 		return db.SaveAPIBudget(ctx, tx, tenant, left)
 	})
-	return took, wait, errs.Store(err, "take API budget")
+	return took, left, wait, errs.Store(err, "take API budget")
 }
 
 // spend takes up to want whole tokens from a bucket of size that held

@@ -42,7 +42,9 @@ const (
 type Metrics struct {
 	// Fires counts executions created, by trigger (schedule, manual, …).
 	Fires *prometheus.CounterVec
-	// FiringLateness is first-attempt start − scheduled_for.
+	// FiringLateness is the firing lateness of an on-time scheduled fire
+	// (service's Execution.FiringLateness): first attempt start −
+	// scheduled_for.
 	FiringLateness prometheus.Histogram
 	// Attempts counts delivery attempts by outcome and error class.
 	Attempts *prometheus.CounterVec
@@ -50,7 +52,8 @@ type Metrics struct {
 	AttemptDuration prometheus.Histogram
 	// RetriesScheduled counts attempts that scheduled another one.
 	RetriesScheduled prometheus.Counter
-	// Finished counts executions reaching a final state, by state.
+	// Finished counts executions reaching a final state, by state
+	// (ExecutionsFinished).
 	Finished *prometheus.CounterVec
 	// MissedSlots counts slots not fired by a misfire policy.
 	MissedSlots prometheus.Counter
@@ -122,7 +125,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "ax_fires_total", Help: "Executions created, by trigger.",
 		}, []string{"trigger"}),
 		FiringLateness: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "ax_firing_lateness_seconds", Help: "First delivery attempt start minus the slot's scheduled time.",
+			Name: "ax_firing_lateness_seconds", Help: "First delivery attempt start minus the slot's scheduled time, of on-time scheduled fires (not catch-ups, backfills, manual, retry or workflow-step fires).",
 			Buckets: latencyBuckets,
 		}),
 		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -223,6 +226,17 @@ func (m *Metrics) WorkflowRunFinished(state string) {
 		return
 	}
 	m.WorkflowRuns.WithLabelValues(state).Inc()
+}
+
+// ExecutionsFinished counts n executions that reached final state
+// (succeeded, failed, cancelled, skipped). Service reports every statement
+// that ends executions through it — one execution or many, on every path —
+// once the transaction that ended them committed.
+func (m *Metrics) ExecutionsFinished(state string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.Finished.WithLabelValues(state).Add(float64(n))
 }
 
 // AddDeliveriesInFlight adds delta to the webhook requests under way in

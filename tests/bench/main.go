@@ -33,6 +33,11 @@
 //     and PostgreSQL transactions/s while they wait, then complete-to-
 //     succeeded latency when they are completed at 1,000/s with their
 //     callback tokens.
+//   - hung: N one-shot fires of one tenant (default 450; 450 a second, so
+//     in the main lane) to an endpoint that accepts and never answers
+//     (timeout 60 s), beside another tenant's 20 fires/s to the fast
+//     receiver; that tenant's lateness during the hang. Target: p99 ≤
+//     100 ms, no slot lost, with 450 and with 1,000 (-tasks 1000) hung.
 //   - maxconc, ratelimit: an endpoint's max_concurrency (5, answering in
 //     200 ms, 2,000 fires due at one instant) and rate_limit_per_second
 //     (50, 4,000 fires due over 10 s) with ax as two replicas on one
@@ -110,15 +115,15 @@ func (m *multiFlag) Set(v string) error {
 }
 
 var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling", "retention",
-	"workflow", "diamond", "shards", "callbacks", "noisy", "maxconc", "ratelimit"}
+	"workflow", "diamond", "shards", "callbacks", "noisy", "hung", "maxconc", "ratelimit"}
 
 func main() {
 	var o options
 	flag.StringVar(&o.scenario, "scenario", "precision",
-		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling|retention|workflow|callbacks|noisy|maxconc|ratelimit, "+
+		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling|retention|workflow|callbacks|noisy|hung|maxconc|ratelimit, "+
 			"a comma-separated list, or all")
 	flag.IntVar(&o.tasks, "tasks", 0, "number of tasks (0: the scenario's default: precision 1000, sustained 5000, "+
-		"burst 10000, idle 1000000, ceiling 20000 jobs per configuration, noisy 20000 of the noisy tenant, "+
+		"burst 10000, idle 1000000, ceiling 20000 jobs per configuration, noisy 20000 of the noisy tenant, hung 450 hung deliveries, "+
 		"maxconc 2000, ratelimit 4000)")
 	flag.DurationVar(&o.duration, "duration", 30*time.Second, "measurement window (precision, sustained, idle, and each api phase)")
 	flag.DurationVar(&o.warmup, "warmup", 5*time.Second, "discarded warm-up after the first slot (precision, sustained)")
@@ -302,6 +307,8 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 		return callbacks(ctx, st, o, orInt(n, 10_000), 1000)
 	case "noisy":
 		return noisy(ctx, st, o, orInt(n, 20_000))
+	case "hung":
+		return hung(ctx, st, o, orInt(n, 450))
 	case "maxconc":
 		return maxconc(ctx, st, o, orInt(n, 2000))
 	case "ratelimit":

@@ -465,8 +465,8 @@ func numCPU() int { return runtime.NumCPU() }
 // deliveryScenario reports whether a scenario measures webhook deliveries.
 func deliveryScenario(name string) bool {
 	switch name {
-	case "precision", "sustained", "burst", "deployed", "deployed-sustained", "retention", "noisy", "workflow", "diamond",
-		"shards":
+	case "precision", "sustained", "burst", "deployed", "deployed-sustained", "retention", "noisy", "hung", "workflow",
+		"diamond", "shards":
 		return true
 	}
 	return false

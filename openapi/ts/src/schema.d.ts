@@ -540,7 +540,7 @@ export interface paths {
         };
         /**
          * The task's next fire times
-         * @description Computed by the scheduler's own code, DST rules included: the fire times follow the schedule's dst_policy.
+         * @description Computed by the scheduler's own code, DST rules included: the fire times follow the schedule's dst_policy. items are the slots that fire; slots skipped on request (or whose queued execution was cancelled) are listed apart in skipped, those the calendars remove in excluded. A paused task fires nothing: paused true and no items.
          */
         get: operations["previewTask"];
         put?: never;
@@ -1356,7 +1356,11 @@ export interface components {
             started_at: string | null;
             /** @enum {string} */
             state: "pending" | "running" | "retrying" | "succeeded" | "failed" | "cancelled" | "skipped";
-            task_id: string;
+            /**
+             * @description TaskID is the task the execution fires; absent for a workflow step's execution, which workflow_id,
+             *     workflow_run_id and node name instead.
+             */
+            task_id?: string;
             /** @enum {string} */
             trigger: "schedule" | "manual" | "backfill" | "retry" | "dependency";
             /** @description WorkflowID, WorkflowRunID and Node name a workflow step's workflow, run and node. */
@@ -1550,7 +1554,21 @@ export interface components {
             dst_policy?: "vixie" | "once_per_local_time";
             /** @description Excluded are the slots in the same span that the schedule's calendars removed. */
             excluded: components["schemas"]["PreviewItem"][];
+            /**
+             * @description Items are the next slots that fire (count of them); a slot that will not fire is in skipped or excluded
+             *     instead. Empty for a paused task.
+             */
             items: components["schemas"]["PreviewItem"][];
+            /**
+             * @description Paused: the task is paused and fires nothing until it is resumed (items is empty); resuming it fires its
+             *     schedule's slots from then on.
+             */
+            paused: boolean;
+            /**
+             * @description Skipped are the slots in the same span that do not fire because they were skipped
+             *     (POST /v1/tasks/{id}/skip) or their queued execution was cancelled.
+             */
+            skipped: components["schemas"]["PreviewItem"][];
             timezone: string;
         };
         PreviewItem: {
@@ -1669,9 +1687,10 @@ export interface components {
             /** @description Executions are those created in the window. */
             executions: components["schemas"]["ExecutionStats"];
             /**
-             * @description FiringLatenessMS: how late the window's scheduled fires started their
-             *     first attempt (started_at - scheduled_for); misfire catch-ups (late) and
-             *     manual triggers are excluded.
+             * @description FiringLatenessMS: how late the window's scheduled fires started their first attempt (first attempt
+             *     start − scheduled_for, never below 0), over on-time scheduled fires only: misfire catch-ups (late),
+             *     backfills, manual, retry and workflow-step fires are excluded. The same definition as the
+             *     ax_firing_lateness_seconds metric.
              */
             firing_lateness_ms: components["schemas"]["Percentiles"];
             /**
@@ -2125,6 +2144,8 @@ export interface components {
             round: number;
             /** Format: date-time */
             scheduled_for: string;
+            /** @description SLA is where the run stands with its workflow's SLA now. */
+            sla: components["schemas"]["WorkflowRunSLA"];
             /**
              * Format: date-time
              * @description SLAMissedAt is when the run was recorded as not succeeded by the workflow's SLA deadline (scheduled_for +
@@ -2177,6 +2198,33 @@ export interface components {
             started_at?: string;
             /** @enum {string} */
             state: "waiting" | "pending" | "running" | "retrying" | "succeeded" | "failed" | "blocked" | "skipped" | "cancelled";
+        };
+        WorkflowRunSLA: {
+            /**
+             * Format: date-time
+             * @description DueAt is the deadline, scheduled_for + finish_within_ms; for a missed run, the deadline its miss recorded
+             *     (single-run responses). Absent without an SLA.
+             */
+            due_at?: string;
+            /**
+             * @description FinishWithinMS is the workflow's sla.finish_within_ms (absent without an SLA).
+             * @example 3600000
+             */
+            finish_within_ms?: number;
+            /**
+             * Format: date-time
+             * @description MissedAt is when the miss was recorded (as sla_missed_at).
+             */
+            missed_at?: string;
+            /**
+             * @description Status: none (the workflow has no SLA), open (unfinished, not due yet), overdue (unfinished and past its
+             *     deadline; the miss is recorded within moments), missed (recorded as missed: sla_missed_at), met
+             *     (succeeded by its deadline), late (succeeded after it, before a miss was recorded), ended (failed or
+             *     cancelled without a miss).
+             * @example open
+             * @enum {string}
+             */
+            status: "none" | "open" | "overdue" | "missed" | "met" | "late" | "ended";
         };
         WorkflowRunStats: {
             blocked: number;
