@@ -28,8 +28,6 @@ const (
 	ResourceExecution = audit.ResourceExecution
 	ResourceCalendar  = audit.ResourceCalendar
 	ResourceBackfill  = audit.ResourceBackfill
-
-	redacted = audit.Redacted
 )
 
 // recordAudit records a change made through the API in its transaction q
@@ -42,9 +40,6 @@ func auditRecord(ctx context.Context, tenant, action, resourceType, resourceID s
 	return audit.NewRecord(ctx, tenant, action, resourceType, resourceID, changes)
 }
 
-func auditTx(ctx context.Context, pool *db.Pool, fn func(db.Querier) error) error {
-	return audit.Tx(ctx, pool, fn)
-}
 func auditCreated(v any) map[string]any          { return audit.Created(v) }
 func auditDiff(before, after any) map[string]any { return audit.Diff(before, after) }
 func auditBytes(b []byte) any                    { return audit.Bytes(b) }
