@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db"
@@ -82,7 +83,7 @@ func TestBatchedBeginAndFinish(t *testing.T) {
 		wg.Go(func() {
 			var err error
 			begun[i], err = d.Begin(ctx, f.tenant, e.id, 1)
-			require.NoError(t, err)
+			assert.NoError(t, err)
 		})
 	}
 	wg.Wait()
@@ -123,8 +124,8 @@ func TestBatchedBeginAndFinish(t *testing.T) {
 			fin, err := d.Finish(ctx, f.tenant, e.id, begun[i].Lease, service.Outcome{
 				Kind: service.OutcomeSucceeded, StatusCode: 200 + i%7, Latency: time.Duration(i) * time.Millisecond,
 			})
-			require.NoError(t, err)
-			require.Equal(t, service.Finished{State: service.ExecSucceeded, Attempt: 1}, fin)
+			assert.NoError(t, err)
+			assert.Equal(t, service.Finished{State: service.ExecSucceeded, Attempt: 1}, fin)
 		})
 		if i == 10 {
 			wg.Go(func() {
