@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/api"
@@ -138,7 +137,7 @@ type req struct {
 }
 
 // do sends r and returns the answer. It may run off the test's goroutine
-// (concurrent requests): a failure to send is reported with assert and
+// (concurrent requests): a failure to send is reported with t.Errorf and
 // returns a zero resp (status 0), which the caller's checks then refuse.
 func (a *testAPI) do(r req) resp {
 	a.t.Helper()
@@ -151,7 +150,8 @@ func (a *testAPI) do(r req) resp {
 		sent = b
 	default:
 		enc, err := json.Marshal(b)
-		if !assert.NoError(a.t, err) {
+		if err != nil {
+			a.t.Errorf("encode the body of %s %s: %v", r.Method, r.Path, err)
 			return resp{}
 		}
 		sent = enc
@@ -161,7 +161,8 @@ func (a *testAPI) do(r req) resp {
 		body = bytes.NewReader(sent)
 	}
 	hr, err := http.NewRequestWithContext(a.t.Context(), r.Method, a.srv.URL+r.Path, body)
-	if !assert.NoError(a.t, err) {
+	if err != nil {
+		a.t.Errorf("%s %s: %v", r.Method, r.Path, err)
 		return resp{}
 	}
 	if body != nil {
@@ -178,12 +179,14 @@ func (a *testAPI) do(r req) resp {
 		}
 	}
 	res, err := http.DefaultClient.Do(hr)
-	if !assert.NoError(a.t, err) {
+	if err != nil {
+		a.t.Errorf("%s %s: %v", r.Method, r.Path, err)
 		return resp{}
 	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)
-	if !assert.NoError(a.t, err) {
+	if err != nil {
+		a.t.Errorf("%s %s: read the answer: %v", r.Method, r.Path, err)
 		return resp{}
 	}
 	// Every exchange is held to the OpenAPI document (spec_test.go).

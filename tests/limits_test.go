@@ -94,8 +94,11 @@ func createOnceTasks(t *testing.T, base, tok, endpoint string, n int, runAt time
 					"misfire_policy": "fire_all",
 					"schedule":       map[string]any{"type": "once", "run_at": runAt.UTC().Format(time.RFC3339Nano)},
 				})
-				if err != nil || code != http.StatusCreated {
-					errs <- fmt.Errorf("create task %d: %d %s %v", i, code, body, err)
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("create task %d: %w", i, err)
+				case code != http.StatusCreated:
+					errs <- fmt.Errorf("create task %d: %d %s", i, code, body)
 				}
 			}
 		})

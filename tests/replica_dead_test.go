@@ -224,8 +224,11 @@ func TestDeadReplicaDeliveriesResume(t *testing.T) {
 					"name": fmt.Sprintf("burst-%d", i), "endpoint_id": ep["id"],
 					"schedule": map[string]any{"type": "once", "run_at": runAt.Format(time.RFC3339Nano)},
 				})
-				if err != nil || code != http.StatusCreated {
-					errs <- fmt.Errorf("create task %d: %d %s %v", i, code, body, err)
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("create task %d: %w", i, err)
+				case code != http.StatusCreated:
+					errs <- fmt.Errorf("create task %d: %d %s", i, code, body)
 				}
 			}
 		})
@@ -449,8 +452,11 @@ func TestBurstSharedBetweenReplicas(t *testing.T) {
 					"name": fmt.Sprintf("burst-%d", i), "endpoint_id": ep["id"],
 					"schedule": map[string]any{"type": "once", "run_at": runAt.Format(time.RFC3339Nano)},
 				})
-				if err != nil || code != http.StatusCreated {
-					errs <- fmt.Errorf("create task %d: %d %s %v", i, code, body, err)
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("create task %d: %w", i, err)
+				case code != http.StatusCreated:
+					errs <- fmt.Errorf("create task %d: %d %s", i, code, body)
 				}
 			}
 		})

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -117,7 +118,7 @@ func specParse(expr string, quartz bool) (*specCron, error) {
 	c.zeroSecond = c.second == [60]bool{0: true}
 	if quartz {
 		if (fields[3] == "?") == (fields[5] == "?") {
-			return nil, fmt.Errorf("quartz needs ? in exactly one day field")
+			return nil, errors.New("quartz needs ? in exactly one day field")
 		}
 		c.domAny, c.dowAny = fields[3] == "?", fields[5] == "?"
 	} else {
