@@ -176,15 +176,17 @@ func TestBatcherDropsCallsCancelledBeforeTheirStatement(t *testing.T) {
 		_, err := b.do(ctx, 1)
 		assert.ErrorIs(t, err, context.Canceled)
 	})
-	wg.Go(func() {
-		r, err := b.do(context.Background(), 2)
-		assert.NoError(t, err)
-		assert.Equal(t, 2, r)
-	})
+	var (
+		r2   int
+		err2 error
+	)
+	wg.Go(func() { r2, err2 = b.do(context.Background(), 2) })
 	require.Eventually(t, func() bool { return b.pendingLen() == 2 }, 5*time.Second, time.Millisecond)
 	cancel()
 	close(gate)
 	wg.Wait()
+	require.NoError(t, err2)
+	require.Equal(t, 2, r2)
 	require.Equal(t, []int{0, 2}, seen, "the cancelled call never reached the database")
 
 	_, err := b.do(ctx, 3)
