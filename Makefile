@@ -26,7 +26,7 @@ build: ## Build the ax binary into ./bin/ax.
 	$(GO) build -o bin/ax ./cmd/server
 
 .PHONY: test
-test: ## Run every test (starts a throwaway Postgres; needs the postgresql package).
+test: ## Run every test (starts a throwaway Postgres; needs the postgresql package). With -race in TEST_FLAGS, tests/ runs ax built with -race too.
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
 

@@ -487,7 +487,7 @@ func TestParsePublicKeys(t *testing.T) {
 
 	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	require.NoError(t, err)
-	small, err := rsa.GenerateKey(rand.Reader, 1024) //nolint:gosec // deliberately too small
+	small, err := rsa.GenerateKey(rand.Reader, 1024) // deliberately too small
 	require.NoError(t, err)
 	ecPriv, err := x509.MarshalECPrivateKey(k.ec)
 	require.NoError(t, err)

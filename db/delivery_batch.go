@@ -99,7 +99,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 	tenants, ids, leases := make([]string, len(keys)), make([]string, len(keys)), make([]int32, len(keys))
 	jobs, limited := make([]int64, len(keys)), make([]bool, len(keys))
 	for i, k := range keys {
-		tenants[i], ids[i], leases[i], jobs[i] = k.TenantID, k.ID, int32(k.Lease), k.JobID //nolint:gosec // River attempts are small
+		tenants[i], ids[i], leases[i], jobs[i] = k.TenantID, k.ID, int32(k.Lease), k.JobID // River attempts are small
 		limited[i] = k.TenantLimited
 	}
 	uids, err := uuidArray(ids)
@@ -224,8 +224,8 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 	tenants, ids, leases := make([]string, n), make([]string, n), make([]int32, n)
 	codes, latencies := make([]int32, n), make([]int32, n)
 	for i, s := range ok {
-		tenants[i], ids[i], leases[i] = s.TenantID, s.ID, int32(s.Lease)               //nolint:gosec // small
-		codes[i], latencies[i] = int32(s.StatusCode), int32(min(s.LatencyMS, 1<<31-1)) //nolint:gosec // bounded
+		tenants[i], ids[i], leases[i] = s.TenantID, s.ID, int32(s.Lease)               // small
+		codes[i], latencies[i] = int32(s.StatusCode), int32(min(s.LatencyMS, 1<<31-1)) // bounded
 	}
 	uids, err := uuidArray(ids)
 	if err != nil {

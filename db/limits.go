@@ -174,7 +174,7 @@ func SaveGates(ctx context.Context, q Querier, tenant string, gates []GateCount)
 	inflight := make([]int32, len(gates))
 	tokens := make([]float64, len(gates))
 	for i, g := range gates {
-		names[i], inflight[i], tokens[i] = g.Name, int32(min(g.Inflight, math.MaxInt32)), g.Tokens //nolint:gosec // capped
+		names[i], inflight[i], tokens[i] = g.Name, int32(min(g.Inflight, math.MaxInt32)), g.Tokens // capped
 	}
 	_, err := q.Exec(ctx, `UPDATE flow_gates f SET inflight = i.inflight, tokens = i.tokens, refilled_at = now()
 		FROM unnest($2::text[], $3::int[], $4::float8[]) AS i(gate, inflight, tokens)

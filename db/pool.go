@@ -119,8 +119,8 @@ func OpenPools(ctx context.Context, url string, maxConns int) (Pools, error) {
 	main.AfterConnect = setParams(mainParams)
 	delivery.AfterConnect = setParams(deliveryParams)
 	if !strings.Contains(url, "pool_max_conns") {
-		main.MaxConns = int32(max(2, maxConns-maxConns*2/5)) //nolint:gosec // bounded by config validation
-		delivery.MaxConns = int32(max(2, maxConns*2/5))      //nolint:gosec // bounded by config validation
+		main.MaxConns = int32(max(2, maxConns-maxConns*2/5)) // bounded by config validation
+		delivery.MaxConns = int32(max(2, maxConns*2/5))      // bounded by config validation
 	}
 	var p Pools
 	if p.Main, err = pgxpool.NewWithConfig(ctx, main); err != nil {

@@ -158,7 +158,7 @@ func DeleteExpiredRuns(ctx context.Context, q TxBeginner, tenant, after string, 
 // id minted before t is below it.
 func idFloor(t time.Time) [16]byte {
 	var id [16]byte
-	binary.BigEndian.PutUint64(id[:8], uint64(t.UnixMilli())<<16) //nolint:gosec // times after 1970
+	binary.BigEndian.PutUint64(id[:8], uint64(t.UnixMilli())<<16) // times after 1970
 	return id
 }
 

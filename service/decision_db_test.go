@@ -346,7 +346,7 @@ func deref[T any](p *T) any {
 // startCases returns every combination of the facts of decideStart that
 // a database can hold.
 func startCases() []equivCase {
-	rnd := rand.New(rand.NewPCG(1, 2)) //nolint:gosec // deterministic ids
+	rnd := rand.New(rand.NewPCG(1, 2)) // deterministic ids
 	newID := func() string { return uuid.Must(uuid.NewRandomFromReader(rndReader{rnd})).String() }
 	job := func(v int64) *int64 { return &v }
 	type jobRel struct {
@@ -657,7 +657,7 @@ var errRollback = errors.New("rolled back on purpose")
 // finishCases returns every combination of the facts of decideFinish and
 // of the outcomes an attempt can report.
 func finishCases() []equivCase {
-	rnd := rand.New(rand.NewPCG(3, 4)) //nolint:gosec // deterministic ids
+	rnd := rand.New(rand.NewPCG(3, 4)) // deterministic ids
 	newID := func() string { return uuid.Must(uuid.NewRandomFromReader(rndReader{rnd})).String() }
 	outcomes := []Outcome{
 		{Kind: OutcomeSucceeded, StatusCode: 204, Latency: 12 * time.Millisecond},

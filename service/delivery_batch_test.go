@@ -77,15 +77,15 @@ func TestBatchedBeginAndFinish(t *testing.T) {
 
 	d := service.NewDeliveries(f.delivery, f.enq, service.DeliveriesConfig{})
 	begun := make([]service.Delivery, n)
+	beginErrs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, e := range execs {
-		wg.Go(func() {
-			var err error
-			begun[i], err = d.Begin(ctx, f.tenant, e.id, 1)
-			require.NoError(t, err)
-		})
+		wg.Go(func() { begun[i], beginErrs[i] = d.Begin(ctx, f.tenant, e.id, 1) })
 	}
 	wg.Wait()
+	for i, err := range beginErrs {
+		require.NoError(t, err, "execution %d", i)
+	}
 	require.Equal(t, service.BatchStats{Batched: n - 3}, d.BatchStats(), "all but the three took the batched path")
 	for i, b := range begun {
 		switch execs[i] {
@@ -115,16 +115,16 @@ func TestBatchedBeginAndFinish(t *testing.T) {
 	// Finish: every sent one succeeded; one more outcome arrives from a
 	// stale attempt and is refused.
 	var conflicts sync.Map
+	finished := make([]service.Finished, n)
+	finishErrs := make([]error, n)
 	for i, e := range execs {
 		if e == cancelled || e == paused {
 			continue
 		}
 		wg.Go(func() {
-			fin, err := d.Finish(ctx, f.tenant, e.id, begun[i].Lease, service.Outcome{
+			finished[i], finishErrs[i] = d.Finish(ctx, f.tenant, e.id, begun[i].Lease, service.Outcome{
 				Kind: service.OutcomeSucceeded, StatusCode: 200 + i%7, Latency: time.Duration(i) * time.Millisecond,
 			})
-			require.NoError(t, err)
-			require.Equal(t, service.Finished{State: service.ExecSucceeded, Attempt: 1}, fin)
 		})
 		if i == 10 {
 			wg.Go(func() {
@@ -134,6 +134,13 @@ func TestBatchedBeginAndFinish(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	for i, e := range execs {
+		if e == cancelled || e == paused {
+			continue
+		}
+		require.NoError(t, finishErrs[i], "execution %d", i)
+		require.Equal(t, service.Finished{State: service.ExecSucceeded, Attempt: 1}, finished[i], "execution %d", i)
+	}
 	err10, _ := conflicts.Load(execs[10].id)
 	require.ErrorIs(t, err10.(error), service.ErrConflict)
 	require.Equal(t, int64(2*(n-3)+1), d.BatchStats().Batched, "every Begin and success but the three decisions, plus the stale outcome's first try")

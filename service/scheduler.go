@@ -78,6 +78,11 @@ type SchedulerConfig struct {
 	// Metrics, when set, counts the workflow runs a claim ends
 	// (ax_workflow_runs_total).
 	Metrics *metrics.Metrics
+	// Now, when set, is the clock a pass over the tasks (Tick) claims and
+	// plans by, instead of the database's now(): tests drive the real
+	// pass across days, a DST change, with it. nil (production): the
+	// database's clock.
+	Now func() time.Time
 }
 
 // WithDefaults fills unset fields.
@@ -141,7 +146,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 	var res TickResult
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		res = TickResult{}
-		now, err := db.Now(ctx, tx)
+		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -200,6 +205,15 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 		res.Runs = runs
 	}
 	return res, nil
+}
+
+// now is the clock of a pass in tx: the database's, or SchedulerConfig.Now.
+func (s *Scheduler) now(ctx context.Context, tx db.Tx) (time.Time, error) {
+	if s.cfg.Now != nil {
+		return s.cfg.Now(), nil
+	}
+	t, err := db.Now(ctx, tx)
+	return t, storeError(err, "read the database clock")
 }
 
 // NextDueIn returns how long until the earliest active task is due (by the

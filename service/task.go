@@ -722,7 +722,7 @@ func (s *Tasks) validate(in TaskInput, anchor time.Time) (*schedule.Schedule, er
 	}
 	sched, err := parseSchedule(in.Schedule, anchor)
 	if err != nil {
-		if se, ok := err.(*ValidationError); ok { //nolint:errorlint // parseSchedule returns it unwrapped
+		if se, ok := err.(*ValidationError); ok { // parseSchedule returns it unwrapped
 			ve.Fields = append(ve.Fields, se.Fields...)
 		} else {
 			return nil, err

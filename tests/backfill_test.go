@@ -335,20 +335,31 @@ func TestConcurrentBackfillsKeepRoundsUnique(t *testing.T) {
 	t.Cleanup(pool.Close)
 
 	for _, rerun := range []string{"missing", "all"} {
-		ids := make(chan string, 4)
+		type created struct {
+			code int
+			body []byte
+			err  error
+		}
+		answers := make(chan created, 4)
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
-				b := apiDo(t, http.MethodPost, p.base+"/v1/tasks/"+id+"/backfill", tok, map[string]any{
+				code, body, err := tryDo(t.Context(), http.MethodPost, p.base+"/v1/tasks/"+id+"/backfill", tok, map[string]any{
 					"from": "2026-02-01T00:00:00Z", "to": "2026-02-03T00:00:00Z", "rerun": rerun, "max_concurrency": 16,
-				}, http.StatusAccepted)
-				ids <- b["id"].(string)
+				})
+				answers <- created{code, body, err}
 			})
 		}
 		wg.Wait()
-		close(ids)
-		for bid := range ids {
-			waitBackfill(t, p.base, tok, bid, 2*time.Minute)
+		close(answers)
+		for a := range answers {
+			require.NoError(t, a.err)
+			require.Equal(t, http.StatusAccepted, a.code, "%s", a.body)
+			var b struct {
+				ID string `json:"id"`
+			}
+			require.NoError(t, json.Unmarshal(a.body, &b))
+			waitBackfill(t, p.base, tok, b.ID, 2*time.Minute)
 		}
 		var dup int
 		require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM (

@@ -108,7 +108,7 @@ func TestScheduledWebhookEndToEnd(t *testing.T) {
 	require.Equal(t, []string{service.EventFired, service.EventAttemptStarted, service.EventAttemptSucceeded, service.EventSucceeded}, types)
 
 	// Metrics exist and moved.
-	resp, err := http.Get(p.base + "/metrics") //nolint:noctx // test
+	resp, err := http.Get(p.base + "/metrics")
 	require.NoError(t, err)
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, resp.Body.Close())

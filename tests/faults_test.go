@@ -100,15 +100,28 @@ func (r *crashLoadReceiver) snapshot() ([]crashHook, []string) {
 }
 
 // apiProbe calls the API of each replica a few times a second and counts
-// the answers apart for while the database is down (or went down or came
-// back during the call) and while it is up.
+// the answers by phase: "down" (the whole call while the database was
+// down), "edge" (it was being killed or restarted during the call) and
+// "up".
 type apiProbe struct {
-	// outage is odd while the database is down: incremented at each kill
-	// and each restart.
+	// outage counts the transitions: incremented before and after each
+	// kill and each restart, so it is 0 mod 4 while the database is up
+	// and 2 mod 4 while it is down (killed, not yet restarting).
 	outage  atomic.Int64
 	mu      sync.Mutex
-	counts  map[string]int           // "down 500", "up 200", "down error", …
+	counts  map[string]int           // "down 503", "up 200", "edge 503", …
+	samples map[string]string        // the first answer of each kind that is not allowed
 	slowest map[string]time.Duration // by phase
+}
+
+// probeAllowed are the answers the API may give, by phase: while the
+// database is down, only 503 problem+json with a Retry-After (docs/
+// operations.md, Health); around a kill or a restart and while the pool
+// recovers after one, that or 200.
+var probeAllowed = map[string]bool{
+	"down 503": true,
+	"edge 200": true, "edge 503": true,
+	"up 200": true, "up 503": true,
 }
 
 func (p *apiProbe) run(ctx context.Context, base, token string) {
@@ -119,22 +132,28 @@ func (p *apiProbe) run(ctx context.Context, base, token string) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/tasks?limit=1", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		res, err := client.Do(req)
-		answer := "error"
+		answer, detail := "error", fmt.Sprint(err)
 		if err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
+			body, _ := io.ReadAll(res.Body)
 			_ = res.Body.Close()
-			answer = strconv.Itoa(res.StatusCode)
+			answer, detail = probeAnswer(res, body)
 		}
 		took := time.Since(start)
 		if ctx.Err() != nil {
 			return
 		}
-		phase := "up"
-		if before%2 == 1 || p.outage.Load() != before {
+		phase := "edge"
+		if after := p.outage.Load(); after == before && before%4 == 0 {
+			phase = "up"
+		} else if after == before && before%4 == 2 {
 			phase = "down"
 		}
+		key := phase + " " + answer
 		p.mu.Lock()
-		p.counts[phase+" "+answer]++
+		p.counts[key]++
+		if _, seen := p.samples[key]; !seen && !probeAllowed[key] {
+			p.samples[key] = detail
+		}
 		p.slowest[phase] = max(p.slowest[phase], took)
 		p.mu.Unlock()
 		select {
@@ -142,6 +161,29 @@ func (p *apiProbe) run(ctx context.Context, base, token string) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// probeAnswer names an answer: its status, and for a 503 what it lacks of
+// the documented one (problem+json, type …/unavailable, a positive
+// Retry-After), with the answer itself as the detail.
+func probeAnswer(res *http.Response, body []byte) (answer, detail string) {
+	answer = strconv.Itoa(res.StatusCode)
+	detail = fmt.Sprintf("%d %v %s", res.StatusCode, res.Header, body)
+	if res.StatusCode != http.StatusServiceUnavailable {
+		return answer, detail
+	}
+	var prob struct {
+		Type   string `json:"type"`
+		Status int    `json:"status"`
+	}
+	if retry, err := strconv.Atoi(res.Header.Get("Retry-After")); err != nil || retry <= 0 {
+		answer += " without a Retry-After"
+	}
+	if res.Header.Get("Content-Type") != "application/problem+json" || json.Unmarshal(body, &prob) != nil ||
+		prob.Type != "https://ax.dev/problems/unavailable" || prob.Status != http.StatusServiceUnavailable {
+		answer += " not the unavailable problem"
+	}
+	return answer, detail
 }
 
 // logTally counts the lines of ax's JSON log by level and message, instead
@@ -294,7 +336,7 @@ func TestPostgresCrash(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	probe := &apiProbe{counts: map[string]int{}, slowest: map[string]time.Duration{}}
+	probe := &apiProbe{counts: map[string]int{}, samples: map[string]string{}, slowest: map[string]time.Duration{}}
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	var probes sync.WaitGroup
 	for _, p := range []*proc{a, b} {
@@ -310,7 +352,9 @@ func TestPostgresCrash(t *testing.T) {
 		probe.outage.Add(1)
 		kills = append(kills, time.Now())
 		require.NoError(t, cluster.Kill())
+		probe.outage.Add(1)
 		time.Sleep(down)
+		probe.outage.Add(1)
 		require.NoError(t, cluster.Restart(ctx))
 		restarts = append(restarts, time.Now())
 		probe.outage.Add(1)
@@ -355,6 +399,17 @@ func TestPostgresCrash(t *testing.T) {
 	// up, and how long after each restart webhooks flowed again.
 	hooks, bad := recv.snapshot()
 	t.Logf("API answers (GET /v1/tasks, both replicas): %v; slowest: %v", probe.counts, probe.slowest)
+	// 0. While the database is down the API answers 503 with a
+	// Retry-After, never a 500 or nothing; around the outages, that or 200.
+	var wrong []string
+	for k, n := range probe.counts {
+		if !probeAllowed[k] {
+			wrong = append(wrong, fmt.Sprintf("%s ×%d, the first: %s", k, n, probe.samples[k]))
+		}
+	}
+	sort.Strings(wrong)
+	assert.Empty(t, wrong, "API answers other than 503 with Retry-After while the database was down (or than 200 and that around it)")
+	assert.Positive(t, probe.counts["down 503"], "the probe saw the outages")
 	for i, r := range restarts {
 		var firstAfter time.Time
 		for _, h := range hooks {

@@ -1,16 +1,15 @@
 package tests
 
 import (
-	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,9 +17,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
+	"github.com/axhq/ax/tests/axproc"
 )
 
-// axBinary is the server binary built once for the package.
+// axBinary is the server binary built once for the package, with the
+// race detector when the tests run with it (make test), unless
+// AX_TEST_RACE_AX says otherwise ("0" or "1").
 var axBinary string
 
 func TestMain(m *testing.M) {
@@ -30,10 +32,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	axBinary = filepath.Join(dir, "ax")
-	build := exec.Command("go", "build", "-o", axBinary, "../cmd/server")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build ax:", err)
+	race := axproc.RaceEnabled
+	if v := os.Getenv("AX_TEST_RACE_AX"); v != "" {
+		race = v == "1"
+	}
+	if err := axproc.Build(context.Background(), axBinary, race); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := dbtest.Run(m)
@@ -41,20 +45,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// proc is a running ax process.
+// proc is a running ax process (axproc.Proc) started by startAx.
 type proc struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	stdout strings.Builder
-	done   chan struct{}
-	base   string
+	*axproc.Proc
+	base string
+	done <-chan struct{}
 }
 
-var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
-
 // startAx starts the binary with env (plus PATH) and waits until it prints
-// its address. It is killed at the end of the test if still running. Its
-// log goes to the test's log.
+// its address. It is killed at the end of the test if still running, and
+// the test fails if the race detector reported a data race in it. Its log
+// goes to the test's log.
 func startAx(t *testing.T, env map[string]string, args ...string) *proc {
 	t.Helper()
 	return startAxLogTo(t, &testLogWriter{t: t}, env, args...)
@@ -64,35 +65,17 @@ func startAx(t *testing.T, env map[string]string, args ...string) *proc {
 // log instead.
 func startAxLogTo(t *testing.T, log io.Writer, env map[string]string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(axBinary, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "AX_HTTP_ADDR=127.0.0.1:0", "AX_LOG_LEVEL=warn"}
+	vars := []string{"PATH=" + os.Getenv("PATH"), "AX_HTTP_ADDR=127.0.0.1:0", "AX_LOG_LEVEL=warn"}
 	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		vars = append(vars, k+"="+v)
 	}
-	stdout, err := cmd.StdoutPipe()
+	p, err := axproc.Start(t.Context(), axproc.Config{Binary: axBinary, Args: args, Env: vars, Log: log})
 	require.NoError(t, err)
-	cmd.Stderr = log
-	require.NoError(t, cmd.Start())
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.stdout.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		_ = cmd.Wait()
-		close(p.done)
-	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
+		p.Kill()
+		if race := p.Race(); race != "" {
+			t.Errorf("ax %s (pid %d): the race detector found a data race:\n%s", p.Base(), p.Pid(), race)
+		}
 		if dir := env["AX_DATA_DIR"]; dir != "" {
 			// Let the embedded postgres finish its shutdown before the
 			// test's temporary directory is removed.
@@ -102,38 +85,44 @@ func startAxLogTo(t *testing.T, log io.Writer, env map[string]string, args ...st
 			}
 		}
 	})
-	deadline := time.After(90 * time.Second)
-	for p.base == "" {
-		select {
-		case l := <-lines:
-			if m := listenRE.FindStringSubmatch(l); m != nil {
-				p.base = m[1]
-			}
-		case <-p.done:
-			t.Fatalf("ax exited before listening: %s", p.Stdout())
-		case <-deadline:
-			t.Fatalf("ax did not start within 90s")
-		}
-	}
-	return p
+	return &proc{Proc: p, base: p.Base(), done: p.Done()}
 }
 
-// Stdout returns what the process printed so far.
-func (p *proc) Stdout() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stdout.String()
-}
-
-// stop sends sig and waits for the process to exit.
+// stop sends sig and waits for the process to exit; it fails the test
+// when the process had already exited, or does not exit within a minute.
 func (p *proc) stop(t *testing.T, sig syscall.Signal) {
 	t.Helper()
-	require.NoError(t, p.cmd.Process.Signal(sig))
-	select {
-	case <-p.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("ax did not exit within 60s after %v", sig)
+	require.False(t, p.ExitedEarly(), "ax %s exited before it was stopped (status %d)", p.base, p.ExitCode())
+	require.NoError(t, p.Stop(sig, 60*time.Second))
+}
+
+// tryDo sends one JSON request (body nil: none) and returns the status
+// and body. It fails no test, so that goroutines other than the test's
+// can send requests: they hand the error back.
+func tryDo(ctx context.Context, method, url, token string, body any) (int, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(b)
 	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
 }
 
 // testLogWriter sends the server's log lines to the test log.

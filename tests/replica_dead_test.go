@@ -220,11 +220,14 @@ func TestDeadReplicaDeliveriesResume(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for i := range next {
-				code, _, body := rawDo(t, http.MethodPost, a.base+"/v1/tasks", tok, map[string]any{
+				code, body, err := tryDo(t.Context(), http.MethodPost, a.base+"/v1/tasks", tok, map[string]any{
 					"name": fmt.Sprintf("burst-%d", i), "endpoint_id": ep["id"],
 					"schedule": map[string]any{"type": "once", "run_at": runAt.Format(time.RFC3339Nano)},
 				})
-				if code != http.StatusCreated {
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("create task %d: %w", i, err)
+				case code != http.StatusCreated:
 					errs <- fmt.Errorf("create task %d: %d %s", i, code, body)
 				}
 			}
@@ -340,8 +343,8 @@ func TestPausedReplicaIsFenced(t *testing.T) {
 		WHERE state = 'running' AND kind = 'deliver' AND args->>'execution_id' = $1`, execID).Scan(&holder))
 	paused := procs[holder]
 	require.NotNil(t, paused, "the job's River client is a replica: %s", holder)
-	require.NoError(t, paused.cmd.Process.Signal(syscall.SIGSTOP))
-	t.Cleanup(func() { _ = paused.cmd.Process.Signal(syscall.SIGCONT) })
+	require.NoError(t, paused.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = paused.Signal(syscall.SIGCONT) })
 
 	// The other replica declares it dead and resumes: attempt 2 arrives,
 	// same key.
@@ -356,7 +359,7 @@ func TestPausedReplicaIsFenced(t *testing.T) {
 	// Attempt 1 gets its answer, and its replica continues: nothing of it
 	// is recorded over attempt 2, which is still in flight.
 	recv.open("1")
-	require.NoError(t, paused.cmd.Process.Signal(syscall.SIGCONT))
+	require.NoError(t, paused.Signal(syscall.SIGCONT))
 	require.Eventually(t, func() bool {
 		return strings.Contains(paused.log.String(), "attempt outcome not recorded: a newer run owns the execution")
 	}, 30*time.Second, 100*time.Millisecond, "the paused replica's outcome is discarded")
@@ -445,11 +448,14 @@ func TestBurstSharedBetweenReplicas(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for i := range next {
-				code, _, body := rawDo(t, http.MethodPost, a.base+"/v1/tasks", tok, map[string]any{
+				code, body, err := tryDo(t.Context(), http.MethodPost, a.base+"/v1/tasks", tok, map[string]any{
 					"name": fmt.Sprintf("burst-%d", i), "endpoint_id": ep["id"],
 					"schedule": map[string]any{"type": "once", "run_at": runAt.Format(time.RFC3339Nano)},
 				})
-				if code != http.StatusCreated {
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("create task %d: %w", i, err)
+				case code != http.StatusCreated:
 					errs <- fmt.Errorf("create task %d: %d %s", i, code, body)
 				}
 			}

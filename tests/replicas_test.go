@@ -132,7 +132,7 @@ func TestReplicas(t *testing.T) {
 	killAt := time.Now()
 	b.stop(t, syscall.SIGTERM)
 	exitedAt := time.Now()
-	require.Zero(t, b.cmd.ProcessState.ExitCode(), "replica B shuts down cleanly")
+	require.Zero(t, b.ExitCode(), "replica B shuts down cleanly")
 	t.Logf("replica B stopped in %s", exitedAt.Sub(killAt).Round(time.Millisecond))
 	time.Sleep(after)
 	end := time.Now()

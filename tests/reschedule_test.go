@@ -94,7 +94,7 @@ func TestReschedulesWhileFiring(t *testing.T) {
 		apiDo(t, http.MethodPatch, p.base+"/v1/tasks/"+id, tok, map[string]any{"schedule": spec}, http.StatusOK)
 		c.answered = time.Now()
 		changes = append(changes, c)
-		time.Sleep(800*time.Millisecond + rand.N(500*time.Millisecond)) //nolint:gosec // test timing jitter
+		time.Sleep(800*time.Millisecond + rand.N(500*time.Millisecond)) // test timing jitter
 	}
 	last := changes[len(changes)-1]
 	end := last.answered.Add(4 * time.Second).Truncate(time.Second)

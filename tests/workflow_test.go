@@ -79,7 +79,7 @@ func TestWorkflowEndToEnd(t *testing.T) {
 			require.True(t, at["report"][0].After(ts), "report after %s", later)
 		}
 	}
-	resp, err := http.Get(p.base + "/metrics") //nolint:noctx // test
+	resp, err := http.Get(p.base + "/metrics")
 	require.NoError(t, err)
 	metrics, err := io.ReadAll(resp.Body)
 	require.NoError(t, resp.Body.Close())

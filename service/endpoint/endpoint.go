@@ -466,6 +466,6 @@ func int32Ptr(p *int) *int32 {
 	if p == nil {
 		return nil
 	}
-	v := int32(min(*p, math.MaxInt32)) //nolint:gosec // capped
+	v := int32(min(*p, math.MaxInt32)) // capped
 	return &v
 }

@@ -29,7 +29,7 @@ func TestStoreIdempotent(t *testing.T) {
 	}
 	for _, err := range own {
 		again := Store(err, "second")
-		require.Same(t, err, again, "%v", err) //nolint:testifylint // the very value, not an equal one
+		require.Same(t, err, again, "%v", err) // the very value, not an equal one
 		require.Equal(t, err.Error(), Store(again, "third").Error())
 	}
 	require.ErrorIs(t, own[7], ErrUnavailable)

@@ -59,7 +59,7 @@ func (l *Limits) Set(ctx context.Context, tenant string, in Own) (View, error) {
 		if p == nil {
 			return nil
 		}
-		v := int32(*p) //nolint:gosec // validated above
+		v := int32(*p) // validated above
 		return &v
 	}
 	row := db.TenantLimits{TenantID: tenant, MaxTasks: i32(in.MaxTasks), MaxWorkflows: i32(in.MaxWorkflows),

@@ -149,11 +149,11 @@ func callbacks(ctx context.Context, st *stack, o options, n, rate int) (*result,
 	if err != nil {
 		return res, err
 	}
-	cpu0 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	cpu0 := sampleCPU(s.ax.Pid(), st)
 	if err := s.waitUntil(ctx, time.Now().Add(o.duration), "waiting window ends"); err != nil {
 		return res, err
 	}
-	cpu1 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	cpu1 := sampleCPU(s.ax.Pid(), st)
 	time.Sleep(1500 * time.Millisecond) // the window's last statistics
 	b, err := readDBStats(ctx, conn, st.pgss)
 	if err != nil {

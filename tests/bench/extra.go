@@ -84,11 +84,11 @@ WHERE t.tenant_id = 'bench' AND t.id = $5`, lo, hi, first, n, t.ID)
 	if err != nil {
 		return res, err
 	}
-	cpu0 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	cpu0 := sampleCPU(s.ax.Pid(), st)
 	if err := s.waitUntil(ctx, time.Now().Add(o.duration), "idle window ends"); err != nil {
 		return res, err
 	}
-	cpu1 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	cpu1 := sampleCPU(s.ax.Pid(), st)
 	// Statistics reach pg_stat_database when a backend goes idle, at most
 	// once a second; wait for the window's last ones.
 	time.Sleep(1500 * time.Millisecond)
@@ -151,7 +151,7 @@ func apiScenario(ctx context.Context, st *stack, o options) (*result, error) {
 	far := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
 	var seq atomic.Int64
 	waits := s.sampleWaits(ctx, res)
-	cpu0 := sampleCPU(s.ax.cmd.Process.Pid, s.st)
+	cpu0 := sampleCPU(s.ax.Pid(), s.st)
 	post := load(ctx, "POST /v1/tasks", o.concurrency, o.duration, func(ctx context.Context) error {
 		i := seq.Add(1)
 		return s.ax.call(ctx, http.MethodPost, "/v1/tasks", map[string]any{
@@ -160,7 +160,7 @@ func apiScenario(ctx context.Context, st *stack, o options) (*result, error) {
 			"payload":  map[string]any{"i": i},
 		}, nil)
 	})
-	res.setCPU(cpu0, sampleCPU(s.ax.cmd.Process.Pid, s.st)) // the POST phase's
+	res.setCPU(cpu0, sampleCPU(s.ax.Pid(), s.st)) // the POST phase's
 	if waits != nil {
 		res.Waits = waits.result(12)
 	}

@@ -92,12 +92,12 @@ func hung(ctx context.Context, st *stack, o options, n int) (*result, error) {
 	if err := s.waitUntil(ctx, runAt, "the instant"); err != nil {
 		return res, err
 	}
-	cpu0 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	cpu0 := sampleCPU(s.ax.Pid(), st)
 	end := runAt.Add(hungWindow)
 	if err := s.waitUntil(ctx, end, "the end of the hang"); err != nil {
 		return res, err
 	}
-	cpu1 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	cpu1 := sampleCPU(s.ax.Pid(), st)
 	res.setCPU(cpu0, cpu1)
 	held, maxHeld, answered := hang.counts()
 	reached := hang.total()

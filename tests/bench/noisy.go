@@ -93,7 +93,7 @@ func noisy(ctx context.Context, st *stack, o options, n int) (*result, error) {
 	if err := s.waitUntil(ctx, runAt.Add(-time.Second), "the instant"); err != nil {
 		return res, err
 	}
-	cpu0 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	cpu0 := sampleCPU(s.ax.Pid(), st)
 	deadline := runAt.Add(o.duration + 10*time.Minute)
 	for slow.count() < wantA && time.Now().Before(deadline) {
 		if err := s.waitUntil(ctx, time.Now().Add(100*time.Millisecond), "next check"); err != nil {
@@ -101,7 +101,7 @@ func noisy(ctx context.Context, st *stack, o options, n int) (*result, error) {
 		}
 	}
 	burstEnd := time.Now()
-	cpu1 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	cpu1 := sampleCPU(s.ax.Pid(), st)
 	res.setCPU(cpu0, cpu1)
 	if err := s.waitUntil(ctx, time.Now().Add(o.grace), "B's last slots"); err != nil {
 		return res, err

@@ -120,6 +120,6 @@ WHERE e.tenant_id = 'bench' AND e.attempts = 2 AND e.id < $1::uuid`, floor); err
 // retention computes its horizon.
 func idFloor(t time.Time) [16]byte {
 	var id [16]byte
-	binary.BigEndian.PutUint64(id[:8], uint64(t.UnixMilli())<<16) //nolint:gosec // times after 1970
+	binary.BigEndian.PutUint64(id[:8], uint64(t.UnixMilli())<<16) // times after 1970
 	return id
 }

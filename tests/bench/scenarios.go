@@ -194,7 +194,7 @@ func (s *session) waitUntil(ctx context.Context, t time.Time, what string) error
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-s.ax.done:
+		case <-s.ax.Done():
 			return fmt.Errorf("ax exited; its log:\n%s", tail(s.ax.logPath, 20))
 		case <-tick.C:
 			if s.rcv != nil {
@@ -288,12 +288,12 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 	if err := s.waitUntil(ctx, w0, "window starts"); err != nil {
 		return res, err
 	}
-	cpu0 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	cpu0 := sampleCPU(s.ax.Pid(), st)
 	waits := s.sampleWaits(ctx, res)
 	if err := s.waitUntil(ctx, w1, "window ends"); err != nil {
 		return res, err
 	}
-	cpu1 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	cpu1 := sampleCPU(s.ax.Pid(), st)
 	if waits != nil {
 		res.Waits = waits.result(12)
 	}
@@ -448,14 +448,14 @@ func burst(ctx context.Context, st *stack, o options, name string, n, shards int
 	if err := s.waitUntil(ctx, runAt.Add(-time.Second), "the instant"); err != nil {
 		return res, err
 	}
-	cpu0 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	cpu0 := sampleCPU(s.ax.Pid(), st)
 	waits := s.sampleWaits(ctx, res)
 	for distinctFires(s.rcv.snapshot()) < want && time.Now().Before(deadline) {
 		if err := s.waitUntil(ctx, time.Now().Add(20*time.Millisecond), "next check"); err != nil {
 			return res, err
 		}
 	}
-	cpu1 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	cpu1 := sampleCPU(s.ax.Pid(), st)
 	if waits != nil {
 		res.Waits = waits.result(12)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -16,18 +15,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/axhq/ax/db/pglocal"
+	"github.com/axhq/ax/tests/axproc"
 )
 
 // stack is what every scenario shares: the ax binary, one durable cluster,
@@ -66,10 +64,8 @@ func newStack(ctx context.Context, o options) (st *stack, err error) {
 	if st.axBin = o.axPath; st.axBin == "" {
 		st.axBin = filepath.Join(dir, "ax")
 		st.logf("building ax")
-		build := exec.CommandContext(ctx, "go", "build", "-o", st.axBin, "github.com/axhq/ax/cmd/server")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return nil, fmt.Errorf("build ax: %w", err)
+		if err := axproc.Build(ctx, st.axBin, false); err != nil {
+			return nil, err
 		}
 	}
 	raw := make([]byte, 48)
@@ -208,88 +204,33 @@ func (st *stack) publicEnv() map[string]string {
 
 // axProc is a running ax server.
 type axProc struct {
-	cmd     *exec.Cmd
+	*axproc.Proc
 	base    string
 	env     []string
-	done    chan struct{}
 	logPath string
 	token   string
 	client  *http.Client
-	stopped atomic.Bool // stop was called
 }
 
 // exitedEarly reports whether ax exited without being asked to.
-func (p *axProc) exitedEarly() bool {
-	select {
-	case <-p.done:
-		return !p.stopped.Load()
-	default:
-		return false
-	}
-}
-
-var listenRE = regexp.MustCompile(`listening on (http://\S+)`)
+func (p *axProc) exitedEarly() bool { return p.ExitedEarly() }
 
 // startAx starts `ax serve` on the database at dbURL, waits for its banner
 // and mints an API token with `ax token` under the same configuration.
 func (st *stack) startAx(ctx context.Context, name, dbURL string) (*axProc, error) {
 	env := st.axEnv(dbURL)
 	logPath := filepath.Join(st.dir, name+".ax.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(st.axBin, "serve") //nolint:noctx // stopped with SIGTERM by stop, not by a context
-	cmd.Env = env
-	// If the bench dies, so does ax.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	var stderr io.Writer = logFile
+	var stderr io.Writer
 	if st.o.verbose {
-		stderr = io.MultiWriter(logFile, os.Stderr)
+		stderr = os.Stderr
 	}
-	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
+	// If the bench dies, so does ax.
+	ap, err := axproc.Start(ctx, axproc.Config{Binary: st.axBin, Args: []string{"serve"}, Env: env,
+		Log: stderr, LogFile: logPath, ParentDeathSignal: syscall.SIGTERM})
 	if err != nil {
-		_ = logFile.Close()
-		return nil, err
+		return nil, fmt.Errorf("%w; its log:\n%s", err, tail(logPath, 20))
 	}
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return nil, fmt.Errorf("start ax: %w", err)
-	}
-	p := &axProc{cmd: cmd, env: env, done: make(chan struct{}), logPath: logPath}
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		_ = cmd.Wait()
-		_ = logFile.Close()
-		close(p.done)
-	}()
-	deadline := time.NewTimer(90 * time.Second)
-	defer deadline.Stop()
-	for p.base == "" {
-		select {
-		case l := <-lines:
-			if m := listenRE.FindStringSubmatch(l); m != nil {
-				p.base = m[1]
-			}
-		case <-p.done:
-			return nil, fmt.Errorf("ax exited before listening; its log:\n%s", tail(logPath, 20))
-		case <-deadline.C:
-			p.stop()
-			return nil, errors.New("ax did not print its banner within 90s")
-		case <-ctx.Done():
-			p.stop()
-			return nil, ctx.Err()
-		}
-	}
+	p := &axProc{Proc: ap, base: ap.Base(), env: env, logPath: logPath}
 	cmdTok := exec.CommandContext(ctx, st.axBin, "token", "--tenant", "bench", "--ttl", "12h")
 	cmdTok.Env = env
 	out, err := cmdTok.Output()
@@ -310,19 +251,8 @@ func (st *stack) startAx(ctx context.Context, name, dbURL string) (*axProc, erro
 
 // stop sends SIGTERM and waits up to a minute, then kills.
 func (p *axProc) stop() {
-	p.stopped.Store(true)
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(60 * time.Second):
-		fmt.Fprintln(os.Stderr, "bench: ax did not exit within 60s of SIGTERM; killing it")
-		_ = p.cmd.Process.Kill()
-		<-p.done
+	if err := p.Stop(syscall.SIGTERM, 60*time.Second); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 	}
 	if p.client != nil {
 		p.client.CloseIdleConnections()

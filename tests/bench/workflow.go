@@ -76,7 +76,7 @@ func workflowScenario(ctx context.Context, st *stack, o options, name string, n 
 	// Start the n runs together: o.concurrency triggers at a time.
 	st.logf("workflow: triggering %d runs of a %d-node DAG", n, len(nodes))
 	start := time.Now()
-	cpu0 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	cpu0 := sampleCPU(s.ax.Pid(), st)
 	var (
 		next   atomic.Int64
 		errs   atomic.Int64
@@ -117,7 +117,7 @@ func workflowScenario(ctx context.Context, st *stack, o options, name string, n 
 		}
 	}
 	elapsed := time.Since(start)
-	cpu1 := sampleCPU(s.ax.cmd.Process.Pid, st)
+	cpu1 := sampleCPU(s.ax.Pid(), st)
 	res.setCPU(cpu0, cpu1)
 	if err := s.waitUntil(ctx, time.Now().Add(2*time.Second), "duplicates"); err != nil {
 		return res, err

@@ -98,7 +98,7 @@ func main() {
 		os.Exit(2)
 	}
 	if o.seed == 0 {
-		o.seed = uint64(time.Now().UnixNano()) //nolint:gosec // a seed
+		o.seed = uint64(time.Now().UnixNano()) // a seed
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	ok, err := run(ctx, o)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -25,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/axhq/ax/db/pglocal"
+	"github.com/axhq/ax/tests/axproc"
 )
 
 // env is what every scenario shares: the ax binary, one durable cluster,
@@ -64,10 +64,8 @@ func newEnv(ctx context.Context, o options) (e *env, err error) {
 	if e.axBin = o.axPath; e.axBin == "" {
 		e.axBin = filepath.Join(dir, "ax")
 		e.logf("building ax")
-		build := exec.CommandContext(ctx, "go", "build", "-o", e.axBin, "github.com/axhq/ax/cmd/server")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return nil, fmt.Errorf("build ax: %w", err)
+		if err := axproc.Build(ctx, e.axBin, false); err != nil {
+			return nil, err
 		}
 	}
 	raw := make([]byte, 48)
@@ -164,17 +162,13 @@ func (r *replica) proc() *axProc {
 
 // axProc is one ax process.
 type axProc struct {
-	cmd       *exec.Cmd
+	*axproc.Proc
 	base      string
 	replicaID string // its first replica id, also its River client ID
-	done      chan struct{}
 	logPath   string
 }
 
-var (
-	listenRE    = regexp.MustCompile(`listening on (http://\S+)`)
-	replicaIDRE = regexp.MustCompile(`"msg":"ax started".*"replica_id":"([0-9a-f-]{36})"`)
-)
+var replicaIDRE = regexp.MustCompile(`"msg":"ax started".*"replica_id":"([0-9a-f-]{36})"`)
 
 // startAx starts `ax serve` and waits for its banner and its replica id.
 // A start while PostgreSQL is down fails; the caller tries again.
@@ -183,56 +177,14 @@ func (e *env) startAx(ctx context.Context, r *replica) (*axProc, error) {
 	r.runs++
 	logPath := filepath.Join(e.dir, fmt.Sprintf("%s.%d.log", r.name, r.runs))
 	r.mu.Unlock()
-	logFile, err := os.Create(logPath)
+	ap, err := axproc.Start(ctx, axproc.Config{Binary: e.axBin, Args: []string{"serve"}, Env: e.axEnv(),
+		LogFile: logPath, ParentDeathSignal: syscall.SIGKILL})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %s", err, lastLine(logPath))
 	}
-	cmd := exec.Command(e.axBin, "serve") //nolint:noctx // ended by signals, not a context
-	cmd.Env = e.axEnv()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Stderr = logFile
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		_ = logFile.Close()
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return nil, err
-	}
-	p := &axProc{cmd: cmd, done: make(chan struct{}), logPath: logPath}
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		_ = cmd.Wait()
-		_ = logFile.Close()
-		close(p.done)
-	}()
-	deadline := time.NewTimer(90 * time.Second)
+	p := &axProc{Proc: ap, base: ap.Base(), logPath: logPath}
+	deadline := time.NewTimer(axproc.ReadyTimeoutDefault)
 	defer deadline.Stop()
-	for p.base == "" {
-		select {
-		case l := <-lines:
-			if m := listenRE.FindStringSubmatch(l); m != nil {
-				p.base = m[1]
-			}
-		case <-p.done:
-			return nil, fmt.Errorf("ax exited before listening: %s", lastLine(logPath))
-		case <-deadline.C:
-			p.kill()
-			return nil, errors.New("ax did not print its banner within 90s")
-		case <-ctx.Done():
-			p.kill()
-			return nil, ctx.Err()
-		}
-	}
 	for p.replicaID == "" {
 		b, _ := os.ReadFile(logPath)
 		if m := replicaIDRE.FindSubmatch(b); m != nil {
@@ -269,23 +221,17 @@ func (e *env) startAxRetry(ctx context.Context, r *replica) (*axProc, error) {
 	}
 }
 
-func (p *axProc) signal(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
+func (p *axProc) signal(sig syscall.Signal) { _ = p.Signal(sig) }
 
 // kill ends the process with SIGKILL and waits.
-func (p *axProc) kill() {
-	p.signal(syscall.SIGKILL)
-	<-p.done
-}
+func (p *axProc) kill() { p.Kill() }
 
-// terminate sends SIGTERM and waits up to 90 s, then kills.
+// terminate sends SIGTERM (to a process that may be stopped: SIGCONT
+// first) and waits up to 90 s, then kills.
 func (p *axProc) terminate() {
 	p.signal(syscall.SIGCONT)
-	p.signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(90 * time.Second):
-		fmt.Fprintln(os.Stderr, "soak: ax did not exit within 90s of SIGTERM; killing it")
-		p.kill()
+	if err := p.Stop(syscall.SIGTERM, 90*time.Second); err != nil {
+		fmt.Fprintln(os.Stderr, "soak:", err)
 	}
 }
 

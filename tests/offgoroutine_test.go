@@ -1,0 +1,237 @@
+package tests
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestNoFailNowOffTheTestGoroutine keeps require (and t.Fatal, t.FailNow)
+// on the goroutine that runs the test, in every _test.go file of the
+// module. FailNow called from another goroutine does not stop the test:
+// it ends that goroutine only (testing's documentation), so the test goes
+// on, or hangs waiting for what the goroutine would have sent. Code run by
+// a go statement, by a closure given to a Go method (sync.WaitGroup,
+// errgroup) or to time.AfterFunc, and by an HTTP handler (a function
+// taking an http.ResponseWriter) must report with assert or t.Error, or
+// hand its error back. A call there to a function or method of the same
+// package that fails the test (require, t.Fatal, or such a call, at any
+// depth; methods are matched by name) counts too. testifylint's
+// go-require checks go statements and handlers as it lints; this test
+// also sees the closures given to Go and the helpers they call.
+func TestNoFailNowOffTheTestGoroutine(t *testing.T) {
+	t.Parallel()
+	byDir := map[string][]string{}
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != ".." && (d.Name() == "testdata" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, "_test.go") {
+			byDir[filepath.Dir(path)] = append(byDir[filepath.Dir(path)], path)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, len(byDir), 10, "the walk found the module's test packages")
+	var found []string
+	for _, files := range byDir {
+		found = append(found, offGoroutineFailures(t, files)...)
+	}
+	sort.Strings(found)
+	require.Empty(t, found, "require, t.Fatal or t.FailNow off the test's goroutine: report with assert or t.Error, or send the error back")
+}
+
+// offGoroutineFailures checks the test files of one directory.
+func offGoroutineFailures(t *testing.T, files []string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	var parsed []*ast.File
+	for _, f := range files {
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		parsed = append(parsed, af)
+	}
+	// The functions and methods (by name) that fail the test, directly or
+	// through another.
+	decls := map[string][]*ast.FuncDecl{}
+	for _, af := range parsed {
+		for _, d := range af.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
+				decls[fd.Name.Name] = append(decls[fd.Name.Name], fd)
+			}
+		}
+	}
+	fails := map[string]bool{}
+	for changed := true; changed; {
+		changed = false
+		for name, fds := range decls {
+			for _, fd := range fds {
+				if !fails[name] && (&failures{fails: fails, locals: localFuncs(fd)}).first(fd.Body) != "" {
+					fails[name], changed = true, true
+				}
+			}
+		}
+	}
+	var out []string
+	for _, af := range parsed {
+		for _, d := range af.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			f := &failures{fails: fails, locals: localFuncs(fd)}
+			check := func(body ast.Node, where string) {
+				ast.Inspect(body, func(n ast.Node) bool {
+					if c, ok := n.(*ast.CallExpr); ok {
+						if what := f.call(c); what != "" {
+							out = append(out, fset.Position(c.Pos()).String()+": "+what+" in "+where)
+						}
+					}
+					return true
+				})
+			}
+			if isHandlerFunc(fd.Type) {
+				check(fd.Body, "the HTTP handler "+fd.Name.Name)
+				continue
+			}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.GoStmt:
+					if fl, ok := n.Call.Fun.(*ast.FuncLit); ok {
+						check(fl.Body, "a go statement")
+					} else if what := f.call(n.Call); what != "" {
+						out = append(out, fset.Position(n.Pos()).String()+": go statement: "+what)
+					}
+					return false
+				case *ast.CallExpr:
+					if s, ok := n.Fun.(*ast.SelectorExpr); ok && (s.Sel.Name == "Go" || s.Sel.Name == "AfterFunc") {
+						for _, a := range n.Args {
+							switch a := a.(type) {
+							case *ast.FuncLit:
+								check(a.Body, "a closure given to "+s.Sel.Name)
+							case *ast.Ident:
+								if f.fails[a.Name] || f.locals[a.Name] != nil && f.first(f.locals[a.Name].Body) != "" {
+									out = append(out, fset.Position(a.Pos()).String()+": "+a.Name+", which fails the test, given to "+s.Sel.Name)
+								}
+							}
+						}
+					}
+				case *ast.FuncLit:
+					if isHandlerFunc(n.Type) {
+						check(n.Body, "an HTTP handler")
+						return false
+					}
+				}
+				return true
+			})
+		}
+	}
+	return out
+}
+
+// localFuncs returns the closures fd assigns to names (f := func…), which
+// a call by that name in fd runs.
+func localFuncs(fd *ast.FuncDecl) map[string]*ast.FuncLit {
+	locals := map[string]*ast.FuncLit{}
+	ast.Inspect(fd.Body, func(n ast.Node) bool {
+		if as, ok := n.(*ast.AssignStmt); ok && len(as.Lhs) == len(as.Rhs) {
+			for i, l := range as.Lhs {
+				id, isID := l.(*ast.Ident)
+				fl, isLit := as.Rhs[i].(*ast.FuncLit)
+				if isID && isLit {
+					locals[id.Name] = fl
+				}
+			}
+		}
+		return true
+	})
+	return locals
+}
+
+// failures tells the calls that fail the test within one function: those
+// of require, *.Fatal*, *.FailNow, and calls of the package's functions
+// and methods in fails or of the function's closures that make one.
+type failures struct {
+	fails  map[string]bool
+	locals map[string]*ast.FuncLit
+	seen   map[*ast.FuncLit]bool // closures being looked at (recursion)
+}
+
+// first describes the first call in body that fails the test, or "".
+func (f *failures) first(body ast.Node) string {
+	var what string
+	ast.Inspect(body, func(n ast.Node) bool {
+		if c, ok := n.(*ast.CallExpr); ok && what == "" {
+			what = f.call(c)
+		}
+		return what == ""
+	})
+	return what
+}
+
+// call describes c when it fails the test, or returns "".
+func (f *failures) call(c *ast.CallExpr) string {
+	if s, ok := c.Fun.(*ast.SelectorExpr); ok {
+		if id, ok := s.X.(*ast.Ident); ok && id.Name == "require" {
+			return "require." + s.Sel.Name
+		}
+		if strings.HasPrefix(s.Sel.Name, "Fatal") || s.Sel.Name == "FailNow" {
+			return s.Sel.Name
+		}
+	}
+	name := calleeName(c)
+	if id, ok := c.Fun.(*ast.Ident); ok && f.locals[id.Name] != nil {
+		fl := f.locals[id.Name]
+		if f.seen[fl] {
+			return ""
+		}
+		if f.seen == nil {
+			f.seen = map[*ast.FuncLit]bool{}
+		}
+		f.seen[fl] = true
+		defer delete(f.seen, fl)
+		if what := f.first(fl.Body); what != "" {
+			return "a call to " + name + ", which makes " + what
+		}
+		return ""
+	}
+	if f.fails[name] {
+		return "a call to " + name + ", which fails the test"
+	}
+	return ""
+}
+
+// calleeName is the name of the function or method c calls ("" for
+// assert's and require's own, and for a function value).
+func calleeName(c *ast.CallExpr) string {
+	switch f := c.Fun.(type) {
+	case *ast.Ident:
+		return f.Name
+	case *ast.SelectorExpr:
+		if id, ok := f.X.(*ast.Ident); ok && (id.Name == "require" || id.Name == "assert") {
+			return ""
+		}
+		return f.Sel.Name
+	}
+	return ""
+}
+
+// isHandlerFunc reports a function taking an http.ResponseWriter.
+func isHandlerFunc(ft *ast.FuncType) bool {
+	for _, p := range ft.Params.List {
+		if s, ok := p.Type.(*ast.SelectorExpr); ok && s.Sel.Name == "ResponseWriter" {
+			return true
+		}
+	}
+	return false
+}
