@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/audit"
 )
 
 // auditEntry is one change made through the API.
@@ -58,7 +59,7 @@ func (h *handlers) listAudit(c echo.Context) error {
 		return err
 	}
 	var ve service.ValidationError
-	f := service.AuditFilter{ResourceType: c.QueryParam("resource_type"), ResourceID: c.QueryParam("resource_id")}
+	f := audit.Filter{ResourceType: c.QueryParam("resource_type"), ResourceID: c.QueryParam("resource_id")}
 	if v := c.QueryParam("since"); v != "" {
 		f.Since = parseTime(&ve, "since", &v)
 	}

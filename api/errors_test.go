@@ -222,3 +222,37 @@ func TestTenantIsolation(t *testing.T) {
 
 	require.Equal(t, before, snapshot(), "tenant A's rows are untouched")
 }
+
+// A request that loses a race in the database (a serialization failure,
+// SQLSTATE 40001, or a deadlock, 40P01) is a 409 that says to try again,
+// not a 500, and keeps nothing: sending it again succeeds. The race is
+// real to the server: a deferred trigger on tasks fails the PATCH's
+// commit with the code, as Postgres does when a serializable
+// transaction or a deadlock loses.
+func TestLostRaceIsConflictToTryAgain(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	ep := a.createEndpoint(tok, "billing")
+	a.exec(`CREATE FUNCTION lose_race() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.name LIKE 'lose-race-%' THEN
+				RAISE EXCEPTION 'the transaction lost a race (test)' USING ERRCODE = upper(substr(NEW.name, 11));
+			END IF;
+			RETURN NULL;
+		END $$`)
+	a.exec(`CREATE CONSTRAINT TRIGGER lose_race AFTER UPDATE ON tasks DEFERRABLE INITIALLY DEFERRED
+		FOR EACH ROW EXECUTE FUNCTION lose_race()`)
+	for _, code := range []string{"40001", "40p01"} { // names are lower-case; the trigger raises upper(code)
+		id := a.createTask(tok, ep, "task-"+code, nil).JSON["id"].(string)
+		path := "/v1/tasks/" + id
+		r := a.must(http.StatusConflict, req{Method: http.MethodPatch, Path: path, Token: tok,
+			Body: map[string]any{"name": "lose-race-" + code}})
+		require.Equal(t, "https://ax.dev/problems/conflict", r.JSON["type"], code)
+		require.Equal(t, "a concurrent change got in the way; try again", r.JSON["detail"], code)
+		require.Equal(t, "task-"+code, a.must(http.StatusOK, req{Method: http.MethodGet, Path: path, Token: tok}).JSON["name"],
+			"%s: the lost request changed nothing", code)
+		again := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: path, Token: tok, Body: map[string]any{"name": "won-" + code}})
+		require.Equal(t, "won-"+code, again.JSON["name"], code)
+	}
+}

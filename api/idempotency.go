@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/idempotency"
 )
 
 const headerIdempotencyKey = "Idempotency-Key"
@@ -18,7 +19,7 @@ const headerIdempotencyKey = "Idempotency-Key"
 // idempotent makes a POST create replayable: the same Idempotency-Key with
 // the same body within 24 h gets the original response (marked with
 // Idempotent-Replayed: true); with a different body, 422. The request is
-// handled in the key's transaction (service.IdempotencyKeys.Handle): its
+// handled in the key's transaction (idempotency.Keys.Handle): its
 // response is buffered, stored with the change it describes, and sent
 // once both are committed. Server errors release the key so the client
 // can retry. Without a key the request goes straight to the handler.
@@ -45,7 +46,7 @@ func (h *handlers) idempotent(route string) echo.MiddlewareFunc {
 			req, res, tenant := c.Request(), c.Response(), principalFrom(c).Tenant
 			var buf *bufferedWriter
 			stored, replayed, err := h.cfg.Idempotency.Handle(req.Context(), tenant, route, key, body,
-				func(ctx context.Context) service.StoredResponse {
+				func(ctx context.Context) idempotency.Response {
 					buf = &bufferedWriter{header: res.Header().Clone()}
 					c.SetRequest(req.WithContext(ctx))
 					c.SetResponse(echo.NewResponse(buf, c.Echo()))
@@ -53,7 +54,7 @@ func (h *handlers) idempotent(route string) echo.MiddlewareFunc {
 					if err := next(c); err != nil {
 						c.Error(err) // render now, so the rendered problem is what gets stored
 					}
-					return service.StoredResponse{Status: buf.statusCode(), Body: buf.body.Bytes()}
+					return idempotency.Response{Status: buf.statusCode(), Body: buf.body.Bytes()}
 				})
 			switch {
 			case err != nil:

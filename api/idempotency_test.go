@@ -18,7 +18,7 @@ import (
 
 // TestIdempotencyKeyAbandoned: a key without a response, committed by an
 // earlier version that died between the create and the response's store,
-// is taken over once it is older than service.IdempotencyStaleAfter (by a
+// is taken over once it is older than idempotency.StaleAfter (by a
 // request with the same body); a younger one is still in progress.
 func TestIdempotencyKeyAbandoned(t *testing.T) {
 	t.Parallel()

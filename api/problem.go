@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/idempotency"
 )
 
 // problem is an RFC 9457 problem detail, the body of every error response.
@@ -87,9 +88,9 @@ var domainProblems = []struct {
 		detail: func(error) string { return "the database is unreachable; try again in a few seconds" }},
 	{match: errorAs[*service.ValidationError], status: http.StatusUnprocessableEntity, title: "Validation failed",
 		detail: func(error) string { return "the request has invalid fields; see errors" }},
-	{match: is(service.ErrIdempotencyMismatch), status: http.StatusUnprocessableEntity, title: "Idempotency-Key reused",
+	{match: is(idempotency.ErrMismatch), status: http.StatusUnprocessableEntity, title: "Idempotency-Key reused",
 		detail: errorText},
-	{match: is(service.ErrIdempotencyInFlight), status: http.StatusConflict, detail: errorText},
+	{match: is(idempotency.ErrInFlight), status: http.StatusConflict, detail: errorText},
 	{match: is(service.ErrNotFound), status: http.StatusNotFound,
 		detail: func(error) string { return "no such resource" }},
 	{match: is(service.ErrConflict), status: http.StatusConflict, detail: conflictDetail},

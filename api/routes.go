@@ -5,7 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/audit"
 )
 
 // registerRoutes registers every route in one place.
@@ -121,12 +121,12 @@ func (g *authedRoutes) add(method, path string, h echo.HandlerFunc, m ...echo.Mi
 // withActor puts the request's actor (the token's subject, whether it is
 // an operator's, the request id sent back as X-Request-Id) into the
 // request's context: the services record the changes made with it in the
-// audit log, in the change's transaction (service.WithActor).
+// audit log, in the change's transaction (audit.WithActor).
 func withActor(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req, p := c.Request(), principalFrom(c)
-		actor := service.Actor{Subject: p.Subject, Operator: p.Operator(), RequestID: c.Response().Header().Get(echo.HeaderXRequestID)}
-		c.SetRequest(req.WithContext(service.WithActor(req.Context(), actor)))
+		actor := audit.Actor{Subject: p.Subject, Operator: p.Operator(), RequestID: c.Response().Header().Get(echo.HeaderXRequestID)}
+		c.SetRequest(req.WithContext(audit.WithActor(req.Context(), actor)))
 		return next(c)
 	}
 }

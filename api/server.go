@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/audit"
+	"github.com/axhq/ax/service/idempotency"
 )
 
 // BodyLimitDefault caps request bodies.
@@ -30,7 +32,7 @@ type Config struct {
 	// Endpoints and Tasks serve their resources. Required.
 	Endpoints   *service.Endpoints
 	Tasks       *service.Tasks
-	Idempotency *service.IdempotencyKeys
+	Idempotency *idempotency.Keys
 	// Executions serves executions and manual triggers. Required.
 	Executions *service.Executions
 	// Deliveries serves the receivers' heartbeats and completions
@@ -55,7 +57,7 @@ type Config struct {
 	// Stats serves GET /v1/stats. Required.
 	Stats *service.Stats
 	// Audit serves GET /v1/audit. Required.
-	Audit *service.Audit
+	Audit *audit.Log
 	// Replicas serves GET /v1/admin/replicas. Required.
 	Replicas *service.Replicas
 	// Limits serves the tenants' limits (GET /v1/limits, the admin

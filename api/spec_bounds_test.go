@@ -20,7 +20,7 @@ import (
 
 	"github.com/axhq/ax/api"
 	"github.com/axhq/ax/openapi"
-	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/signing"
 )
 
 // This file holds the document's request schemas to the server in three
@@ -550,7 +550,7 @@ func (w *exampleWorld) boundValue(b specBound, base map[string]any, n int) (any,
 			return strings.Repeat("a", n), false // no zone name is that long
 		case "secret": // whsec_ and the base64 of a key, when n has one
 			const prefix = "whsec_"
-			for size := service.SecretBytesMin; size <= service.SecretBytesMax; size++ {
+			for size := signing.SecretBytesMin; size <= signing.SecretBytesMax; size++ {
 				if len(prefix)+base64.StdEncoding.EncodedLen(size) == n {
 					return prefix + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x5a}, size)), true
 				}

@@ -104,6 +104,12 @@ func translate(err error) error {
 	return fmt.Errorf("%w: %w", kind, err)
 }
 
+// Translate is translate for an error that did not come through this
+// package's functions (River's job inserts return the driver's): it gains
+// this package's kind. Errors translated already, and others, pass
+// unchanged.
+func Translate(err error) error { return translate(err) }
+
 // stateKind is the error of this package a SQLSTATE code maps to, nil
 // for none.
 func stateKind(code string) error {

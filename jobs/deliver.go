@@ -253,7 +253,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		switch {
 		case err != nil && stopping(ctx):
 			return step{kind: stepInterrupted}
-		case errors.Is(err, service.ErrConflict):
+		case errors.Is(err, service.ErrConflict) && !errors.Is(err, service.ErrTryAgain):
 			return step{kind: stepDone}
 		case err != nil:
 			return step{kind: stepError, err: fmt.Errorf("prepare callback of execution %s: %w", executionID, err)}
@@ -293,7 +293,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	// permit), in the transaction that records the outcome.
 	fin, err := w.deliveries.Finish(rctx, tenant, executionID, d.Lease, out)
 	w.metrics.Attempts.WithLabelValues(attemptOutcome(class, fin, err), class.ErrorClass).Inc()
-	if errors.Is(err, service.ErrConflict) {
+	if errors.Is(err, service.ErrConflict) && !errors.Is(err, service.ErrTryAgain) {
 		log.warn(ctx, "attempt outcome not recorded: a newer run owns the execution", slog.Int("status_code", res.StatusCode),
 			slog.String("error_class", class.ErrorClass))
 		return step{kind: stepDone}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/axhq/ax/service"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/retention"
 )
 
 // observeTick records one scheduler pass (m nil: nothing).
@@ -27,7 +28,7 @@ func observeTick(m *metrics.Metrics, r service.TickResult, d time.Duration) {
 
 // observeRetention records what a retention sweep removed (m nil:
 // nothing).
-func observeRetention(m *metrics.Metrics, r service.RetentionResult) {
+func observeRetention(m *metrics.Metrics, r retention.Result) {
 	if m == nil {
 		return
 	}

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/axhq/ax/service"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/retention"
 )
 
 // Retention loop defaults.
@@ -42,10 +42,10 @@ type RetentionLoopConfig struct {
 }
 
 // RetentionLoop is the loop that removes expired history
-// (service.Retention.Sweep): a sweep at start, then one every Every, or
+// (retention.Sweeper.Sweep): a sweep at start, then one every Every, or
 // every Pause while a sweep stops at its budget with work left. It runs
 // beside the scheduler loop, not in it: a sweep never delays a fire.
-func RetentionLoop(r *service.Retention, cfg RetentionLoopConfig) Loop {
+func RetentionLoop(r *retention.Sweeper, cfg RetentionLoopConfig) Loop {
 	cfg.Every = cmp.Or(cfg.Every, RetentionEveryDefault)
 	cfg.Pause = cmp.Or(cfg.Pause, RetentionPauseDefault)
 	if cfg.Logger == nil {

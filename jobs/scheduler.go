@@ -70,7 +70,7 @@ type SchedulerLoopConfig struct {
 	// Defaults to service.ReconcileAfterDefault.
 	ReconcileAfter time.Duration
 	// ExpireKeys, if set, is called with each sweep to remove expired
-	// Idempotency-Keys (service.IdempotencyKeys.ExpireKeys).
+	// Idempotency-Keys (idempotency.Keys.ExpireKeys).
 	ExpireKeys func(context.Context) (int64, error)
 }
 

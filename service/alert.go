@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/endpoint"
 )
 
 // Timeline events the alert worker appends to the failed execution.
@@ -22,9 +23,9 @@ const (
 // Alert formats of an endpoint (Endpoint.Format).
 const (
 	// AlertFormatAx: ax's signed JSON body.
-	AlertFormatAx = "ax"
+	AlertFormatAx = endpoint.FormatAx
 	// AlertFormatSlack: a Slack incoming-webhook body ({"text": …}).
-	AlertFormatSlack = "slack"
+	AlertFormatSlack = endpoint.FormatSlack
 )
 
 // Alert is an alert to send: the execution it is about and where to send
@@ -109,5 +110,5 @@ func (s *Deliveries) AlertResult(ctx context.Context, tenant, executionID string
 		ms := int(latency.Milliseconds())
 		ev.LatencyMS = &ms
 	}
-	return db.InsertDeliveryEvents(ctx, s.pool, tenant, executionID, []db.DeliveryEvent{ev})
+	return storeError(db.InsertDeliveryEvents(ctx, s.pool, tenant, executionID, []db.DeliveryEvent{ev}), "record alert result")
 }

@@ -1,419 +1,45 @@
 package service
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"net/url"
-	"reflect"
-	"strings"
-	"time"
-	"unicode"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/audit"
 )
 
-// Audit actions: what a change made through the API did.
+// Audit actions and audited resource types (service/audit), as the
+// service's files name them.
 const (
-	AuditCreate       = "create"
-	AuditUpdate       = "update"
-	AuditDelete       = "delete"
-	AuditPause        = "pause"
-	AuditResume       = "resume"
-	AuditTrigger      = "trigger"
-	AuditSkip         = "skip"
-	AuditBackfill     = "backfill"
-	AuditCancel       = "cancel"
-	AuditRetry        = "retry"
-	AuditRotateSecret = "rotate_secret"
-	AuditSetLimits    = "set_limits"
+	AuditCreate       = audit.Create
+	AuditUpdate       = audit.Update
+	AuditDelete       = audit.Delete
+	AuditPause        = audit.Pause
+	AuditResume       = audit.Resume
+	AuditTrigger      = audit.Trigger
+	AuditSkip         = audit.Skip
+	AuditBackfill     = audit.Backfill
+	AuditCancel       = audit.Cancel
+	AuditRetry        = audit.Retry
+	AuditRotateSecret = audit.RotateSecret
+	AuditSetLimits    = audit.SetLimits
+
+	ResourceEndpoint  = audit.ResourceEndpoint
+	ResourceTask      = audit.ResourceTask
+	ResourceExecution = audit.ResourceExecution
+	ResourceCalendar  = audit.ResourceCalendar
+	ResourceBackfill  = audit.ResourceBackfill
 )
 
-// Audited resource types.
-const (
-	ResourceEndpoint  = "endpoint"
-	ResourceTask      = "task"
-	ResourceExecution = "execution"
-	ResourceCalendar  = "calendar"
-	ResourceBackfill  = "backfill"
-)
-
-// redacted stands for a value the audit log must not hold.
-const redacted = "redacted"
-
-// Actor is who makes a change through the API: the token's subject,
-// whether that token is an operator's (acting on a tenant it does not
-// belong to) rather than the tenant's own, and the request's id (its
-// X-Request-Id).
-type Actor struct {
-	Subject   string
-	Operator  bool
-	RequestID string
-}
-
-type actorKey struct{}
-
-// WithActor returns ctx carrying the actor of an API request. The service
-// records an audit entry for each change made with such a context, in the
-// change's transaction; changes made without one (ax's own transitions)
-// are not audited.
-func WithActor(ctx context.Context, a Actor) context.Context {
-	return context.WithValue(ctx, actorKey{}, a)
-}
-
-func actorOf(ctx context.Context) (Actor, bool) {
-	a, ok := ctx.Value(actorKey{}).(Actor)
-	return a, ok
-}
-
-// recordAudit records a change made through the API: tenant's action on
-// the resource, with changes (any JSON-encodable summary, nil for none;
-// never a secret: build it with auditFields or auditDiff, which redact
-// them). q must be the transaction of the change, so that the record
-// commits or rolls back with it. Without an actor in ctx (not an API
-// request) it records nothing.
-//
-// A new write route gets its audit with one call of this inside the
-// service method's transaction (auditTx gives it one when the method has
-// none).
+// recordAudit records a change made through the API in its transaction q
+// (audit.Record).
 func recordAudit(ctx context.Context, q db.Querier, tenant, action, resourceType, resourceID string, changes any) error {
-	rec, ok, err := auditRecord(ctx, tenant, action, resourceType, resourceID, changes)
-	if !ok || err != nil {
-		return err
-	}
-	return storeError(db.InsertAudit(ctx, q, rec), "record audit")
+	return audit.Record(ctx, q, tenant, action, resourceType, resourceID, changes)
 }
 
-// auditRecord is the audit record of a change made for ctx's actor, and
-// false when ctx has none (not an API change: nothing is recorded).
 func auditRecord(ctx context.Context, tenant, action, resourceType, resourceID string, changes any) (db.AuditRecord, bool, error) {
-	a, ok := actorOf(ctx)
-	if !ok {
-		return db.AuditRecord{}, false, nil
-	}
-	var raw []byte
-	if changes != nil {
-		var err error
-		if raw, err = json.Marshal(changes); err != nil {
-			return db.AuditRecord{}, false, err
-		}
-	}
-	return db.AuditRecord{
-		TenantID: tenant, ID: NewID(), Subject: a.Subject, Operator: a.Operator, Action: action, ResourceType: resourceType,
-		ResourceID: resourceID, RequestID: a.RequestID, Changes: raw,
-	}, true, nil
+	return audit.NewRecord(ctx, tenant, action, resourceType, resourceID, changes)
 }
 
-func auditTx(ctx context.Context, pool *db.Pool, fn func(db.Querier) error) error {
-	if _, ok := actorOf(ctx); !ok {
-		return fn(db.Using(ctx, pool))
-	}
-	return db.InTx(ctx, pool, func(tx db.Tx) error { return fn(tx) })
-}
-
-// auditFields summarises a resource's fields (a struct: its client
-// input) for the audit log, by snake_case name: durations in
-// milliseconds (name_ms), times in RFC 3339, byte payloads as their size
-// and SHA-256, nested structs as objects; secrets redacted (auditValue).
-func auditFields(v any) map[string]any {
-	m, _ := auditValue(reflect.ValueOf(v), "", true).(map[string]any)
-	return m
-}
-
-// auditCreated is a create's changes: the resource's fields as
-// auditFields has them, without those left at their zero value (null,
-// "", 0, false, an empty list, map or object), which say nothing a reader
-// needs and made a task's record twice its size — the audit row is most
-// of the WAL a create writes.
-func auditCreated(v any) map[string]any {
-	m := auditFields(v)
-	for k, val := range m {
-		if val = pruneZero(val); val == nil {
-			delete(m, k)
-		} else {
-			m[k] = val
-		}
-	}
-	return m
-}
-
-// pruneZero returns v without its zero-valued members, or nil when
-// nothing is left.
-func pruneZero(v any) any {
-	switch x := v.(type) {
-	case nil:
-		return nil
-	case string:
-		if x == "" {
-			return nil
-		}
-	case bool:
-		if !x {
-			return nil
-		}
-	case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
-		if reflect.ValueOf(x).IsZero() {
-			return nil
-		}
-	case map[string]any:
-		for k, val := range x {
-			if val = pruneZero(val); val == nil {
-				delete(x, k)
-			} else {
-				x[k] = val
-			}
-		}
-		if len(x) == 0 {
-			return nil
-		}
-	case []any:
-		if len(x) == 0 {
-			return nil
-		}
-		for i, val := range x { // elements keep their places
-			if m, ok := val.(map[string]any); ok {
-				if pruneZero(m) == nil {
-					x[i] = map[string]any{}
-				}
-			}
-		}
-	}
-	return v
-}
-
-// auditDiff returns the fields that differ between before and after
-// (structs of one type) as {"field": {"old": …, "new": …}}, redacted like
-// auditFields. Values are compared before redaction: a changed header
-// value shows as a change, with both values redacted.
-func auditDiff(before, after any) map[string]any {
-	rawOld, _ := auditValue(reflect.ValueOf(before), "", false).(map[string]any)
-	rawNew, _ := auditValue(reflect.ValueOf(after), "", false).(map[string]any)
-	oldOut, newOut := auditFields(before), auditFields(after)
-	out := map[string]any{}
-	for k, nv := range rawNew {
-		if ov, ok := rawOld[k]; !ok || !jsonEqual(ov, nv) {
-			out[k] = map[string]any{"old": oldOut[k], "new": newOut[k]}
-		}
-	}
-	for k := range rawOld {
-		if _, ok := rawNew[k]; !ok {
-			out[k] = map[string]any{"old": oldOut[k], "new": nil}
-		}
-	}
-	return out
-}
-
-func jsonEqual(a, b any) bool {
-	x, errX := json.Marshal(a)
-	y, errY := json.Marshal(b)
-	return errX == nil && errY == nil && bytes.Equal(x, y)
-}
-
-// secretName matches the fields whose values are secrets.
-func secretName(name string) bool {
-	n := strings.ToLower(name)
-	return strings.Contains(n, "secret") || strings.Contains(n, "token") || strings.Contains(n, "password") ||
-		strings.Contains(n, "signingkey") || strings.Contains(n, "privatekey")
-}
-
-// auditValue converts v for the audit log. With redact, secret fields
-// (secretName) become "redacted", as do header values (a field named
-// Headers: they often carry credentials) and the query values of a URL
-// (a field named URL).
-func auditValue(v reflect.Value, name string, redact bool) any {
-	if !v.IsValid() {
-		return nil
-	}
-	if redact && secretName(name) {
-		if v.IsZero() {
-			return nil
-		}
-		return redacted
-	}
-	switch x := v.Interface().(type) {
-	case time.Duration:
-		return x.Milliseconds()
-	case time.Time:
-		return x.UTC().Format(time.RFC3339Nano)
-	case *time.Time:
-		if x == nil {
-			return nil
-		}
-		return x.UTC().Format(time.RFC3339Nano)
-	case []byte:
-		return auditBytes(x)
-	case string:
-		if redact && name == "URL" {
-			return redactURL(x)
-		}
-		return x
-	}
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Interface:
-		if v.IsNil() {
-			return nil
-		}
-		return auditValue(v.Elem(), name, redact)
-	case reflect.Struct:
-		out := map[string]any{}
-		for i := range v.NumField() {
-			f := v.Type().Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			if f.Anonymous && f.Type.Kind() == reflect.Struct {
-				for k, val := range auditValue(v.Field(i), f.Name, redact).(map[string]any) {
-					out[k] = val
-				}
-				continue
-			}
-			if secretName(f.Name) && v.Field(i).IsZero() {
-				continue // no secret set: nothing to say
-			}
-			key := snakeCase(f.Name)
-			if f.Type == reflect.TypeFor[time.Duration]() {
-				key += "_ms"
-			}
-			out[key] = auditValue(v.Field(i), f.Name, redact)
-		}
-		return out
-	case reflect.Map:
-		if v.IsNil() {
-			return map[string]any{}
-		}
-		out := map[string]any{}
-		for it := v.MapRange(); it.Next(); {
-			k := it.Key().String()
-			if redact && name == "Headers" {
-				out[k] = redacted
-				continue
-			}
-			out[k] = auditValue(it.Value(), k, redact)
-		}
-		return out
-	case reflect.Slice, reflect.Array:
-		if v.Kind() == reflect.Slice && v.IsNil() {
-			return nil
-		}
-		out := make([]any, v.Len())
-		for i := range v.Len() {
-			out[i] = auditValue(v.Index(i), name, redact)
-		}
-		return out
-	}
-	return v.Interface()
-}
-
-// auditBytes summarises a payload by its size and SHA-256: enough to tell
-// versions apart, without the content (which may hold credentials).
-func auditBytes(b []byte) any {
-	if b == nil {
-		return nil
-	}
-	sum := sha256.Sum256(b)
-	return map[string]any{"bytes": len(b), "sha256": hex.EncodeToString(sum[:])}
-}
-
-// redactURL keeps a URL's scheme, host and path and redacts its query
-// values, where webhook URLs often carry a token.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return redacted
-	}
-	u.User = nil
-	if u.RawQuery != "" {
-		q := u.Query()
-		for k := range q {
-			q[k] = []string{redacted}
-		}
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
-}
-
-// snakeCase turns a Go field name into the API's snake_case
-// (EndpointID → endpoint_id, DSTPolicy → dst_policy).
-func snakeCase(s string) string {
-	r := []rune(s)
-	var b strings.Builder
-	for i, c := range r {
-		if unicode.IsUpper(c) {
-			prevLower := i > 0 && !unicode.IsUpper(r[i-1])
-			nextLower := i > 0 && i+1 < len(r) && unicode.IsLower(r[i+1]) && unicode.IsUpper(r[i-1])
-			if prevLower || nextLower {
-				b.WriteByte('_')
-			}
-			c = unicode.ToLower(c)
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
-
-// AuditRecord is one change made through the API.
-type AuditRecord struct {
-	ID      string
-	At      time.Time
-	Tenant  string
-	Subject string
-	// Operator: the change was made with an operator token (Subject is
-	// the operator's), not one of the tenant's.
-	Operator     bool
-	Action       string
-	ResourceType string
-	ResourceID   string
-	RequestID    string
-	// Changes is the JSON summary of the change; nil for none.
-	Changes json.RawMessage
-}
-
-// AuditFilter narrows Audit.List. Since and Until bound the record's time
-// (Since inclusive, Until exclusive).
-type AuditFilter struct {
-	ResourceType string
-	ResourceID   string
-	Since, Until *time.Time
-}
-
-// Audit reads the audit log.
-type Audit struct {
-	pool *db.Pool
-}
-
-// NewAudit returns an Audit backed by pool.
-func NewAudit(pool *db.Pool) *Audit { return &Audit{pool: pool} }
-
-// List returns a page of tenant's audit records, newest first.
-func (s *Audit) List(ctx context.Context, tenant string, f AuditFilter, page Page) ([]AuditRecord, string, error) {
-	var ve ValidationError
-	if len(f.ResourceType) > 64 {
-		ve.Add("resource_type", "must be at most 64 characters")
-	}
-	if len(f.ResourceID) > 256 {
-		ve.Add("resource_id", "must be at most 256 characters")
-	}
-	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
-		ve.Add("until", "must be after since")
-	}
-	if err := ve.Err(); err != nil {
-		return nil, "", err
-	}
-	if err := page.check(); err != nil {
-		return nil, "", err
-	}
-	rows, err := db.ListAudit(ctx, s.pool, tenant, db.AuditFilter{
-		ResourceType: f.ResourceType, ResourceID: f.ResourceID, Since: f.Since, Until: f.Until,
-		Before: page.After, Limit: page.Limit + 1,
-	})
-	if err != nil {
-		return nil, "", storeError(err, "list audit records")
-	}
-	out, next := pageOf(rows, page.Limit, func(r db.AuditRecord) AuditRecord {
-		return AuditRecord{ID: r.ID, At: r.At.UTC(), Tenant: r.TenantID, Subject: r.Subject, Operator: r.Operator, Action: r.Action,
-			ResourceType: r.ResourceType, ResourceID: r.ResourceID, RequestID: r.RequestID, Changes: r.Changes}
-	}, func(r AuditRecord) string { return r.ID })
-	return out, next, nil
-}
+func auditCreated(v any) map[string]any          { return audit.Created(v) }
+func auditDiff(before, after any) map[string]any { return audit.Diff(before, after) }
+func auditBytes(b []byte) any                    { return audit.Bytes(b) }

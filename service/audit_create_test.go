@@ -10,6 +10,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
+	"github.com/axhq/ax/service/audit"
 	"github.com/axhq/ax/service/schedule"
 )
 
@@ -44,7 +45,7 @@ func TestCreateAuditIsTheStoredTask(t *testing.T) {
 			Completion: Completion{Mode: CompletionCallback, Timeout: time.Hour, HeartbeatTimeout: time.Minute},
 			SLA:        SLA{FinishWithin: 10 * time.Minute}},
 	}
-	actor := WithActor(ctx, Actor{Subject: "alice", RequestID: "req-1"})
+	actor := audit.WithActor(ctx, audit.Actor{Subject: "alice", RequestID: "req-1"})
 	for name, in := range inputs {
 		task, err := tasks.Create(actor, "acme", in)
 		require.NoError(t, err, name)

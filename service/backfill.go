@@ -197,7 +197,7 @@ func latestStates(ctx context.Context, q db.Querier, tenant string, t backfillTa
 		latest, err = db.LatestSlotStates(ctx, q, tenant, t.taskID, from, to)
 	}
 	if err != nil {
-		return nil, err
+		return nil, storeError(err, "read slot states")
 	}
 	byTime := make(map[int64]db.SlotState, len(latest))
 	for _, l := range latest {
@@ -279,7 +279,7 @@ func (s *Backfills) create(ctx context.Context, tenant string, target backfillTa
 	if err == nil && !in.DryRun {
 		s.Wake()
 	}
-	return out, plan, err
+	return out, plan, storeError(err, "create backfill")
 }
 
 // slotAction decides what rerun does with a slot whose latest execution
@@ -328,9 +328,11 @@ func (s *Backfills) withCounts(ctx context.Context, row db.Backfill) (Backfill, 
 // workflow's, by outcome.
 func countBackfill(ctx context.Context, q db.Querier, b db.Backfill) (db.BackfillCounts, error) {
 	if b.WorkflowID != "" {
-		return db.CountBackfillRuns(ctx, q, b.TenantID, b.ID)
+		c, err := db.CountBackfillRuns(ctx, q, b.TenantID, b.ID)
+		return c, storeError(err, "count backfill runs")
 	}
-	return db.CountBackfill(ctx, q, b.TenantID, b.ID)
+	c, err := db.CountBackfill(ctx, q, b.TenantID, b.ID)
+	return c, storeError(err, "count backfill executions")
 }
 
 // BackfillFilter narrows List.
@@ -355,7 +357,7 @@ func (s *Backfills) List(ctx context.Context, tenant string, f BackfillFilter, p
 	if err := ve.Err(); err != nil {
 		return nil, "", err
 	}
-	if err := page.check(); err != nil {
+	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
 	rows, err := db.ListBackfills(ctx, s.pool, tenant, db.BackfillFilter{TaskID: f.TaskID, WorkflowID: f.WorkflowID, State: f.State,
@@ -422,7 +424,7 @@ func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, er
 		return recordAudit(ctx, tx, tenant, AuditCancel, ResourceBackfill, id, changes)
 	})
 	if err != nil {
-		return Backfill{}, err
+		return Backfill{}, storeError(err, "cancel backfill")
 	}
 	done.report(s.tasks.cfg.Metrics)
 	for range runsCancelled {
@@ -438,7 +440,7 @@ func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, er
 func (s *Backfills) Pump(ctx context.Context) (int, error) {
 	refs, err := db.RunningBackfills(ctx, s.pool, backfillPumpBatch)
 	if err != nil {
-		return 0, err
+		return 0, storeError(err, "list running backfills")
 	}
 	total := 0
 	for _, r := range refs {
@@ -474,7 +476,7 @@ func (s *Backfills) pumpOne(ctx context.Context, tenant, id string) (int, error)
 		}
 		return err
 	})
-	return created, err
+	return created, storeError(err, "pump backfill")
 }
 
 // backfillRoom is the concurrency check of every backfill, a task's or a
@@ -537,7 +539,7 @@ func (s *Backfills) pump(ctx context.Context, tx db.Tx, b db.Backfill, k backfil
 	}
 	slots, err := db.BackfillSlots(ctx, tx, b.TenantID, b.ID, int(b.NextIndex), room)
 	if err != nil {
-		return 0, err
+		return 0, storeError(err, "read backfill slots")
 	}
 	if len(slots) == 0 {
 		if unfinished > 0 {
@@ -570,7 +572,8 @@ func (s *Backfills) pump(ctx context.Context, tx db.Tx, b db.Backfill, k backfil
 	if err := k.started(created); err != nil {
 		return 0, err
 	}
-	return created, db.AdvanceBackfill(ctx, tx, b.TenantID, b.ID, int(b.NextIndex)+len(slots), created, dropped)
+	return created, storeError(db.AdvanceBackfill(ctx, tx, b.TenantID, b.ID, int(b.NextIndex)+len(slots), created, dropped),
+		"advance backfill")
 }
 
 // taskSlots runs a task backfill's slots as executions (trigger backfill,
@@ -588,14 +591,17 @@ func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill) back
 			task, err = db.GetTask(ctx, tx, b.TenantID, b.TaskID, false)
 			return task.State == TaskPaused, storeError(err, "load task")
 		},
-		unfinished: func() (int, error) { return db.CountBackfillUnfinished(ctx, tx, b.TenantID, b.TaskID, b.ID) },
+		unfinished: func() (int, error) {
+			n, err := db.CountBackfillUnfinished(ctx, tx, b.TenantID, b.TaskID, b.ID)
+			return n, storeError(err, "count unfinished backfill executions")
+		},
 		start: func(at time.Time, round int32) (bool, error) {
 			e := db.NewBackfillExecution{ID: NewID(), ScheduledFor: at, Round: round}
 			ok, err := db.InsertBackfillExecution(ctx, tx, b.TenantID, b.TaskID, b.ID, e)
 			if ok {
 				jobs = append(jobs, deliverInsert(b.TenantID, e.ID, task.EndpointID, zero, int(task.Priority), int(task.MaxAttempts), zero, 0, QueueDeliverBulk))
 			}
-			return ok, err
+			return ok, storeError(err, "insert backfill execution")
 		},
 		started: func(int) error {
 			if len(jobs) == 0 {
@@ -621,7 +627,7 @@ func (s *Backfills) workflowSlots(ctx context.Context, tx db.Tx, b db.Backfill) 
 		},
 		unfinished: func() (int, error) {
 			c, err := db.CountBackfillRuns(ctx, tx, b.TenantID, b.ID)
-			return int(c.Unfinished), err
+			return int(c.Unfinished), storeError(err, "count backfill runs")
 		},
 		start: func(at time.Time, round int32) (bool, error) {
 			id := b.ID
@@ -649,7 +655,7 @@ func (s *Backfills) finish(ctx context.Context, tx db.Tx, b db.Backfill, state s
 		state = backfillOutcome(c)
 	}
 	_, err = db.FinishBackfill(ctx, tx, b.TenantID, b.ID, state, c)
-	return err
+	return storeError(err, "finish backfill")
 }
 
 func backfillFromRow(r db.Backfill) Backfill {

@@ -131,7 +131,7 @@ func (s *Deliveries) BeginJob(ctx context.Context, tenant, executionID string, l
 	// and a tenant with delivery limits by what the request says.
 	key := db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease, JobID: jobID,
 		TenantLimited: s.cfg.Limits.Effective(tenant).Deliveries()}
-	if r, err := s.starts.do(ctx, key); s.count(r.ok, err) {
+	if r, err := s.starts.Do(ctx, key); s.count(r.ok, err) {
 		d := deliveryFromRow(r.row, lease)
 		keys, err := endpointOf(r.row.JoinedEndpoint).SigningKeys(r.row.Now)
 		if err != nil {
@@ -168,7 +168,7 @@ func (s *Deliveries) beginRow(ctx context.Context, tenant, executionID string, l
 		return err
 	})
 	if err != nil {
-		return Delivery{}, err
+		return Delivery{}, storeError(err, "begin delivery")
 	}
 	d.ended.report(s.cfg.Metrics)
 	if d.Action == ActionHold || d.released {
@@ -253,7 +253,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 			return Delivery{}, err
 		}
 		if err := db.AddMissedSlot(ctx, tx, row.TenantID, row.TaskID); err != nil {
-			return Delivery{}, err
+			return Delivery{}, storeError(err, "count missed slot")
 		}
 		d.Action, d.State, d.Ended, d.Missed = ActionDone, ExecSkipped, true, true
 		d.ended.add(ExecSkipped, 1)
@@ -290,7 +290,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 					ev.Data["endpoint_id"] = zeroIfNil(row.EndpointID)
 				}
 				if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, append(events, ev)); err != nil {
-					return Delivery{}, err
+					return Delivery{}, storeError(err, "record hold")
 				}
 			}
 			return d, nil
@@ -298,14 +298,14 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 	}
 	attempts, ok, err := db.StartDelivery(ctx, tx, row.TenantID, row.ID, lease, dec.Late)
 	if err != nil {
-		return Delivery{}, err
+		return Delivery{}, storeError(err, "start delivery")
 	}
 	if !ok {
 		return Delivery{}, conflictf("start execution %s attempt %d: the execution changed under its lock", row.ID, lease)
 	}
 	if dec.CatchUp {
 		if err := db.RecordCatchUp(ctx, tx, row.TenantID, row.TaskID); err != nil {
-			return Delivery{}, err
+			return Delivery{}, storeError(err, "record catch-up")
 		}
 	}
 	started := db.DeliveryEvent{Type: EventAttemptStarted, Attempt: &attempts}
@@ -316,7 +316,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 	}
 	events = append(events, started)
 	if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, events); err != nil {
-		return Delivery{}, err
+		return Delivery{}, storeError(err, "record start")
 	}
 	keys, err := endpointOf(row.JoinedEndpoint).SigningKeys(row.Now)
 	if err != nil {
@@ -356,13 +356,13 @@ func (s *Deliveries) end(ctx context.Context, tx db.Tx, row db.DeliveryRow, leas
 	}
 	ok, err := db.EndDelivery(ctx, tx, e)
 	if err != nil {
-		return err
+		return storeError(err, "end delivery")
 	}
 	if !ok {
 		return conflictf("execution %s %s → %s: the execution changed under its lock", row.ID, row.State, to)
 	}
 	if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, events); err != nil {
-		return err
+		return storeError(err, "record end")
 	}
 	return s.advanceWorkflow(ctx, tx, row.TenantID, row.WorkflowRunID)
 }

@@ -232,7 +232,7 @@ type CallbackGrant struct {
 }
 
 // ErrInvalidCallbackToken: no attempt was ever given the token.
-var ErrInvalidCallbackToken = errors.New("invalid callback token")
+var ErrInvalidCallbackToken = newError("invalid callback token")
 
 // CallbackGrant returns what token allows. A token that no attempt was
 // given is ErrInvalidCallbackToken; a token of an attempt that is no
@@ -341,7 +341,7 @@ func (s *Deliveries) Heartbeat(ctx context.Context, tenant, executionID string, 
 	if checkJSONDocument(&ve, "progress", progress); ve.Err() != nil {
 		return &ve
 	}
-	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
+	return storeError(db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		_, cb, err := s.current(ctx, tx, tenant, executionID, grant)
 		if err != nil {
 			return err
@@ -354,7 +354,7 @@ func (s *Deliveries) Heartbeat(ctx context.Context, tenant, executionID string, 
 			return conflictf("attempt %d changed; try again", cb.Attempt)
 		}
 		return nil
-	})
+	}), "record heartbeat")
 }
 
 // Complete ends the execution's current callback attempt as the receiver
@@ -412,7 +412,7 @@ func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, g
 			"state": map[string]any{"old": ExecRunning, "new": fin.State}, "completion": data})
 	})
 	if err != nil {
-		return Completed{}, err
+		return Completed{}, storeError(err, "complete callback attempt")
 	}
 	s.released(out.Finished)
 	out.ended.report(s.cfg.Metrics)
@@ -501,7 +501,7 @@ func (s *Deliveries) SweepCallbacks(ctx context.Context) (CallbackSweep, error) 
 			}
 			return nil
 		})
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err = storeError(err, "time out callback attempt"); err != nil && !errors.Is(err, ErrNotFound) {
 			return res, err
 		}
 		if err == nil {
@@ -533,7 +533,8 @@ func (s *Deliveries) retryDetached(ctx context.Context, tx db.Tx, tenant, execut
 	if err != nil {
 		return err
 	}
-	return db.SetExecutionJobs(ctx, tx, []db.ExecutionRef{{TenantID: tenant, ID: executionID}}, []int64{res[0].Job.ID})
+	return storeError(db.SetExecutionJobs(ctx, tx, []db.ExecutionRef{{TenantID: tenant, ID: executionID}}, []int64{res[0].Job.ID}),
+		"record detached retry job")
 }
 
 // ExecutionCallback is what an execution shows of its callbacks: the

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/batch"
 	"github.com/axhq/ax/service/metrics"
 )
 
@@ -107,8 +108,8 @@ type Deliveries struct {
 	cfg      DeliveriesConfig
 	// starts and successes batch the common case of Begin and Finish
 	// (db.StartPendingDeliveries, db.SucceedDeliveries).
-	starts    *batcher[db.DeliveryKey, startResult]
-	successes *batcher[db.DeliverySuccess, successResult]
+	starts    *batch.Batcher[db.DeliveryKey, startResult]
+	successes *batch.Batcher[db.DeliverySuccess, successResult]
 	batched   atomic.Int64 // Begins and Finishes a batch completed
 	batchErrs atomic.Int64 // Begins and Finishes whose batch failed
 	// graphs are the workflow versions its finishes advance runs of.
@@ -135,8 +136,8 @@ const (
 // job is marked finished once the worker returns.
 func NewDeliveries(pool *db.Pool, enqueuer *Enqueuer, cfg DeliveriesConfig) *Deliveries {
 	s := &Deliveries{pool: pool, enqueuer: enqueuer, cfg: cfg.WithDefaults()}
-	s.starts = newBatcher(deliveryBatchMax, startFlushers, s.startPending)
-	s.successes = newBatcher(deliveryBatchMax, successFlushers, s.recordSuccesses)
+	s.starts = batch.New(deliveryBatchMax, startFlushers, s.startPending)
+	s.successes = batch.New(deliveryBatchMax, successFlushers, s.recordSuccesses)
 	return s
 }
 
@@ -180,7 +181,7 @@ type successResult struct {
 func (s *Deliveries) startPending(ctx context.Context, keys []db.DeliveryKey) ([]startResult, error) {
 	started, err := db.StartPendingDeliveries(ctx, s.pool, keys, s.cfg.misfire())
 	if err != nil {
-		return nil, err
+		return nil, storeError(err, "start pending deliveries")
 	}
 	res := make([]startResult, len(keys))
 	for i := range keys {
@@ -203,7 +204,7 @@ func (s *Deliveries) recordSuccesses(ctx context.Context, oks []db.DeliverySucce
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, storeError(err, "record successes")
 	}
 	s.cfg.Metrics.ExecutionsFinished(ExecSucceeded, len(done))
 	res := make([]successResult, len(oks))

@@ -2,170 +2,55 @@ package service
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
-	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/errs"
 	"github.com/axhq/ax/service/schedule"
 )
 
-// Sentinel errors that callers (the API layer, workers) map to outcomes.
-// Service methods wrap them with context; inspect them with errors.Is.
+// The service's errors, whose home is service/errs (shared with the
+// subpackages): inspect them with errors.Is and errors.As. Service methods
+// wrap them with context.
 var (
 	// ErrNotFound means the resource does not exist for the caller's tenant.
-	// Another tenant's resource is indistinguishable from a missing one.
-	ErrNotFound = errors.New("not found")
-	// ErrConflict means the request collides with the current state: a
-	// duplicate name, an illegal state transition, a resource still in use.
-	// Conflicts are *ConflictError values, which match it.
-	ErrConflict = errors.New("conflict")
-	// ErrUnavailable means the database could not be reached (down,
-	// restarting, refusing connections, or the connection broke): nothing
-	// was wrong with the request, which may succeed in a few seconds.
-	ErrUnavailable = errors.New("the database is unavailable")
+	ErrNotFound = errs.ErrNotFound
+	// ErrConflict means the request collides with the current state.
+	ErrConflict = errs.ErrConflict
+	// ErrTryAgain means the request lost a race with a concurrent change;
+	// it is a conflict too.
+	ErrTryAgain = errs.ErrTryAgain
+	// ErrUnavailable means the database could not be reached.
+	ErrUnavailable = errs.ErrUnavailable
 )
 
-// IsUnavailable reports whether err means the database was unreachable:
-// ErrUnavailable, or a database error that reached the caller without
-// storeError (one River returned for a job insert, say).
-func IsUnavailable(err error) bool {
-	return errors.Is(err, ErrUnavailable) || db.Unavailable(err)
+type (
+	// ConflictError is a conflict with a detail written for the client.
+	ConflictError = errs.ConflictError
+	// FieldError names one invalid input field.
+	FieldError = errs.FieldError
+	// ValidationError lists every invalid field of one request.
+	ValidationError = errs.ValidationError
+	// QuotaError is a create refused by a count quota.
+	QuotaError = errs.QuotaError
+)
+
+// IsUnavailable reports whether err means the database was unreachable
+// (errs.IsUnavailable).
+func IsUnavailable(err error) bool { return errs.IsUnavailable(err) }
+
+// InputError is the validation error a database error means when the
+// database refused the request's own data (errs.InputError).
+func InputError(err error) (*ValidationError, bool) { return errs.InputError(err) }
+
+// storeError is errs.Store: the one translation of db's errors.
+func storeError(err error, op string, meanings ...errs.Meaning) error {
+	return errs.Store(err, op, meanings...)
 }
 
-// ConflictError is a conflict with the current state, with a detail
-// written for the client. errors.Is(err, ErrConflict) matches it.
-type ConflictError struct {
-	Detail string
-}
-
-func (e *ConflictError) Error() string { return e.Detail }
-
-// Is reports whether target is ErrConflict.
-func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
-
-// conflictf returns a *ConflictError whose detail is the formatted text.
-func conflictf(format string, args ...any) error {
-	return &ConflictError{Detail: fmt.Sprintf(format, args...)}
-}
-
-// FieldError names one invalid input field and says what is expected.
-type FieldError struct {
-	Field   string
-	Message string
-}
-
-// ValidationError lists every invalid field of one request. The API renders
-// it as a 422 problem with an errors list.
-type ValidationError struct {
-	Fields []FieldError
-}
-
-func (e *ValidationError) Error() string {
-	parts := make([]string, 0, len(e.Fields))
-	for _, f := range e.Fields {
-		parts = append(parts, f.Field+": "+f.Message)
-	}
-	return "invalid input: " + strings.Join(parts, "; ")
-}
-
-// Add records a field error.
-func (e *ValidationError) Add(field, message string) {
-	e.Fields = append(e.Fields, FieldError{Field: field, Message: message})
-}
-
-// Err returns e when it holds at least one field error, nil otherwise, so a
-// validator can collect every problem and return once.
-func (e *ValidationError) Err() error {
-	if e == nil || len(e.Fields) == 0 {
-		return nil
-	}
-	return e
-}
-
-// fieldError is a ValidationError of one field.
-func fieldError(field, message string) error {
-	return &ValidationError{Fields: []FieldError{{Field: field, Message: message}}}
-}
-
-// unavailableError is a database error that means ErrUnavailable; its text
-// is the database error's.
-type unavailableError struct{ err error }
-
-func (e unavailableError) Error() string   { return e.err.Error() }
-func (e unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
-
-// storeMeaning says what one kind of database failure means to the
-// client of one call (storeError).
-type storeMeaning struct {
-	match func(error) bool
-	err   error
-}
-
-// onConstraint: a violation of the named constraint (db.Constraint…)
-// means err.
-func onConstraint(name string, err error) storeMeaning {
-	return storeMeaning{match: func(e error) bool { return db.ConstraintName(e) == name }, err: err}
-}
-
-// onQueryCanceled: a statement cancelled by its timeout means err.
-func onQueryCanceled(err error) storeMeaning {
-	return storeMeaning{match: func(e error) bool { return errors.Is(e, db.ErrQueryCanceled) }, err: err}
-}
-
-// onLockTimeout: a statement that waited for a lock longer than its
-// lock_timeout means err.
-func onLockTimeout(err error) storeMeaning {
-	return storeMeaning{match: func(e error) bool { return errors.Is(e, db.ErrLockTimeout) }, err: err}
-}
-
-// storeError is the one translation of db's errors into the service's:
-// an unreachable database is ErrUnavailable (whatever the call), then
-// what meanings give for this call (a constraint's name, a
-// timeout), then a missing row is ErrNotFound, a serialization failure or
-// a deadlock a conflict to try again, any other constraint violation a
-// conflict, and anything else is wrapped with op (an internal error). No
-// other code in this package looks at db's error sentinels.
-func storeError(err error, op string, meanings ...storeMeaning) error {
-	if err == nil {
-		return nil
-	}
-	if db.Unavailable(err) {
-		return fmt.Errorf("%s: %w", op, unavailableError{err})
-	}
-	if ve, ok := InputError(err); ok {
-		return ve
-	}
-	for _, m := range meanings {
-		if m.match(err) {
-			return m.err
-		}
-	}
-	switch {
-	case errors.Is(err, db.ErrNotFound):
-		return ErrNotFound
-	case errors.Is(err, db.ErrSerialization):
-		return conflictf("a concurrent change got in the way; try again")
-	case errors.Is(err, db.ErrUniqueViolation), errors.Is(err, db.ErrForeignKeyViolation):
-		return conflictf("the request conflicts with the current state of the resource")
-	}
-	return fmt.Errorf("%s: %w", op, err)
-}
-
-// InputError is the validation error that a database error means when the
-// database refused the request's own data: U+0000 in a value (text, or a
-// jsonb document) that no check caught before it reached the database.
-// storeError translates such errors so; the API's error handler asks here
-// too, for the errors that reach it by other paths (River's inserts).
-// Request JSON bound for jsonb is checked first (checkJSONDocument), so
-// this is the backstop, and it cannot name the field.
-func InputError(err error) (*ValidationError, bool) {
-	if !db.Unstorable(err) {
-		return nil, false
-	}
-	return &ValidationError{Fields: []FieldError{{Field: "body",
-		Message: "holds U+0000 (\\u0000) where ax cannot store it; remove the character"}}}, true
-}
+func onConstraint(name string, err error) errs.Meaning { return errs.OnConstraint(name, err) }
+func conflictf(format string, args ...any) error       { return errs.Conflictf(format, args...) }
+func fieldError(field, message string) error           { return errs.Field(field, message) }
+func newError(text string) error                       { return errs.New(text) }
 
 // parseSchedule is schedule.Parse with its errors as the service's
 // (scheduleError).

@@ -22,10 +22,10 @@ func TestScheduleErrorTranslation(t *testing.T) {
 	var ve *ValidationError
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, []FieldError{
-		{"schedule.timezone", `"Local" is not allowed; use an IANA name such as "Europe/Berlin" or "UTC"`},
-		{"schedule.cron", "minute field: value 60 is out of range 0-59"},
-		{"schedule.end_at", "must be after schedule.start_at"},
-		{"schedule.exclude_calendars[0]", "must be the id of one of your calendars"},
+		{Field: "schedule.timezone", Message: `"Local" is not allowed; use an IANA name such as "Europe/Berlin" or "UTC"`},
+		{Field: "schedule.cron", Message: "minute field: value 60 is out of range 0-59"},
+		{Field: "schedule.end_at", Message: "must be after schedule.start_at"},
+		{Field: "schedule.exclude_calendars[0]", Message: "must be the id of one of your calendars"},
 	}, ve.Fields)
 	require.Equal(t, "invalid input: schedule.timezone: \"Local\" is not allowed; use an IANA name such as \"Europe/Berlin\" or \"UTC\"; "+
 		"schedule.cron: minute field: value 60 is out of range 0-59; schedule.end_at: must be after schedule.start_at; "+
@@ -59,5 +59,28 @@ func TestJSONHasNUL(t *testing.T) {
 		`not json \u0000`:            false,
 	} {
 		require.Equal(t, want, jsonHasNUL([]byte(raw)), raw)
+	}
+}
+
+// A schedule's exclude_calendars accepts exactly the ids validID accepts
+// (package schedule imports nothing of ax, so it states the rule again),
+// and its errors reach the client as the service's *ValidationError,
+// field for field.
+func TestScheduleCalendarRefsAreIDs(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{
+		"01900000-0000-7000-8000-000000000001", "01900000-0000-7000-8000-00000000ABCD", NewID(),
+		"", "nope", "01900000000070008000000000000001", "{01900000-0000-7000-8000-000000000001}",
+		"urn:uuid:01900000-0000-7000-8000-000000000001", "01900000-0000-7000-8000-00000000000g",
+		"0190000-00000-7000-8000-000000000001", " 1900000-0000-7000-8000-000000000001",
+	} {
+		_, err := parseSchedule(schedule.Spec{Type: schedule.Interval, IntervalSeconds: 60, ExcludeCalendars: []string{id}}, time.Time{})
+		if validID(id) {
+			require.NoError(t, err, id)
+			continue
+		}
+		var ve *ValidationError
+		require.ErrorAs(t, err, &ve, id)
+		require.Equal(t, []FieldError{{Field: "schedule.exclude_calendars[0]", Message: "must be the id of one of your calendars"}}, ve.Fields)
 	}
 }

@@ -160,14 +160,14 @@ func (s *Executions) List(ctx context.Context, tenant string, f ExecutionFilter,
 	if err := ve.Err(); err != nil {
 		return nil, "", err
 	}
-	if err := page.check(); err != nil {
+	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
 	rows, err := db.ListExecutions(ctx, s.pool, tenant, db.ExecutionFilter{
 		TaskID: f.TaskID, State: f.State, Since: f.Since, Until: f.Until, Before: page.After, Limit: page.Limit + 1,
 	})
 	if err != nil {
-		return nil, "", err
+		return nil, "", storeError(err, "list executions")
 	}
 	out, next := pageOf(rows, page.Limit, func(r db.Execution) ExecutionDetail { return executionDetailOf(r, nil) },
 		func(e ExecutionDetail) string { return e.ID })
@@ -318,7 +318,7 @@ func (s *Executions) change(ctx context.Context, tenant, id, action string, fn f
 		}
 		return recordAudit(ctx, tx, tenant, action, ResourceExecution, row.ID, changes)
 	})
-	return out, err
+	return out, storeError(err, action+" execution")
 }
 
 // Retry sends an execution again, with the same id (the webhook's
@@ -384,7 +384,7 @@ func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDet
 func (s *Executions) retryUnfinished(ctx context.Context, tx db.Tx, tenant string, row db.Execution) error {
 	o, orphaned, err := db.GetOrphanedExecution(ctx, tx, tenant, row.ID, reconcileLeaseCeiling)
 	if err != nil {
-		return err
+		return storeError(err, "load orphaned execution")
 	}
 	if orphaned {
 		data := map[string]any{"previous_state": row.State}
@@ -399,14 +399,14 @@ func (s *Executions) retryUnfinished(ctx context.Context, tx db.Tx, tenant strin
 	}
 	ok, err := db.HurryRetry(ctx, tx, tenant, row.ID)
 	if err != nil {
-		return err
+		return storeError(err, "hurry retry")
 	}
 	if !ok { // the row is locked: cannot happen
 		return conflictf("the execution changed state; try again")
 	}
 	jobs, err := db.ExecutionJobs(ctx, tx, DeliverArgs{}.Kind(), tenant, row.ID, row.RiverJobID)
 	if err != nil {
-		return err
+		return storeError(err, "list execution jobs")
 	}
 	for _, j := range jobs {
 		switch rivertype.JobState(j.State) {
@@ -428,7 +428,7 @@ func (s *Executions) retryUnfinished(ctx context.Context, tx db.Tx, tenant strin
 func (s *Executions) releaseJobs(ctx context.Context, tx db.Tx, tenant string, row db.Execution) error {
 	jobs, err := db.ExecutionJobs(ctx, tx, DeliverArgs{}.Kind(), tenant, row.ID, row.RiverJobID)
 	if err != nil {
-		return err
+		return storeError(err, "list execution jobs")
 	}
 	for _, j := range jobs {
 		switch rivertype.JobState(j.State) {
@@ -521,7 +521,7 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 		}
 		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceTask, task.ID, changes)
 	})
-	return out, err
+	return out, storeError(err, "trigger task")
 }
 
 // checkEndpointEnabled is a conflict naming the endpoint when it is
@@ -583,7 +583,7 @@ func (s *Executions) enqueueNow(ctx context.Context, tx db.Tx, tenant, execution
 func (s *Executions) withEvents(ctx context.Context, q db.Querier, row db.Execution) (ExecutionDetail, error) {
 	events, err := db.ListExecutionEvents(ctx, q, row)
 	if err != nil {
-		return ExecutionDetail{}, err
+		return ExecutionDetail{}, storeError(err, "list execution events")
 	}
 	return executionDetailOf(row, events), nil
 }
@@ -708,7 +708,7 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 		return err
 	})
 	if err != nil {
-		return ExecutionDetail{}, err
+		return ExecutionDetail{}, storeError(err, "skip slot")
 	}
 	done.report(s.cfg.Metrics)
 	return out, nil

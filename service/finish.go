@@ -134,7 +134,7 @@ type Finished struct {
 // failed batch) takes the row-by-row path, which reports the conflict.
 func (s *Deliveries) Finish(ctx context.Context, tenant, executionID string, lease int, out Outcome) (Finished, error) {
 	if mayBatchFinish(out) {
-		r, err := s.successes.do(ctx, db.DeliverySuccess{
+		r, err := s.successes.Do(ctx, db.DeliverySuccess{
 			DeliveryKey: db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease},
 			StatusCode:  out.StatusCode, LatencyMS: int(out.Latency.Milliseconds()),
 		})
@@ -161,7 +161,7 @@ func (s *Deliveries) finishRow(ctx context.Context, tenant, executionID string, 
 		return err
 	})
 	if err != nil {
-		return Finished{}, err
+		return Finished{}, storeError(err, "record outcome")
 	}
 	s.released(fin)
 	fin.ended.report(s.cfg.Metrics)
@@ -230,7 +230,7 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 		}
 		if row.TaskFailures > 0 { // most successes follow successes: no write then
 			if err := db.ResetTaskFailures(ctx, tx, tenant, row.TaskID); err != nil {
-				return Finished{}, err
+				return Finished{}, storeError(err, "reset task failures")
 			}
 		}
 		if err := s.advanceWorkflow(ctx, tx, tenant, row.WorkflowRunID); err != nil {
@@ -299,13 +299,13 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 		msg := fmt.Sprintf("the endpoint answered %d Gone; it was disabled and receives nothing until re-enabled", out.StatusCode)
 		disabled, err := db.DisableEndpoint(ctx, tx, tenant, out.EndpointID, msg)
 		if err != nil {
-			return Finished{}, err
+			return Finished{}, storeError(err, "disable endpoint")
 		}
 		if disabled {
 			ev := db.DeliveryEvent{Type: EventEndpointDisabled, Attempt: &attempt, StatusCode: status, Message: &msg,
 				Data: map[string]any{"endpoint_id": out.EndpointID}}
 			if err := db.InsertDeliveryEvents(ctx, tx, tenant, executionID, []db.DeliveryEvent{ev}); err != nil {
-				return Finished{}, err
+				return Finished{}, storeError(err, "record endpoint disabled")
 			}
 		}
 	}
@@ -340,12 +340,12 @@ func (s *Deliveries) transition(ctx context.Context, tx db.Tx, end db.DeliveryEn
 	}
 	ok, err := db.EndDelivery(ctx, tx, end)
 	if err != nil {
-		return err
+		return storeError(err, "end delivery")
 	}
 	if !ok {
 		return conflictf("execution %s → %s: the execution changed under its lock", end.ID, end.To)
 	}
-	return db.InsertDeliveryEvents(ctx, tx, end.TenantID, end.ID, events)
+	return storeError(db.InsertDeliveryEvents(ctx, tx, end.TenantID, end.ID, events), "record end")
 }
 
 // failureEffects are what a failure did to its task: paused it
@@ -370,7 +370,7 @@ func (s *Deliveries) afterFailure(ctx context.Context, tx db.Tx, tenant, executi
 	if limit := int(zeroIfNil(tf.PauseAfterFailures)); limit > 0 && tf.Consecutive >= limit && tf.State == TaskActive {
 		paused, err := db.AutoPauseTask(ctx, tx, tenant, taskID)
 		if err != nil {
-			return fx, err
+			return fx, storeError(err, "pause task")
 		}
 		if paused {
 			reason := fmt.Sprintf("the task was paused after %d consecutive failed executions (pause_after_failures)", tf.Consecutive)
@@ -378,10 +378,10 @@ func (s *Deliveries) afterFailure(ctx context.Context, tx db.Tx, tenant, executi
 			// at their slot, their start cancels them (Tasks.Pause).
 			n, err := db.CancelPendingExecutions(ctx, tx, tenant, taskID, true, reason)
 			if err != nil {
-				return fx, err
+				return fx, storeError(err, "cancel pending executions")
 			}
 			if err := db.NotifyTaskChanged(ctx, tx); err != nil {
-				return fx, err
+				return fx, storeError(err, "notify task change")
 			}
 			events = append(events, db.DeliveryEvent{Type: EventTaskPaused, Message: &reason,
 				Data: map[string]any{"consecutive_failures": tf.Consecutive, "cancelled_pending": n}})
@@ -399,5 +399,5 @@ func (s *Deliveries) afterFailure(ctx context.Context, tx db.Tx, tenant, executi
 		events = append(events, db.DeliveryEvent{Type: EventAlertQueued, Data: map[string]any{"endpoint_id": alertTo}})
 		fx.alerted = true
 	}
-	return fx, db.InsertDeliveryEvents(ctx, tx, tenant, executionID, events)
+	return fx, storeError(db.InsertDeliveryEvents(ctx, tx, tenant, executionID, events), "record failure effects")
 }

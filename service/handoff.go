@@ -22,9 +22,9 @@ func (s *Deliveries) HandOff(ctx context.Context, refs []ExecutionRef, leaseBase
 	if len(refs) == 0 {
 		return nil
 	}
-	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
+	return storeError(db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		return s.handOff(ctx, tx, refs, leaseBase, priority, at, queue)
-	})
+	}), "hand off")
 }
 
 func (s *Deliveries) handOff(ctx context.Context, tx db.Tx, refs []ExecutionRef, leaseBase, priority int, at time.Time,
@@ -49,7 +49,7 @@ func (s *Deliveries) handOff(ctx context.Context, tx db.Tx, refs []ExecutionRef,
 	for i, r := range res {
 		jobIDs[i] = r.Job.ID
 	}
-	return db.SetExecutionJobs(ctx, tx, owned, jobIDs)
+	return storeError(db.SetExecutionJobs(ctx, tx, owned, jobIDs), "record hand-off jobs")
 }
 
 // CancelRequested returns the ids of those of refs that are running with
@@ -59,5 +59,6 @@ func (s *Deliveries) CancelRequested(ctx context.Context, refs []ExecutionRef) (
 	for i, r := range refs {
 		in[i] = db.ExecutionRef{TenantID: r.TenantID, ID: r.ExecutionID}
 	}
-	return db.CancelRequested(ctx, s.pool, in)
+	ids, err := db.CancelRequested(ctx, s.pool, in)
+	return ids, storeError(err, "read cancel requests")
 }

@@ -45,3 +45,10 @@ func jsonHasNUL(raw []byte) bool {
 		}
 	}
 }
+
+// jsonEqual reports whether a and b encode to the same JSON.
+func jsonEqual(a, b any) bool {
+	x, errX := json.Marshal(a)
+	y, errY := json.Marshal(b)
+	return errX == nil && errY == nil && bytes.Equal(x, y)
+}

@@ -1,61 +1,25 @@
 package service
 
-import "github.com/google/uuid"
+import "github.com/axhq/ax/service/resource"
 
-// List page sizes.
+// List page sizes (resource.PageLimitDefault, resource.PageLimitMax).
 const (
-	PageLimitDefault = 50
-	PageLimitMax     = 500
+	PageLimitDefault = resource.PageLimitDefault
+	PageLimitMax     = resource.PageLimitMax
 )
 
-// Page selects one page of a newest-first list.
-type Page struct {
-	// After is the id of the last item of the previous page; "" for the first.
-	After string
-	// Limit is the page size, already clamped by the caller (ClampLimit).
-	Limit int
-}
+// Page selects one page of a newest-first list (resource.Page).
+type Page = resource.Page
 
 // ClampLimit turns a requested page size into one in 1..PageLimitMax; 0
-// means the default.
-func ClampLimit(n int) int {
-	switch {
-	case n <= 0:
-		return PageLimitDefault
-	case n > PageLimitMax:
-		return PageLimitMax
-	}
-	return n
-}
+// means the default (resource.ClampLimit).
+func ClampLimit(n int) int { return resource.ClampLimit(n) }
 
-// pageOf converts a result fetched with limit+1 rows, trims it to limit and
-// returns the cursor of the next page, "" when this is the last.
+// NewID returns a new resource id, a UUIDv7 (resource.NewID).
+func NewID() string { return resource.NewID() }
+
+func validID(id string) bool { return resource.ValidID(id) }
+
 func pageOf[R, T any](rows []R, limit int, convert func(R) T, id func(T) string) ([]T, string) {
-	more := len(rows) > limit
-	if more {
-		rows = rows[:limit]
-	}
-	items := make([]T, 0, len(rows))
-	for _, r := range rows {
-		items = append(items, convert(r))
-	}
-	if !more || len(items) == 0 {
-		return items, ""
-	}
-	return items, id(items[len(items)-1])
-}
-
-// validID reports whether id can name a resource; anything else is simply
-// not found.
-func validID(id string) bool {
-	_, err := uuid.Parse(id)
-	return err == nil && len(id) == 36
-}
-
-// check rejects a cursor that cannot have come from this API.
-func (p Page) check() error {
-	if p.After != "" && !validID(p.After) {
-		return &ValidationError{Fields: []FieldError{{Field: "cursor", Message: "is not a cursor returned by this API"}}}
-	}
-	return nil
+	return resource.PageOf(rows, limit, convert, id)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/job"
 )
 
 // River queues and job kinds.
@@ -36,61 +37,19 @@ const (
 	riverAttemptsMargin = 3
 )
 
-// DeliverArgs is the River job that delivers one execution. It carries ids
-// only: secrets and payloads stay in the database (riverui shows job args).
-type DeliverArgs struct {
-	TenantID    string `json:"tenant_id"`
-	ExecutionID string `json:"execution_id" river:"unique"`
-	// LeaseBase is added to the job's River attempt to make the lease that
-	// fences the execution (Deliveries.Begin): a job that takes over an
-	// execution from a batch (DeliverBatchArgs) starts above the batch's
-	// leases, so that its attempts are newer than the batch's.
-	LeaseBase int `json:"lease_base,omitempty"`
-	// ScheduledFor is the slot of a scheduled fire: its job is due a
-	// little earlier (SchedulerConfig.FetchAhead), and the worker waits
-	// for the slot before it begins. Zero: begin at once.
-	ScheduledFor time.Time `json:"scheduled_for,omitzero"`
-	// EndpointID is the endpoint of the execution's task when the job was
-	// inserted: the worker's send slots share a lane between endpoints as
-	// between tenants before it begins (the endpoint it sends to is read
-	// then). Empty in jobs inserted without it: shared by tenant alone.
-	EndpointID string `json:"endpoint_id,omitempty"`
-}
-
-// Kind implements river.JobArgs.
-func (DeliverArgs) Kind() string { return "deliver" }
-
-// Lease returns the lease of River attempt attempt of the job.
-func (a DeliverArgs) Lease(attempt int) int { return a.LeaseBase + attempt }
-
-// ExecutionRef names an execution in a job's args.
-type ExecutionRef struct {
-	TenantID    string `json:"tenant_id"`
-	ExecutionID string `json:"execution_id"`
-	// ScheduledFor is the execution's slot, in a batch: the batch job is
-	// due a little before its earliest member's slot
-	// (SchedulerConfig.FetchAhead), and each member is sent no earlier
-	// than its own.
-	ScheduledFor time.Time `json:"scheduled_for,omitzero"`
-	// EndpointID: as DeliverArgs.EndpointID.
-	EndpointID string `json:"endpoint_id,omitempty"`
-}
-
-// DeliverBatchArgs is the River job that makes the first attempt of
-// several executions due within deliverBatchWindow of each other (the
-// scheduler's fires): one River job instead of one per execution, which
-// takes River's insert, fetch and completion out of the per-delivery cost. Each execution is
-// still begun, sent and finished on its own, under the batch job's attempt
-// as lease; what it cannot finish in the batch — a retry, an overlap
-// "queue" wait, a rescued run of the batch job — continues as a
-// DeliverArgs job of its own (Deliveries.HandOff), which becomes the
-// execution's river_job_id: the batch leaves it alone from then on.
-type DeliverBatchArgs struct {
-	Executions []ExecutionRef `json:"executions"`
-}
-
-// Kind implements river.JobArgs.
-func (DeliverBatchArgs) Kind() string { return "deliver_batch" }
+// The River jobs' args (service/job), as service's files and callers
+// name them.
+type (
+	// DeliverArgs is the River job that delivers one execution.
+	DeliverArgs = job.DeliverArgs
+	// ExecutionRef names an execution in a job's args.
+	ExecutionRef = job.ExecutionRef
+	// DeliverBatchArgs is the River job that makes the first attempt of
+	// several executions.
+	DeliverBatchArgs = job.DeliverBatchArgs
+	// AlertArgs is the River job that sends an execution's alert.
+	AlertArgs = job.AlertArgs
+)
 
 // deliverBatchMax is the most executions one DeliverBatchArgs job carries,
 // and deliverBatchWindow the most their slots may be apart: the job is due
@@ -121,20 +80,6 @@ const deliverBatchMaxAttempts = 25
 // handOffMaxAttempts is the River attempts of a job that continues an
 // execution from a batch: the worker enforces the task's own budget.
 const handOffMaxAttempts = MaxAttemptsMax + riverAttemptsMargin
-
-// AlertArgs is the River job that sends a failure alert for an execution to
-// its task's alert endpoint.
-type AlertArgs struct {
-	TenantID    string `json:"tenant_id"`
-	ExecutionID string `json:"execution_id" river:"unique"`
-	// Type is the alert's type: AlertExecutionFailed ("" too, as alerts
-	// queued before SLAs existed) or AlertExecutionSLAMissed. An
-	// execution gets at most one alert of each type.
-	Type string `json:"type,omitempty" river:"unique"`
-}
-
-// Kind implements river.JobArgs.
-func (AlertArgs) Kind() string { return "alert" }
 
 // deliverInsert returns the insert parameters of a scheduled fire's
 // deliver job: unique per execution while one is live, due ahead before
@@ -339,7 +284,7 @@ func (e *Enqueuer) insertMany(ctx context.Context, tx db.Tx, params []river.Inse
 	}
 	res, err := e.client.InsertManyTx(ctx, tx, params)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue %d jobs: %w", len(params), err)
+		return nil, storeError(err, fmt.Sprintf("enqueue %d jobs", len(params)))
 	}
 	return res, nil
 }
@@ -349,7 +294,7 @@ func (e *Enqueuer) insertMany(ctx context.Context, tx db.Tx, params []river.Inse
 // the job's context) when tx commits. A job River no longer has is fine.
 func (e *Enqueuer) cancelTx(ctx context.Context, tx db.Tx, jobID int64) error {
 	if _, err := e.client.JobCancelTx(ctx, tx, jobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-		return fmt.Errorf("cancel job %d: %w", jobID, err)
+		return storeError(err, fmt.Sprintf("cancel job %d", jobID))
 	}
 	return nil
 }
@@ -358,7 +303,7 @@ func (e *Enqueuer) cancelTx(ctx context.Context, tx db.Tx, jobID int64) error {
 // longer has is fine.
 func (e *Enqueuer) deleteTx(ctx context.Context, tx db.Tx, jobID int64) error {
 	if _, err := e.client.JobDeleteTx(ctx, tx, jobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-		return fmt.Errorf("delete job %d: %w", jobID, err)
+		return storeError(err, fmt.Sprintf("delete job %d", jobID))
 	}
 	return nil
 }
@@ -367,7 +312,7 @@ func (e *Enqueuer) deleteTx(ctx context.Context, tx db.Tx, jobID int64) error {
 // A job River no longer has is fine.
 func (e *Enqueuer) retryNowTx(ctx context.Context, tx db.Tx, jobID int64) error {
 	if _, err := e.client.JobRetryTx(ctx, tx, jobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-		return fmt.Errorf("retry job %d now: %w", jobID, err)
+		return storeError(err, fmt.Sprintf("retry job %d now", jobID))
 	}
 	return nil
 }

@@ -66,7 +66,7 @@ func (s *Scheduler) Reconcile(ctx context.Context, olderThan time.Duration) (int
 		}
 		return nil
 	})
-	return resumed, err
+	return resumed, storeError(err, "reconcile")
 }
 
 // resumeOrphan gives orphaned execution o a new deliver job, available at
@@ -91,7 +91,7 @@ func resumeOrphan(ctx context.Context, tx db.Tx, enq *Enqueuer, o db.OrphanedExe
 	message += fmt.Sprintf("; resumed by job %d with the same idempotency key", job)
 	ok, err := db.ResumeOrphaned(ctx, tx, o.TenantID, o.ID, o.RiverJobID, job, event, message, data)
 	if err != nil || ok {
-		return ok, err
+		return ok, storeError(err, "resume orphaned execution")
 	}
 	return false, enq.deleteTx(ctx, tx, job)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/replica"
 )
 
 // TestDeclareDeadReplicaOnce: replicas racing to declare a silent replica
@@ -56,7 +57,7 @@ func TestDeclareDeadReplicaOnce(t *testing.T) {
 	// y and z race, several times each.
 	var (
 		mu       sync.Mutex
-		declared []service.DeadReplica
+		declared []replica.Dead
 		wg       sync.WaitGroup
 		start    = make(chan struct{})
 	)
@@ -93,7 +94,7 @@ func TestDeclareDeadReplicaOnce(t *testing.T) {
 	require.Equal(t, "running", state, "a live replica's job is left alone")
 	var rowState string
 	require.NoError(t, f.pool.QueryRow(ctx, `SELECT state FROM replicas WHERE id = $1`, dead).Scan(&rowState))
-	require.Equal(t, service.ReplicaDead, rowState)
+	require.Equal(t, replica.StateDead, rowState)
 
 	ex := service.NewExecutions(f.pool, f.enq, service.ExecutionsConfig{})
 	for i, e := range execs {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/axhq/ax/db/dbtest"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/retention"
 	"github.com/axhq/ax/service/schedule"
 )
 
@@ -108,8 +109,8 @@ func TestRetentionRemovesFinishedHistory(t *testing.T) {
 	f.exec(t, `INSERT INTO audit_log (tenant_id, id, at, action, resource_type, resource_id)
 		SELECT $1, gen_random_uuid(), now() - make_interval(days => g), 'update', 'task', 'x' FROM generate_series(1, 120) g`, f.tenant)
 
-	var total service.RetentionResult
-	r := service.NewRetention(f.pool, service.RetentionConfig{Executions: 30 * 24 * time.Hour, Audit: 90 * 24 * time.Hour, Batch: 3})
+	var total retention.Result
+	r := retention.New(f.pool, retention.Config{Executions: 30 * 24 * time.Hour, Audit: 90 * 24 * time.Hour, Batch: 3})
 	for range 100 {
 		res, err := r.Sweep(ctx)
 		require.NoError(t, err)
@@ -139,7 +140,7 @@ func TestRetentionRemovesFinishedHistory(t *testing.T) {
 	// Nothing left: another sweep removes nothing.
 	res, err := r.Sweep(ctx)
 	require.NoError(t, err)
-	require.Equal(t, service.RetentionResult{}, res)
+	require.Equal(t, retention.Result{}, res)
 }
 
 // TestRetentionSkipsHeldExecutions: an execution another transaction holds
@@ -160,7 +161,7 @@ func TestRetentionSkipsHeldExecutions(t *testing.T) {
 	_, err = holder.Exec(ctx, `UPDATE executions SET state = 'pending', last_error = NULL WHERE id = $1`, held)
 	require.NoError(t, err)
 
-	r := service.NewRetention(f.pool, service.RetentionConfig{})
+	r := retention.New(f.pool, retention.Config{})
 	res, err := r.Sweep(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, res.Executions)
@@ -189,7 +190,7 @@ func TestExpiredSlotsDoNotFireAgain(t *testing.T) {
 	ctx := context.Background()
 	s := f.scheduler(service.SchedulerConfig{})
 	// Retention of a millisecond: everything final is expired at once.
-	r := service.NewRetention(f.pool, service.RetentionConfig{Executions: time.Millisecond})
+	r := retention.New(f.pool, retention.Config{Executions: time.Millisecond})
 	finishAll := func() {
 		f.exec(t, `UPDATE executions SET state = 'succeeded', finished_at = now() - interval '1 hour'
 			WHERE state IN ('pending', 'running', 'retrying')`)

@@ -3,7 +3,6 @@ package service
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"slices"
@@ -196,7 +195,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 		return db.AdvanceTasks(ctx, tx, advs)
 	})
 	if err != nil {
-		return TickResult{}, fmt.Errorf("scheduler tick: %w", err)
+		return TickResult{}, storeError(err, "scheduler tick")
 	}
 	if !res.More { // the workflows' slots, once the tasks' backlog is written
 		runs, err := s.tickWorkflows(ctx)
@@ -213,7 +212,8 @@ func (s *Scheduler) now(ctx context.Context, tx db.Tx) (time.Time, error) {
 	if s.cfg.Now != nil {
 		return s.cfg.Now(), nil
 	}
-	return db.Now(ctx, tx)
+	t, err := db.Now(ctx, tx)
+	return t, storeError(err, "read the database clock")
 }
 
 // NextDueIn returns how long until the earliest active task is due (by the
@@ -225,7 +225,7 @@ func (s *Scheduler) NextDueIn(ctx context.Context) (time.Duration, bool, error) 
 	if err == nil {
 		s.cfg.Clock.Observe(sent, dbNow, received)
 	}
-	return due, ok, err
+	return due, ok, storeError(err, "next due task")
 }
 
 // ListenForChanges calls wake whenever a task changes in a way that may
@@ -234,19 +234,21 @@ func (s *Scheduler) NextDueIn(ctx context.Context) (time.Duration, bool, error) 
 // ends or its connection fails; it returns why. Call it again after a
 // failure.
 func (s *Scheduler) ListenForChanges(ctx context.Context, wake func()) error {
-	return db.ListenTaskChanges(ctx, s.pool, wake)
+	return storeError(db.ListenTaskChanges(ctx, s.pool, wake), "listen for task changes")
 }
 
 // SweepUnfinished removes rows of unfinished_executions whose execution is
 // final or gone (db.SweepUnfinished) and returns how many it removed.
 func (s *Scheduler) SweepUnfinished(ctx context.Context) (int64, error) {
-	return db.SweepUnfinished(ctx, s.pool)
+	n, err := db.SweepUnfinished(ctx, s.pool)
+	return n, storeError(err, "sweep unfinished executions")
 }
 
 // AnalyzeYoungTables analyzes the hot tables while they are small and
 // growing (db.AnalyzeYoungTables) and returns their names.
 func (s *Scheduler) AnalyzeYoungTables(ctx context.Context) ([]string, error) {
-	return db.AnalyzeYoungTables(ctx, s.pool)
+	names, err := db.AnalyzeYoungTables(ctx, s.pool)
+	return names, storeError(err, "analyze young tables")
 }
 
 // plan is what a pass does with one claimed task.
@@ -426,7 +428,7 @@ func (s *Scheduler) calendarsFor(ctx context.Context, tx db.Tx, due []db.DueTask
 		slices.Sort(ids)
 		cals, err := db.GetCalendars(ctx, tx, tenant, slices.Compact(ids), false)
 		if err != nil {
-			return nil, err
+			return nil, storeError(err, "load calendars")
 		}
 		for _, c := range cals {
 			out[c.ID] = c

@@ -1,82 +1,11 @@
 package service
 
-import (
-	"crypto/rand"
-	"encoding/base64"
-	"errors"
-	"fmt"
-	"strings"
-)
+import "github.com/axhq/ax/service/signing"
 
-// Endpoint signing secrets follow Standard Webhooks: "whsec_" followed by the
-// standard base64 encoding of 24 to 64 random bytes. The key that signs is
-// the decoded bytes, not the string.
-const (
-	// SecretPrefix starts every symmetric signing secret.
-	SecretPrefix = "whsec_"
-	// SecretBytesMin is the shortest key ParseSecret accepts.
-	SecretBytesMin = 24
-	// SecretBytesMax is the longest key ParseSecret accepts.
-	SecretBytesMax = 64
-	// SecretBytesDefault is the key length GenerateSecret produces.
-	SecretBytesDefault = 32
-)
+// GenerateSecret returns a new random signing secret
+// (signing.GenerateSecret).
+func GenerateSecret() (string, error) { return signing.GenerateSecret() }
 
-// ErrInvalidSecret means a signing secret is not in the accepted format.
-// Errors wrapping it describe the problem but never contain the secret.
-var ErrInvalidSecret = errors.New("invalid signing secret")
-
-// GenerateSecret returns a new random signing secret: "whsec_" followed by
-// the standard base64 encoding of SecretBytesDefault bytes from crypto/rand.
-func GenerateSecret() (string, error) {
-	key := make([]byte, SecretBytesDefault)
-	if _, err := rand.Read(key); err != nil {
-		return "", fmt.Errorf("generate signing secret: %w", err)
-	}
-	return SecretPrefix + base64.StdEncoding.EncodeToString(key), nil
-}
-
-// ParseSecret returns the key bytes of a signing secret. It accepts only
-// "whsec_" followed by canonical standard base64 (padded, or unpadded)
-// decoding to SecretBytesMin..SecretBytesMax bytes. URL-safe base64,
-// embedded whitespace and other spellings are rejected so that a secret has
-// exactly one form. The returned error wraps ErrInvalidSecret and never
-// echoes the input.
-func ParseSecret(s string) ([]byte, error) {
-	encoded, ok := strings.CutPrefix(s, SecretPrefix)
-	if !ok {
-		return nil, fmt.Errorf("%w: must start with %q", ErrInvalidSecret, SecretPrefix)
-	}
-	// Bound the work before decoding: nothing longer can hold a valid key.
-	if len(encoded) > base64.StdEncoding.EncodedLen(SecretBytesMax) {
-		return nil, secretLengthError()
-	}
-	key, err := decodeCanonical(encoded)
-	if err != nil {
-		return nil, err
-	}
-	if len(key) < SecretBytesMin || len(key) > SecretBytesMax {
-		return nil, secretLengthError()
-	}
-	return key, nil
-}
-
-// decodeCanonical decodes standard base64, padded or not, and insists that
-// the input is exactly what encoding the result gives back. That rejects
-// what the decoders tolerate: embedded newlines and non-zero trailing bits.
-// Decoder errors are not wrapped because they quote input offsets.
-func decodeCanonical(encoded string) ([]byte, error) {
-	enc := base64.StdEncoding
-	if !strings.HasSuffix(encoded, "=") && len(encoded)%4 != 0 {
-		enc = base64.RawStdEncoding
-	}
-	key, err := enc.DecodeString(encoded)
-	if err != nil || enc.EncodeToString(key) != encoded {
-		return nil, fmt.Errorf("%w: must be %q followed by standard base64", ErrInvalidSecret, SecretPrefix)
-	}
-	return key, nil
-}
-
-func secretLengthError() error {
-	return fmt.Errorf("%w: key must decode to %d to %d bytes", ErrInvalidSecret, SecretBytesMin, SecretBytesMax)
-}
+// ParseSecret returns the key bytes of a signing secret
+// (signing.ParseSecret); its error wraps signing.ErrInvalidSecret.
+func ParseSecret(s string) ([]byte, error) { return signing.ParseSecret(s) }

@@ -182,7 +182,7 @@ func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, 
 			out, err = s.create(db.WithTx(ctx, s.pool, tx), tenant, in)
 			return err
 		})
-		return out, err
+		return out, storeError(err, "create task")
 	}
 	if len(in.Schedule.ExcludeCalendars) > 0 {
 		// The calendars' dates decide the first slot: read them, and keep
@@ -193,7 +193,7 @@ func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, 
 			out, err = s.create(db.WithTx(ctx, s.pool, tx), tenant, in)
 			return err
 		})
-		return out, err
+		return out, storeError(err, "create task")
 	}
 	return s.create(ctx, tenant, in)
 }
@@ -280,7 +280,7 @@ func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string, don
 	if row.State == TaskActive || row.State == TaskCompleted {
 		now, err := db.Now(ctx, tx)
 		if err != nil {
-			return err
+			return storeError(err, "read the database clock")
 		}
 		row.State, row.NextRunAt = TaskActive, nil
 		if spec := sched.Spec(); spec.Type == schedule.Once && spec.RunAt != nil && spec.RunAt.Before(now) {
@@ -292,7 +292,7 @@ func (s *Tasks) recalendar(ctx context.Context, tx db.Tx, tenant, id string, don
 		}
 	}
 	_, err = db.UpdateTask(ctx, tx, row)
-	return err
+	return storeError(err, "update task")
 }
 
 // now returns the database's clock: the estimate while it is fresh, else
@@ -304,7 +304,8 @@ func (s *Tasks) now(ctx context.Context) (time.Time, error) {
 	q := db.Using(ctx, s.pool)
 	if q != s.pool || s.cfg.Clock == nil {
 		// In a transaction now() is its start, not a reading to learn from.
-		return db.Now(ctx, q)
+		t, err := db.Now(ctx, q)
+		return t, storeError(err, "read the database clock")
 	}
 	// The reading teaches the estimate (timed on a held connection, so a
 	// wait for one is not taken for a slow round trip): under load, when
@@ -314,7 +315,7 @@ func (s *Tasks) now(ctx context.Context) (time.Time, error) {
 	if err == nil {
 		s.cfg.Clock.Observe(sent, t, received)
 	}
-	return t, err
+	return t, storeError(err, "read the database clock")
 }
 
 // Get returns one task.
@@ -362,12 +363,12 @@ func (s *Tasks) List(ctx context.Context, tenant string, f TaskFilter, page Page
 	if err := ve.Err(); err != nil {
 		return nil, "", err
 	}
-	if err := page.check(); err != nil {
+	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
 	rows, err := db.ListTasks(ctx, s.pool, tenant, db.TaskFilter{State: f.State, Labels: f.Labels, NamePrefix: f.NamePrefix, Before: page.After, Limit: page.Limit + 1})
 	if err != nil {
-		return nil, "", err
+		return nil, "", storeError(err, "list tasks")
 	}
 	out, next := pageOf(rows, page.Limit, taskFromRow, func(t Task) string { return t.ID })
 	return out, next, nil
@@ -440,7 +441,7 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 		return db.NotifyTaskChanged(ctx, tx)
 	})
 	if err != nil {
-		return Task{}, err
+		return Task{}, storeError(err, "update task")
 	}
 	done.report(s.cfg.Metrics)
 	return out, nil
@@ -457,7 +458,7 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 func (s *Tasks) reschedule(ctx context.Context, tx db.Tx, tenant, id string, sched *schedule.Schedule, done *ended) error {
 	pending, err := db.PendingScheduledExecutions(ctx, tx, tenant, id)
 	if err != nil {
-		return err
+		return storeError(err, "list pending executions")
 	}
 	var keep []string
 	for _, p := range pending {
@@ -467,7 +468,7 @@ func (s *Tasks) reschedule(ctx context.Context, tx db.Tx, tenant, id string, sch
 	}
 	n, err := db.CancelRescheduledExecutions(ctx, tx, tenant, id, keep, "the task's schedule changed")
 	done.add(ExecCancelled, n)
-	return err
+	return storeError(err, "cancel rescheduled executions")
 }
 
 // Delete deletes a task and cancels its executions that have not started.
@@ -497,7 +498,7 @@ func (s *Tasks) Delete(ctx context.Context, tenant, id string) error {
 	if err == nil {
 		done.report(s.cfg.Metrics)
 	}
-	return err
+	return storeError(err, "delete task")
 }
 
 // Pause stops new slots and cancels the executions whose slot has come and
@@ -598,7 +599,7 @@ func (s *Tasks) setState(ctx context.Context, tenant, id, action string, change 
 		}
 		return db.NotifyTaskChanged(ctx, tx)
 	})
-	return out, err
+	return out, storeError(err, action+" task")
 }
 
 // Preview returns the task's next n fire times after now: the slots that
@@ -950,12 +951,16 @@ func taskFromRow(r db.Task) Task {
 }
 
 // apiTask hides the tasks that deliver workflow nodes from the task API:
-// such a task is not found (the callers translate err with storeError).
+// such a task is not found. It takes db.GetTask's results and translates
+// its error (storeError).
 func apiTask(row db.Task, err error) (db.Task, error) {
-	if err == nil && row.WorkflowID != nil {
+	if err != nil {
+		return row, storeError(err, "load task")
+	}
+	if row.WorkflowID != nil {
 		return db.Task{}, ErrNotFound
 	}
-	return row, err
+	return row, nil
 }
 
 func utcPtr(t *time.Time) *time.Time {

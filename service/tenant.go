@@ -25,7 +25,7 @@ func (t *Tenants) Ensure(ctx context.Context, tenant string) error {
 		return nil
 	}
 	if err := db.EnsureTenant(ctx, t.pool, tenant); err != nil {
-		return err
+		return storeError(err, "ensure tenant")
 	}
 	t.known.Store(tenant, struct{}{})
 	return nil

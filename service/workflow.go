@@ -404,7 +404,7 @@ func (s *Workflows) Create(ctx context.Context, tenant string, in WorkflowInput)
 		}
 		return recordAudit(ctx, tx, tenant, AuditCreate, ResourceWorkflow, id, auditCreated(out.Input()))
 	})
-	return out, err
+	return out, storeError(err, "create workflow")
 }
 
 // setWorkflowFields copies the client's fields into row, with the next
@@ -485,7 +485,7 @@ func (s *Workflows) Get(ctx context.Context, tenant, id string) (Workflow, error
 
 // List returns a tenant's workflows newest first.
 func (s *Workflows) List(ctx context.Context, tenant string, page Page) ([]Workflow, string, error) {
-	if err := page.check(); err != nil {
+	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
 	rows, err := db.ListWorkflows(ctx, s.pool, tenant, page.After, page.Limit+1)
@@ -579,7 +579,7 @@ func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*
 		return recordAudit(ctx, tx, tenant, AuditUpdate, ResourceWorkflow, id, auditDiff(before.Input(), out.Input()))
 	})
 	if err != nil {
-		return Workflow{}, err
+		return Workflow{}, storeError(err, "update workflow")
 	}
 	done.report(s.cfg.Metrics)
 	return out, nil
@@ -598,7 +598,7 @@ func (s *Workflows) Delete(ctx context.Context, tenant, id string) error {
 	if !validID(id) {
 		return ErrNotFound
 	}
-	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
+	return storeError(db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		ok, err := db.DeleteWorkflow(ctx, tx, tenant, id)
 		if err != nil {
 			return storeError(err, "delete workflow")
@@ -607,7 +607,7 @@ func (s *Workflows) Delete(ctx context.Context, tenant, id string) error {
 			return ErrNotFound
 		}
 		return recordAudit(ctx, tx, tenant, AuditDelete, ResourceWorkflow, strings.ToLower(id), nil)
-	})
+	}), "delete workflow")
 }
 
 // Pause stops the workflow's schedule from starting runs: runs in flight
@@ -673,7 +673,7 @@ func (s *Workflows) setState(ctx context.Context, tenant, id, state, action stri
 		}
 		return recordAudit(ctx, tx, tenant, action, ResourceWorkflow, id, changes)
 	})
-	return out, err
+	return out, storeError(err, action+" workflow")
 }
 
 // Trigger starts a run now (pending while max_active_runs are started).
@@ -718,7 +718,7 @@ func (s *Workflows) Trigger(ctx context.Context, tenant, id, dedupKey string) (W
 		}
 		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceWorkflow, w.ID, map[string]any{"run_id": run.ID})
 	})
-	return out, err
+	return out, storeError(err, "trigger workflow")
 }
 
 func runFromRow(r db.WorkflowRun) WorkflowRun {
@@ -807,7 +807,7 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 
 // ListRuns returns a workflow's runs newest first.
 func (s *Workflows) ListRuns(ctx context.Context, tenant, workflowID string, page Page) ([]WorkflowRun, string, error) {
-	if err := page.check(); err != nil {
+	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
 	w, err := s.Get(ctx, tenant, workflowID)
@@ -888,7 +888,7 @@ func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowR
 		return recordAudit(ctx, tx, tenant, AuditCancel, ResourceWorkflowRun, id, map[string]any{"cancelled_executions": n})
 	})
 	if err != nil {
-		return WorkflowRun{}, err
+		return WorkflowRun{}, storeError(err, "cancel workflow run")
 	}
 	done.report(s.cfg.Metrics)
 	return out, nil
@@ -947,7 +947,7 @@ func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action 
 		}
 		return recordAudit(ctx, tx, tenant, action, ResourceWorkflowRun, runID, map[string]any{"node": key})
 	})
-	return out, err
+	return out, storeError(err, action+" workflow run node")
 }
 
 // Sweep is the backstop of the event-driven advance: it advances running
@@ -962,7 +962,7 @@ func (s *Workflows) Sweep(ctx context.Context) (int, error) {
 	for _, r := range stalled {
 		err := db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.engine.advanceRun(ctx, tx, r.TenantID, r.ID) })
 		if err != nil {
-			return 0, err
+			return 0, storeError(err, "advance workflow run")
 		}
 	}
 	queued, err := db.WorkflowsWithQueuedRuns(ctx, s.pool, workflowSweepBatch)
@@ -972,7 +972,7 @@ func (s *Workflows) Sweep(ctx context.Context) (int, error) {
 	for _, w := range queued {
 		err := db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.engine.promote(ctx, tx, w.TenantID, w.ID) })
 		if err != nil {
-			return 0, err
+			return 0, storeError(err, "promote queued workflow runs")
 		}
 	}
 	retired, err := s.sweepRetire(ctx)
@@ -985,7 +985,8 @@ func (s *Workflows) Sweep(ctx context.Context) (int, error) {
 // AdvanceRun advances one run in a transaction of its own (the sweep's
 // step, for tests and tools).
 func (s *Workflows) AdvanceRun(ctx context.Context, tenant, runID string) error {
-	return db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.engine.advanceRun(ctx, tx, tenant, runID) })
+	return storeError(db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.engine.advanceRun(ctx, tx, tenant, runID) }),
+		"advance workflow run")
 }
 
 // CountRuns counts a tenant's runs per state (the stats API).
@@ -1066,7 +1067,7 @@ func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("workflow tick: %w", err)
+		return 0, storeError(err, "workflow tick")
 	}
 	return n, nil
 }

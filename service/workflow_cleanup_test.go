@@ -9,6 +9,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/retention"
 )
 
 // An old version's hidden tasks keep its endpoints in use while a run of
@@ -112,8 +113,8 @@ func TestRetentionRemovesWorkflowRuns(t *testing.T) {
 	f.exec(t, `INSERT INTO execution_events (tenant_id, execution_id, type) VALUES ($1, $2, 'attempt_failed')`, f.tenant, doneExecs[0])
 
 	time.Sleep(20 * time.Millisecond)
-	r := service.NewRetention(f.pool, service.RetentionConfig{Executions: 10 * time.Millisecond, Batch: 2})
-	var total service.RetentionResult
+	r := retention.New(f.pool, retention.Config{Executions: 10 * time.Millisecond, Batch: 2})
+	var total retention.Result
 	for range 100 {
 		res, err := r.Sweep(ctx)
 		require.NoError(t, err)

@@ -196,7 +196,7 @@ func (s *Workflows) sweepRetire(ctx context.Context) (int, error) {
 			}
 			return retireVersions(ctx, tx, w.TenantID, w.ID)
 		})
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err = storeError(err, "retire workflow versions"); err != nil && !errors.Is(err, ErrNotFound) {
 			return 0, err
 		}
 	}

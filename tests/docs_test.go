@@ -22,6 +22,8 @@ import (
 	"github.com/axhq/ax/jobs"
 	webhook "github.com/axhq/ax/openapi/receiver"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/idempotency"
+	"github.com/axhq/ax/service/retention"
 )
 
 // The documentation's own checks: README.md and docs/*.md link to pages
@@ -267,7 +269,10 @@ func receiverType(e ast.Expr) string {
 var goPackages = map[string]string{
 	"api": "api", "console": "api/console", "db": "db", "dbtest": "db/dbtest", "pglocal": "db/pglocal",
 	"jobs": "jobs", "service": "service", "receiver": "openapi/receiver", "pgstore": "openapi/receiver/pgstore",
-	"client": "openapi/client",
+	"client": "openapi/client", "errs": "service/errs", "resource": "service/resource", "audit": "service/audit", "retention": "service/retention",
+	"replica": "service/replica", "idempotency": "service/idempotency",
+	"dbclock": "service/dbclock", "signing": "service/signing", "batch": "service/batch",
+	"endpoint": "service/endpoint", "calendar": "service/calendar", "limits": "service/limits", "job": "service/job", "stats": "service/stats",
 }
 
 // notOurs are names architecture.md quotes that ax does not declare:
@@ -480,11 +485,11 @@ func TestArchitectureFigures(t *testing.T) {
 		{"`Scheduler.Reconcile`", service.ReconcileAfterDefault},
 		{"**callback sweeper**", jobs.CallbackEveryDefault},
 		{"`jobs.RetentionLoop`", jobs.RetentionEveryDefault},
-		{"`jobs.RetentionLoop`", service.RetentionBudgetDefault},
-		{"older than `AX_AUDIT_RETENTION`", service.RetentionBatchDefault},
+		{"`jobs.RetentionLoop`", retention.BudgetDefault},
+		{"older than `AX_AUDIT_RETENTION`", retention.BatchDefault},
 		{"The `heartbeat` loop (`jobs.Replica`) heartbeats", jobs.HeartbeatInterval(0)},
-		{"A duplicate waits on the key's unique index", service.IdempotencyWait},
-		{"`idempotency_keys`", service.IdempotencyTTL},
+		{"A duplicate waits on the key's unique index", idempotency.Wait},
+		{"`idempotency_keys`", idempotency.TTL},
 		{"**Backfills** store their slot list", service.BackfillSlotsMax},
 		{"The pump runs", jobs.BackfillPollDefault},
 		{"The `workflow_sweep` loop", jobs.WorkflowSweepDefault},

@@ -29,6 +29,7 @@ import (
 
 	"github.com/axhq/ax/api"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/audit"
 )
 
 // Prefix is where the console is mounted.
@@ -384,8 +385,8 @@ func (c *console) guard(h handlerFunc, scope string, metered bool) echo.HandlerF
 			return c.render(ec, http.StatusForbidden, "error", s, errorView{Title: "Forbidden",
 				Detail: "This token lacks the \"" + scope + "\" scope this action needs."})
 		}
-		actor := service.Actor{Subject: s.Subject, RequestID: ec.Response().Header().Get(echo.HeaderXRequestID)}
-		ec.SetRequest(req.WithContext(service.WithActor(req.Context(), actor)))
+		actor := audit.Actor{Subject: s.Subject, RequestID: ec.Response().Header().Get(echo.HeaderXRequestID)}
+		ec.SetRequest(req.WithContext(audit.WithActor(req.Context(), actor)))
 		if err := h(ec, s); err != nil {
 			return c.fail(ec, s, err)
 		}

@@ -23,6 +23,8 @@ import (
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/audit"
+	"github.com/axhq/ax/service/idempotency"
 )
 
 func TestMain(m *testing.M) { dbtest.Main(m) }
@@ -57,8 +59,8 @@ func newEnv(t *testing.T) *env {
 		Calendars:   service.NewCalendars(pool, tasks),
 		Backfills:   service.NewBackfills(pool, enq, tasks),
 		Workflows:   service.NewWorkflows(pool, enq, service.WorkflowsConfig{}),
-		Idempotency: service.NewIdempotencyKeys(pool),
-		Audit:       service.NewAudit(pool),
+		Idempotency: idempotency.New(pool),
+		Audit:       audit.NewLog(pool),
 		Replicas:    service.NewReplicas(pool),
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, pool) },
 		Version:     "test",

@@ -10,7 +10,9 @@ import (
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/jobs"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/idempotency"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/retention"
 )
 
 // background is the process's background work: River's workers and every
@@ -85,7 +87,7 @@ func startBackground(ctx context.Context, d backgroundDeps, cfg config, logger *
 	})
 	scheduler := service.NewScheduler(pool, d.enq, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(),
 		BulkFetchAhead: riverCfg.BulkFetchAhead(), Clock: d.clock, Lanes: lanes, Metrics: d.metrics}, logger)
-	retention := service.NewRetention(pool, service.RetentionConfig{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
+	sweeper := retention.New(pool, retention.Config{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
 
 	r := jobs.NewRunner(jobs.RunnerConfig{Logger: logger, Metrics: d.metrics})
 	r.AddStep(jobs.Step{Name: "schema", Retry: 2 * time.Second, Start: func(ctx context.Context) error {
@@ -110,8 +112,8 @@ func startBackground(ctx context.Context, d backgroundDeps, cfg config, logger *
 		return nil
 	}})
 	r.Add(jobs.SchedulerLoops(scheduler, jobs.SchedulerLoopConfig{Logger: logger, Metrics: d.metrics,
-		ExpireKeys: service.NewIdempotencyKeys(pool).ExpireKeys})...)
-	r.Add(jobs.RetentionLoop(retention, jobs.RetentionLoopConfig{Logger: logger, Metrics: d.metrics}))
+		ExpireKeys: idempotency.New(pool).ExpireKeys})...)
+	r.Add(jobs.RetentionLoop(sweeper, jobs.RetentionLoopConfig{Logger: logger, Metrics: d.metrics}))
 	r.Add(jobs.CallbackLoops(d.deliveries, jobs.CallbackLoopConfig{Logger: logger, Metrics: d.metrics})...)
 	r.Add(jobs.BackfillLoop(d.backfills, 0), jobs.WorkflowSweepLoop(d.workflows, 0))
 	// Its own lifetime: shutdown stops it explicitly, after the HTTP

@@ -15,6 +15,7 @@ import (
 	"github.com/axhq/ax/api"
 	"github.com/axhq/ax/jobs"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/retention"
 )
 
 // config is ax's configuration, read once from the environment (README, "Configuration").
@@ -167,7 +168,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		errs.add("AX_RESCUE_STUCK_JOBS_AFTER", getenv("AX_RESCUE_STUCK_JOBS_AFTER"),
 			fmt.Sprintf("must be at least AX_JOB_TIMEOUT (%s)", jobTimeout))
 	}
-	c.ExecutionRetention, c.AuditRetention = service.ExecutionRetentionDefault, service.AuditRetentionDefault
+	c.ExecutionRetention, c.AuditRetention = retention.ExecutionsDefault, retention.AuditDefault
 	for _, d := range []struct {
 		name string
 		dst  *time.Duration
@@ -176,7 +177,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		{"AX_AUDIT_RETENTION", &c.AuditRetention},
 	} {
 		if v := getenv(d.name); v != "" {
-			if p, err := parseRetention(v); err != nil || p < service.RetentionMin {
+			if p, err := parseRetention(v); err != nil || p < retention.Min {
 				errs.add(d.name, v, `want a duration of at least 1h: days ("30d") or a Go duration ("720h")`)
 			} else {
 				*d.dst = p

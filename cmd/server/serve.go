@@ -23,6 +23,8 @@ import (
 	"github.com/axhq/ax/db/pglocal"
 	"github.com/axhq/ax/jobs"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/audit"
+	"github.com/axhq/ax/service/idempotency"
 	"github.com/axhq/ax/service/metrics"
 )
 
@@ -209,7 +211,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Tenants:     tenants,
 		Endpoints:   endpoints,
 		Tasks:       tasks,
-		Idempotency: service.NewIdempotencyKeys(d.pool),
+		Idempotency: idempotency.New(d.pool),
 		Executions:  executions,
 		Deliveries:  deliveries,
 		Calendars:   service.NewCalendars(d.pool, tasks),
@@ -220,7 +222,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Version:     version(),
 		Metrics:     registry,
 		Stats:       stats,
-		Audit:       service.NewAudit(d.pool),
+		Audit:       audit.NewLog(d.pool),
 		Replicas:    service.NewReplicas(d.pool),
 		RiverUI:     riverUI,
 		Limits:      limits,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/errs"
 )
 
 // Request asks to start an attempt of an execution through its gates.
@@ -41,7 +42,7 @@ type Admission struct {
 // row, kept in order with the others) until the dispatcher grants it one.
 func Admit(ctx context.Context, q db.Querier, r Request) (Admission, error) {
 	if granted, err := db.UsePermit(ctx, q, r.TenantID, r.ExecutionID, r.PermitTTL); err != nil || granted {
-		return Admission{Admitted: granted}, err
+		return Admission{Admitted: granted}, errs.Store(err, "use permit")
 	}
 	names := gateNames(r.Gates)
 	// A delivery behind held ones is held too, whatever the gates say:
@@ -53,7 +54,7 @@ func Admit(ctx context.Context, q db.Querier, r Request) (Admission, error) {
 	// A hold that ends meanwhile only leaves this one to the dispatcher.
 	ahead, found, err := db.FirstHoldOn(ctx, q, r.TenantID, names, r.ExecutionID)
 	if err != nil {
-		return Admission{}, err
+		return Admission{}, errs.Store(err, "read holds ahead")
 	}
 	if found {
 		adm, err := hold(ctx, q, r, names, behind(r.Gates, ahead.Gates, ahead.Limit))
@@ -66,24 +67,24 @@ func Admit(ctx context.Context, q db.Querier, r Request) (Admission, error) {
 		// shows. Start under it, as the path through the gates' locks does.
 		granted, err := db.UsePermit(ctx, q, r.TenantID, r.ExecutionID, r.PermitTTL)
 		if err != nil || !granted {
-			return adm, err
+			return adm, errs.Store(err, "use permit")
 		}
-		return Admission{Admitted: true}, db.DeleteHolds(ctx, q, r.TenantID, r.ExecutionID)
+		return Admission{Admitted: true}, errs.Store(db.DeleteHolds(ctx, q, r.TenantID, r.ExecutionID), "delete hold")
 	}
 	rows, now, _, err := db.LockGates(ctx, q, r.TenantID, names, 0)
 	if err != nil {
-		return Admission{}, err
+		return Admission{}, errs.Store(err, "lock gates")
 	}
 	gates := statesOf(r.Gates, rows, now)
 	// The dispatcher may have granted this delivery a permit after the
 	// look above and before the gates' locks, which it held until its
 	// commit: look again, or the gates would count this attempt twice.
 	if granted, err := db.UsePermit(ctx, q, r.TenantID, r.ExecutionID, r.PermitTTL); err != nil || granted {
-		return Admission{Admitted: granted}, err
+		return Admission{Admitted: granted}, errs.Store(err, "use permit")
 	}
 	_, waiting, err := db.FirstHoldOn(ctx, q, r.TenantID, names, r.ExecutionID)
 	if err != nil {
-		return Admission{}, err
+		return Admission{}, errs.Store(err, "read holds ahead")
 	}
 	if limit := admission(r.Gates, gates, waiting); limit != "" {
 		return hold(ctx, q, r, names, limit)
@@ -92,12 +93,12 @@ func Admit(ctx context.Context, q db.Querier, r Request) (Admission, error) {
 		st.take()
 	}
 	if err := db.SaveGates(ctx, q, r.TenantID, counts(gates)); err != nil {
-		return Admission{}, err
+		return Admission{}, errs.Store(err, "save gates")
 	}
 	if err := db.TakePermit(ctx, q, r.TenantID, r.ExecutionID, names, r.PermitTTL); err != nil {
-		return Admission{}, err
+		return Admission{}, errs.Store(err, "take permit")
 	}
-	return Admission{Admitted: true}, db.DeleteHolds(ctx, q, r.TenantID, r.ExecutionID)
+	return Admission{Admitted: true}, errs.Store(db.DeleteHolds(ctx, q, r.TenantID, r.ExecutionID), "delete hold")
 }
 
 // hold holds a delivery back by limit (or keeps it held), in order with
@@ -106,7 +107,7 @@ func hold(ctx context.Context, q db.Querier, r Request, names []string, limit st
 	inserted, err := db.HoldDelivery(ctx, q, r.TenantID, r.TaskID, db.Hold{ExecutionID: r.ExecutionID, JobID: r.JobID,
 		Gates: names, Limit: limit, ScheduledFor: r.ScheduledFor})
 	if err != nil {
-		return Admission{}, err
+		return Admission{}, errs.Store(err, "hold delivery")
 	}
 	return Admission{Limit: limit, NewHold: inserted}, nil
 }
@@ -116,5 +117,6 @@ func hold(ctx context.Context, q db.Querier, r Request, names []string, limit st
 // one. Its gates' room goes to the deliveries held behind it at the
 // dispatcher's next pass (Limits.Wake makes that now).
 func Release(ctx context.Context, q db.Querier, tenant, executionID string) (bool, error) {
-	return db.ReleasePermit(ctx, q, tenant, executionID)
+	released, err := db.ReleasePermit(ctx, q, tenant, executionID)
+	return released, errs.Store(err, "release permit")
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/errs"
 )
 
 // APIDecision is the answer to one API request under its tenant's rate.
@@ -107,7 +108,7 @@ func (l *Limits) takeAPIBudget(ctx context.Context, tenant string, rate float64,
 		}
 		return db.SaveAPIBudget(ctx, tx, tenant, left)
 	})
-	return took, left, wait, err
+	return took, left, wait, errs.Store(err, "take API budget")
 }
 
 // spend takes up to want whole tokens from a bucket of size that held

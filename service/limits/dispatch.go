@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/errs"
 )
 
 // Dispatched is what one DispatchTenant pass did.
@@ -51,7 +52,7 @@ func DispatchTenant(ctx context.Context, q db.Querier, tenant string, tenantGate
 	// tenant taken leaves it to that pass and looks again at its next.
 	mine, err := db.TryDispatchLock(ctx, q, tenant)
 	if err != nil {
-		return d, err
+		return d, errs.Store(err, "take the tenant's dispatch lock")
 	}
 	if !mine {
 		d.Busy = true
@@ -71,7 +72,7 @@ func DispatchTenant(ctx context.Context, q db.Querier, tenant string, tenantGate
 		return d, nil
 	}
 	if err != nil {
-		return d, err
+		return d, errs.Store(err, "lock gates")
 	}
 	locked := statesOf(gs, rows, now)
 
@@ -96,19 +97,19 @@ func DispatchTenant(ctx context.Context, q db.Querier, tenant string, tenantGate
 		// one since the list was read.
 		granted, err := db.GrantPermits(ctx, q, tenant, executionIDs(p.grant), permitTTL)
 		if err != nil {
-			return d, err
+			return d, errs.Store(err, "grant permits")
 		}
 		wake := p.settle(granted)
 		if err := db.SaveGates(ctx, q, tenant, counts(p.gates)); err != nil {
-			return d, err
+			return d, errs.Store(err, "save gates")
 		}
 		if err := db.WakeJobs(ctx, q, wake); err != nil {
-			return d, err
+			return d, errs.Store(err, "wake granted jobs")
 		}
 		d.Granted = len(granted)
 	}
 	if err := db.DeleteHolds(ctx, q, tenant, p.drop...); err != nil {
-		return d, err
+		return d, errs.Store(err, "drop holds")
 	}
 	d.Dropped = len(p.drop)
 	return d, nil
@@ -132,7 +133,7 @@ func gatesNow(ctx context.Context, q db.Querier, tenant string, names []string, 
 	if len(endpoints) > 0 {
 		lims, err := db.GetEndpointLimits(ctx, q, tenant, endpoints)
 		if err != nil {
-			return nil, err
+			return nil, errs.Store(err, "read endpoint limits")
 		}
 		for _, e := range lims {
 			gs = append(gs, Gate{Name: EndpointGate(e.ID), MaxInflight: e.MaxConcurrency, Rate: e.RatePerSecond})
@@ -154,7 +155,7 @@ func gatesNow(ctx context.Context, q db.Querier, tenant string, names []string, 
 func listHolds(ctx context.Context, q db.Querier, tenant string, batch int) ([]*held, error) {
 	first, err := db.ListHolds(ctx, q, tenant, batch)
 	if err != nil || len(first) < batch {
-		return mergeHolds(first, nil), err
+		return mergeHolds(first, nil), errs.Store(err, "list holds")
 	}
 	listed := make([]*held, len(first))
 	for i := range first {
@@ -162,7 +163,7 @@ func listHolds(ctx context.Context, q db.Querier, tenant string, batch int) ([]*
 	}
 	more, err := db.ListHoldsOnOtherGates(ctx, q, tenant, heldGates(listed), batch)
 	if err != nil {
-		return nil, err
+		return nil, errs.Store(err, "list holds")
 	}
 	return mergeHolds(first, more), nil
 }
@@ -171,7 +172,7 @@ func listHolds(ctx context.Context, q db.Querier, tenant string, batch int) ([]*
 func readHeldStates(ctx context.Context, q db.Querier, tenant string, holds []*held) error {
 	states, err := db.ReadHeldStates(ctx, q, tenant, executionIDs(holds))
 	if err != nil {
-		return err
+		return errs.Store(err, "read held states")
 	}
 	byID := make(map[string]*db.HeldState, len(states))
 	for i := range states {

@@ -8,7 +8,8 @@
 // The decisions are here, most of them pure functions (gate.go, pass.go,
 // budget.go); the SQL they need is db's small named statements, which
 // read and write the shared state (flow_gates, flow_permits, flow_holds,
-// api_budgets) and decide nothing. The package imports db and nothing
-// else of ax: service calls it (Deliveries admits and releases through
-// it, as its decisions say) and serves its admin API.
+// api_budgets) and decide nothing. The admin API (Get, Set, Usage) is
+// here too. The package imports db and service's errs and audit: service
+// calls it (Deliveries admits and releases through it, as its decisions
+// say) and hands its admin API to the API.
 package limits

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/errs"
 )
 
 // Own are a tenant's own limits; nil is the server's default (a default
@@ -154,7 +155,7 @@ func New(pool *db.Pool, cfg Config) *Limits {
 func (l *Limits) Refresh(ctx context.Context) error {
 	rows, err := db.ListTenantLimits(ctx, l.pool)
 	if err != nil {
-		return err
+		return errs.Store(err, "read tenant limits")
 	}
 	m := make(map[string]db.TenantLimits, len(rows))
 	for _, r := range rows {
@@ -279,9 +280,9 @@ var errBusy = errors.New("busy")
 func (l *Limits) Dispatch(ctx context.Context) (next time.Time, held bool, err error) {
 	tenants, err := db.TenantsWithHolds(ctx, l.pool)
 	if err != nil {
-		return time.Time{}, false, err
+		return time.Time{}, false, errs.Store(err, "list tenants with holds")
 	}
-	var errs []error
+	var failed []error
 	for _, t := range tenants {
 		e := l.For(t)
 		tg := Gate{MaxInflight: e.MaxInflightDeliveries, Rate: e.MaxDeliveriesPerSecond}
@@ -295,14 +296,14 @@ func (l *Limits) Dispatch(ctx context.Context) (next time.Time, held bool, err e
 			return err
 		})
 		if err != nil && !errors.Is(err, errBusy) {
-			errs = append(errs, err)
+			failed = append(failed, errs.Store(err, "dispatch tenant "+t))
 			continue
 		}
 		if !d.NextToken.IsZero() && (next.IsZero() || d.NextToken.Before(next)) {
 			next = d.NextToken
 		}
 	}
-	return next, len(tenants) > 0, errors.Join(errs...)
+	return next, len(tenants) > 0, errors.Join(failed...)
 }
 
 // SweepPermits is one pass of the sweep of expired permits: it releases
@@ -314,7 +315,7 @@ func (l *Limits) SweepPermits(ctx context.Context) (int, error) {
 	if n > 0 {
 		l.Wake()
 	}
-	return n, err
+	return n, errs.Store(err, "sweep expired permits")
 }
 
 // Share is one pass of the fair sharing of the deliver queues: it makes
@@ -327,5 +328,6 @@ func (l *Limits) Share(ctx context.Context) (int64, error) {
 	if l.cfg.FairAfter < 0 || len(l.cfg.FairQueues) == 0 {
 		return 0, nil
 	}
-	return db.ShareQueues(ctx, l.pool, l.cfg.FairQueues, l.cfg.FairAfter)
+	n, err := db.ShareQueues(ctx, l.pool, l.cfg.FairQueues, l.cfg.FairAfter)
+	return n, errs.Store(err, "share the deliver queues")
 }

@@ -2,24 +2,13 @@ package limits
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/errs"
 )
 
-// QuotaError is a create refused by a count quota: the API answers 409
-// with a problem type ending in /quota-exceeded.
-type QuotaError struct {
-	Limit string
-	Max   int
-}
-
-func (e *QuotaError) Error() string {
-	return fmt.Sprintf("the tenant's %s quota (%d) is reached; delete some or ask an operator to raise it", e.Limit, e.Max)
-}
-
 // CheckTaskQuota refuses a task create past the tenant's max_tasks
-// (*QuotaError), in the create's transaction q: the tenant's row lock
+// (*errs.QuotaError), in the create's transaction q: the tenant's row lock
 // orders concurrent creates, so two cannot both take the last place.
 // Without a limit it costs nothing.
 func (l *Limits) CheckTaskQuota(ctx context.Context, q db.Querier, tenant string) error {
@@ -45,7 +34,7 @@ func (l *Limits) checkQuota(ctx context.Context, q db.Querier, tenant, name stri
 	}
 	row, err := db.GetTenantLimits(ctx, q, tenant, true)
 	if err != nil {
-		return err
+		return errs.Store(err, "read tenant limits")
 	}
 	limit := max(Apply(row, l.cfg.Defaults))
 	if limit == 0 {
@@ -53,10 +42,10 @@ func (l *Limits) checkQuota(ctx context.Context, q db.Querier, tenant, name stri
 	}
 	n, err := count(ctx, q, tenant)
 	if err != nil {
-		return err
+		return errs.Store(err, "count "+name)
 	}
 	if n >= limit {
-		return &QuotaError{Limit: name, Max: limit}
+		return &errs.QuotaError{Limit: name, Max: limit}
 	}
 	return nil
 }

@@ -1,4 +1,7 @@
-package service
+// Package retention removes history older than its retention: final
+// executions with their events, finished workflow runs with their node
+// executions, and audit records (Sweeper).
+package retention
 
 import (
 	"cmp"
@@ -8,59 +11,60 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/errs"
 )
 
-// Retention defaults and bounds.
+// Defaults and bounds.
 const (
-	// ExecutionRetentionDefault is how long finished executions and their
-	// events are kept.
-	ExecutionRetentionDefault = 30 * 24 * time.Hour
-	// AuditRetentionDefault is how long audit records are kept.
-	AuditRetentionDefault = 90 * 24 * time.Hour
-	// RetentionMin is the shortest retention the server accepts.
-	RetentionMin = time.Hour
-	// RetentionBatchDefault bounds the rows one statement looks at.
-	RetentionBatchDefault = 5000
-	// RetentionBudgetDefault bounds one Sweep's time in statements.
-	RetentionBudgetDefault = time.Second
-	// retentionTenantPage is how many tenant ids a pass reads at once.
-	retentionTenantPage = 1000
+	// ExecutionsDefault is how long finished executions and their events
+	// are kept.
+	ExecutionsDefault = 30 * 24 * time.Hour
+	// AuditDefault is how long audit records are kept.
+	AuditDefault = 90 * 24 * time.Hour
+	// Min is the shortest retention the server accepts.
+	Min = time.Hour
+	// BatchDefault bounds the rows one statement looks at.
+	BatchDefault = 5000
+	// BudgetDefault bounds one Sweep's time in statements.
+	BudgetDefault = time.Second
+	// tenantPage is how many tenant ids a pass reads at once.
+	tenantPage = 1000
 )
 
-// RetentionConfig configures Retention. Zero values take the defaults.
-type RetentionConfig struct {
+// Config configures a Sweeper. Zero values take the defaults.
+type Config struct {
 	// Executions: final executions that finished longer ago than this are
-	// removed with their events. Defaults to ExecutionRetentionDefault.
+	// removed with their events. Defaults to ExecutionsDefault.
 	Executions time.Duration
 	// Audit: audit records older than this are removed. Defaults to
-	// AuditRetentionDefault.
+	// AuditDefault.
 	Audit time.Duration
 	// Batch bounds the rows one statement looks at (executions) or
-	// removes (audit records). Defaults to RetentionBatchDefault.
+	// removes (audit records). Defaults to BatchDefault.
 	Batch int
 	// Budget: a Sweep starts no statement after this much time; it says
-	// More when work is left. Defaults to RetentionBudgetDefault.
+	// More when work is left. Defaults to BudgetDefault.
 	Budget time.Duration
 }
 
 // WithDefaults returns c with its zero values set to the defaults.
-func (c RetentionConfig) WithDefaults() RetentionConfig {
-	c.Executions = cmp.Or(c.Executions, ExecutionRetentionDefault)
-	c.Audit = cmp.Or(c.Audit, AuditRetentionDefault)
-	c.Batch = cmp.Or(c.Batch, RetentionBatchDefault)
-	c.Budget = cmp.Or(c.Budget, RetentionBudgetDefault)
+func (c Config) WithDefaults() Config {
+	c.Executions = cmp.Or(c.Executions, ExecutionsDefault)
+	c.Audit = cmp.Or(c.Audit, AuditDefault)
+	c.Batch = cmp.Or(c.Batch, BatchDefault)
+	c.Budget = cmp.Or(c.Budget, BudgetDefault)
 	return c
 }
 
-func (c RetentionConfig) validate() error {
+func (c Config) validate() error {
 	if c.Executions < 0 || c.Audit < 0 || c.Batch < 1 || c.Budget < 0 {
 		return errors.New("retention: durations must be positive and the batch at least 1")
 	}
 	return nil
 }
 
-// RetentionResult is what one Sweep removed.
-type RetentionResult struct {
+// Result is what one Sweep removed.
+type Result struct {
 	// Executions and Events include the node executions of the removed
 	// workflow runs (Runs).
 	Executions, Events, Audit, Runs int64
@@ -68,23 +72,23 @@ type RetentionResult struct {
 	More bool
 }
 
-// Retention removes history older than its retention: final executions
+// Sweeper removes history older than its retention: final executions
 // with their events, finished workflow runs with their node executions,
 // and audit records. It never removes an unfinished
 // execution, nor the latest scheduled execution of a task that exists
 // (db.DeleteExpiredExecutions): a slot never fires twice because its
 // history expired (docs/architecture.md, "Retention").
-type Retention struct {
+type Sweeper struct {
 	pool *db.Pool
-	cfg  RetentionConfig
+	cfg  Config
 
 	mu   sync.Mutex
-	pass *retentionPass // the executions pass in progress, if any
+	pass *pass // the executions pass in progress, if any
 }
 
-// retentionPass is a walk over every tenant's expired executions, resumed
+// pass is a walk over every tenant's expired executions, resumed
 // by the next Sweep when one stops at its budget.
-type retentionPass struct {
+type pass struct {
 	tenants []string // the page of tenant ids being walked
 	last    bool     // tenants is the last page
 	i       int      // the tenant being walked
@@ -92,15 +96,14 @@ type retentionPass struct {
 	runs    bool     // walking the tenant's workflow runs (after its executions)
 }
 
-// NewRetention returns a Retention on pool; it panics on an invalid
-// configuration (a programmer's error: the server validates its
-// variables).
-func NewRetention(pool *db.Pool, cfg RetentionConfig) *Retention {
+// New returns a Sweeper on pool; it panics on an invalid configuration (a
+// programmer's error: the server validates its variables).
+func New(pool *db.Pool, cfg Config) *Sweeper {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		panic(err)
 	}
-	return &Retention{pool: pool, cfg: cfg}
+	return &Sweeper{pool: pool, cfg: cfg}
 }
 
 // Sweep removes expired audit records, then walks on through the
@@ -108,16 +111,16 @@ func NewRetention(pool *db.Pool, cfg RetentionConfig) *Retention {
 // until nothing is left or its budget is spent (More). Replicas take
 // turns: when another one holds the turn, Sweep stops and leaves the work
 // to it.
-func (r *Retention) Sweep(ctx context.Context) (RetentionResult, error) {
+func (r *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var res RetentionResult
+	var res Result
 	deadline := time.Now().Add(r.cfg.Budget)
 	for {
 		n, turn, err := db.DeleteExpiredAudit(ctx, r.pool, r.cfg.Audit, r.cfg.Batch)
 		res.Audit += n
 		if err != nil || !turn {
-			return res, storeError(err, "remove expired audit records")
+			return res, errs.Store(err, "remove expired audit records")
 		}
 		if n < int64(r.cfg.Batch) {
 			break
@@ -140,7 +143,7 @@ func (r *Retention) Sweep(ctx context.Context) (RetentionResult, error) {
 			// A tenant's finished workflow runs, with their node executions.
 			b, err := db.DeleteExpiredRuns(ctx, r.pool, tenant, r.pass.after, r.cfg.Executions, r.cfg.Batch)
 			if err != nil || !b.Turn {
-				return res, storeError(err, "remove expired workflow runs")
+				return res, errs.Store(err, "remove expired workflow runs")
 			}
 			res.Runs += b.Runs
 			res.Executions += b.Executions
@@ -155,7 +158,7 @@ func (r *Retention) Sweep(ctx context.Context) (RetentionResult, error) {
 		}
 		b, err := db.DeleteExpiredExecutions(ctx, r.pool, tenant, r.pass.after, r.cfg.Executions, r.cfg.Batch)
 		if err != nil || !b.Turn {
-			return res, storeError(err, "remove expired executions")
+			return res, errs.Store(err, "remove expired executions")
 		}
 		res.Executions += b.Executions
 		res.Events += b.Events
@@ -170,9 +173,9 @@ func (r *Retention) Sweep(ctx context.Context) (RetentionResult, error) {
 // nextTenant returns the tenant the executions pass is at, starting a
 // pass when none is in progress; ok is false (and the pass over) when
 // every tenant has been walked.
-func (r *Retention) nextTenant(ctx context.Context) (string, bool, error) {
+func (r *Sweeper) nextTenant(ctx context.Context) (string, bool, error) {
 	if r.pass == nil {
-		r.pass = &retentionPass{}
+		r.pass = &pass{}
 	}
 	p := r.pass
 	if p.i >= len(p.tenants) {
@@ -184,11 +187,11 @@ func (r *Retention) nextTenant(ctx context.Context) (string, bool, error) {
 		if len(p.tenants) > 0 {
 			after = p.tenants[len(p.tenants)-1]
 		}
-		ids, err := db.ListTenantIDs(ctx, r.pool, after, retentionTenantPage)
+		ids, err := db.ListTenantIDs(ctx, r.pool, after, tenantPage)
 		if err != nil {
-			return "", false, storeError(err, "list tenants")
+			return "", false, errs.Store(err, "list tenants")
 		}
-		p.tenants, p.i, p.after, p.last = ids, 0, "", len(ids) < retentionTenantPage
+		p.tenants, p.i, p.after, p.last = ids, 0, "", len(ids) < tenantPage
 		if len(ids) == 0 {
 			r.pass = nil
 			return "", false, nil

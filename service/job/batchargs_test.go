@@ -1,4 +1,4 @@
-package service
+package job
 
 import (
 	"cmp"
@@ -13,16 +13,17 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
+	"github.com/axhq/ax/service/resource"
 )
 
 func TestDeliverBatchArgsRoundTrip(t *testing.T) {
 	t.Parallel()
 	first := time.Date(2026, 12, 1, 9, 6, 5, 123456000, time.UTC)
 	in := DeliverBatchArgs{Executions: []ExecutionRef{
-		{TenantID: "acme", ExecutionID: NewID(), ScheduledFor: first.Add(15 * time.Millisecond)},
-		{TenantID: "tenant with spaces. and dots", ExecutionID: NewID(), ScheduledFor: first},
-		{TenantID: "acme", ExecutionID: NewID()}, // no slot: sent at once
-		{TenantID: "acme", ExecutionID: NewID(), ScheduledFor: first.Add(19999 * time.Microsecond)},
+		{TenantID: "acme", ExecutionID: resource.NewID(), ScheduledFor: first.Add(15 * time.Millisecond)},
+		{TenantID: "tenant with spaces. and dots", ExecutionID: resource.NewID(), ScheduledFor: first},
+		{TenantID: "acme", ExecutionID: resource.NewID()}, // no slot: sent at once
+		{TenantID: "acme", ExecutionID: resource.NewID(), ScheduledFor: first.Add(19999 * time.Microsecond)},
 	}}
 	b, err := json.Marshal(in)
 	require.NoError(t, err)
@@ -56,12 +57,12 @@ func TestDeliverBatchArgsRoundTrip(t *testing.T) {
 // members alone (the previous version) reads them as before.
 func TestDeliverBatchArgsEndpoints(t *testing.T) {
 	t.Parallel()
-	e1, e2 := NewID(), NewID()
+	e1, e2 := resource.NewID(), resource.NewID()
 	one := DeliverBatchArgs{Executions: []ExecutionRef{
-		{TenantID: "acme", ExecutionID: NewID(), EndpointID: e1}, {TenantID: "acme", ExecutionID: NewID(), EndpointID: e1}}}
+		{TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e1}, {TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e1}}}
 	mixed := DeliverBatchArgs{Executions: []ExecutionRef{
-		{TenantID: "acme", ExecutionID: NewID(), EndpointID: e2}, {TenantID: "acme", ExecutionID: NewID()},
-		{TenantID: "acme", ExecutionID: NewID(), EndpointID: e1}, {TenantID: "acme", ExecutionID: NewID(), EndpointID: e2}}}
+		{TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e2}, {TenantID: "acme", ExecutionID: resource.NewID()},
+		{TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e1}, {TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e2}}}
 	for _, c := range []struct {
 		in      DeliverBatchArgs
 		members string
@@ -90,7 +91,7 @@ func TestDeliverBatchArgsEndpoints(t *testing.T) {
 			require.Len(t, strings.Split(m, "."), 3, "a member as before: %s", m)
 		}
 	}
-	id := NewID()
+	id := resource.NewID()
 	for _, args := range []string{
 		`{"tenants":["a"],"executions":"0.` + id + `.-","endpoints":["e"],"member_endpoints":"1"}`,   // no such endpoint
 		`{"tenants":["a"],"executions":"0.` + id + `.-","endpoints":["e"],"member_endpoints":"0 0"}`, // one too many
@@ -103,7 +104,7 @@ func TestDeliverBatchArgsEndpoints(t *testing.T) {
 // A job written before the packed form still decodes.
 func TestDeliverBatchArgsReadsTheObjectArray(t *testing.T) {
 	t.Parallel()
-	id := NewID()
+	id := resource.NewID()
 	var out DeliverBatchArgs
 	require.NoError(t, json.Unmarshal([]byte(`{"executions":[{"tenant_id":"acme","execution_id":"`+id+
 		`","scheduled_for":"2026-12-01T09:00:00Z"},{"tenant_id":"b","execution_id":"`+id+`"}]}`), &out))
@@ -115,7 +116,7 @@ func TestDeliverBatchArgsReadsTheObjectArray(t *testing.T) {
 
 func TestDeliverBatchArgsRejectsWhatItDidNotWrite(t *testing.T) {
 	t.Parallel()
-	id := NewID()
+	id := resource.NewID()
 	for _, args := range []string{
 		`{"tenants":["a"],"executions":"1.` + id + `.-"}`,                                 // no such tenant
 		`{"tenants":["a"],"executions":"0.not-a-uuid.-"}`,                                 // bad id
@@ -155,10 +156,10 @@ func TestBatchArgsSQLReadsWhatGoWrites(t *testing.T) {
 		return b
 	}
 	refs := []ExecutionRef{
-		{TenantID: "acme", ExecutionID: NewID(), ScheduledFor: first.Add(15 * time.Millisecond)},
-		{TenantID: "tenant with spaces. dots and 'quotes'", ExecutionID: NewID(), ScheduledFor: first},
-		{TenantID: "acme", ExecutionID: NewID()},
-		{TenantID: "ünïcode", ExecutionID: NewID(), ScheduledFor: first.Add(19999 * time.Microsecond)},
+		{TenantID: "acme", ExecutionID: resource.NewID(), ScheduledFor: first.Add(15 * time.Millisecond)},
+		{TenantID: "tenant with spaces. dots and 'quotes'", ExecutionID: resource.NewID(), ScheduledFor: first},
+		{TenantID: "acme", ExecutionID: resource.NewID()},
+		{TenantID: "ünïcode", ExecutionID: resource.NewID(), ScheduledFor: first.Add(19999 * time.Microsecond)},
 	}
 	for name, args := range map[string][]byte{
 		"packed":         packed(refs...),

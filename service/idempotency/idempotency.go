@@ -1,4 +1,8 @@
-package service
+// Package idempotency remembers the first response to each
+// Idempotency-Key (Keys.Handle): the key, the request's changes and its
+// response commit in one transaction, so that a retry replays what was
+// committed, or runs when nothing was.
+package idempotency
 
 import (
 	"bytes"
@@ -8,49 +12,50 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/errs"
 )
 
 // Idempotency-Key bounds.
 const (
-	// IdempotencyTTL is how long an Idempotency-Key is remembered.
-	IdempotencyTTL = 24 * time.Hour
-	// IdempotencyWait is how long a request waits for another one with
-	// the same key to finish before it is told that one is in progress.
-	IdempotencyWait = 5 * time.Second
-	// IdempotencyStaleAfter: a key without a response older than this
+	// TTL is how long an Idempotency-Key is remembered.
+	TTL = 24 * time.Hour
+	// Wait is how long a request waits for another one with the same key
+	// to finish before it is told that one is in progress.
+	Wait = 5 * time.Second
+	// StaleAfter: a key without a response older than this
 	// was abandoned by its request and is taken over by the next one with
 	// the same body. Only earlier versions of ax left such keys: they
 	// committed the key, then the create, then the response, a few quick
 	// statements, and a crash in between kept the key. One still without
 	// a response after twice the server's write timeout (60 s, the longest
 	// its client waited) is taken for dead.
-	IdempotencyStaleAfter = 2 * time.Minute
+	StaleAfter = 2 * time.Minute
 )
 
 // Errors of an Idempotency-Key claim.
 var (
-	// ErrIdempotencyMismatch: the key was used with a different request body.
-	ErrIdempotencyMismatch = errors.New("this Idempotency-Key was already used with a different request body")
-	// ErrIdempotencyInFlight: the first request with this key is still running.
-	ErrIdempotencyInFlight = errors.New("a request with this Idempotency-Key is still in progress; retry shortly")
+	// ErrMismatch: the key was used with a different request body.
+	ErrMismatch = errs.New("this Idempotency-Key was already used with a different request body")
+	// ErrInFlight: the first request with this key is still running.
+	ErrInFlight = errs.New("a request with this Idempotency-Key is still in progress; retry shortly")
 )
 
-// StoredResponse is a response kept for an Idempotency-Key.
-type StoredResponse struct {
+// Response is a response kept for an Idempotency-Key.
+type Response struct {
 	Status int
 	Body   []byte
 }
 
-// IdempotencyKeys remembers the first response to each Idempotency-Key.
-type IdempotencyKeys struct {
+// Keys remembers the first response to each Idempotency-Key.
+type Keys struct {
 	pool *db.Pool
-	// wait is IdempotencyWait; tests shorten it.
+	// wait is Wait; tests shorten it.
 	wait time.Duration
 }
 
-// NewIdempotencyKeys returns an IdempotencyKeys backed by pool.
-func NewIdempotencyKeys(pool *db.Pool) *IdempotencyKeys {
-	return &IdempotencyKeys{pool: pool, wait: IdempotencyWait}
+// New returns Keys backed by pool.
+func New(pool *db.Pool) *Keys {
+	return &Keys{pool: pool, wait: Wait}
 }
 
 // errDiscard rolls back the transaction of Handle.
@@ -76,31 +81,31 @@ var errDiscard = errors.New("discard the request's transaction")
 //
 // When the key already has a response for the same body, Handle returns
 // it with replayed set, without calling handle. It returns
-// ErrIdempotencyMismatch for another body, and ErrIdempotencyInFlight when
-// another request with the key is still running after IdempotencyWait. A
+// ErrMismatch for another body, and ErrInFlight when
+// another request with the key is still running after Wait. A
 // request with the key that is running waits for it: after its commit it
 // replays its response, after its rollback it runs. Any other error (the
 // commit's) means that nothing was committed.
-func (s *IdempotencyKeys) Handle(ctx context.Context, tenant, route, key string, body []byte,
-	handle func(context.Context) StoredResponse,
-) (resp StoredResponse, replayed bool, err error) {
+func (s *Keys) Handle(ctx context.Context, tenant, route, key string, body []byte,
+	handle func(context.Context) Response,
+) (resp Response, replayed bool, err error) {
 	hash := sha256.Sum256(body)
 	claim := db.IdempotencyClaim{
-		TTLSeconds: int(IdempotencyTTL.Seconds()), StaleSeconds: int(IdempotencyStaleAfter.Seconds()), Wait: s.wait,
+		TTLSeconds: int(TTL.Seconds()), StaleSeconds: int(StaleAfter.Seconds()), Wait: s.wait,
 	}
 	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		rec, err := db.ClaimIdempotencyKey(ctx, tx, tenant, route, key, hash[:], claim)
 		if err != nil {
-			return storeError(err, "claim idempotency key", onLockTimeout(ErrIdempotencyInFlight))
+			return errs.Store(err, "claim idempotency key", errs.OnLockTimeout(ErrInFlight))
 		}
 		switch {
 		case rec == nil:
 		case !bytes.Equal(rec.RequestHash, hash[:]):
-			return ErrIdempotencyMismatch
+			return ErrMismatch
 		case rec.Status == nil:
-			return ErrIdempotencyInFlight
+			return ErrInFlight
 		default:
-			resp, replayed = StoredResponse{Status: *rec.Status, Body: rec.Response}, true
+			resp, replayed = Response{Status: *rec.Status, Body: rec.Response}, true
 			return nil
 		}
 		// The request runs in a savepoint, so that a refusal keeps the
@@ -125,7 +130,7 @@ func (s *IdempotencyKeys) Handle(ctx context.Context, tenant, route, key string,
 		return resp, false, nil
 	}
 	if err != nil {
-		return StoredResponse{}, false, err
+		return Response{}, false, errs.Store(err, "handle idempotency key")
 	}
 	return resp, replayed, nil
 }
@@ -133,15 +138,15 @@ func (s *IdempotencyKeys) Handle(ctx context.Context, tenant, route, key string,
 // expiredKeysBatch bounds one statement of ExpireKeys.
 const expiredKeysBatch = 5000
 
-// ExpireKeys removes the Idempotency-Keys older than IdempotencyTTL (they
+// ExpireKeys removes the Idempotency-Keys older than TTL (they
 // are never replayed again), in batches, and returns how many it removed.
-func (s *IdempotencyKeys) ExpireKeys(ctx context.Context) (int64, error) {
+func (s *Keys) ExpireKeys(ctx context.Context) (int64, error) {
 	var total int64
 	for {
-		n, err := db.DeleteExpiredIdempotencyKeys(ctx, s.pool, int(IdempotencyTTL.Seconds()), expiredKeysBatch)
+		n, err := db.DeleteExpiredIdempotencyKeys(ctx, s.pool, int(TTL.Seconds()), expiredKeysBatch)
 		total += n
 		if err != nil || n < expiredKeysBatch {
-			return total, err
+			return total, errs.Store(err, "expire idempotency keys")
 		}
 	}
 }

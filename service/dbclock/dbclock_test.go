@@ -1,4 +1,4 @@
-package service
+package dbclock
 
 import (
 	"testing"
@@ -7,14 +7,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestDBClock(t *testing.T) {
+func TestClock(t *testing.T) {
 	t.Parallel()
-	var nilClock *DBClock
+	var nilClock *Clock
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	require.Equal(t, now, nilClock.Local(now), "nil: this process's clock")
 	nilClock.Observe(now, now, now) // no panic
 
-	var c DBClock
+	var c Clock
 	require.Zero(t, c.Offset())
 	// The database reads 09:00:00.250 in the middle of a 10 ms round trip
 	// sent at 09:00:00 here: it is 245 ms ahead.
@@ -38,7 +38,7 @@ func TestDBClock(t *testing.T) {
 	// Now reads the database's clock from the estimate while it is fresh.
 	_, ok := nilClock.Now(later)
 	require.False(t, ok, "nil: no estimate")
-	var fresh DBClock
+	var fresh Clock
 	_, ok = fresh.Now(later)
 	require.False(t, ok, "no observation yet")
 	fresh.Observe(later, later.Add(time.Hour), later.Add(2*time.Millisecond))
@@ -46,13 +46,13 @@ func TestDBClock(t *testing.T) {
 	got, ok := fresh.Now(later.Add(5*time.Second + 1234567))
 	require.True(t, ok)
 	require.Equal(t, later.Add(time.Hour+5*time.Second-2*time.Millisecond+1234*time.Microsecond), got, "to the microsecond")
-	_, ok = fresh.Now(later.Add(clockSampleMaxAge + 2*time.Millisecond))
+	_, ok = fresh.Now(later.Add(sampleMaxAge + 2*time.Millisecond))
 	require.False(t, ok, "stale: ask the database")
 	_, ok = fresh.Now(later)
 	require.False(t, ok, "the local clock went back before the observation")
 	// Ten seconds on, a slow round trip replaces the estimate, but Now does
 	// not answer from it.
-	slow := later.Add(clockSampleMaxAge + time.Second)
+	slow := later.Add(sampleMaxAge + time.Second)
 	fresh.Observe(slow, slow.Add(time.Hour), slow.Add(40*time.Millisecond))
 	require.Equal(t, time.Hour-20*time.Millisecond, fresh.Offset())
 	_, ok = fresh.Now(slow.Add(time.Second))

@@ -1,4 +1,4 @@
-package service
+package signing
 
 import (
 	"encoding/base64"

@@ -1,4 +1,4 @@
-package service
+package batch
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 )
 
 // pendingLen is the number of calls waiting for a flusher.
-func (b *batcher[Req, Res]) pendingLen() int {
+func (b *Batcher[Req, Res]) pendingLen() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.pending)
@@ -23,7 +23,7 @@ func TestBatcherGroupsConcurrentCalls(t *testing.T) {
 	gate := make(chan struct{})
 	var mu sync.Mutex
 	var sizes []int
-	b := newBatcher(50, 1, func(_ context.Context, reqs []int) ([]int, error) {
+	b := New(50, 1, func(_ context.Context, reqs []int) ([]int, error) {
 		mu.Lock()
 		first := len(sizes) == 0
 		sizes = append(sizes, len(reqs))
@@ -41,14 +41,14 @@ func TestBatcherGroupsConcurrentCalls(t *testing.T) {
 	results := make([]int, 121)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		r, err := b.do(ctx, 0)
+		r, err := b.Do(ctx, 0)
 		assert.NoError(t, err)
 		results[0] = r
 	})
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(sizes) == 1 }, 5*time.Second, time.Millisecond)
 	for i := 1; i <= 120; i++ {
 		wg.Go(func() {
-			r, err := b.do(ctx, i)
+			r, err := b.Do(ctx, i)
 			assert.NoError(t, err)
 			results[i] = r
 		})
@@ -72,18 +72,18 @@ func TestBatcherFailuresReachEveryCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	boom := errors.New("boom")
-	failing := newBatcher(10, 2, func(context.Context, []int) ([]int, error) { return nil, boom })
-	_, err := failing.do(ctx, 1)
+	failing := New(10, 2, func(context.Context, []int) ([]int, error) { return nil, boom })
+	_, err := failing.Do(ctx, 1)
 	require.ErrorIs(t, err, boom)
 
-	panicking := newBatcher(10, 2, func(context.Context, []int) ([]int, error) { panic("bad") })
-	_, err = panicking.do(ctx, 1)
+	panicking := New(10, 2, func(context.Context, []int) ([]int, error) { panic("bad") })
+	_, err = panicking.Do(ctx, 1)
 	require.ErrorContains(t, err, "panicked: bad")
 
-	short := newBatcher(10, 2, func(context.Context, []int) ([]int, error) { return []int{}, nil })
-	_, err = short.do(ctx, 1)
+	short := New(10, 2, func(context.Context, []int) ([]int, error) { return []int{}, nil })
+	_, err = short.Do(ctx, 1)
 	require.ErrorContains(t, err, "0 results for 1 requests")
-	for _, b := range []*batcher[int, int]{failing, panicking, short} {
+	for _, b := range []*Batcher[int, int]{failing, panicking, short} {
 		require.Zero(t, b.pendingLen())
 	}
 }
@@ -93,17 +93,17 @@ func TestBatcherFailuresReachEveryCall(t *testing.T) {
 func TestBatcherOutlivesTheCallersContext(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
-	b := newBatcher(10, 1, func(rctx context.Context, reqs []int) ([]int, error) {
+	b := New(10, 1, func(rctx context.Context, reqs []int) ([]int, error) {
 		cancel()
 		time.Sleep(10 * time.Millisecond)
 		if rctx.Err() != nil {
 			return nil, rctx.Err()
 		}
 		_, hasDeadline := rctx.Deadline()
-		require.True(t, hasDeadline, "a batch is bounded by batchTimeout")
+		require.True(t, hasDeadline, "a batch is bounded by timeout")
 		return reqs, nil
 	})
-	r, err := b.do(ctx, 7)
+	r, err := b.Do(ctx, 7)
 	require.NoError(t, err)
 	require.Equal(t, 7, r)
 }
@@ -115,7 +115,7 @@ func TestBatcherFlusherLeavesOnceItsCallIsDone(t *testing.T) {
 	first, rest := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var seen []int
-	b := newBatcher(1, 1, func(_ context.Context, reqs []int) ([]int, error) {
+	b := New(1, 1, func(_ context.Context, reqs []int) ([]int, error) {
 		mu.Lock()
 		seen = append(seen, reqs...)
 		mu.Unlock()
@@ -129,10 +129,10 @@ func TestBatcherFlusherLeavesOnceItsCallIsDone(t *testing.T) {
 	ctx := context.Background()
 	returned := make(chan int, 4)
 	var wg sync.WaitGroup
-	wg.Go(func() { r, _ := b.do(ctx, 0); returned <- r })
+	wg.Go(func() { r, _ := b.Do(ctx, 0); returned <- r })
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1 }, 5*time.Second, time.Millisecond)
 	for i := 1; i <= 3; i++ {
-		wg.Go(func() { r, _ := b.do(ctx, i); returned <- r })
+		wg.Go(func() { r, _ := b.Do(ctx, i); returned <- r })
 	}
 	require.Eventually(t, func() bool { return b.pendingLen() == 3 }, 5*time.Second, time.Millisecond)
 	close(first)
@@ -156,7 +156,7 @@ func TestBatcherDropsCallsCancelledBeforeTheirStatement(t *testing.T) {
 	gate := make(chan struct{})
 	var mu sync.Mutex
 	var seen []int
-	b := newBatcher(10, 1, func(_ context.Context, reqs []int) ([]int, error) {
+	b := New(10, 1, func(_ context.Context, reqs []int) ([]int, error) {
 		mu.Lock()
 		seen = append(seen, reqs...)
 		mu.Unlock()
@@ -167,20 +167,20 @@ func TestBatcherDropsCallsCancelledBeforeTheirStatement(t *testing.T) {
 	})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, err := b.do(context.Background(), 0)
+		_, err := b.Do(context.Background(), 0)
 		assert.NoError(t, err)
 	})
 	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 1 }, 5*time.Second, time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	wg.Go(func() {
-		_, err := b.do(ctx, 1)
+		_, err := b.Do(ctx, 1)
 		assert.ErrorIs(t, err, context.Canceled)
 	})
 	var (
 		r2   int
 		err2 error
 	)
-	wg.Go(func() { r2, err2 = b.do(context.Background(), 2) })
+	wg.Go(func() { r2, err2 = b.Do(context.Background(), 2) })
 	require.Eventually(t, func() bool { return b.pendingLen() == 2 }, 5*time.Second, time.Millisecond)
 	cancel()
 	close(gate)
@@ -189,6 +189,6 @@ func TestBatcherDropsCallsCancelledBeforeTheirStatement(t *testing.T) {
 	require.Equal(t, 2, r2)
 	require.Equal(t, []int{0, 2}, seen, "the cancelled call never reached the database")
 
-	_, err := b.do(ctx, 3)
+	_, err := b.Do(ctx, 3)
 	require.ErrorIs(t, err, context.Canceled, "an ended context does not even join")
 }

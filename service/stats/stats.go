@@ -1,4 +1,8 @@
-package service
+// Package stats summarises a tenant's activity for dashboards and health
+// checks (Reader): its executions by state, success rate, latency and
+// firing lateness over a window, as one figure or step by step, and the
+// deliver queues' depths for the operator.
+package stats
 
 import (
 	"context"
@@ -7,32 +11,33 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/errs"
 	"github.com/axhq/ax/service/lifecycle"
 )
 
 // Stats windows.
 const (
-	StatsWindowDefault = 24 * time.Hour
-	StatsWindowMin     = time.Minute
-	StatsWindowMax     = 30 * 24 * time.Hour
+	WindowDefault = 24 * time.Hour
+	WindowMin     = time.Minute
+	WindowMax     = 30 * 24 * time.Hour
 	// statsTimeout bounds the queries of one summary: a window of a very
 	// busy tenant answers "try a shorter window" instead of loading the
 	// database for minutes.
 	statsTimeout = 10 * time.Second
 )
 
-// Stats summarises a tenant's activity for dashboards and health checks.
-type Stats struct {
+// Reader summarises a tenant's activity for dashboards and health checks.
+type Reader struct {
 	pool *db.Pool
 }
 
-// NewStats returns a Stats backed by pool.
-func NewStats(pool *db.Pool) *Stats {
-	return &Stats{pool: pool}
+// New returns a Reader backed by pool.
+func New(pool *db.Pool) *Reader {
+	return &Reader{pool: pool}
 }
 
-// TenantStats is a tenant's activity over a window ending now.
-type TenantStats struct {
+// Summary is a tenant's activity over a window ending now.
+type Summary struct {
 	Window       time.Duration
 	Since, Until time.Time // the window, by the database clock
 	// Executions counts the executions created in the window by state;
@@ -65,15 +70,15 @@ type Percentiles struct {
 }
 
 // Get summarises tenant's activity over the window ending now (0: the
-// default, 24 h). The window is StatsWindowMin to StatsWindowMax.
-func (s *Stats) Get(ctx context.Context, tenant string, window time.Duration) (TenantStats, error) {
+// default, 24 h). The window is WindowMin to WindowMax.
+func (s *Reader) Get(ctx context.Context, tenant string, window time.Duration) (Summary, error) {
 	if window == 0 {
-		window = StatsWindowDefault
+		window = WindowDefault
 	}
-	if window < StatsWindowMin || window > StatsWindowMax {
-		return TenantStats{}, fieldError("window", "must be a duration from 1m to 30d (720h), e.g. 90m, 24h or 7d")
+	if window < WindowMin || window > WindowMax {
+		return Summary{}, errs.Field("window", "must be a duration from 1m to 30d (720h), e.g. 90m, 24h or 7d")
 	}
-	out := TenantStats{Window: window}
+	out := Summary{Window: window}
 	// One snapshot, so the numbers agree with each other.
 	err := db.InReadSnapshot(ctx, s.pool, statsTimeout, func(tx db.Tx) error {
 		now, err := db.Now(ctx, tx)
@@ -87,7 +92,7 @@ func (s *Stats) Get(ctx context.Context, tenant string, window time.Duration) (T
 		}
 		out.Executions, out.Late = allStates(lifecycle.Executions.States().States(), x.ByState), x.Late
 		out.DeliveryLatency, out.FiringLateness = percentilesOf(x.Latency), percentilesOf(x.Lateness)
-		if ok, bad := out.Executions[ExecSucceeded], out.Executions[ExecFailed]; ok+bad > 0 {
+		if ok, bad := out.Executions[lifecycle.ExecSucceeded], out.Executions[lifecycle.ExecFailed]; ok+bad > 0 {
 			rate := float64(ok) / float64(ok+bad)
 			out.SuccessRate = &rate
 		}
@@ -106,10 +111,10 @@ func (s *Stats) Get(ctx context.Context, tenant string, window time.Duration) (T
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return TenantStats{}, ctx.Err()
+			return Summary{}, ctx.Err()
 		}
-		return TenantStats{}, storeError(err, "stats",
-			onQueryCanceled(fieldError("window", "too much activity to summarise in time; use a shorter window")))
+		return Summary{}, errs.Store(err, "stats",
+			errs.OnQueryCanceled(errs.Field("window", "too much activity to summarise in time; use a shorter window")))
 	}
 	return out, nil
 }
@@ -122,19 +127,19 @@ const (
 	SeriesPointsMax = 1440
 )
 
-// StatsSeries is a tenant's executions over a window, step by step.
-type StatsSeries struct {
+// Series is a tenant's executions over a window, step by step.
+type Series struct {
 	// Since and Until bound the window; Until is the end of the step that
 	// holds the database's now (the last step is still filling), and steps
 	// start at multiples of Step since midnight UTC.
 	Since, Until time.Time
 	Step         time.Duration
 	// Buckets are every step of the window, oldest first.
-	Buckets []StatsBucket
+	Buckets []Bucket
 }
 
-// StatsBucket counts the executions created in one step.
-type StatsBucket struct {
+// Bucket counts the executions created in one step.
+type Bucket struct {
 	Start time.Time
 	// Executions counts every execution created in the step; Succeeded
 	// and Failed those in that state now (the rest are unfinished,
@@ -142,7 +147,7 @@ type StatsBucket struct {
 	Executions, Succeeded, Failed, Late int64
 	// SuccessRate is Succeeded / (Succeeded + Failed); nil when neither.
 	SuccessRate *float64
-	// FiringLateness is as in TenantStats, over the step's fires.
+	// FiringLateness is as in Summary, over the step's fires.
 	FiringLateness Percentiles
 }
 
@@ -150,12 +155,12 @@ type StatsBucket struct {
 // current step (0: the default, 24 h), step by step: window/step steps,
 // at most SeriesPointsMax, each a whole number of minutes that divides a
 // day (so that steps start at round times), e.g. 24 h by 15 min.
-func (s *Stats) Series(ctx context.Context, tenant string, window, step time.Duration) (StatsSeries, error) {
+func (s *Reader) Series(ctx context.Context, tenant string, window, step time.Duration) (Series, error) {
 	if window == 0 {
-		window = StatsWindowDefault
+		window = WindowDefault
 	}
-	var ve ValidationError
-	if window < StatsWindowMin || window > StatsWindowMax {
+	var ve errs.ValidationError
+	if window < WindowMin || window > WindowMax {
 		ve.Add("window", "must be a duration from 1m to 30d (720h), e.g. 90m, 24h or 7d")
 	}
 	switch {
@@ -167,10 +172,10 @@ func (s *Stats) Series(ctx context.Context, tenant string, window, step time.Dur
 		ve.Add("step", fmt.Sprintf("makes more than %d steps of the window; use a longer step", SeriesPointsMax))
 	}
 	if err := ve.Err(); err != nil {
-		return StatsSeries{}, err
+		return Series{}, err
 	}
 	n := int(window / step)
-	out := StatsSeries{Step: step, Buckets: make([]StatsBucket, n)}
+	out := Series{Step: step, Buckets: make([]Bucket, n)}
 	err := db.InReadSnapshot(ctx, s.pool, statsTimeout, func(tx db.Tx) error {
 		now, err := db.Now(ctx, tx)
 		if err != nil {
@@ -198,10 +203,10 @@ func (s *Stats) Series(ctx context.Context, tenant string, window, step time.Dur
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return StatsSeries{}, ctx.Err()
+			return Series{}, ctx.Err()
 		}
-		return StatsSeries{}, storeError(err, "stats series",
-			onQueryCanceled(fieldError("window", "too much activity to chart in time; use a shorter window")))
+		return Series{}, errs.Store(err, "stats series",
+			errs.OnQueryCanceled(errs.Field("window", "too much activity to chart in time; use a shorter window")))
 	}
 	return out, nil
 }
@@ -235,10 +240,10 @@ type QueueDepth struct {
 
 // QueueDepths counts River's unfinished jobs by queue and state, across
 // tenants: an operator's figure (Prometheus), not a tenant's.
-func (s *Stats) QueueDepths(ctx context.Context) ([]QueueDepth, error) {
+func (s *Reader) QueueDepths(ctx context.Context) ([]QueueDepth, error) {
 	counts, err := db.CountUnfinishedJobs(ctx, s.pool)
 	if err != nil {
-		return nil, storeError(err, "count queued jobs")
+		return nil, errs.Store(err, "count queued jobs")
 	}
 	out := make([]QueueDepth, len(counts))
 	for i, c := range counts {

@@ -1,4 +1,4 @@
-package service
+package idempotency
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
+	"github.com/axhq/ax/service"
 )
 
 // idemEnv is a database with a tenant, its endpoints service and its
@@ -18,26 +19,26 @@ import (
 type idemEnv struct {
 	t    *testing.T
 	pool *db.Pool
-	eps  *Endpoints
-	keys *IdempotencyKeys
+	eps  *service.Endpoints
+	keys *Keys
 }
 
 func newIdemEnv(t *testing.T) *idemEnv {
 	t.Helper()
 	pool := dbtest.Pool(t)
 	require.NoError(t, db.EnsureTenant(t.Context(), pool, "acme"))
-	keys := NewIdempotencyKeys(pool)
+	keys := New(pool)
 	keys.wait = 200 * time.Millisecond
-	return &idemEnv{t: t, pool: pool, eps: NewEndpoints(pool), keys: keys}
+	return &idemEnv{t: t, pool: pool, eps: service.NewEndpoints(pool), keys: keys}
 }
 
 // create is a request handler that creates an endpoint named name and
 // answers status.
-func (e *idemEnv) create(name string, status int) func(context.Context) StoredResponse {
-	return func(ctx context.Context) StoredResponse {
-		ep, err := e.eps.Create(ctx, "acme", EndpointInput{Name: name, URL: "https://example.com/" + name})
+func (e *idemEnv) create(name string, status int) func(context.Context) Response {
+	return func(ctx context.Context) Response {
+		ep, err := e.eps.Create(ctx, "acme", service.EndpointInput{Name: name, URL: "https://example.com/" + name})
 		require.NoError(e.t, err)
-		return StoredResponse{Status: status, Body: []byte(ep.ID)}
+		return Response{Status: status, Body: []byte(ep.ID)}
 	}
 }
 
@@ -74,7 +75,7 @@ func TestIdempotencyHandleCommitsWithResponse(t *testing.T) {
 
 	// A panic after the change too.
 	require.Panics(t, func() {
-		_, _, _ = e.keys.Handle(ctx, "acme", "endpoints", "k", body, func(ctx context.Context) StoredResponse {
+		_, _, _ = e.keys.Handle(ctx, "acme", "endpoints", "k", body, func(ctx context.Context) Response {
 			e.create("a", http.StatusCreated)(ctx)
 			panic("injected")
 		})
@@ -105,7 +106,7 @@ func TestIdempotencyHandleCommitsWithResponse(t *testing.T) {
 	require.Equal(t, 1, e.endpoints("a"))
 	require.Zero(t, e.endpoints("a2"))
 	_, _, err = e.keys.Handle(ctx, "acme", "endpoints", "k", []byte(`{"n":2}`), e.create("a3", http.StatusCreated))
-	require.ErrorIs(t, err, ErrIdempotencyMismatch)
+	require.ErrorIs(t, err, ErrMismatch)
 
 	// An expired key is claimed anew.
 	_, err = e.pool.Exec(ctx, `UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = 'k'`)
@@ -127,26 +128,26 @@ func TestIdempotencyHandleInFlight(t *testing.T) {
 	body := []byte(`{}`)
 	inside, release := make(chan struct{}), make(chan struct{})
 	type outcome struct {
-		resp StoredResponse
+		resp Response
 		err  error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		resp, _, err := e.keys.Handle(ctx, "acme", "endpoints", "k", body, func(ctx context.Context) StoredResponse {
-			ep, err := e.eps.Create(ctx, "acme", EndpointInput{Name: "first", URL: "https://example.com/first"})
+		resp, _, err := e.keys.Handle(ctx, "acme", "endpoints", "k", body, func(ctx context.Context) Response {
+			ep, err := e.eps.Create(ctx, "acme", service.EndpointInput{Name: "first", URL: "https://example.com/first"})
 			close(inside)
 			<-release
 			if err != nil {
-				return StoredResponse{Status: http.StatusInternalServerError}
+				return Response{Status: http.StatusInternalServerError}
 			}
-			return StoredResponse{Status: http.StatusCreated, Body: []byte(ep.ID)}
+			return Response{Status: http.StatusCreated, Body: []byte(ep.ID)}
 		})
 		done <- outcome{resp, err}
 	}()
 	<-inside
 	_, _, err := e.keys.Handle(ctx, "acme", "endpoints", "k", body, e.create("second", http.StatusCreated))
 	close(release)
-	require.ErrorIs(t, err, ErrIdempotencyInFlight)
+	require.ErrorIs(t, err, ErrInFlight)
 	first := <-done
 	require.NoError(t, first.err)
 	require.Equal(t, http.StatusCreated, first.resp.Status)
@@ -158,7 +159,7 @@ func TestIdempotencyHandleInFlight(t *testing.T) {
 }
 
 // TestIdempotencyHandleAbandoned: a key without a response committed by an
-// earlier version is taken over once older than IdempotencyStaleAfter, by
+// earlier version is taken over once older than StaleAfter, by
 // the same body only; a younger one is in progress.
 func TestIdempotencyHandleAbandoned(t *testing.T) {
 	t.Parallel()
@@ -171,9 +172,9 @@ func TestIdempotencyHandleAbandoned(t *testing.T) {
 			VALUES ('acme', 'endpoints', $1, $2, now() - make_interval(secs => $3))`, key, hash, age.Seconds())
 		require.NoError(t, err)
 	}
-	abandon("old", hash[:], IdempotencyStaleAfter+time.Second)
-	abandon("young", hash[:], IdempotencyStaleAfter-10*time.Second)
-	abandon("other", []byte("another body's hash"), IdempotencyStaleAfter+time.Second)
+	abandon("old", hash[:], StaleAfter+time.Second)
+	abandon("young", hash[:], StaleAfter-10*time.Second)
+	abandon("other", []byte("another body's hash"), StaleAfter+time.Second)
 
 	resp, replayed, err := e.keys.Handle(ctx, "acme", "endpoints", "old", body, e.create("old", http.StatusCreated))
 	require.NoError(t, err)
@@ -182,21 +183,21 @@ func TestIdempotencyHandleAbandoned(t *testing.T) {
 	require.Equal(t, 1, e.endpoints("old"))
 
 	_, _, err = e.keys.Handle(ctx, "acme", "endpoints", "young", body, e.create("young", http.StatusCreated))
-	require.ErrorIs(t, err, ErrIdempotencyInFlight)
+	require.ErrorIs(t, err, ErrInFlight)
 	_, _, err = e.keys.Handle(ctx, "acme", "endpoints", "other", body, e.create("other", http.StatusCreated))
-	require.ErrorIs(t, err, ErrIdempotencyMismatch)
+	require.ErrorIs(t, err, ErrMismatch)
 	require.Zero(t, e.endpoints("young")+e.endpoints("other"))
 
 	// Taking over and failing leaves the abandoned key as it was.
-	abandon("old-2", hash[:], IdempotencyStaleAfter+time.Second)
+	abandon("old-2", hash[:], StaleAfter+time.Second)
 	_, _, err = e.keys.Handle(ctx, "acme", "endpoints", "old-2", body, e.create("old-2", http.StatusServiceUnavailable))
 	require.NoError(t, err)
 	require.Zero(t, e.endpoints("old-2"))
 	require.Equal(t, 1, e.count(`SELECT count(*) FROM idempotency_keys WHERE key = 'old-2' AND status IS NULL
-		AND created_at < now() - make_interval(secs => $1)`, IdempotencyStaleAfter.Seconds()))
+		AND created_at < now() - make_interval(secs => $1)`, StaleAfter.Seconds()))
 }
 
-// TestIdempotencyKeysExpire: keys older than IdempotencyTTL go, in
+// TestIdempotencyKeysExpire: keys older than TTL go, in
 // batches of expiredKeysBatch, and younger ones stay.
 func TestIdempotencyKeysExpire(t *testing.T) {
 	t.Parallel()

@@ -1,4 +1,4 @@
-package service_test
+package stats_test
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
-	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/errs"
+	"github.com/axhq/ax/service/stats"
 )
 
 // TestStatsSeries: a day in 15-minute steps is 96 steps ending with the
@@ -21,7 +22,7 @@ func TestStatsSeries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := dbtest.Pool(t)
-	stats := service.NewStats(pool)
+	reader := stats.New(pool)
 	_, err := pool.Exec(ctx, `INSERT INTO tenants (id) VALUES ('a'), ('b')`)
 	require.NoError(t, err)
 	// add inserts an execution created ago (from one instant, so that
@@ -42,7 +43,7 @@ func TestStatsSeries(t *testing.T) {
 	add("a", 30*time.Hour, "succeeded", 1) // before the window
 	add("b", 3*time.Hour, "failed", 1)
 
-	s, err := stats.Series(ctx, "a", 24*time.Hour, 15*time.Minute)
+	s, err := reader.Series(ctx, "a", 24*time.Hour, 15*time.Minute)
 	require.NoError(t, err)
 	require.Len(t, s.Buckets, 96)
 	assert.Equal(t, 15*time.Minute, s.Step)
@@ -52,7 +53,7 @@ func TestStatsSeries(t *testing.T) {
 	assert.WithinDuration(t, time.Now(), s.Until, 16*time.Minute)
 	assert.True(t, s.Until.After(time.Now().Add(-time.Minute)), "the last step holds now")
 	var total int64
-	var withData []service.StatsBucket
+	var withData []stats.Bucket
 	for i, b := range s.Buckets {
 		assert.True(t, b.Start.Equal(s.Since.Add(time.Duration(i)*s.Step)))
 		total += b.Executions
@@ -81,8 +82,8 @@ func TestStatsSeries(t *testing.T) {
 		{48 * time.Hour, time.Minute},      // 2880 steps
 		{31 * 24 * time.Hour, time.Hour},   // too long a window
 	} {
-		_, err := stats.Series(ctx, "a", bad.window, bad.step)
-		var ve *service.ValidationError
+		_, err := reader.Series(ctx, "a", bad.window, bad.step)
+		var ve *errs.ValidationError
 		assert.ErrorAs(t, err, &ve, "%s by %s: %v", bad.window, bad.step, err)
 	}
 }

@@ -1,4 +1,6 @@
-package service
+// Package batch groups concurrent calls into one database statement
+// (Batcher): natural batching, without a timer or a goroutine of its own.
+package batch
 
 import (
 	"context"
@@ -7,7 +9,7 @@ import (
 	"time"
 )
 
-// batcher groups concurrent calls into one database statement ("natural
+// Batcher groups concurrent calls into one database statement ("natural
 // batching"): a call joins the pending list and, when fewer than
 // maxFlushers are flushing, flushes: it takes everything pending (up to
 // maxBatch at a time) and runs it as one statement, again and again. An
@@ -19,19 +21,19 @@ import (
 // A call whose context has ended before its statement is formed is not
 // run (it returns the context's error); once formed, the statement runs
 // under the flusher's context without its cancellation, bounded by
-// batchTimeout, and every call it carries waits for the outcome: the
+// timeout, and every call it carries waits for the outcome: the
 // statement may commit, and the caller must learn it.
-type batcher[Req, Res any] struct {
+type Batcher[Req, Res any] struct {
 	maxBatch    int
 	maxFlushers int
 	run         func(ctx context.Context, reqs []Req) ([]Res, error)
 
 	mu       sync.Mutex
-	pending  []*batchCall[Req, Res]
+	pending  []*call[Req, Res]
 	flushers int // flushing goroutines, plus roles handed over and not yet taken
 }
 
-type batchCall[Req, Res any] struct {
+type call[Req, Res any] struct {
 	ctx  context.Context
 	req  Req
 	res  Res
@@ -41,21 +43,23 @@ type batchCall[Req, Res any] struct {
 	lead chan struct{}
 }
 
-// batchTimeout bounds one batched statement.
-const batchTimeout = 30 * time.Second
+// timeout bounds one batched statement.
+const timeout = 30 * time.Second
 
-func newBatcher[Req, Res any](maxBatch, maxFlushers int, run func(context.Context, []Req) ([]Res, error)) *batcher[Req, Res] {
-	return &batcher[Req, Res]{maxBatch: maxBatch, maxFlushers: maxFlushers, run: run}
+// New returns a Batcher that runs at most maxBatch calls in one run, with
+// at most maxFlushers runs at once.
+func New[Req, Res any](maxBatch, maxFlushers int, run func(context.Context, []Req) ([]Res, error)) *Batcher[Req, Res] {
+	return &Batcher[Req, Res]{maxBatch: maxBatch, maxFlushers: maxFlushers, run: run}
 }
 
 // do runs req in the next batch and returns its result. run must return
 // one result per request, in order, or an error that applies to all.
-func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
+func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
 	if err := ctx.Err(); err != nil {
 		var zero Res
 		return zero, err
 	}
-	c := &batchCall[Req, Res]{ctx: ctx, req: req, done: make(chan struct{}), lead: make(chan struct{}, 1)}
+	c := &call[Req, Res]{ctx: ctx, req: req, done: make(chan struct{}), lead: make(chan struct{}, 1)}
 	b.mu.Lock()
 	b.pending = append(b.pending, c)
 	flush := b.flushers < b.maxFlushers
@@ -85,7 +89,7 @@ func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 
 // flush runs batches until nothing is pending or, once own is done, hands
 // the role to the oldest waiting call.
-func (b *batcher[Req, Res]) flush(ctx context.Context, own *batchCall[Req, Res]) {
+func (b *Batcher[Req, Res]) flush(ctx context.Context, own *call[Req, Res]) {
 	for {
 		b.mu.Lock()
 		if len(b.pending) == 0 {
@@ -104,7 +108,7 @@ func (b *batcher[Req, Res]) flush(ctx context.Context, own *batchCall[Req, Res])
 		default:
 		}
 		n := min(len(b.pending), b.maxBatch)
-		calls := make([]*batchCall[Req, Res], n)
+		calls := make([]*call[Req, Res], n)
 		copy(calls, b.pending)
 		rest := copy(b.pending, b.pending[n:])
 		clear(b.pending[rest:])
@@ -139,10 +143,10 @@ func (b *batcher[Req, Res]) flush(ctx context.Context, own *batchCall[Req, Res])
 	}
 }
 
-// runSafely runs one batch under batchTimeout; a panic becomes every
+// runSafely runs one batch under timeout; a panic becomes every
 // call's error rather than leaving the callers waiting forever.
-func (b *batcher[Req, Res]) runSafely(ctx context.Context, reqs []Req) (res []Res, err error) {
-	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
+func (b *Batcher[Req, Res]) runSafely(ctx context.Context, reqs []Req) (res []Res, err error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {

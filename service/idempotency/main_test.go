@@ -1,0 +1,11 @@
+package idempotency
+
+import (
+	"testing"
+
+	"github.com/axhq/ax/db/dbtest"
+)
+
+// TestMain gives the package's database tests a throwaway Postgres (see
+// db/dbtest).
+func TestMain(m *testing.M) { dbtest.Main(m) }
