@@ -14,10 +14,13 @@ import (
 
 // dstDay is a New York day whose clock changes: 2027-03-14 (02:00 EST
 // jumps to 03:00 EDT at 07:00Z, a 23-hour day) and 2027-11-07 (02:00 EDT
-// falls back to 01:00 EST at 06:00Z, 25 hours).
+// falls back to 01:00 EST at 06:00Z, 25 hours). past is the same change
+// a year earlier, a day a backfill may cover (a backfill runs past
+// slots only).
 type dstDay struct {
 	name  string
 	date  string
+	past  string
 	hours int
 	// fires is how many slots each expression has that day, by policy
 	// (docs/schedules.md, Daylight saving time); at, instants it must
@@ -28,7 +31,7 @@ type dstDay struct {
 
 var dstDays = []dstDay{
 	{
-		name: "spring forward", date: "2027-03-14", hours: 23,
+		name: "spring forward", date: "2027-03-14", past: "2026-03-08", hours: 23,
 		fires: map[string][2]int{
 			"30 2 * * *":   {1, 1},     // 02:30 does not exist: 07:00Z, the end of the gap
 			"30 1 * * *":   {1, 1},     // 06:30Z
@@ -40,7 +43,7 @@ var dstDays = []dstDay{
 		at: map[string][]string{"30 2 * * *": {"2027-03-14T07:00:00Z"}, "30 1 * * *": {"2027-03-14T06:30:00Z"}},
 	},
 	{
-		name: "fall back", date: "2027-11-07", hours: 25,
+		name: "fall back", date: "2027-11-07", past: "2026-11-01", hours: 25,
 		fires: map[string][2]int{
 			"30 2 * * *":   {1, 1},     // 07:30Z (02:30 EST)
 			"30 1 * * *":   {1, 1},     // 05:30Z (01:30 EDT) only
@@ -150,13 +153,27 @@ func TestSchedulerAcrossDST(t *testing.T) {
 					require.Equal(t, service.TaskCompleted, final.State, "%s (%s): the task ends at end_at", expr, policy)
 				}
 
-				// A backfill of the day, on tasks whose schedules run from
-				// the day before to the day after: its range alone bounds it.
+				// A backfill of the same change a year earlier (a backfill
+				// runs past slots), on tasks whose schedules start the day
+				// before: its range alone bounds it.
+				// The slots it must plan are the schedule's in its range.
+				pastDate, err := time.ParseInLocation("2006-01-02", day.past, ny)
+				require.NoError(t, err)
+				from, to = pastDate.UTC(), pastDate.AddDate(0, 0, 1).UTC()
+				require.Equal(t, time.Duration(day.hours)*time.Hour, to.Sub(from))
 				backfills := service.NewBackfills(f.pool, f.enq, f.tasks)
 				for i, expr := range []string{"30 2 * * *", "30 1 * * *", "30 * * * *", "*/10 1 * * *", "*/15 * * * *"} {
-					task := create(expr, fmt.Sprintf("backfill.%d", i), from.AddDate(0, 0, -1), to.AddDate(0, 0, 1))
-					want := preview(task.ID, from, to)
-					require.Len(t, want, day.fires[expr][pi], "%s (%s): the preview of the day", expr, policy)
+					start := from.AddDate(0, 0, -1) // no end_at: one that has passed is refused
+					task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: fmt.Sprintf("backfill.%d", i), EndpointID: f.endpoint,
+						Schedule: schedule.Spec{Type: schedule.Cron, Cron: expr, Timezone: "America/New_York", DSTPolicy: policy, StartAt: &start}})
+					require.NoError(t, err)
+					sched, err := schedule.Parse(task.Schedule, task.CreatedAt)
+					require.NoError(t, err)
+					var want []string
+					for at, ok := sched.Next(from.Add(-time.Nanosecond)); ok && at.Before(to); at, ok = sched.Next(at) {
+						want = append(want, at.UTC().Format(time.RFC3339Nano))
+					}
+					require.Len(t, want, day.fires[expr][pi], "%s (%s): the slots of %s", expr, policy, day.past)
 					in := service.BackfillInput{From: from, To: to, MaxConcurrency: service.BackfillConcurrencyMax, DryRun: true}
 					_, plan, err := backfills.Create(ctx, f.tenant, task.ID, in)
 					require.NoError(t, err)
