@@ -47,7 +47,7 @@ func TestFinishedCounterMatchesStats(t *testing.T) {
 	}
 	var stats map[string]any
 	require.Eventually(t, func() bool { // deliveries under way at the pause finish
-		resp, err := http.Get(p.base + "/metrics") //nolint:noctx // test
+		resp, err := http.Get(p.base + "/metrics")
 		require.NoError(t, err)
 		body, err := io.ReadAll(resp.Body)
 		require.NoError(t, resp.Body.Close())
