@@ -156,10 +156,19 @@ func positive[T int | time.Duration](v, def T) T {
 	return def
 }
 
-// Handler is the runner's HTTP handler: any path, POST only.
+// Handler is the runner's HTTP handler: deliveries are POSTed to any
+// path; GET /healthz answers 200 (503 while shutting down).
 func (r *Runner) Handler() http.Handler {
 	verified := r.verifier.Middleware(http.HandlerFunc(r.serve))
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet && req.URL.Path == "/healthz" {
+			if r.draining.Load() {
+				http.Error(w, "shutting down", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ok\n"))
+			return
+		}
 		if req.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			http.Error(w, "POST a signed delivery", http.StatusMethodNotAllowed)

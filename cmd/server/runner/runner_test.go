@@ -179,6 +179,10 @@ func TestAllowlistMatchesInFull(t *testing.T) {
 func TestResponseMode(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
+	resp, err := http.Get(f.srv.URL + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	ok := f.must(t, "msg_ok", map[string]any{"shell": `printf '%s' "$AX_WEBHOOK_ID $GREETING"`, "env": map[string]string{"GREETING": "hi"}})
 	require.Equal(t, http.StatusOK, ok.status, "%s", ok.body)
 	assert.Equal(t, 0, ok.out.ExitCode)
@@ -372,6 +376,10 @@ func TestShutdownEndsWhatOutlivesTheGrace(t *testing.T) {
 		return err == nil && a.status == http.StatusServiceUnavailable
 	}, 5*time.Second, 10*time.Millisecond, "a draining runner refuses new work")
 	require.NoError(t, <-stopped)
+	resp, err := http.Get(f.srv.URL + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "not ready while it drains")
 	a := <-res
 	assert.Equal(t, http.StatusInternalServerError, a.status)
 	assert.Equal(t, -1, a.out.ExitCode)
