@@ -66,11 +66,11 @@ func importCrontab(args []string, getenv func(string) string, stdin io.Reader, s
 	}
 	in := stdin
 	if file != "-" {
-		f, err := os.Open(file)
+		f, err := os.Open(file) //nolint:gosec // the user names the file to read
 		if err != nil {
 			return fmt.Errorf("import-crontab: %w", err)
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		in = f
 		clean := filepath.Clean(file)
 		*system = *system || clean == "/etc/crontab" || filepath.Dir(clean) == "/etc/cron.d"

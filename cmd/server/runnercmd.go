@@ -87,8 +87,8 @@ func runRunner(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}
-	defer r.Close()
-	ln, err := net.Listen("tcp", *listen)
+	defer func() { _ = r.Close() }()
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("runner: %w", err)
 	}

@@ -1,7 +1,6 @@
 package crontab_test
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -122,7 +121,7 @@ not a crontab line at all
 	docs, err := crontab.Parse(strings.NewReader(bad), crontab.Options{Endpoint: "runner"})
 	require.Nil(t, docs)
 	var errs crontab.Errors
-	require.True(t, errors.As(err, &errs), "%v", err)
+	require.ErrorAs(t, err, &errs)
 	lines := map[int]string{}
 	for _, e := range errs {
 		lines[e.Line] = e.Reason

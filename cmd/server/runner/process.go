@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -52,7 +51,9 @@ const (
 func execute(c Command, env []string, timeout, killAfter time.Duration, retryCodes []int, stop <-chan stopReason) result {
 	start := time.Now()
 	var stdout, stderr tail
-	cmd := exec.Command(c.Program(), c.args()...) //nolint:gosec // the program passed the --allow patterns
+	// No context: a context's end would kill the leader alone; the group is
+	// ended by killGroup.
+	cmd := exec.Command(c.Program(), c.args()...) //nolint:noctx // ended by killGroup, not a context
 	cmd.Env, cmd.Dir = env, c.Dir
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -197,14 +198,4 @@ func BaseEnv(environ []string) []string {
 		}
 	}
 	return out
-}
-
-// contextStop turns a context's end into a stop reason.
-func contextStop(ctx context.Context, why stopReason) <-chan stopReason {
-	ch := make(chan stopReason, 1)
-	go func() {
-		<-ctx.Done()
-		ch <- why
-	}()
-	return ch
 }

@@ -48,7 +48,7 @@ const (
 
 // The headers the runner reads besides the signature's.
 const (
-	HeaderCallbackToken    = "X-Ax-Callback-Token"
+	HeaderCallbackToken    = "X-Ax-Callback-Token" //nolint:gosec // a header name, not a credential
 	HeaderExecutionID      = "X-Ax-Execution-Id"
 	HeaderHeartbeatTimeout = "X-Ax-Heartbeat-Timeout-Ms"
 	HeaderTaskID           = "X-Ax-Task-Id"
@@ -258,7 +258,10 @@ func (r *Runner) serve(w http.ResponseWriter, req *http.Request) {
 		timeout = r.cfg.Timeout
 	}
 	results := make(chan result, 1)
-	go func() {
+	// Not the request's context: the command outlives a request ax gave
+	// up on, and a callback-mode run outlives its 202.
+	go func() { //nolint:gosec // see above
+
 		defer r.wg.Done()
 		var beats sync.WaitGroup
 		hbCtx, stopBeats := context.WithCancel(context.Background())

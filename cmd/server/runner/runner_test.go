@@ -148,7 +148,7 @@ func TestParseCommand(t *testing.T) {
 	} {
 		c, err := runner.ParseCommand([]byte(tc.body))
 		if tc.err != "" {
-			assert.ErrorContains(t, err, tc.err, tc.body)
+			require.ErrorContains(t, err, tc.err, tc.body)
 			continue
 		}
 		if assert.NoError(t, err, tc.body) {
