@@ -343,7 +343,8 @@ func idempotencyKey(k *kind, name string, body []byte) string {
 // made with apply's request ids) that no document holds.
 func pruneSteps(ctx context.Context, c *client.ClientWithResponses, have tenant, inFiles map[string]bool) ([]*step, error) {
 	var out []*step
-	for _, k := range kinds {
+	// In the order of the deletions: what refers to others first.
+	for _, k := range slices.Backward(kinds) {
 		var candidates []resource
 		for _, name := range sortedKeys(have[k.name]) {
 			if inFiles[k.name+"\x00"+name] {

@@ -318,10 +318,11 @@ func kindNames() []string {
 }
 
 // Sort orders documents as apply processes them: by kind (what others
-// refer to first), then by name.
+// refer to first: kinds is in that order), then by name.
 func Sort(docs []Document) {
+	order := func(name string) int { return slices.IndexFunc(kinds, func(k *kind) bool { return k.name == name }) }
 	slices.SortStableFunc(docs, func(a, b Document) int {
-		if c := kindOf(a.Kind).phase - kindOf(b.Kind).phase; c != 0 {
+		if c := order(a.Kind) - order(b.Kind); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Name, b.Name)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -365,6 +366,7 @@ func diffRecord(w, h map[string]any, s schema) []string {
 		}
 		fields = append(fields, k)
 	}
+	slices.Sort(fields)
 	return fields
 }
 
