@@ -117,7 +117,7 @@ func Apply(ctx context.Context, c *client.ClientWithResponses, docs []Document, 
 			line += ": " + strings.Join(fields, ", ")
 		}
 		if st.err != nil {
-			line = st.kind.name + "/" + st.name + " " + st.op + " failed: " + st.err.Error()
+			line = st.kind.name + "/" + st.name + " " + st.op + " failed: " + strings.TrimPrefix(st.err.Error(), "ax: ")
 		} else {
 			switch st.op {
 			case "create":
@@ -321,12 +321,25 @@ func write(ctx context.Context, c *client.ClientWithResponses, st *step, find lo
 		r.Header.Set("X-Request-Id", requestID)
 		return nil
 	}
-	res, err := do(ctx, st.kind.createCall(ctx, c, idempotencyKey(st.kind, st.name, body), body, ed))
-	if err != nil {
-		return "", err
+	create := st.kind.createCall(ctx, c, idempotencyKey(st.kind, st.name, body), body, ed)
+	// A create whose answer was lost (the connection broke) is sent again
+	// with the same Idempotency-Key: the server answers with what the
+	// first one created instead of creating it twice.
+	for attempt := 1; ; attempt++ {
+		res, err := do(ctx, create)
+		var pe *client.ProblemError
+		if err != nil && !errors.As(err, &pe) && ctx.Err() == nil && attempt < createAttempts {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		return str(res["id"]), nil
 	}
-	return str(res["id"]), nil
 }
+
+// createAttempts bounds the sends of one create whose answers are lost.
+const createAttempts = 3
 
 // idempotencyKey is derived from what is created: a re-run after a crash
 // (the create done, its answer lost) replays the first answer instead of

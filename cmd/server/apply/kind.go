@@ -200,7 +200,7 @@ func resolveRef(r ref, val any, find lookup, path string) (any, *FieldError) {
 func refsToDoc(v map[string]any, s schema, nameOf func(kind, id string) string) map[string]any {
 	out := make(map[string]any, len(v))
 	for key, val := range v {
-		if r, ok := refByAPI(key); ok && prop(s, key) != nil {
+		if r, ok := refOfAPI(key); ok && prop(s, key) != nil {
 			switch x := val.(type) {
 			case string:
 				out[r.doc] = nameOf(r.kind, x)
@@ -247,6 +247,17 @@ func refByDoc(key string) (ref, bool) {
 	return ref{}, false
 }
 
+// refOfAPI is the ref of an API field.
+func refOfAPI(key string) (ref, bool) {
+	for _, r := range refs {
+		if r.api == key {
+			return r, true
+		}
+	}
+	return ref{}, false
+}
+
+// refByAPI is the ref of an API field that documents name otherwise.
 func refByAPI(key string) (ref, bool) {
 	for _, r := range refs {
 		if r.api == key && r.api != r.doc {
