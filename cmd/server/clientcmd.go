@@ -348,7 +348,11 @@ func tasksCmd(cc *clientConf, stdout io.Writer) *cobra.Command {
 					return err
 				}
 				if done != "" && o.format == "table" {
-					_, err := fmt.Fprintf(stdout, "task %s %s\n", args[0], done)
+					var t struct{ Name string }
+					if json.Unmarshal(body, &t) != nil || t.Name == "" {
+						t.Name = args[0]
+					}
+					_, err := fmt.Fprintf(stdout, "task %s %s\n", t.Name, done)
 					return err
 				}
 				if len(body) == 0 {
