@@ -26,7 +26,12 @@ func BenchmarkApply1000Tasks(b *testing.B) {
 	out := new(syncBuffer)
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"serve"}, envOf(env), out) }()
-	b.Cleanup(func() { cancel(); <-done })
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	})
 	var base string
 	for deadline := time.Now().Add(time.Minute); base == ""; time.Sleep(20 * time.Millisecond) {
 		if m := listenRE.FindStringSubmatch(out.String()); m != nil {

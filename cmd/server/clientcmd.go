@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"regexp"
 	"strings"
 	"text/tabwriter"
@@ -162,12 +161,9 @@ func problem(err error) error {
 	return err
 }
 
-// send checks an answer and returns its body.
-func send(res *http.Response, body []byte, err error) ([]byte, error) {
+// send is an answer's body, or its problem.
+func send(body []byte, err error) ([]byte, error) {
 	if err != nil {
-		return nil, err
-	}
-	if err := client.Check(res, body); err != nil {
 		return nil, problem(err)
 	}
 	return body, nil
@@ -321,7 +317,7 @@ func tasksCmd(cc *clientConf, stdout io.Writer) *cobra.Command {
 			limit := 500
 			params.Limit = &limit
 			r, err := api.ListTasksWithResponse(c.Context(), params)
-			body, err := send(apply.Raw(r, err))
+			body, err := send(apply.Body(r, err))
 			if err != nil {
 				return err
 			}
@@ -331,7 +327,7 @@ func tasksCmd(cc *clientConf, stdout io.Writer) *cobra.Command {
 	list.Flags().StringVar(&state, "state", "", "active, paused or completed")
 	list.Flags().StringVar(&name, "name", "", "only names starting with this")
 	list.Flags().StringArrayVar(&labels, "label", nil, "key=value (repeatable)")
-	byName := func(use, short string, f func(ctx context.Context, api *client.ClientWithResponses, id string) (*http.Response, []byte, error), done string) *cobra.Command {
+	byName := func(use, short string, f func(ctx context.Context, api *client.ClientWithResponses, id string) ([]byte, error), done string) *cobra.Command {
 		return &cobra.Command{
 			Use: use + " NAME|ID", Short: short, Args: cobra.ExactArgs(1),
 			RunE: func(c *cobra.Command, args []string) error {
@@ -367,21 +363,21 @@ func tasksCmd(cc *clientConf, stdout io.Writer) *cobra.Command {
 		}
 	}
 	cmd.AddCommand(list,
-		byName("get", "show a task", func(ctx context.Context, api *client.ClientWithResponses, id string) (*http.Response, []byte, error) {
-			return apply.Raw(api.GetTaskWithResponse(ctx, id))
+		byName("get", "show a task", func(ctx context.Context, api *client.ClientWithResponses, id string) ([]byte, error) {
+			return apply.Body(api.GetTaskWithResponse(ctx, id))
 		}, ""),
-		byName("pause", "pause a task", func(ctx context.Context, api *client.ClientWithResponses, id string) (*http.Response, []byte, error) {
-			return apply.Raw(api.PauseTaskWithResponse(ctx, id))
+		byName("pause", "pause a task", func(ctx context.Context, api *client.ClientWithResponses, id string) ([]byte, error) {
+			return apply.Body(api.PauseTaskWithResponse(ctx, id))
 		}, "paused"),
-		byName("resume", "resume a paused task", func(ctx context.Context, api *client.ClientWithResponses, id string) (*http.Response, []byte, error) {
-			return apply.Raw(api.ResumeTaskWithResponse(ctx, id))
+		byName("resume", "resume a paused task", func(ctx context.Context, api *client.ClientWithResponses, id string) ([]byte, error) {
+			return apply.Body(api.ResumeTaskWithResponse(ctx, id))
 		}, "resumed"),
-		byName("trigger", "fire a task now (prints the execution)", func(ctx context.Context, api *client.ClientWithResponses, id string) (*http.Response, []byte, error) {
+		byName("trigger", "fire a task now (prints the execution)", func(ctx context.Context, api *client.ClientWithResponses, id string) ([]byte, error) {
 			key := client.NewIdempotencyKey()
-			return apply.Raw(api.TriggerTaskWithBodyWithResponse(ctx, id, &client.TriggerTaskParams{IdempotencyKey: &key}, "application/json", strings.NewReader("{}")))
+			return apply.Body(api.TriggerTaskWithBodyWithResponse(ctx, id, &client.TriggerTaskParams{IdempotencyKey: &key}, "application/json", strings.NewReader("{}")))
 		}, ""),
-		byName("delete", "delete a task", func(ctx context.Context, api *client.ClientWithResponses, id string) (*http.Response, []byte, error) {
-			return apply.Raw(api.DeleteTaskWithResponse(ctx, id))
+		byName("delete", "delete a task", func(ctx context.Context, api *client.ClientWithResponses, id string) ([]byte, error) {
+			return apply.Body(api.DeleteTaskWithResponse(ctx, id))
 		}, "deleted"),
 	)
 	return cmd
@@ -413,7 +409,7 @@ func executionsCmd(cc *clientConf, stdout io.Writer) *cobra.Command {
 				s := client.ListExecutionsParamsState(state)
 				params.State = &s
 			}
-			body, err := send(apply.Raw(api.ListExecutionsWithResponse(c.Context(), params)))
+			body, err := send(apply.Body(api.ListExecutionsWithResponse(c.Context(), params)))
 			if err != nil {
 				return err
 			}
@@ -423,7 +419,7 @@ func executionsCmd(cc *clientConf, stdout io.Writer) *cobra.Command {
 	list.Flags().StringVar(&task, "task", "", "only this task's (a name or an id)")
 	list.Flags().StringVar(&state, "state", "", "pending, running, succeeded, failed, cancelled, …")
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many (up to 500)")
-	byID := func(use, short string, f func(ctx context.Context, api *client.ClientWithResponses, id string) (*http.Response, []byte, error)) *cobra.Command {
+	byID := func(use, short string, f func(ctx context.Context, api *client.ClientWithResponses, id string) ([]byte, error)) *cobra.Command {
 		return &cobra.Command{
 			Use: use + " ID", Short: short, Args: cobra.ExactArgs(1),
 			RunE: func(c *cobra.Command, args []string) error {
@@ -440,14 +436,14 @@ func executionsCmd(cc *clientConf, stdout io.Writer) *cobra.Command {
 		}
 	}
 	cmd.AddCommand(list,
-		byID("get", "show an execution", func(ctx context.Context, api *client.ClientWithResponses, id string) (*http.Response, []byte, error) {
-			return apply.Raw(api.GetExecutionWithResponse(ctx, id))
+		byID("get", "show an execution", func(ctx context.Context, api *client.ClientWithResponses, id string) ([]byte, error) {
+			return apply.Body(api.GetExecutionWithResponse(ctx, id))
 		}),
-		byID("retry", "send a failed or cancelled execution again", func(ctx context.Context, api *client.ClientWithResponses, id string) (*http.Response, []byte, error) {
-			return apply.Raw(api.RetryExecutionWithResponse(ctx, id))
+		byID("retry", "send a failed or cancelled execution again", func(ctx context.Context, api *client.ClientWithResponses, id string) ([]byte, error) {
+			return apply.Body(api.RetryExecutionWithResponse(ctx, id))
 		}),
-		byID("cancel", "cancel an execution", func(ctx context.Context, api *client.ClientWithResponses, id string) (*http.Response, []byte, error) {
-			return apply.Raw(api.CancelExecutionWithResponse(ctx, id))
+		byID("cancel", "cancel an execution", func(ctx context.Context, api *client.ClientWithResponses, id string) ([]byte, error) {
+			return apply.Body(api.CancelExecutionWithResponse(ctx, id))
 		}),
 	)
 	return cmd
@@ -466,14 +462,14 @@ func workflowsCmd(cc *clientConf, stdout io.Writer) *cobra.Command {
 				return err
 			}
 			limit := 500
-			body, err := send(apply.Raw(api.ListWorkflowsWithResponse(c.Context(), &client.ListWorkflowsParams{Limit: &limit})))
+			body, err := send(apply.Body(api.ListWorkflowsWithResponse(c.Context(), &client.ListWorkflowsParams{Limit: &limit})))
 			if err != nil {
 				return err
 			}
 			return o.print(stdout, body, workflowColumns)
 		},
 	}
-	byName := func(use, short string, cols []string, f func(ctx context.Context, api *client.ClientWithResponses, id string) (*http.Response, []byte, error)) *cobra.Command {
+	byName := func(use, short string, cols []string, f func(ctx context.Context, api *client.ClientWithResponses, id string) ([]byte, error)) *cobra.Command {
 		return &cobra.Command{
 			Use: use + " NAME|ID", Short: short, Args: cobra.ExactArgs(1),
 			RunE: func(c *cobra.Command, args []string) error {
@@ -494,12 +490,12 @@ func workflowsCmd(cc *clientConf, stdout io.Writer) *cobra.Command {
 		}
 	}
 	cmd.AddCommand(list,
-		byName("get", "show a workflow", workflowColumns, func(ctx context.Context, api *client.ClientWithResponses, id string) (*http.Response, []byte, error) {
-			return apply.Raw(api.GetWorkflowWithResponse(ctx, id))
+		byName("get", "show a workflow", workflowColumns, func(ctx context.Context, api *client.ClientWithResponses, id string) ([]byte, error) {
+			return apply.Body(api.GetWorkflowWithResponse(ctx, id))
 		}),
-		byName("trigger", "start a run now (prints the run)", runColumns, func(ctx context.Context, api *client.ClientWithResponses, id string) (*http.Response, []byte, error) {
+		byName("trigger", "start a run now (prints the run)", runColumns, func(ctx context.Context, api *client.ClientWithResponses, id string) ([]byte, error) {
 			key := client.NewIdempotencyKey()
-			return apply.Raw(api.TriggerWorkflowWithBodyWithResponse(ctx, id, &client.TriggerWorkflowParams{IdempotencyKey: &key}, "application/json", strings.NewReader("{}")))
+			return apply.Body(api.TriggerWorkflowWithBodyWithResponse(ctx, id, &client.TriggerWorkflowParams{IdempotencyKey: &key}, "application/json", strings.NewReader("{}")))
 		}),
 	)
 	return cmd

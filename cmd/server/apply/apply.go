@@ -395,7 +395,7 @@ func createdByApply(ctx context.Context, c *client.ClientWithResponses, k *kind)
 	for {
 		res, err := do(ctx, func() (*http.Response, []byte, error) {
 			r, err := c.ListAuditWithResponse(ctx, &client.ListAuditParams{ResourceType: &k.resource, Limit: &limit, Cursor: cursor})
-			return Raw(r, err)
+			return raw(r, err)
 		})
 		var pe *client.ProblemError
 		if errors.As(err, &pe) && pe.Status == http.StatusForbidden {
@@ -469,7 +469,7 @@ func listAll(ctx context.Context, c *client.ClientWithResponses, k *kind) ([]res
 // *client.ProblemError.
 func do(ctx context.Context, f call) (map[string]any, error) {
 	for attempt := 1; ; attempt++ {
-		res, body, err := f()
+		res, body, err := f() //nolint:bodyclose // the generated client has read and closed it
 		if err != nil {
 			return nil, err
 		}

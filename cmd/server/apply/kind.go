@@ -460,16 +460,16 @@ func (k *kind) list(ctx context.Context, c *client.ClientWithResponses, cursor *
 		switch k.name {
 		case "Calendar":
 			r, err := c.ListCalendarsWithResponse(ctx, &client.ListCalendarsParams{Limit: &limit, Cursor: cursor})
-			return Raw(r, err)
+			return raw(r, err)
 		case "Endpoint":
 			r, err := c.ListEndpointsWithResponse(ctx, &client.ListEndpointsParams{Limit: &limit, Cursor: cursor})
-			return Raw(r, err)
+			return raw(r, err)
 		case "Task":
 			r, err := c.ListTasksWithResponse(ctx, &client.ListTasksParams{Limit: &limit, Cursor: cursor})
-			return Raw(r, err)
+			return raw(r, err)
 		default:
 			r, err := c.ListWorkflowsWithResponse(ctx, &client.ListWorkflowsParams{Limit: &limit, Cursor: cursor})
-			return Raw(r, err)
+			return raw(r, err)
 		}
 	}
 }
@@ -480,16 +480,16 @@ func (k *kind) createCall(ctx context.Context, c *client.ClientWithResponses, ke
 		switch k.name {
 		case "Calendar":
 			r, err := c.CreateCalendarWithBodyWithResponse(ctx, &client.CreateCalendarParams{IdempotencyKey: &key}, jsonType, rd, ed)
-			return Raw(r, err)
+			return raw(r, err)
 		case "Endpoint":
 			r, err := c.CreateEndpointWithBodyWithResponse(ctx, &client.CreateEndpointParams{IdempotencyKey: &key}, jsonType, rd, ed)
-			return Raw(r, err)
+			return raw(r, err)
 		case "Task":
 			r, err := c.CreateTaskWithBodyWithResponse(ctx, &client.CreateTaskParams{IdempotencyKey: &key}, jsonType, rd, ed)
-			return Raw(r, err)
+			return raw(r, err)
 		default:
 			r, err := c.CreateWorkflowWithBodyWithResponse(ctx, &client.CreateWorkflowParams{IdempotencyKey: &key}, jsonType, rd, ed)
-			return Raw(r, err)
+			return raw(r, err)
 		}
 	}
 }
@@ -500,16 +500,16 @@ func (k *kind) patchCall(ctx context.Context, c *client.ClientWithResponses, id 
 		switch k.name {
 		case "Calendar":
 			r, err := c.PatchCalendarWithBodyWithResponse(ctx, id, jsonType, rd)
-			return Raw(r, err)
+			return raw(r, err)
 		case "Endpoint":
 			r, err := c.PatchEndpointWithBodyWithResponse(ctx, id, jsonType, rd)
-			return Raw(r, err)
+			return raw(r, err)
 		case "Task":
 			r, err := c.PatchTaskWithBodyWithResponse(ctx, id, jsonType, rd)
-			return Raw(r, err)
+			return raw(r, err)
 		default:
 			r, err := c.PatchWorkflowWithBodyWithResponse(ctx, id, jsonType, rd)
-			return Raw(r, err)
+			return raw(r, err)
 		}
 	}
 }
@@ -519,16 +519,16 @@ func (k *kind) deleteCall(ctx context.Context, c *client.ClientWithResponses, id
 		switch k.name {
 		case "Calendar":
 			r, err := c.DeleteCalendarWithResponse(ctx, id)
-			return Raw(r, err)
+			return raw(r, err)
 		case "Endpoint":
 			r, err := c.DeleteEndpointWithResponse(ctx, id)
-			return Raw(r, err)
+			return raw(r, err)
 		case "Task":
 			r, err := c.DeleteTaskWithResponse(ctx, id)
-			return Raw(r, err)
+			return raw(r, err)
 		default:
 			r, err := c.DeleteWorkflowWithResponse(ctx, id)
-			return Raw(r, err)
+			return raw(r, err)
 		}
 	}
 }
@@ -538,9 +538,19 @@ const jsonType = "application/json"
 // A rawResponse is any generated …Response.
 type rawResponse interface{ StatusCode() int }
 
-// Raw is a generated …Response's HTTP answer and body (every one has
+// Body is a generated …Response's body when its status is a 2xx, and
+// otherwise its problem (a *client.ProblemError); or err.
+func Body[R rawResponse](r R, err error) ([]byte, error) {
+	res, body, err := raw(r, err) //nolint:bodyclose // the generated client has read and closed it
+	if err != nil {
+		return nil, err
+	}
+	return body, client.Check(res, body)
+}
+
+// raw is a generated …Response's HTTP answer and body (every one has
 // the fields HTTPResponse and Body), or err.
-func Raw[R rawResponse](r R, err error) (*http.Response, []byte, error) {
+func raw[R rawResponse](r R, err error) (*http.Response, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
