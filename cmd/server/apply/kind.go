@@ -92,7 +92,9 @@ var defaults = map[string]map[string]any{
 	"OnceSchedule":     scheduleDefaults,
 }
 
-var scheduleDefaults = map[string]any{"timezone": "UTC", "dialect": "standard", "dst_policy": "vixie", "exclude_calendars": []any{}}
+var scheduleDefaults = map[string]any{
+	"timezone": "UTC", "dialect": "standard", "dst_policy": "vixie", "exclude_calendars": []any{}, "start_at": nil, "end_at": nil,
+}
 
 // schemaName is the component name of a dereferenced schema.
 func schemaName(s schema) string {
