@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -81,4 +82,27 @@ spec: {url: "https://h.example.com"}
 	_, err = parse("f.yaml", []byte("kind: Task\nname: t\nspec: {endpoint: e, schedule: {type: interval, interval_seconds: 0.5}}\n"))
 	require.ErrorContains(t, err, "f.yaml: document 1 (Task/t): spec.schedule.interval_seconds: must be an integer")
 	require.Equal(t, "spec.nodes[2].endpoint", strings.Join([]string{"spec", docField("nodes[2].endpoint_id")}, "."))
+}
+
+// TestJSONSchema: the documents' schema names references by name and
+// leaves the name out of the spec.
+func TestJSONSchema(t *testing.T) {
+	t.Parallel()
+	b, err := JSONSchema()
+	require.NoError(t, err)
+	var s struct {
+		OneOf []map[string]string `json:"oneOf"`
+		Defs  map[string]struct {
+			Properties map[string]any `json:"properties"`
+			Required   []string       `json:"required"`
+		} `json:"$defs"`
+	}
+	require.NoError(t, json.Unmarshal(b, &s))
+	require.Len(t, s.OneOf, 4)
+	task := s.Defs["TaskSpec"]
+	require.Equal(t, []string{"endpoint", "schedule"}, task.Required)
+	require.Contains(t, task.Properties, "alert_endpoint")
+	require.NotContains(t, task.Properties, "endpoint_id")
+	require.NotContains(t, task.Properties, "name")
+	require.Contains(t, s.Defs["WorkflowNode"].Properties, "endpoint")
 }
