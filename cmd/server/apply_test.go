@@ -185,9 +185,18 @@ Workflow/month-end would create
 	// An edit: a changed field, a removed field (back to its default).
 	writeFiles(t, dir, map[string]string{"tasks/billing.yaml": strings.NewReplacer(`"0 2 * * *"`, `"30 2 * * *"`,
 		"  retry: {max_attempts: 3}\n", "").Replace(tasksDoc)})
-	out = c.must("apply", "-f", dir, "--dry-run")
-	require.Contains(t, out, "Task/invoices.daily would update: retry, schedule\n")
+	out = c.must("apply", "-f", dir, "--dry-run", "--diff")
+	require.Contains(t, out, "Task/invoices.daily would update: retry, schedule\n"+
+		`  retry: {"max_attempts":3} -> (the default)`+"\n"+
+		`  schedule: {"cron":"0 2 * * *","exclude_calendars":["holidays"],"timezone":"Europe/Paris","type":"cron"}`+
+		` -> {"cron":"30 2 * * *","exclude_calendars":["holidays"],"timezone":"Europe/Paris","type":"cron"}`+"\n")
 	require.Equal(t, writes, c.writes())
+	// --diff never shows a header's value (a credential, often).
+	writeFiles(t, dir, map[string]string{"endpoints/billing.yaml": strings.Replace(endpointDoc, "X-Team: billing", "Authorization: Bearer hunter2", 1)})
+	out = c.must("apply", "-f", dir, "--dry-run", "--diff")
+	require.Contains(t, out, "Endpoint/billing would update: headers\n"+`  headers: {"X-Team":"…"} -> {"Authorization":"…"}`+"\n")
+	require.NotContains(t, out, "hunter2")
+	writeFiles(t, dir, map[string]string{"endpoints/billing.yaml": endpointDoc})
 	out = c.must("apply", "-f", dir)
 	require.Contains(t, out, "Task/invoices.daily updated: retry, schedule\n")
 	require.Contains(t, out, "Task/reminders unchanged\n")

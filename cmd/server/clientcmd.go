@@ -54,7 +54,7 @@ func addClientCommands(root *cobra.Command, getenv func(string) string, stdin io
 	var file string
 	var opt apply.Options
 	applyCmd := &cobra.Command{
-		Use:   "apply -f PATH [--dry-run] [--prune]",
+		Use:   "apply -f PATH [--dry-run] [--prune] [--diff]",
 		Short: "make the tenant's resources match YAML or JSON documents",
 		Long: `Makes the tenant's endpoints, calendars, tasks and workflows match the
 documents of PATH: a .yaml, .yml or .json file, a directory of them, or -
@@ -109,6 +109,7 @@ or printed.
 	applyCmd.Flags().StringVarP(&file, "file", "f", "", "a file or directory of documents, - for stdin")
 	applyCmd.Flags().BoolVar(&opt.DryRun, "dry-run", false, "say what would change, change nothing")
 	applyCmd.Flags().BoolVar(&opt.Prune, "prune", false, "delete what apply created earlier and the documents no longer hold")
+	applyCmd.Flags().BoolVar(&opt.Diff, "diff", false, "show each updated field's value before and after (header values never)")
 	applyCmd.Flags().IntVar(&opt.Workers, "workers", apply.WorkersDefault, "writes at once")
 	cc.flags(applyCmd)
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 type Options struct {
 	DryRun bool // say what would change, change nothing
 	Prune  bool // delete what apply created and the documents no longer hold
+	Diff   bool // under each update, each field's value before and after
 	// Workers is how many writes of one phase run at once (default 8).
 	Workers int
 }
@@ -131,6 +133,11 @@ func Apply(ctx context.Context, c *client.ClientWithResponses, docs []Document, 
 			}
 		}
 		fmt.Fprintln(out, line)
+		if opt.Diff && st.op == "update" && st.err == nil {
+			for _, l := range diffLines(st, have) {
+				fmt.Fprintln(out, l)
+			}
+		}
 	}
 	if opt.DryRun {
 		for _, st := range append(steps, prune...) {
@@ -336,6 +343,74 @@ func write(ctx context.Context, c *client.ClientWithResponses, st *step, find lo
 		}
 		return str(res["id"]), nil
 	}
+}
+
+// diffLines show an update's fields as the documents spell them: the
+// server's value, then the document's (a header's value is never shown:
+// it may be a credential).
+func diffLines(st *step, have tenant) []string {
+	names := map[string]string{}
+	for kind, byName := range have {
+		for name, rs := range byName {
+			for _, r := range rs {
+				names[kind+"\x00"+str(r["id"])] = name
+			}
+		}
+	}
+	nameOf := func(kind, id string) string {
+		if n, ok := names[kind+"\x00"+id]; ok {
+			return n
+		}
+		if id == placeholderID {
+			return "(created by this apply)"
+		}
+		return id
+	}
+	s := deref(schemas()[st.kind.create])
+	var lines []string
+	for _, f := range st.fields {
+		before := refsToDoc(map[string]any{f: exportValue(st.have[f], prop(s, f))}, s, nameOf)
+		field := docField(f)
+		var after any = "(the default)"
+		if v, ok := st.doc.Spec[field]; ok {
+			after = v
+		}
+		if f == "labels" && st.kind.name == "Task" {
+			if l, ok := before[field].(map[string]any); ok {
+				l = maps.Clone(l)
+				delete(l, ManagedLabel)
+				before[field] = l
+			}
+		}
+		lines = append(lines, fmt.Sprintf("  %s: %s -> %s", field, compact(redact(f, before[field])), compact(redact(f, after))))
+	}
+	return lines
+}
+
+func redact(field string, v any) any {
+	m, ok := v.(map[string]any)
+	if field != "headers" || !ok {
+		return v
+	}
+	out := make(map[string]any, len(m))
+	for k := range m {
+		out[k] = "…"
+	}
+	return out
+}
+
+func compact(v any) string {
+	if v == nil {
+		return "(none)"
+	}
+	if s, ok := v.(string); ok && s == "(the default)" {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }
 
 // createAttempts bounds the sends of one create whose answers are lost.
