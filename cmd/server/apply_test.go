@@ -227,6 +227,18 @@ Workflow/month-end would create
 	require.ElementsMatch(t, []string{"by-hand"}, c.names("calendars"))
 	require.Empty(t, c.names("workflows"))
 
+	// Back in the files, as first applied (the same Idempotency-Keys, whose
+	// answers the server keeps 24 h): created again.
+	writeFiles(t, dir, map[string]string{"workflows/month-end.yaml": workflowDoc, "calendars/holidays.json": calendarDoc})
+	out = c.must("apply", "-f", dir)
+	require.Contains(t, out, "Calendar/holidays created\n")
+	require.Contains(t, out, "Workflow/month-end created\n")
+	require.ElementsMatch(t, []string{"month-end"}, c.names("workflows"))
+	require.ElementsMatch(t, []string{"holidays", "by-hand"}, c.names("calendars"))
+	require.NoError(t, os.Remove(filepath.Join(dir, "workflows/month-end.yaml")))
+	require.NoError(t, os.Remove(filepath.Join(dir, "calendars/holidays.json")))
+	c.must("apply", "-f", dir, "--prune")
+
 	// A task apply did not create and now names is updated, but not marked.
 	writeFiles(t, dir, map[string]string{"tasks/by-hand.yaml": "{kind: Task, name: by-hand, spec: {endpoint: by-hand, schedule: {type: interval, interval_seconds: 120}}}"})
 	require.Contains(t, c.must("apply", "-f", dir, "--prune"), "Task/by-hand updated: schedule\n")

@@ -328,20 +328,49 @@ func write(ctx context.Context, c *client.ClientWithResponses, st *step, find lo
 		r.Header.Set("X-Request-Id", requestID)
 		return nil
 	}
-	create := st.kind.createCall(ctx, c, idempotencyKey(st.kind, st.name, body), body, ed)
-	// A create whose answer was lost (the connection broke) is sent again
-	// with the same Idempotency-Key: the server answers with what the
-	// first one created instead of creating it twice.
+	key := idempotencyKey(st.kind, st.name, body)
+	for fresh := false; ; fresh = true {
+		id, replayed, err := create(ctx, c, st.kind, key, body, ed)
+		if err != nil || !replayed {
+			return id, err
+		}
+		// A replay of an earlier create (within the key's 24 h) whose
+		// resource is gone since (deleted by hand, or pruned, and now back
+		// in the files): create it anew, under a key of its own.
+		_, err = do(ctx, st.kind.getCall(ctx, c, id))
+		var pe *client.ProblemError
+		if fresh || !errors.As(err, &pe) || pe.Status != http.StatusNotFound {
+			return id, err
+		}
+		key = requestIDPrefix + rand.Text()
+	}
+}
+
+// create sends a create and reports whether the server answered with a
+// replay of an earlier one. A create whose answer was lost (the
+// connection broke) is sent again with the same Idempotency-Key: the
+// server answers with what the first one created instead of creating it
+// twice.
+func create(ctx context.Context, c *client.ClientWithResponses, k *kind, key string, body []byte, ed client.RequestEditorFn) (string, bool, error) {
+	replayed := false
+	send := k.createCall(ctx, c, key, body, ed)
+	call := func() (*http.Response, []byte, error) {
+		res, b, err := send()
+		if res != nil {
+			replayed = res.Header.Get("Idempotent-Replayed") == "true"
+		}
+		return res, b, err
+	}
 	for attempt := 1; ; attempt++ {
-		res, err := do(ctx, create)
+		res, err := do(ctx, call)
 		var pe *client.ProblemError
 		if err != nil && !errors.As(err, &pe) && ctx.Err() == nil && attempt < createAttempts {
 			continue
 		}
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
-		return str(res["id"]), nil
+		return str(res["id"]), replayed, nil
 	}
 }
 

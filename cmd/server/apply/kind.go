@@ -516,6 +516,25 @@ func (k *kind) patchCall(ctx context.Context, c *client.ClientWithResponses, id 
 	}
 }
 
+func (k *kind) getCall(ctx context.Context, c *client.ClientWithResponses, id string) call {
+	return func() (*http.Response, []byte, error) {
+		switch k.name {
+		case "Calendar":
+			r, err := c.GetCalendarWithResponse(ctx, id)
+			return raw(r, err)
+		case "Endpoint":
+			r, err := c.GetEndpointWithResponse(ctx, id)
+			return raw(r, err)
+		case "Task":
+			r, err := c.GetTaskWithResponse(ctx, id)
+			return raw(r, err)
+		default:
+			r, err := c.GetWorkflowWithResponse(ctx, id)
+			return raw(r, err)
+		}
+	}
+}
+
 func (k *kind) deleteCall(ctx context.Context, c *client.ClientWithResponses, id string) call {
 	return func() (*http.Response, []byte, error) {
 		switch k.name {
