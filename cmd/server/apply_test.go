@@ -35,7 +35,8 @@ type axClient struct {
 // startClientServer starts a server and returns a client of tenant.
 func startClientServer(t *testing.T) *axClient {
 	t.Helper()
-	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": testSecret, "AX_TENANT_API_RPS": "100000"}
+	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": testSecret, "AX_TENANT_API_RPS": "100000",
+		"AX_ALLOW_PRIVATE_TARGETS": "true"}
 	base, _ := startServer(t, env)
 	return &axClient{t: t, base: base, env: env, server: env}
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -22,7 +25,8 @@ func TestClientCommands(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 3, out)
 	require.Regexp(t, `^NAME\s+STATE\s+SCHEDULE.TYPE`, lines[0])
-	require.Regexp(t, `^invoices.daily\s+active\s+cron\s+0 2 \* \* \*`, lines[1])
+	require.Regexp(t, `(?m)^invoices.daily\s+active\s+cron\s+0 2 \* \* \*`, out)
+	require.Regexp(t, `(?m)^reminders\s+active\s+interval\s+-\s`, out)
 	var list struct{ Items []map[string]any }
 	require.NoError(t, json.Unmarshal([]byte(c.must("tasks", "list", "-o", "json", "--name", "rem")), &list))
 	require.Len(t, list.Items, 1)
@@ -36,17 +40,65 @@ func TestClientCommands(t *testing.T) {
 	require.Equal(t, "task reminders resumed\n", c.must("tasks", "resume", task["id"].(string)))
 	require.Equal(t, "active", c.api(http.MethodGet, "/v1/tasks/"+task["id"].(string), nil, http.StatusOK)["state"])
 
+	// Executions: one that fails at once, one that hangs until cancelled.
+	release := make(chan struct{})
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hang" {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(recv.Close)
+	t.Cleanup(func() { close(release) })
+	local := t.TempDir()
+	writeFiles(t, local, map[string]string{"local.yaml": fmt.Sprintf(`kind: Endpoint
+name: local
+spec: {url: %q}
+---
+kind: Task
+name: fails
+spec: {endpoint: local, schedule: {type: interval, interval_seconds: 86400}, retry: {max_attempts: 1}, payload: {path: fail}}
+---
+kind: Endpoint
+name: local-hang
+spec: {url: %q, timeout_ms: 300000}
+---
+kind: Task
+name: hangs
+spec: {endpoint: local-hang, schedule: {type: interval, interval_seconds: 86400}, timeout_ms: 300000}
+`, recv.URL+"/fail", recv.URL+"/hang")})
+	c.must("apply", "-f", local)
+	state := func(id string) string {
+		return c.api(http.MethodGet, "/v1/executions/"+id, nil, http.StatusOK)["state"].(string)
+	}
 	var exec map[string]any
-	require.NoError(t, json.Unmarshal([]byte(c.must("tasks", "trigger", "reminders", "-o", "json")), &exec))
-	id := exec["id"].(string)
-	require.Contains(t, c.must("executions", "list", "--task", "reminders"), id)
-	require.NotContains(t, c.must("executions", "list", "--task", "invoices.daily"), id)
+	require.NoError(t, json.Unmarshal([]byte(c.must("tasks", "trigger", "fails", "-o", "json")), &exec))
+	failed := exec["id"].(string)
+	require.Eventually(t, func() bool { return state(failed) == "failed" }, 30*time.Second, 50*time.Millisecond)
+	require.Contains(t, c.must("executions", "list", "--task", "fails", "--state", "failed"), failed)
+	require.NotContains(t, c.must("executions", "list", "--task", "hangs"), failed)
 	require.Regexp(t, `^ID\s+STATE\s+TRIGGER\s+SCHEDULED_FOR\s+ATTEMPTS\s+LAST_STATUS_CODE\s+ERROR_CLASS\n$`,
-		c.must("executions", "list", "--task", "reminders", "--state", "succeeded"), "the receiver is unreachable: none succeeded")
-	require.Contains(t, c.must("executions", "get", id), id)
-	_, _, err := c.ax("", "executions", "retry", id)
-	require.ErrorContains(t, err, "409", "only a failed or cancelled execution is retried")
-	require.Contains(t, c.must("executions", "cancel", id), id)
+		c.must("executions", "list", "--task", "fails", "--state", "succeeded"))
+	require.Contains(t, c.must("executions", "get", failed), failed)
+	var retried string
+	require.Eventually(t, func() bool { // "still finishing" (409) until its delivery job has ended
+		out, _, err := c.ax("", "executions", "retry", failed)
+		retried = out
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond)
+	require.Contains(t, retried, failed)
+
+	require.NoError(t, json.Unmarshal([]byte(c.must("tasks", "trigger", "hangs", "-o", "json")), &exec))
+	hanging := exec["id"].(string)
+	require.Eventually(t, func() bool { return state(hanging) == "running" }, 30*time.Second, 50*time.Millisecond)
+	_, _, err := c.ax("", "executions", "retry", hanging)
+	require.ErrorContains(t, err, "409", "a running execution is not retried")
+	require.Contains(t, c.must("executions", "cancel", hanging), hanging)
+	require.Eventually(t, func() bool { return state(hanging) == "cancelled" }, 30*time.Second, 50*time.Millisecond)
+	c.must("apply", "-f", dir, "--prune")
 
 	_, _, err = c.ax("", "executions", "get", "0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e")
 	require.ErrorContains(t, err, "404 Not Found")
