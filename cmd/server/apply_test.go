@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
@@ -658,4 +659,35 @@ func TestImportCrontabApply(t *testing.T) {
 	out, _, err = c.ax(docs, "apply", "-f", "-")
 	require.NoError(t, err)
 	require.Equal(t, "Task/backup.sh unchanged\nTask/report unchanged\n", out)
+}
+
+// TestDocumentSchema: openapi/apply.schema.json, as generated, accepts
+// every document of everyField and refuses a misspelt field; it is the
+// schema apply.JSONSchema builds now (go generate in openapi writes it).
+func TestDocumentSchema(t *testing.T) {
+	t.Parallel()
+	file, err := os.ReadFile(filepath.Join("..", "..", "openapi", "apply.schema.json"))
+	require.NoError(t, err)
+	built, err := apply.JSONSchema()
+	require.NoError(t, err)
+	require.JSONEq(t, string(built), string(file), "openapi/apply.schema.json is stale: run go generate ./openapi")
+
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(file))
+	require.NoError(t, err)
+	comp := jsonschema.NewCompiler()
+	require.NoError(t, comp.AddResource("apply.schema.json", doc))
+	sch, err := comp.Compile("apply.schema.json")
+	require.NoError(t, err)
+	instance := func(d map[string]any) any {
+		b, err := json.Marshal(d)
+		require.NoError(t, err)
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		require.NoError(t, err)
+		return v
+	}
+	for name, d := range docsOf(t, everyField) {
+		require.NoError(t, sch.Validate(instance(d)), name)
+	}
+	bad := docsOf(t, "kind: Task\nname: t\nspec: {endpoint: e, schedule: {type: cron, cron: '* * * * *'}, schedul: {}}\n")["Task/t"]
+	require.Error(t, sch.Validate(instance(bad)))
 }
