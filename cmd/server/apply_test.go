@@ -691,3 +691,52 @@ func TestDocumentSchema(t *testing.T) {
 	bad := docsOf(t, "kind: Task\nname: t\nspec: {endpoint: e, schedule: {type: cron, cron: '* * * * *'}, schedul: {}}\n")["Task/t"]
 	require.Error(t, sch.Validate(instance(bad)))
 }
+
+// meetTransport holds the first create of each of its users until all of
+// them have sent one: they all planned before any of them wrote.
+type meetTransport struct {
+	all  *sync.WaitGroup
+	once sync.Once
+}
+
+func (m *meetTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost {
+		m.once.Do(func() { m.all.Done(); m.all.Wait() })
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestApplyConcurrently: two applies of the same files at once, both
+// having found nothing, create each resource once: their creates carry
+// the same Idempotency-Keys (endpoint names are not unique in ax: nothing
+// else keeps them from doubling).
+func TestApplyConcurrently(t *testing.T) {
+	t.Parallel()
+	c := startClientServer(t).as("acme")
+	var files strings.Builder
+	for i := range 3 {
+		fmt.Fprintf(&files, "kind: Endpoint\nname: e%d\nspec: {url: https://hooks.example.com/%d}\n---\n", i, i)
+		fmt.Fprintf(&files, "kind: Task\nname: t%d\nspec: {endpoint: e%d, schedule: {type: interval, interval_seconds: 60}}\n---\n", i, i)
+	}
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"all.yaml": files.String()})
+	docs, err := apply.Load(dir, nil)
+	require.NoError(t, err)
+	var all sync.WaitGroup
+	all.Add(2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			api, err := client.New(c.base, c.env["AX_TOKEN"], client.WithHTTPClient(&http.Client{Transport: &meetTransport{all: &all}}))
+			if err == nil {
+				_, err = apply.Apply(t.Context(), api, docs, apply.Options{Workers: 1}, io.Discard)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	require.Equal(t, []string{"e0", "e1", "e2"}, sorted(c.names("endpoints")))
+	require.Equal(t, []string{"t0", "t1", "t2"}, sorted(c.names("tasks")))
+}
