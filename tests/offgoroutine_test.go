@@ -100,6 +100,26 @@ func offGoroutineFailures(t *testing.T, files []string) []string {
 					return true
 				})
 			}
+			// checkCondition checks the condition of Eventually, Never or
+			// EventuallyWithT. EventuallyWithT's is given a *CollectT: a
+			// call that reports to it (assert or require on it, a helper
+			// given it first) fails that tick only, as it should.
+			checkCondition := func(fl *ast.FuncLit, where string) {
+				collect := collectParam(fl)
+				ast.Inspect(fl.Body, func(n ast.Node) bool {
+					c, ok := n.(*ast.CallExpr)
+					if !ok {
+						return true
+					}
+					if collect != "" && reportsTo(c, collect) {
+						return true
+					}
+					if what := f.call(c); what != "" {
+						out = append(out, fset.Position(c.Pos()).String()+": "+what+" in "+where)
+					}
+					return true
+				})
+			}
 			if isHandlerFunc(fd.Type) {
 				check(fd.Body, "the HTTP handler "+fd.Name.Name)
 				continue
@@ -114,6 +134,34 @@ func offGoroutineFailures(t *testing.T, files []string) []string {
 					}
 					return false
 				case *ast.CallExpr:
+					if s, ok := n.Fun.(*ast.SelectorExpr); ok && isEventually(s) && len(n.Args) > 1 {
+						where := "the condition of " + s.X.(*ast.Ident).Name + "." + s.Sel.Name
+						switch a := n.Args[1].(type) {
+						case *ast.FuncLit:
+							checkCondition(a, where)
+						case *ast.Ident, *ast.SelectorExpr:
+							if name := funcName(a); f.fails[name] || f.locals[name] != nil && f.first(f.locals[name].Body) != "" {
+								out = append(out, fset.Position(a.Pos()).String()+": "+name+", which fails the test, is "+where)
+							}
+						case *ast.CallExpr:
+							// A function that makes the condition: the closures
+							// it returns.
+							if id, ok := a.Fun.(*ast.Ident); ok {
+								var makers []*ast.FuncLit
+								if fl := f.locals[id.Name]; fl != nil {
+									makers = append(makers, fl)
+								}
+								for _, fd := range decls[id.Name] {
+									makers = append(makers, &ast.FuncLit{Type: fd.Type, Body: fd.Body})
+								}
+								for _, m := range makers {
+									for _, fl := range returnedFuncs(m) {
+										checkCondition(fl, where+" made by "+id.Name)
+									}
+								}
+							}
+						}
+					}
 					if s, ok := n.Fun.(*ast.SelectorExpr); ok && (s.Sel.Name == "Go" || s.Sel.Name == "AfterFunc") {
 						for _, a := range n.Args {
 							switch a := a.(type) {
@@ -137,6 +185,77 @@ func offGoroutineFailures(t *testing.T, files []string) []string {
 		}
 	}
 	return out
+}
+
+// isEventually reports assert's and require's functions that run a
+// condition on a goroutine of their own: Eventually, Never,
+// EventuallyWithT (and their f forms).
+func isEventually(s *ast.SelectorExpr) bool {
+	id, ok := s.X.(*ast.Ident)
+	if !ok || id.Name != "assert" && id.Name != "require" {
+		return false
+	}
+	switch strings.TrimSuffix(s.Sel.Name, "f") {
+	case "Eventually", "Never", "EventuallyWithT":
+		return true
+	}
+	return false
+}
+
+// funcName is the name of a function (f) or method (x.f) given as a value.
+func funcName(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name
+	case *ast.SelectorExpr:
+		return e.Sel.Name
+	}
+	return ""
+}
+
+// returnedFuncs returns the closures fl returns.
+func returnedFuncs(fl *ast.FuncLit) []*ast.FuncLit {
+	var out []*ast.FuncLit
+	ast.Inspect(fl.Body, func(n ast.Node) bool {
+		if r, ok := n.(*ast.ReturnStmt); ok {
+			for _, e := range r.Results {
+				if f, ok := e.(*ast.FuncLit); ok {
+					out = append(out, f)
+				}
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// collectParam is the name of the *assert.CollectT an EventuallyWithT
+// condition takes, or "".
+func collectParam(fl *ast.FuncLit) string {
+	for _, p := range fl.Type.Params.List {
+		if st, ok := p.Type.(*ast.StarExpr); ok {
+			if s, ok := st.X.(*ast.SelectorExpr); ok && s.Sel.Name == "CollectT" && len(p.Names) == 1 {
+				return p.Names[0].Name
+			}
+		}
+	}
+	return ""
+}
+
+// reportsTo reports a call that fails on collect: collect.FailNow(), or
+// a function (assert's, require's, a helper) given collect first.
+func reportsTo(c *ast.CallExpr, collect string) bool {
+	if s, ok := c.Fun.(*ast.SelectorExpr); ok {
+		if id, ok := s.X.(*ast.Ident); ok && id.Name == collect {
+			return true
+		}
+	}
+	if len(c.Args) > 0 {
+		if id, ok := c.Args[0].(*ast.Ident); ok && id.Name == collect {
+			return true
+		}
+	}
+	return false
 }
 
 // localFuncs returns the closures fd assigns to names (f := func…), which
