@@ -186,8 +186,8 @@ func withSubdirs(t *testing.T, dirs ...string) []string {
 }
 
 // TestOnlyErrorsGoReadsDBErrors: the service translates db's errors in one
-// place (service/errors.go, storeError); every other file, and the
-// service's own packages, hand them on.
+// place (service/errs/errs.go, errs.Store); every other file of the service
+// and its packages hands them on.
 func TestOnlyErrorsGoReadsDBErrors(t *testing.T) {
 	t.Parallel()
 	var files []goFile
@@ -195,7 +195,7 @@ func TestOnlyErrorsGoReadsDBErrors(t *testing.T) {
 		files = append(files, parseDir(t, dir)...)
 	}
 	for _, f := range files {
-		if filepath.Base(f.path) == "errors.go" {
+		if filepath.ToSlash(f.path) == "../service/errs/errs.go" {
 			continue
 		}
 		ast.Inspect(f.file, func(n ast.Node) bool {
@@ -204,7 +204,7 @@ func TestOnlyErrorsGoReadsDBErrors(t *testing.T) {
 				return true
 			}
 			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "db" && strings.HasPrefix(sel.Sel.Name, "Err") {
-				t.Errorf("%s reads db.%s: translate db's errors with storeError (service/errors.go)",
+				t.Errorf("%s reads db.%s: translate db's errors with errs.Store (service/errs/errs.go)",
 					f.fset.Position(sel.Pos()), sel.Sel.Name)
 			}
 			return true
