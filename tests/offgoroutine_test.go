@@ -27,8 +27,8 @@ import (
 // EventuallyWithT's condition may fail its *assert.CollectT. A call there
 // to a function or method of the same package that fails the test
 // (require, t.Fatal, or such a call, at any depth; methods are matched by
-// name) counts too, and in a condition so does handing the test's T to a
-// function of another package (dbtest's helpers fail with it). testifylint's
+// name) counts too, and so does handing the test's T to a function of
+// another package (dbtest's helpers fail with it). testifylint's
 // go-require checks go statements and handlers as it lints; this test
 // also sees the closures given to Go, the conditions, and the helpers they
 // call. (assert.Condition runs its function on the caller's goroutine.)
@@ -153,7 +153,11 @@ func offGoroutineFailures(t *testing.T, files []string) []string {
 			check := func(body ast.Node, where string) {
 				ast.Inspect(body, func(n ast.Node) bool {
 					if c, ok := n.(*ast.CallExpr); ok {
-						if what := f.call(c); what != "" {
+						what := f.call(c)
+						if what == "" {
+							what = givenT(c)
+						}
+						if what != "" {
 							out = append(out, fset.Position(c.Pos()).String()+": "+what+" in "+where)
 						}
 					}
