@@ -419,7 +419,7 @@ func TestConsolePages(t *testing.T) {
 	assert.Contains(t, p.Body, `id="retry"`)
 	p = e.post("/console/executions/"+x+"/retry", tok, nil)
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
-	assert.Equal(t, "/console/executions/"+x, p.Location)
+	require.Equal(t, "/console/executions/"+x, p.Location)
 	assert.Contains(t, e.get(p.Location, tok).Body, "state-pending", "a retried execution is pending again")
 	// A retry of an execution that is not final is a conflict page.
 	p = e.post("/console/executions/"+x+"/retry", tok, nil)
