@@ -51,6 +51,8 @@ type apiOpts struct {
 	Pool *pgxpool.Pool
 	// AdminIsOperator: the deprecated rule (api.Config.AdminIsOperator).
 	AdminIsOperator bool
+	// ClockDrift: api.Config.ClockDrift.
+	ClockDrift func() (time.Duration, bool)
 }
 
 func newAPI(t *testing.T, opts *apiOpts) *testAPI {
@@ -94,6 +96,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		Stats:       service.NewStats(pool),
 
 		AdminIsOperator: opts.AdminIsOperator,
+		ClockDrift:      opts.ClockDrift,
 	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)

@@ -151,6 +151,9 @@ type Request struct {
 	// CallbackToken, when set, is sent as X-Ax-Callback-Token (callback
 	// completion mode). It is a credential: never log it.
 	CallbackToken string
+	// HeartbeatTimeout, with CallbackToken, is sent as
+	// X-Ax-Heartbeat-Timeout-Ms, so the receiver can pace its heartbeats.
+	HeartbeatTimeout time.Duration
 	// Keys are the endpoint's signing keys (ParseSecret output), the
 	// current one first; two during a rotation overlap. At least one.
 	Keys [][]byte
@@ -370,6 +373,9 @@ func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*htt
 	h["X-Ax-Attempt"] = []string{strconv.Itoa(r.Attempt)}
 	if r.CallbackToken != "" {
 		h["X-Ax-Callback-Token"] = []string{r.CallbackToken}
+		if r.HeartbeatTimeout > 0 {
+			h["X-Ax-Heartbeat-Timeout-Ms"] = []string{strconv.FormatInt(r.HeartbeatTimeout.Milliseconds(), 10)}
+		}
 	}
 	h["User-Agent"] = []string{s.cfg.UserAgent}
 	return req, nil

@@ -218,6 +218,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Backfills:   backfills,
 		Workflows:   workflows,
 		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, d.pool) },
+		ClockDrift:  clock.Drift,
 		BodyLimit:   cfg.MaxBodyBytes,
 		Version:     version(),
 		Metrics:     registry,

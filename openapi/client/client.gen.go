@@ -1664,6 +1664,11 @@ type Health struct {
 
 	// Version Example: v0.1.0
 	Version *string `json:"version,omitempty"`
+
+	// Warnings Warnings are conditions an operator should look at that do not make
+	// the replica unready (its clock drifting from the database's by more
+	// than 200 ms).
+	Warnings *[]string `json:"warnings,omitempty"`
 }
 
 // HeartbeatRequest defines model for HeartbeatRequest.
@@ -3001,6 +3006,8 @@ type ClientInterface interface {
 
 	// Readyz Readiness: the database is reachable and migrated
 	//
+	// Ready (200) when the database is reachable and every migration applied; warnings (a clock drifting from the database's) leave it ready.
+	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -3546,6 +3553,8 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 }
 
 // Readyz Readiness: the database is reachable and migrated
+//
+// Ready (200) when the database is reachable and every migration applied; warnings (a clock drifting from the database's) leave it ready.
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7445,6 +7454,8 @@ type ClientWithResponsesInterface interface {
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
 
 	// ReadyzWithResponse Readiness: the database is reachable and migrated
+	//
+	// Ready (200) when the database is reachable and every migration applied; warnings (a clock drifting from the database's) leave it ready.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -14540,6 +14551,8 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 }
 
 // ReadyzWithResponse Readiness: the database is reachable and migrated
+//
+// Ready (200) when the database is reachable and every migration applied; warnings (a clock drifting from the database's) leave it ready.
 //
 // Returns a wrapper object for the known response body format(s).
 //

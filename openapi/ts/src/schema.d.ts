@@ -28,7 +28,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: the database is reachable and migrated */
+        /**
+         * Readiness: the database is reachable and migrated
+         * @description Ready (200) when the database is reachable and every migration applied; warnings (a clock drifting from the database's) leave it ready.
+         */
         get: operations["readyz"];
         put?: never;
         post?: never;
@@ -1426,6 +1429,12 @@ export interface components {
             status: string;
             /** @example v0.1.0 */
             version?: string;
+            /**
+             * @description Warnings are conditions an operator should look at that do not make
+             *     the replica unready (its clock drifting from the database's by more
+             *     than 200 ms).
+             */
+            warnings?: string[];
         };
         HeartbeatRequest: {
             /** @description Progress is any JSON (at most 16 KiB), kept on the execution and shown as progress; absent: the last one stays. */
