@@ -118,6 +118,11 @@ var auditCases = map[string]auditCase{
 			ep := a.createEndpoint(tok, "rotated")
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/endpoints/" + ep + "/rotate-secret", Token: tok}), ep
 		}},
+	"POST /v1/endpoints/:id/test": {status: http.StatusOK, action: "test", resourceType: "endpoint",
+		run: func(a *testAPI, tok string) (resp, string) {
+			ep := a.createEndpoint(tok, "tested")
+			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/endpoints/" + ep + "/test", Token: tok}), ep
+		}},
 	"POST /v1/tasks": {status: http.StatusCreated, action: "create", resourceType: "task",
 		run: func(a *testAPI, tok string) (resp, string) {
 			r := a.createTask(tok, a.createEndpoint(tok, "for-create"), "created", nil)
@@ -214,7 +219,7 @@ var auditCases = map[string]auditCase{
 // auditActions is the contract's list of audit actions: a record's action
 // is one of these, whatever the route.
 var auditActions = []string{"create", "update", "delete", "pause", "resume", "trigger", "skip", "backfill", "cancel",
-	"retry", "rotate_secret", "set_limits"}
+	"retry", "rotate_secret", "set_limits", "test"}
 
 // notChanges are write routes that change no resource, each with the
 // reason.

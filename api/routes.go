@@ -29,6 +29,7 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.PATCH("/endpoints/:id", h.patchEndpoint, epW)
 	v1.DELETE("/endpoints/:id", h.deleteEndpoint, epW)
 	v1.POST("/endpoints/:id/rotate-secret", h.rotateEndpointSecret, epW)
+	v1.POST("/endpoints/:id/test", h.testEndpoint, epW)
 
 	tR, tW := requireScope(ScopeTasksRead), requireScope(ScopeTasksWrite)
 	v1.POST("/tasks", h.createTask, tW, h.idempotent("tasks"))
