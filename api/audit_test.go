@@ -123,6 +123,15 @@ var auditCases = map[string]auditCase{
 			ep := a.createEndpoint(tok, "tested")
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/endpoints/" + ep + "/test", Token: tok}), ep
 		}},
+	"POST /v1/executions/retry": {status: http.StatusAccepted, action: "retry", resourceType: "execution",
+		run: func(a *testAPI, tok string) (resp, string) {
+			task := a.createTask(tok, a.createEndpoint(tok, "for-bulk-retry"), "bulk-retried", nil).JSON["id"].(string)
+			slot := time.Now().Add(-time.Hour)
+			x := a.execution(execOpts{Tenant: "audit-post--v1-executions-retry", TaskID: task, State: "failed", ScheduledFor: slot})
+			return a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/executions/retry", Token: tok,
+				Body: map[string]any{"state": "failed", "task_id": task, "from": slot.Add(-time.Minute).Format(time.RFC3339),
+					"to": slot.Add(time.Minute).Format(time.RFC3339)}}), x
+		}},
 	"POST /v1/tasks": {status: http.StatusCreated, action: "create", resourceType: "task",
 		run: func(a *testAPI, tok string) (resp, string) {
 			r := a.createTask(tok, a.createEndpoint(tok, "for-create"), "created", nil)

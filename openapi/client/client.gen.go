@@ -561,6 +561,24 @@ func (e PreviewItemDst) Valid() bool {
 	}
 }
 
+// Defines values for RetryExecutionsRequestState.
+const (
+	RetryExecutionsRequestStateCancelled RetryExecutionsRequestState = "cancelled"
+	RetryExecutionsRequestStateFailed    RetryExecutionsRequestState = "failed"
+)
+
+// Valid indicates whether the value is a known member of the RetryExecutionsRequestState enum.
+func (e RetryExecutionsRequestState) Valid() bool {
+	switch e {
+	case RetryExecutionsRequestStateCancelled:
+		return true
+	case RetryExecutionsRequestStateFailed:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TaskState.
 const (
 	TaskStateActive    TaskState = "active"
@@ -1936,6 +1954,59 @@ type ReplicaList struct {
 	Items []Replica `json:"items"`
 }
 
+// RetryExecutionsRequest defines model for RetryExecutionsRequest.
+type RetryExecutionsRequest struct {
+	// DryRun DryRun: count the matches, retry nothing.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// From From is the first slot (scheduled_for) of the range (inclusive), RFC 3339.
+	//
+	// Example: 2026-12-03T22:00:00Z
+	From time.Time `json:"from"`
+
+	// State State is the state retried: failed or cancelled.
+	//
+	// Example: failed
+	State RetryExecutionsRequestState `json:"state"`
+
+	// TaskId TaskID limits the retry to one task's executions.
+	TaskId *string `json:"task_id,omitempty"`
+
+	// To To ends the range (exclusive), RFC 3339.
+	//
+	// Example: 2026-12-04T06:00:00Z
+	To time.Time `json:"to"`
+
+	// WorkflowId WorkflowID limits it to one workflow's step executions.
+	WorkflowId *string `json:"workflow_id,omitempty"`
+}
+
+// RetryExecutionsRequestState State is the state retried: failed or cancelled.
+//
+// Example: failed
+type RetryExecutionsRequestState string
+
+// RetryExecutionsResult defines model for RetryExecutionsResult.
+type RetryExecutionsResult struct {
+	// Matched Matched executions are in state with a slot in [from, to).
+	//
+	// Example: 312
+	Matched int `json:"matched"`
+
+	// Retried Retried of them are pending again (0 in a dry run).
+	//
+	// Example: 309
+	Retried int `json:"retried"`
+
+	// SkipReasons SkipReasons name the first 10 skipped: "<execution id>: <why>".
+	SkipReasons []string `json:"skip_reasons"`
+
+	// Skipped Skipped were left as they were: their task paused or deleted, their slot fired by another execution now, a change in between.
+	//
+	// Example: 3
+	Skipped int `json:"skipped"`
+}
+
 // RetryPolicy defines model for RetryPolicy.
 type RetryPolicy struct {
 	// InitialBackoffMs InitialBackoffMS 100..604800000; 0 or absent: 1000.
@@ -2790,6 +2861,9 @@ type RotateEndpointSecretJSONRequestBody = RotateSecretRequest
 // TestEndpointJSONRequestBody defines body for TestEndpoint for application/json ContentType.
 type TestEndpointJSONRequestBody = EndpointTestRequest
 
+// RetryExecutionsJSONRequestBody defines body for RetryExecutions for application/json ContentType.
+type RetryExecutionsJSONRequestBody = RetryExecutionsRequest
+
 // CompleteExecutionJSONRequestBody defines body for CompleteExecution for application/json ContentType.
 type CompleteExecutionJSONRequestBody = CompleteRequest
 
@@ -3250,6 +3324,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 	ListExecutions(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RetryExecutionsWithBody Deliver again every failed (or cancelled) execution of a range
+	//
+	// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+	RetryExecutionsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RetryExecutions Deliver again every failed (or cancelled) execution of a range
+	//
+	// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+	RetryExecutions(ctx context.Context, body RetryExecutionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetExecution Get an execution with its timeline
 	//
@@ -4087,6 +4179,44 @@ func (c *Client) TestEndpoint(ctx context.Context, id string, body TestEndpointJ
 // Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 func (c *Client) ListExecutions(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListExecutionsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RetryExecutionsWithBody Deliver again every failed (or cancelled) execution of a range
+//
+// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+func (c *Client) RetryExecutionsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryExecutionsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RetryExecutions Deliver again every failed (or cancelled) execution of a range
+//
+// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+func (c *Client) RetryExecutions(ctx context.Context, body RetryExecutionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryExecutionsRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -6001,6 +6131,46 @@ func NewListExecutionsRequest(server string, params *ListExecutionsParams) (*htt
 	return req, nil
 }
 
+// NewRetryExecutionsRequest calls the generic RetryExecutions builder with application/json body
+func NewRetryExecutionsRequest(server string, body RetryExecutionsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRetryExecutionsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewRetryExecutionsRequestWithBody constructs an http.Request for the RetryExecutions method, with any body, and a specified content type
+func NewRetryExecutionsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/executions/retry")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetExecutionRequest constructs an http.Request for the GetExecution method
 func NewGetExecutionRequest(server string, id string) (*http.Request, error) {
 	var err error
@@ -7830,6 +8000,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 	ListExecutionsWithResponse(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*ListExecutionsResponse, error)
+
+	// RetryExecutionsWithBodyWithResponse Deliver again every failed (or cancelled) execution of a range
+	//
+	// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+	RetryExecutionsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RetryExecutionsResponse, error)
+
+	// RetryExecutionsWithResponse Deliver again every failed (or cancelled) execution of a range
+	//
+	// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+	RetryExecutionsWithResponse(ctx context.Context, body RetryExecutionsJSONRequestBody, reqEditors ...RequestEditorFn) (*RetryExecutionsResponse, error)
 
 	// GetExecutionWithResponse Get an execution with its timeline
 	//
@@ -10703,6 +10891,141 @@ func (r ListExecutionsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListExecutionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RetryExecutionsResponse401Headers the declared response headers of an HTTP 401 response for RetryExecutions
+type RetryExecutionsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// RetryExecutionsResponse429Headers the declared response headers of an HTTP 429 response for RetryExecutions
+type RetryExecutionsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+// RetryExecutionsResponse503Headers the declared response headers of an HTTP 503 response for RetryExecutions
+type RetryExecutionsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type RetryExecutionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RetryExecutionsResult
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *RetryExecutionsResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RetryExecutionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RetryExecutionsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RetryExecutionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RetryExecutionsResponse) GetJSON200() *RetryExecutionsResult {
+	return r.JSON200
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RetryExecutionsResponse) GetJSON202() *RetryExecutionsResult {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RetryExecutionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RetryExecutionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RetryExecutionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RetryExecutionsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15242,6 +15565,36 @@ func (c *ClientWithResponses) ListExecutionsWithResponse(ctx context.Context, pa
 	return ParseListExecutionsResponse(rsp)
 }
 
+// RetryExecutionsWithBodyWithResponse Deliver again every failed (or cancelled) execution of a range
+//
+// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+func (c *ClientWithResponses) RetryExecutionsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RetryExecutionsResponse, error) {
+	rsp, err := c.RetryExecutionsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryExecutionsResponse(rsp)
+}
+
+// RetryExecutionsWithResponse Deliver again every failed (or cancelled) execution of a range
+//
+// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+func (c *ClientWithResponses) RetryExecutionsWithResponse(ctx context.Context, body RetryExecutionsJSONRequestBody, reqEditors ...RequestEditorFn) (*RetryExecutionsResponse, error) {
+	rsp, err := c.RetryExecutions(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryExecutionsResponse(rsp)
+}
+
 // GetExecutionWithResponse Get an execution with its timeline
 //
 // Returns a wrapper object for the known response body format(s).
@@ -18646,6 +18999,156 @@ func ParseListExecutionsResponse(rsp *http.Response) (*ListExecutionsResponse, e
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ListExecutionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRetryExecutionsResponse parses an HTTP response from a RetryExecutionsWithResponse call
+func ParseRetryExecutionsResponse(rsp *http.Response) (*RetryExecutionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RetryExecutionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RetryExecutionsResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest RetryExecutionsResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RetryExecutionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RetryExecutionsResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RetryExecutionsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -311,6 +311,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/executions/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deliver again every failed (or cancelled) execution of a range
+         * @description Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+         */
+        post: operations["retryExecutions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions/{id}": {
         parameters: {
             query?: never;
@@ -1690,6 +1710,57 @@ export interface components {
         };
         ReplicaList: {
             items: components["schemas"]["Replica"][];
+        };
+        RetryExecutionsRequest: {
+            /** @description DryRun: count the matches, retry nothing. */
+            dry_run?: boolean;
+            /**
+             * Format: date-time
+             * @description From is the first slot (scheduled_for) of the range (inclusive), RFC 3339.
+             * @example 2026-12-03T22:00:00Z
+             */
+            from: string;
+            /**
+             * @description State is the state retried: failed or cancelled.
+             * @example failed
+             * @enum {string}
+             */
+            state: "failed" | "cancelled";
+            /**
+             * Format: uuid
+             * @description TaskID limits the retry to one task's executions.
+             */
+            task_id?: string;
+            /**
+             * Format: date-time
+             * @description To ends the range (exclusive), RFC 3339.
+             * @example 2026-12-04T06:00:00Z
+             */
+            to: string;
+            /**
+             * Format: uuid
+             * @description WorkflowID limits it to one workflow's step executions.
+             */
+            workflow_id?: string;
+        };
+        RetryExecutionsResult: {
+            /**
+             * @description Matched executions are in state with a slot in [from, to).
+             * @example 312
+             */
+            matched: number;
+            /**
+             * @description Retried of them are pending again (0 in a dry run).
+             * @example 309
+             */
+            retried: number;
+            /** @description SkipReasons name the first 10 skipped: "<execution id>: <why>". */
+            skip_reasons: string[];
+            /**
+             * @description Skipped were left as they were: their task paused or deleted, their slot fired by another execution now, a change in between.
+             * @example 3
+             */
+            skipped: number;
         };
         RetryPolicy: {
             /**
@@ -4499,6 +4570,133 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests: the tenant's api_requests_per_second limit is reached */
+            429: {
+                headers: {
+                    /** @description the tenant's requests per second */
+                    "RateLimit-Limit"?: number;
+                    /** @description requests left in the current window */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until the window resets */
+                    "RateLimit-Reset"?: number;
+                    /** @description seconds to wait before the next request */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error: an unexpected failure; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description seconds to wait: the database is unreachable */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    retryExecutions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description which executions */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetryExecutionsRequest"];
+            };
+        };
+        responses: {
+            /** @description dry run */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetryExecutionsResult"];
+                };
+            };
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetryExecutionsResult"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description The bearer challenge, e.g. `Bearer realm="ax", error="invalid_token"`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
