@@ -81,6 +81,13 @@ func (c *checker) arg(n parse.Node, root bool) {
 				c.name(append(slices.Clone(inner.Ident[1:]), n.Field...))
 			}
 		case *parse.PipeNode:
+			// (.a).b reads .a.b; another pipeline's fields are its value's.
+			if len(inner.Decl) == 0 && len(inner.Cmds) == 1 && len(inner.Cmds[0].Args) == 1 {
+				if f, ok := inner.Cmds[0].Args[0].(*parse.FieldNode); ok {
+					c.arg(&parse.ChainNode{Node: f, Field: n.Field}, root)
+					return
+				}
+			}
 			c.pipe(inner, root)
 		}
 	case *parse.PipeNode:

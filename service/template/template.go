@@ -361,6 +361,9 @@ func (r *renderer) render(p part, data map[string]any) ([]byte, error) {
 	w := &limitWriter{max: r.max}
 	r.captured, r.value = false, nil
 	if err := tmpl.Execute(w, data); err != nil {
+		if errors.Is(err, ErrTooLarge) {
+			return nil, fmt.Errorf("%w (more than %d bytes)", ErrTooLarge, r.max)
+		}
 		return nil, cleanExecError(err)
 	}
 	if p.single && r.captured {
