@@ -30,9 +30,13 @@ func (r *renderer) funcs() map[string]any {
 		"date_format": r.dateFormat,
 		"json":        r.json,
 		"default":     dflt,
-		"print":       func(args ...any) (string, error) { return r.bounded(args, func() string { return fmt.Sprint(args...) }) },
-		"println":     func(args ...any) (string, error) { return r.bounded(args, func() string { return fmt.Sprintln(args...) }) },
-		"printf":      r.printf,
+		"print": func(args ...any) (string, error) {
+			return r.bounded(args, func() string { return fmt.Sprint(args...) })
+		},
+		"println": func(args ...any) (string, error) {
+			return r.bounded(args, func() string { return fmt.Sprintln(args...) })
+		},
+		"printf": r.printf,
 		"html": func(args ...any) (string, error) {
 			return r.bounded(args, func() string { return template.HTMLEscaper(args...) })
 		},
