@@ -616,7 +616,8 @@ func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill, done
 				return false, storeError(err, "insert backfill execution")
 			}
 			if ok && unsent != nil {
-				return true, failUnsent(ctx, tx, s.enq, b.TenantID, e.ID, b.TaskID, unsent.Error(), done)
+				return true, failUnsent(ctx, tx, s.enq, []unsentFire{{TenantID: b.TenantID, ID: e.ID, TaskID: b.TaskID,
+					Reason: unsent.Error()}}, done)
 			}
 			if ok {
 				jobs = append(jobs, deliverInsert(b.TenantID, e.ID, task.EndpointID, zero, int(task.Priority), int(task.MaxAttempts), zero, 0, QueueDeliverBulk))

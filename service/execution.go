@@ -512,16 +512,18 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 			if err := checkEndpointEnabled(ctx, tx, tenant, task.EndpointID); err != nil {
 				return err
 			}
+			var failed []unsentFire
 			for i, id := range append([]string{e.ID}, e.ShardIDs...) {
 				if i < len(unsent) && unsent[i] != "" {
-					if err := failUnsent(ctx, tx, s.enq, tenant, id, task.ID, unsent[i], &done); err != nil {
-						return err
-					}
+					failed = append(failed, unsentFire{TenantID: tenant, ID: id, TaskID: task.ID, Reason: unsent[i]})
 					continue
 				}
 				if _, err := s.enqueueNow(ctx, tx, tenant, id, task); err != nil {
 					return err
 				}
+			}
+			if err := failUnsent(ctx, tx, s.enq, failed, &done); err != nil {
+				return err
 			}
 			row, err = db.GetExecution(ctx, tx, tenant, e.ID, false)
 		} else {

@@ -105,34 +105,47 @@ func (r payloadRenderer) render(f payloadFire) ([]byte, error) {
 	return r.tpl.Render(r.data(f), RenderedPayloadMax)
 }
 
-// failUnsent fails an execution just created, pending and not enqueued,
-// whose payload's template failed to render (reason): it is never sent
-// and never retried. The failure counts for its task as a delivery's
-// failure does (pause_after_failures, the alert). done counts what ended.
-func failUnsent(ctx context.Context, tx db.Tx, enq *Enqueuer, tenant, executionID, taskID, reason string, done *ended) error {
+// unsentFire is an execution just created, pending and not enqueued,
+// whose payload's template failed to render (Reason).
+type unsentFire struct {
+	TenantID, ID, TaskID, Reason string
+}
+
+// failUnsent fails fires whose template failed to render: never sent,
+// never retried. Each failure then counts for its task as a delivery's
+// failure does (pause_after_failures, the alert), once every one of them
+// is failed (an auto-pause cancels only executions still pending). done
+// counts what ended.
+func failUnsent(ctx context.Context, tx db.Tx, enq *Enqueuer, fires []unsentFire, done *ended) error {
 	class := ErrorClassTemplate
-	end := db.DeliveryEnd{TenantID: tenant, ID: executionID, From: []string{ExecPending}, To: ExecFailed, Error: &reason,
-		ErrorClass: &class}
-	if err := checkExec(end.From, end.To); err != nil {
-		return err
+	failed := fires[:0:0]
+	for _, f := range fires {
+		end := db.DeliveryEnd{TenantID: f.TenantID, ID: f.ID, From: []string{ExecPending}, To: ExecFailed, Error: &f.Reason,
+			ErrorClass: &class}
+		if err := checkExec(end.From, end.To); err != nil {
+			return err
+		}
+		ok, err := db.EndDelivery(ctx, tx, end)
+		if err != nil {
+			return storeError(err, "fail execution")
+		}
+		if !ok {
+			continue // no longer pending: nothing to fail
+		}
+		ev := db.DeliveryEvent{Type: EventFailed, ErrorClass: &class, Message: &f.Reason}
+		if err := db.InsertDeliveryEvents(ctx, tx, f.TenantID, f.ID, []db.DeliveryEvent{ev}); err != nil {
+			return storeError(err, "record template failure")
+		}
+		done.add(ExecFailed, 1)
+		failed = append(failed, f)
 	}
-	ok, err := db.EndDelivery(ctx, tx, end)
-	if err != nil {
-		return storeError(err, "fail execution")
+	for _, f := range failed {
+		fx, err := afterFailure(ctx, tx, enq, AlertMaxAttemptsDefault, f.TenantID, f.ID, f.TaskID)
+		if err != nil {
+			return err
+		}
+		done.add(ExecCancelled, fx.cancelled)
 	}
-	if !ok {
-		return conflictf("execution %s: it changed before its template's failure was recorded", executionID)
-	}
-	ev := db.DeliveryEvent{Type: EventFailed, ErrorClass: &class, Message: &reason}
-	if err := db.InsertDeliveryEvents(ctx, tx, tenant, executionID, []db.DeliveryEvent{ev}); err != nil {
-		return storeError(err, "record template failure")
-	}
-	done.add(ExecFailed, 1)
-	fx, err := afterFailure(ctx, tx, enq, AlertMaxAttemptsDefault, tenant, executionID, taskID)
-	if err != nil {
-		return err
-	}
-	done.add(ExecCancelled, fx.cancelled)
 	return nil
 }
 

@@ -192,11 +192,10 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 		}
 		res.Fired, res.Duplicate = len(inserted), len(execs)-len(inserted)
 		fired := make([]firedExecution, 0, len(inserted))
+		var failed []unsentFire
 		for _, e := range inserted {
 			if reason, ok := unsent[e.ID]; ok {
-				if err := failUnsent(ctx, tx, s.enq, e.TenantID, e.ID, e.TaskID, reason, &done); err != nil {
-					return err
-				}
+				failed = append(failed, unsentFire{TenantID: e.TenantID, ID: e.ID, TaskID: e.TaskID, Reason: reason})
 				continue
 			}
 			t := meta[e.TaskID]
@@ -207,7 +206,14 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 		if _, err := s.enq.insertMany(ctx, tx, fireInserts(fired, now, s.cfg.FetchAhead, s.cfg.BulkFetchAhead)); err != nil {
 			return err
 		}
-		return db.AdvanceTasks(ctx, tx, advs)
+		if err := db.AdvanceTasks(ctx, tx, advs); err != nil {
+			return err
+		}
+		if len(failed) == 0 {
+			return nil
+		}
+		// After the advance: a failure's auto-pause is the task's state.
+		return failUnsent(ctx, tx, s.enq, failed, &done)
 	})
 	if err != nil {
 		return TickResult{}, storeError(err, "scheduler tick")
