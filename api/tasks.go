@@ -560,7 +560,7 @@ type renderRequest struct {
 	// ScheduledFor is the slot to render (RFC 3339); absent: the task's next slot, or now when it has none.
 	ScheduledFor *string `json:"scheduled_for,omitempty" format:"date-time"`
 	// Inputs are a workflow run's inputs; a task has none (any is a 422).
-	Inputs map[string]json.RawMessage `json:"inputs,omitempty" swaggertype:"object"`
+	Inputs map[string]any `json:"inputs,omitempty"`
 } // @name RenderRequest
 
 // renderResponse is what a slot of the task would send.
@@ -593,7 +593,17 @@ func (h *handlers) renderTask(c echo.Context) error {
 		return err
 	}
 	var ve service.ValidationError
-	in := service.RenderInput{ScheduledFor: parseTime(&ve, "scheduled_for", req.ScheduledFor), Inputs: req.Inputs}
+	in := service.RenderInput{ScheduledFor: parseTime(&ve, "scheduled_for", req.ScheduledFor)}
+	for name, v := range req.Inputs {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return badRequest("inputs." + name + " is not JSON")
+		}
+		if in.Inputs == nil {
+			in.Inputs = map[string]json.RawMessage{}
+		}
+		in.Inputs[name] = raw
+	}
 	if err := ve.Err(); err != nil {
 		return err
 	}
