@@ -216,23 +216,23 @@ func Parse(payload []byte, scope Scope) (*Template, error) {
 	}
 	t := &Template{raw: payload}
 	var errs Errors
-	err := walkStrings(payload, func(start, end int, path string) error {
+	err := walkStrings(payload, func(start, end int, path string) {
+		var src string
 		lit := payload[start:end]
 		if !bytes.Contains(lit, []byte("{{")) {
-			return nil
+			return
 		}
-		var src string
-		if err := json.Unmarshal(lit, &src); err != nil {
-			return err
+		if err := json.Unmarshal(lit, &src); err != nil { // cannot happen: payload is valid JSON
+			errs = append(errs, &Error{Path: path, Reason: err.Error()})
+			return
 		}
 		p, err := parsePart(src, scope)
 		if err != nil {
 			errs = append(errs, &Error{Path: path, Reason: err.Error()})
-			return nil
+			return
 		}
 		p.start, p.end, p.path = start, end, path
 		t.parts = append(t.parts, p)
-		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -497,7 +497,7 @@ func join(prefix, path string) string {
 
 // walkStrings calls fn with the bounds and path of every string value of
 // doc, valid JSON, in document order (object keys are not values).
-func walkStrings(doc []byte, fn func(start, end int, path string) error) error {
+func walkStrings(doc []byte, fn func(start, end int, path string)) error {
 	type frame struct {
 		array bool
 		index int
@@ -537,8 +537,8 @@ func walkStrings(doc []byte, fn func(start, end int, path string) error) error {
 					return err
 				}
 				stack[len(stack)-1].key = keyPath(key)
-			} else if err := fn(i, end, path()); err != nil {
-				return err
+			} else {
+				fn(i, end, path())
 			}
 			i = end - 1
 		}
