@@ -551,7 +551,8 @@ func walkStrings(doc []byte, fn func(start, end int, path string)) error {
 func keyPath(key string) string {
 	plain := key != ""
 	for _, r := range key {
-		if !(r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r > 127) {
+		word := r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r > 127
+		if !word {
 			plain = false
 			break
 		}

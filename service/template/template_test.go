@@ -2,7 +2,6 @@ package template
 
 import (
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -285,7 +284,7 @@ func FuzzParseRender(f *testing.F) {
 		if err != nil {
 			var errs Errors
 			if json.Valid([]byte(payload)) {
-				require.True(t, errors.As(err, &errs), "valid JSON is refused only for its templates: %v", err)
+				require.ErrorAs(t, err, &errs, "valid JSON is refused only for its templates")
 			}
 			return
 		}
