@@ -164,3 +164,32 @@ func TestTemplateTurnedOnRendersUnfinished(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, pending, n)
 }
+
+// TestCatchUpRendersItsSlot: a fire-once catch-up after downtime renders
+// the payload for the slot it stands for (the latest missed one), as the
+// scheduler's on-time fires do.
+func TestCatchUpRendersItsSlot(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "hourly", EndpointID: f.endpoint, PayloadTemplate: true,
+		Payload:  []byte(`{"at":"{{ .scheduled_for }}","date":"{{ .business_date }}","trigger":"{{ .trigger }}"}`),
+		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *", Timezone: "Asia/Shanghai"}})
+	require.NoError(t, err)
+	// ax was down for two days: the task's next slot is long past.
+	f.exec(t, `UPDATE tasks SET next_run_at = date_trunc('hour', now()) - interval '48 hours' WHERE id = $1`, task.ID)
+	_, err = f.scheduler(service.SchedulerConfig{}).Tick(ctx)
+	require.NoError(t, err)
+
+	var (
+		at   time.Time
+		body []byte
+	)
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT scheduled_for, payload FROM executions WHERE task_id = $1 AND late`, task.ID).
+		Scan(&at, &body))
+	require.Less(t, time.Since(at), 2*time.Hour, "the catch-up is the latest missed slot")
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"at":"`+at.UTC().Format(time.RFC3339)+`","date":"`+at.In(shanghai).Format(time.DateOnly)+`","trigger":"schedule"}`,
+		string(body))
+}
