@@ -233,6 +233,7 @@ var auditActions = []string{"create", "update", "delete", "pause", "resume", "tr
 // notChanges are write routes that change no resource, each with the
 // reason.
 var notChanges = map[string]string{
+	"POST /v1/tasks/:id/render": "a read: it renders what a slot would send and sends, stores and changes nothing",
 	"POST /v1/executions/:id/heartbeat": "a receiver's liveness report: it moves its attempt's heartbeat deadline and " +
 		"keeps its progress, not a change of any resource's configuration or state (one record per heartbeat of every " +
 		"waiting execution would drown the log); the completion that ends the wait is audited",

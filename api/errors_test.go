@@ -162,6 +162,7 @@ func TestTenantIsolation(t *testing.T) {
 		{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/pause"},
 		{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/resume"},
 		{Method: http.MethodGet, Path: "/v1/tasks/" + taskA + "/preview"},
+		{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/render"},
 		{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/trigger"},
 		{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/trigger", Body: `{"dedup_key":"k"}`},
 		{Method: http.MethodGet, Path: "/v1/executions/" + execA},

@@ -77,7 +77,9 @@ type executionList struct {
 
 // triggerRequest is the optional body of POST /v1/tasks/{id}/trigger.
 type triggerRequest struct {
-	// Payload overrides the task's payload for this execution only; the webhook body carries it byte for byte. Absent or null: the task's payload.
+	// Payload overrides the task's payload for this execution only; the webhook body carries it byte for byte (it is
+	// not a template, even when the task's payload is). Absent or null: the task's payload, rendered for now when it is
+	// a template.
 	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
 	// DedupKey (1 to 128 printable characters) makes the trigger idempotent per task, forever: the same key returns the execution it first created and fires nothing.
 	DedupKey *string `json:"dedup_key,omitempty" example:"invoice-2026-01-42" minLength:"1" maxLength:"128"`
@@ -282,7 +284,7 @@ func (h *handlers) retryExecutions(c echo.Context) error {
 //
 //	@ID				retryExecution
 //	@Summary		Deliver an execution again
-//	@Description	failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot.
+//	@Description	failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot. An execution that failed because its payload's template failed to render (error_class template) renders the task's current payload again: 409 if it still fails.
 //	@Tags			executions
 //	@Produce		json
 //	@Security		BearerAuth
@@ -303,7 +305,7 @@ func (h *handlers) retryExecution(c echo.Context) error {
 //
 //	@ID				triggerTask
 //	@Summary		Fire a task now
-//	@Description	Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
+//	@Description	Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. A templated task's payload is rendered for now (each shard its own); a template that fails to render makes the execution failed (error_class template), unsent. Supports Idempotency-Key, remembered per task.
 //	@Tags			tasks
 //	@Accept			json
 //	@Produce		json

@@ -40,6 +40,7 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.POST("/tasks/:id/pause", h.pauseTask, tW)
 	v1.POST("/tasks/:id/resume", h.resumeTask, tW)
 	v1.GET("/tasks/:id/preview", h.previewTask, tR)
+	v1.POST("/tasks/:id/render", h.renderTask, tR)
 	v1.POST("/tasks/:id/trigger", h.triggerTask, tW, h.idempotentTrigger)
 	v1.POST("/tasks/:id/skip", h.skipSlot, tW)
 	v1.POST("/tasks/:id/backfill", h.backfillTask, tW, h.idempotentBackfill)

@@ -1919,6 +1919,25 @@ type Problem struct {
 	Type      string        `json:"type"`
 }
 
+// RenderRequest defines model for RenderRequest.
+type RenderRequest struct {
+	// Inputs Inputs are a workflow run's inputs; a task has none (any is a 422).
+	Inputs *map[string]interface{} `json:"inputs,omitempty"`
+
+	// ScheduledFor ScheduledFor is the slot to render (RFC 3339); absent: the task's next slot, or now when it has none.
+	ScheduledFor *time.Time `json:"scheduled_for,omitempty"`
+}
+
+// RenderResponse defines model for RenderResponse.
+type RenderResponse struct {
+	// Body Body is the request body the slot would send: the rendered payload (the payload itself when payload_template
+	// is false).
+	Body interface{} `json:"body"`
+
+	// ScheduledFor ScheduledFor is the slot rendered.
+	ScheduledFor time.Time `json:"scheduled_for"`
+}
+
 // Replica defines model for Replica.
 type Replica struct {
 	// DeliveriesInFlight DeliveriesInFlight is the webhook requests it had under way at its
@@ -2163,8 +2182,11 @@ type Task struct {
 	OverlapPolicy      string      `json:"overlap_policy"`
 	PauseAfterFailures *int        `json:"pause_after_failures,omitempty"`
 	Payload            interface{} `json:"payload"`
-	Priority           int         `json:"priority"`
-	Retry              RetryPolicy `json:"retry"`
+
+	// PayloadTemplate PayloadTemplate: payload's strings are templates rendered when an execution is created.
+	PayloadTemplate bool        `json:"payload_template"`
+	Priority        int         `json:"priority"`
+	Retry           RetryPolicy `json:"retry"`
 
 	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
 	Schedule Schedule  `json:"schedule"`
@@ -2218,6 +2240,13 @@ type TaskRequest struct {
 
 	// Payload Payload is any JSON; the webhook body carries it byte for byte. Default {}.
 	Payload interface{} `json:"payload,omitempty"`
+
+	// PayloadTemplate PayloadTemplate: each JSON string of payload is a Go text/template, rendered once when an execution is
+	// created ({{ .business_date }}, {{ date_add .business_date -1 }}; docs/templates.md). Default false: the body is
+	// the payload's bytes.
+	//
+	// Example: false
+	PayloadTemplate *bool `json:"payload_template,omitempty"`
 
 	// Priority Priority 1 (highest) to 4; null or absent: 2.
 	//
@@ -2281,6 +2310,13 @@ type TaskRequestPatch struct {
 
 	// Payload Payload is any JSON; the webhook body carries it byte for byte. Default {}.
 	Payload interface{} `json:"payload,omitempty"`
+
+	// PayloadTemplate PayloadTemplate: each JSON string of payload is a Go text/template, rendered once when an execution is
+	// created ({{ .business_date }}, {{ date_add .business_date -1 }}; docs/templates.md). Default false: the body is
+	// the payload's bytes.
+	//
+	// Example: false
+	PayloadTemplate *bool `json:"payload_template,omitempty"`
 
 	// Priority Priority 1 (highest) to 4; null or absent: 2.
 	//
@@ -2365,7 +2401,9 @@ type TriggerRequest struct {
 	// Example: invoice-2026-01-42
 	DedupKey *string `json:"dedup_key,omitempty"`
 
-	// Payload Payload overrides the task's payload for this execution only; the webhook body carries it byte for byte. Absent or null: the task's payload.
+	// Payload Payload overrides the task's payload for this execution only; the webhook body carries it byte for byte (it is
+	// not a template, even when the task's payload is). Absent or null: the task's payload, rendered for now when it is
+	// a template.
 	Payload interface{} `json:"payload,omitempty"`
 }
 
@@ -2878,6 +2916,9 @@ type PatchTaskJSONRequestBody = TaskRequestPatch
 
 // BackfillTaskJSONRequestBody defines body for BackfillTask for application/json ContentType.
 type BackfillTaskJSONRequestBody = BackfillRequest
+
+// RenderTaskJSONRequestBody defines body for RenderTask for application/json ContentType.
+type RenderTaskJSONRequestBody = RenderRequest
 
 // SkipSlotJSONRequestBody defines body for SkipSlot for application/json ContentType.
 type SkipSlotJSONRequestBody = SkipRequest
@@ -3393,7 +3434,7 @@ type ClientInterface interface {
 
 	// RetryExecution Deliver an execution again
 	//
-	// failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot.
+	// failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot. An execution that failed because its payload's template failed to render (error_class template) renders the task's current payload again: 409 if it still fails.
 	//
 	// Corresponds with POST /v1/executions/{id}/retry (the `RetryExecution` operationId).
 	RetryExecution(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3504,6 +3545,24 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/tasks/{id}/preview (the `PreviewTask` operationId).
 	PreviewTask(ctx context.Context, id string, params *PreviewTaskParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RenderTaskWithBody What a slot of the task would send
+	//
+	// Renders the task's payload for a slot (shard 0, round 1, trigger schedule, a fresh execution id) and sends nothing. A template that fails to render is a 422 naming the field (payload.rows).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/tasks/{id}/render (the `RenderTask` operationId).
+	RenderTaskWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenderTask What a slot of the task would send
+	//
+	// Renders the task's payload for a slot (shard 0, round 1, trigger schedule, a fresh execution id) and sends nothing. A template that fails to render is a 422 naming the field (payload.rows).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/tasks/{id}/render (the `RenderTask` operationId).
+	RenderTask(ctx context.Context, id string, body RenderTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ResumeTask Resume a paused task
 	//
 	// Fires again from now on; slots missed while paused are not fired. Idempotent.
@@ -3531,7 +3590,7 @@ type ClientInterface interface {
 
 	// TriggerTaskWithBody Fire a task now
 	//
-	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
+	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. A templated task's payload is rendered for now (each shard its own); a template that fails to render makes the execution failed (error_class template), unsent. Supports Idempotency-Key, remembered per task.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3540,7 +3599,7 @@ type ClientInterface interface {
 
 	// TriggerTask Fire a task now
 	//
-	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
+	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. A templated task's payload is rendered for now (each shard its own); a template that fails to render makes the execution failed (error_class template), unsent. Supports Idempotency-Key, remembered per task.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4337,7 +4396,7 @@ func (c *Client) HeartbeatExecution(ctx context.Context, id string, body Heartbe
 
 // RetryExecution Deliver an execution again
 //
-// failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot.
+// failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot. An execution that failed because its payload's template failed to render (error_class template) renders the task's current payload again: 409 if it still fails.
 //
 // Corresponds with POST /v1/executions/{id}/retry (the `RetryExecution` operationId).
 func (c *Client) RetryExecution(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4598,6 +4657,44 @@ func (c *Client) PreviewTask(ctx context.Context, id string, params *PreviewTask
 	return c.Client.Do(req)
 }
 
+// RenderTaskWithBody What a slot of the task would send
+//
+// Renders the task's payload for a slot (shard 0, round 1, trigger schedule, a fresh execution id) and sends nothing. A template that fails to render is a 422 naming the field (payload.rows).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/tasks/{id}/render (the `RenderTask` operationId).
+func (c *Client) RenderTaskWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenderTaskRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenderTask What a slot of the task would send
+//
+// Renders the task's payload for a slot (shard 0, round 1, trigger schedule, a fresh execution id) and sends nothing. A template that fails to render is a 422 naming the field (payload.rows).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/tasks/{id}/render (the `RenderTask` operationId).
+func (c *Client) RenderTask(ctx context.Context, id string, body RenderTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenderTaskRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ResumeTask Resume a paused task
 //
 // Fires again from now on; slots missed while paused are not fired. Idempotent.
@@ -4655,7 +4752,7 @@ func (c *Client) SkipSlot(ctx context.Context, id string, body SkipSlotJSONReque
 
 // TriggerTaskWithBody Fire a task now
 //
-// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
+// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. A templated task's payload is rendered for now (each shard its own); a template that fails to render makes the execution failed (error_class template), unsent. Supports Idempotency-Key, remembered per task.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4674,7 +4771,7 @@ func (c *Client) TriggerTaskWithBody(ctx context.Context, id string, params *Tri
 
 // TriggerTask Fire a task now
 //
-// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
+// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. A templated task's payload is rendered for now (each shard its own); a template that fails to render makes the execution failed (error_class template), unsent. Supports Idempotency-Key, remembered per task.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6916,6 +7013,53 @@ func NewPreviewTaskRequest(server string, id string, params *PreviewTaskParams) 
 	return req, nil
 }
 
+// NewRenderTaskRequest calls the generic RenderTask builder with application/json body
+func NewRenderTaskRequest(server string, id string, body RenderTaskJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRenderTaskRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewRenderTaskRequestWithBody constructs an http.Request for the RenderTask method, with any body, and a specified content type
+func NewRenderTaskRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tasks/%s/render", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewResumeTaskRequest constructs an http.Request for the ResumeTask method
 func NewResumeTaskRequest(server string, id string) (*http.Request, error) {
 	var err error
@@ -8073,7 +8217,7 @@ type ClientWithResponsesInterface interface {
 
 	// RetryExecutionWithResponse Deliver an execution again
 	//
-	// failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot.
+	// failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot. An execution that failed because its payload's template failed to render (error_class template) renders the task's current payload again: 409 if it still fails.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8202,6 +8346,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/tasks/{id}/preview (the `PreviewTask` operationId).
 	PreviewTaskWithResponse(ctx context.Context, id string, params *PreviewTaskParams, reqEditors ...RequestEditorFn) (*PreviewTaskResponse, error)
 
+	// RenderTaskWithBodyWithResponse What a slot of the task would send
+	//
+	// Renders the task's payload for a slot (shard 0, round 1, trigger schedule, a fresh execution id) and sends nothing. A template that fails to render is a 422 naming the field (payload.rows).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/{id}/render (the `RenderTask` operationId).
+	RenderTaskWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenderTaskResponse, error)
+
+	// RenderTaskWithResponse What a slot of the task would send
+	//
+	// Renders the task's payload for a slot (shard 0, round 1, trigger schedule, a fresh execution id) and sends nothing. A template that fails to render is a 422 naming the field (payload.rows).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/tasks/{id}/render (the `RenderTask` operationId).
+	RenderTaskWithResponse(ctx context.Context, id string, body RenderTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*RenderTaskResponse, error)
+
 	// ResumeTaskWithResponse Resume a paused task
 	//
 	// Fires again from now on; slots missed while paused are not fired. Idempotent.
@@ -8231,7 +8393,7 @@ type ClientWithResponsesInterface interface {
 
 	// TriggerTaskWithBodyWithResponse Fire a task now
 	//
-	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
+	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. A templated task's payload is rendered for now (each shard its own); a template that fails to render makes the execution failed (error_class template), unsent. Supports Idempotency-Key, remembered per task.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8240,7 +8402,7 @@ type ClientWithResponsesInterface interface {
 
 	// TriggerTaskWithResponse Fire a task now
 	//
-	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
+	// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. A templated task's payload is rendered for now (each shard its own); a template that fails to render makes the execution failed (error_class template), unsent. Supports Idempotency-Key, remembered per task.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12996,6 +13158,141 @@ func (r PreviewTaskResponse) ContentType() string {
 	return ""
 }
 
+// RenderTaskResponse401Headers the declared response headers of an HTTP 401 response for RenderTask
+type RenderTaskResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// RenderTaskResponse429Headers the declared response headers of an HTTP 429 response for RenderTask
+type RenderTaskResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+// RenderTaskResponse503Headers the declared response headers of an HTTP 503 response for RenderTask
+type RenderTaskResponse503Headers struct {
+	RetryAfter *int
+}
+
+type RenderTaskResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RenderResponse
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RenderTaskResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RenderTaskResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RenderTaskResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RenderTaskResponse) GetJSON200() *RenderResponse {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RenderTaskResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RenderTaskResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RenderTaskResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RenderTaskResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RenderTaskResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RenderTaskResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RenderTaskResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RenderTaskResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RenderTaskResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RenderTaskResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RenderTaskResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RenderTaskResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RenderTaskResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RenderTaskResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ResumeTaskResponse401Headers the declared response headers of an HTTP 401 response for ResumeTask
 type ResumeTaskResponse401Headers struct {
 	WWWAuthenticate *string
@@ -15685,7 +15982,7 @@ func (c *ClientWithResponses) HeartbeatExecutionWithResponse(ctx context.Context
 
 // RetryExecutionWithResponse Deliver an execution again
 //
-// failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot.
+// failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot. An execution that failed because its payload's template failed to render (error_class template) renders the task's current payload again: 409 if it still fails.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15904,6 +16201,36 @@ func (c *ClientWithResponses) PreviewTaskWithResponse(ctx context.Context, id st
 	return ParsePreviewTaskResponse(rsp)
 }
 
+// RenderTaskWithBodyWithResponse What a slot of the task would send
+//
+// Renders the task's payload for a slot (shard 0, round 1, trigger schedule, a fresh execution id) and sends nothing. A template that fails to render is a 422 naming the field (payload.rows).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/{id}/render (the `RenderTask` operationId).
+func (c *ClientWithResponses) RenderTaskWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenderTaskResponse, error) {
+	rsp, err := c.RenderTaskWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenderTaskResponse(rsp)
+}
+
+// RenderTaskWithResponse What a slot of the task would send
+//
+// Renders the task's payload for a slot (shard 0, round 1, trigger schedule, a fresh execution id) and sends nothing. A template that fails to render is a 422 naming the field (payload.rows).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/tasks/{id}/render (the `RenderTask` operationId).
+func (c *ClientWithResponses) RenderTaskWithResponse(ctx context.Context, id string, body RenderTaskJSONRequestBody, reqEditors ...RequestEditorFn) (*RenderTaskResponse, error) {
+	rsp, err := c.RenderTask(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenderTaskResponse(rsp)
+}
+
 // ResumeTaskWithResponse Resume a paused task
 //
 // Fires again from now on; slots missed while paused are not fired. Idempotent.
@@ -15951,7 +16278,7 @@ func (c *ClientWithResponses) SkipSlotWithResponse(ctx context.Context, id strin
 
 // TriggerTaskWithBodyWithResponse Fire a task now
 //
-// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
+// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. A templated task's payload is rendered for now (each shard its own); a template that fails to render makes the execution failed (error_class template), unsent. Supports Idempotency-Key, remembered per task.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15966,7 +16293,7 @@ func (c *ClientWithResponses) TriggerTaskWithBodyWithResponse(ctx context.Contex
 
 // TriggerTaskWithResponse Fire a task now
 //
-// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
+// Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. A templated task's payload is rendered for now (each shard its own); a template that fails to render makes the execution failed (error_class template), unsent. Supports Idempotency-Key, remembered per task.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -21359,6 +21686,156 @@ func ParsePreviewTaskResponse(rsp *http.Response) (*PreviewTaskResponse, error) 
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers PreviewTaskResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRenderTaskResponse parses an HTTP response from a RenderTaskWithResponse call
+func ParseRenderTaskResponse(rsp *http.Response) (*RenderTaskResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RenderTaskResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RenderResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RenderTaskResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RenderTaskResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RenderTaskResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
