@@ -77,7 +77,9 @@ type executionList struct {
 
 // triggerRequest is the optional body of POST /v1/tasks/{id}/trigger.
 type triggerRequest struct {
-	// Payload overrides the task's payload for this execution only; the webhook body carries it byte for byte. Absent or null: the task's payload.
+	// Payload overrides the task's payload for this execution only; the webhook body carries it byte for byte (it is
+	// not a template, even when the task's payload is). Absent or null: the task's payload, rendered for now when it is
+	// a template.
 	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
 	// DedupKey (1 to 128 printable characters) makes the trigger idempotent per task, forever: the same key returns the execution it first created and fires nothing.
 	DedupKey *string `json:"dedup_key,omitempty" example:"invoice-2026-01-42" minLength:"1" maxLength:"128"`
@@ -196,11 +198,93 @@ func (h *handlers) cancelExecution(c echo.Context) error {
 	return c.JSON(http.StatusOK, executionOut(x))
 }
 
+// retryExecutionsRequest selects the executions a bulk retry delivers again.
+type retryExecutionsRequest struct {
+	// TaskID limits the retry to one task's executions.
+	TaskID string `json:"task_id,omitempty" format:"uuid"`
+	// WorkflowID limits it to one workflow's step executions.
+	WorkflowID string `json:"workflow_id,omitempty" format:"uuid"`
+	// State is the state retried: failed or cancelled.
+	State string `json:"state" enums:"failed,cancelled" example:"failed" validate:"required"`
+	// From is the first slot (scheduled_for) of the range (inclusive), RFC 3339.
+	From string `json:"from" format:"date-time" example:"2026-12-03T22:00:00Z" validate:"required"`
+	// To ends the range (exclusive), RFC 3339.
+	To string `json:"to" format:"date-time" example:"2026-12-04T06:00:00Z" validate:"required"`
+	// DryRun: count the matches, retry nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+} // @name RetryExecutionsRequest
+
+// retryExecutionsResult is what a bulk retry did.
+type retryExecutionsResult struct {
+	// Matched executions are in state with a slot in [from, to).
+	Matched int `json:"matched" example:"312"`
+	// Retried of them are pending again (0 in a dry run).
+	Retried int `json:"retried" example:"309"`
+	// Skipped were left as they were: their task paused or deleted, their slot fired by another execution now, a change in between.
+	Skipped int `json:"skipped" example:"3"`
+	// SkipReasons name the first 10 skipped: "<execution id>: <why>".
+	SkipReasons []string `json:"skip_reasons"`
+} // @name RetryExecutionsResult
+
+// retryExecutions godoc
+//
+//	@ID				retryExecutions
+//	@Summary		Deliver again every failed (or cancelled) execution of a range
+//	@Description	Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+//	@Tags			executions
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			body	body		retryExecutionsRequest	true	"which executions"
+//	@Success		202		{object}	retryExecutionsResult
+//	@Success		200		{object}	retryExecutionsResult	"dry run"
+//	@Failure		400,401,403,413,415,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/executions/retry [post]
+func (h *handlers) retryExecutions(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var req retryExecutionsRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	var ve service.ValidationError
+	in := service.RetryBulkInput{TaskID: req.TaskID, WorkflowID: req.WorkflowID, State: req.State, DryRun: req.DryRun}
+	if req.From != "" {
+		if t := parseTime(&ve, "from", &req.From); t != nil {
+			in.From = *t
+		}
+	}
+	if req.To != "" {
+		if t := parseTime(&ve, "to", &req.To); t != nil {
+			in.To = *t
+		}
+	}
+	if err := ve.Err(); err != nil {
+		return err
+	}
+	res, err := h.cfg.Executions.RetryBulk(c.Request().Context(), principalFrom(c).Tenant, in)
+	if err != nil {
+		return err
+	}
+	out := retryExecutionsResult{Matched: res.Matched, Retried: res.Retried, Skipped: res.Skipped, SkipReasons: res.Reasons}
+	if out.SkipReasons == nil {
+		out.SkipReasons = []string{}
+	}
+	status := http.StatusAccepted
+	if in.DryRun {
+		status = http.StatusOK
+	}
+	return c.JSON(status, out)
+}
+
 // retryExecution godoc
 //
 //	@ID				retryExecution
 //	@Summary		Deliver an execution again
-//	@Description	failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot.
+//	@Description	failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot. An execution that failed because its payload's template failed to render (error_class template) renders the task's current payload again: 409 if it still fails.
 //	@Tags			executions
 //	@Produce		json
 //	@Security		BearerAuth
@@ -221,7 +305,7 @@ func (h *handlers) retryExecution(c echo.Context) error {
 //
 //	@ID				triggerTask
 //	@Summary		Fire a task now
-//	@Description	Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
+//	@Description	Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. A templated task's payload is rendered for now (each shard its own); a template that fails to render makes the execution failed (error_class template), unsent. Supports Idempotency-Key, remembered per task.
 //	@Tags			tasks
 //	@Accept			json
 //	@Produce		json

@@ -76,6 +76,10 @@ type taskRequest struct {
 	Schedule   scheduleDTO `json:"schedule" validate:"required"`
 	// Payload is any JSON; the webhook body carries it byte for byte. Default {}.
 	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
+	// PayloadTemplate: each JSON string of payload is a Go text/template, rendered once when an execution is
+	// created ({{ .business_date }}, {{ date_add .business_date -1 }}; docs/templates.md). Default false: the body is
+	// the payload's bytes.
+	PayloadTemplate bool `json:"payload_template,omitempty" example:"false"`
 	// Priority 1 (highest) to 4; null or absent: 2.
 	Priority *int `json:"priority,omitempty" example:"2" minimum:"1" maximum:"4" extensions:"x-nullable"`
 	// TimeoutMS per attempt (100..300000); null or absent: the endpoint's timeout.
@@ -106,7 +110,9 @@ type taskResponse struct {
 	EndpointID string          `json:"endpoint_id"`
 	Schedule   scheduleDTO     `json:"schedule"`
 	Payload    json.RawMessage `json:"payload" swaggertype:"object"`
-	Priority   int             `json:"priority"`
+	// PayloadTemplate: payload's strings are templates rendered when an execution is created.
+	PayloadTemplate bool `json:"payload_template"`
+	Priority        int  `json:"priority"`
 	// TimeoutMS per attempt; absent: the endpoint's timeout.
 	TimeoutMS          *int              `json:"timeout_ms,omitempty"`
 	Retry              retryDTO          `json:"retry"`
@@ -168,7 +174,7 @@ var taskReadOnly = []string{"id", "state", "next_run_at", "created_at", "updated
 func (r taskRequest) input() (service.TaskInput, error) {
 	var ve service.ValidationError
 	in := service.TaskInput{
-		Name: r.Name, EndpointID: r.EndpointID, Payload: r.Payload,
+		Name: r.Name, EndpointID: r.EndpointID, Payload: r.Payload, PayloadTemplate: r.PayloadTemplate,
 		Schedule: schedule.Spec{
 			Type: r.Schedule.Type, Cron: r.Schedule.Cron, Timezone: r.Schedule.Timezone, IntervalSeconds: r.Schedule.IntervalSeconds,
 			RunAt: parseTime(&ve, "schedule.run_at", r.Schedule.RunAt), StartAt: parseTime(&ve, "schedule.start_at", r.Schedule.StartAt),
@@ -259,6 +265,7 @@ func scheduleOut(s schedule.Spec) scheduleDTO {
 func taskRequestOf(in service.TaskInput) taskRequest {
 	r := taskRequest{
 		Name: in.Name, EndpointID: in.EndpointID, Schedule: scheduleOut(in.Schedule), Payload: in.Payload,
+		PayloadTemplate: in.PayloadTemplate,
 		Retry: retryDTO{MaxAttempts: in.Retry.MaxAttempts, InitialBackoffMS: in.Retry.InitialBackoff.Milliseconds(),
 			MaxBackoffMS: in.Retry.MaxBackoff.Milliseconds()},
 		OverlapPolicy: in.OverlapPolicy, MisfirePolicy: in.MisfirePolicy, Labels: in.Labels,
@@ -285,7 +292,8 @@ func taskRequestOf(in service.TaskInput) taskRequest {
 func taskOut(t service.Task) taskResponse {
 	req := taskRequestOf(t.Input())
 	out := taskResponse{
-		ID: t.ID, Name: t.Name, EndpointID: t.EndpointID, Schedule: req.Schedule, Payload: t.Payload, Priority: t.Priority,
+		ID: t.ID, Name: t.Name, EndpointID: t.EndpointID, Schedule: req.Schedule, Payload: t.Payload,
+		PayloadTemplate: t.PayloadTemplate, Priority: t.Priority,
 		TimeoutMS: req.TimeoutMS, Retry: req.Retry, OverlapPolicy: t.OverlapPolicy, MisfirePolicy: t.MisfirePolicy,
 		Labels: t.Labels, AlertEndpointID: t.AlertEndpointID, PauseAfterFailures: t.PauseAfterFailures, Shards: t.Shards,
 		Completion: completionDTO{Mode: service.CompletionResponse}, SLA: req.SLA,
@@ -545,4 +553,63 @@ func (h *handlers) previewTask(c echo.Context) error {
 		out.Excluded = append(out.Excluded, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339)})
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// renderRequest is the body of POST /v1/tasks/{id}/render.
+type renderRequest struct {
+	// ScheduledFor is the slot to render (RFC 3339); absent: the task's next slot, or now when it has none.
+	ScheduledFor *string `json:"scheduled_for,omitempty" format:"date-time"`
+	// Inputs are a workflow run's inputs; a task has none (any is a 422).
+	Inputs map[string]any `json:"inputs,omitempty"`
+} // @name RenderRequest
+
+// renderResponse is what a slot of the task would send.
+type renderResponse struct {
+	// Body is the request body the slot would send: the rendered payload (the payload itself when payload_template
+	// is false).
+	Body json.RawMessage `json:"body" swaggertype:"object"`
+	// ScheduledFor is the slot rendered.
+	ScheduledFor timestamp `json:"scheduled_for" swaggertype:"string" format:"date-time"`
+} // @name RenderResponse
+
+// renderTask godoc
+//
+//	@ID			renderTask
+//	@Summary		What a slot of the task would send
+//	@Description	Renders the task's payload for a slot (shard 0, round 1, trigger schedule, a fresh execution id) and sends nothing. A template that fails to render is a 422 naming the field (payload.rows).
+//	@Tags			tasks
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id		path		string			true	"task id"
+//	@Param			body	body		renderRequest	false	"the slot"
+//	@Success		200		{object}	renderResponse
+//	@Failure		400,401,403,404,413,415,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/tasks/{id}/render [post]
+func (h *handlers) renderTask(c echo.Context) error {
+	var req renderRequest
+	if err := decodeOptional(c, &req); err != nil {
+		return err
+	}
+	var ve service.ValidationError
+	in := service.RenderInput{ScheduledFor: parseTime(&ve, "scheduled_for", req.ScheduledFor)}
+	for name, v := range req.Inputs {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return badRequest("inputs." + name + " is not JSON")
+		}
+		if in.Inputs == nil {
+			in.Inputs = map[string]json.RawMessage{}
+		}
+		in.Inputs[name] = raw
+	}
+	if err := ve.Err(); err != nil {
+		return err
+	}
+	r, err := h.cfg.Tasks.Render(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, renderResponse{Body: r.Body, ScheduledFor: stamp(r.ScheduledFor)})
 }

@@ -171,6 +171,9 @@ type NewBackfillExecution struct {
 	ID           string
 	ScheduledFor time.Time
 	Round        int32
+	// Payload is the rendered payload of a templated task (nil: the
+	// task's payload is sent).
+	Payload []byte
 }
 
 // InsertBackfillExecution inserts a pending backfill execution of the
@@ -178,8 +181,8 @@ type NewBackfillExecution struct {
 // (another backfill made it): then it reports false.
 func InsertBackfillExecution(ctx context.Context, q Querier, tenant, taskID, backfillID string, e NewBackfillExecution) (bool, error) {
 	tag, err := q.Exec(ctx, `WITH x AS (
-			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, round, backfill_id)
-			VALUES ($1, $2, $3, $4, 'backfill', $5, $6)
+			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, round, backfill_id, payload)
+			VALUES ($1, $2, $3, $4, 'backfill', $5, $6, $7)
 			ON CONFLICT (task_id, scheduled_for, round, shard) WHERE trigger IN ('schedule', 'backfill') AND NOT rescheduled DO NOTHING
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
@@ -188,7 +191,7 @@ func InsertBackfillExecution(ctx context.Context, q Querier, tenant, taskID, bac
 		INSERT INTO execution_events (tenant_id, execution_id, type, data)
 		SELECT tenant_id, id, 'fired', jsonb_build_object('trigger', 'backfill', 'backfill_id', $6::text, 'round', $5::int,
 			'scheduled_for', $4::timestamptz) FROM x`,
-		tenant, e.ID, taskID, e.ScheduledFor, e.Round, backfillID)
+		tenant, e.ID, taskID, e.ScheduledFor, e.Round, backfillID, e.Payload)
 	if err != nil {
 		return false, wrap("insert backfill execution", err)
 	}

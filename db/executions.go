@@ -215,6 +215,9 @@ type ManualExecution struct {
 	// ShardIDs, for a sharded task, are the ids of shards 1.. (ID is
 	// shard 0's).
 	ShardIDs []string
+	// ShardPayloads, when set, are the payloads of shards 0.. (a
+	// templated task's, rendered for each shard), in place of Payload.
+	ShardPayloads [][]byte
 }
 
 // InsertManualExecution inserts a pending manual execution scheduled for
@@ -230,12 +233,12 @@ func InsertManualExecution(ctx context.Context, q Querier, e ManualExecution) (b
 	}
 	tag, err := q.Exec(ctx, `WITH x0 AS (
 			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, dedup_key, payload, shard, shard_count)
-			VALUES ($1, ($2::uuid[])[1], $3, now(), 'manual', $4, $5, 0, cardinality($2::uuid[]))
+			VALUES ($1, ($2::uuid[])[1], $3, now(), 'manual', $4, coalesce(($6::bytea[])[1], $5), 0, cardinality($2::uuid[]))
 			ON CONFLICT (tenant_id, task_id, dedup_key, shard) WHERE dedup_key IS NOT NULL DO NOTHING
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), xs AS (
 			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, dedup_key, payload, shard, shard_count)
-			SELECT $1, i.id, $3, now(), 'manual', $4, $5, i.ord - 1, cardinality($2::uuid[])
+			SELECT $1, i.id, $3, now(), 'manual', $4, coalesce(($6::bytea[])[i.ord], $5), i.ord - 1, cardinality($2::uuid[])
 			FROM unnest($2::uuid[]) WITH ORDINALITY AS i(id, ord)
 			WHERE i.ord > 1 AND EXISTS (SELECT 1 FROM x0)
 			RETURNING tenant_id, id, task_id, scheduled_for
@@ -246,11 +249,38 @@ func InsertManualExecution(ctx context.Context, q Querier, e ManualExecution) (b
 			SELECT tenant_id, task_id, scheduled_for, id FROM x)
 		INSERT INTO execution_events (tenant_id, execution_id, type, data)
 		SELECT tenant_id, id, 'fired', '{"trigger":"manual"}' FROM x`,
-		e.TenantID, ids, e.TaskID, e.DedupKey, e.Payload)
+		e.TenantID, ids, e.TaskID, e.DedupKey, e.Payload, e.ShardPayloads)
 	if err != nil {
 		return false, wrap("insert manual execution", err)
 	}
 	return tag.RowsAffected() > 0, nil
+}
+
+// SetExecutionPayload stores the payload an execution sends (a templated
+// task's, rendered anew by an API retry of an execution whose template
+// failed) and reports whether the execution exists.
+func SetExecutionPayload(ctx context.Context, q Querier, tenant, id string, payload []byte) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE executions SET payload = $3 WHERE tenant_id = $1 AND id = $2`, tenant, id, payload)
+	if err != nil {
+		return false, wrap("set execution payload", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// UnfinishedWithoutPayload returns a task's unfinished executions that
+// carry no payload of their own (their next attempt sends the task's
+// payload), locked until the transaction ends: those to render when the
+// task's payload becomes a template.
+func UnfinishedWithoutPayload(ctx context.Context, q Querier, tenant, taskID string) ([]Execution, error) {
+	rows, err := q.Query(ctx, `SELECT `+executionColumns+` FROM unfinished_executions u
+		JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
+		WHERE u.tenant_id = $1 AND u.task_id = $2 AND e.state IN `+execUnfinished+` AND e.payload IS NULL
+		ORDER BY u.scheduled_for
+		FOR UPDATE OF e`, tenant, taskID)
+	if err != nil {
+		return nil, wrap("list unsent executions", err)
+	}
+	return collectRows[Execution](rows, 0)
 }
 
 // GetExecutionByDedupKey reads the execution of a task with dedup key.
@@ -403,4 +433,20 @@ func HurryRetry(ctx context.Context, q Querier, tenant, id string) (bool, error)
 		return false, wrap("retry now", err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// RetryCandidates returns the ids of tenant's executions in state whose
+// slot (scheduled_for) lies in [from, to), of task taskID and of workflow
+// workflowID when those are set, oldest slot first, at most limit.
+func RetryCandidates(ctx context.Context, q Querier, tenant, state, taskID, workflowID string, from, to time.Time, limit int) ([]string, error) {
+	rows, err := q.Query(ctx, `
+		SELECT id::text FROM executions
+		WHERE tenant_id = $1 AND state = $2 AND scheduled_for >= $3 AND scheduled_for < $4
+		  AND ($5 = '' OR task_id = nullif($5, '')::uuid) AND ($6 = '' OR workflow_id = nullif($6, '')::uuid)
+		ORDER BY scheduled_for, id
+		LIMIT $7`, tenant, state, from, to, taskID, workflowID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }

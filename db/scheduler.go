@@ -32,6 +32,12 @@ type DueTask struct {
 	ExcludeCalendars []string `db:"exclude_calendars"`
 	// Shards is how many executions each slot fires.
 	Shards int32 `db:"shards"`
+	// PayloadTemplate: the task's payload is a template, which the
+	// scheduler renders for each execution. Name and Payload are read
+	// only then (empty otherwise: an untemplated fire reads no more).
+	PayloadTemplate bool   `db:"payload_template"`
+	Name            string `db:"name"`
+	Payload         []byte `db:"payload"`
 }
 
 // ClaimDueTasks locks up to limit active tasks whose next_run_at is at or
@@ -40,7 +46,8 @@ type DueTask struct {
 func ClaimDueTasks(ctx context.Context, tx pgx.Tx, horizon time.Time, limit int) ([]DueTask, error) {
 	rows, err := tx.Query(ctx, `SELECT tenant_id, id::text, schedule_type, cron, timezone, interval_seconds, run_at,
 			start_at, end_at, priority, max_attempts, misfire_policy, next_run_at, version, created_at,
-			schedule_dialect, dst_policy, exclude_calendars::text[], shards, endpoint_id::text
+			schedule_dialect, dst_policy, exclude_calendars::text[], shards, endpoint_id::text, payload_template,
+			CASE WHEN payload_template THEN name ELSE '' END AS name, CASE WHEN payload_template THEN payload END AS payload
 		FROM tasks
 		WHERE state = `+taskActive+` AND next_run_at IS NOT NULL AND next_run_at <= $1
 		ORDER BY next_run_at
@@ -66,6 +73,9 @@ type NewExecution struct {
 	Missed int64
 	// Shard of ShardCount (0 of 1: the task is not sharded).
 	Shard, ShardCount int32
+	// Payload is the rendered payload of a templated task (nil: the
+	// task's payload is sent).
+	Payload []byte
 }
 
 // InsertedExecution is an execution the insert actually created.
@@ -92,10 +102,19 @@ func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecut
 	slots, implicit := make([]time.Time, n), make([]int16, n)
 	late := make([]bool, n)
 	shards, counts := make([]int32, n), make([]int32, n)
-	var noted []int // executions with stored events
+	var (
+		noted    []int    // executions with stored events
+		payloads [][]byte // nil (a NULL array) unless a task is templated
+	)
 	for i, e := range execs {
 		tenants[i], ids[i], tasks[i], slots[i], late[i] = e.TenantID, e.ID, e.TaskID, e.ScheduledFor, e.Late
 		shards[i], counts[i] = e.Shard, max(e.ShardCount, 1)
+		if e.Payload != nil {
+			if payloads == nil {
+				payloads = make([][]byte, n)
+			}
+			payloads[i] = e.Payload
+		}
 		if e.Late || e.Missed > 0 {
 			noted = append(noted, i)
 		} else {
@@ -111,10 +130,11 @@ func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecut
 		return nil, wrap("insert executions", err)
 	}
 	rows, err := tx.Query(ctx, `WITH ins AS (
-			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, late, implicit_events, shard, shard_count)
-			SELECT tenant_id, id, task_id, scheduled_for, 'schedule', late, implicit, shard, shard_count
-			FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::bool[], $6::int2[], $7::int[], $8::int[])
-				AS i(tenant_id, id, task_id, scheduled_for, late, implicit, shard, shard_count)
+			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, late, implicit_events, shard, shard_count, payload)
+			SELECT tenant_id, id, task_id, scheduled_for, 'schedule', late, implicit, shard, shard_count, payload
+			FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::timestamptz[], $5::bool[], $6::int2[], $7::int[], $8::int[],
+					$9::bytea[])
+				AS i(tenant_id, id, task_id, scheduled_for, late, implicit, shard, shard_count, payload)
 			ON CONFLICT (task_id, scheduled_for, round, shard) WHERE trigger IN ('schedule', 'backfill') AND NOT rescheduled DO NOTHING
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
@@ -122,7 +142,7 @@ func InsertScheduledExecutions(ctx context.Context, tx pgx.Tx, execs []NewExecut
 			SELECT tenant_id, task_id, scheduled_for, id FROM ins
 		)
 		SELECT tenant_id, id::text, task_id::text, scheduled_for FROM ins`,
-		tenants, uids, taskIDs, slots, late, implicit, shards, counts)
+		tenants, uids, taskIDs, slots, late, implicit, shards, counts, payloads)
 	if err != nil {
 		return nil, wrap("insert executions", err)
 	}

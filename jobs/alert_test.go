@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/service"
@@ -27,9 +28,10 @@ func TestAlert(t *testing.T) {
 
 	got := alerts.next(t)
 	h.waitState(id, service.ExecFailed)
-	require.Eventually(t, func() bool {
-		evs := eventTypes(h.events(id))
-		return evs[len(evs)-1] == service.EventAlertSent
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		evs, err := h.loadEvents(id)
+		assert.NoError(c, err)
+		assert.Equal(c, service.EventAlertSent, lastType(evs), "timeline %v", eventTypes(evs))
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, []string{"fired", "attempt_started", "attempt_failed", "failed", "alert_queued", "alert_sent"},
 		eventTypes(h.events(id)))
@@ -80,9 +82,10 @@ func TestAlertFailureDoesNotAlert(t *testing.T) {
 	task := h.task(h.endpoint(recv.srv.URL, nil).ID, func(in *service.TaskInput) { in.AlertEndpointID = alertEP.ID })
 	id := h.fire(task, fireOpts{})
 	alerts.next(t)
-	require.Eventually(t, func() bool {
-		evs := h.events(id)
-		return evs[len(evs)-1].Type == service.EventAlertFailed
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		evs, err := h.loadEvents(id)
+		assert.NoError(c, err)
+		assert.Equal(c, service.EventAlertFailed, lastType(evs), "timeline %v", eventTypes(evs))
 	}, 10*time.Second, 10*time.Millisecond)
 	evs := h.events(id)
 	last := evs[len(evs)-1]
@@ -108,9 +111,10 @@ func TestAlertRetried(t *testing.T) {
 	require.Equal(t, first.Header.Get("Webhook-Id"), second.Header.Get("Webhook-Id"))
 	require.Equal(t, "2", second.Header.Get("X-Ax-Attempt"))
 	require.Equal(t, first.Body, second.Body)
-	require.Eventually(t, func() bool {
-		evs := h.events(id)
-		return evs[len(evs)-1].Type == service.EventAlertSent
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		evs, err := h.loadEvents(id)
+		assert.NoError(c, err)
+		assert.Equal(c, service.EventAlertSent, lastType(evs), "timeline %v", eventTypes(evs))
 	}, 10*time.Second, 10*time.Millisecond)
 }
 

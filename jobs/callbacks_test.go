@@ -53,11 +53,23 @@ func (h *harness) grantOf(hit hit) (string, *service.CallbackGrant) {
 func (h *harness) waitEvent(id, typ string) []event {
 	h.t.Helper()
 	var evs []event
-	require.Eventually(h.t, func() bool {
-		evs = h.events(id)
-		return slices.Contains(eventTypes(evs), typ)
-	}, 20*time.Second, 10*time.Millisecond, "execution %s never got a %s event (timeline %v)", id, typ, eventTypes(evs))
+	require.EventuallyWithT(h.t, func(c *assert.CollectT) {
+		var err error
+		evs, err = h.loadEvents(id)
+		assert.NoError(c, err)
+		assert.Contains(c, eventTypes(evs), typ, "the timeline")
+	}, 20*time.Second, 10*time.Millisecond, "execution %s never got a %s event", id, typ)
 	return evs
+}
+
+// waitAccepted waits until an execution's timeline has n accepted events.
+func waitAccepted(t *testing.T, h *harness, id string, n int) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		evs, err := h.loadEvents(id)
+		assert.NoError(c, err)
+		assert.Equal(c, n, countEvents(evs, service.EventAccepted), "timeline %v", eventTypes(evs))
+	}, 20*time.Second, 10*time.Millisecond)
 }
 
 func countEvents(evs []event, typ string) int {
@@ -146,7 +158,7 @@ func TestCallbackFailedRetryableThenFinal(t *testing.T) {
 	_, second := h.grantOf(hit2)
 	require.Equal(t, 2, second.Attempt)
 	h.waitEvent(id, service.EventRetryScheduled)
-	require.Eventually(t, func() bool { return countEvents(h.events(id), service.EventAccepted) == 2 }, 20*time.Second, 10*time.Millisecond)
+	waitAccepted(t, h, id, 2)
 
 	// The first attempt's token is stale.
 	_, err = h.deliveries.Complete(ctx, h.tenant, id, first, service.CompletionInput{Status: service.ExecSucceeded})
@@ -192,7 +204,7 @@ func TestCallbackHeartbeatTimeoutRetriesWithNewToken(t *testing.T) {
 
 	_, err := h.deliveries.Complete(ctx, h.tenant, id, first, service.CompletionInput{Status: service.ExecSucceeded})
 	require.ErrorIs(t, err, service.ErrConflict, "the old token is refused")
-	require.Eventually(t, func() bool { return countEvents(h.events(id), service.EventAccepted) == 2 }, 20*time.Second, 10*time.Millisecond)
+	waitAccepted(t, h, id, 2)
 	// Heartbeats keep the second attempt alive past its heartbeat timeout.
 	for range 4 {
 		require.NoError(t, h.deliveries.Heartbeat(ctx, h.tenant, id, second, nil))
@@ -271,7 +283,12 @@ func TestCallbackCompletionRacesTimeout(t *testing.T) {
 	wins := map[bool]int{}
 	for i, id := range ids {
 		var e execution
-		require.Eventually(t, func() bool { e = h.execution(id); return e.State != service.ExecRunning }, 20*time.Second, 10*time.Millisecond)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			var err error
+			e, err = h.loadExecution(id)
+			assert.NoError(c, err)
+			assert.NotEqual(c, service.ExecRunning, e.State)
+		}, 20*time.Second, 10*time.Millisecond)
 		evs := h.events(id)
 		if completed[i] {
 			require.Equal(t, service.ExecSucceeded, e.State)

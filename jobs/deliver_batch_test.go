@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
@@ -68,9 +69,11 @@ func TestDeliverBatch(t *testing.T) {
 	require.Equal(t, []string{"1", "2"}, []string{first.Header.Get("X-Ax-Attempt"), second.Header.Get("X-Ax-Attempt")})
 	require.Equal(t, []string{"fired", "attempt_started", "attempt_failed", "retry_scheduled", "attempt_started",
 		"attempt_succeeded", "succeeded"}, eventTypes(h.events(ids[4])))
-	require.Eventually(t, func() bool {
-		states, bases := h.deliverJobs(ids[4])
-		return len(states) == 1 && states[0] == "completed" && bases[0] == 1
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		states, bases, err := h.loadDeliverJobs(ids[4])
+		assert.NoError(c, err)
+		assert.Equal(c, []string{"completed"}, states)
+		assert.Equal(c, []int{1}, bases)
 	}, 10*time.Second, 10*time.Millisecond, "one job of its own, leases above the batch's 1")
 
 	// The paused task's execution is cancelled without a send.
@@ -79,9 +82,10 @@ func TestDeliverBatch(t *testing.T) {
 
 	// The queued execution waits in a job of its own, and is sent once
 	// the previous execution has finished.
-	require.Eventually(t, func() bool {
-		states, _ := h.deliverJobs(ids[6])
-		return len(states) == 1
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		states, _, err := h.loadDeliverJobs(ids[6])
+		assert.NoError(c, err)
+		assert.Len(c, states, 1)
 	}, 10*time.Second, 10*time.Millisecond)
 	h.waitJobState(batchJob, "completed")
 	require.Equal(t, service.ExecPending, h.execution(ids[6]).State)
@@ -225,9 +229,10 @@ func TestDeliverBatchSlotWait(t *testing.T) {
 			waiting = id
 		}
 	}
-	require.Eventually(t, func() bool {
-		states, _ := h.deliverJobs(waiting)
-		return len(states) == 1
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		states, _, err := h.loadDeliverJobs(waiting)
+		assert.NoError(c, err)
+		assert.Len(c, states, 1)
 	}, 5*time.Second, 10*time.Millisecond, "the member without a slot is handed off")
 	_, bases := h.deliverJobs(waiting)
 	require.Equal(t, []int{1}, bases)

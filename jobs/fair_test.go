@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db"
@@ -245,11 +246,11 @@ func TestDeliverSlowEndpointSingleJob(t *testing.T) {
 	first := h.fire(task, fireOpts{})
 	require.Equal(t, first, hang.next(t).Header.Get("Idempotency-Key"))
 	second := h.fire(task, fireOpts{})
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var snoozes int
-		require.NoError(t, h.pool.QueryRow(t.Context(), `SELECT coalesce((metadata->>'snoozes')::int, 0) FROM river_job
+		assert.NoError(c, h.pool.QueryRow(t.Context(), `SELECT coalesce((metadata->>'snoozes')::int, 0) FROM river_job
 			WHERE args->>'execution_id' = $1`, second).Scan(&snoozes))
-		return snoozes >= 2
+		assert.GreaterOrEqual(c, snoozes, 2)
 	}, 20*time.Second, 10*time.Millisecond, "the second snoozes while the first holds the endpoint's share")
 	require.Len(t, hang.hitsSoFar(), 1, "the second was not sent meanwhile")
 	require.Zero(t, h.execution(second).Attempts)

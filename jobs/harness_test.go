@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db"
@@ -212,13 +213,20 @@ type execution struct {
 
 func (h *harness) execution(id string) execution {
 	h.t.Helper()
+	e, err := h.loadExecution(id)
+	require.NoError(h.t, err)
+	return e
+}
+
+// loadExecution is execution returning its error, for a condition of
+// Eventually (which runs off the test's goroutine).
+func (h *harness) loadExecution(id string) (execution, error) {
 	var e execution
 	err := h.pool.QueryRow(context.Background(), `SELECT state, attempts, lease_attempt, last_status_code, last_error,
 			last_error_class, river_job_id, started_at, finished_at, next_attempt_at
 		FROM executions WHERE tenant_id = $1 AND id = $2`, h.tenant, id).Scan(&e.State, &e.Attempts, &e.LeaseAttempt,
 		&e.LastStatusCode, &e.LastError, &e.LastErrorClass, &e.RiverJobID, &e.StartedAt, &e.FinishedAt, &e.NextAttemptAt)
-	require.NoError(h.t, err)
-	return e
+	return e, err
 }
 
 // waitState waits until the execution is in state and returns it.
@@ -256,16 +264,28 @@ type event struct {
 // events and those the row implies).
 func (h *harness) events(id string) []event {
 	h.t.Helper()
+	evs, err := h.loadEvents(id)
+	require.NoError(h.t, err)
+	return evs
+}
+
+// loadEvents is events returning its error, for a condition of
+// Eventually.
+func (h *harness) loadEvents(id string) ([]event, error) {
 	row, err := db.GetExecution(context.Background(), h.pool, h.tenant, id, false)
-	require.NoError(h.t, err)
+	if err != nil {
+		return nil, err
+	}
 	evs, err := db.ListExecutionEvents(context.Background(), h.pool, row)
-	require.NoError(h.t, err)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]event, 0, len(evs))
 	for _, ev := range evs {
 		out = append(out, event{Type: ev.Type, Attempt: intPtr(ev.Attempt), StatusCode: intPtr(ev.StatusCode),
 			LatencyMS: intPtr(ev.LatencyMS), ErrorClass: ev.ErrorClass, Message: ev.Message, Data: ev.Data})
 	}
-	return out
+	return out, nil
 }
 
 func intPtr(p *int32) *int {
@@ -284,21 +304,37 @@ func eventTypes(evs []event) []string {
 	return out
 }
 
+// lastType is the type of the last event of a timeline, "" when it is
+// empty.
+func lastType(evs []event) string {
+	if len(evs) == 0 {
+		return ""
+	}
+	return evs[len(evs)-1].Type
+}
+
 // jobState returns the state and attempt of a River job.
 func (h *harness) jobState(id int64) (string, int) {
 	h.t.Helper()
-	var state string
-	var attempt int
-	require.NoError(h.t, h.pool.QueryRow(context.Background(),
-		`SELECT state::text, attempt FROM river_job WHERE id = $1`, id).Scan(&state, &attempt))
+	state, attempt, err := h.loadJobState(id)
+	require.NoError(h.t, err)
 	return state, attempt
+}
+
+// loadJobState is jobState returning its error, for a condition of
+// Eventually.
+func (h *harness) loadJobState(id int64) (state string, attempt int, err error) {
+	err = h.pool.QueryRow(context.Background(),
+		`SELECT state::text, attempt FROM river_job WHERE id = $1`, id).Scan(&state, &attempt)
+	return state, attempt, err
 }
 
 func (h *harness) waitJobState(id int64, state string) {
 	h.t.Helper()
-	require.Eventually(h.t, func() bool {
-		s, _ := h.jobState(id)
-		return s == state
+	require.EventuallyWithT(h.t, func(c *assert.CollectT) {
+		s, _, err := h.loadJobState(id)
+		assert.NoError(c, err)
+		assert.Equal(c, state, s)
 	}, 20*time.Second, 10*time.Millisecond, "river job %d never became %s", id, state)
 }
 
@@ -447,15 +483,27 @@ func (h *harness) fireBatch(tasks []service.Task, slot time.Time) ([]string, int
 // lease_base, oldest first.
 func (h *harness) deliverJobs(id string) (states []string, leaseBases []int) {
 	h.t.Helper()
+	states, leaseBases, err := h.loadDeliverJobs(id)
+	require.NoError(h.t, err)
+	return states, leaseBases
+}
+
+// loadDeliverJobs is deliverJobs returning its error, for a condition of
+// Eventually.
+func (h *harness) loadDeliverJobs(id string) (states []string, leaseBases []int, err error) {
 	rows, err := h.pool.Query(context.Background(), `SELECT state::text, coalesce((args->>'lease_base')::int, 0)
 		FROM river_job WHERE kind = 'deliver' AND args->>'execution_id' = $1 ORDER BY id`, id)
-	require.NoError(h.t, err)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
 	for rows.Next() {
 		var s string
 		var b int
-		require.NoError(h.t, rows.Scan(&s, &b))
+		if err := rows.Scan(&s, &b); err != nil {
+			return nil, nil, err
+		}
 		states, leaseBases = append(states, s), append(leaseBases, b)
 	}
-	require.NoError(h.t, rows.Err())
-	return states, leaseBases
+	return states, leaseBases, rows.Err()
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db"
@@ -191,11 +192,12 @@ func TestHeldDeliveriesStartInOrder(t *testing.T) {
 	}
 	// Once the first is in flight and the rest held, a later fire of a
 	// higher priority task goes ahead of them.
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var n int
-		require.NoError(t, h.pool.QueryRow(t.Context(), `SELECT count(*) FROM flow_holds WHERE tenant_id = $1`, h.tenant).Scan(&n))
+		assert.NoError(c, h.pool.QueryRow(t.Context(), `SELECT count(*) FROM flow_holds WHERE tenant_id = $1`, h.tenant).Scan(&n))
 		_, arrived, _ := g.snapshot()
-		return n == 5 && len(arrived) == 1
+		assert.Equal(c, 5, n, "held")
+		assert.Len(c, arrived, 1, "in flight")
 	}, 20*time.Second, 5*time.Millisecond, "the first in flight, the other five held")
 	urgent := h.fire(high, fireOpts{ScheduledFor: base.Add(30 * time.Second), Trigger: service.TriggerManual})
 	for _, id := range append(lows, urgent) {

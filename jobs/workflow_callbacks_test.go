@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/service"
@@ -37,11 +38,16 @@ func runOf(t *testing.T, h *harness, wf *service.Workflows, id string) (service.
 	t.Helper()
 	r, err := wf.GetRun(t.Context(), h.tenant, id)
 	require.NoError(t, err)
+	return r, nodeStates(r)
+}
+
+// nodeStates returns a run's node states by key.
+func nodeStates(r service.WorkflowRun) map[string]string {
 	nodes := map[string]string{}
 	for _, n := range r.Nodes {
 		nodes[n.Key] = n.State
 	}
-	return r, nodes
+	return nodes
 }
 
 // waitRun waits until the run is in state.
@@ -51,10 +57,13 @@ func waitRun(t *testing.T, h *harness, wf *service.Workflows, id, state string) 
 		r     service.WorkflowRun
 		nodes map[string]string
 	)
-	require.Eventually(t, func() bool {
-		r, nodes = runOf(t, h, wf, id)
-		return r.State == state
-	}, 20*time.Second, 10*time.Millisecond, "run %s never became %s (it is %s, nodes %v)", id, state, r.State, nodes)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var err error
+		r, err = wf.GetRun(t.Context(), h.tenant, id)
+		assert.NoError(c, err)
+		nodes = nodeStates(r)
+		assert.Equal(c, state, r.State, "nodes %v", nodes)
+	}, 20*time.Second, 10*time.Millisecond, "run %s never became %s", id, state)
 	return r, nodes
 }
 

@@ -457,8 +457,9 @@ func (s *Backfills) Pump(ctx context.Context) (int, error) {
 // replica is pumping is skipped.
 func (s *Backfills) pumpOne(ctx context.Context, tenant, id string) (int, error) {
 	created := 0
+	var done ended
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		created = 0
+		created, done = 0, nil
 		b, err := db.GetBackfill(ctx, tx, tenant, id, true)
 		if err = storeError(err, "load backfill"); errors.Is(err, ErrNotFound) {
 			return nil // another replica holds it
@@ -472,11 +473,15 @@ func (s *Backfills) pumpOne(ctx context.Context, tenant, id string) (int, error)
 		if b.WorkflowID != "" {
 			created, err = s.pump(ctx, tx, b, s.workflowSlots(ctx, tx, b))
 		} else {
-			created, err = s.pump(ctx, tx, b, s.taskSlots(ctx, tx, b))
+			created, err = s.pump(ctx, tx, b, s.taskSlots(ctx, tx, b, &done))
 		}
 		return err
 	})
-	return created, storeError(err, "pump backfill")
+	if err != nil {
+		return created, storeError(err, "pump backfill")
+	}
+	done.report(s.tasks.cfg.Metrics)
+	return created, nil
 }
 
 // backfillRoom is the concurrency check of every backfill, a task's or a
@@ -577,18 +582,22 @@ func (s *Backfills) pump(ctx context.Context, tx db.Tx, b db.Backfill, k backfil
 }
 
 // taskSlots runs a task backfill's slots as executions (trigger backfill,
-// in the bulk lane, due now: a backfill's slot has passed).
-func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill) backfillSlots {
+// in the bulk lane, due now: a backfill's slot has passed). A templated
+// task's payload is rendered for each slot (its own business date); a
+// slot whose template fails is created failed, unsent (done counts it).
+func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill, done *ended) backfillSlots {
 	var (
-		task db.Task
-		jobs []river.InsertManyParams
-		zero time.Time
+		task     db.Task
+		jobs     []river.InsertManyParams
+		zero     time.Time
+		renderer payloadRenderer
 	)
 	return backfillSlots{
 		target: backfillTarget{taskID: b.TaskID},
 		load: func() (bool, error) {
 			var err error
 			task, err = db.GetTask(ctx, tx, b.TenantID, b.TaskID, false)
+			renderer = taskRenderer(task)
 			return task.State == TaskPaused, storeError(err, "load task")
 		},
 		unfinished: func() (int, error) {
@@ -597,11 +606,23 @@ func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill) back
 		},
 		start: func(at time.Time, round int32) (bool, error) {
 			e := db.NewBackfillExecution{ID: NewID(), ScheduledFor: at, Round: round}
+			var unsent error
+			if renderer.active() {
+				e.Payload, unsent = renderer.render(payloadFire{ExecutionID: e.ID, ScheduledFor: at, Round: int(round),
+					Trigger: TriggerBackfill})
+			}
 			ok, err := db.InsertBackfillExecution(ctx, tx, b.TenantID, b.TaskID, b.ID, e)
+			if err != nil {
+				return false, storeError(err, "insert backfill execution")
+			}
+			if ok && unsent != nil {
+				return true, failUnsent(ctx, tx, s.enq, []unsentFire{{TenantID: b.TenantID, ID: e.ID, TaskID: b.TaskID,
+					Reason: unsent.Error()}}, done)
+			}
 			if ok {
 				jobs = append(jobs, deliverInsert(b.TenantID, e.ID, task.EndpointID, zero, int(task.Priority), int(task.MaxAttempts), zero, 0, QueueDeliverBulk))
 			}
-			return ok, storeError(err, "insert backfill execution")
+			return ok, nil
 		},
 		started: func(int) error {
 			if len(jobs) == 0 {

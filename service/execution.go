@@ -359,6 +359,11 @@ func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDet
 			// The deliver worker cancels such an execution of a paused task.
 			return conflictf("the task is paused; resume it before retrying its scheduled executions")
 		}
+		if row.LastErrorClass != nil && *row.LastErrorClass == ErrorClassTemplate {
+			if err := rerender(ctx, tx, task, row); err != nil {
+				return err
+			}
+		}
 		if err := s.releaseJobs(ctx, tx, tenant, row); err != nil {
 			return err
 		}
@@ -471,8 +476,12 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 	if err := in.validate(); err != nil {
 		return ExecutionDetail{}, err
 	}
-	var out ExecutionDetail
+	var (
+		out  ExecutionDetail
+		done ended
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		// Not locked: the scheduler claims tasks with SKIP LOCKED, and a
 		// lock here would make it skip this task for a tick.
 		task, err := apiTask(db.GetTask(ctx, tx, tenant, taskID, false))
@@ -486,6 +495,12 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 		if in.DedupKey != "" {
 			e.DedupKey = &in.DedupKey
 		}
+		// A templated task renders its payload for this instant, unless
+		// the trigger overrides it (an override is sent as it is).
+		unsent, err := renderManual(ctx, tx, task, in.Payload == nil, &e)
+		if err != nil {
+			return err
+		}
 		created, err := db.InsertManualExecution(ctx, tx, e)
 		if err != nil {
 			return err
@@ -497,10 +512,18 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 			if err := checkEndpointEnabled(ctx, tx, tenant, task.EndpointID); err != nil {
 				return err
 			}
-			for _, id := range append([]string{e.ID}, e.ShardIDs...) {
+			var failed []unsentFire
+			for i, id := range append([]string{e.ID}, e.ShardIDs...) {
+				if i < len(unsent) && unsent[i] != "" {
+					failed = append(failed, unsentFire{TenantID: tenant, ID: id, TaskID: task.ID, Reason: unsent[i]})
+					continue
+				}
 				if _, err := s.enqueueNow(ctx, tx, tenant, id, task); err != nil {
 					return err
 				}
+			}
+			if err := failUnsent(ctx, tx, s.enq, failed, &done); err != nil {
+				return err
 			}
 			row, err = db.GetExecution(ctx, tx, tenant, e.ID, false)
 		} else {
@@ -521,7 +544,11 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 		}
 		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceTask, task.ID, changes)
 	})
-	return out, storeError(err, "trigger task")
+	if err != nil {
+		return out, storeError(err, "trigger task")
+	}
+	done.report(s.cfg.Metrics)
+	return out, nil
 }
 
 // checkEndpointEnabled is a conflict naming the endpoint when it is

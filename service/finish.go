@@ -358,6 +358,13 @@ type failureEffects struct {
 // afterFailure runs the consequences of a failed execution on its task:
 // one more consecutive failure, the auto-pause, the alert.
 func (s *Deliveries) afterFailure(ctx context.Context, tx db.Tx, tenant, executionID, taskID string) (failureEffects, error) {
+	return afterFailure(ctx, tx, s.enqueuer, s.cfg.AlertMaxAttempts, tenant, executionID, taskID)
+}
+
+// afterFailure is Deliveries.afterFailure for any failure (a template's
+// that failed its execution unsent, too): alerts queued through enq with
+// alertMaxAttempts attempts.
+func afterFailure(ctx context.Context, tx db.Tx, enq *Enqueuer, alertMaxAttempts int, tenant, executionID, taskID string) (failureEffects, error) {
 	var fx failureEffects
 	tf, err := db.AddTaskFailure(ctx, tx, tenant, taskID)
 	if err = storeError(err, "count task failure"); errors.Is(err, ErrNotFound) {
@@ -389,9 +396,9 @@ func (s *Deliveries) afterFailure(ctx context.Context, tx db.Tx, tenant, executi
 		}
 	}
 	if alertTo := zeroIfNil(tf.AlertEndpointID); alertTo != "" {
-		_, err := s.enqueuer.insertMany(ctx, tx, []river.InsertManyParams{{
+		_, err := enq.insertMany(ctx, tx, []river.InsertManyParams{{
 			Args:       AlertArgs{TenantID: tenant, ExecutionID: executionID},
-			InsertOpts: &river.InsertOpts{Queue: QueueAlert, MaxAttempts: s.cfg.AlertMaxAttempts},
+			InsertOpts: &river.InsertOpts{Queue: QueueAlert, MaxAttempts: alertMaxAttempts},
 		}})
 		if err != nil {
 			return fx, err

@@ -143,9 +143,12 @@ type TickResult struct {
 // executions and deliver jobs and advances next_run_at. Due-ness is judged
 // by the database clock.
 func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
-	var res TickResult
+	var (
+		res  TickResult
+		done ended
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		res = TickResult{}
+		res, done = TickResult{}, nil
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
@@ -162,6 +165,9 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 			execs []db.NewExecution
 			advs  []db.TaskAdvance
 			meta  = make(map[string]db.DueTask, len(due))
+			// unsent are the fires whose payload's template failed, by
+			// execution id: created failed, never enqueued.
+			unsent map[string]string
 		)
 		cals, err := s.calendarsFor(ctx, tx, due)
 		if err != nil {
@@ -173,6 +179,9 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 			if t.Shards > 1 {
 				plan.execs = shardOut(plan.execs, t.Shards)
 			}
+			if t.PayloadTemplate {
+				unsent = s.renderPayloads(t, cals, plan.execs, unsent)
+			}
 			execs = append(execs, plan.execs...)
 			advs = append(advs, db.TaskAdvance{TenantID: t.TenantID, ID: t.ID, NextRunAt: plan.next, Missed: plan.missed})
 			res.Missed += plan.missed
@@ -182,21 +191,34 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 			return err
 		}
 		res.Fired, res.Duplicate = len(inserted), len(execs)-len(inserted)
-		fired := make([]firedExecution, len(inserted))
-		for i, e := range inserted {
+		fired := make([]firedExecution, 0, len(inserted))
+		var failed []unsentFire
+		for _, e := range inserted {
+			if reason, ok := unsent[e.ID]; ok {
+				failed = append(failed, unsentFire{TenantID: e.TenantID, ID: e.ID, TaskID: e.TaskID, Reason: reason})
+				continue
+			}
 			t := meta[e.TaskID]
-			fired[i] = firedExecution{TenantID: e.TenantID, ID: e.ID, EndpointID: t.EndpointID, ScheduledFor: e.ScheduledFor,
-				Priority: int(t.Priority), MaxAttempts: int(t.MaxAttempts)}
+			fired = append(fired, firedExecution{TenantID: e.TenantID, ID: e.ID, EndpointID: t.EndpointID, ScheduledFor: e.ScheduledFor,
+				Priority: int(t.Priority), MaxAttempts: int(t.MaxAttempts)})
 		}
 		assignLanes(s.cfg.Lanes, fired)
 		if _, err := s.enq.insertMany(ctx, tx, fireInserts(fired, now, s.cfg.FetchAhead, s.cfg.BulkFetchAhead)); err != nil {
 			return err
 		}
-		return db.AdvanceTasks(ctx, tx, advs)
+		if err := db.AdvanceTasks(ctx, tx, advs); err != nil {
+			return err
+		}
+		if len(failed) == 0 {
+			return nil
+		}
+		// After the advance: a failure's auto-pause is the task's state.
+		return failUnsent(ctx, tx, s.enq, failed, &done)
 	})
 	if err != nil {
 		return TickResult{}, storeError(err, "scheduler tick")
 	}
+	done.report(s.cfg.Metrics)
 	if !res.More { // the workflows' slots, once the tasks' backlog is written
 		runs, err := s.tickWorkflows(ctx)
 		if err != nil {
@@ -382,6 +404,36 @@ func (s *Scheduler) newExecution(t db.DueTask, slot, now time.Time, late bool, m
 		data["missed_slots"] = missedTotal
 	}
 	return db.NewExecution{TenantID: t.TenantID, ID: NewID(), TaskID: t.ID, ScheduledFor: slot, Late: late, EventData: data}
+}
+
+// renderPayloads renders the payload of each of execs, fires of the
+// templated task t, into the execution (round 1, trigger schedule: a
+// fire-once catch-up renders its own slot); a fire whose template fails
+// gets no payload and is added to unsent, which it returns, with the
+// reason.
+func (s *Scheduler) renderPayloads(t db.DueTask, cals map[string]db.Calendar, execs []db.NewExecution, unsent map[string]string) map[string]string {
+	if len(execs) == 0 {
+		return unsent
+	}
+	loc := time.UTC
+	if sched, err := s.schedule(t, cals); err == nil {
+		loc = sched.Location()
+	}
+	r := newPayloadRenderer(true, t.Payload, loc, t.ID, t.Name)
+	for i := range execs {
+		e := &execs[i]
+		b, err := r.render(payloadFire{ExecutionID: e.ID, ScheduledFor: e.ScheduledFor, Round: 1, Shard: int(e.Shard),
+			ShardCount: int(e.ShardCount), Trigger: TriggerSchedule})
+		if err != nil {
+			if unsent == nil {
+				unsent = map[string]string{}
+			}
+			unsent[e.ID] = err.Error()
+			continue
+		}
+		e.Payload = b
+	}
+	return unsent
 }
 
 // shardOut fans each fire out into n executions, one per shard, that

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db"
@@ -66,9 +67,17 @@ func (f *fixture) exec(t *testing.T, sql string, args ...any) {
 
 func (f *fixture) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	require.NoError(t, f.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	n, err := f.loadCount(sql, args...)
+	require.NoError(t, err)
 	return n
+}
+
+// loadCount is count returning its error, for a condition of Eventually
+// (which runs off the test's goroutine).
+func (f *fixture) loadCount(sql string, args ...any) (int, error) {
+	var n int
+	err := f.pool.QueryRow(context.Background(), sql, args...).Scan(&n)
+	return n, err
 }
 
 // requireExactlyOncePerSlot checks that every task fired every slot from
@@ -127,8 +136,10 @@ func TestConcurrentSchedulersFireEachSlotOnce(t *testing.T) {
 		}()
 	}
 	// Let every task fire several slots.
-	require.Eventually(t, func() bool {
-		return f.count(t, `SELECT count(*) FROM tasks WHERE next_run_at < $1`, now.Add(4*time.Second)) == 0
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := f.loadCount(`SELECT count(*) FROM tasks WHERE next_run_at < $1`, now.Add(4*time.Second))
+		assert.NoError(c, err)
+		assert.Zero(c, n, "tasks behind")
 	}, 30*time.Second, 50*time.Millisecond)
 	cancel()
 	wg.Wait()
@@ -203,8 +214,10 @@ func TestSchedulerFiresWhileHousekeepingIsSlow(t *testing.T) {
 	}()
 	defer func() { cancel(); <-done }()
 	<-entered
-	require.Eventually(t, func() bool {
-		return f.count(t, `SELECT count(*) FROM executions WHERE scheduled_for = $1`, now.Add(2*time.Second)) == 20
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := f.loadCount(`SELECT count(*) FROM executions WHERE scheduled_for = $1`, now.Add(2*time.Second))
+		assert.NoError(c, err)
+		assert.Equal(c, 20, n)
 	}, 30*time.Second, 50*time.Millisecond, "the slots were not fired while housekeeping hung")
 }
 
@@ -378,8 +391,11 @@ func TestSchedulerWakesOnTaskChange(t *testing.T) {
 	_, err := f.tasks.Create(context.Background(), f.tenant, service.TaskInput{Name: "now", EndpointID: f.endpoint,
 		Schedule: schedule.Spec{Type: schedule.Once, RunAt: &runAt}})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return f.count(t, `SELECT count(*) FROM executions`) == 1 },
-		5*time.Second, 10*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := f.loadCount(`SELECT count(*) FROM executions`)
+		assert.NoError(c, err)
+		assert.Equal(c, 1, n)
+	}, 5*time.Second, 10*time.Millisecond)
 	cancel()
 	<-done
 }

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/metrics"
 	"github.com/axhq/ax/service/schedule"
+	"github.com/axhq/ax/service/template"
 )
 
 // Overlap policies: what a fire does while the previous execution is unfinished.
@@ -98,9 +100,14 @@ type TaskInput struct {
 	Name       string
 	EndpointID string
 	Schedule   schedule.Spec
-	// Payload is the exact JSON the webhook body carries.
-	Payload  []byte
-	Priority int
+	// Payload is the exact JSON the webhook body carries, or, with
+	// PayloadTemplate, its template.
+	Payload []byte
+	// PayloadTemplate: each JSON string of Payload is a text/template
+	// rendered when an execution is created (service/template,
+	// docs/templates.md).
+	PayloadTemplate bool
+	Priority        int
 	// Timeout per delivery attempt; 0 means the endpoint's.
 	Timeout            time.Duration
 	Retry              RetryPolicy
@@ -431,6 +438,11 @@ func (s *Tasks) Update(ctx context.Context, tenant, id string, change func(*Task
 			return s.insertError(err, in)
 		}
 		out = taskFromRow(row)
+		if out.PayloadTemplate && (!cur.PayloadTemplate || !bytes.Equal(cur.Payload, out.Payload)) {
+			if err := renderUnsent(ctx, tx, row); err != nil {
+				return err
+			}
+		}
 		changes := auditDiff(cur.Input(), out.Input())
 		if out.State != cur.State {
 			changes["state"] = map[string]any{"old": cur.State, "new": out.State}
@@ -733,6 +745,8 @@ func (s *Tasks) validate(in TaskInput, anchor time.Time) (*schedule.Schedule, er
 		ve.Add("payload", fmt.Sprintf("must be at most %d bytes", s.cfg.PayloadMax))
 	case !json.Valid(in.Payload):
 		ve.Add("payload", "must be valid JSON")
+	case in.PayloadTemplate:
+		checkPayloadTemplate(&ve, "payload", in.Payload, template.Scope{})
 	}
 	if in.Priority < 1 || in.Priority > 4 {
 		ve.Add("priority", "must be 1 (highest) to 4")
@@ -862,7 +876,7 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 		ExcludeCalendars: in.Schedule.ExcludeCalendars,
 		// Interval and once tasks store the defaults, and ignore them.
 		ScheduleDialect: schedule.DialectStandard, DSTPolicy: schedule.DSTVixie,
-		Shards: int32(max(in.Shards, 1)),
+		Shards: int32(max(in.Shards, 1)), PayloadTemplate: in.PayloadTemplate,
 	}
 	if in.Schedule.Type == schedule.Cron {
 		r.ScheduleDialect = cmp.Or(in.Schedule.Dialect, schedule.DialectStandard)
@@ -908,7 +922,7 @@ func taskFromRow(r db.Task) Task {
 			Name: r.Name, EndpointID: r.EndpointID,
 			Schedule: schedule.Spec{Type: r.ScheduleType, Timezone: r.Timezone, RunAt: utcPtr(r.RunAt), StartAt: utcPtr(r.StartAt), EndAt: utcPtr(r.EndAt),
 				ExcludeCalendars: r.ExcludeCalendars},
-			Payload: r.Payload, Priority: int(r.Priority),
+			Payload: r.Payload, PayloadTemplate: r.PayloadTemplate, Priority: int(r.Priority),
 			Retry: RetryPolicy{
 				MaxAttempts: int(r.MaxAttempts), InitialBackoff: time.Duration(r.InitialBackoffMS) * time.Millisecond,
 				MaxBackoff: time.Duration(r.MaxBackoffMS) * time.Millisecond,

@@ -428,9 +428,13 @@ func TestWorkflowScheduleAndPause(t *testing.T) {
 	// look-ahead made them before the pause), so pass until a new one
 	// starts rather than expecting it from the first pass.
 	require.Eventually(t, func() bool {
-		tick()
-		return f.count(t, `SELECT count(*) FROM workflow_runs WHERE workflow_id = $1`, w.ID) > before
+		n := 0
+		if _, err = sched.Tick(ctx); err == nil {
+			n, err = f.loadCount(`SELECT count(*) FROM workflow_runs WHERE workflow_id = $1`, w.ID)
+		}
+		return err != nil || n > before // an error ends the wait, for the check below
 	}, 10*time.Second, 200*time.Millisecond, "resumed: runs start again")
+	require.NoError(t, err)
 	var version int
 	require.NoError(t, f.pool.QueryRow(ctx, `SELECT version FROM workflow_runs WHERE workflow_id = $1
 		ORDER BY scheduled_for DESC LIMIT 1`, w.ID).Scan(&version))

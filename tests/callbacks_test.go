@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
@@ -50,14 +51,16 @@ func (r *callbackReceiver) tokensOf(t *testing.T, id string, n int) []string {
 
 func waitEventType(t *testing.T, base, tok, id, typ string) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		x := apiGet(t, base, tok, "/v1/executions/"+id)
-		for _, ev := range x["events"].([]any) {
-			if ev.(map[string]any)["type"] == typ {
-				return true
-			}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		x, err := getJSON(t.Context(), base, tok, "/v1/executions/"+id)
+		if !assert.NoError(c, err) {
+			return
 		}
-		return false
+		var types []any
+		for _, ev := range x["events"].([]any) {
+			types = append(types, ev.(map[string]any)["type"])
+		}
+		assert.Contains(c, types, typ, "the timeline")
 	}, 60*time.Second, 50*time.Millisecond, "execution %s never got %s", id, typ)
 }
 

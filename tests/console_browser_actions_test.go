@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
@@ -473,12 +474,18 @@ func TestConsoleBrowserAlerts(t *testing.T) {
 		}
 		return out
 	}
-	require.Eventually(t, func() bool {
-		x := apiGet(t, p.base, rw, "/v1/executions/"+lateX)
-		return x["state"] == "running" && strings.Contains(strings.Join(events(x), " "), "sla_missed")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		x, err := getJSON(t.Context(), p.base, rw, "/v1/executions/"+lateX)
+		if !assert.NoError(c, err) {
+			return
+		}
+		assert.Equal(c, "running", x["state"])
+		assert.Contains(c, strings.Join(events(x), " "), "sla_missed")
 	}, 30*time.Second, 100*time.Millisecond, "the held execution misses its SLA")
-	require.Eventually(t, func() bool {
-		return apiGet(t, p.base, rw, "/v1/executions/"+brokenX)["state"] == "failed"
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		x, err := getJSON(t.Context(), p.base, rw, "/v1/executions/"+brokenX)
+		assert.NoError(c, err)
+		assert.Equal(c, "failed", x["state"])
 	}, 30*time.Second, 100*time.Millisecond, "the one-attempt execution fails for good")
 
 	// The Alerts page, from the navigation, lists both.

@@ -2,7 +2,9 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
@@ -122,21 +125,22 @@ func TestCrashMidDelivery(t *testing.T) {
 	// Rescue waits for River's leader lease of the dead process to expire
 	// (≤ 15 s), AX_RESCUE_STUCK_JOBS_AFTER, and the rescuer's pass.
 	final := map[string]map[string]any{}
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		for _, id := range all {
-			items := apiGet(t, p2.base, tok, "/v1/executions?task_id="+id)["items"].([]any)
-			if len(items) != 1 {
-				return false
+			page, err := getJSON(t.Context(), p2.base, tok, "/v1/executions?task_id="+id)
+			if !assert.NoError(c, err) {
+				return
+			}
+			items := page["items"].([]any)
+			if !assert.Len(c, items, 1, "task %s's executions", id) {
+				return
 			}
 			ex := items[0].(map[string]any)
-			switch ex["state"] {
-			case "succeeded", "failed", "cancelled", "skipped":
-				final[id] = ex
-			default:
-				return false
+			if !assert.Contains(c, []any{"succeeded", "failed", "cancelled", "skipped"}, ex["state"], "task %s's execution", id) {
+				return
 			}
+			final[id] = ex
 		}
-		return true
 	}, 90*time.Second, 250*time.Millisecond, "every execution ends final after the restart")
 
 	hits := recv.byKey()
@@ -200,23 +204,58 @@ func apiGet(t *testing.T, base, token, path string) map[string]any {
 
 func apiDo(t *testing.T, method, url, token string, body any, want int) map[string]any {
 	t.Helper()
+	m, err := doJSON(ctxT(t), method, url, token, body, want)
+	require.NoError(t, err)
+	return m
+}
+
+// getJSON is apiGet returning its error, for a condition of Eventually
+// (which runs off the test's goroutine).
+func getJSON(ctx context.Context, base, token, path string) (map[string]any, error) {
+	return doJSON(ctx, http.MethodGet, base+path, token, nil, http.StatusOK)
+}
+
+// doJSON is apiDo returning its error.
+func doJSON(ctx context.Context, method, url, token string, body any, want int) (map[string]any, error) {
+	code, _, b, err := send(ctx, method, url, token, body)
+	if err != nil {
+		return nil, err
+	}
+	if code != want {
+		return nil, fmt.Errorf("%s %s: status %d, want %d: %s", method, url, code, want, b)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s %s: %w: %s", method, url, err, b)
+	}
+	return m, nil
+}
+
+// send sends one request (with the token, when there is one) and returns
+// the status, headers and body. It does not fail the test: the condition
+// of Eventually may call it.
+func send(ctx context.Context, method, url, token string, body any) (int, http.Header, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
-		require.NoError(t, err)
+		if err != nil {
+			return 0, nil, nil, err
+		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctxT(t), method, url, rd)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return 0, nil, nil, err
+	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, want, resp.StatusCode, "%s %s: %s", method, url, b)
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(b, &m))
-	return m
+	return resp.StatusCode, resp.Header, b, err
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
@@ -143,8 +144,10 @@ func TestEndpointConcurrencyAcrossReplicas(t *testing.T) {
 	pool, err := pgxpool.New(t.Context(), env["AX_DATABASE_URL"])
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	require.Eventually(t, func() bool {
-		return countRows(t, pool, `SELECT count(*)::int FROM executions WHERE state = 'succeeded'`) == tasks
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := loadCount(t.Context(), pool, `SELECT count(*)::int FROM executions WHERE state = 'succeeded'`)
+		assert.NoError(c, err)
+		assert.Equal(c, tasks, n)
 	}, 3*time.Minute, 200*time.Millisecond, "every fire is delivered")
 
 	most, byExecution, _ := recv.snapshot()
@@ -207,10 +210,14 @@ func TestDeadReplicasPermitsComeBack(t *testing.T) {
 	}
 	// The held ones wait in deliver jobs of their own (handed off by the
 	// batch job the three were sent from, which dies with the victim).
-	require.Eventually(t, func() bool {
-		return countRows(t, pool, `SELECT count(*)::int FROM flow_holds`) == tasks-limit &&
-			countRows(t, pool, `SELECT count(*)::int FROM executions e JOIN river_job j ON j.id = e.river_job_id
-				WHERE e.state = 'pending' AND j.kind = 'deliver'`) == tasks-limit
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		held, err := loadCount(ctx, pool, `SELECT count(*)::int FROM flow_holds`)
+		assert.NoError(c, err)
+		assert.Equal(c, tasks-limit, held, "holds")
+		waiting, err := loadCount(ctx, pool, `SELECT count(*)::int FROM executions e JOIN river_job j ON j.id = e.river_job_id
+			WHERE e.state = 'pending' AND j.kind = 'deliver'`)
+		assert.NoError(c, err)
+		assert.Equal(c, tasks-limit, waiting, "pending in deliver jobs of their own")
 	}, 10*time.Second, 20*time.Millisecond, "the rest wait for a place")
 	victim.stop(t, syscall.SIGKILL)
 	var permits int
@@ -221,8 +228,10 @@ func TestDeadReplicasPermitsComeBack(t *testing.T) {
 	require.Equal(t, tasks-limit, countRows(t, pool, `SELECT count(*)::int FROM flow_holds`), "the rest still wait")
 
 	startAx(t, env)
-	require.Eventually(t, func() bool {
-		return countRows(t, pool, `SELECT count(*)::int FROM executions WHERE state = 'succeeded'`) == tasks-limit
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := loadCount(ctx, pool, `SELECT count(*)::int FROM executions WHERE state = 'succeeded'`)
+		assert.NoError(c, err)
+		assert.Equal(c, tasks-limit, n)
 	}, 3*time.Minute, 200*time.Millisecond, "the held deliveries go once the dead replica's permits expire")
 
 	_, byExecution, order := recv.snapshot()

@@ -1,13 +1,14 @@
 package tests
 
 import (
-	"io"
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
@@ -36,31 +37,41 @@ func TestFinishedCounterMatchesStats(t *testing.T) {
 	next := apiGet(t, p.base, tok, "/v1/tasks/"+daily["id"].(string)+"/preview?count=1")["items"].([]any)[0].(map[string]any)["at"]
 	apiDo(t, http.MethodPost, p.base+"/v1/tasks/"+daily["id"].(string)+"/skip", tok, map[string]any{"scheduled_for": next}, http.StatusOK)
 
-	counter := func(m, state string) int {
-		got := regexp.MustCompile(`ax_executions_finished_total\{state="` + state + `"\} (\d+)`).FindStringSubmatch(m)
+	counter := func(c *assert.CollectT, m []byte, state string) int {
+		got := regexp.MustCompile(`ax_executions_finished_total\{state="` + state + `"\} (\d+)`).FindSubmatch(m)
 		if got == nil {
 			return 0
 		}
-		n, err := strconv.Atoi(got[1])
-		require.NoError(t, err)
+		n, err := strconv.Atoi(string(got[1]))
+		assert.NoError(c, err)
 		return n
 	}
-	var stats map[string]any
-	require.Eventually(t, func() bool { // deliveries under way at the pause finish
-		resp, err := http.Get(p.base + "/metrics")
-		require.NoError(t, err)
-		body, err := io.ReadAll(resp.Body)
-		require.NoError(t, resp.Body.Close())
-		require.NoError(t, err)
-		stats = apiGet(t, p.base, tok, "/v1/stats")["executions"].(map[string]any)["by_state"].(map[string]any)
-		for _, s := range []string{"succeeded", "failed", "cancelled", "skipped"} {
-			if counter(string(body), s) != int(stats[s].(float64)) {
-				return false
-			}
+	var stats map[string]int
+	require.EventuallyWithT(t, func(c *assert.CollectT) { // deliveries under way at the pause finish
+		code, _, metrics, err := send(t.Context(), http.MethodGet, p.base+"/metrics", "", nil)
+		if !assert.NoError(c, err) || !assert.Equal(c, http.StatusOK, code) {
+			return
 		}
-		return stats["pending"].(float64) == 0 && stats["running"].(float64) == 0
+		code, _, b, err := send(t.Context(), http.MethodGet, p.base+"/v1/stats", tok, nil)
+		if !assert.NoError(c, err) || !assert.Equal(c, http.StatusOK, code, "%s", b) {
+			return
+		}
+		var got struct {
+			Executions struct {
+				ByState map[string]int `json:"by_state"`
+			} `json:"executions"`
+		}
+		if !assert.NoError(c, json.Unmarshal(b, &got), "%s", b) {
+			return
+		}
+		stats = got.Executions.ByState
+		for _, s := range []string{"succeeded", "failed", "cancelled", "skipped"} {
+			assert.Equal(c, stats[s], counter(c, metrics, s), "%s: the counter and the stats", s)
+		}
+		assert.Zero(c, stats["pending"], "pending")
+		assert.Zero(c, stats["running"], "running")
 	}, 15*time.Second, 100*time.Millisecond, "the counter by state is the stats' by state")
 	require.Positive(t, stats["succeeded"])
 	require.Positive(t, stats["cancelled"], "the pause cancelled the fires queued")
-	require.EqualValues(t, 1, stats["skipped"])
+	require.Equal(t, 1, stats["skipped"])
 }

@@ -1,14 +1,13 @@
 package tests
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/pglocal"
@@ -82,9 +81,10 @@ func TestDatabaseOutage(t *testing.T) {
 	cluster, err = pglocal.Start(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cluster.Stop(t.Context()) })
-	require.Eventually(t, func() bool {
-		status, _, _ := rawDo(t, http.MethodGet, p.base+"/readyz", "", nil)
-		return status == http.StatusOK
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		status, _, _, err := send(ctx, http.MethodGet, p.base+"/readyz", "", nil)
+		assert.NoError(c, err)
+		assert.Equal(c, http.StatusOK, status)
 	}, 30*time.Second, 100*time.Millisecond)
 	require.NotEmpty(t, apiGet(t, p.base, tok, "/v1/tasks")["items"])
 	apiPost(t, p.base, tok, "/v1/tasks", newTask("after"))
@@ -93,22 +93,7 @@ func TestDatabaseOutage(t *testing.T) {
 // rawDo sends one request and returns the status, headers and body.
 func rawDo(t *testing.T, method, url, token string, body any) (int, http.Header, []byte) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		require.NoError(t, err)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctxT(t), method, url, rd)
+	code, header, b, err := send(ctxT(t), method, url, token, body)
 	require.NoError(t, err)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, resp.Header, b
+	return code, header, b
 }

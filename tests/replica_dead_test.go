@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
@@ -186,9 +187,17 @@ func runningByClient(t *testing.T, pool *pgxpool.Pool) map[string]int {
 
 func countRows(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 	t.Helper()
-	var n int
-	require.NoError(t, pool.QueryRow(t.Context(), sql, args...).Scan(&n))
+	n, err := loadCount(t.Context(), pool, sql, args...)
+	require.NoError(t, err)
 	return n
+}
+
+// loadCount is countRows returning its error, for a condition of
+// Eventually (which runs off the test's goroutine).
+func loadCount(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) (int, error) {
+	var n int
+	err := pool.QueryRow(ctx, sql, args...).Scan(&n)
+	return n, err
 }
 
 // TestDeadReplicaDeliveriesResume: two replicas share a burst of one-shot
@@ -273,8 +282,10 @@ func TestDeadReplicaDeliveriesResume(t *testing.T) {
 	recv.open("*")
 
 	// Generous: the point is that it is not the rescuer's 10 minutes.
-	require.Eventually(t, func() bool {
-		return countRows(t, pool, `SELECT count(*)::int FROM executions WHERE state = 'succeeded'`) == tasks
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := loadCount(t.Context(), pool, `SELECT count(*)::int FROM executions WHERE state = 'succeeded'`)
+		assert.NoError(c, err)
+		assert.Equal(c, tasks, n)
 	}, 60*time.Second, 200*time.Millisecond, "every delivery completes")
 	t.Logf("all %d delivered %s after the kill", tasks, time.Since(killedAt).Round(time.Millisecond))
 
@@ -371,8 +382,10 @@ func TestPausedReplicaIsFenced(t *testing.T) {
 	require.EqualValues(t, 2, ex["attempts"])
 
 	recv.open("2")
-	require.Eventually(t, func() bool {
-		return apiGet(t, a.base, tok, "/v1/executions/"+execID)["state"] == "succeeded"
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		x, err := getJSON(t.Context(), a.base, tok, "/v1/executions/"+execID)
+		assert.NoError(c, err)
+		assert.Equal(c, "succeeded", x["state"])
 	}, 30*time.Second, 100*time.Millisecond)
 	ex = apiGet(t, a.base, tok, "/v1/executions/"+execID)
 	require.EqualValues(t, 2, ex["attempts"])
@@ -395,17 +408,17 @@ func TestPausedReplicaIsFenced(t *testing.T) {
 	require.Equal(t, task["id"], ex["task_id"])
 
 	// It registered again: two live replicas, the paused one under a new id.
-	require.Eventually(t, func() bool {
-		items := apiGet(t, a.base, operator, "/v1/admin/replicas")["items"].([]any)
-		if len(items) != 2 {
-			return false
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		page, err := getJSON(t.Context(), a.base, operator, "/v1/admin/replicas")
+		if !assert.NoError(c, err) {
+			return
 		}
-		for _, it := range items {
-			if it.(map[string]any)["id"] == paused.id {
-				return false
-			}
+		var ids []any
+		for _, it := range page["items"].([]any) {
+			ids = append(ids, it.(map[string]any)["id"])
 		}
-		return true
+		assert.Len(c, ids, 2)
+		assert.NotContains(c, ids, paused.id)
 	}, 15*time.Second, 100*time.Millisecond)
 }
 
@@ -506,8 +519,10 @@ func TestBurstSharedBetweenReplicas(t *testing.T) {
 	require.Positive(t, waiting, "the rest of the burst waits in River")
 
 	recv.open("*")
-	require.Eventually(t, func() bool {
-		return countRows(t, pool, `SELECT count(*)::int FROM executions WHERE state = 'succeeded'`) == tasks
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := loadCount(t.Context(), pool, `SELECT count(*)::int FROM executions WHERE state = 'succeeded'`)
+		assert.NoError(c, err)
+		assert.Equal(c, tasks, n)
 	}, 120*time.Second, 250*time.Millisecond, "every delivery completes")
 	require.Len(t, recv.keys(), tasks, "each execution's key reached the receiver")
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
@@ -107,13 +108,18 @@ func TestReschedulesWhileFiring(t *testing.T) {
 		finished             time.Time
 	}
 	var bySlot map[time.Time][]execution
-	require.Eventually(t, func() bool {
-		bySlot = map[time.Time][]execution{}
-		items := apiGet(t, p.base, tok, "/v1/executions?limit=500&task_id="+id)["items"].([]any)
-		for _, it := range items {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		page, err := getJSON(t.Context(), p.base, tok, "/v1/executions?limit=500&task_id="+id)
+		if !assert.NoError(c, err) {
+			return
+		}
+		got := map[time.Time][]execution{}
+		for _, it := range page["items"].([]any) {
 			e := it.(map[string]any)
 			slot, err := time.Parse(time.RFC3339Nano, e["scheduled_for"].(string))
-			require.NoError(t, err)
+			if !assert.NoError(c, err) {
+				return
+			}
 			if slot.After(end) {
 				continue
 			}
@@ -123,14 +129,16 @@ func TestReschedulesWhileFiring(t *testing.T) {
 			}
 			if f, ok := e["finished_at"].(string); ok {
 				x.finished, err = time.Parse(time.RFC3339Nano, f)
-				require.NoError(t, err)
+				if !assert.NoError(c, err) {
+					return
+				}
 			}
-			if x.state == "pending" || x.state == "running" || x.state == "retrying" {
-				return false
+			if !assert.NotContains(c, []string{"pending", "running", "retrying"}, x.state, "execution %s", x.id) {
+				return
 			}
-			bySlot[slot.UTC()] = append(bySlot[slot.UTC()], x)
+			got[slot.UTC()] = append(got[slot.UTC()], x)
 		}
-		return true
+		bySlot = got
 	}, 60*time.Second, 200*time.Millisecond, "every execution up to %s ends", end)
 	final := apiGet(t, p.base, tok, "/v1/tasks/"+id)
 

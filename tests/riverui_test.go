@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
@@ -32,22 +34,32 @@ func (r uiResp) json(t *testing.T) map[string]any {
 // uiDo sends one request without following redirects.
 func uiDo(t *testing.T, method, url string, header map[string]string, body string) uiResp {
 	t.Helper()
+	r, err := uiSend(ctxT(t), method, url, header, body)
+	require.NoError(t, err)
+	return r
+}
+
+// uiSend is uiDo returning its error, for a condition of Eventually.
+func uiSend(ctx context.Context, method, url string, header map[string]string, body string) (uiResp, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctxT(t), method, url, rd)
-	require.NoError(t, err)
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return uiResp{}, err
+	}
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	res, err := client.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return uiResp{}, err
+	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
-	return uiResp{status: res.StatusCode, header: res.Header, body: string(b)}
+	return uiResp{status: res.StatusCode, header: res.Header, body: string(b)}, err
 }
 
 // cliToken mints a token with `ax token` and the server's configuration.
@@ -148,8 +160,10 @@ func TestRiverUI(t *testing.T) {
 	require.Contains(t, r.json(t), "available")
 
 	// The River client of the server registers the deliver queue.
-	require.Eventually(t, func() bool {
-		return uiDo(t, http.MethodGet, ui+"api/queues/deliver", browser(nil), "").status == http.StatusOK
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		r, err := uiSend(t.Context(), http.MethodGet, ui+"api/queues/deliver", browser(nil), "")
+		assert.NoError(c, err)
+		assert.Equal(c, http.StatusOK, r.status, r.body)
 	}, 30*time.Second, 100*time.Millisecond)
 
 	// Changes from another site are refused and change nothing.

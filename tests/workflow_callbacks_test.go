@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
@@ -50,28 +51,33 @@ func TestWorkflowCallbackNodeAndSLAEndToEnd(t *testing.T) {
 	run := apiDo(t, http.MethodPost, p.base+"/v1/workflows/"+wf["id"].(string)+"/trigger", tok, map[string]any{}, http.StatusAccepted)
 	runID := run["id"].(string)
 
+	// nodeOf returns a run's node, nil when it has none of that key.
 	nodeOf := func(r map[string]any, key string) map[string]any {
-		for _, n := range r["nodes"].([]any) {
+		nodes, _ := r["nodes"].([]any)
+		for _, n := range nodes {
 			if n.(map[string]any)["key"] == key {
 				return n.(map[string]any)
 			}
 		}
-		t.Fatalf("no node %s", key)
 		return nil
 	}
 	var export string
-	require.Eventually(t, func() bool {
-		export, _ = nodeOf(apiGet(t, p.base, tok, "/v1/workflow-runs/"+runID), "export")["execution_id"].(string)
-		return export != ""
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		r, err := getJSON(t.Context(), p.base, tok, "/v1/workflow-runs/"+runID)
+		assert.NoError(c, err)
+		export, _ = nodeOf(r, "export")["execution_id"].(string)
+		assert.NotEmpty(c, export, "export's execution")
 	}, 60*time.Second, 50*time.Millisecond)
 	token := rcv.tokensOf(t, export, 1)[0]
 	require.NotEmpty(t, token)
 
 	// The SLA passes while export waits: recorded on the run, alerted once.
 	var r map[string]any
-	require.Eventually(t, func() bool {
-		r = apiGet(t, p.base, tok, "/v1/workflow-runs/"+runID)
-		return r["sla_missed_at"] != nil
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var err error
+		r, err = getJSON(t.Context(), p.base, tok, "/v1/workflow-runs/"+runID)
+		assert.NoError(c, err)
+		assert.NotNil(c, r["sla_missed_at"])
 	}, 60*time.Second, 50*time.Millisecond)
 	require.Equal(t, "running", r["state"])
 	require.Equal(t, "running", nodeOf(r, "export")["state"])
@@ -88,8 +94,10 @@ func TestWorkflowCallbackNodeAndSLAEndToEnd(t *testing.T) {
 	x := apiDo(t, http.MethodPost, p.base+"/v1/executions/"+export+"/complete", token,
 		map[string]any{"status": "succeeded", "output": map[string]any{"files": 3}}, http.StatusOK)
 	require.Equal(t, "succeeded", x["state"])
-	require.Eventually(t, func() bool {
-		return apiGet(t, p.base, tok, "/v1/workflow-runs/"+runID)["state"] == "succeeded"
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		r, err := getJSON(t.Context(), p.base, tok, "/v1/workflow-runs/"+runID)
+		assert.NoError(c, err)
+		assert.Equal(c, "succeeded", r["state"])
 	}, 60*time.Second, 50*time.Millisecond)
 	time.Sleep(time.Second)
 	require.Len(t, alerts.all(), 1, "one SLA alert, however long the run went on")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
@@ -46,8 +47,10 @@ func TestWorkflowEndToEnd(t *testing.T) {
 	})
 	run := apiDo(t, http.MethodPost, p.base+"/v1/workflows/"+wf["id"].(string)+"/trigger", tok, map[string]any{}, http.StatusAccepted)
 	runID := run["id"].(string)
-	require.Eventually(t, func() bool {
-		return apiGet(t, p.base, tok, "/v1/workflow-runs/"+runID)["state"] == "succeeded"
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		r, err := getJSON(t.Context(), p.base, tok, "/v1/workflow-runs/"+runID)
+		assert.NoError(c, err)
+		assert.Equal(c, "succeeded", r["state"])
 	}, 30*time.Second, 50*time.Millisecond)
 
 	hits := rcv.all()

@@ -419,7 +419,7 @@ func TestConsolePages(t *testing.T) {
 	assert.Contains(t, p.Body, `id="retry"`)
 	p = e.post("/console/executions/"+x+"/retry", tok, nil)
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
-	assert.Equal(t, "/console/executions/"+x, p.Location)
+	require.Equal(t, "/console/executions/"+x, p.Location)
 	assert.Contains(t, e.get(p.Location, tok).Body, "state-pending", "a retried execution is pending again")
 	// A retry of an execution that is not final is a conflict page.
 	p = e.post("/console/executions/"+x+"/retry", tok, nil)
@@ -711,7 +711,7 @@ func TestConsoleWorkflowPage(t *testing.T) {
 
 	p = e.post("/console/workflows/"+wf+"/pause", tok, nil)
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
-	assert.Equal(t, "/console/workflows/"+wf+"?done=paused", p.Location)
+	require.Equal(t, "/console/workflows/"+wf+"?done=paused", p.Location)
 	p = e.get(p.Location, tok)
 	assert.Contains(t, p.Body, `id="flash">The workflow is paused`)
 	assert.Contains(t, p.Body, `id="resume"`)
@@ -725,7 +725,7 @@ func TestConsoleWorkflowPage(t *testing.T) {
 	p = e.post("/console/workflows/"+wf+"/trigger", tok, nil)
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 	require.True(t, strings.HasPrefix(p.Location, "/console/workflow-runs/"), p.Location)
-	assert.True(t, strings.HasSuffix(p.Location, "?done=triggered"), p.Location)
+	require.True(t, strings.HasSuffix(p.Location, "?done=triggered"), p.Location)
 	p = e.get(p.Location, tok)
 	assert.Contains(t, p.Body, `id="flash">A run was triggered.`)
 	assert.Contains(t, e.get("/console/workflows/"+wf, tok).Body, `<table id="runs">`)
@@ -775,7 +775,7 @@ func TestConsoleWorkflowRunResolve(t *testing.T) {
 	// Skip one branch: the join (one_success) may go on.
 	p = e.post(runPath+"/nodes/clean/skip", tok, nil)
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
-	assert.Equal(t, runPath+"?done=skipped&node=clean", p.Location)
+	require.Equal(t, runPath+"?done=skipped&node=clean", p.Location)
 	p = e.get(p.Location, tok)
 	assert.Contains(t, p.Body, `id="flash">Node &#34;clean&#34; is skipped`)
 	st = dagStatesOf(p.Body)

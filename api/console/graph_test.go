@@ -22,7 +22,7 @@ func TestLayoutDAG(t *testing.T) {
 	for _, n := range v.Nodes {
 		col[n.Key] = (n.X - dagPad) / (dagNodeW + dagGapX)
 	}
-	assert.Equal(t, map[string]int{"a": 0, "b": 1, "c": 2, "d": 0}, col, "longest path, not shortest")
+	require.Equal(t, map[string]int{"a": 0, "b": 1, "c": 2, "d": 0}, col, "longest path, not shortest")
 	require.Len(t, v.Edges, 3)
 	assert.Equal(t, 2*dagPad+3*dagNodeW+2*dagGapX, v.Width)
 	assert.Equal(t, 2*dagPad+2*dagNodeH+dagGapY, v.Height, "two roots stacked")

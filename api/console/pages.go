@@ -106,6 +106,8 @@ func (taskFormView) title() (string, string) { return "New task", "tasks" }
 
 type taskForm struct {
 	Name, EndpointID, Type, Cron, Timezone, Interval, Payload string
+	// PayloadTemplate: the payload's strings are templates (docs/templates.md).
+	PayloadTemplate bool
 }
 
 type headerRow struct{ Name, Value string }
@@ -342,8 +344,10 @@ func (c *console) listEndpoints(ec echo.Context, s *session) ([]service.Endpoint
 func (c *console) createTask(ec echo.Context, s *session) error {
 	f := taskForm{Name: strings.TrimSpace(ec.FormValue("name")), EndpointID: ec.FormValue("endpoint_id"), Type: ec.FormValue("type"),
 		Cron: strings.TrimSpace(ec.FormValue("cron")), Timezone: strings.TrimSpace(ec.FormValue("timezone")),
-		Interval: strings.TrimSpace(ec.FormValue("interval")), Payload: strings.TrimSpace(ec.FormValue("payload"))}
-	in := service.TaskInput{Name: f.Name, EndpointID: f.EndpointID, Schedule: schedule.Spec{Type: f.Type, Timezone: f.Timezone}}
+		Interval: strings.TrimSpace(ec.FormValue("interval")), Payload: strings.TrimSpace(ec.FormValue("payload")),
+		PayloadTemplate: ec.FormValue("payload_template") == "true"}
+	in := service.TaskInput{Name: f.Name, EndpointID: f.EndpointID, Schedule: schedule.Spec{Type: f.Type, Timezone: f.Timezone},
+		PayloadTemplate: f.PayloadTemplate}
 	var ve service.ValidationError
 	switch f.Type {
 	case "cron":

@@ -32,7 +32,7 @@ func TestConsoleTaskSkip(t *testing.T) {
 
 	p = e.post("/console/tasks/"+id+"/skip", tok, url.Values{"scheduled_for": {slot}})
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
-	assert.Equal(t, "/console/tasks/"+id+"?done=slot-skipped", p.Location)
+	require.Equal(t, "/console/tasks/"+id+"?done=slot-skipped", p.Location)
 	p = e.get(p.Location, tok)
 	require.Equal(t, http.StatusOK, p.Status)
 	assert.Contains(t, p.Body, `id="flash"`)
@@ -88,7 +88,7 @@ func TestConsoleTaskBackfill(t *testing.T) {
 	form.Del("dry_run")
 	p = e.post("/console/tasks/"+id+"/backfill", tok, form)
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
-	assert.Equal(t, "/console/backfills?done=backfill-started", p.Location)
+	require.Equal(t, "/console/backfills?done=backfill-started", p.Location)
 	p = e.get(p.Location, tok)
 	require.Equal(t, http.StatusOK, p.Status)
 	assert.Contains(t, p.Body, "The backfill is started")

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/api"
@@ -76,11 +77,17 @@ func startStoppableServer(t *testing.T, env map[string]string) (string, *syncBuf
 		}
 	})
 	t.Cleanup(stop)
-	var base string
+	var (
+		base   string
+		exited bool
+		exit   error
+	)
 	require.Eventually(t, func() bool {
 		select {
-		case err := <-done:
-			t.Fatalf("serve exited early: %v", err)
+		case exit = <-done:
+			done <- exit // for stop
+			exited = true
+			return true
 		default:
 		}
 		if m := listenRE.FindStringSubmatch(out.String()); m != nil {
@@ -89,24 +96,38 @@ func startStoppableServer(t *testing.T, env map[string]string) (string, *syncBuf
 		}
 		return false
 	}, 60*time.Second, 20*time.Millisecond)
+	require.False(t, exited, "serve exited early: %v", exit)
 	return base, out, stop
 }
 
+// get sends a GET and returns the status and the body as JSON (nil when
+// it is not).
 func get(t *testing.T, url, token string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	code, body, err := fetch(t.Context(), url, token)
 	require.NoError(t, err)
+	var m map[string]any
+	_ = json.Unmarshal(body, &m)
+	return code, m
+}
+
+// fetch sends a GET and returns the status and the body. It does not fail
+// the test, so that the condition of Eventually may call it.
+func fetch(ctx context.Context, url, token string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return 0, nil, err
+	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	var m map[string]any
-	_ = json.Unmarshal(body, &m)
-	return resp.StatusCode, m
+	return resp.StatusCode, body, err
 }
 
 func TestServeWithDatabaseURL(t *testing.T) {
@@ -173,9 +194,10 @@ func TestReadinessFollowsTheDatabase(t *testing.T) {
 	cluster2, err := pglocal.Start(ctx, pglocal.Config{Dir: dir})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cluster2.Stop(context.Background()) })
-	require.Eventually(t, func() bool {
-		code, _ := get(t, base+"/readyz", "")
-		return code == http.StatusOK
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		code, _, err := fetch(t.Context(), base+"/readyz", "")
+		assert.NoError(c, err)
+		assert.Equal(c, http.StatusOK, code)
 	}, 30*time.Second, 100*time.Millisecond)
 }
 
@@ -208,17 +230,22 @@ func TestServeRunsItsLoopsAndLeaves(t *testing.T) {
 	// task_listener's pass lasts as long as its connection.
 	loops := []string{"heartbeat", "limits_refresh", "limits_dispatch", "permit_sweep", "fairness", "scheduler", "reconcile", "unfinished_sweep", "idempotency_expiry", "analyze", "retention", "callbacks", "sla",
 		"backfills", "workflow_sweep"}
-	var waiting []string
-	require.Eventually(t, func() bool {
-		body := scrape(t, base)
-		waiting = nil
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, body, err := fetch(t.Context(), base+"/metrics", "")
+		if !assert.NoError(c, err) {
+			return
+		}
+		var waiting []string
 		for _, l := range loops {
-			if !regexp.MustCompile(`(?m)^ax_loop_last_success_timestamp_seconds\{loop="` + l + `"\} [1-9]`).MatchString(body) {
+			if !regexp.MustCompile(`(?m)^ax_loop_last_success_timestamp_seconds\{loop="` + l + `"\} [1-9]`).Match(body) {
 				waiting = append(waiting, l)
 			}
 		}
-		return len(waiting) == 0 && strings.Contains(body, `ax_loop_passes_total{loop="task_listener"} 0`)
-	}, 30*time.Second, 100*time.Millisecond, "every loop passed once; waiting for %v", &waiting)
+		if !strings.Contains(string(body), `ax_loop_passes_total{loop="task_listener"} 0`) {
+			waiting = append(waiting, "task_listener")
+		}
+		assert.Empty(c, waiting, "the loops not seen yet")
+	}, 30*time.Second, 100*time.Millisecond, "every loop passed once")
 
 	pool, err := pgxpool.New(t.Context(), url)
 	require.NoError(t, err)
@@ -239,19 +266,6 @@ func TestServeRunsItsLoopsAndLeaves(t *testing.T) {
 	require.Equal(t, map[string]int{"alive": 1}, states())
 	stop()
 	require.Equal(t, map[string]int{"gone": 1}, states())
-}
-
-// scrape returns the server's /metrics.
-func scrape(t *testing.T, base string) string {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/metrics", nil)
-	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return string(b)
 }
 
 func TestMigrateCommand(t *testing.T) {

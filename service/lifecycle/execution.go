@@ -55,7 +55,8 @@ var Executions = Machine{
 			"or deleted, its endpoint deleted or disabled, a schedule change, its backfill or workflow run cancelled"},
 		{ExecPending, ExecSkipped, "not sent: its task's overlap policy, a misfire its misfire policy does not fire, " +
 			"a slot skipped through the API"},
-		{ExecPending, ExecFailed, "no attempt left to start (max_attempts)"},
+		{ExecPending, ExecFailed, "no attempt left to start (max_attempts); its payload's template failed to render " +
+			"when it was created (error_class template: never enqueued nor sent)"},
 		{ExecRunning, ExecSucceeded, "the receiver accepted it (a 2xx; a completed callback)"},
 		{ExecRunning, ExecRetrying, "a retryable failure with attempts left"},
 		{ExecRunning, ExecFailed, "a permanent failure or the last attempt's; a resumed run with no attempt left"},

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db"
@@ -86,11 +87,11 @@ func TestAdmissionRacingAGrant(t *testing.T) {
 		done <- result{adm, err}
 	}()
 	// The admission found no permit yet and waits for the gate's lock.
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var waiting bool
-		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+		assert.NoError(c, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 			WHERE wait_event_type = 'Lock' AND query LIKE '%flow_gates%' AND pid <> pg_backend_pid())`).Scan(&waiting))
-		return waiting
+		assert.True(c, waiting, "waiting for the lock")
 	}, 10*time.Second, 5*time.Millisecond)
 	require.NoError(t, dispatcher.Commit(ctx))
 	res := <-done
@@ -182,11 +183,11 @@ func TestAdmissionBehindHoldsRacingItsGrant(t *testing.T) {
 		done <- result{adm, err}
 	}()
 	// The admission saw the other hold and waits on its own hold's row.
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var waiting bool
-		require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+		assert.NoError(c, pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
 			WHERE wait_event_type = 'Lock' AND query LIKE '%flow_holds%' AND pid <> pg_backend_pid())`).Scan(&waiting))
-		return waiting
+		assert.True(c, waiting, "waiting for the lock")
 	}, 10*time.Second, 5*time.Millisecond)
 	require.NoError(t, dispatcher.Commit(ctx))
 	res := <-done

@@ -15,6 +15,10 @@
 //     measurement window is expected exactly once; lateness = arrival at the
 //     receiver − X-Ax-Scheduled-For. Target: p99 ≤ 50 ms at 1,000 fires/s.
 //   - sustained: precision with N = 5,000 by default.
+//   - templated: precision (1,000 fires/s by default) of tasks whose
+//     payload is a template (business dates in Asia/Shanghai, the slot, the
+//     execution id), rendered by the scheduler for every fire; its lateness
+//     compares with precision's (templated.go).
 //   - deployed, deployed-sustained: precision and sustained as a user
 //     deploys ax: ax reaches PostgreSQL over TCP on 127.0.0.1 (not its
 //     Unix socket), the tasks are created through the API without start_at
@@ -115,16 +119,16 @@ func (m *multiFlag) Set(v string) error {
 }
 
 var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling", "retention",
-	"workflow", "diamond", "shards", "callbacks", "noisy", "hung", "maxconc", "ratelimit"}
+	"workflow", "diamond", "shards", "callbacks", "noisy", "hung", "maxconc", "ratelimit", "templated"}
 
 func main() {
 	var o options
 	flag.StringVar(&o.scenario, "scenario", "precision",
-		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling|retention|workflow|callbacks|noisy|hung|maxconc|ratelimit, "+
+		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling|retention|workflow|callbacks|noisy|hung|maxconc|ratelimit|templated, "+
 			"a comma-separated list, or all")
 	flag.IntVar(&o.tasks, "tasks", 0, "number of tasks (0: the scenario's default: precision 1000, sustained 5000, "+
 		"burst 10000, idle 1000000, ceiling 20000 jobs per configuration, noisy 20000 of the noisy tenant, hung 450 hung deliveries, "+
-		"maxconc 2000, ratelimit 4000)")
+		"maxconc 2000, ratelimit 4000, templated 1000)")
 	flag.DurationVar(&o.duration, "duration", 30*time.Second, "measurement window (precision, sustained, idle, and each api phase)")
 	flag.DurationVar(&o.warmup, "warmup", 5*time.Second, "discarded warm-up after the first slot (precision, sustained)")
 	flag.DurationVar(&o.grace, "grace", 10*time.Second, "how long after the window a slot may still arrive before it counts as missing")
@@ -313,6 +317,8 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 		return maxconc(ctx, st, o, orInt(n, 2000))
 	case "ratelimit":
 		return ratelimit(ctx, st, o, orInt(n, 4000))
+	case "templated":
+		return templated(ctx, st, o, orInt(n, 1000))
 	}
 	return nil, fmt.Errorf("unknown scenario %q", name)
 }

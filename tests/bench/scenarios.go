@@ -27,6 +27,9 @@ type shape struct {
 	prepare func(ctx context.Context, s *session, res *result) error
 	// after, if set, runs after the window, while ax still runs.
 	after func(ctx context.Context, s *session, res *result)
+	// task, if set, adjusts the body that creates task i (templated:
+	// a templated payload).
+	task func(i int, body map[string]any)
 }
 
 // benchShape is the shape of precision and sustained: the cluster's socket,
@@ -251,8 +254,12 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 		if sh.startAt {
 			sched["start_at"] = base.Add(offset(i)).UTC().Format(time.RFC3339Nano)
 		}
-		return map[string]any{"name": fmt.Sprintf("%s-%07d", name, i), "endpoint_id": s.epID, "schedule": sched,
+		body := map[string]any{"name": fmt.Sprintf("%s-%07d", name, i), "endpoint_id": s.epID, "schedule": sched,
 			"payload": map[string]any{"i": i}}
+		if sh.task != nil {
+			sh.task(i, body)
+		}
+		return body
 	})
 	res.setCreation(cr)
 	if ctx.Err() != nil {

@@ -53,7 +53,7 @@ func TestParseCorpus(t *testing.T) {
 		}
 		got = append(got, row{d.Name, d.Spec.Schedule.Cron, d.Spec.Schedule.Timezone, shell, cmd0})
 	}
-	assert.Equal(t, []row{
+	require.Equal(t, []row{
 		{"backup.sh", "30 2 * * *", "Europe/Paris", "/usr/local/bin/backup.sh --full > /var/log/backup.log 2>&1", ""},
 		{"sync-feeds", "*/15 * * * *", "Europe/Paris", "cd /srv/app && ./bin/sync-feeds", ""},
 		{"php-artisan-schedule-run", "0 9-17 * * mon-fri", "Europe/Paris", "/usr/bin/php /srv/app/artisan schedule:run", ""},

@@ -322,7 +322,7 @@ func TestWorkersBound(t *testing.T) {
 		_, err := f.send(context.Background(), "msg_long", map[string]any{"command": []string{"/bin/sleep", "2"}})
 		started <- err
 	}()
-	assert.Eventually(t, func() bool { return f.r.Running() == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return f.r.Running() == 1 }, 5*time.Second, 10*time.Millisecond)
 	a := f.must(t, "msg_other", map[string]any{"command": []string{"/bin/true"}})
 	assert.Equal(t, http.StatusTooManyRequests, a.status)
 	assert.Equal(t, "5", a.retryAfter)
@@ -368,7 +368,7 @@ func TestShutdownEndsWhatOutlivesTheGrace(t *testing.T) {
 		a, _ := f.send(context.Background(), "msg_running", map[string]any{"command": []string{"/bin/sleep", "30"}})
 		res <- a
 	}()
-	assert.Eventually(t, func() bool { return f.r.Running() == 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return f.r.Running() == 1 }, 5*time.Second, 10*time.Millisecond)
 	stopped := make(chan error, 1)
 	go func() { stopped <- f.r.Shutdown(context.Background()) }()
 	assert.Eventually(t, func() bool {

@@ -28,7 +28,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: the database is reachable and migrated */
+        /**
+         * Readiness: the database is reachable and migrated
+         * @description Ready (200) when the database is reachable and every migration applied; warnings (a clock drifting from the database's) leave it ready.
+         */
         get: operations["readyz"];
         put?: never;
         post?: never;
@@ -268,6 +271,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/endpoints/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send an endpoint a test request
+         * @description One signed request now, as a delivery is sent (the endpoint's method, headers, timeout, SSRF guard), with X-Ax-Test: true and a fresh webhook-id, and none of the headers that name a task or an execution. Recorded nowhere but the audit log; a disabled endpoint is tested too. 200 whatever the endpoint answered: status_code and error say what happened.
+         */
+        post: operations["testEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions": {
         parameters: {
             query?: never;
@@ -282,6 +305,26 @@ export interface paths {
         get: operations["listExecutions"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/executions/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deliver again every failed (or cancelled) execution of a range
+         * @description Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+         */
+        post: operations["retryExecutions"];
         delete?: never;
         options?: never;
         head?: never;
@@ -376,7 +419,7 @@ export interface paths {
         put?: never;
         /**
          * Deliver an execution again
-         * @description failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot.
+         * @description failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot. An execution that failed because its payload's template failed to render (error_class template) renders the task's current payload again: 409 if it still fails.
          */
         post: operations["retryExecution"];
         delete?: never;
@@ -551,6 +594,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tasks/{id}/render": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * What a slot of the task would send
+         * @description Renders the task's payload for a slot (shard 0, round 1, trigger schedule, a fresh execution id) and sends nothing. A template that fails to render is a 422 naming the field (payload.rows).
+         */
+        post: operations["renderTask"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tasks/{id}/resume": {
         parameters: {
             query?: never;
@@ -602,7 +665,7 @@ export interface paths {
         put?: never;
         /**
          * Fire a task now
-         * @description Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. Supports Idempotency-Key, remembered per task.
+         * @description Creates an execution with trigger manual, scheduled for now, and queues its delivery. Works on active, paused and completed tasks. The body is optional. With a dedup_key already used for this task, the execution it created is returned (202 too) and nothing fires. A task whose endpoint is disabled: 409 naming the endpoint, and nothing fires. A templated task's payload is rendered for now (each shard its own); a template that fails to render makes the execution failed (error_class template), unsent. Supports Idempotency-Key, remembered per task.
          */
         post: operations["triggerTask"];
         delete?: never;
@@ -837,7 +900,7 @@ export interface components {
     schemas: {
         AuditEntry: {
             /** @enum {string} */
-            action: "create" | "update" | "delete" | "pause" | "resume" | "trigger" | "skip" | "backfill" | "cancel" | "retry" | "rotate_secret" | "set_limits";
+            action: "create" | "update" | "delete" | "pause" | "resume" | "trigger" | "skip" | "backfill" | "cancel" | "retry" | "rotate_secret" | "set_limits" | "test";
             /**
              * Format: date-time
              * @description At is when the change was committed (its transaction's time).
@@ -1253,6 +1316,34 @@ export interface components {
             enabled: number;
             total: number;
         };
+        EndpointTestRequest: {
+            /** @description Payload is the body, any JSON (default {}). */
+            payload?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
+        };
+        EndpointTestResult: {
+            /**
+             * @description DurationMS runs from sending the request to the end of reading the response.
+             * @example 38
+             */
+            duration_ms: number;
+            /**
+             * @description Error says why no response came: a blocked target, DNS, connect, TLS, a timeout.
+             * @example dial: connection refused
+             */
+            error?: string;
+            /**
+             * @description ResponseExcerpt is the start of the response body (4 KiB at most).
+             * @example
+             */
+            response_excerpt: string;
+            /**
+             * @description StatusCode is the response's status; 0 when none came (see error).
+             * @example 204
+             */
+            status_code: number;
+        };
         EndpointWithSecret: {
             /** Format: date-time */
             created_at: string;
@@ -1426,6 +1517,12 @@ export interface components {
             status: string;
             /** @example v0.1.0 */
             version?: string;
+            /**
+             * @description Warnings are conditions an operator should look at that do not make
+             *     the replica unready (its clock drifting from the database's by more
+             *     than 200 ms).
+             */
+            warnings?: string[];
         };
         HeartbeatRequest: {
             /** @description Progress is any JSON (at most 16 KiB), kept on the execution and shown as progress; absent: the last one stays. */
@@ -1599,6 +1696,31 @@ export interface components {
             title: string;
             type: string;
         };
+        RenderRequest: {
+            /** @description Inputs are a workflow run's inputs; a task has none (any is a 422). */
+            inputs?: {
+                [key: string]: unknown;
+            };
+            /**
+             * Format: date-time
+             * @description ScheduledFor is the slot to render (RFC 3339); absent: the task's next slot, or now when it has none.
+             */
+            scheduled_for?: string;
+        };
+        RenderResponse: {
+            /**
+             * @description Body is the request body the slot would send: the rendered payload (the payload itself when payload_template
+             *     is false).
+             */
+            body: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
+            /**
+             * Format: date-time
+             * @description ScheduledFor is the slot rendered.
+             */
+            scheduled_for: string;
+        };
         Replica: {
             /**
              * @description DeliveriesInFlight is the webhook requests it had under way at its
@@ -1633,6 +1755,57 @@ export interface components {
         };
         ReplicaList: {
             items: components["schemas"]["Replica"][];
+        };
+        RetryExecutionsRequest: {
+            /** @description DryRun: count the matches, retry nothing. */
+            dry_run?: boolean;
+            /**
+             * Format: date-time
+             * @description From is the first slot (scheduled_for) of the range (inclusive), RFC 3339.
+             * @example 2026-12-03T22:00:00Z
+             */
+            from: string;
+            /**
+             * @description State is the state retried: failed or cancelled.
+             * @example failed
+             * @enum {string}
+             */
+            state: "failed" | "cancelled";
+            /**
+             * Format: uuid
+             * @description TaskID limits the retry to one task's executions.
+             */
+            task_id?: string;
+            /**
+             * Format: date-time
+             * @description To ends the range (exclusive), RFC 3339.
+             * @example 2026-12-04T06:00:00Z
+             */
+            to: string;
+            /**
+             * Format: uuid
+             * @description WorkflowID limits it to one workflow's step executions.
+             */
+            workflow_id?: string;
+        };
+        RetryExecutionsResult: {
+            /**
+             * @description Matched executions are in state with a slot in [from, to).
+             * @example 312
+             */
+            matched: number;
+            /**
+             * @description Retried of them are pending again (0 in a dry run).
+             * @example 309
+             */
+            retried: number;
+            /** @description SkipReasons name the first 10 skipped: "<execution id>: <why>". */
+            skip_reasons: string[];
+            /**
+             * @description Skipped were left as they were: their task paused or deleted, their slot fired by another execution now, a change in between.
+             * @example 3
+             */
+            skipped: number;
         };
         RetryPolicy: {
             /**
@@ -1791,6 +1964,8 @@ export interface components {
             payload: ({
                 [key: string]: unknown;
             } | null) | unknown[] | string | number | boolean;
+            /** @description PayloadTemplate: payload's strings are templates rendered when an execution is created. */
+            payload_template: boolean;
             priority: number;
             retry: components["schemas"]["RetryPolicy"];
             schedule: components["schemas"]["Schedule"];
@@ -1846,6 +2021,13 @@ export interface components {
             payload?: ({
                 [key: string]: unknown;
             } | null) | unknown[] | string | number | boolean;
+            /**
+             * @description PayloadTemplate: each JSON string of payload is a Go text/template, rendered once when an execution is
+             *     created ({{ .business_date }}, {{ date_add .business_date -1 }}; docs/templates.md). Default false: the body is
+             *     the payload's bytes.
+             * @example false
+             */
+            payload_template?: boolean;
             /**
              * @description Priority 1 (highest) to 4; null or absent: 2.
              * @example 2
@@ -1907,6 +2089,13 @@ export interface components {
             payload?: ({
                 [key: string]: unknown;
             } | null) | unknown[] | string | number | boolean;
+            /**
+             * @description PayloadTemplate: each JSON string of payload is a Go text/template, rendered once when an execution is
+             *     created ({{ .business_date }}, {{ date_add .business_date -1 }}; docs/templates.md). Default false: the body is
+             *     the payload's bytes.
+             * @example false
+             */
+            payload_template?: boolean;
             /**
              * @description Priority 1 (highest) to 4; null or absent: 2.
              * @example 2
@@ -1974,7 +2163,11 @@ export interface components {
              * @example invoice-2026-01-42
              */
             dedup_key?: string;
-            /** @description Payload overrides the task's payload for this execution only; the webhook body carries it byte for byte. Absent or null: the task's payload. */
+            /**
+             * @description Payload overrides the task's payload for this execution only; the webhook body carries it byte for byte (it is
+             *     not a template, even when the task's payload is). Absent or null: the task's payload, rendered for now when it is
+             *     a template.
+             */
             payload?: ({
                 [key: string]: unknown;
             } | null) | unknown[] | string | number | boolean;
@@ -4268,6 +4461,127 @@ export interface operations {
             };
         };
     };
+    testEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description endpoint id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description the body to send; {} when omitted */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["EndpointTestRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointTestResult"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description The bearer challenge, e.g. `Bearer realm="ax", error="invalid_token"`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests: the tenant's api_requests_per_second limit is reached */
+            429: {
+                headers: {
+                    /** @description the tenant's requests per second */
+                    "RateLimit-Limit"?: number;
+                    /** @description requests left in the current window */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until the window resets */
+                    "RateLimit-Reset"?: number;
+                    /** @description seconds to wait before the next request */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error: an unexpected failure; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description seconds to wait: the database is unreachable */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listExecutions: {
         parameters: {
             query?: {
@@ -4321,6 +4635,133 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests: the tenant's api_requests_per_second limit is reached */
+            429: {
+                headers: {
+                    /** @description the tenant's requests per second */
+                    "RateLimit-Limit"?: number;
+                    /** @description requests left in the current window */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until the window resets */
+                    "RateLimit-Reset"?: number;
+                    /** @description seconds to wait before the next request */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error: an unexpected failure; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description seconds to wait: the database is unreachable */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    retryExecutions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description which executions */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetryExecutionsRequest"];
+            };
+        };
+        responses: {
+            /** @description dry run */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetryExecutionsResult"];
+                };
+            };
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetryExecutionsResult"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description The bearer challenge, e.g. `Bearer realm="ax", error="invalid_token"`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6118,6 +6559,136 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests: the tenant's api_requests_per_second limit is reached */
+            429: {
+                headers: {
+                    /** @description the tenant's requests per second */
+                    "RateLimit-Limit"?: number;
+                    /** @description requests left in the current window */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until the window resets */
+                    "RateLimit-Reset"?: number;
+                    /** @description seconds to wait before the next request */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error: an unexpected failure; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description seconds to wait: the database is unreachable */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    renderTask: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description task id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description the slot */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RenderRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RenderResponse"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description The bearer challenge, e.g. `Bearer realm="ax", error="invalid_token"`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
