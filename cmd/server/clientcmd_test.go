@@ -71,8 +71,13 @@ name: hangs
 spec: {endpoint: local-hang, schedule: {type: interval, interval_seconds: 86400}, timeout_ms: 300000}
 `, recv.URL+"/fail", recv.URL+"/hang")})
 	c.must("apply", "-f", local)
-	state := func(id string) string {
-		return c.api(http.MethodGet, "/v1/executions/"+id, nil, http.StatusOK)["state"].(string)
+	state := func(id string) string { // in Eventually's conditions: reports nothing itself
+		out, _, err := c.ax("", "executions", "get", id, "-o", "json")
+		var e struct{ State string }
+		if err != nil || json.Unmarshal([]byte(out), &e) != nil {
+			return ""
+		}
+		return e.State
 	}
 	var exec map[string]any
 	require.NoError(t, json.Unmarshal([]byte(c.must("tasks", "trigger", "fails", "-o", "json")), &exec))
