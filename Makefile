@@ -88,6 +88,10 @@ bench-limits: ## Endpoint max_concurrency and rate_limit_per_second across 2 rep
 bench-runner: ## ax runner: 200 deliveries at once running /bin/true; prints completions/s (about 10 s).
 	$(GO) test ./cmd/server/runner -run '^$$' -bench ShortCommands -benchtime 20x
 
+.PHONY: bench-apply
+bench-apply: ## ax apply: 1,000 tasks to a fresh tenant, then the same files again (no change); prints seconds per apply (about 1 min).
+	$(GO) test ./cmd/server -run '^$$' -bench Apply1000Tasks -benchtime 3x
+
 .PHONY: bench
 bench: ## Every benchmark scenario (about 17 min); prints a table and writes tmp/bench.json.
 	$(GO) run ./tests/bench -scenario all -json tmp/bench.json $(BENCH_FLAGS)

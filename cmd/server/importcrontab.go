@@ -66,7 +66,7 @@ func importCrontab(args []string, getenv func(string) string, stdin io.Reader, s
 	}
 	in := stdin
 	if file != "-" {
-		f, err := os.Open(file) //nolint:gosec // the user names the file to read
+		f, err := os.Open(file)
 		if err != nil {
 			return fmt.Errorf("import-crontab: %w", err)
 		}

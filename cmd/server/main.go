@@ -1,7 +1,9 @@
 // Command server is the ax binary: `serve` (the default) runs the API, the
 // scheduler and the delivery workers; `migrate` applies database migrations;
 // `token` prints a signed API token; `runner` runs commands from signed
-// webhooks; `version` prints the version.
+// webhooks; `version` prints the version. It is also the API's client:
+// `apply` and `export` (schedules as code), `tasks`, `executions` and
+// `workflows`.
 package main
 
 import (

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/axhq/ax/api"
 )
 
@@ -31,37 +33,90 @@ commands:
             print apply documents for a crontab: ax import-crontab FILE --endpoint NAME
   version   print the version
 
-Configuration comes from AX_* environment variables; see README.md.`
+client commands (AX_URL and AX_TOKEN, or --url and --token):
+  apply     make the tenant match YAML or JSON documents: ax apply -f PATH [--dry-run] [--prune]
+  export    write the tenant's resources as documents: ax export [-o DIR]
+  tasks     list, get, pause, resume, trigger or delete tasks
+  executions
+            list, get, retry or cancel executions
+  workflows list, get or trigger workflows
+  completion
+            print a shell completion script: ax completion bash|zsh|fish
+
+Configuration comes from AX_* environment variables; see README.md.
+"ax COMMAND --help" describes a command.`
 
 // run is the whole program; main only supplies the process's context,
 // arguments, environment and stdout. Tests call it too.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
+	root := newRoot(ctx, getenv, os.Stdin, stdout, os.Stderr)
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}
+
+// newRoot is the command tree. The server's commands parse their own
+// flags (Go's flag package, as before the client commands came), so
+// cobra hands them their arguments untouched.
+func newRoot(ctx context.Context, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	// own wraps a command that parses its own arguments; a help flag
+	// anywhere in them prints the usage when it does not.
+	own := func(name, short string, f func(args []string) error, selfHelp bool) *cobra.Command {
+		return &cobra.Command{
+			Use: name, Short: short, DisableFlagParsing: true,
+			RunE: func(_ *cobra.Command, args []string) error {
+				if !selfHelp && slices.ContainsFunc(args, isHelp) {
+					_, err := fmt.Fprintln(stdout, usage)
+					return err
+				}
+				return f(args)
+			},
+		}
 	}
-	if cmd != "token" && cmd != "runner" && cmd != "import-crontab" && slices.ContainsFunc(args, isHelp) {
-		cmd = "help"
+	root := &cobra.Command{
+		Use: "ax", Short: "ax, a multi-tenant webhook scheduler",
+		SilenceErrors: true, SilenceUsage: true,
+		RunE: func(_ *cobra.Command, args []string) error { return serve(ctx, args, getenv, stdout) },
 	}
-	switch cmd {
-	case "serve":
-		return serve(ctx, args, getenv, stdout)
-	case "migrate":
-		return migrate(ctx, args, getenv)
-	case "token":
-		return token(args, getenv, stdout, os.Stderr)
-	case "runner":
-		return runRunner(ctx, args, getenv, stdout)
-	case "import-crontab":
-		return importCrontab(args, getenv, os.Stdin, stdout, os.Stderr)
-	case "version":
-		_, err := fmt.Fprintln(stdout, "ax", version())
-		return err
-	case "help", "-h", "--help":
-		_, err := fmt.Fprintln(stdout, usage)
-		return err
-	}
-	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetIn(stdin)
+	defaultHelp := root.HelpFunc()
+	root.SetHelpFunc(func(c *cobra.Command, args []string) {
+		if c == root {
+			fmt.Fprintln(stdout, usage)
+			return
+		}
+		defaultHelp(c, args)
+	})
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%s: %w (see %s --help)", c.Name(), err, c.CommandPath())
+	})
+	root.AddCommand(
+		own("serve", "run the API, scheduler and workers (the default)", func(args []string) error {
+			return serve(ctx, args, getenv, stdout)
+		}, false),
+		own("migrate", "apply database migrations and exit", func(args []string) error {
+			return migrate(ctx, args, getenv)
+		}, false),
+		own("token", "print an API token", func(args []string) error {
+			return token(args, getenv, stdout, stderr)
+		}, true),
+		own("runner", "run commands from ax's signed webhooks", func(args []string) error {
+			return runRunner(ctx, args, getenv, stdout)
+		}, true),
+		own("import-crontab", "print apply documents for a crontab", func(args []string) error {
+			return importCrontab(args, getenv, stdin, stdout, stderr)
+		}, true),
+		&cobra.Command{
+			Use: "version", Short: "print the version", Args: cobra.NoArgs,
+			RunE: func(*cobra.Command, []string) error {
+				_, err := fmt.Fprintln(stdout, "ax", version())
+				return err
+			},
+		},
+	)
+	addClientCommands(root, getenv, stdin, stdout, stderr)
+	return root
 }
 
 // isHelp reports whether arg asks for the usage.
