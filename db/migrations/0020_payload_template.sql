@@ -1,0 +1,3 @@
+-- Reserved: the templated payloads change brings migration 0020 under
+-- this name. This stand-in keeps the numbering without gaps until then;
+-- take that change's file over this one.
