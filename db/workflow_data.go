@@ -9,13 +9,8 @@ import (
 )
 
 // SetExecutionOutput keeps output as the output of a workflow node's
-// execution in response mode (execution_outputs); nil removes an earlier
-// attempt's.
+// execution in response mode (execution_outputs).
 func SetExecutionOutput(ctx context.Context, q Querier, tenant, executionID string, output json.RawMessage) error {
-	if output == nil {
-		_, err := q.Exec(ctx, `DELETE FROM execution_outputs WHERE tenant_id = $1 AND execution_id = $2`, tenant, executionID)
-		return wrap("remove execution output", err)
-	}
 	_, err := q.Exec(ctx, `INSERT INTO execution_outputs (tenant_id, execution_id, output) VALUES ($1, $2, $3::text::jsonb)
 		ON CONFLICT (tenant_id, execution_id) DO UPDATE SET output = excluded.output, created_at = now()`,
 		tenant, executionID, string(output))

@@ -238,7 +238,7 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 		if err := s.transition(ctx, tx, end, events); err != nil {
 			return Finished{}, err
 		}
-		if nodeOutput { // before the run advances: the nodes it fires may read it
+		if nodeOutput && out.Output != nil { // before the run advances: the nodes it fires may read it
 			if err := db.SetExecutionOutput(ctx, tx, tenant, executionID, out.Output); err != nil {
 				return Finished{}, storeError(err, "store node output")
 			}
