@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -31,7 +30,7 @@ type backfillRequest struct {
 	DryRun bool `json:"dry_run,omitempty"`
 	// Inputs (a workflow backfill only) override the workflow's input defaults for every run of the backfill; a name
 	// the workflow does not declare → 422 naming inputs.<name>.
-	Inputs map[string]json.RawMessage `json:"inputs,omitempty" swaggertype:"object"`
+	Inputs inputsDTO `json:"inputs,omitempty"`
 } // @name BackfillRequest
 
 // backfillResponse is a backfill as the API returns it.
@@ -56,7 +55,7 @@ type backfillResponse struct {
 	CreatedAt  timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
 	FinishedAt *timestamp `json:"finished_at" extensions:"x-nullable" swaggertype:"string" format:"date-time"`
 	// Inputs are a workflow backfill's input overrides (absent: none).
-	Inputs map[string]json.RawMessage `json:"inputs,omitempty" swaggertype:"object"`
+	Inputs inputsDTO `json:"inputs,omitempty"`
 } // @name Backfill
 
 // backfillList is a page of backfills.
@@ -81,7 +80,7 @@ type backfillPlan struct {
 func backfillOut(b service.Backfill) backfillResponse {
 	return backfillResponse{ID: b.ID, TaskID: b.TaskID, WorkflowID: b.WorkflowID, From: stamp(b.From), To: stamp(b.To), Rerun: b.Rerun,
 		MaxConcurrency: b.MaxConcurrency, State: b.State, Total: b.Total, Created: b.Created, Succeeded: b.Succeeded,
-		Failed: b.Failed, CreatedAt: stamp(b.CreatedAt), FinishedAt: stampPtr(b.FinishedAt), Inputs: b.Inputs}
+		Failed: b.Failed, CreatedAt: stamp(b.CreatedAt), FinishedAt: stampPtr(b.FinishedAt), Inputs: inputsOut(b.Inputs)}
 }
 
 // skipSlot godoc
@@ -180,7 +179,7 @@ func (h *handlers) backfill(c echo.Context,
 		return err
 	}
 	var ve service.ValidationError
-	in := service.BackfillInput{Rerun: req.Rerun, MaxConcurrency: req.MaxConcurrency, DryRun: req.DryRun, Inputs: req.Inputs}
+	in := service.BackfillInput{Rerun: req.Rerun, MaxConcurrency: req.MaxConcurrency, DryRun: req.DryRun, Inputs: req.Inputs.service()}
 	if req.From != "" {
 		if t := parseTime(&ve, "from", &req.From); t != nil {
 			in.From = *t

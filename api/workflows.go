@@ -57,8 +57,59 @@ type workflowRequest struct {
 	// Inputs declares the workflow's inputs with their defaults (name → any JSON): each run's inputs are these,
 	// overridden by its trigger's or backfill's inputs. Names: 1 to 64 ASCII letters, digits and '_', not starting
 	// with a digit; at most 100 inputs and 64 KiB of JSON. A change makes a new version, as a change of the nodes does.
-	Inputs map[string]json.RawMessage `json:"inputs,omitempty" swaggertype:"object"`
+	Inputs inputsDTO `json:"inputs,omitempty"`
 } // @name WorkflowRequest
+
+// inputsDTO is a set of named inputs: name → any JSON value. It decodes
+// each value as its raw JSON (a json.RawMessage), so that numbers keep
+// their digits.
+type inputsDTO map[string]any // @name Inputs
+
+// UnmarshalJSON keeps each value's raw JSON.
+func (d *inputsDTO) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	if m == nil {
+		*d = nil
+		return nil
+	}
+	out := make(inputsDTO, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	*d = out
+	return nil
+}
+
+// service returns the inputs for the service.
+func (d inputsDTO) service() service.Inputs {
+	if d == nil {
+		return nil
+	}
+	out := make(service.Inputs, len(d))
+	for k, v := range d {
+		raw, ok := v.(json.RawMessage)
+		if !ok { // not decoded: encode it
+			raw, _ = json.Marshal(v)
+		}
+		out[k] = raw
+	}
+	return out
+}
+
+// inputsOut returns inputs as the API shows them.
+func inputsOut(in service.Inputs) inputsDTO {
+	if in == nil {
+		return nil
+	}
+	out := make(inputsDTO, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
 
 // workflowResponse is a workflow as the API returns it (its current version).
 type workflowResponse struct {
@@ -107,10 +158,10 @@ type runResponse struct {
 	Trigger      string    `json:"trigger" enums:"schedule,manual,backfill"`
 	State        string    `json:"state" enums:"pending,running,blocked,succeeded,failed,cancelled"`
 	// Inputs are the run's inputs: the defaults of its version overridden by its trigger's or backfill's.
-	Inputs     map[string]json.RawMessage `json:"inputs" swaggertype:"object"`
-	CreatedAt  timestamp                  `json:"created_at" swaggertype:"string" format:"date-time"`
-	StartedAt  *timestamp                 `json:"started_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
-	FinishedAt *timestamp                 `json:"finished_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
+	Inputs     inputsDTO  `json:"inputs"`
+	CreatedAt  timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
+	StartedAt  *timestamp `json:"started_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
+	FinishedAt *timestamp `json:"finished_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
 	// SLAMissedAt is when the run was recorded as not succeeded by the workflow's SLA deadline (scheduled_for +
 	// sla.finish_within_ms); absent while it has not missed it.
 	SLAMissedAt *timestamp `json:"sla_missed_at,omitempty" swaggertype:"string" format:"date-time"`
@@ -159,7 +210,7 @@ type workflowTriggerRequest struct {
 	DedupKey *string `json:"dedup_key,omitempty" maxLength:"256"`
 	// Inputs override the workflow's input defaults for this run (name → any JSON); a name the workflow does not
 	// declare is a 422 naming it (inputs.<name>). At most 64 KiB of JSON, merged.
-	Inputs map[string]json.RawMessage `json:"inputs,omitempty" swaggertype:"object"`
+	Inputs inputsDTO `json:"inputs,omitempty"`
 } // @name WorkflowTriggerRequest
 
 var workflowReadOnly = []string{"id", "state", "version", "next_run_at", "created_at", "updated_at", "tenant", "tenant_id"}
@@ -167,7 +218,7 @@ var workflowReadOnly = []string{"id", "state", "version", "next_run_at", "create
 func (r workflowRequest) input() (service.WorkflowInput, error) {
 	var ve service.ValidationError
 	in := service.WorkflowInput{Name: r.Name, MaxActiveRuns: r.MaxActiveRuns, MisfirePolicy: r.MisfirePolicy,
-		AlertEndpointID: r.AlertEndpointID, Inputs: r.Inputs}
+		AlertEndpointID: r.AlertEndpointID, Inputs: r.Inputs.service()}
 	if r.Schedule != nil {
 		s := r.Schedule
 		in.Schedule = &schedule.Spec{Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
@@ -215,7 +266,7 @@ func (r workflowRequest) input() (service.WorkflowInput, error) {
 
 func workflowRequestOf(in service.WorkflowInput) workflowRequest {
 	r := workflowRequest{Name: in.Name, MaxActiveRuns: in.MaxActiveRuns, MisfirePolicy: in.MisfirePolicy,
-		AlertEndpointID: in.AlertEndpointID, Nodes: []workflowNodeDTO{}, Inputs: in.Inputs}
+		AlertEndpointID: in.AlertEndpointID, Nodes: []workflowNodeDTO{}, Inputs: inputsOut(in.Inputs)}
 	if in.Schedule != nil {
 		s := scheduleOut(*in.Schedule)
 		r.Schedule = &s
@@ -248,7 +299,7 @@ func workflowOut(w service.Workflow) workflowResponse {
 
 func runOut(r service.WorkflowRun) runResponse {
 	out := runResponse{ID: r.ID, WorkflowID: r.WorkflowID, Version: r.Version, ScheduledFor: stamp(r.ScheduledFor),
-		Round: r.Round, Trigger: r.Trigger, State: r.State, Inputs: r.Inputs, CreatedAt: stamp(r.CreatedAt), StartedAt: stampPtr(r.StartedAt),
+		Round: r.Round, Trigger: r.Trigger, State: r.State, Inputs: inputsOut(r.Inputs), CreatedAt: stamp(r.CreatedAt), StartedAt: stampPtr(r.StartedAt),
 		FinishedAt: stampPtr(r.FinishedAt), SLAMissedAt: stampPtr(r.SLAMissedAt),
 		SLA: runSLAResponse{Status: r.SLA.Status, FinishWithinMS: r.SLA.Within.Milliseconds(), DueAt: stampPtr(r.SLA.DueAt),
 			MissedAt: stampPtr(r.SLA.MissedAt)}}
@@ -474,7 +525,7 @@ func (h *handlers) triggerWorkflow(c echo.Context) error {
 	if err := decodeOptional(c, &req); err != nil {
 		return err
 	}
-	in := service.WorkflowTrigger{Inputs: req.Inputs}
+	in := service.WorkflowTrigger{Inputs: req.Inputs.service()}
 	if req.DedupKey != nil {
 		in.DedupKey = *req.DedupKey
 	}

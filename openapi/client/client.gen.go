@@ -1033,7 +1033,7 @@ type Backfill struct {
 	Id         string     `json:"id"`
 
 	// Inputs Inputs are a workflow backfill's input overrides (absent: none).
-	Inputs         interface{}   `json:"inputs,omitempty"`
+	Inputs         *Inputs       `json:"inputs,omitempty"`
 	MaxConcurrency int           `json:"max_concurrency"`
 	Rerun          BackfillRerun `json:"rerun"`
 	State          BackfillState `json:"state"`
@@ -1081,7 +1081,7 @@ type BackfillRequest struct {
 
 	// Inputs Inputs (a workflow backfill only) override the workflow's input defaults for every run of the backfill; a name
 	// the workflow does not declare → 422 naming inputs.<name>.
-	Inputs interface{} `json:"inputs,omitempty"`
+	Inputs *Inputs `json:"inputs,omitempty"`
 
 	// MaxConcurrency MaxConcurrency bounds the backfill's unfinished executions (1..100; 0 or absent: 4).
 	//
@@ -1679,6 +1679,9 @@ type HeartbeatRequest struct {
 	// Progress Progress is any JSON (at most 16 KiB), kept on the execution and shown as progress; absent: the last one stays.
 	Progress interface{} `json:"progress,omitempty"`
 }
+
+// Inputs defines model for Inputs.
+type Inputs map[string]interface{}
 
 // IntervalSchedule An interval schedule.
 type IntervalSchedule struct {
@@ -2279,7 +2282,7 @@ type Workflow struct {
 	// Inputs Inputs declares the workflow's inputs with their defaults (name → any JSON): each run's inputs are these,
 	// overridden by its trigger's or backfill's inputs. Names: 1 to 64 ASCII letters, digits and '_', not starting
 	// with a digit; at most 100 inputs and 64 KiB of JSON. A change makes a new version, as a change of the nodes does.
-	Inputs interface{} `json:"inputs,omitempty"`
+	Inputs *Inputs `json:"inputs,omitempty"`
 
 	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
 	//
@@ -2380,7 +2383,7 @@ type WorkflowRequest struct {
 	// Inputs Inputs declares the workflow's inputs with their defaults (name → any JSON): each run's inputs are these,
 	// overridden by its trigger's or backfill's inputs. Names: 1 to 64 ASCII letters, digits and '_', not starting
 	// with a digit; at most 100 inputs and 64 KiB of JSON. A change makes a new version, as a change of the nodes does.
-	Inputs interface{} `json:"inputs,omitempty"`
+	Inputs *Inputs `json:"inputs,omitempty"`
 
 	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
 	//
@@ -2418,7 +2421,7 @@ type WorkflowRequestPatch struct {
 	// Inputs Inputs declares the workflow's inputs with their defaults (name → any JSON): each run's inputs are these,
 	// overridden by its trigger's or backfill's inputs. Names: 1 to 64 ASCII letters, digits and '_', not starting
 	// with a digit; at most 100 inputs and 64 KiB of JSON. A change makes a new version, as a change of the nodes does.
-	Inputs interface{} `json:"inputs,omitempty"`
+	Inputs *Inputs `json:"inputs,omitempty"`
 
 	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
 	//
@@ -2459,7 +2462,7 @@ type WorkflowRun struct {
 	Id         string              `json:"id"`
 
 	// Inputs Inputs are the run's inputs: the defaults of its version overridden by its trigger's or backfill's.
-	Inputs interface{} `json:"inputs"`
+	Inputs Inputs `json:"inputs"`
 
 	// Nodes Nodes is the run's timeline (absent in lists).
 	Nodes        *[]WorkflowRunNode `json:"nodes,omitempty"`
@@ -2578,7 +2581,7 @@ type WorkflowTriggerRequest struct {
 
 	// Inputs Inputs override the workflow's input defaults for this run (name → any JSON); a name the workflow does not
 	// declare is a 422 naming it (inputs.<name>). At most 64 KiB of JSON, merged.
-	Inputs interface{} `json:"inputs,omitempty"`
+	Inputs *Inputs `json:"inputs,omitempty"`
 }
 
 // ListAuditParams defines parameters for ListAudit.
