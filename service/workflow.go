@@ -758,7 +758,11 @@ func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in Workf
 		if err != nil {
 			return err
 		}
-		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceWorkflow, w.ID, map[string]any{"run_id": run.ID})
+		changes := map[string]any{"run_id": run.ID}
+		if overrides != "" {
+			changes["inputs"] = json.RawMessage(overrides)
+		}
+		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceWorkflow, w.ID, changes)
 	})
 	return out, storeError(err, "trigger workflow")
 }
