@@ -3,7 +3,6 @@ package service_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -211,13 +210,13 @@ func TestWorkflowDataTenantIsolation(t *testing.T) {
 	require.JSONEq(t, `{"rows":3}`, string(mine.Output))
 
 	_, err = f.wf.GetRun(ctx, "other", r.ID)
-	require.True(t, errors.Is(err, service.ErrNotFound), "%v", err)
+	require.ErrorIs(t, err, service.ErrNotFound)
 	_, err = f.ex.Get(ctx, "other", d.ExecutionID)
-	require.True(t, errors.Is(err, service.ErrNotFound), "%v", err)
+	require.ErrorIs(t, err, service.ErrNotFound)
 	_, err = f.wf.TriggerWith(ctx, "other", w.ID, service.WorkflowTrigger{Inputs: inputsOf("secret", `"x"`)})
-	require.True(t, errors.Is(err, service.ErrNotFound), "%v", err)
+	require.ErrorIs(t, err, service.ErrNotFound)
 	_, _, err = f.wf.ListRuns(ctx, "other", w.ID, service.Page{Limit: 10})
-	require.True(t, errors.Is(err, service.ErrNotFound), "%v", err)
+	require.ErrorIs(t, err, service.ErrNotFound)
 }
 
 // TestWorkflowNodeOutputRecorded: a node's success with an output keeps
