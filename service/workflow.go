@@ -759,8 +759,12 @@ func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in Workf
 			return err
 		}
 		changes := map[string]any{"run_id": run.ID}
-		if overrides != "" {
-			changes["inputs"] = json.RawMessage(overrides)
+		if len(in.Inputs) > 0 { // each value summarised, as a workflow's inputs are
+			inputs := map[string]any{}
+			for k, v := range in.Inputs {
+				inputs[k] = auditBytes(v)
+			}
+			changes["inputs"] = inputs
 		}
 		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceWorkflow, w.ID, changes)
 	})

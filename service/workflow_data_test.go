@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/audit"
 	"github.com/axhq/ax/service/schedule"
 )
 
@@ -292,5 +293,41 @@ func TestResponseOutput(t *testing.T) {
 		out, reason := service.ResponseOutput([]byte(tt.body), tt.truncated)
 		require.Equal(t, tt.output, string(out), "%.40q", tt.body)
 		require.Equal(t, tt.reason, reason, "%.40q", tt.body)
+	}
+}
+
+// TestWorkflowInputsAudit: the audit log records a change of the inputs
+// and a trigger's overrides, each value as its size and hash (as a
+// payload is: a value may be a credential), never the value.
+func TestWorkflowInputsAudit(t *testing.T) {
+	t.Parallel()
+	f := newWFFixture(t)
+	ctx := audit.WithActor(context.Background(), audit.Actor{Subject: "alice", RequestID: "req-1"})
+	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "audited", MaxActiveRuns: 10,
+		Nodes: []service.WorkflowNodeInput{f.node("a")}, Inputs: inputsOf("region", `"s3cr3t"`)})
+	require.NoError(t, err)
+	_, err = f.wf.Update(ctx, f.tenant, w.ID, func(in *service.WorkflowInput) error {
+		in.Inputs = inputsOf("region", `"n3w"`)
+		return nil
+	})
+	require.NoError(t, err)
+	_, err = f.wf.TriggerWith(ctx, f.tenant, w.ID, service.WorkflowTrigger{Inputs: inputsOf("region", `"0ther"`)})
+	require.NoError(t, err)
+	rows, err := f.pool.Query(ctx, `SELECT action, changes::text FROM audit_log WHERE resource_id = $1 ORDER BY at, id`, w.ID)
+	require.NoError(t, err)
+	changes := map[string]string{}
+	for rows.Next() {
+		var action, c string
+		require.NoError(t, rows.Scan(&action, &c))
+		changes[action] = c
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, changes, 3)
+	for action, c := range changes {
+		require.Contains(t, c, `"inputs"`, action)
+		require.Contains(t, c, `"sha256"`, action)
+		for _, secret := range []string{"s3cr3t", "n3w", "0ther"} {
+			require.NotContains(t, c, secret, action)
+		}
 	}
 }
