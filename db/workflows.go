@@ -222,9 +222,10 @@ func InsertWorkflowRun(ctx context.Context, q Querier, r WorkflowRun) (bool, err
 	tag, err := q.Exec(ctx, `INSERT INTO workflow_runs (tenant_id, id, workflow_id, version, scheduled_for, round,
 			trigger, dedup_key, state, backfill_id, inputs)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, `+runPending+`, $9,
-			v.inputs || coalesce((SELECT jsonb_object_agg(o.key, o.value) FROM jsonb_each($10::text::jsonb) o
+			coalesce(v.inputs, '{}') || coalesce((SELECT jsonb_object_agg(o.key, o.value) FROM jsonb_each($10::text::jsonb) o
 				WHERE v.inputs ? o.key), '{}')
-		FROM workflow_versions v WHERE v.tenant_id = $1 AND v.workflow_id = $3 AND v.version = $4
+		FROM (VALUES (1)) one
+		LEFT JOIN workflow_versions v ON v.tenant_id = $1 AND v.workflow_id = $3 AND v.version = $4
 		ON CONFLICT DO NOTHING`,
 		r.TenantID, r.ID, r.WorkflowID, r.Version, r.ScheduledFor, max(r.Round, 1), r.Trigger, r.DedupKey, r.BackfillID, overrides)
 	if err != nil {
