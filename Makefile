@@ -84,6 +84,10 @@ bench-precision: ## Firing lateness at 1,000 fires/s for 30 s, then a 10,000-tas
 bench-limits: ## Endpoint max_concurrency and rate_limit_per_second across 2 replicas (about 4 min; tests/bench; BENCH_FLAGS adds flags).
 	$(GO) run ./tests/bench -scenario maxconc,ratelimit -json tmp/bench-limits.json $(BENCH_FLAGS)
 
+.PHONY: bench-runner
+bench-runner: ## ax runner: 200 deliveries at once running /bin/true; prints completions/s (about 10 s).
+	$(GO) test ./cmd/server/runner -run '^$$' -bench ShortCommands -benchtime 20x
+
 .PHONY: bench
 bench: ## Every benchmark scenario (about 17 min); prints a table and writes tmp/bench.json.
 	$(GO) run ./tests/bench -scenario all -json tmp/bench.json $(BENCH_FLAGS)

@@ -118,6 +118,20 @@ var auditCases = map[string]auditCase{
 			ep := a.createEndpoint(tok, "rotated")
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/endpoints/" + ep + "/rotate-secret", Token: tok}), ep
 		}},
+	"POST /v1/endpoints/:id/test": {status: http.StatusOK, action: "test", resourceType: "endpoint",
+		run: func(a *testAPI, tok string) (resp, string) {
+			ep := a.createEndpoint(tok, "tested")
+			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/endpoints/" + ep + "/test", Token: tok}), ep
+		}},
+	"POST /v1/executions/retry": {status: http.StatusAccepted, action: "retry", resourceType: "execution",
+		run: func(a *testAPI, tok string) (resp, string) {
+			task := a.createTask(tok, a.createEndpoint(tok, "for-bulk-retry"), "bulk-retried", nil).JSON["id"].(string)
+			slot := time.Now().Add(-time.Hour)
+			x := a.execution(execOpts{Tenant: "audit-post--v1-executions-retry", TaskID: task, State: "failed", ScheduledFor: slot})
+			return a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/executions/retry", Token: tok,
+				Body: map[string]any{"state": "failed", "task_id": task, "from": slot.Add(-time.Minute).Format(time.RFC3339),
+					"to": slot.Add(time.Minute).Format(time.RFC3339)}}), x
+		}},
 	"POST /v1/tasks": {status: http.StatusCreated, action: "create", resourceType: "task",
 		run: func(a *testAPI, tok string) (resp, string) {
 			r := a.createTask(tok, a.createEndpoint(tok, "for-create"), "created", nil)
@@ -214,7 +228,7 @@ var auditCases = map[string]auditCase{
 // auditActions is the contract's list of audit actions: a record's action
 // is one of these, whatever the route.
 var auditActions = []string{"create", "update", "delete", "pause", "resume", "trigger", "skip", "backfill", "cancel",
-	"retry", "rotate_secret", "set_limits"}
+	"retry", "rotate_secret", "set_limits", "test"}
 
 // notChanges are write routes that change no resource, each with the
 // reason.

@@ -289,6 +289,55 @@ func (h *handlers) rotateEndpointSecret(c echo.Context) error {
 	return c.JSON(http.StatusOK, endpointWithSecretOut(e))
 }
 
+// endpointTestRequest optionally gives the test request's body.
+type endpointTestRequest struct {
+	// Payload is the body, any JSON (default {}).
+	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
+} // @name EndpointTestRequest
+
+// endpointTestResult is what the test request got.
+type endpointTestResult struct {
+	// StatusCode is the response's status; 0 when none came (see error).
+	StatusCode int `json:"status_code" example:"204"`
+	// DurationMS runs from sending the request to the end of reading the response.
+	DurationMS int64 `json:"duration_ms" example:"38"`
+	// ResponseExcerpt is the start of the response body (4 KiB at most).
+	ResponseExcerpt string `json:"response_excerpt" example:""`
+	// Error says why no response came: a blocked target, DNS, connect, TLS, a timeout.
+	Error string `json:"error,omitempty" example:"dial: connection refused"`
+} // @name EndpointTestResult
+
+// testEndpoint godoc
+//
+//	@ID				testEndpoint
+//	@Summary		Send an endpoint a test request
+//	@Description	One signed request now, as a delivery is sent (the endpoint's method, headers, timeout, SSRF guard), with X-Ax-Test: true and a fresh webhook-id, and none of the headers that name a task or an execution. Recorded nowhere but the audit log; a disabled endpoint is tested too. 200 whatever the endpoint answered: status_code and error say what happened.
+//	@Tags			endpoints
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id		path		string				true	"endpoint id"
+//	@Param			body	body		endpointTestRequest	false	"the body to send; {} when omitted"
+//	@Success		200		{object}	endpointTestResult
+//	@Failure		400,401,403,404,415,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/endpoints/{id}/test [post]
+func (h *handlers) testEndpoint(c echo.Context) error {
+	var req endpointTestRequest
+	if err := decodeOptional(c, &req); err != nil {
+		return err
+	}
+	if h.cfg.EndpointProbe == nil {
+		return &problem{Status: http.StatusServiceUnavailable, Title: "Service Unavailable", Detail: "this server sends no test requests"}
+	}
+	res, err := h.cfg.Endpoints.Test(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), req.Payload, h.cfg.EndpointProbe)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, endpointTestResult{StatusCode: res.StatusCode, DurationMS: res.Duration.Milliseconds(),
+		ResponseExcerpt: res.ResponseExcerpt, Error: res.Error})
+}
+
 // mergePatch applies a JSON patch body onto dst (the current state as a
 // request DTO): present fields replace, absent ones stay. Fields named in
 // replace (maps) are replaced wholesale rather than merged key by key.

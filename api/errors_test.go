@@ -155,6 +155,7 @@ func TestTenantIsolation(t *testing.T) {
 		{Method: http.MethodPatch, Path: "/v1/endpoints/" + epA, Body: `{"name":"stolen"}`},
 		{Method: http.MethodDelete, Path: "/v1/endpoints/" + epA},
 		{Method: http.MethodPost, Path: "/v1/endpoints/" + epA + "/rotate-secret"},
+		{Method: http.MethodPost, Path: "/v1/endpoints/" + epA + "/test"},
 		{Method: http.MethodGet, Path: "/v1/tasks/" + taskA},
 		{Method: http.MethodPatch, Path: "/v1/tasks/" + taskA, Body: `{"name":"stolen"}`},
 		{Method: http.MethodDelete, Path: "/v1/tasks/" + taskA},

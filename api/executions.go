@@ -197,6 +197,88 @@ func (h *handlers) cancelExecution(c echo.Context) error {
 	return c.JSON(http.StatusOK, executionOut(x))
 }
 
+// retryExecutionsRequest selects the executions a bulk retry delivers again.
+type retryExecutionsRequest struct {
+	// TaskID limits the retry to one task's executions.
+	TaskID string `json:"task_id,omitempty" format:"uuid"`
+	// WorkflowID limits it to one workflow's step executions.
+	WorkflowID string `json:"workflow_id,omitempty" format:"uuid"`
+	// State is the state retried: failed or cancelled.
+	State string `json:"state" enums:"failed,cancelled" example:"failed" validate:"required"`
+	// From is the first slot (scheduled_for) of the range (inclusive), RFC 3339.
+	From string `json:"from" format:"date-time" example:"2026-12-03T22:00:00Z" validate:"required"`
+	// To ends the range (exclusive), RFC 3339.
+	To string `json:"to" format:"date-time" example:"2026-12-04T06:00:00Z" validate:"required"`
+	// DryRun: count the matches, retry nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+} // @name RetryExecutionsRequest
+
+// retryExecutionsResult is what a bulk retry did.
+type retryExecutionsResult struct {
+	// Matched executions are in state with a slot in [from, to).
+	Matched int `json:"matched" example:"312"`
+	// Retried of them are pending again (0 in a dry run).
+	Retried int `json:"retried" example:"309"`
+	// Skipped were left as they were: their task paused or deleted, their slot fired by another execution now, a change in between.
+	Skipped int `json:"skipped" example:"3"`
+	// SkipReasons name the first 10 skipped: "<execution id>: <why>".
+	SkipReasons []string `json:"skip_reasons"`
+} // @name RetryExecutionsResult
+
+// retryExecutions godoc
+//
+//	@ID				retryExecutions
+//	@Summary		Deliver again every failed (or cancelled) execution of a range
+//	@Description	Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+//	@Tags			executions
+//	@Accept			json
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			body	body		retryExecutionsRequest	true	"which executions"
+//	@Success		202		{object}	retryExecutionsResult
+//	@Success		200		{object}	retryExecutionsResult	"dry run"
+//	@Failure		400,401,403,413,415,422,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/executions/retry [post]
+func (h *handlers) retryExecutions(c echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var req retryExecutionsRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	var ve service.ValidationError
+	in := service.RetryBulkInput{TaskID: req.TaskID, WorkflowID: req.WorkflowID, State: req.State, DryRun: req.DryRun}
+	if req.From != "" {
+		if t := parseTime(&ve, "from", &req.From); t != nil {
+			in.From = *t
+		}
+	}
+	if req.To != "" {
+		if t := parseTime(&ve, "to", &req.To); t != nil {
+			in.To = *t
+		}
+	}
+	if err := ve.Err(); err != nil {
+		return err
+	}
+	res, err := h.cfg.Executions.RetryBulk(c.Request().Context(), principalFrom(c).Tenant, in)
+	if err != nil {
+		return err
+	}
+	out := retryExecutionsResult{Matched: res.Matched, Retried: res.Retried, Skipped: res.Skipped, SkipReasons: res.Reasons}
+	if out.SkipReasons == nil {
+		out.SkipReasons = []string{}
+	}
+	status := http.StatusAccepted
+	if in.DryRun {
+		status = http.StatusOK
+	}
+	return c.JSON(status, out)
+}
+
 // retryExecution godoc
 //
 //	@ID				retryExecution

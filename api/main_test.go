@@ -18,6 +18,7 @@ import (
 	"github.com/axhq/ax/api"
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
+	"github.com/axhq/ax/jobs"
 	"github.com/axhq/ax/service"
 	"github.com/axhq/ax/service/audit"
 	"github.com/axhq/ax/service/idempotency"
@@ -51,6 +52,11 @@ type apiOpts struct {
 	Pool *pgxpool.Pool
 	// AdminIsOperator: the deprecated rule (api.Config.AdminIsOperator).
 	AdminIsOperator bool
+	// ClockDrift: api.Config.ClockDrift.
+	ClockDrift func() (time.Duration, bool)
+	// BlockPrivateTargets: endpoint tests obey the SSRF guard's default
+	// (by default the tests' sender reaches loopback receivers).
+	BlockPrivateTargets bool
 }
 
 func newAPI(t *testing.T, opts *apiOpts) *testAPI {
@@ -73,6 +79,8 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 	limits := service.NewLimits(pool, service.LimitsConfig{Defaults: opts.LimitDefaults})
 	require.NoError(t, limits.Refresh(t.Context()))
 	tasks := service.NewTasks(pool, service.TasksConfig{Limits: limits})
+	sender := jobs.NewSender(jobs.SenderConfig{AllowPrivateTargets: !opts.BlockPrivateTargets, UserAgent: "ax/test"})
+	t.Cleanup(sender.Close)
 	e := api.New(api.Config{
 		Logger:      slog.New(slog.DiscardHandler),
 		Auth:        auth,
@@ -94,6 +102,8 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		Stats:       service.NewStats(pool),
 
 		AdminIsOperator: opts.AdminIsOperator,
+		ClockDrift:      opts.ClockDrift,
+		EndpointProbe:   sender.Probe,
 	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)

@@ -29,6 +29,7 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.PATCH("/endpoints/:id", h.patchEndpoint, epW)
 	v1.DELETE("/endpoints/:id", h.deleteEndpoint, epW)
 	v1.POST("/endpoints/:id/rotate-secret", h.rotateEndpointSecret, epW)
+	v1.POST("/endpoints/:id/test", h.testEndpoint, epW)
 
 	tR, tW := requireScope(ScopeTasksRead), requireScope(ScopeTasksWrite)
 	v1.POST("/tasks", h.createTask, tW, h.idempotent("tasks"))
@@ -73,6 +74,7 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.GET("/executions/:id", h.getExecution, xR)
 	v1.POST("/executions/:id/cancel", h.cancelExecution, xW)
 	v1.POST("/executions/:id/retry", h.retryExecution, xW)
+	v1.POST("/executions/retry", h.retryExecutions, xW)
 	// A receiver reports with its attempt's callback token or a tenant
 	// token with executions:write.
 	cb := &authedRoutes{e: e, prefix: "/v1", auth: h.callbackAuth(authenticate(h.cfg.Auth, h.ensureTenant)), rate: h.rateLimit}

@@ -46,6 +46,13 @@ type Config struct {
 	// Ready reports whether the server can serve: database reachable and
 	// migrated. Required.
 	Ready func(ctx context.Context) error
+	// EndpointProbe sends POST /v1/endpoints/{id}/test's request (the
+	// webhook sender's Probe); without it that route answers 503.
+	EndpointProbe service.EndpointProbe
+	// ClockDrift, if set, is this replica's clock minus the database's and
+	// whether it is too large: /readyz says so in its body (it stays
+	// ready: ax fires by the database's clock).
+	ClockDrift func() (time.Duration, bool)
 	// BodyLimit caps request bodies in bytes. Defaults to BodyLimitDefault.
 	BodyLimit int64
 	// Version is reported by /healthz.

@@ -404,3 +404,19 @@ func HurryRetry(ctx context.Context, q Querier, tenant, id string) (bool, error)
 	}
 	return tag.RowsAffected() == 1, nil
 }
+
+// RetryCandidates returns the ids of tenant's executions in state whose
+// slot (scheduled_for) lies in [from, to), of task taskID and of workflow
+// workflowID when those are set, oldest slot first, at most limit.
+func RetryCandidates(ctx context.Context, q Querier, tenant, state, taskID, workflowID string, from, to time.Time, limit int) ([]string, error) {
+	rows, err := q.Query(ctx, `
+		SELECT id::text FROM executions
+		WHERE tenant_id = $1 AND state = $2 AND scheduled_for >= $3 AND scheduled_for < $4
+		  AND ($5 = '' OR task_id = nullif($5, '')::uuid) AND ($6 = '' OR workflow_id = nullif($6, '')::uuid)
+		ORDER BY scheduled_for, id
+		LIMIT $7`, tenant, state, from, to, taskID, workflowID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

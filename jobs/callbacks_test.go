@@ -78,6 +78,7 @@ func TestCallbackAcceptHeartbeatComplete(t *testing.T) {
 	id := h.fire(task, fireOpts{})
 	hit := recv.next(t)
 	require.Equal(t, id, hit.Header.Get("Idempotency-Key"))
+	require.Equal(t, "30000", hit.Header.Get("X-Ax-Heartbeat-Timeout-Ms"), "the receiver learns its heartbeat timeout")
 	token, grant := h.grantOf(hit)
 	require.Equal(t, service.CallbackGrant{TenantID: h.tenant, ExecutionID: id, Attempt: 1}, *grant)
 
@@ -129,7 +130,9 @@ func TestCallbackFailedRetryableThenFinal(t *testing.T) {
 	id := h.fire(task, fireOpts{})
 	ctx := t.Context()
 
-	_, first := h.grantOf(recv.next(t))
+	firstHit := recv.next(t)
+	require.Empty(t, firstHit.Header.Get("X-Ax-Heartbeat-Timeout-Ms"), "no heartbeat timeout, no header")
+	_, first := h.grantOf(firstHit)
 	h.waitEvent(id, service.EventAccepted)
 	fin, err := h.deliveries.Complete(ctx, h.tenant, id, first, service.CompletionInput{
 		Status: service.ExecFailed, Error: "upstream export failed"})

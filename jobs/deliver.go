@@ -260,7 +260,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		case err != nil:
 			return step{kind: stepError, err: fmt.Errorf("prepare callback of execution %s: %w", executionID, err)}
 		}
-		req.CallbackToken = token
+		req.CallbackToken, req.HeartbeatTimeout = token, d.Callback.HeartbeatTimeout
 	}
 	w.metrics.AddDeliveriesInFlight(1)
 	sending := w.lanes.Sending(d.EndpointID)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/dbclock"
 	"github.com/axhq/ax/service/metrics"
 )
 
@@ -21,6 +22,10 @@ const heartbeatMin = time.Second
 // River's completer gives up recording an end after a few seconds of
 // failures; and how often a replica looks.
 const strandedAfter = 30 * time.Second
+
+// ClockWarnEvery is how often a replica whose clock drifts from the
+// database's says so in its log.
+const ClockWarnEvery = time.Minute
 
 // LoopHeartbeat is the replica's heartbeat loop name.
 const LoopHeartbeat = "heartbeat"
@@ -46,6 +51,11 @@ type ReplicaConfig struct {
 	// OnRegister, if set, is called with the replica's new id when it
 	// registers again after being declared dead.
 	OnRegister func(id string)
+	// Clock, if set, is the estimate of the database's clock: each
+	// heartbeat reports this replica's drift from it (ax_clock_offset_seconds)
+	// and, above dbclock.OffsetWarn, logs a warning at most every
+	// ClockWarnEvery.
+	Clock *service.DBClock
 	// Work, if set, is the River client's WorkTracker: every 30 s the
 	// replica makes available again the jobs River shows running under
 	// its client that it is not working (service.Replicas.ReleaseStranded).
@@ -149,7 +159,7 @@ func (r *Replica) HeartbeatLoop() Loop {
 	cfg := r.cfg
 	// healthySince is when the current run of successful heartbeats began
 	// (zero: the last one failed); last is the last success.
-	var healthySince, last, strandedChecked time.Time
+	var healthySince, last, strandedChecked, clockWarned time.Time
 	return Loop{Name: LoopHeartbeat, Every: HeartbeatInterval(cfg.DeadAfter), Pass: func(ctx context.Context) (time.Duration, error) {
 		if last.IsZero() { // the first pass
 			healthySince, last, strandedChecked = time.Now(), time.Now(), time.Now()
@@ -185,6 +195,16 @@ func (r *Replica) HeartbeatLoop() Loop {
 			return 0, nil
 		}
 		cfg.Metrics.ReplicasLive.Set(float64(live))
+		if cfg.Clock != nil {
+			drift, warn := cfg.Clock.Drift()
+			cfg.Metrics.ClockOffset.Set(drift.Seconds())
+			if warn && now.Sub(clockWarned) >= ClockWarnEvery {
+				clockWarned = now
+				cfg.Logger.WarnContext(ctx, "this replica's clock drifts from the database's by more than "+dbclock.OffsetWarn.String()+
+					"; ax fires by the database's clock, but logs, tokens' expiry and the console's times read this one: "+
+					"check its time synchronisation (NTP)", "drift_ms", drift.Milliseconds(), "replica_id", id)
+			}
+		}
 		var errs []error
 		if cfg.Work != nil && now.Sub(strandedChecked) >= strandedAfter {
 			strandedChecked = now

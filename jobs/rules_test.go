@@ -35,6 +35,14 @@ var goStatements = map[string]struct {
 		"and the batch's watch for cancel requests, all ended and waited for before the job returns"},
 	"db/pglocal/pglocal.go (*Cluster).start": {1, "waits once for the embedded postgres process to exit (no loop); " +
 		"Stop waits for it"},
+	// ax runner is a program of its own (no scheduler, no Runner): its
+	// goroutines live as long as one command or one request.
+	"cmd/server/runnercmd.go runRunner":      {1, "ax runner's HTTP server: shut down after the runner drains"},
+	"cmd/server/runner/process.go execute":   {1, "waits for one command's process; the run waits for it"},
+	"cmd/server/runner/process.go groupGone": {1, "polls until a killed process group is empty, then ends"},
+	"cmd/server/runner/runner.go (*Runner).serve": {3, "one command's run, its heartbeats and a completion " +
+		"answered from the record; Shutdown waits for them"},
+	"cmd/server/runner/runner.go (*Runner).Shutdown": {1, "waits for the runs to end, once"},
 }
 
 // TestEveryLoopHasAnOwner: no go statement (nor a WaitGroup's or an

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/axhq/ax/service/endpoint"
 )
 
 // ErrInvalidRequest means a delivery could not be built: a malformed URL, a
@@ -151,6 +153,9 @@ type Request struct {
 	// CallbackToken, when set, is sent as X-Ax-Callback-Token (callback
 	// completion mode). It is a credential: never log it.
 	CallbackToken string
+	// HeartbeatTimeout, with CallbackToken, is sent as
+	// X-Ax-Heartbeat-Timeout-Ms, so the receiver can pace its heartbeats.
+	HeartbeatTimeout time.Duration
 	// ReadBody asks for the whole response body (Result.Body), up to
 	// ResponseReadMax: a workflow node's in response mode, whose JSON
 	// answer is its output. Other deliveries keep the excerpt only.
@@ -158,6 +163,10 @@ type Request struct {
 	// Keys are the endpoint's signing keys (ParseSecret output), the
 	// current one first; two during a rotation overlap. At least one.
 	Keys [][]byte
+	// Test makes the request an endpoint's test: it carries X-Ax-Test:
+	// true and none of the headers that name an execution, a task or a
+	// slot (ExecutionID is only its webhook-id and Idempotency-Key).
+	Test bool
 }
 
 // Result is what came back from one attempt.
@@ -225,6 +234,19 @@ func NewSender(cfg SenderConfig) *Sender {
 		IdleConnTimeout:        idleConnTimeout,
 	}
 	return &Sender{cfg: cfg, guard: guard, transport: transport}
+}
+
+// Probe sends an endpoint's test request (endpoint.Probe): signed, through
+// the SSRF guard, with X-Ax-Test: true and the endpoint's method, headers
+// and timeout.
+func (s *Sender) Probe(ctx context.Context, r endpoint.TestRequest) endpoint.TestResult {
+	res := s.Send(ctx, Request{Method: r.Endpoint.Method, URL: r.Endpoint.URL, Headers: r.Endpoint.Headers, Body: r.Body,
+		Timeout: r.Endpoint.Timeout, ExecutionID: r.ID, Keys: r.Keys, Test: true})
+	out := endpoint.TestResult{StatusCode: res.StatusCode, Duration: res.Latency, ResponseExcerpt: res.Excerpt}
+	if res.Err != nil {
+		out.Error = res.Err.Error()
+	}
+	return out
 }
 
 // Close releases idle connections. The Sender stays usable.
@@ -364,10 +386,13 @@ func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*htt
 	h["Webhook-Id"] = []string{r.ExecutionID}
 	h["Webhook-Timestamp"] = []string{strconv.FormatInt(now.Unix(), 10)}
 	h["Webhook-Signature"] = []string{SignatureHeader(r.Keys, r.ExecutionID, now, r.Body)}
-	if r.AlertType != "" {
+	switch {
+	case r.Test:
+		h["X-Ax-Test"] = []string{"true"}
+	case r.AlertType != "":
 		h["X-Ax-Alert-Type"] = []string{r.AlertType}
 		h["X-Ax-Alert-Execution-Id"] = []string{r.AlertAbout}
-	} else {
+	default:
 		h["X-Ax-Execution-Id"] = []string{r.ExecutionID}
 		h["X-Ax-Scheduled-For"] = []string{r.ScheduledFor.UTC().Format(time.RFC3339Nano)}
 		h["X-Ax-Round"] = []string{strconv.Itoa(max(r.Round, 1))}
@@ -383,9 +408,14 @@ func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*htt
 			h["X-Ax-Shard-Count"] = []string{strconv.Itoa(r.ShardCount)}
 		}
 	}
-	h["X-Ax-Attempt"] = []string{strconv.Itoa(r.Attempt)}
+	if !r.Test {
+		h["X-Ax-Attempt"] = []string{strconv.Itoa(r.Attempt)}
+	}
 	if r.CallbackToken != "" {
 		h["X-Ax-Callback-Token"] = []string{r.CallbackToken}
+		if r.HeartbeatTimeout > 0 {
+			h["X-Ax-Heartbeat-Timeout-Ms"] = []string{strconv.FormatInt(r.HeartbeatTimeout.Milliseconds(), 10)}
+		}
 	}
 	h["User-Agent"] = []string{s.cfg.UserAgent}
 	return req, nil

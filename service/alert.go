@@ -5,110 +5,90 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/alert"
 	"github.com/axhq/ax/service/endpoint"
 )
 
-// Timeline events the alert worker appends to the failed execution.
+// Alerts (service/alert), as the service's callers name them.
 const (
-	EventAlertSent   = "alert_sent"
-	EventAlertFailed = "alert_failed"
-)
-
-// Alert types (the "type" of an alert's body).
-const (
-	AlertExecutionFailed    = "execution.failed"
-	AlertExecutionSLAMissed = "execution.sla_missed"
-)
-
-// Alert formats of an endpoint (Endpoint.Format).
-const (
-	// AlertFormatAx: ax's signed JSON body.
-	AlertFormatAx = endpoint.FormatAx
-	// AlertFormatSlack: a Slack incoming-webhook body ({"text": …}).
+	// Timeline events the alert worker appends to the failed execution.
+	EventAlertSent   = alert.EventSent
+	EventAlertFailed = alert.EventFailed
+	// Alert types (the "type" of an alert's body).
+	AlertExecutionFailed    = alert.ExecutionFailed
+	AlertExecutionSLAMissed = alert.ExecutionSLAMissed
+	// Alert formats of an endpoint (Endpoint.Format): ax's signed JSON
+	// body, or a Slack incoming-webhook body ({"text": …}).
+	AlertFormatAx    = endpoint.FormatAx
 	AlertFormatSlack = endpoint.FormatSlack
+	// AlertListMax bounds the rows one of the alert lists returns.
+	AlertListMax = alert.ListMax
 )
 
-// Alert is an alert to send: the execution it is about and where to send
-// it.
-type Alert struct {
-	// Type is AlertExecutionFailed or AlertExecutionSLAMissed.
-	Type string
-	// Format is the alert endpoint's format.
-	Format string
-	// SLAFinishWithin and SLADueAt describe a missed SLA.
-	SLAFinishWithin time.Duration
-	SLADueAt        *time.Time
+type (
+	// Alert is an alert to send: the execution it is about and where to
+	// send it.
+	Alert = alert.Message
+	// ExecutionSLAMiss is an execution recorded as not succeeded by its
+	// task's SLA deadline.
+	ExecutionSLAMiss = alert.SLAMiss
+	// AlertRun is a workflow run that needs attention: one that missed
+	// its workflow's SLA, or one that is blocked.
+	AlertRun = alert.Run
+)
 
-	ExecutionID    string
-	TaskID         string
-	TaskName       string
-	TaskState      string
-	ScheduledFor   time.Time
-	Trigger        string
-	State          string
-	Attempts       int
-	LastStatusCode *int
-	LastError      string
-	ErrorClass     string
-	FinishedAt     *time.Time
-
-	EndpointID string
-	URL        string
-	Method     string
-	Headers    map[string]string
-	Timeout    time.Duration
-	Keys       [][]byte
-	// Skip, when set, says why the alert must not be sent (the alert
-	// endpoint was removed from the task, deleted or disabled).
-	Skip string
-}
-
-// Alert loads the failure alert for an execution. ErrNotFound means the
-// execution no longer exists.
+// Alert loads the alert of type alertType for an execution (alert.Load).
+// ErrNotFound means the execution no longer exists.
 func (s *Deliveries) Alert(ctx context.Context, tenant, executionID, alertType string) (Alert, error) {
-	row, err := db.GetAlert(ctx, s.pool, tenant, executionID)
-	if err != nil {
-		return Alert{}, storeError(err, "load alert for execution "+executionID)
-	}
-	a := Alert{
-		ExecutionID: row.ExecutionID, TaskID: row.TaskID, TaskName: zeroIfNil(row.TaskName), TaskState: zeroIfNil(row.TaskState),
-		ScheduledFor: row.ScheduledFor.UTC(), Trigger: row.Trigger, State: row.State, Attempts: row.Attempts,
-		LastStatusCode: row.LastStatusCode, LastError: zeroIfNil(row.LastError), ErrorClass: zeroIfNil(row.LastErrorClass),
-		FinishedAt: utcPtr(row.FinishedAt), Type: cmpOr(alertType, AlertExecutionFailed),
-		Format: cmpOr(zeroIfNil(row.EndpointFormat), AlertFormatAx), SLADueAt: utcPtr(row.SLADueAt),
-		SLAFinishWithin: time.Duration(zeroIfNil(row.SLAFinishWithinMS)) * time.Millisecond,
-	}
-	switch {
-	case !row.EndpointFound:
-		a.Skip = "the task has no alert endpoint any more"
-		return a, nil
-	case !zeroIfNil(row.EndpointEnabled):
-		a.Skip = "the alert endpoint is disabled"
-		return a, nil
-	}
-	ep := endpointOf(row.JoinedEndpoint)
-	keys, err := ep.SigningKeys(row.Now)
-	if err != nil {
-		return Alert{}, err
-	}
-	a.EndpointID, a.URL, a.Method, a.Headers, a.Keys = ep.ID, zeroIfNil(row.EndpointURL), zeroIfNil(row.EndpointMethod), row.EndpointHeaders, keys
-	a.Timeout = time.Duration(zeroIfNil(row.EndpointTimeoutMS)) * time.Millisecond
-	return a, nil
+	return alert.Load(ctx, s.pool, tenant, executionID, alertType)
 }
 
-// AlertResult records on the execution's timeline what became of its alert:
-// alert_sent, or alert_failed with the reason when it was given up.
+// AlertResult records on the execution's timeline what became of its alert
+// (alert.RecordResult).
 func (s *Deliveries) AlertResult(ctx context.Context, tenant, executionID string, sent bool, statusCode int, latency time.Duration, errorClass, message string) error {
-	ev := db.DeliveryEvent{Type: EventAlertSent, ErrorClass: nilIfEmpty(errorClass), Message: nilIfEmpty(message)}
-	if !sent {
-		ev.Type = EventAlertFailed
+	return alert.RecordResult(ctx, s.pool, tenant, executionID, sent, statusCode, latency, errorClass, message)
+}
+
+// SLAMisses returns up to limit of a tenant's recorded execution SLA
+// misses, newest execution first (alert.SLAMisses).
+func (s *Executions) SLAMisses(ctx context.Context, tenant string, limit int) ([]ExecutionSLAMiss, error) {
+	return alert.SLAMisses(ctx, s.pool, tenant, limit)
+}
+
+// SLAMissedRuns returns up to limit of a tenant's workflow runs recorded as
+// missing their workflow's SLA, newest first (alert.SLAMissedRuns).
+func (s *Workflows) SLAMissedRuns(ctx context.Context, tenant string, limit int) ([]AlertRun, error) {
+	return alert.SLAMissedRuns(ctx, s.pool, tenant, limit)
+}
+
+// BlockedRuns returns up to limit of a tenant's blocked workflow runs,
+// newest first (alert.BlockedRuns).
+func (s *Workflows) BlockedRuns(ctx context.Context, tenant string, limit int) ([]AlertRun, error) {
+	return alert.BlockedRuns(ctx, s.pool, tenant, limit)
+}
+
+// FailedSince returns up to limit (at most AlertListMax) of a tenant's
+// executions that failed for good at or after since, newest first: failed
+// (retries exhausted or a permanent error), and their slot not re-run
+// since by a backfill (db.FailedForGood) — a slot whose latest round
+// succeeded is no longer failed.
+func (s *Executions) FailedSince(ctx context.Context, tenant string, since time.Time, limit int) ([]FailedExecution, error) {
+	rows, err := db.ListFailedSince(ctx, s.pool, tenant, since, alert.Limit(limit))
+	if err != nil {
+		return nil, storeError(err, "list failed executions")
 	}
-	if statusCode != 0 {
-		ev.StatusCode = &statusCode
+	out := make([]FailedExecution, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, FailedExecution{ExecutionDetail: executionDetailOf(r.Execution, nil),
+			TaskName: zeroIfNil(r.TaskName), WorkflowName: zeroIfNil(r.WorkflowName)})
 	}
-	if latency > 0 {
-		ms := int(latency.Milliseconds())
-		ev.LatencyMS = &ms
-	}
-	return storeError(db.InsertDeliveryEvents(ctx, s.pool, tenant, executionID, []db.DeliveryEvent{ev}), "record alert result")
+	return out, nil
+}
+
+// FailedExecution is an execution failed for good with the names that
+// tell it: its task's, or for a workflow step its workflow's ("" when
+// deleted since: there is no page to link to).
+type FailedExecution struct {
+	ExecutionDetail
+	TaskName, WorkflowName string
 }

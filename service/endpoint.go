@@ -23,6 +23,9 @@ type (
 	EndpointInput = endpoint.Input
 	// Endpoints manages webhook endpoints.
 	Endpoints = endpoint.Endpoints
+	// EndpointProbe sends an endpoint's test request (the webhook sender's
+	// Probe).
+	EndpointProbe = endpoint.Probe
 )
 
 // NewEndpoints returns an Endpoints backed by pool.

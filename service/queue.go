@@ -15,6 +15,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/job"
+	"github.com/axhq/ax/service/lane"
 )
 
 // River queues and job kinds.
@@ -27,6 +28,17 @@ const (
 	// held, unstarted, by the first to fetch — without bounding the single
 	// deliveries (retries, hand-offs).
 	QueueDeliverBatch = "deliver_batch"
+	// QueueDeliverBulk is the deliver queue's bulk lane: fires of a
+	// tenant's burst and fires to slow endpoints. It has its own River
+	// workers and send slots, so that neither can take the workers of
+	// everyone else's on-time fires (docs/architecture.md, "Limits and
+	// fairness").
+	QueueDeliverBulk = "deliver_bulk"
+	// QueueDeliverBulkBatch carries the bulk lane's batches, bounded like
+	// the main lane's (DeliverBatchWorkers of the bulk lane's send slots),
+	// so that one replica does not take a whole burst it cannot start
+	// soon.
+	QueueDeliverBulkBatch = "deliver_bulk_batch"
 	// QueueAlert carries failure alerts, so a flood of alerts cannot delay
 	// scheduled deliveries.
 	QueueAlert = "alert"
@@ -169,6 +181,17 @@ type firedExecution struct {
 	MaxAttempts  int
 	// Bulk: the job goes to the bulk lane (Lanes).
 	Bulk bool
+}
+
+// Lanes decides which deliver queue (lane) a fire's job goes to
+// (service/lane). A nil *Lanes puts everything in the main lane.
+type Lanes = lane.Picker
+
+// assignLanes sets the Bulk lane of fired executions (lane.Picker.Assign).
+func assignLanes(l *Lanes, fired []firedExecution) {
+	l.Assign(len(fired), func(i int) lane.Fire {
+		return lane.Fire{Tenant: fired[i].TenantID, Slot: fired[i].ScheduledFor, Endpoint: fired[i].EndpointID}
+	}, func(i int, bulk bool) { fired[i].Bulk = bulk })
 }
 
 // laneQueue is the deliver queue of a lane.

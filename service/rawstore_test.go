@@ -200,8 +200,14 @@ func (fl storeFlow) isRaw(e ast.Expr) bool {
 }
 
 // isStoreCall reports whether call is a function of package db, a store
-// method (storeMethods) or a call of a callback.
+// method (storeMethods) or a call of a callback, or forwards the results of
+// one whole (f(db.GetTask(…)): a converter handing its error on).
 func (fl storeFlow) isStoreCall(call *ast.CallExpr) bool {
+	if len(call.Args) == 1 {
+		if inner, ok := ast.Unparen(call.Args[0]).(*ast.CallExpr); ok && fl.isStoreCall(inner) {
+			return true
+		}
+	}
 	switch f := call.Fun.(type) {
 	case *ast.Ident:
 		return fl.callbacks[f.Name]

@@ -188,7 +188,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 			fired[i] = firedExecution{TenantID: e.TenantID, ID: e.ID, EndpointID: t.EndpointID, ScheduledFor: e.ScheduledFor,
 				Priority: int(t.Priority), MaxAttempts: int(t.MaxAttempts)}
 		}
-		s.cfg.Lanes.assign(fired)
+		assignLanes(s.cfg.Lanes, fired)
 		if _, err := s.enq.insertMany(ctx, tx, fireInserts(fired, now, s.cfg.FetchAhead, s.cfg.BulkFetchAhead)); err != nil {
 			return err
 		}

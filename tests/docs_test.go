@@ -271,8 +271,8 @@ var goPackages = map[string]string{
 	"jobs": "jobs", "service": "service", "receiver": "openapi/receiver", "pgstore": "openapi/receiver/pgstore",
 	"client": "openapi/client", "errs": "service/errs", "resource": "service/resource", "audit": "service/audit", "retention": "service/retention",
 	"replica": "service/replica", "idempotency": "service/idempotency",
-	"dbclock": "service/dbclock", "signing": "service/signing", "batch": "service/batch",
-	"endpoint": "service/endpoint", "calendar": "service/calendar", "limits": "service/limits", "job": "service/job", "stats": "service/stats",
+	"dbclock": "service/dbclock", "signing": "service/signing", "batch": "service/batch", "lane": "service/lane",
+	"endpoint": "service/endpoint", "calendar": "service/calendar", "limits": "service/limits", "job": "service/job", "stats": "service/stats", "alert": "service/alert",
 }
 
 // notOurs are names architecture.md quotes that ax does not declare:

@@ -83,7 +83,7 @@ func startBackground(ctx context.Context, d backgroundDeps, cfg config, logger *
 	host, _ := os.Hostname()
 	replica := jobs.NewReplica(service.NewReplicas(pool), jobs.ReplicaConfig{
 		ID: replicaID, RiverClientID: replicaID, Hostname: host, Version: version(), DeadAfter: cfg.ReplicaDeadAfter,
-		Logger: logger, Metrics: d.metrics, Work: work,
+		Logger: logger, Metrics: d.metrics, Work: work, Clock: d.clock,
 	})
 	scheduler := service.NewScheduler(pool, d.enq, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(),
 		BulkFetchAhead: riverCfg.BulkFetchAhead(), Clock: d.clock, Lanes: lanes, Metrics: d.metrics}, logger)

@@ -1,6 +1,7 @@
 // Command server is the ax binary: `serve` (the default) runs the API, the
 // scheduler and the delivery workers; `migrate` applies database migrations;
-// `token` prints a signed API token; `version` prints the version.
+// `token` prints a signed API token; `runner` runs commands from signed
+// webhooks; `version` prints the version.
 package main
 
 import (

@@ -26,6 +26,9 @@ commands:
   migrate   apply database migrations and exit
   token     print an API token: ax token --tenant T [--scope "s1 s2"] [--ttl 1h],
             or an operator's: ax token --operator [--subject S] [--ttl 1h]
+  runner    run commands from ax's signed webhooks: ax runner --secret whsec_… --allow REGEXP
+  import-crontab
+            print apply documents for a crontab: ax import-crontab FILE --endpoint NAME
   version   print the version
 
 Configuration comes from AX_* environment variables; see README.md.`
@@ -37,7 +40,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
-	if cmd != "token" && slices.ContainsFunc(args, isHelp) {
+	if cmd != "token" && cmd != "runner" && cmd != "import-crontab" && slices.ContainsFunc(args, isHelp) {
 		cmd = "help"
 	}
 	switch cmd {
@@ -47,6 +50,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return migrate(ctx, args, getenv)
 	case "token":
 		return token(args, getenv, stdout, os.Stderr)
+	case "runner":
+		return runRunner(ctx, args, getenv, stdout)
+	case "import-crontab":
+		return importCrontab(args, getenv, os.Stdin, stdout, os.Stderr)
 	case "version":
 		_, err := fmt.Fprintln(stdout, "ax", version())
 		return err

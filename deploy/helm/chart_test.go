@@ -41,6 +41,7 @@ func TestLint(t *testing.T) {
 	for name, args := range map[string][]string{
 		"default":    nil,
 		"production": {"-f", filepath.Join(chartDir, "values-production.yaml")},
+		"runner":     {"-f", filepath.Join(chartDir, "values-runner.yaml")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -226,6 +227,42 @@ func TestOptionalParts(t *testing.T) {
 		require.Nil(t, server(t, d).Lifecycle)
 		checkServerPod(t, d)
 	})
+}
+
+// TestRunnerValues: the example values render an ax runner whose pods the
+// ax Service never selects, restricted like the server's, with its
+// allowlist, its secret and the ax Service as its callback URL.
+func TestRunnerValues(t *testing.T) {
+	t.Parallel()
+	require.False(t, render(t).has("Deployment", "ax-runner"), "off by default")
+	m := render(t, "-f", filepath.Join(chartDir, "values-runner.yaml"))
+	d := decode[deployment](t, m.get(t, "Deployment", "ax-runner"))
+	require.Equal(t, "Recreate", d.Spec.Strategy.Type)
+	labels := d.Spec.Template.Metadata.Labels
+	requireSelects(t, d.Spec.Selector.MatchLabels, labels)
+	requireSelects(t, decode[service](t, m.get(t, "Service", "ax-runner")).Spec.Selector, labels)
+	require.False(t, selects(decode[service](t, m.get(t, "Service", "ax")).Spec.Selector, labels), "ax's Service never reaches a runner")
+	require.False(t, selects(decode[deployment](t, m.get(t, "Deployment", "ax")).Spec.Selector.MatchLabels, labels))
+	require.Len(t, d.Spec.Template.Spec.Containers, 1)
+	c := d.Spec.Template.Spec.Containers[0]
+	require.Equal(t, "registry.example.com/platform/ax-jobs:2026.12.1", c.Image)
+	require.Equal(t, []string{"runner", "--listen=:8090", "--workers=8", "--grace=120s", "--kill-after=5s", "--state-dir=/var/lib/ax-runner",
+		`--allow=/opt/jobs/[a-z0-9_-]+\.sh`, "--allow=/bin/sh", "--retry-exit-codes=75"}, c.Args)
+	env := envOf(c)
+	require.Equal(t, "http://ax:80", env["AX_URL"].Value)
+	requireSecretRef(t, env, "AX_RUNNER_SECRETS", "ax-runner")
+	require.Equal(t, 155, d.Spec.Template.Spec.TerminationGracePeriodSeconds, "grace + kill after + time to report")
+	requireRestrictedPod(t, d.Spec.Template.Spec, c)
+	mountedVolume(t, d.Spec.Template.Spec, c, "/var/lib/ax-runner")
+
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--set", "runner.enabled=true", "--set", "runner.existingSecret=s"}},
+		{[]string{"--set", "runner.enabled=true", "--set", "runner.allow={/bin/sh}"}},
+	} {
+		out, err := runHelm(t, append([]string{"template", release, chartDir}, tc.args...)...)
+		require.Error(t, err, "%v", tc.args)
+		require.Contains(t, out, "runner.", "%v", tc.args)
+	}
 }
 
 func TestRejectedValues(t *testing.T) {

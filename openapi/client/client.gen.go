@@ -30,6 +30,7 @@ const (
 	AuditEntryActionRotateSecret AuditEntryAction = "rotate_secret"
 	AuditEntryActionSetLimits    AuditEntryAction = "set_limits"
 	AuditEntryActionSkip         AuditEntryAction = "skip"
+	AuditEntryActionTest         AuditEntryAction = "test"
 	AuditEntryActionTrigger      AuditEntryAction = "trigger"
 	AuditEntryActionUpdate       AuditEntryAction = "update"
 )
@@ -56,6 +57,8 @@ func (e AuditEntryAction) Valid() bool {
 	case AuditEntryActionSetLimits:
 		return true
 	case AuditEntryActionSkip:
+		return true
+	case AuditEntryActionTest:
 		return true
 	case AuditEntryActionTrigger:
 		return true
@@ -552,6 +555,24 @@ func (e PreviewItemDst) Valid() bool {
 	case PreviewItemDstRepeated:
 		return true
 	case PreviewItemDstShifted:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryExecutionsRequestState.
+const (
+	RetryExecutionsRequestStateCancelled RetryExecutionsRequestState = "cancelled"
+	RetryExecutionsRequestStateFailed    RetryExecutionsRequestState = "failed"
+)
+
+// Valid indicates whether the value is a known member of the RetryExecutionsRequestState enum.
+func (e RetryExecutionsRequestState) Valid() bool {
+	switch e {
+	case RetryExecutionsRequestStateCancelled:
+		return true
+	case RetryExecutionsRequestStateFailed:
 		return true
 	default:
 		return false
@@ -1473,6 +1494,35 @@ type EndpointStats struct {
 	Total    int `json:"total"`
 }
 
+// EndpointTestRequest defines model for EndpointTestRequest.
+type EndpointTestRequest struct {
+	// Payload Payload is the body, any JSON (default {}).
+	Payload interface{} `json:"payload,omitempty"`
+}
+
+// EndpointTestResult defines model for EndpointTestResult.
+type EndpointTestResult struct {
+	// DurationMs DurationMS runs from sending the request to the end of reading the response.
+	//
+	// Example: 38
+	DurationMs int `json:"duration_ms"`
+
+	// Error Error says why no response came: a blocked target, DNS, connect, TLS, a timeout.
+	//
+	// Example: dial: connection refused
+	Error *string `json:"error,omitempty"`
+
+	// ResponseExcerpt ResponseExcerpt is the start of the response body (4 KiB at most).
+	//
+	// Example:
+	ResponseExcerpt string `json:"response_excerpt"`
+
+	// StatusCode StatusCode is the response's status; 0 when none came (see error).
+	//
+	// Example: 204
+	StatusCode int `json:"status_code"`
+}
+
 // EndpointWithSecret defines model for EndpointWithSecret.
 type EndpointWithSecret struct {
 	CreatedAt  time.Time  `json:"created_at"`
@@ -1672,6 +1722,11 @@ type Health struct {
 
 	// Version Example: v0.1.0
 	Version *string `json:"version,omitempty"`
+
+	// Warnings Warnings are conditions an operator should look at that do not make
+	// the replica unready (its clock drifting from the database's by more
+	// than 200 ms).
+	Warnings *[]string `json:"warnings,omitempty"`
 }
 
 // HeartbeatRequest defines model for HeartbeatRequest.
@@ -1908,6 +1963,59 @@ type Replica struct {
 // ReplicaList defines model for ReplicaList.
 type ReplicaList struct {
 	Items []Replica `json:"items"`
+}
+
+// RetryExecutionsRequest defines model for RetryExecutionsRequest.
+type RetryExecutionsRequest struct {
+	// DryRun DryRun: count the matches, retry nothing.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// From From is the first slot (scheduled_for) of the range (inclusive), RFC 3339.
+	//
+	// Example: 2026-12-03T22:00:00Z
+	From time.Time `json:"from"`
+
+	// State State is the state retried: failed or cancelled.
+	//
+	// Example: failed
+	State RetryExecutionsRequestState `json:"state"`
+
+	// TaskId TaskID limits the retry to one task's executions.
+	TaskId *string `json:"task_id,omitempty"`
+
+	// To To ends the range (exclusive), RFC 3339.
+	//
+	// Example: 2026-12-04T06:00:00Z
+	To time.Time `json:"to"`
+
+	// WorkflowId WorkflowID limits it to one workflow's step executions.
+	WorkflowId *string `json:"workflow_id,omitempty"`
+}
+
+// RetryExecutionsRequestState State is the state retried: failed or cancelled.
+//
+// Example: failed
+type RetryExecutionsRequestState string
+
+// RetryExecutionsResult defines model for RetryExecutionsResult.
+type RetryExecutionsResult struct {
+	// Matched Matched executions are in state with a slot in [from, to).
+	//
+	// Example: 312
+	Matched int `json:"matched"`
+
+	// Retried Retried of them are pending again (0 in a dry run).
+	//
+	// Example: 309
+	Retried int `json:"retried"`
+
+	// SkipReasons SkipReasons name the first 10 skipped: "<execution id>: <why>".
+	SkipReasons []string `json:"skip_reasons"`
+
+	// Skipped Skipped were left as they were: their task paused or deleted, their slot fired by another execution now, a change in between.
+	//
+	// Example: 3
+	Skipped int `json:"skipped"`
 }
 
 // RetryPolicy defines model for RetryPolicy.
@@ -2788,6 +2896,12 @@ type PatchEndpointJSONRequestBody = EndpointRequestPatch
 // RotateEndpointSecretJSONRequestBody defines body for RotateEndpointSecret for application/json ContentType.
 type RotateEndpointSecretJSONRequestBody = RotateSecretRequest
 
+// TestEndpointJSONRequestBody defines body for TestEndpoint for application/json ContentType.
+type TestEndpointJSONRequestBody = EndpointTestRequest
+
+// RetryExecutionsJSONRequestBody defines body for RetryExecutions for application/json ContentType.
+type RetryExecutionsJSONRequestBody = RetryExecutionsRequest
+
 // CompleteExecutionJSONRequestBody defines body for CompleteExecution for application/json ContentType.
 type CompleteExecutionJSONRequestBody = CompleteRequest
 
@@ -3039,6 +3153,8 @@ type ClientInterface interface {
 
 	// Readyz Readiness: the database is reachable and migrated
 	//
+	// Ready (200) when the database is reachable and every migration applied; warnings (a clock drifting from the database's) leave it ready.
+	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -3222,12 +3338,48 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/endpoints/{id}/rotate-secret (the `RotateEndpointSecret` operationId).
 	RotateEndpointSecret(ctx context.Context, id string, body RotateEndpointSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// TestEndpointWithBody Send an endpoint a test request
+	//
+	// One signed request now, as a delivery is sent (the endpoint's method, headers, timeout, SSRF guard), with X-Ax-Test: true and a fresh webhook-id, and none of the headers that name a task or an execution. Recorded nowhere but the audit log; a disabled endpoint is tested too. 200 whatever the endpoint answered: status_code and error say what happened.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/endpoints/{id}/test (the `TestEndpoint` operationId).
+	TestEndpointWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TestEndpoint Send an endpoint a test request
+	//
+	// One signed request now, as a delivery is sent (the endpoint's method, headers, timeout, SSRF guard), with X-Ax-Test: true and a fresh webhook-id, and none of the headers that name a task or an execution. Recorded nowhere but the audit log; a disabled endpoint is tested too. 200 whatever the endpoint answered: status_code and error say what happened.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/endpoints/{id}/test (the `TestEndpoint` operationId).
+	TestEndpoint(ctx context.Context, id string, body TestEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListExecutions List executions, newest first
 	//
 	// state=failed is the dead-letter view. since and until bound scheduled_for (since inclusive, until exclusive). Items carry no events; get one execution for its timeline.
 	//
 	// Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 	ListExecutions(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RetryExecutionsWithBody Deliver again every failed (or cancelled) execution of a range
+	//
+	// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+	RetryExecutionsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RetryExecutions Deliver again every failed (or cancelled) execution of a range
+	//
+	// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+	RetryExecutions(ctx context.Context, body RetryExecutionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetExecution Get an execution with its timeline
 	//
@@ -3584,6 +3736,8 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 }
 
 // Readyz Readiness: the database is reachable and migrated
+//
+// Ready (200) when the database is reachable and every migration applied; warnings (a clock drifting from the database's) leave it ready.
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4018,6 +4172,44 @@ func (c *Client) RotateEndpointSecret(ctx context.Context, id string, body Rotat
 	return c.Client.Do(req)
 }
 
+// TestEndpointWithBody Send an endpoint a test request
+//
+// One signed request now, as a delivery is sent (the endpoint's method, headers, timeout, SSRF guard), with X-Ax-Test: true and a fresh webhook-id, and none of the headers that name a task or an execution. Recorded nowhere but the audit log; a disabled endpoint is tested too. 200 whatever the endpoint answered: status_code and error say what happened.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/endpoints/{id}/test (the `TestEndpoint` operationId).
+func (c *Client) TestEndpointWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTestEndpointRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TestEndpoint Send an endpoint a test request
+//
+// One signed request now, as a delivery is sent (the endpoint's method, headers, timeout, SSRF guard), with X-Ax-Test: true and a fresh webhook-id, and none of the headers that name a task or an execution. Recorded nowhere but the audit log; a disabled endpoint is tested too. 200 whatever the endpoint answered: status_code and error say what happened.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/endpoints/{id}/test (the `TestEndpoint` operationId).
+func (c *Client) TestEndpoint(ctx context.Context, id string, body TestEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTestEndpointRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListExecutions List executions, newest first
 //
 // state=failed is the dead-letter view. since and until bound scheduled_for (since inclusive, until exclusive). Items carry no events; get one execution for its timeline.
@@ -4025,6 +4217,44 @@ func (c *Client) RotateEndpointSecret(ctx context.Context, id string, body Rotat
 // Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 func (c *Client) ListExecutions(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListExecutionsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RetryExecutionsWithBody Deliver again every failed (or cancelled) execution of a range
+//
+// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+func (c *Client) RetryExecutionsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryExecutionsRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RetryExecutions Deliver again every failed (or cancelled) execution of a range
+//
+// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+func (c *Client) RetryExecutions(ctx context.Context, body RetryExecutionsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryExecutionsRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5778,6 +6008,53 @@ func NewRotateEndpointSecretRequestWithBody(server string, id string, contentTyp
 	return req, nil
 }
 
+// NewTestEndpointRequest calls the generic TestEndpoint builder with application/json body
+func NewTestEndpointRequest(server string, id string, body TestEndpointJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewTestEndpointRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewTestEndpointRequestWithBody constructs an http.Request for the TestEndpoint method, with any body, and a specified content type
+func NewTestEndpointRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/endpoints/%s/test", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListExecutionsRequest constructs an http.Request for the ListExecutions method
 func NewListExecutionsRequest(server string, params *ListExecutionsParams) (*http.Request, error) {
 	var err error
@@ -5888,6 +6165,46 @@ func NewListExecutionsRequest(server string, params *ListExecutionsParams) (*htt
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewRetryExecutionsRequest calls the generic RetryExecutions builder with application/json body
+func NewRetryExecutionsRequest(server string, body RetryExecutionsJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRetryExecutionsRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewRetryExecutionsRequestWithBody constructs an http.Request for the RetryExecutions method, with any body, and a specified content type
+func NewRetryExecutionsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/executions/retry")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -7484,6 +7801,8 @@ type ClientWithResponsesInterface interface {
 
 	// ReadyzWithResponse Readiness: the database is reachable and migrated
 	//
+	// Ready (200) when the database is reachable and every migration applied; warnings (a clock drifting from the database's) leave it ready.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
@@ -7693,6 +8012,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/endpoints/{id}/rotate-secret (the `RotateEndpointSecret` operationId).
 	RotateEndpointSecretWithResponse(ctx context.Context, id string, body RotateEndpointSecretJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateEndpointSecretResponse, error)
 
+	// TestEndpointWithBodyWithResponse Send an endpoint a test request
+	//
+	// One signed request now, as a delivery is sent (the endpoint's method, headers, timeout, SSRF guard), with X-Ax-Test: true and a fresh webhook-id, and none of the headers that name a task or an execution. Recorded nowhere but the audit log; a disabled endpoint is tested too. 200 whatever the endpoint answered: status_code and error say what happened.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/endpoints/{id}/test (the `TestEndpoint` operationId).
+	TestEndpointWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TestEndpointResponse, error)
+
+	// TestEndpointWithResponse Send an endpoint a test request
+	//
+	// One signed request now, as a delivery is sent (the endpoint's method, headers, timeout, SSRF guard), with X-Ax-Test: true and a fresh webhook-id, and none of the headers that name a task or an execution. Recorded nowhere but the audit log; a disabled endpoint is tested too. 200 whatever the endpoint answered: status_code and error say what happened.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/endpoints/{id}/test (the `TestEndpoint` operationId).
+	TestEndpointWithResponse(ctx context.Context, id string, body TestEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*TestEndpointResponse, error)
+
 	// ListExecutionsWithResponse List executions, newest first
 	//
 	// state=failed is the dead-letter view. since and until bound scheduled_for (since inclusive, until exclusive). Items carry no events; get one execution for its timeline.
@@ -7701,6 +8038,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/executions (the `ListExecutions` operationId).
 	ListExecutionsWithResponse(ctx context.Context, params *ListExecutionsParams, reqEditors ...RequestEditorFn) (*ListExecutionsResponse, error)
+
+	// RetryExecutionsWithBodyWithResponse Deliver again every failed (or cancelled) execution of a range
+	//
+	// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+	RetryExecutionsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RetryExecutionsResponse, error)
+
+	// RetryExecutionsWithResponse Deliver again every failed (or cancelled) execution of a range
+	//
+	// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+	RetryExecutionsWithResponse(ctx context.Context, body RetryExecutionsJSONRequestBody, reqEditors ...RequestEditorFn) (*RetryExecutionsResponse, error)
 
 	// GetExecutionWithResponse Get an execution with its timeline
 	//
@@ -10338,6 +10693,134 @@ func (r RotateEndpointSecretResponse) ContentType() string {
 	return ""
 }
 
+// TestEndpointResponse401Headers the declared response headers of an HTTP 401 response for TestEndpoint
+type TestEndpointResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// TestEndpointResponse429Headers the declared response headers of an HTTP 429 response for TestEndpoint
+type TestEndpointResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+// TestEndpointResponse503Headers the declared response headers of an HTTP 503 response for TestEndpoint
+type TestEndpointResponse503Headers struct {
+	RetryAfter *int
+}
+
+type TestEndpointResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EndpointTestResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *TestEndpointResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *TestEndpointResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TestEndpointResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TestEndpointResponse) GetJSON200() *EndpointTestResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r TestEndpointResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r TestEndpointResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r TestEndpointResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r TestEndpointResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r TestEndpointResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r TestEndpointResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r TestEndpointResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r TestEndpointResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r TestEndpointResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r TestEndpointResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TestEndpointResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TestEndpointResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TestEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListExecutionsResponse401Headers the declared response headers of an HTTP 401 response for ListExecutions
 type ListExecutionsResponse401Headers struct {
 	WWWAuthenticate *string
@@ -10446,6 +10929,141 @@ func (r ListExecutionsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListExecutionsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RetryExecutionsResponse401Headers the declared response headers of an HTTP 401 response for RetryExecutions
+type RetryExecutionsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// RetryExecutionsResponse429Headers the declared response headers of an HTTP 429 response for RetryExecutions
+type RetryExecutionsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+// RetryExecutionsResponse503Headers the declared response headers of an HTTP 503 response for RetryExecutions
+type RetryExecutionsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type RetryExecutionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RetryExecutionsResult
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *RetryExecutionsResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RetryExecutionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RetryExecutionsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RetryExecutionsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RetryExecutionsResponse) GetJSON200() *RetryExecutionsResult {
+	return r.JSON200
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RetryExecutionsResponse) GetJSON202() *RetryExecutionsResult {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RetryExecutionsResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RetryExecutionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RetryExecutionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RetryExecutionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RetryExecutionsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -14579,6 +15197,8 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 
 // ReadyzWithResponse Readiness: the database is reachable and migrated
 //
+// Ready (200) when the database is reachable and every migration applied; warnings (a clock drifting from the database's) leave it ready.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
@@ -14938,6 +15558,36 @@ func (c *ClientWithResponses) RotateEndpointSecretWithResponse(ctx context.Conte
 	return ParseRotateEndpointSecretResponse(rsp)
 }
 
+// TestEndpointWithBodyWithResponse Send an endpoint a test request
+//
+// One signed request now, as a delivery is sent (the endpoint's method, headers, timeout, SSRF guard), with X-Ax-Test: true and a fresh webhook-id, and none of the headers that name a task or an execution. Recorded nowhere but the audit log; a disabled endpoint is tested too. 200 whatever the endpoint answered: status_code and error say what happened.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/endpoints/{id}/test (the `TestEndpoint` operationId).
+func (c *ClientWithResponses) TestEndpointWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TestEndpointResponse, error) {
+	rsp, err := c.TestEndpointWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTestEndpointResponse(rsp)
+}
+
+// TestEndpointWithResponse Send an endpoint a test request
+//
+// One signed request now, as a delivery is sent (the endpoint's method, headers, timeout, SSRF guard), with X-Ax-Test: true and a fresh webhook-id, and none of the headers that name a task or an execution. Recorded nowhere but the audit log; a disabled endpoint is tested too. 200 whatever the endpoint answered: status_code and error say what happened.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/endpoints/{id}/test (the `TestEndpoint` operationId).
+func (c *ClientWithResponses) TestEndpointWithResponse(ctx context.Context, id string, body TestEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*TestEndpointResponse, error) {
+	rsp, err := c.TestEndpoint(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTestEndpointResponse(rsp)
+}
+
 // ListExecutionsWithResponse List executions, newest first
 //
 // state=failed is the dead-letter view. since and until bound scheduled_for (since inclusive, until exclusive). Items carry no events; get one execution for its timeline.
@@ -14951,6 +15601,36 @@ func (c *ClientWithResponses) ListExecutionsWithResponse(ctx context.Context, pa
 		return nil, err
 	}
 	return ParseListExecutionsResponse(rsp)
+}
+
+// RetryExecutionsWithBodyWithResponse Deliver again every failed (or cancelled) execution of a range
+//
+// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+func (c *ClientWithResponses) RetryExecutionsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RetryExecutionsResponse, error) {
+	rsp, err := c.RetryExecutionsWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryExecutionsResponse(rsp)
+}
+
+// RetryExecutionsWithResponse Deliver again every failed (or cancelled) execution of a range
+//
+// Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/executions/retry (the `RetryExecutions` operationId).
+func (c *ClientWithResponses) RetryExecutionsWithResponse(ctx context.Context, body RetryExecutionsJSONRequestBody, reqEditors ...RequestEditorFn) (*RetryExecutionsResponse, error) {
+	rsp, err := c.RetryExecutions(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRetryExecutionsResponse(rsp)
 }
 
 // GetExecutionWithResponse Get an execution with its timeline
@@ -18098,6 +18778,149 @@ func ParseRotateEndpointSecretResponse(rsp *http.Response) (*RotateEndpointSecre
 	return response, nil
 }
 
+// ParseTestEndpointResponse parses an HTTP response from a TestEndpointWithResponse call
+func ParseTestEndpointResponse(rsp *http.Response) (*TestEndpointResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TestEndpointResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EndpointTestResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers TestEndpointResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers TestEndpointResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers TestEndpointResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListExecutionsResponse parses an HTTP response from a ListExecutionsWithResponse call
 func ParseListExecutionsResponse(rsp *http.Response) (*ListExecutionsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -18214,6 +19037,156 @@ func ParseListExecutionsResponse(rsp *http.Response) (*ListExecutionsResponse, e
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers ListExecutionsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRetryExecutionsResponse parses an HTTP response from a RetryExecutionsWithResponse call
+func ParseRetryExecutionsResponse(rsp *http.Response) (*RetryExecutionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RetryExecutionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RetryExecutionsResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest RetryExecutionsResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RetryExecutionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RetryExecutionsResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RetryExecutionsResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

@@ -3,6 +3,7 @@ package receiver
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -15,8 +16,9 @@ const (
 	// (or Release on failure).
 	Claimed Claim = iota + 1
 	// InProgress: another delivery of the same id is being processed right
-	// now (ax's retry raced a slow first attempt). Answer non-2xx (Once
-	// answers 409) so that ax tries again later.
+	// now (ax's retry raced a slow first attempt). Answer a status ax
+	// retries (Once answers 503 with Retry-After), so that it tries again
+	// later: ax takes most 4xx, 409 among them, as final.
 	InProgress
 	// Done: the id was processed already. Answer 2xx and do nothing.
 	Done
@@ -119,9 +121,14 @@ func (s *MemoryStore) Len() int {
 	return n
 }
 
+// InProgressRetryAfter is the Retry-After (seconds) Once sends with the 503
+// for a webhook-id being processed.
+const InProgressRetryAfter = 10
+
 // Once wraps next so that each webhook-id is processed once. A delivery
 // whose id is Done gets 200 without calling next; one whose id is
-// InProgress gets 409 (ax retries it later). When next answers with a
+// InProgress gets 503 with Retry-After (InProgressRetryAfter seconds), a
+// status ax retries. When next answers with a
 // status below 300 the id is completed; any other status, or a panic,
 // releases it so that ax's retry runs it again. Put Once inside
 // Verifier.Middleware, so that only verified ids are claimed. A store error
@@ -142,7 +149,8 @@ func Once(store Store, next http.Handler) http.Handler {
 			w.WriteHeader(http.StatusOK)
 			return
 		case claim == InProgress:
-			http.Error(w, "this webhook-id is being processed", http.StatusConflict)
+			w.Header().Set("Retry-After", strconv.Itoa(InProgressRetryAfter))
+			http.Error(w, "this webhook-id is being processed; try again later", http.StatusServiceUnavailable)
 			return
 		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}

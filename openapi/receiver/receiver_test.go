@@ -230,3 +230,44 @@ func TestOnce(t *testing.T) {
 		t.Fatalf("handler ran %d times, want 2 (one failure, one success)", n)
 	}
 }
+
+// TestOnceInProgressIsRetried: a redelivery of an id still being processed
+// gets a status ax retries (503 with Retry-After), not a final 4xx.
+func TestOnceInProgressIsRetried(t *testing.T) {
+	secret := "whsec_" + b64("once-key-0123456789")
+	v, _ := receiver.NewVerifier([]string{secret})
+	entered, release := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(v.Middleware(receiver.Once(receiver.NewMemoryStore(time.Hour), http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		close(entered)
+		<-release
+	}))))
+	defer srv.Close()
+	post := func() (*http.Response, error) {
+		now := time.Now()
+		sig, _ := receiver.Sign(secret, "slow", now, []byte(`{}`))
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{}`))
+		req.Header = headers("slow", now.Unix(), sig)
+		return http.DefaultClient.Do(req)
+	}
+	first := make(chan error, 1)
+	go func() {
+		resp, err := post()
+		if err == nil {
+			resp.Body.Close()
+		}
+		first <- err
+	}()
+	<-entered
+	resp, err := post()
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	close(release)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "10" {
+		t.Fatalf("redelivery while in progress: %d, Retry-After %q; want 503 and 10", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -37,6 +37,8 @@ const (
 	Retry        = "retry"
 	RotateSecret = "rotate_secret"
 	SetLimits    = "set_limits"
+	// Test: a test request sent to an endpoint (it changes nothing).
+	Test = "test"
 )
 
 // Audited resource types.

@@ -50,6 +50,17 @@ func (c *Clock) Observe(sent, db, received time.Time) {
 	c.sample.Store(&reading{db: db, mid: sent.Add(rtt / 2), received: received, rtt: rtt})
 }
 
+// OffsetWarn is the drift from the database's clock above which a replica
+// warns: its log every minute, GET /readyz's body.
+const OffsetWarn = 200 * time.Millisecond
+
+// Drift returns this process's clock minus the database's (the opposite of
+// Offset), and whether its size is above OffsetWarn.
+func (c *Clock) Drift() (drift time.Duration, warn bool) {
+	drift = -c.Offset()
+	return drift, drift > OffsetWarn || drift < -OffsetWarn
+}
+
 // Offset returns the database's clock minus this process's, as estimated.
 func (c *Clock) Offset() time.Duration {
 	if c == nil {

@@ -73,6 +73,9 @@ type Metrics struct {
 	// ReplicasLive is the number of live replicas, as this replica's last
 	// heartbeat saw it.
 	ReplicasLive prometheus.Gauge
+	// ClockOffset is this replica's clock minus the database's, in
+	// seconds, as the scheduler loop's round trips estimate it.
+	ClockOffset prometheus.Gauge
 	// ReplicasDeclaredDead counts replicas this replica declared dead.
 	ReplicasDeclaredDead prometheus.Counter
 	// ReplicaJobsResumed counts River jobs of dead (or stopped) replicas
@@ -186,6 +189,10 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.ReplicasLive = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "ax_replicas_live", Help: "Live ax replicas, as this replica's last heartbeat saw them.",
 	})
+	m.ClockOffset = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ax_clock_offset_seconds",
+		Help: "This replica's clock minus the database's, as estimated from the scheduler loop's round trips (updated at each heartbeat).",
+	})
 	m.ReplicasDeclaredDead = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "ax_replicas_declared_dead_total",
 		Help: "Replicas this replica declared dead (no heartbeat for AX_REPLICA_DEAD_AFTER); their deliveries were resumed.",
@@ -211,7 +218,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "ax_deliveries_in_flight", Help: "Webhook requests under way in this process.",
 	}, func() float64 { return float64(m.inFlight.Load()) })
 	reg.MustRegister(m.Fires, m.FiringLateness, m.Attempts, m.AttemptDuration, m.RetriesScheduled, m.Finished,
-		m.MissedSlots, m.Reconciled, m.SchedulerPass, m.SchedulerClaimed, m.RetentionDeleted, m.ReplicasLive,
+		m.MissedSlots, m.Reconciled, m.SchedulerPass, m.SchedulerClaimed, m.RetentionDeleted, m.ReplicasLive, m.ClockOffset,
 		m.ReplicasDeclaredDead, m.ReplicaJobsResumed, inFlight, m.WorkflowRuns, m.NodeWait, m.CallbacksAccepted,
 		m.CallbackTimeouts, m.SLAMissed, m.Throttled, m.LoopPasses, m.LoopErrors, m.LoopPanics, m.LoopLastSuccess)
 	return m

@@ -28,7 +28,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: the database is reachable and migrated */
+        /**
+         * Readiness: the database is reachable and migrated
+         * @description Ready (200) when the database is reachable and every migration applied; warnings (a clock drifting from the database's) leave it ready.
+         */
         get: operations["readyz"];
         put?: never;
         post?: never;
@@ -268,6 +271,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/endpoints/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send an endpoint a test request
+         * @description One signed request now, as a delivery is sent (the endpoint's method, headers, timeout, SSRF guard), with X-Ax-Test: true and a fresh webhook-id, and none of the headers that name a task or an execution. Recorded nowhere but the audit log; a disabled endpoint is tested too. 200 whatever the endpoint answered: status_code and error say what happened.
+         */
+        post: operations["testEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions": {
         parameters: {
             query?: never;
@@ -282,6 +305,26 @@ export interface paths {
         get: operations["listExecutions"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/executions/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deliver again every failed (or cancelled) execution of a range
+         * @description Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+         */
+        post: operations["retryExecutions"];
         delete?: never;
         options?: never;
         head?: never;
@@ -837,7 +880,7 @@ export interface components {
     schemas: {
         AuditEntry: {
             /** @enum {string} */
-            action: "create" | "update" | "delete" | "pause" | "resume" | "trigger" | "skip" | "backfill" | "cancel" | "retry" | "rotate_secret" | "set_limits";
+            action: "create" | "update" | "delete" | "pause" | "resume" | "trigger" | "skip" | "backfill" | "cancel" | "retry" | "rotate_secret" | "set_limits" | "test";
             /**
              * Format: date-time
              * @description At is when the change was committed (its transaction's time).
@@ -1260,6 +1303,34 @@ export interface components {
             enabled: number;
             total: number;
         };
+        EndpointTestRequest: {
+            /** @description Payload is the body, any JSON (default {}). */
+            payload?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
+        };
+        EndpointTestResult: {
+            /**
+             * @description DurationMS runs from sending the request to the end of reading the response.
+             * @example 38
+             */
+            duration_ms: number;
+            /**
+             * @description Error says why no response came: a blocked target, DNS, connect, TLS, a timeout.
+             * @example dial: connection refused
+             */
+            error?: string;
+            /**
+             * @description ResponseExcerpt is the start of the response body (4 KiB at most).
+             * @example
+             */
+            response_excerpt: string;
+            /**
+             * @description StatusCode is the response's status; 0 when none came (see error).
+             * @example 204
+             */
+            status_code: number;
+        };
         EndpointWithSecret: {
             /** Format: date-time */
             created_at: string;
@@ -1434,6 +1505,12 @@ export interface components {
             status: string;
             /** @example v0.1.0 */
             version?: string;
+            /**
+             * @description Warnings are conditions an operator should look at that do not make
+             *     the replica unready (its clock drifting from the database's by more
+             *     than 200 ms).
+             */
+            warnings?: string[];
         };
         HeartbeatRequest: {
             /** @description Progress is any JSON (at most 16 KiB), kept on the execution and shown as progress; absent: the last one stays. */
@@ -1644,6 +1721,57 @@ export interface components {
         };
         ReplicaList: {
             items: components["schemas"]["Replica"][];
+        };
+        RetryExecutionsRequest: {
+            /** @description DryRun: count the matches, retry nothing. */
+            dry_run?: boolean;
+            /**
+             * Format: date-time
+             * @description From is the first slot (scheduled_for) of the range (inclusive), RFC 3339.
+             * @example 2026-12-03T22:00:00Z
+             */
+            from: string;
+            /**
+             * @description State is the state retried: failed or cancelled.
+             * @example failed
+             * @enum {string}
+             */
+            state: "failed" | "cancelled";
+            /**
+             * Format: uuid
+             * @description TaskID limits the retry to one task's executions.
+             */
+            task_id?: string;
+            /**
+             * Format: date-time
+             * @description To ends the range (exclusive), RFC 3339.
+             * @example 2026-12-04T06:00:00Z
+             */
+            to: string;
+            /**
+             * Format: uuid
+             * @description WorkflowID limits it to one workflow's step executions.
+             */
+            workflow_id?: string;
+        };
+        RetryExecutionsResult: {
+            /**
+             * @description Matched executions are in state with a slot in [from, to).
+             * @example 312
+             */
+            matched: number;
+            /**
+             * @description Retried of them are pending again (0 in a dry run).
+             * @example 309
+             */
+            retried: number;
+            /** @description SkipReasons name the first 10 skipped: "<execution id>: <why>". */
+            skip_reasons: string[];
+            /**
+             * @description Skipped were left as they were: their task paused or deleted, their slot fired by another execution now, a change in between.
+             * @example 3
+             */
+            skipped: number;
         };
         RetryPolicy: {
             /**
@@ -4312,6 +4440,127 @@ export interface operations {
             };
         };
     };
+    testEndpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description endpoint id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description the body to send; {} when omitted */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["EndpointTestRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EndpointTestResult"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description The bearer challenge, e.g. `Bearer realm="ax", error="invalid_token"`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests: the tenant's api_requests_per_second limit is reached */
+            429: {
+                headers: {
+                    /** @description the tenant's requests per second */
+                    "RateLimit-Limit"?: number;
+                    /** @description requests left in the current window */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until the window resets */
+                    "RateLimit-Reset"?: number;
+                    /** @description seconds to wait before the next request */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error: an unexpected failure; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description seconds to wait: the database is unreachable */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listExecutions: {
         parameters: {
             query?: {
@@ -4365,6 +4614,133 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests: the tenant's api_requests_per_second limit is reached */
+            429: {
+                headers: {
+                    /** @description the tenant's requests per second */
+                    "RateLimit-Limit"?: number;
+                    /** @description requests left in the current window */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until the window resets */
+                    "RateLimit-Reset"?: number;
+                    /** @description seconds to wait before the next request */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error: an unexpected failure; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description seconds to wait: the database is unreachable */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    retryExecutions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description which executions */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RetryExecutionsRequest"];
+            };
+        };
+        responses: {
+            /** @description dry run */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetryExecutionsResult"];
+                };
+            };
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RetryExecutionsResult"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description The bearer challenge, e.g. `Bearer realm="ax", error="invalid_token"`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,4 +1,7 @@
-package service
+// Package lane picks the deliver queue (lane) of a fire's job (Picker;
+// docs/architecture.md, "Limits and fairness"), from what this process
+// learns of the endpoints' latencies.
+package lane
 
 import (
 	"sync"
@@ -6,18 +9,7 @@ import (
 	"time"
 )
 
-// QueueDeliverBulk is the deliver queue's bulk lane: fires of a tenant's
-// burst and fires to slow endpoints. It has its own River workers and send
-// slots, so that neither can take the workers of everyone else's on-time
-// fires (docs/architecture.md, "Limits and fairness").
-const QueueDeliverBulk = "deliver_bulk"
-
-// QueueDeliverBulkBatch carries the bulk lane's batches, bounded like the
-// main lane's (DeliverBatchWorkers of the bulk lane's send slots), so that
-// one replica does not take a whole burst it cannot start soon.
-const QueueDeliverBulkBatch = "deliver_bulk_batch"
-
-// Lanes defaults. See Lanes.
+// Picker defaults. See Picker.
 const (
 	// BurstPerSecondDefault: a tenant with this many fires whose slots
 	// fall in the same second, in one scheduler pass, has a burst.
@@ -27,14 +19,14 @@ const (
 	SlowLatencyDefault = 500 * time.Millisecond
 )
 
-// Lanes decides which deliver queue (lane) a fire's job goes to: the
+// Picker decides which deliver queue (lane) a fire's job goes to: the
 // bulk lane for a tenant's burst and for slow endpoints, the main lane
 // for everything else. It learns endpoints' latencies from the attempts
 // this process makes (Sending): those that finished, and those still in
 // flight, so that an endpoint that stops answering is slow from the
 // moment its attempts have waited SlowLatency, not only once they time
-// out. A nil *Lanes puts everything in the main lane.
-type Lanes struct {
+// out. A nil *Picker puts everything in the main lane.
+type Picker struct {
 	// BurstPerSecond and SlowLatency: zero takes the defaults.
 	BurstPerSecond int
 	SlowLatency    time.Duration
@@ -42,7 +34,7 @@ type Lanes struct {
 	endpoints sync.Map // endpoint id → *endpointLatency
 }
 
-// endpointLatency is what Lanes knows of one endpoint's attempts. Only
+// endpointLatency is what Picker knows of one endpoint's attempts. Only
 // atomics: every attempt of every delivery updates one, so there is no
 // lock to share.
 type endpointLatency struct {
@@ -56,7 +48,7 @@ type endpointLatency struct {
 	since    time.Time // fixed at creation; monotonic
 }
 
-// Sending is one attempt in flight to an endpoint (Lanes.Sending).
+// Sending is one attempt in flight to an endpoint (Picker.Sending).
 type Sending struct {
 	e     *endpointLatency
 	start int64 // µs after e.since
@@ -65,7 +57,7 @@ type Sending struct {
 // Sending records that an attempt to endpoint starts now; call Done with
 // its latency when it is over. It costs a map lookup and two atomic
 // additions, as Done does.
-func (l *Lanes) Sending(endpoint string) Sending {
+func (l *Picker) Sending(endpoint string) Sending {
 	if l == nil || endpoint == "" {
 		return Sending{}
 	}
@@ -88,14 +80,14 @@ func (s Sending) Done(d time.Duration) {
 
 // Observe records the latency of a finished attempt to endpoint (as
 // Sending then Done does).
-func (l *Lanes) Observe(endpoint string, d time.Duration) {
+func (l *Picker) Observe(endpoint string, d time.Duration) {
 	if l == nil || endpoint == "" {
 		return
 	}
 	l.endpoint(endpoint).observe(d)
 }
 
-func (l *Lanes) endpoint(id string) *endpointLatency {
+func (l *Picker) endpoint(id string) *endpointLatency {
 	if v, ok := l.endpoints.Load(id); ok {
 		return v.(*endpointLatency) //nolint:forcetypeassert // only *endpointLatency is stored
 	}
@@ -132,7 +124,7 @@ func (e *endpointLatency) inflightAge() (time.Duration, bool) {
 // Slow reports whether endpoint is slow: its recent attempts took
 // SlowLatency on average, or those in flight have been in flight that
 // long on average.
-func (l *Lanes) Slow(endpoint string) bool {
+func (l *Picker) Slow(endpoint string) bool {
 	if l == nil {
 		return false
 	}
@@ -149,24 +141,33 @@ func (l *Lanes) Slow(endpoint string) bool {
 	return ok && age >= slow
 }
 
-func (l *Lanes) slowLatency() time.Duration {
+func (l *Picker) slowLatency() time.Duration {
 	if l.SlowLatency > 0 {
 		return l.SlowLatency
 	}
 	return SlowLatencyDefault
 }
 
-func (l *Lanes) burstPerSecond() int {
+func (l *Picker) burstPerSecond() int {
 	if l.BurstPerSecond > 0 {
 		return l.BurstPerSecond
 	}
 	return BurstPerSecondDefault
 }
 
-// assign sets the Bulk lane of fired executions: those of a tenant with a
-// burst (BurstPerSecond fires or more in one second of slots among them)
-// and those to a slow endpoint.
-func (l *Lanes) assign(fired []firedExecution) {
+// Fire is what Assign knows of a fired execution.
+type Fire struct {
+	Tenant   string
+	Slot     time.Time
+	Endpoint string
+}
+
+// Assign decides the lanes of n fires, fire(i) being the i-th: bulk(i,
+// true) puts fire i in the bulk lane — the fires of a tenant with a burst
+// (BurstPerSecond fires or more in one second of slots among them) and
+// those to a slow endpoint — and bulk(i, false) in the main lane. A nil
+// *Picker calls neither.
+func (l *Picker) Assign(n int, fire func(i int) Fire, bulk func(i int, bulk bool)) {
 	if l == nil {
 		return
 	}
@@ -175,11 +176,13 @@ func (l *Lanes) assign(fired []firedExecution) {
 		second int64
 	}
 	counts := make(map[key]int)
-	for _, f := range fired {
-		counts[key{f.TenantID, f.ScheduledFor.Unix()}]++
+	for i := range n {
+		f := fire(i)
+		counts[key{f.Tenant, f.Slot.Unix()}]++
 	}
 	limit := l.burstPerSecond()
-	for i, f := range fired {
-		fired[i].Bulk = counts[key{f.TenantID, f.ScheduledFor.Unix()}] >= limit || l.Slow(f.EndpointID)
+	for i := range n {
+		f := fire(i)
+		bulk(i, counts[key{f.Tenant, f.Slot.Unix()}] >= limit || l.Slow(f.Endpoint))
 	}
 }

@@ -31,7 +31,7 @@ func TestLanesAssign(t *testing.T) {
 	require.True(t, l.Slow("slow"))
 	require.False(t, l.Slow("eb"))
 	require.False(t, l.Slow("never-seen"))
-	l.assign(fired)
+	assignLanes(l, fired)
 	for _, f := range fired[:4] {
 		require.True(t, f.Bulk, "a's burst")
 	}
@@ -51,7 +51,7 @@ func TestLanesAssign(t *testing.T) {
 
 	// A nil Lanes puts everything in the main lane.
 	var none *Lanes
-	none.assign(fired[:1])
+	assignLanes(none, fired[:1])
 	none.Observe("x", time.Second)
 	require.False(t, none.Slow("x"))
 }
@@ -117,60 +117,4 @@ func TestFireInsertsDueAheadByLane(t *testing.T) {
 	require.Equal(t, at.Add(-ahead), due[QueueDeliver])
 	require.Equal(t, at.Add(-bulkAhead), due[QueueDeliverBulk])
 	require.Equal(t, at.Add(-bulkAhead), due[QueueDeliverBulkBatch])
-}
-
-// TestLanesSlowInFlight: an endpoint whose attempts are in flight past
-// SlowLatency is slow before any of them ends, and its fires go to the
-// bulk lane; one whose attempts in flight are younger is not; a finished
-// slow attempt keeps it slow through the average.
-func TestLanesSlowInFlight(t *testing.T) {
-	t.Parallel()
-	l := &Lanes{SlowLatency: time.Millisecond}
-	hang := l.Sending("hang")
-	l.Observe("ok", time.Microsecond)
-	time.Sleep(5 * time.Millisecond) // past the 1 ms threshold, by the monotonic clock
-	require.True(t, l.Slow("hang"), "in flight past the threshold")
-	require.False(t, l.Slow("ok"))
-	fired := []firedExecution{{TenantID: "a", ID: NewID(), EndpointID: "hang", Priority: 2, MaxAttempts: 3},
-		{TenantID: "a", ID: NewID(), EndpointID: "ok", Priority: 2, MaxAttempts: 3}}
-	l.assign(fired)
-	require.True(t, fired[0].Bulk)
-	require.False(t, fired[1].Bulk)
-	hang.Done(5 * time.Millisecond)
-	require.True(t, l.Slow("hang"), "its finished attempt was slow")
-
-	young := &Lanes{SlowLatency: time.Hour}
-	s := young.Sending("x")
-	require.False(t, young.Slow("x"), "in flight, not for long")
-	s.Done(time.Millisecond)
-	require.False(t, young.Slow("x"))
-
-	var none *Lanes
-	none.Sending("x").Done(time.Second)
-}
-
-// BenchmarkLanesSending: what an attempt costs Lanes (Sending, then Done
-// with its latency), one goroutine and all at once, over 1,000 endpoints.
-func BenchmarkLanesSending(b *testing.B) {
-	l := &Lanes{}
-	endpoints := make([]string, 1000)
-	for i := range endpoints {
-		endpoints[i] = NewID()
-	}
-	b.Run("serial", func(b *testing.B) {
-		i := 0
-		for b.Loop() {
-			l.Sending(endpoints[i%len(endpoints)]).Done(time.Millisecond)
-			i++
-		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		b.RunParallel(func(pb *testing.PB) {
-			i := 0
-			for pb.Next() {
-				l.Sending(endpoints[i%len(endpoints)]).Done(time.Millisecond)
-				i++
-			}
-		})
-	})
 }
