@@ -331,3 +331,59 @@ func TestWorkflowInputsAudit(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamOutputVisibleWhenDownstreamFires: the output of a node (its
+// JSON answer, or its completion's) is stored before its success fires
+// the nodes downstream, in the same transaction, so the transaction that
+// creates their executions reads it (what node templates render from).
+// A trigger of this test's own database records what the insert of each
+// downstream execution sees.
+func TestUpstreamOutputVisibleWhenDownstreamFires(t *testing.T) {
+	t.Parallel()
+	f := newWFFixture(t)
+	ctx := context.Background()
+	f.exec(t, `CREATE TABLE seen (node text, outputs text)`)
+	f.exec(t, `CREATE FUNCTION record_seen() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO seen SELECT NEW.node, string_agg(o.node || '=' || coalesce(o.output::text, '-'), ',' ORDER BY o.node)
+			FROM (SELECT e.node, coalesce(x.output, (SELECT c.output FROM callback_attempts c WHERE c.execution_id = e.id
+				ORDER BY c.attempt DESC LIMIT 1)) AS output
+				FROM executions e LEFT JOIN execution_outputs x ON x.execution_id = e.id
+				WHERE e.workflow_run_id = NEW.workflow_run_id AND e.node <> NEW.node) o;
+			RETURN NEW;
+		END $$`)
+	f.exec(t, `CREATE TRIGGER record_seen AFTER INSERT ON executions FOR EACH ROW WHEN (NEW.node IN ('b', 'c'))
+		EXECUTE FUNCTION record_seen()`)
+
+	cb := f.node("b", "a")
+	cb.Completion = service.Completion{Mode: service.CompletionCallback, Timeout: time.Minute}
+	w := f.create(t, "visible", f.node("a"), cb, f.node("c", "b"))
+	r := f.trigger(t, w)
+	f.deliverWith(t, r.ID, "a", service.Outcome{Output: json.RawMessage(`{"rows": 7}`)})
+
+	// b in callback mode: sent, accepted, completed with an output.
+	id := f.execsOf(t, r.ID, "b")[0]
+	d, err := f.del.Begin(ctx, f.tenant, id, f.count(t, `SELECT lease_attempt + 1 FROM executions WHERE id = $1`, id))
+	require.NoError(t, err)
+	_, err = f.del.PrepareCallback(ctx, d)
+	require.NoError(t, err)
+	_, err = f.del.Accept(ctx, d, 202, time.Millisecond)
+	require.NoError(t, err)
+	_, err = f.del.Complete(ctx, f.tenant, id, nil, service.CompletionInput{Status: service.ExecSucceeded,
+		Output: json.RawMessage(`{"file": "x.csv"}`)})
+	require.NoError(t, err)
+
+	rows, err := f.pool.Query(ctx, `SELECT node, outputs FROM seen ORDER BY node`)
+	require.NoError(t, err)
+	seen := map[string]string{}
+	for rows.Next() {
+		var node, outputs string
+		require.NoError(t, rows.Scan(&node, &outputs))
+		seen[node] = outputs
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]string{
+		"b": `a={"rows": 7}`,
+		"c": `a={"rows": 7},b={"file": "x.csv"}`,
+	}, seen)
+}
