@@ -60,7 +60,8 @@ type executionResponse struct {
 	CreatedAt     timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
 	StartedAt     *timestamp `json:"started_at" extensions:"x-nullable" swaggertype:"string" format:"date-time"`
 	FinishedAt    *timestamp `json:"finished_at" extensions:"x-nullable" swaggertype:"string" format:"date-time"`
-	// Output is the completion's output of the latest callback attempt (callback completion mode); only on
+	// Output is the completion's output of the latest callback attempt (callback completion mode) or, for a workflow
+	// node in response mode, its 2xx response body when that is a JSON value of at most 64 KiB; only on
 	// single-execution responses.
 	Output json.RawMessage `json:"output,omitempty" swaggertype:"object"`
 	// Progress is the last heartbeat's progress of the latest callback attempt; only on single-execution responses.

@@ -54,7 +54,62 @@ type workflowRequest struct {
 	SLA *slaDTO `json:"sla,omitempty" extensions:"x-nullable"`
 	// Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes.
 	Nodes []workflowNodeDTO `json:"nodes" validate:"required"`
+	// Inputs declares the workflow's inputs with their defaults (name → any JSON): each run's inputs are these,
+	// overridden by its trigger's or backfill's inputs. Names: 1 to 64 ASCII letters, digits and '_', not starting
+	// with a digit; at most 100 inputs and 64 KiB of JSON. A change makes a new version, as a change of the nodes does.
+	Inputs inputsDTO `json:"inputs,omitempty"`
 } // @name WorkflowRequest
+
+// inputsDTO is a set of named inputs: name → any JSON value. It decodes
+// each value as its raw JSON (a json.RawMessage), so that numbers keep
+// their digits.
+type inputsDTO map[string]any // @name Inputs
+
+// UnmarshalJSON keeps each value's raw JSON.
+func (d *inputsDTO) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	if m == nil {
+		*d = nil
+		return nil
+	}
+	out := make(inputsDTO, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	*d = out
+	return nil
+}
+
+// service returns the inputs for the service.
+func (d inputsDTO) service() service.Inputs {
+	if d == nil {
+		return nil
+	}
+	out := make(service.Inputs, len(d))
+	for k, v := range d {
+		raw, ok := v.(json.RawMessage)
+		if !ok { // not decoded: encode it
+			raw, _ = json.Marshal(v)
+		}
+		out[k] = raw
+	}
+	return out
+}
+
+// inputsOut returns inputs as the API shows them.
+func inputsOut(in service.Inputs) inputsDTO {
+	if in == nil {
+		return nil
+	}
+	out := make(inputsDTO, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
 
 // workflowResponse is a workflow as the API returns it (its current version).
 type workflowResponse struct {
@@ -87,20 +142,26 @@ type runNodeResponse struct {
 	RuleMetAt  *timestamp `json:"rule_met_at,omitempty" swaggertype:"string" format:"date-time"`
 	StartedAt  *timestamp `json:"started_at,omitempty" swaggertype:"string" format:"date-time"`
 	FinishedAt *timestamp `json:"finished_at,omitempty" swaggertype:"string" format:"date-time"`
+	// Output is the node's output (shard 0's execution's when sharded), absent while it has none: in callback mode the
+	// output of its completion, in response mode its 2xx response body when that is a JSON value of at most 64 KiB
+	// (otherwise none, and its execution's timeline has a no_output event saying why).
+	Output json.RawMessage `json:"output,omitempty" swaggertype:"object"`
 } // @name WorkflowRunNode
 
 // runResponse is a workflow run.
 type runResponse struct {
-	ID           string     `json:"id"`
-	WorkflowID   string     `json:"workflow_id"`
-	Version      int        `json:"version"`
-	ScheduledFor timestamp  `json:"scheduled_for" swaggertype:"string" format:"date-time"`
-	Round        int        `json:"round"`
-	Trigger      string     `json:"trigger" enums:"schedule,manual,backfill"`
-	State        string     `json:"state" enums:"pending,running,blocked,succeeded,failed,cancelled"`
-	CreatedAt    timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
-	StartedAt    *timestamp `json:"started_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
-	FinishedAt   *timestamp `json:"finished_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
+	ID           string    `json:"id"`
+	WorkflowID   string    `json:"workflow_id"`
+	Version      int       `json:"version"`
+	ScheduledFor timestamp `json:"scheduled_for" swaggertype:"string" format:"date-time"`
+	Round        int       `json:"round"`
+	Trigger      string    `json:"trigger" enums:"schedule,manual,backfill"`
+	State        string    `json:"state" enums:"pending,running,blocked,succeeded,failed,cancelled"`
+	// Inputs are the run's inputs: the defaults of its version overridden by its trigger's or backfill's.
+	Inputs     inputsDTO  `json:"inputs"`
+	CreatedAt  timestamp  `json:"created_at" swaggertype:"string" format:"date-time"`
+	StartedAt  *timestamp `json:"started_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
+	FinishedAt *timestamp `json:"finished_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
 	// SLAMissedAt is when the run was recorded as not succeeded by the workflow's SLA deadline (scheduled_for +
 	// sla.finish_within_ms); absent while it has not missed it.
 	SLAMissedAt *timestamp `json:"sla_missed_at,omitempty" swaggertype:"string" format:"date-time"`
@@ -147,6 +208,9 @@ type runList struct {
 type workflowTriggerRequest struct {
 	// DedupKey (at most 256 bytes; empty: none): a second trigger with the same key returns the first run.
 	DedupKey *string `json:"dedup_key,omitempty" maxLength:"256"`
+	// Inputs override the workflow's input defaults for this run (name → any JSON); a name the workflow does not
+	// declare is a 422 naming it (inputs.<name>). At most 64 KiB of JSON, merged.
+	Inputs inputsDTO `json:"inputs,omitempty"`
 } // @name WorkflowTriggerRequest
 
 var workflowReadOnly = []string{"id", "state", "version", "next_run_at", "created_at", "updated_at", "tenant", "tenant_id"}
@@ -154,7 +218,7 @@ var workflowReadOnly = []string{"id", "state", "version", "next_run_at", "create
 func (r workflowRequest) input() (service.WorkflowInput, error) {
 	var ve service.ValidationError
 	in := service.WorkflowInput{Name: r.Name, MaxActiveRuns: r.MaxActiveRuns, MisfirePolicy: r.MisfirePolicy,
-		AlertEndpointID: r.AlertEndpointID}
+		AlertEndpointID: r.AlertEndpointID, Inputs: r.Inputs.service()}
 	if r.Schedule != nil {
 		s := r.Schedule
 		in.Schedule = &schedule.Spec{Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
@@ -202,7 +266,7 @@ func (r workflowRequest) input() (service.WorkflowInput, error) {
 
 func workflowRequestOf(in service.WorkflowInput) workflowRequest {
 	r := workflowRequest{Name: in.Name, MaxActiveRuns: in.MaxActiveRuns, MisfirePolicy: in.MisfirePolicy,
-		AlertEndpointID: in.AlertEndpointID, Nodes: []workflowNodeDTO{}}
+		AlertEndpointID: in.AlertEndpointID, Nodes: []workflowNodeDTO{}, Inputs: inputsOut(in.Inputs)}
 	if in.Schedule != nil {
 		s := scheduleOut(*in.Schedule)
 		r.Schedule = &s
@@ -235,7 +299,7 @@ func workflowOut(w service.Workflow) workflowResponse {
 
 func runOut(r service.WorkflowRun) runResponse {
 	out := runResponse{ID: r.ID, WorkflowID: r.WorkflowID, Version: r.Version, ScheduledFor: stamp(r.ScheduledFor),
-		Round: r.Round, Trigger: r.Trigger, State: r.State, CreatedAt: stamp(r.CreatedAt), StartedAt: stampPtr(r.StartedAt),
+		Round: r.Round, Trigger: r.Trigger, State: r.State, Inputs: inputsOut(r.Inputs), CreatedAt: stamp(r.CreatedAt), StartedAt: stampPtr(r.StartedAt),
 		FinishedAt: stampPtr(r.FinishedAt), SLAMissedAt: stampPtr(r.SLAMissedAt),
 		SLA: runSLAResponse{Status: r.SLA.Status, FinishWithinMS: r.SLA.Within.Milliseconds(), DueAt: stampPtr(r.SLA.DueAt),
 			MissedAt: stampPtr(r.SLA.MissedAt)}}
@@ -244,7 +308,7 @@ func runOut(r service.WorkflowRun) runResponse {
 	}
 	for _, n := range r.Nodes {
 		rn := runNodeResponse{Key: n.Key, State: n.State, ExecutionID: n.ExecutionID, ShardStates: n.ShardStates,
-			RuleMetAt: stampPtr(n.RuleMetAt), StartedAt: stampPtr(n.StartedAt), FinishedAt: stampPtr(n.FinishedAt)}
+			RuleMetAt: stampPtr(n.RuleMetAt), StartedAt: stampPtr(n.StartedAt), FinishedAt: stampPtr(n.FinishedAt), Output: n.Output}
 		if n.Shards > 1 {
 			rn.Shards = n.Shards
 		}
@@ -341,7 +405,7 @@ func (h *handlers) getWorkflow(c echo.Context) error {
 //
 //	@ID				patchWorkflow
 //	@Summary		Update a workflow
-//	@Description	Fields present replace the current ones (nodes as a whole). A change of the nodes makes a new version: runs in flight keep the version they started with.
+//	@Description	Fields present replace the current ones (nodes and inputs as a whole). A change of the nodes or the inputs makes a new version: runs in flight keep the version (and inputs) they started with.
 //	@Tags			workflows
 //	@Accept			json
 //	@Produce		json
@@ -363,7 +427,7 @@ func (h *handlers) patchWorkflow(c echo.Context) error {
 	w, err := h.cfg.Workflows.Update(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"),
 		func(in *service.WorkflowInput) error {
 			req := workflowRequestOf(*in)
-			if err := mergePatch(body, &req, "nodes", "schedule"); err != nil {
+			if err := mergePatch(body, &req, "nodes", "schedule", "inputs"); err != nil {
 				return err
 			}
 			next, err := req.input()
@@ -444,14 +508,14 @@ func (h *handlers) resumeWorkflow(c echo.Context) error {
 //
 //	@ID				triggerWorkflow
 //	@Summary		Start a run now
-//	@Description	The run is pending while max_active_runs runs are unfinished. The same dedup_key returns the first run. Supports Idempotency-Key.
+//	@Description	The run is pending while max_active_runs runs are unfinished. inputs override the workflow's input defaults for the run (an undeclared name → 422 naming inputs.<name>); the run returns its merged inputs. The same dedup_key returns the first run. Supports Idempotency-Key.
 //	@Tags			workflows
 //	@Accept			json
 //	@Produce		json
 //	@Security		BearerAuth
 //	@Param			id				path		string					true	"workflow id"
 //	@Param			Idempotency-Key	header		string					false	"replay protection for 24 h"
-//	@Param			body			body		workflowTriggerRequest	false	"optional dedup key"
+//	@Param			body			body		workflowTriggerRequest	false	"optional dedup key and inputs"
 //	@Success		202				{object}	runResponse
 //	@Failure		400,401,403,404,409,413,415,422,503	{object}	problem
 //	@Header			503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
@@ -461,11 +525,11 @@ func (h *handlers) triggerWorkflow(c echo.Context) error {
 	if err := decodeOptional(c, &req); err != nil {
 		return err
 	}
-	key := ""
+	in := service.WorkflowTrigger{Inputs: req.Inputs.service()}
 	if req.DedupKey != nil {
-		key = *req.DedupKey
+		in.DedupKey = *req.DedupKey
 	}
-	r, err := h.cfg.Workflows.Trigger(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), key)
+	r, err := h.cfg.Workflows.TriggerWith(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), in)
 	if err != nil {
 		return err
 	}

@@ -27,11 +27,14 @@ type Backfill struct {
 	Failed         int32      `db:"failed"`
 	CreatedAt      time.Time  `db:"created_at"`
 	FinishedAt     *time.Time `db:"finished_at"`
+	// Inputs are the input overrides of a workflow backfill's runs (a
+	// JSON object; "": none).
+	Inputs string `db:"inputs"`
 }
 
 const backfillColumns = `tenant_id, id::text, coalesce(task_id::text, '') AS task_id,
 	coalesce(workflow_id::text, '') AS workflow_id, range_from, range_to, rerun, max_concurrency, state,
-	next_index, total, created, succeeded, failed, created_at, finished_at`
+	next_index, total, created, succeeded, failed, created_at, finished_at, coalesce(inputs::text, '') AS inputs`
 
 // SlotState is the latest execution of a slot (the highest round).
 type SlotState struct {
@@ -67,11 +70,12 @@ func InsertBackfill(ctx context.Context, q Querier, b Backfill, slots []time.Tim
 		slots = []time.Time{} // NULL would break the NOT NULL
 	}
 	rows, err := q.Query(ctx, `INSERT INTO backfills (tenant_id, id, task_id, workflow_id, range_from, range_to, rerun,
-			max_concurrency, state, slots, total, finished_at)
+			max_concurrency, state, slots, total, finished_at, inputs)
 		VALUES ($1, $2, NULLIF($3, '')::uuid, NULLIF($10, '')::uuid, $4, $5, $6, $7,
-			CASE WHEN $9 = 0 THEN `+backfillSucceeded+` ELSE `+backfillRunning+` END, $8, $9, CASE WHEN $9 = 0 THEN now() END)
+			CASE WHEN $9 = 0 THEN `+backfillSucceeded+` ELSE `+backfillRunning+` END, $8, $9, CASE WHEN $9 = 0 THEN now() END,
+			NULLIF($11, '')::jsonb)
 		RETURNING `+backfillColumns,
-		b.TenantID, b.ID, b.TaskID, b.From, b.To, b.Rerun, b.MaxConcurrency, slots, len(slots), b.WorkflowID)
+		b.TenantID, b.ID, b.TaskID, b.From, b.To, b.Rerun, b.MaxConcurrency, slots, len(slots), b.WorkflowID, b.Inputs)
 	return collectOne[Backfill](rows, err)
 }
 

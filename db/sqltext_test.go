@@ -216,7 +216,7 @@ func TestOnlyErrorsGoReadsDBErrors(t *testing.T) {
 // column).
 var tenantTables = []string{"endpoints", "tasks", "executions", "execution_events", "unfinished_executions", "idempotency_keys", "audit_log",
 	"callback_attempts", "sla_misses", "flow_gates", "flow_permits", "flow_holds", "api_budgets", "workflow_run_events",
-	"backfills", "calendars", "workflows", "workflow_versions", "workflow_runs", "workflow_run_nodes"}
+	"backfills", "calendars", "workflows", "workflow_versions", "workflow_runs", "workflow_run_nodes", "execution_outputs"}
 
 // crossTenant lists the functions of db/ whose statements read or write
 // tenant tables across tenants, on purpose. Each says why.

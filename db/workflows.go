@@ -29,11 +29,14 @@ type Workflow struct {
 	ScheduleVersion int32 `db:"schedule_version"`
 	// Nodes is the JSON document of the current version (workflow_versions).
 	Nodes string `db:"nodes"`
+	// Inputs is the current version's inputs with their defaults (a JSON
+	// object).
+	Inputs string `db:"inputs"`
 }
 
 const workflowColumns = `w.tenant_id, w.id::text, w.name, w.state, w.version, w.schedule::text AS schedule, w.misfire_policy,
 	w.max_active_runs, w.alert_endpoint_id::text, w.sla_finish_within_ms, w.next_run_at, w.created_at, w.updated_at,
-	w.exclude_calendars::text[] AS exclude_calendars, w.schedule_version, v.nodes::text AS nodes`
+	w.exclude_calendars::text[] AS exclude_calendars, w.schedule_version, v.nodes::text AS nodes, v.inputs::text AS inputs`
 
 const workflowFrom = ` FROM workflows w
 	JOIN workflow_versions v ON v.tenant_id = w.tenant_id AND v.workflow_id = w.id AND v.version = w.version`
@@ -67,10 +70,10 @@ func UpdateWorkflow(ctx context.Context, q Querier, w Workflow) error {
 	return wrap("update workflow", err)
 }
 
-// InsertWorkflowVersion stores a version's nodes (JSON).
-func InsertWorkflowVersion(ctx context.Context, q Querier, tenant, workflowID string, version int32, nodes []byte) error {
-	_, err := q.Exec(ctx, `INSERT INTO workflow_versions (tenant_id, workflow_id, version, nodes)
-		VALUES ($1, $2, $3, $4::text::jsonb)`, tenant, workflowID, version, string(nodes))
+// InsertWorkflowVersion stores a version's nodes and inputs (JSON).
+func InsertWorkflowVersion(ctx context.Context, q Querier, tenant, workflowID string, version int32, nodes, inputs []byte) error {
+	_, err := q.Exec(ctx, `INSERT INTO workflow_versions (tenant_id, workflow_id, version, nodes, inputs)
+		VALUES ($1, $2, $3, $4::text::jsonb, $5::text::jsonb)`, tenant, workflowID, version, string(nodes), string(inputs))
 	return wrap("insert workflow version", err)
 }
 
@@ -196,19 +199,35 @@ type WorkflowRun struct {
 	SLAMissedAt *time.Time `db:"sla_missed_at"`
 	// BackfillID is the backfill that started the run (trigger backfill).
 	BackfillID *string `db:"backfill_id"`
+	// Inputs is the run's inputs (a JSON object). On insert it holds the
+	// overrides of its trigger or backfill ("": none), which
+	// InsertWorkflowRun merges into its version's defaults.
+	Inputs string `db:"inputs"`
 }
 
 const runColumns = `r.tenant_id, r.id::text, r.workflow_id::text, r.version, r.scheduled_for, r.round, r.trigger,
-	r.dedup_key, r.state, r.created_at, r.started_at, r.finished_at, r.updated_at, r.sla_missed_at, r.backfill_id::text`
+	r.dedup_key, r.state, r.created_at, r.started_at, r.finished_at, r.updated_at, r.sla_missed_at, r.backfill_id::text,
+	r.inputs::text AS inputs`
 
 // InsertWorkflowRun inserts a pending run unless its slot (a scheduled
-// run) or its dedup key already has one; it reports whether it did.
+// run) or its dedup key already has one; it reports whether it did. The
+// run's inputs are its version's defaults overridden by r.Inputs (a JSON
+// object; "": none), of which a name the version does not declare is
+// left out (a backfill's overrides may meet a later version).
 func InsertWorkflowRun(ctx context.Context, q Querier, r WorkflowRun) (bool, error) {
+	var overrides *string
+	if r.Inputs != "" {
+		overrides = &r.Inputs
+	}
 	tag, err := q.Exec(ctx, `INSERT INTO workflow_runs (tenant_id, id, workflow_id, version, scheduled_for, round,
-			trigger, dedup_key, state, backfill_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, `+runPending+`, $9)
+			trigger, dedup_key, state, backfill_id, inputs)
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, `+runPending+`, $9,
+			coalesce(v.inputs, '{}') || coalesce((SELECT jsonb_object_agg(o.key, o.value) FROM jsonb_each($10::text::jsonb) o
+				WHERE v.inputs ? o.key), '{}')
+		FROM (VALUES (1)) one
+		LEFT JOIN workflow_versions v ON v.tenant_id = $1 AND v.workflow_id = $3 AND v.version = $4
 		ON CONFLICT DO NOTHING`,
-		r.TenantID, r.ID, r.WorkflowID, r.Version, r.ScheduledFor, max(r.Round, 1), r.Trigger, r.DedupKey, r.BackfillID)
+		r.TenantID, r.ID, r.WorkflowID, r.Version, r.ScheduledFor, max(r.Round, 1), r.Trigger, r.DedupKey, r.BackfillID, overrides)
 	if err != nil {
 		return false, wrap("insert workflow run", err)
 	}

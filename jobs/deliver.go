@@ -245,6 +245,8 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		Method: d.Method, URL: d.URL, Headers: d.Headers, Body: d.Payload, Timeout: d.Timeout,
 		ExecutionID: d.ExecutionID, TaskID: d.TaskID, ScheduledFor: d.ScheduledFor, Round: d.Round, Attempt: d.Attempt, Keys: d.Keys,
 		WorkflowID: d.WorkflowID, WorkflowRunID: d.WorkflowRunID, Node: d.Node, ShardIndex: d.Shard, ShardCount: d.ShardCount,
+		// A node in response mode: its JSON answer is its output.
+		ReadBody: d.WorkflowRunID != "" && d.Callback == nil,
 	}
 	if d.Callback != nil {
 		// The token's hash and the attempt's deadline are stored before
@@ -381,6 +383,14 @@ func outcome(res Result, c Class, d service.Delivery, jobTimeout time.Duration) 
 	out.Kind = c.Outcome
 	if out.Kind != service.OutcomeSucceeded {
 		out.Error = failureText(res, c, d.Timeout, jobTimeout)
+		return out
+	}
+	if d.WorkflowRunID != "" && d.Callback == nil { // the request read the body (Request.ReadBody)
+		if res.BodyErr != nil {
+			out.NoOutput = "the response body could not be read whole"
+		} else {
+			out.Output, out.NoOutput = service.ResponseOutput(res.Body, res.BodyTooLarge)
+		}
 	}
 	return out
 }

@@ -156,6 +156,10 @@ type Request struct {
 	// HeartbeatTimeout, with CallbackToken, is sent as
 	// X-Ax-Heartbeat-Timeout-Ms, so the receiver can pace its heartbeats.
 	HeartbeatTimeout time.Duration
+	// ReadBody asks for the whole response body (Result.Body), up to
+	// ResponseReadMax: a workflow node's in response mode, whose JSON
+	// answer is its output. Other deliveries keep the excerpt only.
+	ReadBody bool
 	// Keys are the endpoint's signing keys (ParseSecret output), the
 	// current one first; two during a rotation overlap. At least one.
 	Keys [][]byte
@@ -177,6 +181,13 @@ type Result struct {
 	Excerpt string
 	// Latency runs from sending the request to the end of reading the body.
 	Latency time.Duration
+	// Body is the whole response body when Request.ReadBody was set and
+	// it was read in full; BodyTooLarge: it was longer than
+	// ResponseReadMax (Body is nil); BodyErr: reading it failed (Body is
+	// nil).
+	Body         []byte
+	BodyTooLarge bool
+	BodyErr      error
 	// Err is set when no response was received: an invalid request, a
 	// blocked target, DNS, connect, TLS or timeout errors. It never
 	// contains signing secrets or signatures.
@@ -279,6 +290,11 @@ func (s *Sender) Send(parent context.Context, r Request) Result {
 			err = fmt.Errorf("%w: %w", ErrCallerDeadline, err)
 		}
 		return Result{Err: err, Latency: time.Since(start)}
+	}
+	if r.ReadBody {
+		res := s.readWholeBody(resp.Body)
+		res.StatusCode, res.Header, res.Latency = resp.StatusCode, resp.Header, time.Since(start)
+		return res
 	}
 	excerpt := s.readBody(resp.Body)
 	return Result{
@@ -458,6 +474,24 @@ func (s *Sender) readBody(body io.ReadCloser) string {
 	excerpt, _ := io.ReadAll(io.LimitReader(limited, s.cfg.MaxResponseBytes))
 	_, _ = io.Copy(io.Discard, limited)
 	return textExcerpt(excerpt)
+}
+
+// readWholeBody reads the body up to ResponseReadMax (Request.ReadBody),
+// with its excerpt, and closes it. A longer body is abandoned (its
+// connection closed), as readBody's drain does.
+func (s *Sender) readWholeBody(body io.ReadCloser) Result {
+	defer body.Close()
+	b, err := io.ReadAll(io.LimitReader(body, ResponseReadMax+1))
+	res := Result{Excerpt: textExcerpt(b[:min(int64(len(b)), s.cfg.MaxResponseBytes)])}
+	switch {
+	case err != nil:
+		res.BodyErr = err
+	case len(b) > ResponseReadMax:
+		res.BodyTooLarge = true
+	default:
+		res.Body = b
+	}
+	return res
 }
 
 // textExcerpt makes b storable as Postgres text: it drops a rune cut off at

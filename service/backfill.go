@@ -43,6 +43,9 @@ type BackfillInput struct {
 	Rerun          string // "" means missing
 	MaxConcurrency int    // 0 means BackfillConcurrencyDefault
 	DryRun         bool
+	// Inputs override a workflow's input defaults for the backfill's
+	// runs (a workflow backfill only; an undeclared name is a 422).
+	Inputs Inputs
 }
 
 // BackfillSlot is what a backfill does with one slot.
@@ -68,6 +71,8 @@ type Backfill struct {
 	Total, Created, Succeeded, Failed int
 	CreatedAt                         time.Time
 	FinishedAt                        *time.Time
+	// Inputs are a workflow backfill's input overrides (nil: none).
+	Inputs Inputs
 }
 
 // Backfills creates and drives backfills. A backfill's slots are fixed
@@ -155,32 +160,44 @@ func (t backfillTarget) id() string {
 	return t.taskID
 }
 
-// schedule loads the target's schedule with its calendars.
-func (s *Backfills) schedule(ctx context.Context, tx db.Tx, tenant string, t backfillTarget) (*schedule.Schedule, error) {
+// schedule loads the target's schedule with its calendars, and checks
+// inputs (overrides) against what it declares: the overrides' JSON ("":
+// none) is returned for the backfill to keep.
+func (s *Backfills) schedule(ctx context.Context, tx db.Tx, tenant string, t backfillTarget, inputs Inputs,
+) (*schedule.Schedule, string, error) {
 	if t.workflowID != "" {
 		row, err := db.GetWorkflow(ctx, tx, tenant, t.workflowID, false)
 		if err != nil {
-			return nil, storeError(err, "load workflow")
+			return nil, "", storeError(err, "load workflow")
 		}
 		w, err := workflowFromRow(row)
 		if err != nil {
-			return nil, err
+			return nil, "", err
+		}
+		overrides, err := mergeInputs(w.Inputs, inputs)
+		if err != nil {
+			return nil, "", err
 		}
 		if w.Schedule == nil {
-			return nil, fieldError("workflow", "the workflow has no schedule, so it has no slots to backfill: trigger runs instead")
+			return nil, "", fieldError("workflow", "the workflow has no schedule, so it has no slots to backfill: trigger runs instead")
 		}
-		return workflowSchedule(ctx, tx, tenant, w, false)
+		sched, err := workflowSchedule(ctx, tx, tenant, w, false)
+		return sched, overrides, err
+	}
+	if len(inputs) > 0 {
+		return nil, "", fieldError("inputs", "only a workflow backfill takes inputs")
 	}
 	row, err := apiTask(db.GetTask(ctx, tx, tenant, t.taskID, false))
 	if err != nil {
-		return nil, storeError(err, "load task")
+		return nil, "", storeError(err, "load task")
 	}
 	task := taskFromRow(row)
 	sched, err := parseSchedule(task.Schedule, task.CreatedAt)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return s.tasks.withCalendars(ctx, tx, tenant, sched, false)
+	sched, err = s.tasks.withCalendars(ctx, tx, tenant, sched, false)
+	return sched, "", err
 }
 
 // latestStates returns the latest execution (run) of each of the
@@ -222,7 +239,7 @@ func (s *Backfills) create(ctx context.Context, tenant string, target backfillTa
 		plan []BackfillSlot
 	)
 	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		sched, err := s.schedule(ctx, tx, tenant, target)
+		sched, overrides, err := s.schedule(ctx, tx, tenant, target, in.Inputs)
 		if err != nil {
 			return err
 		}
@@ -262,11 +279,14 @@ func (s *Backfills) create(ctx context.Context, tenant string, target backfillTa
 			return nil
 		}
 		b, err := db.InsertBackfill(ctx, tx, db.Backfill{TenantID: tenant, ID: NewID(), TaskID: target.taskID,
-			WorkflowID: target.workflowID, From: in.From, To: in.To, Rerun: in.Rerun, MaxConcurrency: int32(in.MaxConcurrency)}, run)
+			WorkflowID: target.workflowID, From: in.From, To: in.To, Rerun: in.Rerun, MaxConcurrency: int32(in.MaxConcurrency),
+			Inputs: overrides}, run)
 		if err != nil {
 			return storeError(err, "store backfill")
 		}
-		out = backfillFromRow(b)
+		if out, err = backfillFromRow(b); err != nil {
+			return err
+		}
 		resource := ResourceTask
 		if target.workflowID != "" {
 			resource = ResourceWorkflow
@@ -312,9 +332,9 @@ func (s *Backfills) Get(ctx context.Context, tenant, id string) (Backfill, error
 // withCounts returns a running backfill with its executions counted now
 // (a finished one keeps its final counts).
 func (s *Backfills) withCounts(ctx context.Context, row db.Backfill) (Backfill, error) {
-	b := backfillFromRow(row)
-	if row.State != BackfillRunning {
-		return b, nil
+	b, err := backfillFromRow(row)
+	if err != nil || row.State != BackfillRunning {
+		return b, err
 	}
 	c, err := countBackfill(ctx, s.pool, row)
 	if err != nil {
@@ -653,7 +673,7 @@ func (s *Backfills) workflowSlots(ctx context.Context, tx db.Tx, b db.Backfill) 
 		start: func(at time.Time, round int32) (bool, error) {
 			id := b.ID
 			ok, err := db.InsertWorkflowRun(ctx, tx, db.WorkflowRun{TenantID: b.TenantID, ID: NewID(), WorkflowID: b.WorkflowID,
-				Version: w.Version, ScheduledFor: at, Round: round, Trigger: TriggerBackfill, BackfillID: &id})
+				Version: w.Version, ScheduledFor: at, Round: round, Trigger: TriggerBackfill, BackfillID: &id, Inputs: b.Inputs})
 			return ok, storeError(err, "insert workflow run")
 		},
 		started: func(n int) error {
@@ -679,10 +699,18 @@ func (s *Backfills) finish(ctx context.Context, tx db.Tx, b db.Backfill, state s
 	return storeError(err, "finish backfill")
 }
 
-func backfillFromRow(r db.Backfill) Backfill {
-	return Backfill{
+func backfillFromRow(r db.Backfill) (Backfill, error) {
+	b := Backfill{
 		ID: r.ID, TaskID: r.TaskID, WorkflowID: r.WorkflowID, From: r.From.UTC(), To: r.To.UTC(), Rerun: r.Rerun, MaxConcurrency: int(r.MaxConcurrency),
 		State: r.State, Total: int(r.Total), Created: int(r.Created), Succeeded: int(r.Succeeded), Failed: int(r.Failed),
 		CreatedAt: r.CreatedAt.UTC(), FinishedAt: utcPtr(r.FinishedAt),
 	}
+	if r.Inputs != "" {
+		in, err := decodeInputs(r.Inputs)
+		if err != nil {
+			return Backfill{}, err
+		}
+		b.Inputs = in
+	}
+	return b, nil
 }

@@ -397,11 +397,13 @@ func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, g
 		}}); err != nil {
 			return err
 		}
-		fin, err := s.finish(ctx, tx, tenant, executionID, cb.Lease, row, o)
-		if err != nil {
+		// The output first: the finish advances a workflow node's run, and
+		// the nodes it fires may read the output (runData).
+		if err := db.EndCallback(ctx, tx, tenant, executionID, cb.Attempt, in.Output); err != nil {
 			return err
 		}
-		if err := db.EndCallback(ctx, tx, tenant, executionID, cb.Attempt, in.Output); err != nil {
+		fin, err := s.finish(ctx, tx, tenant, executionID, cb.Lease, row, o)
+		if err != nil {
 			return err
 		}
 		if len(in.Output) > 0 && string(in.Output) != "null" {

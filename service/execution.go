@@ -106,7 +106,8 @@ type ExecutionDetail struct {
 	// NextAttemptAt is when a retrying execution's next attempt is due.
 	NextAttemptAt *time.Time
 	// Output and Progress: the latest callback attempt's completion
-	// output and last heartbeat progress (callback completion mode).
+	// output and last heartbeat progress (callback completion mode); for
+	// a workflow node in response mode, Output is its 2xx JSON answer.
 	Output   json.RawMessage
 	Progress json.RawMessage
 }
@@ -192,6 +193,12 @@ func (s *Executions) Get(ctx context.Context, tenant, id string) (ExecutionDetai
 		return ExecutionDetail{}, err
 	}
 	d.Output, d.Progress = cb.Output, cb.Progress
+	if d.Output == nil && row.WorkflowRunID != nil {
+		// A workflow node in response mode keeps its JSON answer.
+		if d.Output, err = db.GetExecutionOutput(ctx, s.pool, tenant, id); err != nil {
+			return ExecutionDetail{}, storeError(err, "load execution output")
+		}
+	}
 	return d, nil
 }
 

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -79,6 +80,12 @@ type Outcome struct {
 	// completion or a timeout): the River job that sent it has ended, so a
 	// retry gets a deliver job of its own.
 	Detached bool
+	// Output and NoOutput are set for a workflow node's attempt in
+	// response mode that succeeded (ResponseOutput): Output is its
+	// response body, kept as the node's output, or NoOutput says why it
+	// has none (an event of its timeline). Neither: not a node's response.
+	Output   json.RawMessage
+	NoOutput string
 }
 
 // failure is the text recorded for a failed attempt.
@@ -222,11 +229,19 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 
 	case finishSucceed:
 		end.To = ExecSucceeded
-		if err := s.transition(ctx, tx, end, []db.DeliveryEvent{
-			{Type: EventAttemptSucceeded, Attempt: &attempt, StatusCode: status, LatencyMS: &latency},
-			{Type: EventSucceeded, Attempt: &attempt, StatusCode: status},
-		}); err != nil {
+		events := []db.DeliveryEvent{{Type: EventAttemptSucceeded, Attempt: &attempt, StatusCode: status, LatencyMS: &latency}}
+		nodeOutput := row.WorkflowRunID != nil && (out.Output != nil || out.NoOutput != "")
+		if nodeOutput && out.NoOutput != "" {
+			events = append(events, db.DeliveryEvent{Type: EventNoOutput, Attempt: &attempt, Message: &out.NoOutput})
+		}
+		events = append(events, db.DeliveryEvent{Type: EventSucceeded, Attempt: &attempt, StatusCode: status})
+		if err := s.transition(ctx, tx, end, events); err != nil {
 			return Finished{}, err
+		}
+		if nodeOutput && out.Output != nil { // before the run advances: the nodes it fires may read it
+			if err := db.SetExecutionOutput(ctx, tx, tenant, executionID, out.Output); err != nil {
+				return Finished{}, storeError(err, "store node output")
+			}
 		}
 		if row.TaskFailures > 0 { // most successes follow successes: no write then
 			if err := db.ResetTaskFailures(ctx, tx, tenant, row.TaskID); err != nil {

@@ -62,6 +62,10 @@ type WorkflowInput struct {
 	// SLAFinishWithin is kept with the workflow (sla.finish_within_ms).
 	SLAFinishWithin time.Duration
 	Nodes           []WorkflowNodeInput
+	// Inputs are the workflow's inputs with their defaults: each run's
+	// inputs are these, overridden by its trigger or backfill. Kept with
+	// the version, as the nodes are.
+	Inputs Inputs
 }
 
 // Workflow is a stored workflow: its current version's document.
@@ -93,6 +97,9 @@ type WorkflowRunNode struct {
 	RuleMetAt   *time.Time
 	StartedAt   *time.Time
 	FinishedAt  *time.Time
+	// Output is the node's output (its execution's, shard 0's when
+	// sharded); nil: none.
+	Output json.RawMessage
 }
 
 // WorkflowRun is a run of a workflow.
@@ -110,6 +117,9 @@ type WorkflowRun struct {
 	// SLAMissedAt is when the run was recorded as not succeeded by its
 	// workflow's SLA deadline (nil: it was not).
 	SLAMissedAt *time.Time
+	// Inputs are the run's inputs: its version's defaults overridden by
+	// its trigger's or backfill's.
+	Inputs Inputs
 	// Nodes is set by GetRun (the run's timeline), not by lists.
 	Nodes []WorkflowRunNode
 	// Events is the run's own timeline (sla_missed), set by GetRun.
@@ -194,6 +204,9 @@ func (in WorkflowInput) withDefaults() WorkflowInput {
 		nodes[i] = n
 	}
 	in.Nodes = nodes
+	if in.Inputs == nil {
+		in.Inputs = Inputs{}
+	}
 	return in
 }
 
@@ -226,6 +239,7 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedul
 		ve.Add("alert_endpoint_id", "must be the id of one of your endpoints")
 	}
 	validateSLA(&ve, SLA{FinishWithin: in.SLAFinishWithin})
+	validateInputs(&ve, in.Inputs)
 	switch {
 	case len(in.Nodes) == 0:
 		ve.Add("nodes", "a workflow has at least one node")
@@ -316,8 +330,10 @@ func checkEndpoints(ctx context.Context, q db.Querier, tenant string, in Workflo
 }
 
 // storeVersion creates the hidden tasks of a version's nodes and stores
-// the version's document.
-func storeVersion(ctx context.Context, tx db.Tx, tenant, workflowID string, version int32, nodes []WorkflowNodeInput, now time.Time) error {
+// the version's document with its inputs.
+func storeVersion(ctx context.Context, tx db.Tx, tenant, workflowID string, version int32, nodes []WorkflowNodeInput, inputs Inputs,
+	now time.Time,
+) error {
 	stored := make([]storedNode, len(nodes))
 	for i, n := range nodes {
 		id := NewID()
@@ -348,7 +364,11 @@ func storeVersion(ctx context.Context, tx db.Tx, tenant, workflowID string, vers
 	if err != nil {
 		return fmt.Errorf("encode workflow version: %w", err)
 	}
-	return storeError(db.InsertWorkflowVersion(ctx, tx, tenant, workflowID, version, doc), "store workflow version")
+	in, err := inputs.encode()
+	if err != nil {
+		return err
+	}
+	return storeError(db.InsertWorkflowVersion(ctx, tx, tenant, workflowID, version, doc, in), "store workflow version")
 }
 
 func (s *Workflows) now(ctx context.Context, q db.Querier) (time.Time, error) {
@@ -395,7 +415,7 @@ func (s *Workflows) Create(ctx context.Context, tenant string, in WorkflowInput)
 		if err := db.InsertWorkflow(ctx, tx, row); err != nil {
 			return workflowError(err, in.Name)
 		}
-		if err := storeVersion(ctx, tx, tenant, id, 1, order, now); err != nil {
+		if err := storeVersion(ctx, tx, tenant, id, 1, order, in.Inputs, now); err != nil {
 			return err
 		}
 		out, err = s.get(ctx, tx, tenant, id, false)
@@ -466,6 +486,9 @@ func workflowFromRow(r db.Workflow) (Workflow, error) {
 	}
 	g, err := parseGraph(r.Nodes)
 	if err != nil {
+		return Workflow{}, err
+	}
+	if w.Inputs, err = decodeInputs(r.Inputs); err != nil {
 		return Workflow{}, err
 	}
 	for _, n := range g.nodes {
@@ -555,9 +578,9 @@ func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*
 				return err
 			}
 		}
-		if !jsonEqual(before.Nodes, in.Nodes) {
+		if !jsonEqual(before.Nodes, in.Nodes) || !jsonEqual(before.Inputs, in.Inputs) {
 			row.Version++
-			if err := storeVersion(ctx, tx, tenant, id, row.Version, order, now); err != nil {
+			if err := storeVersion(ctx, tx, tenant, id, row.Version, order, in.Inputs, now); err != nil {
 				return err
 			}
 		}
@@ -679,7 +702,22 @@ func (s *Workflows) setState(ctx context.Context, tenant, id, state, action stri
 // Trigger starts a run now (pending while max_active_runs are started).
 // The same dedup key returns the run it made.
 func (s *Workflows) Trigger(ctx context.Context, tenant, id, dedupKey string) (WorkflowRun, error) {
+	return s.TriggerWith(ctx, tenant, id, WorkflowTrigger{DedupKey: dedupKey})
+}
+
+// WorkflowTrigger is what a trigger of a workflow may say.
+type WorkflowTrigger struct {
+	// DedupKey: a second trigger with the same key returns the first run.
+	DedupKey string
+	// Inputs override the workflow's defaults for the run; a name the
+	// workflow does not declare is a 422 (inputs.<name>).
+	Inputs Inputs
+}
+
+// TriggerWith is Trigger with inputs.
+func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in WorkflowTrigger) (WorkflowRun, error) {
 	var out WorkflowRun
+	dedupKey := in.DedupKey
 	if len(dedupKey) > 256 {
 		return out, fieldError("dedup_key", "at most 256 characters")
 	}
@@ -688,12 +726,16 @@ func (s *Workflows) Trigger(ctx context.Context, tenant, id, dedupKey string) (W
 		if err != nil {
 			return err
 		}
+		overrides, err := mergeInputs(w.Inputs, in.Inputs)
+		if err != nil {
+			return err
+		}
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
 		}
 		run := db.WorkflowRun{TenantID: tenant, ID: NewID(), WorkflowID: w.ID, Version: int32(w.Version),
-			ScheduledFor: now, Trigger: TriggerManual}
+			ScheduledFor: now, Trigger: TriggerManual, Inputs: overrides}
 		if dedupKey != "" {
 			run.DedupKey = &dedupKey
 		}
@@ -716,15 +758,27 @@ func (s *Workflows) Trigger(ctx context.Context, tenant, id, dedupKey string) (W
 		if err != nil {
 			return err
 		}
-		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceWorkflow, w.ID, map[string]any{"run_id": run.ID})
+		changes := map[string]any{"run_id": run.ID}
+		if len(in.Inputs) > 0 { // each value summarised, as a workflow's inputs are
+			inputs := map[string]any{}
+			for k, v := range in.Inputs {
+				inputs[k] = auditBytes(v)
+			}
+			changes["inputs"] = inputs
+		}
+		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceWorkflow, w.ID, changes)
 	})
 	return out, storeError(err, "trigger workflow")
 }
 
-func runFromRow(r db.WorkflowRun) WorkflowRun {
+func runFromRow(r db.WorkflowRun) (WorkflowRun, error) {
+	inputs, err := decodeInputs(r.Inputs)
+	if err != nil {
+		return WorkflowRun{}, err
+	}
 	return WorkflowRun{ID: r.ID, WorkflowID: r.WorkflowID, Version: int(r.Version), ScheduledFor: r.ScheduledFor.UTC(),
 		Round: int(r.Round), Trigger: r.Trigger, State: r.State, CreatedAt: r.CreatedAt.UTC(), StartedAt: utcPtr(r.StartedAt),
-		FinishedAt: utcPtr(r.FinishedAt), SLAMissedAt: utcPtr(r.SLAMissedAt)}
+		FinishedAt: utcPtr(r.FinishedAt), SLAMissedAt: utcPtr(r.SLAMissedAt), Inputs: inputs}, nil
 }
 
 // GetRun returns a run with its nodes.
@@ -740,7 +794,10 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 	if err != nil {
 		return WorkflowRun{}, storeError(err, "load workflow run")
 	}
-	out := runFromRow(row)
+	out, err := runFromRow(row)
+	if err != nil {
+		return WorkflowRun{}, err
+	}
 	g, err := s.graphs.load(ctx, q, tenant, row.WorkflowID, row.Version)
 	if err != nil {
 		return WorkflowRun{}, err
@@ -765,12 +822,17 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 		return WorkflowRun{}, err
 	}
 	stored := map[string]db.RunNode{}
+	states := map[string]string{}
 	for _, n := range nodes {
-		stored[n.Key] = n
+		stored[n.Key], states[n.Key] = n, n.State
 	}
 	byNode := map[string][]db.RunExecution{}
 	for _, x := range execs {
 		byNode[x.Node] = append(byNode[x.Node], x)
+	}
+	data, err := runData(ctx, q, row, g, states, byNode)
+	if err != nil {
+		return WorkflowRun{}, err
 	}
 	for _, n := range g.nodes {
 		sn, ok := stored[n.Key]
@@ -782,7 +844,7 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 			st = NodeCancelled
 		}
 		rn := WorkflowRunNode{Key: n.Key, State: st, Shards: max(n.Shards, 1), DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
-			RuleMetAt: utcPtr(sn.RuleMetAt)}
+			RuleMetAt: utcPtr(sn.RuleMetAt), Output: data.Nodes[n.Key].Output}
 		for _, x := range byNode[n.Key] {
 			if x.Shard == 0 {
 				rn.ExecutionID = x.ID
@@ -822,11 +884,16 @@ func (s *Workflows) ListRuns(ctx context.Context, tenant, workflowID string, pag
 	if err != nil {
 		return nil, "", err
 	}
-	items, next := pageOf(rows, page.Limit, func(r db.WorkflowRun) WorkflowRun {
-		run := runFromRow(r)
+	runs := make([]WorkflowRun, 0, len(rows))
+	for _, r := range rows {
+		run, err := runFromRow(r)
+		if err != nil {
+			return nil, "", err
+		}
 		run.SLA = runSLA(w.SLAFinishWithin, run, now)
-		return run
-	}, func(r WorkflowRun) string { return r.ID })
+		runs = append(runs, run)
+	}
+	items, next := pageOf(runs, page.Limit, func(r WorkflowRun) WorkflowRun { return r }, func(r WorkflowRun) string { return r.ID })
 	return items, next, nil
 }
 

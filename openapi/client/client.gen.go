@@ -1046,12 +1046,15 @@ type AuditList struct {
 // Backfill defines model for Backfill.
 type Backfill struct {
 	// Created Created counts the executions (a workflow backfill: the runs) created so far.
-	Created        int           `json:"created"`
-	CreatedAt      time.Time     `json:"created_at"`
-	Failed         int           `json:"failed"`
-	FinishedAt     *time.Time    `json:"finished_at"`
-	From           time.Time     `json:"from"`
-	Id             string        `json:"id"`
+	Created    int        `json:"created"`
+	CreatedAt  time.Time  `json:"created_at"`
+	Failed     int        `json:"failed"`
+	FinishedAt *time.Time `json:"finished_at"`
+	From       time.Time  `json:"from"`
+	Id         string     `json:"id"`
+
+	// Inputs Inputs are a workflow backfill's input overrides (absent: none).
+	Inputs         *Inputs       `json:"inputs,omitempty"`
 	MaxConcurrency int           `json:"max_concurrency"`
 	Rerun          BackfillRerun `json:"rerun"`
 	State          BackfillState `json:"state"`
@@ -1096,6 +1099,10 @@ type BackfillRequest struct {
 	//
 	// Example: 2026-11-01T00:00:00Z
 	From time.Time `json:"from"`
+
+	// Inputs Inputs (a workflow backfill only) override the workflow's input defaults for every run of the backfill; a name
+	// the workflow does not declare → 422 naming inputs.<name>.
+	Inputs *Inputs `json:"inputs,omitempty"`
 
 	// MaxConcurrency MaxConcurrency bounds the backfill's unfinished executions (1..100; 0 or absent: 4).
 	//
@@ -1606,7 +1613,8 @@ type Execution struct {
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
 	Node          *string    `json:"node,omitempty"`
 
-	// Output Output is the completion's output of the latest callback attempt (callback completion mode); only on
+	// Output Output is the completion's output of the latest callback attempt (callback completion mode) or, for a workflow
+	// node in response mode, its 2xx response body when that is a JSON value of at most 64 KiB; only on
 	// single-execution responses.
 	Output interface{} `json:"output,omitempty"`
 
@@ -1726,6 +1734,9 @@ type HeartbeatRequest struct {
 	// Progress Progress is any JSON (at most 16 KiB), kept on the execution and shown as progress; absent: the last one stays.
 	Progress interface{} `json:"progress,omitempty"`
 }
+
+// Inputs defines model for Inputs.
+type Inputs map[string]interface{}
 
 // IntervalSchedule An interval schedule.
 type IntervalSchedule struct {
@@ -2414,6 +2425,11 @@ type Workflow struct {
 	CreatedAt       time.Time `json:"created_at"`
 	Id              string    `json:"id"`
 
+	// Inputs Inputs declares the workflow's inputs with their defaults (name → any JSON): each run's inputs are these,
+	// overridden by its trigger's or backfill's inputs. Names: 1 to 64 ASCII letters, digits and '_', not starting
+	// with a digit; at most 100 inputs and 64 KiB of JSON. A change makes a new version, as a change of the nodes does.
+	Inputs *Inputs `json:"inputs,omitempty"`
+
 	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
 	//
 	// Example: 1
@@ -2510,6 +2526,11 @@ type WorkflowRequest struct {
 	// AlertEndpointId AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none.
 	AlertEndpointId *string `json:"alert_endpoint_id,omitempty"`
 
+	// Inputs Inputs declares the workflow's inputs with their defaults (name → any JSON): each run's inputs are these,
+	// overridden by its trigger's or backfill's inputs. Names: 1 to 64 ASCII letters, digits and '_', not starting
+	// with a digit; at most 100 inputs and 64 KiB of JSON. A change makes a new version, as a change of the nodes does.
+	Inputs *Inputs `json:"inputs,omitempty"`
+
 	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
 	//
 	// Example: 1
@@ -2542,6 +2563,11 @@ type WorkflowRequestMisfirePolicy string
 type WorkflowRequestPatch struct {
 	// AlertEndpointId AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none.
 	AlertEndpointId *string `json:"alert_endpoint_id,omitempty"`
+
+	// Inputs Inputs declares the workflow's inputs with their defaults (name → any JSON): each run's inputs are these,
+	// overridden by its trigger's or backfill's inputs. Names: 1 to 64 ASCII letters, digits and '_', not starting
+	// with a digit; at most 100 inputs and 64 KiB of JSON. A change makes a new version, as a change of the nodes does.
+	Inputs *Inputs `json:"inputs,omitempty"`
 
 	// MaxActiveRuns MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
 	//
@@ -2580,6 +2606,9 @@ type WorkflowRun struct {
 	Events     *[]WorkflowRunEvent `json:"events,omitempty"`
 	FinishedAt *time.Time          `json:"finished_at"`
 	Id         string              `json:"id"`
+
+	// Inputs Inputs are the run's inputs: the defaults of its version overridden by its trigger's or backfill's.
+	Inputs Inputs `json:"inputs"`
 
 	// Nodes Nodes is the run's timeline (absent in lists).
 	Nodes        *[]WorkflowRunNode `json:"nodes,omitempty"`
@@ -2630,6 +2659,11 @@ type WorkflowRunNode struct {
 	ExecutionId *string    `json:"execution_id,omitempty"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
 	Key         string     `json:"key"`
+
+	// Output Output is the node's output (shard 0's execution's when sharded), absent while it has none: in callback mode the
+	// output of its completion, in response mode its 2xx response body when that is a JSON value of at most 64 KiB
+	// (otherwise none, and its execution's timeline has a no_output event saying why).
+	Output interface{} `json:"output,omitempty"`
 
 	// RuleMetAt RuleMetAt is when its rule was met (or it was forced) and it fired.
 	RuleMetAt   *time.Time      `json:"rule_met_at,omitempty"`
@@ -2690,6 +2724,10 @@ type WorkflowRunStats struct {
 type WorkflowTriggerRequest struct {
 	// DedupKey DedupKey (at most 256 bytes; empty: none): a second trigger with the same key returns the first run.
 	DedupKey *string `json:"dedup_key,omitempty"`
+
+	// Inputs Inputs override the workflow's input defaults for this run (name → any JSON); a name the workflow does not
+	// declare is a 422 naming it (inputs.<name>). At most 64 KiB of JSON, merged.
+	Inputs *Inputs `json:"inputs,omitempty"`
 }
 
 // ListAuditParams defines parameters for ListAudit.
@@ -3669,7 +3707,7 @@ type ClientInterface interface {
 
 	// PatchWorkflowWithBody Update a workflow
 	//
-	// Fields present replace the current ones (nodes as a whole). A change of the nodes makes a new version: runs in flight keep the version they started with.
+	// Fields present replace the current ones (nodes and inputs as a whole). A change of the nodes or the inputs makes a new version: runs in flight keep the version (and inputs) they started with.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3678,7 +3716,7 @@ type ClientInterface interface {
 
 	// PatchWorkflow Update a workflow
 	//
-	// Fields present replace the current ones (nodes as a whole). A change of the nodes makes a new version: runs in flight keep the version they started with.
+	// Fields present replace the current ones (nodes and inputs as a whole). A change of the nodes or the inputs makes a new version: runs in flight keep the version (and inputs) they started with.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3724,7 +3762,7 @@ type ClientInterface interface {
 
 	// TriggerWorkflowWithBody Start a run now
 	//
-	// The run is pending while max_active_runs runs are unfinished. The same dedup_key returns the first run. Supports Idempotency-Key.
+	// The run is pending while max_active_runs runs are unfinished. inputs override the workflow's input defaults for the run (an undeclared name → 422 naming inputs.<name>); the run returns its merged inputs. The same dedup_key returns the first run. Supports Idempotency-Key.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3733,7 +3771,7 @@ type ClientInterface interface {
 
 	// TriggerWorkflow Start a run now
 	//
-	// The run is pending while max_active_runs runs are unfinished. The same dedup_key returns the first run. Supports Idempotency-Key.
+	// The run is pending while max_active_runs runs are unfinished. inputs override the workflow's input defaults for the run (an undeclared name → 422 naming inputs.<name>); the run returns its merged inputs. The same dedup_key returns the first run. Supports Idempotency-Key.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4941,7 +4979,7 @@ func (c *Client) GetWorkflow(ctx context.Context, id string, reqEditors ...Reque
 
 // PatchWorkflowWithBody Update a workflow
 //
-// Fields present replace the current ones (nodes as a whole). A change of the nodes makes a new version: runs in flight keep the version they started with.
+// Fields present replace the current ones (nodes and inputs as a whole). A change of the nodes or the inputs makes a new version: runs in flight keep the version (and inputs) they started with.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4960,7 +4998,7 @@ func (c *Client) PatchWorkflowWithBody(ctx context.Context, id string, contentTy
 
 // PatchWorkflow Update a workflow
 //
-// Fields present replace the current ones (nodes as a whole). A change of the nodes makes a new version: runs in flight keep the version they started with.
+// Fields present replace the current ones (nodes and inputs as a whole). A change of the nodes or the inputs makes a new version: runs in flight keep the version (and inputs) they started with.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5066,7 +5104,7 @@ func (c *Client) ListWorkflowRuns(ctx context.Context, id string, params *ListWo
 
 // TriggerWorkflowWithBody Start a run now
 //
-// The run is pending while max_active_runs runs are unfinished. The same dedup_key returns the first run. Supports Idempotency-Key.
+// The run is pending while max_active_runs runs are unfinished. inputs override the workflow's input defaults for the run (an undeclared name → 422 naming inputs.<name>); the run returns its merged inputs. The same dedup_key returns the first run. Supports Idempotency-Key.
 //
 // Takes any type of body and a specified content type.
 //
@@ -5085,7 +5123,7 @@ func (c *Client) TriggerWorkflowWithBody(ctx context.Context, id string, params 
 
 // TriggerWorkflow Start a run now
 //
-// The run is pending while max_active_runs runs are unfinished. The same dedup_key returns the first run. Supports Idempotency-Key.
+// The run is pending while max_active_runs runs are unfinished. inputs override the workflow's input defaults for the run (an undeclared name → 422 naming inputs.<name>); the run returns its merged inputs. The same dedup_key returns the first run. Supports Idempotency-Key.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -8486,7 +8524,7 @@ type ClientWithResponsesInterface interface {
 
 	// PatchWorkflowWithBodyWithResponse Update a workflow
 	//
-	// Fields present replace the current ones (nodes as a whole). A change of the nodes makes a new version: runs in flight keep the version they started with.
+	// Fields present replace the current ones (nodes and inputs as a whole). A change of the nodes or the inputs makes a new version: runs in flight keep the version (and inputs) they started with.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8495,7 +8533,7 @@ type ClientWithResponsesInterface interface {
 
 	// PatchWorkflowWithResponse Update a workflow
 	//
-	// Fields present replace the current ones (nodes as a whole). A change of the nodes makes a new version: runs in flight keep the version they started with.
+	// Fields present replace the current ones (nodes and inputs as a whole). A change of the nodes or the inputs makes a new version: runs in flight keep the version (and inputs) they started with.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8547,7 +8585,7 @@ type ClientWithResponsesInterface interface {
 
 	// TriggerWorkflowWithBodyWithResponse Start a run now
 	//
-	// The run is pending while max_active_runs runs are unfinished. The same dedup_key returns the first run. Supports Idempotency-Key.
+	// The run is pending while max_active_runs runs are unfinished. inputs override the workflow's input defaults for the run (an undeclared name → 422 naming inputs.<name>); the run returns its merged inputs. The same dedup_key returns the first run. Supports Idempotency-Key.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8556,7 +8594,7 @@ type ClientWithResponsesInterface interface {
 
 	// TriggerWorkflowWithResponse Start a run now
 	//
-	// The run is pending while max_active_runs runs are unfinished. The same dedup_key returns the first run. Supports Idempotency-Key.
+	// The run is pending while max_active_runs runs are unfinished. inputs override the workflow's input defaults for the run (an undeclared name → 422 naming inputs.<name>); the run returns its merged inputs. The same dedup_key returns the first run. Supports Idempotency-Key.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16437,7 +16475,7 @@ func (c *ClientWithResponses) GetWorkflowWithResponse(ctx context.Context, id st
 
 // PatchWorkflowWithBodyWithResponse Update a workflow
 //
-// Fields present replace the current ones (nodes as a whole). A change of the nodes makes a new version: runs in flight keep the version they started with.
+// Fields present replace the current ones (nodes and inputs as a whole). A change of the nodes or the inputs makes a new version: runs in flight keep the version (and inputs) they started with.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16452,7 +16490,7 @@ func (c *ClientWithResponses) PatchWorkflowWithBodyWithResponse(ctx context.Cont
 
 // PatchWorkflowWithResponse Update a workflow
 //
-// Fields present replace the current ones (nodes as a whole). A change of the nodes makes a new version: runs in flight keep the version they started with.
+// Fields present replace the current ones (nodes and inputs as a whole). A change of the nodes or the inputs makes a new version: runs in flight keep the version (and inputs) they started with.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16540,7 +16578,7 @@ func (c *ClientWithResponses) ListWorkflowRunsWithResponse(ctx context.Context, 
 
 // TriggerWorkflowWithBodyWithResponse Start a run now
 //
-// The run is pending while max_active_runs runs are unfinished. The same dedup_key returns the first run. Supports Idempotency-Key.
+// The run is pending while max_active_runs runs are unfinished. inputs override the workflow's input defaults for the run (an undeclared name → 422 naming inputs.<name>); the run returns its merged inputs. The same dedup_key returns the first run. Supports Idempotency-Key.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16555,7 +16593,7 @@ func (c *ClientWithResponses) TriggerWorkflowWithBodyWithResponse(ctx context.Co
 
 // TriggerWorkflowWithResponse Start a run now
 //
-// The run is pending while max_active_runs runs are unfinished. The same dedup_key returns the first run. Supports Idempotency-Key.
+// The run is pending while max_active_runs runs are unfinished. inputs override the workflow's input defaults for the run (an undeclared name → 422 naming inputs.<name>); the run returns its merged inputs. The same dedup_key returns the first run. Supports Idempotency-Key.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

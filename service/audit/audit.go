@@ -260,6 +260,8 @@ func value(v reflect.Value, name string, redact bool) any {
 		return x.UTC().Format(time.RFC3339Nano)
 	case []byte:
 		return Bytes(x)
+	case json.RawMessage: // a JSON value a client set (a workflow's input): as bytes
+		return Bytes(x)
 	case string:
 		if redact && name == "URL" {
 			return redactURL(x)

@@ -792,7 +792,7 @@ export interface paths {
         head?: never;
         /**
          * Update a workflow
-         * @description Fields present replace the current ones (nodes as a whole). A change of the nodes makes a new version: runs in flight keep the version they started with.
+         * @description Fields present replace the current ones (nodes and inputs as a whole). A change of the nodes or the inputs makes a new version: runs in flight keep the version (and inputs) they started with.
          */
         patch: operations["patchWorkflow"];
         trace?: never;
@@ -885,7 +885,7 @@ export interface paths {
         put?: never;
         /**
          * Start a run now
-         * @description The run is pending while max_active_runs runs are unfinished. The same dedup_key returns the first run. Supports Idempotency-Key.
+         * @description The run is pending while max_active_runs runs are unfinished. inputs override the workflow's input defaults for the run (an undeclared name → 422 naming inputs.<name>); the run returns its merged inputs. The same dedup_key returns the first run. Supports Idempotency-Key.
          */
         post: operations["triggerWorkflow"];
         delete?: never;
@@ -944,6 +944,8 @@ export interface components {
             /** Format: date-time */
             from: string;
             id: string;
+            /** @description Inputs are a workflow backfill's input overrides (absent: none). */
+            inputs?: components["schemas"]["Inputs"];
             max_concurrency: number;
             /** @enum {string} */
             rerun: "missing" | "failed" | "all";
@@ -976,6 +978,11 @@ export interface components {
              * @example 2026-11-01T00:00:00Z
              */
             from: string;
+            /**
+             * @description Inputs (a workflow backfill only) override the workflow's input defaults for every run of the backfill; a name
+             *     the workflow does not declare → 422 naming inputs.<name>.
+             */
+            inputs?: components["schemas"]["Inputs"];
             /**
              * @description MaxConcurrency bounds the backfill's unfinished executions (1..100; 0 or absent: 4).
              * @example 4
@@ -1424,7 +1431,8 @@ export interface components {
             next_attempt_at?: string;
             node?: string;
             /**
-             * @description Output is the completion's output of the latest callback attempt (callback completion mode); only on
+             * @description Output is the completion's output of the latest callback attempt (callback completion mode) or, for a workflow
+             *     node in response mode, its 2xx response body when that is a JSON value of at most 64 KiB; only on
              *     single-execution responses.
              */
             output?: ({
@@ -1529,6 +1537,9 @@ export interface components {
             progress?: ({
                 [key: string]: unknown;
             } | null) | unknown[] | string | number | boolean;
+        };
+        Inputs: {
+            [key: string]: unknown;
         };
         /** @description An interval schedule. */
         IntervalSchedule: {
@@ -2179,6 +2190,12 @@ export interface components {
             created_at: string;
             id: string;
             /**
+             * @description Inputs declares the workflow's inputs with their defaults (name → any JSON): each run's inputs are these,
+             *     overridden by its trigger's or backfill's inputs. Names: 1 to 64 ASCII letters, digits and '_', not starting
+             *     with a digit; at most 100 inputs and 64 KiB of JSON. A change makes a new version, as a change of the nodes does.
+             */
+            inputs?: components["schemas"]["Inputs"];
+            /**
              * @description MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
              * @example 1
              */
@@ -2266,6 +2283,12 @@ export interface components {
             /** @description AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none. */
             alert_endpoint_id?: string;
             /**
+             * @description Inputs declares the workflow's inputs with their defaults (name → any JSON): each run's inputs are these,
+             *     overridden by its trigger's or backfill's inputs. Names: 1 to 64 ASCII letters, digits and '_', not starting
+             *     with a digit; at most 100 inputs and 64 KiB of JSON. A change makes a new version, as a change of the nodes does.
+             */
+            inputs?: components["schemas"]["Inputs"];
+            /**
              * @description MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
              * @example 1
              */
@@ -2295,6 +2318,12 @@ export interface components {
         WorkflowRequestPatch: {
             /** @description AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none. */
             alert_endpoint_id?: string;
+            /**
+             * @description Inputs declares the workflow's inputs with their defaults (name → any JSON): each run's inputs are these,
+             *     overridden by its trigger's or backfill's inputs. Names: 1 to 64 ASCII letters, digits and '_', not starting
+             *     with a digit; at most 100 inputs and 64 KiB of JSON. A change makes a new version, as a change of the nodes does.
+             */
+            inputs?: components["schemas"]["Inputs"];
             /**
              * @description MaxActiveRuns bounds the unfinished runs (1..1000; 0 or absent: 1); a slot beyond it waits, in order.
              * @example 1
@@ -2332,6 +2361,8 @@ export interface components {
             /** Format: date-time */
             finished_at: string | null;
             id: string;
+            /** @description Inputs are the run's inputs: the defaults of its version overridden by its trigger's or backfill's. */
+            inputs: components["schemas"]["Inputs"];
             /** @description Nodes is the run's timeline (absent in lists). */
             nodes?: components["schemas"]["WorkflowRunNode"][];
             round: number;
@@ -2377,6 +2408,14 @@ export interface components {
             /** Format: date-time */
             finished_at?: string;
             key: string;
+            /**
+             * @description Output is the node's output (shard 0's execution's when sharded), absent while it has none: in callback mode the
+             *     output of its completion, in response mode its 2xx response body when that is a JSON value of at most 64 KiB
+             *     (otherwise none, and its execution's timeline has a no_output event saying why).
+             */
+            output?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
             /**
              * Format: date-time
              * @description RuleMetAt is when its rule was met (or it was forced) and it fired.
@@ -2431,6 +2470,11 @@ export interface components {
         WorkflowTriggerRequest: {
             /** @description DedupKey (at most 256 bytes; empty: none): a second trigger with the same key returns the first run. */
             dedup_key?: string;
+            /**
+             * @description Inputs override the workflow's input defaults for this run (name → any JSON); a name the workflow does not
+             *     declare is a 422 naming it (inputs.<name>). At most 64 KiB of JSON, merged.
+             */
+            inputs?: components["schemas"]["Inputs"];
         };
     };
     responses: never;
@@ -8608,7 +8652,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        /** @description optional dedup key */
+        /** @description optional dedup key and inputs */
         requestBody?: {
             content: {
                 "application/json": components["schemas"]["WorkflowTriggerRequest"];
