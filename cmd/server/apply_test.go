@@ -210,6 +210,13 @@ Workflow/month-end would create
 	require.Contains(t, c.must("apply", "-f", dir), "Task/invoices.daily unchanged\n")
 	require.Equal(t, writes, c.writes())
 
+	// A workflow's inputs: added, then removed from the file (back to none).
+	writeFiles(t, dir, map[string]string{"workflows/month-end.yaml": strings.Replace(workflowDoc, "spec:\n", "spec:\n  inputs: {limit: 100}\n", 1)})
+	require.Contains(t, c.must("apply", "-f", dir), "Workflow/month-end updated: inputs\n")
+	writeFiles(t, dir, map[string]string{"workflows/month-end.yaml": workflowDoc})
+	require.Contains(t, c.must("apply", "-f", dir), "Workflow/month-end updated: inputs\n")
+	require.Contains(t, c.must("apply", "-f", dir), "Workflow/month-end unchanged\n")
+
 	// Resources made by hand are never pruned; those apply made are, once
 	// the files drop them.
 	ep := c.api(http.MethodPost, "/v1/endpoints", map[string]any{"name": "by-hand", "url": "https://hooks.example.com/h"}, http.StatusCreated)
@@ -345,6 +352,7 @@ kind: Workflow
 name: every-field
 spec:
   alert_endpoint: alerts
+  inputs: {business_date: "2026-12-01", limit: 100, tags: [a, b]}
   max_active_runs: 3
   misfire_policy: skip
   schedule: {type: cron, cron: "0 6 1 * *", timezone: Europe/Paris}

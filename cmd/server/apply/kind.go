@@ -80,7 +80,8 @@ var defaults = map[string]map[string]any{
 		"priority": int64(2), "retry": map[string]any{}, "shards": int64(1), "sla": nil, "timeout_ms": nil,
 	},
 	"WorkflowRequest": {
-		"alert_endpoint_id": nil, "max_active_runs": int64(1), "misfire_policy": "fire_once", "schedule": nil, "sla": nil,
+		"alert_endpoint_id": nil, "inputs": map[string]any{}, "max_active_runs": int64(1), "misfire_policy": "fire_once", "schedule": nil,
+		"sla": nil,
 	},
 	"WorkflowNode": {
 		"completion": map[string]any{"mode": "response"}, "depends_on": []any{}, "payload": nil, "priority": int64(2),
