@@ -38,8 +38,12 @@ fuzz: ## Run each fuzz target for FUZZ_TIME inputs (e.g. FUZZ_TIME=200000x).
 	  done; done
 
 .PHONY: lint
-lint: ## Run golangci-lint v2.
+lint: ## Run golangci-lint v2 (gofumpt included).
 	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
+
+.PHONY: fmt
+fmt: ## Format the code the house way (gofmt, gofumpt).
+	$(GOLANGCI_LINT) fmt ./...
 
 .PHONY: generate
 generate: ## Regenerate openapi/ from the handlers' annotations.

@@ -79,8 +79,10 @@ func (h *handlers) listAudit(c echo.Context) error {
 		if changes == nil {
 			changes = json.RawMessage("null")
 		}
-		out.Items = append(out.Items, auditEntry{ID: r.ID, At: stamp(r.At), Tenant: r.Tenant, Subject: r.Subject, Operator: r.Operator,
-			Action: r.Action, ResourceType: r.ResourceType, ResourceID: r.ResourceID, RequestID: r.RequestID, Changes: changes})
+		out.Items = append(out.Items, auditEntry{
+			ID: r.ID, At: stamp(r.At), Tenant: r.Tenant, Subject: r.Subject, Operator: r.Operator,
+			Action: r.Action, ResourceType: r.ResourceType, ResourceID: r.ResourceID, RequestID: r.RequestID, Changes: changes,
+		})
 	}
 	return c.JSON(http.StatusOK, out)
 }

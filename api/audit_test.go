@@ -32,203 +32,306 @@ type auditCase struct {
 // without a case fails TestEveryWriteRouteIsAudited: add its case here,
 // and its audit call to the service method.
 var auditCases = map[string]auditCase{
-	"POST /v1/workflows": {status: http.StatusCreated, action: "create", resourceType: "workflow",
+	"POST /v1/workflows": {
+		status: http.StatusCreated, action: "create", resourceType: "workflow",
 		run: func(a *testAPI, tok string) (resp, string) {
 			ep := a.createEndpoint(tok, "for-wf-created")
-			r := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
-				Body: map[string]any{"name": "wf-created", "nodes": []any{map[string]any{"key": "a", "endpoint_id": ep}}}})
+			r := a.must(http.StatusCreated, req{
+				Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+				Body: map[string]any{"name": "wf-created", "nodes": []any{map[string]any{"key": "a", "endpoint_id": ep}}},
+			})
 			return r, r.JSON["id"].(string)
-		}},
-	"PATCH /v1/workflows/:id": {status: http.StatusOK, action: "update", resourceType: "workflow",
+		},
+	},
+	"PATCH /v1/workflows/:id": {
+		status: http.StatusOK, action: "update", resourceType: "workflow",
 		run: func(a *testAPI, tok string) (resp, string) {
 			id := a.createWorkflow(tok, "wf-patched")
-			return a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
-				Body: map[string]any{"max_active_runs": 2}}), id
-		}},
-	"DELETE /v1/workflows/:id": {status: http.StatusNoContent, action: "delete", resourceType: "workflow",
+			return a.must(http.StatusOK, req{
+				Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
+				Body: map[string]any{"max_active_runs": 2},
+			}), id
+		},
+	},
+	"DELETE /v1/workflows/:id": {
+		status: http.StatusNoContent, action: "delete", resourceType: "workflow",
 		run: func(a *testAPI, tok string) (resp, string) {
 			id := a.createWorkflow(tok, "wf-deleted")
 			return a.must(http.StatusNoContent, req{Method: http.MethodDelete, Path: "/v1/workflows/" + id, Token: tok}), id
-		}},
-	"POST /v1/workflows/:id/pause": {status: http.StatusOK, action: "pause", resourceType: "workflow",
+		},
+	},
+	"POST /v1/workflows/:id/pause": {
+		status: http.StatusOK, action: "pause", resourceType: "workflow",
 		run: func(a *testAPI, tok string) (resp, string) {
 			id := a.createWorkflow(tok, "wf-paused")
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/pause", Token: tok}), id
-		}},
-	"POST /v1/workflows/:id/resume": {status: http.StatusOK, action: "resume", resourceType: "workflow",
+		},
+	},
+	"POST /v1/workflows/:id/resume": {
+		status: http.StatusOK, action: "resume", resourceType: "workflow",
 		run: func(a *testAPI, tok string) (resp, string) {
 			id := a.createWorkflow(tok, "wf-resumed")
 			a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/pause", Token: tok})
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/resume", Token: tok}), id
-		}},
-	"POST /v1/workflows/:id/trigger": {status: http.StatusAccepted, action: "trigger", resourceType: "workflow",
+		},
+	},
+	"POST /v1/workflows/:id/trigger": {
+		status: http.StatusAccepted, action: "trigger", resourceType: "workflow",
 		run: func(a *testAPI, tok string) (resp, string) {
 			id := a.createWorkflow(tok, "wf-triggered")
 			return a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok}), id
-		}},
-	"POST /v1/workflows/:id/backfill": {status: http.StatusAccepted, action: "backfill", resourceType: "workflow",
+		},
+	},
+	"POST /v1/workflows/:id/backfill": {
+		status: http.StatusAccepted, action: "backfill", resourceType: "workflow",
 		run: func(a *testAPI, tok string) (resp, string) {
 			id := a.createWorkflow(tok, "wf-backfilled")
-			a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
-				Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *"}}})
-			return a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/backfill", Token: tok,
-				Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-03T00:00:00Z"}}), id
-		}},
-	"POST /v1/workflow-runs/:id/cancel": {status: http.StatusOK, action: "cancel", resourceType: "workflow_run",
+			a.must(http.StatusOK, req{
+				Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
+				Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *"}},
+			})
+			return a.must(http.StatusAccepted, req{
+				Method: http.MethodPost, Path: "/v1/workflows/" + id + "/backfill", Token: tok,
+				Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-03T00:00:00Z"},
+			}), id
+		},
+	},
+	"POST /v1/workflow-runs/:id/cancel": {
+		status: http.StatusOK, action: "cancel", resourceType: "workflow_run",
 		run: func(a *testAPI, tok string) (resp, string) {
 			run := a.triggerWorkflow(tok, a.createWorkflow(tok, "wf-run-cancelled"))
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + run + "/cancel", Token: tok}), run
-		}},
-	"POST /v1/workflow-runs/:id/nodes/:key/run": {status: http.StatusOK, action: "trigger", resourceType: "workflow_run",
+		},
+	},
+	"POST /v1/workflow-runs/:id/nodes/:key/run": {
+		status: http.StatusOK, action: "trigger", resourceType: "workflow_run",
 		run: func(a *testAPI, tok string) (resp, string) {
 			run := a.triggerWorkflow(tok, a.createWorkflow(tok, "wf-node-run"))
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + run + "/nodes/b/run", Token: tok}), run
-		}},
-	"POST /v1/workflow-runs/:id/nodes/:key/skip": {status: http.StatusOK, action: "skip", resourceType: "workflow_run",
+		},
+	},
+	"POST /v1/workflow-runs/:id/nodes/:key/skip": {
+		status: http.StatusOK, action: "skip", resourceType: "workflow_run",
 		run: func(a *testAPI, tok string) (resp, string) {
 			run := a.triggerWorkflow(tok, a.createWorkflow(tok, "wf-node-skip"))
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + run + "/nodes/b/skip", Token: tok}), run
-		}},
-	"PUT /v1/admin/tenants/:tenant/limits": {status: http.StatusOK, action: "set_limits", resourceType: "limits", operator: true,
+		},
+	},
+	"PUT /v1/admin/tenants/:tenant/limits": {
+		status: http.StatusOK, action: "set_limits", resourceType: "limits", operator: true,
 		run: func(a *testAPI, tok string) (resp, string) {
 			tenant := "audit-put--v1-admin-tenants-tenant-limits"
 			a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: tok}) // the tenant's first request creates it
-			return a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/" + tenant + "/limits",
-				Token: operatorToken(a.t), Body: map[string]any{"max_tasks": 10}}), tenant
-		}},
-	"POST /v1/endpoints": {status: http.StatusCreated, action: "create", resourceType: "endpoint",
+			return a.must(http.StatusOK, req{
+				Method: http.MethodPut, Path: "/v1/admin/tenants/" + tenant + "/limits",
+				Token: operatorToken(a.t), Body: map[string]any{"max_tasks": 10},
+			}), tenant
+		},
+	},
+	"POST /v1/endpoints": {
+		status: http.StatusCreated, action: "create", resourceType: "endpoint",
 		run: func(a *testAPI, tok string) (resp, string) {
-			r := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
-				Body: map[string]any{"name": "created", "url": "https://hooks.example.com/x"}})
+			r := a.must(http.StatusCreated, req{
+				Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
+				Body: map[string]any{"name": "created", "url": "https://hooks.example.com/x"},
+			})
 			return r, r.JSON["id"].(string)
-		}},
-	"PATCH /v1/endpoints/:id": {status: http.StatusOK, action: "update", resourceType: "endpoint",
+		},
+	},
+	"PATCH /v1/endpoints/:id": {
+		status: http.StatusOK, action: "update", resourceType: "endpoint",
 		run: func(a *testAPI, tok string) (resp, string) {
 			ep := a.createEndpoint(tok, "patched")
-			return a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/endpoints/" + ep, Token: tok,
-				Body: map[string]any{"timeout_ms": 5000}}), ep
-		}},
-	"DELETE /v1/endpoints/:id": {status: http.StatusNoContent, action: "delete", resourceType: "endpoint",
+			return a.must(http.StatusOK, req{
+				Method: http.MethodPatch, Path: "/v1/endpoints/" + ep, Token: tok,
+				Body: map[string]any{"timeout_ms": 5000},
+			}), ep
+		},
+	},
+	"DELETE /v1/endpoints/:id": {
+		status: http.StatusNoContent, action: "delete", resourceType: "endpoint",
 		run: func(a *testAPI, tok string) (resp, string) {
 			ep := a.createEndpoint(tok, "deleted")
 			return a.must(http.StatusNoContent, req{Method: http.MethodDelete, Path: "/v1/endpoints/" + ep, Token: tok}), ep
-		}},
-	"POST /v1/endpoints/:id/rotate-secret": {status: http.StatusOK, action: "rotate_secret", resourceType: "endpoint",
+		},
+	},
+	"POST /v1/endpoints/:id/rotate-secret": {
+		status: http.StatusOK, action: "rotate_secret", resourceType: "endpoint",
 		run: func(a *testAPI, tok string) (resp, string) {
 			ep := a.createEndpoint(tok, "rotated")
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/endpoints/" + ep + "/rotate-secret", Token: tok}), ep
-		}},
-	"POST /v1/endpoints/:id/test": {status: http.StatusOK, action: "test", resourceType: "endpoint",
+		},
+	},
+	"POST /v1/endpoints/:id/test": {
+		status: http.StatusOK, action: "test", resourceType: "endpoint",
 		run: func(a *testAPI, tok string) (resp, string) {
 			ep := a.createEndpoint(tok, "tested")
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/endpoints/" + ep + "/test", Token: tok}), ep
-		}},
-	"POST /v1/executions/retry": {status: http.StatusAccepted, action: "retry", resourceType: "execution",
+		},
+	},
+	"POST /v1/executions/retry": {
+		status: http.StatusAccepted, action: "retry", resourceType: "execution",
 		run: func(a *testAPI, tok string) (resp, string) {
 			task := a.createTask(tok, a.createEndpoint(tok, "for-bulk-retry"), "bulk-retried", nil).JSON["id"].(string)
 			slot := time.Now().Add(-time.Hour)
 			x := a.execution(execOpts{Tenant: "audit-post--v1-executions-retry", TaskID: task, State: "failed", ScheduledFor: slot})
-			return a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/executions/retry", Token: tok,
-				Body: map[string]any{"state": "failed", "task_id": task, "from": slot.Add(-time.Minute).Format(time.RFC3339),
-					"to": slot.Add(time.Minute).Format(time.RFC3339)}}), x
-		}},
-	"POST /v1/tasks": {status: http.StatusCreated, action: "create", resourceType: "task",
+			return a.must(http.StatusAccepted, req{
+				Method: http.MethodPost, Path: "/v1/executions/retry", Token: tok,
+				Body: map[string]any{
+					"state": "failed", "task_id": task, "from": slot.Add(-time.Minute).Format(time.RFC3339),
+					"to": slot.Add(time.Minute).Format(time.RFC3339),
+				},
+			}), x
+		},
+	},
+	"POST /v1/tasks": {
+		status: http.StatusCreated, action: "create", resourceType: "task",
 		run: func(a *testAPI, tok string) (resp, string) {
 			r := a.createTask(tok, a.createEndpoint(tok, "for-create"), "created", nil)
 			return r, r.JSON["id"].(string)
-		}},
-	"PATCH /v1/tasks/:id": {status: http.StatusOK, action: "update", resourceType: "task",
+		},
+	},
+	"PATCH /v1/tasks/:id": {
+		status: http.StatusOK, action: "update", resourceType: "task",
 		run: func(a *testAPI, tok string) (resp, string) {
 			task := a.createTask(tok, a.createEndpoint(tok, "for-patch"), "patched", nil).JSON["id"].(string)
-			return a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + task, Token: tok,
-				Body: map[string]any{"priority": 1}}), task
-		}},
-	"DELETE /v1/tasks/:id": {status: http.StatusNoContent, action: "delete", resourceType: "task",
+			return a.must(http.StatusOK, req{
+				Method: http.MethodPatch, Path: "/v1/tasks/" + task, Token: tok,
+				Body: map[string]any{"priority": 1},
+			}), task
+		},
+	},
+	"DELETE /v1/tasks/:id": {
+		status: http.StatusNoContent, action: "delete", resourceType: "task",
 		run: func(a *testAPI, tok string) (resp, string) {
 			task := a.createTask(tok, a.createEndpoint(tok, "for-delete"), "deleted", nil).JSON["id"].(string)
 			return a.must(http.StatusNoContent, req{Method: http.MethodDelete, Path: "/v1/tasks/" + task, Token: tok}), task
-		}},
-	"POST /v1/tasks/:id/pause": {status: http.StatusOK, action: "pause", resourceType: "task",
+		},
+	},
+	"POST /v1/tasks/:id/pause": {
+		status: http.StatusOK, action: "pause", resourceType: "task",
 		run: func(a *testAPI, tok string) (resp, string) {
 			task := a.createTask(tok, a.createEndpoint(tok, "for-pause"), "paused", nil).JSON["id"].(string)
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/pause", Token: tok}), task
-		}},
-	"POST /v1/tasks/:id/resume": {status: http.StatusOK, action: "resume", resourceType: "task",
+		},
+	},
+	"POST /v1/tasks/:id/resume": {
+		status: http.StatusOK, action: "resume", resourceType: "task",
 		run: func(a *testAPI, tok string) (resp, string) {
 			task := a.createTask(tok, a.createEndpoint(tok, "for-resume"), "resumed", nil).JSON["id"].(string)
 			a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/pause", Token: tok})
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/resume", Token: tok}), task
-		}},
-	"POST /v1/tasks/:id/trigger": {status: http.StatusAccepted, action: "trigger", resourceType: "task",
+		},
+	},
+	"POST /v1/tasks/:id/trigger": {
+		status: http.StatusAccepted, action: "trigger", resourceType: "task",
 		run: func(a *testAPI, tok string) (resp, string) {
 			task := a.createTask(tok, a.createEndpoint(tok, "for-trigger"), "triggered", nil).JSON["id"].(string)
 			return a.trigger(tok, task, nil), task
-		}},
-	"POST /v1/executions/:id/cancel": {status: http.StatusOK, action: "cancel", resourceType: "execution",
+		},
+	},
+	"POST /v1/executions/:id/cancel": {
+		status: http.StatusOK, action: "cancel", resourceType: "execution",
 		run: func(a *testAPI, tok string) (resp, string) {
 			task := a.createTask(tok, a.createEndpoint(tok, "for-cancel"), "cancelled", nil).JSON["id"].(string)
 			x := a.trigger(tok, task, nil).JSON["id"].(string)
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/cancel", Token: tok}), x
-		}},
-	"POST /v1/executions/:id/complete": {status: http.StatusOK, action: "update", resourceType: "execution",
+		},
+	},
+	"POST /v1/executions/:id/complete": {
+		status: http.StatusOK, action: "update", resourceType: "execution",
 		run: func(a *testAPI, tok string) (resp, string) {
 			x, _ := a.waitingExecution(tok)
-			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: tok,
-				Body: map[string]any{"status": "succeeded"}}), x
-		}},
-	"POST /v1/executions/:id/retry": {status: http.StatusAccepted, action: "retry", resourceType: "execution",
+			return a.must(http.StatusOK, req{
+				Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: tok,
+				Body: map[string]any{"status": "succeeded"},
+			}), x
+		},
+	},
+	"POST /v1/executions/:id/retry": {
+		status: http.StatusAccepted, action: "retry", resourceType: "execution",
 		run: func(a *testAPI, tok string) (resp, string) {
 			task := a.createTask(tok, a.createEndpoint(tok, "for-retry"), "retried", nil).JSON["id"].(string)
 			x := a.trigger(tok, task, nil).JSON["id"].(string)
 			a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/cancel", Token: tok})
 			return a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/retry", Token: tok}), x
-		}},
-	"POST /v1/tasks/:id/skip": {status: http.StatusOK, action: "skip", resourceType: "task",
+		},
+	},
+	"POST /v1/tasks/:id/skip": {
+		status: http.StatusOK, action: "skip", resourceType: "task",
 		run: func(a *testAPI, tok string) (resp, string) {
 			task := a.createTask(tok, a.createEndpoint(tok, "for-skip"), "skipped", map[string]any{
-				"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *"}}).JSON["id"].(string)
+				"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *"},
+			}).JSON["id"].(string)
 			slot := time.Now().UTC().Truncate(24 * time.Hour).Add(50 * time.Hour).Format(time.RFC3339)
-			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/skip", Token: tok,
-				Body: map[string]any{"scheduled_for": slot}}), task
-		}},
-	"POST /v1/tasks/:id/backfill": {status: http.StatusAccepted, action: "backfill", resourceType: "task",
+			return a.must(http.StatusOK, req{
+				Method: http.MethodPost, Path: "/v1/tasks/" + task + "/skip", Token: tok,
+				Body: map[string]any{"scheduled_for": slot},
+			}), task
+		},
+	},
+	"POST /v1/tasks/:id/backfill": {
+		status: http.StatusAccepted, action: "backfill", resourceType: "task",
 		run: func(a *testAPI, tok string) (resp, string) {
 			task := a.createTask(tok, a.createEndpoint(tok, "for-backfill"), "backfilled", nil).JSON["id"].(string)
-			return a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/backfill", Token: tok,
-				Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-03T00:00:00Z"}}), task
-		}},
-	"POST /v1/backfills/:id/cancel": {status: http.StatusOK, action: "cancel", resourceType: "backfill",
+			return a.must(http.StatusAccepted, req{
+				Method: http.MethodPost, Path: "/v1/tasks/" + task + "/backfill", Token: tok,
+				Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-03T00:00:00Z"},
+			}), task
+		},
+	},
+	"POST /v1/backfills/:id/cancel": {
+		status: http.StatusOK, action: "cancel", resourceType: "backfill",
 		run: func(a *testAPI, tok string) (resp, string) {
 			task := a.createTask(tok, a.createEndpoint(tok, "for-bf-cancel"), "bf-cancelled", nil).JSON["id"].(string)
-			b := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/backfill", Token: tok,
-				Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-03T00:00:00Z"}}).JSON["id"].(string)
+			b := a.must(http.StatusAccepted, req{
+				Method: http.MethodPost, Path: "/v1/tasks/" + task + "/backfill", Token: tok,
+				Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-03T00:00:00Z"},
+			}).JSON["id"].(string)
 			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/backfills/" + b + "/cancel", Token: tok}), b
-		}},
-	"POST /v1/calendars": {status: http.StatusCreated, action: "create", resourceType: "calendar",
+		},
+	},
+	"POST /v1/calendars": {
+		status: http.StatusCreated, action: "create", resourceType: "calendar",
 		run: func(a *testAPI, tok string) (resp, string) {
-			r := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
-				Body: map[string]any{"name": "created", "dates": []string{"2027-01-01"}}})
+			r := a.must(http.StatusCreated, req{
+				Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
+				Body: map[string]any{"name": "created", "dates": []string{"2027-01-01"}},
+			})
 			return r, r.JSON["id"].(string)
-		}},
-	"PATCH /v1/calendars/:id": {status: http.StatusOK, action: "update", resourceType: "calendar",
+		},
+	},
+	"PATCH /v1/calendars/:id": {
+		status: http.StatusOK, action: "update", resourceType: "calendar",
 		run: func(a *testAPI, tok string) (resp, string) {
-			c := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
-				Body: map[string]any{"name": "patched", "dates": []string{"2027-01-01"}}}).JSON["id"].(string)
-			return a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/calendars/" + c, Token: tok,
-				Body: map[string]any{"dates": []string{"2027-01-02"}}}), c
-		}},
-	"DELETE /v1/calendars/:id": {status: http.StatusNoContent, action: "delete", resourceType: "calendar",
+			c := a.must(http.StatusCreated, req{
+				Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
+				Body: map[string]any{"name": "patched", "dates": []string{"2027-01-01"}},
+			}).JSON["id"].(string)
+			return a.must(http.StatusOK, req{
+				Method: http.MethodPatch, Path: "/v1/calendars/" + c, Token: tok,
+				Body: map[string]any{"dates": []string{"2027-01-02"}},
+			}), c
+		},
+	},
+	"DELETE /v1/calendars/:id": {
+		status: http.StatusNoContent, action: "delete", resourceType: "calendar",
 		run: func(a *testAPI, tok string) (resp, string) {
-			c := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
-				Body: map[string]any{"name": "deleted", "dates": []string{}}}).JSON["id"].(string)
+			c := a.must(http.StatusCreated, req{
+				Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
+				Body: map[string]any{"name": "deleted", "dates": []string{}},
+			}).JSON["id"].(string)
 			return a.must(http.StatusNoContent, req{Method: http.MethodDelete, Path: "/v1/calendars/" + c, Token: tok}), c
-		}},
+		},
+	},
 }
 
 // auditActions is the contract's list of audit actions: a record's action
 // is one of these, whatever the route.
-var auditActions = []string{"create", "update", "delete", "pause", "resume", "trigger", "skip", "backfill", "cancel",
-	"retry", "rotate_secret", "set_limits", "test"}
+var auditActions = []string{
+	"create", "update", "delete", "pause", "resume", "trigger", "skip", "backfill", "cancel",
+	"retry", "rotate_secret", "set_limits", "test",
+}
 
 // notChanges are write routes that change no resource, each with the
 // reason.
@@ -341,8 +444,10 @@ func TestAuditRecordsTheChanges(t *testing.T) {
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "billing")
 	task := a.createTask(tok, ep, "daily", map[string]any{"labels": map[string]any{"team": "x"}}).JSON["id"].(string)
-	a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + task, Token: tok,
-		Body: map[string]any{"priority": 1, "labels": map[string]any{"team": "y"}}})
+	a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/tasks/" + task, Token: tok,
+		Body: map[string]any{"priority": 1, "labels": map[string]any{"team": "y"}},
+	})
 	a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/pause", Token: tok})
 
 	entries := a.auditEntries(tok, url.Values{"resource_type": {"task"}, "resource_id": {task}})
@@ -400,18 +505,24 @@ func TestAuditHoldsNoSecret(t *testing.T) {
 	)
 	r := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Body: map[string]any{
 		"name": "billing", "url": "https://hooks.example.com/ax?token=" + query + "&env=prod", "secret": given,
-		"headers": map[string]any{"Authorization": bearer}}})
+		"headers": map[string]any{"Authorization": bearer},
+	}})
 	ep := r.JSON["id"].(string)
 	r = a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Body: map[string]any{
-		"name": "generated", "url": "https://hooks.example.com/gen"}})
+		"name": "generated", "url": "https://hooks.example.com/gen",
+	}})
 	generated := r.JSON["secret"].(string)
 	require.NotEmpty(t, generated)
 	r = a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/endpoints/" + ep + "/rotate-secret", Token: tok})
 	rotatedGenerated := r.JSON["secret"].(string)
-	a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/endpoints/" + ep + "/rotate-secret", Token: tok,
-		Body: map[string]any{"secret": rotated}})
-	a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/endpoints/" + ep, Token: tok,
-		Body: map[string]any{"headers": map[string]any{"Authorization": bearer2}}})
+	a.must(http.StatusOK, req{
+		Method: http.MethodPost, Path: "/v1/endpoints/" + ep + "/rotate-secret", Token: tok,
+		Body: map[string]any{"secret": rotated},
+	})
+	a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/endpoints/" + ep, Token: tok,
+		Body: map[string]any{"headers": map[string]any{"Authorization": bearer2}},
+	})
 
 	entries := a.auditEntries(tok, url.Values{"resource_id": {ep}})
 	require.Len(t, entries, 4)
@@ -457,12 +568,18 @@ func TestAuditIsInTheChangesTransaction(t *testing.T) {
 	// Refused: validation, a duplicate name (the insert fails in the
 	// transaction), an endpoint in use, an illegal transition, another
 	// tenant's resource.
-	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-		Body: map[string]any{"name": "Bad Name", "endpoint_id": ep}})
-	a.must(http.StatusConflict, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-		Body: map[string]any{"name": "daily", "endpoint_id": ep, "schedule": map[string]any{"type": "cron", "cron": "0 3 * * *"}}})
-	a.must(http.StatusConflict, req{Method: http.MethodPatch, Path: "/v1/tasks/" + a.createTask(tok, ep, "second", nil).JSON["id"].(string),
-		Token: tok, Body: map[string]any{"name": "daily"}})
+	a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+		Body: map[string]any{"name": "Bad Name", "endpoint_id": ep},
+	})
+	a.must(http.StatusConflict, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+		Body: map[string]any{"name": "daily", "endpoint_id": ep, "schedule": map[string]any{"type": "cron", "cron": "0 3 * * *"}},
+	})
+	a.must(http.StatusConflict, req{
+		Method: http.MethodPatch, Path: "/v1/tasks/" + a.createTask(tok, ep, "second", nil).JSON["id"].(string),
+		Token: tok, Body: map[string]any{"name": "daily"},
+	})
 	before++ // the second task's create
 	a.must(http.StatusConflict, req{Method: http.MethodDelete, Path: "/v1/endpoints/" + ep, Token: tok})
 	x := a.trigger(tok, task, nil).JSON["id"].(string)
@@ -471,8 +588,10 @@ func TestAuditIsInTheChangesTransaction(t *testing.T) {
 	before++
 	a.must(http.StatusConflict, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/cancel", Token: tok})
 	a.must(http.StatusNotFound, req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/pause", Token: token(t, "other")})
-	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-		Header: map[string]string{"Idempotency-Key": "k-bad"}, Body: map[string]any{"name": "Bad Name", "endpoint_id": ep}})
+	a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+		Header: map[string]string{"Idempotency-Key": "k-bad"}, Body: map[string]any{"name": "Bad Name", "endpoint_id": ep},
+	})
 	require.Equal(t, before, records(), "no record of a refused change")
 
 	// With an Idempotency-Key: one record, in the key's transaction; the
@@ -493,11 +612,17 @@ func TestAuditIsInTheChangesTransaction(t *testing.T) {
 		CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION refuse_audit()`)
 	require.NoError(t, err)
 	a.must(http.StatusInternalServerError, req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/pause", Token: tok})
-	a.must(http.StatusInternalServerError, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
-		Body: map[string]any{"name": "unrecorded", "url": "https://hooks.example.com/u"}})
-	a.must(http.StatusInternalServerError, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-		Header: map[string]string{"Idempotency-Key": "k-2"}, Body: map[string]any{"name": "unrecorded", "endpoint_id": ep,
-			"schedule": map[string]any{"type": "cron", "cron": "0 3 * * *"}}})
+	a.must(http.StatusInternalServerError, req{
+		Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
+		Body: map[string]any{"name": "unrecorded", "url": "https://hooks.example.com/u"},
+	})
+	a.must(http.StatusInternalServerError, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+		Header: map[string]string{"Idempotency-Key": "k-2"}, Body: map[string]any{
+			"name": "unrecorded", "endpoint_id": ep,
+			"schedule": map[string]any{"type": "cron", "cron": "0 3 * * *"},
+		},
+	})
 	got := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks/" + task, Token: tok})
 	require.Equal(t, "active", got.JSON["state"], "the pause was rolled back with its record")
 	var n int
@@ -517,14 +642,20 @@ func TestAuditOfCallbacks(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "audit-callbacks")
 	x, cb := a.waitingExecution(tok)
-	a.must(http.StatusNoContent, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat", Token: cb,
-		Body: map[string]any{"progress": map[string]any{"pct": 50}}})
+	a.must(http.StatusNoContent, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat", Token: cb,
+		Body: map[string]any{"progress": map[string]any{"pct": 50}},
+	})
 	a.must(http.StatusNoContent, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat", Token: tok})
 	require.Empty(t, a.auditEntries(tok, url.Values{"resource_type": {"execution"}, "resource_id": {x}}), "heartbeats leave no record")
 
-	r := a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
-		Body: map[string]any{"status": "failed", "error": "upstream down", "retryable": false,
-			"output": map[string]any{"password": "hunter2"}}})
+	r := a.must(http.StatusOK, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
+		Body: map[string]any{
+			"status": "failed", "error": "upstream down", "retryable": false,
+			"output": map[string]any{"password": "hunter2"},
+		},
+	})
 	entries := a.auditEntries(tok, url.Values{"resource_type": {"execution"}, "resource_id": {x}})
 	require.Len(t, entries, 1)
 	e := entries[0]
@@ -543,8 +674,10 @@ func TestAuditOfCallbacks(t *testing.T) {
 
 	// A tenant token's completion is recorded with its sub.
 	y, _ := a.waitingExecution(tok)
-	a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + y + "/complete", Token: tok,
-		Body: map[string]any{"status": "succeeded"}})
+	a.must(http.StatusOK, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + y + "/complete", Token: tok,
+		Body: map[string]any{"status": "succeeded"},
+	})
 	entries = a.auditEntries(tok, url.Values{"resource_type": {"execution"}, "resource_id": {y}})
 	require.Len(t, entries, 1)
 	require.Equal(t, "test", entries[0]["subject"])

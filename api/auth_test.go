@@ -203,8 +203,10 @@ func TestAuthTokens(t *testing.T) {
 		return signToken(t, jwt.SigningMethodHS256, secret, good(extra), nil)
 	}
 	now := time.Now()
-	attackerJWK := map[string]any{"kty": "OKP", "crv": "Ed25519",
-		"x": base64.RawURLEncoding.EncodeToString(k.edOther.Public().(ed25519.PublicKey))}
+	attackerJWK := map[string]any{
+		"kty": "OKP", "crv": "Ed25519",
+		"x": base64.RawURLEncoding.EncodeToString(k.edOther.Public().(ed25519.PublicKey)),
+	}
 	pemRSA1 := pemPublic(t, &k.rsa1.PublicKey, map[string]string{"kid": "k1"})
 
 	// An expired token with a bad signature (CVE-2024-51744's shape).
@@ -355,10 +357,14 @@ func TestAuthAlgorithmConfusion(t *testing.T) {
 		})
 	}
 	// The configured key itself works, with or without a kid (the key has none).
-	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me",
-		Token: signToken(t, jwt.SigningMethodRS256, k.rsa1, claimsFor("acme", nil), nil)})
-	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me",
-		Token: signToken(t, jwt.SigningMethodRS256, k.rsa1, claimsFor("acme", nil), map[string]any{"kid": "any"})})
+	a.must(http.StatusOK, req{
+		Method: http.MethodGet, Path: "/v1/me",
+		Token: signToken(t, jwt.SigningMethodRS256, k.rsa1, claimsFor("acme", nil), nil),
+	})
+	a.must(http.StatusOK, req{
+		Method: http.MethodGet, Path: "/v1/me",
+		Token: signToken(t, jwt.SigningMethodRS256, k.rsa1, claimsFor("acme", nil), map[string]any{"kid": "any"}),
+	})
 }
 
 // TestAuthIssuerAudienceUnchecked: without AuthConfig.Issuer/Audience any
@@ -371,8 +377,10 @@ func TestAuthIssuerAudienceUnchecked(t *testing.T) {
 		{"iss": "https://anyone.example", "aud": "whatever"},
 		{"aud": []string{"a", "b"}},
 	} {
-		a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me",
-			Token: signToken(t, jwt.SigningMethodHS256, []byte(testSecret), claimsFor("acme", extra), nil)})
+		a.must(http.StatusOK, req{
+			Method: http.MethodGet, Path: "/v1/me",
+			Token: signToken(t, jwt.SigningMethodHS256, []byte(testSecret), claimsFor("acme", extra), nil),
+		})
 	}
 }
 
@@ -382,8 +390,10 @@ func TestAuthHugeHeader(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, nil)
 	for _, size := range []int{1 << 20, 1<<20 + 8<<10} {
-		out := a.do(req{Method: http.MethodGet, Path: "/v1/me",
-			Header: map[string]string{"Authorization": "Bearer " + strings.Repeat(".", size)}})
+		out := a.do(req{
+			Method: http.MethodGet, Path: "/v1/me",
+			Header: map[string]string{"Authorization": "Bearer " + strings.Repeat(".", size)},
+		})
 		t.Logf("Authorization of %d bytes: %d", size+len("Bearer "), out.Status)
 		switch out.Status {
 		case http.StatusRequestHeaderFieldsTooLarge:
@@ -410,8 +420,10 @@ func TestMe(t *testing.T) {
 	tok, err := api.IssueToken([]byte(testSecret), "acme.prod", "ci-bot", []string{api.ScopeTasksRead, api.ScopeEndpointsWrite}, time.Hour, "", "")
 	require.NoError(t, err)
 	out := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: tok})
-	require.Equal(t, map[string]any{"tenant": "acme.prod", "subject": "ci-bot",
-		"scopes": []any{api.ScopeTasksRead, api.ScopeEndpointsWrite}}, out.JSON)
+	require.Equal(t, map[string]any{
+		"tenant": "acme.prod", "subject": "ci-bot",
+		"scopes": []any{api.ScopeTasksRead, api.ScopeEndpointsWrite},
+	}, out.JSON)
 	require.True(t, a.tenantExists("acme.prod"))
 	// Again: still one row, still 200.
 	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: tok})
@@ -470,8 +482,10 @@ func TestParsePublicKeys(t *testing.T) {
 	file = append(file, pemPublic(t, &k.rsa1.PublicKey, map[string]string{"kid": "k1"})...)
 	file = append(file, pemPublic(t, &k.ec.PublicKey, map[string]string{"kid": "e1"})...)
 	file = append(file, pemPublic(t, k.ed.Public(), nil)...)
-	file = append(file, pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Headers: map[string]string{"kid": "k2"},
-		Bytes: x509.MarshalPKCS1PublicKey(&k.rsa2.PublicKey)})...)
+	file = append(file, pem.EncodeToMemory(&pem.Block{
+		Type: "RSA PUBLIC KEY", Headers: map[string]string{"kid": "k2"},
+		Bytes: x509.MarshalPKCS1PublicKey(&k.rsa2.PublicKey),
+	})...)
 
 	got, err := api.ParsePublicKeys(file)
 	require.NoError(t, err)

@@ -78,9 +78,11 @@ type backfillPlan struct {
 } // @name BackfillPlan
 
 func backfillOut(b service.Backfill) backfillResponse {
-	return backfillResponse{ID: b.ID, TaskID: b.TaskID, WorkflowID: b.WorkflowID, From: stamp(b.From), To: stamp(b.To), Rerun: b.Rerun,
+	return backfillResponse{
+		ID: b.ID, TaskID: b.TaskID, WorkflowID: b.WorkflowID, From: stamp(b.From), To: stamp(b.To), Rerun: b.Rerun,
 		MaxConcurrency: b.MaxConcurrency, State: b.State, Total: b.Total, Created: b.Created, Succeeded: b.Succeeded,
-		Failed: b.Failed, CreatedAt: stamp(b.CreatedAt), FinishedAt: stampPtr(b.FinishedAt), Inputs: inputsOut(b.Inputs)}
+		Failed: b.Failed, CreatedAt: stamp(b.CreatedAt), FinishedAt: stampPtr(b.FinishedAt), Inputs: inputsOut(b.Inputs),
+	}
 }
 
 // skipSlot godoc

@@ -78,8 +78,10 @@ func decodeStrict(body []byte, dst any, readOnly ...string) error {
 		// Postgres text cannot hold U+0000: an invalid value, like a
 		// control character. Raw JSON (payloads, outputs) is the
 		// service's business: a task's payload, stored as bytes, keeps it.
-		return &service.ValidationError{Fields: []service.FieldError{{Field: path,
-			Message: "must not contain the NUL character (U+0000, \\u0000)"}}}
+		return &service.ValidationError{Fields: []service.FieldError{{
+			Field:   path,
+			Message: "must not contain the NUL character (U+0000, \\u0000)",
+		}}}
 	}
 	return nil
 }

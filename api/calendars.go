@@ -42,8 +42,10 @@ func (r calendarRequest) input() service.CalendarInput {
 }
 
 func calendarOut(c service.Calendar) calendarResponse {
-	return calendarResponse{ID: c.ID, Name: c.Name, Timezone: c.Timezone, Dates: c.Dates,
-		CreatedAt: stamp(c.CreatedAt), UpdatedAt: stamp(c.UpdatedAt)}
+	return calendarResponse{
+		ID: c.ID, Name: c.Name, Timezone: c.Timezone, Dates: c.Dates,
+		CreatedAt: stamp(c.CreatedAt), UpdatedAt: stamp(c.UpdatedAt),
+	}
 }
 
 // createCalendar godoc

@@ -17,8 +17,10 @@ func TestCalendarInUse(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "e")
-	cal := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
-		Body: map[string]any{"name": "holidays", "dates": []string{"2027-01-01"}}}).JSON["id"].(string)
+	cal := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
+		Body: map[string]any{"name": "holidays", "dates": []string{"2027-01-01"}},
+	}).JSON["id"].(string)
 	sched := map[string]any{"type": "cron", "cron": "0 2 * * *", "exclude_calendars": []string{cal}}
 	first := a.createTask(tok, ep, "t00", map[string]any{"schedule": sched}).JSON["id"].(string)
 	wf := a.createWorkflow(tok, "etl")

@@ -54,8 +54,10 @@ func (h *handlers) callbackAuth(jwt echo.MiddlewareFunc) echo.MiddlewareFunc {
 				return err
 			}
 			if grant.ExecutionID != c.Param("id") {
-				return &problem{Status: http.StatusForbidden, Title: "Forbidden",
-					Detail: "this callback token is for another execution"}
+				return &problem{
+					Status: http.StatusForbidden, Title: "Forbidden",
+					Detail: "this callback token is for another execution",
+				}
 			}
 			c.Set(principalContextKey, Principal{Tenant: grant.TenantID, Subject: fmt.Sprintf("callback:attempt-%d", grant.Attempt)})
 			c.Set(callbackGrantKey, &grant)

@@ -20,7 +20,8 @@ func (a *testAPI) waitingExecution(tok string) (string, string) {
 	ctx := a.t.Context()
 	tenant := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: tok}).JSON["tenant"].(string)
 	task := a.createTask(tok, a.createEndpoint(tok, "cb-"+service.NewID()[24:]), "cb-"+service.NewID()[24:], map[string]any{
-		"completion": map[string]any{"mode": "callback", "timeout_ms": 3600000, "heartbeat_timeout_ms": 120000}})
+		"completion": map[string]any{"mode": "callback", "timeout_ms": 3600000, "heartbeat_timeout_ms": 120000},
+	})
 	require.Equal(a.t, "callback", task.JSON["completion"].(map[string]any)["mode"])
 	x := a.trigger(tok, task.JSON["id"].(string), nil).JSON["id"].(string)
 	enq, err := service.NewEnqueuer(a.pool, nil)
@@ -46,53 +47,77 @@ func TestCallbackRoutes(t *testing.T) {
 	y, cbY := a.waitingExecution(acme)
 
 	// The callback token is a bearer for its own execution only.
-	a.must(http.StatusNoContent, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat", Token: cb,
-		Body: map[string]any{"progress": map[string]any{"rows": 10}}})
+	a.must(http.StatusNoContent, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat", Token: cb,
+		Body: map[string]any{"progress": map[string]any{"rows": 10}},
+	})
 	a.must(http.StatusNoContent, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat", Token: cb})
-	a.must(http.StatusForbidden, req{Method: http.MethodPost, Path: "/v1/executions/" + y + "/complete", Token: cb,
-		Body: map[string]any{"status": "succeeded"}})
-	a.must(http.StatusUnauthorized, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete",
-		Token: service.CallbackTokenPrefix + "forged", Body: map[string]any{"status": "succeeded"}})
+	a.must(http.StatusForbidden, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + y + "/complete", Token: cb,
+		Body: map[string]any{"status": "succeeded"},
+	})
+	a.must(http.StatusUnauthorized, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete",
+		Token: service.CallbackTokenPrefix + "forged", Body: map[string]any{"status": "succeeded"},
+	})
 	// Nowhere else.
 	a.must(http.StatusUnauthorized, req{Method: http.MethodGet, Path: "/v1/executions/" + x, Token: cb})
 	a.must(http.StatusUnauthorized, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/cancel", Token: cb})
 	// Another tenant's token does not see it; a token without the scope is refused.
-	a.must(http.StatusNotFound, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: other,
-		Body: map[string]any{"status": "succeeded"}})
-	a.must(http.StatusForbidden, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat",
-		Token: token(t, "acme", "executions:read")})
+	a.must(http.StatusNotFound, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: other,
+		Body: map[string]any{"status": "succeeded"},
+	})
+	a.must(http.StatusForbidden, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat",
+		Token: token(t, "acme", "executions:read"),
+	})
 
 	// Bad input: 400/422, nothing changes.
 	a.must(http.StatusBadRequest, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb, Body: "{"})
-	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
-		Body: map[string]any{"status": "done"}})
-	big := a.do(req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
-		Body: map[string]any{"status": "succeeded", "output": strings.Repeat("x", service.OutputMax)}})
+	a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
+		Body: map[string]any{"status": "done"},
+	})
+	big := a.do(req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
+		Body: map[string]any{"status": "succeeded", "output": strings.Repeat("x", service.OutputMax)},
+	})
 	require.Contains(t, []int{http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity}, big.Status, string(big.Raw))
 
-	r := a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
-		Body: map[string]any{"status": "succeeded", "output": map[string]any{"rows": 1200}}})
+	r := a.must(http.StatusOK, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
+		Body: map[string]any{"status": "succeeded", "output": map[string]any{"rows": 1200}},
+	})
 	require.Equal(t, "succeeded", r.JSON["state"])
 	require.Equal(t, map[string]any{"rows": float64(1200)}, r.JSON["output"])
 	got := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/executions/" + x, Token: acme})
 	require.Equal(t, map[string]any{"rows": float64(1200)}, got.JSON["output"])
 	require.Equal(t, map[string]any{"rows": float64(10)}, got.JSON["progress"])
 	// Finished: 409, with the token or a tenant token.
-	a.must(http.StatusConflict, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
-		Body: map[string]any{"status": "failed"}})
+	a.must(http.StatusConflict, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
+		Body: map[string]any{"status": "failed"},
+	})
 	a.must(http.StatusConflict, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat", Token: acme})
 
 	// A tenant token with executions:write completes the current attempt.
-	r = a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + y + "/complete", Token: acme,
-		Body: map[string]any{"status": "failed", "error": "operator gave up", "retryable": false}})
+	r = a.must(http.StatusOK, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + y + "/complete", Token: acme,
+		Body: map[string]any{"status": "failed", "error": "operator gave up", "retryable": false},
+	})
 	require.Equal(t, "failed", r.JSON["state"])
-	a.must(http.StatusConflict, req{Method: http.MethodPost, Path: "/v1/executions/" + y + "/complete", Token: cbY,
-		Body: map[string]any{"status": "succeeded"}})
+	a.must(http.StatusConflict, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + y + "/complete", Token: cbY,
+		Body: map[string]any{"status": "succeeded"},
+	})
 	// An execution of a plain task has nothing to complete.
 	task := a.createTask(acme, a.createEndpoint(acme, "plain"), "plain", nil).JSON["id"].(string)
 	z := a.trigger(acme, task, nil).JSON["id"].(string)
-	a.must(http.StatusConflict, req{Method: http.MethodPost, Path: "/v1/executions/" + z + "/complete", Token: acme,
-		Body: map[string]any{"status": "succeeded"}})
+	a.must(http.StatusConflict, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + z + "/complete", Token: acme,
+		Body: map[string]any{"status": "succeeded"},
+	})
 }
 
 func TestCallbackAndSLAFields(t *testing.T) {
@@ -102,12 +127,15 @@ func TestCallbackAndSLAFields(t *testing.T) {
 	ep := a.createEndpoint(tok, "ep")
 	r := a.createTask(tok, ep, "t1", map[string]any{
 		"completion": map[string]any{"mode": "callback", "timeout_ms": 60000},
-		"sla":        map[string]any{"finish_within_ms": 7200000}})
+		"sla":        map[string]any{"finish_within_ms": 7200000},
+	})
 	require.Equal(t, map[string]any{"mode": "callback", "timeout_ms": float64(60000)}, r.JSON["completion"])
 	require.Equal(t, map[string]any{"finish_within_ms": float64(7200000)}, r.JSON["sla"])
 	id := r.JSON["id"].(string)
-	p := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
-		Body: map[string]any{"completion": nil, "sla": nil}})
+	p := a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+		Body: map[string]any{"completion": nil, "sla": nil},
+	})
 	require.Equal(t, map[string]any{"mode": "response"}, p.JSON["completion"])
 	require.Nil(t, p.JSON["sla"])
 	plain := a.createTask(tok, ep, "t2", nil)
@@ -128,10 +156,14 @@ func TestCallbackAndSLAFields(t *testing.T) {
 		a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: body})
 	}
 
-	e := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
-		Body: map[string]any{"name": "chat", "url": "https://hooks.slack.example.com/x", "format": "slack"}})
+	e := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
+		Body: map[string]any{"name": "chat", "url": "https://hooks.slack.example.com/x", "format": "slack"},
+	})
 	require.Equal(t, "slack", e.JSON["format"])
 	require.Equal(t, "ax", a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/endpoints/" + ep, Token: tok}).JSON["format"])
-	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
-		Body: map[string]any{"name": "chat2", "url": "https://hooks.slack.example.com/y", "format": "teams"}})
+	a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
+		Body: map[string]any{"name": "chat2", "url": "https://hooks.slack.example.com/y", "format": "teams"},
+	})
 }

@@ -35,8 +35,10 @@ func (s specTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	res.Body = io.NopCloser(bytes.NewReader(raw))
-	checkAgainstSpec(s.t, specExchange{Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header, Body: sent,
-		Status: res.StatusCode, RespHeader: res.Header, RespBody: raw})
+	checkAgainstSpec(s.t, specExchange{
+		Method: r.Method, Path: r.URL.RequestURI(), Header: r.Header, Body: sent,
+		Status: res.StatusCode, RespHeader: res.Header, RespBody: raw,
+	})
 	return res, nil
 }
 
@@ -116,7 +118,8 @@ func TestGeneratedGoClient(t *testing.T) {
 	var noInterval client.Schedule
 	require.NoError(t, noInterval.FromIntervalSchedule(client.IntervalSchedule{}))
 	bad, err := c.CreateTaskWithResponse(ctx, &client.CreateTaskParams{}, client.TaskRequest{
-		Name: "bad.schedule", EndpointId: ep.JSON201.Id, Schedule: noInterval})
+		Name: "bad.schedule", EndpointId: ep.JSON201.Id, Schedule: noInterval,
+	})
 	require.NoError(t, err)
 	err = client.Check(bad.HTTPResponse, bad.Body)
 	require.ErrorAs(t, err, &problem)

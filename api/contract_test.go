@@ -23,8 +23,10 @@ func TestBodiesMustBeValidUTF8(t *testing.T) {
 	require.Contains(t, r.JSON["detail"], "UTF-8")
 	list := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks", Token: tok})
 	require.Empty(t, list.JSON["items"])
-	a.must(http.StatusBadRequest, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
-		Body: []byte(`{"name":"` + "\xc3" + `","url":"https://hooks.example.com/x"}`)})
+	a.must(http.StatusBadRequest, req{
+		Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
+		Body: []byte(`{"name":"` + "\xc3" + `","url":"https://hooks.example.com/x"}`),
+	})
 }
 
 // TestEmptyQueryValuesAreRefused: ?limit= and ?count= are not "absent".
@@ -34,8 +36,10 @@ func TestEmptyQueryValuesAreRefused(t *testing.T) {
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "e")
 	id := a.createTask(tok, ep, "t", nil).JSON["id"].(string)
-	for _, p := range []string{"/v1/tasks?limit=", "/v1/endpoints?limit=", "/v1/executions?limit=", "/v1/audit?limit=",
-		"/v1/tasks/" + id + "/preview?count="} {
+	for _, p := range []string{
+		"/v1/tasks?limit=", "/v1/endpoints?limit=", "/v1/executions?limit=", "/v1/audit?limit=",
+		"/v1/tasks/" + id + "/preview?count=",
+	} {
 		r := a.must(http.StatusBadRequest, req{Method: http.MethodGet, Path: p, Token: tok})
 		require.Contains(t, r.JSON["detail"], "empty", p)
 	}
@@ -69,19 +73,27 @@ func TestNULCharactersAreRefused(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "e")
-	for _, p := range []string{"/v1/tasks?label=a%00:b", "/v1/tasks?state=act%00ive", "/v1/executions?task_id=%00",
-		"/v1/audit?resource_type=task%00", "/v1/tasks/%00"} {
+	for _, p := range []string{
+		"/v1/tasks?label=a%00:b", "/v1/tasks?state=act%00ive", "/v1/executions?task_id=%00",
+		"/v1/audit?resource_type=task%00", "/v1/tasks/%00",
+	} {
 		r := a.must(http.StatusBadRequest, req{Method: http.MethodGet, Path: p, Token: tok})
 		require.Contains(t, r.JSON["detail"], "NUL", p)
 	}
-	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
-		Body: `{"name":"x\u0000y","url":"https://hooks.example.com/x"}`})
+	r := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
+		Body: `{"name":"x\u0000y","url":"https://hooks.example.com/x"}`,
+	})
 	require.Equal(t, []string{"name"}, fieldErrors(r))
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-		Body: `{"name":"n","endpoint_id":"` + ep + `","schedule":{"type":"cron","cron":"0 2 * * *","timezone":"UTC\u0000"}}`})
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+		Body: `{"name":"n","endpoint_id":"` + ep + `","schedule":{"type":"cron","cron":"0 2 * * *","timezone":"UTC\u0000"}}`,
+	})
 	require.Equal(t, []string{"schedule.timezone"}, fieldErrors(r))
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-		Body: `{"name":"n","endpoint_id":"` + ep + `","schedule":{"type":"interval","interval_seconds":60},"labels":{"k":"v\u0000"}}`})
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+		Body: `{"name":"n","endpoint_id":"` + ep + `","schedule":{"type":"interval","interval_seconds":60},"labels":{"k":"v\u0000"}}`,
+	})
 	require.Equal(t, []string{"labels.k"}, fieldErrors(r))
 	// The payload is raw JSON stored as bytes: a \u0000 escape in it is fine.
 	a.createTask(tok, ep, "nul.payload", map[string]any{"payload": map[string]any{"s": "a\x00b"}})
@@ -92,12 +104,16 @@ func TestEndpointURLPortRange(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	for _, u := range []string{"http://example.com:99999/", "http://example.com:0/", "https://example.com:65536/x"} {
-		r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
-			Body: map[string]any{"name": "p", "url": u}})
+		r := a.must(http.StatusUnprocessableEntity, req{
+			Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
+			Body: map[string]any{"name": "p", "url": u},
+		})
 		require.Equal(t, []string{"url"}, fieldErrors(r), u)
 	}
-	a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
-		Body: map[string]any{"name": "p", "url": "https://example.com:65535/x"}})
+	a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
+		Body: map[string]any{"name": "p", "url": "https://example.com:65535/x"},
+	})
 }
 
 // TestPriorityZeroIsOutOfRange: 0 is refused like 5; absent or null takes 2.
@@ -107,8 +123,10 @@ func TestPriorityZeroIsOutOfRange(t *testing.T) {
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "e")
 	for _, p := range []int{0, -1, 5} {
-		r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-			Body: map[string]any{"name": "p", "endpoint_id": ep, "priority": p, "schedule": map[string]any{"type": "interval", "interval_seconds": 60}}})
+		r := a.must(http.StatusUnprocessableEntity, req{
+			Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+			Body: map[string]any{"name": "p", "endpoint_id": ep, "priority": p, "schedule": map[string]any{"type": "interval", "interval_seconds": 60}},
+		})
 		require.Equal(t, []string{"priority"}, fieldErrors(r), "priority %d", p)
 	}
 	id := a.createTask(tok, ep, "p", map[string]any{"priority": nil}).JSON["id"].(string)
@@ -127,13 +145,19 @@ func TestOnceRunAtInThePast(t *testing.T) {
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "e")
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
-	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-		Body: map[string]any{"name": "late", "endpoint_id": ep, "schedule": map[string]any{"type": "once", "run_at": past}}})
+	r := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+		Body: map[string]any{"name": "late", "endpoint_id": ep, "schedule": map[string]any{"type": "once", "run_at": past}},
+	})
 	require.Equal(t, []string{"schedule.run_at"}, fieldErrors(r))
-	id := a.createTask(tok, ep, "soon", map[string]any{"schedule": map[string]any{"type": "once",
-		"run_at": time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)}}).JSON["id"].(string)
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
-		Body: map[string]any{"schedule": map[string]any{"type": "once", "run_at": past}}})
+	id := a.createTask(tok, ep, "soon", map[string]any{"schedule": map[string]any{
+		"type":   "once",
+		"run_at": time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano),
+	}}).JSON["id"].(string)
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+		Body: map[string]any{"schedule": map[string]any{"type": "once", "run_at": past}},
+	})
 	require.Equal(t, []string{"schedule.run_at"}, fieldErrors(r))
 }
 
@@ -175,19 +199,29 @@ func TestNestedUnknownFieldHasItsPath(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "e")
-	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-		Body: map[string]any{"name": "n", "endpoint_id": ep, "schedule": map[string]any{"type": "interval", "delay_seconds": 5}}})
+	r := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+		Body: map[string]any{"name": "n", "endpoint_id": ep, "schedule": map[string]any{"type": "interval", "delay_seconds": 5}},
+	})
 	require.Equal(t, []string{"schedule.delay_seconds"}, fieldErrors(r))
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-		Body: map[string]any{"name": "n", "endpoint_id": ep, "schedule": map[string]any{"type": "interval", "interval_seconds": 5},
-			"retry": map[string]any{"attempts": 3}}})
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+		Body: map[string]any{
+			"name": "n", "endpoint_id": ep, "schedule": map[string]any{"type": "interval", "interval_seconds": 5},
+			"retry": map[string]any{"attempts": 3},
+		},
+	})
 	require.Equal(t, []string{"retry.attempts"}, fieldErrors(r))
 	id := a.createTask(tok, ep, "t", nil).JSON["id"].(string)
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
-		Body: `{"schedule":{"type":"interval","interval_seconds":5,"jitter":1}}`})
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+		Body: `{"schedule":{"type":"interval","interval_seconds":5,"jitter":1}}`,
+	})
 	require.Equal(t, []string{"schedule.jitter"}, fieldErrors(r))
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-		Body: map[string]any{"name": "n", "endpoint_id": ep, "schedule": map[string]any{"type": "interval", "interval_seconds": 5}, "colour": "red"}})
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+		Body: map[string]any{"name": "n", "endpoint_id": ep, "schedule": map[string]any{"type": "interval", "interval_seconds": 5}, "colour": "red"},
+	})
 	require.Equal(t, []string{"colour"}, fieldErrors(r))
 }
 
@@ -246,8 +280,10 @@ func TestUnicodeTaskNames(t *testing.T) {
 		require.Equal(t, n, r.JSON["name"])
 	}
 	for _, n := range []string{"Order.daily", ".x", "a b", "a/b", "😀.x", strings.Repeat("订", 129)} {
-		r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-			Body: map[string]any{"name": n, "endpoint_id": ep, "schedule": map[string]any{"type": "interval", "interval_seconds": 60}}})
+		r := a.must(http.StatusUnprocessableEntity, req{
+			Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+			Body: map[string]any{"name": n, "endpoint_id": ep, "schedule": map[string]any{"type": "interval", "interval_seconds": 60}},
+		})
 		require.Equal(t, []string{"name"}, fieldErrors(r), n)
 	}
 }

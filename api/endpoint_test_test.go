@@ -37,12 +37,16 @@ func TestEndpointTestRequest(t *testing.T) {
 	}))
 	t.Cleanup(recv.Close)
 	tok := token(t, "acme")
-	ep := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
-		Body: map[string]any{"name": "receiver", "url": recv.URL + "/hook", "headers": map[string]string{"X-Team": "data"}, "enabled": false}})
+	ep := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
+		Body: map[string]any{"name": "receiver", "url": recv.URL + "/hook", "headers": map[string]string{"X-Team": "data"}, "enabled": false},
+	})
 	id, secret := ep.JSON["id"].(string), ep.JSON["secret"].(string)
 
-	r := a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/endpoints/" + id + "/test", Token: tok,
-		Body: map[string]any{"payload": map[string]any{"hello": "world"}}})
+	r := a.must(http.StatusOK, req{
+		Method: http.MethodPost, Path: "/v1/endpoints/" + id + "/test", Token: tok,
+		Body: map[string]any{"payload": map[string]any{"hello": "world"}},
+	})
 	assert.EqualValues(t, http.StatusTeapot, r.JSON["status_code"])
 	assert.Equal(t, "short and stout", r.JSON["response_excerpt"])
 	assert.NotContains(t, r.JSON, "error")
@@ -79,8 +83,10 @@ func TestEndpointTestRequest(t *testing.T) {
 	assert.Equal(t, []string{"test", "test", "create"}, actions)
 
 	a.must(http.StatusNotFound, req{Method: http.MethodPost, Path: "/v1/endpoints/" + id + "/test", Token: token(t, "other")})
-	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/endpoints/" + id + "/test", Token: tok,
-		Body: map[string]any{"payload": strings.Repeat("x", 300<<10)}})
+	a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/endpoints/" + id + "/test", Token: tok,
+		Body: map[string]any{"payload": strings.Repeat("x", 300<<10)},
+	})
 	mu.Lock()
 	assert.Len(t, got, 2, "nothing sent for another tenant or a bad body")
 	mu.Unlock()
@@ -92,8 +98,10 @@ func TestEndpointTestBlockedTarget(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, &apiOpts{BlockPrivateTargets: true})
 	tok := token(t, "acme")
-	id := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
-		Body: map[string]any{"name": "local", "url": "http://127.0.0.1:9/hook"}}).JSON["id"].(string)
+	id := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
+		Body: map[string]any{"name": "local", "url": "http://127.0.0.1:9/hook"},
+	}).JSON["id"].(string)
 	r := a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/endpoints/" + id + "/test", Token: tok})
 	assert.EqualValues(t, 0, r.JSON["status_code"])
 	assert.Contains(t, r.JSON["error"], "AX_ALLOW_PRIVATE_TARGETS=true")

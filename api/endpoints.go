@@ -102,9 +102,11 @@ func (r endpointRequest) input() service.EndpointInput {
 
 func endpointRequestOf(in service.EndpointInput) endpointRequest {
 	enabled := in.Enabled
-	return endpointRequest{Name: in.Name, URL: in.URL, Method: in.Method, Headers: in.Headers,
+	return endpointRequest{
+		Name: in.Name, URL: in.URL, Method: in.Method, Headers: in.Headers,
 		TimeoutMS: int(in.Timeout / time.Millisecond), Enabled: &enabled, Format: in.Format,
-		MaxConcurrency: in.MaxConcurrency, RateLimitPerSecond: in.RateLimitPerSecond}
+		MaxConcurrency: in.MaxConcurrency, RateLimitPerSecond: in.RateLimitPerSecond,
+	}
 }
 
 func endpointWithSecretOut(e service.Endpoint) endpointWithSecret {
@@ -334,8 +336,10 @@ func (h *handlers) testEndpoint(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, endpointTestResult{StatusCode: res.StatusCode, DurationMS: res.Duration.Milliseconds(),
-		ResponseExcerpt: res.ResponseExcerpt, Error: res.Error})
+	return c.JSON(http.StatusOK, endpointTestResult{
+		StatusCode: res.StatusCode, DurationMS: res.Duration.Milliseconds(),
+		ResponseExcerpt: res.ResponseExcerpt, Error: res.Error,
+	})
 }
 
 // mergePatch applies a JSON patch body onto dst (the current state as a

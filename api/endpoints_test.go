@@ -34,8 +34,10 @@ func TestEndpointLifecycle(t *testing.T) {
 	require.Equal(t, map[string]any{"X-Env": "prod"}, got.JSON["headers"])
 
 	// PATCH: present fields replace; headers are replaced as a whole.
-	patched := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/endpoints/" + id, Token: tok,
-		Body: map[string]any{"name": "billing-v2", "headers": map[string]string{"X-Team": "pay"}, "enabled": false}})
+	patched := a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/endpoints/" + id, Token: tok,
+		Body: map[string]any{"name": "billing-v2", "headers": map[string]string{"X-Team": "pay"}, "enabled": false},
+	})
 	require.Equal(t, "billing-v2", patched.JSON["name"])
 	require.Equal(t, "https://hooks.example.com/ax", patched.JSON["url"])
 	require.Equal(t, map[string]any{"X-Team": "pay"}, patched.JSON["headers"])
@@ -43,8 +45,10 @@ func TestEndpointLifecycle(t *testing.T) {
 	require.EqualValues(t, 5000, patched.JSON["timeout_ms"])
 
 	// Read-only and secret fields cannot be patched.
-	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPatch, Path: "/v1/endpoints/" + id, Token: tok,
-		Body: map[string]any{"id": "x", "secret": "whsec_x"}})
+	r := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPatch, Path: "/v1/endpoints/" + id, Token: tok,
+		Body: map[string]any{"id": "x", "secret": "whsec_x"},
+	})
 	require.ElementsMatch(t, []string{"id", "secret"}, fieldErrors(r))
 
 	// Rotation: a new secret; the old one keeps signing for 24 h.
@@ -60,11 +64,15 @@ func TestEndpointLifecycle(t *testing.T) {
 
 	// A supplied secret is validated.
 	supplied := "whsec_" + strings.Repeat("QUJD", 8) // 24 bytes
-	rotated = a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/endpoints/" + id + "/rotate-secret", Token: tok,
-		Body: map[string]any{"secret": supplied}})
+	rotated = a.must(http.StatusOK, req{
+		Method: http.MethodPost, Path: "/v1/endpoints/" + id + "/rotate-secret", Token: tok,
+		Body: map[string]any{"secret": supplied},
+	})
 	require.Equal(t, supplied, rotated.JSON["secret"])
-	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/endpoints/" + id + "/rotate-secret", Token: tok,
-		Body: map[string]any{"secret": "whsec_c2hvcnQ="}})
+	a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/endpoints/" + id + "/rotate-secret", Token: tok,
+		Body: map[string]any{"secret": "whsec_c2hvcnQ="},
+	})
 
 	a.must(http.StatusNoContent, req{Method: http.MethodDelete, Path: "/v1/endpoints/" + id, Token: tok})
 	a.must(http.StatusNotFound, req{Method: http.MethodGet, Path: "/v1/endpoints/" + id, Token: tok})

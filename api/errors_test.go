@@ -53,8 +53,10 @@ func TestIdempotencyKey(t *testing.T) {
 	t2 := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: tb, Header: key})
 	require.Equal(t, t1.JSON["id"], t2.JSON["id"])
 
-	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Body: body,
-		Header: map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}})
+	a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Body: body,
+		Header: map[string]string{"Idempotency-Key": strings.Repeat("k", 256)},
+	})
 }
 
 func TestErrorResponses(t *testing.T) {
@@ -71,21 +73,31 @@ func TestErrorResponses(t *testing.T) {
 		{"method not allowed", req{Method: http.MethodPut, Path: "/v1/tasks", Token: tok}, http.StatusMethodNotAllowed},
 		{"malformed JSON", req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: `{"name": `}, http.StatusBadRequest},
 		{"broken JSON", req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: `{"name" "x"}`}, http.StatusBadRequest},
-		{"trailing garbage", req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
-			Body: `{"name":"a","url":"https://example.com"} extra`}, http.StatusBadRequest},
+		{"trailing garbage", req{
+			Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
+			Body: `{"name":"a","url":"https://example.com"} extra`,
+		}, http.StatusBadRequest},
 		{"empty body", req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: ``}, http.StatusBadRequest},
 		{"array body", req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: `[]`}, http.StatusBadRequest},
-		{"text/plain", req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: `{}`,
-			Header: map[string]string{"Content-Type": "text/plain"}}, http.StatusUnsupportedMediaType},
-		{"no content type", req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: `{}`,
-			Header: map[string]string{"Content-Type": ""}}, http.StatusUnsupportedMediaType},
-		{"too large", req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-			Body: `{"payload":"` + strings.Repeat("x", 1<<20) + `"}`}, http.StatusRequestEntityTooLarge},
+		{"text/plain", req{
+			Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: `{}`,
+			Header: map[string]string{"Content-Type": "text/plain"},
+		}, http.StatusUnsupportedMediaType},
+		{"no content type", req{
+			Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: `{}`,
+			Header: map[string]string{"Content-Type": ""},
+		}, http.StatusUnsupportedMediaType},
+		{"too large", req{
+			Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+			Body: `{"payload":"` + strings.Repeat("x", 1<<20) + `"}`,
+		}, http.StatusRequestEntityTooLarge},
 		{"missing id", req{Method: http.MethodGet, Path: "/v1/tasks/01a228b6-0000-7000-8000-000000000000", Token: tok}, http.StatusNotFound},
 		{"malformed id", req{Method: http.MethodGet, Path: "/v1/tasks/not-an-id", Token: tok}, http.StatusNotFound},
 		{"missing scope", req{Method: http.MethodGet, Path: "/v1/tasks", Token: token(t, "acme", "endpoints:read")}, http.StatusForbidden},
-		{"write needs write scope", req{Method: http.MethodPost, Path: "/v1/endpoints", Token: token(t, "acme", "endpoints:read"),
-			Body: `{}`}, http.StatusForbidden},
+		{"write needs write scope", req{
+			Method: http.MethodPost, Path: "/v1/endpoints", Token: token(t, "acme", "endpoints:read"),
+			Body: `{}`,
+		}, http.StatusForbidden},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,13 +137,17 @@ func TestTenantIsolation(t *testing.T) {
 	taskA := a.createTask(tokA, epA, "a-task", nil).JSON["id"].(string)
 	execA := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/trigger", Token: tokA}).JSON["id"].(string)
 	epB := a.createEndpoint(tokB, "b-endpoint")
-	calA := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/calendars", Token: tokA,
-		Body: `{"name":"a-holidays","dates":["2027-01-01"]}`}).JSON["id"].(string)
+	calA := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/calendars", Token: tokA,
+		Body: `{"name":"a-holidays","dates":["2027-01-01"]}`,
+	}).JSON["id"].(string)
 	from := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	wfA := a.createWorkflow(tokA, "a-workflow")
 	runA := a.triggerWorkflow(tokA, wfA)
-	bfA := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/backfill", Token: tokA,
-		Body: `{"from":"` + from + `","to":"` + time.Now().UTC().Format(time.RFC3339) + `"}`}).JSON["id"].(string)
+	bfA := a.must(http.StatusAccepted, req{
+		Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/backfill", Token: tokA,
+		Body: `{"from":"` + from + `","to":"` + time.Now().UTC().Format(time.RFC3339) + `"}`,
+	}).JSON["id"].(string)
 
 	snapshot := func() string {
 		var s string
@@ -205,11 +221,15 @@ func TestTenantIsolation(t *testing.T) {
 		}
 	}
 	// Creating a task on A's endpoint with B's token is a field error.
-	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tokB,
-		Body: map[string]any{"name": "x", "endpoint_id": epA, "schedule": map[string]any{"type": "interval", "interval_seconds": 5}}})
+	r := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tokB,
+		Body: map[string]any{"name": "x", "endpoint_id": epA, "schedule": map[string]any{"type": "interval", "interval_seconds": 5}},
+	})
 	require.Equal(t, []string{"endpoint_id"}, fieldErrors(r))
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tokB,
-		Body: map[string]any{"name": "x", "endpoint_id": epB, "alert_endpoint_id": epA, "schedule": map[string]any{"type": "interval", "interval_seconds": 5}}})
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tokB,
+		Body: map[string]any{"name": "x", "endpoint_id": epB, "alert_endpoint_id": epA, "schedule": map[string]any{"type": "interval", "interval_seconds": 5}},
+	})
 	require.Equal(t, []string{"alert_endpoint_id"}, fieldErrors(r))
 
 	// Lists show only B's objects.
@@ -248,8 +268,10 @@ func TestLostRaceIsConflictToTryAgain(t *testing.T) {
 	for _, code := range []string{"40001", "40p01"} { // names are lower-case; the trigger raises upper(code)
 		id := a.createTask(tok, ep, "task-"+code, nil).JSON["id"].(string)
 		path := "/v1/tasks/" + id
-		r := a.must(http.StatusConflict, req{Method: http.MethodPatch, Path: path, Token: tok,
-			Body: map[string]any{"name": "lose-race-" + code}})
+		r := a.must(http.StatusConflict, req{
+			Method: http.MethodPatch, Path: path, Token: tok,
+			Body: map[string]any{"name": "lose-race-" + code},
+		})
 		require.Equal(t, "https://ax.dev/problems/conflict", r.JSON["type"], code)
 		require.Equal(t, "a concurrent change got in the way; try again", r.JSON["detail"], code)
 		require.Equal(t, "task-"+code, a.must(http.StatusOK, req{Method: http.MethodGet, Path: path, Token: tok}).JSON["name"],

@@ -341,8 +341,10 @@ func (r triggerRequest) input() (service.TriggerInput, error) {
 	}
 	if r.DedupKey != nil {
 		if *r.DedupKey == "" {
-			return in, &service.ValidationError{Fields: []service.FieldError{{Field: "dedup_key",
-				Message: "must be 1 to 128 printable characters; omit it for no deduplication"}}}
+			return in, &service.ValidationError{Fields: []service.FieldError{{
+				Field:   "dedup_key",
+				Message: "must be 1 to 128 printable characters; omit it for no deduplication",
+			}}}
 		}
 		in.DedupKey = *r.DedupKey
 	}

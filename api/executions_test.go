@@ -108,8 +108,10 @@ func TestTrigger(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "e")
-	task := a.createTask(tok, ep, "billing", map[string]any{"payload": map[string]any{"a": 1}, "priority": 3,
-		"retry": map[string]any{"max_attempts": 4}}).JSON["id"].(string)
+	task := a.createTask(tok, ep, "billing", map[string]any{
+		"payload": map[string]any{"a": 1}, "priority": 3,
+		"retry": map[string]any{"max_attempts": 4},
+	}).JSON["id"].(string)
 
 	// No body: the task's payload, delivered at once.
 	before := time.Now()
@@ -219,8 +221,10 @@ func TestTrigger(t *testing.T) {
 	a.must(http.StatusNotFound, req{Method: http.MethodPost, Path: "/v1/tasks/" + other + "/trigger", Token: tok})
 
 	// Triggering needs tasks:write.
-	a.must(http.StatusForbidden, req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/trigger",
-		Token: token(t, "acme", "tasks:read", "executions:write")})
+	a.must(http.StatusForbidden, req{
+		Method: http.MethodPost, Path: "/v1/tasks/" + task + "/trigger",
+		Token: token(t, "acme", "tasks:read", "executions:write"),
+	})
 }
 
 func TestTriggerValidation(t *testing.T) {
@@ -253,8 +257,10 @@ func TestTriggerValidation(t *testing.T) {
 			}
 		})
 	}
-	a.must(http.StatusUnsupportedMediaType, req{Method: http.MethodPost, Path: path, Token: tok, Body: `{}`,
-		Header: map[string]string{"Content-Type": "text/plain"}})
+	a.must(http.StatusUnsupportedMediaType, req{
+		Method: http.MethodPost, Path: path, Token: tok, Body: `{}`,
+		Header: map[string]string{"Content-Type": "text/plain"},
+	})
 	// 128 printable characters, any script, are fine.
 	a.trigger(tok, task, map[string]any{"dedup_key": strings.Repeat("é", 128)})
 
@@ -424,10 +430,14 @@ func TestExecutionGet(t *testing.T) {
 	require.NotContains(t, r.JSON, "next_attempt_at")
 	require.Equal(t, []string{"fired", "attempt_failed", "attempt_succeeded"}, eventTypes(r))
 	evs := r.JSON["events"].([]any)
-	require.Equal(t, map[string]any{"type": "attempt_failed", "at": evs[1].(map[string]any)["at"], "attempt": 1.0,
-		"latency_ms": 10000.0, "error_class": "timeout", "message": "no response within 10s"}, evs[1])
-	require.Equal(t, map[string]any{"type": "attempt_succeeded", "at": evs[2].(map[string]any)["at"], "attempt": 2.0,
-		"status_code": 200.0, "latency_ms": 12.0}, evs[2])
+	require.Equal(t, map[string]any{
+		"type": "attempt_failed", "at": evs[1].(map[string]any)["at"], "attempt": 1.0,
+		"latency_ms": 10000.0, "error_class": "timeout", "message": "no response within 10s",
+	}, evs[1])
+	require.Equal(t, map[string]any{
+		"type": "attempt_succeeded", "at": evs[2].(map[string]any)["at"], "attempt": 2.0,
+		"status_code": 200.0, "latency_ms": 12.0,
+	}, evs[2])
 
 	// A retrying execution shows when its next attempt is due.
 	a.exec(`UPDATE executions SET state = 'retrying', next_attempt_at = now() + interval '1 minute' WHERE id = $1`, id)
@@ -514,8 +524,10 @@ func TestExecutionCancel(t *testing.T) {
 
 	cancel(http.StatusNotFound, "01a228b6-0000-7000-8000-000000000000")
 	cancel(http.StatusNotFound, "nope")
-	a.must(http.StatusForbidden, req{Method: http.MethodPost, Path: "/v1/executions/" + running + "/cancel",
-		Token: token(t, "acme", "executions:read", "tasks:write")})
+	a.must(http.StatusForbidden, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + running + "/cancel",
+		Token: token(t, "acme", "executions:read", "tasks:write"),
+	})
 }
 
 func TestExecutionRetry(t *testing.T) {
@@ -647,8 +659,10 @@ func TestExecutionRetry(t *testing.T) {
 	retry(http.StatusNotFound, "01a228b6-0000-7000-8000-000000000000")
 	retry(http.StatusNotFound, "nope")
 	a.must(http.StatusNotFound, req{Method: http.MethodPost, Path: "/v1/executions/" + failed + "/retry", Token: token(t, "other")})
-	a.must(http.StatusForbidden, req{Method: http.MethodPost, Path: "/v1/executions/" + failed + "/retry",
-		Token: token(t, "acme", "executions:read")})
+	a.must(http.StatusForbidden, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + failed + "/retry",
+		Token: token(t, "acme", "executions:read"),
+	})
 }
 
 // TestTriggerOnDisabledEndpoint: a trigger of a task whose endpoint is

@@ -48,8 +48,10 @@ func (h *handlers) readyz(c echo.Context) error {
 	defer cancel()
 	if err := h.cfg.Ready(ctx); err != nil {
 		logFrom(c).Warn("not ready", "error", err.Error())
-		return &problem{Status: http.StatusServiceUnavailable, Title: "Not ready",
-			Detail: "the database is unreachable or not migrated"}
+		return &problem{
+			Status: http.StatusServiceUnavailable, Title: "Not ready",
+			Detail: "the database is unreachable or not migrated",
+		}
 	}
 	res := healthResponse{Status: "ready", Version: h.cfg.Version}
 	if h.cfg.ClockDrift != nil {

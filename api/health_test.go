@@ -20,10 +20,14 @@ func TestReadyzWarnsOfClockDrift(t *testing.T) {
 		want  []string
 	}{
 		{drift: 40 * time.Millisecond},
-		{drift: 350 * time.Millisecond, warn: true,
-			want: []string{"this replica's clock is 350 ms ahead of the database's (more than 200 ms): check its time synchronisation"}},
-		{drift: -1200 * time.Millisecond, warn: true,
-			want: []string{"this replica's clock is 1200 ms behind the database's (more than 200 ms): check its time synchronisation"}},
+		{
+			drift: 350 * time.Millisecond, warn: true,
+			want: []string{"this replica's clock is 350 ms ahead of the database's (more than 200 ms): check its time synchronisation"},
+		},
+		{
+			drift: -1200 * time.Millisecond, warn: true,
+			want: []string{"this replica's clock is 1200 ms behind the database's (more than 200 ms): check its time synchronisation"},
+		},
 	} {
 		a := newAPI(t, &apiOpts{ClockDrift: func() (time.Duration, bool) { return tc.drift, tc.warn }})
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, a.srv.URL+"/readyz", nil)

@@ -35,8 +35,10 @@ func (h *handlers) idempotent(route string) echo.MiddlewareFunc {
 			// refuses the request with its own 400.
 			key := keys[0]
 			if key == "" || len(key) > 255 || !printable(key) {
-				return &service.ValidationError{Fields: []service.FieldError{{Field: headerIdempotencyKey,
-					Message: "must be 1 to 255 printable ASCII characters"}}}
+				return &service.ValidationError{Fields: []service.FieldError{{
+					Field:   headerIdempotencyKey,
+					Message: "must be 1 to 255 printable ASCII characters",
+				}}}
 			}
 			body, err := io.ReadAll(c.Request().Body)
 			if err != nil {

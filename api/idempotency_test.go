@@ -33,8 +33,10 @@ func TestIdempotencyKeyAbandoned(t *testing.T) {
 			VALUES ('acme', 'endpoints', $1, $2, now() - $3::interval)`, key, hash, age)
 	}
 	post := func(status int, key string) resp {
-		return a.must(status, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Body: body,
-			Header: map[string]string{"Idempotency-Key": key}})
+		return a.must(status, req{
+			Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Body: body,
+			Header: map[string]string{"Idempotency-Key": key},
+		})
 	}
 
 	abandon("old", hash[:], "10 minutes")
@@ -72,8 +74,10 @@ func TestIdempotencyResponseCommitsWithChange(t *testing.T) {
 		WHEN (NEW.status IS NOT NULL) EXECUTE FUNCTION fail_store()`)
 
 	key := map[string]string{"Idempotency-Key": "k-1"}
-	create := req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Header: key,
-		Body: map[string]any{"name": "billing", "url": "https://example.com/hook"}}
+	create := req{
+		Method: http.MethodPost, Path: "/v1/endpoints", Token: tok, Header: key,
+		Body: map[string]any{"name": "billing", "url": "https://example.com/hook"},
+	}
 	fire := req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/trigger", Token: tok, Header: key}
 	a.must(http.StatusInternalServerError, create)
 	a.must(http.StatusInternalServerError, fire)
@@ -117,8 +121,10 @@ func TestIdempotencyKeyConcurrentDuplicate(t *testing.T) {
 	_, err = lock.Exec(ctx, `SELECT 1 FROM endpoints WHERE tenant_id = 'acme' AND id = $1 FOR UPDATE`, ep)
 	require.NoError(t, err)
 
-	create := req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Header: map[string]string{"Idempotency-Key": "k-1"},
-		Body: map[string]any{"name": "t", "endpoint_id": ep, "schedule": map[string]any{"type": "cron", "cron": "0 2 * * *"}}}
+	create := req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Header: map[string]string{"Idempotency-Key": "k-1"},
+		Body: map[string]any{"name": "t", "endpoint_id": ep, "schedule": map[string]any{"type": "cron", "cron": "0 2 * * *"}},
+	}
 	waiting := func(table string) func() bool {
 		return func() bool {
 			var n int

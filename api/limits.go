@@ -75,9 +75,11 @@ func nonZeroFloat(v float64) *float64 {
 }
 
 func effectiveOut(e service.EffectiveLimits) effectiveLimits {
-	return effectiveLimits{MaxTasks: nonZeroInt(e.MaxTasks), MaxWorkflows: nonZeroInt(e.MaxWorkflows),
+	return effectiveLimits{
+		MaxTasks: nonZeroInt(e.MaxTasks), MaxWorkflows: nonZeroInt(e.MaxWorkflows),
 		MaxInflightDeliveries: nonZeroInt(e.MaxInflightDeliveries), MaxDeliveriesPerSecond: nonZeroFloat(e.MaxDeliveriesPerSecond),
-		APIRequestsPerSecond: nonZeroFloat(e.APIRequestsPerSecond)}
+		APIRequestsPerSecond: nonZeroFloat(e.APIRequestsPerSecond),
+	}
 }
 
 func tenantLimitsOut(v service.TenantLimitsView) tenantLimitsResponse {
@@ -204,8 +206,10 @@ func (h *handlers) getLimits(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, limitsResponse{Tenant: tenant, Limits: effectiveOut(u.Limits),
-		Usage: limitsUsage{Tasks: u.Tasks, Workflows: u.Workflows, InflightDeliveries: u.InflightDeliveries}})
+	return c.JSON(http.StatusOK, limitsResponse{
+		Tenant: tenant, Limits: effectiveOut(u.Limits),
+		Usage: limitsUsage{Tasks: u.Tasks, Workflows: u.Workflows, InflightDeliveries: u.InflightDeliveries},
+	})
 }
 
 // rateLimit counts each authenticated request against its tenant's API
@@ -222,8 +226,10 @@ func (h *handlers) rateLimit(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		if refused {
-			return &problem{Status: http.StatusTooManyRequests, Title: "Too Many Requests",
-				Detail: "the tenant's api_requests_per_second limit is reached; retry after Retry-After seconds"}
+			return &problem{
+				Status: http.StatusTooManyRequests, Title: "Too Many Requests",
+				Detail: "the tenant's api_requests_per_second limit is reached; retry after Retry-After seconds",
+			}
 		}
 		return next(c)
 	}

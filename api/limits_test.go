@@ -44,13 +44,17 @@ func TestTenantLimitsAPI(t *testing.T) {
 	a.must(http.StatusNotFound, req{Method: http.MethodGet, Path: "/v1/admin/tenants/never-seen/limits", Token: op})
 	a.must(http.StatusNotFound, req{Method: http.MethodPut, Path: "/v1/admin/tenants/never-seen/limits", Token: op, Body: map[string]any{}})
 
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPut, Path: path, Token: op,
-		Body: map[string]any{"max_tasks": -1, "api_requests_per_second": 0, "max_inflight_deliveries": 0}})
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPut, Path: path, Token: op,
+		Body: map[string]any{"max_tasks": -1, "api_requests_per_second": 0, "max_inflight_deliveries": 0},
+	})
 	require.Len(t, r.JSON["errors"], 3, "%s", r.Raw)
 	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPut, Path: path, Token: op, Body: map[string]any{"max_taskz": 1}})
 
-	r = a.must(http.StatusOK, req{Method: http.MethodPut, Path: path, Token: op,
-		Body: map[string]any{"max_tasks": 5, "max_inflight_deliveries": 10, "max_deliveries_per_second": 2.5}})
+	r = a.must(http.StatusOK, req{
+		Method: http.MethodPut, Path: path, Token: op,
+		Body: map[string]any{"max_tasks": 5, "max_inflight_deliveries": 10, "max_deliveries_per_second": 2.5},
+	})
 	require.InDelta(t, 5, r.JSON["limits"].(map[string]any)["max_tasks"], 0)
 	require.InDelta(t, 10, r.JSON["effective"].(map[string]any)["max_inflight_deliveries"], 0, "its own beats the default")
 	require.InDelta(t, 2.5, r.JSON["effective"].(map[string]any)["max_deliveries_per_second"], 0)
@@ -80,12 +84,16 @@ func TestTaskQuota(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "billing")
-	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
-		Body: map[string]any{"max_tasks": 2}})
+	a.must(http.StatusOK, req{
+		Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
+		Body: map[string]any{"max_tasks": 2},
+	})
 	a.createTask(tok, ep, "one", nil)
 	second := a.createTask(tok, ep, "two", nil).JSON["id"].(string)
-	r := a.do(req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: map[string]any{"name": "three", "endpoint_id": ep,
-		"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *"}}})
+	r := a.do(req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: map[string]any{
+		"name": "three", "endpoint_id": ep,
+		"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *"},
+	}})
 	require.Equal(t, http.StatusConflict, r.Status, "%s", r.Raw)
 	require.True(t, strings.HasSuffix(r.JSON["type"].(string), "/quota-exceeded"), r.JSON["type"])
 	require.Contains(t, r.JSON["detail"], "max_tasks")
@@ -109,11 +117,15 @@ func TestWorkflowQuota(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "billing")
-	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
-		Body: map[string]any{"max_workflows": 3}})
+	a.must(http.StatusOK, req{
+		Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
+		Body: map[string]any{"max_workflows": 3},
+	})
 	create := func(tok, ep, name string) resp {
-		return a.do(req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
-			Body: map[string]any{"name": name, "nodes": []any{map[string]any{"key": "a", "endpoint_id": ep}}}})
+		return a.do(req{
+			Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+			Body: map[string]any{"name": name, "nodes": []any{map[string]any{"key": "a", "endpoint_id": ep}}},
+		})
 	}
 	first := create(tok, ep, "wf-0")
 	require.Equal(t, http.StatusCreated, first.Status, "%s", first.Raw)
@@ -162,8 +174,10 @@ func TestAPIRateLimit(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: tok}) // creates the tenant
-	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
-		Body: map[string]any{"api_requests_per_second": 2}})
+	a.must(http.StatusOK, req{
+		Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
+		Body: map[string]any{"api_requests_per_second": 2},
+	})
 	var limited resp
 	ok := 0
 	for range 20 {
@@ -205,8 +219,10 @@ func TestRateLimitRemaining(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: tok}) // creates the tenant
-	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
-		Body: map[string]any{"api_requests_per_second": 20}})
+	a.must(http.StatusOK, req{
+		Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
+		Body: map[string]any{"api_requests_per_second": 20},
+	})
 	prev := -1
 	for i := range 100 {
 		r := a.do(req{Method: http.MethodGet, Path: "/v1/me", Token: tok})
@@ -242,8 +258,10 @@ func TestAPIRateAcrossReplicas(t *testing.T) {
 	const rate = 20
 	tok := token(t, "acme")
 	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: tok}) // creates the tenant
-	a.must(http.StatusOK, req{Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
-		Body: map[string]any{"api_requests_per_second": rate}})
+	a.must(http.StatusOK, req{
+		Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
+		Body: map[string]any{"api_requests_per_second": rate},
+	})
 	require.NoError(t, b.limitsRefresh())
 	start := time.Now()
 	var allowed atomic.Int64

@@ -202,8 +202,10 @@ func (a *testAPI) do(r req) resp {
 		return resp{}
 	}
 	// Every exchange is held to the OpenAPI document (spec_test.go).
-	checkAgainstSpec(a.t, specExchange{Method: r.Method, Path: r.Path, Header: hr.Header, Body: sent,
-		Status: res.StatusCode, RespHeader: res.Header, RespBody: raw})
+	checkAgainstSpec(a.t, specExchange{
+		Method: r.Method, Path: r.Path, Header: hr.Header, Body: sent,
+		Status: res.StatusCode, RespHeader: res.Header, RespBody: raw,
+	})
 	out := resp{Status: res.StatusCode, Header: res.Header, Raw: raw}
 	_ = json.Unmarshal(raw, &out.JSON)
 	return out
@@ -244,8 +246,10 @@ func fieldErrors(r resp) []string {
 // createEndpoint makes an endpoint for tok's tenant and returns its id.
 func (a *testAPI) createEndpoint(tok, name string) string {
 	a.t.Helper()
-	r := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
-		Body: map[string]any{"name": name, "url": "https://hooks.example.com/" + name}})
+	r := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
+		Body: map[string]any{"name": name, "url": "https://hooks.example.com/" + name},
+	})
 	return r.JSON["id"].(string)
 }
 
@@ -253,11 +257,13 @@ func (a *testAPI) createEndpoint(tok, name string) string {
 func (a *testAPI) createWorkflow(tok, name string) string {
 	a.t.Helper()
 	ep := a.createEndpoint(tok, "for-"+name)
-	r := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+	r := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
 		Body: map[string]any{"name": name, "max_active_runs": 5, "nodes": []any{
 			map[string]any{"key": "a", "endpoint_id": ep},
 			map[string]any{"key": "b", "endpoint_id": ep, "depends_on": []string{"a"}},
-		}}})
+		}},
+	})
 	return r.JSON["id"].(string)
 }
 
@@ -271,8 +277,10 @@ func (a *testAPI) triggerWorkflow(tok, id string) string {
 // createTask makes a cron task with extra fields merged in.
 func (a *testAPI) createTask(tok, endpointID, name string, extra map[string]any) resp {
 	a.t.Helper()
-	body := map[string]any{"name": name, "endpoint_id": endpointID,
-		"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *", "timezone": "Asia/Shanghai"}}
+	body := map[string]any{
+		"name": name, "endpoint_id": endpointID,
+		"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *", "timezone": "Asia/Shanghai"},
+	}
 	for k, v := range extra {
 		body[k] = v
 	}

@@ -25,27 +25,39 @@ func TestNULInJSONDocuments(t *testing.T) {
 		require.Equal(t, []string{"nodes[0].payload"}, fieldErrors(r), payload)
 	}
 	// An escaped backslash before u0000 is the text \u0000, not the character.
-	wf := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
-		Body: `{"name":"wf","nodes":[{"key":"a","endpoint_id":"` + ep + `","payload":{"s":"a\\u0000b"}}]}`}).JSON["id"].(string)
-	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPatch, Path: "/v1/workflows/" + wf, Token: tok,
-		Body: `{"nodes":[{"key":"a","endpoint_id":"` + ep + `"},{"key":"b","endpoint_id":"` + ep + `","payload":{"\u0000":0}}]}`})
+	wf := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: `{"name":"wf","nodes":[{"key":"a","endpoint_id":"` + ep + `","payload":{"s":"a\\u0000b"}}]}`,
+	}).JSON["id"].(string)
+	r := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPatch, Path: "/v1/workflows/" + wf, Token: tok,
+		Body: `{"nodes":[{"key":"a","endpoint_id":"` + ep + `"},{"key":"b","endpoint_id":"` + ep + `","payload":{"\u0000":0}}]}`,
+	})
 	require.Equal(t, []string{"nodes[1].payload"}, fieldErrors(r))
 
 	x, cb := a.waitingExecution(tok)
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat", Token: cb,
-		Body: `{"progress":{"line":"\u0000"}}`})
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat", Token: cb,
+		Body: `{"progress":{"line":"\u0000"}}`,
+	})
 	require.Equal(t, []string{"progress"}, fieldErrors(r))
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
-		Body: `{"status":"succeeded","output":{"stdout_tail":"ok\u0000"}}`})
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
+		Body: `{"status":"succeeded","output":{"stdout_tail":"ok\u0000"}}`,
+	})
 	require.Equal(t, []string{"output"}, fieldErrors(r))
 	got := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/executions/" + x, Token: tok})
 	require.Equal(t, "running", got.JSON["state"], "a refused completion changes nothing")
-	done := a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
-		Body: `{"status":"succeeded","output":{"stdout_tail":"ok"}}`})
+	done := a.must(http.StatusOK, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
+		Body: `{"status":"succeeded","output":{"stdout_tail":"ok"}}`,
+	})
 	require.Equal(t, "succeeded", done.JSON["state"])
 
 	// A task's payload is bytes: the character is kept, byte for byte.
-	task := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-		Body: `{"name":"t","endpoint_id":"` + ep + `","schedule":{"type":"interval","interval_seconds":60},"payload":{"s":"a\u0000b"}}`})
+	task := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+		Body: `{"name":"t","endpoint_id":"` + ep + `","schedule":{"type":"interval","interval_seconds":60},"payload":{"s":"a\u0000b"}}`,
+	})
 	require.Equal(t, map[string]any{"s": "a\x00b"}, task.JSON["payload"])
 }

@@ -28,8 +28,10 @@ func TestNullOnlyWhereNullable(t *testing.T) {
 	ep := a.createEndpoint(tok, "e")
 	task := a.createTask(tok, ep, "t", map[string]any{"labels": map[string]string{"team": "a"}}).JSON["id"].(string)
 	wf := a.createWorkflow(tok, "wf")
-	cal := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
-		Body: map[string]any{"name": "c", "dates": []string{"2027-01-01"}}}).JSON["id"].(string)
+	cal := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
+		Body: map[string]any{"name": "c", "dates": []string{"2027-01-01"}},
+	}).JSON["id"].(string)
 
 	cron := map[string]any{"type": "cron", "cron": "0 2 * * *"}
 	node := map[string]any{"key": "a", "endpoint_id": ep}
@@ -95,8 +97,10 @@ func TestNullOnlyWhereNullable(t *testing.T) {
 	require.Equal(t, ep, got.JSON["endpoint_id"])
 
 	// A create refuses null where the document does, too.
-	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-		Body: map[string]any{"name": "n", "endpoint_id": ep, "schedule": cron, "overlap_policy": nil}})
+	r := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+		Body: map[string]any{"name": "n", "endpoint_id": ep, "schedule": cron, "overlap_policy": nil},
+	})
 	require.Equal(t, []string{"overlap_policy"}, fieldErrors(r))
 	a.createTask(tok, ep, "n", map[string]any{"priority": nil, "timeout_ms": nil, "sla": nil, "completion": nil, "payload": nil})
 }

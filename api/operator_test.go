@@ -116,10 +116,14 @@ func TestOperatorToken(t *testing.T) {
 	task := a.createTask(acme, ep, "daily", nil).JSON["id"].(string)
 	a.must(http.StatusForbidden, req{Method: http.MethodGet, Path: "/v1/tasks/" + task, Token: op})
 	a.must(http.StatusForbidden, req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/pause", Token: op})
-	a.must(http.StatusForbidden, req{Method: http.MethodPost, Path: "/v1/endpoints", Token: op,
-		Body: map[string]any{"name": "x", "url": "https://hooks.example.com/x"}})
-	a.must(http.StatusForbidden, req{Method: http.MethodPost, Path: "/v1/executions/" + task + "/complete", Token: op,
-		Body: map[string]any{"status": "succeeded"}})
+	a.must(http.StatusForbidden, req{
+		Method: http.MethodPost, Path: "/v1/endpoints", Token: op,
+		Body: map[string]any{"name": "x", "url": "https://hooks.example.com/x"},
+	})
+	a.must(http.StatusForbidden, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + task + "/complete", Token: op,
+		Body: map[string]any{"status": "succeeded"},
+	})
 	var tenants []string
 	rows, err := a.pool.Query(t.Context(), `SELECT id FROM tenants ORDER BY id`)
 	require.NoError(t, err)

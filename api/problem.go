@@ -84,15 +84,23 @@ var domainProblems = []struct {
 	title  string
 	detail func(error) string
 }{
-	{match: service.IsUnavailable, status: http.StatusServiceUnavailable, title: "Database unavailable",
-		detail: func(error) string { return "the database is unreachable; try again in a few seconds" }},
-	{match: errorAs[*service.ValidationError], status: http.StatusUnprocessableEntity, title: "Validation failed",
-		detail: func(error) string { return "the request has invalid fields; see errors" }},
-	{match: is(idempotency.ErrMismatch), status: http.StatusUnprocessableEntity, title: "Idempotency-Key reused",
-		detail: errorText},
+	{
+		match: service.IsUnavailable, status: http.StatusServiceUnavailable, title: "Database unavailable",
+		detail: func(error) string { return "the database is unreachable; try again in a few seconds" },
+	},
+	{
+		match: errorAs[*service.ValidationError], status: http.StatusUnprocessableEntity, title: "Validation failed",
+		detail: func(error) string { return "the request has invalid fields; see errors" },
+	},
+	{
+		match: is(idempotency.ErrMismatch), status: http.StatusUnprocessableEntity, title: "Idempotency-Key reused",
+		detail: errorText,
+	},
 	{match: is(idempotency.ErrInFlight), status: http.StatusConflict, detail: errorText},
-	{match: is(service.ErrNotFound), status: http.StatusNotFound,
-		detail: func(error) string { return "no such resource" }},
+	{
+		match: is(service.ErrNotFound), status: http.StatusNotFound,
+		detail: func(error) string { return "no such resource" },
+	},
 	{match: is(service.ErrConflict), status: http.StatusConflict, detail: conflictDetail},
 }
 
@@ -110,8 +118,10 @@ func toProblem(err error, c echo.Context) *problem {
 	case errors.As(err, &p):
 		return p
 	case errors.As(err, &qe):
-		return &problem{Type: problemTypeBase + "quota-exceeded", Status: http.StatusConflict, Title: "Quota exceeded",
-			Detail: qe.Error()}
+		return &problem{
+			Type: problemTypeBase + "quota-exceeded", Status: http.StatusConflict, Title: "Quota exceeded",
+			Detail: qe.Error(),
+		}
 	case errors.As(err, &ae):
 		return &problem{Status: http.StatusUnauthorized, Title: "Unauthorized", Detail: ae.detail}
 	}
@@ -134,8 +144,10 @@ func toProblem(err error, c echo.Context) *problem {
 	if errors.As(err, &he) {
 		return fromHTTPError(he, c)
 	}
-	return &problem{Status: http.StatusInternalServerError,
-		Detail: "an internal error occurred; quote the request id when reporting it"}
+	return &problem{
+		Status: http.StatusInternalServerError,
+		Detail: "an internal error occurred; quote the request id when reporting it",
+	}
 }
 
 func is(target error) func(error) bool { return func(err error) bool { return errors.Is(err, target) } }

@@ -20,20 +20,28 @@ func TestRenderEndpoint(t *testing.T) {
 	tok := token(t, "render-a")
 	ep := a.createEndpoint(tok, "render-ep")
 
-	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
-		Body: map[string]any{"name": "bad", "endpoint_id": ep, "payload_template": true,
+	r := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks", Token: tok,
+		Body: map[string]any{
+			"name": "bad", "endpoint_id": ep, "payload_template": true,
 			"payload":  map[string]any{"rows": "{{ .rows }}", "list": []any{1, "{{ .round"}},
-			"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *"}}})
+			"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *"},
+		},
+	})
 	require.ElementsMatch(t, []string{"payload.rows", "payload.list[1]"}, fieldErrors(r))
 
-	task := a.createTask(tok, ep, "render-task", map[string]any{"payload_template": true,
-		"payload": map[string]any{"date": "{{ .business_date }}", "yesterday": "{{ date_add .business_date -1 }}", "round": "{{ .round }}"}})
+	task := a.createTask(tok, ep, "render-task", map[string]any{
+		"payload_template": true,
+		"payload":          map[string]any{"date": "{{ .business_date }}", "yesterday": "{{ date_add .business_date -1 }}", "round": "{{ .round }}"},
+	})
 	require.Equal(t, true, task.JSON["payload_template"])
 	id := task.JSON["id"].(string)
 
 	read := token(t, "render-a", api.ScopeTasksRead)
-	got := a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/tasks/" + id + "/render", Token: read,
-		Body: `{"scheduled_for":"2026-11-01T16:30:00Z"}`})
+	got := a.must(http.StatusOK, req{
+		Method: http.MethodPost, Path: "/v1/tasks/" + id + "/render", Token: read,
+		Body: `{"scheduled_for":"2026-11-01T16:30:00Z"}`,
+	})
 	require.Equal(t, map[string]any{"date": "2026-11-02", "yesterday": "2026-11-01", "round": 1.0}, got.JSON["body"],
 		"the task's zone (Asia/Shanghai) decides the business date")
 	require.Equal(t, "2026-11-01T16:30:00Z", got.JSON["scheduled_for"])
@@ -42,12 +50,16 @@ func TestRenderEndpoint(t *testing.T) {
 	other := token(t, "render-b")
 	a.must(http.StatusNotFound, req{Method: http.MethodPost, Path: "/v1/tasks/" + id + "/render", Token: other, Body: `{}`})
 	a.must(http.StatusNotFound, req{Method: http.MethodPost, Path: "/v1/tasks/00000000-0000-7000-8000-000000000000/render", Token: tok})
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks/" + id + "/render", Token: tok,
-		Body: `{"scheduled_for":"yesterday"}`})
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks/" + id + "/render", Token: tok,
+		Body: `{"scheduled_for":"yesterday"}`,
+	})
 	require.Equal(t, []string{"scheduled_for"}, fieldErrors(r))
 
-	a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
-		Body: map[string]any{"payload": map[string]any{"d": "{{ date_format .task_name \"yyyy\" }}"}}})
+	a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+		Body: map[string]any{"payload": map[string]any{"d": "{{ date_format .task_name \"yyyy\" }}"}},
+	})
 	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks/" + id + "/render", Token: tok})
 	require.Equal(t, []string{"payload.d"}, fieldErrors(r))
 }

@@ -70,8 +70,10 @@ func (h *handlers) riverUI(c echo.Context) error {
 		return c.Redirect(http.StatusSeeOther, withoutToken(req.URL).RequestURI())
 	}
 	if !safeMethod(req.Method) && !sameOrigin(req) {
-		return &problem{Status: http.StatusForbidden, Title: "Forbidden",
-			Detail: "cross-site request refused: River UI changes must come from the UI's own origin (Sec-Fetch-Site: same-origin or a matching Origin header)"}
+		return &problem{
+			Status: http.StatusForbidden, Title: "Forbidden",
+			Detail: "cross-site request refused: River UI changes must come from the UI's own origin (Sec-Fetch-Site: same-origin or a matching Origin header)",
+		}
 	}
 	h.cfg.RiverUI.ServeHTTP(res, withoutCredentials(req))
 	return nil
@@ -101,8 +103,10 @@ func riverUIPrincipal(c echo.Context, a *Authenticator) (Principal, string, cred
 		}
 	}
 	if from == 0 {
-		return Principal{}, "", 0, &authError{challenge: `Bearer realm="ax"`,
-			detail: "missing token: send `Authorization: Bearer <token>`, or open " + RiverUIPrefix + "/?token=<token> once in a browser"}
+		return Principal{}, "", 0, &authError{
+			challenge: `Bearer realm="ax"`,
+			detail:    "missing token: send `Authorization: Bearer <token>`, or open " + RiverUIPrefix + "/?token=<token> once in a browser",
+		}
 	}
 	invalid := &authError{challenge: `Bearer realm="ax", error="invalid_token"`, detail: "the token is invalid or expired"}
 	if len(raw) > maxAuthorizationBytes {

@@ -210,8 +210,10 @@ type exampleWorld struct {
 
 func newExampleWorld(t *testing.T, a *testAPI, doc *openapi3.T, tenant string) *exampleWorld {
 	t.Helper()
-	w := &exampleWorld{t: t, a: a, doc: doc, tenant: tenant, tok: token(t, tenant, api.AllScopes()...), op: operatorToken(t),
-		ids: map[string]string{}, seen: map[string]bool{}, cache: map[string]string{}}
+	w := &exampleWorld{
+		t: t, a: a, doc: doc, tenant: tenant, tok: token(t, tenant, api.AllScopes()...), op: operatorToken(t),
+		ids: map[string]string{}, seen: map[string]bool{}, cache: map[string]string{},
+	}
 	w.ids["endpoint_id"] = w.a.createEndpoint(w.tok, "prerequisite")
 	return w
 }
@@ -434,8 +436,10 @@ func specBounds(s *openapi3.SchemaRef, body any, path []string, out *[]specBound
 		return
 	}
 	add := func(kind string, limit float64) {
-		*out = append(*out, specBound{path: slices.Clone(path), kind: kind, limit: limit, integer: v.Type.Is("integer"),
-			exclusive: kind == "minimum" && v.ExclusiveMin.IsTrue()})
+		*out = append(*out, specBound{
+			path: slices.Clone(path), kind: kind, limit: limit, integer: v.Type.Is("integer"),
+			exclusive: kind == "minimum" && v.ExclusiveMin.IsTrue(),
+		})
 	}
 	if len(path) > 0 {
 		if v.Min != nil {
@@ -566,8 +570,10 @@ func (w *exampleWorld) boundValue(b specBound, base map[string]any, n int) (any,
 			case "dates":
 				out = append(out, time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, i).Format(time.DateOnly))
 			case "exclude_calendars":
-				r := w.a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/calendars", Token: w.tok,
-					Body: map[string]any{"name": fmt.Sprintf("excluded.%d.%d", n, i), "dates": []string{"2027-01-01"}}})
+				r := w.a.must(http.StatusCreated, req{
+					Method: http.MethodPost, Path: "/v1/calendars", Token: w.tok,
+					Body: map[string]any{"name": fmt.Sprintf("excluded.%d.%d", n, i), "dates": []string{"2027-01-01"}},
+				})
 				out = append(out, r.JSON["id"])
 			case "nodes":
 				node := deepCopy(w.t, getPath(base, append(slices.Clone(b.path), "0")).(map[string]any))

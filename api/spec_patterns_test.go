@@ -85,22 +85,32 @@ func specStrings(s *openapi3.SchemaRef, body any, path []string, out *[]specStri
 // for "@endpoint".
 var stringProbes = map[string]struct{ ok, bad []string }{
 	"/v1/endpoints name": {[]string{"billing", " a name with spaces ", "订单"}, []string{"   ", "a\tb", "a\x7fb"}},
-	"/v1/endpoints url": {[]string{"https://hooks.example.com/ax?x=1&y=@", "HTTP://h.example.com:8080/p@q", "http://[::1]:9/x"},
-		[]string{"ftp://x.example.com/", "https://u:p@x.example.com/", "https://x.example.com/#f", "https://x.example.com/a b",
-			"//x.example.com/", "x.example.com", "https://"}},
-	"/v1/endpoints secret": {[]string{"whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=", "whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9"},
-		[]string{"whsec_short", "sk_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=", "whsec_ji6MJU x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0="}},
+	"/v1/endpoints url": {
+		[]string{"https://hooks.example.com/ax?x=1&y=@", "HTTP://h.example.com:8080/p@q", "http://[::1]:9/x"},
+		[]string{
+			"ftp://x.example.com/", "https://u:p@x.example.com/", "https://x.example.com/#f", "https://x.example.com/a b",
+			"//x.example.com/", "x.example.com", "https://",
+		},
+	},
+	"/v1/endpoints secret": {
+		[]string{"whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=", "whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9"},
+		[]string{"whsec_short", "sk_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=", "whsec_ji6MJU x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0="},
+	},
 	"/v1/endpoints headers.x-key":   {[]string{"X-Env", "x_custom.1"}, []string{"Bad Header", "X:Y", "Ü"}},
 	"/v1/endpoints headers.x-bound": {[]string{"v a l u e", "ü"}, []string{"a\nb", "a\rb"}},
-	"/v1/endpoints/{id}/rotate-secret secret": {[]string{"whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0="},
-		[]string{"whsec_", "whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=x"}},
+	"/v1/endpoints/{id}/rotate-secret secret": {
+		[]string{"whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0="},
+		[]string{"whsec_", "whsec_ji6MJU+x46WGli6hmdDecYt95Jrm2Iz9U3aT69r5Ae0=x"},
+	},
 	"/v1/tasks name":              {[]string{"order.reconcile.daily", "订单.对账.每日", "0-x_y"}, []string{"Order", "-x", "a b", "a/b", ".x"}},
 	"/v1/tasks endpoint_id":       {[]string{"@endpoint"}, []string{"not-an-id", "0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5", "{0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e}"}},
 	"/v1/tasks alert_endpoint_id": {[]string{"", "@endpoint"}, []string{"x", "0192f0c17c1e7d2a9a511f0e2b3c4d5e"}},
 	"/v1/tasks labels.x-key":      {[]string{"team", "app.kubernetes.io/name", "A1"}, []string{"-a", "a b", "a:b", "a=b", "ключ"}},
 	"/v1/tasks labels.x-bound":    {[]string{"billing", "a b:c=d/é"}, []string{"a\x01b", "a\nb"}},
-	"/v1/tasks schedule.timezone": {[]string{"Asia/Shanghai", "Etc/GMT+8", "America/Argentina/Buenos_Aires", "", "UTC"},
-		[]string{"Asia Shanghai", "../etc/passwd", "Asia//Shanghai", "Europe/Berlin/", "Europe/Berlin\u00e9"}},
+	"/v1/tasks schedule.timezone": {
+		[]string{"Asia/Shanghai", "Etc/GMT+8", "America/Argentina/Buenos_Aires", "", "UTC"},
+		[]string{"Asia Shanghai", "../etc/passwd", "Asia//Shanghai", "Europe/Berlin/", "Europe/Berlin\u00e9"},
+	},
 	"/v1/tasks schedule.exclude_calendars.0":     {nil, []string{"nope", "0192f0c1-7c1e-7d2a-9a51"}},
 	"/v1/workflows schedule.timezone":            {[]string{"Europe/Berlin"}, []string{"Europe Berlin"}},
 	"/v1/workflows schedule.exclude_calendars.0": {nil, []string{"nope"}},

@@ -120,11 +120,15 @@ func newFixtures(a *testAPI, tok string) fixtures {
 	f.execution = a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/tasks/" + f.task + "/trigger", Token: tok}).JSON["id"].(string)
 	f.workflow = a.createWorkflow(tok, "prop.fixture.flow")
 	f.run = a.triggerWorkflow(tok, f.workflow)
-	f.calendar = a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
-		Body: map[string]any{"name": "prop", "dates": []string{"2027-01-01"}}}).JSON["id"].(string)
+	f.calendar = a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
+		Body: map[string]any{"name": "prop", "dates": []string{"2027-01-01"}},
+	}).JSON["id"].(string)
 	now := time.Now().UTC().Truncate(time.Hour)
-	f.backfill = a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/tasks/" + f.task + "/backfill", Token: tok,
-		Body: map[string]any{"from": now.Add(-72 * time.Hour).Format(time.RFC3339), "to": now.Format(time.RFC3339)}}).JSON["id"].(string)
+	f.backfill = a.must(http.StatusAccepted, req{
+		Method: http.MethodPost, Path: "/v1/tasks/" + f.task + "/backfill", Token: tok,
+		Body: map[string]any{"from": now.Add(-72 * time.Hour).Format(time.RFC3339), "to": now.Format(time.RFC3339)},
+	}).JSON["id"].(string)
 	return f
 }
 
@@ -140,8 +144,10 @@ const unknownID = "0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e"
 // sometimes an unknown id or garbage.
 func (g *gen) path(tpl string) string {
 	kind := strings.Split(strings.TrimPrefix(tpl, "/v1/"), "/")[0]
-	id := map[string]string{"endpoints": g.fx.endpoint, "tasks": g.fx.task, "executions": g.fx.execution,
-		"workflows": g.fx.workflow, "workflow-runs": g.fx.run, "calendars": g.fx.calendar, "backfills": g.fx.backfill}[kind]
+	id := map[string]string{
+		"endpoints": g.fx.endpoint, "tasks": g.fx.task, "executions": g.fx.execution,
+		"workflows": g.fx.workflow, "workflow-runs": g.fx.run, "calendars": g.fx.calendar, "backfills": g.fx.backfill,
+	}[kind]
 	switch g.rnd.IntN(6) {
 	case 0:
 		id = unknownID

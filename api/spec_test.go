@@ -125,8 +125,10 @@ func TestSpecCheckerCatchesDrift(t *testing.T) {
 	t.Parallel()
 	json := http.Header{"Content-Type": {"application/json"}}
 	problem := http.Header{"Content-Type": {"application/problem+json"}}
-	okHealth := specExchange{Method: http.MethodGet, Path: "/healthz", Status: http.StatusOK,
-		RespHeader: json, RespBody: []byte(`{"status":"ok"}`)}
+	okHealth := specExchange{
+		Method: http.MethodGet, Path: "/healthz", Status: http.StatusOK,
+		RespHeader: json, RespBody: []byte(`{"status":"ok"}`),
+	}
 	require.NoError(t, specMismatch(okHealth))
 
 	undocumented := okHealth
@@ -139,8 +141,10 @@ func TestSpecCheckerCatchesDrift(t *testing.T) {
 	missing.RespBody = []byte(`{}`)
 	require.Error(t, specMismatch(missing))
 
-	accepted := specExchange{Method: http.MethodPost, Path: "/v1/endpoints", Header: json, Body: []byte(`{"name":1}`),
-		Status: http.StatusCreated, RespHeader: json, RespBody: []byte(`{}`)}
+	accepted := specExchange{
+		Method: http.MethodPost, Path: "/v1/endpoints", Header: json, Body: []byte(`{"name":1}`),
+		Status: http.StatusCreated, RespHeader: json, RespBody: []byte(`{}`),
+	}
 	err := specMismatch(accepted)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "accepted a request the document refuses")

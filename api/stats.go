@@ -153,8 +153,10 @@ func (h *handlers) getStats(c echo.Context) error {
 	var step time.Duration
 	if v := c.QueryParam("step"); v != "" {
 		if step, err = time.ParseDuration(v); err != nil || step <= 0 {
-			return &service.ValidationError{Fields: []service.FieldError{{Field: "step",
-				Message: "must be a duration such as 1m, 15m or 1h"}}}
+			return &service.ValidationError{Fields: []service.FieldError{{
+				Field:   "step",
+				Message: "must be a duration such as 1m, 15m or 1h",
+			}}}
 		}
 	}
 	ctx, tenant := c.Request().Context(), principalFrom(c).Tenant
@@ -174,12 +176,16 @@ func (h *handlers) getStats(c echo.Context) error {
 }
 
 func seriesOut(s service.StatsSeries) *statsSeries {
-	out := &statsSeries{StepSeconds: int64(s.Step / time.Second), Since: stamp(s.Since), Until: stamp(s.Until),
-		Buckets: make([]statsBucket, len(s.Buckets))}
+	out := &statsSeries{
+		StepSeconds: int64(s.Step / time.Second), Since: stamp(s.Since), Until: stamp(s.Until),
+		Buckets: make([]statsBucket, len(s.Buckets)),
+	}
 	for i, b := range s.Buckets {
-		out.Buckets[i] = statsBucket{Start: stamp(b.Start), Executions: b.Executions, Succeeded: b.Succeeded,
+		out.Buckets[i] = statsBucket{
+			Start: stamp(b.Start), Executions: b.Executions, Succeeded: b.Succeeded,
 			Failed: b.Failed, Late: b.Late, SuccessRate: b.SuccessRate,
-			FiringLatenessMS: percentiles{Count: b.FiringLateness.Count, P50: b.FiringLateness.P50, P99: b.FiringLateness.P99}}
+			FiringLatenessMS: percentiles{Count: b.FiringLateness.Count, P50: b.FiringLateness.P50, P99: b.FiringLateness.P99},
+		}
 	}
 	return out
 }
@@ -190,8 +196,10 @@ func parseWindow(v string) (time.Duration, error) {
 	if v == "" {
 		return 0, nil
 	}
-	bad := &service.ValidationError{Fields: []service.FieldError{{Field: "window",
-		Message: "must be a duration such as 90m, 24h or 7d"}}}
+	bad := &service.ValidationError{Fields: []service.FieldError{{
+		Field:   "window",
+		Message: "must be a duration such as 90m, 24h or 7d",
+	}}}
 	if days, ok := strings.CutSuffix(v, "d"); ok {
 		n, err := strconv.Atoi(days)
 		if err != nil || n < 0 || n > 366 {
@@ -220,19 +228,25 @@ func statsOut(s service.TenantStats) statsResponse {
 		},
 		DeliveryLatencyMS: percentiles{Count: s.DeliveryLatency.Count, P50: s.DeliveryLatency.P50, P99: s.DeliveryLatency.P99},
 		FiringLatenessMS:  percentiles{Count: s.FiringLateness.Count, P50: s.FiringLateness.P50, P99: s.FiringLateness.P99},
-		Tasks: taskStats{Active: s.Tasks[service.TaskActive], Paused: s.Tasks[service.TaskPaused],
-			Completed: s.Tasks[service.TaskCompleted]},
-		Endpoints: endpointStats{Total: s.EndpointsEnabled + s.EndpointsDisabled, Enabled: s.EndpointsEnabled,
-			Disabled: s.EndpointsDisabled},
+		Tasks: taskStats{
+			Active: s.Tasks[service.TaskActive], Paused: s.Tasks[service.TaskPaused],
+			Completed: s.Tasks[service.TaskCompleted],
+		},
+		Endpoints: endpointStats{
+			Total: s.EndpointsEnabled + s.EndpointsDisabled, Enabled: s.EndpointsEnabled,
+			Disabled: s.EndpointsDisabled,
+		},
 	}
 	for _, n := range x {
 		out.Executions.Total += n
 	}
 	out.Tasks.Total = out.Tasks.Active + out.Tasks.Paused + out.Tasks.Completed
 	r := s.WorkflowRuns
-	out.WorkflowRuns = workflowRunStats{Pending: r[service.RunPending], Running: r[service.RunRunning],
+	out.WorkflowRuns = workflowRunStats{
+		Pending: r[service.RunPending], Running: r[service.RunRunning],
 		Blocked: r[service.RunBlocked], Succeeded: r[service.RunSucceeded], Failed: r[service.RunFailed],
-		Cancelled: r[service.RunCancelled]}
+		Cancelled: r[service.RunCancelled],
+	}
 	for _, n := range r {
 		out.WorkflowRuns.Total += n
 	}

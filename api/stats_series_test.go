@@ -62,8 +62,10 @@ func TestStatsSeries(t *testing.T) {
 	}
 	require.InDelta(t, 3, total, 0, "the other tenant's execution is not counted")
 	require.Len(t, busy, 2)
-	require.Equal(t, map[string]any{"start": busy[1]["start"], "executions": 2.0, "succeeded": 1.0, "failed": 1.0, "late": 0.0,
-		"success_rate": 0.5, "firing_lateness_ms": map[string]any{"count": 2.0, "p50": 20.0, "p99": 29.8}}, busy[1])
+	require.Equal(t, map[string]any{
+		"start": busy[1]["start"], "executions": 2.0, "succeeded": 1.0, "failed": 1.0, "late": 0.0,
+		"success_rate": 0.5, "firing_lateness_ms": map[string]any{"count": 2.0, "p50": 20.0, "p99": 29.8},
+	}, busy[1])
 	empty := buckets[0].(map[string]any)
 	require.Nil(t, empty["success_rate"])
 	require.Equal(t, map[string]any{"count": 0.0, "p50": nil, "p99": nil}, empty["firing_lateness_ms"])

@@ -114,8 +114,10 @@ func TestStats(t *testing.T) {
 		{State: "succeeded", StartedMS: ms(35), Events: []statEvent{bad(ms(100)), ok(40)}},
 		// A misfire catch-up and a manual trigger: latency yes, lateness no.
 		{State: "succeeded", Late: true, StartedMS: ms(60_000), Events: []statEvent{ok(50)}},
-		{State: "succeeded", Trigger: service.TriggerManual, StartedMS: ms(7000),
-			Events: []statEvent{ok(60), {Type: "alert_sent", LatencyMS: ms(9999)}}},
+		{
+			State: "succeeded", Trigger: service.TriggerManual, StartedMS: ms(7000),
+			Events: []statEvent{ok(60), {Type: "alert_sent", LatencyMS: ms(9999)}},
+		},
 		{State: "failed", StartedMS: ms(45), Events: []statEvent{bad(ms(200)), bad(nil)}},
 		{State: "failed"},
 		{State: "pending"},
@@ -135,8 +137,10 @@ func TestStats(t *testing.T) {
 		x.Age += time.Duration(i) * time.Second // one slot each
 		a.statExecution(task, now, x)
 	}
-	a.statExecution(otherTask, now, statExec{Tenant: "other", State: "failed", Age: hour, StartedMS: ms(1),
-		Events: []statEvent{bad(ms(1))}})
+	a.statExecution(otherTask, now, statExec{
+		Tenant: "other", State: "failed", Age: hour, StartedMS: ms(1),
+		Events: []statEvent{bad(ms(1))},
+	})
 
 	r := s.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/stats", Token: tok})
 	until, err := time.Parse(time.RFC3339Nano, r.JSON["until"].(string))
@@ -151,8 +155,10 @@ func TestStats(t *testing.T) {
 		"window_seconds": 86400.0,
 		"executions": map[string]any{
 			"total": 13.0,
-			"by_state": map[string]any{"pending": 1.0, "running": 1.0, "retrying": 1.0, "succeeded": 6.0, "failed": 2.0,
-				"cancelled": 1.0, "skipped": 1.0},
+			"by_state": map[string]any{
+				"pending": 1.0, "running": 1.0, "retrying": 1.0, "succeeded": 6.0, "failed": 2.0,
+				"cancelled": 1.0, "skipped": 1.0,
+			},
 			"late":         1.0,
 			"success_rate": 0.75,
 		},
@@ -160,8 +166,10 @@ func TestStats(t *testing.T) {
 		"firing_lateness_ms":  map[string]any{"count": 5.0, "p50": 25.0, "p99": 44.6},
 		"tasks":               map[string]any{"total": 3.0, "active": 1.0, "paused": 1.0, "completed": 1.0},
 		"endpoints":           map[string]any{"total": 3.0, "enabled": 2.0, "disabled": 1.0},
-		"workflow_runs": map[string]any{"total": 0.0, "pending": 0.0, "running": 0.0, "blocked": 0.0, "succeeded": 0.0,
-			"failed": 0.0, "cancelled": 0.0},
+		"workflow_runs": map[string]any{
+			"total": 0.0, "pending": 0.0, "running": 0.0, "blocked": 0.0, "succeeded": 0.0,
+			"failed": 0.0, "cancelled": 0.0,
+		},
 	}, r.JSON)
 
 	// Three days take in the older executions.
@@ -178,9 +186,13 @@ func TestStats(t *testing.T) {
 	}
 	// Thirty minutes take in nothing.
 	r = s.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/stats?window=30m", Token: tok})
-	require.Equal(t, map[string]any{"total": 0.0, "late": 0.0, "success_rate": nil,
-		"by_state": map[string]any{"pending": 0.0, "running": 0.0, "retrying": 0.0, "succeeded": 0.0, "failed": 0.0,
-			"cancelled": 0.0, "skipped": 0.0}}, r.JSON["executions"])
+	require.Equal(t, map[string]any{
+		"total": 0.0, "late": 0.0, "success_rate": nil,
+		"by_state": map[string]any{
+			"pending": 0.0, "running": 0.0, "retrying": 0.0, "succeeded": 0.0, "failed": 0.0,
+			"cancelled": 0.0, "skipped": 0.0,
+		},
+	}, r.JSON["executions"])
 	require.Equal(t, map[string]any{"count": 0.0, "p50": nil, "p99": nil}, r.JSON["delivery_latency_ms"])
 	require.Equal(t, map[string]any{"count": 0.0, "p50": nil, "p99": nil}, r.JSON["firing_lateness_ms"])
 	require.EqualValues(t, 3, r.JSON["tasks"].(map[string]any)["total"], "tasks and endpoints are counted now")

@@ -194,8 +194,10 @@ func (r taskRequest) input() (service.TaskInput, error) {
 	if c := r.Completion; c != nil {
 		negative(&ve, "completion.timeout_ms", c.TimeoutMS)
 		negative(&ve, "completion.heartbeat_timeout_ms", c.HeartbeatTimeoutMS)
-		in.Completion = service.Completion{Mode: c.Mode, Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
-			HeartbeatTimeout: time.Duration(c.HeartbeatTimeoutMS) * time.Millisecond}
+		in.Completion = service.Completion{
+			Mode: c.Mode, Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
+			HeartbeatTimeout: time.Duration(c.HeartbeatTimeoutMS) * time.Millisecond,
+		}
 	}
 	if r.SLA != nil {
 		if r.SLA.FinishWithinMS <= 0 {
@@ -257,23 +259,29 @@ func formatTime(t *time.Time) *string {
 }
 
 func scheduleOut(s schedule.Spec) scheduleDTO {
-	return scheduleDTO{Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
+	return scheduleDTO{
+		Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
 		RunAt: formatTime(s.RunAt), StartAt: formatTime(s.StartAt), EndAt: formatTime(s.EndAt),
-		Dialect: s.Dialect, DSTPolicy: s.DSTPolicy, ExcludeCalendars: s.ExcludeCalendars}
+		Dialect: s.Dialect, DSTPolicy: s.DSTPolicy, ExcludeCalendars: s.ExcludeCalendars,
+	}
 }
 
 func taskRequestOf(in service.TaskInput) taskRequest {
 	r := taskRequest{
 		Name: in.Name, EndpointID: in.EndpointID, Schedule: scheduleOut(in.Schedule), Payload: in.Payload,
 		PayloadTemplate: in.PayloadTemplate,
-		Retry: retryDTO{MaxAttempts: in.Retry.MaxAttempts, InitialBackoffMS: in.Retry.InitialBackoff.Milliseconds(),
-			MaxBackoffMS: in.Retry.MaxBackoff.Milliseconds()},
+		Retry: retryDTO{
+			MaxAttempts: in.Retry.MaxAttempts, InitialBackoffMS: in.Retry.InitialBackoff.Milliseconds(),
+			MaxBackoffMS: in.Retry.MaxBackoff.Milliseconds(),
+		},
 		OverlapPolicy: in.OverlapPolicy, MisfirePolicy: in.MisfirePolicy, Labels: in.Labels,
 		AlertEndpointID: in.AlertEndpointID, PauseAfterFailures: in.PauseAfterFailures, Shards: in.Shards,
 	}
 	if in.Completion.Callback() {
-		r.Completion = &completionDTO{Mode: service.CompletionCallback, TimeoutMS: in.Completion.Timeout.Milliseconds(),
-			HeartbeatTimeoutMS: in.Completion.HeartbeatTimeout.Milliseconds()}
+		r.Completion = &completionDTO{
+			Mode: service.CompletionCallback, TimeoutMS: in.Completion.Timeout.Milliseconds(),
+			HeartbeatTimeoutMS: in.Completion.HeartbeatTimeout.Milliseconds(),
+		}
 	}
 	if in.SLA.FinishWithin > 0 {
 		r.SLA = &slaDTO{FinishWithinMS: in.SLA.FinishWithin.Milliseconds()}
@@ -541,8 +549,10 @@ func (h *handlers) previewTask(c echo.Context) error {
 		return err
 	}
 	loc := p.Schedule.Location()
-	out := previewResponse{Timezone: loc.String(), DSTPolicy: p.Schedule.Spec().DSTPolicy, Items: make([]previewItem, 0, len(p.Fires)),
-		Excluded: make([]previewItem, 0, len(p.Excluded)), Skipped: make([]previewItem, 0, len(p.Skipped)), Paused: p.Paused}
+	out := previewResponse{
+		Timezone: loc.String(), DSTPolicy: p.Schedule.Spec().DSTPolicy, Items: make([]previewItem, 0, len(p.Fires)),
+		Excluded: make([]previewItem, 0, len(p.Excluded)), Skipped: make([]previewItem, 0, len(p.Skipped)), Paused: p.Paused,
+	}
 	for _, t := range p.Fires {
 		out.Items = append(out.Items, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339), DST: p.Schedule.DSTNote(t)})
 	}

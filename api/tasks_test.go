@@ -54,8 +54,10 @@ func TestTaskLifecycle(t *testing.T) {
 	require.Contains(t, r.JSON["detail"], "order.reconcile.daily")
 
 	// PATCH a schedule: next_run_at is recomputed, other fields kept.
-	p := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
-		Body: map[string]any{"schedule": map[string]any{"type": "interval", "interval_seconds": 3600}, "retry": map[string]any{"max_attempts": 1}}})
+	p := a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+		Body: map[string]any{"schedule": map[string]any{"type": "interval", "interval_seconds": 3600}, "retry": map[string]any{"max_attempts": 1}},
+	})
 	require.Equal(t, map[string]any{"type": "interval", "interval_seconds": 3600.0, "timezone": "UTC"}, p.JSON["schedule"])
 	pnext, err := time.Parse(time.RFC3339, p.JSON["next_run_at"].(string))
 	require.NoError(t, err)
@@ -157,8 +159,10 @@ func TestTaskValidation(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			body := map[string]any{"name": "valid-name", "endpoint_id": ep,
-				"schedule": map[string]any{"type": "cron", "cron": "0 * * * *"}}
+			body := map[string]any{
+				"name": "valid-name", "endpoint_id": ep,
+				"schedule": map[string]any{"type": "cron", "cron": "0 * * * *"},
+			}
 			for k, v := range tc.set {
 				body[k] = v
 			}
@@ -252,8 +256,10 @@ func TestPreviewListsTheSlotsThatFire(t *testing.T) {
 	require.Empty(t, skipped)
 	require.False(t, paused)
 
-	a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/tasks/" + id + "/skip", Token: tok,
-		Body: map[string]any{"scheduled_for": before[1]}})
+	a.must(http.StatusOK, req{
+		Method: http.MethodPost, Path: "/v1/tasks/" + id + "/skip", Token: tok,
+		Body: map[string]any{"scheduled_for": before[1]},
+	})
 	items, skipped, _ := preview()
 	require.Len(t, items, 3, "still the next 3 that fire")
 	require.NotContains(t, items, before[1], "a skipped slot does not fire")
@@ -284,10 +290,14 @@ func TestTaskScheduleDialectAndDST(t *testing.T) {
 	require.NoError(t, err)
 
 	// Quartz: the last Friday of the month at 10:15 New York time.
-	r := a.createTask(tok, ep, "last-friday", map[string]any{"schedule": map[string]any{"type": "cron",
-		"cron": "0 15 10 ? * 6L", "timezone": "America/New_York", "dialect": "quartz", "dst_policy": "once_per_local_time"}})
-	require.Equal(t, map[string]any{"type": "cron", "cron": "0 15 10 ? * 6L", "timezone": "America/New_York",
-		"dialect": "quartz", "dst_policy": "once_per_local_time"}, r.JSON["schedule"])
+	r := a.createTask(tok, ep, "last-friday", map[string]any{"schedule": map[string]any{
+		"type": "cron",
+		"cron": "0 15 10 ? * 6L", "timezone": "America/New_York", "dialect": "quartz", "dst_policy": "once_per_local_time",
+	}})
+	require.Equal(t, map[string]any{
+		"type": "cron", "cron": "0 15 10 ? * 6L", "timezone": "America/New_York",
+		"dialect": "quartz", "dst_policy": "once_per_local_time",
+	}, r.JSON["schedule"])
 	next, err := time.Parse(time.RFC3339, r.JSON["next_run_at"].(string))
 	require.NoError(t, err)
 	local := next.In(ny)
@@ -307,15 +317,21 @@ func TestTaskScheduleDialectAndDST(t *testing.T) {
 
 	// A PATCH replaces the schedule object whole, like its other fields:
 	// what it leaves out takes the default.
-	p := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
-		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 15 10 ? * 6L", "timezone": "America/New_York", "dialect": "quartz"}}})
+	p := a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 15 10 ? * 6L", "timezone": "America/New_York", "dialect": "quartz"}},
+	})
 	require.Equal(t, "vixie", p.JSON["schedule"].(map[string]any)["dst_policy"])
-	p = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
-		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 15 10 ? * 6L", "dst_policy": "sometimes"}}})
+	p = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 15 10 ? * 6L", "dst_policy": "sometimes"}},
+	})
 	require.Contains(t, fieldErrors(p), "schedule.dst_policy")
 	// Without the dialect, the standard one applies: 6L is the last Saturday.
-	p = a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
-		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 15 10 ? * 6L", "timezone": "America/New_York"}}})
+	p = a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 15 10 ? * 6L", "timezone": "America/New_York"}},
+	})
 	require.Equal(t, "standard", p.JSON["schedule"].(map[string]any)["dialect"])
 	next, err = time.Parse(time.RFC3339, p.JSON["next_run_at"].(string))
 	require.NoError(t, err)
@@ -336,7 +352,8 @@ func TestTaskScheduleDialectAndDST(t *testing.T) {
 	expr := fmt.Sprintf("0 */30 * %d %d * %d", day.Day(), day.Month(), day.Year())
 	for policy, want := range map[string]int{"vixie": 50, "once_per_local_time": 48} {
 		r := a.createTask(tok, ep, "fall-back-"+strings.ReplaceAll(policy, "_", "-"), map[string]any{"schedule": map[string]any{
-			"type": "cron", "cron": expr, "timezone": "America/New_York", "dst_policy": policy}})
+			"type": "cron", "cron": expr, "timezone": "America/New_York", "dst_policy": policy,
+		}})
 		pv := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks/" + r.JSON["id"].(string) + "/preview?count=100", Token: tok})
 		require.Equal(t, policy, pv.JSON["dst_policy"])
 		items := pv.JSON["items"].([]any)
@@ -407,16 +424,20 @@ func TestTaskScheduleThroughLeapYearEnd(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "e")
-	r := a.createTask(tok, ep, "year-2041", map[string]any{"schedule": map[string]any{"type": "cron",
-		"cron": "0 0 * * * * 2041", "timezone": "America/New_York"}})
+	r := a.createTask(tok, ep, "year-2041", map[string]any{"schedule": map[string]any{
+		"type": "cron",
+		"cron": "0 0 * * * * 2041", "timezone": "America/New_York",
+	}})
 	require.Equal(t, "2041-01-01T05:00:00Z", r.JSON["next_run_at"])
 	id := r.JSON["id"].(string)
 	pv := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks/" + id + "/preview?count=3", Token: tok})
 	items := pv.JSON["items"].([]any)
 	require.Len(t, items, 3)
 	require.Equal(t, "2041-01-01T06:00:00Z", items[1].(map[string]any)["at"])
-	p := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
-		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "*/5 * * * * * 2045", "timezone": "Australia/Sydney"}}})
+	p := a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "*/5 * * * * * 2045", "timezone": "Australia/Sydney"}},
+	})
 	require.Equal(t, "2044-12-31T13:00:00Z", p.JSON["next_run_at"], "2045-01-01 00:00 in Sydney (UTC+11), through 2044-12-31")
 }
 
@@ -431,8 +452,10 @@ func TestSkipPastSlotNamesTheNextOne(t *testing.T) {
 	past := time.Now().UTC().Truncate(24 * time.Hour).Add(-24*time.Hour + 18*time.Hour)
 	next := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks/" + id + "/preview?count=1", Token: tok}).
 		JSON["items"].([]any)[0].(map[string]any)["at"].(string)
-	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks/" + id + "/skip", Token: tok,
-		Body: map[string]any{"scheduled_for": past.Format(time.RFC3339)}})
+	r := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks/" + id + "/skip", Token: tok,
+		Body: map[string]any{"scheduled_for": past.Format(time.RFC3339)},
+	})
 	require.Equal(t, []string{"scheduled_for"}, fieldErrors(r))
 	msg := r.JSON["errors"].([]any)[0].(map[string]any)["message"].(string)
 	require.Contains(t, msg, "has passed")

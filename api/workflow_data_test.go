@@ -21,11 +21,15 @@ func TestWorkflowInputsAPI(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "inputs")
-	created := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
-		Body: map[string]any{"name": "with-inputs", "max_active_runs": 5,
+	created := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: map[string]any{
+			"name": "with-inputs", "max_active_runs": 5,
 			"schedule": map[string]any{"type": "cron", "cron": "0 * * * *", "timezone": "UTC"},
 			"inputs":   map[string]any{"business_date": "2026-12-01", "limit": 10, "opts": map[string]any{"dry": false}},
-			"nodes":    []any{map[string]any{"key": "a", "endpoint_id": ep}}}})
+			"nodes":    []any{map[string]any{"key": "a", "endpoint_id": ep}},
+		},
+	})
 	id := created.JSON["id"].(string)
 	defaults := map[string]any{"business_date": "2026-12-01", "limit": 10.0, "opts": map[string]any{"dry": false}}
 	require.Equal(t, defaults, created.JSON["inputs"])
@@ -33,8 +37,10 @@ func TestWorkflowInputsAPI(t *testing.T) {
 
 	plain := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok})
 	require.Equal(t, defaults, plain.JSON["inputs"])
-	run := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok,
-		Body: map[string]any{"inputs": map[string]any{"limit": 5}, "dedup_key": "d1"}})
+	run := a.must(http.StatusAccepted, req{
+		Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok,
+		Body: map[string]any{"inputs": map[string]any{"limit": 5}, "dedup_key": "d1"},
+	})
 	merged := map[string]any{"business_date": "2026-12-01", "limit": 5.0, "opts": map[string]any{"dry": false}}
 	require.Equal(t, merged, run.JSON["inputs"])
 	runID := run.JSON["id"].(string)
@@ -47,47 +53,67 @@ func TestWorkflowInputsAPI(t *testing.T) {
 	}
 	require.Equal(t, map[string]any{runID: merged, plain.JSON["id"].(string): defaults}, byID)
 
-	bad := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok,
-		Body: map[string]any{"inputs": map[string]any{"foo": 1, "limit": 2}}})
+	bad := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok,
+		Body: map[string]any{"inputs": map[string]any{"foo": 1, "limit": 2}},
+	})
 	require.Equal(t, []string{"inputs.foo"}, fieldErrors(bad))
-	big := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok,
-		Body: map[string]any{"inputs": map[string]any{"limit": strings.Repeat("x", service.InputsMax)}}})
+	big := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok,
+		Body: map[string]any{"inputs": map[string]any{"limit": strings.Repeat("x", service.InputsMax)}},
+	})
 	require.Equal(t, []string{"inputs"}, fieldErrors(big))
-	badName := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
-		Body: map[string]any{"name": "bad-inputs", "inputs": map[string]any{"has-dash": 1},
-			"nodes": []any{map[string]any{"key": "a", "endpoint_id": ep}}}})
+	badName := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: map[string]any{
+			"name": "bad-inputs", "inputs": map[string]any{"has-dash": 1},
+			"nodes": []any{map[string]any{"key": "a", "endpoint_id": ep}},
+		},
+	})
 	require.Equal(t, []string{"inputs.has-dash"}, fieldErrors(badName))
 
 	// A PATCH of the inputs replaces them and moves the version; the run
 	// keeps its own.
-	patched := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
-		Body: map[string]any{"inputs": map[string]any{"limit": 1}}})
+	patched := a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
+		Body: map[string]any{"inputs": map[string]any{"limit": 1}},
+	})
 	require.EqualValues(t, 2, patched.JSON["version"])
 	require.Equal(t, map[string]any{"limit": 1.0}, patched.JSON["inputs"])
-	same := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
-		Body: map[string]any{"max_active_runs": 3}})
+	same := a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
+		Body: map[string]any{"max_active_runs": 3},
+	})
 	require.EqualValues(t, 2, same.JSON["version"], "the inputs did not change")
 	require.Equal(t, merged, a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runID, Token: tok}).JSON["inputs"])
 
 	// Backfills.
 	from := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour).Format(time.RFC3339)
 	to := time.Now().UTC().Truncate(time.Hour).Add(-time.Hour).Format(time.RFC3339)
-	bf := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/backfill", Token: tok,
-		Body: map[string]any{"from": from, "to": to, "inputs": map[string]any{"business_date": "x"}}})
+	bf := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/workflows/" + id + "/backfill", Token: tok,
+		Body: map[string]any{"from": from, "to": to, "inputs": map[string]any{"business_date": "x"}},
+	})
 	require.Equal(t, []string{"inputs.business_date"}, fieldErrors(bf), "no longer declared")
-	ok := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/backfill", Token: tok,
-		Body: map[string]any{"from": from, "to": to, "inputs": map[string]any{"limit": 99}}})
+	ok := a.must(http.StatusAccepted, req{
+		Method: http.MethodPost, Path: "/v1/workflows/" + id + "/backfill", Token: tok,
+		Body: map[string]any{"from": from, "to": to, "inputs": map[string]any{"limit": 99}},
+	})
 	require.Equal(t, map[string]any{"limit": 99.0}, ok.JSON["inputs"])
 	got := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/backfills/" + ok.JSON["id"].(string), Token: tok})
 	require.Equal(t, map[string]any{"limit": 99.0}, got.JSON["inputs"])
 	task := a.createTask(tok, ep, "plain", nil).JSON["id"].(string)
-	tb := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks/" + task + "/backfill", Token: tok,
-		Body: map[string]any{"from": from, "to": to, "inputs": map[string]any{"limit": 1}}})
+	tb := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/tasks/" + task + "/backfill", Token: tok,
+		Body: map[string]any{"from": from, "to": to, "inputs": map[string]any{"limit": 1}},
+	})
 	require.Equal(t, []string{"inputs"}, fieldErrors(tb))
 
 	// Another tenant: 404, nothing of the run.
-	a.must(http.StatusNotFound, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: token(t, "globex"),
-		Body: map[string]any{"inputs": map[string]any{"limit": 1}}})
+	a.must(http.StatusNotFound, req{
+		Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: token(t, "globex"),
+		Body: map[string]any{"inputs": map[string]any{"limit": 1}},
+	})
 	a.must(http.StatusNotFound, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runID, Token: token(t, "globex")})
 }
 
@@ -99,9 +125,13 @@ func TestWorkflowNodeOutputAPI(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "cb")
-	w := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
-		Body: map[string]any{"name": "cb-output", "nodes": []any{map[string]any{"key": "a", "endpoint_id": ep,
-			"completion": map[string]any{"mode": "callback", "timeout_ms": 3600000}}}}})
+	w := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: map[string]any{"name": "cb-output", "nodes": []any{map[string]any{
+			"key": "a", "endpoint_id": ep,
+			"completion": map[string]any{"mode": "callback", "timeout_ms": 3600000},
+		}}},
+	})
 	runID := a.triggerWorkflow(tok, w.JSON["id"].(string))
 	node := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runID, Token: tok}).JSON["nodes"].([]any)[0].(map[string]any)
 	require.NotContains(t, node, "output", "no output before the node ends")
@@ -120,12 +150,16 @@ func TestWorkflowNodeOutputAPI(t *testing.T) {
 	_, err = d.Accept(ctx, del, http.StatusAccepted, time.Millisecond)
 	require.NoError(t, err)
 
-	big := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
-		Body: map[string]any{"status": "succeeded", "output": map[string]any{"blob": strings.Repeat("x", service.OutputMax)}}})
+	big := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
+		Body: map[string]any{"status": "succeeded", "output": map[string]any{"blob": strings.Repeat("x", service.OutputMax)}},
+	})
 	require.Equal(t, []string{"output"}, fieldErrors(big))
 	require.Contains(t, string(big.Raw), "at most 65536 bytes")
-	a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
-		Body: map[string]any{"status": "succeeded", "output": map[string]any{"rows": 7}}})
+	a.must(http.StatusOK, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: cb,
+		Body: map[string]any{"status": "succeeded", "output": map[string]any{"rows": 7}},
+	})
 	run := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runID, Token: tok})
 	require.Equal(t, "succeeded", run.JSON["state"])
 	require.Equal(t, map[string]any{"rows": 7.0}, run.JSON["nodes"].([]any)[0].(map[string]any)["output"])

@@ -217,14 +217,18 @@ var workflowReadOnly = []string{"id", "state", "version", "next_run_at", "create
 
 func (r workflowRequest) input() (service.WorkflowInput, error) {
 	var ve service.ValidationError
-	in := service.WorkflowInput{Name: r.Name, MaxActiveRuns: r.MaxActiveRuns, MisfirePolicy: r.MisfirePolicy,
-		AlertEndpointID: r.AlertEndpointID, Inputs: r.Inputs.service()}
+	in := service.WorkflowInput{
+		Name: r.Name, MaxActiveRuns: r.MaxActiveRuns, MisfirePolicy: r.MisfirePolicy,
+		AlertEndpointID: r.AlertEndpointID, Inputs: r.Inputs.service(),
+	}
 	if r.Schedule != nil {
 		s := r.Schedule
-		in.Schedule = &schedule.Spec{Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
+		in.Schedule = &schedule.Spec{
+			Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
 			RunAt: parseTime(&ve, "schedule.run_at", s.RunAt), StartAt: parseTime(&ve, "schedule.start_at", s.StartAt),
 			EndAt: parseTime(&ve, "schedule.end_at", s.EndAt), Dialect: s.Dialect, DSTPolicy: s.DSTPolicy,
-			ExcludeCalendars: s.ExcludeCalendars}
+			ExcludeCalendars: s.ExcludeCalendars,
+		}
 	}
 	if r.SLA != nil {
 		if r.SLA.FinishWithinMS < 0 {
@@ -237,16 +241,22 @@ func (r workflowRequest) input() (service.WorkflowInput, error) {
 	}
 	for i, n := range r.Nodes {
 		f := fmt.Sprintf("nodes[%d].", i)
-		node := service.WorkflowNodeInput{Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority,
+		node := service.WorkflowNodeInput{
+			Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority,
 			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
-			Retry: service.RetryPolicy{MaxAttempts: n.Retry.MaxAttempts,
+			Retry: service.RetryPolicy{
+				MaxAttempts:    n.Retry.MaxAttempts,
 				InitialBackoff: time.Duration(n.Retry.InitialBackoffMS) * time.Millisecond,
-				MaxBackoff:     time.Duration(n.Retry.MaxBackoffMS) * time.Millisecond}}
+				MaxBackoff:     time.Duration(n.Retry.MaxBackoffMS) * time.Millisecond,
+			},
+		}
 		if c := n.Completion; c != nil {
 			negative(&ve, f+"completion.timeout_ms", c.TimeoutMS)
 			negative(&ve, f+"completion.heartbeat_timeout_ms", c.HeartbeatTimeoutMS)
-			node.Completion = service.Completion{Mode: c.Mode, Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
-				HeartbeatTimeout: time.Duration(c.HeartbeatTimeoutMS) * time.Millisecond}
+			node.Completion = service.Completion{
+				Mode: c.Mode, Timeout: time.Duration(c.TimeoutMS) * time.Millisecond,
+				HeartbeatTimeout: time.Duration(c.HeartbeatTimeoutMS) * time.Millisecond,
+			}
 		}
 		if n.TimeoutMS != nil {
 			if *n.TimeoutMS <= 0 {
@@ -265,8 +275,10 @@ func (r workflowRequest) input() (service.WorkflowInput, error) {
 }
 
 func workflowRequestOf(in service.WorkflowInput) workflowRequest {
-	r := workflowRequest{Name: in.Name, MaxActiveRuns: in.MaxActiveRuns, MisfirePolicy: in.MisfirePolicy,
-		AlertEndpointID: in.AlertEndpointID, Nodes: []workflowNodeDTO{}, Inputs: inputsOut(in.Inputs)}
+	r := workflowRequest{
+		Name: in.Name, MaxActiveRuns: in.MaxActiveRuns, MisfirePolicy: in.MisfirePolicy,
+		AlertEndpointID: in.AlertEndpointID, Nodes: []workflowNodeDTO{}, Inputs: inputsOut(in.Inputs),
+	}
 	if in.Schedule != nil {
 		s := scheduleOut(*in.Schedule)
 		r.Schedule = &s
@@ -275,17 +287,23 @@ func workflowRequestOf(in service.WorkflowInput) workflowRequest {
 		r.SLA = &slaDTO{FinishWithinMS: in.SLAFinishWithin.Milliseconds()}
 	}
 	for _, n := range in.Nodes {
-		d := workflowNodeDTO{Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority, Shards: n.Shards,
+		d := workflowNodeDTO{
+			Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority, Shards: n.Shards,
 			DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
-			Retry: retryDTO{MaxAttempts: n.Retry.MaxAttempts, InitialBackoffMS: n.Retry.InitialBackoff.Milliseconds(),
-				MaxBackoffMS: n.Retry.MaxBackoff.Milliseconds()}}
+			Retry: retryDTO{
+				MaxAttempts: n.Retry.MaxAttempts, InitialBackoffMS: n.Retry.InitialBackoff.Milliseconds(),
+				MaxBackoffMS: n.Retry.MaxBackoff.Milliseconds(),
+			},
+		}
 		if n.Timeout != 0 {
 			ms := int(n.Timeout.Milliseconds())
 			d.TimeoutMS = &ms
 		}
 		if n.Completion.Callback() {
-			d.Completion = &completionDTO{Mode: service.CompletionCallback, TimeoutMS: n.Completion.Timeout.Milliseconds(),
-				HeartbeatTimeoutMS: n.Completion.HeartbeatTimeout.Milliseconds()}
+			d.Completion = &completionDTO{
+				Mode: service.CompletionCallback, TimeoutMS: n.Completion.Timeout.Milliseconds(),
+				HeartbeatTimeoutMS: n.Completion.HeartbeatTimeout.Milliseconds(),
+			}
 		}
 		r.Nodes = append(r.Nodes, d)
 	}
@@ -293,22 +311,30 @@ func workflowRequestOf(in service.WorkflowInput) workflowRequest {
 }
 
 func workflowOut(w service.Workflow) workflowResponse {
-	return workflowResponse{workflowRequest: workflowRequestOf(w.Input()), ID: w.ID, State: w.State, Version: w.Version,
-		NextRunAt: stampPtr(w.NextRunAt), CreatedAt: stamp(w.CreatedAt), UpdatedAt: stamp(w.UpdatedAt)}
+	return workflowResponse{
+		workflowRequest: workflowRequestOf(w.Input()), ID: w.ID, State: w.State, Version: w.Version,
+		NextRunAt: stampPtr(w.NextRunAt), CreatedAt: stamp(w.CreatedAt), UpdatedAt: stamp(w.UpdatedAt),
+	}
 }
 
 func runOut(r service.WorkflowRun) runResponse {
-	out := runResponse{ID: r.ID, WorkflowID: r.WorkflowID, Version: r.Version, ScheduledFor: stamp(r.ScheduledFor),
+	out := runResponse{
+		ID: r.ID, WorkflowID: r.WorkflowID, Version: r.Version, ScheduledFor: stamp(r.ScheduledFor),
 		Round: r.Round, Trigger: r.Trigger, State: r.State, Inputs: inputsOut(r.Inputs), CreatedAt: stamp(r.CreatedAt), StartedAt: stampPtr(r.StartedAt),
 		FinishedAt: stampPtr(r.FinishedAt), SLAMissedAt: stampPtr(r.SLAMissedAt),
-		SLA: runSLAResponse{Status: r.SLA.Status, FinishWithinMS: r.SLA.Within.Milliseconds(), DueAt: stampPtr(r.SLA.DueAt),
-			MissedAt: stampPtr(r.SLA.MissedAt)}}
+		SLA: runSLAResponse{
+			Status: r.SLA.Status, FinishWithinMS: r.SLA.Within.Milliseconds(), DueAt: stampPtr(r.SLA.DueAt),
+			MissedAt: stampPtr(r.SLA.MissedAt),
+		},
+	}
 	for _, ev := range r.Events {
 		out.Events = append(out.Events, runEventResponse{Type: ev.Type, At: stamp(ev.At), Message: ev.Message, Data: ev.Data})
 	}
 	for _, n := range r.Nodes {
-		rn := runNodeResponse{Key: n.Key, State: n.State, ExecutionID: n.ExecutionID, ShardStates: n.ShardStates,
-			RuleMetAt: stampPtr(n.RuleMetAt), StartedAt: stampPtr(n.StartedAt), FinishedAt: stampPtr(n.FinishedAt), Output: n.Output}
+		rn := runNodeResponse{
+			Key: n.Key, State: n.State, ExecutionID: n.ExecutionID, ShardStates: n.ShardStates,
+			RuleMetAt: stampPtr(n.RuleMetAt), StartedAt: stampPtr(n.StartedAt), FinishedAt: stampPtr(n.FinishedAt), Output: n.Output,
+		}
 		if n.Shards > 1 {
 			rn.Shards = n.Shards
 		}

@@ -49,13 +49,17 @@ func TestWorkflowAPI(t *testing.T) {
 	a.must(http.StatusNotFound, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: other})
 	a.must(http.StatusNotFound, req{Method: http.MethodGet, Path: "/v1/workflows/nope", Token: tok})
 
-	run := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok,
-		Body: map[string]any{"dedup_key": "2027-01-01"}})
+	run := a.must(http.StatusAccepted, req{
+		Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok,
+		Body: map[string]any{"dedup_key": "2027-01-01"},
+	})
 	runID := run.JSON["id"].(string)
 	require.Equal(t, "running", run.JSON["state"])
 	require.Equal(t, "manual", run.JSON["trigger"])
-	again := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok,
-		Body: map[string]any{"dedup_key": "2027-01-01"}})
+	again := a.must(http.StatusAccepted, req{
+		Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok,
+		Body: map[string]any{"dedup_key": "2027-01-01"},
+	})
 	require.Equal(t, runID, again.JSON["id"])
 	a.must(http.StatusNotFound, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runID, Token: other})
 	got := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runID, Token: tok})
@@ -67,8 +71,10 @@ func TestWorkflowAPI(t *testing.T) {
 	require.Equal(t, map[string]string{"extract": "pending", "transform": "waiting", "audit": "waiting", "report": "waiting"}, states)
 	a.must(http.StatusNotFound, req{Method: http.MethodPost, Path: "/v1/workflow-runs/" + runID + "/nodes/nope/run", Token: tok})
 
-	patched := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
-		Body: `{"nodes":[{"key":"only","endpoint_id":"` + ep + `"}]}`})
+	patched := a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
+		Body: `{"nodes":[{"key":"only","endpoint_id":"` + ep + `"}]}`,
+	})
 	require.EqualValues(t, 2, patched.JSON["version"])
 	got = a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runID, Token: tok})
 	require.Len(t, got.JSON["nodes"], 4, "the run keeps its version")
@@ -102,32 +108,46 @@ func TestWorkflowNodeCompletionAndSLAFields(t *testing.T) {
 		return `{"name":"long.running","nodes":[{"key":"a","endpoint_id":"` + ep + `"},
 			{"key":"b","endpoint_id":"` + ep + `","depends_on":["a"],"completion":` + completion + `}]}`
 	}
-	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
-		Body: node(`{"mode":"callback"}`)})
+	r := a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: node(`{"mode":"callback"}`),
+	})
 	require.Contains(t, string(r.Raw), "nodes[1].completion.timeout_ms")
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
-		Body: node(`{"mode":"eventually","timeout_ms":1000}`)})
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: node(`{"mode":"eventually","timeout_ms":1000}`),
+	})
 	require.Contains(t, string(r.Raw), "nodes[1].completion.mode")
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
-		Body: node(`{"mode":"callback","timeout_ms":60000,"deadline":1}`)})
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: node(`{"mode":"callback","timeout_ms":60000,"deadline":1}`),
+	})
 	require.Contains(t, string(r.Raw), "nodes[1].completion.deadline")
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
-		Body: `{"name":"slow","sla":{"finish_within_ms":10},"nodes":[{"key":"a","endpoint_id":"` + ep + `"}]}`})
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: `{"name":"slow","sla":{"finish_within_ms":10},"nodes":[{"key":"a","endpoint_id":"` + ep + `"}]}`,
+	})
 	require.Contains(t, string(r.Raw), "sla.finish_within_ms")
 
 	completion := map[string]any{"mode": "callback", "timeout_ms": 3600000.0, "heartbeat_timeout_ms": 120000.0}
-	created := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
-		Body: node(`{"mode":"callback","timeout_ms":3600000,"heartbeat_timeout_ms":120000}`)})
+	created := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: node(`{"mode":"callback","timeout_ms":3600000,"heartbeat_timeout_ms":120000}`),
+	})
 	id := created.JSON["id"].(string)
 	nodes := created.JSON["nodes"].([]any)
 	require.Nil(t, nodes[0].(map[string]any)["completion"], "response mode is the default")
 	require.Equal(t, completion, nodes[1].(map[string]any)["completion"])
-	patched := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
-		Body: map[string]any{"nodes": nodes}})
+	patched := a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
+		Body: map[string]any{"nodes": nodes},
+	})
 	require.EqualValues(t, 1, patched.JSON["version"], "the same nodes make no new version")
 	nodes[1].(map[string]any)["completion"] = map[string]any{"mode": "response"}
-	patched = a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
-		Body: map[string]any{"nodes": nodes}})
+	patched = a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
+		Body: map[string]any{"nodes": nodes},
+	})
 	require.EqualValues(t, 2, patched.JSON["version"])
 	require.Nil(t, patched.JSON["nodes"].([]any)[1].(map[string]any)["completion"])
 
@@ -146,8 +166,10 @@ func TestWorkflowRunSLA(t *testing.T) {
 	a := newAPI(t, nil)
 	tok := token(t, "acme")
 	ep := a.createEndpoint(tok, "ep")
-	id := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
-		Body: `{"name":"etl","sla":{"finish_within_ms":3600000},"nodes":[{"key":"a","endpoint_id":"` + ep + `"}]}`}).JSON["id"].(string)
+	id := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/workflows", Token: tok,
+		Body: `{"name":"etl","sla":{"finish_within_ms":3600000},"nodes":[{"key":"a","endpoint_id":"` + ep + `"}]}`,
+	}).JSON["id"].(string)
 	run := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/workflows/" + id + "/trigger", Token: tok}).JSON
 	runID := run["id"].(string)
 	slot, err := time.Parse(time.RFC3339Nano, run["scheduled_for"].(string))
@@ -162,8 +184,10 @@ func TestWorkflowRunSLA(t *testing.T) {
 	a.exec(`UPDATE workflow_runs SET sla_missed_at = '2026-01-02T04:00:00Z' WHERE id = $1`, runID)
 	a.exec(`INSERT INTO workflow_run_events (tenant_id, run_id, type, message, data)
 		VALUES ('acme', $1, 'sla_missed', 'not succeeded within 1h0m0s of its slot', '{"due_at":"2026-01-02T03:04:05Z"}')`, runID)
-	require.Equal(t, map[string]any{"status": "missed", "finish_within_ms": 3600000.0, "due_at": "2026-01-02T03:04:05Z",
-		"missed_at": "2026-01-02T04:00:00Z"},
+	require.Equal(t, map[string]any{
+		"status": "missed", "finish_within_ms": 3600000.0, "due_at": "2026-01-02T03:04:05Z",
+		"missed_at": "2026-01-02T04:00:00Z",
+	},
 		a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflow-runs/" + runID, Token: tok}).JSON["sla"])
 	list = a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/workflows/" + id + "/runs", Token: tok}).JSON["items"].([]any)
 	require.Equal(t, "missed", list[0].(map[string]any)["sla"].(map[string]any)["status"])
@@ -186,19 +210,27 @@ func TestWorkflowBackfillAPI(t *testing.T) {
 	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: path, Token: tok, Body: rng})
 	require.Contains(t, string(r.Raw), "no schedule")
 
-	cal := a.must(http.StatusCreated, req{Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
-		Body: map[string]any{"name": "new-year", "dates": []string{"2026-01-01"}}}).JSON["id"].(string)
-	a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
-		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *", "exclude_calendars": []string{cal}}}})
+	cal := a.must(http.StatusCreated, req{
+		Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
+		Body: map[string]any{"name": "new-year", "dates": []string{"2026-01-01"}},
+	}).JSON["id"].(string)
+	a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/workflows/" + id, Token: tok,
+		Body: map[string]any{"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *", "exclude_calendars": []string{cal}}},
+	})
 	a.must(http.StatusConflict, req{Method: http.MethodDelete, Path: "/v1/calendars/" + cal, Token: tok})
 
-	plan := a.must(http.StatusOK, req{Method: http.MethodPost, Path: path, Token: tok,
-		Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-03T00:00:00Z", "dry_run": true}})
+	plan := a.must(http.StatusOK, req{
+		Method: http.MethodPost, Path: path, Token: tok,
+		Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-03T00:00:00Z", "dry_run": true},
+	})
 	require.Equal(t, []any{map[string]any{"scheduled_for": "2026-01-02T02:00:00Z", "round": 1.0, "action": "create"}},
 		plan.JSON["slots"], "the excluded date has no slot")
 
-	b := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: path, Token: tok,
-		Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-05T00:00:00Z", "rerun": "all", "max_concurrency": 2}})
+	b := a.must(http.StatusAccepted, req{
+		Method: http.MethodPost, Path: path, Token: tok,
+		Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-05T00:00:00Z", "rerun": "all", "max_concurrency": 2},
+	})
 	bid := b.JSON["id"].(string)
 	require.Equal(t, id, b.JSON["workflow_id"])
 	require.NotContains(t, b.JSON, "task_id")
@@ -214,7 +246,9 @@ func TestWorkflowBackfillAPI(t *testing.T) {
 	other := token(t, "globex")
 	a.must(http.StatusNotFound, req{Method: http.MethodPost, Path: path, Token: other, Body: rng})
 	a.must(http.StatusNotFound, req{Method: http.MethodGet, Path: "/v1/backfills/" + bid, Token: other})
-	a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: path, Token: tok,
-		Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-05T00:00:00Z", "rerun": "sometimes"}})
+	a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: path, Token: tok,
+		Body: map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-05T00:00:00Z", "rerun": "sometimes"},
+	})
 	a.must(http.StatusBadRequest, req{Method: http.MethodPost, Path: path, Token: tok, Body: `{"from":`})
 }

@@ -76,16 +76,20 @@ func TestAlertLists(t *testing.T) {
 	}
 	run := func(tenant, state string, missed bool) string {
 		id := v7()
-		ok, err := db.InsertWorkflowRun(ctx, pool, db.WorkflowRun{TenantID: tenant, ID: id, WorkflowID: wf[tenant], Version: 1,
-			ScheduledFor: now.Add(-2 * time.Hour), Trigger: "manual"})
+		ok, err := db.InsertWorkflowRun(ctx, pool, db.WorkflowRun{
+			TenantID: tenant, ID: id, WorkflowID: wf[tenant], Version: 1,
+			ScheduledFor: now.Add(-2 * time.Hour), Trigger: "manual",
+		})
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.NoError(t, db.SetWorkflowRunState(ctx, pool, tenant, id, state))
 		if missed {
 			_, err := pool.Exec(ctx, `UPDATE workflow_runs SET sla_missed_at = now() WHERE tenant_id = $1 AND id = $2`, tenant, id)
 			require.NoError(t, err)
-			require.NoError(t, db.InsertRunEvent(ctx, pool, tenant, id, db.RunEvent{Type: "sla_missed",
-				Data: map[string]any{"due_at": "2026-01-02T03:04:05Z"}}))
+			require.NoError(t, db.InsertRunEvent(ctx, pool, tenant, id, db.RunEvent{
+				Type: "sla_missed",
+				Data: map[string]any{"due_at": "2026-01-02T03:04:05Z"},
+			}))
 		}
 		return id
 	}

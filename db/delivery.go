@@ -87,14 +87,16 @@ type DeliveryRow struct {
 // selects every column of the struct in that order scans into them.
 func (r *DeliveryRow) fields() []any {
 	e := &r.JoinedEndpoint
-	return []any{&r.TenantID, &r.ID, &r.TaskID, &r.ScheduledFor, &r.Trigger, &r.State, &r.Attempts, &r.AttemptsBase,
+	return []any{
+		&r.TenantID, &r.ID, &r.TaskID, &r.ScheduledFor, &r.Trigger, &r.State, &r.Attempts, &r.AttemptsBase,
 		&r.LeaseAttempt, &r.CancelRequested, &r.Payload, &r.RiverJobID, &r.Round,
 		&r.WorkflowID, &r.WorkflowRunID, &r.Node, &r.Shard, &r.ShardCount, &r.CreatedAt, &r.NeverStarted, &r.TaskFound, &r.TaskName,
 		&r.TaskState, &r.TaskPayload, &r.TaskTimeoutMS, &r.MaxAttempts, &r.InitialBackoffMS, &r.MaxBackoffMS,
 		&r.OverlapPolicy, &r.MisfirePolicy, &r.EarlierUnfinished, &r.LaterMissed, &r.LaterMisfire, &r.CaughtUp, &r.CatchUpShard,
 		&e.EndpointFound, &e.EndpointID, &e.EndpointURL, &e.EndpointMethod, &e.EndpointHeaders, &e.Secret,
 		&e.PreviousSecret, &e.PreviousSecretExp, &e.EndpointTimeoutMS, &e.EndpointEnabled, &r.CompletionTimeoutMS,
-		&r.HeartbeatTimeoutMS, &r.Waiting, &r.EndpointMaxConcurrency, &r.EndpointRateLimit, &r.Now}
+		&r.HeartbeatTimeoutMS, &r.Waiting, &r.EndpointMaxConcurrency, &r.EndpointRateLimit, &r.Now,
+	}
 }
 
 // JoinedEndpoint is an endpoint LEFT JOINed to an execution's task: every

@@ -23,13 +23,17 @@ func TestErrorsAreTranslated(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.Pool(t)
 	require.NoError(t, db.EnsureTenant(ctx, pool, "acme"))
-	ep, err := db.InsertEndpoint(ctx, pool, db.Endpoint{TenantID: "acme", ID: "00000000-0000-7000-8000-000000000001",
-		Name: "e", URL: "https://example.com", Method: "POST", Headers: map[string]string{}, Secret: "whsec_x", TimeoutMS: 1000})
+	ep, err := db.InsertEndpoint(ctx, pool, db.Endpoint{
+		TenantID: "acme", ID: "00000000-0000-7000-8000-000000000001",
+		Name: "e", URL: "https://example.com", Method: "POST", Headers: map[string]string{}, Secret: "whsec_x", TimeoutMS: 1000,
+	})
 	require.NoError(t, err)
-	task := db.Task{TenantID: "acme", ID: "00000000-0000-7000-8000-000000000002", Name: "t", EndpointID: ep.ID,
+	task := db.Task{
+		TenantID: "acme", ID: "00000000-0000-7000-8000-000000000002", Name: "t", EndpointID: ep.ID,
 		ScheduleType: "interval", Timezone: "UTC", Payload: []byte("{}"), Priority: 2, MaxAttempts: 5,
 		InitialBackoffMS: 1000, MaxBackoffMS: 60_000, OverlapPolicy: "allow", MisfirePolicy: "fire_once", State: "active",
-		Labels: map[string]string{}, CreatedAt: time.Now(), ScheduleDialect: "standard", DSTPolicy: "vixie"}
+		Labels: map[string]string{}, CreatedAt: time.Now(), ScheduleDialect: "standard", DSTPolicy: "vixie",
+	}
 	interval := int64(60)
 	task.IntervalSeconds = &interval
 	_, err = db.InsertTask(ctx, pool, task, false)
@@ -64,8 +68,10 @@ func TestErrorsAreTranslated(t *testing.T) {
 
 	// U+0000: in a jsonb document (22P05) and in text (22021), the
 	// caller's data; Unstorable also reads an untranslated driver error.
-	nul := db.Endpoint{TenantID: "acme", ID: "00000000-0000-7000-8000-000000000007", Name: "nul", URL: "https://example.com",
-		Method: "POST", Headers: map[string]string{"X-A": "a\x00b"}, Secret: "whsec_x", TimeoutMS: 1000}
+	nul := db.Endpoint{
+		TenantID: "acme", ID: "00000000-0000-7000-8000-000000000007", Name: "nul", URL: "https://example.com",
+		Method: "POST", Headers: map[string]string{"X-A": "a\x00b"}, Secret: "whsec_x", TimeoutMS: 1000,
+	}
 	_, err = db.InsertEndpoint(ctx, pool, nul)
 	require.ErrorIs(t, err, db.ErrUnstorable, "U+0000 in jsonb")
 	nul.Headers, nul.Name = map[string]string{}, "n\x00l"

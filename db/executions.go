@@ -51,10 +51,12 @@ type Execution struct {
 // executionColumns: a list scans by position, without pgx's per-row
 // matching of names (a quarter of a list request's CPU).
 func (e *Execution) fields() []any {
-	return []any{&e.TenantID, &e.ID, &e.TaskID, &e.ScheduledFor, &e.Trigger, &e.DedupKey, &e.State, &e.Attempts,
+	return []any{
+		&e.TenantID, &e.ID, &e.TaskID, &e.ScheduledFor, &e.Trigger, &e.DedupKey, &e.State, &e.Attempts,
 		&e.Late, &e.CancelRequested, &e.LastStatusCode, &e.LastError, &e.LastErrorClass, &e.RiverJobID,
 		&e.NextAttemptAt, &e.CreatedAt, &e.StartedAt, &e.FinishedAt, &e.ImplicitEvents, &e.LastLatencyMS,
-		&e.FirstStartedAt, &e.Round, &e.BackfillID, &e.WorkflowID, &e.WorkflowRunID, &e.Node, &e.Shard, &e.ShardCount}
+		&e.FirstStartedAt, &e.Round, &e.BackfillID, &e.WorkflowID, &e.WorkflowRunID, &e.Node, &e.Shard, &e.ShardCount,
+	}
 }
 
 // Bits of executions.implicit_events: timeline events the row implies
@@ -182,8 +184,10 @@ func ListExecutionEvents(ctx context.Context, q Querier, row Execution) ([]Execu
 func Timeline(row Execution, stored []ExecutionEvent) []ExecutionEvent {
 	out := make([]ExecutionEvent, 0, len(stored)+4)
 	if row.ImplicitEvents&ImplicitFired != 0 {
-		out = append(out, ExecutionEvent{Type: "fired", At: row.CreatedAt,
-			Data: map[string]any{"scheduled_for": row.ScheduledFor.UTC().Format(time.RFC3339Nano)}})
+		out = append(out, ExecutionEvent{
+			Type: "fired", At: row.CreatedAt,
+			Data: map[string]any{"scheduled_for": row.ScheduledFor.UTC().Format(time.RFC3339Nano)},
+		})
 	}
 	i := 0
 	for i < len(stored) && (stored[i].Type == "fired" || stored[i].Type == "missed") {
@@ -198,8 +202,10 @@ func Timeline(row Execution, stored []ExecutionEvent) []ExecutionEvent {
 	if row.ImplicitEvents&ImplicitSucceeded != 0 && row.FinishedAt != nil {
 		attempt := row.Attempts
 		out = append(out,
-			ExecutionEvent{Type: "attempt_succeeded", At: *row.FinishedAt, Attempt: &attempt, StatusCode: row.LastStatusCode,
-				LatencyMS: row.LastLatencyMS},
+			ExecutionEvent{
+				Type: "attempt_succeeded", At: *row.FinishedAt, Attempt: &attempt, StatusCode: row.LastStatusCode,
+				LatencyMS: row.LastLatencyMS,
+			},
 			ExecutionEvent{Type: "succeeded", At: *row.FinishedAt, Attempt: &attempt, StatusCode: row.LastStatusCode})
 	}
 	return out

@@ -34,8 +34,10 @@ func TestCommonDeliveryUpdatesAreHOT(t *testing.T) {
 	var fires []db.NewExecution
 	slot := time.Now().UTC().Truncate(time.Second)
 	for i := range n {
-		fires = append(fires, db.NewExecution{TenantID: "t", ID: uuid.Must(uuid.NewV7()).String(), TaskID: task,
-			ScheduledFor: slot.Add(time.Duration(i) * time.Second)})
+		fires = append(fires, db.NewExecution{
+			TenantID: "t", ID: uuid.Must(uuid.NewV7()).String(), TaskID: task,
+			ScheduledFor: slot.Add(time.Duration(i) * time.Second),
+		})
 	}
 	err = pgx.BeginFunc(ctx, pools.Main, func(tx pgx.Tx) error {
 		_, err := db.InsertScheduledExecutions(ctx, tx, fires)

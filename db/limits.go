@@ -22,8 +22,10 @@ type TenantLimits struct {
 }
 
 func (l *TenantLimits) fields() []any {
-	return []any{&l.TenantID, &l.MaxTasks, &l.MaxWorkflows, &l.MaxInflight, &l.MaxPerSecond, &l.APIRequestsPerSecond,
-		&l.LimitsUpdatedAt}
+	return []any{
+		&l.TenantID, &l.MaxTasks, &l.MaxWorkflows, &l.MaxInflight, &l.MaxPerSecond, &l.APIRequestsPerSecond,
+		&l.LimitsUpdatedAt,
+	}
 }
 
 const tenantLimitColumns = `id, max_tasks, max_workflows, max_inflight, max_per_second, api_requests_per_second, limits_updated_at`

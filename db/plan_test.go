@@ -194,8 +194,10 @@ func TestBatchedDeliveryStatementsUsePrimaryKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, e.plans, 2)
 	for _, plan := range e.plans {
-		for _, bad := range []string{`"Node Type":"Seq Scan"`, `"Node Type":"Hash Join"`, `"Node Type":"Merge Join"`,
-			`"executions_task_idx"`, `"executions_slot_idx"`, `"executions_last_error_idx"`, `"tasks_endpoint_idx"`} {
+		for _, bad := range []string{
+			`"Node Type":"Seq Scan"`, `"Node Type":"Hash Join"`, `"Node Type":"Merge Join"`,
+			`"executions_task_idx"`, `"executions_slot_idx"`, `"executions_last_error_idx"`, `"tasks_endpoint_idx"`,
+		} {
 			require.NotContains(t, plan, bad, plan)
 		}
 		require.Contains(t, plan, `"Index Name":"executions_pkey"`, plan)

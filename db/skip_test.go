@@ -79,8 +79,10 @@ func TestSkipSlotRacesTheScheduler(t *testing.T) {
 		slot := base.Add(time.Duration(i) * time.Second)
 		var fires []db.NewExecution
 		for s := range shards {
-			fires = append(fires, db.NewExecution{TenantID: "t", ID: uuid.Must(uuid.NewV7()).String(), TaskID: task,
-				ScheduledFor: slot, Shard: s, ShardCount: shards})
+			fires = append(fires, db.NewExecution{
+				TenantID: "t", ID: uuid.Must(uuid.NewV7()).String(), TaskID: task,
+				ScheduledFor: slot, Shard: s, ShardCount: shards,
+			})
 		}
 		skipIDs := make([]string, shards)
 		for s := range skipIDs {

@@ -214,9 +214,11 @@ func TestOnlyErrorsGoReadsDBErrors(t *testing.T) {
 
 // tenantTables are the tables whose rows belong to a tenant (a tenant_id
 // column).
-var tenantTables = []string{"endpoints", "tasks", "executions", "execution_events", "unfinished_executions", "idempotency_keys", "audit_log",
+var tenantTables = []string{
+	"endpoints", "tasks", "executions", "execution_events", "unfinished_executions", "idempotency_keys", "audit_log",
 	"callback_attempts", "sla_misses", "flow_gates", "flow_permits", "flow_holds", "api_budgets", "workflow_run_events",
-	"backfills", "calendars", "workflows", "workflow_versions", "workflow_runs", "workflow_run_nodes", "execution_outputs"}
+	"backfills", "calendars", "workflows", "workflow_versions", "workflow_runs", "workflow_run_nodes", "execution_outputs",
+}
 
 // crossTenant lists the functions of db/ whose statements read or write
 // tenant tables across tenants, on purpose. Each says why.
@@ -267,8 +269,10 @@ var reference = regexp.MustCompile(`(?i)\b(FROM|JOIN|UPDATE|INTO|USING)\s+(` + s
 	`)\b(?:\s+(?:AS\s+)?([a-z_][a-z0-9_]*))?`)
 
 // notAlias are words that may follow a table name and are no alias.
-var notAlias = []string{"where", "set", "on", "left", "right", "inner", "cross", "join", "order", "group", "limit",
-	"using", "for", "as", "values", "select", "returning", "offset", "with", "and", "or", "natural", "full"}
+var notAlias = []string{
+	"where", "set", "on", "left", "right", "inner", "cross", "join", "order", "group", "limit",
+	"using", "for", "as", "values", "select", "returning", "offset", "with", "and", "or", "natural", "full",
+}
 
 // missingTenantConditions returns a description of each reference to a
 // tenant table in sql that no tenant_id condition scopes: a SELECT,

@@ -21,8 +21,10 @@ import (
 // (service/lifecycle), River's and the replicas'.
 func stateWords() []string {
 	var out []string
-	for _, s := range []lifecycle.Set{lifecycle.Executions.States(), lifecycle.Runs.States(), lifecycle.Nodes.States(),
-		lifecycle.TaskStates, lifecycle.WorkflowStates, lifecycle.BackfillStates} {
+	for _, s := range []lifecycle.Set{
+		lifecycle.Executions.States(), lifecycle.Runs.States(), lifecycle.Nodes.States(),
+		lifecycle.TaskStates, lifecycle.WorkflowStates, lifecycle.BackfillStates,
+	} {
 		out = append(out, s.States()...)
 	}
 	for _, s := range rivertype.JobStates() {

@@ -66,12 +66,14 @@ type Task struct {
 // fields returns pointers to t's fields in their order, which is that of
 // taskColumns.
 func (t *Task) fields() []any {
-	return []any{&t.TenantID, &t.ID, &t.Name, &t.EndpointID, &t.ScheduleType, &t.Cron, &t.Timezone, &t.IntervalSeconds,
+	return []any{
+		&t.TenantID, &t.ID, &t.Name, &t.EndpointID, &t.ScheduleType, &t.Cron, &t.Timezone, &t.IntervalSeconds,
 		&t.RunAt, &t.StartAt, &t.EndAt, &t.Payload, &t.Priority, &t.TimeoutMS, &t.MaxAttempts, &t.InitialBackoffMS,
 		&t.MaxBackoffMS, &t.OverlapPolicy, &t.MisfirePolicy, &t.State, &t.NextRunAt, &t.Labels, &t.AlertEndpointID,
 		&t.PauseAfterFailures, &t.ConsecutiveFailures, &t.MissedCount, &t.Version, &t.CreatedAt, &t.UpdatedAt,
 		&t.ScheduleDialect, &t.DSTPolicy, &t.ExcludeCalendars, &t.Shards, &t.WorkflowID, &t.CompletionMode,
-		&t.CompletionTimeoutMS, &t.HeartbeatTimeoutMS, &t.SLAFinishWithinMS, &t.PayloadTemplate}
+		&t.CompletionTimeoutMS, &t.HeartbeatTimeoutMS, &t.SLAFinishWithinMS, &t.PayloadTemplate,
+	}
 }
 
 const taskColumns = `tenant_id, id::text, name, endpoint_id::text, schedule_type, cron, timezone, interval_seconds,
@@ -132,11 +134,13 @@ func insertTask(ctx context.Context, q Querier, t Task, wake bool, audit *AuditR
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
 			$23, $24, $25, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)
 		RETURNING ` + taskColumns
-	args := []any{t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
+	args := []any{
+		t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
 		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
 		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
 		t.CreatedAt, t.ScheduleDialect, t.DSTPolicy, nil, max(t.Shards, 1), t.WorkflowID, completionMode(t.CompletionMode),
-		t.CompletionTimeoutMS, t.HeartbeatTimeoutMS, t.SLAFinishWithinMS, t.PayloadTemplate}
+		t.CompletionTimeoutMS, t.HeartbeatTimeoutMS, t.SLAFinishWithinMS, t.PayloadTemplate,
+	}
 	cals, err := uuidArray(t.ExcludeCalendars)
 	if err != nil {
 		return Task{}, wrap("insert task", err)

@@ -27,8 +27,10 @@ func TestTimelinePutsImpliedEventsInPlace(t *testing.T) {
 		}
 		return out
 	}
-	base := Execution{ScheduledFor: at(-5), CreatedAt: at(0), FirstStartedAt: tptr(at(50)), StartedAt: tptr(at(900)),
-		FinishedAt: tptr(at(1000)), Attempts: 2, LastStatusCode: ptr(201), LastLatencyMS: ptr(12)}
+	base := Execution{
+		ScheduledFor: at(-5), CreatedAt: at(0), FirstStartedAt: tptr(at(50)), StartedAt: tptr(at(900)),
+		FinishedAt: tptr(at(1000)), Attempts: 2, LastStatusCode: ptr(201), LastLatencyMS: ptr(12),
+	}
 
 	tests := []struct {
 		name     string
@@ -38,13 +40,20 @@ func TestTimelinePutsImpliedEventsInPlace(t *testing.T) {
 	}{
 		{"nothing implied", 0, []string{"fired", "attempt_started", "cancelled"}, []string{"fired", "attempt_started", "cancelled"}},
 		{"implied fire, then a cancel", ImplicitFired, []string{"cancelled"}, []string{"fired", "cancelled"}},
-		{"stored late fire after misses, implied start", ImplicitStarted, []string{"missed", "fired", "attempt_failed"},
-			[]string{"missed", "fired", "attempt_started", "attempt_failed"}},
-		{"the happy path, nothing stored", ImplicitFired | ImplicitStarted | ImplicitSucceeded, nil,
-			[]string{"fired", "attempt_started", "attempt_succeeded", "succeeded"}},
-		{"retried, then succeeded", ImplicitFired | ImplicitStarted | ImplicitSucceeded,
+		{
+			"stored late fire after misses, implied start", ImplicitStarted,
+			[]string{"missed", "fired", "attempt_failed"},
+			[]string{"missed", "fired", "attempt_started", "attempt_failed"},
+		},
+		{
+			"the happy path, nothing stored", ImplicitFired | ImplicitStarted | ImplicitSucceeded, nil,
+			[]string{"fired", "attempt_started", "attempt_succeeded", "succeeded"},
+		},
+		{
+			"retried, then succeeded", ImplicitFired | ImplicitStarted | ImplicitSucceeded,
 			[]string{"attempt_failed", "failed", "retried", "attempt_started"},
-			[]string{"fired", "attempt_started", "attempt_failed", "failed", "retried", "attempt_started", "attempt_succeeded", "succeeded"}},
+			[]string{"fired", "attempt_started", "attempt_failed", "failed", "retried", "attempt_started", "attempt_succeeded", "succeeded"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -80,8 +80,10 @@ type AlertWorker struct {
 var _ river.Worker[service.AlertArgs] = (*AlertWorker)(nil)
 
 func newAlertWorker(deps WorkerDeps, cfg RiverConfig) *AlertWorker {
-	return &AlertWorker{deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, timeout: cfg.JobTimeout,
-		publicURL: strings.TrimRight(deps.PublicURL, "/")}
+	return &AlertWorker{
+		deliveries: deps.Deliveries, sender: deps.Sender, logger: deps.Logger, timeout: cfg.JobTimeout,
+		publicURL: strings.TrimRight(deps.PublicURL, "/"),
+	}
 }
 
 // Timeout bounds a job; the sender enforces the alert endpoint's timeout.

@@ -135,9 +135,11 @@ func TestAlertBodiesUseNull(t *testing.T) {
 		return m
 	}
 	w := &AlertWorker{}
-	sla := decode(w.body(service.Alert{Type: service.AlertExecutionSLAMissed, ExecutionID: "x", TaskID: "t", TaskName: "n",
+	sla := decode(w.body(service.Alert{
+		Type: service.AlertExecutionSLAMissed, ExecutionID: "x", TaskID: "t", TaskName: "n",
 		TaskState: service.TaskActive, ScheduledFor: slot, Trigger: service.TriggerSchedule, State: service.ExecRunning,
-		Attempts: 1, SLAFinishWithin: time.Hour, SLADueAt: &due}))
+		Attempts: 1, SLAFinishWithin: time.Hour, SLADueAt: &due,
+	}))
 	require.Equal(t, map[string]any{
 		"type": "execution.sla_missed", "execution_id": "x", "task_id": "t", "task_name": "n", "task_state": "active",
 		"scheduled_for": "2026-03-01T18:00:00Z", "trigger": "schedule", "state": "running", "attempts": float64(1),
@@ -145,21 +147,31 @@ func TestAlertBodiesUseNull(t *testing.T) {
 		"sla": map[string]any{"finish_within_ms": float64(3600000), "due_at": "2026-03-01T19:00:00Z"},
 	}, sla)
 	code := 503
-	failed := decode(w.body(service.Alert{Type: service.AlertExecutionFailed, ExecutionID: "x", State: service.ExecFailed,
-		LastStatusCode: &code, LastError: "HTTP 503", ErrorClass: "http_5xx", FinishedAt: &due}))
+	failed := decode(w.body(service.Alert{
+		Type: service.AlertExecutionFailed, ExecutionID: "x", State: service.ExecFailed,
+		LastStatusCode: &code, LastError: "HTTP 503", ErrorClass: "http_5xx", FinishedAt: &due,
+	}))
 	require.Contains(t, failed, "sla")
 	require.Nil(t, failed["sla"])
 	require.Equal(t, "HTTP 503", failed["last_error"])
 	require.Equal(t, "http_5xx", failed["error_class"])
 
 	ww := &WorkflowAlertWorker{}
-	blocked := decode(ww.body(service.WorkflowAlertArgs{Type: service.AlertWorkflowRunBlocked, WorkflowID: "w", RunID: "r",
-		Nodes: []string{"report"}}, service.WorkflowAlert{WorkflowName: "etl"}))
-	require.Equal(t, map[string]any{"type": "workflow_run.blocked", "workflow_id": "w", "workflow_name": "etl",
-		"workflow_run_id": "r", "nodes": []any{"report"}, "state": nil, "scheduled_for": nil, "sla": nil}, blocked)
-	missed := decode(ww.body(service.WorkflowAlertArgs{Type: service.AlertWorkflowRunSLAMissed, WorkflowID: "w", RunID: "r",
-		State: service.RunRunning, ScheduledFor: &slot, SLAFinishWithinMS: 3600000, SLADueAt: &due}, service.WorkflowAlert{WorkflowName: "etl"}))
-	require.Equal(t, map[string]any{"type": "workflow_run.sla_missed", "workflow_id": "w", "workflow_name": "etl",
+	blocked := decode(ww.body(service.WorkflowAlertArgs{
+		Type: service.AlertWorkflowRunBlocked, WorkflowID: "w", RunID: "r",
+		Nodes: []string{"report"},
+	}, service.WorkflowAlert{WorkflowName: "etl"}))
+	require.Equal(t, map[string]any{
+		"type": "workflow_run.blocked", "workflow_id": "w", "workflow_name": "etl",
+		"workflow_run_id": "r", "nodes": []any{"report"}, "state": nil, "scheduled_for": nil, "sla": nil,
+	}, blocked)
+	missed := decode(ww.body(service.WorkflowAlertArgs{
+		Type: service.AlertWorkflowRunSLAMissed, WorkflowID: "w", RunID: "r",
+		State: service.RunRunning, ScheduledFor: &slot, SLAFinishWithinMS: 3600000, SLADueAt: &due,
+	}, service.WorkflowAlert{WorkflowName: "etl"}))
+	require.Equal(t, map[string]any{
+		"type": "workflow_run.sla_missed", "workflow_id": "w", "workflow_name": "etl",
 		"workflow_run_id": "r", "nodes": nil, "state": "running", "scheduled_for": "2026-03-01T18:00:00Z",
-		"sla": map[string]any{"finish_within_ms": float64(3600000), "due_at": "2026-03-01T19:00:00Z"}}, missed)
+		"sla": map[string]any{"finish_within_ms": float64(3600000), "due_at": "2026-03-01T19:00:00Z"},
+	}, missed)
 }

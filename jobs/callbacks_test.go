@@ -111,7 +111,8 @@ func TestCallbackAcceptHeartbeatComplete(t *testing.T) {
 	require.Zero(t, stored)
 
 	out, err := h.deliveries.Complete(ctx, h.tenant, id, grant, service.CompletionInput{
-		Status: service.ExecSucceeded, Output: json.RawMessage(`{"rows":1200}`)})
+		Status: service.ExecSucceeded, Output: json.RawMessage(`{"rows":1200}`),
+	})
 	require.NoError(t, err)
 	require.Equal(t, service.ExecSucceeded, out.State)
 	e := h.execution(id)
@@ -147,7 +148,8 @@ func TestCallbackFailedRetryableThenFinal(t *testing.T) {
 	_, first := h.grantOf(firstHit)
 	h.waitEvent(id, service.EventAccepted)
 	fin, err := h.deliveries.Complete(ctx, h.tenant, id, first, service.CompletionInput{
-		Status: service.ExecFailed, Error: "upstream export failed"})
+		Status: service.ExecFailed, Error: "upstream export failed",
+	})
 	require.NoError(t, err)
 	require.Equal(t, service.ExecRetrying, fin.State)
 
@@ -167,7 +169,8 @@ func TestCallbackFailedRetryableThenFinal(t *testing.T) {
 
 	no := false
 	fin, err = h.deliveries.Complete(ctx, h.tenant, id, second, service.CompletionInput{
-		Status: service.ExecFailed, Error: "the input file is corrupt", Retryable: &no})
+		Status: service.ExecFailed, Error: "the input file is corrupt", Retryable: &no,
+	})
 	require.NoError(t, err)
 	require.Equal(t, service.ExecFailed, fin.State)
 	e := h.execution(id)
@@ -473,12 +476,16 @@ func TestSLAMissedWhileWaitingForCallback(t *testing.T) {
 func TestSlackText(t *testing.T) {
 	t.Parallel()
 	slot := time.Date(2026, 3, 1, 18, 0, 0, 0, time.UTC)
-	failed := SlackText(service.Alert{Type: service.AlertExecutionFailed, ExecutionID: "x1", TaskName: "a<b>&c", Attempts: 5,
-		ScheduledFor: slot, LastError: "HTTP 503 <Service Unavailable>"}, "https://ax.example.com")
+	failed := SlackText(service.Alert{
+		Type: service.AlertExecutionFailed, ExecutionID: "x1", TaskName: "a<b>&c", Attempts: 5,
+		ScheduledFor: slot, LastError: "HTTP 503 <Service Unavailable>",
+	}, "https://ax.example.com")
 	require.Equal(t, ":x: *a&lt;b&gt;&amp;c* failed after 5 attempts (slot 2026-03-01T18:00:00Z): HTTP 503 &lt;Service Unavailable&gt; "+
 		"<https://ax.example.com/v1/executions/x1|execution x1>", failed)
-	sla := SlackText(service.Alert{Type: service.AlertExecutionSLAMissed, ExecutionID: "x2", TaskID: "t2", Attempts: 3,
-		State: service.ExecRetrying, ScheduledFor: slot, SLAFinishWithin: 2 * time.Hour}, "https://ax.example.com")
+	sla := SlackText(service.Alert{
+		Type: service.AlertExecutionSLAMissed, ExecutionID: "x2", TaskID: "t2", Attempts: 3,
+		State: service.ExecRetrying, ScheduledFor: slot, SLAFinishWithin: 2 * time.Hour,
+	}, "https://ax.example.com")
 	require.Equal(t, ":hourglass: *t2* missed its SLA: not succeeded within 2h0m0s of its 2026-03-01T18:00:00Z slot "+
 		"(it is retrying after 3 attempts) <https://ax.example.com/v1/executions/x2|execution x2>", sla)
 }

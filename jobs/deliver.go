@@ -323,8 +323,10 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	case service.ExecRetrying:
 		log.info(ctx, "delivery attempt failed; retrying", slog.String("error_class", class.ErrorClass),
 			slog.String("error", out.Error), slog.Int64("retry_in_ms", fin.RetryDelay.Milliseconds()))
-		return step{kind: stepRetry, delay: fin.RetryDelay,
-			err: fmt.Errorf("attempt %d: %s; retrying in %s", d.Attempt, out.Error, fin.RetryDelay)}
+		return step{
+			kind: stepRetry, delay: fin.RetryDelay,
+			err: fmt.Errorf("attempt %d: %s; retrying in %s", d.Attempt, out.Error, fin.RetryDelay),
+		}
 	default:
 		log.warn(ctx, "delivery failed", slog.String("error_class", class.ErrorClass), slog.String("error", out.Error),
 			slog.Bool("task_paused", fin.TaskPaused), slog.Bool("alert_queued", fin.AlertQueued))

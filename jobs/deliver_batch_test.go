@@ -67,8 +67,10 @@ func TestDeliverBatch(t *testing.T) {
 	require.Equal(t, ids[4], first.Header.Get("Idempotency-Key"))
 	require.Equal(t, ids[4], second.Header.Get("Idempotency-Key"))
 	require.Equal(t, []string{"1", "2"}, []string{first.Header.Get("X-Ax-Attempt"), second.Header.Get("X-Ax-Attempt")})
-	require.Equal(t, []string{"fired", "attempt_started", "attempt_failed", "retry_scheduled", "attempt_started",
-		"attempt_succeeded", "succeeded"}, eventTypes(h.events(ids[4])))
+	require.Equal(t, []string{
+		"fired", "attempt_started", "attempt_failed", "retry_scheduled", "attempt_started",
+		"attempt_succeeded", "succeeded",
+	}, eventTypes(h.events(ids[4])))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		states, bases, err := h.loadDeliverJobs(ids[4])
 		assert.NoError(c, err)
@@ -109,8 +111,10 @@ func TestDeliverBatchRerun(t *testing.T) {
 	h := newHarness(t, harnessOpts{NoStart: true})
 	recv := newScript(t)
 	ep := h.endpoint(recv.srv.URL, nil)
-	tasks := []service.Task{h.task(ep.ID, nil), h.task(ep.ID, nil), h.task(ep.ID, nil),
-		h.task(ep.ID, func(in *service.TaskInput) { in.Retry.MaxAttempts = 1 })}
+	tasks := []service.Task{
+		h.task(ep.ID, nil), h.task(ep.ID, nil), h.task(ep.ID, nil),
+		h.task(ep.ID, func(in *service.TaskInput) { in.Retry.MaxAttempts = 1 }),
+	}
 	slot := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
 	ids, batchJob := h.fireBatch(tasks, slot)
 	ctx := context.Background()
@@ -163,8 +167,10 @@ func TestDeliverBatchCancelWhileRunning(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	hang := newScript(t, response{Status: -1})
 	ok := newScript(t)
-	tasks := []service.Task{h.task(h.endpoint(hang.srv.URL, func(in *service.EndpointInput) { in.Timeout = 30 * time.Second }).ID, nil),
-		h.task(h.endpoint(ok.srv.URL, nil).ID, nil)}
+	tasks := []service.Task{
+		h.task(h.endpoint(hang.srv.URL, func(in *service.EndpointInput) { in.Timeout = 30 * time.Second }).ID, nil),
+		h.task(h.endpoint(ok.srv.URL, nil).ID, nil),
+	}
 	ids, batchJob := h.fireBatch(tasks, time.Now().UTC())
 	hang.next(t)
 	h.waitState(ids[1], service.ExecSucceeded)

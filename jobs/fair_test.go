@@ -24,9 +24,13 @@ func (h *harness) fireMany(task service.Task, n int, queue string) []string {
 	params := make([]river.InsertManyParams, n)
 	for i := range ids {
 		ids[i] = service.NewID()
-		params[i] = river.InsertManyParams{Args: service.DeliverArgs{TenantID: h.tenant, ExecutionID: ids[i]},
-			InsertOpts: &river.InsertOpts{Queue: queue, Priority: task.Priority, MaxAttempts: task.Retry.MaxAttempts + 3,
-				UniqueOpts: river.UniqueOpts{ByArgs: true}}}
+		params[i] = river.InsertManyParams{
+			Args: service.DeliverArgs{TenantID: h.tenant, ExecutionID: ids[i]},
+			InsertOpts: &river.InsertOpts{
+				Queue: queue, Priority: task.Priority, MaxAttempts: task.Retry.MaxAttempts + 3,
+				UniqueOpts: river.UniqueOpts{ByArgs: true},
+			},
+		}
 	}
 	err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `WITH x AS (
@@ -132,8 +136,10 @@ func TestShareQueuesOrder(t *testing.T) {
 		params := make([]river.InsertManyParams, len(jobs))
 		for i, j := range jobs {
 			ids = append(ids, service.NewID())
-			params[i] = river.InsertManyParams{Args: service.DeliverArgs{TenantID: j.tenant, ExecutionID: ids[i]},
-				InsertOpts: &river.InsertOpts{Queue: queue, Priority: j.priority, ScheduledAt: j.at}}
+			params[i] = river.InsertManyParams{
+				Args:       service.DeliverArgs{TenantID: j.tenant, ExecutionID: ids[i]},
+				InsertOpts: &river.InsertOpts{Queue: queue, Priority: j.priority, ScheduledAt: j.at},
+			}
 		}
 		_, err := h.client.InsertMany(ctx, params)
 		require.NoError(t, err)

@@ -282,8 +282,10 @@ func (h *harness) loadEvents(id string) ([]event, error) {
 	}
 	out := make([]event, 0, len(evs))
 	for _, ev := range evs {
-		out = append(out, event{Type: ev.Type, Attempt: intPtr(ev.Attempt), StatusCode: intPtr(ev.StatusCode),
-			LatencyMS: intPtr(ev.LatencyMS), ErrorClass: ev.ErrorClass, Message: ev.Message, Data: ev.Data})
+		out = append(out, event{
+			Type: ev.Type, Attempt: intPtr(ev.Attempt), StatusCode: intPtr(ev.StatusCode),
+			LatencyMS: intPtr(ev.LatencyMS), ErrorClass: ev.ErrorClass, Message: ev.Message, Data: ev.Data,
+		})
 	}
 	return out, nil
 }
@@ -461,8 +463,10 @@ func (h *harness) fireBatch(tasks []service.Task, slot time.Time) ([]string, int
 				INSERT INTO unfinished_executions SELECT * FROM x`, h.tenant, ids[i], task.ID, slot); err != nil {
 				return err
 			}
-			args.Executions = append(args.Executions, service.ExecutionRef{TenantID: h.tenant, ExecutionID: ids[i],
-				EndpointID: task.EndpointID})
+			args.Executions = append(args.Executions, service.ExecutionRef{
+				TenantID: h.tenant, ExecutionID: ids[i],
+				EndpointID: task.EndpointID,
+			})
 		}
 		insert := &river.InsertOpts{Queue: service.QueueDeliver, MaxAttempts: 25}
 		if slot.After(time.Now()) {

@@ -45,8 +45,10 @@ func TestHeartbeatReportsClockDrift(t *testing.T) {
 	clock := new(service.DBClock)
 	log := new(lockedBuffer)
 	id := service.NewID()
-	r := jobs.NewReplica(service.NewReplicas(pool), jobs.ReplicaConfig{ID: id, RiverClientID: id, Metrics: m, Clock: clock,
-		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	r := jobs.NewReplica(service.NewReplicas(pool), jobs.ReplicaConfig{
+		ID: id, RiverClientID: id, Metrics: m, Clock: clock,
+		Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
 	require.NoError(t, r.Register(t.Context()))
 	loop := r.HeartbeatLoop()
 

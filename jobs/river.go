@@ -230,8 +230,10 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 	river.AddWorker(workers, newDeliverBatchWorker(one))
 	river.AddWorker(workers, newAlertWorker(deps, cfg))
 	if deps.Workflows != nil {
-		river.AddWorker(workers, &WorkflowAlertWorker{workflows: deps.Workflows, sender: deps.Sender, logger: deps.Logger,
-			timeout: cfg.JobTimeout, publicURL: deps.PublicURL})
+		river.AddWorker(workers, &WorkflowAlertWorker{
+			workflows: deps.Workflows, sender: deps.Sender, logger: deps.Logger,
+			timeout: cfg.JobTimeout, publicURL: deps.PublicURL,
+		})
 	}
 	queue := func(n int, poll time.Duration) river.QueueConfig {
 		return river.QueueConfig{MaxWorkers: n, FetchCooldown: cfg.FetchCooldown, FetchPollInterval: poll}

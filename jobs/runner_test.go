@@ -62,9 +62,11 @@ func TestRunnerStartsInOrderAndStopsInReverse(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	var j journal
 	step := func(name string) Step {
-		return Step{Name: name,
+		return Step{
+			Name:  name,
 			Start: func(context.Context) error { j.add("start " + name); return nil },
-			Stop:  func(context.Context) error { j.add("stop " + name); return nil }}
+			Stop:  func(context.Context) error { j.add("stop " + name); return nil },
+		}
 	}
 	running := make(chan string, 3)
 	// loop's first pass says it runs, then lasts until its loop is stopped.
@@ -116,8 +118,10 @@ func TestRunnerLoopGoesOnAfterAPanic(t *testing.T) {
 	var logs syncWriter
 	m := metrics.New(nil)
 	// At debug: the failure after the panic is the second of a run.
-	r := NewRunner(RunnerConfig{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Metrics: m})
+	r := NewRunner(RunnerConfig{
+		Logger:  slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics: m,
+	})
 	succeeded := make(chan struct{})
 	pass := 0
 	r.Add(Loop{Name: "flaky", Every: time.Millisecond, Pass: func(context.Context) (time.Duration, error) {
@@ -180,9 +184,11 @@ func TestRunnerStepHoldsBackWhatFollows(t *testing.T) {
 		var j journal
 		tried := make(chan struct{}, 100)
 		r := NewRunner(RunnerConfig{Logger: testLogger()})
-		r.AddStep(Step{Name: "replica",
+		r.AddStep(Step{
+			Name:  "replica",
 			Start: func(context.Context) error { j.add("start replica"); return nil },
-			Stop:  func(context.Context) error { j.add("stop replica"); return nil }})
+			Stop:  func(context.Context) error { j.add("stop replica"); return nil },
+		})
 		r.AddStep(Step{Name: "schema", Retry: retry, Start: func(context.Context) error {
 			notify(tried)
 			return errors.New("not migrated")

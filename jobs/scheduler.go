@@ -137,7 +137,8 @@ func SchedulerLoops(s *service.Scheduler, cfg SchedulerLoopConfig) []Loop {
 	}}
 
 	reconcileAfter := cmp.Or(cfg.ReconcileAfter, service.ReconcileAfterDefault)
-	loops := []Loop{listener, scheduler,
+	loops := []Loop{
+		listener, scheduler,
 		{Name: LoopReconcile, Every: reconcileEvery, Pass: func(ctx context.Context) (time.Duration, error) {
 			n, err := s.Reconcile(ctx, reconcileAfter)
 			if err != nil {
@@ -161,7 +162,8 @@ func SchedulerLoops(s *service.Scheduler, cfg SchedulerLoopConfig) []Loop {
 		}},
 	}
 	if cfg.ExpireKeys != nil {
-		loops = append(loops, Loop{Name: LoopIdempotencyExpiry, Every: sweepEvery,
+		loops = append(loops, Loop{
+			Name: LoopIdempotencyExpiry, Every: sweepEvery,
 			Pass: func(ctx context.Context) (time.Duration, error) {
 				n, err := cfg.ExpireKeys(ctx)
 				if err != nil {
@@ -171,7 +173,8 @@ func SchedulerLoops(s *service.Scheduler, cfg SchedulerLoopConfig) []Loop {
 					cfg.Logger.DebugContext(ctx, "removed expired Idempotency-Keys", "keys", n)
 				}
 				return 0, nil
-			}})
+			},
+		})
 	}
 	return append(loops, Loop{Name: LoopAnalyze, Every: analyzeEvery, Pass: func(ctx context.Context) (time.Duration, error) {
 		names, err := s.AnalyzeYoungTables(ctx)

@@ -240,8 +240,10 @@ func NewSender(cfg SenderConfig) *Sender {
 // the SSRF guard, with X-Ax-Test: true and the endpoint's method, headers
 // and timeout.
 func (s *Sender) Probe(ctx context.Context, r endpoint.TestRequest) endpoint.TestResult {
-	res := s.Send(ctx, Request{Method: r.Endpoint.Method, URL: r.Endpoint.URL, Headers: r.Endpoint.Headers, Body: r.Body,
-		Timeout: r.Endpoint.Timeout, ExecutionID: r.ID, Keys: r.Keys, Test: true})
+	res := s.Send(ctx, Request{
+		Method: r.Endpoint.Method, URL: r.Endpoint.URL, Headers: r.Endpoint.Headers, Body: r.Body,
+		Timeout: r.Endpoint.Timeout, ExecutionID: r.ID, Keys: r.Keys, Test: true,
+	})
 	out := endpoint.TestResult{StatusCode: res.StatusCode, Duration: res.Latency, ResponseExcerpt: res.Excerpt}
 	if res.Err != nil {
 		out.Error = res.Err.Error()

@@ -82,9 +82,11 @@ func TestTemplatedFireRetriesSendIdenticalBytes(t *testing.T) {
 	shanghai, err := time.LoadLocation("Asia/Shanghai")
 	require.NoError(t, err)
 	local := slot.In(shanghai)
-	want := map[string]any{"id": id, "task": task.ID, "name": task.Name, "at": slot.Format(time.RFC3339Nano),
+	want := map[string]any{
+		"id": id, "task": task.ID, "name": task.Name, "at": slot.Format(time.RFC3339Nano),
 		"local": local.Format(time.RFC3339Nano), "date": local.Format(time.DateOnly), "day": local.Format("20060102"),
-		"round": 1.0, "shard": 0.0, "of": 1.0, "trigger": "schedule", "zone": "Asia/Shanghai"}
+		"round": 1.0, "shard": 0.0, "of": 1.0, "trigger": "schedule", "zone": "Asia/Shanghai",
+	}
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(hits[0].Body, &got))
 	require.Equal(t, want, got)
@@ -184,7 +186,8 @@ func TestBackfillRendersEachSlot(t *testing.T) {
 	require.NoError(t, err)
 	bf := service.NewBackfills(h.pool, h.enq, h.tasks)
 	_, slots, err := bf.Create(t.Context(), h.tenant, task.ID, service.BackfillInput{
-		From: time.Date(2026, 11, 1, 0, 0, 0, 0, shanghai), To: time.Date(2026, 12, 1, 0, 0, 0, 0, shanghai), MaxConcurrency: 100})
+		From: time.Date(2026, 11, 1, 0, 0, 0, 0, shanghai), To: time.Date(2026, 12, 1, 0, 0, 0, 0, shanghai), MaxConcurrency: 100,
+	})
 	require.NoError(t, err)
 	require.Len(t, slots, 30)
 	_, err = bf.Pump(t.Context())

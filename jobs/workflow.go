@@ -115,8 +115,10 @@ func (w *WorkflowAlertWorker) body(a service.WorkflowAlertArgs, target service.W
 	if target.Format == service.AlertFormatSlack {
 		return json.Marshal(SlackBody{Text: WorkflowSlackText(a, target.WorkflowName, w.publicURL)})
 	}
-	b := WorkflowAlertBody{Type: a.Type, WorkflowID: a.WorkflowID, WorkflowName: target.WorkflowName, RunID: a.RunID,
-		Nodes: a.Nodes, State: nullIfEmpty(a.State), ScheduledFor: a.ScheduledFor}
+	b := WorkflowAlertBody{
+		Type: a.Type, WorkflowID: a.WorkflowID, WorkflowName: target.WorkflowName, RunID: a.RunID,
+		Nodes: a.Nodes, State: nullIfEmpty(a.State), ScheduledFor: a.ScheduledFor,
+	}
 	if len(b.Nodes) == 0 {
 		b.Nodes = nil // null, not []
 	}

@@ -71,13 +71,16 @@ func waitRun(t *testing.T, h *harness, wf *service.Workflows, id, state string) 
 // transform in callback mode with the given heartbeat timeout and retry
 // policy, and triggers a run.
 func callbackChain(t *testing.T, h *harness, wf *service.Workflows, heartbeat time.Duration, retry service.RetryPolicy,
-	change func(*service.WorkflowInput)) (run string, extract, transform, report *script) {
+	change func(*service.WorkflowInput),
+) (run string, extract, transform, report *script) {
 	t.Helper()
 	extract, transform, report = newScript(t), newScript(t, response{Status: http.StatusAccepted}), newScript(t)
 	in := service.WorkflowInput{Name: h.name("wf"), MaxActiveRuns: 1, Nodes: []service.WorkflowNodeInput{
 		{Key: "extract", EndpointID: h.endpoint(extract.srv.URL, nil).ID},
-		{Key: "transform", EndpointID: h.endpoint(transform.srv.URL, nil).ID, DependsOn: []string{"extract"}, Retry: retry,
-			Completion: service.Completion{Mode: service.CompletionCallback, Timeout: time.Minute, HeartbeatTimeout: heartbeat}},
+		{
+			Key: "transform", EndpointID: h.endpoint(transform.srv.URL, nil).ID, DependsOn: []string{"extract"}, Retry: retry,
+			Completion: service.Completion{Mode: service.CompletionCallback, Timeout: time.Minute, HeartbeatTimeout: heartbeat},
+		},
 		{Key: "report", EndpointID: h.endpoint(report.srv.URL, nil).ID, DependsOn: []string{"transform"}},
 	}}
 	if change != nil {
@@ -113,11 +116,14 @@ func TestWorkflowCallbackNodeCompletionAdvances(t *testing.T) {
 	report.quiet(t, 500*time.Millisecond)
 	r, nodes := runOf(t, h, wf, run)
 	require.Equal(t, service.RunRunning, r.State)
-	require.Equal(t, map[string]string{"extract": service.ExecSucceeded, "transform": service.ExecRunning,
-		"report": service.NodeWaiting}, nodes)
+	require.Equal(t, map[string]string{
+		"extract": service.ExecSucceeded, "transform": service.ExecRunning,
+		"report": service.NodeWaiting,
+	}, nodes)
 
 	_, err := h.deliveries.Complete(t.Context(), h.tenant, id, grant, service.CompletionInput{
-		Status: service.ExecSucceeded, Output: json.RawMessage(`{"rows":7}`)})
+		Status: service.ExecSucceeded, Output: json.RawMessage(`{"rows":7}`),
+	})
 	require.NoError(t, err)
 	require.Equal(t, "report", report.next(t).Header.Get("X-Ax-Node"), "the completion fires the downstream node")
 	_, nodes = waitRun(t, h, wf, run, service.RunSucceeded)
@@ -144,11 +150,14 @@ func TestWorkflowCallbackNodeFailedCompletionBlocks(t *testing.T) {
 
 	final := false
 	_, err := h.deliveries.Complete(t.Context(), h.tenant, id, grant, service.CompletionInput{
-		Status: service.ExecFailed, Error: "the export was rejected", Retryable: &final})
+		Status: service.ExecFailed, Error: "the export was rejected", Retryable: &final,
+	})
 	require.NoError(t, err)
 	_, nodes := waitRun(t, h, wf, run, service.RunBlocked)
-	require.Equal(t, map[string]string{"extract": service.ExecSucceeded, "transform": service.ExecFailed,
-		"report": service.NodeBlocked}, nodes)
+	require.Equal(t, map[string]string{
+		"extract": service.ExecSucceeded, "transform": service.ExecFailed,
+		"report": service.NodeBlocked,
+	}, nodes)
 	var body WorkflowAlertBody
 	require.NoError(t, json.Unmarshal(alerts.next(t).Body, &body))
 	require.Equal(t, service.AlertWorkflowRunBlocked, body.Type)
@@ -207,8 +216,10 @@ func TestWorkflowCallbackNodeExhaustedTimeoutsFailTheRun(t *testing.T) {
 	transform.next(t)
 	report.next(t) // after transform's heartbeat timeout, with no attempt left
 	_, nodes := waitRun(t, h, wf, run, service.RunFailed)
-	require.Equal(t, map[string]string{"extract": service.ExecSucceeded, "transform": service.ExecFailed,
-		"report": service.ExecSucceeded}, nodes)
+	require.Equal(t, map[string]string{
+		"extract": service.ExecSucceeded, "transform": service.ExecFailed,
+		"report": service.ExecSucceeded,
+	}, nodes)
 	transform.quiet(t, 300*time.Millisecond)
 }
 
@@ -296,8 +307,10 @@ func TestWorkflowRunSLAMetInTime(t *testing.T) {
 	alerts := newScript(t)
 	alertEP := h.endpoint(alerts.srv.URL, func(in *service.EndpointInput) { in.Format = service.AlertFormatSlack })
 	recv := newScript(t)
-	w, err := wf.Create(t.Context(), h.tenant, service.WorkflowInput{Name: h.name("wf"), AlertEndpointID: alertEP.ID,
-		SLAFinishWithin: 1200 * time.Millisecond, Nodes: []service.WorkflowNodeInput{{Key: "only", EndpointID: h.endpoint(recv.srv.URL, nil).ID}}})
+	w, err := wf.Create(t.Context(), h.tenant, service.WorkflowInput{
+		Name: h.name("wf"), AlertEndpointID: alertEP.ID,
+		SLAFinishWithin: 1200 * time.Millisecond, Nodes: []service.WorkflowNodeInput{{Key: "only", EndpointID: h.endpoint(recv.srv.URL, nil).ID}},
+	})
 	require.NoError(t, err)
 	r, err := wf.Trigger(t.Context(), h.tenant, w.ID, "")
 	require.NoError(t, err)
@@ -310,8 +323,10 @@ func TestWorkflowRunSLAMetInTime(t *testing.T) {
 	require.Zero(t, testutil.ToFloat64(m.SLAMissed.WithLabelValues(metrics.SLAKindWorkflowRun)))
 
 	slot := time.Date(2026, 3, 1, 18, 0, 0, 0, time.UTC)
-	text := WorkflowSlackText(service.WorkflowAlertArgs{RunID: "r1", WorkflowID: "w1", Type: service.AlertWorkflowRunSLAMissed,
-		State: service.RunBlocked, ScheduledFor: &slot, SLAFinishWithinMS: 7_200_000}, "billing<daily>", "https://ax.example.com/")
+	text := WorkflowSlackText(service.WorkflowAlertArgs{
+		RunID: "r1", WorkflowID: "w1", Type: service.AlertWorkflowRunSLAMissed,
+		State: service.RunBlocked, ScheduledFor: &slot, SLAFinishWithinMS: 7_200_000,
+	}, "billing<daily>", "https://ax.example.com/")
 	require.Equal(t, ":hourglass: workflow *billing&lt;daily&gt;* missed its SLA: a run not succeeded within 2h0m0s of its slot "+
 		"2026-03-01T18:00:00Z (it is blocked) <https://ax.example.com/v1/workflow-runs/r1|run r1>", text)
 }

@@ -28,8 +28,10 @@ func TestWorkflowNodeOutputs(t *testing.T) {
 	h, wf := newWorkflowHarness(t)
 	h.sweeper(h.deliveries, metrics.New(nil))
 	ex := service.NewExecutions(h.pool, h.enq, service.ExecutionsConfig{})
-	json200 := response{Status: http.StatusOK, Header: map[string]string{"Content-Type": "application/json"},
-		Body: `{"rows": 7, "file": "a.csv"}`}
+	json200 := response{
+		Status: http.StatusOK, Header: map[string]string{"Content-Type": "application/json"},
+		Body: `{"rows": 7, "file": "a.csv"}`,
+	}
 	big := fmt.Sprintf(`{"blob": %q}`, strings.Repeat("x", service.OutputMax))
 	recv := map[string]*script{
 		"json":  newScript(t, json200),
@@ -47,10 +49,14 @@ func TestWorkflowNodeOutputs(t *testing.T) {
 		}
 		nodes = append(nodes, n)
 	}
-	nodes = append(nodes, service.WorkflowNodeInput{Key: "report", EndpointID: h.endpoint(report.srv.URL, nil).ID,
-		DependsOn: []string{"json", "text", "big", "empty", "cb"}})
-	w, err := wf.Create(t.Context(), h.tenant, service.WorkflowInput{Name: h.name("wf"), MaxActiveRuns: 1, Nodes: nodes,
-		Inputs: service.Inputs{"day": json.RawMessage(`"2026-12-01"`), "n": json.RawMessage(`1`)}})
+	nodes = append(nodes, service.WorkflowNodeInput{
+		Key: "report", EndpointID: h.endpoint(report.srv.URL, nil).ID,
+		DependsOn: []string{"json", "text", "big", "empty", "cb"},
+	})
+	w, err := wf.Create(t.Context(), h.tenant, service.WorkflowInput{
+		Name: h.name("wf"), MaxActiveRuns: 1, Nodes: nodes,
+		Inputs: service.Inputs{"day": json.RawMessage(`"2026-12-01"`), "n": json.RawMessage(`1`)},
+	})
 	require.NoError(t, err)
 	r, err := wf.TriggerWith(t.Context(), h.tenant, w.ID, service.WorkflowTrigger{Inputs: service.Inputs{"n": json.RawMessage(`2`)}})
 	require.NoError(t, err)
@@ -65,7 +71,8 @@ func TestWorkflowNodeOutputs(t *testing.T) {
 	_, grant := h.grantOf(hit)
 	h.waitEvent(cbID, service.EventAccepted)
 	_, err = h.deliveries.Complete(t.Context(), h.tenant, cbID, grant, service.CompletionInput{
-		Status: service.ExecSucceeded, Output: json.RawMessage(`{"done": true}`)})
+		Status: service.ExecSucceeded, Output: json.RawMessage(`{"done": true}`),
+	})
 	require.NoError(t, err)
 	report.next(t)
 	run, _ := waitRun(t, h, wf, r.ID, service.RunSucceeded)
@@ -89,8 +96,10 @@ func TestWorkflowNodeOutputs(t *testing.T) {
 		require.JSONEq(t, want, string(x.Output), key)
 		require.Zero(t, countEvents(h.events(execs[key]), service.EventNoOutput), key)
 	}
-	for key, why := range map[string]string{"text": "the response body is not JSON",
-		"big": "the response body is larger than 65536 bytes", "empty": "the response body is empty"} {
+	for key, why := range map[string]string{
+		"text": "the response body is not JSON",
+		"big":  "the response body is larger than 65536 bytes", "empty": "the response body is empty",
+	} {
 		x, err := ex.Get(t.Context(), h.tenant, execs[key])
 		require.NoError(t, err)
 		require.Equal(t, service.ExecSucceeded, x.State, "no output is no failure")

@@ -79,8 +79,10 @@ func (s *Executions) FailedSince(ctx context.Context, tenant string, since time.
 	}
 	out := make([]FailedExecution, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, FailedExecution{ExecutionDetail: executionDetailOf(r.Execution, nil),
-			TaskName: zeroIfNil(r.TaskName), WorkflowName: zeroIfNil(r.WorkflowName)})
+		out = append(out, FailedExecution{
+			ExecutionDetail: executionDetailOf(r.Execution, nil),
+			TaskName:        zeroIfNil(r.TaskName), WorkflowName: zeroIfNil(r.WorkflowName),
+		})
 	}
 	return out, nil
 }

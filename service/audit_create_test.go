@@ -35,15 +35,21 @@ func TestCreateAuditIsTheStoredTask(t *testing.T) {
 	inputs := map[string]TaskInput{
 		"defaults":              {Name: "defaults", EndpointID: ep.ID, Schedule: schedule.Spec{Type: "interval", IntervalSeconds: 60}},
 		"once with nanoseconds": {Name: "once", EndpointID: ep.ID, Schedule: schedule.Spec{Type: "once", RunAt: &fine}},
-		"bounded cron with calendars": {Name: "cron", EndpointID: ep.ID, Payload: []byte(`{"b": 1,  "a": [1, 2]}`),
-			Schedule: schedule.Spec{Type: "cron", Cron: "0 0 2 ? * MON-FRI", Dialect: "quartz", Timezone: "Asia/Shanghai",
-				StartAt: &fine, EndAt: &later, ExcludeCalendars: []string{strings.ToUpper(cal.ID)}}},
-		"everything else": {Name: "all", EndpointID: ep.ID, Schedule: schedule.Spec{Type: "interval", IntervalSeconds: 5},
+		"bounded cron with calendars": {
+			Name: "cron", EndpointID: ep.ID, Payload: []byte(`{"b": 1,  "a": [1, 2]}`),
+			Schedule: schedule.Spec{
+				Type: "cron", Cron: "0 0 2 ? * MON-FRI", Dialect: "quartz", Timezone: "Asia/Shanghai",
+				StartAt: &fine, EndAt: &later, ExcludeCalendars: []string{strings.ToUpper(cal.ID)},
+			},
+		},
+		"everything else": {
+			Name: "all", EndpointID: ep.ID, Schedule: schedule.Spec{Type: "interval", IntervalSeconds: 5},
 			Priority: 1, Timeout: 1500 * time.Millisecond, Labels: map[string]string{"team": "billing", "env": "prod"},
 			Shards: 3, AlertEndpointID: ep.ID, PauseAfterFailures: 4, OverlapPolicy: "allow", MisfirePolicy: "fire_all",
 			Retry:      RetryPolicy{MaxAttempts: 7, InitialBackoff: 2 * time.Second, MaxBackoff: time.Minute},
 			Completion: Completion{Mode: CompletionCallback, Timeout: time.Hour, HeartbeatTimeout: time.Minute},
-			SLA:        SLA{FinishWithin: 10 * time.Minute}},
+			SLA:        SLA{FinishWithin: 10 * time.Minute},
+		},
 	}
 	actor := audit.WithActor(ctx, audit.Actor{Subject: "alice", RequestID: "req-1"})
 	for name, in := range inputs {
@@ -65,15 +71,19 @@ func TestCreateAuditIsTheStoredTask(t *testing.T) {
 		}
 	}
 
-	quiet, err := tasks.Create(ctx, "acme", TaskInput{Name: "no-actor", EndpointID: ep.ID,
-		Schedule: schedule.Spec{Type: "interval", IntervalSeconds: 60}})
+	quiet, err := tasks.Create(ctx, "acme", TaskInput{
+		Name: "no-actor", EndpointID: ep.ID,
+		Schedule: schedule.Spec{Type: "interval", IntervalSeconds: 60},
+	})
 	require.NoError(t, err)
 	recs, err := db.ListAudit(ctx, pool, "acme", db.AuditFilter{ResourceType: ResourceTask, ResourceID: quiet.ID, Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, recs, "a change without an actor is not an API change")
 
-	_, err = tasks.Create(actor, "acme", TaskInput{Name: "defaults", EndpointID: ep.ID,
-		Schedule: schedule.Spec{Type: "interval", IntervalSeconds: 60}})
+	_, err = tasks.Create(actor, "acme", TaskInput{
+		Name: "defaults", EndpointID: ep.ID,
+		Schedule: schedule.Spec{Type: "interval", IntervalSeconds: 60},
+	})
 	require.ErrorIs(t, err, ErrConflict, "a duplicate name")
 	n := 0
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE tenant_id = 'acme'`).Scan(&n))

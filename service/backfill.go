@@ -278,9 +278,11 @@ func (s *Backfills) create(ctx context.Context, tenant string, target backfillTa
 		if in.DryRun {
 			return nil
 		}
-		b, err := db.InsertBackfill(ctx, tx, db.Backfill{TenantID: tenant, ID: NewID(), TaskID: target.taskID,
+		b, err := db.InsertBackfill(ctx, tx, db.Backfill{
+			TenantID: tenant, ID: NewID(), TaskID: target.taskID,
 			WorkflowID: target.workflowID, From: in.From, To: in.To, Rerun: in.Rerun, MaxConcurrency: int32(in.MaxConcurrency),
-			Inputs: overrides}, run)
+			Inputs: overrides,
+		}, run)
 		if err != nil {
 			return storeError(err, "store backfill")
 		}
@@ -380,8 +382,10 @@ func (s *Backfills) List(ctx context.Context, tenant string, f BackfillFilter, p
 	if err := page.Check(); err != nil {
 		return nil, "", err
 	}
-	rows, err := db.ListBackfills(ctx, s.pool, tenant, db.BackfillFilter{TaskID: f.TaskID, WorkflowID: f.WorkflowID, State: f.State,
-		Before: page.After, Limit: page.Limit + 1})
+	rows, err := db.ListBackfills(ctx, s.pool, tenant, db.BackfillFilter{
+		TaskID: f.TaskID, WorkflowID: f.WorkflowID, State: f.State,
+		Before: page.After, Limit: page.Limit + 1,
+	})
 	if err != nil {
 		return nil, "", storeError(err, "list backfills")
 	}
@@ -628,16 +632,20 @@ func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill, done
 			e := db.NewBackfillExecution{ID: NewID(), ScheduledFor: at, Round: round}
 			var unsent error
 			if renderer.active() {
-				e.Payload, unsent = renderer.render(payloadFire{ExecutionID: e.ID, ScheduledFor: at, Round: int(round),
-					Trigger: TriggerBackfill})
+				e.Payload, unsent = renderer.render(payloadFire{
+					ExecutionID: e.ID, ScheduledFor: at, Round: int(round),
+					Trigger: TriggerBackfill,
+				})
 			}
 			ok, err := db.InsertBackfillExecution(ctx, tx, b.TenantID, b.TaskID, b.ID, e)
 			if err != nil {
 				return false, storeError(err, "insert backfill execution")
 			}
 			if ok && unsent != nil {
-				return true, failUnsent(ctx, tx, s.enq, []unsentFire{{TenantID: b.TenantID, ID: e.ID, TaskID: b.TaskID,
-					Reason: unsent.Error()}}, done)
+				return true, failUnsent(ctx, tx, s.enq, []unsentFire{{
+					TenantID: b.TenantID, ID: e.ID, TaskID: b.TaskID,
+					Reason: unsent.Error(),
+				}}, done)
 			}
 			if ok {
 				jobs = append(jobs, deliverInsert(b.TenantID, e.ID, task.EndpointID, zero, int(task.Priority), int(task.MaxAttempts), zero, 0, QueueDeliverBulk))
@@ -672,8 +680,10 @@ func (s *Backfills) workflowSlots(ctx context.Context, tx db.Tx, b db.Backfill) 
 		},
 		start: func(at time.Time, round int32) (bool, error) {
 			id := b.ID
-			ok, err := db.InsertWorkflowRun(ctx, tx, db.WorkflowRun{TenantID: b.TenantID, ID: NewID(), WorkflowID: b.WorkflowID,
-				Version: w.Version, ScheduledFor: at, Round: round, Trigger: TriggerBackfill, BackfillID: &id, Inputs: b.Inputs})
+			ok, err := db.InsertWorkflowRun(ctx, tx, db.WorkflowRun{
+				TenantID: b.TenantID, ID: NewID(), WorkflowID: b.WorkflowID,
+				Version: w.Version, ScheduledFor: at, Round: round, Trigger: TriggerBackfill, BackfillID: &id, Inputs: b.Inputs,
+			})
 			return ok, storeError(err, "insert workflow run")
 		},
 		started: func(n int) error {

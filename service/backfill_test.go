@@ -37,8 +37,10 @@ func TestBackfillConcurrency(t *testing.T) {
 				started = func() int { return f.count(t, `SELECT count(*) FROM executions WHERE backfill_id = $1`, b.ID) }
 			)
 			if target == "task" {
-				task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "hourly", EndpointID: f.endpoint,
-					Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *"}, Retry: service.RetryPolicy{MaxAttempts: 1}})
+				task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+					Name: "hourly", EndpointID: f.endpoint,
+					Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *"}, Retry: service.RetryPolicy{MaxAttempts: 1},
+				})
 				require.NoError(t, err)
 				b, _, err = bf.Create(ctx, f.tenant, task.ID, in)
 				require.NoError(t, err)
@@ -181,8 +183,10 @@ func TestFailedForGoodClearedByARerun(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "hourly", EndpointID: f.endpoint,
-		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *"}, Retry: service.RetryPolicy{MaxAttempts: 1}})
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "hourly", EndpointID: f.endpoint,
+		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *"}, Retry: service.RetryPolicy{MaxAttempts: 1},
+	})
 	require.NoError(t, err)
 	rerun := func(mode string) string {
 		t.Helper()
@@ -242,8 +246,10 @@ func TestBackfillRefusesSlotsToCome(t *testing.T) {
 	f := newWFFixture(t)
 	ctx := context.Background()
 	bf := service.NewBackfills(f.pool, f.enq, f.tasks)
-	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "hourly", EndpointID: f.endpoint,
-		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *"}})
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "hourly", EndpointID: f.endpoint,
+		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *"},
+	})
 	require.NoError(t, err)
 	w := f.scheduled(t, "hourly-wf", 10)
 	from := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)

@@ -129,8 +129,10 @@ func (s *Deliveries) BeginJob(ctx context.Context, tenant, executionID string, l
 	// Admission through gates is a decision of the row-by-row path: the
 	// batched start leaves an endpoint with limits alone by its own rows,
 	// and a tenant with delivery limits by what the request says.
-	key := db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease, JobID: jobID,
-		TenantLimited: s.cfg.Limits.Effective(tenant).Deliveries()}
+	key := db.DeliveryKey{
+		ExecutionRef: db.ExecutionRef{TenantID: tenant, ID: executionID}, Lease: lease, JobID: jobID,
+		TenantLimited: s.cfg.Limits.Effective(tenant).Deliveries(),
+	}
 	if r, err := s.starts.Do(ctx, key); s.count(r.ok, err) {
 		d := deliveryFromRow(r.row, lease)
 		keys, err := endpointOf(r.row.JoinedEndpoint).SigningKeys(r.row.Now)
@@ -237,8 +239,10 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 		return d, nil
 
 	case startSkip:
-		events = append(events, db.DeliveryEvent{Type: EventSkipped, Message: &dec.Reason,
-			Data: map[string]any{"overlap_policy": zeroIfNil(row.OverlapPolicy)}})
+		events = append(events, db.DeliveryEvent{
+			Type: EventSkipped, Message: &dec.Reason,
+			Data: map[string]any{"overlap_policy": zeroIfNil(row.OverlapPolicy)},
+		})
 		if err := s.end(ctx, tx, row, 0, ExecSkipped, dec.Reason, "", events); err != nil {
 			return Delivery{}, err
 		}
@@ -247,8 +251,10 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 		return d, nil
 
 	case startMiss:
-		events = append(events, db.DeliveryEvent{Type: EventSkipped, Message: &dec.Reason,
-			Data: map[string]any{"misfire_policy": zeroIfNil(row.MisfirePolicy), "lateness_ms": row.Now.Sub(row.ScheduledFor).Milliseconds()}})
+		events = append(events, db.DeliveryEvent{
+			Type: EventSkipped, Message: &dec.Reason,
+			Data: map[string]any{"misfire_policy": zeroIfNil(row.MisfirePolicy), "lateness_ms": row.Now.Sub(row.ScheduledFor).Milliseconds()},
+		})
 		if err := s.end(ctx, tx, row, 0, ExecSkipped, dec.Reason, "", events); err != nil {
 			return Delivery{}, err
 		}
@@ -260,8 +266,10 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 		return d, nil
 
 	case startFail:
-		events = append(events, db.DeliveryEvent{Type: EventFailed, Attempt: &row.Attempts,
-			ErrorClass: nilIfEmpty(dec.ErrorClass), Message: &dec.Reason})
+		events = append(events, db.DeliveryEvent{
+			Type: EventFailed, Attempt: &row.Attempts,
+			ErrorClass: nilIfEmpty(dec.ErrorClass), Message: &dec.Reason,
+		})
 		if err := s.end(ctx, tx, row, lease, ExecFailed, dec.Reason, dec.ErrorClass, events); err != nil {
 			return Delivery{}, err
 		}
@@ -276,8 +284,10 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 	}
 
 	if dec.Admit {
-		adm, err := limits.Admit(ctx, tx, limits.Request{TenantID: row.TenantID, ExecutionID: row.ID, TaskID: row.TaskID,
-			JobID: jobID, ScheduledFor: row.ScheduledFor, Gates: gates, PermitTTL: s.cfg.Limits.permitTTL()})
+		adm, err := limits.Admit(ctx, tx, limits.Request{
+			TenantID: row.TenantID, ExecutionID: row.ID, TaskID: row.TaskID,
+			JobID: jobID, ScheduledFor: row.ScheduledFor, Gates: gates, PermitTTL: s.cfg.Limits.permitTTL(),
+		})
 		if err != nil {
 			return Delivery{}, err
 		}
@@ -311,8 +321,10 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 	started := db.DeliveryEvent{Type: EventAttemptStarted, Attempt: &attempts}
 	if dec.Late {
 		// A late fire says so, and which policy let it through.
-		started.Data = map[string]any{"late": true, "lateness_ms": row.Now.Sub(row.ScheduledFor).Milliseconds(),
-			"misfire_policy": zeroIfNil(row.MisfirePolicy)}
+		started.Data = map[string]any{
+			"late": true, "lateness_ms": row.Now.Sub(row.ScheduledFor).Milliseconds(),
+			"misfire_policy": zeroIfNil(row.MisfirePolicy),
+		}
 	}
 	events = append(events, started)
 	if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, events); err != nil {
@@ -385,8 +397,10 @@ func deliveryFromRow(row db.DeliveryRow, lease int) Delivery {
 		d.Payload = row.TaskPayload
 	}
 	if row.CompletionTimeoutMS != nil {
-		d.Callback = &CallbackSpec{Timeout: time.Duration(*row.CompletionTimeoutMS) * time.Millisecond,
-			HeartbeatTimeout: time.Duration(zeroIfNil(row.HeartbeatTimeoutMS)) * time.Millisecond}
+		d.Callback = &CallbackSpec{
+			Timeout:          time.Duration(*row.CompletionTimeoutMS) * time.Millisecond,
+			HeartbeatTimeout: time.Duration(zeroIfNil(row.HeartbeatTimeoutMS)) * time.Millisecond,
+		}
 	}
 	d.Timeout = time.Duration(zeroIfNil(row.EndpointTimeoutMS)) * time.Millisecond
 	if row.TaskTimeoutMS != nil {
@@ -396,6 +410,8 @@ func deliveryFromRow(row db.DeliveryRow, lease int) Delivery {
 }
 
 func endpointOf(row db.JoinedEndpoint) Endpoint {
-	return Endpoint{ID: zeroIfNil(row.EndpointID), Secret: zeroIfNil(row.Secret), PreviousSecret: zeroIfNil(row.PreviousSecret),
-		PreviousSecretExpiresAt: row.PreviousSecretExp}
+	return Endpoint{
+		ID: zeroIfNil(row.EndpointID), Secret: zeroIfNil(row.Secret), PreviousSecret: zeroIfNil(row.PreviousSecret),
+		PreviousSecretExpiresAt: row.PreviousSecretExp,
+	}
 }

@@ -411,7 +411,8 @@ func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, g
 		}
 		out.Finished = fin
 		return recordAudit(ctx, tx, tenant, AuditUpdate, ResourceExecution, executionID, map[string]any{
-			"state": map[string]any{"old": ExecRunning, "new": fin.State}, "completion": data})
+			"state": map[string]any{"old": ExecRunning, "new": fin.State}, "completion": data,
+		})
 	})
 	if err != nil {
 		return Completed{}, storeError(err, "complete callback attempt")

@@ -297,8 +297,10 @@ func startVerdictOf(f startFacts, r startRules) startDecision {
 
 	next := f.Attempts + 1
 	if next-f.AttemptsBase > f.MaxAttempts {
-		d := startDecision{Verdict: startFail, Resumed: resumed,
-			Reason: fmt.Sprintf("attempts exhausted (max_attempts %d)", f.MaxAttempts)}
+		d := startDecision{
+			Verdict: startFail, Resumed: resumed,
+			Reason: fmt.Sprintf("attempts exhausted (max_attempts %d)", f.MaxAttempts),
+		}
 		if resumed {
 			d.Reason += "; the last attempt was interrupted before its outcome was recorded"
 			d.ErrorClass = ErrorClassInterrupted
@@ -308,8 +310,10 @@ func startVerdictOf(f startFacts, r startRules) startDecision {
 	// A delivery through gates is admitted through them first (Admit),
 	// which the batched start does not do.
 	batch := f.State == ExecPending && f.OverlapPolicy == OverlapAllow && !late && !f.EndpointLimited && !f.TenantLimited
-	return startDecision{Verdict: startSend, Resumed: resumed, Attempt: next, Late: late, Batch: batch,
-		CatchUp: late && f.MisfirePolicy == MisfireFireOnce}
+	return startDecision{
+		Verdict: startSend, Resumed: resumed, Attempt: next, Late: late, Batch: batch,
+		CatchUp: late && f.MisfirePolicy == MisfireFireOnce,
+	}
 }
 
 // missReason says why the misfire f is not sent, or "" when its task's
@@ -480,8 +484,10 @@ func decideFinish(f finishFacts, out Outcome) finishDecision {
 // (decideFinish).
 func finishVerdictOf(f finishFacts, out Outcome) finishDecision {
 	if f.State != ExecRunning || f.LeaseAttempt != f.Lease {
-		return finishDecision{Verdict: finishStale,
-			Reason: fmt.Sprintf("the execution is not running under attempt %d; its outcome is not recorded", f.Lease)}
+		return finishDecision{
+			Verdict: finishStale,
+			Reason:  fmt.Sprintf("the execution is not running under attempt %d; its outcome is not recorded", f.Lease),
+		}
 	}
 	if out.Kind == OutcomeSucceeded {
 		return finishDecision{Verdict: finishSucceed, Batch: !f.WorkflowRun}
@@ -493,15 +499,19 @@ func finishVerdictOf(f finishFacts, out Outcome) finishDecision {
 	case !f.TaskFound:
 		return finishDecision{Verdict: finishCancel, Reason: "the task was deleted"}
 	case out.Kind == OutcomeRetry && f.Attempts-f.AttemptsBase < f.MaxAttempts:
-		d := finishDecision{Verdict: finishRetry, Reason: "backoff",
-			Delay: f.Retry.Delay(f.Attempts-f.AttemptsBase, out.RetryAfter, f.Jitter)}
+		d := finishDecision{
+			Verdict: finishRetry, Reason: "backoff",
+			Delay: f.Retry.Delay(f.Attempts-f.AttemptsBase, out.RetryAfter, f.Jitter),
+		}
 		if out.RetryAfter > 0 {
 			d.Reason = "retry_after"
 		}
 		return d
 	case out.Kind == OutcomeRetry:
-		return finishDecision{Verdict: finishFail,
-			Reason: fmt.Sprintf("attempts exhausted (max_attempts %d): %s", f.MaxAttempts, failure)}
+		return finishDecision{
+			Verdict: finishFail,
+			Reason:  fmt.Sprintf("attempts exhausted (max_attempts %d): %s", f.MaxAttempts, failure),
+		}
 	}
 	return finishDecision{Verdict: finishFail, Reason: "permanent failure: " + failure}
 }

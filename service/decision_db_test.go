@@ -81,8 +81,10 @@ func newEquivDB(t *testing.T) *equivDB {
 		secret, err := GenerateSecret()
 		require.NoError(t, err)
 		for _, tenant := range []string{equivTenant, equivLimited} {
-			row := db.Endpoint{TenantID: tenant, ID: ep.uid, Name: "e", URL: "https://example.com/hook",
-				Method: "POST", Headers: map[string]string{}, Secret: secret, TimeoutMS: 10_000, Enabled: ep.enabled}
+			row := db.Endpoint{
+				TenantID: tenant, ID: ep.uid, Name: "e", URL: "https://example.com/hook",
+				Method: "POST", Headers: map[string]string{}, Secret: secret, TimeoutMS: 10_000, Enabled: ep.enabled,
+			}
 			if ep.id == &e.epLim {
 				// Limits that never bind: its sends are admitted through its
 				// gate, on the row-by-row path.
@@ -464,10 +466,14 @@ func waitingCases(newID func() string) []equivCase {
 	var out []equivCase
 	for _, lease := range []struct{ leaseAttempt, lease int }{{1, 2}, {2, 2}, {3, 2}} {
 		for _, cancel := range []bool{false, true} {
-			out = append(out, equivCase{ID: newID(), TaskID: newID(), Lease: lease.lease,
+			out = append(out, equivCase{
+				ID: newID(), TaskID: newID(), Lease: lease.lease,
 				Task: &equivTask{State: TaskActive, Overlap: OverlapAllow, MaxAttempts: 3, Endpoint: "on"},
-				Exec: equivExec{State: ExecRunning, Trigger: TriggerSchedule, Attempts: 1, LeaseAttempt: lease.leaseAttempt,
-					CancelRequested: cancel, Ago: time.Second, Waiting: true}})
+				Exec: equivExec{
+					State: ExecRunning, Trigger: TriggerSchedule, Attempts: 1, LeaseAttempt: lease.leaseAttempt,
+					CancelRequested: cancel, Ago: time.Second, Waiting: true,
+				},
+			})
 		}
 	}
 	return out
@@ -494,11 +500,15 @@ func misfireCases(newID func() string) []equivCase {
 						for _, later := range []int{0, 1} {
 							for stretch := 1; stretch < 8; stretch++ { // the three facts' other combinations
 								pending, caughtUp, shard := stretch&1, stretch&2 != 0, stretch&4 != 0
-								out = append(out, equivCase{ID: newID(), TaskID: newID(), Lease: 1, Earlier: earlier, Later: later,
+								out = append(out, equivCase{
+									ID: newID(), TaskID: newID(), Lease: 1, Earlier: earlier, Later: later,
 									LaterPending: pending,
-									Task: &equivTask{State: ts, Overlap: overlap, Misfire: MisfireFireOnce, MaxAttempts: 3, Endpoint: "on",
-										CaughtUp: caughtUp},
-									Exec: equivExec{State: ExecPending, Trigger: trigger, Ago: ago, CatchUpShard: shard}})
+									Task: &equivTask{
+										State: ts, Overlap: overlap, Misfire: MisfireFireOnce, MaxAttempts: 3, Endpoint: "on",
+										CaughtUp: caughtUp,
+									},
+									Exec: equivExec{State: ExecPending, Trigger: trigger, Ago: ago, CatchUpShard: shard},
+								})
 							}
 						}
 					}
@@ -515,10 +525,14 @@ func misfireCases(newID func() string) []equivCase {
 							for _, later := range []int{0, 1, 2} {
 								for _, b := range []budget{{0, 0, false}, {2, 2, true}, {3, 2, true}} {
 									for _, maxAttempts := range []int{1, 3} {
-										out = append(out, equivCase{ID: newID(), TaskID: newID(), Lease: 1, Earlier: earlier, Later: later,
+										out = append(out, equivCase{
+											ID: newID(), TaskID: newID(), Lease: 1, Earlier: earlier, Later: later,
 											Task: &equivTask{State: ts, Overlap: overlap, Misfire: policy, MaxAttempts: maxAttempts, Endpoint: "on"},
-											Exec: equivExec{State: ExecPending, Trigger: trigger, Attempts: b.attempts, AttemptsBase: b.base,
-												Retried: b.retried, Ago: ago}})
+											Exec: equivExec{
+												State: ExecPending, Trigger: trigger, Attempts: b.attempts, AttemptsBase: b.base,
+												Retried: b.retried, Ago: ago,
+											},
+										})
 									}
 								}
 							}
@@ -579,8 +593,10 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 	err := db.InTx(ctx, rowDB.pools.Delivery, func(tx db.Tx) error {
 		for i, c := range cases {
 			gates := rowDB.d.cfg.Limits.deliveryGates(db.DeliveryRow{TenantID: c.tenant()})
-			keys[i] = db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: c.tenant(), ID: c.ID}, Lease: c.Lease, JobID: c.JobID,
-				TenantLimited: len(gates) > 0}
+			keys[i] = db.DeliveryKey{
+				ExecutionRef: db.ExecutionRef{TenantID: c.tenant(), ID: c.ID}, Lease: c.Lease, JobID: c.JobID,
+				TenantLimited: len(gates) > 0,
+			}
 			row, err := db.GetDeliveryForUpdate(ctx, tx, c.tenant(), c.ID, equivConfig.misfire())
 			if err != nil {
 				return err
@@ -700,9 +716,13 @@ func finishCases() []equivCase {
 							continue
 						}
 						o.EndpointID = "00000000-0000-7000-8000-00000000e003"
-						out = append(out, equivCase{ID: newID(), TaskID: newID(), Task: task, Lease: l.lease, Outcome: o, Permit: permit,
-							Exec: equivExec{State: l.state, Trigger: TriggerSchedule, CancelRequested: cancel, Attempts: l.attempts,
-								AttemptsBase: l.base, LeaseAttempt: l.owner, Ago: time.Second}})
+						out = append(out, equivCase{
+							ID: newID(), TaskID: newID(), Task: task, Lease: l.lease, Outcome: o, Permit: permit,
+							Exec: equivExec{
+								State: l.state, Trigger: TriggerSchedule, CancelRequested: cancel, Attempts: l.attempts,
+								AttemptsBase: l.base, LeaseAttempt: l.owner, Ago: time.Second,
+							},
+						})
 					}
 				}
 			}
@@ -713,10 +733,14 @@ func finishCases() []equivCase {
 		for _, o := range outcomes {
 			for _, hint := range []bool{true, false} {
 				o.EndpointID, o.WorkflowRun = "00000000-0000-7000-8000-00000000e003", hint
-				out = append(out, equivCase{ID: newID(), TaskID: newID(), Lease: l.lease, Outcome: o,
+				out = append(out, equivCase{
+					ID: newID(), TaskID: newID(), Lease: l.lease, Outcome: o,
 					Task: &equivTask{State: TaskActive, Overlap: OverlapAllow, MaxAttempts: 3, Endpoint: "alt"},
-					Exec: equivExec{State: l.state, Trigger: TriggerDependency, Attempts: l.attempts, AttemptsBase: l.base,
-						LeaseAttempt: l.owner, Ago: time.Second, WorkflowRun: true}})
+					Exec: equivExec{
+						State: l.state, Trigger: TriggerDependency, Attempts: l.attempts, AttemptsBase: l.base,
+						LeaseAttempt: l.owner, Ago: time.Second, WorkflowRun: true,
+					},
+				})
 			}
 		}
 	}
@@ -745,7 +769,8 @@ func TestFinishDecisionAgreesWithTheBatch(t *testing.T) {
 			if c.Outcome.Kind == OutcomeSucceeded {
 				successes = append(successes, db.DeliverySuccess{
 					DeliveryKey: db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: c.tenant(), ID: c.ID}, Lease: c.Lease},
-					StatusCode:  c.Outcome.StatusCode})
+					StatusCode:  c.Outcome.StatusCode,
+				})
 				successCase = append(successCase, i)
 			}
 		}

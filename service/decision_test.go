@@ -86,9 +86,11 @@ func TestRetryPolicyDelay(t *testing.T) {
 func TestDecideStart(t *testing.T) {
 	t.Parallel()
 	job := func(v int64) *int64 { return &v }
-	sendable := startFacts{State: ExecPending, Trigger: TriggerSchedule, NeverStarted: true, Lease: 1, TaskFound: true,
+	sendable := startFacts{
+		State: ExecPending, Trigger: TriggerSchedule, NeverStarted: true, Lease: 1, TaskFound: true,
 		TaskState: TaskActive, OverlapPolicy: OverlapAllow, MisfirePolicy: MisfireFireOnce, MaxAttempts: 3,
-		EndpointFound: true, EndpointEnabled: true, Waited: time.Second}
+		EndpointFound: true, EndpointEnabled: true, Waited: time.Second,
+	}
 	late := func(policy string, waited time.Duration, later int) func(*startFacts) {
 		return func(f *startFacts) { f.MisfirePolicy, f.Waited, f.LaterMissed = policy, waited, later }
 	}
@@ -98,52 +100,90 @@ func TestDecideStart(t *testing.T) {
 		want   startDecision
 	}{
 		{"first send", func(*startFacts) {}, startDecision{Verdict: startSend, Attempt: 1, Batch: true}},
-		{"another job's execution", func(f *startFacts) { f.JobID, f.RiverJobID = 7, job(8) },
-			startDecision{Verdict: startLeave, Reason: "River job 8 delivers the execution"}},
+		{
+			"another job's execution", func(f *startFacts) { f.JobID, f.RiverJobID = 7, job(8) },
+			startDecision{Verdict: startLeave, Reason: "River job 8 delivers the execution"},
+		},
 		{"its own job", func(f *startFacts) { f.JobID, f.RiverJobID = 8, job(8) }, startDecision{Verdict: startSend, Attempt: 1, Batch: true}},
-		{"a newer attempt runs it", func(f *startFacts) { f.State, f.LeaseAttempt, f.Lease = ExecRunning, 3, 2 },
-			startDecision{Verdict: startLeave, Reason: "attempt 2 is stale: River attempt 3 owns the execution"}},
-		{"retrying after this attempt", func(f *startFacts) { f.State, f.LeaseAttempt, f.Lease = ExecRetrying, 2, 2 },
-			startDecision{Verdict: startLeave, Reason: "attempt 2 is stale: the execution is retrying after River attempt 2"}},
+		{
+			"a newer attempt runs it", func(f *startFacts) { f.State, f.LeaseAttempt, f.Lease = ExecRunning, 3, 2 },
+			startDecision{Verdict: startLeave, Reason: "attempt 2 is stale: River attempt 3 owns the execution"},
+		},
+		{
+			"retrying after this attempt", func(f *startFacts) { f.State, f.LeaseAttempt, f.Lease = ExecRetrying, 2, 2 },
+			startDecision{Verdict: startLeave, Reason: "attempt 2 is stale: the execution is retrying after River attempt 2"},
+		},
 		{"final", func(f *startFacts) { f.State = ExecSucceeded }, startDecision{Verdict: startLeave, Reason: "the execution is succeeded"}},
-		{"cancel requested", func(f *startFacts) { f.CancelRequested = true },
-			startDecision{Verdict: startCancel, Reason: "cancel requested"}},
+		{
+			"cancel requested", func(f *startFacts) { f.CancelRequested = true },
+			startDecision{Verdict: startCancel, Reason: "cancel requested"},
+		},
 		{"task deleted", func(f *startFacts) { f.TaskFound = false }, startDecision{Verdict: startCancel, Reason: "the task was deleted"}},
 		{"task paused", func(f *startFacts) { f.TaskState = TaskPaused }, startDecision{Verdict: startCancel, Reason: "the task is paused"}},
-		{"manual fire of a paused task", func(f *startFacts) { f.TaskState, f.Trigger = TaskPaused, TriggerManual },
-			startDecision{Verdict: startSend, Attempt: 1, Batch: true}},
-		{"endpoint gone", func(f *startFacts) { f.EndpointFound = false },
-			startDecision{Verdict: startCancel, Reason: "the task's endpoint no longer exists"}},
-		{"endpoint disabled", func(f *startFacts) { f.EndpointEnabled = false },
-			startDecision{Verdict: startCancel, Reason: "the endpoint is disabled"}},
-		{"an endpoint with limits is not batched", func(f *startFacts) { f.EndpointLimited = true },
-			startDecision{Verdict: startSend, Attempt: 1, Admit: true}},
-		{"resumed and cancelled", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.CancelRequested = ExecRunning, 1, 1, true },
-			startDecision{Verdict: startCancel, Reason: "cancel requested", Resumed: true}},
-		{"overlap skip", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished = OverlapSkip, 1 },
-			startDecision{Verdict: startSkip, Reason: "the previous execution is unfinished (overlap_policy skip)"}},
+		{
+			"manual fire of a paused task", func(f *startFacts) { f.TaskState, f.Trigger = TaskPaused, TriggerManual },
+			startDecision{Verdict: startSend, Attempt: 1, Batch: true},
+		},
+		{
+			"endpoint gone", func(f *startFacts) { f.EndpointFound = false },
+			startDecision{Verdict: startCancel, Reason: "the task's endpoint no longer exists"},
+		},
+		{
+			"endpoint disabled", func(f *startFacts) { f.EndpointEnabled = false },
+			startDecision{Verdict: startCancel, Reason: "the endpoint is disabled"},
+		},
+		{
+			"an endpoint with limits is not batched", func(f *startFacts) { f.EndpointLimited = true },
+			startDecision{Verdict: startSend, Attempt: 1, Admit: true},
+		},
+		{
+			"resumed and cancelled", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.CancelRequested = ExecRunning, 1, 1, true },
+			startDecision{Verdict: startCancel, Reason: "cancel requested", Resumed: true},
+		},
+		{
+			"overlap skip", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished = OverlapSkip, 1 },
+			startDecision{Verdict: startSkip, Reason: "the previous execution is unfinished (overlap_policy skip)"},
+		},
 		{"overlap skip, nothing earlier", func(f *startFacts) { f.OverlapPolicy = OverlapSkip }, startDecision{Verdict: startSend, Attempt: 1}},
-		{"overlap queue waits", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished = OverlapQueue, 1 },
-			startDecision{Verdict: startWait, Reason: "waiting for the previous execution to finish (overlap_policy queue)"}},
-		{"overlap queue waited too long", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished, f.Waited = OverlapQueue, 1, 2*time.Hour },
-			startDecision{Verdict: startSkip, Reason: "waited more than 1h0m0s for the previous execution (overlap_policy queue)"}},
-		{"overlap queue, two earlier", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished = OverlapQueue, 2 },
-			startDecision{Verdict: startSkip, Reason: "another execution is already queued behind the unfinished one (overlap_policy queue)"}},
+		{
+			"overlap queue waits", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished = OverlapQueue, 1 },
+			startDecision{Verdict: startWait, Reason: "waiting for the previous execution to finish (overlap_policy queue)"},
+		},
+		{
+			"overlap queue waited too long", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished, f.Waited = OverlapQueue, 1, 2*time.Hour },
+			startDecision{Verdict: startSkip, Reason: "waited more than 1h0m0s for the previous execution (overlap_policy queue)"},
+		},
+		{
+			"overlap queue, two earlier", func(f *startFacts) { f.OverlapPolicy, f.EarlierUnfinished = OverlapQueue, 2 },
+			startDecision{Verdict: startSkip, Reason: "another execution is already queued behind the unfinished one (overlap_policy queue)"},
+		},
 		{"overlap allow ignores earlier ones", func(f *startFacts) { f.EarlierUnfinished = 2 }, startDecision{Verdict: startSend, Attempt: 1, Batch: true}},
-		{"retry", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.Lease = ExecRetrying, 1, 1, 2 },
-			startDecision{Verdict: startSend, Attempt: 2}},
-		{"resumed", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.Lease = ExecRunning, 1, 1, 1 },
-			startDecision{Verdict: startSend, Attempt: 2, Resumed: true}},
-		{"resumed without attempts left", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.MaxAttempts = ExecRunning, 1, 1, 1 },
-			startDecision{Verdict: startFail, Resumed: true, ErrorClass: ErrorClassInterrupted,
-				Reason: "attempts exhausted (max_attempts 1); the last attempt was interrupted before its outcome was recorded"}},
-		{"retry after max_attempts was lowered", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.Lease = ExecRetrying, 3, 1, 2 },
-			startDecision{Verdict: startFail, Reason: "attempts exhausted (max_attempts 3)"}},
+		{
+			"retry", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.Lease = ExecRetrying, 1, 1, 2 },
+			startDecision{Verdict: startSend, Attempt: 2},
+		},
+		{
+			"resumed", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.Lease = ExecRunning, 1, 1, 1 },
+			startDecision{Verdict: startSend, Attempt: 2, Resumed: true},
+		},
+		{
+			"resumed without attempts left", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.MaxAttempts = ExecRunning, 1, 1, 1 },
+			startDecision{
+				Verdict: startFail, Resumed: true, ErrorClass: ErrorClassInterrupted,
+				Reason: "attempts exhausted (max_attempts 1); the last attempt was interrupted before its outcome was recorded",
+			},
+		},
+		{
+			"retry after max_attempts was lowered", func(f *startFacts) { f.State, f.Attempts, f.LeaseAttempt, f.Lease = ExecRetrying, 3, 1, 2 },
+			startDecision{Verdict: startFail, Reason: "attempts exhausted (max_attempts 3)"},
+		},
 
 		// Attempt numbers keep counting across API retries; the budget
 		// restarts.
-		{"first send after an API retry", func(f *startFacts) { f.Attempts, f.AttemptsBase, f.NeverStarted = 3, 3, false },
-			startDecision{Verdict: startSend, Attempt: 4, Batch: true}},
+		{
+			"first send after an API retry", func(f *startFacts) { f.Attempts, f.AttemptsBase, f.NeverStarted = 3, 3, false },
+			startDecision{Verdict: startSend, Attempt: 4, Batch: true},
+		},
 		{"a retry after an API retry", func(f *startFacts) {
 			f.State, f.Attempts, f.AttemptsBase, f.LeaseAttempt, f.Lease, f.NeverStarted = ExecRetrying, 5, 3, 2, 3, false
 		}, startDecision{Verdict: startSend, Attempt: 6}},
@@ -153,35 +193,55 @@ func TestDecideStart(t *testing.T) {
 
 		// Misfires: first fires picked up past the threshold (5 s).
 		{"at the threshold is on time", late(MisfireSkip, 5*time.Second, 0), startDecision{Verdict: startSend, Attempt: 1, Batch: true}},
-		{"misfire, skip", late(MisfireSkip, 6*time.Second, 0),
-			startDecision{Verdict: startMiss, Reason: "missed: picked up more than 5s after its slot (misfire_policy skip)"}},
-		{"misfire, fire_once, the latest: the catch-up", late(MisfireFireOnce, time.Minute, 0),
-			startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true}},
+		{
+			"misfire, skip", late(MisfireSkip, 6*time.Second, 0),
+			startDecision{Verdict: startMiss, Reason: "missed: picked up more than 5s after its slot (misfire_policy skip)"},
+		},
+		{
+			"misfire, fire_once, the latest: the catch-up", late(MisfireFireOnce, time.Minute, 0),
+			startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true},
+		},
 		{"misfire, fire_once, a later one still to decide fires", func(f *startFacts) {
 			late(MisfireFireOnce, time.Minute, 0)(f)
 			f.LaterMisfire = true
-		}, startDecision{Verdict: startMiss,
-			Reason: "missed: picked up more than 5s after its slot; a later missed slot fires instead (misfire_policy fire_once)"}},
+		}, startDecision{
+			Verdict: startMiss,
+			Reason:  "missed: picked up more than 5s after its slot; a later missed slot fires instead (misfire_policy fire_once)",
+		}},
 		{"misfire, fire_once, a catch-up started since its slot", func(f *startFacts) {
 			late(MisfireFireOnce, time.Minute, 0)(f)
 			f.CaughtUp = true
-		}, startDecision{Verdict: startMiss,
-			Reason: "missed: picked up more than 5s after its slot; a late fire that started after its slot stands for it (misfire_policy fire_once)"}},
+		}, startDecision{
+			Verdict: startMiss,
+			Reason:  "missed: picked up more than 5s after its slot; a late fire that started after its slot stands for it (misfire_policy fire_once)",
+		}},
 		{"misfire, fire_once, a shard of the catch-up's slot is sent with it", func(f *startFacts) {
 			late(MisfireFireOnce, time.Minute, 0)(f)
 			f.CaughtUp, f.LaterMisfire, f.CatchUpShard = true, true, true
 		}, startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true}},
-		{"misfire, fire_once, later slots fired count for fire_all only", late(MisfireFireOnce, time.Minute, 5),
-			startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true}},
+		{
+			"misfire, fire_once, later slots fired count for fire_all only", late(MisfireFireOnce, time.Minute, 5),
+			startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true},
+		},
 		{"misfire, fire_all", late(MisfireFireAll, time.Minute, 99), startDecision{Verdict: startSend, Attempt: 1, Late: true}},
-		{"misfire, fire_all, beyond CatchUpMax", late(MisfireFireAll, time.Minute, 100),
-			startDecision{Verdict: startMiss,
-				Reason: "missed: picked up more than 5s after its slot; the 100 most recent missed slots fire instead (misfire_policy fire_all)"}},
-		{"misfire, fire_all, beyond the window", late(MisfireFireAll, 25*time.Hour, 0),
-			startDecision{Verdict: startMiss,
-				Reason: "missed: picked up more than the catch-up window of 24h0m0s after its slot (misfire_policy fire_all)"}},
-		{"a late manual fire is no misfire", func(f *startFacts) { late(MisfireSkip, time.Hour, 0)(f); f.Trigger = TriggerManual },
-			startDecision{Verdict: startSend, Attempt: 1, Batch: true}},
+		{
+			"misfire, fire_all, beyond CatchUpMax", late(MisfireFireAll, time.Minute, 100),
+			startDecision{
+				Verdict: startMiss,
+				Reason:  "missed: picked up more than 5s after its slot; the 100 most recent missed slots fire instead (misfire_policy fire_all)",
+			},
+		},
+		{
+			"misfire, fire_all, beyond the window", late(MisfireFireAll, 25*time.Hour, 0),
+			startDecision{
+				Verdict: startMiss,
+				Reason:  "missed: picked up more than the catch-up window of 24h0m0s after its slot (misfire_policy fire_all)",
+			},
+		},
+		{
+			"a late manual fire is no misfire", func(f *startFacts) { late(MisfireSkip, time.Hour, 0)(f); f.Trigger = TriggerManual },
+			startDecision{Verdict: startSend, Attempt: 1, Batch: true},
+		},
 		{"a late API retry is no misfire", func(f *startFacts) {
 			late(MisfireSkip, time.Hour, 0)(f)
 			f.NeverStarted, f.Attempts, f.AttemptsBase = false, 1, 1
@@ -190,8 +250,10 @@ func TestDecideStart(t *testing.T) {
 			late(MisfireSkip, time.Hour, 0)(f)
 			f.State, f.NeverStarted, f.Attempts, f.LeaseAttempt, f.Lease = ExecRetrying, false, 1, 1, 2
 		}, startDecision{Verdict: startSend, Attempt: 2}},
-		{"a cancel comes before the misfire", func(f *startFacts) { late(MisfireSkip, time.Hour, 0)(f); f.TaskState = TaskPaused },
-			startDecision{Verdict: startCancel, Reason: "the task is paused"}},
+		{
+			"a cancel comes before the misfire", func(f *startFacts) { late(MisfireSkip, time.Hour, 0)(f); f.TaskState = TaskPaused },
+			startDecision{Verdict: startCancel, Reason: "the task is paused"},
+		},
 		{"a late fire still obeys its overlap policy", func(f *startFacts) {
 			late(MisfireFireOnce, time.Hour, 0)(f)
 			f.OverlapPolicy, f.EarlierUnfinished = OverlapSkip, 1
@@ -200,20 +262,34 @@ func TestDecideStart(t *testing.T) {
 		// Through gates: a send is admitted through them; any other
 		// verdict gives back the permit the execution may hold, but for
 		// an attempt left alone while its execution is unfinished.
-		{"through an endpoint's gate", func(f *startFacts) { f.EndpointLimited = true },
-			startDecision{Verdict: startSend, Attempt: 1, Admit: true}},
-		{"through the tenant's gate", func(f *startFacts) { f.TenantLimited = true },
-			startDecision{Verdict: startSend, Attempt: 1, Admit: true}},
-		{"cancelled through a gate", func(f *startFacts) { f.TenantLimited, f.CancelRequested = true, true },
-			startDecision{Verdict: startCancel, Reason: "cancel requested", Release: true}},
-		{"waits through a gate", func(f *startFacts) { f.EndpointLimited, f.OverlapPolicy, f.EarlierUnfinished = true, OverlapQueue, 1 },
-			startDecision{Verdict: startWait, Reason: "waiting for the previous execution to finish (overlap_policy queue)", Release: true}},
-		{"missed through a gate", func(f *startFacts) { late(MisfireSkip, time.Hour, 0)(f); f.TenantLimited = true },
-			startDecision{Verdict: startMiss, Reason: "missed: picked up more than 5s after its slot (misfire_policy skip)", Release: true}},
-		{"final through a gate", func(f *startFacts) { f.TenantLimited, f.State = true, ExecCancelled },
-			startDecision{Verdict: startLeave, Reason: "the execution is cancelled", Release: true}},
-		{"another job's through a gate", func(f *startFacts) { f.EndpointLimited, f.JobID, f.RiverJobID = true, 7, job(8) },
-			startDecision{Verdict: startLeave, Reason: "River job 8 delivers the execution"}},
+		{
+			"through an endpoint's gate", func(f *startFacts) { f.EndpointLimited = true },
+			startDecision{Verdict: startSend, Attempt: 1, Admit: true},
+		},
+		{
+			"through the tenant's gate", func(f *startFacts) { f.TenantLimited = true },
+			startDecision{Verdict: startSend, Attempt: 1, Admit: true},
+		},
+		{
+			"cancelled through a gate", func(f *startFacts) { f.TenantLimited, f.CancelRequested = true, true },
+			startDecision{Verdict: startCancel, Reason: "cancel requested", Release: true},
+		},
+		{
+			"waits through a gate", func(f *startFacts) { f.EndpointLimited, f.OverlapPolicy, f.EarlierUnfinished = true, OverlapQueue, 1 },
+			startDecision{Verdict: startWait, Reason: "waiting for the previous execution to finish (overlap_policy queue)", Release: true},
+		},
+		{
+			"missed through a gate", func(f *startFacts) { late(MisfireSkip, time.Hour, 0)(f); f.TenantLimited = true },
+			startDecision{Verdict: startMiss, Reason: "missed: picked up more than 5s after its slot (misfire_policy skip)", Release: true},
+		},
+		{
+			"final through a gate", func(f *startFacts) { f.TenantLimited, f.State = true, ExecCancelled },
+			startDecision{Verdict: startLeave, Reason: "the execution is cancelled", Release: true},
+		},
+		{
+			"another job's through a gate", func(f *startFacts) { f.EndpointLimited, f.JobID, f.RiverJobID = true, 7, job(8) },
+			startDecision{Verdict: startLeave, Reason: "River job 8 delivers the execution"},
+		},
 		{"a newer attempt's through a gate", func(f *startFacts) {
 			f.TenantLimited, f.State, f.LeaseAttempt, f.Lease = true, ExecRunning, 3, 2
 		}, startDecision{Verdict: startLeave, Reason: "attempt 2 is stale: River attempt 3 owns the execution"}},
@@ -231,8 +307,10 @@ func TestDecideStart(t *testing.T) {
 func TestDecidedAlone(t *testing.T) {
 	t.Parallel()
 	r := DeliveriesConfig{}.WithDefaults().rules()
-	misfire := startFacts{State: ExecPending, Trigger: TriggerSchedule, NeverStarted: true, MisfirePolicy: MisfireFireOnce,
-		Waited: time.Minute}
+	misfire := startFacts{
+		State: ExecPending, Trigger: TriggerSchedule, NeverStarted: true, MisfirePolicy: MisfireFireOnce,
+		Waited: time.Minute,
+	}
 	require.True(t, r.decidedAlone(misfire))
 	for name, change := range map[string]func(*startFacts){
 		"on time":      func(f *startFacts) { f.Waited = time.Second },
@@ -251,8 +329,10 @@ func TestDecidedAlone(t *testing.T) {
 // TestDecideFinish spells out decideFinish's rules one case at a time.
 func TestDecideFinish(t *testing.T) {
 	t.Parallel()
-	owned := finishFacts{State: ExecRunning, LeaseAttempt: 2, Attempts: 1, Lease: 2, TaskFound: true, MaxAttempts: 3,
-		Retry: RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Second, MaxBackoff: time.Minute}, Jitter: 0.5}
+	owned := finishFacts{
+		State: ExecRunning, LeaseAttempt: 2, Attempts: 1, Lease: 2, TaskFound: true, MaxAttempts: 3,
+		Retry: RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Second, MaxBackoff: time.Minute}, Jitter: 0.5,
+	}
 	ok := Outcome{Kind: OutcomeSucceeded, StatusCode: 200}
 	retry := Outcome{Kind: OutcomeRetry, StatusCode: 503, Error: "HTTP 503"}
 	permanent := Outcome{Kind: OutcomePermanent, StatusCode: 400, Error: "HTTP 400"}
@@ -263,45 +343,81 @@ func TestDecideFinish(t *testing.T) {
 		want   finishDecision
 	}{
 		{"success", func(*finishFacts) {}, ok, finishDecision{Verdict: finishSucceed, Batch: true}},
-		{"success after a cancel request", func(f *finishFacts) { f.CancelRequested = true }, ok,
-			finishDecision{Verdict: finishSucceed, Batch: true}},
+		{
+			"success after a cancel request", func(f *finishFacts) { f.CancelRequested = true }, ok,
+			finishDecision{Verdict: finishSucceed, Batch: true},
+		},
 		{"success of a deleted task", func(f *finishFacts) { f.TaskFound = false }, ok, finishDecision{Verdict: finishSucceed, Batch: true}},
 		{"success of a workflow node", func(f *finishFacts) { f.WorkflowRun = true }, ok, finishDecision{Verdict: finishSucceed}},
-		{"stale attempt", func(f *finishFacts) { f.LeaseAttempt = 3 }, ok, finishDecision{Verdict: finishStale,
-			Reason: "the execution is not running under attempt 2; its outcome is not recorded"}},
-		{"ended meanwhile", func(f *finishFacts) { f.State = ExecCancelled }, retry, finishDecision{Verdict: finishStale,
-			Reason: "the execution is not running under attempt 2; its outcome is not recorded"}},
+		{"stale attempt", func(f *finishFacts) { f.LeaseAttempt = 3 }, ok, finishDecision{
+			Verdict: finishStale,
+			Reason:  "the execution is not running under attempt 2; its outcome is not recorded",
+		}},
+		{"ended meanwhile", func(f *finishFacts) { f.State = ExecCancelled }, retry, finishDecision{
+			Verdict: finishStale,
+			Reason:  "the execution is not running under attempt 2; its outcome is not recorded",
+		}},
 		{"retry", func(*finishFacts) {}, retry, finishDecision{Verdict: finishRetry, Reason: "backoff", Delay: 750 * time.Millisecond}},
-		{"retry-after", func(*finishFacts) {}, Outcome{Kind: OutcomeRetry, RetryAfter: 10 * time.Second},
-			finishDecision{Verdict: finishRetry, Reason: "retry_after", Delay: 10 * time.Second}},
-		{"attempts exhausted", func(f *finishFacts) { f.Attempts = 3 }, retry,
-			finishDecision{Verdict: finishFail, Reason: "attempts exhausted (max_attempts 3): HTTP 503"}},
+		{
+			"retry-after", func(*finishFacts) {},
+			Outcome{Kind: OutcomeRetry, RetryAfter: 10 * time.Second},
+			finishDecision{Verdict: finishRetry, Reason: "retry_after", Delay: 10 * time.Second},
+		},
+		{
+			"attempts exhausted", func(f *finishFacts) { f.Attempts = 3 }, retry,
+			finishDecision{Verdict: finishFail, Reason: "attempts exhausted (max_attempts 3): HTTP 503"},
+		},
 		{"permanent", func(*finishFacts) {}, permanent, finishDecision{Verdict: finishFail, Reason: "permanent failure: HTTP 400"}},
-		{"permanent without text", func(*finishFacts) {}, Outcome{Kind: OutcomePermanent, ErrorClass: "tls"},
-			finishDecision{Verdict: finishFail, Reason: "permanent failure: tls"}},
-		{"cut by a cancel", func(*finishFacts) {}, Outcome{Kind: OutcomeRetry, CutByCancel: true},
-			finishDecision{Verdict: finishCancel, Reason: "cancel requested"}},
-		{"failure after a cancel request", func(f *finishFacts) { f.CancelRequested = true }, permanent,
-			finishDecision{Verdict: finishCancel, Reason: "cancel requested"}},
-		{"failure of a deleted task", func(f *finishFacts) { f.TaskFound = false }, retry,
-			finishDecision{Verdict: finishCancel, Reason: "the task was deleted"}},
-		{"retry after an API retry", func(f *finishFacts) { f.Attempts, f.AttemptsBase = 5, 3 }, retry,
-			finishDecision{Verdict: finishRetry, Reason: "backoff", Delay: 1500 * time.Millisecond}},
-		{"attempts exhausted after an API retry", func(f *finishFacts) { f.Attempts, f.AttemptsBase = 6, 3 }, retry,
-			finishDecision{Verdict: finishFail, Reason: "attempts exhausted (max_attempts 3): HTTP 503"}},
+		{
+			"permanent without text", func(*finishFacts) {},
+			Outcome{Kind: OutcomePermanent, ErrorClass: "tls"},
+			finishDecision{Verdict: finishFail, Reason: "permanent failure: tls"},
+		},
+		{
+			"cut by a cancel", func(*finishFacts) {},
+			Outcome{Kind: OutcomeRetry, CutByCancel: true},
+			finishDecision{Verdict: finishCancel, Reason: "cancel requested"},
+		},
+		{
+			"failure after a cancel request", func(f *finishFacts) { f.CancelRequested = true }, permanent,
+			finishDecision{Verdict: finishCancel, Reason: "cancel requested"},
+		},
+		{
+			"failure of a deleted task", func(f *finishFacts) { f.TaskFound = false }, retry,
+			finishDecision{Verdict: finishCancel, Reason: "the task was deleted"},
+		},
+		{
+			"retry after an API retry", func(f *finishFacts) { f.Attempts, f.AttemptsBase = 5, 3 }, retry,
+			finishDecision{Verdict: finishRetry, Reason: "backoff", Delay: 1500 * time.Millisecond},
+		},
+		{
+			"attempts exhausted after an API retry", func(f *finishFacts) { f.Attempts, f.AttemptsBase = 6, 3 }, retry,
+			finishDecision{Verdict: finishFail, Reason: "attempts exhausted (max_attempts 3): HTTP 503"},
+		},
 
 		// A recorded outcome gives the permit back; a stale one leaves
 		// it to the attempt that owns the execution.
-		{"success with a permit", func(f *finishFacts) { f.Permitted = true }, ok,
-			finishDecision{Verdict: finishSucceed, Release: true}},
-		{"retry with a permit", func(f *finishFacts) { f.Permitted = true }, retry,
-			finishDecision{Verdict: finishRetry, Reason: "backoff", Delay: 750 * time.Millisecond, Release: true}},
-		{"failure with a permit", func(f *finishFacts) { f.Permitted = true }, permanent,
-			finishDecision{Verdict: finishFail, Reason: "permanent failure: HTTP 400", Release: true}},
-		{"cancel with a permit", func(f *finishFacts) { f.Permitted = true }, Outcome{Kind: OutcomeRetry, CutByCancel: true},
-			finishDecision{Verdict: finishCancel, Reason: "cancel requested", Release: true}},
-		{"stale with a permit", func(f *finishFacts) { f.Permitted, f.LeaseAttempt = true, 3 }, ok, finishDecision{Verdict: finishStale,
-			Reason: "the execution is not running under attempt 2; its outcome is not recorded"}},
+		{
+			"success with a permit", func(f *finishFacts) { f.Permitted = true }, ok,
+			finishDecision{Verdict: finishSucceed, Release: true},
+		},
+		{
+			"retry with a permit", func(f *finishFacts) { f.Permitted = true }, retry,
+			finishDecision{Verdict: finishRetry, Reason: "backoff", Delay: 750 * time.Millisecond, Release: true},
+		},
+		{
+			"failure with a permit", func(f *finishFacts) { f.Permitted = true }, permanent,
+			finishDecision{Verdict: finishFail, Reason: "permanent failure: HTTP 400", Release: true},
+		},
+		{
+			"cancel with a permit", func(f *finishFacts) { f.Permitted = true },
+			Outcome{Kind: OutcomeRetry, CutByCancel: true},
+			finishDecision{Verdict: finishCancel, Reason: "cancel requested", Release: true},
+		},
+		{"stale with a permit", func(f *finishFacts) { f.Permitted, f.LeaseAttempt = true, 3 }, ok, finishDecision{
+			Verdict: finishStale,
+			Reason:  "the execution is not running under attempt 2; its outcome is not recorded",
+		}},
 	}
 	for _, tt := range tests {
 		f := owned

@@ -83,8 +83,10 @@ func (c DeliveriesConfig) WithDefaults() DeliveriesConfig {
 
 // rules returns the limits of decideStart.
 func (c DeliveriesConfig) rules() startRules {
-	return startRules{QueueWaitMax: c.QueueWaitMax, MisfireThreshold: c.MisfireThreshold,
-		CatchUpWindow: c.CatchUpWindow, CatchUpMax: c.CatchUpMax}
+	return startRules{
+		QueueWaitMax: c.QueueWaitMax, MisfireThreshold: c.MisfireThreshold,
+		CatchUpWindow: c.CatchUpWindow, CatchUpMax: c.CatchUpMax,
+	}
 }
 
 // misfire returns the misfire parameters of the delivery statements.

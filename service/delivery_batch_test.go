@@ -199,8 +199,10 @@ func TestImpliedEventsSurviveARetry(t *testing.T) {
 	b, err := d.Begin(ctx, f.tenant, id, 1)
 	require.NoError(t, err)
 	require.Equal(t, service.ActionSend, b.Action)
-	fin, err := d.Finish(ctx, f.tenant, id, 1, service.Outcome{Kind: service.OutcomePermanent, StatusCode: 400,
-		ErrorClass: "http_4xx", Error: "HTTP 400 Bad Request"})
+	fin, err := d.Finish(ctx, f.tenant, id, 1, service.Outcome{
+		Kind: service.OutcomePermanent, StatusCode: 400,
+		ErrorClass: "http_4xx", Error: "HTTP 400 Bad Request",
+	})
 	require.NoError(t, err)
 	require.Equal(t, service.ExecFailed, fin.State)
 
@@ -275,8 +277,10 @@ func TestRetryOfAnUnstartedExecution(t *testing.T) {
 	got, err := ex.Get(ctx, f.tenant, id)
 	require.NoError(t, err)
 	types := eventTypes(got)
-	require.Equal(t, []string{service.EventFired, service.EventCancelled, service.EventRetried, service.EventAttemptStarted,
-		service.EventAttemptSucceeded, service.EventSucceeded}, types)
+	require.Equal(t, []string{
+		service.EventFired, service.EventCancelled, service.EventRetried, service.EventAttemptStarted,
+		service.EventAttemptSucceeded, service.EventSucceeded,
+	}, types)
 }
 
 // A row another transaction holds (a pause, a cancel in progress) is

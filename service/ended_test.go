@@ -108,8 +108,10 @@ func TestExecutionsFinishedAreCounted(t *testing.T) {
 	step("a cancel requested of a running execution, ended by its outcome", 1, func() {
 		_, err := f.ex.Cancel(ctx, f.tenant, running)
 		require.NoError(t, err)
-		fin, err := f.del.Finish(ctx, f.tenant, running, 1, service.Outcome{Kind: service.OutcomeRetry, CutByCancel: true,
-			ErrorClass: "canceled", Error: "cut short"})
+		fin, err := f.del.Finish(ctx, f.tenant, running, 1, service.Outcome{
+			Kind: service.OutcomeRetry, CutByCancel: true,
+			ErrorClass: "canceled", Error: "cut short",
+		})
 		require.NoError(t, err)
 		require.Equal(t, service.ExecCancelled, fin.State)
 	})
@@ -160,8 +162,10 @@ func TestExecutionsFinishedAreCounted(t *testing.T) {
 	})
 
 	hourly := task("hourly", service.TaskInput{Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *"}})
-	b, _, err := backfills.Create(ctx, f.tenant, hourly.ID, service.BackfillInput{From: time.Now().Add(-10 * time.Hour),
-		To: time.Now().Add(-time.Hour), MaxConcurrency: 3})
+	b, _, err := backfills.Create(ctx, f.tenant, hourly.ID, service.BackfillInput{
+		From: time.Now().Add(-10 * time.Hour),
+		To:   time.Now().Add(-time.Hour), MaxConcurrency: 3,
+	})
 	require.NoError(t, err)
 	_, err = backfills.Pump(ctx)
 	require.NoError(t, err)
@@ -179,8 +183,10 @@ func TestExecutionsFinishedAreCounted(t *testing.T) {
 		require.NoError(t, err)
 	})
 
-	callback := task("callback", service.TaskInput{Retry: service.RetryPolicy{MaxAttempts: 1},
-		Completion: service.Completion{Mode: service.CompletionCallback, Timeout: time.Hour}})
+	callback := task("callback", service.TaskInput{
+		Retry:      service.RetryPolicy{MaxAttempts: 1},
+		Completion: service.Completion{Mode: service.CompletionCallback, Timeout: time.Hour},
+	})
 	accepted := func() string {
 		t.Helper()
 		id := fire(callback.ID)

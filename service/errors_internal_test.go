@@ -17,8 +17,10 @@ import (
 func TestScheduleErrorTranslation(t *testing.T) {
 	t.Parallel()
 	start, end := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	_, err := parseSchedule(schedule.Spec{Type: schedule.Cron, Cron: "60 * * * *", Timezone: "Local", StartAt: &start, EndAt: &end,
-		ExcludeCalendars: []string{"nope"}}, time.Time{})
+	_, err := parseSchedule(schedule.Spec{
+		Type: schedule.Cron, Cron: "60 * * * *", Timezone: "Local", StartAt: &start, EndAt: &end,
+		ExcludeCalendars: []string{"nope"},
+	}, time.Time{})
 	var ve *ValidationError
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, []FieldError{

@@ -212,9 +212,11 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 		status = &out.StatusCode
 	}
 	latency := int(out.Latency.Milliseconds())
-	end := db.DeliveryEnd{TenantID: tenant, ID: executionID, From: []string{ExecRunning}, Lease: &lease, StatusCode: status,
+	end := db.DeliveryEnd{
+		TenantID: tenant, ID: executionID, From: []string{ExecRunning}, Lease: &lease, StatusCode: status,
 		// An accepted callback attempt keeps the status of its 2xx.
-		KeepStatusCode: out.Detached && status == nil}
+		KeepStatusCode: out.Detached && status == nil,
+	}
 	if dec.Release {
 		released, err := limits.Release(ctx, tx, tenant, executionID)
 		if err != nil {
@@ -305,8 +307,10 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 	}
 
 	end.To = ExecFailed
-	events = append(events, db.DeliveryEvent{Type: EventFailed, Attempt: &attempt, StatusCode: status,
-		ErrorClass: nilIfEmpty(out.ErrorClass), Message: &dec.Reason})
+	events = append(events, db.DeliveryEvent{
+		Type: EventFailed, Attempt: &attempt, StatusCode: status,
+		ErrorClass: nilIfEmpty(out.ErrorClass), Message: &dec.Reason,
+	})
 	if err := s.transition(ctx, tx, end, events); err != nil {
 		return Finished{}, err
 	}
@@ -317,8 +321,10 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 			return Finished{}, storeError(err, "disable endpoint")
 		}
 		if disabled {
-			ev := db.DeliveryEvent{Type: EventEndpointDisabled, Attempt: &attempt, StatusCode: status, Message: &msg,
-				Data: map[string]any{"endpoint_id": out.EndpointID}}
+			ev := db.DeliveryEvent{
+				Type: EventEndpointDisabled, Attempt: &attempt, StatusCode: status, Message: &msg,
+				Data: map[string]any{"endpoint_id": out.EndpointID},
+			}
 			if err := db.InsertDeliveryEvents(ctx, tx, tenant, executionID, []db.DeliveryEvent{ev}); err != nil {
 				return Finished{}, storeError(err, "record endpoint disabled")
 			}
@@ -405,8 +411,10 @@ func afterFailure(ctx context.Context, tx db.Tx, enq *Enqueuer, alertMaxAttempts
 			if err := db.NotifyTaskChanged(ctx, tx); err != nil {
 				return fx, storeError(err, "notify task change")
 			}
-			events = append(events, db.DeliveryEvent{Type: EventTaskPaused, Message: &reason,
-				Data: map[string]any{"consecutive_failures": tf.Consecutive, "cancelled_pending": n}})
+			events = append(events, db.DeliveryEvent{
+				Type: EventTaskPaused, Message: &reason,
+				Data: map[string]any{"consecutive_failures": tf.Consecutive, "cancelled_pending": n},
+			})
 			fx.paused, fx.cancelled = true, n
 		}
 	}

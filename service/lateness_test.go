@@ -111,8 +111,10 @@ func TestFiringLatenessOfAStart(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, stored, *d.FiringLateness, "the start's lateness is the stored one")
 
-	_, err = f.del.Finish(ctx, f.tenant, ids[0], d.Lease, service.Outcome{Kind: service.OutcomeRetry, StatusCode: 503,
-		ErrorClass: "http_5xx", Error: "HTTP 503"})
+	_, err = f.del.Finish(ctx, f.tenant, ids[0], d.Lease, service.Outcome{
+		Kind: service.OutcomeRetry, StatusCode: 503,
+		ErrorClass: "http_5xx", Error: "HTTP 503",
+	})
 	require.NoError(t, err)
 	f.exec(t, `UPDATE executions SET next_attempt_at = now()`)
 	d, err = f.del.Begin(ctx, f.tenant, ids[0], 2)

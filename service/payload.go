@@ -88,8 +88,10 @@ type payloadFire struct {
 
 // data is the template data of fire f.
 func (r payloadRenderer) data(f payloadFire) template.Data {
-	return template.Data{ScheduledFor: f.ScheduledFor, Location: r.loc, ExecutionID: f.ExecutionID, TaskID: r.taskID,
-		TaskName: r.name, Round: max(f.Round, 1), ShardIndex: f.Shard, ShardCount: max(f.ShardCount, 1), Trigger: f.Trigger}
+	return template.Data{
+		ScheduledFor: f.ScheduledFor, Location: r.loc, ExecutionID: f.ExecutionID, TaskID: r.taskID,
+		TaskName: r.name, Round: max(f.Round, 1), ShardIndex: f.Shard, ShardCount: max(f.ShardCount, 1), Trigger: f.Trigger,
+	}
 }
 
 // render returns the bytes f sends: nil (the task's payload) for an
@@ -120,8 +122,10 @@ func failUnsent(ctx context.Context, tx db.Tx, enq *Enqueuer, fires []unsentFire
 	class := ErrorClassTemplate
 	failed := fires[:0:0]
 	for _, f := range fires {
-		end := db.DeliveryEnd{TenantID: f.TenantID, ID: f.ID, From: []string{ExecPending}, To: ExecFailed, Error: &f.Reason,
-			ErrorClass: &class}
+		end := db.DeliveryEnd{
+			TenantID: f.TenantID, ID: f.ID, From: []string{ExecPending}, To: ExecFailed, Error: &f.Reason,
+			ErrorClass: &class,
+		}
 		if err := checkExec(end.From, end.To); err != nil {
 			return err
 		}
@@ -167,8 +171,10 @@ func renderManual(ctx context.Context, tx db.Tx, task db.Task, render bool, e *d
 	var unsent []string
 	e.ShardPayloads = make([][]byte, len(ids))
 	for i, id := range ids {
-		b, err := r.render(payloadFire{ExecutionID: id, ScheduledFor: now, Round: 1, Shard: i, ShardCount: len(ids),
-			Trigger: TriggerManual})
+		b, err := r.render(payloadFire{
+			ExecutionID: id, ScheduledFor: now, Round: 1, Shard: i, ShardCount: len(ids),
+			Trigger: TriggerManual,
+		})
 		if err != nil {
 			if unsent == nil {
 				unsent = make([]string, len(ids))
@@ -186,8 +192,10 @@ func renderManual(ctx context.Context, tx db.Tx, task db.Task, render bool, e *d
 // fixed since sends its new template's rendering; one no longer
 // templated, its payload). A template that still fails is a conflict.
 func rerender(ctx context.Context, tx db.Tx, task db.Task, row db.Execution) error {
-	b, err := taskRenderer(task).render(payloadFire{ExecutionID: row.ID, ScheduledFor: row.ScheduledFor, Round: int(row.Round),
-		Shard: int(row.Shard), ShardCount: int(row.ShardCount), Trigger: row.Trigger})
+	b, err := taskRenderer(task).render(payloadFire{
+		ExecutionID: row.ID, ScheduledFor: row.ScheduledFor, Round: int(row.Round),
+		Shard: int(row.Shard), ShardCount: int(row.ShardCount), Trigger: row.Trigger,
+	})
 	if err != nil {
 		return conflictf("the task's payload template still fails (%s); change the task's payload first", err.Error())
 	}
@@ -212,8 +220,10 @@ func renderUnsent(ctx context.Context, tx db.Tx, task db.Task) error {
 		return storeError(err, "list unsent executions")
 	}
 	for _, e := range execs {
-		b, err := r.render(payloadFire{ExecutionID: e.ID, ScheduledFor: e.ScheduledFor, Round: int(e.Round), Shard: int(e.Shard),
-			ShardCount: int(e.ShardCount), Trigger: e.Trigger})
+		b, err := r.render(payloadFire{
+			ExecutionID: e.ID, ScheduledFor: e.ScheduledFor, Round: int(e.Round), Shard: int(e.Shard),
+			ShardCount: int(e.ShardCount), Trigger: e.Trigger,
+		})
 		if err != nil {
 			return fieldError("payload", fmt.Sprintf("fails to render for execution %s, which is not finished: %s", e.ID, err.Error()))
 		}
@@ -274,8 +284,10 @@ func (s *Tasks) Render(ctx context.Context, tenant, id string, in RenderInput) (
 	if !r.active() {
 		return out, nil
 	}
-	b, err := r.render(payloadFire{ExecutionID: NewID(), ScheduledFor: slot, Round: 1, ShardCount: int(row.Shards),
-		Trigger: TriggerSchedule})
+	b, err := r.render(payloadFire{
+		ExecutionID: NewID(), ScheduledFor: slot, Round: 1, ShardCount: int(row.Shards),
+		Trigger: TriggerSchedule,
+	})
 	var re *template.RenderError
 	switch {
 	case errors.As(err, &re):

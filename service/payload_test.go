@@ -33,8 +33,10 @@ func TestPayloadTemplateValidation(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	bad := []byte(`{"rows":"{{ .nodes.extract.output.rows }}","items":[1,"{{ .business_date","{{ .round }}"],"k":{"d":"{{ .day }}"}}`)
-	in := service.TaskInput{Name: "report", EndpointID: f.endpoint, Payload: bad,
-		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 2 * * *", Timezone: "Asia/Shanghai"}}
+	in := service.TaskInput{
+		Name: "report", EndpointID: f.endpoint, Payload: bad,
+		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 2 * * *", Timezone: "Asia/Shanghai"},
+	}
 
 	plain, err := f.tasks.Create(ctx, f.tenant, in)
 	require.NoError(t, err, "off by default: any JSON")
@@ -74,9 +76,11 @@ func TestRenderTask(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	require.NoError(t, service.NewTenants(f.pool).Ensure(ctx, "other"))
-	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "paris", EndpointID: f.endpoint, PayloadTemplate: true,
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "paris", EndpointID: f.endpoint, PayloadTemplate: true,
 		Payload:  []byte(`{"date":"{{ .business_date }}", "local":"{{ .scheduled_for_local }}", "round":"{{ .round }}"}`),
-		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "30 2 * * *", Timezone: "Europe/Paris"}})
+		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "30 2 * * *", Timezone: "Europe/Paris"},
+	})
 	require.NoError(t, err)
 
 	for _, c := range []struct{ slot, want string }{
@@ -103,16 +107,20 @@ func TestRenderTask(t *testing.T) {
 	require.Equal(t, []string{"inputs"}, fieldsOf(t, err))
 
 	plainPayload := []byte(`{"b": "{{ .round }}", "a": 1}`)
-	plain, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "plain", EndpointID: f.endpoint, Payload: plainPayload,
-		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *"}})
+	plain, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "plain", EndpointID: f.endpoint, Payload: plainPayload,
+		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *"},
+	})
 	require.NoError(t, err)
 	r, err = f.tasks.Render(ctx, f.tenant, plain.ID, service.RenderInput{})
 	require.NoError(t, err)
 	require.Equal(t, plainPayload, r.Body, "an untemplated task's body is its payload's bytes")
 
-	failing, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "failing", EndpointID: f.endpoint, PayloadTemplate: true,
+	failing, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "failing", EndpointID: f.endpoint, PayloadTemplate: true,
 		Payload:  []byte(`{"ok":"{{ .round }}","d":"{{ date_add .task_name 1 }}"}`),
-		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *"}})
+		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *"},
+	})
 	require.NoError(t, err, "it parses; it fails only when rendered")
 	_, err = f.tasks.Render(ctx, f.tenant, failing.ID, service.RenderInput{})
 	require.Equal(t, []string{"payload.d"}, fieldsOf(t, err))
@@ -127,8 +135,10 @@ func TestTemplateTurnedOnRendersUnfinished(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "every2s", EndpointID: f.endpoint, Payload: []byte(`{}`),
-		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "*/2 * * * * *", Timezone: "Asia/Shanghai"}})
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "every2s", EndpointID: f.endpoint, Payload: []byte(`{}`),
+		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "*/2 * * * * *", Timezone: "Asia/Shanghai"},
+	})
 	require.NoError(t, err)
 	_, err = f.scheduler(service.SchedulerConfig{}).Tick(ctx)
 	require.NoError(t, err)
@@ -172,9 +182,11 @@ func TestCatchUpRendersItsSlot(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "hourly", EndpointID: f.endpoint, PayloadTemplate: true,
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "hourly", EndpointID: f.endpoint, PayloadTemplate: true,
 		Payload:  []byte(`{"at":"{{ .scheduled_for }}","date":"{{ .business_date }}","trigger":"{{ .trigger }}"}`),
-		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *", Timezone: "Asia/Shanghai"}})
+		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *", Timezone: "Asia/Shanghai"},
+	})
 	require.NoError(t, err)
 	// ax was down for two days: the task's next slot is long past.
 	f.exec(t, `UPDATE tasks SET next_run_at = date_trunc('hour', now()) - interval '48 hours' WHERE id = $1`, task.ID)

@@ -158,8 +158,10 @@ func fireInserts(execs []firedExecution, now time.Time, ahead, bulkAhead time.Du
 		}
 		args := DeliverBatchArgs{Executions: make([]ExecutionRef, n)}
 		for i, e := range chunk {
-			args.Executions[i] = ExecutionRef{TenantID: e.TenantID, ExecutionID: e.ID, ScheduledFor: e.ScheduledFor.UTC(),
-				EndpointID: e.EndpointID}
+			args.Executions[i] = ExecutionRef{
+				TenantID: e.TenantID, ExecutionID: e.ID, ScheduledFor: e.ScheduledFor.UTC(),
+				EndpointID: e.EndpointID,
+			}
 		}
 		opts := &river.InsertOpts{Queue: batchQueue(first.Bulk), Priority: first.Priority, MaxAttempts: deliverBatchMaxAttempts}
 		if due := first.ScheduledFor.Add(-dueAhead); due.After(now) {

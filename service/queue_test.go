@@ -17,8 +17,10 @@ func TestLanesAssign(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var fired []firedExecution
 	for i := range 4 {
-		fired = append(fired, firedExecution{TenantID: "a", ID: NewID(), EndpointID: "ea", ScheduledFor: at.Add(time.Duration(i) * time.Millisecond),
-			Priority: 2, MaxAttempts: 3})
+		fired = append(fired, firedExecution{
+			TenantID: "a", ID: NewID(), EndpointID: "ea", ScheduledFor: at.Add(time.Duration(i) * time.Millisecond),
+			Priority: 2, MaxAttempts: 3,
+		})
 	}
 	fired = append(fired,
 		firedExecution{TenantID: "b", ID: NewID(), EndpointID: "eb", ScheduledFor: at, Priority: 2, MaxAttempts: 3},
@@ -66,8 +68,10 @@ func TestFireInsertsOneTenantPerBatch(t *testing.T) {
 	var fired []firedExecution
 	for i := range 6 {
 		tenant := []string{"a", "b"}[i%2]
-		fired = append(fired, firedExecution{TenantID: tenant, ID: NewID(), ScheduledFor: at.Add(time.Duration(i) * time.Millisecond),
-			Priority: 2, MaxAttempts: 3})
+		fired = append(fired, firedExecution{
+			TenantID: tenant, ID: NewID(), ScheduledFor: at.Add(time.Duration(i) * time.Millisecond),
+			Priority: 2, MaxAttempts: 3,
+		})
 	}
 	jobs := fireInserts(fired, at.Add(-time.Hour), 0, 0)
 	require.Len(t, jobs, 2)

@@ -65,8 +65,10 @@ func TestRescheduleToTheSameInstants(t *testing.T) {
 	ctx := context.Background()
 	s := f.scheduler(service.SchedulerConfig{})
 	anchor := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
-	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "every-second", EndpointID: f.endpoint,
-		Schedule: everySecond(anchor)})
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "every-second", EndpointID: f.endpoint,
+		Schedule: everySecond(anchor),
+	})
 	require.NoError(t, err)
 	_, err = s.Tick(ctx)
 	require.NoError(t, err)
@@ -107,8 +109,10 @@ func TestAlternatingReschedules(t *testing.T) {
 		func(time.Time) bool { return true },
 		func(s time.Time) bool { return s.Second()%2 == 0 },
 	}
-	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "alternating", EndpointID: f.endpoint,
-		Schedule: schedules[0]})
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "alternating", EndpointID: f.endpoint,
+		Schedule: schedules[0],
+	})
 	require.NoError(t, err)
 	_, err = s.Tick(ctx)
 	require.NoError(t, err)
@@ -140,8 +144,10 @@ func TestRetryOfARescheduledExecution(t *testing.T) {
 	s := f.scheduler(service.SchedulerConfig{})
 	ex := service.NewExecutions(f.pool, f.enq, service.ExecutionsConfig{})
 	anchor := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
-	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "retried", EndpointID: f.endpoint,
-		Schedule: everySecond(anchor)})
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "retried", EndpointID: f.endpoint,
+		Schedule: everySecond(anchor),
+	})
 	require.NoError(t, err)
 	_, err = s.Tick(ctx)
 	require.NoError(t, err)

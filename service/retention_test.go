@@ -71,8 +71,10 @@ func TestRetentionRemovesFinishedHistory(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	require.NoError(t, service.NewTenants(f.pool).Ensure(ctx, "other"))
-	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "kept", EndpointID: f.endpoint,
-		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 3 * * *"}})
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "kept", EndpointID: f.endpoint,
+		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 3 * * *"},
+	})
 	require.NoError(t, err)
 
 	now := time.Now().UTC()
@@ -82,28 +84,44 @@ func TestRetentionRemovesFinishedHistory(t *testing.T) {
 	gone, kept := map[string]string{}, map[string]string{}
 	for i, state := range []string{service.ExecSucceeded, service.ExecFailed, service.ExecCancelled, service.ExecSkipped} {
 		for _, tenant := range []string{f.tenant, "other"} {
-			gone[state+" "+tenant] = f.insertExec(t, oldExec{tenant: tenant, task: uuid.NewString(),
-				created: long.Add(time.Duration(i) * time.Minute), finished: longAgo(time.Hour), state: state, events: 2})
+			gone[state+" "+tenant] = f.insertExec(t, oldExec{
+				tenant: tenant, task: uuid.NewString(),
+				created: long.Add(time.Duration(i) * time.Minute), finished: longAgo(time.Hour), state: state, events: 2,
+			})
 		}
 	}
 	for i, state := range []string{service.ExecPending, service.ExecRunning, service.ExecRetrying} {
-		kept[state] = f.insertExec(t, oldExec{tenant: f.tenant, task: uuid.NewString(),
-			created: long.Add(time.Duration(i) * time.Second), state: state, events: 1})
+		kept[state] = f.insertExec(t, oldExec{
+			tenant: f.tenant, task: uuid.NewString(),
+			created: long.Add(time.Duration(i) * time.Second), state: state, events: 1,
+		})
 	}
-	kept["recent"] = f.insertExec(t, oldExec{tenant: f.tenant, task: uuid.NewString(), created: recently,
-		finished: &recently, state: service.ExecSucceeded, events: 1})
-	kept["finished recently"] = f.insertExec(t, oldExec{tenant: f.tenant, task: uuid.NewString(), created: long,
-		finished: &recently, state: service.ExecFailed, events: 1})
+	kept["recent"] = f.insertExec(t, oldExec{
+		tenant: f.tenant, task: uuid.NewString(), created: recently,
+		finished: &recently, state: service.ExecSucceeded, events: 1,
+	})
+	kept["finished recently"] = f.insertExec(t, oldExec{
+		tenant: f.tenant, task: uuid.NewString(), created: long,
+		finished: &recently, state: service.ExecFailed, events: 1,
+	})
 	// A task's scheduled executions: all but the latest go, and so does
 	// the latest of a task that no longer exists.
-	gone["older slot"] = f.insertExec(t, oldExec{tenant: f.tenant, task: task.ID, created: long,
-		finished: longAgo(0), state: service.ExecSucceeded, trigger: service.TriggerSchedule, events: 1})
-	kept["latest slot"] = f.insertExec(t, oldExec{tenant: f.tenant, task: task.ID, created: long.Add(time.Hour),
-		finished: longAgo(time.Hour), state: service.ExecSucceeded, trigger: service.TriggerSchedule})
-	gone["a manual fire after the latest slot"] = f.insertExec(t, oldExec{tenant: f.tenant, task: task.ID,
-		created: long.Add(2 * time.Hour), finished: longAgo(2 * time.Hour), state: service.ExecSucceeded})
-	gone["latest slot of a deleted task"] = f.insertExec(t, oldExec{tenant: f.tenant, task: uuid.NewString(),
-		created: long, finished: longAgo(0), state: service.ExecSucceeded, trigger: service.TriggerSchedule})
+	gone["older slot"] = f.insertExec(t, oldExec{
+		tenant: f.tenant, task: task.ID, created: long,
+		finished: longAgo(0), state: service.ExecSucceeded, trigger: service.TriggerSchedule, events: 1,
+	})
+	kept["latest slot"] = f.insertExec(t, oldExec{
+		tenant: f.tenant, task: task.ID, created: long.Add(time.Hour),
+		finished: longAgo(time.Hour), state: service.ExecSucceeded, trigger: service.TriggerSchedule,
+	})
+	gone["a manual fire after the latest slot"] = f.insertExec(t, oldExec{
+		tenant: f.tenant, task: task.ID,
+		created: long.Add(2 * time.Hour), finished: longAgo(2 * time.Hour), state: service.ExecSucceeded,
+	})
+	gone["latest slot of a deleted task"] = f.insertExec(t, oldExec{
+		tenant: f.tenant, task: uuid.NewString(),
+		created: long, finished: longAgo(0), state: service.ExecSucceeded, trigger: service.TriggerSchedule,
+	})
 	dbtest.SyncUnfinished(t, f.pool)
 
 	f.exec(t, `INSERT INTO audit_log (tenant_id, id, at, action, resource_type, resource_id)
@@ -151,10 +169,14 @@ func TestRetentionSkipsHeldExecutions(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	long := time.Now().Add(-40 * 24 * time.Hour)
-	held := f.insertExec(t, oldExec{tenant: f.tenant, task: uuid.NewString(), created: long, finished: &long,
-		state: service.ExecFailed})
-	free := f.insertExec(t, oldExec{tenant: f.tenant, task: uuid.NewString(), created: long.Add(time.Second),
-		finished: &long, state: service.ExecFailed})
+	held := f.insertExec(t, oldExec{
+		tenant: f.tenant, task: uuid.NewString(), created: long, finished: &long,
+		state: service.ExecFailed,
+	})
+	free := f.insertExec(t, oldExec{
+		tenant: f.tenant, task: uuid.NewString(), created: long.Add(time.Second),
+		finished: &long, state: service.ExecFailed,
+	})
 	holder, err := f.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = holder.Rollback(ctx) }()

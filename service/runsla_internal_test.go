@@ -39,8 +39,10 @@ func TestRunSLA(t *testing.T) {
 
 	// The miss's event gives the deadline it applied and its text.
 	ev := run(RunRunning, nil)
-	ev.Events = []WorkflowRunEvent{{At: slot.Add(70 * time.Minute), Type: EventSLAMissed, Message: "not succeeded",
-		Data: map[string]any{"due_at": "2026-01-02T03:30:00Z"}}}
+	ev.Events = []WorkflowRunEvent{{
+		At: slot.Add(70 * time.Minute), Type: EventSLAMissed, Message: "not succeeded",
+		Data: map[string]any{"due_at": "2026-01-02T03:30:00Z"},
+	}}
 	v := runSLA(time.Hour, ev, slot.Add(3*time.Hour))
 	assert.Equal(t, SLAMissed, v.Status)
 	assert.Equal(t, slot.Add(30*time.Minute), *v.DueAt)

@@ -199,8 +199,10 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 				continue
 			}
 			t := meta[e.TaskID]
-			fired = append(fired, firedExecution{TenantID: e.TenantID, ID: e.ID, EndpointID: t.EndpointID, ScheduledFor: e.ScheduledFor,
-				Priority: int(t.Priority), MaxAttempts: int(t.MaxAttempts)})
+			fired = append(fired, firedExecution{
+				TenantID: e.TenantID, ID: e.ID, EndpointID: t.EndpointID, ScheduledFor: e.ScheduledFor,
+				Priority: int(t.Priority), MaxAttempts: int(t.MaxAttempts),
+			})
 		}
 		assignLanes(s.cfg.Lanes, fired)
 		if _, err := s.enq.insertMany(ctx, tx, fireInserts(fired, now, s.cfg.FetchAhead, s.cfg.BulkFetchAhead)); err != nil {
@@ -422,8 +424,10 @@ func (s *Scheduler) renderPayloads(t db.DueTask, cals map[string]db.Calendar, ex
 	r := newPayloadRenderer(true, t.Payload, loc, t.ID, t.Name)
 	for i := range execs {
 		e := &execs[i]
-		b, err := r.render(payloadFire{ExecutionID: e.ID, ScheduledFor: e.ScheduledFor, Round: 1, Shard: int(e.Shard),
-			ShardCount: int(e.ShardCount), Trigger: TriggerSchedule})
+		b, err := r.render(payloadFire{
+			ExecutionID: e.ID, ScheduledFor: e.ScheduledFor, Round: 1, Shard: int(e.Shard),
+			ShardCount: int(e.ShardCount), Trigger: TriggerSchedule,
+		})
 		if err != nil {
 			if unsent == nil {
 				unsent = map[string]string{}

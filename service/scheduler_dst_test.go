@@ -81,9 +81,13 @@ func TestSchedulerAcrossDST(t *testing.T) {
 				last := to.Add(-time.Second) // end_at is inclusive
 
 				create := func(expr, name string, start, end time.Time) service.Task {
-					task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: name, EndpointID: f.endpoint,
-						Schedule: schedule.Spec{Type: schedule.Cron, Cron: expr, Timezone: "America/New_York",
-							DSTPolicy: policy, StartAt: &start, EndAt: &end}})
+					task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+						Name: name, EndpointID: f.endpoint,
+						Schedule: schedule.Spec{
+							Type: schedule.Cron, Cron: expr, Timezone: "America/New_York",
+							DSTPolicy: policy, StartAt: &start, EndAt: &end,
+						},
+					})
 					require.NoError(t, err)
 					return task
 				}
@@ -164,8 +168,10 @@ func TestSchedulerAcrossDST(t *testing.T) {
 				backfills := service.NewBackfills(f.pool, f.enq, f.tasks)
 				for i, expr := range []string{"30 2 * * *", "30 1 * * *", "30 * * * *", "*/10 1 * * *", "*/15 * * * *"} {
 					start := from.AddDate(0, 0, -1) // no end_at: one that has passed is refused
-					task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: fmt.Sprintf("backfill.%d", i), EndpointID: f.endpoint,
-						Schedule: schedule.Spec{Type: schedule.Cron, Cron: expr, Timezone: "America/New_York", DSTPolicy: policy, StartAt: &start}})
+					task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+						Name: fmt.Sprintf("backfill.%d", i), EndpointID: f.endpoint,
+						Schedule: schedule.Spec{Type: schedule.Cron, Cron: expr, Timezone: "America/New_York", DSTPolicy: policy, StartAt: &start},
+					})
 					require.NoError(t, err)
 					sched, err := schedule.Parse(task.Schedule, task.CreatedAt)
 					require.NoError(t, err)

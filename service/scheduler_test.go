@@ -300,8 +300,10 @@ func TestTaskLifecycleAndMaterialisedSlots(t *testing.T) {
 	ctx := context.Background()
 	s := f.scheduler(service.SchedulerConfig{LookAhead: 10 * time.Second})
 
-	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "every-2s", EndpointID: f.endpoint,
-		Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 2}})
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "every-2s", EndpointID: f.endpoint,
+		Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 2},
+	})
 	require.NoError(t, err)
 	_, err = s.Tick(ctx)
 	require.NoError(t, err)
@@ -349,8 +351,10 @@ func TestTaskLifecycleAndMaterialisedSlots(t *testing.T) {
 
 	// A once task fires once and completes.
 	runAt := time.Now().Add(time.Second)
-	once, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "once", EndpointID: f.endpoint,
-		Schedule: schedule.Spec{Type: schedule.Once, RunAt: &runAt}})
+	once, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "once", EndpointID: f.endpoint,
+		Schedule: schedule.Spec{Type: schedule.Once, RunAt: &runAt},
+	})
 	require.NoError(t, err)
 	_, err = s.Tick(ctx)
 	require.NoError(t, err)
@@ -362,8 +366,10 @@ func TestTaskLifecycleAndMaterialisedSlots(t *testing.T) {
 
 	// A task past end_at completes.
 	end := time.Now().Add(3 * time.Second)
-	bounded, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "bounded", EndpointID: f.endpoint,
-		Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1, EndAt: &end}})
+	bounded, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "bounded", EndpointID: f.endpoint,
+		Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1, EndAt: &end},
+	})
 	require.NoError(t, err)
 	_, err = s.Tick(ctx)
 	require.NoError(t, err)
@@ -388,8 +394,10 @@ func TestSchedulerWakesOnTaskChange(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond) // the loop is idle, sleeping up to a minute
 	runAt := time.Now()
-	_, err := f.tasks.Create(context.Background(), f.tenant, service.TaskInput{Name: "now", EndpointID: f.endpoint,
-		Schedule: schedule.Spec{Type: schedule.Once, RunAt: &runAt}})
+	_, err := f.tasks.Create(context.Background(), f.tenant, service.TaskInput{
+		Name: "now", EndpointID: f.endpoint,
+		Schedule: schedule.Spec{Type: schedule.Once, RunAt: &runAt},
+	})
 	require.NoError(t, err)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		n, err := f.loadCount(`SELECT count(*) FROM executions`)
@@ -500,8 +508,10 @@ func TestCreateWakesTheSchedulersOnlyForNearSlots(t *testing.T) {
 	}
 	create := func(name string, in time.Duration) {
 		runAt := time.Now().Add(in)
-		_, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: name, EndpointID: f.endpoint,
-			Schedule: schedule.Spec{Type: schedule.Once, RunAt: &runAt}})
+		_, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+			Name: name, EndpointID: f.endpoint,
+			Schedule: schedule.Spec{Type: schedule.Once, RunAt: &runAt},
+		})
 		require.NoError(t, err)
 	}
 	create("far", service.TaskWakeWithin+time.Minute)
@@ -519,8 +529,10 @@ func TestIntervalTaskAnchorsOnItsCreation(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	for i := range 20 {
-		task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: fmt.Sprintf("every-7s-%d", i), EndpointID: f.endpoint,
-			Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 7}})
+		task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+			Name: fmt.Sprintf("every-7s-%d", i), EndpointID: f.endpoint,
+			Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 7},
+		})
 		require.NoError(t, err)
 		sched, err := schedule.Parse(task.Schedule, task.CreatedAt)
 		require.NoError(t, err)
@@ -568,7 +580,8 @@ func TestCreateReadsTheClockEstimate(t *testing.T) {
 		t.Helper()
 		created++
 		task, err := service.NewTasks(f.pool, service.TasksConfig{Clock: clock}).Create(ctx, f.tenant, service.TaskInput{
-			Name: fmt.Sprintf("clock-%d", created), EndpointID: f.endpoint, Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 60}})
+			Name: fmt.Sprintf("clock-%d", created), EndpointID: f.endpoint, Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 60},
+		})
 		require.NoError(t, err)
 		return task
 	}
@@ -633,8 +646,10 @@ func TestCreateTeachesTheClock(t *testing.T) {
 	require.False(t, ok, "stale")
 	tasks := service.NewTasks(f.pool, service.TasksConfig{Clock: clock})
 	in := func(name string) service.TaskInput {
-		return service.TaskInput{Name: name, EndpointID: f.endpoint,
-			Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 60}}
+		return service.TaskInput{
+			Name: name, EndpointID: f.endpoint,
+			Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 60},
+		}
 	}
 	first, err := tasks.Create(ctx, f.tenant, in("teach-1"))
 	require.NoError(t, err)

@@ -44,10 +44,14 @@ func (s *Deliveries) SweepSLA(ctx context.Context) (SLASweep, error) {
 				return err
 			}
 			within := time.Duration(m.FinishWithinMS) * time.Millisecond
-			events := []db.DeliveryEvent{{Type: EventSLAMissed,
+			events := []db.DeliveryEvent{{
+				Type:    EventSLAMissed,
 				Message: refTo(fmt.Sprintf("not succeeded within %s of its slot (sla.finish_within_ms); it is %s", within, state)),
-				Data: map[string]any{"due_at": m.DueAt.UTC().Format(time.RFC3339Nano), "finish_within_ms": m.FinishWithinMS,
-					"state": state}}}
+				Data: map[string]any{
+					"due_at": m.DueAt.UTC().Format(time.RFC3339Nano), "finish_within_ms": m.FinishWithinMS,
+					"state": state,
+				},
+			}}
 			if alertTo := zeroIfNil(m.AlertEndpointID); alertTo != "" {
 				_, err := s.enqueuer.insertMany(ctx, tx, []river.InsertManyParams{{
 					Args:       AlertArgs{TenantID: m.TenantID, ExecutionID: m.ExecutionID, Type: AlertExecutionSLAMissed},
@@ -56,8 +60,10 @@ func (s *Deliveries) SweepSLA(ctx context.Context) (SLASweep, error) {
 				if err != nil {
 					return err
 				}
-				events = append(events, db.DeliveryEvent{Type: EventAlertQueued,
-					Data: map[string]any{"endpoint_id": alertTo, "type": AlertExecutionSLAMissed}})
+				events = append(events, db.DeliveryEvent{
+					Type: EventAlertQueued,
+					Data: map[string]any{"endpoint_id": alertTo, "type": AlertExecutionSLAMissed},
+				})
 			}
 			if err := db.InsertDeliveryEvents(ctx, tx, m.TenantID, m.ExecutionID, events); err != nil {
 				return err
@@ -93,8 +99,10 @@ func (s *Deliveries) sweepRunSLA(ctx context.Context) (int, bool, error) {
 				return err
 			}
 			within := time.Duration(m.FinishWithinMS) * time.Millisecond
-			data := map[string]any{"due_at": m.DueAt.UTC().Format(time.RFC3339Nano), "finish_within_ms": m.FinishWithinMS,
-				"state": state}
+			data := map[string]any{
+				"due_at": m.DueAt.UTC().Format(time.RFC3339Nano), "finish_within_ms": m.FinishWithinMS,
+				"state": state,
+			}
 			if alertTo := zeroIfNil(m.AlertEndpointID); alertTo != "" {
 				due := m.DueAt.UTC()
 				scheduled := m.ScheduledFor.UTC()
@@ -108,7 +116,8 @@ func (s *Deliveries) sweepRunSLA(ctx context.Context) (int, bool, error) {
 				}
 				data["alert_endpoint_id"] = alertTo
 			}
-			if err := db.InsertRunEvent(ctx, tx, m.TenantID, m.RunID, db.RunEvent{Type: EventSLAMissed, Data: data,
+			if err := db.InsertRunEvent(ctx, tx, m.TenantID, m.RunID, db.RunEvent{
+				Type: EventSLAMissed, Data: data,
 				Message: refTo(fmt.Sprintf("not succeeded within %s of its slot (sla.finish_within_ms); it is %s", within, state)),
 			}); err != nil {
 				return err

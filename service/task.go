@@ -920,8 +920,10 @@ func taskFromRow(r db.Task) Task {
 	t := Task{
 		TaskInput: TaskInput{
 			Name: r.Name, EndpointID: r.EndpointID,
-			Schedule: schedule.Spec{Type: r.ScheduleType, Timezone: r.Timezone, RunAt: utcPtr(r.RunAt), StartAt: utcPtr(r.StartAt), EndAt: utcPtr(r.EndAt),
-				ExcludeCalendars: r.ExcludeCalendars},
+			Schedule: schedule.Spec{
+				Type: r.ScheduleType, Timezone: r.Timezone, RunAt: utcPtr(r.RunAt), StartAt: utcPtr(r.StartAt), EndAt: utcPtr(r.EndAt),
+				ExcludeCalendars: r.ExcludeCalendars,
+			},
 			Payload: r.Payload, PayloadTemplate: r.PayloadTemplate, Priority: int(r.Priority),
 			Retry: RetryPolicy{
 				MaxAttempts: int(r.MaxAttempts), InitialBackoff: time.Duration(r.InitialBackoffMS) * time.Millisecond,
@@ -951,9 +953,11 @@ func taskFromRow(r db.Task) Task {
 		t.PauseAfterFailures = int(*r.PauseAfterFailures)
 	}
 	if r.CompletionMode == CompletionCallback {
-		t.Completion = Completion{Mode: CompletionCallback,
+		t.Completion = Completion{
+			Mode:             CompletionCallback,
 			Timeout:          time.Duration(zeroIfNil(r.CompletionTimeoutMS)) * time.Millisecond,
-			HeartbeatTimeout: time.Duration(zeroIfNil(r.HeartbeatTimeoutMS)) * time.Millisecond}
+			HeartbeatTimeout: time.Duration(zeroIfNil(r.HeartbeatTimeoutMS)) * time.Millisecond,
+		}
 	}
 	if r.SLAFinishWithinMS != nil {
 		t.SLA.FinishWithin = time.Duration(*r.SLAFinishWithinMS) * time.Millisecond

@@ -265,9 +265,11 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedul
 		f := fmt.Sprintf("nodes[%d]", i)
 		addProblems(i, "key")
 		// The delivery fields follow the task rules.
-		t := TaskInput{Name: "node", EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority, Timeout: n.Timeout,
+		t := TaskInput{
+			Name: "node", EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority, Timeout: n.Timeout,
 			Retry: n.Retry, Completion: n.Completion, OverlapPolicy: OverlapAllow, MisfirePolicy: MisfireFireAll,
-			Schedule: schedule.Spec{Type: schedule.Once, RunAt: &now, Timezone: "UTC"}}
+			Schedule: schedule.Spec{Type: schedule.Once, RunAt: &now, Timezone: "UTC"},
+		}
 		if _, err := s.tasks.validate(t, now); err != nil {
 			var tv *ValidationError
 			if !errors.As(err, &tv) {
@@ -350,10 +352,12 @@ func storeVersion(ctx context.Context, tx db.Tx, tenant, workflowID string, vers
 			return storeError(err, "store node task",
 				onConstraint(db.ConstraintTaskEndpoint, fieldError(fmt.Sprintf("nodes[%d].endpoint_id", i), "no such endpoint")))
 		}
-		sn := storedNode{Key: n.Key, TaskID: id, EndpointID: strings.ToLower(n.EndpointID), Payload: n.Payload,
+		sn := storedNode{
+			Key: n.Key, TaskID: id, EndpointID: strings.ToLower(n.EndpointID), Payload: n.Payload,
 			Priority: n.Priority, TimeoutMS: n.Timeout.Milliseconds(), MaxAttempts: n.Retry.MaxAttempts,
 			InitialBackoffMS: n.Retry.InitialBackoff.Milliseconds(), MaxBackoffMS: n.Retry.MaxBackoff.Milliseconds(),
-			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule}
+			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
+		}
 		if n.Completion.Callback() {
 			sn.CompletionMode, sn.CompletionTimeoutMS = CompletionCallback, n.Completion.Timeout.Milliseconds()
 			sn.HeartbeatTimeoutMS = n.Completion.HeartbeatTimeout.Milliseconds()
@@ -407,8 +411,10 @@ func (s *Workflows) Create(ctx context.Context, tenant string, in WorkflowInput)
 			return err
 		}
 		id := NewID()
-		row := db.Workflow{TenantID: tenant, ID: id, Name: in.Name, State: WorkflowActive, Version: 1,
-			MisfirePolicy: in.MisfirePolicy, MaxActiveRuns: int32(in.MaxActiveRuns), CreatedAt: now}
+		row := db.Workflow{
+			TenantID: tenant, ID: id, Name: in.Name, State: WorkflowActive, Version: 1,
+			MisfirePolicy: in.MisfirePolicy, MaxActiveRuns: int32(in.MaxActiveRuns), CreatedAt: now,
+		}
 		if err := setWorkflowFields(&row, in, sched, now); err != nil {
 			return err
 		}
@@ -472,8 +478,10 @@ func (s *Workflows) get(ctx context.Context, q db.Querier, tenant, id string, fo
 }
 
 func workflowFromRow(r db.Workflow) (Workflow, error) {
-	w := Workflow{ID: r.ID, State: r.State, Version: int(r.Version), NextRunAt: utcPtr(r.NextRunAt),
-		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+	w := Workflow{
+		ID: r.ID, State: r.State, Version: int(r.Version), NextRunAt: utcPtr(r.NextRunAt),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
 	w.Name, w.MisfirePolicy, w.MaxActiveRuns = r.Name, r.MisfirePolicy, int(r.MaxActiveRuns)
 	w.AlertEndpointID = zeroIfNil(r.AlertEndpointID)
 	w.SLAFinishWithin = time.Duration(zeroIfNil(r.SLAFinishWithinMS)) * time.Millisecond
@@ -492,11 +500,15 @@ func workflowFromRow(r db.Workflow) (Workflow, error) {
 		return Workflow{}, err
 	}
 	for _, n := range g.nodes {
-		w.Nodes = append(w.Nodes, WorkflowNodeInput{Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload,
+		w.Nodes = append(w.Nodes, WorkflowNodeInput{
+			Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload,
 			Priority: n.Priority, Timeout: time.Duration(n.TimeoutMS) * time.Millisecond,
-			Retry: RetryPolicy{MaxAttempts: n.MaxAttempts, InitialBackoff: time.Duration(n.InitialBackoffMS) * time.Millisecond,
-				MaxBackoff: time.Duration(n.MaxBackoffMS) * time.Millisecond},
-			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule, Completion: n.completion()})
+			Retry: RetryPolicy{
+				MaxAttempts: n.MaxAttempts, InitialBackoff: time.Duration(n.InitialBackoffMS) * time.Millisecond,
+				MaxBackoff: time.Duration(n.MaxBackoffMS) * time.Millisecond,
+			},
+			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule, Completion: n.completion(),
+		})
 	}
 	return w, nil
 }
@@ -734,8 +746,10 @@ func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in Workf
 		if err != nil {
 			return err
 		}
-		run := db.WorkflowRun{TenantID: tenant, ID: NewID(), WorkflowID: w.ID, Version: int32(w.Version),
-			ScheduledFor: now, Trigger: TriggerManual, Inputs: overrides}
+		run := db.WorkflowRun{
+			TenantID: tenant, ID: NewID(), WorkflowID: w.ID, Version: int32(w.Version),
+			ScheduledFor: now, Trigger: TriggerManual, Inputs: overrides,
+		}
 		if dedupKey != "" {
 			run.DedupKey = &dedupKey
 		}
@@ -776,9 +790,11 @@ func runFromRow(r db.WorkflowRun) (WorkflowRun, error) {
 	if err != nil {
 		return WorkflowRun{}, err
 	}
-	return WorkflowRun{ID: r.ID, WorkflowID: r.WorkflowID, Version: int(r.Version), ScheduledFor: r.ScheduledFor.UTC(),
+	return WorkflowRun{
+		ID: r.ID, WorkflowID: r.WorkflowID, Version: int(r.Version), ScheduledFor: r.ScheduledFor.UTC(),
 		Round: int(r.Round), Trigger: r.Trigger, State: r.State, CreatedAt: r.CreatedAt.UTC(), StartedAt: utcPtr(r.StartedAt),
-		FinishedAt: utcPtr(r.FinishedAt), SLAMissedAt: utcPtr(r.SLAMissedAt), Inputs: inputs}, nil
+		FinishedAt: utcPtr(r.FinishedAt), SLAMissedAt: utcPtr(r.SLAMissedAt), Inputs: inputs,
+	}, nil
 }
 
 // GetRun returns a run with its nodes.
@@ -843,8 +859,10 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 		if row.State == RunCancelled && st == NodeWaiting {
 			st = NodeCancelled
 		}
-		rn := WorkflowRunNode{Key: n.Key, State: st, Shards: max(n.Shards, 1), DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
-			RuleMetAt: utcPtr(sn.RuleMetAt), Output: data.Nodes[n.Key].Output}
+		rn := WorkflowRunNode{
+			Key: n.Key, State: st, Shards: max(n.Shards, 1), DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
+			RuleMetAt: utcPtr(sn.RuleMetAt), Output: data.Nodes[n.Key].Output,
+		}
 		for _, x := range byNode[n.Key] {
 			if x.Shard == 0 {
 				rn.ExecutionID = x.ID
@@ -1088,11 +1106,13 @@ func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
 				return fmt.Errorf("decode workflow schedule: %w", err)
 			}
 			// The parsed schedule is cached per (workflow, schedule version).
-			t := db.DueTask{TenantID: w.TenantID, ID: w.ID, ScheduleType: spec.Type, Timezone: spec.Timezone,
+			t := db.DueTask{
+				TenantID: w.TenantID, ID: w.ID, ScheduleType: spec.Type, Timezone: spec.Timezone,
 				RunAt: spec.RunAt, StartAt: spec.StartAt, EndAt: spec.EndAt, MisfirePolicy: w.MisfirePolicy,
 				NextRunAt: *w.NextRunAt, Version: w.ScheduleVersion, CreatedAt: w.CreatedAt,
 				ScheduleDialect: cmp0(spec.Dialect, schedule.DialectStandard), DSTPolicy: cmp0(spec.DSTPolicy, schedule.DSTVixie),
-				ExcludeCalendars: w.ExcludeCalendars}
+				ExcludeCalendars: w.ExcludeCalendars,
+			}
 			if spec.Cron != "" {
 				c := spec.Cron
 				t.Cron = &c
@@ -1115,8 +1135,10 @@ func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
 			w := db.Workflow{TenantID: t.TenantID, ID: t.ID, Version: version[t.ID]}
 			p := s.plan(t, now, cals)
 			for _, e := range p.execs {
-				ok, err := db.InsertWorkflowRun(ctx, tx, db.WorkflowRun{TenantID: w.TenantID, ID: NewID(), WorkflowID: w.ID,
-					Version: w.Version, ScheduledFor: e.ScheduledFor, Trigger: TriggerSchedule})
+				ok, err := db.InsertWorkflowRun(ctx, tx, db.WorkflowRun{
+					TenantID: w.TenantID, ID: NewID(), WorkflowID: w.ID,
+					Version: w.Version, ScheduledFor: e.ScheduledFor, Trigger: TriggerSchedule,
+				})
 				if err != nil {
 					return err
 				}
@@ -1217,6 +1239,8 @@ func (s *Workflows) AlertTarget(ctx context.Context, a WorkflowAlertArgs) (Workf
 	if err != nil {
 		return WorkflowAlert{}, err
 	}
-	return WorkflowAlert{URL: ep.URL, Method: ep.Method, Headers: ep.Headers, Keys: keys,
-		Timeout: time.Duration(ep.TimeoutMS) * time.Millisecond, WorkflowName: w.Name, Format: ep.Format}, nil
+	return WorkflowAlert{
+		URL: ep.URL, Method: ep.Method, Headers: ep.Headers, Keys: keys,
+		Timeout: time.Duration(ep.TimeoutMS) * time.Millisecond, WorkflowName: w.Name, Format: ep.Format,
+	}, nil
 }

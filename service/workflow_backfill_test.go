@@ -18,9 +18,11 @@ func (f *wfFixture) scheduled(t *testing.T, name string, maxActive int, cals ...
 	t.Helper()
 	b := f.node("b", "a")
 	b.TriggerRule = service.RuleAllDone
-	w, err := f.wf.Create(context.Background(), f.tenant, service.WorkflowInput{Name: name, MaxActiveRuns: maxActive,
+	w, err := f.wf.Create(context.Background(), f.tenant, service.WorkflowInput{
+		Name: name, MaxActiveRuns: maxActive,
 		Schedule: &schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *", Timezone: "UTC", ExcludeCalendars: cals},
-		Nodes:    []service.WorkflowNodeInput{f.node("a"), b}})
+		Nodes:    []service.WorkflowNodeInput{f.node("a"), b},
+	})
 	require.NoError(t, err)
 	return w
 }
@@ -162,9 +164,11 @@ func TestWorkflowBackfillRefusals(t *testing.T) {
 	f := newWFFixture(t)
 	ctx := context.Background()
 	bf := service.NewBackfills(f.pool, f.enq, f.tasks)
-	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "minutely", MaxActiveRuns: 1,
+	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "minutely", MaxActiveRuns: 1,
 		Schedule: &schedule.Spec{Type: schedule.Cron, Cron: "* * * * *", Timezone: "UTC"},
-		Nodes:    []service.WorkflowNodeInput{f.node("a")}})
+		Nodes:    []service.WorkflowNodeInput{f.node("a")},
+	})
 	require.NoError(t, err)
 	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	_, _, err = bf.CreateForWorkflow(ctx, f.tenant, w.ID, service.BackfillInput{From: from, To: from.Add(8 * 24 * time.Hour)})

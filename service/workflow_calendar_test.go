@@ -27,9 +27,11 @@ func TestWorkflowCalendars(t *testing.T) {
 	require.NoError(t, err)
 
 	// No run on an excluded date: the first slot skips it.
-	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "daily", MaxActiveRuns: 5,
+	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "daily", MaxActiveRuns: 5,
 		Schedule: &schedule.Spec{Type: schedule.Cron, Cron: "0 2 * * *", Timezone: "UTC", ExcludeCalendars: []string{cal.ID}},
-		Nodes:    []service.WorkflowNodeInput{f.node("a")}})
+		Nodes:    []service.WorkflowNodeInput{f.node("a")},
+	})
 	require.NoError(t, err)
 	require.Equal(t, []string{cal.ID}, w.Schedule.ExcludeCalendars)
 	require.Equal(t, natural.Add(24*time.Hour), *w.NextRunAt)
@@ -38,8 +40,10 @@ func TestWorkflowCalendars(t *testing.T) {
 	// excludes its date cancels it and moves the next slot on.
 	second := natural.Add(24 * time.Hour)
 	runID := service.NewID()
-	ok, err := db.InsertWorkflowRun(ctx, f.pool, db.WorkflowRun{TenantID: f.tenant, ID: runID, WorkflowID: w.ID, Version: 1,
-		ScheduledFor: second, Trigger: service.TriggerSchedule})
+	ok, err := db.InsertWorkflowRun(ctx, f.pool, db.WorkflowRun{
+		TenantID: f.tenant, ID: runID, WorkflowID: w.ID, Version: 1,
+		ScheduledFor: second, Trigger: service.TriggerSchedule,
+	})
 	require.NoError(t, err)
 	require.True(t, ok)
 	_, err = f.wf.Sweep(ctx) // starts it: its root's execution waits for the slot
@@ -68,8 +72,10 @@ func TestWorkflowCalendars(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, natural, *w.NextRunAt)
 	again := service.NewID()
-	ok, err = db.InsertWorkflowRun(ctx, f.pool, db.WorkflowRun{TenantID: f.tenant, ID: again, WorkflowID: w.ID, Version: 1,
-		ScheduledFor: second, Trigger: service.TriggerSchedule})
+	ok, err = db.InsertWorkflowRun(ctx, f.pool, db.WorkflowRun{
+		TenantID: f.tenant, ID: again, WorkflowID: w.ID, Version: 1,
+		ScheduledFor: second, Trigger: service.TriggerSchedule,
+	})
 	require.NoError(t, err)
 	require.True(t, ok, "the rescheduled run left its slot free")
 	_, err = f.wf.Sweep(ctx)
@@ -88,9 +94,11 @@ func TestWorkflowCalendars(t *testing.T) {
 	require.NoError(t, cals.Delete(ctx, f.tenant, cal.ID))
 
 	// An unknown calendar is refused.
-	_, err = f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "bad",
+	_, err = f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name:     "bad",
 		Schedule: &schedule.Spec{Type: schedule.Cron, Cron: "0 2 * * *", ExcludeCalendars: []string{cal.ID}},
-		Nodes:    []service.WorkflowNodeInput{f.node("a")}})
+		Nodes:    []service.WorkflowNodeInput{f.node("a")},
+	})
 	var ve *service.ValidationError
 	require.ErrorAs(t, err, &ve)
 	require.Contains(t, ve.Error(), "no such calendar")
@@ -105,13 +113,17 @@ func TestWorkflowCalendarBackfillAndScheduler(t *testing.T) {
 	past := time.Now().UTC().Truncate(24 * time.Hour).Add(-5 * 24 * time.Hour)
 	cal, err := cals.Create(ctx, f.tenant, service.CalendarInput{Name: "off", Dates: []string{past.Format(time.DateOnly)}})
 	require.NoError(t, err)
-	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "hourly", MaxActiveRuns: 100,
+	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "hourly", MaxActiveRuns: 100,
 		Schedule: &schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *", Timezone: "UTC", ExcludeCalendars: []string{cal.ID}},
-		Nodes:    []service.WorkflowNodeInput{f.node("a")}})
+		Nodes:    []service.WorkflowNodeInput{f.node("a")},
+	})
 	require.NoError(t, err)
 	bf := service.NewBackfills(f.pool, f.enq, f.tasks)
-	_, plan, err := bf.CreateForWorkflow(ctx, f.tenant, w.ID, service.BackfillInput{From: past.Add(-24 * time.Hour),
-		To: past.Add(48 * time.Hour), DryRun: true})
+	_, plan, err := bf.CreateForWorkflow(ctx, f.tenant, w.ID, service.BackfillInput{
+		From: past.Add(-24 * time.Hour),
+		To:   past.Add(48 * time.Hour), DryRun: true,
+	})
 	require.NoError(t, err)
 	require.Len(t, plan, 48, "the excluded day's 24 slots are not in the plan")
 	for _, s := range plan {

@@ -97,8 +97,10 @@ func TestRetentionRemovesWorkflowRuns(t *testing.T) {
 	var sched []string
 	for _, at := range []time.Time{slot1, slot2} {
 		id := service.NewID()
-		ok, err := db.InsertWorkflowRun(ctx, f.pool, db.WorkflowRun{TenantID: f.tenant, ID: id, WorkflowID: w.ID, Version: 1,
-			ScheduledFor: at, Trigger: service.TriggerSchedule})
+		ok, err := db.InsertWorkflowRun(ctx, f.pool, db.WorkflowRun{
+			TenantID: f.tenant, ID: id, WorkflowID: w.ID, Version: 1,
+			ScheduledFor: at, Trigger: service.TriggerSchedule,
+		})
 		require.NoError(t, err)
 		require.True(t, ok)
 		sched = append(sched, id)
@@ -140,8 +142,10 @@ func TestRetentionRemovesWorkflowRuns(t *testing.T) {
 	require.Equal(t, service.ExecFailed, n["a"])
 
 	// The kept slot cannot start again.
-	ok, err := db.InsertWorkflowRun(ctx, f.pool, db.WorkflowRun{TenantID: f.tenant, ID: service.NewID(), WorkflowID: w.ID,
-		Version: 1, ScheduledFor: slot2, Trigger: service.TriggerSchedule})
+	ok, err := db.InsertWorkflowRun(ctx, f.pool, db.WorkflowRun{
+		TenantID: f.tenant, ID: service.NewID(), WorkflowID: w.ID,
+		Version: 1, ScheduledFor: slot2, Trigger: service.TriggerSchedule,
+	})
 	require.NoError(t, err)
 	require.False(t, ok)
 }

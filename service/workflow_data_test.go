@@ -55,9 +55,11 @@ func TestWorkflowInputs(t *testing.T) {
 	f := newWFFixture(t)
 	ctx := context.Background()
 	defaults := inputsOf("business_date", `"2026-12-01"`, "limit", `10`, "opts", `{"dry": false}`)
-	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "with-inputs", MaxActiveRuns: 100,
+	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "with-inputs", MaxActiveRuns: 100,
 		Schedule: &schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *", Timezone: "UTC"},
-		Nodes:    []service.WorkflowNodeInput{f.node("a")}, Inputs: defaults})
+		Nodes:    []service.WorkflowNodeInput{f.node("a")}, Inputs: defaults,
+	})
 	require.NoError(t, err)
 	requireInputs(t, defaults, w.Inputs)
 	got, err := f.wf.Get(ctx, f.tenant, w.ID)
@@ -94,7 +96,8 @@ func TestWorkflowInputs(t *testing.T) {
 	require.Contains(t, err.Error(), "business_date, limit, opts", "the error lists the declared inputs")
 	// Past the size bound: 422 on inputs.
 	_, err = f.wf.TriggerWith(ctx, f.tenant, w.ID, service.WorkflowTrigger{
-		Inputs: inputsOf("business_date", `"`+strings.Repeat("x", service.InputsMax)+`"`)})
+		Inputs: inputsOf("business_date", `"`+strings.Repeat("x", service.InputsMax)+`"`),
+	})
 	requireFields(t, err, "inputs")
 	require.Equal(t, before, f.count(t, `SELECT count(*) FROM workflow_runs WHERE workflow_id = $1`, w.ID))
 
@@ -160,23 +163,29 @@ func TestWorkflowBackfillInputs(t *testing.T) {
 	f := newWFFixture(t)
 	ctx := context.Background()
 	bf := service.NewBackfills(f.pool, f.enq, f.tasks)
-	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "bf-inputs", MaxActiveRuns: 10,
+	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "bf-inputs", MaxActiveRuns: 10,
 		Schedule: &schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *", Timezone: "UTC"},
-		Nodes:    []service.WorkflowNodeInput{f.node("a")}, Inputs: inputsOf("mode", `"daily"`, "limit", `10`)})
+		Nodes:    []service.WorkflowNodeInput{f.node("a")}, Inputs: inputsOf("mode", `"daily"`, "limit", `10`),
+	})
 	require.NoError(t, err)
 	from := time.Now().UTC().Truncate(time.Hour).Add(-5 * time.Hour)
 	to := from.Add(3 * time.Hour)
 
 	_, _, err = bf.CreateForWorkflow(ctx, f.tenant, w.ID, service.BackfillInput{From: from, To: to, Inputs: inputsOf("foo", `1`)})
 	requireFields(t, err, "inputs.foo")
-	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "t", EndpointID: f.endpoint,
-		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *", Timezone: "UTC"}})
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "t", EndpointID: f.endpoint,
+		Schedule: schedule.Spec{Type: schedule.Cron, Cron: "0 * * * *", Timezone: "UTC"},
+	})
 	require.NoError(t, err)
 	_, _, err = bf.Create(ctx, f.tenant, task.ID, service.BackfillInput{From: from, To: to, Inputs: inputsOf("mode", `1`)})
 	requireFields(t, err, "inputs")
 
-	b, _, err := bf.CreateForWorkflow(ctx, f.tenant, w.ID, service.BackfillInput{From: from, To: to,
-		Inputs: inputsOf("mode", `"backfill"`)})
+	b, _, err := bf.CreateForWorkflow(ctx, f.tenant, w.ID, service.BackfillInput{
+		From: from, To: to,
+		Inputs: inputsOf("mode", `"backfill"`),
+	})
 	require.NoError(t, err)
 	requireInputs(t, inputsOf("mode", `"backfill"`), b.Inputs)
 	got, err := bf.Get(ctx, f.tenant, b.ID)
@@ -200,8 +209,10 @@ func TestWorkflowDataTenantIsolation(t *testing.T) {
 	f := newWFFixture(t)
 	ctx := context.Background()
 	require.NoError(t, service.NewTenants(f.pool).Ensure(ctx, "other"))
-	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "mine", MaxActiveRuns: 10,
-		Nodes: []service.WorkflowNodeInput{f.node("a")}, Inputs: inputsOf("secret", `"s3"`)})
+	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "mine", MaxActiveRuns: 10,
+		Nodes: []service.WorkflowNodeInput{f.node("a")}, Inputs: inputsOf("secret", `"s3"`),
+	})
 	require.NoError(t, err)
 	r, err := f.wf.TriggerWith(ctx, f.tenant, w.ID, service.WorkflowTrigger{Inputs: inputsOf("secret", `"s4"`)})
 	require.NoError(t, err)
@@ -249,7 +260,6 @@ func TestWorkflowNodeOutputRecorded(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"the response body is not JSON"}, reasons)
-
 }
 
 // deliverWith makes one successful attempt of a node's execution (shard
@@ -303,8 +313,10 @@ func TestWorkflowInputsAudit(t *testing.T) {
 	t.Parallel()
 	f := newWFFixture(t)
 	ctx := audit.WithActor(context.Background(), audit.Actor{Subject: "alice", RequestID: "req-1"})
-	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "audited", MaxActiveRuns: 10,
-		Nodes: []service.WorkflowNodeInput{f.node("a")}, Inputs: inputsOf("region", `"s3cr3t"`)})
+	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "audited", MaxActiveRuns: 10,
+		Nodes: []service.WorkflowNodeInput{f.node("a")}, Inputs: inputsOf("region", `"s3cr3t"`),
+	})
 	require.NoError(t, err)
 	_, err = f.wf.Update(ctx, f.tenant, w.ID, func(in *service.WorkflowInput) error {
 		in.Inputs = inputsOf("region", `"n3w"`)
@@ -369,8 +381,10 @@ func TestUpstreamOutputVisibleWhenDownstreamFires(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.del.Accept(ctx, d, 202, time.Millisecond)
 	require.NoError(t, err)
-	_, err = f.del.Complete(ctx, f.tenant, id, nil, service.CompletionInput{Status: service.ExecSucceeded,
-		Output: json.RawMessage(`{"file": "x.csv"}`)})
+	_, err = f.del.Complete(ctx, f.tenant, id, nil, service.CompletionInput{
+		Status: service.ExecSucceeded,
+		Output: json.RawMessage(`{"file": "x.csv"}`),
+	})
 	require.NoError(t, err)
 
 	rows, err := f.pool.Query(ctx, `SELECT node, outputs FROM seen ORDER BY node`)

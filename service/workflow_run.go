@@ -63,8 +63,10 @@ func (n storedNode) completion() Completion {
 	if n.CompletionMode != CompletionCallback {
 		return Completion{}
 	}
-	return Completion{Mode: CompletionCallback, Timeout: time.Duration(n.CompletionTimeoutMS) * time.Millisecond,
-		HeartbeatTimeout: time.Duration(n.HeartbeatTimeoutMS) * time.Millisecond}
+	return Completion{
+		Mode: CompletionCallback, Timeout: time.Duration(n.CompletionTimeoutMS) * time.Millisecond,
+		HeartbeatTimeout: time.Duration(n.HeartbeatTimeoutMS) * time.Millisecond,
+	}
 }
 
 // graph is a parsed workflow version: its nodes in topological order, and
@@ -278,8 +280,10 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 		}
 		shards := max(n.Shards, 1)
 		for i := range shards {
-			news = append(news, db.NewNodeExecution{ID: NewID(), TaskID: n.TaskID, Trigger: trigger, Node: k,
-				Shard: int32(i), ShardCount: int32(shards)})
+			news = append(news, db.NewNodeExecution{
+				ID: NewID(), TaskID: n.TaskID, Trigger: trigger, Node: k,
+				Shard: int32(i), ShardCount: int32(shards),
+			})
 		}
 		meta[n.TaskID] = n
 	}
@@ -293,8 +297,10 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 	fired := make([]firedExecution, len(inserted))
 	for i, x := range inserted {
 		n := meta[x.TaskID]
-		fired[i] = firedExecution{TenantID: x.TenantID, ID: x.ID, ScheduledFor: x.ScheduledFor, Priority: n.Priority,
-			MaxAttempts: n.MaxAttempts}
+		fired[i] = firedExecution{
+			TenantID: x.TenantID, ID: x.ID, ScheduledFor: x.ScheduledFor, Priority: n.Priority,
+			MaxAttempts: n.MaxAttempts,
+		}
 	}
 	_, err = e.enq.insertMany(ctx, tx, fireInserts(fired, time.Now(), e.ahead, e.ahead)) // a run's nodes are in the main lane
 	return err

@@ -31,9 +31,11 @@ func newWFFixture(t *testing.T) *wfFixture {
 	t.Helper()
 	f := newFixture(t)
 	f.exec(t, `UPDATE endpoints SET enabled = true`)
-	return &wfFixture{fixture: f, wf: service.NewWorkflows(f.pool, f.enq, service.WorkflowsConfig{}),
+	return &wfFixture{
+		fixture: f, wf: service.NewWorkflows(f.pool, f.enq, service.WorkflowsConfig{}),
 		del: service.NewDeliveries(f.delivery, f.enq, service.DeliveriesConfig{}),
-		ex:  service.NewExecutions(f.pool, f.enq, service.ExecutionsConfig{})}
+		ex:  service.NewExecutions(f.pool, f.enq, service.ExecutionsConfig{}),
+	}
 }
 
 func (f *wfFixture) node(key string, deps ...string) service.WorkflowNodeInput {
@@ -98,8 +100,10 @@ func (f *wfFixture) deliver(t *testing.T, runID, key string, ok bool) []service.
 		out = append(out, d)
 		o := service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 200, WorkflowRun: d.WorkflowRunID != ""}
 		if !ok {
-			o = service.Outcome{Kind: service.OutcomePermanent, StatusCode: 400, ErrorClass: "http_4xx", Error: "400",
-				WorkflowRun: d.WorkflowRunID != ""}
+			o = service.Outcome{
+				Kind: service.OutcomePermanent, StatusCode: 400, ErrorClass: "http_4xx", Error: "400",
+				WorkflowRun: d.WorkflowRunID != "",
+			}
 		}
 		_, err = f.del.Finish(ctx, f.tenant, id, d.Lease, o)
 		require.NoError(t, err)
@@ -112,11 +116,20 @@ func (f *wfFixture) deliver(t *testing.T, runID, key string, ok bool) []service.
 func TestWorkflowStatesAreDagStates(t *testing.T) {
 	t.Parallel()
 	for _, pair := range [][2]string{
-		{service.ExecPending, dag.Pending}, {service.ExecRunning, dag.Running}, {service.ExecRetrying, dag.Retrying},
-		{service.ExecSucceeded, dag.Succeeded}, {service.ExecFailed, dag.Failed}, {service.ExecCancelled, dag.Cancelled},
-		{service.RunRunning, dag.Running}, {service.RunBlocked, dag.Blocked}, {service.RunSucceeded, dag.Succeeded},
-		{service.RunFailed, dag.Failed}, {service.NodeWaiting, dag.Waiting}, {service.NodeBlocked, dag.Blocked},
-		{service.NodeSkipped, dag.Skipped}, {service.NodeCancelled, dag.Cancelled},
+		{service.ExecPending, dag.Pending},
+		{service.ExecRunning, dag.Running},
+		{service.ExecRetrying, dag.Retrying},
+		{service.ExecSucceeded, dag.Succeeded},
+		{service.ExecFailed, dag.Failed},
+		{service.ExecCancelled, dag.Cancelled},
+		{service.RunRunning, dag.Running},
+		{service.RunBlocked, dag.Blocked},
+		{service.RunSucceeded, dag.Succeeded},
+		{service.RunFailed, dag.Failed},
+		{service.NodeWaiting, dag.Waiting},
+		{service.NodeBlocked, dag.Blocked},
+		{service.NodeSkipped, dag.Skipped},
+		{service.NodeCancelled, dag.Cancelled},
 	} {
 		require.Equal(t, pair[0], pair[1])
 	}
@@ -267,13 +280,17 @@ func TestWorkflowBlockedRetryUnblocks(t *testing.T) {
 	t.Parallel()
 	f := newWFFixture(t)
 	ctx := context.Background()
-	alert, err := service.NewEndpoints(f.pool).Create(ctx, f.tenant, service.EndpointInput{Name: "pager", URL: "https://example.com/pager",
-		Enabled: true})
+	alert, err := service.NewEndpoints(f.pool).Create(ctx, f.tenant, service.EndpointInput{
+		Name: "pager", URL: "https://example.com/pager",
+		Enabled: true,
+	})
 	require.NoError(t, err)
 	a := f.node("a")
 	a.Retry.MaxAttempts = 1
-	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "blocky", AlertEndpointID: alert.ID,
-		Nodes: []service.WorkflowNodeInput{a, f.node("b", "a"), f.node("c", "b")}})
+	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "blocky", AlertEndpointID: alert.ID,
+		Nodes: []service.WorkflowNodeInput{a, f.node("b", "a"), f.node("c", "b")},
+	})
 	require.NoError(t, err)
 	run := f.trigger(t, w)
 	f.deliver(t, run.ID, "a", false)
@@ -339,8 +356,10 @@ func TestWorkflowMaxActiveRuns(t *testing.T) {
 	t.Parallel()
 	f := newWFFixture(t)
 	ctx := context.Background()
-	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "one-at-a-time", MaxActiveRuns: 1,
-		Nodes: []service.WorkflowNodeInput{f.node("a")}})
+	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "one-at-a-time", MaxActiveRuns: 1,
+		Nodes: []service.WorkflowNodeInput{f.node("a")},
+	})
 	require.NoError(t, err)
 	r1, r2, r3 := f.trigger(t, w), f.trigger(t, w), f.trigger(t, w)
 	require.Equal(t, service.RunRunning, r1.State)
@@ -373,9 +392,11 @@ func TestWorkflowScheduleAndPause(t *testing.T) {
 	t.Parallel()
 	f := newWFFixture(t)
 	ctx := context.Background()
-	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{Name: "every-second", MaxActiveRuns: 1000,
+	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "every-second", MaxActiveRuns: 1000,
 		Schedule: &schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1},
-		Nodes:    []service.WorkflowNodeInput{f.node("a"), f.node("b", "a")}})
+		Nodes:    []service.WorkflowNodeInput{f.node("a"), f.node("b", "a")},
+	})
 	require.NoError(t, err)
 	require.NotNil(t, w.NextRunAt)
 	sched := f.scheduler(service.SchedulerConfig{})
@@ -460,8 +481,10 @@ func TestWorkflowBackstopFiresOnce(t *testing.T) {
 		id := f.execsOf(t, r, "a")[0]
 		d, err := f.del.Begin(ctx, f.tenant, id, 1)
 		require.NoError(t, err)
-		ok, err := db.EndDelivery(ctx, f.delivery, db.DeliveryEnd{TenantID: f.tenant, ID: id,
-			From: []string{service.ExecRunning}, Lease: &d.Lease, To: service.ExecSucceeded})
+		ok, err := db.EndDelivery(ctx, f.delivery, db.DeliveryEnd{
+			TenantID: f.tenant, ID: id,
+			From: []string{service.ExecRunning}, Lease: &d.Lease, To: service.ExecSucceeded,
+		})
 		require.NoError(t, err)
 		require.True(t, ok)
 		nodes, _ := f.nodes(t, r)
@@ -524,11 +547,15 @@ func TestTaskShards(t *testing.T) {
 	t.Parallel()
 	f := newWFFixture(t)
 	ctx := context.Background()
-	_, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "bad", EndpointID: f.endpoint, Shards: 2,
-		OverlapPolicy: service.OverlapSkip, Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1}})
+	_, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "bad", EndpointID: f.endpoint, Shards: 2,
+		OverlapPolicy: service.OverlapSkip, Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1},
+	})
 	require.ErrorContains(t, err, "overlap_policy allow")
-	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{Name: "fan-out", EndpointID: f.endpoint, Shards: 5,
-		Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1}})
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "fan-out", EndpointID: f.endpoint, Shards: 5,
+		Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1},
+	})
 	require.NoError(t, err)
 	require.Equal(t, 5, task.Shards)
 	var wg sync.WaitGroup
@@ -600,8 +627,10 @@ func BenchmarkWorkflowAdvance(b *testing.B) {
 			payload := []byte(`{"p":"` + strings.Repeat("x", max(bc.payload-8, 0)) + `"}`)
 			nodes := []service.WorkflowNodeInput{{Key: "root", EndpointID: ep.ID, Payload: payload}}
 			for i := 1; i < bc.nodes; i++ {
-				nodes = append(nodes, service.WorkflowNodeInput{Key: fmt.Sprintf("n%d", i), EndpointID: ep.ID, Payload: payload,
-					DependsOn: []string{"root"}})
+				nodes = append(nodes, service.WorkflowNodeInput{
+					Key: fmt.Sprintf("n%d", i), EndpointID: ep.ID, Payload: payload,
+					DependsOn: []string{"root"},
+				})
 			}
 			w, err := wf.Create(ctx, "acme", service.WorkflowInput{Name: "w-" + strings.ToLower(service.NewID()), Nodes: nodes})
 			require.NoError(b, err)

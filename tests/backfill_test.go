@@ -441,10 +441,12 @@ func TestSkipAndCalendars(t *testing.T) {
 	})
 	require.Equal(t, []any{now.Format(time.DateOnly), now.AddDate(0, 0, 1).Format(time.DateOnly)}, cal["dates"], "sorted, unique")
 	code, _, body := rawDo(t, http.MethodPatch, p.base+"/v1/tasks/"+id, tok, map[string]any{
-		"schedule": map[string]any{"type": "cron", "cron": "* * * * * *", "exclude_calendars": []string{"01900000-0000-7000-8000-000000000000"}}})
+		"schedule": map[string]any{"type": "cron", "cron": "* * * * * *", "exclude_calendars": []string{"01900000-0000-7000-8000-000000000000"}},
+	})
 	require.Equal(t, http.StatusUnprocessableEntity, code, "%s", body)
 	patched := apiDo(t, http.MethodPatch, p.base+"/v1/tasks/"+id, tok, map[string]any{
-		"schedule": map[string]any{"type": "cron", "cron": "* * * * * *", "exclude_calendars": []string{cal["id"].(string)}}}, http.StatusOK)
+		"schedule": map[string]any{"type": "cron", "cron": "* * * * * *", "exclude_calendars": []string{cal["id"].(string)}},
+	}, http.StatusOK)
 	answered := time.Now().UTC()
 	require.Equal(t, []any{cal["id"]}, patched["schedule"].(map[string]any)["exclude_calendars"])
 	preview := apiGet(t, p.base, tok, "/v1/tasks/"+id+"/preview?count=3")

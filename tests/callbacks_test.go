@@ -72,8 +72,10 @@ func waitEventType(t *testing.T, base, tok, id, typ string) {
 func TestCallbacksSurviveRestart(t *testing.T) {
 	t.Parallel()
 	rcv := newCallbackReceiver(t)
-	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
-		"AX_ALLOW_PRIVATE_TARGETS": "true"}
+	env := map[string]string{
+		"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+	}
 	p := startAx(t, env)
 	tok := crashToken(t, env)
 	ep := apiPost(t, p.base, tok, "/v1/endpoints", map[string]any{"name": "rcv", "url": rcv.srv.URL + "/hook"})

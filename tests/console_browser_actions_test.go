@@ -152,8 +152,10 @@ func (b *consoleTab) waitFor(url, sel, want string, within time.Duration) {
 
 func consoleEnv(t *testing.T) map[string]string {
 	t.Helper()
-	return map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "console-browser-secret-0123456789abcdef0123",
-		"AX_ALLOW_PRIVATE_TARGETS": "true"}
+	return map[string]string{
+		"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "console-browser-secret-0123456789abcdef0123",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+	}
 }
 
 // apiItems is GET path's items.
@@ -204,8 +206,10 @@ func TestConsoleBrowserSkip(t *testing.T) {
 	ep := apiPost(t, p.base, rw, "/v1/endpoints", map[string]any{"name": "receiver", "url": rcv.srv.URL + "/hook"})
 	task := apiPost(t, p.base, rw, "/v1/tasks", map[string]any{
 		"name": "every-2s", "endpoint_id": ep["id"], "payload": map[string]any{"n": 1},
-		"schedule": map[string]any{"type": "interval", "interval_seconds": int(every / time.Second),
-			"start_at": time.Now().UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339)},
+		"schedule": map[string]any{
+			"type": "interval", "interval_seconds": int(every / time.Second),
+			"start_at": time.Now().UTC().Truncate(time.Second).Add(time.Second).Format(time.RFC3339),
+		},
 	})
 	taskID := task["id"].(string)
 	taskURL := console + "tasks/" + taskID

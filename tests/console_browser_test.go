@@ -82,8 +82,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	ctx := browser(t)
 	shots := screenshotDir(t)
 	rcv := newReceiver(t)
-	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "console-browser-secret-0123456789abcdef0123",
-		"AX_ALLOW_PRIVATE_TARGETS": "true"}
+	env := map[string]string{
+		"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "console-browser-secret-0123456789abcdef0123",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+	}
 	p := startAx(t, env)
 	all := "tasks:read tasks:write endpoints:read endpoints:write executions:read executions:write"
 	rw := cliToken(t, env, "acme", all)

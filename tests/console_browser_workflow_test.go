@@ -39,8 +39,10 @@ func TestConsoleInBrowserWorkflow(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(rcv.Close)
-	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "console-browser-secret-0123456789abcdef0123",
-		"AX_ALLOW_PRIVATE_TARGETS": "true"}
+	env := map[string]string{
+		"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "console-browser-secret-0123456789abcdef0123",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+	}
 	p := startAx(t, env)
 	rw := cliToken(t, env, "acme", "endpoints:read endpoints:write executions:read executions:write workflows:read workflows:write")
 	ro := cliToken(t, env, "acme", "workflows:read executions:read")
@@ -170,7 +172,8 @@ func TestConsoleInBrowserWorkflow(t *testing.T) {
 	light := fill()
 	do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
-			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}},
+		})
 		return err
 	}), chromedp.Navigate(runURL), chromedp.WaitVisible(chromedp.CSS("#dag svg")))
 	require.NotEqual(t, light, fill(), "the node's tint follows dark mode")

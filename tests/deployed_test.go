@@ -28,8 +28,10 @@ func TestFiringAsDeployed(t *testing.T) {
 		t.Logf("AX_TEST_DATABASE_URL is not a TCP URL on this machine; testing with %s", strings.SplitN(dbURL, "@", 2)[0])
 	}
 	rcv := newReceiver(t)
-	env := map[string]string{"AX_DATABASE_URL": dbURL, "AX_JWT_SECRET": "deployed-secret-0123456789abcdef0123456789",
-		"AX_ALLOW_PRIVATE_TARGETS": "true"}
+	env := map[string]string{
+		"AX_DATABASE_URL": dbURL, "AX_JWT_SECRET": "deployed-secret-0123456789abcdef0123456789",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+	}
 	p := startAx(t, env)
 	tok := crashToken(t, env)
 	ep := apiPost(t, p.base, tok, "/v1/endpoints", map[string]any{"name": "rcv", "url": rcv.srv.URL + "/hook"})

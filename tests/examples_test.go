@@ -28,8 +28,10 @@ import (
 // on 127.0.0.1, hence AX_ALLOW_PRIVATE_TARGETS.
 func exampleServer(t *testing.T) (base, token string) {
 	t.Helper()
-	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "examples-secret-0123456789abcdef012345",
-		"AX_ALLOW_PRIVATE_TARGETS": "true"}
+	env := map[string]string{
+		"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "examples-secret-0123456789abcdef012345",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+	}
 	p := startAx(t, env)
 	cmd := exec.Command(axBinary, "token", "--tenant", "examples",
 		"--scope", "tasks:read tasks:write endpoints:read endpoints:write executions:read")

@@ -188,8 +188,10 @@ func TestFailover(t *testing.T) {
 	primary := startFailoverCluster(t, pglocal.Config{Settings: map[string]string{
 		"synchronous_commit": "on", "synchronous_standby_names": "ax_standby",
 	}})
-	standby := startFailoverCluster(t, pglocal.Config{StandbyOf: primary, StandbyName: "ax_standby",
-		Settings: map[string]string{"synchronous_commit": "on"}})
+	standby := startFailoverCluster(t, pglocal.Config{
+		StandbyOf: primary, StandbyName: "ax_standby",
+		Settings: map[string]string{"synchronous_commit": "on"},
+	})
 	admin, err := pgx.Connect(ctx, primary.TCPURL("postgres"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {

@@ -89,8 +89,10 @@ func TestHungEndpointDoesNotStarveOthers(t *testing.T) {
 	)
 	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		d := delivery{task: r.Header.Get("X-Ax-Task-Id"), execution: r.Header.Get("X-Ax-Execution-Id"), at: time.Now(),
-			hung: inflight.Load()}
+		d := delivery{
+			task: r.Header.Get("X-Ax-Task-Id"), execution: r.Header.Get("X-Ax-Execution-Id"), at: time.Now(),
+			hung: inflight.Load(),
+		}
 		d.slot, _ = time.Parse(time.RFC3339Nano, r.Header.Get("X-Ax-Scheduled-For"))
 		mu.Lock()
 		got = append(got, d)
@@ -103,8 +105,10 @@ func TestHungEndpointDoesNotStarveOthers(t *testing.T) {
 	const scope = "tasks:read tasks:write endpoints:read endpoints:write executions:read"
 	quietTok, hogTok := cliToken(t, env, "quiet", scope), cliToken(t, env, "hog", scope)
 	quietEp := apiPost(t, p.base, quietTok, "/v1/endpoints", map[string]any{"name": "fast", "url": fast.URL})
-	hogEp := apiPost(t, p.base, hogTok, "/v1/endpoints", map[string]any{"name": "hangs", "url": hang.URL,
-		"timeout_ms": hungTimeoutSec * 1000})
+	hogEp := apiPost(t, p.base, hogTok, "/v1/endpoints", map[string]any{
+		"name": "hangs", "url": hang.URL,
+		"timeout_ms": hungTimeoutSec * 1000,
+	})
 
 	first := time.Now().Add(2 * time.Second).Truncate(time.Second)
 	quiet := map[string]time.Time{} // task → its first slot

@@ -38,8 +38,10 @@ const (
 
 // crashOutages is how long the database stays down after each kill: a few
 // seconds, once crashLongDown.
-var crashOutages = []time.Duration{3 * time.Second, 4 * time.Second, 5 * time.Second, 3 * time.Second, 4 * time.Second,
-	crashLongDown, 3 * time.Second, 5 * time.Second, 4 * time.Second, 3 * time.Second}
+var crashOutages = []time.Duration{
+	3 * time.Second, 4 * time.Second, 5 * time.Second, 3 * time.Second, 4 * time.Second,
+	crashLongDown, 3 * time.Second, 5 * time.Second, 4 * time.Second, 3 * time.Second,
+}
 
 // What TestPostgresCrash requires once the kills stop.
 const (
@@ -76,8 +78,10 @@ func newCrashLoadReceiver(t *testing.T) *crashLoadReceiver {
 	r := &crashLoadReceiver{}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		_, _ = io.Copy(io.Discard, req.Body)
-		h := crashHook{task: req.Header.Get("X-Ax-Task-Id"), execution: req.Header.Get("Webhook-Id"),
-			attempt: req.Header.Get("X-Ax-Attempt"), at: time.Now()}
+		h := crashHook{
+			task: req.Header.Get("X-Ax-Task-Id"), execution: req.Header.Get("Webhook-Id"),
+			attempt: req.Header.Get("X-Ax-Attempt"), at: time.Now(),
+		}
 		slot, err := time.Parse(time.RFC3339Nano, req.Header.Get("X-Ax-Scheduled-For"))
 		h.slot = slot
 		r.mu.Lock()
@@ -270,8 +274,10 @@ func TestPostgresCrash(t *testing.T) {
 	dir, err := os.MkdirTemp("", "ax-crash-pg-")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	cluster, err := pglocal.Start(ctx, pglocal.Config{Dir: dir, TCPPort: pglocal.AnyTCPPort,
-		Settings: map[string]string{"synchronous_commit": "on"}})
+	cluster, err := pglocal.Start(ctx, pglocal.Config{
+		Dir: dir, TCPPort: pglocal.AnyTCPPort,
+		Settings: map[string]string{"synchronous_commit": "on"},
+	})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

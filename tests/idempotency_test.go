@@ -29,8 +29,10 @@ func TestIdempotencyKeyAfterCrash(t *testing.T) {
 	p := startAx(t, env)
 	tok := crashToken(t, env)
 	ep := apiPost(t, p.base, tok, "/v1/endpoints", map[string]any{"name": "idem", "url": "https://hooks.example.com/idem"})
-	body := map[string]any{"name": "idem.crash", "endpoint_id": ep["id"],
-		"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *"}}
+	body := map[string]any{
+		"name": "idem.crash", "endpoint_id": ep["id"],
+		"schedule": map[string]any{"type": "cron", "cron": "0 2 * * *"},
+	}
 	const key = "create-idem-crash-1"
 
 	ctx := ctxT(t)

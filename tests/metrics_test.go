@@ -21,19 +21,25 @@ import (
 func TestFinishedCounterMatchesStats(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t)
-	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
-		"AX_ALLOW_PRIVATE_TARGETS": "true"}
+	env := map[string]string{
+		"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+	}
 	p := startAx(t, env)
 	tok := crashToken(t, env)
 
 	ep := apiPost(t, p.base, tok, "/v1/endpoints", map[string]any{"name": "rcv", "url": rcv.srv.URL + "/hook"})
-	task := apiPost(t, p.base, tok, "/v1/tasks", map[string]any{"name": "every-second", "endpoint_id": ep["id"],
-		"schedule": map[string]any{"type": "cron", "cron": "* * * * * *"}})
+	task := apiPost(t, p.base, tok, "/v1/tasks", map[string]any{
+		"name": "every-second", "endpoint_id": ep["id"],
+		"schedule": map[string]any{"type": "cron", "cron": "* * * * * *"},
+	})
 	require.Eventually(t, func() bool { return len(rcv.all()) >= 2 }, 15*time.Second, 20*time.Millisecond)
 	apiDo(t, http.MethodPost, p.base+"/v1/tasks/"+task["id"].(string)+"/pause", tok, nil, http.StatusOK)
 
-	daily := apiPost(t, p.base, tok, "/v1/tasks", map[string]any{"name": "daily", "endpoint_id": ep["id"],
-		"schedule": map[string]any{"type": "cron", "cron": "0 3 * * *"}})
+	daily := apiPost(t, p.base, tok, "/v1/tasks", map[string]any{
+		"name": "daily", "endpoint_id": ep["id"],
+		"schedule": map[string]any{"type": "cron", "cron": "0 3 * * *"},
+	})
 	next := apiGet(t, p.base, tok, "/v1/tasks/"+daily["id"].(string)+"/preview?count=1")["items"].([]any)[0].(map[string]any)["at"]
 	apiDo(t, http.MethodPost, p.base+"/v1/tasks/"+daily["id"].(string)+"/skip", tok, map[string]any{"scheduled_for": next}, http.StatusOK)
 

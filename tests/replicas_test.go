@@ -41,8 +41,10 @@ func newReplicaReceiver(t *testing.T) *replicaReceiver {
 	r := &replicaReceiver{}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		_, _ = io.Copy(io.Discard, req.Body)
-		h := replicaHit{task: req.Header.Get("X-Ax-Task-Id"), execution: req.Header.Get("X-Ax-Execution-Id"),
-			attempt: req.Header.Get("X-Ax-Attempt"), at: time.Now()}
+		h := replicaHit{
+			task: req.Header.Get("X-Ax-Task-Id"), execution: req.Header.Get("X-Ax-Execution-Id"),
+			attempt: req.Header.Get("X-Ax-Attempt"), at: time.Now(),
+		}
 		slot, err := time.Parse(time.RFC3339Nano, req.Header.Get("X-Ax-Scheduled-For"))
 		r.mu.Lock()
 		if err != nil || h.task == "" || h.execution == "" || req.Header.Get("Webhook-Id") != h.execution {

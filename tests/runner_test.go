@@ -25,8 +25,10 @@ import (
 func startRunner(t *testing.T, listen string, args ...string) *proc {
 	t.Helper()
 	all := append([]string{"runner", "--listen", listen}, args...)
-	p, err := axproc.Start(t.Context(), axproc.Config{Binary: axBinary, Args: all, Env: []string{"PATH=/usr/bin:/bin"},
-		Log: &testLogWriter{t: t}})
+	p, err := axproc.Start(t.Context(), axproc.Config{
+		Binary: axBinary, Args: all, Env: []string{"PATH=/usr/bin:/bin"},
+		Log: &testLogWriter{t: t},
+	})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		p.Kill()
@@ -74,8 +76,10 @@ func finished(x map[string]any) bool {
 // runs.
 func TestRunnerRunsCommands(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
-		"AX_ALLOW_PRIVATE_TARGETS": "true"}
+	env := map[string]string{
+		"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+	}
 	ax := startAx(t, env)
 	tok := crashToken(t, env)
 	secret := newWebhookSecret(t)
@@ -101,8 +105,10 @@ func TestRunnerRunsCommands(t *testing.T) {
 	require.Equal(t, "failed", x["state"], "a non-zero exit is not retried")
 	assert.EqualValues(t, 1, x["attempts"])
 	assert.Contains(t, x["last_error"], "exit status 4")
-	assert.Equal(t, map[string]any{"exit_code": float64(4), "duration_ms": x["output"].(map[string]any)["duration_ms"],
-		"stdout_tail": "", "stderr_tail": "broken\n"}, x["output"])
+	assert.Equal(t, map[string]any{
+		"exit_code": float64(4), "duration_ms": x["output"].(map[string]any)["duration_ms"],
+		"stdout_tail": "", "stderr_tail": "broken\n",
+	}, x["output"])
 
 	x = executionWhen(t, ax.base, tok, refused, finished)
 	require.Equal(t, "failed", x["state"])
@@ -124,8 +130,10 @@ func TestRunnerRunsCommands(t *testing.T) {
 // a runner restarted on the same address runs it to success.
 func TestRunnerShutdownIsRetried(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
-		"AX_ALLOW_PRIVATE_TARGETS": "true"}
+	env := map[string]string{
+		"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+	}
 	ax := startAx(t, env)
 	tok := crashToken(t, env)
 	secret := newWebhookSecret(t)

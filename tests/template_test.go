@@ -52,8 +52,10 @@ func TestTemplatedPayloadsEndToEnd(t *testing.T) {
 		"name": "export", "endpoint_id": ep["id"],
 		"schedule":         map[string]any{"type": "cron", "cron": "30 2 * * *", "timezone": "Asia/Shanghai"},
 		"payload_template": true,
-		"payload": map[string]any{"date": "{{ .business_date }}", "file": `export-{{ date_format (date_add .business_date -1) "yyyyMMdd" }}.csv`,
-			"trigger": "{{ .trigger }}", "round": "{{ .round }}"},
+		"payload": map[string]any{
+			"date": "{{ .business_date }}", "file": `export-{{ date_format (date_add .business_date -1) "yyyyMMdd" }}.csv`,
+			"trigger": "{{ .trigger }}", "round": "{{ .round }}",
+		},
 	})
 	id := task["id"].(string)
 	require.Equal(t, true, task["payload_template"])
@@ -63,7 +65,8 @@ func TestTemplatedPayloadsEndToEnd(t *testing.T) {
 	apiDo(t, http.MethodPost, p.base+"/v1/tasks/"+id+"/render", tenantToken(t, env, "tmpl-b"), map[string]any{}, http.StatusNotFound)
 
 	b := apiDo(t, http.MethodPost, p.base+"/v1/tasks/"+id+"/backfill", tok, map[string]any{
-		"from": "2026-10-31T16:00:00Z", "to": "2026-11-30T16:00:00Z", "max_concurrency": 10}, http.StatusAccepted)
+		"from": "2026-10-31T16:00:00Z", "to": "2026-11-30T16:00:00Z", "max_concurrency": 10,
+	}, http.StatusAccepted)
 	require.EqualValues(t, 30, b["total"])
 	b = waitBackfill(t, p.base, tok, b["id"].(string), time.Minute)
 	require.Equal(t, "succeeded", b["state"], "%v", b)

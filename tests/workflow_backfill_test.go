@@ -33,7 +33,8 @@ func TestWorkflowBackfillDelivers(t *testing.T) {
 		"nodes": []any{
 			map[string]any{"key": "extract", "endpoint_id": ep["id"]},
 			map[string]any{"key": "report", "endpoint_id": ep["id"], "depends_on": []string{"extract"}},
-		}})
+		},
+	})
 	id := wf["id"].(string)
 	span := map[string]any{"from": "2026-03-01T00:00:00Z", "to": "2026-03-06T00:00:00Z", "max_concurrency": 2}
 	b := apiDo(t, http.MethodPost, p.base+"/v1/workflows/"+id+"/backfill", tok, span, http.StatusAccepted)

@@ -24,8 +24,10 @@ func TestWorkflowCallbackNodeAndSLAEndToEnd(t *testing.T) {
 	t.Parallel()
 	rcv := newCallbackReceiver(t)
 	alerts := newReceiver(t)
-	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
-		"AX_ALLOW_PRIVATE_TARGETS": "true"}
+	env := map[string]string{
+		"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+	}
 	p := startAx(t, env)
 	cmd := exec.Command(axBinary, "token", "--tenant", "wfcb", "--scope",
 		"endpoints:write workflows:read workflows:write executions:read")
@@ -43,8 +45,10 @@ func TestWorkflowCallbackNodeAndSLAEndToEnd(t *testing.T) {
 		"name": "export.nightly", "alert_endpoint_id": alertEP["id"], "sla": map[string]any{"finish_within_ms": 2000},
 		"nodes": []any{
 			map[string]any{"key": "extract", "endpoint_id": ep["id"]},
-			map[string]any{"key": "export", "endpoint_id": ep["id"], "depends_on": []string{"extract"},
-				"completion": map[string]any{"mode": "callback", "timeout_ms": 600000}},
+			map[string]any{
+				"key": "export", "endpoint_id": ep["id"], "depends_on": []string{"extract"},
+				"completion": map[string]any{"mode": "callback", "timeout_ms": 600000},
+			},
 			map[string]any{"key": "report", "endpoint_id": ep["id"], "depends_on": []string{"export"}},
 		},
 	})

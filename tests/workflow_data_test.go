@@ -31,8 +31,10 @@ func TestWorkflowDataEndToEnd(t *testing.T) {
 		_, _ = io.WriteString(w, "thanks")
 	}))
 	t.Cleanup(rcv.Close)
-	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
-		"AX_ALLOW_PRIVATE_TARGETS": "true"}
+	env := map[string]string{
+		"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+	}
 	p := startAx(t, env)
 	cmd := exec.Command(axBinary, "token", "--tenant", "wfdata", "--scope", "endpoints:write workflows:read workflows:write executions:read")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}

@@ -22,8 +22,10 @@ import (
 func TestWorkflowEndToEnd(t *testing.T) {
 	t.Parallel()
 	rcv := newReceiver(t)
-	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
-		"AX_ALLOW_PRIVATE_TARGETS": "true"}
+	env := map[string]string{
+		"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": "e2e-secret-0123456789abcdef0123456789",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+	}
 	p := startAx(t, env)
 	cmd := exec.Command(axBinary, "token", "--tenant", "wf", "--scope", "endpoints:write workflows:read workflows:write executions:read")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
@@ -41,8 +43,10 @@ func TestWorkflowEndToEnd(t *testing.T) {
 			map[string]any{"key": "extract", "endpoint_id": ep["id"], "payload": map[string]any{"step": 1}},
 			map[string]any{"key": "transform", "endpoint_id": ep["id"], "depends_on": []string{"extract"}, "shards": 2},
 			map[string]any{"key": "audit", "endpoint_id": ep["id"], "depends_on": []string{"extract"}},
-			map[string]any{"key": "report", "endpoint_id": ep["id"], "depends_on": []string{"transform", "audit"},
-				"trigger_rule": "all_done"},
+			map[string]any{
+				"key": "report", "endpoint_id": ep["id"], "depends_on": []string{"transform", "audit"},
+				"trigger_rule": "all_done",
+			},
 		},
 	})
 	run := apiDo(t, http.MethodPost, p.base+"/v1/workflows/"+wf["id"].(string)+"/trigger", tok, map[string]any{}, http.StatusAccepted)

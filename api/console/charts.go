@@ -196,8 +196,10 @@ func layoutSeries(s service.StatsSeries) *seriesView {
 			if q.class == "line-p50" {
 				name = "p50"
 			}
-			v.Lateness.Dots = append(v.Lateness.Dots, chartDot{Class: "dot-" + name, X: x, Y: y,
-				Title: fmt.Sprintf("%s UTC: lateness %s %s", b.Start.UTC().Format("15:04"), name, msText(p))})
+			v.Lateness.Dots = append(v.Lateness.Dots, chartDot{
+				Class: "dot-" + name, X: x, Y: y,
+				Title: fmt.Sprintf("%s UTC: lateness %s %s", b.Start.UTC().Format("15:04"), name, msText(p)),
+			})
 		}
 		if len(d) > 0 {
 			v.Lateness.Lines = append(v.Lateness.Lines, chartLine{Class: q.class, D: string(d[:len(d)-1])})
@@ -327,10 +329,14 @@ func taskStrips(xs []service.ExecutionDetail) (lateness, outcomes *stripView) {
 	if len(xs) == 0 {
 		return nil, nil
 	}
-	lateness = &stripView{ID: "spark-lateness", Title: "Firing lateness of the recent executions, oldest first",
-		Width: len(xs) * stripSlot, Height: stripH}
-	outcomes = &stripView{ID: "spark-outcomes", Title: "Outcome of the recent executions, oldest first",
-		Width: len(xs) * stripSlot, Height: 14}
+	lateness = &stripView{
+		ID: "spark-lateness", Title: "Firing lateness of the recent executions, oldest first",
+		Width: len(xs) * stripSlot, Height: stripH,
+	}
+	outcomes = &stripView{
+		ID: "spark-outcomes", Title: "Outcome of the recent executions, oldest first",
+		Width: len(xs) * stripSlot, Height: 14,
+	}
 
 	// Lateness: the firing lateness of the on-time scheduled fires, as the
 	// dashboard's figures and ax_firing_lateness_seconds measure it
@@ -360,21 +366,27 @@ func taskStrips(xs []service.ExecutionDetail) (lateness, outcomes *stripView) {
 			if top > 0 {
 				h = max(2, int(math.Round(max(v, 0)/top*stripH)))
 			}
-			lateness.Marks = append(lateness.Marks, stripMark{Class: "mark-lateness", X: col, Y: stripH - h, W: stripMarkW, H: h,
-				Title: fmt.Sprintf("%s: started %s late", when, msText(&v))})
+			lateness.Marks = append(lateness.Marks, stripMark{
+				Class: "mark-lateness", X: col, Y: stripH - h, W: stripMarkW, H: h,
+				Title: fmt.Sprintf("%s: started %s late", when, msText(&v)),
+			})
 		case x.Late:
 			catchUps++
-			lateness.Marks = append(lateness.Marks, stripMark{Class: "mark-catchup",
+			lateness.Marks = append(lateness.Marks, stripMark{
+				Class: "mark-catchup",
 				D:     fmt.Sprintf("M%d %d L%d %d L%d %d Z", col, stripH, col+stripMarkW/2, stripH-10, col+stripMarkW, stripH),
-				Title: when + ": a misfire catch-up, run late on purpose (not counted)"})
+				Title: when + ": a misfire catch-up, run late on purpose (not counted)",
+			})
 		default:
 			none++
 			why := "not started yet"
 			if x.Trigger != "schedule" {
 				why = "run by trigger " + x.Trigger + ", no slot to be late for"
 			}
-			lateness.Marks = append(lateness.Marks, stripMark{Class: "mark-none", X: col, Y: stripH - 2, W: stripMarkW, H: 2,
-				Title: when + ": " + why})
+			lateness.Marks = append(lateness.Marks, stripMark{
+				Class: "mark-none", X: col, Y: stripH - 2, W: stripMarkW, H: 2,
+				Title: when + ": " + why,
+			})
 		}
 	}
 	p50, p99 := percentile(ms, 0.5), percentile(ms, 0.99)

@@ -35,8 +35,10 @@ func TestLayoutSeries(t *testing.T) {
 		s.Buckets[i].Start = since.Add(time.Duration(i) * s.Step)
 	}
 	p50, p99 := 10.0, 40.0
-	s.Buckets[0] = service.StatsBucket{Start: since, Executions: 4, Succeeded: 2, Failed: 1,
-		FiringLateness: service.Percentiles{Count: 3, P50: &p50, P99: &p99}}
+	s.Buckets[0] = service.StatsBucket{
+		Start: since, Executions: 4, Succeeded: 2, Failed: 1,
+		FiringLateness: service.Percentiles{Count: 3, P50: &p50, P99: &p99},
+	}
 	s.Buckets[95] = service.StatsBucket{Start: s.Buckets[95].Start, Executions: 8, Succeeded: 8}
 	v := layoutSeries(s)
 	assert.Equal(t, chartLeft+96*chartSlot+chartRight, v.Chart.Width)

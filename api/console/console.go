@@ -338,8 +338,10 @@ func (c *console) page(h handlerFunc, scope string) echo.HandlerFunc {
 			return err
 		}
 		if scope != "" && !s.can(scope) {
-			return c.render(ec, http.StatusForbidden, "error", s, errorView{Title: "Forbidden",
-				Detail: "This token lacks the \"" + scope + "\" scope this page needs."})
+			return c.render(ec, http.StatusForbidden, "error", s, errorView{
+				Title:  "Forbidden",
+				Detail: "This token lacks the \"" + scope + "\" scope this page needs.",
+			})
 		}
 		if err := h(ec, s); err != nil {
 			return c.fail(ec, s, err)
@@ -378,12 +380,16 @@ func (c *console) guard(h handlerFunc, scope string, metered bool) echo.HandlerF
 			}
 		}
 		if got := ec.FormValue(csrfField); subtle.ConstantTimeCompare([]byte(got), []byte(s.CSRF)) != 1 {
-			return c.render(ec, http.StatusForbidden, "error", s, errorView{Title: "Forbidden",
-				Detail: "The form's CSRF token is missing or wrong. Reload the page and try again."})
+			return c.render(ec, http.StatusForbidden, "error", s, errorView{
+				Title:  "Forbidden",
+				Detail: "The form's CSRF token is missing or wrong. Reload the page and try again.",
+			})
 		}
 		if scope != "" && !s.can(scope) {
-			return c.render(ec, http.StatusForbidden, "error", s, errorView{Title: "Forbidden",
-				Detail: "This token lacks the \"" + scope + "\" scope this action needs."})
+			return c.render(ec, http.StatusForbidden, "error", s, errorView{
+				Title:  "Forbidden",
+				Detail: "This token lacks the \"" + scope + "\" scope this action needs.",
+			})
 		}
 		actor := audit.Actor{Subject: s.Subject, RequestID: ec.Response().Header().Get(echo.HeaderXRequestID)}
 		ec.SetRequest(req.WithContext(audit.WithActor(req.Context(), actor)))
@@ -408,9 +414,11 @@ func (c *console) rateLimited(ec echo.Context, s *session) (done bool, err error
 		return false, nil
 	}
 	wait := h.Get(echo.HeaderRetryAfter)
-	return true, c.render(ec, http.StatusTooManyRequests, "error", s, errorView{Title: "Too many requests",
+	return true, c.render(ec, http.StatusTooManyRequests, "error", s, errorView{
+		Title: "Too many requests",
 		Detail: "Your tenant's limit of API requests per second (api_requests_per_second), which the console's pages and " +
-			"buttons share with the REST API, is reached. Try again in " + wait + " s."})
+			"buttons share with the REST API, is reached. Try again in " + wait + " s.",
+	})
 }
 
 // sameOrigin reports whether a browser says req comes from a page of the
@@ -434,21 +442,27 @@ func (c *console) fail(ec echo.Context, s *session, err error) error {
 	var ve *service.ValidationError
 	switch {
 	case errors.Is(err, service.ErrNotFound):
-		return c.render(ec, http.StatusNotFound, "error", s, errorView{Title: "Not found",
-			Detail: "Nothing with this id exists for your tenant."})
+		return c.render(ec, http.StatusNotFound, "error", s, errorView{
+			Title:  "Not found",
+			Detail: "Nothing with this id exists for your tenant.",
+		})
 	case errors.As(err, &ve):
 		return c.render(ec, http.StatusUnprocessableEntity, "error", s, errorView{Title: "Invalid input", Fields: ve.Fields})
 	case errors.Is(err, service.ErrConflict):
 		return c.render(ec, http.StatusConflict, "error", s, errorView{Title: "Conflict", Detail: err.Error()})
 	case service.IsUnavailable(err):
-		return c.render(ec, http.StatusServiceUnavailable, "error", s, errorView{Title: "Unavailable",
-			Detail: "The database is unavailable; try again shortly."})
+		return c.render(ec, http.StatusServiceUnavailable, "error", s, errorView{
+			Title:  "Unavailable",
+			Detail: "The database is unavailable; try again shortly.",
+		})
 	}
 	var qe *service.QuotaError
 	if errors.As(err, &qe) {
 		return c.render(ec, http.StatusConflict, "error", s, errorView{Title: "Quota exceeded", Detail: err.Error()})
 	}
 	c.cfg.Logger.Error("console: request failed", "path", ec.Request().URL.Path, "error", err.Error())
-	return c.render(ec, http.StatusInternalServerError, "error", s, errorView{Title: "Something went wrong",
-		Detail: "The request failed; the server log has the details (request id " + ec.Response().Header().Get(echo.HeaderXRequestID) + ")."})
+	return c.render(ec, http.StatusInternalServerError, "error", s, errorView{
+		Title:  "Something went wrong",
+		Detail: "The request failed; the server log has the details (request id " + ec.Response().Header().Get(echo.HeaderXRequestID) + ").",
+	})
 }

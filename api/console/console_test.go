@@ -67,9 +67,11 @@ func newEnv(t *testing.T) *env {
 		Limits:      limits,
 	}
 	e := api.New(cfg)
-	console.Mount(e, console.Config{Logger: cfg.Logger, Auth: auth, Tenants: cfg.Tenants, Endpoints: cfg.Endpoints,
+	console.Mount(e, console.Config{
+		Logger: cfg.Logger, Auth: auth, Tenants: cfg.Tenants, Endpoints: cfg.Endpoints,
 		Tasks: tasks, Executions: cfg.Executions, Stats: cfg.Stats, Backfills: cfg.Backfills, Workflows: cfg.Workflows,
-		Limits: limits})
+		Limits: limits,
+	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
 	return &env{t: t, srv: srv, pool: pool}
@@ -186,8 +188,10 @@ func (e *env) createEndpoint(tok, name string) string {
 // createTask creates a cron task through the console and returns its id.
 func (e *env) createTask(tok, name, endpointID, cron, zone string) string {
 	e.t.Helper()
-	p := e.post("/console/tasks", tok, url.Values{"name": {name}, "endpoint_id": {endpointID}, "type": {"cron"},
-		"cron": {cron}, "timezone": {zone}, "payload": {`{"n":1}`}})
+	p := e.post("/console/tasks", tok, url.Values{
+		"name": {name}, "endpoint_id": {endpointID}, "type": {"cron"},
+		"cron": {cron}, "timezone": {zone}, "payload": {`{"n":1}`},
+	})
 	require.Equal(e.t, http.StatusSeeOther, p.Status, p.Body)
 	require.True(e.t, strings.HasPrefix(p.Location, "/console/tasks/"), p.Location)
 	return strings.TrimPrefix(p.Location, "/console/tasks/")
@@ -214,8 +218,10 @@ func TestConsoleSecurityHeaders(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	tok := token(t, "acme")
-	for _, path := range []string{"/console/", "/console/tasks", "/console/dashboard", "/console/nope",
-		"/console/tasks/00000000-0000-0000-0000-000000000000", "/console/static/console.css"} {
+	for _, path := range []string{
+		"/console/", "/console/tasks", "/console/dashboard", "/console/nope",
+		"/console/tasks/00000000-0000-0000-0000-000000000000", "/console/static/console.css",
+	} {
 		p := e.get(path, tok)
 		assertSecurityHeaders(t, p)
 		if !strings.HasPrefix(path, "/console/static/") && p.Status != http.StatusSeeOther {
@@ -307,8 +313,10 @@ func TestConsoleAdminAndOperator(t *testing.T) {
 	admin := token(t, "acme", api.ScopeAdmin)
 	ep := e.createEndpoint(admin, "ep")
 	id := e.createTask(admin, "t", ep, "*/5 * * * *", "UTC")
-	for _, path := range []string{"/console/tasks", "/console/tasks/new", "/console/tasks/" + id, "/console/endpoints",
-		"/console/dashboard", "/console/backfills", "/console/alerts", "/console/workflows"} {
+	for _, path := range []string{
+		"/console/tasks", "/console/tasks/new", "/console/tasks/" + id, "/console/endpoints",
+		"/console/dashboard", "/console/backfills", "/console/alerts", "/console/workflows",
+	} {
 		require.Equal(t, http.StatusOK, e.get(path, admin).Status, path)
 	}
 	assert.Contains(t, e.get("/console/tasks/"+id, admin).Body, `id="pause"`, "the admin's buttons show")
@@ -513,8 +521,10 @@ func TestConsoleReadOnly(t *testing.T) {
 		assert.NotContains(t, p.Body, "New task", path)
 	}
 	assert.Equal(t, http.StatusForbidden, e.get("/console/tasks/new", ro).Status)
-	for _, path := range []string{"/console/tasks/" + id + "/pause", "/console/tasks/" + id + "/trigger", "/console/executions/" + x + "/cancel",
-		"/console/endpoints/" + ep + "/disable", "/console/endpoints"} {
+	for _, path := range []string{
+		"/console/tasks/" + id + "/pause", "/console/tasks/" + id + "/trigger", "/console/executions/" + x + "/cancel",
+		"/console/endpoints/" + ep + "/disable", "/console/endpoints",
+	} {
 		p := e.post(path, ro, url.Values{"name": {"n"}, "url": {"https://example.com"}})
 		assert.Equal(t, http.StatusForbidden, p.Status, path)
 		assert.Contains(t, p.Body, "scope", path)
@@ -546,8 +556,10 @@ func TestConsoleOtherTenant(t *testing.T) {
 		assert.Contains(t, p.Body, "Not found", path)
 		assert.NotContains(t, p.Body, id, path)
 	}
-	for _, path := range []string{"/console/tasks/" + id + "/pause", "/console/tasks/" + id + "/trigger", "/console/executions/" + x + "/cancel",
-		"/console/endpoints/" + ep + "/disable", "/console/endpoints/" + ep + "/rotate-secret"} {
+	for _, path := range []string{
+		"/console/tasks/" + id + "/pause", "/console/tasks/" + id + "/trigger", "/console/executions/" + x + "/cancel",
+		"/console/endpoints/" + ep + "/disable", "/console/endpoints/" + ep + "/rotate-secret",
+	} {
 		p := e.post(path, b, nil)
 		assert.Equal(t, http.StatusNotFound, p.Status, path)
 	}
@@ -827,9 +839,11 @@ func TestConsoleWorkflowScopes(t *testing.T) {
 	ep := e.createEndpoint(rw, "ep")
 	wf := e.rest(http.MethodPost, "/v1/workflows", rw, workflowDoc(ep))["id"].(string)
 	runID := e.rest(http.MethodPost, "/v1/workflows/"+wf+"/trigger", rw, `{}`)["id"].(string)
-	changes := []string{"/console/workflows/" + wf + "/pause", "/console/workflows/" + wf + "/resume", "/console/workflows/" + wf + "/trigger",
+	changes := []string{
+		"/console/workflows/" + wf + "/pause", "/console/workflows/" + wf + "/resume", "/console/workflows/" + wf + "/trigger",
 		"/console/workflow-runs/" + runID + "/cancel", "/console/workflow-runs/" + runID + "/nodes/clean/run",
-		"/console/workflow-runs/" + runID + "/nodes/clean/skip"}
+		"/console/workflow-runs/" + runID + "/nodes/clean/skip",
+	}
 
 	ro := token(t, "acme", api.ScopeWorkflowsRead, api.ScopeExecutionsRead)
 	for _, path := range []string{"/console/workflows", "/console/workflows/" + wf, "/console/workflow-runs/" + runID} {

@@ -137,8 +137,10 @@ func layoutDAG(title string, in []dagInput) dagView {
 		// A shorter column is centred vertically.
 		off := (rows - len(c)) * (dagNodeH + dagGapY) / 2
 		for r, i := range c {
-			n := dagNode{dagInput: in[i], W: dagNodeW, H: dagNodeH,
-				X: dagPad + l*(dagNodeW+dagGapX), Y: dagPad + off + r*(dagNodeH+dagGapY)}
+			n := dagNode{
+				dagInput: in[i], W: dagNodeW, H: dagNodeH,
+				X: dagPad + l*(dagNodeW+dagGapX), Y: dagPad + off + r*(dagNodeH+dagGapY),
+			}
 			n.TX, n.TY, n.SY = n.X+dagNodeW/2, n.Y+20, n.Y+38
 			n.Label = shorten(n.Key, dagLabelMax)
 			n.Sub, n.Tip = nodeWords(n.dagInput)
@@ -164,8 +166,10 @@ func layoutDAG(title string, in []dagInput) dagView {
 			x1, y1 := a.X+a.W, a.Y+a.H/2
 			x2, y2 := b.X-2, b.Y+b.H/2 // the arrowhead ends at the box
 			mx := (x1 + x2) / 2
-			v.Edges = append(v.Edges, dagEdge{From: up, To: in[i].Key,
-				D: fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, mx, y1, mx, y2, x2, y2)})
+			v.Edges = append(v.Edges, dagEdge{
+				From: up, To: in[i].Key,
+				D: fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, mx, y1, mx, y2, x2, y2),
+			})
 		}
 	}
 	for _, st := range dagStates {

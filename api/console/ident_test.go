@@ -44,5 +44,4 @@ func TestConsoleIdentsTellApart(t *testing.T) {
 
 	p = e.get("/console/workflows", tok)
 	assert.Contains(t, p.Body, shownID(wf), "the workflow's id under its name")
-
 }

@@ -312,8 +312,10 @@ func successOf(xs []service.ExecutionDetail) (*float64, []sparkBar) {
 			// (h10 … h100), the policy allows no inline style.
 			h = min(100, max(10, int((100*took(x)/longest+5)/10*10)))
 		}
-		bars = append(bars, sparkBar{Height: h, Class: x.State,
-			Label: fmt.Sprintf("%s %s, %s", x.State, x.ScheduledFor.UTC().Format("2006-01-02 15:04:05"), took(x).Round(time.Millisecond))})
+		bars = append(bars, sparkBar{
+			Height: h, Class: x.State,
+			Label: fmt.Sprintf("%s %s, %s", x.State, x.ScheduledFor.UTC().Format("2006-01-02 15:04:05"), took(x).Round(time.Millisecond)),
+		})
 	}
 	if done == 0 {
 		return nil, bars
@@ -342,12 +344,16 @@ func (c *console) listEndpoints(ec echo.Context, s *session) ([]service.Endpoint
 // createTask creates a task from the form; invalid input shows the form
 // again with the reasons.
 func (c *console) createTask(ec echo.Context, s *session) error {
-	f := taskForm{Name: strings.TrimSpace(ec.FormValue("name")), EndpointID: ec.FormValue("endpoint_id"), Type: ec.FormValue("type"),
+	f := taskForm{
+		Name: strings.TrimSpace(ec.FormValue("name")), EndpointID: ec.FormValue("endpoint_id"), Type: ec.FormValue("type"),
 		Cron: strings.TrimSpace(ec.FormValue("cron")), Timezone: strings.TrimSpace(ec.FormValue("timezone")),
 		Interval: strings.TrimSpace(ec.FormValue("interval")), Payload: strings.TrimSpace(ec.FormValue("payload")),
-		PayloadTemplate: ec.FormValue("payload_template") == "true"}
-	in := service.TaskInput{Name: f.Name, EndpointID: f.EndpointID, Schedule: schedule.Spec{Type: f.Type, Timezone: f.Timezone},
-		PayloadTemplate: f.PayloadTemplate}
+		PayloadTemplate: ec.FormValue("payload_template") == "true",
+	}
+	in := service.TaskInput{
+		Name: f.Name, EndpointID: f.EndpointID, Schedule: schedule.Spec{Type: f.Type, Timezone: f.Timezone},
+		PayloadTemplate: f.PayloadTemplate,
+	}
 	var ve service.ValidationError
 	switch f.Type {
 	case "cron":
@@ -378,8 +384,10 @@ func (c *console) createTask(ec echo.Context, s *session) error {
 		if lerr != nil {
 			return lerr
 		}
-		return c.render(ec, http.StatusUnprocessableEntity, "task_new", s, taskFormView{Endpoints: eps, Form: f,
-			Error: &errorView{Title: "The task was not created", Fields: vErr.Fields}})
+		return c.render(ec, http.StatusUnprocessableEntity, "task_new", s, taskFormView{
+			Endpoints: eps, Form: f,
+			Error: &errorView{Title: "The task was not created", Fields: vErr.Fields},
+		})
 	}
 	if err != nil {
 		return err
@@ -528,8 +536,10 @@ func (c *console) createEndpoint(ec echo.Context, s *session) error {
 	ep, err := c.cfg.Endpoints.Create(ec.Request().Context(), s.Tenant, service.EndpointInput{Name: f.Name, URL: f.URL, Enabled: true})
 	var ve *service.ValidationError
 	if errors.As(err, &ve) {
-		return c.endpointsPage(ec, s, http.StatusUnprocessableEntity, endpointsView{Form: f,
-			Error: &errorView{Title: "The endpoint was not created", Fields: ve.Fields}})
+		return c.endpointsPage(ec, s, http.StatusUnprocessableEntity, endpointsView{
+			Form:  f,
+			Error: &errorView{Title: "The endpoint was not created", Fields: ve.Fields},
+		})
 	}
 	if err != nil {
 		return err
@@ -561,6 +571,7 @@ func (c *console) setEnabled(ec echo.Context, s *session, enabled bool) error {
 func (c *console) disableEndpoint(ec echo.Context, s *session) error {
 	return c.setEnabled(ec, s, false)
 }
+
 func (c *console) enableEndpoint(ec echo.Context, s *session) error { return c.setEnabled(ec, s, true) }
 
 // dashboard shows the last 24 hours from the stats service.
@@ -571,8 +582,10 @@ func (c *console) dashboard(ec echo.Context, s *session) error {
 	}
 	v := dashboardView{St: st}
 	var total int64
-	for _, state := range []string{service.ExecPending, service.ExecRunning, service.ExecRetrying, service.ExecSucceeded,
-		service.ExecFailed, service.ExecCancelled, service.ExecSkipped} {
+	for _, state := range []string{
+		service.ExecPending, service.ExecRunning, service.ExecRetrying, service.ExecSucceeded,
+		service.ExecFailed, service.ExecCancelled, service.ExecSkipped,
+	} {
 		v.States = append(v.States, stateCount{state, st.Executions[state]})
 		total += st.Executions[state]
 	}
@@ -801,9 +814,11 @@ func (c *console) workflowRunPage(ec echo.Context, s *session, status int, id, f
 	if err != nil {
 		return err
 	}
-	v := workflowRunView{Run: r, Workflow: w, Flash: flash, Problem: problem, SLA: r.SLA,
+	v := workflowRunView{
+		Run: r, Workflow: w, Flash: flash, Problem: problem, SLA: r.SLA,
 		Resolvable:  r.State == service.RunRunning || r.State == service.RunBlocked,
-		Cancellable: r.State == service.RunPending || r.State == service.RunRunning || r.State == service.RunBlocked}
+		Cancellable: r.State == service.RunPending || r.State == service.RunRunning || r.State == service.RunBlocked,
+	}
 	in := make([]dagInput, 0, len(r.Nodes))
 	for _, n := range r.Nodes {
 		d := dagInput{Key: n.Key, DependsOn: n.DependsOn, Rule: n.TriggerRule, State: n.State}

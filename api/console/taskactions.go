@@ -101,8 +101,10 @@ func (c *console) backfill(ec echo.Context, s *session,
 	create func(ctx context.Context, tenant, id string, in service.BackfillInput) (service.Backfill, []service.BackfillSlot, error),
 	started string, show func(status int, v backfillFormView) error,
 ) error {
-	f := backfillForm{From: strings.TrimSpace(ec.FormValue("from")), To: strings.TrimSpace(ec.FormValue("to")),
-		Rerun: ec.FormValue("rerun"), MaxConcurrency: strings.TrimSpace(ec.FormValue("max_concurrency"))}
+	f := backfillForm{
+		From: strings.TrimSpace(ec.FormValue("from")), To: strings.TrimSpace(ec.FormValue("to")),
+		Rerun: ec.FormValue("rerun"), MaxConcurrency: strings.TrimSpace(ec.FormValue("max_concurrency")),
+	}
 	in := service.BackfillInput{Rerun: f.Rerun, DryRun: ec.FormValue("dry_run") != ""}
 	var ve service.ValidationError
 	in.From = parseLocal(&ve, "from", f.From)
@@ -122,11 +124,15 @@ func (c *console) backfill(ec echo.Context, s *session,
 	var vErr *service.ValidationError
 	switch {
 	case errors.As(err, &vErr):
-		return show(http.StatusUnprocessableEntity, backfillFormView{Form: f,
-			Error: &errorView{Title: "The backfill was not started", Fields: vErr.Fields}})
+		return show(http.StatusUnprocessableEntity, backfillFormView{
+			Form:  f,
+			Error: &errorView{Title: "The backfill was not started", Fields: vErr.Fields},
+		})
 	case errors.Is(err, service.ErrConflict):
-		return show(http.StatusConflict, backfillFormView{Form: f,
-			Error: &errorView{Title: "The backfill was not started", Detail: err.Error()}})
+		return show(http.StatusConflict, backfillFormView{
+			Form:  f,
+			Error: &errorView{Title: "The backfill was not started", Detail: err.Error()},
+		})
 	case err != nil:
 		return err
 	}

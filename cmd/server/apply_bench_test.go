@@ -20,8 +20,10 @@ import (
 // again (no change, no write); it reports both as seconds per apply
 // (create-s, noop-s). make bench-apply runs it.
 func BenchmarkApply1000Tasks(b *testing.B) {
-	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(b), "AX_JWT_SECRET": testSecret, "AX_TENANT_API_RPS": "100000",
-		"AX_HTTP_ADDR": "127.0.0.1:0", "AX_LOG_LEVEL": "error", "AX_SHUTDOWN_TIMEOUT": "5s", "PATH": os.Getenv("PATH")}
+	env := map[string]string{
+		"AX_DATABASE_URL": dbtest.URL(b), "AX_JWT_SECRET": testSecret, "AX_TENANT_API_RPS": "100000",
+		"AX_HTTP_ADDR": "127.0.0.1:0", "AX_LOG_LEVEL": "error", "AX_SHUTDOWN_TIMEOUT": "5s", "PATH": os.Getenv("PATH"),
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	out := new(syncBuffer)
 	done := make(chan error, 1)

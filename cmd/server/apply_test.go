@@ -37,8 +37,10 @@ type axClient struct {
 // startClientServer starts a server and returns a client of tenant.
 func startClientServer(t *testing.T) *axClient {
 	t.Helper()
-	env := map[string]string{"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": testSecret, "AX_TENANT_API_RPS": "100000",
-		"AX_ALLOW_PRIVATE_TARGETS": "true"}
+	env := map[string]string{
+		"AX_DATABASE_URL": dbtest.URL(t), "AX_JWT_SECRET": testSecret, "AX_TENANT_API_RPS": "100000",
+		"AX_ALLOW_PRIVATE_TARGETS": "true",
+	}
 	base, _ := startServer(t, env)
 	return &axClient{t: t, base: base, env: env, server: env}
 }
@@ -220,8 +222,10 @@ Workflow/month-end would create
 	// Resources made by hand are never pruned; those apply made are, once
 	// the files drop them.
 	ep := c.api(http.MethodPost, "/v1/endpoints", map[string]any{"name": "by-hand", "url": "https://hooks.example.com/h"}, http.StatusCreated)
-	c.api(http.MethodPost, "/v1/tasks", map[string]any{"name": "by-hand", "endpoint_id": ep["id"],
-		"schedule": map[string]any{"type": "interval", "interval_seconds": 60}}, http.StatusCreated)
+	c.api(http.MethodPost, "/v1/tasks", map[string]any{
+		"name": "by-hand", "endpoint_id": ep["id"],
+		"schedule": map[string]any{"type": "interval", "interval_seconds": 60},
+	}, http.StatusCreated)
 	c.api(http.MethodPost, "/v1/calendars", map[string]any{"name": "by-hand"}, http.StatusCreated)
 	require.NoError(t, os.Remove(filepath.Join(dir, "workflows/month-end.yaml")))
 	require.NoError(t, os.Remove(filepath.Join(dir, "calendars/holidays.json")))
@@ -437,8 +441,10 @@ func TestApplyExportRoundTrip(t *testing.T) {
 	_, errOut, err := c.ax("", "export", "-o", exportDir)
 	require.NoError(t, err)
 	require.Contains(t, errOut, "7 files")
-	for _, f := range []string{"endpoints/billing.yaml", "endpoints/alerts.yaml", "calendars/holidays.yaml", "tasks/every-field.yaml",
-		"tasks/interval.yaml", "tasks/once.yaml", "workflows/every-field.yaml"} {
+	for _, f := range []string{
+		"endpoints/billing.yaml", "endpoints/alerts.yaml", "calendars/holidays.yaml", "tasks/every-field.yaml",
+		"tasks/interval.yaml", "tasks/once.yaml", "workflows/every-field.yaml",
+	} {
 		b, err := os.ReadFile(filepath.Join(exportDir, f))
 		require.NoError(t, err, f)
 		require.NotContains(t, string(b), "whsec_")
@@ -512,8 +518,10 @@ func TestApplyRefusesBadDocuments(t *testing.T) {
 		return "kind: Task\nname: t\nspec: {endpoint: billing, schedule: {type: interval, interval_seconds: 60}" + spec + "}\n"
 	}
 	for _, tc := range []struct{ doc, want string }{
-		{"kind: Task\nname: t\nspec: {endpoint: nope, schedule: {type: interval, interval_seconds: 60}}\n",
-			`document 2 (Task/t): spec.endpoint: no endpoint named "nope" in the files or the tenant`},
+		{
+			"kind: Task\nname: t\nspec: {endpoint: nope, schedule: {type: interval, interval_seconds: 60}}\n",
+			`document 2 (Task/t): spec.endpoint: no endpoint named "nope" in the files or the tenant`,
+		},
 		{task(", schedul: {}"), "document 2 (Task/t): spec.schedul: is not a field of"},
 		{task(", priority: high"), "document 2 (Task/t): spec.priority: must be an integer"},
 		{task(", priority: 9"), "document 2 (Task/t): spec.priority: must be at most 4"},
@@ -521,8 +529,10 @@ func TestApplyRefusesBadDocuments(t *testing.T) {
 		{task(", alert_endpoint: gone"), `spec.alert_endpoint: no endpoint named "gone"`},
 		{task(", endpoint_id: 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e"), "spec.endpoint_id: give the endpoint's name as endpoint: NAME"},
 		{"kind: Task\nname: t\nspec: {endpoint: billing, schedule: {type: hourly}}\n", "spec.schedule.type: must be one of cron, interval, once"},
-		{"kind: Task\nname: t\nspec: {endpoint: billing, schedule: {type: cron, cron: '* * * * *', exclude_calendars: [nope]}}\n",
-			`spec.schedule.exclude_calendars[0]: no calendar named "nope"`},
+		{
+			"kind: Task\nname: t\nspec: {endpoint: billing, schedule: {type: cron, cron: '* * * * *', exclude_calendars: [nope]}}\n",
+			`spec.schedule.exclude_calendars[0]: no calendar named "nope"`,
+		},
 		{"kind: Task\nname: t\nspec: {schedule: {type: interval, interval_seconds: 60}}\n", "spec.endpoint: is required"},
 		{"kind: Job\nname: t\nspec: {}\n", "document 2: kind: must be one of Calendar, Endpoint, Task, Workflow"},
 		{"kind: Task\nspec: {}\n", "document 2: name: is required"},
@@ -658,8 +668,10 @@ func TestImportCrontabApply(t *testing.T) {
 	t.Parallel()
 	c := startClientServer(t).as("acme")
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"crontab": "CRON_TZ=Europe/Paris\n0 2 * * * /usr/local/bin/backup.sh\n@weekly /usr/local/bin/report\n",
-		"runner.yaml": "kind: Endpoint\nname: runner\nspec: {url: http://runner.internal:8090}\n"})
+	writeFiles(t, dir, map[string]string{
+		"crontab":     "CRON_TZ=Europe/Paris\n0 2 * * * /usr/local/bin/backup.sh\n@weekly /usr/local/bin/report\n",
+		"runner.yaml": "kind: Endpoint\nname: runner\nspec: {url: http://runner.internal:8090}\n",
+	})
 	docs, _, err := c.ax("", "import-crontab", filepath.Join(dir, "crontab"), "--endpoint", "runner")
 	require.NoError(t, err)
 	c.must("apply", "-f", filepath.Join(dir, "runner.yaml"))

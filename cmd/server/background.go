@@ -85,8 +85,10 @@ func startBackground(ctx context.Context, d backgroundDeps, cfg config, logger *
 		ID: replicaID, RiverClientID: replicaID, Hostname: host, Version: version(), DeadAfter: cfg.ReplicaDeadAfter,
 		Logger: logger, Metrics: d.metrics, Work: work, Clock: d.clock,
 	})
-	scheduler := service.NewScheduler(pool, d.enq, service.SchedulerConfig{FetchAhead: riverCfg.FetchAhead(),
-		BulkFetchAhead: riverCfg.BulkFetchAhead(), Clock: d.clock, Lanes: lanes, Metrics: d.metrics}, logger)
+	scheduler := service.NewScheduler(pool, d.enq, service.SchedulerConfig{
+		FetchAhead:     riverCfg.FetchAhead(),
+		BulkFetchAhead: riverCfg.BulkFetchAhead(), Clock: d.clock, Lanes: lanes, Metrics: d.metrics,
+	}, logger)
 	sweeper := retention.New(pool, retention.Config{Executions: cfg.ExecutionRetention, Audit: cfg.AuditRetention})
 
 	r := jobs.NewRunner(jobs.RunnerConfig{Logger: logger, Metrics: d.metrics})
@@ -111,8 +113,10 @@ func startBackground(ctx context.Context, d backgroundDeps, cfg config, logger *
 		}
 		return nil
 	}})
-	r.Add(jobs.SchedulerLoops(scheduler, jobs.SchedulerLoopConfig{Logger: logger, Metrics: d.metrics,
-		ExpireKeys: idempotency.New(pool).ExpireKeys})...)
+	r.Add(jobs.SchedulerLoops(scheduler, jobs.SchedulerLoopConfig{
+		Logger: logger, Metrics: d.metrics,
+		ExpireKeys: idempotency.New(pool).ExpireKeys,
+	})...)
 	r.Add(jobs.RetentionLoop(sweeper, jobs.RetentionLoopConfig{Logger: logger, Metrics: d.metrics}))
 	r.Add(jobs.CallbackLoops(d.deliveries, jobs.CallbackLoopConfig{Logger: logger, Metrics: d.metrics})...)
 	r.Add(jobs.BackfillLoop(d.backfills, 0), jobs.WorkflowSweepLoop(d.workflows, 0))

@@ -90,10 +90,16 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"several at once", map[string]string{"AX_HTTP_ADDR": "x", "AX_LOG_LEVEL": "x"}, []string{"AX_HTTP_ADDR", "AX_LOG_LEVEL"}},
 		{"dead-after too short", map[string]string{"AX_REPLICA_DEAD_AFTER": "1s"}, []string{"AX_REPLICA_DEAD_AFTER", "from 3s to 1h0m0s"}},
 		{"dead-after not a duration", map[string]string{"AX_REPLICA_DEAD_AFTER": "soon"}, []string{"AX_REPLICA_DEAD_AFTER"}},
-		{"rescue below the default job timeout", map[string]string{"AX_RESCUE_STUCK_JOBS_AFTER": "60s"},
-			[]string{`AX_RESCUE_STUCK_JOBS_AFTER="60s"`, "at least AX_JOB_TIMEOUT (5m30s)"}},
-		{"rescue below the job timeout", map[string]string{"AX_RESCUE_STUCK_JOBS_AFTER": "60s", "AX_JOB_TIMEOUT": "90s"},
-			[]string{"AX_RESCUE_STUCK_JOBS_AFTER", "at least AX_JOB_TIMEOUT (1m30s)"}},
+		{
+			"rescue below the default job timeout",
+			map[string]string{"AX_RESCUE_STUCK_JOBS_AFTER": "60s"},
+			[]string{`AX_RESCUE_STUCK_JOBS_AFTER="60s"`, "at least AX_JOB_TIMEOUT (5m30s)"},
+		},
+		{
+			"rescue below the job timeout",
+			map[string]string{"AX_RESCUE_STUCK_JOBS_AFTER": "60s", "AX_JOB_TIMEOUT": "90s"},
+			[]string{"AX_RESCUE_STUCK_JOBS_AFTER", "at least AX_JOB_TIMEOUT (1m30s)"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

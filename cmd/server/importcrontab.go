@@ -83,8 +83,10 @@ func importCrontab(args []string, getenv func(string) string, stdin io.Reader, s
 			fmt.Fprintln(notices, "import-crontab: this machine's time zone is unknown: reading the times as UTC (give --timezone)")
 		}
 	}
-	docs, err := crontab.Parse(in, crontab.Options{Endpoint: *endpoint, Timezone: zone, Prefix: *prefix, System: *system,
-		Timeout: *timeout, Response: *response})
+	docs, err := crontab.Parse(in, crontab.Options{
+		Endpoint: *endpoint, Timezone: zone, Prefix: *prefix, System: *system,
+		Timeout: *timeout, Response: *response,
+	})
 	if err != nil {
 		return fmt.Errorf("import-crontab: %s: nothing printed:\n%w", file, err)
 	}

@@ -178,8 +178,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		jobs.NewQueueCollector(stats.QueueDepths))
 	axMetrics := metrics.New(registry)
-	limits := service.NewLimits(d.pool, service.LimitsConfig{Defaults: cfg.TenantDefaults,
-		PermitTTL: cmp.Or(cfg.JobTimeout, jobs.JobTimeoutDefault) + time.Minute})
+	limits := service.NewLimits(d.pool, service.LimitsConfig{
+		Defaults:  cfg.TenantDefaults,
+		PermitTTL: cmp.Or(cfg.JobTimeout, jobs.JobTimeoutDefault) + time.Minute,
+	})
 	if err := limits.Refresh(ctx); err != nil {
 		// Not migrated yet (AX_AUTO_MIGRATE=false) or the database is
 		// away: the limits_refresh loop reads them again every second.
@@ -191,9 +193,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	tasks := service.NewTasks(d.pool, service.TasksConfig{Clock: clock, Limits: limits, Metrics: axMetrics})
 	backfills := service.NewBackfills(d.pool, enq, tasks)
 	workflows := service.NewWorkflows(d.pool, enq, service.WorkflowsConfig{
-		FetchAhead: jobs.RiverConfig{FetchPollInterval: cfg.FetchPollInterval}.FetchAhead(), Limits: limits, Metrics: axMetrics})
-	bg, err := startBackground(ctx, backgroundDeps{db: d, enq: enq, deliveries: deliveries, sender: sender, metrics: axMetrics,
-		clock: clock, backfills: backfills, workflows: workflows, limits: limits}, cfg, logger)
+		FetchAhead: jobs.RiverConfig{FetchPollInterval: cfg.FetchPollInterval}.FetchAhead(), Limits: limits, Metrics: axMetrics,
+	})
+	bg, err := startBackground(ctx, backgroundDeps{
+		db: d, enq: enq, deliveries: deliveries, sender: sender, metrics: axMetrics,
+		clock: clock, backfills: backfills, workflows: workflows, limits: limits,
+	}, cfg, logger)
 	if err != nil {
 		return err
 	}

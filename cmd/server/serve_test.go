@@ -228,8 +228,10 @@ func TestServeRunsItsLoopsAndLeaves(t *testing.T) {
 	url := dbtest.URL(t)
 	base, _, stop := startStoppableServer(t, map[string]string{"AX_DATABASE_URL": url, "AX_JWT_SECRET": testSecret})
 	// task_listener's pass lasts as long as its connection.
-	loops := []string{"heartbeat", "limits_refresh", "limits_dispatch", "permit_sweep", "fairness", "scheduler", "reconcile", "unfinished_sweep", "idempotency_expiry", "analyze", "retention", "callbacks", "sla",
-		"backfills", "workflow_sweep"}
+	loops := []string{
+		"heartbeat", "limits_refresh", "limits_dispatch", "permit_sweep", "fairness", "scheduler", "reconcile", "unfinished_sweep", "idempotency_expiry", "analyze", "retention", "callbacks", "sla",
+		"backfills", "workflow_sweep",
+	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, body, err := fetch(t.Context(), base+"/metrics", "")
 		if !assert.NoError(c, err) {

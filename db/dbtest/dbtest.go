@@ -112,8 +112,10 @@ func start() (*server, error) {
 			return nil, err
 		}
 		s.dir = dir
-		c, err := pglocal.Start(ctx, pglocal.Config{Dir: dir, Settings: map[string]string{"max_connections": "500"},
-			TCPPort: pglocal.AnyTCPPort})
+		c, err := pglocal.Start(ctx, pglocal.Config{
+			Dir: dir, Settings: map[string]string{"max_connections": "500"},
+			TCPPort: pglocal.AnyTCPPort,
+		})
 		if err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, err

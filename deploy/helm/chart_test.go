@@ -246,8 +246,10 @@ func TestRunnerValues(t *testing.T) {
 	require.Len(t, d.Spec.Template.Spec.Containers, 1)
 	c := d.Spec.Template.Spec.Containers[0]
 	require.Equal(t, "registry.example.com/platform/ax-jobs:2026.12.1", c.Image)
-	require.Equal(t, []string{"runner", "--listen=:8090", "--workers=8", "--grace=120s", "--kill-after=5s", "--state-dir=/var/lib/ax-runner",
-		`--allow=/opt/jobs/[a-z0-9_-]+\.sh`, "--allow=/bin/sh", "--retry-exit-codes=75"}, c.Args)
+	require.Equal(t, []string{
+		"runner", "--listen=:8090", "--workers=8", "--grace=120s", "--kill-after=5s", "--state-dir=/var/lib/ax-runner",
+		`--allow=/opt/jobs/[a-z0-9_-]+\.sh`, "--allow=/bin/sh", "--retry-exit-codes=75",
+	}, c.Args)
 	env := envOf(c)
 	require.Equal(t, "http://ax:80", env["AX_URL"].Value)
 	requireSecretRef(t, env, "AX_RUNNER_SECRETS", "ax-runner")

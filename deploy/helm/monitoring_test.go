@@ -108,8 +108,10 @@ func TestMonitoringNamesMetricsAxExports(t *testing.T) {
 		exprs = append(exprs, r.Expr)
 	}
 	sort.Strings(alerts)
-	require.Equal(t, []string{"AxAPIErrors", "AxDeliveryBacklog", "AxDeliveryBatchFailures", "AxFiringLate",
-		"AxMissedSlots", "AxReconciledExecutions", "AxReplicaDeclaredDead", "AxSLAMissed"}, alerts)
+	require.Equal(t, []string{
+		"AxAPIErrors", "AxDeliveryBacklog", "AxDeliveryBatchFailures", "AxFiringLate",
+		"AxMissedSlots", "AxReconciledExecutions", "AxReplicaDeclaredDead", "AxSLAMissed",
+	}, alerts)
 	d := readDashboard(t)
 	require.Equal(t, "ax-overview", d.UID)
 	require.NotEmpty(t, d.Panels)

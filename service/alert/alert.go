@@ -86,8 +86,10 @@ func Load(ctx context.Context, q db.Querier, tenant, executionID, alertType stri
 		a.Skip = "the alert endpoint is disabled"
 		return a, nil
 	}
-	ep := endpoint.Endpoint{ID: zeroIfNil(row.EndpointID), Secret: zeroIfNil(row.Secret), PreviousSecret: zeroIfNil(row.PreviousSecret),
-		PreviousSecretExpiresAt: row.PreviousSecretExp}
+	ep := endpoint.Endpoint{
+		ID: zeroIfNil(row.EndpointID), Secret: zeroIfNil(row.Secret), PreviousSecret: zeroIfNil(row.PreviousSecret),
+		PreviousSecretExpiresAt: row.PreviousSecretExp,
+	}
 	keys, err := ep.SigningKeys(row.Now)
 	if err != nil {
 		return Message{}, err

@@ -34,8 +34,10 @@ func SLAMisses(ctx context.Context, q db.Querier, tenant string, limit int) ([]S
 	}
 	out := make([]SLAMiss, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, SLAMiss{ExecutionID: r.ExecutionID, TaskID: r.TaskID, TaskName: zeroIfNil(r.TaskName),
-			ScheduledFor: r.ScheduledFor.UTC(), DueAt: r.DueAt.UTC(), MissedAt: r.MissedAt.UTC(), State: r.State})
+		out = append(out, SLAMiss{
+			ExecutionID: r.ExecutionID, TaskID: r.TaskID, TaskName: zeroIfNil(r.TaskName),
+			ScheduledFor: r.ScheduledFor.UTC(), DueAt: r.DueAt.UTC(), MissedAt: r.MissedAt.UTC(), State: r.State,
+		})
 	}
 	return out, nil
 }
@@ -77,9 +79,11 @@ func runs(rows []db.AlertRun, err error) ([]Run, error) {
 	}
 	out := make([]Run, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, Run{ID: r.ID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName,
+		out = append(out, Run{
+			ID: r.ID, WorkflowID: r.WorkflowID, WorkflowName: r.WorkflowName,
 			ScheduledFor: r.ScheduledFor.UTC(), State: r.State, UpdatedAt: r.UpdatedAt.UTC(),
-			SLAMissedAt: utcPtr(r.SLAMissedAt), SLADueAt: utcPtr(r.SLADueAt)})
+			SLAMissedAt: utcPtr(r.SLAMissedAt), SLADueAt: utcPtr(r.SLADueAt),
+		})
 	}
 	return out, nil
 }

@@ -430,8 +430,10 @@ func (s *Log) List(ctx context.Context, tenant string, f Filter, page resource.P
 		return nil, "", errs.Store(err, "list audit records")
 	}
 	out, next := resource.PageOf(rows, page.Limit, func(r db.AuditRecord) Entry {
-		return Entry{ID: r.ID, At: r.At.UTC(), Tenant: r.TenantID, Subject: r.Subject, Operator: r.Operator, Action: r.Action,
-			ResourceType: r.ResourceType, ResourceID: r.ResourceID, RequestID: r.RequestID, Changes: r.Changes}
+		return Entry{
+			ID: r.ID, At: r.At.UTC(), Tenant: r.TenantID, Subject: r.Subject, Operator: r.Operator, Action: r.Action,
+			ResourceType: r.ResourceType, ResourceID: r.ResourceID, RequestID: r.RequestID, Changes: r.Changes,
+		}
 	}, func(r Entry) string { return r.ID })
 	return out, next, nil
 }

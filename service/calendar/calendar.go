@@ -101,8 +101,10 @@ func (s *Calendars) Create(ctx context.Context, tenant string, in Input) (Calend
 	}
 	var out Calendar
 	err = audit.Tx(ctx, s.pool, func(q db.Querier) error {
-		row, err := db.InsertCalendar(ctx, q, db.Calendar{TenantID: tenant, ID: resource.NewID(), Name: in.Name,
-			Timezone: in.Timezone, Dates: in.Dates})
+		row, err := db.InsertCalendar(ctx, q, db.Calendar{
+			TenantID: tenant, ID: resource.NewID(), Name: in.Name,
+			Timezone: in.Timezone, Dates: in.Dates,
+		})
 		if err != nil {
 			return storeError(err, in)
 		}

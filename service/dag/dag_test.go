@@ -20,20 +20,27 @@ func TestCheck(t *testing.T) {
 		{"a valid graph", []Node{n("extract"), n("transform", "extract"), {Key: "report", DependsOn: []string{"transform"}, Rule: AllDone}}, nil},
 		{"no nodes", nil, nil},
 		{"a key of the wrong form", []Node{n("Extract"), n("-x"), n(strings.Repeat("k", 65)), n("")}, []Problem{
-			{0, "key", "must match " + KeyPattern}, {1, "key", "must match " + KeyPattern},
-			{2, "key", "must match " + KeyPattern}, {3, "key", "must match " + KeyPattern}}},
+			{0, "key", "must match " + KeyPattern},
+			{1, "key", "must match " + KeyPattern},
+			{2, "key", "must match " + KeyPattern},
+			{3, "key", "must match " + KeyPattern},
+		}},
 		{"the longest key", []Node{n(strings.Repeat("k", 64)), n("a.b_c-9")}, nil},
 		{"a key used twice", []Node{n("a"), n("b"), n("a")}, []Problem{{2, "key", `key "a" is used by another node`}}},
 		{"an unknown rule", []Node{{Key: "a", Rule: "any_success"}, {Key: "b"}}, []Problem{
 			{0, "trigger_rule", "must be all_success, all_done or one_success"},
-			{1, "trigger_rule", "must be all_success, all_done or one_success"}}},
+			{1, "trigger_rule", "must be all_success, all_done or one_success"},
+		}},
 		{"a node depends on itself", []Node{n("a", "a")}, []Problem{{0, "depends_on", `node "a" depends on itself`}}},
 		{"an unknown upstream", []Node{n("a", "nope")}, []Problem{{0, "depends_on", `unknown node "nope"`}}},
 		{"an upstream listed twice", []Node{n("a"), n("b", "a", "a")}, []Problem{{1, "depends_on", `"a" is listed twice`}}},
 		{"an upstream with a bad key still exists", []Node{n("A"), n("b", "A")}, []Problem{{0, "key", "must match " + KeyPattern}}},
 		{"keys and rules node by node, then dependencies", []Node{n("a", "x"), {Key: "B", Rule: "?"}, n("c", "c")}, []Problem{
-			{1, "key", "must match " + KeyPattern}, {1, "trigger_rule", "must be all_success, all_done or one_success"},
-			{0, "depends_on", `unknown node "x"`}, {2, "depends_on", `node "c" depends on itself`}}},
+			{1, "key", "must match " + KeyPattern},
+			{1, "trigger_rule", "must be all_success, all_done or one_success"},
+			{0, "depends_on", `unknown node "x"`},
+			{2, "depends_on", `node "c" depends on itself`},
+		}},
 		{"a cycle is no problem of Check", []Node{n("a", "b"), n("b", "a")}, nil},
 	}
 	for _, tt := range tests {
@@ -62,16 +69,26 @@ func TestOrder(t *testing.T) {
 		{"empty", nil, []string{}, ""},
 		{"already upstream first", []Node{n("a"), n("b", "a"), n("c", "b")}, []string{"a", "b", "c"}, ""},
 		{"downstream first", []Node{n("c", "b"), n("b", "a"), n("a")}, []string{"a", "b", "c"}, ""},
-		{"a diamond: dependencies in their order", []Node{n("join", "right", "left"), n("left", "root"), n("right", "root"), n("root")},
-			[]string{"root", "right", "left", "join"}, ""},
+		{
+			"a diamond: dependencies in their order",
+			[]Node{n("join", "right", "left"), n("left", "root"), n("right", "root"), n("root")},
+			[]string{"root", "right", "left", "join"},
+			"",
+		},
 		{"independent nodes keep their order", []Node{n("x"), n("y"), n("z")}, []string{"x", "y", "z"}, ""},
 		{"two roots", []Node{n("report", "a", "b"), n("b"), n("a")}, []string{"a", "b", "report"}, ""},
 		{"an unknown upstream is ignored", []Node{n("b", "nope", "a"), n("a")}, []string{"a", "b"}, ""},
 		{"a two-node cycle", []Node{n("a", "b"), n("b", "a")}, nil, "cycle: a → b → a"},
-		{"a cycle behind a root", []Node{n("extract"), n("transform", "extract", "report"), n("report", "transform")},
-			nil, "cycle: transform → report → transform"},
-		{"a longer cycle, named downstream first", []Node{n("a", "c"), n("b", "a"), n("c", "b"), n("d", "c")},
-			nil, "cycle: a → b → c → a"},
+		{
+			"a cycle behind a root",
+			[]Node{n("extract"), n("transform", "extract", "report"), n("report", "transform")},
+			nil, "cycle: transform → report → transform",
+		},
+		{
+			"a longer cycle, named downstream first",
+			[]Node{n("a", "c"), n("b", "a"), n("c", "b"), n("d", "c")},
+			nil, "cycle: a → b → c → a",
+		},
 		{"a self-loop", []Node{n("a", "a")}, nil, "cycle: a → a"},
 	}
 	for _, tt := range tests {
@@ -172,9 +189,16 @@ func TestDoneAndSuccessful(t *testing.T) {
 		state            string
 		done, successful bool
 	}{
-		{Waiting, false, false}, {Blocked, false, false}, {Pending, false, false}, {Running, false, false},
-		{Retrying, false, false}, {Succeeded, true, true}, {Skipped, true, true}, {Failed, true, false},
-		{Cancelled, true, false}, {"", false, false},
+		{Waiting, false, false},
+		{Blocked, false, false},
+		{Pending, false, false},
+		{Running, false, false},
+		{Retrying, false, false},
+		{Succeeded, true, true},
+		{Skipped, true, true},
+		{Failed, true, false},
+		{Cancelled, true, false},
+		{"", false, false},
 	} {
 		require.Equal(t, tt.done, Done(tt.state), tt.state)
 		require.Equal(t, tt.successful, Successful(tt.state), tt.state)
@@ -231,26 +255,38 @@ func TestAdvance(t *testing.T) {
 		run                  string
 		after                map[string]string // some states after the plan
 	}{
-		{name: "a start fires the root", states: all(Waiting), fire: []string{"extract"}, run: Running,
-			after: map[string]string{"extract": Pending, "transform": Waiting}},
+		{
+			name: "a start fires the root", states: all(Waiting), fire: []string{"extract"}, run: Running,
+			after: map[string]string{"extract": Pending, "transform": Waiting},
+		},
 		{name: "nodes wait while their upstream runs", states: with(all(Waiting), "extract", Running), run: Running},
-		{name: "one success fires the all_success and one_success downstreams",
-			states: with(all(Waiting), "extract", Succeeded), fire: []string{"transform", "audit"}, run: Running},
-		{name: "a failure blocks all_success downstream; all_done fires",
+		{
+			name:   "one success fires the all_success and one_success downstreams",
+			states: with(all(Waiting), "extract", Succeeded), fire: []string{"transform", "audit"}, run: Running,
+		},
+		{
+			name:   "a failure blocks all_success downstream; all_done fires",
 			states: with(all(Waiting), "extract", Succeeded, "transform", Failed, "audit", Succeeded),
 			fire:   []string{"notify"}, block: []string{"load"}, run: Blocked,
-			after: map[string]string{"load": Blocked, "notify": Pending}},
-		{name: "a skipped upstream counts as a success",
+			after: map[string]string{"load": Blocked, "notify": Pending},
+		},
+		{
+			name:   "a skipped upstream counts as a success",
 			states: with(all(Waiting), "extract", Succeeded, "transform", Skipped, "audit", Succeeded),
-			fire:   []string{"load", "notify"}, run: Running},
-		{name: "a blocked node whose upstream is retried waits again",
+			fire:   []string{"load", "notify"}, run: Running,
+		},
+		{
+			name:    "a blocked node whose upstream is retried waits again",
 			states:  with(all(Waiting), "extract", Succeeded, "transform", Retrying, "load", Blocked, "audit", Succeeded),
-			unblock: []string{"load"}, run: Running, after: map[string]string{"load": Waiting}},
+			unblock: []string{"load"}, run: Running, after: map[string]string{"load": Waiting},
+		},
 		{name: "a blocked node stays blocked", states: with(all(Waiting), "extract", Succeeded, "transform", Failed,
 			"load", Blocked, "notify", Succeeded, "audit", Succeeded), run: Blocked},
-		{name: "one_success is broken when its upstreams are done without one",
+		{
+			name:   "one_success is broken when its upstreams are done without one",
 			states: with(all(Waiting), "extract", Failed, "transform", Blocked, "notify", Cancelled),
-			block:  []string{"audit"}, run: Blocked},
+			block:  []string{"audit"}, run: Blocked,
+		},
 		{name: "every node a success: succeeded", states: with(all(Succeeded), "notify", Skipped), run: Succeeded},
 		{name: "every node done, one failed: failed", states: with(all(Succeeded), "load", Failed), run: Failed},
 		{name: "every node done, one cancelled: failed", states: with(all(Succeeded), "audit", Cancelled), run: Failed},

@@ -93,8 +93,10 @@ type Input struct {
 // Input returns the client-settable fields of e, the starting point of a
 // partial update.
 func (e Endpoint) Input() Input {
-	return Input{Name: e.Name, URL: e.URL, Method: e.Method, Headers: e.Headers, Timeout: e.Timeout, Enabled: e.Enabled,
-		Format: e.Format, MaxConcurrency: e.MaxConcurrency, RateLimitPerSecond: e.RateLimitPerSecond}
+	return Input{
+		Name: e.Name, URL: e.URL, Method: e.Method, Headers: e.Headers, Timeout: e.Timeout, Enabled: e.Enabled,
+		Format: e.Format, MaxConcurrency: e.MaxConcurrency, RateLimitPerSecond: e.RateLimitPerSecond,
+	}
 }
 
 // Endpoints manages webhook endpoints.

@@ -210,8 +210,10 @@ func InputError(err error) (*ValidationError, bool) {
 	if !db.Unstorable(err) {
 		return nil, false
 	}
-	return &ValidationError{Fields: []FieldError{{Field: "body",
-		Message: "holds U+0000 (\\u0000) where ax cannot store it; remove the character"}}}, true
+	return &ValidationError{Fields: []FieldError{{
+		Field:   "body",
+		Message: "holds U+0000 (\\u0000) where ax cannot store it; remove the character",
+	}}}, true
 }
 
 // QuotaError is a create refused by a count quota (service/limits): the

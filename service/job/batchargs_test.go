@@ -59,10 +59,14 @@ func TestDeliverBatchArgsEndpoints(t *testing.T) {
 	t.Parallel()
 	e1, e2 := resource.NewID(), resource.NewID()
 	one := DeliverBatchArgs{Executions: []ExecutionRef{
-		{TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e1}, {TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e1}}}
+		{TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e1}, {TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e1},
+	}}
 	mixed := DeliverBatchArgs{Executions: []ExecutionRef{
-		{TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e2}, {TenantID: "acme", ExecutionID: resource.NewID()},
-		{TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e1}, {TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e2}}}
+		{TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e2},
+		{TenantID: "acme", ExecutionID: resource.NewID()},
+		{TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e1},
+		{TenantID: "acme", ExecutionID: resource.NewID(), EndpointID: e2},
+	}}
 	for _, c := range []struct {
 		in      DeliverBatchArgs
 		members string

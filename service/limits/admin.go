@@ -62,9 +62,11 @@ func (l *Limits) Set(ctx context.Context, tenant string, in Own) (View, error) {
 		v := int32(*p) // validated above
 		return &v
 	}
-	row := db.TenantLimits{TenantID: tenant, MaxTasks: i32(in.MaxTasks), MaxWorkflows: i32(in.MaxWorkflows),
+	row := db.TenantLimits{
+		TenantID: tenant, MaxTasks: i32(in.MaxTasks), MaxWorkflows: i32(in.MaxWorkflows),
 		MaxInflight: i32(in.MaxInflightDeliveries), MaxPerSecond: in.MaxDeliveriesPerSecond,
-		APIRequestsPerSecond: in.APIRequestsPerSecond}
+		APIRequestsPerSecond: in.APIRequestsPerSecond,
+	}
 	err := db.InTx(ctx, l.pool, func(tx db.Tx) error {
 		old, err := db.GetTenantLimits(ctx, tx, tenant, true)
 		if err != nil {
@@ -100,6 +102,8 @@ func (l *Limits) Usage(ctx context.Context, tenant string) (Usage, error) {
 	if err != nil {
 		return Usage{}, errs.Store(err, "read tenant usage")
 	}
-	return Usage{Limits: Apply(row, l.Defaults()), Tasks: u.Tasks, Workflows: u.Workflows,
-		InflightDeliveries: u.Inflight}, nil
+	return Usage{
+		Limits: Apply(row, l.Defaults()), Tasks: u.Tasks, Workflows: u.Workflows,
+		InflightDeliveries: u.Inflight,
+	}, nil
 }

@@ -104,8 +104,10 @@ func Admit(ctx context.Context, q db.Querier, r Request) (Admission, error) {
 // hold holds a delivery back by limit (or keeps it held), in order with
 // the other held deliveries of its tenant.
 func hold(ctx context.Context, q db.Querier, r Request, names []string, limit string) (Admission, error) {
-	inserted, err := db.HoldDelivery(ctx, q, r.TenantID, r.TaskID, db.Hold{ExecutionID: r.ExecutionID, JobID: r.JobID,
-		Gates: names, Limit: limit, ScheduledFor: r.ScheduledFor})
+	inserted, err := db.HoldDelivery(ctx, q, r.TenantID, r.TaskID, db.Hold{
+		ExecutionID: r.ExecutionID, JobID: r.JobID,
+		Gates: names, Limit: limit, ScheduledFor: r.ScheduledFor,
+	})
 	if err != nil {
 		return Admission{}, errs.Store(err, "hold delivery")
 	}

@@ -77,8 +77,10 @@ func TestAdmissionRacingAGrant(t *testing.T) {
 				return Admission{}, err
 			}
 			defer func() { _ = tx.Rollback(ctx) }()
-			adm, err := Admit(ctx, tx, Request{TenantID: tenant, ExecutionID: id, JobID: job,
-				ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: time.Minute})
+			adm, err := Admit(ctx, tx, Request{
+				TenantID: tenant, ExecutionID: id, JobID: job,
+				ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: time.Minute,
+			})
 			if err != nil {
 				return adm, err
 			}
@@ -173,8 +175,10 @@ func TestAdmissionBehindHoldsRacingItsGrant(t *testing.T) {
 				return Admission{}, err
 			}
 			defer func() { _ = tx.Rollback(ctx) }()
-			adm, err := Admit(ctx, tx, Request{TenantID: tenant, ExecutionID: id, TaskID: uuid.NewString(), JobID: job,
-				ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: time.Minute})
+			adm, err := Admit(ctx, tx, Request{
+				TenantID: tenant, ExecutionID: id, TaskID: uuid.NewString(), JobID: job,
+				ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: time.Minute,
+			})
 			if err != nil {
 				return adm, err
 			}
@@ -229,8 +233,10 @@ func TestAdmissionBehindHoldsTakesNoGateLock(t *testing.T) {
 	defer func() { _ = tx.Rollback(ctx) }()
 	_, err = tx.Exec(ctx, `SET LOCAL lock_timeout = '2s'`)
 	require.NoError(t, err)
-	adm, err := Admit(ctx, tx, Request{TenantID: tenant, ExecutionID: uuid.NewString(), TaskID: uuid.NewString(), JobID: 1,
-		ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: time.Minute})
+	adm, err := Admit(ctx, tx, Request{
+		TenantID: tenant, ExecutionID: uuid.NewString(), TaskID: uuid.NewString(), JobID: 1,
+		ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: time.Minute,
+	})
 	require.NoError(t, err, "held without the gate's lock")
 	require.False(t, adm.Admitted)
 	require.True(t, adm.NewHold)
@@ -306,8 +312,10 @@ func TestPermitsLastThePermitTTL(t *testing.T) {
 	require.Equal(t, 1, d.Granted)
 
 	admitted := uuid.NewString()
-	adm, err := Admit(ctx, pool, Request{TenantID: tenant, ExecutionID: admitted, TaskID: uuid.NewString(), JobID: 1,
-		ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: 3 * time.Hour})
+	adm, err := Admit(ctx, pool, Request{
+		TenantID: tenant, ExecutionID: admitted, TaskID: uuid.NewString(), JobID: 1,
+		ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: 3 * time.Hour,
+	})
 	require.NoError(t, err)
 	require.True(t, adm.Admitted)
 
@@ -335,8 +343,10 @@ func TestSweepReleasesExpiredPermits(t *testing.T) {
 	gate := Gate{Name: TenantGate, MaxInflight: 5}
 	crashed, live := uuid.NewString(), uuid.NewString()
 	for _, id := range []string{crashed, live} {
-		adm, err := Admit(ctx, pool, Request{TenantID: tenant, ExecutionID: id, TaskID: uuid.NewString(), JobID: 1,
-			ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: time.Hour})
+		adm, err := Admit(ctx, pool, Request{
+			TenantID: tenant, ExecutionID: id, TaskID: uuid.NewString(), JobID: 1,
+			ScheduledFor: time.Now(), Gates: []Gate{gate}, PermitTTL: time.Hour,
+		})
 		require.NoError(t, err)
 		require.True(t, adm.Admitted)
 	}

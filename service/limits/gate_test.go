@@ -26,13 +26,27 @@ func TestBehind(t *testing.T) {
 	}{
 		{"same endpoint gate", []Gate{ep}, []string{"endpoint:a"}, RateLimitPerSecond, RateLimitPerSecond},
 		{"same gate, both limits", []Gate{epConc}, []string{"endpoint:a"}, MaxConcurrency, MaxConcurrency},
-		{"shares the tenant gate only", []Gate{tenant, ep}, []string{"tenant", "endpoint:b"}, RateLimitPerSecond,
-			MaxInflightDeliveries},
+		{
+			"shares the tenant gate only",
+			[]Gate{tenant, ep},
+			[]string{"tenant", "endpoint:b"},
+			RateLimitPerSecond,
+			MaxInflightDeliveries,
+		},
 		{"tenant rate only", []Gate{tenantRate, ep}, []string{"tenant", "endpoint:b"}, MaxConcurrency, MaxDeliveriesPerSecond},
-		{"ahead held by the tenant gate, shares the endpoint", []Gate{ep}, []string{"tenant", "endpoint:a"},
-			MaxInflightDeliveries, RateLimitPerSecond},
-		{"tenant limit named by the held one", []Gate{tenant}, []string{"tenant"}, MaxDeliveriesPerSecond,
-			MaxDeliveriesPerSecond},
+		{
+			"ahead held by the tenant gate, shares the endpoint",
+			[]Gate{ep},
+			[]string{"tenant", "endpoint:a"},
+			MaxInflightDeliveries, RateLimitPerSecond,
+		},
+		{
+			"tenant limit named by the held one",
+			[]Gate{tenant},
+			[]string{"tenant"},
+			MaxDeliveriesPerSecond,
+			MaxDeliveriesPerSecond,
+		},
 		{"no gate shared", []Gate{ep}, []string{"endpoint:b"}, MaxConcurrency, MaxConcurrency},
 	} {
 		require.Equal(t, c.want, behind(c.gs, c.aheadGates, c.aheadLimit), c.name)
@@ -54,16 +68,36 @@ func TestStateOf(t *testing.T) {
 		row  db.GateRow
 		want gateState
 	}{
-		{"no rate: no tokens", Gate{Name: "g", MaxInflight: 3}, row(2, 5, time.Second),
-			gateState{name: "g", inflight: 2, max: 3}},
-		{"refilled at the rate", Gate{Name: "g", Rate: 50}, row(0, 0, 60*time.Millisecond),
-			gateState{name: "g", tokens: 3, rate: 50}},
-		{"capped at a tenth of a second", Gate{Name: "g", Rate: 50}, row(0, 0, time.Hour),
-			gateState{name: "g", tokens: 5, rate: 50}},
-		{"a slow rate's bucket holds one", Gate{Name: "g", Rate: 2}, row(0, 0.5, time.Hour),
-			gateState{name: "g", tokens: 1, rate: 2}},
-		{"in debt until a refill in the future", Gate{Name: "g", Rate: 1}, row(0, 0, -time.Hour),
-			gateState{name: "g", tokens: -3600, rate: 1}},
+		{
+			"no rate: no tokens",
+			Gate{Name: "g", MaxInflight: 3},
+			row(2, 5, time.Second),
+			gateState{name: "g", inflight: 2, max: 3},
+		},
+		{
+			"refilled at the rate",
+			Gate{Name: "g", Rate: 50},
+			row(0, 0, 60*time.Millisecond),
+			gateState{name: "g", tokens: 3, rate: 50},
+		},
+		{
+			"capped at a tenth of a second",
+			Gate{Name: "g", Rate: 50},
+			row(0, 0, time.Hour),
+			gateState{name: "g", tokens: 5, rate: 50},
+		},
+		{
+			"a slow rate's bucket holds one",
+			Gate{Name: "g", Rate: 2},
+			row(0, 0.5, time.Hour),
+			gateState{name: "g", tokens: 1, rate: 2},
+		},
+		{
+			"in debt until a refill in the future",
+			Gate{Name: "g", Rate: 1},
+			row(0, 0, -time.Hour),
+			gateState{name: "g", tokens: -3600, rate: 1},
+		},
 	} {
 		got := stateOf(c.gate, c.row, now)
 		require.InDelta(t, c.want.tokens, got.tokens, 1e-9, c.name)
@@ -90,10 +124,18 @@ func TestGateArithmetic(t *testing.T) {
 		{"full in flight", gateState{name: ep, inflight: 3, max: 3}, false, MaxConcurrency, 0},
 		{"a token", gateState{name: ep, tokens: 1, rate: 10}, true, RateLimitPerSecond, 0},
 		{"no token", gateState{name: ep, tokens: 0.5, rate: 10}, false, RateLimitPerSecond, 50 * time.Millisecond},
-		{"full and no token: in flight named", gateState{name: ep, inflight: 3, max: 3, tokens: 0, rate: 10}, false,
-			MaxConcurrency, 100 * time.Millisecond},
-		{"room but no token: the rate named", gateState{name: ep, inflight: 1, max: 3, tokens: 0, rate: 10}, false,
-			RateLimitPerSecond, 100 * time.Millisecond},
+		{
+			"full and no token: in flight named",
+			gateState{name: ep, inflight: 3, max: 3, tokens: 0, rate: 10},
+			false,
+			MaxConcurrency, 100 * time.Millisecond,
+		},
+		{
+			"room but no token: the rate named",
+			gateState{name: ep, inflight: 1, max: 3, tokens: 0, rate: 10},
+			false,
+			RateLimitPerSecond, 100 * time.Millisecond,
+		},
 		{"tenant full", gateState{name: tenant, inflight: 2, max: 2}, false, MaxInflightDeliveries, 0},
 		{"tenant rate", gateState{name: tenant, tokens: 0, rate: 4}, false, MaxDeliveriesPerSecond, 250 * time.Millisecond},
 	} {

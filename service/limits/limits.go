@@ -67,8 +67,10 @@ func OwnOf(r db.TenantLimits) Own {
 		v := int(*p)
 		return &v
 	}
-	return Own{MaxTasks: i(r.MaxTasks), MaxWorkflows: i(r.MaxWorkflows), MaxInflightDeliveries: i(r.MaxInflight),
-		MaxDeliveriesPerSecond: r.MaxPerSecond, APIRequestsPerSecond: r.APIRequestsPerSecond}
+	return Own{
+		MaxTasks: i(r.MaxTasks), MaxWorkflows: i(r.MaxWorkflows), MaxInflightDeliveries: i(r.MaxInflight),
+		MaxDeliveriesPerSecond: r.MaxPerSecond, APIRequestsPerSecond: r.APIRequestsPerSecond,
+	}
 }
 
 // Config configures Limits.

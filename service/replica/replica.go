@@ -58,8 +58,10 @@ type Replica struct {
 }
 
 func replicaOf(r db.Replica) Replica {
-	return Replica{ID: r.ID, RiverClientID: r.RiverClientID, Hostname: r.Hostname, Version: r.Version,
-		StartedAt: r.StartedAt, LastHeartbeatAt: r.LastHeartbeatAt, DeliveriesInFlight: r.DeliveriesInFlight, State: r.State}
+	return Replica{
+		ID: r.ID, RiverClientID: r.RiverClientID, Hostname: r.Hostname, Version: r.Version,
+		StartedAt: r.StartedAt, LastHeartbeatAt: r.LastHeartbeatAt, DeliveriesInFlight: r.DeliveriesInFlight, State: r.State,
+	}
 }
 
 // Dead is a replica declared dead, with the River jobs it was running

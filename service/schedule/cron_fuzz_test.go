@@ -13,9 +13,11 @@ import (
 // produce strictly increasing, rule-abiding fire times under both DST
 // policies.
 func FuzzCronParse(f *testing.F) {
-	zones := []string{"UTC", "America/New_York", "Europe/London", "Asia/Shanghai", "Australia/Lord_Howe",
+	zones := []string{
+		"UTC", "America/New_York", "Europe/London", "Asia/Shanghai", "Australia/Lord_Howe",
 		"Pacific/Apia", "Pacific/Chatham", "Asia/Kathmandu", "America/Santiago", "Africa/Casablanca",
-		"Antarctica/Troll", "Asia/Tehran", "Pacific/Kiritimati", "America/St_Johns", "Europe/Dublin"}
+		"Antarctica/Troll", "Asia/Tehran", "Pacific/Kiritimati", "America/St_Johns", "Europe/Dublin",
+	}
 	for _, seed := range []string{
 		"TZ=TZ=TZ=", "TZ=0", "CRON_TZ=", "15/0 * * * *", "5-2 * * * *", ", * * * *", "0 0 30 2 *",
 		"@every 0s", strings.Repeat("1,2 ", 2560),

@@ -25,112 +25,204 @@ func TestCronDialects(t *testing.T) {
 		want    []string
 	}{
 		// Quartz's CronTrigger tutorial.
-		{"quartz noon every day", q, "0 0 12 * * ?", "2026-01-01T12:00:00Z",
-			[]string{"2026-01-02T12:00:00Z", "2026-01-03T12:00:00Z"}},
-		{"quartz 10:15 every day, ? in day-of-month", q, "0 15 10 ? * *", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-01T10:15:00Z", "2026-01-02T10:15:00Z"}},
-		{"quartz year *", q, "0 15 10 * * ? *", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-01T10:15:00Z", "2026-01-02T10:15:00Z"}},
-		{"quartz every day of 2005", q, "0 15 10 * * ? 2005", "2004-12-31T00:00:00Z",
-			[]string{"2005-01-01T10:15:00Z", "2005-01-02T10:15:00Z"}},
+		{
+			"quartz noon every day", q, "0 0 12 * * ?", "2026-01-01T12:00:00Z",
+			[]string{"2026-01-02T12:00:00Z", "2026-01-03T12:00:00Z"},
+		},
+		{
+			"quartz 10:15 every day, ? in day-of-month", q, "0 15 10 ? * *", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T10:15:00Z", "2026-01-02T10:15:00Z"},
+		},
+		{
+			"quartz year *", q, "0 15 10 * * ? *", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T10:15:00Z", "2026-01-02T10:15:00Z"},
+		},
+		{
+			"quartz every day of 2005", q, "0 15 10 * * ? 2005", "2004-12-31T00:00:00Z",
+			[]string{"2005-01-01T10:15:00Z", "2005-01-02T10:15:00Z"},
+		},
 		{"quartz 2005 is over", q, "0 15 10 * * ? 2005", "2005-12-31T10:15:00Z", nil},
-		{"quartz every minute of 14h", q, "0 * 14 * * ?", "2026-01-01T14:58:00Z",
-			[]string{"2026-01-01T14:59:00Z", "2026-01-02T14:00:00Z"}},
-		{"quartz every 5 minutes at 14h and 18h", q, "0 0/5 14,18 * * ?", "2026-01-01T14:50:00Z",
-			[]string{"2026-01-01T14:55:00Z", "2026-01-01T18:00:00Z", "2026-01-01T18:05:00Z"}},
-		{"quartz minute range", q, "0 0-5 14 * * ?", "2026-01-01T14:04:00Z",
-			[]string{"2026-01-01T14:05:00Z", "2026-01-02T14:00:00Z"}},
-		{"quartz Wednesdays of March", q, "0 10,44 14 ? 3 WED", "2026-01-01T00:00:00Z",
-			[]string{"2026-03-04T14:10:00Z", "2026-03-04T14:44:00Z", "2026-03-11T14:10:00Z"}},
-		{"quartz weekdays", q, "0 15 10 ? * MON-FRI", "2026-01-02T11:00:00Z",
-			[]string{"2026-01-05T10:15:00Z", "2026-01-06T10:15:00Z", "2026-01-07T10:15:00Z"}},
-		{"quartz the 15th", q, "0 15 10 15 * ?", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-15T10:15:00Z", "2026-02-15T10:15:00Z"}},
-		{"quartz last day of the month", q, "0 15 10 L * ?", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-31T10:15:00Z", "2026-02-28T10:15:00Z", "2026-03-31T10:15:00Z"}},
-		{"quartz L-2", q, "0 15 10 L-2 * ?", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-29T10:15:00Z", "2026-02-26T10:15:00Z", "2026-03-29T10:15:00Z"}},
-		{"quartz last Friday (6L)", q, "0 15 10 ? * 6L", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-30T10:15:00Z", "2026-02-27T10:15:00Z", "2026-03-27T10:15:00Z", "2026-04-24T10:15:00Z", "2026-05-29T10:15:00Z"}},
-		{"quartz last Friday in 2002-2005", q, "0 15 10 ? * 6L 2002-2005", "2001-06-01T00:00:00Z",
-			[]string{"2002-01-25T10:15:00Z", "2002-02-22T10:15:00Z", "2002-03-29T10:15:00Z", "2002-04-26T10:15:00Z", "2002-05-31T10:15:00Z"}},
-		{"quartz last Friday in 2002-2005 ends", q, "0 15 10 ? * 6L 2002-2005", "2005-12-01T00:00:00Z",
-			[]string{"2005-12-30T10:15:00Z"}},
-		{"quartz third Friday (6#3)", q, "0 15 10 ? * 6#3", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-16T10:15:00Z", "2026-02-20T10:15:00Z", "2026-03-20T10:15:00Z"}},
-		{"quartz every 5 days from the 1st", q, "0 0 12 1/5 * ?", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-01T12:00:00Z", "2026-01-06T12:00:00Z", "2026-01-11T12:00:00Z", "2026-01-16T12:00:00Z",
-				"2026-01-21T12:00:00Z", "2026-01-26T12:00:00Z", "2026-01-31T12:00:00Z", "2026-02-01T12:00:00Z"}},
-		{"quartz 11 November 11:11", q, "0 11 11 11 11 ?", "2026-01-01T00:00:00Z",
-			[]string{"2026-11-11T11:11:00Z", "2027-11-11T11:11:00Z"}},
+		{
+			"quartz every minute of 14h", q, "0 * 14 * * ?", "2026-01-01T14:58:00Z",
+			[]string{"2026-01-01T14:59:00Z", "2026-01-02T14:00:00Z"},
+		},
+		{
+			"quartz every 5 minutes at 14h and 18h", q, "0 0/5 14,18 * * ?", "2026-01-01T14:50:00Z",
+			[]string{"2026-01-01T14:55:00Z", "2026-01-01T18:00:00Z", "2026-01-01T18:05:00Z"},
+		},
+		{
+			"quartz minute range", q, "0 0-5 14 * * ?", "2026-01-01T14:04:00Z",
+			[]string{"2026-01-01T14:05:00Z", "2026-01-02T14:00:00Z"},
+		},
+		{
+			"quartz Wednesdays of March", q, "0 10,44 14 ? 3 WED", "2026-01-01T00:00:00Z",
+			[]string{"2026-03-04T14:10:00Z", "2026-03-04T14:44:00Z", "2026-03-11T14:10:00Z"},
+		},
+		{
+			"quartz weekdays", q, "0 15 10 ? * MON-FRI", "2026-01-02T11:00:00Z",
+			[]string{"2026-01-05T10:15:00Z", "2026-01-06T10:15:00Z", "2026-01-07T10:15:00Z"},
+		},
+		{
+			"quartz the 15th", q, "0 15 10 15 * ?", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-15T10:15:00Z", "2026-02-15T10:15:00Z"},
+		},
+		{
+			"quartz last day of the month", q, "0 15 10 L * ?", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-31T10:15:00Z", "2026-02-28T10:15:00Z", "2026-03-31T10:15:00Z"},
+		},
+		{
+			"quartz L-2", q, "0 15 10 L-2 * ?", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-29T10:15:00Z", "2026-02-26T10:15:00Z", "2026-03-29T10:15:00Z"},
+		},
+		{
+			"quartz last Friday (6L)", q, "0 15 10 ? * 6L", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-30T10:15:00Z", "2026-02-27T10:15:00Z", "2026-03-27T10:15:00Z", "2026-04-24T10:15:00Z", "2026-05-29T10:15:00Z"},
+		},
+		{
+			"quartz last Friday in 2002-2005", q, "0 15 10 ? * 6L 2002-2005", "2001-06-01T00:00:00Z",
+			[]string{"2002-01-25T10:15:00Z", "2002-02-22T10:15:00Z", "2002-03-29T10:15:00Z", "2002-04-26T10:15:00Z", "2002-05-31T10:15:00Z"},
+		},
+		{
+			"quartz last Friday in 2002-2005 ends", q, "0 15 10 ? * 6L 2002-2005", "2005-12-01T00:00:00Z",
+			[]string{"2005-12-30T10:15:00Z"},
+		},
+		{
+			"quartz third Friday (6#3)", q, "0 15 10 ? * 6#3", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-16T10:15:00Z", "2026-02-20T10:15:00Z", "2026-03-20T10:15:00Z"},
+		},
+		{
+			"quartz every 5 days from the 1st", q, "0 0 12 1/5 * ?", "2026-01-01T00:00:00Z",
+			[]string{
+				"2026-01-01T12:00:00Z", "2026-01-06T12:00:00Z", "2026-01-11T12:00:00Z", "2026-01-16T12:00:00Z",
+				"2026-01-21T12:00:00Z", "2026-01-26T12:00:00Z", "2026-01-31T12:00:00Z", "2026-02-01T12:00:00Z",
+			},
+		},
+		{
+			"quartz 11 November 11:11", q, "0 11 11 11 11 ?", "2026-01-01T00:00:00Z",
+			[]string{"2026-11-11T11:11:00Z", "2027-11-11T11:11:00Z"},
+		},
 		// Quartz day-of-week numbering and L.
 		{"quartz 1 is Sunday", q, "0 0 12 ? * 1", "2026-01-01T00:00:00Z", []string{"2026-01-04T12:00:00Z", "2026-01-11T12:00:00Z"}},
 		{"quartz 7 is Saturday", q, "0 0 12 ? * 7", "2026-01-01T00:00:00Z", []string{"2026-01-03T12:00:00Z", "2026-01-10T12:00:00Z"}},
 		{"quartz L alone is Saturday", q, "0 0 12 ? * L", "2026-01-01T00:00:00Z", []string{"2026-01-03T12:00:00Z", "2026-01-10T12:00:00Z"}},
-		{"quartz first Monday (2#1)", q, "0 0 9 ? * 2#1", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-05T09:00:00Z", "2026-02-02T09:00:00Z", "2026-03-02T09:00:00Z"}},
-		{"quartz name with #", q, "0 0 9 ? * MON#1", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-05T09:00:00Z", "2026-02-02T09:00:00Z"}},
-		{"quartz wrapped weekdays by number", q, "0 0 0 ? * 6-2", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z", "2026-01-04T00:00:00Z", "2026-01-05T00:00:00Z", "2026-01-09T00:00:00Z"}},
-		{"quartz W", q, "0 0 12 15W * ?", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-15T12:00:00Z", "2026-02-16T12:00:00Z", "2026-03-16T12:00:00Z", "2026-04-15T12:00:00Z"}},
-		{"quartz LW", q, "0 0 12 LW * ?", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-30T12:00:00Z", "2026-02-27T12:00:00Z", "2026-03-31T12:00:00Z", "2026-04-30T12:00:00Z", "2026-05-29T12:00:00Z"}},
-		{"quartz year step", q, "0 0 0 1 1 ? 2030/30", "2026-01-01T00:00:00Z",
-			[]string{"2030-01-01T00:00:00Z", "2060-01-01T00:00:00Z", "2090-01-01T00:00:00Z"}},
-		{"quartz year list", q, "0 0 0 29 2 ? 2027,2028,2032", "2026-01-01T00:00:00Z",
-			[]string{"2028-02-29T00:00:00Z", "2032-02-29T00:00:00Z"}},
+		{
+			"quartz first Monday (2#1)", q, "0 0 9 ? * 2#1", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-05T09:00:00Z", "2026-02-02T09:00:00Z", "2026-03-02T09:00:00Z"},
+		},
+		{
+			"quartz name with #", q, "0 0 9 ? * MON#1", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-05T09:00:00Z", "2026-02-02T09:00:00Z"},
+		},
+		{
+			"quartz wrapped weekdays by number", q, "0 0 0 ? * 6-2", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z", "2026-01-04T00:00:00Z", "2026-01-05T00:00:00Z", "2026-01-09T00:00:00Z"},
+		},
+		{
+			"quartz W", q, "0 0 12 15W * ?", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-15T12:00:00Z", "2026-02-16T12:00:00Z", "2026-03-16T12:00:00Z", "2026-04-15T12:00:00Z"},
+		},
+		{
+			"quartz LW", q, "0 0 12 LW * ?", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-30T12:00:00Z", "2026-02-27T12:00:00Z", "2026-03-31T12:00:00Z", "2026-04-30T12:00:00Z", "2026-05-29T12:00:00Z"},
+		},
+		{
+			"quartz year step", q, "0 0 0 1 1 ? 2030/30", "2026-01-01T00:00:00Z",
+			[]string{"2030-01-01T00:00:00Z", "2060-01-01T00:00:00Z", "2090-01-01T00:00:00Z"},
+		},
+		{
+			"quartz year list", q, "0 0 0 29 2 ? 2027,2028,2032", "2026-01-01T00:00:00Z",
+			[]string{"2028-02-29T00:00:00Z", "2032-02-29T00:00:00Z"},
+		},
 		{"quartz descriptor", q, "@daily", "2026-01-01T00:00:00Z", []string{"2026-01-02T00:00:00Z"}},
 
 		// Standard dialect: the same elements, Vixie's numbering.
 		{"standard 0 is Sunday", std, "0 12 * * 0", "2026-01-01T00:00:00Z", []string{"2026-01-04T12:00:00Z"}},
 		{"standard 1 is Monday", std, "0 12 * * 1", "2026-01-01T00:00:00Z", []string{"2026-01-05T12:00:00Z"}},
 		{"standard L alone is Saturday", std, "0 12 * * L", "2026-01-01T00:00:00Z", []string{"2026-01-03T12:00:00Z", "2026-01-10T12:00:00Z"}},
-		{"standard last Friday (5L)", std, "0 12 * * 5L", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-30T12:00:00Z", "2026-02-27T12:00:00Z", "2026-03-27T12:00:00Z"}},
+		{
+			"standard last Friday (5L)", std, "0 12 * * 5L", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-30T12:00:00Z", "2026-02-27T12:00:00Z", "2026-03-27T12:00:00Z"},
+		},
 		{"standard last Friday by name", std, "0 12 * * FRIL", "2026-01-01T00:00:00Z", []string{"2026-01-30T12:00:00Z"}},
 		{"standard last Sunday (7L)", std, "0 12 * * 7L", "2026-01-01T00:00:00Z", []string{"2026-01-25T12:00:00Z", "2026-02-22T12:00:00Z"}},
-		{"standard first Monday (1#1)", std, "0 9 * * 1#1", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-05T09:00:00Z", "2026-02-02T09:00:00Z", "2026-03-02T09:00:00Z"}},
-		{"standard fifth Thursday", std, "0 12 * * 4#5", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-29T12:00:00Z", "2026-04-30T12:00:00Z", "2026-07-30T12:00:00Z", "2026-10-29T12:00:00Z", "2026-12-31T12:00:00Z"}},
-		{"standard # list", std, "0 12 * * MON#1,FRI#3", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-05T12:00:00Z", "2026-01-16T12:00:00Z", "2026-02-02T12:00:00Z", "2026-02-20T12:00:00Z"}},
-		{"standard wrapped weekdays", std, "0 0 * * FRI-MON", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z", "2026-01-04T00:00:00Z", "2026-01-05T00:00:00Z", "2026-01-09T00:00:00Z"}},
-		{"standard wrapped weekdays by number", std, "0 0 * * 5-1", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z", "2026-01-04T00:00:00Z", "2026-01-05T00:00:00Z", "2026-01-09T00:00:00Z"}},
-		{"standard SAT-SUN", std, "0 0 * * SAT-SUN", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-03T00:00:00Z", "2026-01-04T00:00:00Z", "2026-01-10T00:00:00Z"}},
-		{"standard wrapped months", std, "0 0 1 NOV-FEB *", "2026-01-15T00:00:00Z",
-			[]string{"2026-02-01T00:00:00Z", "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z", "2027-02-01T00:00:00Z"}},
-		{"standard wrapped hours", std, "0 22-2 * * *", "2026-01-01T03:00:00Z",
-			[]string{"2026-01-01T22:00:00Z", "2026-01-01T23:00:00Z", "2026-01-02T00:00:00Z", "2026-01-02T01:00:00Z", "2026-01-02T02:00:00Z", "2026-01-02T22:00:00Z"}},
-		{"standard wrapped hours with a step", std, "0 22-2/2 * * *", "2026-01-01T03:00:00Z",
-			[]string{"2026-01-01T22:00:00Z", "2026-01-02T00:00:00Z", "2026-01-02T02:00:00Z", "2026-01-02T22:00:00Z"}},
-		{"standard wrapped minutes with a step", std, "50-10/5 * * * *", "2026-01-01T00:10:00Z",
-			[]string{"2026-01-01T00:50:00Z", "2026-01-01T00:55:00Z", "2026-01-01T01:00:00Z", "2026-01-01T01:05:00Z", "2026-01-01T01:10:00Z", "2026-01-01T01:50:00Z"}},
-		{"standard wrapped days of the month", std, "0 0 25-5 2 *", "2026-01-31T00:00:00Z",
-			[]string{"2026-02-01T00:00:00Z", "2026-02-02T00:00:00Z", "2026-02-03T00:00:00Z", "2026-02-04T00:00:00Z", "2026-02-05T00:00:00Z",
-				"2026-02-25T00:00:00Z", "2026-02-26T00:00:00Z", "2026-02-27T00:00:00Z", "2026-02-28T00:00:00Z", "2027-02-01T00:00:00Z"}},
-		{"standard W", std, "0 12 15W * *", "2026-05-01T00:00:00Z",
-			[]string{"2026-05-15T12:00:00Z", "2026-06-15T12:00:00Z", "2026-07-15T12:00:00Z", "2026-08-14T12:00:00Z"}},
-		{"standard 1W stays in the month", std, "0 12 1W * *", "2026-07-15T00:00:00Z",
-			[]string{"2026-08-03T12:00:00Z", "2026-09-01T12:00:00Z", "2026-10-01T12:00:00Z", "2026-11-02T12:00:00Z"}},
-		{"standard 31W only in 31-day months, never in the next", std, "0 12 31W * *", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-30T12:00:00Z", "2026-03-31T12:00:00Z", "2026-05-29T12:00:00Z", "2026-07-31T12:00:00Z", "2026-08-31T12:00:00Z", "2026-10-30T12:00:00Z"}},
-		{"standard LW", std, "0 12 LW * *", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-30T12:00:00Z", "2026-02-27T12:00:00Z", "2026-03-31T12:00:00Z"}},
-		{"standard W and L in a list", std, "0 12 1W,L * *", "2026-01-15T00:00:00Z",
-			[]string{"2026-01-31T12:00:00Z", "2026-02-02T12:00:00Z", "2026-02-28T12:00:00Z", "2026-03-02T12:00:00Z"}},
-		{"standard Vixie OR with the new items", std, "0 12 1 * 5L", "2026-01-01T13:00:00Z",
-			[]string{"2026-01-30T12:00:00Z", "2026-02-01T12:00:00Z", "2026-02-27T12:00:00Z", "2026-03-01T12:00:00Z"}},
+		{
+			"standard first Monday (1#1)", std, "0 9 * * 1#1", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-05T09:00:00Z", "2026-02-02T09:00:00Z", "2026-03-02T09:00:00Z"},
+		},
+		{
+			"standard fifth Thursday", std, "0 12 * * 4#5", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-29T12:00:00Z", "2026-04-30T12:00:00Z", "2026-07-30T12:00:00Z", "2026-10-29T12:00:00Z", "2026-12-31T12:00:00Z"},
+		},
+		{
+			"standard # list", std, "0 12 * * MON#1,FRI#3", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-05T12:00:00Z", "2026-01-16T12:00:00Z", "2026-02-02T12:00:00Z", "2026-02-20T12:00:00Z"},
+		},
+		{
+			"standard wrapped weekdays", std, "0 0 * * FRI-MON", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z", "2026-01-04T00:00:00Z", "2026-01-05T00:00:00Z", "2026-01-09T00:00:00Z"},
+		},
+		{
+			"standard wrapped weekdays by number", std, "0 0 * * 5-1", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z", "2026-01-04T00:00:00Z", "2026-01-05T00:00:00Z", "2026-01-09T00:00:00Z"},
+		},
+		{
+			"standard SAT-SUN", std, "0 0 * * SAT-SUN", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-03T00:00:00Z", "2026-01-04T00:00:00Z", "2026-01-10T00:00:00Z"},
+		},
+		{
+			"standard wrapped months", std, "0 0 1 NOV-FEB *", "2026-01-15T00:00:00Z",
+			[]string{"2026-02-01T00:00:00Z", "2026-11-01T00:00:00Z", "2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z", "2027-02-01T00:00:00Z"},
+		},
+		{
+			"standard wrapped hours", std, "0 22-2 * * *", "2026-01-01T03:00:00Z",
+			[]string{"2026-01-01T22:00:00Z", "2026-01-01T23:00:00Z", "2026-01-02T00:00:00Z", "2026-01-02T01:00:00Z", "2026-01-02T02:00:00Z", "2026-01-02T22:00:00Z"},
+		},
+		{
+			"standard wrapped hours with a step", std, "0 22-2/2 * * *", "2026-01-01T03:00:00Z",
+			[]string{"2026-01-01T22:00:00Z", "2026-01-02T00:00:00Z", "2026-01-02T02:00:00Z", "2026-01-02T22:00:00Z"},
+		},
+		{
+			"standard wrapped minutes with a step", std, "50-10/5 * * * *", "2026-01-01T00:10:00Z",
+			[]string{"2026-01-01T00:50:00Z", "2026-01-01T00:55:00Z", "2026-01-01T01:00:00Z", "2026-01-01T01:05:00Z", "2026-01-01T01:10:00Z", "2026-01-01T01:50:00Z"},
+		},
+		{
+			"standard wrapped days of the month", std, "0 0 25-5 2 *", "2026-01-31T00:00:00Z",
+			[]string{
+				"2026-02-01T00:00:00Z", "2026-02-02T00:00:00Z", "2026-02-03T00:00:00Z", "2026-02-04T00:00:00Z", "2026-02-05T00:00:00Z",
+				"2026-02-25T00:00:00Z", "2026-02-26T00:00:00Z", "2026-02-27T00:00:00Z", "2026-02-28T00:00:00Z", "2027-02-01T00:00:00Z",
+			},
+		},
+		{
+			"standard W", std, "0 12 15W * *", "2026-05-01T00:00:00Z",
+			[]string{"2026-05-15T12:00:00Z", "2026-06-15T12:00:00Z", "2026-07-15T12:00:00Z", "2026-08-14T12:00:00Z"},
+		},
+		{
+			"standard 1W stays in the month", std, "0 12 1W * *", "2026-07-15T00:00:00Z",
+			[]string{"2026-08-03T12:00:00Z", "2026-09-01T12:00:00Z", "2026-10-01T12:00:00Z", "2026-11-02T12:00:00Z"},
+		},
+		{
+			"standard 31W only in 31-day months, never in the next", std, "0 12 31W * *", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-30T12:00:00Z", "2026-03-31T12:00:00Z", "2026-05-29T12:00:00Z", "2026-07-31T12:00:00Z", "2026-08-31T12:00:00Z", "2026-10-30T12:00:00Z"},
+		},
+		{
+			"standard LW", std, "0 12 LW * *", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-30T12:00:00Z", "2026-02-27T12:00:00Z", "2026-03-31T12:00:00Z"},
+		},
+		{
+			"standard W and L in a list", std, "0 12 1W,L * *", "2026-01-15T00:00:00Z",
+			[]string{"2026-01-31T12:00:00Z", "2026-02-02T12:00:00Z", "2026-02-28T12:00:00Z", "2026-03-02T12:00:00Z"},
+		},
+		{
+			"standard Vixie OR with the new items", std, "0 12 1 * 5L", "2026-01-01T13:00:00Z",
+			[]string{"2026-01-30T12:00:00Z", "2026-02-01T12:00:00Z", "2026-02-27T12:00:00Z", "2026-03-01T12:00:00Z"},
+		},
 		{"standard AND when a day field starts with *", std, "0 12 */2 * 5L", "2026-01-01T00:00:00Z", // odd days that are a last Friday
 			[]string{"2026-02-27T12:00:00Z", "2026-03-27T12:00:00Z", "2026-05-29T12:00:00Z"}},
 		{"standard ? in both day fields", std, "0 12 ? * ?", "2026-01-01T00:00:00Z", []string{"2026-01-01T12:00:00Z"}},
-		{"standard 7 fields with a year", std, "0 30 9 * * MON-FRI 2027", "2026-06-01T00:00:00Z",
-			[]string{"2027-01-01T09:30:00Z", "2027-01-04T09:30:00Z"}},
+		{
+			"standard 7 fields with a year", std, "0 30 9 * * MON-FRI 2027", "2026-06-01T00:00:00Z",
+			[]string{"2027-01-01T09:30:00Z", "2027-01-04T09:30:00Z"},
+		},
 		{"standard year range ends", std, "0 0 0 1 1 * 2026-2027", "2026-06-01T00:00:00Z", []string{"2027-01-01T00:00:00Z"}},
 		{"standard leap day (robfig)", std, "0 0 0 29 2 ?", "2026-01-01T00:00:00Z", []string{"2028-02-29T00:00:00Z", "2032-02-29T00:00:00Z"}},
 	}
@@ -166,8 +258,10 @@ func TestCronDialectErrors(t *testing.T) {
 		expr    string
 		want    string // a substring of the one schedule.cron message
 	}{
-		{"quartz needs ? in a day field", q, "0 0 12 * * *",
-			`day-of-month and day-of-week fields: the quartz dialect needs ? in exactly one of them (got "*" and "*"); e.g. "0 0 12 ? * MON" or "0 0 12 1 * ?"`},
+		{
+			"quartz needs ? in a day field", q, "0 0 12 * * *",
+			`day-of-month and day-of-week fields: the quartz dialect needs ? in exactly one of them (got "*" and "*"); e.g. "0 0 12 ? * MON" or "0 0 12 1 * ?"`,
+		},
 		{"quartz ? in both day fields", q, "0 0 12 ? * ?", "day-of-month and day-of-week fields: the quartz dialect allows ? in only one of them"},
 		{"quartz five fields", q, "0 12 * * ?", "must have 6 fields (second minute hour day-of-month month day-of-week) or 7 with a year last in the quartz dialect; got 5"},
 		{"quartz eight fields", q, "0 0 12 ? * * 2026 1", "in the quartz dialect; got 8"},
@@ -267,18 +361,36 @@ func TestScheduleDialectAndPolicyFields(t *testing.T) {
 		spec Spec
 		want []FieldError
 	}{
-		{"unknown dialect", Spec{Type: Cron, Cron: "@daily", Dialect: "vixie"},
-			[]FieldError{{"schedule.dialect", `"vixie" is not allowed; must be one of "standard", "quartz"`}}},
-		{"unknown policy", Spec{Type: Cron, Cron: "@daily", DSTPolicy: "skip"},
-			[]FieldError{{"schedule.dst_policy", `"skip" is not allowed; must be one of "vixie", "once_per_local_time"`}}},
-		{"quartz on an interval", Spec{Type: Interval, IntervalSeconds: 60, Dialect: DialectQuartz},
-			[]FieldError{{"schedule.dialect", `must not be "quartz": it applies to cron schedules only, not to interval schedules`}}},
-		{"policy on a once", Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z"), DSTPolicy: DSTOncePerLocalTime},
-			[]FieldError{{"schedule.dst_policy", `must not be "once_per_local_time": it applies to cron schedules only, not to once schedules`}}},
-		{"unknown dialect on an interval", Spec{Type: Interval, IntervalSeconds: 60, Dialect: "cron"},
-			[]FieldError{{"schedule.dialect", `"cron" is not allowed`}}},
-		{"an unknown dialect does not also report the expression", Spec{Type: Cron, Cron: "0 0 12 ? * MON", Dialect: "Quartz"},
-			[]FieldError{{"schedule.dialect", `"Quartz" is not allowed`}}},
+		{
+			"unknown dialect",
+			Spec{Type: Cron, Cron: "@daily", Dialect: "vixie"},
+			[]FieldError{{"schedule.dialect", `"vixie" is not allowed; must be one of "standard", "quartz"`}},
+		},
+		{
+			"unknown policy",
+			Spec{Type: Cron, Cron: "@daily", DSTPolicy: "skip"},
+			[]FieldError{{"schedule.dst_policy", `"skip" is not allowed; must be one of "vixie", "once_per_local_time"`}},
+		},
+		{
+			"quartz on an interval",
+			Spec{Type: Interval, IntervalSeconds: 60, Dialect: DialectQuartz},
+			[]FieldError{{"schedule.dialect", `must not be "quartz": it applies to cron schedules only, not to interval schedules`}},
+		},
+		{
+			"policy on a once",
+			Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z"), DSTPolicy: DSTOncePerLocalTime},
+			[]FieldError{{"schedule.dst_policy", `must not be "once_per_local_time": it applies to cron schedules only, not to once schedules`}},
+		},
+		{
+			"unknown dialect on an interval",
+			Spec{Type: Interval, IntervalSeconds: 60, Dialect: "cron"},
+			[]FieldError{{"schedule.dialect", `"cron" is not allowed`}},
+		},
+		{
+			"an unknown dialect does not also report the expression",
+			Spec{Type: Cron, Cron: "0 0 12 ? * MON", Dialect: "Quartz"},
+			[]FieldError{{"schedule.dialect", `"Quartz" is not allowed`}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

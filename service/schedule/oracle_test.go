@@ -58,8 +58,10 @@ type specField struct {
 	names        []string // the names of lo, lo+1, …
 }
 
-var specMonths = []string{"JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"}
-var specDays = []string{"SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"}
+var (
+	specMonths = []string{"JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"}
+	specDays   = []string{"SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"}
+)
 
 func specFields(quartz bool) [7]specField {
 	dow := specField{name: "day-of-week", lo: 0, hi: 7, star: 6, period: 7, names: specDays}
@@ -81,8 +83,10 @@ func specFields(quartz bool) [7]specField {
 func specParse(expr string, quartz bool) (*specCron, error) {
 	fields := strings.Fields(expr)
 	if len(fields) == 1 && strings.HasPrefix(fields[0], "@") {
-		std := map[string]string{"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-			"@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}[strings.ToLower(fields[0])]
+		std := map[string]string{
+			"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+			"@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
+		}[strings.ToLower(fields[0])]
 		if std == "" {
 			return nil, fmt.Errorf("unknown descriptor %s", fields[0])
 		}
@@ -602,10 +606,12 @@ func TestNextAgainstSpecOracle(t *testing.T) {
 	}
 	t.Logf("seed %d (AX_PROP_SEED=%d replays it)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, seed^0x5eed))
-	zones := []string{"UTC", "America/New_York", "Europe/London", "Europe/Dublin", "Australia/Lord_Howe",
+	zones := []string{
+		"UTC", "America/New_York", "Europe/London", "Europe/Dublin", "Australia/Lord_Howe",
 		"Pacific/Chatham", "America/Santiago", "Asia/Tehran", "America/Havana", "Africa/Casablanca", "Pacific/Apia",
 		"Antarctica/Troll", "America/St_Johns", "Asia/Kolkata", "Europe/Moscow", "America/Sao_Paulo",
-		"Australia/Adelaide", "Africa/Monrovia", "America/Nuuk"}
+		"Australia/Adelaide", "Africa/Monrovia", "America/Nuuk",
+	}
 	cases := 3000
 	if testing.Short() {
 		cases = 200

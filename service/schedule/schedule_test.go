@@ -67,58 +67,106 @@ func TestScheduleCronNext(t *testing.T) {
 		after string
 		want  []string
 	}{
-		{"5 fields fire on second 0", "*/20 * * * *", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-01T00:20:00Z", "2026-01-01T00:40:00Z", "2026-01-01T01:00:00Z"}},
-		{"seconds step", "*/20 * * * * *", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-01T00:00:20Z", "2026-01-01T00:00:40Z", "2026-01-01T00:01:00Z"}},
-		{"seconds range step", "10-40/15 * * * * *", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-01T00:00:10Z", "2026-01-01T00:00:25Z", "2026-01-01T00:00:40Z", "2026-01-01T00:01:10Z"}},
-		{"seconds start step", "5/20 * * * * *", "2026-01-01T00:00:05Z",
-			[]string{"2026-01-01T00:00:25Z", "2026-01-01T00:00:45Z", "2026-01-01T00:01:05Z"}},
-		{"six fields fixed time", "15 30 9 * * *", "2026-01-01T09:30:15Z",
-			[]string{"2026-01-02T09:30:15Z", "2026-01-03T09:30:15Z"}},
-		{"after with fraction", "* * * * * *", "2026-01-01T00:00:00.5Z",
-			[]string{"2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z"}},
-		{"lists", "0 0,30 8,20 * * *", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-01T08:00:00Z", "2026-01-01T08:30:00Z", "2026-01-01T20:00:00Z", "2026-01-01T20:30:00Z", "2026-01-02T08:00:00Z"}},
-		{"hour range step and weekday range", "0 9-17/4 * * MON-FRI", "2026-01-02T10:00:00Z",
-			[]string{"2026-01-02T13:00:00Z", "2026-01-02T17:00:00Z", "2026-01-05T09:00:00Z"}},
-		{"month names mixed case", "0 0 1 JAN,jul *", "2026-01-01T00:00:00Z",
-			[]string{"2026-07-01T00:00:00Z", "2027-01-01T00:00:00Z"}},
-		{"month name range", "0 0 1 feb-Apr *", "2026-01-01T00:00:00Z",
-			[]string{"2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z", "2027-02-01T00:00:00Z"}},
-		{"weekday name", "0 12 * * sun", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-04T12:00:00Z", "2026-01-11T12:00:00Z"}},
-		{"weekday 7 is sunday", "0 12 * * 7", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-04T12:00:00Z", "2026-01-11T12:00:00Z"}},
-		{"weekday range to 7", "0 12 * * 6-7", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-03T12:00:00Z", "2026-01-04T12:00:00Z", "2026-01-10T12:00:00Z"}},
+		{
+			"5 fields fire on second 0", "*/20 * * * *", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T00:20:00Z", "2026-01-01T00:40:00Z", "2026-01-01T01:00:00Z"},
+		},
+		{
+			"seconds step", "*/20 * * * * *", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T00:00:20Z", "2026-01-01T00:00:40Z", "2026-01-01T00:01:00Z"},
+		},
+		{
+			"seconds range step", "10-40/15 * * * * *", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T00:00:10Z", "2026-01-01T00:00:25Z", "2026-01-01T00:00:40Z", "2026-01-01T00:01:10Z"},
+		},
+		{
+			"seconds start step", "5/20 * * * * *", "2026-01-01T00:00:05Z",
+			[]string{"2026-01-01T00:00:25Z", "2026-01-01T00:00:45Z", "2026-01-01T00:01:05Z"},
+		},
+		{
+			"six fields fixed time", "15 30 9 * * *", "2026-01-01T09:30:15Z",
+			[]string{"2026-01-02T09:30:15Z", "2026-01-03T09:30:15Z"},
+		},
+		{
+			"after with fraction", "* * * * * *", "2026-01-01T00:00:00.5Z",
+			[]string{"2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z"},
+		},
+		{
+			"lists", "0 0,30 8,20 * * *", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-01T08:00:00Z", "2026-01-01T08:30:00Z", "2026-01-01T20:00:00Z", "2026-01-01T20:30:00Z", "2026-01-02T08:00:00Z"},
+		},
+		{
+			"hour range step and weekday range", "0 9-17/4 * * MON-FRI", "2026-01-02T10:00:00Z",
+			[]string{"2026-01-02T13:00:00Z", "2026-01-02T17:00:00Z", "2026-01-05T09:00:00Z"},
+		},
+		{
+			"month names mixed case", "0 0 1 JAN,jul *", "2026-01-01T00:00:00Z",
+			[]string{"2026-07-01T00:00:00Z", "2027-01-01T00:00:00Z"},
+		},
+		{
+			"month name range", "0 0 1 feb-Apr *", "2026-01-01T00:00:00Z",
+			[]string{"2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z", "2026-04-01T00:00:00Z", "2027-02-01T00:00:00Z"},
+		},
+		{
+			"weekday name", "0 12 * * sun", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-04T12:00:00Z", "2026-01-11T12:00:00Z"},
+		},
+		{
+			"weekday 7 is sunday", "0 12 * * 7", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-04T12:00:00Z", "2026-01-11T12:00:00Z"},
+		},
+		{
+			"weekday range to 7", "0 12 * * 6-7", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-03T12:00:00Z", "2026-01-04T12:00:00Z", "2026-01-10T12:00:00Z"},
+		},
 		{"weekday step", "0 0 * * */3", "2026-01-01T00:00:00Z", // SUN, WED, SAT
 			[]string{"2026-01-03T00:00:00Z", "2026-01-04T00:00:00Z", "2026-01-07T00:00:00Z", "2026-01-10T00:00:00Z"}},
-		{"question mark in dom", "0 0 ? * MON", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-05T00:00:00Z", "2026-01-12T00:00:00Z"}},
-		{"question mark in dow", "0 0 1 * ?", "2026-01-01T00:00:00Z",
-			[]string{"2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"}},
-		{"L in leap year", "0 0 L * *", "2028-01-15T00:00:00Z",
-			[]string{"2028-01-31T00:00:00Z", "2028-02-29T00:00:00Z", "2028-03-31T00:00:00Z", "2028-04-30T00:00:00Z", "2028-05-31T00:00:00Z", "2028-06-30T00:00:00Z"}},
-		{"L in non-leap year", "0 0 l * *", "2026-01-31T00:00:00Z",
-			[]string{"2026-02-28T00:00:00Z", "2026-03-31T00:00:00Z", "2026-04-30T00:00:00Z"}},
-		{"L february only", "0 0 L 2 *", "2026-01-01T00:00:00Z",
-			[]string{"2026-02-28T00:00:00Z", "2027-02-28T00:00:00Z", "2028-02-29T00:00:00Z", "2029-02-28T00:00:00Z"}},
-		{"L minus n", "0 0 L-3 * *", "2026-02-01T00:00:00Z",
-			[]string{"2026-02-25T00:00:00Z", "2026-03-28T00:00:00Z", "2026-04-27T00:00:00Z"}},
-		{"L with weekday is OR", "0 0 L * FRI", "2026-01-25T00:00:00Z",
-			[]string{"2026-01-30T00:00:00Z", "2026-01-31T00:00:00Z", "2026-02-06T00:00:00Z"}},
-		{"dom and dow restricted: OR", "0 0 1 * MON", "2026-01-31T00:00:00Z",
-			[]string{"2026-02-01T00:00:00Z", "2026-02-02T00:00:00Z", "2026-02-09T00:00:00Z", "2026-02-16T00:00:00Z", "2026-02-23T00:00:00Z", "2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z"}},
-		{"dom starts with star: AND", "0 0 */2 * MON", "2026-02-01T00:00:00Z",
-			[]string{"2026-02-09T00:00:00Z", "2026-02-23T00:00:00Z", "2026-03-09T00:00:00Z"}},
+		{
+			"question mark in dom", "0 0 ? * MON", "2026-01-01T00:00:00Z",
+			[]string{"2026-01-05T00:00:00Z", "2026-01-12T00:00:00Z"},
+		},
+		{
+			"question mark in dow", "0 0 1 * ?", "2026-01-01T00:00:00Z",
+			[]string{"2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"},
+		},
+		{
+			"L in leap year", "0 0 L * *", "2028-01-15T00:00:00Z",
+			[]string{"2028-01-31T00:00:00Z", "2028-02-29T00:00:00Z", "2028-03-31T00:00:00Z", "2028-04-30T00:00:00Z", "2028-05-31T00:00:00Z", "2028-06-30T00:00:00Z"},
+		},
+		{
+			"L in non-leap year", "0 0 l * *", "2026-01-31T00:00:00Z",
+			[]string{"2026-02-28T00:00:00Z", "2026-03-31T00:00:00Z", "2026-04-30T00:00:00Z"},
+		},
+		{
+			"L february only", "0 0 L 2 *", "2026-01-01T00:00:00Z",
+			[]string{"2026-02-28T00:00:00Z", "2027-02-28T00:00:00Z", "2028-02-29T00:00:00Z", "2029-02-28T00:00:00Z"},
+		},
+		{
+			"L minus n", "0 0 L-3 * *", "2026-02-01T00:00:00Z",
+			[]string{"2026-02-25T00:00:00Z", "2026-03-28T00:00:00Z", "2026-04-27T00:00:00Z"},
+		},
+		{
+			"L with weekday is OR", "0 0 L * FRI", "2026-01-25T00:00:00Z",
+			[]string{"2026-01-30T00:00:00Z", "2026-01-31T00:00:00Z", "2026-02-06T00:00:00Z"},
+		},
+		{
+			"dom and dow restricted: OR", "0 0 1 * MON", "2026-01-31T00:00:00Z",
+			[]string{"2026-02-01T00:00:00Z", "2026-02-02T00:00:00Z", "2026-02-09T00:00:00Z", "2026-02-16T00:00:00Z", "2026-02-23T00:00:00Z", "2026-03-01T00:00:00Z", "2026-03-02T00:00:00Z"},
+		},
+		{
+			"dom starts with star: AND", "0 0 */2 * MON", "2026-02-01T00:00:00Z",
+			[]string{"2026-02-09T00:00:00Z", "2026-02-23T00:00:00Z", "2026-03-09T00:00:00Z"},
+		},
 		{"dow starts with star: AND", "0 0 1-7 * */6", "2026-01-31T00:00:00Z", // first Saturday or Sunday
 			[]string{"2026-02-01T00:00:00Z", "2026-02-07T00:00:00Z", "2026-03-01T00:00:00Z", "2026-03-07T00:00:00Z"}},
-		{"feb 29 skips 2100", "0 0 29 2 *", "2096-03-01T00:00:00Z",
-			[]string{"2104-02-29T00:00:00Z", "2108-02-29T00:00:00Z"}},
-		{"feb 29 on a weekend: sparse", "0 0 29 2 */6", "2032-03-01T00:00:00Z",
-			[]string{"2048-02-29T00:00:00Z", "2060-02-29T00:00:00Z"}},
+		{
+			"feb 29 skips 2100", "0 0 29 2 *", "2096-03-01T00:00:00Z",
+			[]string{"2104-02-29T00:00:00Z", "2108-02-29T00:00:00Z"},
+		},
+		{
+			"feb 29 on a weekend: sparse", "0 0 29 2 */6", "2032-03-01T00:00:00Z",
+			[]string{"2048-02-29T00:00:00Z", "2060-02-29T00:00:00Z"},
+		},
 		{"@yearly", "@yearly", "2026-01-01T00:00:30Z", []string{"2027-01-01T00:00:00Z", "2028-01-01T00:00:00Z"}},
 		{"@annually", "@annually", "2026-01-01T00:00:30Z", []string{"2027-01-01T00:00:00Z"}},
 		{"@monthly", "@monthly", "2026-01-01T00:00:30Z", []string{"2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"}},
@@ -126,8 +174,10 @@ func TestScheduleCronNext(t *testing.T) {
 		{"@daily", "@daily", "2026-01-01T00:00:30Z", []string{"2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"}},
 		{"@midnight upper case", "@MIDNIGHT", "2026-01-01T00:00:30Z", []string{"2026-01-02T00:00:00Z"}},
 		{"@hourly", "  @hourly\t", "2026-01-01T00:00:30Z", []string{"2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z"}},
-		{"year end rollover", "59 59 23 31 12 *", "2026-06-01T00:00:00Z",
-			[]string{"2026-12-31T23:59:59Z", "2027-12-31T23:59:59Z"}},
+		{
+			"year end rollover", "59 59 23 31 12 *", "2026-06-01T00:00:00Z",
+			[]string{"2026-12-31T23:59:59Z", "2027-12-31T23:59:59Z"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -154,86 +204,156 @@ func TestScheduleDST(t *testing.T) {
 		want  []string
 	}{
 		// New York, 2026-03-08: 02:00 EST (07:00Z) jumps to 03:00 EDT.
-		{"NY gap: daily inside the gap", ny, "30 2 * * *", "2026-03-07T00:00:00Z",
-			[]string{"2026-03-07T07:30:00Z", "2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"}},
-		{"NY gap: daily at gap start", ny, "0 2 * * *", "2026-03-07T12:00:00Z",
-			[]string{"2026-03-08T07:00:00Z", "2026-03-09T06:00:00Z"}},
-		{"NY gap: daily at gap end", ny, "0 3 * * *", "2026-03-07T12:00:00Z",
-			[]string{"2026-03-08T07:00:00Z", "2026-03-09T07:00:00Z"}},
-		{"NY gap: every 15 min of hour 2 fires once", ny, "*/15 2 * * *", "2026-03-07T00:00:00Z",
-			[]string{"2026-03-07T07:00:00Z", "2026-03-07T07:15:00Z", "2026-03-07T07:30:00Z", "2026-03-07T07:45:00Z",
+		{
+			"NY gap: daily inside the gap", ny, "30 2 * * *", "2026-03-07T00:00:00Z",
+			[]string{"2026-03-07T07:30:00Z", "2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"},
+		},
+		{
+			"NY gap: daily at gap start", ny, "0 2 * * *", "2026-03-07T12:00:00Z",
+			[]string{"2026-03-08T07:00:00Z", "2026-03-09T06:00:00Z"},
+		},
+		{
+			"NY gap: daily at gap end", ny, "0 3 * * *", "2026-03-07T12:00:00Z",
+			[]string{"2026-03-08T07:00:00Z", "2026-03-09T07:00:00Z"},
+		},
+		{
+			"NY gap: every 15 min of hour 2 fires once", ny, "*/15 2 * * *", "2026-03-07T00:00:00Z",
+			[]string{
+				"2026-03-07T07:00:00Z", "2026-03-07T07:15:00Z", "2026-03-07T07:30:00Z", "2026-03-07T07:45:00Z",
 				"2026-03-08T07:00:00Z",
-				"2026-03-09T06:00:00Z", "2026-03-09T06:15:00Z"}},
-		{"NY gap: gap and 03:00 share one fire", ny, "*/15 2,3 * * *", "2026-03-08T06:50:00Z",
-			[]string{"2026-03-08T07:00:00Z", "2026-03-08T07:15:00Z", "2026-03-08T07:30:00Z", "2026-03-08T07:45:00Z", "2026-03-09T06:00:00Z"}},
-		{"NY gap: hourly", ny, "0 * * * *", "2026-03-08T04:00:00Z",
-			[]string{"2026-03-08T05:00:00Z", "2026-03-08T06:00:00Z", "2026-03-08T07:00:00Z", "2026-03-08T08:00:00Z"}},
-		{"NY gap: hourly at half past", ny, "30 * * * *", "2026-03-08T05:00:00Z",
-			[]string{"2026-03-08T05:30:00Z", "2026-03-08T06:30:00Z", "2026-03-08T07:00:00Z", "2026-03-08T07:30:00Z", "2026-03-08T08:30:00Z"}},
-		{"NY gap: every minute", ny, "* * * * *", "2026-03-08T06:58:00Z",
-			[]string{"2026-03-08T06:59:00Z", "2026-03-08T07:00:00Z", "2026-03-08T07:01:00Z"}},
-		{"NY gap: every 15 seconds", ny, "*/15 * * * * *", "2026-03-08T06:59:30Z",
-			[]string{"2026-03-08T06:59:45Z", "2026-03-08T07:00:00Z", "2026-03-08T07:00:15Z"}},
-		{"NY gap: after inside nothing-fires stretch", ny, "30 2 * * *", "2026-03-08T06:59:59.5Z",
-			[]string{"2026-03-08T07:00:00Z"}},
+				"2026-03-09T06:00:00Z", "2026-03-09T06:15:00Z",
+			},
+		},
+		{
+			"NY gap: gap and 03:00 share one fire", ny, "*/15 2,3 * * *", "2026-03-08T06:50:00Z",
+			[]string{"2026-03-08T07:00:00Z", "2026-03-08T07:15:00Z", "2026-03-08T07:30:00Z", "2026-03-08T07:45:00Z", "2026-03-09T06:00:00Z"},
+		},
+		{
+			"NY gap: hourly", ny, "0 * * * *", "2026-03-08T04:00:00Z",
+			[]string{"2026-03-08T05:00:00Z", "2026-03-08T06:00:00Z", "2026-03-08T07:00:00Z", "2026-03-08T08:00:00Z"},
+		},
+		{
+			"NY gap: hourly at half past", ny, "30 * * * *", "2026-03-08T05:00:00Z",
+			[]string{"2026-03-08T05:30:00Z", "2026-03-08T06:30:00Z", "2026-03-08T07:00:00Z", "2026-03-08T07:30:00Z", "2026-03-08T08:30:00Z"},
+		},
+		{
+			"NY gap: every minute", ny, "* * * * *", "2026-03-08T06:58:00Z",
+			[]string{"2026-03-08T06:59:00Z", "2026-03-08T07:00:00Z", "2026-03-08T07:01:00Z"},
+		},
+		{
+			"NY gap: every 15 seconds", ny, "*/15 * * * * *", "2026-03-08T06:59:30Z",
+			[]string{"2026-03-08T06:59:45Z", "2026-03-08T07:00:00Z", "2026-03-08T07:00:15Z"},
+		},
+		{
+			"NY gap: after inside nothing-fires stretch", ny, "30 2 * * *", "2026-03-08T06:59:59.5Z",
+			[]string{"2026-03-08T07:00:00Z"},
+		},
 		// New York, 2026-11-01: 02:00 EDT (06:00Z) falls back to 01:00 EST.
-		{"NY overlap: daily inside the repeated hour", ny, "30 1 * * *", "2026-10-31T12:00:00Z",
-			[]string{"2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"}},
-		{"NY overlap: daily at 01:00", ny, "0 1 * * *", "2026-10-31T12:00:00Z",
-			[]string{"2026-11-01T05:00:00Z", "2026-11-02T06:00:00Z"}},
-		{"NY overlap: daily at 02:00", ny, "0 2 * * *", "2026-10-31T12:00:00Z",
-			[]string{"2026-11-01T07:00:00Z", "2026-11-02T07:00:00Z"}},
-		{"NY overlap: hourly", ny, "0 * * * *", "2026-11-01T03:30:00Z",
-			[]string{"2026-11-01T04:00:00Z", "2026-11-01T05:00:00Z", "2026-11-01T07:00:00Z", "2026-11-01T08:00:00Z"}},
-		{"NY overlap: every minute", ny, "* * * * *", "2026-11-01T05:58:00Z",
-			[]string{"2026-11-01T05:59:00Z", "2026-11-01T07:00:00Z", "2026-11-01T07:01:00Z"}},
-		{"NY overlap: every 15 seconds", ny, "*/15 * * * * *", "2026-11-01T05:59:30Z",
-			[]string{"2026-11-01T05:59:45Z", "2026-11-01T07:00:00Z", "2026-11-01T07:00:15Z"}},
-		{"NY overlap: after inside the repeat", ny, "*/10 * * * *", "2026-11-01T06:30:00Z",
-			[]string{"2026-11-01T07:00:00Z", "2026-11-01T07:10:00Z"}},
-		{"NY overlap: after inside the repeat, daily", ny, "30 1 * * *", "2026-11-01T06:10:00.25Z",
-			[]string{"2026-11-02T06:30:00Z"}},
-		{"NY overlap: after at the transition", ny, "*/20 * * * *", "2026-11-01T06:00:00Z",
-			[]string{"2026-11-01T07:00:00Z"}},
-		{"NY overlap: after just before the transition", ny, "59 59 1 * * *", "2026-11-01T05:59:58Z",
-			[]string{"2026-11-01T05:59:59Z", "2026-11-02T06:59:59Z"}},
+		{
+			"NY overlap: daily inside the repeated hour", ny, "30 1 * * *", "2026-10-31T12:00:00Z",
+			[]string{"2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"},
+		},
+		{
+			"NY overlap: daily at 01:00", ny, "0 1 * * *", "2026-10-31T12:00:00Z",
+			[]string{"2026-11-01T05:00:00Z", "2026-11-02T06:00:00Z"},
+		},
+		{
+			"NY overlap: daily at 02:00", ny, "0 2 * * *", "2026-10-31T12:00:00Z",
+			[]string{"2026-11-01T07:00:00Z", "2026-11-02T07:00:00Z"},
+		},
+		{
+			"NY overlap: hourly", ny, "0 * * * *", "2026-11-01T03:30:00Z",
+			[]string{"2026-11-01T04:00:00Z", "2026-11-01T05:00:00Z", "2026-11-01T07:00:00Z", "2026-11-01T08:00:00Z"},
+		},
+		{
+			"NY overlap: every minute", ny, "* * * * *", "2026-11-01T05:58:00Z",
+			[]string{"2026-11-01T05:59:00Z", "2026-11-01T07:00:00Z", "2026-11-01T07:01:00Z"},
+		},
+		{
+			"NY overlap: every 15 seconds", ny, "*/15 * * * * *", "2026-11-01T05:59:30Z",
+			[]string{"2026-11-01T05:59:45Z", "2026-11-01T07:00:00Z", "2026-11-01T07:00:15Z"},
+		},
+		{
+			"NY overlap: after inside the repeat", ny, "*/10 * * * *", "2026-11-01T06:30:00Z",
+			[]string{"2026-11-01T07:00:00Z", "2026-11-01T07:10:00Z"},
+		},
+		{
+			"NY overlap: after inside the repeat, daily", ny, "30 1 * * *", "2026-11-01T06:10:00.25Z",
+			[]string{"2026-11-02T06:30:00Z"},
+		},
+		{
+			"NY overlap: after at the transition", ny, "*/20 * * * *", "2026-11-01T06:00:00Z",
+			[]string{"2026-11-01T07:00:00Z"},
+		},
+		{
+			"NY overlap: after just before the transition", ny, "59 59 1 * * *", "2026-11-01T05:59:58Z",
+			[]string{"2026-11-01T05:59:59Z", "2026-11-02T06:59:59Z"},
+		},
 		// London, 2026-03-29: 01:00 GMT (01:00Z) jumps to 02:00 BST.
-		{"London gap: daily inside the gap", london, "30 1 * * *", "2026-03-28T12:00:00Z",
-			[]string{"2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"}},
-		{"London gap: hourly", london, "0 * * * *", "2026-03-28T23:30:00Z",
-			[]string{"2026-03-29T00:00:00Z", "2026-03-29T01:00:00Z", "2026-03-29T02:00:00Z"}},
-		{"London gap: every minute", london, "* * * * *", "2026-03-29T00:58:00Z",
-			[]string{"2026-03-29T00:59:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:01:00Z"}},
-		{"London gap: every 15 seconds", london, "*/15 * * * * *", "2026-03-29T00:59:30Z",
-			[]string{"2026-03-29T00:59:45Z", "2026-03-29T01:00:00Z", "2026-03-29T01:00:15Z"}},
+		{
+			"London gap: daily inside the gap", london, "30 1 * * *", "2026-03-28T12:00:00Z",
+			[]string{"2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"},
+		},
+		{
+			"London gap: hourly", london, "0 * * * *", "2026-03-28T23:30:00Z",
+			[]string{"2026-03-29T00:00:00Z", "2026-03-29T01:00:00Z", "2026-03-29T02:00:00Z"},
+		},
+		{
+			"London gap: every minute", london, "* * * * *", "2026-03-29T00:58:00Z",
+			[]string{"2026-03-29T00:59:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:01:00Z"},
+		},
+		{
+			"London gap: every 15 seconds", london, "*/15 * * * * *", "2026-03-29T00:59:30Z",
+			[]string{"2026-03-29T00:59:45Z", "2026-03-29T01:00:00Z", "2026-03-29T01:00:15Z"},
+		},
 		// London, 2026-10-25: 02:00 BST (01:00Z) falls back to 01:00 GMT.
-		{"London overlap: daily inside the repeated hour", london, "30 1 * * *", "2026-10-24T12:00:00Z",
-			[]string{"2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"}},
-		{"London overlap: hourly", london, "0 * * * *", "2026-10-24T22:30:00Z",
-			[]string{"2026-10-24T23:00:00Z", "2026-10-25T00:00:00Z", "2026-10-25T02:00:00Z", "2026-10-25T03:00:00Z"}},
-		{"London overlap: every minute", london, "* * * * *", "2026-10-25T00:58:00Z",
-			[]string{"2026-10-25T00:59:00Z", "2026-10-25T02:00:00Z", "2026-10-25T02:01:00Z"}},
-		{"London overlap: every 15 seconds", london, "*/15 * * * * *", "2026-10-25T00:59:30Z",
-			[]string{"2026-10-25T00:59:45Z", "2026-10-25T02:00:00Z", "2026-10-25T02:00:15Z"}},
+		{
+			"London overlap: daily inside the repeated hour", london, "30 1 * * *", "2026-10-24T12:00:00Z",
+			[]string{"2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"},
+		},
+		{
+			"London overlap: hourly", london, "0 * * * *", "2026-10-24T22:30:00Z",
+			[]string{"2026-10-24T23:00:00Z", "2026-10-25T00:00:00Z", "2026-10-25T02:00:00Z", "2026-10-25T03:00:00Z"},
+		},
+		{
+			"London overlap: every minute", london, "* * * * *", "2026-10-25T00:58:00Z",
+			[]string{"2026-10-25T00:59:00Z", "2026-10-25T02:00:00Z", "2026-10-25T02:01:00Z"},
+		},
+		{
+			"London overlap: every 15 seconds", london, "*/15 * * * * *", "2026-10-25T00:59:30Z",
+			[]string{"2026-10-25T00:59:45Z", "2026-10-25T02:00:00Z", "2026-10-25T02:00:15Z"},
+		},
 		// Samoa skipped Friday 2011-12-30: 23:59:59 -10 on the 29th was
 		// followed by 00:00 +14 on the 31st (10:00Z). A daily noon job fires
 		// once for the missing day, at the end of the gap.
-		{"Apia skipped day", "Pacific/Apia", "0 12 * * *", "2011-12-29T00:00:00Z",
-			[]string{"2011-12-29T22:00:00Z", "2011-12-30T10:00:00Z", "2011-12-30T22:00:00Z"}},
+		{
+			"Apia skipped day", "Pacific/Apia", "0 12 * * *", "2011-12-29T00:00:00Z",
+			[]string{"2011-12-29T22:00:00Z", "2011-12-30T10:00:00Z", "2011-12-30T22:00:00Z"},
+		},
 		// Lord Howe shifts by 30 minutes: 02:00 +1030 becomes 02:30 +11 on
 		// 2026-10-04 (15:30Z), and 02:00 +11 becomes 01:30 +1030 on
 		// 2026-04-05 (15:00Z).
-		{"Lord Howe half-hour gap", "Australia/Lord_Howe", "*/20 2 * * *", "2026-10-03T15:00:00Z",
-			[]string{"2026-10-03T15:30:00Z", "2026-10-03T15:40:00Z", "2026-10-04T15:00:00Z"}},
-		{"Lord Howe half-hour overlap", "Australia/Lord_Howe", "*/20 1 * * *", "2026-04-04T14:00:00Z",
-			[]string{"2026-04-04T14:20:00Z", "2026-04-04T14:40:00Z", "2026-04-05T14:30:00Z", "2026-04-05T14:50:00Z"}},
+		{
+			"Lord Howe half-hour gap", "Australia/Lord_Howe", "*/20 2 * * *", "2026-10-03T15:00:00Z",
+			[]string{"2026-10-03T15:30:00Z", "2026-10-03T15:40:00Z", "2026-10-04T15:00:00Z"},
+		},
+		{
+			"Lord Howe half-hour overlap", "Australia/Lord_Howe", "*/20 1 * * *", "2026-04-04T14:00:00Z",
+			[]string{"2026-04-04T14:20:00Z", "2026-04-04T14:40:00Z", "2026-04-05T14:30:00Z", "2026-04-05T14:50:00Z"},
+		},
 		// Shanghai has no DST: UTC+8 all year.
-		{"Shanghai daily", shanghai, "0 2 * * *", "2026-03-07T00:00:00Z",
-			[]string{"2026-03-07T18:00:00Z", "2026-03-08T18:00:00Z", "2026-03-09T18:00:00Z"}},
-		{"Shanghai hourly across the NY and London dates", shanghai, "0 * * * *", "2026-10-25T00:30:00Z",
-			[]string{"2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z", "2026-10-25T03:00:00Z"}},
-		{"Shanghai month end", shanghai, "0 0 L * *", "2026-02-01T00:00:00Z",
-			[]string{"2026-02-27T16:00:00Z", "2026-03-30T16:00:00Z"}},
+		{
+			"Shanghai daily", shanghai, "0 2 * * *", "2026-03-07T00:00:00Z",
+			[]string{"2026-03-07T18:00:00Z", "2026-03-08T18:00:00Z", "2026-03-09T18:00:00Z"},
+		},
+		{
+			"Shanghai hourly across the NY and London dates", shanghai, "0 * * * *", "2026-10-25T00:30:00Z",
+			[]string{"2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z", "2026-10-25T03:00:00Z"},
+		},
+		{
+			"Shanghai month end", shanghai, "0 0 L * *", "2026-02-01T00:00:00Z",
+			[]string{"2026-02-27T16:00:00Z", "2026-03-30T16:00:00Z"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -275,53 +395,95 @@ func TestScheduleDSTVixie(t *testing.T) {
 		want  []string
 	}{
 		// New York, 2026-11-01: 02:00 EDT (06:00Z) falls back to 01:00 EST.
-		{"NY overlap: every 5 minutes through both passes", ny, "*/5 * * * *", "2026-11-01T04:50:00Z",
-			every(t, "2026-11-01T04:55:00Z", "2026-11-01T07:10:00Z", 5*time.Minute)},
-		{"NY overlap: hourly fires in both passes", ny, "0 * * * *", "2026-11-01T03:30:00Z",
-			[]string{"2026-11-01T04:00:00Z", "2026-11-01T05:00:00Z", "2026-11-01T06:00:00Z", "2026-11-01T07:00:00Z"}},
-		{"NY overlap: every minute", ny, "* * * * *", "2026-11-01T05:58:00Z",
-			[]string{"2026-11-01T05:59:00Z", "2026-11-01T06:00:00Z", "2026-11-01T06:01:00Z"}},
-		{"NY overlap: after inside the repeat", ny, "*/10 * * * *", "2026-11-01T06:30:00Z",
-			[]string{"2026-11-01T06:40:00Z", "2026-11-01T06:50:00Z", "2026-11-01T07:00:00Z"}},
-		{"NY overlap: step hour", ny, "30 */1 * * *", "2026-11-01T04:00:00Z",
-			[]string{"2026-11-01T04:30:00Z", "2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-01T07:30:00Z"}},
-		{"NY overlap: fixed hour fires once", ny, "30 1 * * *", "2026-10-31T12:00:00Z",
-			[]string{"2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"}},
-		{"NY overlap: fixed hour with minute wildcard fires once per local time", ny, "*/10 1 * * *", "2026-11-01T04:00:00Z",
-			[]string{"2026-11-01T05:00:00Z", "2026-11-01T05:10:00Z", "2026-11-01T05:20:00Z", "2026-11-01T05:30:00Z",
-				"2026-11-01T05:40:00Z", "2026-11-01T05:50:00Z", "2026-11-02T06:00:00Z"}},
-		{"NY overlap: hour range is fixed", ny, "0 0-3 * * *", "2026-11-01T03:30:00Z",
-			[]string{"2026-11-01T04:00:00Z", "2026-11-01T05:00:00Z", "2026-11-01T07:00:00Z", "2026-11-01T08:00:00Z", "2026-11-02T05:00:00Z"}},
+		{
+			"NY overlap: every 5 minutes through both passes", ny, "*/5 * * * *", "2026-11-01T04:50:00Z",
+			every(t, "2026-11-01T04:55:00Z", "2026-11-01T07:10:00Z", 5*time.Minute),
+		},
+		{
+			"NY overlap: hourly fires in both passes", ny, "0 * * * *", "2026-11-01T03:30:00Z",
+			[]string{"2026-11-01T04:00:00Z", "2026-11-01T05:00:00Z", "2026-11-01T06:00:00Z", "2026-11-01T07:00:00Z"},
+		},
+		{
+			"NY overlap: every minute", ny, "* * * * *", "2026-11-01T05:58:00Z",
+			[]string{"2026-11-01T05:59:00Z", "2026-11-01T06:00:00Z", "2026-11-01T06:01:00Z"},
+		},
+		{
+			"NY overlap: after inside the repeat", ny, "*/10 * * * *", "2026-11-01T06:30:00Z",
+			[]string{"2026-11-01T06:40:00Z", "2026-11-01T06:50:00Z", "2026-11-01T07:00:00Z"},
+		},
+		{
+			"NY overlap: step hour", ny, "30 */1 * * *", "2026-11-01T04:00:00Z",
+			[]string{"2026-11-01T04:30:00Z", "2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-01T07:30:00Z"},
+		},
+		{
+			"NY overlap: fixed hour fires once", ny, "30 1 * * *", "2026-10-31T12:00:00Z",
+			[]string{"2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"},
+		},
+		{
+			"NY overlap: fixed hour with minute wildcard fires once per local time", ny, "*/10 1 * * *", "2026-11-01T04:00:00Z",
+			[]string{
+				"2026-11-01T05:00:00Z", "2026-11-01T05:10:00Z", "2026-11-01T05:20:00Z", "2026-11-01T05:30:00Z",
+				"2026-11-01T05:40:00Z", "2026-11-01T05:50:00Z", "2026-11-02T06:00:00Z",
+			},
+		},
+		{
+			"NY overlap: hour range is fixed", ny, "0 0-3 * * *", "2026-11-01T03:30:00Z",
+			[]string{"2026-11-01T04:00:00Z", "2026-11-01T05:00:00Z", "2026-11-01T07:00:00Z", "2026-11-01T08:00:00Z", "2026-11-02T05:00:00Z"},
+		},
 		// New York, 2026-03-08: 02:00 EST (07:00Z) jumps to 03:00 EDT.
-		{"NY gap: fixed hour in the gap fires at its end", ny, "30 2 * * *", "2026-03-07T12:00:00Z",
-			[]string{"2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"}},
-		{"NY gap: fixed hour before the gap fires once", ny, "30 1 * * *", "2026-03-07T12:00:00Z",
-			[]string{"2026-03-08T06:30:00Z", "2026-03-09T05:30:00Z"}},
-		{"NY gap: hourly skips the missing hour", ny, "0 * * * *", "2026-03-08T04:30:00Z",
-			[]string{"2026-03-08T05:00:00Z", "2026-03-08T06:00:00Z", "2026-03-08T07:00:00Z", "2026-03-08T08:00:00Z"}},
-		{"NY gap: every 2 hours", ny, "0 */2 * * *", "2026-03-08T04:30:00Z",
-			[]string{"2026-03-08T05:00:00Z", "2026-03-08T08:00:00Z", "2026-03-08T10:00:00Z"}},
-		{"NY gap: every 15 seconds", ny, "*/15 * * * * *", "2026-03-08T06:59:30Z",
-			[]string{"2026-03-08T06:59:45Z", "2026-03-08T07:00:00Z", "2026-03-08T07:00:15Z"}},
+		{
+			"NY gap: fixed hour in the gap fires at its end", ny, "30 2 * * *", "2026-03-07T12:00:00Z",
+			[]string{"2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"},
+		},
+		{
+			"NY gap: fixed hour before the gap fires once", ny, "30 1 * * *", "2026-03-07T12:00:00Z",
+			[]string{"2026-03-08T06:30:00Z", "2026-03-09T05:30:00Z"},
+		},
+		{
+			"NY gap: hourly skips the missing hour", ny, "0 * * * *", "2026-03-08T04:30:00Z",
+			[]string{"2026-03-08T05:00:00Z", "2026-03-08T06:00:00Z", "2026-03-08T07:00:00Z", "2026-03-08T08:00:00Z"},
+		},
+		{
+			"NY gap: every 2 hours", ny, "0 */2 * * *", "2026-03-08T04:30:00Z",
+			[]string{"2026-03-08T05:00:00Z", "2026-03-08T08:00:00Z", "2026-03-08T10:00:00Z"},
+		},
+		{
+			"NY gap: every 15 seconds", ny, "*/15 * * * * *", "2026-03-08T06:59:30Z",
+			[]string{"2026-03-08T06:59:45Z", "2026-03-08T07:00:00Z", "2026-03-08T07:00:15Z"},
+		},
 		// London, 2026-03-29: 01:00 GMT (01:00Z) jumps to 02:00 BST.
-		{"London gap: 01:07 does not exist", london, "7 * * * *", "2026-03-28T23:30:00Z",
-			[]string{"2026-03-29T00:07:00Z", "2026-03-29T01:07:00Z", "2026-03-29T02:07:00Z"}},
+		{
+			"London gap: 01:07 does not exist", london, "7 * * * *", "2026-03-28T23:30:00Z",
+			[]string{"2026-03-29T00:07:00Z", "2026-03-29T01:07:00Z", "2026-03-29T02:07:00Z"},
+		},
 		// London, 2026-10-25: 02:00 BST (01:00Z) falls back to 01:00 GMT.
-		{"London overlap: 01:07 fires twice", london, "7 * * * *", "2026-10-24T23:30:00Z",
-			[]string{"2026-10-25T00:07:00Z", "2026-10-25T01:07:00Z", "2026-10-25T02:07:00Z"}},
+		{
+			"London overlap: 01:07 fires twice", london, "7 * * * *", "2026-10-24T23:30:00Z",
+			[]string{"2026-10-25T00:07:00Z", "2026-10-25T01:07:00Z", "2026-10-25T02:07:00Z"},
+		},
 		// Lord Howe: 02:00 +1030 becomes 02:30 +11 on 2026-10-04 (15:30Z),
 		// 02:00 +11 becomes 01:30 +1030 on 2026-04-05 (15:00Z).
-		{"Lord Howe half-hour overlap", lh, "*/15 * * * *", "2026-04-04T14:00:00Z",
-			every(t, "2026-04-04T14:15:00Z", "2026-04-04T16:30:00Z", 15*time.Minute)},
-		{"Lord Howe half-hour gap", lh, "*/15 * * * *", "2026-10-03T15:00:00Z",
-			every(t, "2026-10-03T15:15:00Z", "2026-10-03T16:30:00Z", 15*time.Minute)},
-		{"Lord Howe fixed hour in the gap", lh, "*/20 2 * * *", "2026-10-03T15:00:00Z",
-			[]string{"2026-10-03T15:30:00Z", "2026-10-03T15:40:00Z", "2026-10-04T15:00:00Z"}},
+		{
+			"Lord Howe half-hour overlap", lh, "*/15 * * * *", "2026-04-04T14:00:00Z",
+			every(t, "2026-04-04T14:15:00Z", "2026-04-04T16:30:00Z", 15*time.Minute),
+		},
+		{
+			"Lord Howe half-hour gap", lh, "*/15 * * * *", "2026-10-03T15:00:00Z",
+			every(t, "2026-10-03T15:15:00Z", "2026-10-03T16:30:00Z", 15*time.Minute),
+		},
+		{
+			"Lord Howe fixed hour in the gap", lh, "*/20 2 * * *", "2026-10-03T15:00:00Z",
+			[]string{"2026-10-03T15:30:00Z", "2026-10-03T15:40:00Z", "2026-10-04T15:00:00Z"},
+		},
 		// Samoa skipped Friday 2011-12-30 (10:00Z: -10 became +14).
-		{"Apia skipped day: fixed hour fires once", "Pacific/Apia", "0 12 * * *", "2011-12-29T00:00:00Z",
-			[]string{"2011-12-29T22:00:00Z", "2011-12-30T10:00:00Z", "2011-12-30T22:00:00Z"}},
-		{"Apia skipped day: step hour skips it", "Pacific/Apia", "0 */12 * * *", "2011-12-29T12:00:00Z",
-			[]string{"2011-12-29T22:00:00Z", "2011-12-30T10:00:00Z", "2011-12-30T22:00:00Z", "2011-12-31T10:00:00Z"}},
+		{
+			"Apia skipped day: fixed hour fires once", "Pacific/Apia", "0 12 * * *", "2011-12-29T00:00:00Z",
+			[]string{"2011-12-29T22:00:00Z", "2011-12-30T10:00:00Z", "2011-12-30T22:00:00Z"},
+		},
+		{
+			"Apia skipped day: step hour skips it", "Pacific/Apia", "0 */12 * * *", "2011-12-29T12:00:00Z",
+			[]string{"2011-12-29T22:00:00Z", "2011-12-30T10:00:00Z", "2011-12-30T22:00:00Z", "2011-12-31T10:00:00Z"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -344,22 +506,38 @@ func TestScheduleInterval(t *testing.T) {
 		after    string
 		want     []string
 	}{
-		{"anchor is slot 0, to the millisecond", 60, "", "2026-01-01T09:00:00Z",
-			[]string{"2026-01-01T10:00:00.75Z", "2026-01-01T10:01:00.75Z"}},
-		{"strictly after a slot", 60, "", "2026-01-01T10:01:00.75Z",
-			[]string{"2026-01-01T10:02:00.75Z", "2026-01-01T10:03:00.75Z"}},
-		{"between slots", 90, "", "2026-01-01T10:02:59.999Z",
-			[]string{"2026-01-01T10:03:00.75Z", "2026-01-01T10:04:30.75Z"}},
-		{"far after the anchor", 7, "", "2027-01-01T00:00:00Z",
-			[]string{"2027-01-01T00:00:00.75Z", "2027-01-01T00:00:07.75Z"}},
-		{"start_at is slot 0", 3600, "2026-02-01T00:00:30Z", "2026-01-01T00:00:00Z",
-			[]string{"2026-02-01T00:00:30Z", "2026-02-01T01:00:30Z"}},
-		{"start_at keeps its fraction", 1, "2026-02-01T00:00:00.5Z", "2026-02-01T00:00:01Z",
-			[]string{"2026-02-01T00:00:01.5Z", "2026-02-01T00:00:02.5Z"}},
-		{"real seconds across DST", 3600, "2026-03-08T05:00:00Z", "2026-03-08T05:00:00Z",
-			[]string{"2026-03-08T06:00:00Z", "2026-03-08T07:00:00Z", "2026-03-08T08:00:00Z"}},
-		{"maximum interval", IntervalSecondsMax, "2028-01-01T00:00:00Z", "2028-01-01T00:00:00Z",
-			[]string{"2029-01-01T00:00:00Z", "2030-01-02T00:00:00Z"}},
+		{
+			"anchor is slot 0, to the millisecond", 60, "", "2026-01-01T09:00:00Z",
+			[]string{"2026-01-01T10:00:00.75Z", "2026-01-01T10:01:00.75Z"},
+		},
+		{
+			"strictly after a slot", 60, "", "2026-01-01T10:01:00.75Z",
+			[]string{"2026-01-01T10:02:00.75Z", "2026-01-01T10:03:00.75Z"},
+		},
+		{
+			"between slots", 90, "", "2026-01-01T10:02:59.999Z",
+			[]string{"2026-01-01T10:03:00.75Z", "2026-01-01T10:04:30.75Z"},
+		},
+		{
+			"far after the anchor", 7, "", "2027-01-01T00:00:00Z",
+			[]string{"2027-01-01T00:00:00.75Z", "2027-01-01T00:00:07.75Z"},
+		},
+		{
+			"start_at is slot 0", 3600, "2026-02-01T00:00:30Z", "2026-01-01T00:00:00Z",
+			[]string{"2026-02-01T00:00:30Z", "2026-02-01T01:00:30Z"},
+		},
+		{
+			"start_at keeps its fraction", 1, "2026-02-01T00:00:00.5Z", "2026-02-01T00:00:01Z",
+			[]string{"2026-02-01T00:00:01.5Z", "2026-02-01T00:00:02.5Z"},
+		},
+		{
+			"real seconds across DST", 3600, "2026-03-08T05:00:00Z", "2026-03-08T05:00:00Z",
+			[]string{"2026-03-08T06:00:00Z", "2026-03-08T07:00:00Z", "2026-03-08T08:00:00Z"},
+		},
+		{
+			"maximum interval", IntervalSecondsMax, "2028-01-01T00:00:00Z", "2028-01-01T00:00:00Z",
+			[]string{"2029-01-01T00:00:00Z", "2030-01-02T00:00:00Z"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -419,35 +597,65 @@ func TestScheduleBounds(t *testing.T) {
 		after      string
 		want       []string
 	}{
-		{"cron start inclusive", Spec{Type: Cron, Cron: "0 * * * *"},
+		{
+			"cron start inclusive",
+			Spec{Type: Cron, Cron: "0 * * * *"},
 			"2026-01-01T05:00:00Z", "2026-01-01T06:30:00Z", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-01T05:00:00Z", "2026-01-01T06:00:00Z"}},
-		{"cron start with fraction excludes earlier slot", Spec{Type: Cron, Cron: "* * * * * *"},
+			[]string{"2026-01-01T05:00:00Z", "2026-01-01T06:00:00Z"},
+		},
+		{
+			"cron start with fraction excludes earlier slot",
+			Spec{Type: Cron, Cron: "* * * * * *"},
 			"2026-01-01T05:00:00.5Z", "2026-01-01T05:00:02Z", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-01T05:00:01Z", "2026-01-01T05:00:02Z"}},
-		{"cron end inclusive", Spec{Type: Cron, Cron: "0 * * * *"},
+			[]string{"2026-01-01T05:00:01Z", "2026-01-01T05:00:02Z"},
+		},
+		{
+			"cron end inclusive",
+			Spec{Type: Cron, Cron: "0 * * * *"},
 			"", "2026-01-01T02:00:00Z", "2026-01-01T00:00:00Z",
-			[]string{"2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z"}},
-		{"cron both bounds", Spec{Type: Cron, Cron: "*/30 * * * *"},
+			[]string{"2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z"},
+		},
+		{
+			"cron both bounds",
+			Spec{Type: Cron, Cron: "*/30 * * * *"},
 			"2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z", "2025-01-01T00:00:00Z",
-			[]string{"2026-01-01T01:00:00Z", "2026-01-01T01:30:00Z", "2026-01-01T02:00:00Z"}},
-		{"after end", Spec{Type: Cron, Cron: "*/30 * * * *"},
-			"", "2026-01-01T02:00:00Z", "2026-01-01T02:00:00Z", nil},
-		{"interval end", Spec{Type: Interval, IntervalSeconds: 600},
+			[]string{"2026-01-01T01:00:00Z", "2026-01-01T01:30:00Z", "2026-01-01T02:00:00Z"},
+		},
+		{
+			"after end",
+			Spec{Type: Cron, Cron: "*/30 * * * *"},
+			"", "2026-01-01T02:00:00Z", "2026-01-01T02:00:00Z", nil,
+		},
+		{
+			"interval end",
+			Spec{Type: Interval, IntervalSeconds: 600},
 			"2026-01-01T00:00:00Z", "2026-01-01T00:25:00Z", "2025-12-31T00:00:00Z",
-			[]string{"2026-01-01T00:00:00Z", "2026-01-01T00:10:00Z", "2026-01-01T00:20:00Z"}},
-		{"once at start", Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
+			[]string{"2026-01-01T00:00:00Z", "2026-01-01T00:10:00Z", "2026-01-01T00:20:00Z"},
+		},
+		{
+			"once at start",
+			Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
 			"2026-01-01T00:00:00Z", "2026-01-01T00:00:00.1Z", "2025-12-31T00:00:00Z",
-			[]string{"2026-01-01T00:00:00Z"}},
-		{"once at end", Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
+			[]string{"2026-01-01T00:00:00Z"},
+		},
+		{
+			"once at end",
+			Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
 			"", "2026-01-01T00:00:00Z", "2025-12-31T00:00:00Z",
-			[]string{"2026-01-01T00:00:00Z"}},
-		{"far future cap", Spec{Type: Cron, Cron: "@yearly"},
+			[]string{"2026-01-01T00:00:00Z"},
+		},
+		{
+			"far future cap",
+			Spec{Type: Cron, Cron: "@yearly"},
 			"", "", "9997-06-01T00:00:00Z",
-			[]string{"9998-01-01T00:00:00Z", "9999-01-01T00:00:00Z"}},
-		{"far future cap interval", Spec{Type: Interval, IntervalSeconds: IntervalSecondsMax},
+			[]string{"9998-01-01T00:00:00Z", "9999-01-01T00:00:00Z"},
+		},
+		{
+			"far future cap interval",
+			Spec{Type: Interval, IntervalSeconds: IntervalSecondsMax},
 			"9999-06-01T00:00:00Z", "", "9999-01-01T00:00:00Z",
-			[]string{"9999-06-01T00:00:00Z"}},
+			[]string{"9999-06-01T00:00:00Z"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -575,29 +783,51 @@ func TestScheduleValidation(t *testing.T) {
 		{"L offset too large", Spec{Type: Cron, Cron: "0 0 L-31 * *"}, []FieldError{{"schedule.cron", `day-of-month field: "L-31": L is the month's last day; use "L", "L-n" (n days before it, n from 1 to 30) or "LW"`}}},
 		{"L in hour", Spec{Type: Cron, Cron: "0 L * * *"}, []FieldError{{"schedule.cron", `hour field: "L" is not a number`}}},
 		{"every bad field reported", Spec{Type: Cron, Cron: "60 24 * * *"}, []FieldError{
-			{"schedule.cron", "minute field"}, {"schedule.cron", "hour field"}}},
+			{"schedule.cron", "minute field"}, {"schedule.cron", "hour field"},
+		}},
 		{"never fires: 30 February", Spec{Type: Cron, Cron: "0 0 30 2 *"}, []FieldError{{"schedule.cron", "never fires"}}},
 		{"never fires: 31st of 30-day months", Spec{Type: Cron, Cron: "0 0 31 4,6,9,11 *"}, []FieldError{{"schedule.cron", "never fires"}}},
 		{"never fires: L-30 in February", Spec{Type: Cron, Cron: "0 0 L-30 2 *"}, []FieldError{{"schedule.cron", "never fires"}}},
 		{"never fires with seconds and ?", Spec{Type: Cron, Cron: "0 0 0 31 2 ?"}, []FieldError{{"schedule.cron", "never fires"}}},
-		{"cron with interval_seconds and run_at", Spec{Type: Cron, Cron: "@daily", IntervalSeconds: 5, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
-			[]FieldError{{"schedule.interval_seconds", "must not be set when schedule.type is cron"}, {"schedule.run_at", "must not be set when schedule.type is cron"}}},
+		{
+			"cron with interval_seconds and run_at",
+			Spec{Type: Cron, Cron: "@daily", IntervalSeconds: 5, RunAt: tsp(t, "2026-01-01T00:00:00Z")},
+			[]FieldError{{"schedule.interval_seconds", "must not be set when schedule.type is cron"}, {"schedule.run_at", "must not be set when schedule.type is cron"}},
+		},
 		{"interval missing", Spec{Type: Interval}, []FieldError{{"schedule.interval_seconds", "is required for an interval schedule"}}},
 		{"interval negative", Spec{Type: Interval, IntervalSeconds: -1}, []FieldError{{"schedule.interval_seconds", "must be between 1 and 31622400 (366 days)"}}},
 		{"interval too long", Spec{Type: Interval, IntervalSeconds: IntervalSecondsMax + 1}, []FieldError{{"schedule.interval_seconds", "must be between 1 and 31622400"}}},
-		{"interval with cron and run_at", Spec{Type: Interval, IntervalSeconds: 60, Cron: "@daily", RunAt: tsp(t, "2026-01-01T00:00:00Z")},
-			[]FieldError{{"schedule.cron", "must not be set when schedule.type is interval"}, {"schedule.run_at", "must not be set when schedule.type is interval"}}},
+		{
+			"interval with cron and run_at",
+			Spec{Type: Interval, IntervalSeconds: 60, Cron: "@daily", RunAt: tsp(t, "2026-01-01T00:00:00Z")},
+			[]FieldError{{"schedule.cron", "must not be set when schedule.type is interval"}, {"schedule.run_at", "must not be set when schedule.type is interval"}},
+		},
 		{"once missing run_at", Spec{Type: Once}, []FieldError{{"schedule.run_at", "is required when schedule.type is once"}}},
-		{"once with cron and interval", Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z"), Cron: "x", IntervalSeconds: 1},
-			[]FieldError{{"schedule.cron", "must not be set when schedule.type is once"}, {"schedule.interval_seconds", "must not be set when schedule.type is once"}}},
-		{"once before start", Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z"), StartAt: tsp(t, "2026-01-01T00:00:01Z")},
-			[]FieldError{{"schedule.run_at", "must be within schedule.start_at and schedule.end_at"}}},
-		{"once after end", Spec{Type: Once, RunAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
-			[]FieldError{{"schedule.run_at", "must be within"}}},
-		{"end before start", Spec{Type: Interval, IntervalSeconds: 1, StartAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
-			[]FieldError{{"schedule.end_at", "must be after schedule.start_at"}}},
-		{"end equals start", Spec{Type: Interval, IntervalSeconds: 1, StartAt: tsp(t, "2026-01-01T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
-			[]FieldError{{"schedule.end_at", "must be after schedule.start_at"}}},
+		{
+			"once with cron and interval",
+			Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z"), Cron: "x", IntervalSeconds: 1},
+			[]FieldError{{"schedule.cron", "must not be set when schedule.type is once"}, {"schedule.interval_seconds", "must not be set when schedule.type is once"}},
+		},
+		{
+			"once before start",
+			Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z"), StartAt: tsp(t, "2026-01-01T00:00:01Z")},
+			[]FieldError{{"schedule.run_at", "must be within schedule.start_at and schedule.end_at"}},
+		},
+		{
+			"once after end",
+			Spec{Type: Once, RunAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
+			[]FieldError{{"schedule.run_at", "must be within"}},
+		},
+		{
+			"end before start",
+			Spec{Type: Interval, IntervalSeconds: 1, StartAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
+			[]FieldError{{"schedule.end_at", "must be after schedule.start_at"}},
+		},
+		{
+			"end equals start",
+			Spec{Type: Interval, IntervalSeconds: 1, StartAt: tsp(t, "2026-01-01T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
+			[]FieldError{{"schedule.end_at", "must be after schedule.start_at"}},
+		},
 		{"year out of range", Spec{Type: Once, RunAt: tsp(t, "2026-01-01T00:00:00Z"), EndAt: func() *time.Time {
 			v := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 			return &v
@@ -613,9 +843,14 @@ func TestScheduleValidation(t *testing.T) {
 		{"zone space", Spec{Type: Interval, IntervalSeconds: 1, Timezone: "America/New York"}, []FieldError{{"schedule.timezone", "allowed: letters, digits"}}},
 		{"zone too long", Spec{Type: Interval, IntervalSeconds: 1, Timezone: strings.Repeat("A", 65)}, []FieldError{{"schedule.timezone", "at most 64 characters"}}},
 		{"zone unknown", Spec{Type: Interval, IntervalSeconds: 1, Timezone: "Mars/Olympus_Mons"}, []FieldError{{"schedule.timezone", `unknown time zone "Mars/Olympus_Mons"`}}},
-		{"every problem at once", Spec{Type: Cron, Cron: "60 * * * *", Timezone: "Local",
-			StartAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z")},
-			[]FieldError{{"schedule.timezone", "Local"}, {"schedule.cron", "out of range"}, {"schedule.end_at", "must be after"}}},
+		{
+			"every problem at once",
+			Spec{
+				Type: Cron, Cron: "60 * * * *", Timezone: "Local",
+				StartAt: tsp(t, "2026-01-02T00:00:00Z"), EndAt: tsp(t, "2026-01-01T00:00:00Z"),
+			},
+			[]FieldError{{"schedule.timezone", "Local"}, {"schedule.cron", "out of range"}, {"schedule.end_at", "must be after"}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -922,8 +1157,10 @@ func installedZones(t *testing.T) []string {
 		return nil
 	})
 	if len(zones) == 0 {
-		zones = []string{"UTC", "America/New_York", "Europe/London", "Asia/Shanghai", "Australia/Lord_Howe",
-			"Pacific/Apia", "America/Santiago", "Asia/Kathmandu", "Africa/Casablanca", "Antarctica/Troll", "Pacific/Chatham"}
+		zones = []string{
+			"UTC", "America/New_York", "Europe/London", "Asia/Shanghai", "Australia/Lord_Howe",
+			"Pacific/Apia", "America/Santiago", "Asia/Kathmandu", "Africa/Casablanca", "Antarctica/Troll", "Pacific/Chatham",
+		}
 	}
 	return zones
 }
@@ -969,8 +1206,10 @@ func compareOracle(t *testing.T, s *Schedule, expr string, from, to int64) int {
 // both DST policies and both dialects.
 func TestScheduleCronProperties(t *testing.T) {
 	t.Parallel()
-	zones := []string{"UTC", "America/New_York", "Europe/London", "Asia/Shanghai", "Australia/Lord_Howe",
-		"Pacific/Apia", "America/Santiago", "Asia/Kathmandu", "Africa/Casablanca", "Antarctica/Troll"}
+	zones := []string{
+		"UTC", "America/New_York", "Europe/London", "Asia/Shanghai", "Australia/Lord_Howe",
+		"Pacific/Apia", "America/Santiago", "Asia/Kathmandu", "Africa/Casablanca", "Antarctica/Troll",
+	}
 	policies := []string{DSTVixie, DSTOncePerLocalTime}
 	dialects := []string{DialectStandard, DialectQuartz}
 
@@ -982,8 +1221,10 @@ func TestScheduleCronProperties(t *testing.T) {
 			dialect := dialects[r.IntN(2)]
 			expr := randomCron(r, r.IntN(4) == 0, dialect == DialectQuartz)
 			zone := zones[r.IntN(len(zones))]
-			s, err := Parse(Spec{Type: Cron, Cron: expr, Timezone: zone, Dialect: dialect,
-				DSTPolicy: policies[r.IntN(2)]}, time.Time{})
+			s, err := Parse(Spec{
+				Type: Cron, Cron: expr, Timezone: zone, Dialect: dialect,
+				DSTPolicy: policies[r.IntN(2)],
+			}, time.Time{})
 			if err != nil {
 				var verr *ValidationError
 				require.ErrorAs(t, err, &verr)

@@ -133,8 +133,10 @@ func TestPreviewStopsWithItsContext(t *testing.T) {
 // match the expression.
 func FuzzNextToYear2100(f *testing.F) {
 	zones := append([]string{"UTC", "Asia/Shanghai", "Europe/London", "Australia/Lord_Howe", "America/St_Johns"}, leapYearEndZones...)
-	exprs := []string{"0 * * * *", "*/5 * * * *", "0 0 * * * * 2041", "0 0 * * * * 2045-2099/4", "30 2 * * *", "0 0 L * *",
-		"*/7 * * * * *", "0 */3 * * 1-5", "0 0 29 2 *", "0 15 10 ? * 6L", "0 0 0 31 12 ?", "59 59 23 * * *"}
+	exprs := []string{
+		"0 * * * *", "*/5 * * * *", "0 0 * * * * 2041", "0 0 * * * * 2045-2099/4", "30 2 * * *", "0 0 L * *",
+		"*/7 * * * * *", "0 */3 * * 1-5", "0 0 29 2 *", "0 15 10 ? * 6L", "0 0 0 31 12 ?", "59 59 23 * * *",
+	}
 	f.Add(uint8(0), uint8(0), uint8(14), uint16(365), uint32(43200), false)
 	f.Add(uint8(2), uint8(5), uint8(18), uint16(365), uint32(0), false)
 	f.Add(uint8(1), uint8(7), uint8(70), uint16(364), uint32(86399), true)

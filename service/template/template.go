@@ -83,8 +83,10 @@ const (
 )
 
 // taskNames are the data of every fire: scalars.
-var taskNames = []string{NameScheduledFor, NameScheduledForLocal, NameBusinessDate, NameTimezone, NameExecutionID,
-	NameTaskID, NameTaskName, NameRound, NameShardIndex, NameShardCount, NameTrigger}
+var taskNames = []string{
+	NameScheduledFor, NameScheduledForLocal, NameBusinessDate, NameTimezone, NameExecutionID,
+	NameTaskID, NameTaskName, NameRound, NameShardIndex, NameShardCount, NameTrigger,
+}
 
 // Names returns the top-level names a payload of scope may read, in
 // documentation order.
@@ -455,8 +457,10 @@ func parseError(err error) error {
 }
 
 func identCmd(tree *parse.Tree, pos parse.Pos, name string) *parse.CommandNode {
-	return &parse.CommandNode{NodeType: parse.NodeCommand, Pos: pos,
-		Args: []parse.Node{parse.NewIdentifier(name).SetTree(tree).SetPos(pos)}}
+	return &parse.CommandNode{
+		NodeType: parse.NodeCommand, Pos: pos,
+		Args: []parse.Node{parse.NewIdentifier(name).SetTree(tree).SetPos(pos)},
+	}
 }
 
 // boundRanges makes every range of list count its iterations (rangeFunc).

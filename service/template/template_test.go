@@ -40,9 +40,11 @@ func render(t *testing.T, payload string, scope Scope, d Data) (string, error) {
 // its JSON type when the string is exactly one action.
 func TestEveryDatum(t *testing.T) {
 	t.Parallel()
-	d := Data{ScheduledFor: at(t, "2026-11-01T16:30:00Z"), Location: zone(t, "Asia/Shanghai"),
+	d := Data{
+		ScheduledFor: at(t, "2026-11-01T16:30:00Z"), Location: zone(t, "Asia/Shanghai"),
 		ExecutionID: "0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e", TaskID: "0192f0c1-0000-7d2a-9a51-1f0e2b3c4d5e",
-		TaskName: "report.daily", Round: 2, ShardIndex: 3, ShardCount: 4, Trigger: "backfill"}
+		TaskName: "report.daily", Round: 2, ShardIndex: 3, ShardCount: 4, Trigger: "backfill",
+	}
 	for _, c := range []struct{ tmpl, want string }{
 		{`"{{ .scheduled_for }}"`, `"2026-11-01T16:30:00Z"`},
 		{`"{{ .scheduled_for_local }}"`, `"2026-11-02T00:30:00+08:00"`},
@@ -134,11 +136,15 @@ func TestLocalDates(t *testing.T) {
 func TestTypesAndBytesKept(t *testing.T) {
 	t.Parallel()
 	scope := Scope{Workflow: true, Inputs: []string{"n", "big", "flag", "obj", "none", "list"}, Upstream: []string{"extract"}}
-	d := Data{ScheduledFor: at(t, "2026-01-01T00:00:00Z"),
-		Inputs: map[string]json.RawMessage{"n": json.RawMessage(`1.50`), "big": json.RawMessage(`12345678901234567890`),
+	d := Data{
+		ScheduledFor: at(t, "2026-01-01T00:00:00Z"),
+		Inputs: map[string]json.RawMessage{
+			"n": json.RawMessage(`1.50`), "big": json.RawMessage(`12345678901234567890`),
 			"flag": json.RawMessage(`true`), "obj": json.RawMessage(`{"b":1,"a":[1,2]}`), "none": json.RawMessage(`null`),
-			"list": json.RawMessage(`["x","y"]`)},
-		Nodes: map[string]Node{"extract": {Status: "succeeded", Output: json.RawMessage(`{"rows":[{"id":7}],"count":1}`)}}}
+			"list": json.RawMessage(`["x","y"]`),
+		},
+		Nodes: map[string]Node{"extract": {Status: "succeeded", Output: json.RawMessage(`{"rows":[{"id":7}],"count":1}`)}},
+	}
 	payload := `{ "z" : 1.0e2, "n":"{{ .inputs.n }}", "big":"{{ .inputs.big }}", "flag":"{{ .inputs.flag }}",
   "obj":"{{ .inputs.obj }}", "none":"{{ .inputs.none }}", "rows":"{{ .nodes.extract.output.rows }}",
   "status":"{{ .nodes.extract.status }}", "text":"n={{ .inputs.n }} big={{ .inputs.big }}", "esc":"\u00e9\n", "a":[ "{{ index .inputs.list 1 }}" , false ] }`
@@ -236,8 +242,10 @@ func TestParseErrors(t *testing.T) {
 func TestRenderFailures(t *testing.T) {
 	t.Parallel()
 	node := Scope{Workflow: true, Upstream: []string{"extract"}}
-	d := Data{ScheduledFor: at(t, "2026-01-01T00:00:00Z"), TaskName: "n",
-		Nodes: map[string]Node{"extract": {Status: "succeeded", Output: json.RawMessage(`{"count":1}`)}}}
+	d := Data{
+		ScheduledFor: at(t, "2026-01-01T00:00:00Z"), TaskName: "n",
+		Nodes: map[string]Node{"extract": {Status: "succeeded", Output: json.RawMessage(`{"count":1}`)}},
+	}
 	for _, c := range []struct {
 		payload string
 		scope   Scope
@@ -274,8 +282,10 @@ func TestRenderFailures(t *testing.T) {
 // FuzzParseRender: any payload parses or is refused without a panic, and
 // one that renders renders JSON.
 func FuzzParseRender(f *testing.F) {
-	for _, s := range []string{`{"a":"{{ .round }}"}`, `"{{ date_add .business_date -1 }}"`, `["{{ json . }}", 1]`,
-		`{"x":"{{ range .round }}{{ . }}{{ end }}"}`, `{"k":"{{ if eq .trigger \"x\" }}a{{ else }}b{{ end }}"}`} {
+	for _, s := range []string{
+		`{"a":"{{ .round }}"}`, `"{{ date_add .business_date -1 }}"`, `["{{ json . }}", 1]`,
+		`{"x":"{{ range .round }}{{ . }}{{ end }}"}`, `{"k":"{{ if eq .trigger \"x\" }}a{{ else }}b{{ end }}"}`,
+	} {
 		f.Add(s)
 	}
 	d := Data{ScheduledFor: time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC), Round: 3, Trigger: "schedule"}

@@ -216,9 +216,11 @@ func callbacks(ctx context.Context, st *stack, o options, n, rate int) (*result,
 	}
 	wg.Wait()
 	elapsed := time.Since(completeStart)
-	res.API = append(res.API, apiStats{Name: fmt.Sprintf("POST /v1/executions/{id}/complete at %d/s (complete-to-succeeded)", rate),
+	res.API = append(res.API, apiStats{
+		Name:        fmt.Sprintf("POST /v1/executions/{id}/complete at %d/s (complete-to-succeeded)", rate),
 		Concurrency: cap(sem), Requests: len(todo), PerSecond: math.Round(float64(len(todo))/elapsed.Seconds()*10) / 10,
-		Latency: summarize(lat), Errors: failed, ErrorSamples: samples})
+		Latency: summarize(lat), Errors: failed, ErrorSamples: samples,
+	})
 	res.Errors += failed
 	res.ErrorSamples = append(res.ErrorSamples, samples...)
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM executions WHERE state = 'succeeded'`).Scan(&res.Delivered); err != nil {

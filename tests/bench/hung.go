@@ -37,8 +37,10 @@ func hung(ctx context.Context, st *stack, o options, n int) (*result, error) {
 		return nil, err
 	}
 	defer s.close()
-	res := &result{Scenario: "hung", Tasks: n, FiresPerSecond: hungQuietTasks, WindowSeconds: hungWindow.Seconds(),
-		Target: fmt.Sprintf("tenant B's lateness p99 ≤ %d ms, no slot lost, while %d deliveries of tenant A hang", hungTargetP99MS, n)}
+	res := &result{
+		Scenario: "hung", Tasks: n, FiresPerSecond: hungQuietTasks, WindowSeconds: hungWindow.Seconds(),
+		Target: fmt.Sprintf("tenant B's lateness p99 ≤ %d ms, no slot lost, while %d deliveries of tenant A hang", hungTargetP99MS, n),
+	}
 
 	hang, err := startHangingReceiver(ctx)
 	if err != nil {
@@ -68,8 +70,10 @@ func hung(ctx context.Context, st *stack, o options, n int) (*result, error) {
 	cb := s.ax.createTasks(ctx, hungQuietTasks, o.concurrency, func(i int) map[string]any {
 		return map[string]any{
 			"name": fmt.Sprintf("b-%02d", i), "endpoint_id": s.epID,
-			"schedule": map[string]any{"type": "interval", "interval_seconds": 1,
-				"start_at": bStart.Add(time.Duration(i) * time.Second / hungQuietTasks).UTC().Format(time.RFC3339Nano)},
+			"schedule": map[string]any{
+				"type": "interval", "interval_seconds": 1,
+				"start_at": bStart.Add(time.Duration(i) * time.Second / hungQuietTasks).UTC().Format(time.RFC3339Nano),
+			},
 		}
 	})
 	if cb.errors > 0 {

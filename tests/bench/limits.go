@@ -136,7 +136,8 @@ func pauseNote(pauses [][2]time.Time) string {
 // limitedSession opens a session with limitsReplicas ax processes, a slow
 // receiver answering after delay and an endpoint on it with limits.
 func limitedSession(ctx context.Context, st *stack, name string, delay time.Duration, limits map[string]any) (
-	*session, *slowReceiver, string, error) {
+	*session, *slowReceiver, string, error,
+) {
 	s, err := open(ctx, st, name, false, false)
 	if err != nil {
 		return nil, nil, "", err
@@ -168,7 +169,8 @@ func limitedSession(ctx context.Context, st *stack, name string, delay time.Dura
 // createOnce creates n one-shot tasks to endpoint, task i due at at(i),
 // at least 5 s after creation ends (else an error).
 func createOnce(ctx context.Context, s *session, o options, res *result, n int, endpoint string, first time.Time,
-	at func(i int) time.Time) error {
+	at func(i int) time.Time,
+) error {
 	s.st.logf("%s: creating %d one-shot tasks from %s", s.name, n, first.Format(time.RFC3339))
 	cr := s.ax.createTasks(ctx, n, o.concurrency, func(i int) map[string]any {
 		return map[string]any{
@@ -246,8 +248,10 @@ func maxconc(ctx context.Context, st *stack, o options, n int) (*result, error) 
 	}
 	s.finish(ctx, res)
 
-	ls := &limitStats{Replicas: limitsReplicas, Limit: maxconcLimit, ResponseMS: float64(maxconcLatency.Milliseconds()),
-		Requests: len(arrivals), MaxInflight: most, IdealPerSec: ideal}
+	ls := &limitStats{
+		Replicas: limitsReplicas, Limit: maxconcLimit, ResponseMS: float64(maxconcLatency.Milliseconds()),
+		Requests: len(arrivals), MaxInflight: most, IdealPerSec: ideal,
+	}
 	first, last, delivered := rcv.span()
 	if len(inflight) > 0 {
 		sorted := slices.Sorted(slices.Values(inflight))

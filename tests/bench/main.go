@@ -118,8 +118,10 @@ func (m *multiFlag) Set(v string) error {
 	return nil
 }
 
-var scenarios = []string{"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling", "retention",
-	"workflow", "diamond", "shards", "callbacks", "noisy", "hung", "maxconc", "ratelimit", "templated"}
+var scenarios = []string{
+	"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling", "retention",
+	"workflow", "diamond", "shards", "callbacks", "noisy", "hung", "maxconc", "ratelimit", "templated",
+}
 
 func main() {
 	var o options

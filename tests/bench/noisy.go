@@ -34,8 +34,10 @@ func noisy(ctx context.Context, st *stack, o options, n int) (*result, error) {
 		return nil, err
 	}
 	defer s.close()
-	res := &result{Scenario: "noisy", Tasks: n,
-		Target: fmt.Sprintf("tenant B's lateness p99 ≤ 100 ms during tenant A's burst of %d to a 1 s endpoint", n)}
+	res := &result{
+		Scenario: "noisy", Tasks: n,
+		Target: fmt.Sprintf("tenant B's lateness p99 ≤ 100 ms during tenant A's burst of %d to a 1 s endpoint", n),
+	}
 
 	slow, err := startSlowReceiver(ctx, noisySlowLatency)
 	if err != nil {
@@ -68,8 +70,10 @@ func noisy(ctx context.Context, st *stack, o options, n int) (*result, error) {
 		at := bStart.Add(time.Duration(i) * time.Second / noisyBTasks)
 		return map[string]any{
 			"name": fmt.Sprintf("b-%04d", i), "endpoint_id": s.epID,
-			"schedule": map[string]any{"type": "interval", "interval_seconds": 1,
-				"start_at": at.UTC().Format(time.RFC3339Nano)},
+			"schedule": map[string]any{
+				"type": "interval", "interval_seconds": 1,
+				"start_at": at.UTC().Format(time.RFC3339Nano),
+			},
 		}
 	})
 	if cb.errors > 0 {

@@ -254,8 +254,10 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 		if sh.startAt {
 			sched["start_at"] = base.Add(offset(i)).UTC().Format(time.RFC3339Nano)
 		}
-		body := map[string]any{"name": fmt.Sprintf("%s-%07d", name, i), "endpoint_id": s.epID, "schedule": sched,
-			"payload": map[string]any{"i": i}}
+		body := map[string]any{
+			"name": fmt.Sprintf("%s-%07d", name, i), "endpoint_id": s.epID, "schedule": sched,
+			"payload": map[string]any{"i": i},
+		}
 		if sh.task != nil {
 			sh.task(i, body)
 		}

@@ -225,8 +225,10 @@ func (st *stack) startAx(ctx context.Context, name, dbURL string) (*axProc, erro
 		stderr = os.Stderr
 	}
 	// If the bench dies, so does ax.
-	ap, err := axproc.Start(ctx, axproc.Config{Binary: st.axBin, Args: []string{"serve"}, Env: env,
-		Log: stderr, LogFile: logPath, ParentDeathSignal: syscall.SIGTERM})
+	ap, err := axproc.Start(ctx, axproc.Config{
+		Binary: st.axBin, Args: []string{"serve"}, Env: env,
+		Log: stderr, LogFile: logPath, ParentDeathSignal: syscall.SIGTERM,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%w; its log:\n%s", err, tail(logPath, 20))
 	}

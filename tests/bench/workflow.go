@@ -59,8 +59,10 @@ func workflowScenario(ctx context.Context, st *stack, o options, name string, n 
 		return nil, err
 	}
 	defer s.close()
-	res := &result{Scenario: name, Tasks: n,
-		Target: "every node of every run once, never early; step latency p99 ≤ 100 ms"}
+	res := &result{
+		Scenario: name, Tasks: n,
+		Target: "every node of every run once, never early; step latency p99 ≤ 100 ms",
+	}
 
 	nodes, deps := shape(s.epID)
 	var wf struct {

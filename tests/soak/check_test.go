@@ -27,10 +27,14 @@ func TestEvaluate(t *testing.T) {
 		var qs []request
 		for s := 0; s <= 60; s += 10 {
 			id := "E" + time.Duration(s).String()
-			xs = append(xs, execRow{id: id, taskID: "T", state: "succeeded", trigger: "schedule", slot: at(s), round: 1,
-				attempts: 1, finishedAt: ptr(at(s))})
-			qs = append(qs, request{at: at(s), key: id, webhookID: id, execID: id, taskID: "T",
-				sched: at(s).Format(time.RFC3339Nano), attempt: 1, answered: 200})
+			xs = append(xs, execRow{
+				id: id, taskID: "T", state: "succeeded", trigger: "schedule", slot: at(s), round: 1,
+				attempts: 1, finishedAt: ptr(at(s)),
+			})
+			qs = append(qs, request{
+				at: at(s), key: id, webhookID: id, execID: id, taskID: "T",
+				sched: at(s).Format(time.RFC3339Nano), attempt: 1, answered: 200,
+			})
 		}
 		return xs, qs
 	}
@@ -64,8 +68,10 @@ func TestEvaluate(t *testing.T) {
 		mutate func(xs []execRow, qs []request) ([]execRow, []request)
 		field  func(r *result) int
 	}{
-		"lost slot": {func(xs []execRow, qs []request) ([]execRow, []request) { return xs[1:], qs[1:] },
-			func(r *result) int { return r.lost }},
+		"lost slot": {
+			func(xs []execRow, qs []request) ([]execRow, []request) { return xs[1:], qs[1:] },
+			func(r *result) int { return r.lost },
+		},
 		"cancelled while active": {func(xs []execRow, qs []request) ([]execRow, []request) {
 			xs[2].state, xs[2].attempts = "cancelled", 1
 			return xs, qs
@@ -79,8 +85,10 @@ func TestEvaluate(t *testing.T) {
 			xs[0].state = "retrying"
 			return xs, qs
 		}, func(r *result) int { return r.nonFinal }},
-		"succeeded, never received": {func(xs []execRow, qs []request) ([]execRow, []request) { return xs, qs[1:] },
-			func(r *result) int { return r.notReceived }},
+		"succeeded, never received": {
+			func(xs []execRow, qs []request) ([]execRow, []request) { return xs, qs[1:] },
+			func(r *result) int { return r.notReceived },
+		},
 		"cancelled before start, received": {func(xs []execRow, qs []request) ([]execRow, []request) {
 			xs[4].state, xs[4].attempts = "cancelled", 0
 			return xs, qs

@@ -177,8 +177,10 @@ func (e *env) startAx(ctx context.Context, r *replica) (*axProc, error) {
 	r.runs++
 	logPath := filepath.Join(e.dir, fmt.Sprintf("%s.%d.log", r.name, r.runs))
 	r.mu.Unlock()
-	ap, err := axproc.Start(ctx, axproc.Config{Binary: e.axBin, Args: []string{"serve"}, Env: e.axEnv(),
-		LogFile: logPath, ParentDeathSignal: syscall.SIGKILL})
+	ap, err := axproc.Start(ctx, axproc.Config{
+		Binary: e.axBin, Args: []string{"serve"}, Env: e.axEnv(),
+		LogFile: logPath, ParentDeathSignal: syscall.SIGKILL,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", err, lastLine(logPath))
 	}

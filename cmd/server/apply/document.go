@@ -242,8 +242,10 @@ func duplicates(docs []Document) Errors {
 	for _, d := range docs {
 		key := d.Kind + "\x00" + d.Name
 		if first, ok := seen[key]; ok {
-			errs = append(errs, &DocError{File: d.File, Index: d.Index, Doc: d.String(),
-				FieldError: FieldError{Field: "name", Message: fmt.Sprintf("%s is also in %s, document %d", d, first.File, first.Index)}})
+			errs = append(errs, &DocError{
+				File: d.File, Index: d.Index, Doc: d.String(),
+				FieldError: FieldError{Field: "name", Message: fmt.Sprintf("%s is also in %s, document %d", d, first.File, first.Index)},
+			})
 			continue
 		}
 		seen[key] = d

@@ -75,8 +75,10 @@ func jsonSchemaOf(v any, defs map[string]any) any {
 					r, isRef := refOfAPI(p)
 					switch {
 					case isRef && r.list:
-						props[r.doc] = map[string]any{"type": "array", "items": map[string]any{"type": "string"},
-							"description": "Names of " + strings.ToLower(r.kind) + "s (the API takes their ids)."}
+						props[r.doc] = map[string]any{
+							"type": "array", "items": map[string]any{"type": "string"},
+							"description": "Names of " + strings.ToLower(r.kind) + "s (the API takes their ids).",
+						}
 					case isRef:
 						props[r.doc] = map[string]any{"type": "string", "description": "The name of an " + strings.ToLower(r.kind) + " (the API takes its id as " + r.api + ")."}
 					default:

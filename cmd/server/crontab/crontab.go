@@ -108,8 +108,10 @@ func (e Errors) Error() string {
 }
 
 // macros are the @ forms ax runs; @reboot is not a schedule.
-var macros = map[string]bool{"@yearly": true, "@annually": true, "@monthly": true, "@weekly": true,
-	"@daily": true, "@midnight": true, "@hourly": true}
+var macros = map[string]bool{
+	"@yearly": true, "@annually": true, "@monthly": true, "@weekly": true,
+	"@daily": true, "@midnight": true, "@hourly": true,
+}
 
 var (
 	envLine  = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$`)
@@ -328,8 +330,10 @@ func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
 const nameMax = 60
 
 // wrappers are commands that say nothing of the job: a name skips them.
-var wrappers = map[string]bool{"exec": true, "nice": true, "ionice": true, "env": true, "sudo": true, "flock": true,
-	"timeout": true, "/usr/bin/env": true}
+var wrappers = map[string]bool{
+	"exec": true, "nice": true, "ionice": true, "env": true, "sudo": true, "flock": true,
+	"timeout": true, "/usr/bin/env": true,
+}
 
 // redirection matches a word that redirects (>, >>, 2>, &>, <, 2>&1 …).
 var redirection = regexp.MustCompile(`^(\d*|&)?[<>]`)

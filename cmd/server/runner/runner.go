@@ -246,8 +246,10 @@ func (r *Runner) serve(w http.ResponseWriter, req *http.Request) {
 	r.mu.Unlock()
 
 	facts := map[string]string{"AX_WEBHOOK_ID": id}
-	for name, h := range map[string]string{"AX_EXECUTION_ID": HeaderExecutionID, "AX_TASK_ID": HeaderTaskID,
-		"AX_SCHEDULED_FOR": HeaderScheduledFor, "AX_ATTEMPT": HeaderAttempt} {
+	for name, h := range map[string]string{
+		"AX_EXECUTION_ID": HeaderExecutionID, "AX_TASK_ID": HeaderTaskID,
+		"AX_SCHEDULED_FOR": HeaderScheduledFor, "AX_ATTEMPT": HeaderAttempt,
+	} {
 		if v := req.Header.Get(h); v != "" {
 			facts[name] = v
 		}

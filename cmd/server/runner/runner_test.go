@@ -46,8 +46,10 @@ func newFixture(t testing.TB, change func(*runner.Config)) *fixture {
 	secret := newSecret(t)
 	allow, err := runner.ParseAllowlist([]string{`/bin/(sh|true|false|echo|sleep)`})
 	require.NoError(t, err)
-	cfg := runner.Config{Secrets: []string{secret}, Allow: allow, KillAfter: 300 * time.Millisecond,
-		Grace: 200 * time.Millisecond, Env: runner.BaseEnv(os.Environ())}
+	cfg := runner.Config{
+		Secrets: []string{secret}, Allow: allow, KillAfter: 300 * time.Millisecond,
+		Grace: 200 * time.Millisecond, Env: runner.BaseEnv(os.Environ()),
+	}
 	if change != nil {
 		change(&cfg)
 	}

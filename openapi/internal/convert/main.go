@@ -362,11 +362,15 @@ const (
 // string property p, "p[]" the strings of the array p, "p{}" the values
 // of the map p.
 var stringPatterns = map[string]map[string]string{
-	"EndpointRequest": {"name": endpointNamePattern, "url": urlPattern, "secret": secretPattern,
-		"headers{}": headerValuePattern},
+	"EndpointRequest": {
+		"name": endpointNamePattern, "url": urlPattern, "secret": secretPattern,
+		"headers{}": headerValuePattern,
+	},
 	"RotateSecretRequest": {"secret": secretPattern},
-	"TaskRequest": {"name": namePattern, "endpoint_id": uuidPattern, "alert_endpoint_id": optionalUUIDPattern,
-		"labels{}": labelValuePattern},
+	"TaskRequest": {
+		"name": namePattern, "endpoint_id": uuidPattern, "alert_endpoint_id": optionalUUIDPattern,
+		"labels{}": labelValuePattern,
+	},
 	"Schedule":        {"timezone": zonePattern, "exclude_calendars[]": uuidPattern},
 	"WorkflowRequest": {"name": namePattern, "alert_endpoint_id": optionalUUIDPattern},
 	"WorkflowNode":    {"key": nodeKeyPattern, "endpoint_id": uuidPattern, "depends_on[]": nodeKeyPattern},
@@ -702,8 +706,10 @@ func anyJSON(doc *openapi3.T) {
 			object := openapi3.NewObjectSchema()
 			object.Nullable = true
 			object.AdditionalProperties = openapi3.AdditionalProperties{Has: openapi3.Ptr(true)}
-			v.AnyOf = openapi3.SchemaRefs{object.NewRef(), openapi3.NewArraySchema().WithItems(openapi3.NewSchema()).NewRef(),
-				openapi3.NewStringSchema().NewRef(), openapi3.NewFloat64Schema().NewRef(), openapi3.NewBoolSchema().NewRef()}
+			v.AnyOf = openapi3.SchemaRefs{
+				object.NewRef(), openapi3.NewArraySchema().WithItems(openapi3.NewSchema()).NewRef(),
+				openapi3.NewStringSchema().NewRef(), openapi3.NewFloat64Schema().NewRef(), openapi3.NewBoolSchema().NewRef(),
+			}
 			if v.Extensions == nil {
 				v.Extensions = map[string]any{}
 			}
