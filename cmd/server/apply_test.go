@@ -765,3 +765,17 @@ func TestApplyConcurrently(t *testing.T) {
 	require.Equal(t, []string{"e0", "e1", "e2"}, sorted(c.names("endpoints")))
 	require.Equal(t, []string{"t0", "t1", "t2"}, sorted(c.names("tasks")))
 }
+
+// TestExampleRepository: the example repository in docs/ applies to a real
+// server as it is, and a second apply changes nothing.
+func TestExampleRepository(t *testing.T) {
+	t.Parallel()
+	c := startClientServer(t).as("example")
+	dir := filepath.Join("..", "..", "docs", "examples", "schedules")
+	out, errOut, err := c.ax("", "apply", "-f", dir)
+	require.NoError(t, err, "%s%s", out, errOut)
+	require.Contains(t, errOut, "8 created, 0 updated, 0 unchanged, 0 deleted", out)
+	out, errOut, err = c.ax("", "apply", "-f", dir)
+	require.NoError(t, err, errOut)
+	require.Contains(t, errOut, "0 created, 0 updated, 8 unchanged, 0 deleted", out)
+}
