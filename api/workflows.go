@@ -40,7 +40,7 @@ type workflowNodeDTO struct {
 	PayloadTemplate bool `json:"payload_template,omitempty"`
 	// RunIf is a template rendered when the node's trigger rule is met: "true" fires it, "false" skips it (downstream
 	// all_success treats it as satisfied), anything else fails it (error_class template). Empty: no condition.
-	RunIf string `json:"run_if,omitempty" maxLength:"4096" example:"{{ eq .inputs.mode \"full\" }}"`
+	RunIf string `json:"run_if,omitempty" maxLength:"4096" example:"{{ ne .trigger \"backfill\" }}"`
 } // @name WorkflowNode
 
 // workflowRequest is the body of POST /v1/workflows, and the shape a PATCH merges into.

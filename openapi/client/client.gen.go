@@ -2507,7 +2507,7 @@ type WorkflowNode struct {
 	// RunIf RunIf is a template rendered when the node's trigger rule is met: "true" fires it, "false" skips it (downstream
 	// all_success treats it as satisfied), anything else fails it (error_class template). Empty: no condition.
 	//
-	// Example: {{ eq .inputs.mode "full" }}
+	// Example: {{ ne .trigger "backfill" }}
 	RunIf *string `json:"run_if,omitempty"`
 
 	// Shards Shards fires this many executions of the node (1..1000; 0 or absent: 1), with X-Ax-Shard-Index/Count.

@@ -2270,7 +2270,7 @@ export interface components {
             /**
              * @description RunIf is a template rendered when the node's trigger rule is met: "true" fires it, "false" skips it (downstream
              *     all_success treats it as satisfied), anything else fails it (error_class template). Empty: no condition.
-             * @example {{ eq .inputs.mode "full" }}
+             * @example {{ ne .trigger "backfill" }}
              */
             run_if?: string;
             /**
