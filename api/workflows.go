@@ -35,6 +35,12 @@ type workflowNodeDTO struct {
 	// mode the node's 2xx only accepts the attempt: the nodes downstream wait until its execution is completed
 	// (POST /v1/executions/{id}/complete), and heartbeat and completion timeouts retry it under its retry policy.
 	Completion *completionDTO `json:"completion,omitempty" extensions:"x-nullable"`
+	// PayloadTemplate: each JSON string of payload is a Go template rendered when the node fires, over the slot's data,
+	// the run's inputs (.inputs.<name>) and its upstream nodes' outputs and states (.nodes.<key>.output…, .status).
+	PayloadTemplate bool `json:"payload_template,omitempty"`
+	// RunIf is a template rendered when the node's trigger rule is met: "true" fires it, "false" skips it (downstream
+	// all_success treats it as satisfied), anything else fails it (error_class template). Empty: no condition.
+	RunIf string `json:"run_if,omitempty" maxLength:"4096" example:"{{ ne .trigger \"backfill\" }}"`
 } // @name WorkflowNode
 
 // workflowRequest is the body of POST /v1/workflows, and the shape a PATCH merges into.
@@ -244,6 +250,7 @@ func (r workflowRequest) input() (service.WorkflowInput, error) {
 		node := service.WorkflowNodeInput{
 			Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority,
 			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
+			PayloadTemplate: n.PayloadTemplate, RunIf: n.RunIf,
 			Retry: service.RetryPolicy{
 				MaxAttempts:    n.Retry.MaxAttempts,
 				InitialBackoff: time.Duration(n.Retry.InitialBackoffMS) * time.Millisecond,
@@ -289,7 +296,7 @@ func workflowRequestOf(in service.WorkflowInput) workflowRequest {
 	for _, n := range in.Nodes {
 		d := workflowNodeDTO{
 			Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority, Shards: n.Shards,
-			DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
+			DependsOn: n.DependsOn, TriggerRule: n.TriggerRule, PayloadTemplate: n.PayloadTemplate, RunIf: n.RunIf,
 			Retry: retryDTO{
 				MaxAttempts: n.Retry.MaxAttempts, InitialBackoffMS: n.Retry.InitialBackoff.Milliseconds(),
 				MaxBackoffMS: n.Retry.MaxBackoff.Milliseconds(),

@@ -360,6 +360,8 @@ type NewNodeExecution struct {
 	Node       string
 	Shard      int32
 	ShardCount int32
+	// Payload is the execution's own rendered payload (nil: its node's).
+	Payload []byte
 }
 
 // InsertNodeExecutions inserts the executions of a run's nodes (and their
@@ -377,8 +379,10 @@ func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, ru
 	}
 	ids, tasks, triggers, nodes := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	shards, counts := make([]int32, n), make([]int32, n)
+	payloads := make([][]byte, n)
 	for i, e := range execs {
 		ids[i], tasks[i], triggers[i], nodes[i], shards[i], counts[i] = e.ID, e.TaskID, e.Trigger, e.Node, e.Shard, e.ShardCount
+		payloads[i] = e.Payload
 	}
 	uids, err := uuidArray(ids)
 	if err != nil {
@@ -390,10 +394,10 @@ func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, ru
 	}
 	rows, err := q.Query(ctx, `WITH ins AS (
 			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, implicit_events, workflow_id,
-				workflow_run_id, node, shard, shard_count, round)
-			SELECT $1, id, task_id, $4, trigger, 1, $2, $3, node, shard, shard_count, $11
-			FROM unnest($5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::int[], $10::int[])
-				AS i(id, task_id, trigger, node, shard, shard_count)
+				workflow_run_id, node, shard, shard_count, round, payload)
+			SELECT $1, id, task_id, $4, trigger, 1, $2, $3, node, shard, shard_count, $11, payload
+			FROM unnest($5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::int[], $10::int[], $12::bytea[])
+				AS i(id, task_id, trigger, node, shard, shard_count, payload)
 			ON CONFLICT DO NOTHING
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
@@ -401,7 +405,7 @@ func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, ru
 			SELECT tenant_id, task_id, scheduled_for, id FROM ins
 		)
 		SELECT tenant_id, id::text, task_id::text, scheduled_for FROM ins`,
-		tenant, workflowID, runID, slot, uids, taskIDs, triggers, nodes, shards, counts, max(round, 1))
+		tenant, workflowID, runID, slot, uids, taskIDs, triggers, nodes, shards, counts, max(round, 1), payloads)
 	if err != nil {
 		return nil, wrap("insert node executions", err)
 	}

@@ -43,6 +43,9 @@ var goStatements = map[string]struct {
 	"cmd/server/runner/runner.go (*Runner).serve": {3, "one command's run, its heartbeats and a completion " +
 		"answered from the record; Shutdown waits for them"},
 	"cmd/server/runner/runner.go (*Runner).Shutdown": {1, "waits for the runs to end, once"},
+	// ax apply is a client: its goroutines are API calls, waited for.
+	"cmd/server/apply/apply.go fetch":    {1, "lists each kind at once; waited for"},
+	"cmd/server/apply/apply.go parallel": {1, "a bounded number of API writes at once; waited for"},
 }
 
 // TestEveryLoopHasAnOwner: no go statement (nor a WaitGroup's or an
@@ -98,6 +101,10 @@ var packageState = map[string]string{
 		"sees another's state",
 	"api.specQueryParams": "a sync.OnceValue: the query parameters of the embedded OpenAPI document, computed " +
 		"once and never written",
+	"apply.schemas": "a sync.OnceValue: the create bodies' schemas of the embedded OpenAPI document, read once and " +
+		"never written",
+	"apply.patterns": "a cache of the embedded document's compiled patterns: the same regexp for the same text, " +
+		"whoever asks",
 }
 
 // stateDirs are left out of TestNoPackageLevelState, each with why.

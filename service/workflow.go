@@ -49,6 +49,13 @@ type WorkflowNodeInput struct {
 	// callback mode the node is done when its execution is completed
 	// (POST /v1/executions/{id}/complete), not at its 2xx.
 	Completion Completion
+	// PayloadTemplate: each JSON string of Payload is a template over the
+	// run's data (its inputs, its upstream nodes' outputs and states),
+	// rendered when the node fires.
+	PayloadTemplate bool
+	// RunIf, when set, is a template rendered when the node's rule is met:
+	// "true" fires it, "false" skips it, anything else fails it.
+	RunIf string
 }
 
 // WorkflowInput is what a client may set on a workflow.
@@ -286,6 +293,7 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedul
 		// (the workflow's version).
 		checkJSONDocument(&ve, f+".payload", n.Payload)
 		addProblems(i, "trigger_rule")
+		checkNodeTemplates(&ve, f, n, in)
 	}
 	for i := range in.Nodes {
 		addProblems(i, "depends_on")
@@ -357,6 +365,7 @@ func storeVersion(ctx context.Context, tx db.Tx, tenant, workflowID string, vers
 			Priority: n.Priority, TimeoutMS: n.Timeout.Milliseconds(), MaxAttempts: n.Retry.MaxAttempts,
 			InitialBackoffMS: n.Retry.InitialBackoff.Milliseconds(), MaxBackoffMS: n.Retry.MaxBackoff.Milliseconds(),
 			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
+			PayloadTemplate: n.PayloadTemplate, RunIf: n.RunIf,
 		}
 		if n.Completion.Callback() {
 			sn.CompletionMode, sn.CompletionTimeoutMS = CompletionCallback, n.Completion.Timeout.Milliseconds()
@@ -508,6 +517,7 @@ func workflowFromRow(r db.Workflow) (Workflow, error) {
 				MaxBackoff: time.Duration(n.MaxBackoffMS) * time.Millisecond,
 			},
 			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule, Completion: n.completion(),
+			PayloadTemplate: n.PayloadTemplate, RunIf: n.RunIf,
 		})
 	}
 	return w, nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/template"
 )
 
 // The data of a workflow run: its inputs and its nodes' outputs.
@@ -207,4 +208,54 @@ func ResponseOutput(body []byte, truncated bool) (output json.RawMessage, reason
 		return nil, `the response body holds U+0000 (\u0000), which a JSON document cannot keep`
 	}
 	return json.RawMessage(trimmed), ""
+}
+
+// RunIfMax bounds a node's run_if template, in bytes.
+const RunIfMax = 4096
+
+// nodeScope is the template data node n of workflow in may read: the
+// workflow's inputs and its upstream nodes, direct or not.
+func nodeScope(n WorkflowNodeInput, in WorkflowInput) template.Scope {
+	deps := make(map[string][]string, len(in.Nodes))
+	for _, m := range in.Nodes {
+		deps[m.Key] = m.DependsOn
+	}
+	seen := map[string]bool{}
+	var up []string
+	var walk func(keys []string)
+	walk = func(keys []string) {
+		for _, k := range keys {
+			if !seen[k] {
+				seen[k] = true
+				up = append(up, k)
+				walk(deps[k])
+			}
+		}
+	}
+	walk(n.DependsOn)
+	names := make([]string, 0, len(in.Inputs))
+	for name := range in.Inputs {
+		names = append(names, name)
+	}
+	return template.Scope{Workflow: true, Inputs: names, Upstream: up}
+}
+
+// checkNodeTemplates checks node n's payload template and run_if (field
+// prefix f, nodes[i]) against the data it may read.
+func checkNodeTemplates(ve *ValidationError, f string, n WorkflowNodeInput, in WorkflowInput) {
+	if !n.PayloadTemplate && n.RunIf == "" {
+		return
+	}
+	scope := nodeScope(n, in)
+	if n.PayloadTemplate {
+		checkPayloadTemplate(ve, f+".payload", n.Payload, scope)
+	}
+	if n.RunIf != "" {
+		if len(n.RunIf) > RunIfMax {
+			ve.Add(f+".run_if", fmt.Sprintf("must be at most %d bytes", RunIfMax))
+			return
+		}
+		doc, _ := json.Marshal(n.RunIf)
+		checkPayloadTemplate(ve, f+".run_if", doc, scope)
+	}
 }

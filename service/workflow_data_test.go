@@ -401,3 +401,35 @@ func TestUpstreamOutputVisibleWhenDownstreamFires(t *testing.T) {
 		"c": `a={"rows": 7},b={"file": "x.csv"}`,
 	}, seen)
 }
+
+// TestWorkflowNodeTemplatesValidation: a node's payload template and
+// run_if are checked against what the node may read — the workflow's
+// inputs and its upstream nodes, direct or not — and refused by field.
+func TestWorkflowNodeTemplatesValidation(t *testing.T) {
+	t.Parallel()
+	f := newWFFixture(t)
+	ctx := context.Background()
+	n := 0
+	create := func(change func(b, c *service.WorkflowNodeInput)) error {
+		a, b, c := f.node("a"), f.node("b", "a"), f.node("c", "b")
+		change(&b, &c)
+		n++
+		_, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+			Name: fmt.Sprintf("v%d", n), Nodes: []service.WorkflowNodeInput{a, b, c}, Inputs: inputsOf("day", `"2026-12-01"`),
+		})
+		return err
+	}
+	require.NoError(t, create(func(_, c *service.WorkflowNodeInput) {
+		c.PayloadTemplate = true
+		c.Payload = []byte(`{"rows": "{{ .nodes.a.output.rows }}", "day": "{{ .inputs.day }}", "b": "{{ .nodes.b.status }}"}`)
+		c.RunIf = `{{ eq .nodes.a.status "succeeded" }}`
+	}), "an upstream of an upstream, and the inputs, may be read")
+	requireFields(t, create(func(b, _ *service.WorkflowNodeInput) {
+		b.PayloadTemplate = true
+		b.Payload = []byte(`{"rows": "{{ .nodes.c.output.rows }}", "x": "{{ .inputs.nope }}", "y": "{{ .bad"}`)
+	}), "nodes[1].payload.rows", "nodes[1].payload.x", "nodes[1].payload.y")
+	requireFields(t, create(func(b, _ *service.WorkflowNodeInput) { b.RunIf = `{{ .nodes.c.status }}` }), "nodes[1].run_if")
+	requireFields(t, create(func(b, _ *service.WorkflowNodeInput) { b.RunIf = strings.Repeat("x", service.RunIfMax+1) }), "nodes[1].run_if")
+	// Without payload_template the payload is sent as it is: nothing to check.
+	require.NoError(t, create(func(b, _ *service.WorkflowNodeInput) { b.Payload = []byte(`{"x": "{{ .nodes.c }}"}`) }))
+}

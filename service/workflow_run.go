@@ -56,6 +56,9 @@ type storedNode struct {
 	CompletionMode      string `json:"completion_mode,omitempty"`
 	CompletionTimeoutMS int64  `json:"completion_timeout_ms,omitempty"`
 	HeartbeatTimeoutMS  int64  `json:"heartbeat_timeout_ms,omitempty"`
+	// PayloadTemplate and RunIf: the node's templates (WorkflowNodeInput).
+	PayloadTemplate bool   `json:"payload_template,omitempty"`
+	RunIf           string `json:"run_if,omitempty"`
 }
 
 // completion is the node's completion mode as a task's.
@@ -195,9 +198,19 @@ func (e runEngine) advanceRun(ctx context.Context, tx db.Tx, tenant, runID strin
 // advanceLocked is advanceRun on a run locked by the caller; force names
 // nodes to fire whatever their rule.
 func (e runEngine) advanceLocked(ctx context.Context, tx db.Tx, run db.WorkflowRun, force []string) error {
+	return e.advance(ctx, tx, run, force, 0)
+}
+
+// advance is advanceLocked; depth counts the passes a node's condition or
+// template made it run again (each one changes a node's state, so they
+// are at most as many as the nodes).
+func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, force []string, depth int) error {
 	g, err := e.graphs.load(ctx, tx, run.TenantID, run.WorkflowID, run.Version)
 	if err != nil {
 		return err
+	}
+	if depth > len(g.nodes) {
+		return fmt.Errorf("workflow run %s: its nodes' conditions did not settle after %d passes", run.ID, depth)
 	}
 	nodes, err := db.GetRunNodes(ctx, tx, run.TenantID, run.ID)
 	if err != nil {
@@ -220,9 +233,47 @@ func (e runEngine) advanceLocked(ctx context.Context, tx db.Tx, run db.WorkflowR
 	}
 	p := planRun(g, stored, execs)
 	fire := append(slices.Clone(p.fire), force...)
+	// Conditions and templates: run_if decides whether a node whose rule
+	// is met fires or is skipped (a node forced to run fires whatever it
+	// says); one that renders anything else fails, as does a payload
+	// that does not render.
+	var (
+		tr      *runTemplates
+		skipped []string
+		broken  map[string]string
+	)
+	if needsTemplates(g, fire) {
+		if tr, err = loadTemplates(ctx, tx, run, g, stored, execs); err != nil {
+			return err
+		}
+		kept := fire[:0:0]
+		for _, k := range fire {
+			n := g.nodes[g.index[k]]
+			if n.RunIf == "" || slices.Contains(force, k) {
+				kept = append(kept, k)
+				continue
+			}
+			switch ok, skip, reason := tr.runIf(n); {
+			case skip:
+				skipped = append(skipped, k)
+			case !ok:
+				if broken == nil {
+					broken = map[string]string{}
+				}
+				broken[k] = reason
+				kept = append(kept, k)
+			default:
+				kept = append(kept, k)
+			}
+		}
+		fire = kept
+	}
 	var keys, states []string
 	for _, k := range fire {
 		keys, states = append(keys, k), append(states, nodeFired)
+	}
+	for _, k := range skipped {
+		keys, states = append(keys, k), append(states, NodeSkipped)
 	}
 	for _, k := range p.block {
 		keys, states = append(keys, k), append(states, NodeBlocked)
@@ -235,8 +286,14 @@ func (e runEngine) advanceLocked(ctx context.Context, tx db.Tx, run db.WorkflowR
 			return storeError(err, "set run node states")
 		}
 	}
-	if err := e.fireNodes(ctx, tx, run, g, fire); err != nil {
+	failed, err := e.fireNodes(ctx, tx, run, g, fire, tr, broken)
+	if err != nil {
 		return err
+	}
+	if len(skipped) > 0 || failed {
+		// A skipped or failed node may meet (or break) its downstream
+		// nodes' rules, and settles the run's state: plan again.
+		return e.advance(ctx, tx, run, nil, depth+1)
 	}
 	if p.run == run.State {
 		return nil
@@ -260,12 +317,18 @@ func (e runEngine) advanceLocked(ctx context.Context, tx db.Tx, run db.WorkflowR
 }
 
 // fireNodes creates the executions (one per shard) of nodes of a run and
-// their deliver jobs.
-func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, g *graph, keys []string) error {
+// their deliver jobs. With tr, a templated node's executions get their
+// rendered payloads; a node in broken (its run_if), or an execution whose
+// payload does not render, is failed unsent (error_class template), and
+// failed says so.
+func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, g *graph, keys []string,
+	tr *runTemplates, broken map[string]string,
+) (failed bool, err error) {
 	if len(keys) == 0 {
-		return nil
+		return false, nil
 	}
 	var news []db.NewNodeExecution
+	unsent := map[string]string{} // execution id → why it fails unsent
 	meta := map[string]storedNode{}
 	for _, k := range keys {
 		n := g.nodes[g.index[k]]
@@ -280,30 +343,54 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 		}
 		shards := max(n.Shards, 1)
 		for i := range shards {
-			news = append(news, db.NewNodeExecution{
+			x := db.NewNodeExecution{
 				ID: NewID(), TaskID: n.TaskID, Trigger: trigger, Node: k,
 				Shard: int32(i), ShardCount: int32(shards),
-			})
+			}
+			if why, ok := broken[k]; ok {
+				unsent[x.ID] = why
+			} else if x.Payload, err = tr.payload(n, x.ID, trigger, i, shards); err != nil {
+				unsent[x.ID], x.Payload = err.Error(), nil
+			}
+			news = append(news, x)
 		}
 		meta[n.TaskID] = n
 	}
 	inserted, err := db.InsertNodeExecutions(ctx, tx, run.TenantID, run.WorkflowID, run.ID, run.ScheduledFor, run.Round, news)
 	if err != nil {
-		return storeError(err, "insert node executions")
+		return false, storeError(err, "insert node executions")
 	}
 	if len(inserted) == 0 {
-		return nil
+		return false, nil
 	}
-	fired := make([]firedExecution, len(inserted))
-	for i, x := range inserted {
+	fired := make([]firedExecution, 0, len(inserted))
+	var fails []unsentFire
+	for _, x := range inserted {
+		if why, ok := unsent[x.ID]; ok {
+			fails = append(fails, unsentFire{TenantID: x.TenantID, ID: x.ID, TaskID: x.TaskID, Reason: why})
+			continue
+		}
 		n := meta[x.TaskID]
-		fired[i] = firedExecution{
+		fired = append(fired, firedExecution{
 			TenantID: x.TenantID, ID: x.ID, ScheduledFor: x.ScheduledFor, Priority: n.Priority,
 			MaxAttempts: n.MaxAttempts,
+		})
+	}
+	if len(fails) > 0 {
+		var done ended
+		if err := failUnsent(ctx, tx, e.enq, fails, &done); err != nil {
+			return false, err
+		}
+		// Counted before the commit, unlike a delivery's outcome: the
+		// engine runs inside its callers' transactions.
+		done.report(e.metrics)
+	}
+	if len(fired) > 0 {
+		if _, err := e.enq.insertMany(ctx, tx, fireInserts(fired, time.Now(), e.ahead, e.ahead)); err != nil { // a run's nodes are in the main lane
+			return false, err
 		}
 	}
-	_, err = e.enq.insertMany(ctx, tx, fireInserts(fired, time.Now(), e.ahead, e.ahead)) // a run's nodes are in the main lane
-	return err
+	return len(fails) > 0, nil
 }
 
 // promote starts a workflow's pending runs, oldest slot first, while fewer

@@ -368,8 +368,10 @@ spec:
       depends_on: [extract]
       endpoint: alerts
       key: report
-      payload: [1, "two"]
+      payload: [1, "two", "{{ .inputs.limit }}"]
+      payload_template: true
       priority: 4
+      run_if: '{{ eq .nodes.extract.status "succeeded" }}'
       retry: {max_attempts: 2}
       shards: 3
       timeout_ms: 20000

@@ -2494,11 +2494,21 @@ type WorkflowNode struct {
 	// Payload Payload is any JSON; the webhook body carries it. Default {}.
 	Payload interface{} `json:"payload,omitempty"`
 
+	// PayloadTemplate PayloadTemplate: each JSON string of payload is a Go template rendered when the node fires, over the slot's data,
+	// the run's inputs (.inputs.<name>) and its upstream nodes' outputs and states (.nodes.<key>.output…, .status).
+	PayloadTemplate *bool `json:"payload_template,omitempty"`
+
 	// Priority Priority 1 (highest) to 4; 0 or absent: 2.
 	//
 	// Example: 2
 	Priority *int         `json:"priority,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
+
+	// RunIf RunIf is a template rendered when the node's trigger rule is met: "true" fires it, "false" skips it (downstream
+	// all_success treats it as satisfied), anything else fails it (error_class template). Empty: no condition.
+	//
+	// Example: {{ ne .trigger "backfill" }}
+	RunIf *string `json:"run_if,omitempty"`
 
 	// Shards Shards fires this many executions of the node (1..1000; 0 or absent: 1), with X-Ax-Shard-Index/Count.
 	//

@@ -84,7 +84,8 @@ var defaults = map[string]map[string]any{
 		"sla": nil,
 	},
 	"WorkflowNode": {
-		"completion": map[string]any{"mode": "response"}, "depends_on": []any{}, "payload": nil, "priority": int64(2),
+		"completion": map[string]any{"mode": "response"}, "depends_on": []any{}, "payload": nil, "payload_template": false,
+		"priority": int64(2), "run_if": nil,
 		"retry": map[string]any{}, "shards": int64(1), "timeout_ms": nil, "trigger_rule": "all_success",
 	},
 	"RetryPolicy":      {"max_attempts": int64(5), "initial_backoff_ms": int64(1000), "max_backoff_ms": int64(600000)},

@@ -2257,11 +2257,22 @@ export interface components {
                 [key: string]: unknown;
             } | null) | unknown[] | string | number | boolean;
             /**
+             * @description PayloadTemplate: each JSON string of payload is a Go template rendered when the node fires, over the slot's data,
+             *     the run's inputs (.inputs.<name>) and its upstream nodes' outputs and states (.nodes.<key>.output…, .status).
+             */
+            payload_template?: boolean;
+            /**
              * @description Priority 1 (highest) to 4; 0 or absent: 2.
              * @example 2
              */
             priority?: number;
             retry?: components["schemas"]["RetryPolicy"];
+            /**
+             * @description RunIf is a template rendered when the node's trigger rule is met: "true" fires it, "false" skips it (downstream
+             *     all_success treats it as satisfied), anything else fails it (error_class template). Empty: no condition.
+             * @example {{ ne .trigger "backfill" }}
+             */
+            run_if?: string;
             /**
              * @description Shards fires this many executions of the node (1..1000; 0 or absent: 1), with X-Ax-Shard-Index/Count.
              * @example 1

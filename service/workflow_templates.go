@@ -1,0 +1,147 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/schedule"
+	"github.com/axhq/ax/service/template"
+)
+
+// runTemplates renders a run's node templates (payloads and run_if) from
+// its data, read once per advance and only when a node to fire has one:
+// plain workflows pay nothing.
+type runTemplates struct {
+	run    db.WorkflowRun
+	g      *graph
+	loc    *time.Location
+	inputs map[string]json.RawMessage
+	nodes  map[string]template.Node
+}
+
+// needsTemplates reports whether a node of keys renders a template.
+func needsTemplates(g *graph, keys []string) bool {
+	for _, k := range keys {
+		if n := g.nodes[g.index[k]]; n.PayloadTemplate || n.RunIf != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// loadTemplates reads run's data (runData) and its workflow's zone.
+func loadTemplates(ctx context.Context, tx db.Tx, run db.WorkflowRun, g *graph, stored map[string]string,
+	execs map[string][]db.RunExecution,
+) (*runTemplates, error) {
+	d, err := runData(ctx, tx, run, g, stored, execs)
+	if err != nil {
+		return nil, err
+	}
+	t := &runTemplates{run: run, g: g, loc: time.UTC, inputs: d.Inputs, nodes: make(map[string]template.Node, len(d.Nodes))}
+	for k, n := range d.Nodes {
+		t.nodes[k] = template.Node{Status: n.Status, Output: n.Output}
+	}
+	w, err := db.GetWorkflow(ctx, tx, run.TenantID, run.WorkflowID, false)
+	if err != nil {
+		return nil, storeError(err, "load workflow")
+	}
+	if w.Schedule != nil {
+		var s struct {
+			Timezone string `json:"timezone"`
+		}
+		if json.Unmarshal([]byte(*w.Schedule), &s) == nil && s.Timezone != "" {
+			if loc, err := schedule.LoadZone(s.Timezone); err == nil {
+				t.loc = loc
+			}
+		}
+	}
+	return t, nil
+}
+
+// data is the template data of node n's execution id (shard of count).
+func (t *runTemplates) data(n storedNode, id, trigger string, shard, count int) template.Data {
+	return template.Data{
+		ScheduledFor: t.run.ScheduledFor, Location: t.loc, ExecutionID: id, TaskName: n.Key,
+		Round: max(int(t.run.Round), 1), ShardIndex: shard, ShardCount: max(count, 1), Trigger: trigger,
+		WorkflowID: t.run.WorkflowID, WorkflowRunID: t.run.ID, Inputs: t.inputs, Nodes: t.nodes,
+	}
+}
+
+// runIf renders node n's run_if: fire is its verdict; a reason (fire
+// false) says why the node fails instead (anything but true or false).
+func (t *runTemplates) runIf(n storedNode) (fire, skip bool, reason string) {
+	doc, _ := json.Marshal(n.RunIf)
+	tpl, err := template.Parse(doc, scopeOf(t.g, n))
+	if err != nil {
+		return false, false, "run_if does not parse: " + err.Error()
+	}
+	out, err := tpl.Render(t.data(n, "", TriggerDependency, 0, 1), RunIfMax)
+	if err != nil {
+		return false, false, "run_if: " + err.Error()
+	}
+	var v any
+	if err := json.Unmarshal(out, &v); err != nil {
+		return false, false, "run_if rendered no value: " + err.Error()
+	}
+	switch v := v.(type) {
+	case bool:
+		return v, !v, ""
+	case string:
+		switch strings.TrimSpace(v) {
+		case "true":
+			return true, false, ""
+		case "false":
+			return false, true, ""
+		}
+	}
+	return false, false, fmt.Sprintf("run_if rendered %s: want true or false", truncateText(string(out), 200))
+}
+
+// payload renders node n's payload for one of its executions; nil, nil
+// for a node without a payload template.
+func (t *runTemplates) payload(n storedNode, id, trigger string, shard, count int) ([]byte, error) {
+	if t == nil || !n.PayloadTemplate {
+		return nil, nil
+	}
+	tpl, err := template.Parse(n.Payload, scopeOf(t.g, n))
+	if err != nil {
+		return nil, fmt.Errorf("the payload's template does not parse: %w", err)
+	}
+	return tpl.Render(t.data(n, id, trigger, shard, count), RenderedPayloadMax)
+}
+
+// truncateText cuts s to at most n bytes on a character boundary.
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// scopeOf is the template scope of node n in graph g: every upstream node,
+// direct or not, and any input name (the inputs were checked when the
+// version was stored).
+func scopeOf(g *graph, n storedNode) template.Scope {
+	seen := map[string]bool{}
+	var up []string
+	var walk func(keys []string)
+	walk = func(keys []string) {
+		for _, k := range keys {
+			if i, ok := g.index[k]; ok && !seen[k] {
+				seen[k] = true
+				up = append(up, k)
+				walk(g.nodes[i].DependsOn)
+			}
+		}
+	}
+	walk(n.DependsOn)
+	return template.Scope{Workflow: true, Upstream: up}
+}
