@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db/dbtest"
@@ -61,9 +63,11 @@ func TestWorkflowDataEndToEnd(t *testing.T) {
 	want := map[string]any{"business_date": "2026-12-01", "limit": 5.0}
 	require.Equal(t, want, run["inputs"])
 	var got map[string]any
-	require.Eventually(t, func() bool {
-		got = apiGet(t, p.base, tok, "/v1/workflow-runs/"+runID)
-		return got["state"] == "succeeded"
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var err error
+		got, err = getJSON(context.Background(), p.base, tok, "/v1/workflow-runs/"+runID)
+		assert.NoError(c, err)
+		assert.Equal(c, "succeeded", got["state"])
 	}, 30*time.Second, 50*time.Millisecond)
 	require.Equal(t, want, got["inputs"])
 	nodes := map[string]map[string]any{}
