@@ -68,6 +68,9 @@ type DeliveryRow struct {
 	LaterMisfire bool `db:"later_misfire"`
 	CaughtUp     bool `db:"caught_up"`
 	CatchUpShard bool `db:"catch_up_shard"`
+	// SingleSlot: the task's schedule has one slot only (once), so a
+	// misfire of it has no other slot to stand for.
+	SingleSlot bool `db:"single_slot"`
 	JoinedEndpoint
 	// CompletionTimeoutMS is set for a task in callback completion mode
 	// (nil: a 2xx ends the attempt); HeartbeatTimeoutMS may be set then.
@@ -93,6 +96,7 @@ func (r *DeliveryRow) fields() []any {
 		&r.WorkflowID, &r.WorkflowRunID, &r.Node, &r.Shard, &r.ShardCount, &r.CreatedAt, &r.NeverStarted, &r.TaskFound, &r.TaskName,
 		&r.TaskState, &r.TaskPayload, &r.TaskTimeoutMS, &r.MaxAttempts, &r.InitialBackoffMS, &r.MaxBackoffMS,
 		&r.OverlapPolicy, &r.MisfirePolicy, &r.EarlierUnfinished, &r.LaterMissed, &r.LaterMisfire, &r.CaughtUp, &r.CatchUpShard,
+		&r.SingleSlot,
 		&e.EndpointFound, &e.EndpointID, &e.EndpointURL, &e.EndpointMethod, &e.EndpointHeaders, &e.Secret,
 		&e.PreviousSecret, &e.PreviousSecretExp, &e.EndpointTimeoutMS, &e.EndpointEnabled, &r.CompletionTimeoutMS,
 		&r.HeartbeatTimeoutMS, &r.Waiting, &r.EndpointMaxConcurrency, &r.EndpointRateLimit, &r.Now,
@@ -190,6 +194,7 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 				WHERE x.task_id = e.task_id AND x.trigger = 'schedule' AND NOT x.rescheduled AND x.tenant_id = e.tenant_id
 				  AND x.scheduled_for = e.scheduled_for AND x.round = e.round AND x.id <> e.id
 				  AND x.late AND x.first_started_at IS NOT NULL), false) AS catch_up_shard,
+			coalesce(t.schedule_type = 'once', false) AS single_slot,
 			ep.id IS NOT NULL AS endpoint_found, ep.id::text AS endpoint_id, ep.url AS endpoint_url,
 			ep.method AS endpoint_method, ep.headers AS endpoint_headers, ep.secret, ep.previous_secret,
 			ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms, ep.enabled AS endpoint_enabled,

@@ -191,7 +191,7 @@ func startFactsOf(row db.DeliveryRow, lease int, jobID int64, gates []limits.Gat
 		TaskFound: row.TaskFound, TaskState: zeroIfNil(row.TaskState), OverlapPolicy: zeroIfNil(row.OverlapPolicy),
 		MisfirePolicy: zeroIfNil(row.MisfirePolicy), MaxAttempts: int(zeroIfNil(row.MaxAttempts)),
 		EarlierUnfinished: row.EarlierUnfinished, LaterMissed: row.LaterMissed,
-		LaterMisfire: row.LaterMisfire, CaughtUp: row.CaughtUp, CatchUpShard: row.CatchUpShard,
+		LaterMisfire: row.LaterMisfire, CaughtUp: row.CaughtUp, CatchUpShard: row.CatchUpShard, SingleSlot: row.SingleSlot,
 		EndpointFound: row.EndpointFound, EndpointEnabled: zeroIfNil(row.EndpointEnabled),
 		Waited: row.Now.Sub(row.ScheduledFor), Waiting: row.Waiting,
 		EndpointLimited: row.EndpointMaxConcurrency != nil || row.EndpointRateLimit != nil,

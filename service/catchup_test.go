@@ -171,3 +171,36 @@ func TestFireOnceMisfiresDecideOneAtATime(t *testing.T) {
 		require.True(t, got.Missed, "round %d: %s", round, fmt.Sprintf("%+v", got))
 	}
 }
+
+// TestFireOnceOneShotMisfireIsSentAlone: a one-shot (once) fire_once
+// task has no other slot its misfire could stand for, so the misfire is
+// sent late without the catch-up's bookkeeping: Begin neither waits for
+// the task's row lock (held here by another transaction throughout) nor
+// records a catch-up on the task.
+func TestFireOnceOneShotMisfireIsSentAlone(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := newFixture(t)
+	d := service.NewDeliveries(f.delivery, f.enq, service.DeliveriesConfig{})
+	task := uuid.NewString()
+	_, err := f.pool.Exec(ctx, `UPDATE endpoints SET enabled = true WHERE tenant_id = $1 AND id = $2`, f.tenant, f.endpoint)
+	require.NoError(t, err)
+	_, err = f.pool.Exec(ctx, `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, run_at, misfire_policy)
+		VALUES ($1, $2, $3, $4, 'once', now() - interval '10 seconds', 'fire_once')`, f.tenant, task, "one-shot-"+task, f.endpoint)
+	require.NoError(t, err)
+	id := f.pendingSlot(t, task, 10*time.Second)
+
+	tx, err := f.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	require.NoError(t, db.LockTask(ctx, tx, f.tenant, task))
+
+	got, err := d.Begin(ctx, f.tenant, id, 1)
+	require.NoError(t, err, "decided without the task's row lock")
+	require.Equal(t, service.ActionSend, got.Action)
+	require.True(t, got.Late)
+	var caughtUp *time.Time
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT caught_up_at FROM tasks WHERE tenant_id = $1 AND id = $2`, f.tenant, task).Scan(&caughtUp))
+	require.Nil(t, caughtUp, "no catch-up recorded")
+}

@@ -74,6 +74,10 @@ type startFacts struct {
 	LaterMisfire bool
 	CaughtUp     bool
 	CatchUpShard bool
+	// SingleSlot: the task's schedule has one slot only (once). Its
+	// misfire stands for no other slot: fire_once sends it late without
+	// the catch-up's bookkeeping (no task row lock, nothing recorded).
+	SingleSlot bool
 
 	// The task's endpoint (EndpointFound false: deleted).
 	EndpointFound   bool
@@ -118,7 +122,7 @@ func (r startRules) misfire(f startFacts) bool {
 // of a task then never decide at once, each unaware of the other's catch-
 // up.
 func (r startRules) decidedAlone(f startFacts) bool {
-	return r.misfire(f) && f.MisfirePolicy == MisfireFireOnce
+	return r.misfire(f) && f.MisfirePolicy == MisfireFireOnce && !f.SingleSlot
 }
 
 // startVerdict is what Begin does with an attempt.
@@ -312,7 +316,7 @@ func startVerdictOf(f startFacts, r startRules) startDecision {
 	batch := f.State == ExecPending && f.OverlapPolicy == OverlapAllow && !late && !f.EndpointLimited && !f.TenantLimited
 	return startDecision{
 		Verdict: startSend, Resumed: resumed, Attempt: next, Late: late, Batch: batch,
-		CatchUp: late && f.MisfirePolicy == MisfireFireOnce,
+		CatchUp: late && f.MisfirePolicy == MisfireFireOnce && !f.SingleSlot,
 	}
 }
 

@@ -112,6 +112,8 @@ type equivTask struct {
 	// CaughtUp: the task's latest catch-up started half an hour ago
 	// (caught_up_at).
 	CaughtUp bool
+	// OneShot: a once task (one slot only) instead of an interval one.
+	OneShot bool
 }
 
 // equivExec is an execution of a combination.
@@ -193,10 +195,11 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 			_, err := tx.Exec(ctx, `INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, interval_seconds,
 					state, overlap_policy, max_attempts, initial_backoff_ms, max_backoff_ms, consecutive_failures,
 					pause_after_failures, alert_endpoint_id, misfire_policy, caught_up_at)
-				VALUES ($1, $2, $3, $4, 'interval', 60, $5, $6, $7, 1000, 60000, $8, $9, $10, $11,
+				VALUES ($1, $2, $3, $4, CASE WHEN $13 THEN 'once' ELSE 'interval' END, CASE WHEN NOT $13 THEN 60 END,
+					$5, $6, $7, 1000, 60000, $8, $9, $10, $11,
 					CASE WHEN $12 THEN now() - interval '30 minutes' END)`,
 				tenant, c.TaskID, fmt.Sprintf("t-%d", i), endpoint[c.Task.Endpoint], c.Task.State, c.Task.Overlap,
-				c.Task.MaxAttempts, c.Task.Failures, pause, alert, misfire, c.Task.CaughtUp)
+				c.Task.MaxAttempts, c.Task.Failures, pause, alert, misfire, c.Task.CaughtUp, c.Task.OneShot)
 			require.NoError(t, err)
 		}
 		for k := range c.Earlier {
@@ -498,14 +501,14 @@ func misfireCases(newID func() string) []equivCase {
 				for _, earlier := range []int{0, 1} {
 					for _, ago := range []time.Duration{time.Second, 2 * time.Hour} {
 						for _, later := range []int{0, 1} {
-							for stretch := 1; stretch < 8; stretch++ { // the three facts' other combinations
-								pending, caughtUp, shard := stretch&1, stretch&2 != 0, stretch&4 != 0
+							for stretch := 1; stretch < 16; stretch++ { // the four facts' other combinations
+								pending, caughtUp, shard, oneShot := stretch&1, stretch&2 != 0, stretch&4 != 0, stretch&8 != 0
 								out = append(out, equivCase{
 									ID: newID(), TaskID: newID(), Lease: 1, Earlier: earlier, Later: later,
 									LaterPending: pending,
 									Task: &equivTask{
 										State: ts, Overlap: overlap, Misfire: MisfireFireOnce, MaxAttempts: 3, Endpoint: "on",
-										CaughtUp: caughtUp,
+										CaughtUp: caughtUp, OneShot: oneShot,
 									},
 									Exec: equivExec{State: ExecPending, Trigger: trigger, Ago: ago, CatchUpShard: shard},
 								})

@@ -219,6 +219,10 @@ func TestDecideStart(t *testing.T) {
 			late(MisfireFireOnce, time.Minute, 0)(f)
 			f.CaughtUp, f.LaterMisfire, f.CatchUpShard = true, true, true
 		}, startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true}},
+		{"misfire, fire_once, a one-shot task's only slot: late, no catch-up to record", func(f *startFacts) {
+			late(MisfireFireOnce, time.Minute, 0)(f)
+			f.SingleSlot = true
+		}, startDecision{Verdict: startSend, Attempt: 1, Late: true}},
 		{
 			"misfire, fire_once, later slots fired count for fire_all only", late(MisfireFireOnce, time.Minute, 5),
 			startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true},
@@ -303,7 +307,7 @@ func TestDecideStart(t *testing.T) {
 
 // TestDecidedAlone: a misfire of a fire_once task, and only that, is
 // decided under its task's row lock (its decision reads what the task's
-// other misfires decided).
+// other misfires decided) — unless the task has one slot only.
 func TestDecidedAlone(t *testing.T) {
 	t.Parallel()
 	r := DeliveriesConfig{}.WithDefaults().rules()
@@ -319,6 +323,7 @@ func TestDecidedAlone(t *testing.T) {
 		"manual":       func(f *startFacts) { f.Trigger = TriggerManual },
 		"an API retry": func(f *startFacts) { f.NeverStarted = false },
 		"retrying":     func(f *startFacts) { f.State = ExecRetrying },
+		"one-shot":     func(f *startFacts) { f.SingleSlot = true },
 	} {
 		f := misfire
 		change(&f)
