@@ -51,6 +51,12 @@ var liveBatchMembers = `batch_members AS MATERIALIZED (
 		SELECT m.id FROM river_job j, ` + batchMembers + `
 		WHERE j.kind = 'deliver_batch' AND j.state IN ` + liveJobStates + `)`
 
+// liveDeliverJobs lists the (tenant, execution) that live deliver jobs
+// name.
+var liveDeliverJobs = `live_deliver AS MATERIALIZED (
+		SELECT j.args->>'tenant_id' AS tenant_id, j.args->>'execution_id' AS execution_id FROM river_job j
+		WHERE j.kind = 'deliver' AND j.state IN ` + liveJobStates + `)`
+
 // FindOrphanedExecutions returns up to limit unfinished executions whose
 // slot is more than olderThan ago (database clock) and that no live River
 // job carries, oldest slot first. Such an execution is left by a fault:
@@ -59,18 +65,41 @@ var liveBatchMembers = `batch_members AS MATERIALIZED (
 // while the database was unreachable). leaseCeiling is the last lease a
 // job inserted with an execution may use (deliver_batch and deliver jobs
 // alike).
+//
+// It is orphanJoin's test for many executions at once: the live jobs are
+// read once and anti-joined (live_deliver, batch_members), not probed per
+// execution — a probe of river_job's args index for a tenant's execution
+// reads the postings of every job of that tenant, so a backlog of
+// thousands made each pass take a second of the database's CPU.
 func FindOrphanedExecutions(ctx context.Context, q Querier, olderThan time.Duration, limit, leaseCeiling int) ([]OrphanedExecution, error) {
-	rows, err := q.Query(ctx, `WITH `+liveBatchMembers+`
-		SELECT e.tenant_id, e.id::text, e.state, e.scheduled_for, e.river_job_id, j.state::text AS job_state,
-			greatest(e.lease_attempt, CASE WHEN e.river_job_id IS NULL THEN $3
-				ELSE coalesce((j.args->>'lease_base')::int, 0) + coalesce(j.max_attempts, 0) END) AS lease_ceiling,
-			coalesce((SELECT t.priority FROM tasks t WHERE t.tenant_id = e.tenant_id AND t.id = e.task_id), 1)::int AS priority
-		FROM unfinished_executions u
-		JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
-		`+orphanJoin+`
-		  AND u.scheduled_for < now() - make_interval(secs => $1)
-		  AND e.state IN `+execUnfinished+`
-		ORDER BY u.scheduled_for
+	rows, err := q.Query(ctx, `WITH `+liveBatchMembers+`, `+liveDeliverJobs+`,
+		due AS (
+			SELECT e.tenant_id, e.id, e.state, e.scheduled_for, e.river_job_id, e.lease_attempt, e.task_id
+			FROM unfinished_executions u
+			JOIN executions e ON e.tenant_id = u.tenant_id AND e.id = u.id
+			WHERE u.scheduled_for < now() - make_interval(secs => $1)
+			  AND e.state IN `+execUnfinished+`
+			  -- An execution waiting for its callback has no job by design:
+			  -- the callback sweeper carries it (FindExpiredCallbacks).
+			  AND NOT (e.state = `+execRunning+` AND `+WaitingForCallback+`)
+		), orphans AS (
+			SELECT d.*, j.state AS job_state, j.args AS job_args, j.max_attempts AS job_max_attempts
+			FROM due d
+			LEFT JOIN river_job j ON j.id = d.river_job_id
+			WHERE d.river_job_id IS NOT NULL AND (j.id IS NULL OR j.state NOT IN `+liveJobStates+`)
+			UNION ALL
+			SELECT d.*, NULL, NULL, NULL
+			FROM due d
+			WHERE d.river_job_id IS NULL
+			  AND NOT EXISTS (SELECT 1 FROM live_deliver l WHERE l.tenant_id = d.tenant_id AND l.execution_id = d.id::text)
+			  AND NOT EXISTS (SELECT 1 FROM batch_members b WHERE b.id = d.id)
+		)
+		SELECT o.tenant_id, o.id::text, o.state, o.scheduled_for, o.river_job_id, o.job_state::text AS job_state,
+			greatest(o.lease_attempt, CASE WHEN o.river_job_id IS NULL THEN $3
+				ELSE coalesce((o.job_args->>'lease_base')::int, 0) + coalesce(o.job_max_attempts, 0) END) AS lease_ceiling,
+			coalesce((SELECT t.priority FROM tasks t WHERE t.tenant_id = o.tenant_id AND t.id = o.task_id), 1)::int AS priority
+		FROM orphans o
+		ORDER BY o.scheduled_for
 		LIMIT $2`, olderThan.Seconds(), limit, leaseCeiling)
 	if err != nil {
 		return nil, wrap("find orphaned executions", err)
