@@ -23,7 +23,7 @@ func TestReconcileResumesOrphanedExecutions(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	execs := f.fire(t, 7) // one deliver_batch job carries all seven
+	execs := f.fire(t, 8) // one deliver_batch job carries all eight
 	sched := f.scheduler(service.SchedulerConfig{})
 	past := -time.Hour // every slot is "older" than this
 
@@ -55,6 +55,11 @@ func TestReconcileResumesOrphanedExecutions(t *testing.T) {
 	running(4, ", river_job_id = "+strconv.FormatInt(live, 10))      // its own job is live
 	running(5, ", cancel_requested = true")                          // cancelled through the API meanwhile
 	// execs[6] stays pending too.
+	// execs[7] stays pending, carried by a live deliver job that names it
+	// without being recorded (as a single fire's job is).
+	f.exec(t, `INSERT INTO river_job (args, kind, max_attempts, queue, state, priority)
+		VALUES (jsonb_build_object('tenant_id', $1::text, 'execution_id', $2::text, 'lease_base', 0), 'deliver', 25, 'deliver',
+			'available', 2)`, f.tenant, execs[7].id)
 
 	n, err = sched.Reconcile(ctx, time.Minute)
 	require.NoError(t, err)
@@ -116,4 +121,7 @@ func TestReconcileResumesOrphanedExecutions(t *testing.T) {
 	var job4 int64
 	require.NoError(t, f.pool.QueryRow(ctx, `SELECT river_job_id FROM executions WHERE id = $1`, execs[4].id).Scan(&job4))
 	require.Equal(t, live, job4, "an execution with a live job is left alone")
+	var job7 *int64
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT river_job_id FROM executions WHERE id = $1`, execs[7].id).Scan(&job7))
+	require.Nil(t, job7, "an execution a live deliver job names is left alone")
 }
