@@ -247,3 +247,10 @@ func (s *Schedule) membersExcluded(ctx context.Context, after time.Time, n int, 
 	}
 	return fires, excluded, nil
 }
+
+// Normalize returns spec as Parse keeps it (Spec): the default zone,
+// dialect and DST policy filled, the expression trimmed, times in UTC, a
+// union's members likewise.
+func Normalize(spec Spec) Spec {
+	return normalizeSpec(spec)
+}
