@@ -134,7 +134,7 @@ func TestUnionCalendars(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []time.Time{
 		utc(2026, 12, 31, 9, 0), utc(2026, 12, 31, 18, 0),
-		utc(2027, 1, 1, 18, 0), // 09:00 is the first member's, excluded on 1 January; 18:00 the second's fires
+		utc(2027, 1, 1, 18, 0),                        // 09:00 is the first member's, excluded on 1 January; 18:00 the second's fires
 		utc(2027, 1, 2, 9, 0), utc(2027, 1, 2, 18, 0), // the third member's calendar is not the others'
 		utc(2027, 1, 4, 9, 0), // the union's calendar removes 3 January from every member
 	}, fires)
