@@ -15,9 +15,6 @@ import (
 
 // scheduleDTO is a task's schedule (README, "Tasks").
 type scheduleDTO struct {
-	// Type union fires at every slot of its schedules (2 to 10 cron or interval schedules, each with its own
-	// timezone, dialect, dst_policy, bounds and exclude_calendars); an instant two of them produce is one slot.
-	// A union's own start_at, end_at and exclude_calendars apply to every member.
 	Type string `json:"type" enums:"cron,interval,once,union" example:"cron" validate:"required"`
 	// Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
 	// seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
@@ -38,8 +35,11 @@ type scheduleDTO struct {
 	DSTPolicy string `json:"dst_policy,omitempty" enums:"vixie,once_per_local_time" example:"vixie"`
 	// ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
 	ExcludeCalendars []string `json:"exclude_calendars,omitempty" format:"uuid"`
-	// Schedules are a union's members (union only): cron or interval schedules.
-	Schedules []scheduleDTO `json:"schedules,omitempty"`
+	// Schedules are a union's members (union only): 2 to 10 cron or interval schedules, each with its own timezone,
+	// dialect, dst_policy, bounds and exclude_calendars. The union fires at every slot of each; an instant two of
+	// them produce is one slot. The union's own start_at, end_at and exclude_calendars apply to every member; its
+	// timezone, if given, is UTC.
+	Schedules []scheduleDTO `json:"schedules,omitempty" minItems:"2" maxItems:"10"`
 } // @name Schedule
 
 // retryDTO bounds delivery retries.

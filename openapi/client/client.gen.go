@@ -684,6 +684,51 @@ func (e TaskRequestPatchOverlapPolicy) Valid() bool {
 	}
 }
 
+// Defines values for UnionScheduleDialect.
+const (
+	UnionScheduleDialectStandard UnionScheduleDialect = "standard"
+)
+
+// Valid indicates whether the value is a known member of the UnionScheduleDialect enum.
+func (e UnionScheduleDialect) Valid() bool {
+	switch e {
+	case UnionScheduleDialectStandard:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UnionScheduleDstPolicy.
+const (
+	UnionScheduleDstPolicyVixie UnionScheduleDstPolicy = "vixie"
+)
+
+// Valid indicates whether the value is a known member of the UnionScheduleDstPolicy enum.
+func (e UnionScheduleDstPolicy) Valid() bool {
+	switch e {
+	case UnionScheduleDstPolicyVixie:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UnionScheduleType.
+const (
+	UnionScheduleTypeUnion UnionScheduleType = "union"
+)
+
+// Valid indicates whether the value is a known member of the UnionScheduleType enum.
+func (e UnionScheduleType) Valid() bool {
+	switch e {
+	case UnionScheduleTypeUnion:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WorkflowMisfirePolicy.
 const (
 	WorkflowMisfirePolicyFireAll  WorkflowMisfirePolicy = "fire_all"
@@ -1912,6 +1957,12 @@ type PreviewItem struct {
 	//
 	// Example: 2026-03-08T03:00:00-04:00
 	Local string `json:"local"`
+
+	// Member Member, for a union, is the index in schedule.schedules of the member that produces this slot (the lowest
+	// when several do; for an excluded slot, the one whose calendar removed it). Absent for other schedules.
+	//
+	// Example: 0
+	Member *int `json:"member,omitempty"`
 }
 
 // PreviewItemDst DST, for a cron fire near a DST transition: shifted when the local time it is for does not exist and it
@@ -2072,7 +2123,7 @@ type SLA struct {
 	FinishWithinMs int `json:"finish_within_ms"`
 }
 
-// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused.
 type Schedule struct {
 	union json.RawMessage
 }
@@ -2199,7 +2250,7 @@ type Task struct {
 	Priority        int         `json:"priority"`
 	Retry           RetryPolicy `json:"retry"`
 
-	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused.
 	Schedule Schedule  `json:"schedule"`
 	Shards   int       `json:"shards"`
 	Sla      *SLA      `json:"sla,omitempty"`
@@ -2265,7 +2316,7 @@ type TaskRequest struct {
 	Priority *int         `json:"priority,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
 
-	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused.
 	Schedule Schedule `json:"schedule"`
 
 	// Shards Shards fires this many executions per slot (1..1000; 0 or absent: 1), each with X-Ax-Shard-Index and
@@ -2335,7 +2386,7 @@ type TaskRequestPatch struct {
 	Priority *int         `json:"priority,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
 
-	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused.
 	Schedule *Schedule `json:"schedule,omitempty"`
 
 	// Shards Shards fires this many executions per slot (1..1000; 0 or absent: 1), each with X-Ax-Shard-Index and
@@ -2417,6 +2468,51 @@ type TriggerRequest struct {
 	// a template.
 	Payload interface{} `json:"payload,omitempty"`
 }
+
+// UnionSchedule A union schedule.
+type UnionSchedule struct {
+	// Dialect Only standard, the default, is accepted: dialect applies to cron schedules.
+	//
+	// Example: standard
+	Dialect *UnionScheduleDialect `json:"dialect,omitempty"`
+
+	// DstPolicy Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+	//
+	// Example: vixie
+	DstPolicy *UnionScheduleDstPolicy `json:"dst_policy,omitempty"`
+	EndAt     *time.Time              `json:"end_at,omitempty"`
+
+	// ExcludeCalendars ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
+	ExcludeCalendars *[]string `json:"exclude_calendars,omitempty"`
+
+	// Schedules Schedules are a union's members (union only): 2 to 10 cron or interval schedules, each with its own timezone,
+	// dialect, dst_policy, bounds and exclude_calendars. The union fires at every slot of each; an instant two of
+	// them produce is one slot. The union's own start_at, end_at and exclude_calendars apply to every member; its
+	// timezone, if given, is UTC.
+	Schedules []Schedule `json:"schedules"`
+	StartAt   *time.Time `json:"start_at,omitempty"`
+
+	// Timezone Timezone is an IANA zone name (letters, digits, _ + - in segments separated by /; not Local); default UTC.
+	//
+	// Example: Asia/Shanghai
+	Timezone *string `json:"timezone,omitempty"`
+
+	// Type Example: union
+	Type UnionScheduleType `json:"type"`
+}
+
+// UnionScheduleDialect Only standard, the default, is accepted: dialect applies to cron schedules.
+//
+// Example: standard
+type UnionScheduleDialect string
+
+// UnionScheduleDstPolicy Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+//
+// Example: vixie
+type UnionScheduleDstPolicy string
+
+// UnionScheduleType Example: union
+type UnionScheduleType string
 
 // Workflow defines model for Workflow.
 type Workflow struct {
@@ -3088,6 +3184,40 @@ func (t *Schedule) MergeOnceSchedule(v OnceSchedule) error {
 	return err
 }
 
+// AsUnionSchedule returns the union data inside the Schedule as a UnionSchedule
+func (t Schedule) AsUnionSchedule() (UnionSchedule, error) {
+	var body UnionSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromUnionSchedule overwrites any union data inside the Schedule as the provided UnionSchedule
+func (t *Schedule) FromUnionSchedule(v UnionSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"union"}`))
+	t.union = b
+	return err
+}
+
+// MergeUnionSchedule performs a merge with any union data inside the Schedule, using the provided UnionSchedule
+func (t *Schedule) MergeUnionSchedule(v UnionSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"union"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Schedule) Discriminator() (string, error) {
 	var discriminator struct {
 		Discriminator string `json:"type"`
@@ -3108,6 +3238,8 @@ func (t Schedule) ValueByDiscriminator() (interface{}, error) {
 		return t.AsIntervalSchedule()
 	case "once":
 		return t.AsOnceSchedule()
+	case "union":
+		return t.AsUnionSchedule()
 	default:
 		return nil, errors.New("unknown discriminator value: " + discriminator)
 	}

@@ -522,6 +522,7 @@ var scheduleTypes = map[string]scheduleVariant{
 	"cron":     {"CronSchedule", []string{"cron", "dialect", "dst_policy"}, []string{"cron"}, nil},
 	"interval": {"IntervalSchedule", []string{"interval_seconds"}, []string{"interval_seconds"}, []string{"dialect", "dst_policy"}},
 	"once":     {"OnceSchedule", []string{"run_at"}, []string{"run_at"}, []string{"dialect", "dst_policy"}},
+	"union":    {"UnionSchedule", []string{"schedules"}, []string{"schedules"}, []string{"dialect", "dst_policy"}},
 }
 
 // scheduleCommon are the Schedule properties every type takes.
@@ -547,8 +548,8 @@ func scheduleVariants(doc *openapi3.T) error {
 	covered := map[string]bool{}
 	disc := &openapi3.Discriminator{PropertyName: "type", Mapping: map[string]openapi3.MappingRef{}}
 	one := openapi3.NewSchema()
-	one.Description = "A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). " +
-		"A field of another type is refused."
+	one.Description = "A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) " +
+		"or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused."
 	for _, t := range types {
 		variant := scheduleTypes[t]
 		v := openapi3.NewObjectSchema()
@@ -598,7 +599,8 @@ func scheduleVariants(doc *openapi3.T) error {
 
 // article is the indefinite article before word (a cron, an interval).
 func article(word string) string {
-	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) && !strings.HasPrefix(word, "one") && !strings.HasPrefix(word, "once") {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) && !strings.HasPrefix(word, "one") && !strings.HasPrefix(word, "once") &&
+		!strings.HasPrefix(word, "uni") {
 		return "An"
 	}
 	return "A"
