@@ -39,7 +39,7 @@ type scheduleDTO struct {
 	// dialect, dst_policy, bounds and exclude_calendars. The union fires at every slot of each; an instant two of
 	// them produce is one slot. The union's own start_at, end_at and exclude_calendars apply to every member; its
 	// timezone, if given, is UTC.
-	Schedules []scheduleDTO `json:"schedules,omitempty" minItems:"2" maxItems:"10"`
+	Schedules []scheduleDTO `json:"schedules,omitempty"`
 } // @name Schedule
 
 // retryDTO bounds delivery retries.

@@ -714,6 +714,21 @@ func (e UnionScheduleDstPolicy) Valid() bool {
 	}
 }
 
+// Defines values for UnionScheduleTimezone.
+const (
+	UnionScheduleTimezoneUTC UnionScheduleTimezone = "UTC"
+)
+
+// Valid indicates whether the value is a known member of the UnionScheduleTimezone enum.
+func (e UnionScheduleTimezone) Valid() bool {
+	switch e {
+	case UnionScheduleTimezoneUTC:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UnionScheduleType.
 const (
 	UnionScheduleTypeUnion UnionScheduleType = "union"
@@ -2469,6 +2484,11 @@ type TriggerRequest struct {
 	Payload interface{} `json:"payload,omitempty"`
 }
 
+// UnionMember A union's member: a cron or an interval schedule.
+type UnionMember struct {
+	union json.RawMessage
+}
+
 // UnionSchedule A union schedule.
 type UnionSchedule struct {
 	// Dialect Only standard, the default, is accepted: dialect applies to cron schedules.
@@ -2489,13 +2509,13 @@ type UnionSchedule struct {
 	// dialect, dst_policy, bounds and exclude_calendars. The union fires at every slot of each; an instant two of
 	// them produce is one slot. The union's own start_at, end_at and exclude_calendars apply to every member; its
 	// timezone, if given, is UTC.
-	Schedules []Schedule `json:"schedules"`
-	StartAt   *time.Time `json:"start_at,omitempty"`
+	Schedules []UnionMember `json:"schedules"`
+	StartAt   *time.Time    `json:"start_at,omitempty"`
 
-	// Timezone Timezone is an IANA zone name (letters, digits, _ + - in segments separated by /; not Local); default UTC.
+	// Timezone Only UTC, the default, is accepted: each of a union's schedules has its own timezone.
 	//
-	// Example: Asia/Shanghai
-	Timezone *string `json:"timezone,omitempty"`
+	// Example: UTC
+	Timezone *UnionScheduleTimezone `json:"timezone,omitempty"`
 
 	// Type Example: union
 	Type UnionScheduleType `json:"type"`
@@ -2510,6 +2530,11 @@ type UnionScheduleDialect string
 //
 // Example: vixie
 type UnionScheduleDstPolicy string
+
+// UnionScheduleTimezone Only UTC, the default, is accepted: each of a union's schedules has its own timezone.
+//
+// Example: UTC
+type UnionScheduleTimezone string
 
 // UnionScheduleType Example: union
 type UnionScheduleType string
@@ -2545,7 +2570,7 @@ type Workflow struct {
 	Nodes []WorkflowNode `json:"nodes"`
 
 	// Schedule Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger.
-	Schedule *Schedule `json:"schedule,omitempty"`
+	Schedule *WorkflowSchedule `json:"schedule,omitempty"`
 
 	// Sla SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
@@ -2655,7 +2680,7 @@ type WorkflowRequest struct {
 	Nodes []WorkflowNode `json:"nodes"`
 
 	// Schedule Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger.
-	Schedule *Schedule `json:"schedule,omitempty"`
+	Schedule *WorkflowSchedule `json:"schedule,omitempty"`
 
 	// Sla SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
@@ -2693,7 +2718,7 @@ type WorkflowRequestPatch struct {
 	Nodes *[]WorkflowNode `json:"nodes,omitempty"`
 
 	// Schedule Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger.
-	Schedule *Schedule `json:"schedule,omitempty"`
+	Schedule *WorkflowSchedule `json:"schedule,omitempty"`
 
 	// Sla SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
@@ -2824,6 +2849,11 @@ type WorkflowRunStats struct {
 	Running   int `json:"running"`
 	Succeeded int `json:"succeeded"`
 	Total     int `json:"total"`
+}
+
+// WorkflowSchedule A workflow's schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+type WorkflowSchedule struct {
+	union json.RawMessage
 }
 
 // WorkflowTriggerRequest defines model for WorkflowTriggerRequest.
@@ -3251,6 +3281,244 @@ func (t Schedule) MarshalJSON() ([]byte, error) {
 }
 
 func (t *Schedule) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsCronSchedule returns the union data inside the UnionMember as a CronSchedule
+func (t UnionMember) AsCronSchedule() (CronSchedule, error) {
+	var body CronSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCronSchedule overwrites any union data inside the UnionMember as the provided CronSchedule
+func (t *UnionMember) FromCronSchedule(v CronSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"cron"}`))
+	t.union = b
+	return err
+}
+
+// MergeCronSchedule performs a merge with any union data inside the UnionMember, using the provided CronSchedule
+func (t *UnionMember) MergeCronSchedule(v CronSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"cron"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsIntervalSchedule returns the union data inside the UnionMember as a IntervalSchedule
+func (t UnionMember) AsIntervalSchedule() (IntervalSchedule, error) {
+	var body IntervalSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromIntervalSchedule overwrites any union data inside the UnionMember as the provided IntervalSchedule
+func (t *UnionMember) FromIntervalSchedule(v IntervalSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"interval"}`))
+	t.union = b
+	return err
+}
+
+// MergeIntervalSchedule performs a merge with any union data inside the UnionMember, using the provided IntervalSchedule
+func (t *UnionMember) MergeIntervalSchedule(v IntervalSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"interval"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t UnionMember) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"type"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t UnionMember) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "cron":
+		return t.AsCronSchedule()
+	case "interval":
+		return t.AsIntervalSchedule()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t UnionMember) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *UnionMember) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsCronSchedule returns the union data inside the WorkflowSchedule as a CronSchedule
+func (t WorkflowSchedule) AsCronSchedule() (CronSchedule, error) {
+	var body CronSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCronSchedule overwrites any union data inside the WorkflowSchedule as the provided CronSchedule
+func (t *WorkflowSchedule) FromCronSchedule(v CronSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"cron"}`))
+	t.union = b
+	return err
+}
+
+// MergeCronSchedule performs a merge with any union data inside the WorkflowSchedule, using the provided CronSchedule
+func (t *WorkflowSchedule) MergeCronSchedule(v CronSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"cron"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsIntervalSchedule returns the union data inside the WorkflowSchedule as a IntervalSchedule
+func (t WorkflowSchedule) AsIntervalSchedule() (IntervalSchedule, error) {
+	var body IntervalSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromIntervalSchedule overwrites any union data inside the WorkflowSchedule as the provided IntervalSchedule
+func (t *WorkflowSchedule) FromIntervalSchedule(v IntervalSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"interval"}`))
+	t.union = b
+	return err
+}
+
+// MergeIntervalSchedule performs a merge with any union data inside the WorkflowSchedule, using the provided IntervalSchedule
+func (t *WorkflowSchedule) MergeIntervalSchedule(v IntervalSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"interval"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOnceSchedule returns the union data inside the WorkflowSchedule as a OnceSchedule
+func (t WorkflowSchedule) AsOnceSchedule() (OnceSchedule, error) {
+	var body OnceSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOnceSchedule overwrites any union data inside the WorkflowSchedule as the provided OnceSchedule
+func (t *WorkflowSchedule) FromOnceSchedule(v OnceSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"once"}`))
+	t.union = b
+	return err
+}
+
+// MergeOnceSchedule performs a merge with any union data inside the WorkflowSchedule, using the provided OnceSchedule
+func (t *WorkflowSchedule) MergeOnceSchedule(v OnceSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"once"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t WorkflowSchedule) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"type"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t WorkflowSchedule) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "cron":
+		return t.AsCronSchedule()
+	case "interval":
+		return t.AsIntervalSchedule()
+	case "once":
+		return t.AsOnceSchedule()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t WorkflowSchedule) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *WorkflowSchedule) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }
