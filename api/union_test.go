@@ -54,7 +54,7 @@ func TestUnionSchedules(t *testing.T) {
 			require.Zero(t, m, "08:00Z is the Paris member's (index 0) and the UTC member's: the lower")
 			require.Contains(t, item["local"], "T09:00:00+01:00")
 		case at.Hour()%6 == 0:
-			require.EqualValues(t, 2, m)
+			require.Equal(t, 2, int(m))
 			require.Contains(t, item["local"], "Z")
 		default:
 			t.Fatalf("%s is no member's slot", at)
