@@ -175,7 +175,11 @@ func (b *exampleBuilder) value(name string, s *openapi3.SchemaRef, required bool
 		return out
 	case v.Type.Is("array"):
 		if item := b.value(name, v.Items, required); item != nil {
-			return []any{item}
+			list := []any{item}
+			for uint64(len(list)) < v.MinItems { // a union's schedules: at least 2
+				list = append(list, b.value(name, v.Items, required))
+			}
+			return list
 		}
 	case !required:
 	case v.Type.Is("string") && v.Format == "date-time":

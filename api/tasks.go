@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,7 +15,7 @@ import (
 
 // scheduleDTO is a task's schedule (README, "Tasks").
 type scheduleDTO struct {
-	Type string `json:"type" enums:"cron,interval,once" example:"cron" validate:"required"`
+	Type string `json:"type" enums:"cron,interval,once,union" example:"cron" validate:"required"`
 	// Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
 	// seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
 	Cron string `json:"cron,omitempty" example:"0 2 * * *" maxLength:"256"`
@@ -34,6 +35,11 @@ type scheduleDTO struct {
 	DSTPolicy string `json:"dst_policy,omitempty" enums:"vixie,once_per_local_time" example:"vixie"`
 	// ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
 	ExcludeCalendars []string `json:"exclude_calendars,omitempty" format:"uuid"`
+	// Schedules are a union's members (union only): 2 to 10 cron or interval schedules, each with its own timezone,
+	// dialect, dst_policy, bounds and exclude_calendars. The union fires at every slot of each; an instant two of
+	// them produce is one slot. The union's own start_at, end_at and exclude_calendars apply to every member; its
+	// timezone, if given, is UTC.
+	Schedules []scheduleDTO `json:"schedules,omitempty"`
 } // @name Schedule
 
 // retryDTO bounds delivery retries.
@@ -145,6 +151,9 @@ type previewItem struct {
 	At timestamp `json:"at" swaggertype:"string" format:"date-time"`
 	// Local is the same instant on the schedule's time zone.
 	Local string `json:"local" example:"2026-03-08T03:00:00-04:00"`
+	// Member, for a union, is the index in schedule.schedules of the member that produces this slot (the lowest
+	// when several do; for an excluded slot, the one whose calendar removed it). Absent for other schedules.
+	Member *int `json:"member,omitempty" example:"0"`
 	// DST, for a cron fire near a DST transition: shifted when the local time it is for does not exist and it
 	// fires at the first instant after the gap; repeated when its local time occurs twice and this is the second
 	// pass (dst_policy vixie, hour field * or a step). Absent otherwise.
@@ -175,12 +184,7 @@ func (r taskRequest) input() (service.TaskInput, error) {
 	var ve service.ValidationError
 	in := service.TaskInput{
 		Name: r.Name, EndpointID: r.EndpointID, Payload: r.Payload, PayloadTemplate: r.PayloadTemplate,
-		Schedule: schedule.Spec{
-			Type: r.Schedule.Type, Cron: r.Schedule.Cron, Timezone: r.Schedule.Timezone, IntervalSeconds: r.Schedule.IntervalSeconds,
-			RunAt: parseTime(&ve, "schedule.run_at", r.Schedule.RunAt), StartAt: parseTime(&ve, "schedule.start_at", r.Schedule.StartAt),
-			EndAt:   parseTime(&ve, "schedule.end_at", r.Schedule.EndAt),
-			Dialect: r.Schedule.Dialect, DSTPolicy: r.Schedule.DSTPolicy, ExcludeCalendars: r.Schedule.ExcludeCalendars,
-		},
+		Schedule: r.Schedule.spec(&ve, "schedule"),
 		Retry: service.RetryPolicy{
 			MaxAttempts: r.Retry.MaxAttempts, InitialBackoff: time.Duration(r.Retry.InitialBackoffMS) * time.Millisecond,
 			MaxBackoff: time.Duration(r.Retry.MaxBackoffMS) * time.Millisecond,
@@ -259,11 +263,30 @@ func formatTime(t *time.Time) *string {
 }
 
 func scheduleOut(s schedule.Spec) scheduleDTO {
-	return scheduleDTO{
+	out := scheduleDTO{
 		Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
 		RunAt: formatTime(s.RunAt), StartAt: formatTime(s.StartAt), EndAt: formatTime(s.EndAt),
 		Dialect: s.Dialect, DSTPolicy: s.DSTPolicy, ExcludeCalendars: s.ExcludeCalendars,
 	}
+	for _, m := range s.Schedules {
+		out.Schedules = append(out.Schedules, scheduleOut(m))
+	}
+	return out
+}
+
+// spec is the schedule d describes; its times' problems are added to ve
+// under field (schedule, schedule.schedules[1]).
+func (d scheduleDTO) spec(ve *service.ValidationError, field string) schedule.Spec {
+	s := schedule.Spec{
+		Type: d.Type, Cron: d.Cron, Timezone: d.Timezone, IntervalSeconds: d.IntervalSeconds,
+		RunAt: parseTime(ve, field+".run_at", d.RunAt), StartAt: parseTime(ve, field+".start_at", d.StartAt),
+		EndAt: parseTime(ve, field+".end_at", d.EndAt), Dialect: d.Dialect, DSTPolicy: d.DSTPolicy,
+		ExcludeCalendars: d.ExcludeCalendars,
+	}
+	for i, m := range d.Schedules {
+		s.Schedules = append(s.Schedules, m.spec(ve, fmt.Sprintf("%s.schedules[%d]", field, i)))
+	}
+	return s
 }
 
 func taskRequestOf(in service.TaskInput) taskRequest {
@@ -553,14 +576,24 @@ func (h *handlers) previewTask(c echo.Context) error {
 		Timezone: loc.String(), DSTPolicy: p.Schedule.Spec().DSTPolicy, Items: make([]previewItem, 0, len(p.Fires)),
 		Excluded: make([]previewItem, 0, len(p.Excluded)), Skipped: make([]previewItem, 0, len(p.Skipped)), Paused: p.Paused,
 	}
+	item := func(t time.Time, dst bool) previewItem {
+		it := previewItem{At: stamp(t.UTC()), Local: t.In(p.Schedule.LocationAt(t)).Format(time.RFC3339)}
+		if dst {
+			it.DST = p.Schedule.DSTNote(t)
+		}
+		if i := p.Schedule.MemberAt(t); i >= 0 {
+			it.Member = &i
+		}
+		return it
+	}
 	for _, t := range p.Fires {
-		out.Items = append(out.Items, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339), DST: p.Schedule.DSTNote(t)})
+		out.Items = append(out.Items, item(t, true))
 	}
 	for _, t := range p.Skipped {
-		out.Skipped = append(out.Skipped, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339), DST: p.Schedule.DSTNote(t)})
+		out.Skipped = append(out.Skipped, item(t, true))
 	}
 	for _, t := range p.Excluded {
-		out.Excluded = append(out.Excluded, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339)})
+		out.Excluded = append(out.Excluded, item(t, false))
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -38,6 +38,8 @@ type DueTask struct {
 	PayloadTemplate bool   `db:"payload_template"`
 	Name            string `db:"name"`
 	Payload         []byte `db:"payload"`
+	// ScheduleUnion is a union schedule as JSON (nil for other types).
+	ScheduleUnion *string `db:"schedule_union"`
 }
 
 // ClaimDueTasks locks up to limit active tasks whose next_run_at is at or
@@ -47,7 +49,8 @@ func ClaimDueTasks(ctx context.Context, tx pgx.Tx, horizon time.Time, limit int)
 	rows, err := tx.Query(ctx, `SELECT tenant_id, id::text, schedule_type, cron, timezone, interval_seconds, run_at,
 			start_at, end_at, priority, max_attempts, misfire_policy, next_run_at, version, created_at,
 			schedule_dialect, dst_policy, exclude_calendars::text[], shards, endpoint_id::text, payload_template,
-			CASE WHEN payload_template THEN name ELSE '' END AS name, CASE WHEN payload_template THEN payload END AS payload
+			CASE WHEN payload_template THEN name ELSE '' END AS name, CASE WHEN payload_template THEN payload END AS payload,
+			schedule_union::text AS schedule_union
 		FROM tasks
 		WHERE state = `+taskActive+` AND next_run_at IS NOT NULL AND next_run_at <= $1
 		ORDER BY next_run_at

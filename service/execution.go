@@ -692,7 +692,7 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 		if err != nil {
 			return err
 		}
-		cals, err := loadCalendars(ctx, tx, tenant, t.Schedule.ExcludeCalendars, false)
+		cals, err := loadCalendars(ctx, tx, tenant, sched.CalendarIDs(), false)
 		if err != nil {
 			return err
 		}

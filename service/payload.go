@@ -42,6 +42,7 @@ type payloadRenderer struct {
 	tpl    *template.Template
 	broken error // the stored template does not parse: every render fails
 	loc    *time.Location
+	sched  *schedule.Schedule // when set, a fire's zone is its slot's (a union member's, LocationAt)
 	taskID string
 	name   string
 }
@@ -70,7 +71,13 @@ func taskRenderer(t db.Task) payloadRenderer {
 	if err != nil {
 		return payloadRenderer{broken: err}
 	}
-	return newPayloadRenderer(true, t.Payload, loc, t.ID, t.Name)
+	r := newPayloadRenderer(true, t.Payload, loc, t.ID, t.Name)
+	if spec, ok := unionSpec(t.ScheduleUnion); ok {
+		// Members' calendars aside: an instant two members produce is
+		// the lower one's unless its calendar excludes it.
+		r.sched, _ = schedule.Parse(spec, t.CreatedAt)
+	}
+	return r
 }
 
 // active reports whether executions need a payload of their own.
@@ -89,9 +96,17 @@ type payloadFire struct {
 // data is the template data of fire f.
 func (r payloadRenderer) data(f payloadFire) template.Data {
 	return template.Data{
-		ScheduledFor: f.ScheduledFor, Location: r.loc, ExecutionID: f.ExecutionID, TaskID: r.taskID,
+		ScheduledFor: f.ScheduledFor, Location: r.location(f.ScheduledFor), ExecutionID: f.ExecutionID, TaskID: r.taskID,
 		TaskName: r.name, Round: max(f.Round, 1), ShardIndex: f.Shard, ShardCount: max(f.ShardCount, 1), Trigger: f.Trigger,
 	}
+}
+
+// location returns the zone a fire at t is local to.
+func (r payloadRenderer) location(t time.Time) *time.Location {
+	if r.sched != nil {
+		return r.sched.LocationAt(t)
+	}
+	return r.loc
 }
 
 // render returns the bytes f sends: nil (the task's payload) for an

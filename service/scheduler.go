@@ -418,10 +418,12 @@ func (s *Scheduler) renderPayloads(t db.DueTask, cals map[string]db.Calendar, ex
 		return unsent
 	}
 	loc := time.UTC
-	if sched, err := s.schedule(t, cals); err == nil {
+	sched, err := s.schedule(t, cals)
+	if err == nil {
 		loc = sched.Location()
 	}
 	r := newPayloadRenderer(true, t.Payload, loc, t.ID, t.Name)
+	r.sched = sched // a union's fires are local to their members
 	for i := range execs {
 		e := &execs[i]
 		b, err := r.render(payloadFire{
@@ -530,13 +532,17 @@ func (s *Scheduler) schedule(t db.DueTask, cals map[string]db.Calendar) (*schedu
 	if t.IntervalSeconds != nil {
 		spec.IntervalSeconds = *t.IntervalSeconds
 	}
+	if u, ok := unionSpec(t.ScheduleUnion); ok {
+		spec = u
+	}
 	sched, err := parseSchedule(spec, t.CreatedAt)
 	if err != nil {
 		return nil, err
 	}
 	if len(t.ExcludeCalendars) > 0 {
 		// A calendar deleted since cannot be: a task that names one keeps
-		// it from being deleted.
+		// it from being deleted. (A union's column holds its members'
+		// calendars too.)
 		list := make([]db.Calendar, 0, len(t.ExcludeCalendars))
 		for _, id := range t.ExcludeCalendars {
 			if c, ok := cals[id]; ok {

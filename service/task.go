@@ -191,7 +191,7 @@ func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, 
 		})
 		return out, storeError(err, "create task")
 	}
-	if len(in.Schedule.ExcludeCalendars) > 0 {
+	if len(scheduleCalendarIDs(in.Schedule)) > 0 {
 		// The calendars' dates decide the first slot: read them, and keep
 		// them from changing or going away, in the insert's transaction.
 		var out Task
@@ -252,13 +252,13 @@ func (s *Tasks) create(ctx context.Context, tenant string, in TaskInput) (Task, 
 // withCalendars returns sched with the calendars its spec excludes
 // applied, read with q (locked against a change or delete with share).
 func (s *Tasks) withCalendars(ctx context.Context, q db.Querier, tenant string, sched *schedule.Schedule, share bool) (*schedule.Schedule, error) {
-	ids := sched.Spec().ExcludeCalendars
+	ids := sched.CalendarIDs()
 	if len(ids) == 0 {
 		return sched, nil
 	}
 	cals, err := loadCalendars(ctx, q, tenant, ids, share)
 	if err != nil {
-		return nil, err
+		return nil, calendarFieldsOfUnion(err, sched.Spec(), ids)
 	}
 	return sched.Excluding(cals), nil
 }
@@ -863,7 +863,8 @@ func sameSchedule(a, b schedule.Spec) bool {
 	return a.Type == b.Type && a.Cron == b.Cron && a.Timezone == b.Timezone && a.IntervalSeconds == b.IntervalSeconds &&
 		eqTime(a.RunAt, b.RunAt) && eqTime(a.StartAt, b.StartAt) && eqTime(a.EndAt, b.EndAt) &&
 		slices.Equal(a.ExcludeCalendars, b.ExcludeCalendars) &&
-		a.Dialect == b.Dialect && a.DSTPolicy == b.DSTPolicy
+		a.Dialect == b.Dialect && a.DSTPolicy == b.DSTPolicy &&
+		slices.EqualFunc(a.Schedules, b.Schedules, sameSchedule)
 }
 
 func taskRow(tenant, id string, in TaskInput) db.Task {
@@ -913,6 +914,9 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 	if in.SLA.FinishWithin > 0 {
 		r.SLAFinishWithinMS = refTo(in.SLA.FinishWithin.Milliseconds())
 	}
+	if in.Schedule.Type == schedule.Union {
+		setUnionColumns(&r, in.Schedule)
+	}
 	return r
 }
 
@@ -942,6 +946,9 @@ func taskFromRow(r db.Task) Task {
 	}
 	if r.IntervalSeconds != nil {
 		t.Schedule.IntervalSeconds = *r.IntervalSeconds
+	}
+	if spec, ok := unionSpec(r.ScheduleUnion); ok {
+		t.Schedule = spec
 	}
 	if r.TimeoutMS != nil {
 		t.Timeout = time.Duration(*r.TimeoutMS) * time.Millisecond

@@ -225,7 +225,11 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedul
 		ve.Add("name", nameRule) // the same rule as a task's name
 	}
 	var sched *schedule.Schedule
-	if in.Schedule != nil {
+	if in.Schedule != nil && in.Schedule.Type == schedule.Union {
+		// The workflow scheduler reads a schedule's columns, which a
+		// union has not: unions are tasks' schedules.
+		ve.Add("schedule.type", `a workflow's schedule is "cron", "interval" or "once"; "union" is for tasks`)
+	} else if in.Schedule != nil {
 		var err error
 		sched, err = parseSchedule(*in.Schedule, now)
 		if err != nil {

@@ -62,12 +62,16 @@ type fireRow struct {
 	// Slot is At as the skip form sends it; Skipped: the slot was skipped.
 	Slot    string
 	Skipped bool
+	// Member: a union's member that produces the slot (-1: not a union).
+	Member int
 }
 
 type taskView struct {
-	Task       service.Task
-	Schedule   string
-	DSTPolicy  string
+	Task      service.Task
+	Schedule  string
+	DSTPolicy string
+	// Members are a union's schedules, one line each.
+	Members    []unionMember
 	Fires      []fireRow
 	Excluded   []time.Time
 	Executions []service.ExecutionDetail
@@ -247,6 +251,7 @@ func (c *console) taskPage(ec echo.Context, s *session, status int, id string, v
 	if v.DSTPolicy == "" {
 		v.DSTPolicy = "vixie"
 	}
+	v.Members = unionMembers(t.Schedule)
 	if t.State == service.TaskActive {
 		// The preview's: the next fires, and among them the slots that
 		// will not fire (skipped), marked.
@@ -255,10 +260,12 @@ func (c *console) taskPage(ec echo.Context, s *session, status int, id string, v
 			return err
 		}
 		for _, at := range p.Fires {
-			v.Fires = append(v.Fires, fireRow{At: at, DST: p.Schedule.DSTNote(at), Slot: at.UTC().Format(time.RFC3339Nano)})
+			v.Fires = append(v.Fires, fireRow{At: at, DST: p.Schedule.DSTNote(at), Slot: at.UTC().Format(time.RFC3339Nano), Member: p.Schedule.MemberAt(at)})
 		}
 		for _, at := range p.Skipped {
-			v.Fires = append(v.Fires, fireRow{At: at, DST: p.Schedule.DSTNote(at), Slot: at.UTC().Format(time.RFC3339Nano), Skipped: true})
+			v.Fires = append(v.Fires, fireRow{
+				At: at, DST: p.Schedule.DSTNote(at), Slot: at.UTC().Format(time.RFC3339Nano), Skipped: true, Member: p.Schedule.MemberAt(at),
+			})
 		}
 		slices.SortFunc(v.Fires, func(a, b fireRow) int { return a.At.Compare(b.At) })
 		v.Excluded = p.Excluded

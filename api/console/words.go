@@ -30,6 +30,9 @@ func describeSchedule(s schedule.Spec) string {
 		zone = ""
 	case "cron":
 		out = cronWords(s.Cron)
+	case "union":
+		out = fmt.Sprintf("the union of %d schedules", len(s.Schedules))
+		zone = ""
 	default:
 		out = s.Type
 	}
@@ -146,4 +149,32 @@ func durationWords(d time.Duration) string {
 		return unit(int64(d/time.Minute), "minute")
 	}
 	return unit(int64(d/time.Second), "second")
+}
+
+// unionMember is one of a union's schedules as the task page lists it.
+type unionMember struct {
+	Index     int
+	Words     string // describeSchedule's
+	Expr      string // the cron expression, or "every N s"
+	Timezone  string
+	Dialect   string // cron only
+	DSTPolicy string // cron only
+}
+
+// unionMembers returns a union's members (nil for another schedule).
+func unionMembers(s schedule.Spec) []unionMember {
+	var out []unionMember
+	for i, m := range s.Schedules {
+		u := unionMember{Index: i, Words: describeSchedule(m), Timezone: m.Timezone, Dialect: m.Dialect, DSTPolicy: m.DSTPolicy}
+		if u.Timezone == "" {
+			u.Timezone = "UTC"
+		}
+		if m.Type == "cron" {
+			u.Expr = m.Cron
+		} else {
+			u.Expr = fmt.Sprintf("every %d s", m.IntervalSeconds)
+		}
+		out = append(out, u)
+	}
+	return out
 }

@@ -352,6 +352,19 @@ spec:
   endpoint: billing
   schedule: {type: once, run_at: "2030-06-01T00:00:00Z", timezone: Europe/Paris, exclude_calendars: [holidays], start_at: "2026-01-01T00:00:00Z", end_at: "2031-01-01T00:00:00Z"}
 ---
+kind: Task
+name: union
+spec:
+  endpoint: billing
+  schedule:
+    type: union
+    exclude_calendars: [holidays]
+    start_at: "2026-01-01T00:00:00Z"
+    end_at: "2031-01-01T00:00:00Z"
+    schedules:
+      - {type: cron, cron: "0 9 * * MON-FRI", timezone: Europe/Paris, dst_policy: once_per_local_time, exclude_calendars: [holidays]}
+      - {type: interval, interval_seconds: 3600, start_at: "2026-01-01T00:30:00Z"}
+---
 kind: Workflow
 name: every-field
 spec:
@@ -391,6 +404,7 @@ var roundTripCoverage = map[string][]string{
 	"CronSchedule":     {"Task/every-field schedule"},
 	"IntervalSchedule": {"Task/interval schedule"},
 	"OnceSchedule":     {"Task/once schedule"},
+	"UnionSchedule":    {"Task/union schedule"},
 	"WorkflowRequest":  {"Workflow/every-field"},
 	"WorkflowNode":     {"Workflow/every-field nodes[]"},
 }
@@ -400,6 +414,8 @@ var roundTripCoverage = map[string][]string{
 var onlyDefault = map[string]bool{
 	"IntervalSchedule.dialect": true, "IntervalSchedule.dst_policy": true,
 	"OnceSchedule.dialect": true, "OnceSchedule.dst_policy": true,
+	// A union's zone is its members'; its own is UTC, the default.
+	"UnionSchedule.dialect": true, "UnionSchedule.dst_policy": true, "UnionSchedule.timezone": true,
 }
 
 // docsOf decodes YAML documents by kind/name.
@@ -430,7 +446,7 @@ func TestApplyExportRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"all.yaml": everyField})
 	out := c.must("apply", "-f", dir)
-	require.Equal(t, 7, strings.Count(out, " created\n"), out)
+	require.Equal(t, 8, strings.Count(out, " created\n"), out)
 
 	exported := c.must("export")
 	require.NotContains(t, exported, applySecret)
@@ -442,10 +458,10 @@ func TestApplyExportRoundTrip(t *testing.T) {
 	exportDir := t.TempDir()
 	_, errOut, err := c.ax("", "export", "-o", exportDir)
 	require.NoError(t, err)
-	require.Contains(t, errOut, "7 files")
+	require.Contains(t, errOut, "8 files")
 	for _, f := range []string{
 		"endpoints/billing.yaml", "endpoints/alerts.yaml", "calendars/holidays.yaml", "tasks/every-field.yaml",
-		"tasks/interval.yaml", "tasks/once.yaml", "workflows/every-field.yaml",
+		"tasks/interval.yaml", "tasks/once.yaml", "tasks/union.yaml", "workflows/every-field.yaml",
 	} {
 		b, err := os.ReadFile(filepath.Join(exportDir, f))
 		require.NoError(t, err, f)
@@ -453,10 +469,10 @@ func TestApplyExportRoundTrip(t *testing.T) {
 	}
 	writes := c.writes()
 	out = c.must("apply", "-f", exportDir, "--prune")
-	require.Equal(t, 7, strings.Count(out, " unchanged\n"), out)
+	require.Equal(t, 8, strings.Count(out, " unchanged\n"), out)
 	require.Equal(t, writes, c.writes(), "applying an export writes nothing")
 	out = c.must("apply", "-f", dir)
-	require.Equal(t, 7, strings.Count(out, " unchanged\n"), out)
+	require.Equal(t, 8, strings.Count(out, " unchanged\n"), out)
 	require.Equal(t, writes, c.writes())
 }
 

@@ -684,6 +684,66 @@ func (e TaskRequestPatchOverlapPolicy) Valid() bool {
 	}
 }
 
+// Defines values for UnionScheduleDialect.
+const (
+	UnionScheduleDialectStandard UnionScheduleDialect = "standard"
+)
+
+// Valid indicates whether the value is a known member of the UnionScheduleDialect enum.
+func (e UnionScheduleDialect) Valid() bool {
+	switch e {
+	case UnionScheduleDialectStandard:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UnionScheduleDstPolicy.
+const (
+	UnionScheduleDstPolicyVixie UnionScheduleDstPolicy = "vixie"
+)
+
+// Valid indicates whether the value is a known member of the UnionScheduleDstPolicy enum.
+func (e UnionScheduleDstPolicy) Valid() bool {
+	switch e {
+	case UnionScheduleDstPolicyVixie:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UnionScheduleTimezone.
+const (
+	UnionScheduleTimezoneUTC UnionScheduleTimezone = "UTC"
+)
+
+// Valid indicates whether the value is a known member of the UnionScheduleTimezone enum.
+func (e UnionScheduleTimezone) Valid() bool {
+	switch e {
+	case UnionScheduleTimezoneUTC:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UnionScheduleType.
+const (
+	UnionScheduleTypeUnion UnionScheduleType = "union"
+)
+
+// Valid indicates whether the value is a known member of the UnionScheduleType enum.
+func (e UnionScheduleType) Valid() bool {
+	switch e {
+	case UnionScheduleTypeUnion:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WorkflowMisfirePolicy.
 const (
 	WorkflowMisfirePolicyFireAll  WorkflowMisfirePolicy = "fire_all"
@@ -1912,6 +1972,12 @@ type PreviewItem struct {
 	//
 	// Example: 2026-03-08T03:00:00-04:00
 	Local string `json:"local"`
+
+	// Member Member, for a union, is the index in schedule.schedules of the member that produces this slot (the lowest
+	// when several do; for an excluded slot, the one whose calendar removed it). Absent for other schedules.
+	//
+	// Example: 0
+	Member *int `json:"member,omitempty"`
 }
 
 // PreviewItemDst DST, for a cron fire near a DST transition: shifted when the local time it is for does not exist and it
@@ -2072,7 +2138,7 @@ type SLA struct {
 	FinishWithinMs int `json:"finish_within_ms"`
 }
 
-// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused.
 type Schedule struct {
 	union json.RawMessage
 }
@@ -2199,7 +2265,7 @@ type Task struct {
 	Priority        int         `json:"priority"`
 	Retry           RetryPolicy `json:"retry"`
 
-	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused.
 	Schedule Schedule  `json:"schedule"`
 	Shards   int       `json:"shards"`
 	Sla      *SLA      `json:"sla,omitempty"`
@@ -2265,7 +2331,7 @@ type TaskRequest struct {
 	Priority *int         `json:"priority,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
 
-	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused.
 	Schedule Schedule `json:"schedule"`
 
 	// Shards Shards fires this many executions per slot (1..1000; 0 or absent: 1), each with X-Ax-Shard-Index and
@@ -2335,7 +2401,7 @@ type TaskRequestPatch struct {
 	Priority *int         `json:"priority,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
 
-	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused.
 	Schedule *Schedule `json:"schedule,omitempty"`
 
 	// Shards Shards fires this many executions per slot (1..1000; 0 or absent: 1), each with X-Ax-Shard-Index and
@@ -2418,6 +2484,61 @@ type TriggerRequest struct {
 	Payload interface{} `json:"payload,omitempty"`
 }
 
+// UnionMember A union's member: a cron or an interval schedule.
+type UnionMember struct {
+	union json.RawMessage
+}
+
+// UnionSchedule A union schedule.
+type UnionSchedule struct {
+	// Dialect Only standard, the default, is accepted: dialect applies to cron schedules.
+	//
+	// Example: standard
+	Dialect *UnionScheduleDialect `json:"dialect,omitempty"`
+
+	// DstPolicy Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+	//
+	// Example: vixie
+	DstPolicy *UnionScheduleDstPolicy `json:"dst_policy,omitempty"`
+	EndAt     *time.Time              `json:"end_at,omitempty"`
+
+	// ExcludeCalendars ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
+	ExcludeCalendars *[]string `json:"exclude_calendars,omitempty"`
+
+	// Schedules Schedules are a union's members (union only): 2 to 10 cron or interval schedules, each with its own timezone,
+	// dialect, dst_policy, bounds and exclude_calendars. The union fires at every slot of each; an instant two of
+	// them produce is one slot. The union's own start_at, end_at and exclude_calendars apply to every member; its
+	// timezone, if given, is UTC.
+	Schedules []UnionMember `json:"schedules"`
+	StartAt   *time.Time    `json:"start_at,omitempty"`
+
+	// Timezone Only UTC, the default, is accepted: each of a union's schedules has its own timezone.
+	//
+	// Example: UTC
+	Timezone *UnionScheduleTimezone `json:"timezone,omitempty"`
+
+	// Type Example: union
+	Type UnionScheduleType `json:"type"`
+}
+
+// UnionScheduleDialect Only standard, the default, is accepted: dialect applies to cron schedules.
+//
+// Example: standard
+type UnionScheduleDialect string
+
+// UnionScheduleDstPolicy Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+//
+// Example: vixie
+type UnionScheduleDstPolicy string
+
+// UnionScheduleTimezone Only UTC, the default, is accepted: each of a union's schedules has its own timezone.
+//
+// Example: UTC
+type UnionScheduleTimezone string
+
+// UnionScheduleType Example: union
+type UnionScheduleType string
+
 // Workflow defines model for Workflow.
 type Workflow struct {
 	// AlertEndpointId AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none.
@@ -2449,7 +2570,7 @@ type Workflow struct {
 	Nodes []WorkflowNode `json:"nodes"`
 
 	// Schedule Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger.
-	Schedule *Schedule `json:"schedule,omitempty"`
+	Schedule *WorkflowSchedule `json:"schedule,omitempty"`
 
 	// Sla SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
@@ -2559,7 +2680,7 @@ type WorkflowRequest struct {
 	Nodes []WorkflowNode `json:"nodes"`
 
 	// Schedule Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger.
-	Schedule *Schedule `json:"schedule,omitempty"`
+	Schedule *WorkflowSchedule `json:"schedule,omitempty"`
 
 	// Sla SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
@@ -2597,7 +2718,7 @@ type WorkflowRequestPatch struct {
 	Nodes *[]WorkflowNode `json:"nodes,omitempty"`
 
 	// Schedule Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger.
-	Schedule *Schedule `json:"schedule,omitempty"`
+	Schedule *WorkflowSchedule `json:"schedule,omitempty"`
 
 	// Sla SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
 	// (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
@@ -2728,6 +2849,11 @@ type WorkflowRunStats struct {
 	Running   int `json:"running"`
 	Succeeded int `json:"succeeded"`
 	Total     int `json:"total"`
+}
+
+// WorkflowSchedule A workflow's schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused.
+type WorkflowSchedule struct {
+	union json.RawMessage
 }
 
 // WorkflowTriggerRequest defines model for WorkflowTriggerRequest.
@@ -3088,6 +3214,40 @@ func (t *Schedule) MergeOnceSchedule(v OnceSchedule) error {
 	return err
 }
 
+// AsUnionSchedule returns the union data inside the Schedule as a UnionSchedule
+func (t Schedule) AsUnionSchedule() (UnionSchedule, error) {
+	var body UnionSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromUnionSchedule overwrites any union data inside the Schedule as the provided UnionSchedule
+func (t *Schedule) FromUnionSchedule(v UnionSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"union"}`))
+	t.union = b
+	return err
+}
+
+// MergeUnionSchedule performs a merge with any union data inside the Schedule, using the provided UnionSchedule
+func (t *Schedule) MergeUnionSchedule(v UnionSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"union"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Schedule) Discriminator() (string, error) {
 	var discriminator struct {
 		Discriminator string `json:"type"`
@@ -3108,6 +3268,8 @@ func (t Schedule) ValueByDiscriminator() (interface{}, error) {
 		return t.AsIntervalSchedule()
 	case "once":
 		return t.AsOnceSchedule()
+	case "union":
+		return t.AsUnionSchedule()
 	default:
 		return nil, errors.New("unknown discriminator value: " + discriminator)
 	}
@@ -3119,6 +3281,244 @@ func (t Schedule) MarshalJSON() ([]byte, error) {
 }
 
 func (t *Schedule) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsCronSchedule returns the union data inside the UnionMember as a CronSchedule
+func (t UnionMember) AsCronSchedule() (CronSchedule, error) {
+	var body CronSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCronSchedule overwrites any union data inside the UnionMember as the provided CronSchedule
+func (t *UnionMember) FromCronSchedule(v CronSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"cron"}`))
+	t.union = b
+	return err
+}
+
+// MergeCronSchedule performs a merge with any union data inside the UnionMember, using the provided CronSchedule
+func (t *UnionMember) MergeCronSchedule(v CronSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"cron"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsIntervalSchedule returns the union data inside the UnionMember as a IntervalSchedule
+func (t UnionMember) AsIntervalSchedule() (IntervalSchedule, error) {
+	var body IntervalSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromIntervalSchedule overwrites any union data inside the UnionMember as the provided IntervalSchedule
+func (t *UnionMember) FromIntervalSchedule(v IntervalSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"interval"}`))
+	t.union = b
+	return err
+}
+
+// MergeIntervalSchedule performs a merge with any union data inside the UnionMember, using the provided IntervalSchedule
+func (t *UnionMember) MergeIntervalSchedule(v IntervalSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"interval"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t UnionMember) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"type"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t UnionMember) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "cron":
+		return t.AsCronSchedule()
+	case "interval":
+		return t.AsIntervalSchedule()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t UnionMember) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *UnionMember) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsCronSchedule returns the union data inside the WorkflowSchedule as a CronSchedule
+func (t WorkflowSchedule) AsCronSchedule() (CronSchedule, error) {
+	var body CronSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCronSchedule overwrites any union data inside the WorkflowSchedule as the provided CronSchedule
+func (t *WorkflowSchedule) FromCronSchedule(v CronSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"cron"}`))
+	t.union = b
+	return err
+}
+
+// MergeCronSchedule performs a merge with any union data inside the WorkflowSchedule, using the provided CronSchedule
+func (t *WorkflowSchedule) MergeCronSchedule(v CronSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"cron"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsIntervalSchedule returns the union data inside the WorkflowSchedule as a IntervalSchedule
+func (t WorkflowSchedule) AsIntervalSchedule() (IntervalSchedule, error) {
+	var body IntervalSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromIntervalSchedule overwrites any union data inside the WorkflowSchedule as the provided IntervalSchedule
+func (t *WorkflowSchedule) FromIntervalSchedule(v IntervalSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"interval"}`))
+	t.union = b
+	return err
+}
+
+// MergeIntervalSchedule performs a merge with any union data inside the WorkflowSchedule, using the provided IntervalSchedule
+func (t *WorkflowSchedule) MergeIntervalSchedule(v IntervalSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"interval"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsOnceSchedule returns the union data inside the WorkflowSchedule as a OnceSchedule
+func (t WorkflowSchedule) AsOnceSchedule() (OnceSchedule, error) {
+	var body OnceSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromOnceSchedule overwrites any union data inside the WorkflowSchedule as the provided OnceSchedule
+func (t *WorkflowSchedule) FromOnceSchedule(v OnceSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"once"}`))
+	t.union = b
+	return err
+}
+
+// MergeOnceSchedule performs a merge with any union data inside the WorkflowSchedule, using the provided OnceSchedule
+func (t *WorkflowSchedule) MergeOnceSchedule(v OnceSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"once"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t WorkflowSchedule) Discriminator() (string, error) {
+	var discriminator struct {
+		Discriminator string `json:"type"`
+	}
+	err := json.Unmarshal(t.union, &discriminator)
+	return discriminator.Discriminator, err
+}
+
+func (t WorkflowSchedule) ValueByDiscriminator() (interface{}, error) {
+	discriminator, err := t.Discriminator()
+	if err != nil {
+		return nil, err
+	}
+	switch discriminator {
+	case "cron":
+		return t.AsCronSchedule()
+	case "interval":
+		return t.AsIntervalSchedule()
+	case "once":
+		return t.AsOnceSchedule()
+	default:
+		return nil, errors.New("unknown discriminator value: " + discriminator)
+	}
+}
+
+func (t WorkflowSchedule) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *WorkflowSchedule) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }

@@ -300,7 +300,7 @@ func Load(ctx context.Context, q db.Querier, tenant string, ids []string, share 
 func Schedules(cals []db.Calendar) []schedule.Calendar {
 	out := make([]schedule.Calendar, len(cals))
 	for i, c := range cals {
-		out[i] = schedule.Calendar{Timezone: c.Timezone, Dates: c.Dates}
+		out[i] = schedule.Calendar{ID: c.ID, Timezone: c.Timezone, Dates: c.Dates}
 	}
 	return out
 }

@@ -45,7 +45,44 @@ func FuzzCronParse(f *testing.F) {
 				fuzzCronOne(t, Spec{Type: Cron, Cron: expr, Timezone: zone, Dialect: dialect, DSTPolicy: policy}, start)
 			}
 		}
+		fuzzUnionOne(t, expr, zone, start)
 	})
+}
+
+// fuzzUnionOne checks a union of the expression in zone and in UTC with
+// an interval: its fires strictly increase, and each is the earliest of
+// its members' next fires, named after one of them.
+func fuzzUnionOne(t *testing.T, expr, zone string, start int64) {
+	t.Helper()
+	const from, span = -2208988800, 400 * 365 * secondsPerDay
+	after := time.Unix(from+floorMod(start, span), floorMod(start, 1e9))
+	s, err := Parse(Spec{Type: Union, Schedules: []Spec{
+		{Type: Cron, Cron: expr, Timezone: zone},
+		{Type: Cron, Cron: expr},
+		{Type: Interval, IntervalSeconds: 3599},
+	}}, after)
+	if err != nil {
+		var verr *ValidationError
+		require.ErrorAs(t, err, &verr)
+		return
+	}
+	prev := after
+	for range 5 {
+		next, ok := s.Next(prev)
+		require.True(t, ok, "the interval member always fires")
+		require.True(t, next.After(prev))
+		i := s.MemberAt(next)
+		require.GreaterOrEqual(t, i, 0, "%q in %s: %s is no member's", expr, zone, next)
+		for j, m := range s.Members() {
+			if mn, ok := m.Next(prev); ok {
+				require.False(t, mn.Before(next), "%q in %s: member %d fires at %s, before %s", expr, zone, j, mn, next)
+				if mn.Equal(next) {
+					require.GreaterOrEqual(t, j, i, "%q in %s: member %d fires at %s, named after member %d", expr, zone, j, next, i)
+				}
+			}
+		}
+		prev = next
+	}
 }
 
 func fuzzCronOne(t *testing.T, spec Spec, start int64) {

@@ -379,8 +379,15 @@ const (
 
 // DSTNote says how fire time t of s relates to its zone's DST transitions:
 // DSTShifted, DSTRepeated, or "" for a fire at its own local time's only or
-// first occurrence (and for interval and once schedules).
+// first occurrence (and for interval and once schedules). A union's note
+// is that of the member that produces t (MemberAt).
 func (s *Schedule) DSTNote(t time.Time) string {
+	if s.members != nil {
+		if i := s.MemberAt(t); i >= 0 {
+			return s.members[i].DSTNote(t)
+		}
+		return ""
+	}
 	if s.cron == nil || s.loc == time.UTC {
 		return ""
 	}

@@ -23,6 +23,9 @@ const (
 // Calendar is a list of local dates a schedule excludes: no slot fires on
 // them, in the calendar's time zone.
 type Calendar struct {
+	// ID is the calendar's id: a union gives each member, and itself, the
+	// calendars its spec names (any other schedule applies them all).
+	ID       string
 	Timezone string   // IANA; a name that does not load means UTC
 	Dates    []string // YYYY-MM-DD (at most CalendarDatesMax); others are ignored
 }
@@ -36,14 +39,26 @@ type exclusion struct {
 
 // Excluding returns a copy of s that skips every slot whose local date, in
 // a calendar's zone, is one of that calendar's dates. cals are the
-// calendars s.Spec().ExcludeCalendars names; a calendar whose zone no
-// longer loads is applied in UTC.
+// calendars s.CalendarIDs() names; a calendar whose zone no longer loads
+// is applied in UTC.
 func (s *Schedule) Excluding(cals []Calendar) *Schedule {
 	if len(cals) == 0 {
 		return s
 	}
+	if s.members != nil {
+		return s.excludingUnion(cals)
+	}
 	c := *s
-	c.excl = make([]exclusion, 0, len(cals))
+	c.excl = exclusions(cals)
+	return &c
+}
+
+// exclusions returns cals as a schedule applies them (nil for none).
+func exclusions(cals []Calendar) []exclusion {
+	if len(cals) == 0 {
+		return nil
+	}
+	excl := make([]exclusion, 0, len(cals))
 	for _, cal := range cals {
 		loc, msg := loadZone(cal.Timezone)
 		if msg != "" {
@@ -55,9 +70,9 @@ func (s *Schedule) Excluding(cals []Calendar) *Schedule {
 				e.days[floorDiv(t.Unix(), secondsPerDay)] = struct{}{}
 			}
 		}
-		c.excl = append(c.excl, e)
+		excl = append(excl, e)
 	}
-	return &c
+	return excl
 }
 
 // excludedBy returns the exclusion that removes slot t, or nil.
@@ -99,10 +114,21 @@ func (s *Schedule) nextIncluded(after time.Time) (time.Time, bool, error) {
 
 // PreviewExcluded returns up to n fires after `after` (Preview) and the
 // slots the calendars removed before the last of them (up to n, or up to
-// PreviewMax slots when nothing fires any more). It stops with ctx's error
-// when ctx ends, and with NextErr's when a computation is cut short.
+// PreviewMax slots when nothing fires any more); a union's are its own
+// calendars' and its members' (a slot another member fires is not
+// excluded). It stops with ctx's error when ctx ends, and with NextErr's
+// when a computation is cut short.
 func (s *Schedule) PreviewExcluded(ctx context.Context, after time.Time, n int) (fires, excluded []time.Time, err error) {
 	n = min(max(n, 1), PreviewMax)
+	fires, excluded, err = s.previewExcluded(ctx, after, n)
+	if err != nil || s.members == nil {
+		return fires, excluded, err
+	}
+	return s.membersExcluded(ctx, after, n, fires, excluded)
+}
+
+// previewExcluded is PreviewExcluded without a union's members' calendars.
+func (s *Schedule) previewExcluded(ctx context.Context, after time.Time, n int) (fires, excluded []time.Time, err error) {
 	for range n + calendarJumpsMax {
 		if len(fires) >= n {
 			break
@@ -132,8 +158,15 @@ func (s *Schedule) PreviewExcluded(ctx context.Context, after time.Time, n int) 
 	return fires, excluded, nil
 }
 
-// Excludes reports whether a calendar of s removes the slot t.
-func (s *Schedule) Excludes(t time.Time) bool { return s.excludedBy(t) != nil }
+// Excludes reports whether a calendar of s removes the slot t; for a
+// union, its own or, when no member fires t, a member's.
+func (s *Schedule) Excludes(t time.Time) bool {
+	if s.excludedBy(t) != nil {
+		return true
+	}
+	i := s.MemberAt(t)
+	return i >= 0 && s.members[i].excludedBy(t) != nil
+}
 
 // checkCalendarRefs checks schedule.exclude_calendars: at most
 // ExcludeCalendarsMax ids, each a calendar id, none twice.

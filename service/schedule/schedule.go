@@ -21,6 +21,9 @@ const (
 	Cron     = "cron"
 	Interval = "interval"
 	Once     = "once"
+	// Union fires at every slot of its member schedules (Spec.Schedules):
+	// an instant two members produce is one slot.
+	Union = "union"
 )
 
 // DST policies, as schedule.dst_policy spells them (see Schedule).
@@ -67,6 +70,10 @@ type Spec struct {
 	// Dialect and DSTPolicy apply to cron only: "standard" (default) or
 	// "quartz"; "vixie" (default) or "once_per_local_time".
 	Dialect, DSTPolicy string
+	// Schedules are a union's members (UnionMembersMin to
+	// UnionMembersMax cron or interval schedules), each with its own
+	// zone, dialect, DST policy, bounds and calendars.
+	Schedules []Spec `json:",omitempty"`
 }
 
 // Schedule is a validated schedule that computes fire times. It is immutable
@@ -141,6 +148,7 @@ type Schedule struct {
 	start    time.Time // zero: unbounded
 	end      time.Time // always set: end_at or maxFire()
 	excl     []exclusion
+	members  []*Schedule // a union's members, in their order
 }
 
 // Parse validates spec and returns a Schedule. anchor is the task's
@@ -153,6 +161,9 @@ type Schedule struct {
 // API's (schedule.type, schedule.cron, ...). A cron expression that can never
 // fire (such as 30 February) is invalid.
 func Parse(spec Spec, anchor time.Time) (*Schedule, error) {
+	if spec.Type == Union {
+		return parseUnion(spec, anchor)
+	}
 	var verr ValidationError
 	s := &Schedule{spec: normalizeSpec(spec), end: maxFire()}
 
@@ -213,9 +224,12 @@ func Parse(spec Spec, anchor time.Time) (*Schedule, error) {
 			notFor("schedule.interval_seconds")
 		}
 	case "":
-		verr.Add("schedule.type", `is required; must be one of "cron", "interval", "once"`)
+		verr.Add("schedule.type", `is required; must be one of "cron", "interval", "once", "union"`)
 	default:
-		verr.Add("schedule.type", fmt.Sprintf(`%q is not a schedule type; must be one of "cron", "interval", "once"`, spec.Type))
+		verr.Add("schedule.type", fmt.Sprintf(`%q is not a schedule type; must be one of "cron", "interval", "once", "union"`, spec.Type))
+	}
+	if len(spec.Schedules) > 0 {
+		verr.Add("schedule.schedules", "must not be set when schedule.type is not union")
 	}
 
 	for _, t := range []struct {
@@ -296,6 +310,13 @@ func normalizeSpec(spec Spec) Spec {
 	spec.StartAt = copyTime(spec.StartAt)
 	spec.EndAt = copyTime(spec.EndAt)
 	spec.ExcludeCalendars = slices.Clone(spec.ExcludeCalendars)
+	if spec.Schedules != nil {
+		members := make([]Spec, len(spec.Schedules))
+		for i, m := range spec.Schedules {
+			members[i] = normalizeSpec(m)
+		}
+		spec.Schedules = members
+	}
 	return spec
 }
 
@@ -362,6 +383,8 @@ func (s *Schedule) next(after time.Time) (t time.Time, ok bool, err error) {
 		return time.Time{}, false, nil
 	}
 	switch {
+	case s.members != nil:
+		t, ok, err = s.nextMember(after)
 	case s.elapsed:
 		t, ok, err = s.nextElapsed(after)
 	case s.cron != nil:

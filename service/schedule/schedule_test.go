@@ -743,8 +743,8 @@ func TestScheduleValidation(t *testing.T) {
 		// want lists the expected errors in order; Message is a substring.
 		want []FieldError
 	}{
-		{"missing type", Spec{}, []FieldError{{"schedule.type", `is required; must be one of "cron", "interval", "once"`}}},
-		{"unknown type", Spec{Type: "weekly"}, []FieldError{{"schedule.type", `"weekly" is not a schedule type; must be one of "cron", "interval", "once"`}}},
+		{"missing type", Spec{}, []FieldError{{"schedule.type", `is required; must be one of "cron", "interval", "once", "union"`}}},
+		{"unknown type", Spec{Type: "weekly"}, []FieldError{{"schedule.type", `"weekly" is not a schedule type; must be one of "cron", "interval", "once", "union"`}}},
 		{"cron missing", Spec{Type: Cron, Cron: " "}, []FieldError{{"schedule.cron", "is required for a cron schedule"}}},
 		{"cron too long", Spec{Type: Cron, Cron: long}, []FieldError{{"schedule.cron", "at most 256 characters"}}},
 		{"TZ prefix", Spec{Type: Cron, Cron: "TZ=UTC 0 * * * *"}, []FieldError{{"schedule.cron", "set schedule.timezone instead"}}},

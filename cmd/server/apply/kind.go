@@ -92,6 +92,7 @@ var defaults = map[string]map[string]any{
 	"CronSchedule":     scheduleDefaults,
 	"IntervalSchedule": scheduleDefaults,
 	"OnceSchedule":     scheduleDefaults,
+	"UnionSchedule":    scheduleDefaults,
 }
 
 var scheduleDefaults = map[string]any{
@@ -141,14 +142,14 @@ func refsToAPI(v map[string]any, s schema, find lookup, path string) (map[string
 			}
 		case []any:
 			items, _ := p["items"].(schema)
-			if items = deref(items); !isRecord(items) {
+			if items = deref(items); !recordItems(items) {
 				continue
 			}
 			list := make([]any, len(x))
 			for i, e := range x {
 				list[i] = e
-				if em, ok := e.(map[string]any); ok {
-					m, fe := refsToAPI(em, items, find, join(path, key)+"["+itoa(i)+"]")
+				if em, ok := e.(map[string]any); ok && isRecord(pick(items, e)) {
+					m, fe := refsToAPI(em, pick(items, e), find, join(path, key)+"["+itoa(i)+"]")
 					if fe != nil {
 						return nil, fe
 					}
@@ -227,12 +228,12 @@ func refsToDoc(v map[string]any, s schema, nameOf func(kind, id string) string) 
 			}
 		case []any:
 			items, _ := p["items"].(schema)
-			if items = deref(items); isRecord(items) {
+			if items = deref(items); recordItems(items) {
 				list := make([]any, len(x))
 				for i, e := range x {
 					list[i] = e
-					if em, ok := e.(map[string]any); ok {
-						list[i] = refsToDoc(em, items, nameOf)
+					if em, ok := e.(map[string]any); ok && isRecord(pick(items, e)) {
+						list[i] = refsToDoc(em, pick(items, e), nameOf)
 					}
 				}
 				out[key] = list
@@ -432,7 +433,7 @@ func exportValue(v any, s schema) any {
 		}
 	case []any:
 		items, _ := s["items"].(schema)
-		if items = deref(items); isRecord(items) {
+		if items = deref(items); recordItems(items) {
 			out := make([]any, len(x))
 			for i, e := range x {
 				out[i] = exportValue(e, items)

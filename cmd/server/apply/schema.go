@@ -95,6 +95,13 @@ func isRecord(s schema) bool {
 	return ok
 }
 
+// recordItems: a list's items are records, or one of several (a union's
+// schedules), as pick tells for each item.
+func recordItems(items schema) bool {
+	_, oneOf := items["oneOf"]
+	return isRecord(items) || oneOf
+}
+
 // prop is the schema of a record's property; nil when it has none.
 func prop(s schema, name string) schema {
 	props, _ := s["properties"].(map[string]any)

@@ -266,11 +266,11 @@ type collectionBound struct{ min, max uint64 }
 // maps. swag cannot write them: on an array field its maxLength tag bounds
 // the items' length, not the array's, and it has no tag for maxProperties.
 // Keep them in step with packages schedule (CalendarDatesMax,
-// ExcludeCalendarsMax) and service (WorkflowNodesMax, LabelsMax,
+// ExcludeCalendarsMax, UnionMembersMin, UnionMembersMax) and service (WorkflowNodesMax, LabelsMax,
 // headersMax).
 var collectionSizes = map[string]map[string]collectionBound{
 	"CalendarRequest": {"dates": {0, 10_000}},
-	"Schedule":        {"exclude_calendars": {0, 20}},
+	"Schedule":        {"exclude_calendars": {0, 20}, "schedules": {2, 10}},
 	"WorkflowRequest": {"nodes": {1, 200}},
 	"TaskRequest":     {"labels": {0, 32}},
 	"EndpointRequest": {"headers": {0, 32}},
@@ -522,6 +522,7 @@ var scheduleTypes = map[string]scheduleVariant{
 	"cron":     {"CronSchedule", []string{"cron", "dialect", "dst_policy"}, []string{"cron"}, nil},
 	"interval": {"IntervalSchedule", []string{"interval_seconds"}, []string{"interval_seconds"}, []string{"dialect", "dst_policy"}},
 	"once":     {"OnceSchedule", []string{"run_at"}, []string{"run_at"}, []string{"dialect", "dst_policy"}},
+	"union":    {"UnionSchedule", []string{"schedules"}, []string{"schedules"}, []string{"dialect", "dst_policy"}},
 }
 
 // scheduleCommon are the Schedule properties every type takes.
@@ -547,8 +548,8 @@ func scheduleVariants(doc *openapi3.T) error {
 	covered := map[string]bool{}
 	disc := &openapi3.Discriminator{PropertyName: "type", Mapping: map[string]openapi3.MappingRef{}}
 	one := openapi3.NewSchema()
-	one.Description = "A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). " +
-		"A field of another type is refused."
+	one.Description = "A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) " +
+		"or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused."
 	for _, t := range types {
 		variant := scheduleTypes[t]
 		v := openapi3.NewObjectSchema()
@@ -593,12 +594,81 @@ func scheduleVariants(doc *openapi3.T) error {
 	}
 	one.Discriminator = disc
 	ref.Value = one
+	unionMembers(doc)
 	return nil
+}
+
+// workflowSchedules points the workflows' schedule at WorkflowSchedule,
+// Schedule without its union: the workflow scheduler reads cron,
+// interval and once schedules only.
+func workflowSchedules(doc *openapi3.T) {
+	all := doc.Components.Schemas["Schedule"].Value
+	ws := *all
+	ws.Description = "A workflow's schedule, by type: cron (cron required), interval (interval_seconds required) or once " +
+		"(run_at required). A field of another type is refused."
+	ws.OneOf = nil
+	ws.Discriminator = &openapi3.Discriminator{PropertyName: "type", Mapping: map[string]openapi3.MappingRef{}}
+	for t, m := range all.Discriminator.Mapping {
+		if t != "union" {
+			ws.Discriminator.Mapping[t] = m
+		}
+	}
+	for _, o := range all.OneOf {
+		if o.Ref != schemaRefPrefix+scheduleTypes["union"].name {
+			ws.OneOf = append(ws.OneOf, o)
+		}
+	}
+	doc.Components.Schemas["WorkflowSchedule"] = &openapi3.SchemaRef{Value: &ws}
+	for _, name := range slices.Sorted(maps.Keys(doc.Components.Schemas)) {
+		sc := doc.Components.Schemas[name].Value
+		if !strings.HasPrefix(name, "Workflow") || sc == nil || sc.Properties["schedule"] == nil || sc.Properties["schedule"].Value == nil {
+			continue
+		}
+		prop := *sc.Properties["schedule"].Value
+		for i, r := range prop.AllOf {
+			if r.Ref == schemaRefPrefix+"Schedule" {
+				prop.AllOf = slices.Clone(prop.AllOf)
+				prop.AllOf[i] = &openapi3.SchemaRef{Ref: schemaRefPrefix + "WorkflowSchedule", Value: &ws}
+			}
+		}
+		sc.Properties["schedule"] = &openapi3.SchemaRef{Value: &prop}
+	}
+}
+
+// unionMembers makes a union's schedules a list of UnionMember, a cron or
+// an interval schedule, rather than of Schedule: the document then says
+// what the API takes (no union in a union, no once), and is not recursive.
+func unionMembers(doc *openapi3.T) {
+	u := doc.Components.Schemas[scheduleTypes["union"].name]
+	if u == nil || u.Value == nil || u.Value.Properties["schedules"] == nil {
+		return
+	}
+	member := openapi3.NewSchema()
+	member.Description = "A union's member: a cron or an interval schedule."
+	member.Discriminator = &openapi3.Discriminator{PropertyName: "type", Mapping: map[string]openapi3.MappingRef{}}
+	for _, t := range []string{"cron", "interval"} {
+		name := scheduleTypes[t].name
+		r := &openapi3.SchemaRef{Ref: schemaRefPrefix + name, Value: doc.Components.Schemas[name].Value}
+		member.OneOf = append(member.OneOf, r)
+		member.Discriminator.Mapping[t] = openapi3.MappingRef{Ref: schemaRefPrefix + name, Value: r.Value}
+	}
+	doc.Components.Schemas["UnionMember"] = &openapi3.SchemaRef{Value: member}
+	if tz := u.Value.Properties["timezone"]; tz != nil && tz.Value != nil {
+		only := *tz.Value
+		only.Enum, only.Example = []any{"UTC"}, "UTC"
+		only.Description = "Only UTC, the default, is accepted: each of a union's schedules has its own timezone."
+		u.Value.Properties["timezone"] = &openapi3.SchemaRef{Value: &only}
+	}
+	workflowSchedules(doc)
+	list := *u.Value.Properties["schedules"].Value
+	list.Items = &openapi3.SchemaRef{Ref: schemaRefPrefix + "UnionMember", Value: member}
+	u.Value.Properties["schedules"] = &openapi3.SchemaRef{Value: &list}
 }
 
 // article is the indefinite article before word (a cron, an interval).
 func article(word string) string {
-	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) && !strings.HasPrefix(word, "one") && !strings.HasPrefix(word, "once") {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) && !strings.HasPrefix(word, "one") && !strings.HasPrefix(word, "once") &&
+		!strings.HasPrefix(word, "uni") {
 		return "An"
 	}
 	return "A"

@@ -1697,6 +1697,12 @@ export interface components {
              * @example 2026-03-08T03:00:00-04:00
              */
             local: string;
+            /**
+             * @description Member, for a union, is the index in schedule.schedules of the member that produces this slot (the lowest
+             *     when several do; for an excluded slot, the one whose calendar removed it). Absent for other schedules.
+             * @example 0
+             */
+            member?: number;
         };
         Problem: {
             detail?: string;
@@ -1850,8 +1856,8 @@ export interface components {
              */
             finish_within_ms: number;
         };
-        /** @description A schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused. */
-        Schedule: components["schemas"]["CronSchedule"] | components["schemas"]["IntervalSchedule"] | components["schemas"]["OnceSchedule"];
+        /** @description A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused. */
+        Schedule: components["schemas"]["CronSchedule"] | components["schemas"]["IntervalSchedule"] | components["schemas"]["OnceSchedule"] | components["schemas"]["UnionSchedule"];
         SkipRequest: {
             /**
              * Format: date-time
@@ -2183,6 +2189,47 @@ export interface components {
                 [key: string]: unknown;
             } | null) | unknown[] | string | number | boolean;
         };
+        /** @description A union's member: a cron or an interval schedule. */
+        UnionMember: components["schemas"]["CronSchedule"] | components["schemas"]["IntervalSchedule"];
+        /** @description A union schedule. */
+        UnionSchedule: {
+            /**
+             * @description Only standard, the default, is accepted: dialect applies to cron schedules.
+             * @example standard
+             * @enum {string}
+             */
+            dialect?: "standard";
+            /**
+             * @description Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+             * @example vixie
+             * @enum {string}
+             */
+            dst_policy?: "vixie";
+            /** Format: date-time */
+            end_at?: string;
+            /** @description ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20). */
+            exclude_calendars?: string[];
+            /**
+             * @description Schedules are a union's members (union only): 2 to 10 cron or interval schedules, each with its own timezone,
+             *     dialect, dst_policy, bounds and exclude_calendars. The union fires at every slot of each; an instant two of
+             *     them produce is one slot. The union's own start_at, end_at and exclude_calendars apply to every member; its
+             *     timezone, if given, is UTC.
+             */
+            schedules: components["schemas"]["UnionMember"][];
+            /** Format: date-time */
+            start_at?: string;
+            /**
+             * @description Only UTC, the default, is accepted: each of a union's schedules has its own timezone.
+             * @example UTC
+             * @enum {string}
+             */
+            timezone?: "UTC";
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "union";
+        };
         Workflow: {
             /** @description AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none. */
             alert_endpoint_id?: string;
@@ -2216,7 +2263,7 @@ export interface components {
             /** @description Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes. */
             nodes: components["schemas"]["WorkflowNode"][];
             /** @description Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger. */
-            schedule?: Omit<components["schemas"]["Schedule"], "type"> | null;
+            schedule?: Omit<components["schemas"]["WorkflowSchedule"], "type"> | null;
             /**
              * @description SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
              *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
@@ -2318,7 +2365,7 @@ export interface components {
             /** @description Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes. */
             nodes: components["schemas"]["WorkflowNode"][];
             /** @description Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger. */
-            schedule?: Omit<components["schemas"]["Schedule"], "type"> | null;
+            schedule?: Omit<components["schemas"]["WorkflowSchedule"], "type"> | null;
             /**
              * @description SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
              *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
@@ -2354,7 +2401,7 @@ export interface components {
             /** @description Nodes: at most 200; a cycle, an unknown key or a self-dependency is a 422 naming the nodes. */
             nodes?: components["schemas"]["WorkflowNode"][];
             /** @description Schedule is optional: without one (absent, or null in a PATCH to remove it), runs start by trigger. */
-            schedule?: Omit<components["schemas"]["Schedule"], "type"> | null;
+            schedule?: Omit<components["schemas"]["WorkflowSchedule"], "type"> | null;
             /**
              * @description SLA (absent or null: none): a run not succeeded finish_within_ms after its slot (pending, running or blocked) gets an sla_missed event
              *     (GET /v1/workflow-runs/{id}: events, sla_missed_at) and one workflow_run.sla_missed alert; it goes on.
@@ -2478,6 +2525,8 @@ export interface components {
             succeeded: number;
             total: number;
         };
+        /** @description A workflow's schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused. */
+        WorkflowSchedule: components["schemas"]["CronSchedule"] | components["schemas"]["IntervalSchedule"] | components["schemas"]["OnceSchedule"];
         WorkflowTriggerRequest: {
             /** @description DedupKey (at most 256 bytes; empty: none): a second trigger with the same key returns the first run. */
             dedup_key?: string;
