@@ -795,7 +795,7 @@ func (s *Tasks) validate(in TaskInput, anchor time.Time) (*schedule.Schedule, er
 	if in.PauseAfterFailures < 0 || in.PauseAfterFailures > PauseAfterFailuresMax {
 		ve.Add("pause_after_failures", fmt.Sprintf("must be 0 (never) to %d", PauseAfterFailuresMax))
 	}
-	if in.AlertAfterFailures < 1 || in.AlertAfterFailures > AlertAfterFailuresMax {
+	if in.AlertAfterFailures < 0 || in.AlertAfterFailures > AlertAfterFailuresMax { // 0: the default
 		ve.Add("alert_after_failures", fmt.Sprintf("must be 1 (every failure) to %d", AlertAfterFailuresMax))
 	}
 	validateCompletion(&ve, in.Completion)
