@@ -223,3 +223,23 @@ func TestAlertAfterFailures(t *testing.T) {
 	require.Empty(t, r.alertJobs(t, quiet), "no failure of the streak was alerted")
 	r.alerts.quiet(t, 300*time.Millisecond)
 }
+
+// TestAlertRecoveredAfterResume: a task paused by its alerted failure and
+// resumed (which restarts the count) still sends execution.recovered at
+// its first success, counting the failures since the resume (none).
+func TestAlertRecoveredAfterResume(t *testing.T) {
+	t.Parallel()
+	r := newRecoveryRig(t, pathBatched, service.AlertFormatAx,
+		[]response{{Status: http.StatusBadRequest}, {Status: http.StatusOK}},
+		func(in *service.TaskInput) { in.PauseAfterFailures = 1 })
+	failed := r.run(t, service.ExecFailed)
+	require.Equal(t, service.TaskPaused, r.nextAlert(t, service.AlertExecutionFailed, failed)["task_state"])
+	_, err := r.h.tasks.Resume(t.Context(), r.h.tenant, r.task.ID)
+	require.NoError(t, err)
+
+	ok := r.run(t, service.ExecSucceeded)
+	body := r.nextAlert(t, service.AlertExecutionRecovered, ok)
+	require.Equal(t, map[string]any{"failures": float64(0)}, body["recovered"])
+	again := r.run(t, service.ExecSucceeded)
+	require.Empty(t, r.alertJobs(t, again))
+}
