@@ -24,14 +24,18 @@ func TestTaskAlertAfterFailures(t *testing.T) {
 	require.EqualValues(t, 3, get.JSON["alert_after_failures"])
 
 	patch := func(v any) resp {
-		return a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
-			Body: map[string]any{"alert_after_failures": v}})
+		return a.must(http.StatusOK, req{
+			Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+			Body: map[string]any{"alert_after_failures": v},
+		})
 	}
 	require.EqualValues(t, 1000, patch(1000).JSON["alert_after_failures"])
 	require.EqualValues(t, 1, patch(nil).JSON["alert_after_failures"], "null: the default")
 	require.EqualValues(t, 5, patch(5).JSON["alert_after_failures"])
-	other := a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
-		Body: map[string]any{"priority": 1}})
+	other := a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+		Body: map[string]any{"priority": 1},
+	})
 	require.EqualValues(t, 5, other.JSON["alert_after_failures"], "a PATCH of another field keeps it")
 
 	for _, bad := range []any{0, -1, 1001} {
@@ -40,8 +44,10 @@ func TestTaskAlertAfterFailures(t *testing.T) {
 			"alert_after_failures": bad,
 		}})
 		require.Contains(t, fieldErrors(r), "alert_after_failures", "create with %v: %s", bad, r.Raw)
-		r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
-			Body: map[string]any{"alert_after_failures": bad}})
+		r = a.must(http.StatusUnprocessableEntity, req{
+			Method: http.MethodPatch, Path: "/v1/tasks/" + id, Token: tok,
+			Body: map[string]any{"alert_after_failures": bad},
+		})
 		require.Contains(t, fieldErrors(r), "alert_after_failures", "patch with %v: %s", bad, r.Raw)
 	}
 	get = a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/tasks/" + id, Token: tok})
