@@ -96,10 +96,14 @@ type taskRequest struct {
 	// Labels: at most 32; a key is 1 to 63 of A-Z a-z 0-9 . _ / -, starting with a letter or digit
 	// (^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$), a value at most 256 characters without control characters.
 	Labels map[string]string `json:"labels,omitempty"`
-	// AlertEndpointID receives a signed alert when an execution fails for good; empty: none.
+	// AlertEndpointID receives a signed alert when an execution fails for good (from alert_after_failures on),
+	// and an execution.recovered alert at the first success after an alerted failure; empty: none.
 	AlertEndpointID string `json:"alert_endpoint_id,omitempty"`
 	// PauseAfterFailures pauses the task after this many consecutive failed executions (0: never).
 	PauseAfterFailures int `json:"pause_after_failures,omitempty" minimum:"0" maximum:"1000"`
+	// AlertAfterFailures alerts only from the Nth failed execution in a row (N, N+1, … alert; a success resets
+	// the count); null or absent: 1, every failure.
+	AlertAfterFailures *int `json:"alert_after_failures,omitempty" example:"1" minimum:"1" maximum:"1000" extensions:"x-nullable"`
 	// Shards fires this many executions per slot (1..1000; 0 or absent: 1), each with X-Ax-Shard-Index and
 	// X-Ax-Shard-Count, its own idempotency key, retries and timeline.
 	Shards int `json:"shards,omitempty" example:"1" minimum:"0" maximum:"1000"`
@@ -127,10 +131,12 @@ type taskResponse struct {
 	Labels             map[string]string `json:"labels"`
 	AlertEndpointID    string            `json:"alert_endpoint_id,omitempty"`
 	PauseAfterFailures int               `json:"pause_after_failures,omitempty"`
-	Shards             int               `json:"shards"`
-	Completion         completionDTO     `json:"completion"`
-	SLA                *slaDTO           `json:"sla,omitempty"`
-	State              string            `json:"state" enums:"active,paused,completed"`
+	// AlertAfterFailures: failure alerts start at the Nth failed execution in a row.
+	AlertAfterFailures int           `json:"alert_after_failures"`
+	Shards             int           `json:"shards"`
+	Completion         completionDTO `json:"completion"`
+	SLA                *slaDTO       `json:"sla,omitempty"`
+	State              string        `json:"state" enums:"active,paused,completed"`
 	// NextRunAt is the next slot the task will fire; null when it will not fire (paused or completed).
 	NextRunAt *timestamp `json:"next_run_at" swaggertype:"string" format:"date-time" extensions:"x-nullable"`
 	// MissedCount counts slots that were not fired (misfire policy).
@@ -223,6 +229,13 @@ func (r taskRequest) input() (service.TaskInput, error) {
 	}
 	if r.Retry.MaxAttempts < 0 {
 		ve.Add("retry.max_attempts", "must be 1 to 100")
+	}
+	if r.AlertAfterFailures != nil {
+		// 0 is out of range; only null or absent take the default.
+		if *r.AlertAfterFailures < 1 {
+			ve.Add("alert_after_failures", "must be 1 (every failure) to "+strconv.Itoa(service.AlertAfterFailuresMax))
+		}
+		in.AlertAfterFailures = *r.AlertAfterFailures
 	}
 	if r.Priority != nil {
 		// 0 is out of range like 5 is; only null or absent take the default.
@@ -317,6 +330,10 @@ func taskRequestOf(in service.TaskInput) taskRequest {
 		p := in.Priority
 		r.Priority = &p
 	}
+	if in.AlertAfterFailures != 0 {
+		n := in.AlertAfterFailures
+		r.AlertAfterFailures = &n
+	}
 	return r
 }
 
@@ -326,7 +343,8 @@ func taskOut(t service.Task) taskResponse {
 		ID: t.ID, Name: t.Name, EndpointID: t.EndpointID, Schedule: req.Schedule, Payload: t.Payload,
 		PayloadTemplate: t.PayloadTemplate, Priority: t.Priority,
 		TimeoutMS: req.TimeoutMS, Retry: req.Retry, OverlapPolicy: t.OverlapPolicy, MisfirePolicy: t.MisfirePolicy,
-		Labels: t.Labels, AlertEndpointID: t.AlertEndpointID, PauseAfterFailures: t.PauseAfterFailures, Shards: t.Shards,
+		Labels: t.Labels, AlertEndpointID: t.AlertEndpointID, PauseAfterFailures: t.PauseAfterFailures,
+		AlertAfterFailures: t.AlertAfterFailures, Shards: t.Shards,
 		Completion: completionDTO{Mode: service.CompletionResponse}, SLA: req.SLA,
 		State: t.State, NextRunAt: nextRunAt(t), MissedCount: t.MissedCount,
 		CreatedAt: stamp(t.CreatedAt), UpdatedAt: stamp(t.UpdatedAt),

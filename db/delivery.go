@@ -313,6 +313,9 @@ type DeliveryOutcome struct {
 	MaxBackoffMS     *int64 `db:"max_backoff_ms"`
 	// TaskFailures is the task's consecutive failure count (0 without a task).
 	TaskFailures int32 `db:"task_failures"`
+	// TaskFailureAlerted: a failure alert of the task was queued since its
+	// last success (tasks.failure_alerted).
+	TaskFailureAlerted bool `db:"task_failure_alerted"`
 	// WorkflowRunID is the workflow run of a node's execution (nil: none).
 	WorkflowRunID *string `db:"workflow_run_id"`
 	// Priority is the task's River priority (nil without a task).
@@ -327,7 +330,8 @@ type DeliveryOutcome struct {
 func GetDeliveryOutcome(ctx context.Context, q Querier, tenant, id string) (DeliveryOutcome, error) {
 	rows, err := q.Query(ctx, `SELECT e.task_id::text, e.state, e.lease_attempt, e.attempts, e.attempts_base, e.cancel_requested,
 			t.id IS NOT NULL AS task_found, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms,
-			coalesce(t.consecutive_failures, 0) AS task_failures, e.workflow_run_id::text, t.priority,
+			coalesce(t.consecutive_failures, 0) AS task_failures, coalesce(t.failure_alerted, false) AS task_failure_alerted,
+			e.workflow_run_id::text, t.priority,
 			EXISTS (SELECT 1 FROM flow_permits p WHERE p.tenant_id = e.tenant_id AND p.execution_id = e.id) AS permitted
 		FROM executions e
 		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
@@ -404,14 +408,30 @@ func AddMissedSlot(ctx context.Context, q Querier, tenant, taskID string) error 
 	return wrap("count a missed slot", err)
 }
 
-// ResetTaskFailures zeroes a task's consecutive failure count.
-func ResetTaskFailures(ctx context.Context, q Querier, tenant, taskID string) error {
-	_, err := q.Exec(ctx, `UPDATE tasks SET consecutive_failures = 0
-		WHERE tenant_id = $1 AND id = $2 AND consecutive_failures <> 0`, tenant, taskID)
-	if err != nil {
-		return wrap("reset task failures", err)
-	}
-	return nil
+// Recovery is a task's failure streak that a success ended: how many
+// failed executions it counted and whether one of them was alerted, with
+// the task's alert endpoint now (nil: none).
+type Recovery struct {
+	TaskID          string  `db:"task_id"`
+	Failures        int     `db:"failures"`
+	Alerted         bool    `db:"alerted"`
+	AlertEndpointID *string `db:"alert_endpoint_id"`
+}
+
+// ResetTaskFailures ends a task's failure streak: it zeroes its consecutive
+// failure count and clears failure_alerted, and returns the streak as it
+// was (read under the task's row lock, so that a failure committed
+// meanwhile is in it). ErrNotFound: the task is gone or had no streak.
+func ResetTaskFailures(ctx context.Context, q Querier, tenant, taskID string) (Recovery, error) {
+	rows, err := q.Query(ctx, `WITH old AS (
+			SELECT tenant_id, id, consecutive_failures, failure_alerted FROM tasks
+			WHERE tenant_id = $1 AND id = $2 FOR NO KEY UPDATE
+		)
+		UPDATE tasks t SET consecutive_failures = 0, failure_alerted = false FROM old o
+		WHERE t.tenant_id = o.tenant_id AND t.id = o.id AND (o.consecutive_failures <> 0 OR o.failure_alerted)
+		RETURNING t.id::text AS task_id, o.consecutive_failures AS failures, o.failure_alerted AS alerted,
+			t.alert_endpoint_id::text AS alert_endpoint_id`, tenant, taskID)
+	return collectOne[Recovery](rows, err)
 }
 
 // TaskFailures is a task's failure count after one more failure.
@@ -420,6 +440,9 @@ type TaskFailures struct {
 	PauseAfterFailures *int32  `db:"pause_after_failures"`
 	State              string  `db:"state"`
 	AlertEndpointID    *string `db:"alert_endpoint_id"`
+	AlertAfterFailures int     `db:"alert_after_failures"`
+	// FailureAlerted: a failure of the streak was alerted already.
+	FailureAlerted bool `db:"failure_alerted"`
 }
 
 // AddTaskFailure counts one more consecutive failure of a task.
@@ -427,8 +450,17 @@ type TaskFailures struct {
 func AddTaskFailure(ctx context.Context, q Querier, tenant, taskID string) (TaskFailures, error) {
 	rows, err := q.Query(ctx, `UPDATE tasks SET consecutive_failures = consecutive_failures + 1
 		WHERE tenant_id = $1 AND id = $2
-		RETURNING consecutive_failures, pause_after_failures, state, alert_endpoint_id::text`, tenant, taskID)
+		RETURNING consecutive_failures, pause_after_failures, state, alert_endpoint_id::text, alert_after_failures,
+			failure_alerted`, tenant, taskID)
 	return collectOne[TaskFailures](rows, err)
+}
+
+// MarkFailureAlerted records that a failure of the task's current streak
+// was alerted (tasks.failure_alerted), in the transaction that queues the
+// alert.
+func MarkFailureAlerted(ctx context.Context, q Querier, tenant, taskID string) error {
+	_, err := q.Exec(ctx, `UPDATE tasks SET failure_alerted = true WHERE tenant_id = $1 AND id = $2`, tenant, taskID)
+	return wrap("mark task failure alerted", err)
 }
 
 // AutoPauseTask pauses an active task and reports whether it did.

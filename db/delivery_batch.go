@@ -208,9 +208,13 @@ type DeliverySuccess struct {
 // in turn — API commands and the row-by-row path lock one execution, and
 // the cancel of a task's pending executions, which may keep the lock of a
 // row it found running, skips every locked row (CancelPendingExecutions)
-// — so it cannot deadlock. Tasks whose consecutive failure count is not
-// zero are reset afterwards, in a statement of their own that locks them
-// in id order. Run both in one transaction (q a pgx.Tx), so that no
+// — so it cannot deadlock. Tasks with a failure streak (a consecutive
+// failure count that is not zero, or an alerted failure) are reset
+// afterwards, in a statement of their own that locks them in id order,
+// and each one whose streak was alerted is returned as a Recovery with
+// the index in ok of its success (Recovered): the caller queues its
+// recovered alert in the same transaction. A batch of tasks without a
+// streak runs no second statement. Run both in one transaction (q a pgx.Tx), so that no
 // success is visible before its task's reset: a failure of the task's next
 // execution recorded in between would count on from the old count. The
 // transaction then holds the succeeded executions' locks while it locks
@@ -219,7 +223,7 @@ type DeliverySuccess struct {
 // row-by-row path locks its execution before its task, the scheduler
 // claims tasks with SKIP LOCKED and only inserts executions), so this
 // cannot deadlock either.
-func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (map[int]int, error) {
+func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (map[int]int, []Recovered, error) {
 	n := len(ok)
 	tenants, ids, leases := make([]string, n), make([]string, n), make([]int32, n)
 	codes, latencies := make([]int32, n), make([]int32, n)
@@ -229,7 +233,7 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 	}
 	uids, err := uuidArray(ids)
 	if err != nil {
-		return nil, wrap("record successes", err)
+		return nil, nil, wrap("record successes", err)
 	}
 	rows, err := q.Query(ctx, `WITH input AS (
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::int[], $5::int[]) WITH ORDINALITY
@@ -249,57 +253,95 @@ func SucceedDeliveries(ctx context.Context, q Querier, ok []DeliverySuccess) (ma
 		FROM done d
 		LEFT JOIN LATERAL (
 			SELECT t.id FROM tasks t
-			WHERE t.tenant_id = d.tenant_id AND t.id = d.task_id AND t.consecutive_failures <> 0 OFFSET 0
+			WHERE t.tenant_id = d.tenant_id AND t.id = d.task_id AND (t.consecutive_failures <> 0 OR t.failure_alerted) OFFSET 0
 		) t ON true`, tenants, uids, leases, codes, latencies)
 	if err != nil {
-		return nil, wrap("record successes", err)
+		return nil, nil, wrap("record successes", err)
 	}
 	out := make(map[int]int, n)
 	var reset []taskRef
+	first := map[taskRef]int{} // a task's first success in ok
 	var ord, attempts int
 	var failing *string
 	_, err = pgx.ForEachRow(rows, []any{&ord, &attempts, &failing}, func() error {
 		out[ord-1] = attempts
 		if failing != nil {
-			reset = append(reset, taskRef{tenant: ok[ord-1].TenantID, id: *failing})
+			ref := taskRef{tenant: ok[ord-1].TenantID, id: *failing}
+			if _, seen := first[ref]; !seen {
+				first[ref] = ord - 1
+				reset = append(reset, ref)
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, wrap("record successes", err)
+		return nil, nil, wrap("record successes", err)
 	}
-	if len(reset) > 0 {
-		if err := resetTasksFailures(ctx, q, reset); err != nil {
-			return nil, err
-		}
+	if len(reset) == 0 {
+		return out, nil, nil
 	}
-	return out, nil
+	alerted, err := resetTasksFailures(ctx, q, reset)
+	if err != nil {
+		return nil, nil, err
+	}
+	recovered := make([]Recovered, len(alerted))
+	for i, r := range alerted {
+		recovered[i] = Recovered{Recovery: r.Recovery, Index: first[taskRef{tenant: r.tenant, id: r.TaskID}]}
+	}
+	return out, recovered, nil
+}
+
+// Recovered is the alerted failure streak of a task that a success of a
+// batch ended: Index is that success's index in the batch.
+type Recovered struct {
+	Recovery
+	Index int
 }
 
 // taskRef names a task.
 type taskRef struct{ tenant, id string }
 
-// resetTasksFailures zeroes the consecutive failure count of tasks, locking
-// them in (tenant, id) order so that concurrent resets cannot deadlock.
-func resetTasksFailures(ctx context.Context, q Querier, tasks []taskRef) error {
+// resetTasksFailures ends the failure streaks of tasks (ResetTaskFailures),
+// locking them in (tenant, id) order so that concurrent resets cannot
+// deadlock. It returns the streaks that were alerted, and only those: a
+// task whose streak was not alerted costs no row of the answer.
+func resetTasksFailures(ctx context.Context, q Querier, tasks []taskRef) ([]tenantRecovery, error) {
 	tenants, ids := make([]string, len(tasks)), make([]string, len(tasks))
 	for i, t := range tasks {
 		tenants[i], ids[i] = t.tenant, t.id
 	}
-	_, err := q.Exec(ctx, `WITH locked AS (
-			SELECT t.tenant_id, t.id FROM unnest($1::text[], $2::uuid[]) AS i(tenant_id, id)
+	rows, err := q.Query(ctx, `WITH locked AS (
+			SELECT t.tenant_id, t.id, t.consecutive_failures, t.failure_alerted FROM unnest($1::text[], $2::uuid[]) AS i(tenant_id, id)
 			CROSS JOIN LATERAL (
-				SELECT t.tenant_id, t.id FROM tasks t WHERE t.tenant_id = i.tenant_id AND t.id = i.id OFFSET 0
+				SELECT t.tenant_id, t.id, t.consecutive_failures, t.failure_alerted FROM tasks t
+				WHERE t.tenant_id = i.tenant_id AND t.id = i.id OFFSET 0
 			) t
 			ORDER BY t.tenant_id, t.id
 			FOR UPDATE OF t
+		), reset AS (
+			UPDATE tasks t SET consecutive_failures = 0, failure_alerted = false FROM locked l
+			WHERE t.tenant_id = l.tenant_id AND t.id = l.id AND (l.consecutive_failures <> 0 OR l.failure_alerted)
+			RETURNING t.tenant_id, t.id::text AS task_id, l.consecutive_failures AS failures, l.failure_alerted AS alerted,
+				t.alert_endpoint_id::text AS alert_endpoint_id
 		)
-		UPDATE tasks t SET consecutive_failures = 0 FROM locked l
-		WHERE t.tenant_id = l.tenant_id AND t.id = l.id AND t.consecutive_failures <> 0`, tenants, ids)
+		SELECT tenant_id, task_id, failures, alerted, alert_endpoint_id FROM reset WHERE alerted`, tenants, ids)
 	if err != nil {
-		return wrap("reset task failures", err)
+		return nil, wrap("reset task failures", err)
 	}
-	return nil
+	var out []tenantRecovery
+	var r tenantRecovery
+	_, err = pgx.ForEachRow(rows, []any{&r.tenant, &r.TaskID, &r.Failures, &r.Alerted, &r.AlertEndpointID}, func() error {
+		out = append(out, r)
+		r = tenantRecovery{}
+		return nil
+	})
+	return out, wrap("reset task failures", err)
+}
+
+// tenantRecovery is a Recovery with its task's tenant.
+type tenantRecovery struct {
+	Recovery
+	tenant string
 }
 
 // CancelRequested returns the ids of those of refs that are running with a

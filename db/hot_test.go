@@ -57,7 +57,7 @@ func TestCommonDeliveryUpdatesAreHOT(t *testing.T) {
 	started, err := db.StartPendingDeliveries(ctx, tx, keys, db.Misfire{Threshold: 5 * time.Second, CountMax: 100})
 	require.NoError(t, err)
 	require.Len(t, started, n)
-	done, err := db.SucceedDeliveries(ctx, tx, oks)
+	done, _, err := db.SucceedDeliveries(ctx, tx, oks)
 	require.NoError(t, err)
 	require.Len(t, done, n)
 

@@ -190,7 +190,7 @@ func TestBatchedDeliveryStatementsUsePrimaryKeys(t *testing.T) {
 	keys := []db.DeliveryKey{{ExecutionRef: db.ExecutionRef{TenantID: "t", ID: "01900000-0000-7000-8000-000000000001"}, Lease: 1}}
 	_, err = db.StartPendingDeliveries(ctx, e, keys, db.Misfire{Threshold: 5 * time.Second, CountMax: 100})
 	require.NoError(t, err)
-	_, err = db.SucceedDeliveries(ctx, e, []db.DeliverySuccess{{DeliveryKey: keys[0], StatusCode: 200}})
+	_, _, err = db.SucceedDeliveries(ctx, e, []db.DeliverySuccess{{DeliveryKey: keys[0], StatusCode: 200}})
 	require.NoError(t, err)
 	require.Len(t, e.plans, 2)
 	for _, plan := range e.plans {

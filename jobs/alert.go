@@ -20,8 +20,8 @@ import (
 const AlertType = service.AlertExecutionFailed
 
 // AlertBody is the JSON a task's alert endpoint receives when one of its
-// executions fails for good or misses its SLA (docs/webhooks.md, "Alerts
-// and auto-pause"). Every key is always there; a value that is absent
+// executions fails for good, misses its SLA, or succeeds after alerted
+// failures (docs/webhooks.md, "Alerts and auto-pause"). Every key is always there; a value that is absent
 // (no response yet, no error, not finished, not an SLA alert) is null.
 type AlertBody struct {
 	Type           string     `json:"type"`
@@ -39,6 +39,16 @@ type AlertBody struct {
 	FinishedAt     *time.Time `json:"finished_at"`
 	// SLA is set on an execution.sla_missed alert, null on others.
 	SLA *AlertSLA `json:"sla"`
+	// Recovered is set on an execution.recovered alert, null on others.
+	Recovered *AlertRecovered `json:"recovered"`
+}
+
+// AlertRecovered is the failure streak an execution.recovered alert's
+// success ended.
+type AlertRecovered struct {
+	// Failures is how many failed executions in a row the success ended
+	// (counted from the task's last resume, which restarts the count).
+	Failures int `json:"failures"`
 }
 
 // nullIfEmpty is s, or nil (null in JSON) when it is empty.
@@ -61,7 +71,7 @@ type SlackBody struct {
 	Text string `json:"text"`
 }
 
-// AlertWorker sends a failure alert to a task's alert endpoint through the
+// AlertWorker sends an execution's alert to its task's alert endpoint through the
 // same Sender as deliveries (signed, SSRF-guarded). Its idempotency key
 // and webhook-id are "alert-<execution id>-<job id>": the same on every
 // retry of one alert. River's default backoff retries it up to the job's
@@ -93,7 +103,7 @@ func (w *AlertWorker) Timeout(*river.Job[service.AlertArgs]) time.Duration { ret
 func (w *AlertWorker) Work(ctx context.Context, job *river.Job[service.AlertArgs]) error {
 	args := job.Args
 	log := w.logger.With("job_id", job.ID, "execution_id", args.ExecutionID, "tenant", args.TenantID, "attempt", job.Attempt)
-	a, err := w.deliveries.Alert(ctx, args.TenantID, args.ExecutionID, args.Type)
+	a, err := w.deliveries.Alert(ctx, args)
 	switch {
 	case errors.Is(err, service.ErrNotFound):
 		log.WarnContext(ctx, "alert for a missing execution; nothing to send")
@@ -149,8 +159,11 @@ func (w *AlertWorker) body(a service.Alert) ([]byte, error) {
 		LastStatusCode: a.LastStatusCode, LastError: nullIfEmpty(a.LastError), ErrorClass: nullIfEmpty(a.ErrorClass),
 		FinishedAt: a.FinishedAt,
 	}
-	if a.Type == service.AlertExecutionSLAMissed {
+	switch a.Type {
+	case service.AlertExecutionSLAMissed:
 		b.SLA = &AlertSLA{FinishWithinMS: a.SLAFinishWithin.Milliseconds(), DueAt: a.SLADueAt}
+	case service.AlertExecutionRecovered:
+		b.Recovered = &AlertRecovered{Failures: a.Failures}
 	}
 	return json.Marshal(b)
 }
@@ -164,6 +177,15 @@ func SlackText(a service.Alert, publicURL string) string {
 	case service.AlertExecutionSLAMissed:
 		what = fmt.Sprintf(":hourglass: *%s* missed its SLA: not succeeded within %s of its %s slot (it is %s after %d attempts)",
 			name, a.SLAFinishWithin, a.ScheduledFor.Format(time.RFC3339), a.State, a.Attempts)
+	case service.AlertExecutionRecovered:
+		after := "its alerted failures" // a resume restarted the count
+		switch {
+		case a.Failures == 1:
+			after = "1 failure"
+		case a.Failures > 1:
+			after = fmt.Sprintf("%d failures", a.Failures)
+		}
+		what = fmt.Sprintf(":white_check_mark: *%s* recovered after %s: succeeded (slot %s)", name, after, a.ScheduledFor.Format(time.RFC3339))
 	default:
 		what = fmt.Sprintf(":x: *%s* failed after %d attempts (slot %s)", name, a.Attempts, a.ScheduledFor.Format(time.RFC3339))
 		if a.LastError != "" {

@@ -63,7 +63,7 @@ func TestAlert(t *testing.T) {
 		"type": "execution.failed", "execution_id": id, "task_id": task.ID, "task_name": task.Name, "task_state": "active",
 		"scheduled_for": slot.Format(time.RFC3339Nano), "trigger": "schedule", "state": "failed", "attempts": float64(1),
 		"last_status_code": float64(400), "last_error": "HTTP 400 Bad Request", "error_class": "http_4xx",
-		"finished_at": body["finished_at"], "sla": nil,
+		"finished_at": body["finished_at"], "sla": nil, "recovered": nil,
 	}, body)
 	require.NotEmpty(t, body["finished_at"])
 	alerts.quiet(t, 200*time.Millisecond)
@@ -121,7 +121,7 @@ func TestAlertRetried(t *testing.T) {
 // TestAlertBodiesUseNull: in every alert body a value that is absent is
 // null, never "" and never a missing key: an SLA alert of an execution that
 // has no response, no error and no end yet (last_status_code, last_error,
-// error_class, finished_at), a failure alert's sla, a blocked run's state,
+// error_class, finished_at), a failure alert's sla and recovered, a blocked run's state,
 // slot and sla, an SLA-missed run's nodes.
 func TestAlertBodiesUseNull(t *testing.T) {
 	t.Parallel()
@@ -144,7 +144,7 @@ func TestAlertBodiesUseNull(t *testing.T) {
 		"type": "execution.sla_missed", "execution_id": "x", "task_id": "t", "task_name": "n", "task_state": "active",
 		"scheduled_for": "2026-03-01T18:00:00Z", "trigger": "schedule", "state": "running", "attempts": float64(1),
 		"last_status_code": nil, "last_error": nil, "error_class": nil, "finished_at": nil,
-		"sla": map[string]any{"finish_within_ms": float64(3600000), "due_at": "2026-03-01T19:00:00Z"},
+		"sla": map[string]any{"finish_within_ms": float64(3600000), "due_at": "2026-03-01T19:00:00Z"}, "recovered": nil,
 	}, sla)
 	code := 503
 	failed := decode(w.body(service.Alert{
@@ -153,6 +153,8 @@ func TestAlertBodiesUseNull(t *testing.T) {
 	}))
 	require.Contains(t, failed, "sla")
 	require.Nil(t, failed["sla"])
+	require.Contains(t, failed, "recovered")
+	require.Nil(t, failed["recovered"])
 	require.Equal(t, "HTTP 503", failed["last_error"])
 	require.Equal(t, "http_5xx", failed["error_class"])
 

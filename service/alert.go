@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/alert"
 	"github.com/axhq/ax/service/endpoint"
@@ -17,6 +19,7 @@ const (
 	// Alert types (the "type" of an alert's body).
 	AlertExecutionFailed    = alert.ExecutionFailed
 	AlertExecutionSLAMissed = alert.ExecutionSLAMissed
+	AlertExecutionRecovered = alert.ExecutionRecovered
 	// Alert formats of an endpoint (Endpoint.Format): ax's signed JSON
 	// body, or a Slack incoming-webhook body ({"text": …}).
 	AlertFormatAx    = endpoint.FormatAx
@@ -37,10 +40,44 @@ type (
 	AlertRun = alert.Run
 )
 
-// Alert loads the alert of type alertType for an execution (alert.Load).
-// ErrNotFound means the execution no longer exists.
-func (s *Deliveries) Alert(ctx context.Context, tenant, executionID, alertType string) (Alert, error) {
-	return alert.Load(ctx, s.pool, tenant, executionID, alertType)
+// Alert loads the alert a job's args name (alert.Load). ErrNotFound means
+// the execution no longer exists.
+func (s *Deliveries) Alert(ctx context.Context, args AlertArgs) (Alert, error) {
+	a, err := alert.Load(ctx, s.pool, args.TenantID, args.ExecutionID, args.Type)
+	a.Failures = args.Failures
+	return a, err
+}
+
+// alertsFailure is the rule of alert_after_failures: a task's failed
+// execution that is its consecutive-th in a row is alerted when that is
+// at least after (every failure from the after-th on, until a success
+// ends the streak).
+func alertsFailure(consecutive, after int) bool {
+	return consecutive >= max(after, 1)
+}
+
+// queueRecovered queues the execution.recovered alert of the success
+// executionID when the failure streak it ended (rec, from
+// db.ResetTaskFailures) had an alerted failure and the task still has an
+// alert endpoint, in the transaction that recorded the success; it
+// reports whether it queued one. A streak is ended once, so its
+// recovered alert is queued once.
+func queueRecovered(ctx context.Context, tx db.Tx, enq *Enqueuer, alertMaxAttempts int, tenant, executionID string, rec db.Recovery) (bool, error) {
+	alertTo := zeroIfNil(rec.AlertEndpointID)
+	if !rec.Alerted || alertTo == "" {
+		return false, nil
+	}
+	_, err := enq.insertMany(ctx, tx, []river.InsertManyParams{{
+		Args:       AlertArgs{TenantID: tenant, ExecutionID: executionID, Type: AlertExecutionRecovered, Failures: rec.Failures},
+		InsertOpts: &river.InsertOpts{Queue: QueueAlert, MaxAttempts: alertMaxAttempts},
+	}})
+	if err != nil {
+		return false, err
+	}
+	ev := db.DeliveryEvent{Type: EventAlertQueued, Data: map[string]any{
+		"endpoint_id": alertTo, "type": AlertExecutionRecovered, "failures": rec.Failures,
+	}}
+	return true, storeError(db.InsertDeliveryEvents(ctx, tx, tenant, executionID, []db.DeliveryEvent{ev}), "record recovered alert")
 }
 
 // AlertResult records on the execution's timeline what became of its alert

@@ -784,7 +784,7 @@ func TestFinishDecisionAgreesWithTheBatch(t *testing.T) {
 	var taken map[int]int
 	err = db.InTx(ctx, rowDB.pools.Delivery, func(tx db.Tx) error {
 		var err error
-		taken, err = db.SucceedDeliveries(ctx, tx, successes)
+		taken, _, err = db.SucceedDeliveries(ctx, tx, successes)
 		if err != nil {
 			return err
 		}

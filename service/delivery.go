@@ -199,11 +199,23 @@ func (s *Deliveries) recordSuccesses(ctx context.Context, oks []db.DeliverySucce
 	// failure count is reset, or a failure of the task's next execution
 	// recorded in between would count on from the old count (and could
 	// pause the task).
+	// The recovered alerts of the tasks whose alerted failure streak a
+	// success ended are queued in it too (queueRecovered).
 	var done map[int]int
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		var recovered []db.Recovered
 		var err error
-		done, err = db.SucceedDeliveries(ctx, tx, oks)
-		return err
+		done, recovered, err = db.SucceedDeliveries(ctx, tx, oks)
+		if err != nil {
+			return err
+		}
+		for _, r := range recovered {
+			ok := oks[r.Index]
+			if _, err := queueRecovered(ctx, tx, s.enqueuer, s.cfg.AlertMaxAttempts, ok.TenantID, ok.ID, r.Recovery); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, storeError(err, "record successes")

@@ -117,7 +117,8 @@ type Finished struct {
 	// TaskPaused is set when this failure paused the task
 	// (pause_after_failures).
 	TaskPaused bool
-	// AlertQueued is set when an alert job was enqueued.
+	// AlertQueued is set when an alert job was enqueued: a failure's, or
+	// the recovered alert of a success that ended an alerted streak.
 	AlertQueued bool
 
 	// released: the outcome gave back the execution's permit.
@@ -133,8 +134,10 @@ type Finished struct {
 // over is rejected with ErrConflict and changes nothing. A success also
 // resets the task's consecutive failures; a failure counts one more, pauses
 // the task when it reaches pause_after_failures (its pending executions are
-// cancelled) and enqueues an alert when the task has an alert endpoint; a
-// 410 also disables the endpoint.
+// cancelled) and enqueues an alert when the task has an alert endpoint and
+// alert_after_failures is reached; a success that ends a streak with an
+// alerted failure enqueues an execution.recovered alert; a 410 also
+// disables the endpoint.
 //
 // Successes are batched with concurrent ones into one statement
 // (db.SucceedsWithoutDecision); a success the batch did not record (or a
@@ -245,9 +248,15 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 				return Finished{}, storeError(err, "store node output")
 			}
 		}
-		if row.TaskFailures > 0 { // most successes follow successes: no write then
-			if err := db.ResetTaskFailures(ctx, tx, tenant, row.TaskID); err != nil {
-				return Finished{}, storeError(err, "reset task failures")
+		if row.TaskFailures > 0 || row.TaskFailureAlerted { // most successes follow successes: no write then
+			rec, err := db.ResetTaskFailures(ctx, tx, tenant, row.TaskID)
+			if err = storeError(err, "reset task failures"); err != nil && !errors.Is(err, ErrNotFound) {
+				return Finished{}, err
+			}
+			if err == nil {
+				if fin.AlertQueued, err = queueRecovered(ctx, tx, s.enqueuer, s.cfg.AlertMaxAttempts, tenant, executionID, rec); err != nil {
+					return Finished{}, err
+				}
 			}
 		}
 		if err := s.advanceWorkflow(ctx, tx, tenant, row.WorkflowRunID); err != nil {
@@ -377,7 +386,8 @@ type failureEffects struct {
 }
 
 // afterFailure runs the consequences of a failed execution on its task:
-// one more consecutive failure, the auto-pause, the alert.
+// one more consecutive failure, the auto-pause, the alert (from the
+// task's alert_after_failures-th failure in a row: alertsFailure).
 func (s *Deliveries) afterFailure(ctx context.Context, tx db.Tx, tenant, executionID, taskID string) (failureEffects, error) {
 	return afterFailure(ctx, tx, s.enqueuer, s.cfg.AlertMaxAttempts, tenant, executionID, taskID)
 }
@@ -418,7 +428,12 @@ func afterFailure(ctx context.Context, tx db.Tx, enq *Enqueuer, alertMaxAttempts
 			fx.paused, fx.cancelled = true, n
 		}
 	}
-	if alertTo := zeroIfNil(tf.AlertEndpointID); alertTo != "" {
+	if alertTo := zeroIfNil(tf.AlertEndpointID); alertTo != "" && alertsFailure(tf.Consecutive, tf.AlertAfterFailures) {
+		if !tf.FailureAlerted {
+			if err := db.MarkFailureAlerted(ctx, tx, tenant, taskID); err != nil {
+				return fx, storeError(err, "mark failure alerted")
+			}
+		}
 		_, err := enq.insertMany(ctx, tx, []river.InsertManyParams{{
 			Args:       AlertArgs{TenantID: tenant, ExecutionID: executionID},
 			InsertOpts: &river.InsertOpts{Queue: QueueAlert, MaxAttempts: alertMaxAttempts},

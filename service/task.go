@@ -44,6 +44,10 @@ const (
 	LabelsMax             = 32
 	labelValueMax         = 256
 	PauseAfterFailuresMax = 1000
+	// AlertAfterFailuresDefault: every failed execution alerts; at most
+	// AlertAfterFailuresMax.
+	AlertAfterFailuresDefault = 1
+	AlertAfterFailuresMax     = 1000
 	// TaskWakeWithin: a new task wakes the scheduler loops only when its
 	// first slot is this close. The loops look at the tasks table at least
 	// every second (jobs.PollCeilingDefault) and claim a slot LookAhead
@@ -116,6 +120,9 @@ type TaskInput struct {
 	Labels             map[string]string
 	AlertEndpointID    string
 	PauseAfterFailures int
+	// AlertAfterFailures: failure alerts start at the Nth failed execution
+	// in a row (1..AlertAfterFailuresMax; 0: AlertAfterFailuresDefault).
+	AlertAfterFailures int
 	// Shards fires this many executions per slot (1..ShardsMax; 0: 1).
 	Shards int
 	// Completion: how an attempt ends (zero: a 2xx ends it).
@@ -717,6 +724,9 @@ func (in TaskInput) withDefaults() TaskInput {
 	if in.Shards == 0 {
 		in.Shards = 1
 	}
+	if in.AlertAfterFailures == 0 {
+		in.AlertAfterFailures = AlertAfterFailuresDefault
+	}
 	if in.Schedule.Timezone == "" {
 		in.Schedule.Timezone = "UTC"
 	}
@@ -784,6 +794,9 @@ func (s *Tasks) validate(in TaskInput, anchor time.Time) (*schedule.Schedule, er
 	}
 	if in.PauseAfterFailures < 0 || in.PauseAfterFailures > PauseAfterFailuresMax {
 		ve.Add("pause_after_failures", fmt.Sprintf("must be 0 (never) to %d", PauseAfterFailuresMax))
+	}
+	if in.AlertAfterFailures < 0 || in.AlertAfterFailures > AlertAfterFailuresMax { // 0: the default
+		ve.Add("alert_after_failures", fmt.Sprintf("must be 1 (every failure) to %d", AlertAfterFailuresMax))
 	}
 	validateCompletion(&ve, in.Completion)
 	validateSLA(&ve, in.SLA)
@@ -903,6 +916,7 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 		n := int32(in.PauseAfterFailures)
 		r.PauseAfterFailures = &n
 	}
+	r.AlertAfterFailures = int32(max(in.AlertAfterFailures, AlertAfterFailuresDefault)) // validated: at most AlertAfterFailuresMax
 	r.CompletionMode = CompletionResponse
 	if in.Completion.Callback() {
 		r.CompletionMode = CompletionCallback
@@ -934,6 +948,7 @@ func taskFromRow(r db.Task) Task {
 				MaxBackoff: time.Duration(r.MaxBackoffMS) * time.Millisecond,
 			},
 			OverlapPolicy: r.OverlapPolicy, MisfirePolicy: r.MisfirePolicy, Labels: r.Labels, Shards: int(max(r.Shards, 1)),
+			AlertAfterFailures: int(max(r.AlertAfterFailures, AlertAfterFailuresDefault)),
 		},
 		ID: r.ID, State: r.State, NextRunAt: utcPtr(r.NextRunAt), MissedCount: r.MissedCount,
 		ConsecutiveFails: int(r.ConsecutiveFailures), Version: int(r.Version), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),

@@ -80,7 +80,10 @@ type taskView struct {
 	// Spark: one bar per listed execution, oldest first.
 	Spark    []sparkBar
 	Endpoint *service.Endpoint
-	Payload  string
+	// AlertEndpoint is the task's alert endpoint (nil: none, or not
+	// readable with the session's scopes).
+	AlertEndpoint *service.Endpoint
+	Payload       string
 	// Flash, Problem: the outcome of a skip; Backfill: the backfill form
 	// (values, refusal, dry-run plan).
 	Flash    string
@@ -284,6 +287,13 @@ func (c *console) taskPage(ec echo.Context, s *session, status int, id string, v
 			v.Endpoint = &ep
 		} else if !errors.Is(err, service.ErrNotFound) {
 			return err
+		}
+		if t.AlertEndpointID != "" {
+			if ep, err := c.cfg.Endpoints.Get(ctx, s.Tenant, t.AlertEndpointID); err == nil {
+				v.AlertEndpoint = &ep
+			} else if !errors.Is(err, service.ErrNotFound) {
+				return err
+			}
 		}
 	}
 	return c.render(ec, status, "task", s, v)

@@ -316,6 +316,7 @@ spec:
 kind: Task
 name: every-field
 spec:
+  alert_after_failures: 4
   alert_endpoint: alerts
   completion: {mode: callback, timeout_ms: 3600000, heartbeat_timeout_ms: 60000}
   endpoint: billing

@@ -2242,13 +2242,15 @@ type StatsSeries struct {
 
 // Task defines model for Task.
 type Task struct {
-	AlertEndpointId *string           `json:"alert_endpoint_id,omitempty"`
-	Completion      Completion        `json:"completion"`
-	CreatedAt       time.Time         `json:"created_at"`
-	EndpointId      string            `json:"endpoint_id"`
-	Id              string            `json:"id"`
-	Labels          map[string]string `json:"labels"`
-	MisfirePolicy   string            `json:"misfire_policy"`
+	// AlertAfterFailures AlertAfterFailures: failure alerts start at the Nth failed execution in a row.
+	AlertAfterFailures int               `json:"alert_after_failures"`
+	AlertEndpointId    *string           `json:"alert_endpoint_id,omitempty"`
+	Completion         Completion        `json:"completion"`
+	CreatedAt          time.Time         `json:"created_at"`
+	EndpointId         string            `json:"endpoint_id"`
+	Id                 string            `json:"id"`
+	Labels             map[string]string `json:"labels"`
+	MisfirePolicy      string            `json:"misfire_policy"`
 
 	// MissedCount MissedCount counts slots that were not fired (misfire policy).
 	MissedCount int    `json:"missed_count"`
@@ -2287,7 +2289,14 @@ type TaskList struct {
 
 // TaskRequest defines model for TaskRequest.
 type TaskRequest struct {
-	// AlertEndpointId AlertEndpointID receives a signed alert when an execution fails for good; empty: none.
+	// AlertAfterFailures AlertAfterFailures alerts only from the Nth failed execution in a row (N, N+1, … alert; a success resets
+	// the count); null or absent: 1, every failure.
+	//
+	// Example: 1
+	AlertAfterFailures *int `json:"alert_after_failures,omitempty"`
+
+	// AlertEndpointId AlertEndpointID receives a signed alert when an execution fails for good (from alert_after_failures on),
+	// and an execution.recovered alert at the first success after an alerted failure; empty: none.
 	AlertEndpointId *string `json:"alert_endpoint_id,omitempty"`
 
 	// Completion Completion says how an attempt ends; absent or null: {"mode": "response"}.
@@ -2357,7 +2366,14 @@ type TaskRequestOverlapPolicy string
 
 // TaskRequestPatch The fields to change (a JSON merge of TaskRequest): absent fields stay as they are.
 type TaskRequestPatch struct {
-	// AlertEndpointId AlertEndpointID receives a signed alert when an execution fails for good; empty: none.
+	// AlertAfterFailures AlertAfterFailures alerts only from the Nth failed execution in a row (N, N+1, … alert; a success resets
+	// the count); null or absent: 1, every failure.
+	//
+	// Example: 1
+	AlertAfterFailures *int `json:"alert_after_failures,omitempty"`
+
+	// AlertEndpointId AlertEndpointID receives a signed alert when an execution fails for good (from alert_after_failures on),
+	// and an execution.recovered alert at the first success after an alerted failure; empty: none.
 	AlertEndpointId *string `json:"alert_endpoint_id,omitempty"`
 
 	// Completion Completion says how an attempt ends; absent or null: {"mode": "response"}.

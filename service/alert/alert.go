@@ -25,12 +25,15 @@ const (
 const (
 	ExecutionFailed    = "execution.failed"
 	ExecutionSLAMissed = "execution.sla_missed"
+	// ExecutionRecovered is about the first success of a task after a
+	// failure that was alerted (ExecutionFailed).
+	ExecutionRecovered = "execution.recovered"
 )
 
 // Message is an alert to send: the execution it is about and where to
 // send it.
 type Message struct {
-	// Type is ExecutionFailed or ExecutionSLAMissed.
+	// Type is ExecutionFailed, ExecutionSLAMissed or ExecutionRecovered.
 	Type string
 	// Format is the alert endpoint's format (endpoint.FormatAx or
 	// endpoint.FormatSlack).
@@ -38,6 +41,10 @@ type Message struct {
 	// SLAFinishWithin and SLADueAt describe a missed SLA.
 	SLAFinishWithin time.Duration
 	SLADueAt        *time.Time
+	// Failures is, in an ExecutionRecovered alert, how many failed
+	// executions in a row the success ended (the job's args carry it:
+	// the task's count is zero by then).
+	Failures int
 
 	ExecutionID    string
 	TaskID         string

@@ -64,15 +64,20 @@ type DeliverBatchArgs struct {
 // Kind implements river.JobArgs.
 func (DeliverBatchArgs) Kind() string { return "deliver_batch" }
 
-// AlertArgs is the River job that sends a failure alert for an execution to
-// its task's alert endpoint.
+// AlertArgs is the River job that sends an alert about an execution (its
+// failure, its missed SLA, its success after alerted failures) to its
+// task's alert endpoint.
 type AlertArgs struct {
 	TenantID    string `json:"tenant_id"`
 	ExecutionID string `json:"execution_id" river:"unique"`
 	// Type is the alert's type: AlertExecutionFailed ("" too, as alerts
-	// queued before SLAs existed) or AlertExecutionSLAMissed. An
-	// execution gets at most one alert of each type.
+	// queued before SLAs existed), AlertExecutionSLAMissed or
+	// AlertExecutionRecovered (of a success). An execution gets at most
+	// one alert of each type.
 	Type string `json:"type,omitempty" river:"unique"`
+	// Failures is, in a recovered alert, how many failed executions in a
+	// row the success ended.
+	Failures int `json:"failures,omitempty"`
 }
 
 // Kind implements river.JobArgs.

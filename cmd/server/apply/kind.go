@@ -76,7 +76,8 @@ var defaults = map[string]map[string]any{
 	"CalendarRequest": {"dates": []any{}, "timezone": "UTC"},
 	"TaskRequest": {
 		"alert_endpoint_id": nil, "completion": map[string]any{"mode": "response"}, "labels": map[string]any{},
-		"misfire_policy": "fire_once", "overlap_policy": "allow", "pause_after_failures": int64(0), "payload": nil, "payload_template": false,
+		"alert_after_failures": int64(1), "misfire_policy": "fire_once", "overlap_policy": "allow", "pause_after_failures": int64(0),
+		"payload": nil, "payload_template": false,
 		"priority": int64(2), "retry": map[string]any{}, "shards": int64(1), "sla": nil, "timeout_ms": nil,
 	},
 	"WorkflowRequest": {

@@ -1958,6 +1958,8 @@ export interface components {
             until: string;
         };
         Task: {
+            /** @description AlertAfterFailures: failure alerts start at the Nth failed execution in a row. */
+            alert_after_failures: number;
             alert_endpoint_id?: string;
             completion: components["schemas"]["Completion"];
             /** Format: date-time */
@@ -2000,7 +2002,16 @@ export interface components {
             next_cursor?: string;
         };
         TaskRequest: {
-            /** @description AlertEndpointID receives a signed alert when an execution fails for good; empty: none. */
+            /**
+             * @description AlertAfterFailures alerts only from the Nth failed execution in a row (N, N+1, … alert; a success resets
+             *     the count); null or absent: 1, every failure.
+             * @example 1
+             */
+            alert_after_failures?: number | null;
+            /**
+             * @description AlertEndpointID receives a signed alert when an execution fails for good (from alert_after_failures on),
+             *     and an execution.recovered alert at the first success after an alerted failure; empty: none.
+             */
             alert_endpoint_id?: string;
             /** @description Completion says how an attempt ends; absent or null: {"mode": "response"}. */
             completion?: components["schemas"]["Completion"] | null;
@@ -2068,7 +2079,16 @@ export interface components {
         };
         /** @description The fields to change (a JSON merge of TaskRequest): absent fields stay as they are. */
         TaskRequestPatch: {
-            /** @description AlertEndpointID receives a signed alert when an execution fails for good; empty: none. */
+            /**
+             * @description AlertAfterFailures alerts only from the Nth failed execution in a row (N, N+1, … alert; a success resets
+             *     the count); null or absent: 1, every failure.
+             * @example 1
+             */
+            alert_after_failures?: number | null;
+            /**
+             * @description AlertEndpointID receives a signed alert when an execution fails for good (from alert_after_failures on),
+             *     and an execution.recovered alert at the first success after an alerted failure; empty: none.
+             */
             alert_endpoint_id?: string;
             /** @description Completion says how an attempt ends; absent or null: {"mode": "response"}. */
             completion?: components["schemas"]["Completion"] | null;
