@@ -2675,6 +2675,10 @@ type WorkflowRunNode struct {
 	// (otherwise none, and its execution's timeline has a no_output event saying why).
 	Output interface{} `json:"output,omitempty"`
 
+	// RenderedFrom RenderedFrom is the node's lineage, present once its payload template or run_if rendered (absent for a node
+	// without templates): what they were rendered from.
+	RenderedFrom *WorkflowRunNodeRenderedFrom `json:"rendered_from,omitempty"`
+
 	// RuleMetAt RuleMetAt is when its rule was met (or it was forced) and it fired.
 	RuleMetAt   *time.Time      `json:"rule_met_at,omitempty"`
 	ShardStates *map[string]int `json:"shard_states,omitempty"`
@@ -2687,6 +2691,19 @@ type WorkflowRunNode struct {
 
 // WorkflowRunNodeState defines model for WorkflowRunNode.State.
 type WorkflowRunNodeState string
+
+// WorkflowRunNodeRenderedFrom defines model for WorkflowRunNodeRenderedFrom.
+type WorkflowRunNodeRenderedFrom struct {
+	// Inputs Inputs names the run's inputs its templates read, sorted; their values are the run's inputs.
+	Inputs []string `json:"inputs"`
+
+	// Nodes Nodes are the upstream nodes its templates read, by key, each with its output as it was when the node rendered
+	// (null: none then). A node skipped by its run_if has what its run_if read.
+	Nodes map[string]interface{} `json:"nodes"`
+
+	// Omitted Omitted names upstream nodes its templates read whose outputs did not fit in the lineage's 128 KiB.
+	Omitted *[]string `json:"omitted,omitempty"`
+}
 
 // WorkflowRunSLA defines model for WorkflowRunSLA.
 type WorkflowRunSLA struct {

@@ -2428,6 +2428,11 @@ export interface components {
                 [key: string]: unknown;
             } | null) | unknown[] | string | number | boolean;
             /**
+             * @description RenderedFrom is the node's lineage, present once its payload template or run_if rendered (absent for a node
+             *     without templates): what they were rendered from.
+             */
+            rendered_from?: components["schemas"]["WorkflowRunNodeRenderedFrom"];
+            /**
              * Format: date-time
              * @description RuleMetAt is when its rule was met (or it was forced) and it fired.
              */
@@ -2441,6 +2446,19 @@ export interface components {
             started_at?: string;
             /** @enum {string} */
             state: "waiting" | "pending" | "running" | "retrying" | "succeeded" | "failed" | "blocked" | "skipped" | "cancelled";
+        };
+        WorkflowRunNodeRenderedFrom: {
+            /** @description Inputs names the run's inputs its templates read, sorted; their values are the run's inputs. */
+            inputs: string[];
+            /**
+             * @description Nodes are the upstream nodes its templates read, by key, each with its output as it was when the node rendered
+             *     (null: none then). A node skipped by its run_if has what its run_if read.
+             */
+            nodes: {
+                [key: string]: unknown;
+            };
+            /** @description Omitted names upstream nodes its templates read whose outputs did not fit in the lineage's 128 KiB. */
+            omitted?: string[];
         };
         WorkflowRunSLA: {
             /**
