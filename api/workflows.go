@@ -162,12 +162,21 @@ type runNodeResponse struct {
 type renderedFromResponse struct {
 	// Inputs names the run's inputs its templates read, sorted; their values are the run's inputs.
 	Inputs []string `json:"inputs"`
-	// Nodes are the upstream nodes its templates read, by key, each with its output as it was when the node rendered
-	// (null: none then). A node skipped by its run_if has what its run_if read.
-	Nodes map[string]any `json:"nodes"`
-	// Omitted names upstream nodes its templates read whose outputs did not fit in the lineage's 128 KiB.
+	// Nodes are the upstream nodes its templates read, by key, each as .nodes.<key> was when the node rendered. A node
+	// skipped by its run_if has what its run_if read.
+	Nodes map[string]renderedNodeResponse `json:"nodes"`
+	// Omitted names upstream nodes its templates read whose outputs did not fit in the lineage's 128 KiB (nodes has
+	// their status only).
 	Omitted []string `json:"omitted,omitempty"`
 } // @name WorkflowRunNodeRenderedFrom
+
+// renderedNodeResponse is an upstream node as a templated node's templates saw it when they rendered.
+type renderedNodeResponse struct {
+	// Status is its state then (.nodes.<key>.status).
+	Status string `json:"status" enums:"waiting,pending,running,retrying,succeeded,failed,blocked,skipped,cancelled"`
+	// Output is its output then (.nodes.<key>.output), absent when it had none.
+	Output json.RawMessage `json:"output,omitempty" swaggertype:"object"`
+} // @name WorkflowRunNodeRenderedNode
 
 // runResponse is a workflow run.
 type runResponse struct {
@@ -361,9 +370,11 @@ func runOut(r service.WorkflowRun) runResponse {
 			rn.Shards = n.Shards
 		}
 		if rf := n.RenderedFrom; rf != nil {
-			rn.RenderedFrom = &renderedFromResponse{Inputs: rf.Inputs, Nodes: make(map[string]any, len(rf.Nodes)), Omitted: rf.Omitted}
+			rn.RenderedFrom = &renderedFromResponse{
+				Inputs: rf.Inputs, Nodes: make(map[string]renderedNodeResponse, len(rf.Nodes)), Omitted: rf.Omitted,
+			}
 			for k, v := range rf.Nodes {
-				rn.RenderedFrom.Nodes[k] = v
+				rn.RenderedFrom.Nodes[k] = renderedNodeResponse{Status: v.Status, Output: v.Output}
 			}
 		}
 		out.Nodes = append(out.Nodes, rn)

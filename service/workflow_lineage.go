@@ -14,14 +14,15 @@ import (
 // payload template or run_if renders (the advance that fires or skips
 // it), the engine keeps, on the node (workflow_run_nodes.rendered_from),
 // the names of the run inputs its templates read and a snapshot of the
-// outputs of the upstream nodes they read, as they were then: an
-// upstream's output may change afterwards (it is retried), the run's
+// upstream nodes they read, state and output as .nodes.<key> showed them
+// then: an upstream may change afterwards (it is retried), the run's
 // inputs never do. Which data a template reads is its parse's
 // (template.Reads). Nodes without templates store nothing and cost
 // nothing; GET of a run reads them in one query (db.GetRunLineage).
 
 // RenderedFromMax bounds a node's lineage, in bytes of JSON: two whole
-// outputs. Upstream outputs past it are left out, by name (Omitted).
+// outputs. Upstream outputs past it are left out (their states are kept),
+// by name (Omitted).
 const RenderedFromMax = 2 * OutputMax
 
 // RenderedFrom is what a templated node was rendered from.
@@ -29,12 +30,20 @@ type RenderedFrom struct {
 	// Inputs names the run's inputs its templates read (their values are
 	// the run's Inputs), sorted.
 	Inputs []string `json:"inputs"`
-	// Nodes are the upstream nodes its templates read, by key, each with
-	// its output when the node rendered (null: it had none).
-	Nodes map[string]json.RawMessage `json:"nodes"`
+	// Nodes are the upstream nodes its templates read, by key, each as
+	// its templates saw it (.nodes.<key>): its state and output then.
+	Nodes map[string]RenderedNode `json:"nodes"`
 	// Omitted names upstream nodes read whose outputs did not fit in
-	// RenderedFromMax, sorted.
+	// RenderedFromMax (Nodes has their states only), sorted.
 	Omitted []string `json:"omitted,omitempty"`
+}
+
+// RenderedNode is an upstream node as a template saw it when it rendered.
+type RenderedNode struct {
+	// Status is its state (.nodes.<key>.status).
+	Status string `json:"status"`
+	// Output is its output (.nodes.<key>.output); nil: it had none.
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // reads returns the run data node n's templates read: its payload's when
@@ -67,7 +76,7 @@ func (t *runTemplates) renderedFrom(n storedNode, payload, runIf bool) (Rendered
 		return RenderedFrom{}, false
 	}
 	r := t.reads(n, payload, runIf)
-	out := RenderedFrom{Inputs: r.Inputs, Nodes: map[string]json.RawMessage{}}
+	out := RenderedFrom{Inputs: r.Inputs, Nodes: map[string]RenderedNode{}}
 	if r.AllInputs {
 		out.Inputs = slices.Sorted(maps.Keys(t.inputs))
 	}
@@ -83,16 +92,16 @@ func (t *runTemplates) renderedFrom(n storedNode, payload, runIf bool) (Rendered
 		size += len(name) + 3
 	}
 	for _, k := range keys {
-		o := t.nodes[k].Output
-		if o == nil {
-			o = json.RawMessage("null")
-		}
-		if size+len(k)+len(o)+4 > RenderedFromMax {
+		n := t.nodes[k]
+		cost := len(k) + len(n.Status) + len(n.Output) + 32
+		if size+cost > RenderedFromMax {
+			// Its state still fits: only outputs are large.
 			out.Omitted = append(out.Omitted, k)
+			out.Nodes[k] = RenderedNode{Status: n.Status}
 			continue
 		}
-		size += len(k) + len(o) + 4
-		out.Nodes[k] = o
+		size += cost
+		out.Nodes[k] = RenderedNode{Status: n.Status, Output: n.Output}
 	}
 	return out, true
 }

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -66,15 +67,15 @@ func TestWorkflowRunLineage(t *testing.T) {
 	f.deliverWith(t, r.ID, "extract", service.Outcome{Output: json.RawMessage(`{"rows": [1, 2, 3], "file": "x.csv"}`)})
 	got := f.lineageOf(t, f.tenant, r.ID)
 	require.Empty(t, got["extract"], "an untemplated node has no lineage")
-	require.JSONEq(t, `{"inputs": ["date"], "nodes": {"extract": {"rows": [1, 2, 3], "file": "x.csv"}}}`, got["transform"])
+	require.JSONEq(t, `{"inputs": ["date"], "nodes": {"extract": {"status": "succeeded", "output": {"rows": [1, 2, 3], "file": "x.csv"}}}}`, got["transform"])
 	require.Empty(t, got["load"], "not rendered yet")
 	d := f.deliverWith(t, r.ID, "transform", service.Outcome{Output: json.RawMessage(`{"n": 5}`)})
 	require.JSONEq(t, `{"day": "2026-12-03", "rows": [1, 2, 3], "at": "`+r.ScheduledFor.Format("2006-01-02")+`"}`, string(d.Payload))
 
 	got = f.lineageOf(t, f.tenant, r.ID)
 	require.Empty(t, got["extract"])
-	require.JSONEq(t, `{"inputs": ["date"], "nodes": {"extract": {"rows": [1, 2, 3], "file": "x.csv"}}}`, got["transform"])
-	require.JSONEq(t, `{"inputs": ["mode"], "nodes": {"extract": {"rows": [1, 2, 3], "file": "x.csv"}, "transform": {"n": 5}}}`, got["load"])
+	require.JSONEq(t, `{"inputs": ["date"], "nodes": {"extract": {"status": "succeeded", "output": {"rows": [1, 2, 3], "file": "x.csv"}}}}`, got["transform"])
+	require.JSONEq(t, `{"inputs": ["mode"], "nodes": {"extract": {"status": "succeeded", "output": {"rows": [1, 2, 3], "file": "x.csv"}}, "transform": {"status": "succeeded", "output": {"n": 5}}}}`, got["load"])
 	f.deliverWith(t, r.ID, "load", service.Outcome{})
 	run, err := f.wf.GetRun(ctx, f.tenant, r.ID)
 	require.NoError(t, err)
@@ -89,7 +90,7 @@ func TestWorkflowRunLineage(t *testing.T) {
 	require.Equal(t, service.RunSucceeded, state)
 	require.Equal(t, service.NodeSkipped, states["load"])
 	got = f.lineageOf(t, f.tenant, dry.ID)
-	require.JSONEq(t, `{"inputs": ["date"], "nodes": {"extract": {"rows": []}}}`, got["transform"])
+	require.JSONEq(t, `{"inputs": ["date"], "nodes": {"extract": {"status": "succeeded", "output": {"rows": []}}}}`, got["transform"])
 	require.JSONEq(t, `{"inputs": ["mode"], "nodes": {}}`, got["load"])
 }
 
@@ -102,7 +103,7 @@ func TestWorkflowRunLineageTenantIsolation(t *testing.T) {
 	w := f.lineageWorkflow(t)
 	r := f.trigger(t, w)
 	f.deliverWith(t, r.ID, "extract", service.Outcome{Output: json.RawMessage(`{"rows": [9], "secret": "s3"}`)})
-	require.JSONEq(t, `{"inputs": ["date"], "nodes": {"extract": {"rows": [9], "secret": "s3"}}}`, f.lineageOf(t, f.tenant, r.ID)["transform"])
+	require.JSONEq(t, `{"inputs": ["date"], "nodes": {"extract": {"status": "succeeded", "output": {"rows": [9], "secret": "s3"}}}}`, f.lineageOf(t, f.tenant, r.ID)["transform"])
 
 	require.NoError(t, service.NewTenants(f.pool).Ensure(ctx, "other"))
 	_, err := f.wf.GetRun(ctx, "other", r.ID)
@@ -116,6 +117,37 @@ func TestWorkflowRunLineageTenantIsolation(t *testing.T) {
 	ow := other.lineageWorkflow(t)
 	or := other.trigger(t, ow)
 	other.deliverWith(t, or.ID, "extract", service.Outcome{Output: json.RawMessage(`{"rows": [1]}`)})
-	require.JSONEq(t, `{"inputs": ["date"], "nodes": {"extract": {"rows": [1]}}}`, other.lineageOf(t, "other", or.ID)["transform"])
-	require.JSONEq(t, `{"inputs": ["date"], "nodes": {"extract": {"rows": [9], "secret": "s3"}}}`, f.lineageOf(t, f.tenant, r.ID)["transform"])
+	require.JSONEq(t, `{"inputs": ["date"], "nodes": {"extract": {"status": "succeeded", "output": {"rows": [1]}}}}`, other.lineageOf(t, "other", or.ID)["transform"])
+	require.JSONEq(t, `{"inputs": ["date"], "nodes": {"extract": {"status": "succeeded", "output": {"rows": [9], "secret": "s3"}}}}`, f.lineageOf(t, f.tenant, r.ID)["transform"])
+}
+
+// TestWorkflowRunLineageBounded: a node reading upstream outputs larger
+// together than service.RenderedFromMax keeps those that fit and names the
+// others in omitted, with their states.
+func TestWorkflowRunLineageBounded(t *testing.T) {
+	t.Parallel()
+	f := newWFFixture(t)
+	join := f.node("join", "a", "b", "c")
+	join.PayloadTemplate = true
+	join.Payload = []byte(`{"a": "{{ .nodes.a.status }}", "b": "{{ .nodes.b.status }}", "c": "{{ .nodes.c.status }}"}`)
+	w := f.create(t, "bounded", f.node("a"), f.node("b"), f.node("c"), join)
+	r := f.trigger(t, w)
+	big := func(ch string) json.RawMessage {
+		return json.RawMessage(`{"blob": "` + strings.Repeat(ch, service.OutputMax-1000) + `"}`)
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		f.deliverWith(t, r.ID, k, service.Outcome{Output: big(k)})
+	}
+	run, err := f.wf.GetRun(context.Background(), f.tenant, r.ID)
+	require.NoError(t, err)
+	rf := run.Nodes[3].RenderedFrom
+	require.NotNil(t, rf)
+	require.Equal(t, []string{"c"}, rf.Omitted)
+	require.Len(t, rf.Nodes, 3)
+	require.Equal(t, service.RenderedNode{Status: service.ExecSucceeded}, rf.Nodes["c"])
+	require.Equal(t, len(big("a")), len(rf.Nodes["a"].Output), "a's output kept whole")
+	require.Equal(t, len(big("b")), len(rf.Nodes["b"].Output), "b's output kept whole")
+	b, err := json.Marshal(rf)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(b), service.RenderedFromMax)
 }

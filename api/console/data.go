@@ -57,8 +57,13 @@ func prettyJSON(raw []byte) jsonView {
 type namedJSON struct {
 	Name string
 	JSON jsonView
-	// Missing: the name has no value (an input the run does not have).
+	// Missing: the name has no value (an input the run does not have, an
+	// upstream node without output).
 	Missing bool
+	// State is an upstream node's state when it was read ("" otherwise);
+	// TooLarge: its output was too large to keep (RenderedFromMax).
+	State    string
+	TooLarge bool
 }
 
 // renderView is the task page's rendered-body preview of a templated
@@ -157,7 +162,12 @@ func runDataOf(r service.WorkflowRun, w service.Workflow) runDataView {
 				l.Inputs = append(l.Inputs, namedJSON{Name: name, JSON: prettyJSON(val), Missing: !ok})
 			}
 			for _, k := range slices.Sorted(maps.Keys(rf.Nodes)) {
-				l.Nodes = append(l.Nodes, namedJSON{Name: k, JSON: prettyJSON(rf.Nodes[k])})
+				up := rf.Nodes[k]
+				nj := namedJSON{Name: k, State: up.Status, Missing: up.Output == nil, TooLarge: slices.Contains(rf.Omitted, k)}
+				if up.Output != nil {
+					nj.JSON = prettyJSON(up.Output)
+				}
+				l.Nodes = append(l.Nodes, nj)
 			}
 			nd.Lineage = l
 		}

@@ -168,7 +168,7 @@ func TestConsoleWorkflowRunData(t *testing.T) {
 	transform := sectionOf(t, body, "data-transform")
 	assert.Contains(t, transform, "Rendered from")
 	assert.Contains(t, transform, `<h5>Inputs used</h5><dl class="facts lineage-inputs"><dt><code>date</code></dt><dd><pre class="json"><code>"2026-12-03"</code>`)
-	assert.Contains(t, transform, `<dl class="facts lineage-nodes"><dt><code>extract</code></dt>`)
+	assert.Contains(t, transform, `<dl class="facts lineage-nodes"><dt><code>extract</code> <span class="state state-succeeded">succeeded</span></dt>`)
 	assert.Contains(t, transform, "\"file\": \"x.csv\"")
 	assert.NotContains(t, transform, "mode", "only what its templates read")
 

@@ -891,6 +891,45 @@ func (e WorkflowRunNodeState) Valid() bool {
 	}
 }
 
+// Defines values for WorkflowRunNodeRenderedNodeStatus.
+const (
+	WorkflowRunNodeRenderedNodeStatusBlocked   WorkflowRunNodeRenderedNodeStatus = "blocked"
+	WorkflowRunNodeRenderedNodeStatusCancelled WorkflowRunNodeRenderedNodeStatus = "cancelled"
+	WorkflowRunNodeRenderedNodeStatusFailed    WorkflowRunNodeRenderedNodeStatus = "failed"
+	WorkflowRunNodeRenderedNodeStatusPending   WorkflowRunNodeRenderedNodeStatus = "pending"
+	WorkflowRunNodeRenderedNodeStatusRetrying  WorkflowRunNodeRenderedNodeStatus = "retrying"
+	WorkflowRunNodeRenderedNodeStatusRunning   WorkflowRunNodeRenderedNodeStatus = "running"
+	WorkflowRunNodeRenderedNodeStatusSkipped   WorkflowRunNodeRenderedNodeStatus = "skipped"
+	WorkflowRunNodeRenderedNodeStatusSucceeded WorkflowRunNodeRenderedNodeStatus = "succeeded"
+	WorkflowRunNodeRenderedNodeStatusWaiting   WorkflowRunNodeRenderedNodeStatus = "waiting"
+)
+
+// Valid indicates whether the value is a known member of the WorkflowRunNodeRenderedNodeStatus enum.
+func (e WorkflowRunNodeRenderedNodeStatus) Valid() bool {
+	switch e {
+	case WorkflowRunNodeRenderedNodeStatusBlocked:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusCancelled:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusFailed:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusPending:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusRetrying:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusRunning:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusSkipped:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusSucceeded:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusWaiting:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WorkflowRunSLAStatus.
 const (
 	WorkflowRunSLAStatusEnded   WorkflowRunSLAStatus = "ended"
@@ -2697,13 +2736,26 @@ type WorkflowRunNodeRenderedFrom struct {
 	// Inputs Inputs names the run's inputs its templates read, sorted; their values are the run's inputs.
 	Inputs []string `json:"inputs"`
 
-	// Nodes Nodes are the upstream nodes its templates read, by key, each with its output as it was when the node rendered
-	// (null: none then). A node skipped by its run_if has what its run_if read.
-	Nodes map[string]interface{} `json:"nodes"`
+	// Nodes Nodes are the upstream nodes its templates read, by key, each as .nodes.<key> was when the node rendered. A node
+	// skipped by its run_if has what its run_if read.
+	Nodes map[string]WorkflowRunNodeRenderedNode `json:"nodes"`
 
-	// Omitted Omitted names upstream nodes its templates read whose outputs did not fit in the lineage's 128 KiB.
+	// Omitted Omitted names upstream nodes its templates read whose outputs did not fit in the lineage's 128 KiB (nodes has
+	// their status only).
 	Omitted *[]string `json:"omitted,omitempty"`
 }
+
+// WorkflowRunNodeRenderedNode defines model for WorkflowRunNodeRenderedNode.
+type WorkflowRunNodeRenderedNode struct {
+	// Output Output is its output then (.nodes.<key>.output), absent when it had none.
+	Output interface{} `json:"output,omitempty"`
+
+	// Status Status is its state then (.nodes.<key>.status).
+	Status WorkflowRunNodeRenderedNodeStatus `json:"status"`
+}
+
+// WorkflowRunNodeRenderedNodeStatus Status is its state then (.nodes.<key>.status).
+type WorkflowRunNodeRenderedNodeStatus string
 
 // WorkflowRunSLA defines model for WorkflowRunSLA.
 type WorkflowRunSLA struct {

@@ -2451,14 +2451,28 @@ export interface components {
             /** @description Inputs names the run's inputs its templates read, sorted; their values are the run's inputs. */
             inputs: string[];
             /**
-             * @description Nodes are the upstream nodes its templates read, by key, each with its output as it was when the node rendered
-             *     (null: none then). A node skipped by its run_if has what its run_if read.
+             * @description Nodes are the upstream nodes its templates read, by key, each as .nodes.<key> was when the node rendered. A node
+             *     skipped by its run_if has what its run_if read.
              */
             nodes: {
-                [key: string]: unknown;
+                [key: string]: components["schemas"]["WorkflowRunNodeRenderedNode"];
             };
-            /** @description Omitted names upstream nodes its templates read whose outputs did not fit in the lineage's 128 KiB. */
+            /**
+             * @description Omitted names upstream nodes its templates read whose outputs did not fit in the lineage's 128 KiB (nodes has
+             *     their status only).
+             */
             omitted?: string[];
+        };
+        WorkflowRunNodeRenderedNode: {
+            /** @description Output is its output then (.nodes.<key>.output), absent when it had none. */
+            output?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
+            /**
+             * @description Status is its state then (.nodes.<key>.status).
+             * @enum {string}
+             */
+            status: "waiting" | "pending" | "running" | "retrying" | "succeeded" | "failed" | "blocked" | "skipped" | "cancelled";
         };
         WorkflowRunSLA: {
             /**
