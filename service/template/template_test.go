@@ -318,10 +318,14 @@ func TestReads(t *testing.T) {
 		{`{"a": 1, "b": "plain"}`, Reads{}},
 		{`{"d": "{{ .business_date }}", "id": "{{ .workflow_run_id }}"}`, Reads{}},
 		{`{"date": "{{ .inputs.date }}"}`, Reads{Inputs: []string{"date"}}},
-		{`{"rows": "{{ .nodes.extract.output.rows }}", "d": "{{ .inputs.date }}", "m": "{{ .inputs.mode }}", "again": "{{ .inputs.date }}"}`,
-			Reads{Inputs: []string{"date", "mode"}, Nodes: []string{"extract"}}},
-		{`["{{ if eq .nodes.load.status \"succeeded\" }}{{ .nodes.clean.output }}{{ end }}", "{{ $.nodes.extract.output }}"]`,
-			Reads{Nodes: []string{"clean", "extract", "load"}}},
+		{
+			`{"rows": "{{ .nodes.extract.output.rows }}", "d": "{{ .inputs.date }}", "m": "{{ .inputs.mode }}", "again": "{{ .inputs.date }}"}`,
+			Reads{Inputs: []string{"date", "mode"}, Nodes: []string{"extract"}},
+		},
+		{
+			`["{{ if eq .nodes.load.status \"succeeded\" }}{{ .nodes.clean.output }}{{ end }}", "{{ $.nodes.extract.output }}"]`,
+			Reads{Nodes: []string{"clean", "extract", "load"}},
+		},
 		{`{"r": "{{ range .nodes.extract.output.rows }}{{ .id }},{{ end }}"}`, Reads{Nodes: []string{"extract"}}},
 		{`{"all": "{{ json .inputs }}"}`, Reads{AllInputs: true}},
 		{`{"k": "{{ index .nodes \"load\" }}", "x": "{{ (.nodes).extract.output }}"}`, Reads{Nodes: []string{"extract"}, AllNodes: true}},
