@@ -152,7 +152,31 @@ type runNodeResponse struct {
 	// output of its completion, in response mode its 2xx response body when that is a JSON value of at most 64 KiB
 	// (otherwise none, and its execution's timeline has a no_output event saying why).
 	Output json.RawMessage `json:"output,omitempty" swaggertype:"object"`
+	// RenderedFrom is the node's lineage, present once its payload template or run_if rendered (absent for a node
+	// without templates): what they were rendered from.
+	RenderedFrom *renderedFromResponse `json:"rendered_from,omitempty"`
 } // @name WorkflowRunNode
+
+// renderedFromResponse is what a templated node was rendered from: the run inputs and upstream outputs its payload
+// template and run_if read, kept when they rendered.
+type renderedFromResponse struct {
+	// Inputs names the run's inputs its templates read, sorted; their values are the run's inputs.
+	Inputs []string `json:"inputs"`
+	// Nodes are the upstream nodes its templates read, by key, each as .nodes.<key> was when the node rendered. A node
+	// skipped by its run_if has what its run_if read.
+	Nodes map[string]renderedNodeResponse `json:"nodes"`
+	// Omitted names upstream nodes its templates read whose outputs did not fit in the lineage's 128 KiB (nodes has
+	// their status only).
+	Omitted []string `json:"omitted,omitempty"`
+} // @name WorkflowRunNodeRenderedFrom
+
+// renderedNodeResponse is an upstream node as a templated node's templates saw it when they rendered.
+type renderedNodeResponse struct {
+	// Status is its state then (.nodes.<key>.status).
+	Status string `json:"status" enums:"waiting,pending,running,retrying,succeeded,failed,blocked,skipped,cancelled"`
+	// Output is its output then (.nodes.<key>.output), absent when it had none.
+	Output json.RawMessage `json:"output,omitempty" swaggertype:"object"`
+} // @name WorkflowRunNodeRenderedNode
 
 // runResponse is a workflow run.
 type runResponse struct {
@@ -344,6 +368,14 @@ func runOut(r service.WorkflowRun) runResponse {
 		}
 		if n.Shards > 1 {
 			rn.Shards = n.Shards
+		}
+		if rf := n.RenderedFrom; rf != nil {
+			rn.RenderedFrom = &renderedFromResponse{
+				Inputs: rf.Inputs, Nodes: make(map[string]renderedNodeResponse, len(rf.Nodes)), Omitted: rf.Omitted,
+			}
+			for k, v := range rf.Nodes {
+				rn.RenderedFrom.Nodes[k] = renderedNodeResponse{Status: v.Status, Output: v.Output}
+			}
 		}
 		out.Nodes = append(out.Nodes, rn)
 	}

@@ -55,3 +55,29 @@ func GetRunOutputs(ctx context.Context, q Querier, tenant, runID string) ([]Node
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[NodeOutput])
 	return out, wrap("load run outputs", err)
 }
+
+// SetRunNodeLineage keeps, for nodes of a run, what their templates were
+// rendered from (keys[i] → docs[i], each a JSON object).
+func SetRunNodeLineage(ctx context.Context, q Querier, tenant, runID string, keys, docs []string) error {
+	_, err := q.Exec(ctx, `UPDATE workflow_run_nodes n SET rendered_from = c.doc::jsonb
+		FROM unnest($3::text[], $4::text[]) AS c(key, doc)
+		WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.key = c.key`, tenant, runID, keys, docs)
+	return wrap("store run node lineage", err)
+}
+
+// NodeLineage is what a run's node was rendered from (rendered_from).
+type NodeLineage struct {
+	Key          string `db:"key"`
+	RenderedFrom string `db:"rendered_from"`
+}
+
+// GetRunLineage returns the lineage of a run's nodes that have one.
+func GetRunLineage(ctx context.Context, q Querier, tenant, runID string) ([]NodeLineage, error) {
+	rows, err := q.Query(ctx, `SELECT key, rendered_from::text AS rendered_from FROM workflow_run_nodes
+		WHERE tenant_id = $1 AND run_id = $2 AND rendered_from IS NOT NULL`, tenant, runID)
+	if err != nil {
+		return nil, wrap("load run node lineage", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[NodeLineage])
+	return out, wrap("load run node lineage", err)
+}

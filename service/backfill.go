@@ -495,7 +495,7 @@ func (s *Backfills) pumpOne(ctx context.Context, tenant, id string) (int, error)
 			return nil
 		}
 		if b.WorkflowID != "" {
-			created, err = s.pump(ctx, tx, b, s.workflowSlots(ctx, tx, b))
+			created, err = s.pump(ctx, tx, b, s.workflowSlots(ctx, tx, b, &done))
 		} else {
 			created, err = s.pump(ctx, tx, b, s.taskSlots(ctx, tx, b, &done))
 		}
@@ -665,7 +665,7 @@ func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill, done
 // workflowSlots runs a workflow backfill's slots as runs (trigger
 // backfill) of the workflow's current version; they wait for
 // max_active_runs like any other run.
-func (s *Backfills) workflowSlots(ctx context.Context, tx db.Tx, b db.Backfill) backfillSlots {
+func (s *Backfills) workflowSlots(ctx context.Context, tx db.Tx, b db.Backfill, done *ended) backfillSlots {
 	var w db.Workflow
 	return backfillSlots{
 		target: backfillTarget{workflowID: b.WorkflowID},
@@ -690,7 +690,7 @@ func (s *Backfills) workflowSlots(ctx context.Context, tx db.Tx, b db.Backfill) 
 			if n == 0 {
 				return nil
 			}
-			return (runEngine{enq: s.enq, metrics: s.tasks.cfg.Metrics, graphs: &s.graphs}).promote(ctx, tx, b.TenantID, b.WorkflowID)
+			return (runEngine{enq: s.enq, metrics: s.tasks.cfg.Metrics, graphs: &s.graphs, ended: done}).promote(ctx, tx, b.TenantID, b.WorkflowID)
 		},
 	}
 }

@@ -231,7 +231,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 
 	case startCancel:
 		events = append(events, db.DeliveryEvent{Type: EventCancelled, Message: &dec.Reason})
-		if err := s.end(ctx, tx, row, lease, ExecCancelled, dec.Reason, "", events); err != nil {
+		if err := s.end(ctx, tx, row, lease, ExecCancelled, dec.Reason, "", events, &d.ended); err != nil {
 			return Delivery{}, err
 		}
 		d.Action, d.State, d.Ended = ActionDone, ExecCancelled, true
@@ -243,7 +243,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 			Type: EventSkipped, Message: &dec.Reason,
 			Data: map[string]any{"overlap_policy": zeroIfNil(row.OverlapPolicy)},
 		})
-		if err := s.end(ctx, tx, row, 0, ExecSkipped, dec.Reason, "", events); err != nil {
+		if err := s.end(ctx, tx, row, 0, ExecSkipped, dec.Reason, "", events, &d.ended); err != nil {
 			return Delivery{}, err
 		}
 		d.Action, d.State, d.Ended = ActionDone, ExecSkipped, true
@@ -255,7 +255,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 			Type: EventSkipped, Message: &dec.Reason,
 			Data: map[string]any{"misfire_policy": zeroIfNil(row.MisfirePolicy), "lateness_ms": row.Now.Sub(row.ScheduledFor).Milliseconds()},
 		})
-		if err := s.end(ctx, tx, row, 0, ExecSkipped, dec.Reason, "", events); err != nil {
+		if err := s.end(ctx, tx, row, 0, ExecSkipped, dec.Reason, "", events, &d.ended); err != nil {
 			return Delivery{}, err
 		}
 		if err := db.AddMissedSlot(ctx, tx, row.TenantID, row.TaskID); err != nil {
@@ -270,7 +270,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 			Type: EventFailed, Attempt: &row.Attempts,
 			ErrorClass: nilIfEmpty(dec.ErrorClass), Message: &dec.Reason,
 		})
-		if err := s.end(ctx, tx, row, lease, ExecFailed, dec.Reason, dec.ErrorClass, events); err != nil {
+		if err := s.end(ctx, tx, row, lease, ExecFailed, dec.Reason, dec.ErrorClass, events, &d.ended); err != nil {
 			return Delivery{}, err
 		}
 		fx, err := s.afterFailure(ctx, tx, row.TenantID, row.ID, row.TaskID)
@@ -354,8 +354,11 @@ func firstFiringLateness(row db.DeliveryRow, late bool) *time.Duration {
 }
 
 // end moves the locked execution row to a final state from the state Begin
-// read, without an attempt of its own, and appends events.
-func (s *Deliveries) end(ctx context.Context, tx db.Tx, row db.DeliveryRow, lease int, to, reason, class string, events []db.DeliveryEvent) error {
+// read, without an attempt of its own, and appends events; done tallies
+// what its run's advance ends.
+func (s *Deliveries) end(ctx context.Context, tx db.Tx, row db.DeliveryRow, lease int, to, reason, class string,
+	events []db.DeliveryEvent, done *ended,
+) error {
 	e := db.DeliveryEnd{
 		TenantID: row.TenantID, ID: row.ID, From: []string{row.State}, To: to, Error: &reason, KeepStatusCode: true,
 		ErrorClass: nilIfEmpty(class),
@@ -376,7 +379,7 @@ func (s *Deliveries) end(ctx context.Context, tx db.Tx, row db.DeliveryRow, leas
 	if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, events); err != nil {
 		return storeError(err, "record end")
 	}
-	return s.advanceWorkflow(ctx, tx, row.TenantID, row.WorkflowRunID)
+	return s.advanceWorkflow(ctx, tx, row.TenantID, row.WorkflowRunID, done)
 }
 
 func deliveryFromRow(row db.DeliveryRow, lease int) Delivery {

@@ -8,7 +8,8 @@ import "github.com/axhq/ax/service/metrics"
 // the row-by-row and batched outcomes of attempts, a start that ends one
 // without sending, a callback's completion or timeout, a cancel, the
 // pending executions a pause, a delete, a schedule change, an auto-pause,
-// a backfill's or a run's cancel ends, a skipped slot — from its
+// a backfill's or a run's cancel ends, a skipped slot, a workflow node
+// its run's advance fails unsent (runEngine.tallying) — from its
 // RowsAffected or returned rows, and the caller reports the tally once the
 // transaction committed: a transaction rolled back counts nothing, and no
 // execution is counted twice.

@@ -214,7 +214,7 @@ func (s *Executions) Get(ctx context.Context, tenant, id string) (ExecutionDetai
 // other state is a conflict.
 func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
 	var done ended
-	out, err := s.change(ctx, tenant, id, AuditCancel, func(tx db.Tx, row db.Execution) error {
+	out, err := s.change(ctx, tenant, id, AuditCancel, &done, func(tx db.Tx, row db.Execution) error {
 		var (
 			ok  bool
 			err error
@@ -290,8 +290,11 @@ func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDe
 
 // change runs fn on the execution locked in a transaction and returns the
 // execution as fn left it, with its events; the request is audited as
-// action.
-func (s *Executions) change(ctx context.Context, tenant, id, action string, fn func(db.Tx, db.Execution) error) (ExecutionDetail, error) {
+// action. done tallies the executions its run's advance ends, for the
+// caller to report after the commit.
+func (s *Executions) change(ctx context.Context, tenant, id, action string, done *ended,
+	fn func(db.Tx, db.Execution) error,
+) (ExecutionDetail, error) {
 	if !validID(id) {
 		return ExecutionDetail{}, ErrNotFound
 	}
@@ -305,7 +308,7 @@ func (s *Executions) change(ctx context.Context, tenant, id, action string, fn f
 			return err
 		}
 		if row.WorkflowRunID != nil { // a node's execution: its run may move on
-			if err := (runEngine{enq: s.enq, metrics: s.cfg.Metrics, graphs: &s.graphs}).advanceRun(ctx, tx, tenant, *row.WorkflowRunID); err != nil {
+			if err := (runEngine{enq: s.enq, metrics: s.cfg.Metrics, graphs: &s.graphs, ended: done}).advanceRun(ctx, tx, tenant, *row.WorkflowRunID); err != nil {
 				return err
 			}
 		}
@@ -344,7 +347,8 @@ func (s *Executions) change(ctx context.Context, tenant, id, action string, fn f
 // (the worker would cancel it), and one whose previous delivery job is
 // still running.
 func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
-	return s.change(ctx, tenant, id, AuditRetry, func(tx db.Tx, row db.Execution) error {
+	var done ended
+	out, err := s.change(ctx, tenant, id, AuditRetry, &done, func(tx db.Tx, row db.Execution) error {
 		switch {
 		case lifecycle.ExecRetryable.Has(row.State):
 			if err := checkExec([]string{row.State}, ExecPending); err != nil {
@@ -390,6 +394,11 @@ func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDet
 		}
 		return nil
 	})
+	if err != nil {
+		return ExecutionDetail{}, err
+	}
+	done.report(s.cfg.Metrics)
+	return out, nil
 }
 
 // retryUnfinished is Retry of an execution that is not final.

@@ -259,7 +259,7 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 				}
 			}
 		}
-		if err := s.advanceWorkflow(ctx, tx, tenant, row.WorkflowRunID); err != nil {
+		if err := s.advanceWorkflow(ctx, tx, tenant, row.WorkflowRunID, &fin.ended); err != nil {
 			return Finished{}, err
 		}
 		fin.State = ExecSucceeded
@@ -281,7 +281,7 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 		if err := s.transition(ctx, tx, end, events); err != nil {
 			return Finished{}, err
 		}
-		if err := s.advanceWorkflow(ctx, tx, tenant, row.WorkflowRunID); err != nil {
+		if err := s.advanceWorkflow(ctx, tx, tenant, row.WorkflowRunID, &fin.ended); err != nil {
 			return Finished{}, err
 		}
 		fin.State = ExecCancelled
@@ -343,7 +343,7 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 	if err != nil {
 		return Finished{}, err
 	}
-	if err := s.advanceWorkflow(ctx, tx, tenant, row.WorkflowRunID); err != nil {
+	if err := s.advanceWorkflow(ctx, tx, tenant, row.WorkflowRunID, &fin.ended); err != nil {
 		return Finished{}, err
 	}
 	fin.State, fin.TaskPaused, fin.AlertQueued = ExecFailed, after.paused, after.alerted
@@ -354,12 +354,13 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 
 // advanceWorkflow advances the workflow run of an execution that just
 // ended (runID nil: not a node's execution; nothing to do), in the
-// transaction that ended it.
-func (s *Deliveries) advanceWorkflow(ctx context.Context, tx db.Tx, tenant string, runID *string) error {
+// transaction that ended it; done tallies the executions the advance
+// ends, reported with the caller's after the commit.
+func (s *Deliveries) advanceWorkflow(ctx context.Context, tx db.Tx, tenant string, runID *string, done *ended) error {
 	if runID == nil {
 		return nil
 	}
-	return runEngine{enq: s.enqueuer, metrics: s.cfg.Metrics, graphs: &s.graphs}.advanceRun(ctx, tx, tenant, *runID)
+	return runEngine{enq: s.enqueuer, metrics: s.cfg.Metrics, graphs: &s.graphs, ended: done}.advanceRun(ctx, tx, tenant, *runID)
 }
 
 // transition applies a fenced transition and appends events; no matching

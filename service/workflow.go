@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -107,6 +108,9 @@ type WorkflowRunNode struct {
 	// Output is the node's output (its execution's, shard 0's when
 	// sharded); nil: none.
 	Output json.RawMessage
+	// RenderedFrom is what its templates were rendered from (lineage);
+	// nil for a node without templates, or before they rendered.
+	RenderedFrom *RenderedFrom
 }
 
 // WorkflowRun is a run of a workflow.
@@ -618,7 +622,7 @@ func (s *Workflows) Update(ctx context.Context, tenant, id string, change func(*
 			return err
 		}
 		// More room may start pending runs.
-		if err := s.engine.promote(ctx, tx, tenant, id); err != nil {
+		if err := s.engine.tallying(&done).promote(ctx, tx, tenant, id); err != nil {
 			return err
 		}
 		out, err = s.get(ctx, tx, tenant, id, false)
@@ -742,12 +746,16 @@ type WorkflowTrigger struct {
 
 // TriggerWith is Trigger with inputs.
 func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in WorkflowTrigger) (WorkflowRun, error) {
-	var out WorkflowRun
+	var (
+		out  WorkflowRun
+		done ended // its roots failed unsent (a payload that does not render)
+	)
 	dedupKey := in.DedupKey
 	if len(dedupKey) > 256 {
 		return out, fieldError("dedup_key", "at most 256 characters")
 	}
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		w, err := s.get(ctx, tx, tenant, id, true)
 		if err != nil {
 			return err
@@ -779,7 +787,7 @@ func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in Workf
 			out, err = s.getRun(ctx, tx, tenant, prev.ID)
 			return err
 		}
-		if err := s.engine.promote(ctx, tx, tenant, w.ID); err != nil {
+		if err := s.engine.tallying(&done).promote(ctx, tx, tenant, w.ID); err != nil {
 			return err
 		}
 		out, err = s.getRun(ctx, tx, tenant, run.ID)
@@ -796,7 +804,11 @@ func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in Workf
 		}
 		return recordAudit(ctx, tx, tenant, AuditTrigger, ResourceWorkflow, w.ID, changes)
 	})
-	return out, storeError(err, "trigger workflow")
+	if err != nil {
+		return WorkflowRun{}, storeError(err, "trigger workflow")
+	}
+	done.report(s.cfg.Metrics)
+	return out, nil
 }
 
 func runFromRow(r db.WorkflowRun) (WorkflowRun, error) {
@@ -864,6 +876,12 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 	if err != nil {
 		return WorkflowRun{}, err
 	}
+	var lineage map[string]*RenderedFrom
+	if needsTemplates(g, slices.Collect(maps.Keys(g.index))) {
+		if lineage, err = runLineage(ctx, q, tenant, id); err != nil {
+			return WorkflowRun{}, err
+		}
+	}
 	for _, n := range g.nodes {
 		sn, ok := stored[n.Key]
 		st := NodeWaiting
@@ -875,7 +893,7 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 		}
 		rn := WorkflowRunNode{
 			Key: n.Key, State: st, Shards: max(n.Shards, 1), DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
-			RuleMetAt: utcPtr(sn.RuleMetAt), Output: data.Nodes[n.Key].Output,
+			RuleMetAt: utcPtr(sn.RuleMetAt), Output: data.Nodes[n.Key].Output, RenderedFrom: lineage[n.Key],
 		}
 		for _, x := range byNode[n.Key] {
 			if x.Shard == 0 {
@@ -977,7 +995,7 @@ func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowR
 			return err
 		}
 		done.add(ExecCancelled, n)
-		if err := s.engine.finishedRun(ctx, tx, run); err != nil {
+		if err := s.engine.tallying(&done).finishedRun(ctx, tx, run); err != nil {
 			return err
 		}
 		out, err = s.getRun(ctx, tx, tenant, id)
@@ -1008,8 +1026,12 @@ func (s *Workflows) SkipNode(ctx context.Context, tenant, runID, key string) (Wo
 
 // resolveNode runs (action AuditTrigger) or skips (AuditSkip) a node.
 func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action string) (WorkflowRun, error) {
-	var out WorkflowRun
+	var (
+		out  WorkflowRun
+		done ended
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
 		run, err := lockRun(ctx, tx, tenant, runID)
 		if err != nil {
 			return err
@@ -1037,7 +1059,7 @@ func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action 
 		} else {
 			force = []string{key}
 		}
-		if err := s.engine.advanceLocked(ctx, tx, run, force); err != nil {
+		if err := s.engine.tallying(&done).advanceLocked(ctx, tx, run, force); err != nil {
 			return err
 		}
 		out, err = s.getRun(ctx, tx, tenant, runID)
@@ -1046,7 +1068,11 @@ func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action 
 		}
 		return recordAudit(ctx, tx, tenant, action, ResourceWorkflowRun, runID, map[string]any{"node": key})
 	})
-	return out, storeError(err, action+" workflow run node")
+	if err != nil {
+		return WorkflowRun{}, storeError(err, action+" workflow run node")
+	}
+	done.report(s.cfg.Metrics)
+	return out, nil
 }
 
 // Sweep is the backstop of the event-driven advance: it advances running
@@ -1059,9 +1085,8 @@ func (s *Workflows) Sweep(ctx context.Context) (int, error) {
 		return 0, storeError(err, "find stalled runs")
 	}
 	for _, r := range stalled {
-		err := db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.engine.advanceRun(ctx, tx, r.TenantID, r.ID) })
-		if err != nil {
-			return 0, storeError(err, "advance workflow run")
+		if err := s.AdvanceRun(ctx, r.TenantID, r.ID); err != nil {
+			return 0, err
 		}
 	}
 	queued, err := db.WorkflowsWithQueuedRuns(ctx, s.pool, workflowSweepBatch)
@@ -1069,10 +1094,15 @@ func (s *Workflows) Sweep(ctx context.Context) (int, error) {
 		return 0, storeError(err, "find queued runs")
 	}
 	for _, w := range queued {
-		err := db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.engine.promote(ctx, tx, w.TenantID, w.ID) })
+		var done ended
+		err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+			done = nil
+			return s.engine.tallying(&done).promote(ctx, tx, w.TenantID, w.ID)
+		})
 		if err != nil {
 			return 0, storeError(err, "promote queued workflow runs")
 		}
+		done.report(s.cfg.Metrics)
 	}
 	retired, err := s.sweepRetire(ctx)
 	if err != nil {
@@ -1084,8 +1114,16 @@ func (s *Workflows) Sweep(ctx context.Context) (int, error) {
 // AdvanceRun advances one run in a transaction of its own (the sweep's
 // step, for tests and tools).
 func (s *Workflows) AdvanceRun(ctx context.Context, tenant, runID string) error {
-	return storeError(db.InTx(ctx, s.pool, func(tx db.Tx) error { return s.engine.advanceRun(ctx, tx, tenant, runID) }),
-		"advance workflow run")
+	var done ended
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
+		return s.engine.tallying(&done).advanceRun(ctx, tx, tenant, runID)
+	})
+	if err != nil {
+		return storeError(err, "advance workflow run")
+	}
+	done.report(s.cfg.Metrics)
+	return nil
 }
 
 // CountRuns counts a tenant's runs per state (the stats API).
@@ -1098,10 +1136,13 @@ func (s *Workflows) CountRuns(ctx context.Context, tenant string) (map[string]in
 // look-ahead and starts a run per slot, under the workflow's misfire
 // policy, as the scheduler plans a task's slots (Scheduler.plan).
 func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
-	engine := runEngine{enq: s.enq, ahead: s.cfg.FetchAhead, metrics: s.cfg.Metrics, graphs: &s.graphs}
-	var n int
+	var (
+		n    int
+		done ended
+	)
+	engine := runEngine{enq: s.enq, ahead: s.cfg.FetchAhead, metrics: s.cfg.Metrics, graphs: &s.graphs, ended: &done}
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		n = 0
+		n, done = 0, nil
 		due, err := db.ClaimDueWorkflows(ctx, tx, s.cfg.LookAhead, workflowClaimBatch)
 		if err != nil || len(due) == 0 {
 			return err
@@ -1172,6 +1213,7 @@ func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, storeError(err, "workflow tick")
 	}
+	done.report(s.cfg.Metrics)
 	return n, nil
 }
 

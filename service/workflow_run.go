@@ -177,6 +177,18 @@ type runEngine struct {
 	// metrics counts the runs that end (nil: none).
 	metrics *metrics.Metrics
 	graphs  *graphCache
+	// ended is the tally of the executions the caller's transaction ends,
+	// which the caller reports once it committed (tallying): the engine
+	// adds the node executions it fails unsent. The engine runs inside
+	// its callers' transactions, so it never reports a count itself.
+	ended *ended
+}
+
+// tallying returns e adding the executions it ends to done, which the
+// caller reports after its transaction commits.
+func (e runEngine) tallying(done *ended) runEngine {
+	e.ended = done
+	return e
 }
 
 // advanceRun brings run runID up to date in tx (see the top of the
@@ -241,6 +253,7 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 		tr      *runTemplates
 		skipped []string
 		broken  map[string]string
+		ranIf   = map[string]bool{} // the nodes whose run_if rendered (lineage)
 	)
 	if needsTemplates(g, fire) {
 		if tr, err = loadTemplates(ctx, tx, run, g, stored, execs); err != nil {
@@ -253,6 +266,7 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 				kept = append(kept, k)
 				continue
 			}
+			ranIf[k] = true
 			switch ok, skip, reason := tr.runIf(n); {
 			case skip:
 				skipped = append(skipped, k)
@@ -285,6 +299,9 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 		if err := db.SetRunNodeStates(ctx, tx, run.TenantID, run.ID, keys, states); err != nil {
 			return storeError(err, "set run node states")
 		}
+	}
+	if err := tr.keepLineage(ctx, tx, fire, skipped, broken, ranIf); err != nil {
+		return err
 	}
 	failed, err := e.fireNodes(ctx, tx, run, g, fire, tr, broken)
 	if err != nil {
@@ -377,13 +394,12 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 		})
 	}
 	if len(fails) > 0 {
-		var done ended
-		if err := failUnsent(ctx, tx, e.enq, fails, &done); err != nil {
+		if e.ended == nil { // a caller that would lose the count: see tallying
+			return false, errors.New("workflow engine: no tally of the executions it ends (runEngine.tallying)")
+		}
+		if err := failUnsent(ctx, tx, e.enq, fails, e.ended); err != nil {
 			return false, err
 		}
-		// Counted before the commit, unlike a delivery's outcome: the
-		// engine runs inside its callers' transactions.
-		done.report(e.metrics)
 	}
 	if len(fired) > 0 {
 		if _, err := e.enq.insertMany(ctx, tx, fireInserts(fired, time.Now(), e.ahead, e.ahead)); err != nil { // a run's nodes are in the main lane

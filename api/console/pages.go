@@ -93,6 +93,8 @@ type taskView struct {
 	// Lateness, Outcomes: the listed executions' lateness and outcome
 	// sparklines (nil without executions).
 	Lateness, Outcomes *stripView
+	// Render is a templated task's rendered body (nil: not templated).
+	Render *renderView
 }
 
 func (v taskView) title() (string, string) { return "Task " + v.Task.Name, "tasks" }
@@ -272,6 +274,11 @@ func (c *console) taskPage(ec echo.Context, s *session, status int, id string, v
 		}
 		slices.SortFunc(v.Fires, func(a, b fireRow) int { return a.At.Compare(b.At) })
 		v.Excluded = p.Excluded
+	}
+	if t.PayloadTemplate {
+		if v.Render, err = c.renderPreview(ctx, s, t, ec.QueryParam("render_at")); err != nil {
+			return err
+		}
 	}
 	if s.can(api.ScopeExecutionsRead) {
 		xs, _, err := c.cfg.Executions.List(ctx, s.Tenant, service.ExecutionFilter{TaskID: t.ID}, service.Page{Limit: 20})
@@ -695,6 +702,8 @@ type workflowRunView struct {
 	Problem                 *errorView
 	// SLA: the run's deadline and whether it missed it.
 	SLA service.RunSLA
+	// Data: the run's inputs, its nodes' outputs and lineage.
+	Data runDataView
 }
 
 func (v workflowRunView) title() (string, string) {
@@ -710,6 +719,8 @@ type workflowView struct {
 	Problem  *errorView
 	// Backfill is the backfill form (values, refusal, dry-run plan).
 	Backfill backfillFormView
+	// Trigger is the "Trigger with inputs" form (inputs as typed, refusal).
+	Trigger triggerFormView
 }
 
 func (v workflowView) title() (string, string) { return "Workflow " + v.Workflow.Name, "workflows" }
@@ -798,6 +809,9 @@ func (c *console) workflowPage(ec echo.Context, s *session, status int, id strin
 		return err
 	}
 	v.Workflow, v.Schedule = w, "by trigger only"
+	if v.Trigger.Error == nil {
+		v.Trigger.Inputs = defaultInputs(w.Inputs)
+	}
 	if v.Backfill.Form == (backfillForm{}) {
 		v.Backfill.Form = defaultBackfillForm()
 	}
@@ -832,7 +846,7 @@ func (c *console) workflowRunPage(ec echo.Context, s *session, status int, id, f
 		return err
 	}
 	v := workflowRunView{
-		Run: r, Workflow: w, Flash: flash, Problem: problem, SLA: r.SLA,
+		Run: r, Workflow: w, Flash: flash, Problem: problem, SLA: r.SLA, Data: runDataOf(r, w),
 		Resolvable:  r.State == service.RunRunning || r.State == service.RunBlocked,
 		Cancellable: r.State == service.RunPending || r.State == service.RunRunning || r.State == service.RunBlocked,
 	}
@@ -907,20 +921,6 @@ func (c *console) pauseWorkflow(ec echo.Context, s *session) error {
 
 func (c *console) resumeWorkflow(ec echo.Context, s *session) error {
 	return c.workflowChange(ec, s, "resumed", c.cfg.Workflows.Resume)
-}
-
-// triggerWorkflow starts a run now and shows it.
-func (c *console) triggerWorkflow(ec echo.Context, s *session) error {
-	id := ec.Param("id")
-	r, err := c.cfg.Workflows.Trigger(ec.Request().Context(), s.Tenant, id, "")
-	if err != nil {
-		p, err := conflictView(err)
-		if err != nil {
-			return err
-		}
-		return c.workflowPage(ec, s, http.StatusConflict, id, workflowView{Problem: p})
-	}
-	return ec.Redirect(http.StatusSeeOther, Prefix+"/workflow-runs/"+url.PathEscape(r.ID)+"?done=triggered")
 }
 
 // backfillWorkflow plans or starts a backfill of the workflow's slots from

@@ -951,6 +951,45 @@ func (e WorkflowRunNodeState) Valid() bool {
 	}
 }
 
+// Defines values for WorkflowRunNodeRenderedNodeStatus.
+const (
+	WorkflowRunNodeRenderedNodeStatusBlocked   WorkflowRunNodeRenderedNodeStatus = "blocked"
+	WorkflowRunNodeRenderedNodeStatusCancelled WorkflowRunNodeRenderedNodeStatus = "cancelled"
+	WorkflowRunNodeRenderedNodeStatusFailed    WorkflowRunNodeRenderedNodeStatus = "failed"
+	WorkflowRunNodeRenderedNodeStatusPending   WorkflowRunNodeRenderedNodeStatus = "pending"
+	WorkflowRunNodeRenderedNodeStatusRetrying  WorkflowRunNodeRenderedNodeStatus = "retrying"
+	WorkflowRunNodeRenderedNodeStatusRunning   WorkflowRunNodeRenderedNodeStatus = "running"
+	WorkflowRunNodeRenderedNodeStatusSkipped   WorkflowRunNodeRenderedNodeStatus = "skipped"
+	WorkflowRunNodeRenderedNodeStatusSucceeded WorkflowRunNodeRenderedNodeStatus = "succeeded"
+	WorkflowRunNodeRenderedNodeStatusWaiting   WorkflowRunNodeRenderedNodeStatus = "waiting"
+)
+
+// Valid indicates whether the value is a known member of the WorkflowRunNodeRenderedNodeStatus enum.
+func (e WorkflowRunNodeRenderedNodeStatus) Valid() bool {
+	switch e {
+	case WorkflowRunNodeRenderedNodeStatusBlocked:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusCancelled:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusFailed:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusPending:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusRetrying:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusRunning:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusSkipped:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusSucceeded:
+		return true
+	case WorkflowRunNodeRenderedNodeStatusWaiting:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WorkflowRunSLAStatus.
 const (
 	WorkflowRunSLAStatusEnded   WorkflowRunSLAStatus = "ended"
@@ -2812,6 +2851,10 @@ type WorkflowRunNode struct {
 	// (otherwise none, and its execution's timeline has a no_output event saying why).
 	Output interface{} `json:"output,omitempty"`
 
+	// RenderedFrom RenderedFrom is the node's lineage, present once its payload template or run_if rendered (absent for a node
+	// without templates): what they were rendered from.
+	RenderedFrom *WorkflowRunNodeRenderedFrom `json:"rendered_from,omitempty"`
+
 	// RuleMetAt RuleMetAt is when its rule was met (or it was forced) and it fired.
 	RuleMetAt   *time.Time      `json:"rule_met_at,omitempty"`
 	ShardStates *map[string]int `json:"shard_states,omitempty"`
@@ -2824,6 +2867,32 @@ type WorkflowRunNode struct {
 
 // WorkflowRunNodeState defines model for WorkflowRunNode.State.
 type WorkflowRunNodeState string
+
+// WorkflowRunNodeRenderedFrom defines model for WorkflowRunNodeRenderedFrom.
+type WorkflowRunNodeRenderedFrom struct {
+	// Inputs Inputs names the run's inputs its templates read, sorted; their values are the run's inputs.
+	Inputs []string `json:"inputs"`
+
+	// Nodes Nodes are the upstream nodes its templates read, by key, each as .nodes.<key> was when the node rendered. A node
+	// skipped by its run_if has what its run_if read.
+	Nodes map[string]WorkflowRunNodeRenderedNode `json:"nodes"`
+
+	// Omitted Omitted names upstream nodes its templates read whose outputs did not fit in the lineage's 128 KiB (nodes has
+	// their status only).
+	Omitted *[]string `json:"omitted,omitempty"`
+}
+
+// WorkflowRunNodeRenderedNode defines model for WorkflowRunNodeRenderedNode.
+type WorkflowRunNodeRenderedNode struct {
+	// Output Output is its output then (.nodes.<key>.output), absent when it had none.
+	Output interface{} `json:"output,omitempty"`
+
+	// Status Status is its state then (.nodes.<key>.status).
+	Status WorkflowRunNodeRenderedNodeStatus `json:"status"`
+}
+
+// WorkflowRunNodeRenderedNodeStatus Status is its state then (.nodes.<key>.status).
+type WorkflowRunNodeRenderedNodeStatus string
 
 // WorkflowRunSLA defines model for WorkflowRunSLA.
 type WorkflowRunSLA struct {

@@ -14,6 +14,8 @@ import (
 type checker struct {
 	scope Scope
 	err   error
+	// reads collects the run data the template names (Template.Reads).
+	reads Reads
 }
 
 func (c *checker) fail(format string, args ...any) {
@@ -116,7 +118,9 @@ func (c *checker) name(idents []string) {
 		if len(idents) > 1 && c.scope.Inputs != nil && !slices.Contains(c.scope.Inputs, idents[1]) {
 			c.fail("%s: the workflow has no input %q", dotted, idents[1])
 		}
+		c.reads.addInput(idents)
 	case NameNodes:
+		c.reads.addNode(idents)
 		if len(idents) < 2 {
 			return
 		}
@@ -154,4 +158,53 @@ func (c *checker) name(idents []string) {
 			c.fail("%s: .%s is a single value; it has no fields", dotted, top)
 		}
 	}
+}
+
+// Reads is the run data a workflow node's template names: the run's
+// inputs and the upstream nodes it reads, each name once, sorted. A
+// template that reads .inputs or .nodes as a whole (ranging over it,
+// indexing it by a computed key) reads all of them: AllInputs, AllNodes.
+type Reads struct {
+	Inputs, Nodes       []string
+	AllInputs, AllNodes bool
+}
+
+// Empty reports whether r names no run data.
+func (r Reads) Empty() bool {
+	return len(r.Inputs) == 0 && len(r.Nodes) == 0 && !r.AllInputs && !r.AllNodes
+}
+
+// Union returns what r and o read together.
+func (r Reads) Union(o Reads) Reads {
+	return Reads{
+		Inputs: sortedUnion(r.Inputs, o.Inputs), Nodes: sortedUnion(r.Nodes, o.Nodes),
+		AllInputs: r.AllInputs || o.AllInputs, AllNodes: r.AllNodes || o.AllNodes,
+	}
+}
+
+// addInput records .inputs[.name…].
+func (r *Reads) addInput(idents []string) {
+	if len(idents) < 2 {
+		r.AllInputs = true
+		return
+	}
+	r.Inputs = sortedUnion(r.Inputs, idents[1:2])
+}
+
+// addNode records .nodes[.key…].
+func (r *Reads) addNode(idents []string) {
+	if len(idents) < 2 {
+		r.AllNodes = true
+		return
+	}
+	r.Nodes = sortedUnion(r.Nodes, idents[1:2])
+}
+
+func sortedUnion(a, b []string) []string {
+	if len(b) == 0 {
+		return a
+	}
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -196,6 +196,7 @@ var ErrTooLarge = errors.New("the rendered payload is too large")
 type Template struct {
 	raw   []byte
 	parts []part
+	reads Reads
 }
 
 // part is one templated string of the payload: raw[start:end] is its
@@ -205,6 +206,7 @@ type part struct {
 	path       string
 	tree       *parse.Tree
 	single     bool // exactly one action: its value keeps its JSON type
+	reads      Reads
 }
 
 // Parse checks payload, a JSON document, for scope: every string holding
@@ -235,6 +237,7 @@ func Parse(payload []byte, scope Scope) (*Template, error) {
 		}
 		p.start, p.end, p.path = start, end, path
 		t.parts = append(t.parts, p)
+		t.reads = t.reads.Union(p.reads)
 	})
 	if err != nil {
 		return nil, err
@@ -250,6 +253,10 @@ func Check(payload []byte, scope Scope) error {
 	_, err := Parse(payload, scope)
 	return err
 }
+
+// Reads returns the run data (inputs, upstream nodes) t's templates
+// name: what a workflow node's payload or run_if is rendered from.
+func (t *Template) Reads() Reads { return t.reads }
 
 // Templated reports whether t has a template at all (Render then returns
 // the payload's own bytes).
@@ -433,7 +440,7 @@ func parsePart(src string, scope Scope) (part, error) {
 	if c.err != nil {
 		return part{}, c.err
 	}
-	p := part{tree: tree}
+	p := part{tree: tree, reads: c.reads}
 	if nodes := tree.Root.Nodes; len(nodes) == 1 {
 		if a, ok := nodes[0].(*parse.ActionNode); ok && len(a.Pipe.Decl) == 0 {
 			p.single = true

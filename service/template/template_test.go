@@ -304,3 +304,38 @@ func FuzzParseRender(f *testing.F) {
 		}
 	})
 }
+
+// TestReads: the run data a node's template names, for lineage — each
+// input and upstream node once, sorted, and the whole of .inputs or
+// .nodes when a template reads it as a whole.
+func TestReads(t *testing.T) {
+	t.Parallel()
+	scope := Scope{Workflow: true, Upstream: []string{"extract", "load", "clean"}}
+	for _, c := range []struct {
+		payload string
+		want    Reads
+	}{
+		{`{"a": 1, "b": "plain"}`, Reads{}},
+		{`{"d": "{{ .business_date }}", "id": "{{ .workflow_run_id }}"}`, Reads{}},
+		{`{"date": "{{ .inputs.date }}"}`, Reads{Inputs: []string{"date"}}},
+		{
+			`{"rows": "{{ .nodes.extract.output.rows }}", "d": "{{ .inputs.date }}", "m": "{{ .inputs.mode }}", "again": "{{ .inputs.date }}"}`,
+			Reads{Inputs: []string{"date", "mode"}, Nodes: []string{"extract"}},
+		},
+		{
+			`["{{ if eq .nodes.load.status \"succeeded\" }}{{ .nodes.clean.output }}{{ end }}", "{{ $.nodes.extract.output }}"]`,
+			Reads{Nodes: []string{"clean", "extract", "load"}},
+		},
+		{`{"r": "{{ range .nodes.extract.output.rows }}{{ .id }},{{ end }}"}`, Reads{Nodes: []string{"extract"}}},
+		{`{"all": "{{ json .inputs }}"}`, Reads{AllInputs: true}},
+		{`{"k": "{{ index .nodes \"load\" }}", "x": "{{ (.nodes).extract.output }}"}`, Reads{Nodes: []string{"extract"}, AllNodes: true}},
+		{`{"d": "{{ default \"x\" .inputs.day }}"}`, Reads{Inputs: []string{"day"}}},
+	} {
+		tpl, err := Parse([]byte(c.payload), scope)
+		require.NoError(t, err, c.payload)
+		require.Equal(t, c.want, tpl.Reads(), c.payload)
+		require.Equal(t, c.want.Empty(), tpl.Reads().Empty(), c.payload)
+	}
+	u := Reads{Inputs: []string{"b"}, Nodes: []string{"x"}}.Union(Reads{Inputs: []string{"a", "b"}, AllNodes: true})
+	require.Equal(t, Reads{Inputs: []string{"a", "b"}, Nodes: []string{"x"}, AllNodes: true}, u)
+}

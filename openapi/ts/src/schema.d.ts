@@ -2495,6 +2495,11 @@ export interface components {
                 [key: string]: unknown;
             } | null) | unknown[] | string | number | boolean;
             /**
+             * @description RenderedFrom is the node's lineage, present once its payload template or run_if rendered (absent for a node
+             *     without templates): what they were rendered from.
+             */
+            rendered_from?: components["schemas"]["WorkflowRunNodeRenderedFrom"];
+            /**
              * Format: date-time
              * @description RuleMetAt is when its rule was met (or it was forced) and it fired.
              */
@@ -2508,6 +2513,33 @@ export interface components {
             started_at?: string;
             /** @enum {string} */
             state: "waiting" | "pending" | "running" | "retrying" | "succeeded" | "failed" | "blocked" | "skipped" | "cancelled";
+        };
+        WorkflowRunNodeRenderedFrom: {
+            /** @description Inputs names the run's inputs its templates read, sorted; their values are the run's inputs. */
+            inputs: string[];
+            /**
+             * @description Nodes are the upstream nodes its templates read, by key, each as .nodes.<key> was when the node rendered. A node
+             *     skipped by its run_if has what its run_if read.
+             */
+            nodes: {
+                [key: string]: components["schemas"]["WorkflowRunNodeRenderedNode"];
+            };
+            /**
+             * @description Omitted names upstream nodes its templates read whose outputs did not fit in the lineage's 128 KiB (nodes has
+             *     their status only).
+             */
+            omitted?: string[];
+        };
+        WorkflowRunNodeRenderedNode: {
+            /** @description Output is its output then (.nodes.<key>.output), absent when it had none. */
+            output?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
+            /**
+             * @description Status is its state then (.nodes.<key>.status).
+             * @enum {string}
+             */
+            status: "waiting" | "pending" | "running" | "retrying" | "succeeded" | "failed" | "blocked" | "skipped" | "cancelled";
         };
         WorkflowRunSLA: {
             /**
