@@ -190,7 +190,9 @@ func ListExecutionEvents(ctx context.Context, q Querier, row Execution) ([]Execu
 // fired and missed events and precedes everything stored after them (it
 // is only implied for a start before anything else happened to the
 // execution: an API retry sets first_started_at, so the next start is
-// stored); an implied success is
+// stored), and follows the hold and release events that come before
+// everything else stored (an execution starts only once it is released);
+// an implied success is
 // the last (a succeeded execution is final).
 func Timeline(row Execution, stored []ExecutionEvent) []ExecutionEvent {
 	out := make([]ExecutionEvent, 0, len(stored)+4)
@@ -201,7 +203,8 @@ func Timeline(row Execution, stored []ExecutionEvent) []ExecutionEvent {
 		})
 	}
 	i := 0
-	for i < len(stored) && (stored[i].Type == "fired" || stored[i].Type == "missed") {
+	for i < len(stored) && (stored[i].Type == "fired" || stored[i].Type == "missed" ||
+		stored[i].Type == "held" || stored[i].Type == "released") {
 		out = append(out, stored[i])
 		i++
 	}
