@@ -239,7 +239,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// The tenant web console, over the same services (api/console).
 	console.Mount(handler, console.Config{
 		Logger: logger, Auth: auth, Tenants: tenants, Endpoints: endpoints, Tasks: tasks, Executions: executions,
-		Stats: stats, Backfills: backfills, Workflows: workflows, Limits: limits,
+		Stats: stats, Backfills: backfills, Workflows: workflows, Limits: limits, EndpointProbe: sender.Probe,
 	})
 	srv := &http.Server{
 		Handler:           handler,
