@@ -234,7 +234,7 @@ func (h *handlers) holdExecution(c echo.Context) error {
 //
 //	@ID				releaseExecution
 //	@Summary		Release a held execution
-//	@Description	The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). An execution that is not held: 409.
+//	@Description	The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). Its start is decided as for any pending execution: a paused task (unless it was triggered manually) or a disabled endpoint cancels it. An execution that is not held: 409.
 //	@Tags			executions
 //	@Produce		json
 //	@Security		BearerAuth

@@ -3501,7 +3501,7 @@ type ClientInterface interface {
 
 	// ReleaseExecution Release a held execution
 	//
-	// The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). An execution that is not held: 409.
+	// The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). Its start is decided as for any pending execution: a paused task (unless it was triggered manually) or a disabled endpoint cancels it. An execution that is not held: 409.
 	//
 	// Corresponds with POST /v1/executions/{id}/release (the `ReleaseExecution` operationId).
 	ReleaseExecution(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4487,7 +4487,7 @@ func (c *Client) HoldExecution(ctx context.Context, id string, reqEditors ...Req
 
 // ReleaseExecution Release a held execution
 //
-// The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). An execution that is not held: 409.
+// The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). Its start is decided as for any pending execution: a paused task (unless it was triggered manually) or a disabled endpoint cancels it. An execution that is not held: 409.
 //
 // Corresponds with POST /v1/executions/{id}/release (the `ReleaseExecution` operationId).
 func (c *Client) ReleaseExecution(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -8414,7 +8414,7 @@ type ClientWithResponsesInterface interface {
 
 	// ReleaseExecutionWithResponse Release a held execution
 	//
-	// The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). An execution that is not held: 409.
+	// The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). Its start is decided as for any pending execution: a paused task (unless it was triggered manually) or a disabled endpoint cancels it. An execution that is not held: 409.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -16445,7 +16445,7 @@ func (c *ClientWithResponses) HoldExecutionWithResponse(ctx context.Context, id 
 
 // ReleaseExecutionWithResponse Release a held execution
 //
-// The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). An execution that is not held: 409.
+// The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). Its start is decided as for any pending execution: a paused task (unless it was triggered manually) or a disabled endpoint cancels it. An execution that is not held: 409.
 //
 // Returns a wrapper object for the known response body format(s).
 //
