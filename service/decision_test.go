@@ -273,8 +273,10 @@ func TestDecideStart(t *testing.T) {
 		{"held, no attempt left", func(f *startFacts) { f.Held, f.MaxAttempts = true, 0 }, startDecision{Verdict: startPark, Reason: held}},
 		{"held and cancelled", func(f *startFacts) { f.Held, f.CancelRequested = true, true }, startDecision{Verdict: startCancel, Reason: "cancel requested"}},
 		{"held, its task paused", func(f *startFacts) { f.Held, f.TaskState = true, TaskPaused }, startDecision{Verdict: startCancel, Reason: "the task is paused"}},
-		{"held, another job's", func(f *startFacts) { f.Held, f.JobID, f.RiverJobID = true, 7, job(8) },
-			startDecision{Verdict: startLeave, Reason: "River job 8 delivers the execution"}},
+		{
+			"held, another job's", func(f *startFacts) { f.Held, f.JobID, f.RiverJobID = true, 7, job(8) },
+			startDecision{Verdict: startLeave, Reason: "River job 8 delivers the execution"},
+		},
 		{
 			"held through a gate gives its permit back", func(f *startFacts) { f.Held, f.TenantLimited = true, true },
 			startDecision{Verdict: startPark, Reason: held, Release: true},
