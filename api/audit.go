@@ -20,7 +20,7 @@ type auditEntry struct {
 	Subject string `json:"subject" example:"deploy-bot"`
 	// Operator is true when an operator token made the change (Subject is the operator's), false for the tenant's own tokens.
 	Operator     bool   `json:"operator" example:"false"`
-	Action       string `json:"action" enums:"create,update,delete,pause,resume,trigger,skip,backfill,cancel,retry,rotate_secret,set_limits,test"`
+	Action       string `json:"action" enums:"create,update,delete,pause,resume,trigger,skip,backfill,cancel,retry,rotate_secret,set_limits,test,hold,release"`
 	ResourceType string `json:"resource_type" example:"task"`
 	ResourceID   string `json:"resource_id"`
 	// RequestID is the X-Request-Id of the response to the change.

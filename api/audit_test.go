@@ -257,6 +257,23 @@ var auditCases = map[string]auditCase{
 			return a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/retry", Token: tok}), x
 		},
 	},
+	"POST /v1/executions/:id/hold": {
+		status: http.StatusOK, action: "hold", resourceType: "execution",
+		run: func(a *testAPI, tok string) (resp, string) {
+			task := a.createTask(tok, a.createEndpoint(tok, "for-hold"), "held", nil).JSON["id"].(string)
+			x := a.trigger(tok, task, nil).JSON["id"].(string)
+			return a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/hold", Token: tok}), x
+		},
+	},
+	"POST /v1/executions/:id/release": {
+		status: http.StatusAccepted, action: "release", resourceType: "execution",
+		run: func(a *testAPI, tok string) (resp, string) {
+			task := a.createTask(tok, a.createEndpoint(tok, "for-release"), "released", nil).JSON["id"].(string)
+			x := a.trigger(tok, task, nil).JSON["id"].(string)
+			a.must(http.StatusOK, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/hold", Token: tok})
+			return a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/release", Token: tok}), x
+		},
+	},
 	"POST /v1/tasks/:id/skip": {
 		status: http.StatusOK, action: "skip", resourceType: "task",
 		run: func(a *testAPI, tok string) (resp, string) {
@@ -330,7 +347,7 @@ var auditCases = map[string]auditCase{
 // is one of these, whatever the route.
 var auditActions = []string{
 	"create", "update", "delete", "pause", "resume", "trigger", "skip", "backfill", "cancel",
-	"retry", "rotate_secret", "set_limits", "test",
+	"retry", "rotate_secret", "set_limits", "test", "hold", "release",
 }
 
 // notChanges are write routes that change no resource, each with the

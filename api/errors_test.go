@@ -184,6 +184,8 @@ func TestTenantIsolation(t *testing.T) {
 		{Method: http.MethodGet, Path: "/v1/executions/" + execA},
 		{Method: http.MethodPost, Path: "/v1/executions/" + execA + "/cancel"},
 		{Method: http.MethodPost, Path: "/v1/executions/" + execA + "/retry"},
+		{Method: http.MethodPost, Path: "/v1/executions/" + execA + "/hold"},
+		{Method: http.MethodPost, Path: "/v1/executions/" + execA + "/release"},
 		{Method: http.MethodPost, Path: "/v1/executions/" + execA + "/heartbeat"},
 		{Method: http.MethodPost, Path: "/v1/executions/" + execA + "/complete", Body: `{"status":"succeeded"}`},
 		{Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/skip", Body: `{"scheduled_for":"2030-01-01T00:00:00Z"}`},

@@ -49,6 +49,8 @@ type executionResponse struct {
 	Shard int `json:"shard"`
 	// Late: the slot was fired late, as a misfire catch-up (e.g. after downtime).
 	Late bool `json:"late"`
+	// Held: an operator holds the pending execution (POST /v1/executions/{id}/hold); it does not start until released.
+	Held bool `json:"held"`
 	// CancelRequested: a cancel arrived while the execution was running; it ends as cancelled.
 	CancelRequested bool    `json:"cancel_requested,omitempty"`
 	LastStatusCode  *int    `json:"last_status_code" extensions:"x-nullable"`
@@ -90,7 +92,7 @@ func executionOut(x service.ExecutionDetail) executionResponse {
 	out := executionResponse{
 		ID: x.ID, TaskID: x.TaskID, ScheduledFor: stamp(x.ScheduledFor), Trigger: x.Trigger, DedupKey: x.DedupKey, State: x.State,
 		Attempts: x.Attempts, Round: x.Round, BackfillID: x.BackfillID,
-		WorkflowID: x.WorkflowID, WorkflowRunID: x.WorkflowRunID, Node: x.Node, Shard: x.Shard, Late: x.Late, CancelRequested: x.CancelRequested, LastStatusCode: x.LastStatusCode,
+		WorkflowID: x.WorkflowID, WorkflowRunID: x.WorkflowRunID, Node: x.Node, Shard: x.Shard, Late: x.Late, Held: x.Held, CancelRequested: x.CancelRequested, LastStatusCode: x.LastStatusCode,
 		ErrorClass: x.LastErrorClass, NextAttemptAt: stampPtr(x.NextAttemptAt),
 		CreatedAt: stamp(x.CreatedAt), StartedAt: stampPtr(x.StartedAt), FinishedAt: stampPtr(x.FinishedAt),
 	}
@@ -119,6 +121,7 @@ func executionOut(x service.ExecutionDetail) executionResponse {
 //	@Param			state	query		string	false	"pending, running, retrying, succeeded, failed, cancelled or skipped"	Enums(pending, running, retrying, succeeded, failed, cancelled, skipped)
 //	@Param			since	query		string	false	"RFC 3339; scheduled_for at or after"	format(date-time)
 //	@Param			until	query		string	false	"RFC 3339; scheduled_for before"		format(date-time)
+//	@Param			held	query		boolean	false	"true: only held executions (they are pending; state, if given, must be pending); false: no filter"
 //	@Param			limit	query		int		false	"page size (default 50, max 500)"
 //	@Param			cursor	query		string	false	"next_cursor of the previous page"
 //	@Success		200		{object}	executionList
@@ -137,6 +140,13 @@ func (h *handlers) listExecutions(c echo.Context) error {
 	}
 	if v := c.QueryParam("until"); v != "" {
 		f.Until = parseTime(&ve, "until", &v)
+	}
+	switch v := c.QueryParam("held"); v {
+	case "", "false":
+	case "true":
+		f.Held = true
+	default:
+		ve.Add("held", "must be true or false")
 	}
 	if err := ve.Err(); err != nil {
 		return err
@@ -197,6 +207,48 @@ func (h *handlers) cancelExecution(c echo.Context) error {
 		return c.JSON(http.StatusAccepted, executionOut(x))
 	}
 	return c.JSON(http.StatusOK, executionOut(x))
+}
+
+// holdExecution godoc
+//
+//	@ID				holdExecution
+//	@Summary		Hold a pending execution
+//	@Description	The execution stays pending and does not start, whenever its slot comes, until it is released (held true). It can still be cancelled, and a cancel, a paused task or a schedule change ends it as for any pending execution. A held execution does not hold its task's later fires back (overlap_policy skip and queue do not count it). Started or finished executions, and one held already: 409.
+//	@Tags			executions
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id	path		string	true	"execution id"
+//	@Success		200	{object}	executionResponse
+//	@Failure		401,403,404,409,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/executions/{id}/hold [post]
+func (h *handlers) holdExecution(c echo.Context) error {
+	x, err := h.cfg.Executions.Hold(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, executionOut(x))
+}
+
+// releaseExecution godoc
+//
+//	@ID				releaseExecution
+//	@Summary		Release a held execution
+//	@Description	The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). Its start is decided as for any pending execution: a paused task (unless it was triggered manually) or a disabled endpoint cancels it. An execution that is not held: 409.
+//	@Tags			executions
+//	@Produce		json
+//	@Security		BearerAuth
+//	@Param			id	path		string	true	"execution id"
+//	@Success		202	{object}	executionResponse
+//	@Failure		401,403,404,409,503	{object}	problem
+//	@Header		503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
+//	@Router			/v1/executions/{id}/release [post]
+func (h *handlers) releaseExecution(c echo.Context) error {
+	x, err := h.cfg.Executions.Release(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, executionOut(x))
 }
 
 // retryExecutionsRequest selects the executions a bulk retry delivers again.

@@ -90,6 +90,8 @@ func (x *executionResponse) appendJSON(b []byte) ([]byte, bool) {
 	b = strconv.AppendInt(b, int64(x.Shard), 10)
 	b = append(b, `,"late":`...)
 	b = strconv.AppendBool(b, x.Late)
+	b = append(b, `,"held":`...)
+	b = strconv.AppendBool(b, x.Held)
 	if x.CancelRequested {
 		b = append(b, `,"cancel_requested":true`...)
 	}

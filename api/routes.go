@@ -75,6 +75,8 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	v1.GET("/executions/:id", h.getExecution, xR)
 	v1.POST("/executions/:id/cancel", h.cancelExecution, xW)
 	v1.POST("/executions/:id/retry", h.retryExecution, xW)
+	v1.POST("/executions/:id/hold", h.holdExecution, xW)
+	v1.POST("/executions/:id/release", h.releaseExecution, xW)
 	v1.POST("/executions/retry", h.retryExecutions, xW)
 	// A receiver reports with its attempt's callback token or a tenant
 	// token with executions:write.

@@ -42,6 +42,8 @@ type DeliveryRow struct {
 	// NeverStarted: no attempt of the execution ever started, and the API
 	// never retried it (first_started_at is NULL).
 	NeverStarted bool `db:"never_started"`
+	// Held: an operator holds the execution (executions.held_at).
+	Held bool `db:"held"`
 
 	TaskFound         bool    `db:"task_found"`
 	TaskName          *string `db:"task_name"`
@@ -93,7 +95,7 @@ func (r *DeliveryRow) fields() []any {
 	return []any{
 		&r.TenantID, &r.ID, &r.TaskID, &r.ScheduledFor, &r.Trigger, &r.State, &r.Attempts, &r.AttemptsBase,
 		&r.LeaseAttempt, &r.CancelRequested, &r.Payload, &r.RiverJobID, &r.Round,
-		&r.WorkflowID, &r.WorkflowRunID, &r.Node, &r.Shard, &r.ShardCount, &r.CreatedAt, &r.NeverStarted, &r.TaskFound, &r.TaskName,
+		&r.WorkflowID, &r.WorkflowRunID, &r.Node, &r.Shard, &r.ShardCount, &r.CreatedAt, &r.NeverStarted, &r.Held, &r.TaskFound, &r.TaskName,
 		&r.TaskState, &r.TaskPayload, &r.TaskTimeoutMS, &r.MaxAttempts, &r.InitialBackoffMS, &r.MaxBackoffMS,
 		&r.OverlapPolicy, &r.MisfirePolicy, &r.EarlierUnfinished, &r.LaterMissed, &r.LaterMisfire, &r.CaughtUp, &r.CatchUpShard,
 		&r.SingleSlot,
@@ -152,7 +154,7 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 	rows, err := q.Query(ctx, `SELECT e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.state,
 			e.attempts, e.attempts_base, e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id, e.round,
 			e.workflow_id::text, e.workflow_run_id::text, e.node, e.shard, e.shard_count, e.created_at,
-			e.first_started_at IS NULL AS never_started,
+			e.first_started_at IS NULL AS never_started, e.held_at IS NOT NULL AS held,
 			t.id IS NOT NULL AS task_found, t.name AS task_name, t.state AS task_state, t.payload AS task_payload,
 			t.timeout_ms AS task_timeout_ms, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,
 			t.misfire_policy,
@@ -166,6 +168,9 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 					  -- A backfill's executions are bounded by its
 					  -- max_concurrency, not by the overlap policy.
 					  AND x.trigger <> 'backfill'
+					  -- A held execution is parked until it is released: it
+					  -- holds no later one back.
+					  AND x.held_at IS NULL
 					  -- An earlier misfire its policy will miss for sure does
 					  -- not hold this one back: with skip every misfire is
 					  -- missed, with fire_once every misfire before another.

@@ -44,7 +44,7 @@ import (
 // asks decideStart itself. A rule added to decideStart is added here too
 // (service.TestStartDecisionAgreesWithTheBatch fails until it is).
 // m.cut is the misfire cut (MisfiredFirstFire).
-var StartsWithoutDecision = `e.state = ` + execPending + ` AND NOT e.cancel_requested
+var StartsWithoutDecision = `e.state = ` + execPending + ` AND NOT e.cancel_requested AND e.held_at IS NULL
 	AND (i.job_id = 0 OR e.river_job_id IS NULL OR e.river_job_id = i.job_id)
 	AND (t.state <> ` + taskPaused + ` OR e.trigger = 'manual')
 	AND t.overlap_policy = 'allow'
@@ -125,7 +125,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 			CROSS JOIN m
 			CROSS JOIN LATERAL (
 				SELECT e.ctid AS row, e.tenant_id, e.id, e.task_id, e.scheduled_for, e.trigger, e.state, e.cancel_requested,
-					e.first_started_at, e.river_job_id, e.attempts, e.attempts_base
+					e.first_started_at, e.river_job_id, e.attempts, e.attempts_base, e.held_at
 				FROM executions e
 				WHERE e.tenant_id = i.tenant_id AND e.id = i.id
 				OFFSET 0 FOR UPDATE SKIP LOCKED
@@ -159,7 +159,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 		SELECT ord, tenant_id, id::text, task_id::text, scheduled_for, trigger, state, attempts, attempts_base,
 			lease_attempt, cancel_requested, payload, river_job_id, round,
 			workflow_id::text, workflow_run_id::text, node, shard, shard_count, created_at,
-			prev_first_started_at IS NULL AS never_started,
+			prev_first_started_at IS NULL AS never_started, false AS held,
 			true AS task_found, task_name, task_state, task_payload, task_timeout_ms, max_attempts,
 			initial_backoff_ms, max_backoff_ms, overlap_policy, misfire_policy, 0 AS earlier_unfinished, 0 AS later_missed,
 			false AS later_misfire, false AS caught_up, false AS catch_up_shard, false AS single_slot,

@@ -45,6 +45,9 @@ type Execution struct {
 	Node          *string `db:"node"`
 	Shard         int32   `db:"shard"`
 	ShardCount    int32   `db:"shard_count"`
+	// HeldAt is when an operator held the execution (nil: not held). It
+	// holds back a pending execution only (migration 0025).
+	HeldAt *time.Time `db:"held_at"`
 }
 
 // fields returns pointers to e's fields in their order, which is that of
@@ -56,6 +59,7 @@ func (e *Execution) fields() []any {
 		&e.Late, &e.CancelRequested, &e.LastStatusCode, &e.LastError, &e.LastErrorClass, &e.RiverJobID,
 		&e.NextAttemptAt, &e.CreatedAt, &e.StartedAt, &e.FinishedAt, &e.ImplicitEvents, &e.LastLatencyMS,
 		&e.FirstStartedAt, &e.Round, &e.BackfillID, &e.WorkflowID, &e.WorkflowRunID, &e.Node, &e.Shard, &e.ShardCount,
+		&e.HeldAt,
 	}
 }
 
@@ -77,7 +81,7 @@ const executionColumns = `e.tenant_id, e.id::text, e.task_id::text, e.scheduled_
 	e.attempts, e.late, e.cancel_requested, e.last_status_code, e.last_error, e.last_error_class, e.river_job_id,
 	e.next_attempt_at, e.created_at, e.started_at, e.finished_at, e.implicit_events, e.last_latency_ms,
 	e.first_started_at, e.round, e.backfill_id::text, e.workflow_id::text, e.workflow_run_id::text, e.node, e.shard,
-	e.shard_count`
+	e.shard_count, e.held_at`
 
 // ExecutionEvent is a row of execution_events.
 type ExecutionEvent struct {
@@ -99,6 +103,8 @@ type ExecutionFilter struct {
 	Since, Until *time.Time
 	Before       string // id cursor: only ids below it; "" for the first page
 	Limit        int
+	// Held: only held pending executions (HeldAt set).
+	Held bool
 }
 
 // ListExecutions returns executions newest first (ids are UUIDv7). No
@@ -111,13 +117,18 @@ type ExecutionFilter struct {
 // executions_last_error_idx (every one has a last_error). Succeeded, the
 // common state, walks the primary key like no filter.
 func ListExecutions(ctx context.Context, q Querier, tenant string, f ExecutionFilter) ([]Execution, error) {
-	const filters = `($4 = '' OR e.state = $4)
-		  AND ($5::timestamptz IS NULL OR e.scheduled_for >= $5) AND ($6::timestamptz IS NULL OR e.scheduled_for < $6)`
+	filters := `($4 = '' OR e.state = $4)
+		  AND ($5::timestamptz IS NULL OR e.scheduled_for >= $5) AND ($6::timestamptz IS NULL OR e.scheduled_for < $6)
+		  AND (NOT $8 OR (e.held_at IS NOT NULL AND e.state = ` + execPending + `))`
 	sql := `SELECT ` + executionColumns + ` FROM executions e
 		WHERE e.tenant_id = $1 AND ($2 = '' OR e.id < NULLIF($2, '')::uuid)
 		  AND ($3 = '' OR e.task_id = NULLIF($3, '')::uuid) AND ` + filters + `
 		ORDER BY e.id DESC LIMIT $7`
-	switch f.State {
+	state := f.State
+	if f.Held { // held executions are pending
+		state = "pending"
+	}
+	switch state {
 	case "pending", "running":
 		sql = `SELECT ` + executionColumns + ` FROM (
 				SELECT u.tenant_id, u.id FROM unfinished_executions u
@@ -135,7 +146,7 @@ func ListExecutions(ctx context.Context, q Querier, tenant string, f ExecutionFi
 	case "failed", "cancelled", "skipped":
 		sql = strings.Replace(sql, `WHERE e.tenant_id = $1`, `WHERE e.tenant_id = $1 AND e.last_error IS NOT NULL`, 1)
 	}
-	rows, err := q.Query(ctx, sql, tenant, f.Before, f.TaskID, f.State, f.Since, f.Until, f.Limit)
+	rows, err := q.Query(ctx, sql, tenant, f.Before, f.TaskID, f.State, f.Since, f.Until, f.Limit, f.Held)
 	if err != nil {
 		return nil, wrap("list executions", err)
 	}
@@ -179,7 +190,9 @@ func ListExecutionEvents(ctx context.Context, q Querier, row Execution) ([]Execu
 // fired and missed events and precedes everything stored after them (it
 // is only implied for a start before anything else happened to the
 // execution: an API retry sets first_started_at, so the next start is
-// stored); an implied success is
+// stored), and follows the hold and release events that come before
+// everything else stored (an execution starts only once it is released);
+// an implied success is
 // the last (a succeeded execution is final).
 func Timeline(row Execution, stored []ExecutionEvent) []ExecutionEvent {
 	out := make([]ExecutionEvent, 0, len(stored)+4)
@@ -190,7 +203,8 @@ func Timeline(row Execution, stored []ExecutionEvent) []ExecutionEvent {
 		})
 	}
 	i := 0
-	for i < len(stored) && (stored[i].Type == "fired" || stored[i].Type == "missed") {
+	for i < len(stored) && (stored[i].Type == "fired" || stored[i].Type == "missed" ||
+		stored[i].Type == "held" || stored[i].Type == "released") {
 		out = append(out, stored[i])
 		i++
 	}
@@ -340,7 +354,7 @@ func RetryExecution(ctx context.Context, q Querier, tenant, id, from string, job
 	tag, err := q.Exec(ctx, `WITH r AS (
 			UPDATE executions SET state = `+execPending+`, attempts_base = attempts, lease_attempt = 0, cancel_requested = false,
 				last_status_code = NULL, last_error = NULL, last_error_class = NULL, next_attempt_at = NULL,
-				started_at = NULL, finished_at = NULL, river_job_id = $4,
+				started_at = NULL, finished_at = NULL, river_job_id = $4, held_at = NULL,
 				-- A slot a schedule change gave up is taken back, unless
 				-- another execution holds it (a unique violation of
 				-- ConstraintExecutionSlot).

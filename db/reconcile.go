@@ -43,7 +43,10 @@ var orphanJoin = `LEFT JOIN river_job j ON j.id = e.river_job_id
 		END
 		-- An execution waiting for its callback has no job by design: the
 		-- callback sweeper carries it (FindExpiredCallbacks).
-		AND NOT (e.state = ` + execRunning + ` AND ` + WaitingForCallback + `)`
+		AND NOT (e.state = ` + execRunning + ` AND ` + WaitingForCallback + `)
+		-- A held execution has no job by design once its job parked it: its
+		-- release gives it one (ReleaseExecution).
+		AND NOT (e.state = ` + execPending + ` AND e.held_at IS NOT NULL)`
 
 // liveBatchMembers lists the executions of live deliver_batch jobs (their
 // args read by batchMembers).
@@ -82,6 +85,9 @@ func FindOrphanedExecutions(ctx context.Context, q Querier, olderThan time.Durat
 			  -- An execution waiting for its callback has no job by design:
 			  -- the callback sweeper carries it (FindExpiredCallbacks).
 			  AND NOT (e.state = `+execRunning+` AND `+WaitingForCallback+`)
+			  -- A held execution has no job by design once its job parked
+			  -- it: its release gives it one (ReleaseExecution).
+			  AND NOT (e.state = `+execPending+` AND e.held_at IS NOT NULL)
 		), orphans AS (
 			SELECT d.*, j.state AS job_state, j.args AS job_args, j.max_attempts AS job_max_attempts
 			FROM due d

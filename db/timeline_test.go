@@ -50,6 +50,16 @@ func TestTimelinePutsImpliedEventsInPlace(t *testing.T) {
 			[]string{"fired", "attempt_started", "attempt_succeeded", "succeeded"},
 		},
 		{
+			"held and released before its first start", ImplicitFired | ImplicitStarted | ImplicitSucceeded,
+			[]string{"held", "released", "held", "released"},
+			[]string{"fired", "held", "released", "held", "released", "attempt_started", "attempt_succeeded", "succeeded"},
+		},
+		{
+			"held after a retry: its start is stored", ImplicitFired | ImplicitStarted,
+			[]string{"attempt_failed", "failed", "retried", "held", "released", "attempt_started"},
+			[]string{"fired", "attempt_started", "attempt_failed", "failed", "retried", "held", "released", "attempt_started"},
+		},
+		{
 			"retried, then succeeded", ImplicitFired | ImplicitStarted | ImplicitSucceeded,
 			[]string{"attempt_failed", "failed", "retried", "attempt_started"},
 			[]string{"fired", "attempt_started", "attempt_failed", "failed", "retried", "attempt_started", "attempt_succeeded", "succeeded"},

@@ -22,6 +22,8 @@ const (
 	AuditRetry        = audit.Retry
 	AuditRotateSecret = audit.RotateSecret
 	AuditSetLimits    = audit.SetLimits
+	AuditHold         = audit.Hold
+	AuditRelease      = audit.Release
 
 	ResourceEndpoint  = audit.ResourceEndpoint
 	ResourceTask      = audit.ResourceTask

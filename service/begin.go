@@ -186,7 +186,7 @@ func (s *Deliveries) beginRow(ctx context.Context, tenant, executionID string, l
 func startFactsOf(row db.DeliveryRow, lease int, jobID int64, gates []limits.Gate) startFacts {
 	return startFacts{
 		State: row.State, Trigger: row.Trigger, CancelRequested: row.CancelRequested, Attempts: row.Attempts,
-		AttemptsBase: row.AttemptsBase, NeverStarted: row.NeverStarted,
+		AttemptsBase: row.AttemptsBase, NeverStarted: row.NeverStarted, Held: row.Held,
 		LeaseAttempt: row.LeaseAttempt, RiverJobID: row.RiverJobID, Lease: lease, JobID: jobID,
 		TaskFound: row.TaskFound, TaskState: zeroIfNil(row.TaskState), OverlapPolicy: zeroIfNil(row.OverlapPolicy),
 		MisfirePolicy: zeroIfNil(row.MisfirePolicy), MaxAttempts: int(zeroIfNil(row.MaxAttempts)),
@@ -227,6 +227,12 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 
 	case startWait:
 		d.Action = ActionWait
+		return d, nil
+
+	case startPark:
+		// Nothing written: the job ends, the execution stays pending and
+		// held (the reconciler leaves it alone) until its release.
+		d.Action = ActionDone
 		return d, nil
 
 	case startCancel:

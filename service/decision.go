@@ -39,6 +39,9 @@ type startFacts struct {
 	// NeverStarted: no attempt ever started and the API never retried the
 	// execution: a first fire.
 	NeverStarted bool
+	// Held: an operator holds the pending execution (POST
+	// /v1/executions/{id}/hold); it does not start until released.
+	Held bool
 	// LeaseAttempt is the River attempt that owns the execution.
 	LeaseAttempt int
 	// RiverJobID is the job the execution belongs to (nil: the one that
@@ -149,6 +152,9 @@ const (
 	// misfire its task's misfire policy does not fire. It counts as a
 	// missed slot.
 	startMiss
+	// startPark: the execution is held; it stays pending, unsent, and
+	// this job ends. Its release gives it a new job (Executions.Release).
+	startPark
 )
 
 func (v startVerdict) String() string {
@@ -167,6 +173,8 @@ func (v startVerdict) String() string {
 		return "fail"
 	case startMiss:
 		return "miss"
+	case startPark:
+		return "park"
 	}
 	return fmt.Sprintf("startVerdict(%d)", v)
 }
@@ -190,8 +198,8 @@ type startDecision struct {
 	// ErrorClass classifies startFail.
 	ErrorClass string
 	// Batch: the batched start (db.StartPendingDeliveries) makes this
-	// start itself: a send of a pending execution that is not a misfire,
-	// to an endpoint without limits, decided from the execution, task and
+	// start itself: a send of a pending execution that is not a misfire
+	// (nor held: that is no send), to an endpoint without limits, decided from the execution, task and
 	// endpoint rows alone (an overlap policy other than allow needs the
 	// count of earlier unfinished executions). db.StartsWithoutDecision is
 	// its mirror in SQL.
@@ -242,6 +250,9 @@ func (f startFacts) startPermits(v startVerdict) (admit, release bool) {
 //   - a requested cancel, a deleted task, a paused task (unless the
 //     execution was triggered manually), a deleted or disabled endpoint:
 //     cancel it;
+//   - a pending execution an operator holds: park it (nothing is sent or
+//     written; its release decides again, misfire included, with a job
+//     of its own);
 //   - a misfire (a first fire of a slot picked up more than the misfire
 //     threshold after it, by the database clock: the worker or the
 //     database was down, or a backlog): its task's misfire_policy decides.
@@ -276,6 +287,10 @@ func startVerdictOf(f startFacts, r startRules) startDecision {
 
 	if reason := f.cancelReason(); reason != "" {
 		return startDecision{Verdict: startCancel, Reason: reason, Resumed: resumed}
+	}
+
+	if f.State == ExecPending && f.Held {
+		return startDecision{Verdict: startPark, Reason: "the execution is held; it starts when it is released"}
 	}
 
 	late := r.misfire(f)

@@ -137,6 +137,8 @@ type equivExec struct {
 	// CatchUpShard: another shard of its slot was sent late (shard 1,
 	// succeeded); the execution is shard 0.
 	CatchUpShard bool
+	// Held: an operator holds the (pending) execution.
+	Held bool
 }
 
 // equivCase is one combination: a task (or none), earlier unfinished
@@ -145,11 +147,13 @@ type equivExec struct {
 // test with the attempt asking.
 type equivCase struct {
 	// Tenant is equivTenant or equivLimited ("": equivTenant).
-	Tenant       string
-	ID           string
-	TaskID       string
-	Task         *equivTask
-	Earlier      int
+	Tenant  string
+	ID      string
+	TaskID  string
+	Task    *equivTask
+	Earlier int
+	// EarlierHeld: the earlier unfinished executions are held.
+	EarlierHeld  bool
 	Later        int
 	LaterPending int
 	Exec         equivExec
@@ -203,10 +207,10 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 			require.NoError(t, err)
 		}
 		for k := range c.Earlier {
-			_, err := tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state)
+			_, err := tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, held_at)
 				VALUES ($1, $2, $3, now() - make_interval(secs => $4) - make_interval(hours => 1) - make_interval(secs => $5),
-					'schedule', 'pending')`,
-				tenant, uuidFor(c.ID, k), c.TaskID, c.Exec.Ago.Seconds(), k)
+					'schedule', 'pending', CASE WHEN $6 THEN now() END)`,
+				tenant, uuidFor(c.ID, k), c.TaskID, c.Exec.Ago.Seconds(), k, c.EarlierHeld)
 			require.NoError(t, err)
 		}
 		for k := range c.Later {
@@ -254,14 +258,15 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, cancel_requested,
 				attempts, attempts_base, lease_attempt, river_job_id, started_at, first_started_at, finished_at, next_attempt_at,
-				last_error, workflow_id, workflow_run_id, node)
+				last_error, workflow_id, workflow_run_id, node, held_at)
 			VALUES ($1, $2, $3, now() - make_interval(secs => $4), $5, $6, $7, $8, $13, $9, $10,
 				CASE WHEN $6 <> 'pending' THEN now() - interval '1 second' END,
 				CASE WHEN $6 <> 'pending' OR $14 THEN now() - interval '1 second' END,
 				CASE WHEN $11 THEN now() END,
-				CASE WHEN $6 = 'retrying' THEN now() END, $12, $15, $16, CASE WHEN $16::uuid IS NOT NULL THEN 'n' END)`,
+				CASE WHEN $6 = 'retrying' THEN now() END, $12, $15, $16, CASE WHEN $16::uuid IS NOT NULL THEN 'n' END,
+				CASE WHEN $17 THEN now() END)`,
 			tenant, c.ID, c.TaskID, x.Ago.Seconds(), x.Trigger, x.State, x.CancelRequested, x.Attempts, x.LeaseAttempt,
-			x.RiverJobID, final, lastError, x.AttemptsBase, x.Retried, workflowID, runID)
+			x.RiverJobID, final, lastError, x.AttemptsBase, x.Retried, workflowID, runID, x.Held)
 		require.NoError(t, err)
 		if x.Waiting {
 			_, err = tx.Exec(ctx, `INSERT INTO callback_attempts (tenant_id, execution_id, attempt, lease, token_hash,
@@ -443,7 +448,59 @@ func startCases() []equivCase {
 	}
 	out = append(out, limitedCases(out, newID)...)
 	out = append(out, misfireCases(newID)...)
+	out = append(out, heldCases(newID)...)
 	return append(out, waitingCases(newID)...)
+}
+
+// heldCases returns pending executions an operator holds, with the facts
+// that decide before the hold (another job's, a cancel, a paused task, a
+// disabled endpoint) and those it overrides (a misfire, an overlap, no
+// attempt left), for both tenants (a permit the execution holds goes back);
+// and executions that are not held behind earlier ones that are (a held
+// execution holds no later one back).
+func heldCases(newID func() string) []equivCase {
+	job := func(v int64) *int64 { return &v }
+	var out []equivCase
+	for _, tenant := range []string{equivTenant, equivLimited} {
+		for _, jobs := range []struct {
+			asking int64
+			owner  *int64
+		}{{0, nil}, {501, job(500)}, {500, job(500)}} {
+			for _, cancel := range []bool{false, true} {
+				for _, ts := range []string{TaskActive, TaskPaused} {
+					for _, ep := range []string{"on", "off", "lim"} {
+						for _, overlap := range []string{OverlapAllow, OverlapSkip} {
+							for _, ago := range []time.Duration{time.Second, 2 * time.Hour} {
+								for _, maxAttempts := range []int{0, 3} {
+									out = append(out, equivCase{
+										Tenant: tenant, ID: newID(), TaskID: newID(), Lease: 1, JobID: jobs.asking,
+										Earlier: 1, Permit: tenant == equivLimited,
+										Task: &equivTask{State: ts, Overlap: overlap, Misfire: MisfireSkip, MaxAttempts: maxAttempts, Endpoint: ep},
+										Exec: equivExec{
+											State: ExecPending, Trigger: TriggerSchedule, CancelRequested: cancel, RiverJobID: jobs.owner,
+											Ago: ago, Held: true,
+										},
+									})
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, overlap := range []string{OverlapAllow, OverlapSkip, OverlapQueue} {
+		for _, earlier := range []int{1, 2} {
+			for _, held := range []bool{false, true} {
+				out = append(out, equivCase{
+					ID: newID(), TaskID: newID(), Lease: 1, Earlier: earlier, EarlierHeld: true,
+					Task: &equivTask{State: TaskActive, Overlap: overlap, MaxAttempts: 3, Endpoint: "on"},
+					Exec: equivExec{State: ExecPending, Trigger: TriggerSchedule, Ago: time.Second, Held: held},
+				})
+			}
+		}
+	}
+	return out
 }
 
 // limitedCases returns a sample of cases (one in five) again, for the
@@ -631,7 +688,7 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 			"combination %d: %+v decided %+v; db.StartsWithoutDecision took it: %v", i, f, dec, ok)
 	}
 	t.Logf("verdicts: %v; the batch takes %d", verdicts, len(taken))
-	for _, v := range []startVerdict{startSend, startLeave, startWait, startCancel, startSkip, startFail, startMiss} {
+	for _, v := range []startVerdict{startSend, startLeave, startWait, startCancel, startSkip, startFail, startMiss, startPark} {
 		require.Positive(t, verdicts[v], "no combination leads to verdict %s", v)
 	}
 	t.Logf("permits: %v", permits)

@@ -94,6 +94,7 @@ func TestDecideStart(t *testing.T) {
 	late := func(policy string, waited time.Duration, later int) func(*startFacts) {
 		return func(f *startFacts) { f.MisfirePolicy, f.Waited, f.LaterMissed = policy, waited, later }
 	}
+	const held = "the execution is held; it starts when it is released"
 	tests := []struct {
 		name   string
 		change func(*startFacts)
@@ -262,6 +263,28 @@ func TestDecideStart(t *testing.T) {
 			late(MisfireFireOnce, time.Hour, 0)(f)
 			f.OverlapPolicy, f.EarlierUnfinished = OverlapSkip, 1
 		}, startDecision{Verdict: startSkip, Reason: "the previous execution is unfinished (overlap_policy skip)"}},
+
+		// Held by an operator: parked, whatever its overlap or misfire
+		// would say (its release decides again); a cancel still wins.
+		{"held", func(f *startFacts) { f.Held = true }, startDecision{Verdict: startPark, Reason: held}},
+		{
+			"held past the misfire threshold is not missed", func(f *startFacts) { late(MisfireSkip, time.Hour, 0)(f); f.Held = true },
+			startDecision{Verdict: startPark, Reason: held},
+		},
+		{"held behind an unfinished one is not skipped", func(f *startFacts) {
+			f.Held, f.OverlapPolicy, f.EarlierUnfinished = true, OverlapSkip, 1
+		}, startDecision{Verdict: startPark, Reason: held}},
+		{"held, no attempt left", func(f *startFacts) { f.Held, f.MaxAttempts = true, 0 }, startDecision{Verdict: startPark, Reason: held}},
+		{"held and cancelled", func(f *startFacts) { f.Held, f.CancelRequested = true, true }, startDecision{Verdict: startCancel, Reason: "cancel requested"}},
+		{"held, its task paused", func(f *startFacts) { f.Held, f.TaskState = true, TaskPaused }, startDecision{Verdict: startCancel, Reason: "the task is paused"}},
+		{
+			"held, another job's", func(f *startFacts) { f.Held, f.JobID, f.RiverJobID = true, 7, job(8) },
+			startDecision{Verdict: startLeave, Reason: "River job 8 delivers the execution"},
+		},
+		{
+			"held through a gate gives its permit back", func(f *startFacts) { f.Held, f.TenantLimited = true, true },
+			startDecision{Verdict: startPark, Reason: held, Release: true},
+		},
 
 		// Through gates: a send is admitted through them; any other
 		// verdict gives back the permit the execution may hold, but for

@@ -78,7 +78,10 @@ type Execution struct {
 	// node; Shard is the shard (0 unless sharded).
 	WorkflowID, WorkflowRunID, Node string
 	Shard                           int
-	Events                          []Event
+	// Held: an operator holds the pending execution; it does not start
+	// until it is released (Executions.Hold, Executions.Release).
+	Held   bool
+	Events []Event
 }
 
 // Event is one step on an execution's timeline.
@@ -128,6 +131,10 @@ type ExecutionsConfig struct {
 	// (ax_executions_finished_total) and the workflow runs that a change
 	// of one of their executions ends (ax_workflow_runs_total).
 	Metrics *metrics.Metrics
+	// FetchAhead makes the job of an execution released before its slot
+	// due this long before the slot, as the scheduler's are
+	// (SchedulerConfig.FetchAhead). Default 0.
+	FetchAhead time.Duration
 }
 
 // NewExecutions returns an Executions backed by pool, enqueuing deliveries
@@ -143,6 +150,8 @@ type ExecutionFilter struct {
 	State  string
 	Since  *time.Time
 	Until  *time.Time
+	// Held: only held executions (which are pending).
+	Held bool
 }
 
 // List returns a page of executions, newest first (by id, i.e. by
@@ -155,6 +164,9 @@ func (s *Executions) List(ctx context.Context, tenant string, f ExecutionFilter,
 	if states := lifecycle.Executions.States(); f.State != "" && !states.Has(f.State) {
 		ve.Add("state", "must be one of "+strings.Join(states.States(), ", "))
 	}
+	if f.Held && f.State != "" && f.State != ExecPending {
+		ve.Add("held", "held executions are pending: combine held with state pending or none")
+	}
 	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
 		ve.Add("until", "must be after since")
 	}
@@ -166,6 +178,7 @@ func (s *Executions) List(ctx context.Context, tenant string, f ExecutionFilter,
 	}
 	rows, err := db.ListExecutions(ctx, s.pool, tenant, db.ExecutionFilter{
 		TaskID: f.TaskID, State: f.State, Since: f.Since, Until: f.Until, Before: page.After, Limit: page.Limit + 1,
+		Held: f.Held,
 	})
 	if err != nil {
 		return nil, "", storeError(err, "list executions")
@@ -326,6 +339,9 @@ func (s *Executions) change(ctx context.Context, tenant, id, action string, done
 		if row.CancelRequested != before.CancelRequested {
 			changes["cancel_requested"] = map[string]any{"old": before.CancelRequested, "new": row.CancelRequested}
 		}
+		if wasHeld, held := heldOf(before), heldOf(row); wasHeld != held {
+			changes["held"] = map[string]any{"old": wasHeld, "new": held}
+		}
 		return recordAudit(ctx, tx, tenant, action, ResourceExecution, row.ID, changes)
 	})
 	return out, storeError(err, action+" execution")
@@ -354,6 +370,8 @@ func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDet
 			if err := checkExec([]string{row.State}, ExecPending); err != nil {
 				return err
 			}
+		case heldOf(row):
+			return conflictf("the execution is held; release it (POST /v1/executions/%s/release) to start it", row.ID)
 		case lifecycle.ExecUnfinished.Has(row.State):
 			return s.retryUnfinished(ctx, tx, tenant, row)
 		default:
@@ -639,7 +657,7 @@ func executionDetailOf(r db.Execution, events []db.ExecutionEvent) ExecutionDeta
 			LastError: strValue(r.LastError), LastErrorClass: strValue(r.LastErrorClass), CreatedAt: r.CreatedAt.UTC(),
 			StartedAt: utcPtr(r.StartedAt), FirstStartedAt: utcPtr(r.FirstStartedAt), FinishedAt: utcPtr(r.FinishedAt), Round: int(r.Round), BackfillID: strValue(r.BackfillID),
 			WorkflowID: strValue(r.WorkflowID), WorkflowRunID: strValue(r.WorkflowRunID), Node: strValue(r.Node),
-			Shard: int(r.Shard),
+			Shard: int(r.Shard), Held: heldOf(r),
 		},
 		CancelRequested: r.CancelRequested,
 		NextAttemptAt:   utcPtr(r.NextAttemptAt),

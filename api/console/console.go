@@ -68,6 +68,10 @@ type Config struct {
 	Backfills  *service.Backfills
 	Workflows  *service.Workflows
 	Limits     *service.Limits
+	// EndpointProbe sends an endpoint's test request (the webhook
+	// sender's, as for POST /v1/endpoints/{id}/test); without it the
+	// endpoints page has no Test button.
+	EndpointProbe service.EndpointProbe
 }
 
 // console carries the dependencies of every page.
@@ -125,12 +129,15 @@ func Mount(e *echo.Echo, cfg Config) {
 	r("/executions/:id", c.execution, api.ScopeExecutionsRead)
 	w("/executions/:id/retry", c.retryExecution, api.ScopeExecutionsWrite)
 	w("/executions/:id/cancel", c.cancelExecution, api.ScopeExecutionsWrite)
+	w("/executions/:id/hold", c.holdExecution, api.ScopeExecutionsWrite)
+	w("/executions/:id/release", c.releaseExecution, api.ScopeExecutionsWrite)
 
 	r("/endpoints", c.endpoints, api.ScopeEndpointsRead)
 	w("/endpoints", c.createEndpoint, api.ScopeEndpointsWrite)
 	w("/endpoints/:id/rotate-secret", c.rotateSecret, api.ScopeEndpointsWrite)
 	w("/endpoints/:id/disable", c.disableEndpoint, api.ScopeEndpointsWrite)
 	w("/endpoints/:id/enable", c.enableEndpoint, api.ScopeEndpointsWrite)
+	w("/endpoints/:id/test", c.testEndpoint, api.ScopeEndpointsWrite)
 
 	r("/backfills", c.backfills, api.ScopeTasksRead)
 	r("/alerts", c.alerts, api.ScopeExecutionsRead)

@@ -22,6 +22,7 @@ import (
 	"github.com/axhq/ax/api/console"
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
+	"github.com/axhq/ax/jobs"
 	"github.com/axhq/ax/service"
 	"github.com/axhq/ax/service/audit"
 	"github.com/axhq/ax/service/idempotency"
@@ -66,11 +67,14 @@ func newEnv(t *testing.T) *env {
 		Version:     "test",
 		Limits:      limits,
 	}
+	sender := jobs.NewSender(jobs.SenderConfig{AllowPrivateTargets: true, UserAgent: "ax/test"})
+	t.Cleanup(sender.Close)
+	cfg.EndpointProbe = sender.Probe
 	e := api.New(cfg)
 	console.Mount(e, console.Config{
 		Logger: cfg.Logger, Auth: auth, Tenants: cfg.Tenants, Endpoints: cfg.Endpoints,
 		Tasks: tasks, Executions: cfg.Executions, Stats: cfg.Stats, Backfills: cfg.Backfills, Workflows: cfg.Workflows,
-		Limits: limits,
+		Limits: limits, EndpointProbe: sender.Probe,
 	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/axhq/ax/api"
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/endpoint"
 	"github.com/axhq/ax/service/schedule"
 )
 
@@ -140,6 +141,16 @@ type endpointsView struct {
 	Form      endpointForm
 	// Failures are the recent failed executions, newest first.
 	Failures []service.ExecutionDetail
+	// Testable: the Test button is offered (Config.EndpointProbe);
+	// Tested is a test request's outcome.
+	Testable bool
+	Tested   *endpointTestView
+}
+
+// endpointTestView is what a test request to an endpoint got.
+type endpointTestView struct {
+	Endpoint service.Endpoint
+	Result   endpoint.TestResult
 }
 
 func (endpointsView) title() (string, string) { return "Endpoints", "endpoints" }
@@ -543,7 +554,7 @@ func (c *console) endpointsPage(ec echo.Context, s *session, status int, v endpo
 	if err != nil {
 		return err
 	}
-	v.Endpoints, v.Next = eps, next
+	v.Endpoints, v.Next, v.Testable = eps, next, c.cfg.EndpointProbe != nil
 	if s.can(api.ScopeExecutionsRead) {
 		xs, _, err := c.cfg.Executions.List(ctx, s.Tenant, service.ExecutionFilter{State: service.ExecFailed}, service.Page{Limit: 10})
 		if err != nil {

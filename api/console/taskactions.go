@@ -177,3 +177,45 @@ func parseLocal(ve *service.ValidationError, field, v string) time.Time {
 	ve.Add(field, "must be a date and time, YYYY-MM-DDTHH:MM (UTC)")
 	return time.Time{}
 }
+
+// testEndpoint sends an endpoint one signed test request now, with the
+// body {} (the REST test endpoint's service call), and shows what came
+// back on the endpoints page: status, duration and the response's excerpt.
+func (c *console) testEndpoint(ec echo.Context, s *session) error {
+	if c.cfg.EndpointProbe == nil {
+		return c.endpointsPage(ec, s, http.StatusServiceUnavailable, endpointsView{
+			Error: &errorView{Title: "No test was sent", Detail: "this server sends no test requests"},
+		})
+	}
+	ctx := ec.Request().Context()
+	ep, err := c.cfg.Endpoints.Get(ctx, s.Tenant, ec.Param("id"))
+	if err != nil {
+		return err
+	}
+	res, err := c.cfg.Endpoints.Test(ctx, s.Tenant, ep.ID, nil, c.cfg.EndpointProbe)
+	if err != nil {
+		return err
+	}
+	return c.endpointsPage(ec, s, http.StatusOK, endpointsView{Tested: &endpointTestView{Endpoint: ep, Result: res}})
+}
+
+// holdExecution holds a pending execution (the REST hold endpoint's
+// service call) and goes back to the page the form names (the task's
+// executions list), else to the execution.
+func (c *console) holdExecution(ec echo.Context, s *session) error {
+	x, err := c.cfg.Executions.Hold(ec.Request().Context(), s.Tenant, ec.Param("id"))
+	if err != nil {
+		return err
+	}
+	return back(ec, Prefix+"/executions/"+x.ID)
+}
+
+// releaseExecution releases a held execution (the REST release endpoint's
+// service call), then goes back as holdExecution does.
+func (c *console) releaseExecution(ec echo.Context, s *session) error {
+	x, err := c.cfg.Executions.Release(ec.Request().Context(), s.Tenant, ec.Param("id"))
+	if err != nil {
+		return err
+	}
+	return back(ec, Prefix+"/executions/"+x.ID)
+}

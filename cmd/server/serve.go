@@ -209,7 +209,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 
 	tenants, endpoints, executions := service.NewTenants(d.pool), service.NewEndpoints(d.pool), service.NewExecutions(d.pool, enq,
-		service.ExecutionsConfig{Metrics: axMetrics})
+		service.ExecutionsConfig{Metrics: axMetrics, FetchAhead: jobs.RiverConfig{FetchPollInterval: cfg.FetchPollInterval}.FetchAhead()})
 	handler := api.New(api.Config{
 		Logger:        logger,
 		Auth:          auth,
@@ -239,7 +239,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// The tenant web console, over the same services (api/console).
 	console.Mount(handler, console.Config{
 		Logger: logger, Auth: auth, Tenants: tenants, Endpoints: endpoints, Tasks: tasks, Executions: executions,
-		Stats: stats, Backfills: backfills, Workflows: workflows, Limits: limits,
+		Stats: stats, Backfills: backfills, Workflows: workflows, Limits: limits, EndpointProbe: sender.Probe,
 	})
 	srv := &http.Server{
 		Handler:           handler,

@@ -24,7 +24,9 @@ const (
 	AuditEntryActionCancel       AuditEntryAction = "cancel"
 	AuditEntryActionCreate       AuditEntryAction = "create"
 	AuditEntryActionDelete       AuditEntryAction = "delete"
+	AuditEntryActionHold         AuditEntryAction = "hold"
 	AuditEntryActionPause        AuditEntryAction = "pause"
+	AuditEntryActionRelease      AuditEntryAction = "release"
 	AuditEntryActionResume       AuditEntryAction = "resume"
 	AuditEntryActionRetry        AuditEntryAction = "retry"
 	AuditEntryActionRotateSecret AuditEntryAction = "rotate_secret"
@@ -46,7 +48,11 @@ func (e AuditEntryAction) Valid() bool {
 		return true
 	case AuditEntryActionDelete:
 		return true
+	case AuditEntryActionHold:
+		return true
 	case AuditEntryActionPause:
+		return true
+	case AuditEntryActionRelease:
 		return true
 	case AuditEntryActionResume:
 		return true
@@ -1700,6 +1706,9 @@ type Execution struct {
 	Events     *[]ExecutionEvent `json:"events,omitempty"`
 	FinishedAt *time.Time        `json:"finished_at"`
 
+	// Held Held: an operator holds the pending execution (POST /v1/executions/{id}/hold); it does not start until released.
+	Held bool `json:"held"`
+
 	// Id ID is also the webhook's Idempotency-Key and webhook-id.
 	Id             string  `json:"id"`
 	LastError      *string `json:"last_error"`
@@ -3037,6 +3046,9 @@ type ListExecutionsParams struct {
 	// Until RFC 3339; scheduled_for before
 	Until *time.Time `form:"until,omitempty" json:"until,omitempty"`
 
+	// Held true: only held executions (they are pending; state, if given, must be pending); false: no filter
+	Held *bool `form:"held,omitempty" json:"held,omitempty"`
+
 	// Limit page size (default 50, max 500)
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
@@ -3964,6 +3976,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/executions/{id}/heartbeat (the `HeartbeatExecution` operationId).
 	HeartbeatExecution(ctx context.Context, id string, body HeartbeatExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// HoldExecution Hold a pending execution
+	//
+	// The execution stays pending and does not start, whenever its slot comes, until it is released (held true). It can still be cancelled, and a cancel, a paused task or a schedule change ends it as for any pending execution. A held execution does not hold its task's later fires back (overlap_policy skip and queue do not count it). Started or finished executions, and one held already: 409.
+	//
+	// Corresponds with POST /v1/executions/{id}/hold (the `HoldExecution` operationId).
+	HoldExecution(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReleaseExecution Release a held execution
+	//
+	// The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). Its start is decided as for any pending execution: a paused task (unless it was triggered manually) or a disabled endpoint cancels it. An execution that is not held: 409.
+	//
+	// Corresponds with POST /v1/executions/{id}/release (the `ReleaseExecution` operationId).
+	ReleaseExecution(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RetryExecution Deliver an execution again
 	//
@@ -4917,6 +4943,40 @@ func (c *Client) HeartbeatExecutionWithBody(ctx context.Context, id string, cont
 // Corresponds with POST /v1/executions/{id}/heartbeat (the `HeartbeatExecution` operationId).
 func (c *Client) HeartbeatExecution(ctx context.Context, id string, body HeartbeatExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHeartbeatExecutionRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// HoldExecution Hold a pending execution
+//
+// The execution stays pending and does not start, whenever its slot comes, until it is released (held true). It can still be cancelled, and a cancel, a paused task or a schedule change ends it as for any pending execution. A held execution does not hold its task's later fires back (overlap_policy skip and queue do not count it). Started or finished executions, and one held already: 409.
+//
+// Corresponds with POST /v1/executions/{id}/hold (the `HoldExecution` operationId).
+func (c *Client) HoldExecution(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHoldExecutionRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReleaseExecution Release a held execution
+//
+// The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). Its start is decided as for any pending execution: a paused task (unless it was triggered manually) or a disabled endpoint cancels it. An execution that is not held: 409.
+//
+// Corresponds with POST /v1/executions/{id}/release (the `ReleaseExecution` operationId).
+func (c *Client) ReleaseExecution(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReleaseExecutionRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -6723,6 +6783,18 @@ func NewListExecutionsRequest(server string, params *ListExecutionsParams) (*htt
 
 		}
 
+		if params.Held != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "held", *params.Held, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
@@ -6959,6 +7031,74 @@ func NewHeartbeatExecutionRequestWithBody(server string, id string, contentType 
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewHoldExecutionRequest constructs an http.Request for the HoldExecution method
+func NewHoldExecutionRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/executions/%s/hold", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewReleaseExecutionRequest constructs an http.Request for the ReleaseExecution method
+func NewReleaseExecutionRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/executions/%s/release", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -8747,6 +8887,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/executions/{id}/heartbeat (the `HeartbeatExecution` operationId).
 	HeartbeatExecutionWithResponse(ctx context.Context, id string, body HeartbeatExecutionJSONRequestBody, reqEditors ...RequestEditorFn) (*HeartbeatExecutionResponse, error)
+
+	// HoldExecutionWithResponse Hold a pending execution
+	//
+	// The execution stays pending and does not start, whenever its slot comes, until it is released (held true). It can still be cancelled, and a cancel, a paused task or a schedule change ends it as for any pending execution. A held execution does not hold its task's later fires back (overlap_policy skip and queue do not count it). Started or finished executions, and one held already: 409.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/executions/{id}/hold (the `HoldExecution` operationId).
+	HoldExecutionWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*HoldExecutionResponse, error)
+
+	// ReleaseExecutionWithResponse Release a held execution
+	//
+	// The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). Its start is decided as for any pending execution: a paused task (unless it was triggered manually) or a disabled endpoint cancels it. An execution that is not held: 409.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/executions/{id}/release (the `ReleaseExecution` operationId).
+	ReleaseExecutionWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ReleaseExecutionResponse, error)
 
 	// RetryExecutionWithResponse Deliver an execution again
 	//
@@ -12240,6 +12398,248 @@ func (r HeartbeatExecutionResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r HeartbeatExecutionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// HoldExecutionResponse401Headers the declared response headers of an HTTP 401 response for HoldExecution
+type HoldExecutionResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// HoldExecutionResponse429Headers the declared response headers of an HTTP 429 response for HoldExecution
+type HoldExecutionResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+// HoldExecutionResponse503Headers the declared response headers of an HTTP 503 response for HoldExecution
+type HoldExecutionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type HoldExecutionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Execution
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *HoldExecutionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *HoldExecutionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *HoldExecutionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r HoldExecutionResponse) GetJSON200() *Execution {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r HoldExecutionResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r HoldExecutionResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r HoldExecutionResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r HoldExecutionResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r HoldExecutionResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r HoldExecutionResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r HoldExecutionResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r HoldExecutionResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r HoldExecutionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r HoldExecutionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r HoldExecutionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r HoldExecutionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ReleaseExecutionResponse401Headers the declared response headers of an HTTP 401 response for ReleaseExecution
+type ReleaseExecutionResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ReleaseExecutionResponse429Headers the declared response headers of an HTTP 429 response for ReleaseExecution
+type ReleaseExecutionResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+// ReleaseExecutionResponse503Headers the declared response headers of an HTTP 503 response for ReleaseExecution
+type ReleaseExecutionResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ReleaseExecutionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Execution
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReleaseExecutionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReleaseExecutionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReleaseExecutionResponse503Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r ReleaseExecutionResponse) GetJSON202() *Execution {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ReleaseExecutionResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReleaseExecutionResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReleaseExecutionResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ReleaseExecutionResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ReleaseExecutionResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ReleaseExecutionResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ReleaseExecutionResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReleaseExecutionResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReleaseExecutionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReleaseExecutionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReleaseExecutionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReleaseExecutionResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -16513,6 +16913,36 @@ func (c *ClientWithResponses) HeartbeatExecutionWithResponse(ctx context.Context
 	return ParseHeartbeatExecutionResponse(rsp)
 }
 
+// HoldExecutionWithResponse Hold a pending execution
+//
+// The execution stays pending and does not start, whenever its slot comes, until it is released (held true). It can still be cancelled, and a cancel, a paused task or a schedule change ends it as for any pending execution. A held execution does not hold its task's later fires back (overlap_policy skip and queue do not count it). Started or finished executions, and one held already: 409.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/executions/{id}/hold (the `HoldExecution` operationId).
+func (c *ClientWithResponses) HoldExecutionWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*HoldExecutionResponse, error) {
+	rsp, err := c.HoldExecution(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHoldExecutionResponse(rsp)
+}
+
+// ReleaseExecutionWithResponse Release a held execution
+//
+// The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). Its start is decided as for any pending execution: a paused task (unless it was triggered manually) or a disabled endpoint cancels it. An execution that is not held: 409.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/executions/{id}/release (the `ReleaseExecution` operationId).
+func (c *ClientWithResponses) ReleaseExecutionWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ReleaseExecutionResponse, error) {
+	rsp, err := c.ReleaseExecution(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReleaseExecutionResponse(rsp)
+}
+
 // RetryExecutionWithResponse Deliver an execution again
 //
 // failed or cancelled: the execution becomes pending with its last outcome cleared and a fresh attempt budget (attempt numbers keep counting) and is delivered again at once, with the same id (so the same Idempotency-Key and webhook-id) and the task's current retry policy. retrying: its next attempt runs now. pending, running or retrying with no job delivering it (a fault left it): a new job resumes it now. 409 for succeeded and skipped executions (that slot was deliberately not fired; trigger the task instead), for a pending or running execution being delivered, when the task was deleted, when it is paused and the execution was not triggered manually (resume the task first), while the previous delivery is still finishing, or when the execution was cancelled by a schedule change and another execution now fires its slot. An execution that failed because its payload's template failed to render (error_class template) renders the task's current payload again: 409 if it still fails.
@@ -20591,6 +21021,278 @@ func ParseHeartbeatExecutionResponse(rsp *http.Response) (*HeartbeatExecutionRes
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers HeartbeatExecutionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseHoldExecutionResponse parses an HTTP response from a HoldExecutionWithResponse call
+func ParseHoldExecutionResponse(rsp *http.Response) (*HoldExecutionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &HoldExecutionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Execution
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers HoldExecutionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers HoldExecutionResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers HoldExecutionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseReleaseExecutionResponse parses an HTTP response from a ReleaseExecutionWithResponse call
+func ParseReleaseExecutionResponse(rsp *http.Response) (*ReleaseExecutionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReleaseExecutionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Execution
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ReleaseExecutionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ReleaseExecutionResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReleaseExecutionResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

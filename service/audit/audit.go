@@ -39,6 +39,9 @@ const (
 	SetLimits    = "set_limits"
 	// Test: a test request sent to an endpoint (it changes nothing).
 	Test = "test"
+	// Hold and Release: an execution held back from starting, and let go.
+	Hold    = "hold"
+	Release = "release"
 )
 
 // Audited resource types.

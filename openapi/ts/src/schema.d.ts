@@ -408,6 +408,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/executions/{id}/hold": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Hold a pending execution
+         * @description The execution stays pending and does not start, whenever its slot comes, until it is released (held true). It can still be cancelled, and a cancel, a paused task or a schedule change ends it as for any pending execution. A held execution does not hold its task's later fires back (overlap_policy skip and queue do not count it). Started or finished executions, and one held already: 409.
+         */
+        post: operations["holdExecution"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/executions/{id}/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Release a held execution
+         * @description The execution starts at its slot when that is still ahead, else now, with the same id (so the same Idempotency-Key and webhook-id). A first fire of a scheduled slot released more than the misfire threshold (5 s) after its slot is a misfire: the task's misfire_policy decides, as for any late fire (skip misses it; fire_once and fire_all send it late, within their limits). Its start is decided as for any pending execution: a paused task (unless it was triggered manually) or a disabled endpoint cancels it. An execution that is not held: 409.
+         */
+        post: operations["releaseExecution"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions/{id}/retry": {
         parameters: {
             query?: never;
@@ -900,7 +940,7 @@ export interface components {
     schemas: {
         AuditEntry: {
             /** @enum {string} */
-            action: "create" | "update" | "delete" | "pause" | "resume" | "trigger" | "skip" | "backfill" | "cancel" | "retry" | "rotate_secret" | "set_limits" | "test";
+            action: "create" | "update" | "delete" | "pause" | "resume" | "trigger" | "skip" | "backfill" | "cancel" | "retry" | "rotate_secret" | "set_limits" | "test" | "hold" | "release";
             /**
              * Format: date-time
              * @description At is when the change was committed (its transaction's time).
@@ -1418,6 +1458,8 @@ export interface components {
             events?: components["schemas"]["ExecutionEvent"][];
             /** Format: date-time */
             finished_at: string | null;
+            /** @description Held: an operator holds the pending execution (POST /v1/executions/{id}/hold); it does not start until released. */
+            held: boolean;
             /** @description ID is also the webhook's Idempotency-Key and webhook-id. */
             id: string;
             last_error: string | null;
@@ -4749,6 +4791,8 @@ export interface operations {
                 since?: string;
                 /** @description RFC 3339; scheduled_for before */
                 until?: string;
+                /** @description true: only held executions (they are pending; state, if given, must be pending); false: no filter */
+                held?: boolean;
                 /** @description page size (default 50, max 500) */
                 limit?: number;
                 /** @description next_cursor of the previous page */
@@ -5454,6 +5498,220 @@ export interface operations {
             503: {
                 headers: {
                     /** @description seconds to wait: the database is unavailable */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    holdExecution: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description execution id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Execution"];
+                };
+            };
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description The bearer challenge, e.g. `Bearer realm="ax", error="invalid_token"`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests: the tenant's api_requests_per_second limit is reached */
+            429: {
+                headers: {
+                    /** @description the tenant's requests per second */
+                    "RateLimit-Limit"?: number;
+                    /** @description requests left in the current window */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until the window resets */
+                    "RateLimit-Reset"?: number;
+                    /** @description seconds to wait before the next request */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error: an unexpected failure; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description seconds to wait: the database is unreachable */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    releaseExecution: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description execution id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Execution"];
+                };
+            };
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description The bearer challenge, e.g. `Bearer realm="ax", error="invalid_token"`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests: the tenant's api_requests_per_second limit is reached */
+            429: {
+                headers: {
+                    /** @description the tenant's requests per second */
+                    "RateLimit-Limit"?: number;
+                    /** @description requests left in the current window */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until the window resets */
+                    "RateLimit-Reset"?: number;
+                    /** @description seconds to wait before the next request */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error: an unexpected failure; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description seconds to wait: the database is unreachable */
                     "Retry-After"?: number;
                     [name: string]: unknown;
                 };

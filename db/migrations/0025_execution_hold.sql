@@ -1,0 +1,11 @@
+-- An operator's hold on one pending execution (POST /v1/executions/{id}/hold):
+-- while held_at is set, a pending execution is not started. It is a flag on
+-- pending, not a state: everything that treats a pending execution as
+-- pending (cancels, schedule changes, the pending lists) still does. The
+-- start decision parks it (service.decideStart, db.StartsWithoutDecision
+-- leaves it to the row-by-row path), the reconciler does not resume it,
+-- and a release clears it and gives it a new deliver job in one
+-- transaction. Kept on a final execution as what it was when it ended; an
+-- API retry clears it. Not indexed: a delivery's updates stay heap-only.
+-- Nullable, no default: no table rewrite.
+ALTER TABLE executions ADD COLUMN held_at timestamptz;
