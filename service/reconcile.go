@@ -8,6 +8,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/queue"
 )
 
 // Reconciliation: the guard of the invariant that every unfinished
@@ -32,7 +33,7 @@ const (
 // reconcileLeaseCeiling is the last lease a job inserted with an execution
 // may use: a deliver_batch job's River attempts, or a single fire's deliver
 // job's (its task's max_attempts plus the margin).
-var reconcileLeaseCeiling = max(deliverBatchMaxAttempts, handOffMaxAttempts)
+var reconcileLeaseCeiling = max(queue.BatchMaxAttempts, handOffMaxAttempts)
 
 // Reconcile resumes the unfinished executions whose slot is more than
 // olderThan ago and that no live River job carries: each gets a new

@@ -11,6 +11,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/queue"
 	"github.com/axhq/ax/service/schedule"
 )
 
@@ -204,7 +205,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 				Priority: int(t.Priority), MaxAttempts: int(t.MaxAttempts),
 			})
 		}
-		assignLanes(s.cfg.Lanes, fired)
+		queue.AssignLanes(s.cfg.Lanes, fired)
 		if _, err := s.enq.insertMany(ctx, tx, fireInserts(fired, now, s.cfg.FetchAhead, s.cfg.BulkFetchAhead)); err != nil {
 			return err
 		}
