@@ -11,6 +11,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/lifecycle"
+	"github.com/axhq/ax/service/payload"
 	"github.com/axhq/ax/service/schedule"
 )
 
@@ -614,14 +615,14 @@ func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill, done
 		task     db.Task
 		jobs     []river.InsertManyParams
 		zero     time.Time
-		renderer payloadRenderer
+		renderer payload.Renderer
 	)
 	return backfillSlots{
 		target: backfillTarget{taskID: b.TaskID},
 		load: func() (bool, error) {
 			var err error
 			task, err = db.GetTask(ctx, tx, b.TenantID, b.TaskID, false)
-			renderer = taskRenderer(task)
+			renderer = payload.ForTask(task)
 			return task.State == TaskPaused, storeError(err, "load task")
 		},
 		unfinished: func() (int, error) {
@@ -631,8 +632,8 @@ func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill, done
 		start: func(at time.Time, round int32) (bool, error) {
 			e := db.NewBackfillExecution{ID: NewID(), ScheduledFor: at, Round: round}
 			var unsent error
-			if renderer.active() {
-				e.Payload, unsent = renderer.render(payloadFire{
+			if renderer.Active() {
+				e.Payload, unsent = renderer.Render(payload.Fire{
 					ExecutionID: e.ID, ScheduledFor: at, Round: int(round),
 					Trigger: TriggerBackfill,
 				})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/payload"
 	"github.com/axhq/ax/service/queue"
 	"github.com/axhq/ax/service/schedule"
 )
@@ -422,10 +423,10 @@ func (s *Scheduler) renderPayloads(t db.DueTask, cals map[string]db.Calendar, ex
 	if sched, err := s.schedule(t, cals); err == nil {
 		loc = sched.Location()
 	}
-	r := newPayloadRenderer(true, t.Payload, loc, t.ID, t.Name)
+	r := payload.NewRenderer(true, t.Payload, loc, t.ID, t.Name)
 	for i := range execs {
 		e := &execs[i]
-		b, err := r.render(payloadFire{
+		b, err := r.Render(payload.Fire{
 			ExecutionID: e.ID, ScheduledFor: e.ScheduledFor, Round: 1, Shard: int(e.Shard),
 			ShardCount: int(e.ShardCount), Trigger: TriggerSchedule,
 		})
