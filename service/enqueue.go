@@ -75,10 +75,10 @@ func NewEnqueuer(pool *db.Pool, logger *slog.Logger) (*Enqueuer, error) {
 	return &Enqueuer{e}, nil
 }
 
-// insertMany, cancelTx, deleteTx and retryNowTx are the Enqueuer's, as
-// service's files call them.
+// insertMany, cancelTx, deleteTx and retryNowTx are the Enqueuer's Enqueue,
+// CancelTx, DeleteTx and RetryNowTx, as service's files call them.
 func (e *Enqueuer) insertMany(ctx context.Context, tx db.Tx, p []river.InsertManyParams) ([]*rivertype.JobInsertResult, error) {
-	return e.InsertMany(ctx, tx, p)
+	return e.Enqueue(ctx, tx, p)
 }
 
 func (e *Enqueuer) cancelTx(ctx context.Context, tx db.Tx, jobID int64) error {

@@ -34,7 +34,8 @@ func (s *Tasks) Render(ctx context.Context, tenant, id string, in RenderInput) (
 		if !validID(id) {
 			return db.Task{}, ErrNotFound
 		}
-		return apiTask(db.GetTask(ctx, s.pool, tenant, id, false))
+		row, err := apiTask(db.GetTask(ctx, s.pool, tenant, id, false))
+		return row, storeError(err, "load task")
 	}, s.now)
 }
 

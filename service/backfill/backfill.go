@@ -660,7 +660,7 @@ func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill, done
 			if len(jobs) == 0 {
 				return nil
 			}
-			_, err := s.cfg.Enqueuer.InsertMany(ctx, tx, jobs)
+			_, err := s.cfg.Enqueuer.Enqueue(ctx, tx, jobs)
 			return err
 		},
 	}

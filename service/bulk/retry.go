@@ -100,7 +100,7 @@ func Retry(ctx context.Context, q db.Querier, tenant string, in RetryInput, retr
 				out.Reasons = append(out.Reasons, id+": "+err.Error())
 			}
 		default:
-			return out, err
+			return out, errs.Store(err, "retry execution")
 		}
 	}
 	return out, nil

@@ -227,7 +227,7 @@ func Preview(ctx context.Context, in Input, load func() (db.Task, error), now fu
 	}
 	row, err := load()
 	if err != nil {
-		return Rendered{}, err
+		return Rendered{}, errs.Store(err, "load task")
 	}
 	var slot time.Time
 	switch {
@@ -237,7 +237,7 @@ func Preview(ctx context.Context, in Input, load func() (db.Task, error), now fu
 		slot = *row.NextRunAt
 	default:
 		if slot, err = now(ctx); err != nil {
-			return Rendered{}, err
+			return Rendered{}, errs.Store(err, "read the database clock")
 		}
 	}
 	slot = slot.UTC().Truncate(time.Microsecond) // as executions.scheduled_for keeps it

@@ -287,8 +287,8 @@ func newRiverClient(pool *db.Pool, cfg *river.Config) (*Client, error) {
 	return river.NewClient(riverpgxv5.New(pool), &c)
 }
 
-// InsertMany inserts jobs in tx.
-func (e *Enqueuer) InsertMany(ctx context.Context, tx db.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error) {
+// Enqueue inserts jobs in tx.
+func (e *Enqueuer) Enqueue(ctx context.Context, tx db.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error) {
 	if len(params) == 0 {
 		return nil, nil
 	}

@@ -98,7 +98,7 @@ func (r Reconciler) Run(ctx context.Context, olderThan time.Duration) (int, erro
 func Resume(ctx context.Context, tx db.Tx, enq *queue.Enqueuer, o db.OrphanedExecution, maxAttempts int, event, message string,
 	data map[string]any,
 ) (bool, error) {
-	jobs, err := enq.InsertMany(ctx, tx, []river.InsertManyParams{{
+	jobs, err := enq.Enqueue(ctx, tx, []river.InsertManyParams{{
 		Args: job.DeliverArgs{TenantID: o.TenantID, ExecutionID: o.ID, LeaseBase: o.LeaseCeiling},
 		// Not unique: a finished job with the same args must not stand in
 		// for this one.

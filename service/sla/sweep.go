@@ -74,7 +74,7 @@ func (s Sweeper) Run(ctx context.Context) (Sweep, error) {
 				},
 			}}
 			if m.AlertEndpointID != nil && *m.AlertEndpointID != "" {
-				_, err := s.Enqueuer.InsertMany(ctx, tx, []river.InsertManyParams{{
+				_, err := s.Enqueuer.Enqueue(ctx, tx, []river.InsertManyParams{{
 					Args:       job.AlertArgs{TenantID: m.TenantID, ExecutionID: m.ExecutionID, Type: alert.ExecutionSLAMissed},
 					InsertOpts: &river.InsertOpts{Queue: queue.Alert, MaxAttempts: s.AlertMaxAttempts},
 				}})
@@ -125,7 +125,7 @@ func (s Sweeper) runs(ctx context.Context) (int, bool, error) {
 				"state": state,
 			}
 			if m.AlertEndpointID != nil && *m.AlertEndpointID != "" {
-				if _, err := s.Enqueuer.InsertMany(ctx, tx, s.RunAlert(m, *m.AlertEndpointID, state)); err != nil {
+				if _, err := s.Enqueuer.Enqueue(ctx, tx, s.RunAlert(m, *m.AlertEndpointID, state)); err != nil {
 					return err
 				}
 				data["alert_endpoint_id"] = *m.AlertEndpointID
