@@ -7,6 +7,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/queue"
 )
 
 // HandOff inserts, in one transaction, a DeliverArgs job for each of refs
@@ -18,17 +19,17 @@ import (
 // or completed deliver job keeps it (the jobs are unique per execution)
 // and that job is recorded instead; the job's Begin decides what an
 // execution still needs, which may be nothing.
-func (s *Deliveries) HandOff(ctx context.Context, refs []ExecutionRef, leaseBase, priority int, at time.Time, queue string) error {
+func (s *Deliveries) HandOff(ctx context.Context, refs []ExecutionRef, leaseBase, priority int, at time.Time, q string) error {
 	if len(refs) == 0 {
 		return nil
 	}
 	return storeError(db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		return s.handOff(ctx, tx, refs, leaseBase, priority, at, queue)
+		return s.handOff(ctx, tx, refs, leaseBase, priority, at, q)
 	}), "hand off")
 }
 
 func (s *Deliveries) handOff(ctx context.Context, tx db.Tx, refs []ExecutionRef, leaseBase, priority int, at time.Time,
-	queue string,
+	q string,
 ) error {
 	seen := make(map[ExecutionRef]bool, len(refs))
 	params := make([]river.InsertManyParams, 0, len(refs))
@@ -38,7 +39,7 @@ func (s *Deliveries) handOff(ctx context.Context, tx db.Tx, refs []ExecutionRef,
 			continue
 		}
 		seen[r] = true
-		params = append(params, handOffInsert(r, leaseBase, priority, at, queue))
+		params = append(params, queue.HandOffInsert(r, leaseBase, priority, handOffMaxAttempts, at, q))
 		owned = append(owned, db.ExecutionRef{TenantID: r.TenantID, ID: r.ExecutionID})
 	}
 	res, err := s.enqueuer.insertMany(ctx, tx, params)

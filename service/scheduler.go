@@ -11,6 +11,8 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/payload"
+	"github.com/axhq/ax/service/queue"
 	"github.com/axhq/ax/service/schedule"
 )
 
@@ -204,7 +206,7 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 				Priority: int(t.Priority), MaxAttempts: int(t.MaxAttempts),
 			})
 		}
-		assignLanes(s.cfg.Lanes, fired)
+		queue.AssignLanes(s.cfg.Lanes, fired)
 		if _, err := s.enq.insertMany(ctx, tx, fireInserts(fired, now, s.cfg.FetchAhead, s.cfg.BulkFetchAhead)); err != nil {
 			return err
 		}
@@ -422,11 +424,10 @@ func (s *Scheduler) renderPayloads(t db.DueTask, cals map[string]db.Calendar, ex
 	if err == nil {
 		loc = sched.Location()
 	}
-	r := newPayloadRenderer(true, t.Payload, loc, t.ID, t.Name)
-	r.sched = sched // a union's fires are local to their members
+	r := payload.NewRenderer(true, t.Payload, loc, t.ID, t.Name).WithSchedule(sched) // a union's fires are local to their members
 	for i := range execs {
 		e := &execs[i]
-		b, err := r.render(payloadFire{
+		b, err := r.Render(payload.Fire{
 			ExecutionID: e.ID, ScheduledFor: e.ScheduledFor, Round: 1, Shard: int(e.Shard),
 			ShardCount: int(e.ShardCount), Trigger: TriggerSchedule,
 		})

@@ -273,6 +273,7 @@ var goPackages = map[string]string{
 	"replica": "service/replica", "idempotency": "service/idempotency",
 	"dbclock": "service/dbclock", "signing": "service/signing", "batch": "service/batch", "lane": "service/lane",
 	"endpoint": "service/endpoint", "calendar": "service/calendar", "limits": "service/limits", "job": "service/job", "stats": "service/stats", "alert": "service/alert",
+	"queue": "service/queue", "payload": "service/payload", "backfill": "service/backfill", "bulk": "service/bulk", "reconcile": "service/reconcile", "sla": "service/sla",
 }
 
 // notOurs are names architecture.md quotes that ax does not declare:

@@ -51,6 +51,7 @@ const (
 	ResourceExecution = "execution"
 	ResourceCalendar  = "calendar"
 	ResourceBackfill  = "backfill"
+	ResourceWorkflow  = "workflow"
 )
 
 // Redacted stands for a value the audit log must not hold.

@@ -21,6 +21,16 @@ const (
 	ExecSkipped = "skipped"
 )
 
+// Execution triggers: what created an execution (or a workflow run).
+// service names them too (TriggerSchedule…); the subpackages that create
+// executions read them here.
+const (
+	TriggerSchedule = "schedule"
+	TriggerManual   = "manual"
+	TriggerRetry    = "retry"
+	TriggerBackfill = "backfill"
+)
+
 // Sets of execution states the rules use.
 var (
 	// ExecUnfinished: not final. Exactly these executions have a row in

@@ -1,7 +1,7 @@
 // Package lifecycle names the states of what ax runs — executions,
 // workflow runs and their nodes, tasks, workflows, backfills — the sets of
-// those states that its rules use, and the transitions an execution, a run
-// and a node may make.
+// those states that its rules use, the transitions an execution, a run
+// and a node may make, and the triggers that create executions.
 //
 // It is the one home of these names: service's rules read them, and db
 // builds every state list and state comparison of its SQL from them (db

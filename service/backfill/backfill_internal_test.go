@@ -1,4 +1,4 @@
-package service
+package backfill
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/lifecycle"
 )
 
 // TestBackfillRoom: the one concurrency check of a backfill, task's or
@@ -25,8 +26,8 @@ func TestBackfillRoom(t *testing.T) {
 		{4, 0, true, 0},
 		{1, 0, false, 1},
 	} {
-		require.Equal(t, tt.want, backfillRoom(tt.max, tt.unfinished, tt.paused), "%+v", tt)
+		require.Equal(t, tt.want, room(tt.max, tt.unfinished, tt.paused), "%+v", tt)
 	}
-	require.Equal(t, BackfillSucceeded, backfillOutcome(db.BackfillCounts{Succeeded: 3}))
-	require.Equal(t, BackfillFailed, backfillOutcome(db.BackfillCounts{Succeeded: 3, Failed: 1}))
+	require.Equal(t, lifecycle.BackfillSucceeded, outcome(db.BackfillCounts{Succeeded: 3}))
+	require.Equal(t, lifecycle.BackfillFailed, outcome(db.BackfillCounts{Succeeded: 3, Failed: 1}))
 }

@@ -1,16 +1,31 @@
-package service
+// Package backfill re-runs a range of past slots of a task (its
+// executions) or of a workflow (its runs): a backfill's plan, fixed when it
+// is created, and the pump that runs it at most max_concurrency at a time
+// (docs/architecture.md, "Calendars, skipped slots, backfills and
+// rounds"). service hands it what belongs to tasks and workflows: their
+// schedules, the failing of a fire whose template fails, the start of a
+// workflow's runs.
+package backfill
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/audit"
+	"github.com/axhq/ax/service/errs"
 	"github.com/axhq/ax/service/lifecycle"
+	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/payload"
+	"github.com/axhq/ax/service/queue"
+	"github.com/axhq/ax/service/resource"
 	"github.com/axhq/ax/service/schedule"
 )
 
@@ -30,26 +45,26 @@ const (
 
 // Backfill limits.
 const (
-	BackfillSlotsMax           = 10_000
-	BackfillConcurrencyMax     = 100
-	BackfillConcurrencyDefault = 4
-	// backfillPumpBatch bounds the running backfills one pump pass visits.
-	backfillPumpBatch = 100
+	SlotsMax           = 10_000
+	ConcurrencyMax     = 100
+	ConcurrencyDefault = 4
+	// pumpBatch bounds the running backfills one pump pass visits.
+	pumpBatch = 100
 )
 
-// BackfillInput is a backfill request.
-type BackfillInput struct {
+// Input is a backfill request.
+type Input struct {
 	From, To       time.Time
 	Rerun          string // "" means missing
-	MaxConcurrency int    // 0 means BackfillConcurrencyDefault
+	MaxConcurrency int    // 0 means ConcurrencyDefault
 	DryRun         bool
 	// Inputs override a workflow's input defaults for the backfill's
 	// runs (a workflow backfill only; an undeclared name is a 422).
-	Inputs Inputs
+	Inputs map[string]json.RawMessage
 }
 
-// BackfillSlot is what a backfill does with one slot.
-type BackfillSlot struct {
+// Slot is what a backfill does with one slot.
+type Slot struct {
 	ScheduledFor time.Time
 	Round        int
 	Action       string
@@ -72,7 +87,7 @@ type Backfill struct {
 	CreatedAt                         time.Time
 	FinishedAt                        *time.Time
 	// Inputs are a workflow backfill's input overrides (nil: none).
-	Inputs Inputs
+	Inputs map[string]json.RawMessage
 }
 
 // Backfills creates and drives backfills. A backfill's slots are fixed
@@ -82,17 +97,39 @@ type Backfill struct {
 // never creates a slot's round twice (the unique slot key decides between
 // concurrent backfills).
 type Backfills struct {
-	pool  *db.Pool
-	enq   *Enqueuer
-	tasks *Tasks
-	wake  chan struct{}
-	// graphs are the workflow versions its runs' starts read.
-	graphs graphCache
+	cfg  Config
+	pool *db.Pool
+	wake chan struct{}
 }
 
-// NewBackfills returns a Backfills.
-func NewBackfills(pool *db.Pool, enq *Enqueuer, tasks *Tasks) *Backfills {
-	return &Backfills{pool: pool, enq: enq, tasks: tasks, wake: make(chan struct{}, 1)}
+// Config is what Backfills is handed: the database, the River client, the
+// metrics, and what service knows of tasks and workflows.
+type Config struct {
+	Pool     *db.Pool
+	Enqueuer *queue.Enqueuer
+	// Metrics counts the executions and runs that end (nil: none).
+	Metrics *metrics.Metrics
+	// Schedule loads, in tx, the schedule of what a backfill runs with its
+	// calendars. For a workflow it checks inputs against the inputs the
+	// workflow declares and returns their JSON ("": none) for the
+	// backfill to keep; a task takes none.
+	Schedule func(ctx context.Context, tx db.Tx, tenant string, t Target, inputs map[string]json.RawMessage) (*schedule.Schedule, string, error)
+	// DecodeInputs reads the inputs' JSON that Schedule returned.
+	DecodeInputs func(doc string) (map[string]json.RawMessage, error)
+	// FailUnsent fails, in tx, a task's execution just created whose
+	// payload's template failed to render (reason), as the scheduler's
+	// fires fail; the function it returns reports what ended once tx
+	// committed.
+	FailUnsent func(ctx context.Context, tx db.Tx, tenant, executionID, taskID, reason string) (func(), error)
+	// Promote starts, in tx, the workflow's pending runs that its
+	// max_active_runs lets start; the function it returns reports what
+	// ended (nodes failed unsent) once tx committed.
+	Promote func(ctx context.Context, tx db.Tx, tenant, workflowID string) (func(), error)
+}
+
+// New returns a Backfills.
+func New(cfg Config) *Backfills {
+	return &Backfills{cfg: cfg, pool: cfg.Pool, wake: make(chan struct{}, 1)}
 }
 
 // Wake asks the pump loop for a pass soon (a backfill was created or one
@@ -107,8 +144,8 @@ func (s *Backfills) Wake() {
 // Woken is signalled by Wake.
 func (s *Backfills) Woken() <-chan struct{} { return s.wake }
 
-func (in BackfillInput) validate() (BackfillInput, error) {
-	var ve ValidationError
+func (in Input) validate() (Input, error) {
+	var ve errs.ValidationError
 	if in.From.IsZero() {
 		ve.Add("from", "is required: an RFC 3339 time")
 	}
@@ -121,14 +158,14 @@ func (in BackfillInput) validate() (BackfillInput, error) {
 	if in.Rerun == "" {
 		in.Rerun = RerunMissing
 	}
-	if !contains([]string{RerunMissing, RerunFailed, RerunAll}, in.Rerun) {
+	if !slices.Contains([]string{RerunMissing, RerunFailed, RerunAll}, in.Rerun) {
 		ve.Add("rerun", "must be missing, failed or all")
 	}
 	if in.MaxConcurrency == 0 {
-		in.MaxConcurrency = BackfillConcurrencyDefault
+		in.MaxConcurrency = ConcurrencyDefault
 	}
-	if in.MaxConcurrency < 1 || in.MaxConcurrency > BackfillConcurrencyMax {
-		ve.Add("max_concurrency", fmt.Sprintf("must be 1 to %d", BackfillConcurrencyMax))
+	if in.MaxConcurrency < 1 || in.MaxConcurrency > ConcurrencyMax {
+		ve.Add("max_concurrency", fmt.Sprintf("must be 1 to %d", ConcurrencyMax))
 	}
 	return in, ve.Err()
 }
@@ -138,97 +175,57 @@ func (in BackfillInput) validate() (BackfillInput, error) {
 // the task's creation time is no bound), oldest first. A dry run returns
 // the plan and stores nothing; otherwise the backfill is stored and its
 // slots are run by Pump.
-func (s *Backfills) Create(ctx context.Context, tenant, taskID string, in BackfillInput) (Backfill, []BackfillSlot, error) {
-	return s.create(ctx, tenant, backfillTarget{taskID: taskID}, in)
+func (s *Backfills) Create(ctx context.Context, tenant, taskID string, in Input) (Backfill, []Slot, error) {
+	return s.create(ctx, tenant, Target{TaskID: taskID}, in)
 }
 
 // CreateForWorkflow is Create for a workflow: each slot of its schedule
 // in [From, To) starts one run (trigger backfill), a re-run of a slot
 // with round = latest + 1; at most MaxConcurrency of its runs are
 // unfinished at once.
-func (s *Backfills) CreateForWorkflow(ctx context.Context, tenant, workflowID string, in BackfillInput) (Backfill, []BackfillSlot, error) {
-	return s.create(ctx, tenant, backfillTarget{workflowID: workflowID}, in)
+func (s *Backfills) CreateForWorkflow(ctx context.Context, tenant, workflowID string, in Input) (Backfill, []Slot, error) {
+	return s.create(ctx, tenant, Target{WorkflowID: workflowID}, in)
 }
 
-// backfillTarget is what a backfill runs: a task or a workflow.
-type backfillTarget struct{ taskID, workflowID string }
+// Target is what a backfill runs: a task or a workflow (the other is "").
+type Target struct{ TaskID, WorkflowID string }
 
-func (t backfillTarget) id() string {
-	if t.workflowID != "" {
-		return t.workflowID
+func (t Target) id() string {
+	if t.WorkflowID != "" {
+		return t.WorkflowID
 	}
-	return t.taskID
-}
-
-// schedule loads the target's schedule with its calendars, and checks
-// inputs (overrides) against what it declares: the overrides' JSON ("":
-// none) is returned for the backfill to keep.
-func (s *Backfills) schedule(ctx context.Context, tx db.Tx, tenant string, t backfillTarget, inputs Inputs,
-) (*schedule.Schedule, string, error) {
-	if t.workflowID != "" {
-		row, err := db.GetWorkflow(ctx, tx, tenant, t.workflowID, false)
-		if err != nil {
-			return nil, "", storeError(err, "load workflow")
-		}
-		w, err := workflowFromRow(row)
-		if err != nil {
-			return nil, "", err
-		}
-		overrides, err := mergeInputs(w.Inputs, inputs)
-		if err != nil {
-			return nil, "", err
-		}
-		if w.Schedule == nil {
-			return nil, "", fieldError("workflow", "the workflow has no schedule, so it has no slots to backfill: trigger runs instead")
-		}
-		sched, err := workflowSchedule(ctx, tx, tenant, w, false)
-		return sched, overrides, err
-	}
-	if len(inputs) > 0 {
-		return nil, "", fieldError("inputs", "only a workflow backfill takes inputs")
-	}
-	row, err := apiTask(db.GetTask(ctx, tx, tenant, t.taskID, false))
-	if err != nil {
-		return nil, "", storeError(err, "load task")
-	}
-	task := taskFromRow(row)
-	sched, err := parseSchedule(task.Schedule, task.CreatedAt)
-	if err != nil {
-		return nil, "", err
-	}
-	sched, err = s.tasks.withCalendars(ctx, tx, tenant, sched, false)
-	return sched, "", err
+	return t.TaskID
 }
 
 // latestStates returns the latest execution (run) of each of the
 // target's slots in [from, to), a run's state as an execution's (a
 // blocked run is unfinished, as a running one).
-func latestStates(ctx context.Context, q db.Querier, tenant string, t backfillTarget, from, to time.Time) (map[int64]db.SlotState, error) {
+func latestStates(ctx context.Context, q db.Querier, tenant string, t Target, from, to time.Time) (map[int64]db.SlotState, error) {
 	var (
 		latest []db.SlotState
 		err    error
 	)
-	if t.workflowID != "" {
-		latest, err = db.LatestRunSlotStates(ctx, q, tenant, t.workflowID, from, to)
+	if t.WorkflowID != "" {
+		latest, err = db.LatestRunSlotStates(ctx, q, tenant, t.WorkflowID, from, to)
 	} else {
-		latest, err = db.LatestSlotStates(ctx, q, tenant, t.taskID, from, to)
+		latest, err = db.LatestSlotStates(ctx, q, tenant, t.TaskID, from, to)
 	}
 	if err != nil {
-		return nil, storeError(err, "read slot states")
+		return nil, errs.Store(err, "read slot states")
 	}
 	byTime := make(map[int64]db.SlotState, len(latest))
 	for _, l := range latest {
-		if l.State == RunBlocked {
-			l.State = ExecRunning
+		if l.State == lifecycle.RunBlocked {
+			l.State = lifecycle.ExecRunning
 		}
 		byTime[l.ScheduledFor.UnixNano()] = l
 	}
 	return byTime, nil
 }
 
-func (s *Backfills) create(ctx context.Context, tenant string, target backfillTarget, in BackfillInput) (Backfill, []BackfillSlot, error) {
-	if !validID(target.id()) {
-		return Backfill{}, nil, ErrNotFound
+func (s *Backfills) create(ctx context.Context, tenant string, target Target, in Input) (Backfill, []Slot, error) {
+	if !resource.ValidID(target.id()) {
+		return Backfill{}, nil, errs.ErrNotFound
 	}
 	in, err := in.validate()
 	if err != nil {
@@ -236,10 +233,10 @@ func (s *Backfills) create(ctx context.Context, tenant string, target backfillTa
 	}
 	var (
 		out  Backfill
-		plan []BackfillSlot
+		plan []Slot
 	)
 	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		sched, overrides, err := s.schedule(ctx, tx, tenant, target, in.Inputs)
+		sched, overrides, err := s.cfg.Schedule(ctx, tx, tenant, target, in.Inputs)
 		if err != nil {
 			return err
 		}
@@ -248,16 +245,16 @@ func (s *Backfills) create(ctx context.Context, tenant string, target backfillTa
 		// early, and the scheduler's fire of it would then be dropped).
 		now, err := db.Now(ctx, tx)
 		if err != nil {
-			return storeError(err, "read the database clock")
+			return errs.Store(err, "read the database clock")
 		}
 		if in.To.After(now) {
-			return fieldError("to", fmt.Sprintf("lies in the future (the database clock says %s): a backfill runs past slots; "+
+			return errs.Field("to", fmt.Sprintf("lies in the future (the database clock says %s): a backfill runs past slots; "+
 				"the scheduler fires the ones to come at their time", now.UTC().Format(time.RFC3339)))
 		}
 		var slots []time.Time
 		for at, ok := sched.Next(in.From.Add(-time.Nanosecond)); ok && at.Before(in.To); at, ok = sched.Next(at) {
-			if len(slots) == BackfillSlotsMax {
-				return fieldError("to", fmt.Sprintf("the range holds more than %d slots; split it into several backfills", BackfillSlotsMax))
+			if len(slots) == SlotsMax {
+				return errs.Field("to", fmt.Sprintf("the range holds more than %d slots; split it into several backfills", SlotsMax))
 			}
 			slots = append(slots, at)
 		}
@@ -265,12 +262,12 @@ func (s *Backfills) create(ctx context.Context, tenant string, target backfillTa
 		if err != nil {
 			return err
 		}
-		plan = make([]BackfillSlot, 0, len(slots))
+		plan = make([]Slot, 0, len(slots))
 		var run []time.Time
 		for _, at := range slots {
 			l, has := byTime[at.UnixNano()]
 			action, round := slotAction(in.Rerun, l, has)
-			plan = append(plan, BackfillSlot{ScheduledFor: at, Round: round, Action: action})
+			plan = append(plan, Slot{ScheduledFor: at, Round: round, Action: action})
 			if action != SlotKeep {
 				run = append(run, at)
 			}
@@ -279,21 +276,21 @@ func (s *Backfills) create(ctx context.Context, tenant string, target backfillTa
 			return nil
 		}
 		b, err := db.InsertBackfill(ctx, tx, db.Backfill{
-			TenantID: tenant, ID: NewID(), TaskID: target.taskID,
-			WorkflowID: target.workflowID, From: in.From, To: in.To, Rerun: in.Rerun, MaxConcurrency: int32(in.MaxConcurrency),
+			TenantID: tenant, ID: resource.NewID(), TaskID: target.TaskID,
+			WorkflowID: target.WorkflowID, From: in.From, To: in.To, Rerun: in.Rerun, MaxConcurrency: int32(in.MaxConcurrency),
 			Inputs: overrides,
 		}, run)
 		if err != nil {
-			return storeError(err, "store backfill")
+			return errs.Store(err, "store backfill")
 		}
-		if out, err = backfillFromRow(b); err != nil {
+		if out, err = s.fromRow(b); err != nil {
 			return err
 		}
-		resource := ResourceTask
-		if target.workflowID != "" {
-			resource = ResourceWorkflow
+		typ := audit.ResourceTask
+		if target.WorkflowID != "" {
+			typ = audit.ResourceWorkflow
 		}
-		return recordAudit(ctx, tx, tenant, AuditBackfill, resource, strings.ToLower(target.id()), map[string]any{
+		return audit.Record(ctx, tx, tenant, audit.Backfill, typ, strings.ToLower(target.id()), map[string]any{
 			"backfill_id": b.ID, "from": in.From.UTC().Format(time.RFC3339Nano), "to": in.To.UTC().Format(time.RFC3339Nano),
 			"rerun": in.Rerun, "max_concurrency": in.MaxConcurrency, "total": b.Total,
 		})
@@ -301,7 +298,7 @@ func (s *Backfills) create(ctx context.Context, tenant string, target backfillTa
 	if err == nil && !in.DryRun {
 		s.Wake()
 	}
-	return out, plan, storeError(err, "create backfill")
+	return out, plan, errs.Store(err, "create backfill")
 }
 
 // slotAction decides what rerun does with a slot whose latest execution
@@ -321,12 +318,12 @@ func slotAction(rerun string, l db.SlotState, has bool) (action string, round in
 
 // Get returns one backfill with its current counts.
 func (s *Backfills) Get(ctx context.Context, tenant, id string) (Backfill, error) {
-	if !validID(id) {
-		return Backfill{}, ErrNotFound
+	if !resource.ValidID(id) {
+		return Backfill{}, errs.ErrNotFound
 	}
 	row, err := db.GetBackfill(ctx, s.pool, tenant, id, false)
 	if err != nil {
-		return Backfill{}, storeError(err, "load backfill")
+		return Backfill{}, errs.Store(err, "load backfill")
 	}
 	return s.withCounts(ctx, row)
 }
@@ -334,46 +331,48 @@ func (s *Backfills) Get(ctx context.Context, tenant, id string) (Backfill, error
 // withCounts returns a running backfill with its executions counted now
 // (a finished one keeps its final counts).
 func (s *Backfills) withCounts(ctx context.Context, row db.Backfill) (Backfill, error) {
-	b, err := backfillFromRow(row)
-	if err != nil || row.State != BackfillRunning {
+	b, err := s.fromRow(row)
+	if err != nil || row.State != lifecycle.BackfillRunning {
 		return b, err
 	}
-	c, err := countBackfill(ctx, s.pool, row)
+	c, err := count(ctx, s.pool, row)
 	if err != nil {
-		return Backfill{}, storeError(err, "count backfill")
+		return Backfill{}, errs.Store(err, "count backfill")
 	}
 	b.Succeeded, b.Failed = int(c.Succeeded), int(c.Failed)
 	return b, nil
 }
 
-// countBackfill counts a backfill's executions, or its runs for a
-// workflow's, by outcome.
-func countBackfill(ctx context.Context, q db.Querier, b db.Backfill) (db.BackfillCounts, error) {
+// count counts a backfill's executions, or its runs for a workflow's, by
+// outcome.
+func count(ctx context.Context, q db.Querier, b db.Backfill) (db.BackfillCounts, error) {
 	if b.WorkflowID != "" {
 		c, err := db.CountBackfillRuns(ctx, q, b.TenantID, b.ID)
-		return c, storeError(err, "count backfill runs")
+		return c, errs.Store(err, "count backfill runs")
 	}
 	c, err := db.CountBackfill(ctx, q, b.TenantID, b.ID)
-	return c, storeError(err, "count backfill executions")
+	return c, errs.Store(err, "count backfill executions")
 }
 
-// BackfillFilter narrows List.
-type BackfillFilter struct {
+// Filter narrows List.
+type Filter struct {
 	TaskID     string
 	WorkflowID string
 	State      string
 }
 
 // List returns a page of backfills, newest first.
-func (s *Backfills) List(ctx context.Context, tenant string, f BackfillFilter, page Page) ([]Backfill, string, error) {
-	var ve ValidationError
-	if f.TaskID != "" && !validID(f.TaskID) {
+func (s *Backfills) List(ctx context.Context, tenant string, f Filter, page resource.Page) ([]Backfill, string, error) {
+	var ve errs.ValidationError
+	if f.TaskID != "" && !resource.ValidID(f.TaskID) {
 		ve.Add("task_id", "must be a task id")
 	}
-	if f.WorkflowID != "" && !validID(f.WorkflowID) {
+	if f.WorkflowID != "" && !resource.ValidID(f.WorkflowID) {
 		ve.Add("workflow_id", "must be a workflow id")
 	}
-	if f.State != "" && !contains([]string{BackfillRunning, BackfillSucceeded, BackfillFailed, BackfillCancelled}, f.State) {
+	if f.State != "" && !slices.Contains([]string{
+		lifecycle.BackfillRunning, lifecycle.BackfillSucceeded, lifecycle.BackfillFailed, lifecycle.BackfillCancelled,
+	}, f.State) {
 		ve.Add("state", "must be running, succeeded, failed or cancelled")
 	}
 	if err := ve.Err(); err != nil {
@@ -387,9 +386,9 @@ func (s *Backfills) List(ctx context.Context, tenant string, f BackfillFilter, p
 		Before: page.After, Limit: page.Limit + 1,
 	})
 	if err != nil {
-		return nil, "", storeError(err, "list backfills")
+		return nil, "", errs.Store(err, "list backfills")
 	}
-	items, next := pageOf(rows, page.Limit, func(r db.Backfill) db.Backfill { return r }, func(r db.Backfill) string { return r.ID })
+	items, next := resource.PageOf(rows, page.Limit, func(r db.Backfill) db.Backfill { return r }, func(r db.Backfill) string { return r.ID })
 	out := make([]Backfill, 0, len(items))
 	for _, r := range items {
 		b, err := s.withCounts(ctx, r)
@@ -405,20 +404,20 @@ func (s *Backfills) List(ctx context.Context, tenant string, f BackfillFilter, p
 // executions that have not started are cancelled (running ones finish).
 // Cancelling a finished backfill changes nothing.
 func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, error) {
-	if !validID(id) {
-		return Backfill{}, ErrNotFound
+	if !resource.ValidID(id) {
+		return Backfill{}, errs.ErrNotFound
 	}
 	var (
-		done          ended
-		runsCancelled int // pending runs: none of their nodes has fired
+		execsCancelled int
+		runsCancelled  int // pending runs: none of their nodes has fired
 	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		done, runsCancelled = nil, 0
+		execsCancelled, runsCancelled = 0, 0
 		row, err := db.GetBackfillForUpdate(ctx, tx, tenant, id)
 		if err != nil {
-			return storeError(err, "load backfill")
+			return errs.Store(err, "load backfill")
 		}
-		if row.State != BackfillRunning {
+		if row.State != lifecycle.BackfillRunning {
 			return nil
 		}
 		changes := map[string]any{}
@@ -435,24 +434,24 @@ func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, er
 			if err != nil {
 				return err
 			}
-			done.add(ExecCancelled, n)
+			execsCancelled = int(n)
 			changes["task_id"], changes["cancelled_executions"] = row.TaskID, n
 		}
-		c, err := countBackfill(ctx, tx, row)
+		c, err := count(ctx, tx, row)
 		if err != nil {
 			return err
 		}
-		if _, err = db.FinishBackfill(ctx, tx, tenant, id, BackfillCancelled, c); err != nil {
+		if _, err = db.FinishBackfill(ctx, tx, tenant, id, lifecycle.BackfillCancelled, c); err != nil {
 			return err
 		}
-		return recordAudit(ctx, tx, tenant, AuditCancel, ResourceBackfill, id, changes)
+		return audit.Record(ctx, tx, tenant, audit.Cancel, audit.ResourceBackfill, id, changes)
 	})
 	if err != nil {
-		return Backfill{}, storeError(err, "cancel backfill")
+		return Backfill{}, errs.Store(err, "cancel backfill")
 	}
-	done.report(s.tasks.cfg.Metrics)
+	s.cfg.Metrics.ExecutionsFinished(lifecycle.ExecCancelled, execsCancelled)
 	for range runsCancelled {
-		s.tasks.cfg.Metrics.WorkflowRunFinished(RunCancelled)
+		s.cfg.Metrics.WorkflowRunFinished(lifecycle.RunCancelled)
 	}
 	return s.Get(ctx, tenant, id)
 }
@@ -462,9 +461,9 @@ func (s *Backfills) Cancel(ctx context.Context, tenant, id string) (Backfill, er
 // and one whose slots are all created and finished ends. It returns how
 // many executions it created.
 func (s *Backfills) Pump(ctx context.Context) (int, error) {
-	refs, err := db.RunningBackfills(ctx, s.pool, backfillPumpBatch)
+	refs, err := db.RunningBackfills(ctx, s.pool, pumpBatch)
 	if err != nil {
-		return 0, storeError(err, "list running backfills")
+		return 0, errs.Store(err, "list running backfills")
 	}
 	total := 0
 	for _, r := range refs {
@@ -481,17 +480,17 @@ func (s *Backfills) Pump(ctx context.Context) (int, error) {
 // replica is pumping is skipped.
 func (s *Backfills) pumpOne(ctx context.Context, tenant, id string) (int, error) {
 	created := 0
-	var done ended
+	var done []func() // report what the pass's failed fires ended
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		created, done = 0, nil
 		b, err := db.GetBackfill(ctx, tx, tenant, id, true)
-		if err = storeError(err, "load backfill"); errors.Is(err, ErrNotFound) {
+		if err = errs.Store(err, "load backfill"); errors.Is(err, errs.ErrNotFound) {
 			return nil // another replica holds it
 		}
 		if err != nil {
 			return err
 		}
-		if b.State != BackfillRunning {
+		if b.State != lifecycle.BackfillRunning {
 			return nil
 		}
 		if b.WorkflowID != "" {
@@ -502,38 +501,41 @@ func (s *Backfills) pumpOne(ctx context.Context, tenant, id string) (int, error)
 		return err
 	})
 	if err != nil {
-		return created, storeError(err, "pump backfill")
+		return created, errs.Store(err, "pump backfill")
 	}
-	done.report(s.tasks.cfg.Metrics)
+	for _, report := range done {
+		report()
+	}
 	return created, nil
 }
 
-// backfillRoom is the concurrency check of every backfill, a task's or a
+// room is the concurrency check of every backfill, a task's or a
 // workflow's: how many more of its slots a pump pass may start — its
 // max_concurrency less those of its executions (runs) still unfinished,
 // and none while its task (workflow) is paused.
-func backfillRoom(maxConcurrency int32, unfinished int, paused bool) int {
+func room(maxConcurrency int32, unfinished int, paused bool) int {
 	if paused {
 		return 0
 	}
 	return max(int(maxConcurrency)-unfinished, 0)
 }
 
-// backfillOutcome is the state a backfill ends in once every slot was
+// outcome is the state a backfill ends in once every slot was
 // started and none is unfinished: failed when any of its executions
 // (runs) did not succeed.
-func backfillOutcome(c db.BackfillCounts) string {
+func outcome(c db.BackfillCounts) string {
 	if c.Failed > 0 {
-		return BackfillFailed
+		return lifecycle.BackfillFailed
 	}
-	return BackfillSucceeded
+	return lifecycle.BackfillSucceeded
 }
 
-// backfillSlots is what a pump pass needs of a backfill's target, a task
-// or a workflow.
-type backfillSlots struct {
-	target backfillTarget
-	// load reads whether the target is paused (ErrNotFound: it is gone).
+// targetSlots is what a pump pass needs of a backfill's target, a task or
+// a workflow.
+type targetSlots struct {
+	target Target
+	// load reads whether the target is paused (errs.ErrNotFound: it is
+	// gone).
 	load func() (paused bool, err error)
 	// unfinished counts the backfill's unfinished executions (runs).
 	unfinished func() (int, error)
@@ -546,14 +548,14 @@ type backfillSlots struct {
 
 // pump is one pass over backfill b, locked by the caller, through its
 // target's slots: while fewer than max_concurrency of what it created are
-// unfinished (backfillRoom) it starts its next slots, each decided again
+// unfinished (room) it starts its next slots, each decided again
 // now (slotAction: since the backfill was planned, the slot may have run),
 // and records its progress; one whose slots are all started and finished
-// ends (backfillOutcome), and one whose target is gone is cancelled.
-func (s *Backfills) pump(ctx context.Context, tx db.Tx, b db.Backfill, k backfillSlots) (int, error) {
+// ends (outcome), and one whose target is gone is cancelled.
+func (s *Backfills) pump(ctx context.Context, tx db.Tx, b db.Backfill, k targetSlots) (int, error) {
 	paused, err := k.load()
-	if errors.Is(err, ErrNotFound) {
-		return 0, s.finish(ctx, tx, b, BackfillCancelled)
+	if errors.Is(err, errs.ErrNotFound) {
+		return 0, s.finish(ctx, tx, b, lifecycle.BackfillCancelled)
 	}
 	if err != nil {
 		return 0, err
@@ -562,13 +564,13 @@ func (s *Backfills) pump(ctx context.Context, tx db.Tx, b db.Backfill, k backfil
 	if err != nil {
 		return 0, err
 	}
-	room := backfillRoom(b.MaxConcurrency, unfinished, paused)
-	if room == 0 {
+	n := room(b.MaxConcurrency, unfinished, paused)
+	if n == 0 {
 		return 0, nil
 	}
-	slots, err := db.BackfillSlots(ctx, tx, b.TenantID, b.ID, int(b.NextIndex), room)
+	slots, err := db.BackfillSlots(ctx, tx, b.TenantID, b.ID, int(b.NextIndex), n)
 	if err != nil {
-		return 0, storeError(err, "read backfill slots")
+		return 0, errs.Store(err, "read backfill slots")
 	}
 	if len(slots) == 0 {
 		if unfinished > 0 {
@@ -601,54 +603,57 @@ func (s *Backfills) pump(ctx context.Context, tx db.Tx, b db.Backfill, k backfil
 	if err := k.started(created); err != nil {
 		return 0, err
 	}
-	return created, storeError(db.AdvanceBackfill(ctx, tx, b.TenantID, b.ID, int(b.NextIndex)+len(slots), created, dropped),
+	return created, errs.Store(db.AdvanceBackfill(ctx, tx, b.TenantID, b.ID, int(b.NextIndex)+len(slots), created, dropped),
 		"advance backfill")
 }
 
 // taskSlots runs a task backfill's slots as executions (trigger backfill,
 // in the bulk lane, due now: a backfill's slot has passed). A templated
 // task's payload is rendered for each slot (its own business date); a
-// slot whose template fails is created failed, unsent (done counts it).
-func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill, done *ended) backfillSlots {
+// slot whose template fails is created failed, unsent (done reports it).
+func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill, done *[]func()) targetSlots {
 	var (
 		task     db.Task
 		jobs     []river.InsertManyParams
 		zero     time.Time
-		renderer payloadRenderer
+		renderer payload.Renderer
 	)
-	return backfillSlots{
-		target: backfillTarget{taskID: b.TaskID},
+	return targetSlots{
+		target: Target{TaskID: b.TaskID},
 		load: func() (bool, error) {
 			var err error
 			task, err = db.GetTask(ctx, tx, b.TenantID, b.TaskID, false)
-			renderer = taskRenderer(task)
-			return task.State == TaskPaused, storeError(err, "load task")
+			renderer = payload.ForTask(task)
+			return task.State == lifecycle.TaskPaused, errs.Store(err, "load task")
 		},
 		unfinished: func() (int, error) {
 			n, err := db.CountBackfillUnfinished(ctx, tx, b.TenantID, b.TaskID, b.ID)
-			return n, storeError(err, "count unfinished backfill executions")
+			return n, errs.Store(err, "count unfinished backfill executions")
 		},
 		start: func(at time.Time, round int32) (bool, error) {
-			e := db.NewBackfillExecution{ID: NewID(), ScheduledFor: at, Round: round}
+			e := db.NewBackfillExecution{ID: resource.NewID(), ScheduledFor: at, Round: round}
 			var unsent error
-			if renderer.active() {
-				e.Payload, unsent = renderer.render(payloadFire{
+			if renderer.Active() {
+				e.Payload, unsent = renderer.Render(payload.Fire{
 					ExecutionID: e.ID, ScheduledFor: at, Round: int(round),
-					Trigger: TriggerBackfill,
+					Trigger: lifecycle.TriggerBackfill,
 				})
 			}
 			ok, err := db.InsertBackfillExecution(ctx, tx, b.TenantID, b.TaskID, b.ID, e)
 			if err != nil {
-				return false, storeError(err, "insert backfill execution")
+				return false, errs.Store(err, "insert backfill execution")
 			}
 			if ok && unsent != nil {
-				return true, failUnsent(ctx, tx, s.enq, []unsentFire{{
-					TenantID: b.TenantID, ID: e.ID, TaskID: b.TaskID,
-					Reason: unsent.Error(),
-				}}, done)
+				report, err := s.cfg.FailUnsent(ctx, tx, b.TenantID, e.ID, b.TaskID, unsent.Error())
+				if err != nil {
+					return false, err
+				}
+				*done = append(*done, report)
+				return true, nil
 			}
 			if ok {
-				jobs = append(jobs, deliverInsert(b.TenantID, e.ID, task.EndpointID, zero, int(task.Priority), int(task.MaxAttempts), zero, 0, QueueDeliverBulk))
+				jobs = append(jobs, queue.DeliverInsert(b.TenantID, e.ID, task.EndpointID, zero, int(task.Priority), int(task.MaxAttempts),
+					zero, 0, queue.DeliverBulk))
 			}
 			return ok, nil
 		},
@@ -656,7 +661,7 @@ func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill, done
 			if len(jobs) == 0 {
 				return nil
 			}
-			_, err := s.enq.insertMany(ctx, tx, jobs)
+			_, err := s.cfg.Enqueuer.Enqueue(ctx, tx, jobs)
 			return err
 		},
 	}
@@ -665,62 +670,74 @@ func (s *Backfills) taskSlots(ctx context.Context, tx db.Tx, b db.Backfill, done
 // workflowSlots runs a workflow backfill's slots as runs (trigger
 // backfill) of the workflow's current version; they wait for
 // max_active_runs like any other run.
-func (s *Backfills) workflowSlots(ctx context.Context, tx db.Tx, b db.Backfill, done *ended) backfillSlots {
+func (s *Backfills) workflowSlots(ctx context.Context, tx db.Tx, b db.Backfill, done *[]func()) targetSlots {
 	var w db.Workflow
-	return backfillSlots{
-		target: backfillTarget{workflowID: b.WorkflowID},
+	return targetSlots{
+		target: Target{WorkflowID: b.WorkflowID},
 		load: func() (bool, error) {
 			var err error
 			w, err = db.GetWorkflow(ctx, tx, b.TenantID, b.WorkflowID, false)
-			return w.State == WorkflowPaused, storeError(err, "load workflow")
+			return w.State == lifecycle.WorkflowPaused, errs.Store(err, "load workflow")
 		},
 		unfinished: func() (int, error) {
 			c, err := db.CountBackfillRuns(ctx, tx, b.TenantID, b.ID)
-			return int(c.Unfinished), storeError(err, "count backfill runs")
+			return int(c.Unfinished), errs.Store(err, "count backfill runs")
 		},
 		start: func(at time.Time, round int32) (bool, error) {
 			id := b.ID
 			ok, err := db.InsertWorkflowRun(ctx, tx, db.WorkflowRun{
-				TenantID: b.TenantID, ID: NewID(), WorkflowID: b.WorkflowID,
-				Version: w.Version, ScheduledFor: at, Round: round, Trigger: TriggerBackfill, BackfillID: &id, Inputs: b.Inputs,
+				TenantID: b.TenantID, ID: resource.NewID(), WorkflowID: b.WorkflowID,
+				Version: w.Version, ScheduledFor: at, Round: round, Trigger: lifecycle.TriggerBackfill, BackfillID: &id, Inputs: b.Inputs,
 			})
-			return ok, storeError(err, "insert workflow run")
+			return ok, errs.Store(err, "insert workflow run")
 		},
 		started: func(n int) error {
 			if n == 0 {
 				return nil
 			}
-			return (runEngine{enq: s.enq, metrics: s.tasks.cfg.Metrics, graphs: &s.graphs, ended: done}).promote(ctx, tx, b.TenantID, b.WorkflowID)
+			report, err := s.cfg.Promote(ctx, tx, b.TenantID, b.WorkflowID)
+			if err == nil {
+				*done = append(*done, report)
+			}
+			return err
 		},
 	}
 }
 
 // finish ends backfill b in state with its final counts; "": the state
-// its outcome makes it (backfillOutcome).
+// its outcome makes it (outcome).
 func (s *Backfills) finish(ctx context.Context, tx db.Tx, b db.Backfill, state string) error {
-	c, err := countBackfill(ctx, tx, b)
+	c, err := count(ctx, tx, b)
 	if err != nil {
 		return err
 	}
 	if state == "" {
-		state = backfillOutcome(c)
+		state = outcome(c)
 	}
 	_, err = db.FinishBackfill(ctx, tx, b.TenantID, b.ID, state, c)
-	return storeError(err, "finish backfill")
+	return errs.Store(err, "finish backfill")
 }
 
-func backfillFromRow(r db.Backfill) (Backfill, error) {
+func (s *Backfills) fromRow(r db.Backfill) (Backfill, error) {
 	b := Backfill{
 		ID: r.ID, TaskID: r.TaskID, WorkflowID: r.WorkflowID, From: r.From.UTC(), To: r.To.UTC(), Rerun: r.Rerun, MaxConcurrency: int(r.MaxConcurrency),
 		State: r.State, Total: int(r.Total), Created: int(r.Created), Succeeded: int(r.Succeeded), Failed: int(r.Failed),
 		CreatedAt: r.CreatedAt.UTC(), FinishedAt: utcPtr(r.FinishedAt),
 	}
 	if r.Inputs != "" {
-		in, err := decodeInputs(r.Inputs)
+		in, err := s.cfg.DecodeInputs(r.Inputs)
 		if err != nil {
 			return Backfill{}, err
 		}
 		b.Inputs = in
 	}
 	return b, nil
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }

@@ -1,4 +1,8 @@
-package service
+// Package queue is how ax writes River jobs: the deliver queues and their
+// lanes, the insert parameters of a fire's deliver job and of the batches
+// that share one, and the Enqueuer, the insert-only River client whose
+// inserts join service's transactions (docs/architecture.md, "Delivering").
+package queue
 
 import (
 	"cmp"
@@ -14,56 +18,43 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/errs"
 	"github.com/axhq/ax/service/job"
 	"github.com/axhq/ax/service/lane"
 )
 
 // River queues and job kinds.
 const (
-	// QueueDeliver carries webhook deliveries of one execution each.
-	QueueDeliver = "deliver"
-	// QueueDeliverBatch carries the batched first deliveries of fires
-	// (DeliverBatchArgs). A queue of their own bounds how many batches a
+	// Deliver carries webhook deliveries of one execution each.
+	Deliver = "deliver"
+	// DeliverBatch carries the batched first deliveries of fires
+	// (job.DeliverBatchArgs). A queue of their own bounds how many batches a
 	// process fetches — a burst is shared between replicas instead of being
 	// held, unstarted, by the first to fetch — without bounding the single
 	// deliveries (retries, hand-offs).
-	QueueDeliverBatch = "deliver_batch"
-	// QueueDeliverBulk is the deliver queue's bulk lane: fires of a
+	DeliverBatch = "deliver_batch"
+	// DeliverBulk is the deliver queue's bulk lane: fires of a
 	// tenant's burst and fires to slow endpoints. It has its own River
 	// workers and send slots, so that neither can take the workers of
 	// everyone else's on-time fires (docs/architecture.md, "Limits and
 	// fairness").
-	QueueDeliverBulk = "deliver_bulk"
-	// QueueDeliverBulkBatch carries the bulk lane's batches, bounded like
-	// the main lane's (DeliverBatchWorkers of the bulk lane's send slots),
+	DeliverBulk = "deliver_bulk"
+	// DeliverBulkBatch carries the bulk lane's batches, bounded like
+	// the main lane's (BatchWorkers of the bulk lane's send slots),
 	// so that one replica does not take a whole burst it cannot start
 	// soon.
-	QueueDeliverBulkBatch = "deliver_bulk_batch"
-	// QueueAlert carries failure alerts, so a flood of alerts cannot delay
+	DeliverBulkBatch = "deliver_bulk_batch"
+	// Alert carries failure alerts, so a flood of alerts cannot delay
 	// scheduled deliveries.
-	QueueAlert = "alert"
-	// riverAttemptsMargin is added to a task's max_attempts for River's own
+	Alert = "alert"
+	// AttemptsMargin is added to a task's max_attempts for River's own
 	// MaxAttempts: the worker enforces the task's budget itself, and the
 	// margin lets a run that was rescued after a crash reach the worker to
 	// be recorded instead of being discarded by River.
-	riverAttemptsMargin = 3
+	AttemptsMargin = 3
 )
 
-// The River jobs' args (service/job), as service's files and callers
-// name them.
-type (
-	// DeliverArgs is the River job that delivers one execution.
-	DeliverArgs = job.DeliverArgs
-	// ExecutionRef names an execution in a job's args.
-	ExecutionRef = job.ExecutionRef
-	// DeliverBatchArgs is the River job that makes the first attempt of
-	// several executions.
-	DeliverBatchArgs = job.DeliverBatchArgs
-	// AlertArgs is the River job that sends an execution's alert.
-	AlertArgs = job.AlertArgs
-)
-
-// deliverBatchMax is the most executions one DeliverBatchArgs job carries,
+// deliverBatchMax is the most executions one job.DeliverBatchArgs carries,
 // and deliverBatchWindow the most their slots may be apart: the job is due
 // at the earliest slot and holds a River worker until the latest has been
 // sent.
@@ -72,7 +63,7 @@ const (
 	deliverBatchWindow = 20 * time.Millisecond
 )
 
-// DeliverBatchWorkers is how many batch jobs (QueueDeliverBatch) a process
+// BatchWorkers is how many batch jobs (DeliverBatch) a process
 // with sendSlots send slots works at once: members for four times its
 // slots, and no more, so that what a process holds beyond what it can
 // start soon is bounded (another replica takes the rest of a burst; a
@@ -80,49 +71,45 @@ const (
 // ahead of its slot and holds its worker until its last member is
 // recorded, about 200 ms, so 5,000 fires/s keep about 20 batches in hand,
 // and the bound must not be what limits throughput.
-func DeliverBatchWorkers(sendSlots int) int {
+func BatchWorkers(sendSlots int) int {
 	return max(4, (4*sendSlots+deliverBatchMax-1)/deliverBatchMax)
 }
 
-// deliverBatchMaxAttempts is a batch job's River attempts: every run after
+// BatchMaxAttempts is a batch job's River attempts: every run after
 // the first only hands its executions off, so more runs cost little and
 // keep a batch from being discarded while the database is unreachable.
-const deliverBatchMaxAttempts = 25
+const BatchMaxAttempts = 25
 
-// handOffMaxAttempts is the River attempts of a job that continues an
-// execution from a batch: the worker enforces the task's own budget.
-const handOffMaxAttempts = MaxAttemptsMax + riverAttemptsMargin
-
-// deliverInsert returns the insert parameters of a scheduled fire's
+// DeliverInsert returns the insert parameters of a scheduled fire's
 // deliver job: unique per execution while one is live, due ahead before
 // the slot, which its args carry with the task's endpoint.
-func deliverInsert(tenant, executionID, endpointID string, scheduledFor time.Time, priority, maxAttempts int, now time.Time,
+func DeliverInsert(tenant, executionID, endpointID string, scheduledFor time.Time, priority, maxAttempts int, now time.Time,
 	ahead time.Duration, queue string,
 ) river.InsertManyParams {
 	opts := &river.InsertOpts{
 		Queue:       queue,
 		Priority:    priority,
-		MaxAttempts: maxAttempts + riverAttemptsMargin,
+		MaxAttempts: maxAttempts + AttemptsMargin,
 		UniqueOpts:  river.UniqueOpts{ByArgs: true},
 	}
 	if due := scheduledFor.Add(-ahead); due.After(now) {
 		opts.ScheduledAt = due
 	}
-	args := DeliverArgs{TenantID: tenant, ExecutionID: executionID, ScheduledFor: scheduledFor.UTC(), EndpointID: endpointID}
+	args := job.DeliverArgs{TenantID: tenant, ExecutionID: executionID, ScheduledFor: scheduledFor.UTC(), EndpointID: endpointID}
 	return river.InsertManyParams{Args: args, InsertOpts: opts}
 }
 
-// fireInserts returns the deliver jobs of executions the scheduler
+// FireInserts returns the deliver jobs of executions the scheduler
 // inserted: executions of the same tenant, lane and priority whose slots
-// lie within deliverBatchWindow of the earliest share DeliverBatchArgs
-// jobs of up to deliverBatchMax; one alone gets a DeliverArgs job. Each job is due ahead
+// lie within deliverBatchWindow of the earliest share job.DeliverBatchArgs
+// jobs of up to deliverBatchMax; one alone gets a job.DeliverArgs job. Each job is due ahead
 // of its earliest slot: by ahead in the main lane, by bulkAhead in the bulk
 // lane (its queues are polled less often). A batch holds one tenant's executions, so that
 // the fair sharing of the deliver queues between tenants (Limits.Share)
 // can tell whose it is.
-func fireInserts(execs []firedExecution, now time.Time, ahead, bulkAhead time.Duration) []river.InsertManyParams {
+func FireInserts(execs []Fire, now time.Time, ahead, bulkAhead time.Duration) []river.InsertManyParams {
 	sorted := slices.Clone(execs)
-	slices.SortStableFunc(sorted, func(a, b firedExecution) int {
+	slices.SortStableFunc(sorted, func(a, b Fire) int {
 		if a.Bulk != b.Bulk {
 			if a.Bulk {
 				return 1
@@ -152,18 +139,18 @@ func fireInserts(execs []firedExecution, now time.Time, ahead, bulkAhead time.Du
 			dueAhead = bulkAhead
 		}
 		if n == 1 {
-			jobs = append(jobs, deliverInsert(first.TenantID, first.ID, first.EndpointID, first.ScheduledFor, first.Priority, first.MaxAttempts, now, dueAhead,
+			jobs = append(jobs, DeliverInsert(first.TenantID, first.ID, first.EndpointID, first.ScheduledFor, first.Priority, first.MaxAttempts, now, dueAhead,
 				laneQueue(first.Bulk)))
 			continue
 		}
-		args := DeliverBatchArgs{Executions: make([]ExecutionRef, n)}
+		args := job.DeliverBatchArgs{Executions: make([]job.ExecutionRef, n)}
 		for i, e := range chunk {
-			args.Executions[i] = ExecutionRef{
+			args.Executions[i] = job.ExecutionRef{
 				TenantID: e.TenantID, ExecutionID: e.ID, ScheduledFor: e.ScheduledFor.UTC(),
 				EndpointID: e.EndpointID,
 			}
 		}
-		opts := &river.InsertOpts{Queue: batchQueue(first.Bulk), Priority: first.Priority, MaxAttempts: deliverBatchMaxAttempts}
+		opts := &river.InsertOpts{Queue: batchQueue(first.Bulk), Priority: first.Priority, MaxAttempts: BatchMaxAttempts}
 		if due := first.ScheduledFor.Add(-dueAhead); due.After(now) {
 			opts.ScheduledAt = due
 		}
@@ -172,25 +159,22 @@ func fireInserts(execs []firedExecution, now time.Time, ahead, bulkAhead time.Du
 	return jobs
 }
 
-// firedExecution is an execution the scheduler inserted, with what its
-// deliver job needs.
-type firedExecution struct {
+// Fire is an execution the scheduler inserted, with what its deliver job
+// needs.
+type Fire struct {
 	TenantID     string
 	ID           string
 	EndpointID   string
 	ScheduledFor time.Time
 	Priority     int
 	MaxAttempts  int
-	// Bulk: the job goes to the bulk lane (Lanes).
+	// Bulk: the job goes to the bulk lane (AssignLanes).
 	Bulk bool
 }
 
-// Lanes decides which deliver queue (lane) a fire's job goes to
-// (service/lane). A nil *Lanes puts everything in the main lane.
-type Lanes = lane.Picker
-
-// assignLanes sets the Bulk lane of fired executions (lane.Picker.Assign).
-func assignLanes(l *Lanes, fired []firedExecution) {
+// AssignLanes sets the Bulk lane of fired executions (lane.Picker.Assign;
+// a nil l puts everything in the main lane).
+func AssignLanes(l *lane.Picker, fired []Fire) {
 	l.Assign(len(fired), func(i int) lane.Fire {
 		return lane.Fire{Tenant: fired[i].TenantID, Slot: fired[i].ScheduledFor, Endpoint: fired[i].EndpointID}
 	}, func(i int, bulk bool) { fired[i].Bulk = bulk })
@@ -199,48 +183,49 @@ func assignLanes(l *Lanes, fired []firedExecution) {
 // laneQueue is the deliver queue of a lane.
 func laneQueue(bulk bool) string {
 	if bulk {
-		return QueueDeliverBulk
+		return DeliverBulk
 	}
-	return QueueDeliver
+	return Deliver
 }
 
 // batchQueue is the queue of a lane's batch jobs: each lane's batches have
-// a queue of their own (QueueDeliverBatch, QueueDeliverBulkBatch).
+// a queue of their own (DeliverBatch, DeliverBulkBatch).
 func batchQueue(bulk bool) string {
 	if bulk {
-		return QueueDeliverBulkBatch
+		return DeliverBulkBatch
 	}
-	return QueueDeliverBatch
+	return DeliverBatch
 }
 
-// LaneQueue is the queue of the single deliveries (hand-offs, retries) of
+// Singles is the queue of the single deliveries (hand-offs, retries) of
 // the lane whose job ran in queue: a main-lane batch's continue in
-// QueueDeliver.
-func LaneQueue(queue string) string {
+// Deliver.
+func Singles(queue string) string {
 	switch queue {
-	case QueueDeliverBatch:
-		return QueueDeliver
-	case QueueDeliverBulkBatch:
-		return QueueDeliverBulk
+	case DeliverBatch:
+		return Deliver
+	case DeliverBulkBatch:
+		return DeliverBulk
 	}
 	return queue
 }
 
-// handOffInsert returns the insert parameters of the DeliverArgs job that
+// HandOffInsert returns the insert parameters of the job.DeliverArgs job that
 // continues an execution after a batch: unique per execution (a live or
 // completed deliver job of the execution makes the insert return that job
 // instead), available at at (or at once when at is zero), its leases above
-// leaseBase.
-func handOffInsert(ref ExecutionRef, leaseBase, priority int, at time.Time, queue string) river.InsertManyParams {
+// leaseBase, with maxAttempts River attempts (the worker enforces the
+// task's own budget).
+func HandOffInsert(ref job.ExecutionRef, leaseBase, priority, maxAttempts int, at time.Time, queue string) river.InsertManyParams {
 	opts := &river.InsertOpts{
-		Queue: cmp.Or(queue, QueueDeliver), Priority: priority, MaxAttempts: handOffMaxAttempts,
+		Queue: cmp.Or(queue, Deliver), Priority: priority, MaxAttempts: maxAttempts,
 		UniqueOpts: river.UniqueOpts{ByArgs: true},
 	}
 	if !at.IsZero() {
 		opts.ScheduledAt = at
 	}
 	return river.InsertManyParams{
-		Args:       DeliverArgs{TenantID: ref.TenantID, ExecutionID: ref.ExecutionID, LeaseBase: leaseBase, EndpointID: ref.EndpointID},
+		Args:       job.DeliverArgs{TenantID: ref.TenantID, ExecutionID: ref.ExecutionID, LeaseBase: leaseBase, EndpointID: ref.EndpointID},
 		InsertOpts: opts,
 	}
 }
@@ -263,14 +248,14 @@ func nearTermAvailable(_ context.Context, p *rivertype.JobInsertParams) error {
 	return nil
 }
 
-// RiverClient is a River client on ax's database.
-type RiverClient = river.Client[db.Tx]
+// Client is a River client on ax's database.
+type Client = river.Client[db.Tx]
 
 // Enqueuer inserts River jobs inside service transactions. It is an
 // insert-only River client; jobs/ runs the working one (Enqueuer.Workers).
 type Enqueuer struct {
 	pool   *db.Pool
-	client *RiverClient
+	client *Client
 }
 
 // NewEnqueuer returns an Enqueuer on pool.
@@ -290,54 +275,54 @@ func NewEnqueuer(pool *db.Pool, logger *slog.Logger) (*Enqueuer, error) {
 
 // Workers returns a River client on the Enqueuer's database that works
 // jobs as cfg says (its queues and workers), with ax's insert hooks.
-func (e *Enqueuer) Workers(cfg *river.Config) (*RiverClient, error) {
+func (e *Enqueuer) Workers(cfg *river.Config) (*Client, error) {
 	return newRiverClient(e.pool, cfg)
 }
 
 // newRiverClient returns a River client on pool with ax's insert hooks
 // (nearTermAvailable) on top of cfg's.
-func newRiverClient(pool *db.Pool, cfg *river.Config) (*RiverClient, error) {
+func newRiverClient(pool *db.Pool, cfg *river.Config) (*Client, error) {
 	c := *cfg
 	c.Hooks = append(slices.Clip(cfg.Hooks), river.HookInsertBeginFunc(nearTermAvailable))
 	return river.NewClient(riverpgxv5.New(pool), &c)
 }
 
-// insertMany inserts jobs in tx.
-func (e *Enqueuer) insertMany(ctx context.Context, tx db.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error) {
+// Enqueue inserts jobs in tx.
+func (e *Enqueuer) Enqueue(ctx context.Context, tx db.Tx, params []river.InsertManyParams) ([]*rivertype.JobInsertResult, error) {
 	if len(params) == 0 {
 		return nil, nil
 	}
 	res, err := e.client.InsertManyTx(ctx, tx, params)
 	if err != nil {
-		return nil, storeError(err, fmt.Sprintf("enqueue %d jobs", len(params)))
+		return nil, errs.Store(err, fmt.Sprintf("enqueue %d jobs", len(params)))
 	}
 	return res, nil
 }
 
-// cancelTx cancels a River job in tx: a queued job is cancelled at once; a
+// CancelTx cancels a River job in tx: a queued job is cancelled at once; a
 // running one gets a cancel request that its client acts on (cancelling
 // the job's context) when tx commits. A job River no longer has is fine.
-func (e *Enqueuer) cancelTx(ctx context.Context, tx db.Tx, jobID int64) error {
+func (e *Enqueuer) CancelTx(ctx context.Context, tx db.Tx, jobID int64) error {
 	if _, err := e.client.JobCancelTx(ctx, tx, jobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-		return storeError(err, fmt.Sprintf("cancel job %d", jobID))
+		return errs.Store(err, fmt.Sprintf("cancel job %d", jobID))
 	}
 	return nil
 }
 
-// deleteTx deletes a River job that is not running in tx. A job River no
+// DeleteTx deletes a River job that is not running in tx. A job River no
 // longer has is fine.
-func (e *Enqueuer) deleteTx(ctx context.Context, tx db.Tx, jobID int64) error {
+func (e *Enqueuer) DeleteTx(ctx context.Context, tx db.Tx, jobID int64) error {
 	if _, err := e.client.JobDeleteTx(ctx, tx, jobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-		return storeError(err, fmt.Sprintf("delete job %d", jobID))
+		return errs.Store(err, fmt.Sprintf("delete job %d", jobID))
 	}
 	return nil
 }
 
-// retryNowTx makes a scheduled or retryable River job available now in tx.
+// RetryNowTx makes a scheduled or retryable River job available now in tx.
 // A job River no longer has is fine.
-func (e *Enqueuer) retryNowTx(ctx context.Context, tx db.Tx, jobID int64) error {
+func (e *Enqueuer) RetryNowTx(ctx context.Context, tx db.Tx, jobID int64) error {
 	if _, err := e.client.JobRetryTx(ctx, tx, jobID); err != nil && !errors.Is(err, rivertype.ErrNotFound) {
-		return storeError(err, fmt.Sprintf("retry job %d now", jobID))
+		return errs.Store(err, fmt.Sprintf("retry job %d now", jobID))
 	}
 	return nil
 }

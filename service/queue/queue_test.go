@@ -1,10 +1,14 @@
-package service
+package queue
 
 import (
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/service/job"
+	"github.com/axhq/ax/service/lane"
+	"github.com/axhq/ax/service/resource"
 )
 
 // TestLanesAssign: a tenant's burst (BurstPerSecond fires in one second of
@@ -13,18 +17,18 @@ import (
 // jobs are batched apart.
 func TestLanesAssign(t *testing.T) {
 	t.Parallel()
-	l := &Lanes{BurstPerSecond: 3}
+	l := &lane.Picker{BurstPerSecond: 3}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var fired []firedExecution
+	var fired []Fire
 	for i := range 4 {
-		fired = append(fired, firedExecution{
-			TenantID: "a", ID: NewID(), EndpointID: "ea", ScheduledFor: at.Add(time.Duration(i) * time.Millisecond),
+		fired = append(fired, Fire{
+			TenantID: "a", ID: resource.NewID(), EndpointID: "ea", ScheduledFor: at.Add(time.Duration(i) * time.Millisecond),
 			Priority: 2, MaxAttempts: 3,
 		})
 	}
 	fired = append(fired,
-		firedExecution{TenantID: "b", ID: NewID(), EndpointID: "eb", ScheduledFor: at, Priority: 2, MaxAttempts: 3},
-		firedExecution{TenantID: "b", ID: NewID(), EndpointID: "slow", ScheduledFor: at.Add(time.Minute), Priority: 2, MaxAttempts: 3},
+		Fire{TenantID: "b", ID: resource.NewID(), EndpointID: "eb", ScheduledFor: at, Priority: 2, MaxAttempts: 3},
+		Fire{TenantID: "b", ID: resource.NewID(), EndpointID: "slow", ScheduledFor: at.Add(time.Minute), Priority: 2, MaxAttempts: 3},
 	)
 	for range 5 {
 		l.Observe("slow", 2*time.Second)
@@ -33,27 +37,27 @@ func TestLanesAssign(t *testing.T) {
 	require.True(t, l.Slow("slow"))
 	require.False(t, l.Slow("eb"))
 	require.False(t, l.Slow("never-seen"))
-	assignLanes(l, fired)
+	AssignLanes(l, fired)
 	for _, f := range fired[:4] {
 		require.True(t, f.Bulk, "a's burst")
 	}
 	require.False(t, fired[4].Bulk, "b's on-time fire")
 	require.True(t, fired[5].Bulk, "a slow endpoint")
 
-	jobs := fireInserts(fired, at.Add(-time.Hour), 0, 0)
+	jobs := FireInserts(fired, at.Add(-time.Hour), 0, 0)
 	queues := map[string]int{}
 	for _, j := range jobs {
 		queues[j.InsertOpts.Queue]++
-		if args, ok := j.Args.(DeliverBatchArgs); ok {
+		if args, ok := j.Args.(job.DeliverBatchArgs); ok {
 			require.Len(t, args.Executions, 4, "a's burst, batched in its lane")
-			require.Equal(t, QueueDeliverBulkBatch, j.InsertOpts.Queue)
+			require.Equal(t, DeliverBulkBatch, j.InsertOpts.Queue)
 		}
 	}
-	require.Equal(t, map[string]int{QueueDeliver: 1, QueueDeliverBulk: 1, QueueDeliverBulkBatch: 1}, queues)
+	require.Equal(t, map[string]int{Deliver: 1, DeliverBulk: 1, DeliverBulkBatch: 1}, queues)
 
 	// A nil Lanes puts everything in the main lane.
-	var none *Lanes
-	assignLanes(none, fired[:1])
+	var none *lane.Picker
+	AssignLanes(none, fired[:1])
 	none.Observe("x", time.Second)
 	require.False(t, none.Slow("x"))
 }
@@ -65,18 +69,18 @@ func TestLanesAssign(t *testing.T) {
 func TestFireInsertsOneTenantPerBatch(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var fired []firedExecution
+	var fired []Fire
 	for i := range 6 {
 		tenant := []string{"a", "b"}[i%2]
-		fired = append(fired, firedExecution{
-			TenantID: tenant, ID: NewID(), ScheduledFor: at.Add(time.Duration(i) * time.Millisecond),
+		fired = append(fired, Fire{
+			TenantID: tenant, ID: resource.NewID(), ScheduledFor: at.Add(time.Duration(i) * time.Millisecond),
 			Priority: 2, MaxAttempts: 3,
 		})
 	}
-	jobs := fireInserts(fired, at.Add(-time.Hour), 0, 0)
+	jobs := FireInserts(fired, at.Add(-time.Hour), 0, 0)
 	require.Len(t, jobs, 2)
 	for _, j := range jobs {
-		args, ok := j.Args.(DeliverBatchArgs)
+		args, ok := j.Args.(job.DeliverBatchArgs)
 		require.True(t, ok)
 		require.Len(t, args.Executions, 3)
 		for i, e := range args.Executions {
@@ -87,16 +91,16 @@ func TestFireInsertsOneTenantPerBatch(t *testing.T) {
 		}
 	}
 
-	one := fireInserts(fired[:1:1], at.Add(-time.Hour), 0, 0)
+	one := FireInserts(fired[:1:1], at.Add(-time.Hour), 0, 0)
 	require.Len(t, one, 1)
-	var single []firedExecution
+	var single []Fire
 	for _, f := range fired {
 		f.TenantID = "a"
 		single = append(single, f)
 	}
-	jobs = fireInserts(single, at.Add(-time.Hour), 0, 0)
+	jobs = FireInserts(single, at.Add(-time.Hour), 0, 0)
 	require.Len(t, jobs, 1, "one tenant: one batch, as before")
-	require.Len(t, jobs[0].Args.(DeliverBatchArgs).Executions, 6) //nolint:forcetypeassert // a batch of 6
+	require.Len(t, jobs[0].Args.(job.DeliverBatchArgs).Executions, 6) //nolint:forcetypeassert // a batch of 6
 }
 
 // TestFireInsertsDueAheadByLane: a main-lane fire's job is due ahead of
@@ -106,19 +110,19 @@ func TestFireInsertsDueAheadByLane(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ahead, bulkAhead := 110*time.Millisecond, 310*time.Millisecond
-	fired := []firedExecution{
-		{TenantID: "a", ID: NewID(), ScheduledFor: at, Priority: 2, MaxAttempts: 3},
-		{TenantID: "b", ID: NewID(), ScheduledFor: at, Priority: 2, MaxAttempts: 3, Bulk: true},
-		{TenantID: "c", ID: NewID(), ScheduledFor: at, Priority: 2, MaxAttempts: 3, Bulk: true},
-		{TenantID: "c", ID: NewID(), ScheduledFor: at, Priority: 2, MaxAttempts: 3, Bulk: true},
+	fired := []Fire{
+		{TenantID: "a", ID: resource.NewID(), ScheduledFor: at, Priority: 2, MaxAttempts: 3},
+		{TenantID: "b", ID: resource.NewID(), ScheduledFor: at, Priority: 2, MaxAttempts: 3, Bulk: true},
+		{TenantID: "c", ID: resource.NewID(), ScheduledFor: at, Priority: 2, MaxAttempts: 3, Bulk: true},
+		{TenantID: "c", ID: resource.NewID(), ScheduledFor: at, Priority: 2, MaxAttempts: 3, Bulk: true},
 	}
-	jobs := fireInserts(fired, at.Add(-time.Hour), ahead, bulkAhead)
+	jobs := FireInserts(fired, at.Add(-time.Hour), ahead, bulkAhead)
 	require.Len(t, jobs, 3)
 	due := map[string]time.Time{}
 	for _, j := range jobs {
 		due[j.InsertOpts.Queue] = j.InsertOpts.ScheduledAt
 	}
-	require.Equal(t, at.Add(-ahead), due[QueueDeliver])
-	require.Equal(t, at.Add(-bulkAhead), due[QueueDeliverBulk])
-	require.Equal(t, at.Add(-bulkAhead), due[QueueDeliverBulkBatch])
+	require.Equal(t, at.Add(-ahead), due[Deliver])
+	require.Equal(t, at.Add(-bulkAhead), due[DeliverBulk])
+	require.Equal(t, at.Add(-bulkAhead), due[DeliverBulkBatch])
 }
