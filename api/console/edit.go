@@ -358,10 +358,16 @@ func previewRows(p service.TaskPreview) []previewRow {
 
 // previewResponse is the edit form's live preview, as JSON.
 type previewResponse struct {
-	Fires    []previewRow         `json:"fires"`
-	Excluded int                  `json:"excluded"`
-	Words    string               `json:"words,omitempty"`
-	Errors   []service.FieldError `json:"errors,omitempty"`
+	Fires    []previewRow `json:"fires"`
+	Excluded int          `json:"excluded"`
+	Words    string       `json:"words,omitempty"`
+	Errors   []fieldJSON  `json:"errors,omitempty"`
+}
+
+// fieldJSON is a refused field as the REST API's problem lists it.
+type fieldJSON struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
 }
 
 // previewTask answers the edit form's script with the next fires of the
@@ -383,7 +389,11 @@ func (c *console) previewTask(ec echo.Context, s *session) error {
 	}
 	var vErr *service.ValidationError
 	if errors.As(err, &vErr) {
-		return ec.JSON(http.StatusUnprocessableEntity, previewResponse{Fires: []previewRow{}, Errors: vErr.Fields})
+		out := previewResponse{Fires: []previewRow{}}
+		for _, f := range vErr.Fields {
+			out.Errors = append(out.Errors, fieldJSON{Field: f.Field, Message: f.Message})
+		}
+		return ec.JSON(http.StatusUnprocessableEntity, out)
 	}
 	if err != nil {
 		return err

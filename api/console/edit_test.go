@@ -77,7 +77,10 @@ func TestConsoleEditTask(t *testing.T) {
 			Local string    `json:"local"`
 		} `json:"fires"`
 		Words  string `json:"words"`
-		Errors []struct{ Field, Message string }
+		Errors []struct {
+			Field   string `json:"field"`
+			Message string `json:"message"`
+		} `json:"errors"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(p.Body), &pv))
 	require.Len(t, pv.Fires, 5)
