@@ -36,8 +36,17 @@ func TestConsoleBrowserEdit(t *testing.T) {
 	storedCron := func() string {
 		return apiGet(t, p.base, rw, "/v1/tasks/"+id)["schedule"].(map[string]any)["cron"].(string)
 	}
+	// evalNow evaluates js; "" on an error (it runs in require.Eventually's
+	// conditions, off the test's goroutine, so it must not fail the test).
+	evalNow := func(js string) string {
+		s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			return ""
+		}
+		return s
+	}
 	firstFire := func() string {
-		return b.evalS(`(document.querySelector("#preview-list li") || {getAttribute: () => ""}).getAttribute("data-at")`)
+		return evalNow(`(document.querySelector("#preview-list li") || {getAttribute: () => ""}).getAttribute("data-at")`)
 	}
 
 	b.signIn(console, rw)
@@ -57,7 +66,7 @@ func TestConsoleBrowserEdit(t *testing.T) {
 
 	// A cron expression the service refuses: the preview says why.
 	b.do(chromedp.SendKeys(chromedp.CSS("#f-cron"), "x"))
-	require.Eventually(t, func() bool { return strings.Contains(b.text("#preview-note"), "schedule.cron") }, 30*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return strings.Contains(evalNow(`document.querySelector("#preview-note").textContent`), "schedule.cron") }, 30*time.Second, 100*time.Millisecond,
 		"the preview names the refused field")
 	assert.Equal(t, 0, b.count("#preview-list li"))
 	b.do(chromedp.SendKeys(chromedp.CSS("#f-cron"), "\b"))
