@@ -66,7 +66,9 @@ func TestConsoleBrowserEdit(t *testing.T) {
 
 	// A cron expression the service refuses: the preview says why.
 	b.do(chromedp.SendKeys(chromedp.CSS("#f-cron"), "x"))
-	require.Eventually(t, func() bool { return strings.Contains(evalNow(`document.querySelector("#preview-note").textContent`), "schedule.cron") }, 30*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool {
+		return strings.Contains(evalNow(`document.querySelector("#preview-note").textContent`), "schedule.cron")
+	}, 30*time.Second, 100*time.Millisecond,
 		"the preview names the refused field")
 	assert.Equal(t, 0, b.count("#preview-list li"))
 	b.do(chromedp.SendKeys(chromedp.CSS("#f-cron"), "\b"))

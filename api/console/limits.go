@@ -78,8 +78,10 @@ func (c *console) limitsPage(ec echo.Context, s *session, status int, v limitsVi
 			return err
 		}
 		own := tv.Limits
-		vals := []string{intText(own.MaxTasks), intText(own.MaxWorkflows), intText(own.MaxInflightDeliveries),
-			floatText(own.MaxDeliveriesPerSecond), floatText(own.APIRequestsPerSecond)}
+		vals := []string{
+			intText(own.MaxTasks), intText(own.MaxWorkflows), intText(own.MaxInflightDeliveries),
+			floatText(own.MaxDeliveriesPerSecond), floatText(own.APIRequestsPerSecond),
+		}
 		for i := range v.Rows {
 			v.Rows[i].Own = vals[i]
 			if t, ok := typed[v.Rows[i].Field]; ok {
