@@ -48,6 +48,7 @@ func nullJSON(b []byte) *string {
 type AuditFilter struct {
 	ResourceType string // "" for any
 	ResourceID   string // "" for any
+	Subject      string // "" for any
 	// Since and Until bound at: Since <= at < Until.
 	Since, Until *time.Time
 	Before       string // id cursor: only ids below it; "" for the first page
@@ -61,8 +62,9 @@ func ListAudit(ctx context.Context, q Querier, tenant string, f AuditFilter) ([]
 		WHERE a.tenant_id = $1 AND ($2 = '' OR a.id < NULLIF($2, '')::uuid)
 		  AND ($3 = '' OR a.resource_type = $3) AND ($4 = '' OR a.resource_id = $4)
 		  AND ($5::timestamptz IS NULL OR a.at >= $5) AND ($6::timestamptz IS NULL OR a.at < $6)
+		  AND ($8 = '' OR a.subject = $8)
 		ORDER BY a.id DESC LIMIT $7`,
-		tenant, f.Before, f.ResourceType, f.ResourceID, f.Since, f.Until, f.Limit)
+		tenant, f.Before, f.ResourceType, f.ResourceID, f.Since, f.Until, f.Limit, f.Subject)
 	if err != nil {
 		return nil, wrap("list audit records", err)
 	}

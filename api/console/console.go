@@ -72,6 +72,14 @@ type Config struct {
 	// sender's, as for POST /v1/endpoints/{id}/test); without it the
 	// endpoints page has no Test button.
 	EndpointProbe service.EndpointProbe
+	// Calendars, Audit: the calendars page (and the task form's calendar
+	// choices) and the audit log page; nil leaves them out.
+	Calendars *service.Calendars
+	Audit     *audit.Log
+	// AdminIsOperator is the API's deprecated rule (api.Config): a token
+	// with admin may set its own tenant's limits, so the limits page lets
+	// it edit them too.
+	AdminIsOperator bool
 }
 
 // console carries the dependencies of every page.
@@ -125,6 +133,9 @@ func Mount(e *echo.Echo, cfg Config) {
 	w("/tasks/:id/trigger", c.triggerTask, api.ScopeTasksWrite)
 	w("/tasks/:id/skip", c.skipSlot, api.ScopeTasksWrite)
 	w("/tasks/:id/backfill", c.backfillTask, api.ScopeTasksWrite)
+	r("/tasks/:id/edit", c.editTask, api.ScopeTasksWrite)
+	w("/tasks/:id/edit", c.updateTask, api.ScopeTasksWrite)
+	r("/tasks/:id/preview", c.previewTask, api.ScopeTasksRead)
 
 	r("/executions/:id", c.execution, api.ScopeExecutionsRead)
 	w("/executions/:id/retry", c.retryExecution, api.ScopeExecutionsWrite)
@@ -138,6 +149,16 @@ func Mount(e *echo.Echo, cfg Config) {
 	w("/endpoints/:id/disable", c.disableEndpoint, api.ScopeEndpointsWrite)
 	w("/endpoints/:id/enable", c.enableEndpoint, api.ScopeEndpointsWrite)
 	w("/endpoints/:id/test", c.testEndpoint, api.ScopeEndpointsWrite)
+	r("/endpoints/:id/edit", c.editEndpoint, api.ScopeEndpointsWrite)
+	w("/endpoints/:id/edit", c.updateEndpoint, api.ScopeEndpointsWrite)
+
+	r("/audit", c.audit, api.ScopeAuditRead)
+	r("/calendars", c.calendars, api.ScopeTasksRead)
+	w("/calendars", c.createCalendar, api.ScopeTasksWrite)
+	r("/calendars/:id", c.calendar, api.ScopeTasksRead)
+	w("/calendars/:id", c.updateCalendar, api.ScopeTasksWrite)
+	r("/limits", c.limits, "")
+	w("/limits", c.setLimits, api.ScopeAdmin)
 
 	r("/backfills", c.backfills, api.ScopeTasksRead)
 	r("/alerts", c.alerts, api.ScopeExecutionsRead)

@@ -41,6 +41,18 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, envOpts{})
+}
+
+// envOpts are the server's settings a test changes.
+type envOpts struct {
+	// adminIsOperator: the deprecated AX_ADMIN_IS_OPERATOR (a tenant's
+	// admin token sets its own limits).
+	adminIsOperator bool
+}
+
+func newEnvWith(t *testing.T, o envOpts) *env {
+	t.Helper()
 	pool := dbtest.Pool(t)
 	auth, err := api.NewAuthenticator(api.AuthConfig{HMACSecret: []byte(testSecret)})
 	require.NoError(t, err)
@@ -49,23 +61,24 @@ func newEnv(t *testing.T) *env {
 	limits := service.NewLimits(pool, service.LimitsConfig{})
 	tasks := service.NewTasks(pool, service.TasksConfig{Limits: limits})
 	cfg := api.Config{
-		Logger:      slog.New(slog.DiscardHandler),
-		Auth:        auth,
-		Tenants:     service.NewTenants(pool),
-		Endpoints:   service.NewEndpoints(pool),
-		Tasks:       tasks,
-		Executions:  service.NewExecutions(pool, enq, service.ExecutionsConfig{}),
-		Deliveries:  service.NewDeliveries(pool, enq, service.DeliveriesConfig{}),
-		Stats:       service.NewStats(pool),
-		Calendars:   service.NewCalendars(pool, tasks),
-		Backfills:   service.NewBackfills(pool, enq, tasks),
-		Workflows:   service.NewWorkflows(pool, enq, service.WorkflowsConfig{}),
-		Idempotency: idempotency.New(pool),
-		Audit:       audit.NewLog(pool),
-		Replicas:    service.NewReplicas(pool),
-		Ready:       func(ctx context.Context) error { return db.CheckMigrated(ctx, pool) },
-		Version:     "test",
-		Limits:      limits,
+		Logger:          slog.New(slog.DiscardHandler),
+		Auth:            auth,
+		Tenants:         service.NewTenants(pool),
+		Endpoints:       service.NewEndpoints(pool),
+		Tasks:           tasks,
+		Executions:      service.NewExecutions(pool, enq, service.ExecutionsConfig{}),
+		Deliveries:      service.NewDeliveries(pool, enq, service.DeliveriesConfig{}),
+		Stats:           service.NewStats(pool),
+		Calendars:       service.NewCalendars(pool, tasks),
+		Backfills:       service.NewBackfills(pool, enq, tasks),
+		Workflows:       service.NewWorkflows(pool, enq, service.WorkflowsConfig{}),
+		Idempotency:     idempotency.New(pool),
+		Audit:           audit.NewLog(pool),
+		Replicas:        service.NewReplicas(pool),
+		AdminIsOperator: o.adminIsOperator,
+		Ready:           func(ctx context.Context) error { return db.CheckMigrated(ctx, pool) },
+		Version:         "test",
+		Limits:          limits,
 	}
 	sender := jobs.NewSender(jobs.SenderConfig{AllowPrivateTargets: true, UserAgent: "ax/test"})
 	t.Cleanup(sender.Close)
@@ -74,7 +87,7 @@ func newEnv(t *testing.T) *env {
 	console.Mount(e, console.Config{
 		Logger: cfg.Logger, Auth: auth, Tenants: cfg.Tenants, Endpoints: cfg.Endpoints,
 		Tasks: tasks, Executions: cfg.Executions, Stats: cfg.Stats, Backfills: cfg.Backfills, Workflows: cfg.Workflows,
-		Limits: limits, EndpointProbe: sender.Probe,
+		Limits: limits, EndpointProbe: sender.Probe, Calendars: cfg.Calendars, Audit: cfg.Audit, AdminIsOperator: o.adminIsOperator,
 	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"html/template"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,14 +21,15 @@ type pages map[string]*template.Template
 // pageNames lists the templates/<name>.html files that are pages.
 var pageNames = []string{
 	"signin", "error", "tasks", "task", "task_new", "execution", "endpoints", "secret", "dashboard", "backfills", "workflows", "workflow", "workflow_run",
-	"alerts",
+	"alerts", "task_edit", "endpoint_edit", "audit", "calendars", "calendar", "limits",
 }
 
 func mustParsePages() pages {
 	out := pages{}
 	for _, name := range pageNames {
 		t := template.New("layout.html").Funcs(funcs)
-		t = template.Must(t.ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/charts.html", "templates/"+name+".html"))
+		t = template.Must(t.ParseFS(templateFS, "templates/layout.html", "templates/partials.html", "templates/charts.html", "templates/forms.html",
+			"templates/"+name+".html"))
 		out[name] = t
 	}
 	return out
@@ -77,6 +79,9 @@ var funcs = template.FuncMap{
 	"headline": headline,
 	"join":     strings.Join,
 	"final":    final,
+	"ferr":     fieldError,
+	"invalid":  invalidAttrs,
+	"has":      slices.Contains[[]string],
 }
 
 // timeHTML renders an instant as a <time> element: UTC in the page (the

@@ -16,6 +16,7 @@ import (
 // taskFlashes are the task page's messages after a change (?done=…).
 var taskFlashes = map[string]string{
 	"slot-skipped": "The slot is skipped: it will not fire.",
+	"saved":        "The task is saved.",
 }
 
 // backfillFlashes are the backfills page's messages (?done=…).

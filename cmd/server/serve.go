@@ -210,6 +210,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	tenants, endpoints, executions := service.NewTenants(d.pool), service.NewEndpoints(d.pool), service.NewExecutions(d.pool, enq,
 		service.ExecutionsConfig{Metrics: axMetrics, FetchAhead: jobs.RiverConfig{FetchPollInterval: cfg.FetchPollInterval}.FetchAhead()})
+	calendars, auditLog := service.NewCalendars(d.pool, tasks), audit.NewLog(d.pool)
 	handler := api.New(api.Config{
 		Logger:        logger,
 		Auth:          auth,
@@ -219,7 +220,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Idempotency:   idempotency.New(d.pool),
 		Executions:    executions,
 		Deliveries:    deliveries,
-		Calendars:     service.NewCalendars(d.pool, tasks),
+		Calendars:     calendars,
 		Backfills:     backfills,
 		Workflows:     workflows,
 		Ready:         func(ctx context.Context) error { return db.CheckMigrated(ctx, d.pool) },
@@ -229,7 +230,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Version:       version(),
 		Metrics:       registry,
 		Stats:         stats,
-		Audit:         audit.NewLog(d.pool),
+		Audit:         auditLog,
 		Replicas:      service.NewReplicas(d.pool),
 		RiverUI:       riverUI,
 		Limits:        limits,
@@ -240,6 +241,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	console.Mount(handler, console.Config{
 		Logger: logger, Auth: auth, Tenants: tenants, Endpoints: endpoints, Tasks: tasks, Executions: executions,
 		Stats: stats, Backfills: backfills, Workflows: workflows, Limits: limits, EndpointProbe: sender.Probe,
+		Calendars: calendars, Audit: auditLog, AdminIsOperator: cfg.AdminIsOperator,
 	})
 	srv := &http.Server{
 		Handler:           handler,

@@ -397,6 +397,8 @@ type Entry struct {
 type Filter struct {
 	ResourceType string
 	ResourceID   string
+	// Subject: only the changes made by this token subject.
+	Subject      string
 	Since, Until *time.Time
 }
 
@@ -417,6 +419,9 @@ func (s *Log) List(ctx context.Context, tenant string, f Filter, page resource.P
 	if len(f.ResourceID) > 256 {
 		ve.Add("resource_id", "must be at most 256 characters")
 	}
+	if len(f.Subject) > 256 {
+		ve.Add("subject", "must be at most 256 characters")
+	}
 	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
 		ve.Add("until", "must be after since")
 	}
@@ -427,7 +432,7 @@ func (s *Log) List(ctx context.Context, tenant string, f Filter, page resource.P
 		return nil, "", err
 	}
 	rows, err := db.ListAudit(ctx, s.pool, tenant, db.AuditFilter{
-		ResourceType: f.ResourceType, ResourceID: f.ResourceID, Since: f.Since, Until: f.Until,
+		ResourceType: f.ResourceType, ResourceID: f.ResourceID, Subject: f.Subject, Since: f.Since, Until: f.Until,
 		Before: page.After, Limit: page.Limit + 1,
 	})
 	if err != nil {

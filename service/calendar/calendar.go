@@ -221,6 +221,30 @@ func (s *Calendars) Delete(ctx context.Context, tenant, id string) error {
 	}), "delete calendar")
 }
 
+// User is a task or a workflow whose schedule excludes a calendar.
+type User struct {
+	// Kind is "task" or "workflow".
+	Kind     string
+	ID, Name string
+}
+
+// Users returns up to limit of the tasks and workflows whose schedules
+// exclude calendar id, tasks first, each kind by name, and how many of
+// each there are in all.
+func (s *Calendars) Users(ctx context.Context, tenant, id string, limit int) (users []User, tasks, workflows int64, err error) {
+	if !resource.ValidID(id) {
+		return nil, 0, 0, errs.ErrNotFound
+	}
+	rows, tasks, workflows, err := db.CalendarUsers(ctx, s.pool, tenant, id, limit)
+	if err != nil {
+		return nil, 0, 0, errs.Store(err, "list the calendar's users")
+	}
+	for _, r := range rows {
+		users = append(users, User{Kind: r.Kind, ID: r.ID, Name: r.Name})
+	}
+	return users, tasks, workflows, nil
+}
+
 // usersShown bounds how many schedules an in-use conflict names, as the
 // endpoints' does for an endpoint.
 const usersShown = 10
