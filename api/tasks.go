@@ -14,7 +14,10 @@ import (
 
 // scheduleDTO is a task's schedule (README, "Tasks").
 type scheduleDTO struct {
-	Type string `json:"type" enums:"cron,interval,once" example:"cron" validate:"required"`
+	Type string `json:"type" enums:"cron,interval,once,event" example:"cron" validate:"required"`
+	// Event (event only): the name of the event that fires it, once per event posted (POST /v1/events); an event
+	// schedule has no time slots.
+	Event string `json:"event,omitempty" example:"files.ready" maxLength:"200" pattern:"^[A-Za-z0-9._:-]+$"`
 	// Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
 	// seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
 	Cron string `json:"cron,omitempty" example:"0 2 * * *" maxLength:"256"`
@@ -167,6 +170,9 @@ type previewResponse struct {
 	// Paused: the task is paused and fires nothing until it is resumed (items is empty); resuming it fires its
 	// schedule's slots from then on.
 	Paused bool `json:"paused"`
+	// Event: the task's schedule is this event's (type event); it has no time slots and fires once per event posted
+	// (items is empty). Absent for other schedules.
+	Event string `json:"event,omitempty"`
 } // @name Preview
 
 var taskReadOnly = []string{"id", "state", "next_run_at", "created_at", "updated_at", "missed_count", "tenant", "tenant_id", "version"}
@@ -180,6 +186,7 @@ func (r taskRequest) input() (service.TaskInput, error) {
 			RunAt: parseTime(&ve, "schedule.run_at", r.Schedule.RunAt), StartAt: parseTime(&ve, "schedule.start_at", r.Schedule.StartAt),
 			EndAt:   parseTime(&ve, "schedule.end_at", r.Schedule.EndAt),
 			Dialect: r.Schedule.Dialect, DSTPolicy: r.Schedule.DSTPolicy, ExcludeCalendars: r.Schedule.ExcludeCalendars,
+			Event: r.Schedule.Event,
 		},
 		Retry: service.RetryPolicy{
 			MaxAttempts: r.Retry.MaxAttempts, InitialBackoff: time.Duration(r.Retry.InitialBackoffMS) * time.Millisecond,
@@ -262,7 +269,7 @@ func scheduleOut(s schedule.Spec) scheduleDTO {
 	return scheduleDTO{
 		Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
 		RunAt: formatTime(s.RunAt), StartAt: formatTime(s.StartAt), EndAt: formatTime(s.EndAt),
-		Dialect: s.Dialect, DSTPolicy: s.DSTPolicy, ExcludeCalendars: s.ExcludeCalendars,
+		Dialect: s.Dialect, DSTPolicy: s.DSTPolicy, ExcludeCalendars: s.ExcludeCalendars, Event: s.Event,
 	}
 }
 
@@ -552,6 +559,7 @@ func (h *handlers) previewTask(c echo.Context) error {
 	out := previewResponse{
 		Timezone: loc.String(), DSTPolicy: p.Schedule.Spec().DSTPolicy, Items: make([]previewItem, 0, len(p.Fires)),
 		Excluded: make([]previewItem, 0, len(p.Excluded)), Skipped: make([]previewItem, 0, len(p.Skipped)), Paused: p.Paused,
+		Event: p.Event,
 	}
 	for _, t := range p.Fires {
 		out.Items = append(out.Items, previewItem{At: stamp(t.UTC()), Local: t.In(loc).Format(time.RFC3339), DST: p.Schedule.DSTNote(t)})

@@ -45,6 +45,8 @@ type Execution struct {
 	Node          *string `db:"node"`
 	Shard         int32   `db:"shard"`
 	ShardCount    int32   `db:"shard_count"`
+	// EventID is the event that fired it (trigger event; nil otherwise).
+	EventID *string `db:"event_id"`
 }
 
 // fields returns pointers to e's fields in their order, which is that of
@@ -56,6 +58,7 @@ func (e *Execution) fields() []any {
 		&e.Late, &e.CancelRequested, &e.LastStatusCode, &e.LastError, &e.LastErrorClass, &e.RiverJobID,
 		&e.NextAttemptAt, &e.CreatedAt, &e.StartedAt, &e.FinishedAt, &e.ImplicitEvents, &e.LastLatencyMS,
 		&e.FirstStartedAt, &e.Round, &e.BackfillID, &e.WorkflowID, &e.WorkflowRunID, &e.Node, &e.Shard, &e.ShardCount,
+		&e.EventID,
 	}
 }
 
@@ -77,7 +80,7 @@ const executionColumns = `e.tenant_id, e.id::text, e.task_id::text, e.scheduled_
 	e.attempts, e.late, e.cancel_requested, e.last_status_code, e.last_error, e.last_error_class, e.river_job_id,
 	e.next_attempt_at, e.created_at, e.started_at, e.finished_at, e.implicit_events, e.last_latency_ms,
 	e.first_started_at, e.round, e.backfill_id::text, e.workflow_id::text, e.workflow_run_id::text, e.node, e.shard,
-	e.shard_count`
+	e.shard_count, e.event_id::text`
 
 // ExecutionEvent is a row of execution_events.
 type ExecutionEvent struct {

@@ -61,6 +61,9 @@ type Task struct {
 	// PayloadTemplate: each JSON string of Payload is a template, rendered
 	// when an execution is created (executions.payload keeps the result).
 	PayloadTemplate bool `db:"payload_template"`
+	// ScheduleEvent is the event name of an event schedule
+	// (ScheduleType "event"), nil otherwise.
+	ScheduleEvent *string `db:"schedule_event"`
 }
 
 // fields returns pointers to t's fields in their order, which is that of
@@ -72,7 +75,7 @@ func (t *Task) fields() []any {
 		&t.MaxBackoffMS, &t.OverlapPolicy, &t.MisfirePolicy, &t.State, &t.NextRunAt, &t.Labels, &t.AlertEndpointID,
 		&t.PauseAfterFailures, &t.ConsecutiveFailures, &t.MissedCount, &t.Version, &t.CreatedAt, &t.UpdatedAt,
 		&t.ScheduleDialect, &t.DSTPolicy, &t.ExcludeCalendars, &t.Shards, &t.WorkflowID, &t.CompletionMode,
-		&t.CompletionTimeoutMS, &t.HeartbeatTimeoutMS, &t.SLAFinishWithinMS, &t.PayloadTemplate,
+		&t.CompletionTimeoutMS, &t.HeartbeatTimeoutMS, &t.SLAFinishWithinMS, &t.PayloadTemplate, &t.ScheduleEvent,
 	}
 }
 
@@ -81,7 +84,7 @@ const taskColumns = `tenant_id, id::text, name, endpoint_id::text, schedule_type
 	overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id::text, pause_after_failures,
 	consecutive_failures, missed_count, version, created_at, updated_at, schedule_dialect, dst_policy,
 	exclude_calendars::text[], shards, workflow_id::text, completion_mode, completion_timeout_ms, heartbeat_timeout_ms,
-	sla_finish_within_ms, payload_template`
+	sla_finish_within_ms, payload_template, schedule_event`
 
 // InsertTask inserts t, created (and updated) at t.CreatedAt, and returns
 // the stored row. With wake, it signals TaskChangedChannel in the same
@@ -130,16 +133,17 @@ func insertTask(ctx context.Context, q Querier, t Task, wake bool, audit *AuditR
 			interval_seconds, run_at, start_at, end_at, payload, priority, timeout_ms, max_attempts, initial_backoff_ms,
 			max_backoff_ms, overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id,
 			pause_after_failures, created_at, updated_at, schedule_dialect, dst_policy, exclude_calendars, shards,
-			workflow_id, completion_mode, completion_timeout_ms, heartbeat_timeout_ms, sla_finish_within_ms, payload_template)
+			workflow_id, completion_mode, completion_timeout_ms, heartbeat_timeout_ms, sla_finish_within_ms, payload_template,
+			schedule_event)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-			$23, $24, $25, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)
+			$23, $24, $25, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36)
 		RETURNING ` + taskColumns
 	args := []any{
 		t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
 		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
 		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
 		t.CreatedAt, t.ScheduleDialect, t.DSTPolicy, nil, max(t.Shards, 1), t.WorkflowID, completionMode(t.CompletionMode),
-		t.CompletionTimeoutMS, t.HeartbeatTimeoutMS, t.SLAFinishWithinMS, t.PayloadTemplate,
+		t.CompletionTimeoutMS, t.HeartbeatTimeoutMS, t.SLAFinishWithinMS, t.PayloadTemplate, t.ScheduleEvent,
 	}
 	cals, err := uuidArray(t.ExcludeCalendars)
 	if err != nil {
@@ -152,7 +156,7 @@ func insertTask(ctx context.Context, q Querier, t Task, wake bool, audit *AuditR
 		from := `t`
 		if audit != nil {
 			sql += `, a AS (INSERT INTO audit_log (tenant_id, id, subject, operator, action, resource_type, resource_id, request_id, changes)
-				SELECT t.tenant_id, $36, $37, $38, $39, $40, t.id::text, $41, $42::jsonb FROM t)`
+				SELECT t.tenant_id, $37, $38, $39, $40, $41, t.id::text, $42, $43::jsonb FROM t)`
 			args = append(args, audit.ID, audit.Subject, audit.Operator, audit.Action, audit.ResourceType, audit.RequestID, nullJSON(audit.Changes))
 		}
 		if wake {
@@ -216,13 +220,13 @@ func UpdateTask(ctx context.Context, q Querier, t Task) (Task, error) {
 		alert_endpoint_id = $23, pause_after_failures = $24, consecutive_failures = $25,
 		schedule_dialect = $26, dst_policy = $27, exclude_calendars = $28, shards = $29, completion_mode = $30,
 		completion_timeout_ms = $31, heartbeat_timeout_ms = $32, sla_finish_within_ms = $33, payload_template = $34,
-		version = version + 1, updated_at = now()
+		schedule_event = $35, version = version + 1, updated_at = now()
 		WHERE tenant_id = $1 AND id = $2 RETURNING `+taskColumns,
 		t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
 		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
 		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
 		t.ConsecutiveFailures, t.ScheduleDialect, t.DSTPolicy, cals, max(t.Shards, 1), completionMode(t.CompletionMode),
-		t.CompletionTimeoutMS, t.HeartbeatTimeoutMS, t.SLAFinishWithinMS, t.PayloadTemplate)
+		t.CompletionTimeoutMS, t.HeartbeatTimeoutMS, t.SLAFinishWithinMS, t.PayloadTemplate, t.ScheduleEvent)
 	return collectOneRow[Task](rows, err)
 }
 

@@ -53,7 +53,8 @@ func newPayloadRenderer(templated bool, payload []byte, loc *time.Location, task
 		return payloadRenderer{}
 	}
 	r := payloadRenderer{loc: loc, taskID: taskID, name: name}
-	r.tpl, r.broken = template.Parse(payload, template.Scope{})
+	// .event… is checked against the schedule when the task is written.
+	r.tpl, r.broken = template.Parse(payload, template.Scope{Event: true})
 	if r.broken == nil && !r.tpl.Templated() {
 		r.tpl = nil // no string holds a template: the task's payload is sent as it is
 	}
@@ -84,6 +85,7 @@ type payloadFire struct {
 	Shard        int
 	ShardCount   int
 	Trigger      string
+	Event        *template.Event // an event's fire: .event…
 }
 
 // data is the template data of fire f.
@@ -91,6 +93,7 @@ func (r payloadRenderer) data(f payloadFire) template.Data {
 	return template.Data{
 		ScheduledFor: f.ScheduledFor, Location: r.loc, ExecutionID: f.ExecutionID, TaskID: r.taskID,
 		TaskName: r.name, Round: max(f.Round, 1), ShardIndex: f.Shard, ShardCount: max(f.ShardCount, 1), Trigger: f.Trigger,
+		Event: f.Event,
 	}
 }
 

@@ -222,6 +222,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Calendars:     service.NewCalendars(d.pool, tasks),
 		Backfills:     backfills,
 		Workflows:     workflows,
+		Events:        service.NewEvents(d.pool, enq, workflows, axMetrics),
 		Ready:         func(ctx context.Context) error { return db.CheckMigrated(ctx, d.pool) },
 		ClockDrift:    clock.Drift,
 		EndpointProbe: sender.Probe,

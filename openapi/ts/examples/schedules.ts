@@ -1,4 +1,4 @@
-// The three shapes of a schedule, a union discriminated by `type`: each
+// The four shapes of a schedule, a union discriminated by `type`: each
 // type requires its own field and takes no other type's. `make ts-check`
 // type-checks this file, so the @ts-expect-error lines fail the check if
 // the generated types ever accept those schedules again.
@@ -10,6 +10,7 @@ export const schedules: Schedule[] = [
   { type: "cron", cron: "0 2 * * *", timezone: "Asia/Shanghai", dialect: "standard" },
   { type: "interval", interval_seconds: 60 },
   { type: "once", run_at: "2027-01-01T00:00:00Z" },
+  { type: "event", event: "files.ready" },
 ];
 
 // @ts-expect-error a cron schedule needs cron
@@ -18,6 +19,8 @@ export const noCron: Schedule = { type: "cron" };
 export const foreignCron: Schedule = { type: "interval", interval_seconds: 60, cron: "0 2 * * *" };
 // @ts-expect-error a once schedule needs run_at
 export const noRunAt: Schedule = { type: "once" };
+// @ts-expect-error an event schedule needs event
+export const noEvent: Schedule = { type: "event" };
 
 // Narrowing on type gives each variant's fields without casts.
 export function describe(s: Schedule): string {
@@ -28,5 +31,7 @@ export function describe(s: Schedule): string {
       return `every ${s.interval_seconds}s`;
     case "once":
       return `once at ${s.run_at}`;
+    case "event":
+      return `on each ${s.event} event`;
   }
 }
