@@ -47,6 +47,8 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	limits := service.NewLimits(pool, service.LimitsConfig{})
 	tasks := service.NewTasks(pool, service.TasksConfig{Limits: limits})
+	workflows := service.NewWorkflows(pool, enq, service.WorkflowsConfig{})
+	events := service.NewEvents(pool, enq, workflows, nil)
 	cfg := api.Config{
 		Logger:      slog.New(slog.DiscardHandler),
 		Auth:        auth,
@@ -58,7 +60,8 @@ func newEnv(t *testing.T) *env {
 		Stats:       service.NewStats(pool),
 		Calendars:   service.NewCalendars(pool, tasks),
 		Backfills:   service.NewBackfills(pool, enq, tasks),
-		Workflows:   service.NewWorkflows(pool, enq, service.WorkflowsConfig{}),
+		Workflows:   workflows,
+		Events:      events,
 		Idempotency: idempotency.New(pool),
 		Audit:       audit.NewLog(pool),
 		Replicas:    service.NewReplicas(pool),
@@ -70,7 +73,7 @@ func newEnv(t *testing.T) *env {
 	console.Mount(e, console.Config{
 		Logger: cfg.Logger, Auth: auth, Tenants: cfg.Tenants, Endpoints: cfg.Endpoints,
 		Tasks: tasks, Executions: cfg.Executions, Stats: cfg.Stats, Backfills: cfg.Backfills, Workflows: cfg.Workflows,
-		Limits: limits,
+		Limits: limits, Events: events,
 	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)

@@ -210,6 +210,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	tenants, endpoints, executions := service.NewTenants(d.pool), service.NewEndpoints(d.pool), service.NewExecutions(d.pool, enq,
 		service.ExecutionsConfig{Metrics: axMetrics})
+	events := service.NewEvents(d.pool, enq, workflows, axMetrics)
 	handler := api.New(api.Config{
 		Logger:        logger,
 		Auth:          auth,
@@ -222,7 +223,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Calendars:     service.NewCalendars(d.pool, tasks),
 		Backfills:     backfills,
 		Workflows:     workflows,
-		Events:        service.NewEvents(d.pool, enq, workflows, axMetrics),
+		Events:        events,
 		Ready:         func(ctx context.Context) error { return db.CheckMigrated(ctx, d.pool) },
 		ClockDrift:    clock.Drift,
 		EndpointProbe: sender.Probe,
@@ -240,7 +241,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// The tenant web console, over the same services (api/console).
 	console.Mount(handler, console.Config{
 		Logger: logger, Auth: auth, Tenants: tenants, Endpoints: endpoints, Tasks: tasks, Executions: executions,
-		Stats: stats, Backfills: backfills, Workflows: workflows, Limits: limits,
+		Stats: stats, Backfills: backfills, Workflows: workflows, Limits: limits, Events: events,
 	})
 	srv := &http.Server{
 		Handler:           handler,
