@@ -29,8 +29,10 @@ func TestEventsAPI(t *testing.T) {
 	require.Equal(t, "files.ready", preview["event"])
 	require.Empty(t, preview["items"])
 	wf := a.createWorkflow(tok, "etl")
-	a.must(http.StatusOK, req{Method: http.MethodPatch, Path: "/v1/workflows/" + wf, Token: tok,
-		Body: map[string]any{"schedule": map[string]any{"type": "event", "event": "files.ready"}}})
+	a.must(http.StatusOK, req{
+		Method: http.MethodPatch, Path: "/v1/workflows/" + wf, Token: tok,
+		Body: map[string]any{"schedule": map[string]any{"type": "event", "event": "files.ready"}},
+	})
 
 	body := map[string]any{"name": "files.ready", "key": "2026-12-03", "payload": map[string]any{"file": "a.csv"}, "dedup_key": "x"}
 	posted := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/events", Token: tok, Body: body}).JSON
@@ -69,8 +71,10 @@ func TestEventsAPI(t *testing.T) {
 	writer := token(t, "acme", api.ScopeEventsWrite)
 	a.must(http.StatusForbidden, req{Method: http.MethodGet, Path: "/v1/events", Token: writer})
 	a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/events", Token: writer, Body: map[string]any{"name": "x"}})
-	a.must(http.StatusForbidden, req{Method: http.MethodPost, Path: "/v1/events", Token: token(t, "acme", api.ScopeTasksWrite),
-		Body: map[string]any{"name": "x"}})
+	a.must(http.StatusForbidden, req{
+		Method: http.MethodPost, Path: "/v1/events", Token: token(t, "acme", api.ScopeTasksWrite),
+		Body: map[string]any{"name": "x"},
+	})
 	admin := token(t, "acme", api.ScopeAdmin)
 	a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/events", Token: admin, Body: map[string]any{"name": "x"}})
 	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/events", Token: admin})
@@ -79,8 +83,10 @@ func TestEventsAPI(t *testing.T) {
 	big := `{"name": "x", "payload": "` + strings.Repeat("a", 64<<10) + `"}`
 	r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/events", Token: tok, Body: big})
 	require.Equal(t, []string{"payload"}, fieldErrors(r))
-	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/events", Token: tok,
-		Body: map[string]any{"name": "files ready"}})
+	r = a.must(http.StatusUnprocessableEntity, req{
+		Method: http.MethodPost, Path: "/v1/events", Token: tok,
+		Body: map[string]any{"name": "files ready"},
+	})
 	require.Equal(t, []string{"name"}, fieldErrors(r))
 	r = a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/tasks", Token: tok, Body: map[string]any{
 		"name": "bad", "endpoint_id": ep, "schedule": map[string]any{"type": "event", "event": "a b"},

@@ -124,8 +124,10 @@ func newFixtures(a *testAPI, tok string) fixtures {
 		Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
 		Body: map[string]any{"name": "prop", "dates": []string{"2027-01-01"}},
 	}).JSON["id"].(string)
-	f.event = a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/events", Token: tok,
-		Body: map[string]any{"name": "prop.fixture"}}).JSON["id"].(string)
+	f.event = a.must(http.StatusAccepted, req{
+		Method: http.MethodPost, Path: "/v1/events", Token: tok,
+		Body: map[string]any{"name": "prop.fixture"},
+	}).JSON["id"].(string)
 	now := time.Now().UTC().Truncate(time.Hour)
 	f.backfill = a.must(http.StatusAccepted, req{
 		Method: http.MethodPost, Path: "/v1/tasks/" + f.task + "/backfill", Token: tok,
