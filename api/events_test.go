@@ -93,3 +93,33 @@ func TestEventsAPI(t *testing.T) {
 	}})
 	require.Equal(t, []string{"schedule.event"}, fieldErrors(r))
 }
+
+// TestEventsAreRateLimited: posting events spends the tenant's
+// api_requests_per_second like any call: past it, a 429 that fired
+// nothing.
+func TestEventsAreRateLimited(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	tok := token(t, "acme")
+	a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/me", Token: tok}) // creates the tenant
+	a.must(http.StatusOK, req{
+		Method: http.MethodPut, Path: "/v1/admin/tenants/acme/limits", Token: operatorToken(t),
+		Body: map[string]any{"api_requests_per_second": 2},
+	})
+	accepted, limited := 0, 0
+	for range 20 {
+		r := a.do(req{Method: http.MethodPost, Path: "/v1/events", Token: tok, Body: map[string]any{"name": "burst"}})
+		switch r.Status {
+		case http.StatusAccepted:
+			accepted++
+		case http.StatusTooManyRequests:
+			limited++
+		default:
+			t.Fatalf("POST /v1/events: %d %s", r.Status, r.Raw)
+		}
+	}
+	require.Positive(t, limited, "20 posts at once exceed 2 per second")
+	var stored int
+	require.NoError(t, a.pool.QueryRow(t.Context(), `SELECT count(*) FROM posted_events WHERE tenant_id = 'acme'`).Scan(&stored))
+	require.Equal(t, accepted, stored, "a refused post stored no event")
+}
