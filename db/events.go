@@ -93,6 +93,32 @@ func InsertEvent(ctx context.Context, q Querier, e Event) (Event, error) {
 	return out[0], nil
 }
 
+// EventMatched is what an event fired: the counts and the list (a JSON
+// array).
+type EventMatched struct {
+	Tasks, Workflows, Waits int32
+	List                    []byte
+}
+
+// SetEventMatched records what event id fired and returns the stored row.
+func SetEventMatched(ctx context.Context, q Querier, tenant, id string, m EventMatched) (Event, error) {
+	rows, err := q.Query(ctx, `UPDATE posted_events SET matched_tasks = $3, matched_workflows = $4, matched_waits = $5,
+			matched = $6::text::jsonb
+		WHERE tenant_id = $1 AND id = $2 RETURNING `+eventColumns,
+		tenant, id, m.Tasks, m.Workflows, m.Waits, string(m.List))
+	if err != nil {
+		return Event{}, wrap("record what an event fired", err)
+	}
+	out, err := collectRows[Event](rows, 1)
+	if err != nil {
+		return Event{}, wrap("record what an event fired", err)
+	}
+	if len(out) != 1 {
+		return Event{}, ErrNotFound
+	}
+	return out[0], nil
+}
+
 // GetEvent reads one event.
 func GetEvent(ctx context.Context, q Querier, tenant, id string) (Event, error) {
 	rows, err := q.Query(ctx, `SELECT `+eventColumns+` FROM posted_events WHERE tenant_id = $1 AND id = $2`, tenant, id)

@@ -257,3 +257,48 @@ func TestRetentionRemovesOldEvents(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, f.count(t, `SELECT count(*) FROM event_dedup`), "the expired dedup key went too")
 }
+
+// TestEventStartsWorkflowRun: an event starts one run of each active
+// workflow whose schedule is its name (trigger event, scheduled for the
+// event's arrival); the run's nodes' templates read .event…, which only
+// an event-scheduled workflow may name; a paused workflow starts none.
+func TestEventStartsWorkflowRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newWFFixture(t)
+	events := service.NewEvents(f.pool, f.enq, f.wf, nil)
+	root := f.node("load")
+	root.Payload, root.PayloadTemplate = []byte(`{"path": "{{ .event.payload.path }}", "date": "{{ .event.key }}"}`), true
+	onFiles := &schedule.Spec{Type: schedule.Event, Event: "files.ready"}
+	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "import", MaxActiveRuns: 10, Schedule: onFiles, Nodes: []service.WorkflowNodeInput{root, f.node("after", "load")},
+	})
+	require.NoError(t, err)
+	require.Nil(t, w.NextRunAt, "an event schedule has no next run")
+	paused, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "paused", MaxActiveRuns: 10, Schedule: onFiles, Nodes: []service.WorkflowNodeInput{f.node("a")},
+	})
+	require.NoError(t, err)
+	_, err = f.wf.Pause(ctx, f.tenant, paused.ID)
+	require.NoError(t, err)
+	_, err = f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "cron", MaxActiveRuns: 10, Schedule: &schedule.Spec{Type: schedule.Cron, Cron: "0 2 * * *"},
+		Nodes: []service.WorkflowNodeInput{root},
+	})
+	requireFields(t, err, "nodes[0].payload.path", "nodes[0].payload.date")
+
+	ev, err := events.Post(ctx, f.tenant, event.Input{Name: "files.ready", Key: "2026-12-03", Payload: json.RawMessage(`{"path": "a.csv"}`)})
+	require.NoError(t, err)
+	require.Equal(t, event.Matched{Workflows: 1}, ev.Matched)
+	require.Equal(t, w.ID, ev.Matches[0].WorkflowID)
+	run, err := f.wf.GetRun(ctx, f.tenant, ev.Matches[0].RunID)
+	require.NoError(t, err)
+	require.Equal(t, service.TriggerEvent, run.Trigger)
+	require.True(t, run.ScheduledFor.Equal(ev.ReceivedAt), "scheduled for the event's arrival")
+	ids := f.execsOf(t, run.ID, "load")
+	require.Len(t, ids, 1)
+	var payload string
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT convert_from(payload, 'UTF8') FROM executions WHERE id = $1`, ids[0]).Scan(&payload))
+	require.JSONEq(t, `{"path": "a.csv", "date": "2026-12-03"}`, payload)
+	require.Zero(t, f.count(t, `SELECT count(*) FROM workflow_runs WHERE workflow_id = $1`, paused.ID), "a paused workflow starts none")
+}

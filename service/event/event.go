@@ -223,6 +223,19 @@ func (s *Events) Post(ctx context.Context, tenant string, in Input) (Event, erro
 		if err != nil {
 			return err
 		}
+		// Stored before it fires: what it fires may read it (the
+		// templates of an event-started run's nodes); what it fired is
+		// written once it is known.
+		row := db.Event{TenantID: tenant, ID: id, Name: in.Name, Payload: in.Payload, ReceivedAt: at}
+		if in.Key != "" {
+			row.Key = &in.Key
+		}
+		if in.DedupKey != "" {
+			row.DedupKey = &in.DedupKey
+		}
+		if _, err := db.InsertEvent(ctx, tx, row); err != nil {
+			return err
+		}
 		ev := Occurrence{TenantID: tenant, ID: id, Name: in.Name, Key: in.Key, Payload: in.Payload, At: at}
 		fired, err := s.cfg.Fire(ctx, tx, ev)
 		if err != nil {
@@ -232,18 +245,10 @@ func (s *Events) Post(ctx context.Context, tenant string, in Input) (Event, erro
 		if err != nil {
 			return err
 		}
-		row := db.Event{
-			TenantID: tenant, ID: id, Name: in.Name, Payload: in.Payload, ReceivedAt: at,
-			MatchedTasks: int32(fired.Matched.Tasks), MatchedWorkflows: int32(fired.Matched.Workflows),
-			MatchedWaits: int32(fired.Matched.Waits), Matched: matches,
-		}
-		if in.Key != "" {
-			row.Key = &in.Key
-		}
-		if in.DedupKey != "" {
-			row.DedupKey = &in.DedupKey
-		}
-		stored, err := db.InsertEvent(ctx, tx, row)
+		stored, err := db.SetEventMatched(ctx, tx, tenant, id, db.EventMatched{
+			Tasks: int32(fired.Matched.Tasks), Workflows: int32(fired.Matched.Workflows), Waits: int32(fired.Matched.Waits),
+			List: matches,
+		})
 		if err != nil {
 			return err
 		}
