@@ -353,6 +353,8 @@ var auditActions = []string{
 // notChanges are write routes that change no resource, each with the
 // reason.
 var notChanges = map[string]string{
+	"POST /v1/events": "an event is a record of its own (GET /v1/events/{id}, with what it fired), kept by retention " +
+		"as executions are; the executions and runs it fires are on their own timelines, not changes of configuration",
 	"POST /v1/tasks/:id/render": "a read: it renders what a slot would send and sends, stores and changes nothing",
 	"POST /v1/executions/:id/heartbeat": "a receiver's liveness report: it moves its attempt's heartbeat deadline and " +
 		"keeps its progress, not a change of any resource's configuration or state (one record per heartbeat of every " +

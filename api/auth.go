@@ -34,6 +34,8 @@ const (
 	ScopeAuditRead       = "audit:read"
 	ScopeWorkflowsRead   = "workflows:read"
 	ScopeWorkflowsWrite  = "workflows:write"
+	ScopeEventsRead      = "events:read"
+	ScopeEventsWrite     = "events:write"
 	// ScopeAdmin is a tenant's every scope, those to come included: it
 	// reaches all of its own tenant's routes and nothing of another's.
 	ScopeAdmin = "admin"
@@ -58,6 +60,7 @@ func TenantScopes() []string {
 	return []string{
 		ScopeTasksRead, ScopeTasksWrite, ScopeEndpointsRead, ScopeEndpointsWrite,
 		ScopeExecutionsRead, ScopeExecutionsWrite, ScopeAuditRead, ScopeWorkflowsRead, ScopeWorkflowsWrite,
+		ScopeEventsRead, ScopeEventsWrite,
 	}
 }
 

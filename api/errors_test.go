@@ -144,6 +144,7 @@ func TestTenantIsolation(t *testing.T) {
 	from := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	wfA := a.createWorkflow(tokA, "a-workflow")
 	runA := a.triggerWorkflow(tokA, wfA)
+	evA := a.must(http.StatusAccepted, req{Method: http.MethodPost, Path: "/v1/events", Token: tokA, Body: `{"name":"a.happened"}`}).JSON["id"].(string)
 	bfA := a.must(http.StatusAccepted, req{
 		Method: http.MethodPost, Path: "/v1/tasks/" + taskA + "/backfill", Token: tokA,
 		Body: `{"from":"` + from + `","to":"` + time.Now().UTC().Format(time.RFC3339) + `"}`,
@@ -207,13 +208,14 @@ func TestTenantIsolation(t *testing.T) {
 		{Method: http.MethodPost, Path: "/v1/workflow-runs/" + runA + "/cancel"},
 		{Method: http.MethodPost, Path: "/v1/workflow-runs/" + runA + "/nodes/b/run"},
 		{Method: http.MethodPost, Path: "/v1/workflow-runs/" + runA + "/nodes/b/skip"},
+		{Method: http.MethodGet, Path: "/v1/events/" + evA},
 	}
 	covered := map[string]bool{}
 	for _, r := range routes {
 		r.Token = tokB
 		a.must(http.StatusNotFound, r)
 		path := strings.NewReplacer(epA, ":id", taskA, ":id", execA, ":id", calA, ":id", bfA, ":id", wfA, ":id", runA, ":id",
-			"/nodes/b/", "/nodes/:key/").Replace(r.Path)
+			evA, ":id", "/nodes/b/", "/nodes/:key/").Replace(r.Path)
 		covered[r.Method+" "+path] = true
 	}
 	// Every route that takes an id is in the table above.

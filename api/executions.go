@@ -32,7 +32,7 @@ type executionResponse struct {
 	// workflow_run_id and node name instead.
 	TaskID       string    `json:"task_id,omitempty"`
 	ScheduledFor timestamp `json:"scheduled_for" swaggertype:"string" format:"date-time"`
-	Trigger      string    `json:"trigger" enums:"schedule,manual,backfill,retry,dependency"`
+	Trigger      string    `json:"trigger" enums:"schedule,manual,backfill,retry,dependency,event"`
 	// DedupKey is the dedup_key of a manual trigger.
 	DedupKey string `json:"dedup_key,omitempty"`
 	State    string `json:"state" enums:"pending,running,retrying,succeeded,failed,cancelled,skipped"`
@@ -41,6 +41,8 @@ type executionResponse struct {
 	Round int `json:"round" example:"1"`
 	// BackfillID is the backfill that created the execution (trigger backfill).
 	BackfillID string `json:"backfill_id,omitempty"`
+	// EventID is the event that fired the execution (trigger event), also sent as X-Ax-Event-Id.
+	EventID string `json:"event_id,omitempty"`
 	// WorkflowID, WorkflowRunID and Node name a workflow step's workflow, run and node.
 	WorkflowID    string `json:"workflow_id,omitempty"`
 	WorkflowRunID string `json:"workflow_run_id,omitempty"`
@@ -91,7 +93,7 @@ type triggerRequest struct {
 func executionOut(x service.ExecutionDetail) executionResponse {
 	out := executionResponse{
 		ID: x.ID, TaskID: x.TaskID, ScheduledFor: stamp(x.ScheduledFor), Trigger: x.Trigger, DedupKey: x.DedupKey, State: x.State,
-		Attempts: x.Attempts, Round: x.Round, BackfillID: x.BackfillID,
+		Attempts: x.Attempts, Round: x.Round, BackfillID: x.BackfillID, EventID: x.EventID,
 		WorkflowID: x.WorkflowID, WorkflowRunID: x.WorkflowRunID, Node: x.Node, Shard: x.Shard, Late: x.Late, Held: x.Held, CancelRequested: x.CancelRequested, LastStatusCode: x.LastStatusCode,
 		ErrorClass: x.LastErrorClass, NextAttemptAt: stampPtr(x.NextAttemptAt),
 		CreatedAt: stamp(x.CreatedAt), StartedAt: stampPtr(x.StartedAt), FinishedAt: stampPtr(x.FinishedAt),

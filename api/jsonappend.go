@@ -74,6 +74,10 @@ func (x *executionResponse) appendJSON(b []byte) ([]byte, bool) {
 		b = append(b, `,"backfill_id":`...)
 		b = appendJSONString(b, x.BackfillID)
 	}
+	if x.EventID != "" {
+		b = append(b, `,"event_id":`...)
+		b = appendJSONString(b, x.EventID)
+	}
 	if x.WorkflowID != "" {
 		b = append(b, `,"workflow_id":`...)
 		b = appendJSONString(b, x.WorkflowID)

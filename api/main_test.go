@@ -79,6 +79,7 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 	limits := service.NewLimits(pool, service.LimitsConfig{Defaults: opts.LimitDefaults})
 	require.NoError(t, limits.Refresh(t.Context()))
 	tasks := service.NewTasks(pool, service.TasksConfig{Limits: limits})
+	workflows := service.NewWorkflows(pool, enq, service.WorkflowsConfig{Limits: limits})
 	sender := jobs.NewSender(jobs.SenderConfig{AllowPrivateTargets: !opts.BlockPrivateTargets, UserAgent: "ax/test"})
 	t.Cleanup(sender.Close)
 	e := api.New(api.Config{
@@ -91,7 +92,8 @@ func newAPI(t *testing.T, opts *apiOpts) *testAPI {
 		Deliveries:  service.NewDeliveries(pool, enq, service.DeliveriesConfig{}),
 		Calendars:   service.NewCalendars(pool, tasks),
 		Backfills:   service.NewBackfills(pool, enq, tasks),
-		Workflows:   service.NewWorkflows(pool, enq, service.WorkflowsConfig{Limits: limits}),
+		Workflows:   workflows,
+		Events:      service.NewEvents(pool, enq, workflows, nil),
 		Idempotency: idempotency.New(pool),
 		Audit:       audit.NewLog(pool),
 		Replicas:    service.NewReplicas(pool),

@@ -84,6 +84,11 @@ func registerRoutes(e *echo.Echo, h *handlers) {
 	cb.POST("/executions/:id/heartbeat", h.heartbeatExecution, requireCallbackOrScope(ScopeExecutionsWrite))
 	cb.POST("/executions/:id/complete", h.completeExecution, requireCallbackOrScope(ScopeExecutionsWrite))
 
+	evR, evW := requireScope(ScopeEventsRead), requireScope(ScopeEventsWrite)
+	v1.POST("/events", h.postEvent, evW)
+	v1.GET("/events", h.listEvents, evR)
+	v1.GET("/events/:id", h.getEvent, evR)
+
 	v1.GET("/stats", h.getStats, xR)
 
 	v1.GET("/audit", h.listAudit, requireScope(ScopeAuditRead))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/axhq/ax/service"
 	"github.com/axhq/ax/service/audit"
+	"github.com/axhq/ax/service/event"
 	"github.com/axhq/ax/service/idempotency"
 )
 
@@ -43,6 +44,8 @@ type Config struct {
 	Backfills *service.Backfills
 	// Workflows serves /v1/workflows and /v1/workflow-runs.
 	Workflows *service.Workflows
+	// Events serves /v1/events. Nil: those routes are not served.
+	Events *event.Events
 	// Ready reports whether the server can serve: database reachable and
 	// migrated. Required.
 	Ready func(ctx context.Context) error

@@ -293,6 +293,7 @@ var exampleOps = []struct{ method, path string }{
 	{http.MethodPost, "/v1/workflows/{id}/backfill"},
 	{http.MethodPost, "/v1/endpoints/{id}/rotate-secret"},
 	{http.MethodPost, "/v1/executions/retry"},
+	{http.MethodPost, "/v1/events"},
 	{http.MethodPatch, "/v1/endpoints/{id}"},
 	{http.MethodPatch, "/v1/calendars/{id}"},
 	{http.MethodPatch, "/v1/tasks/{id}"},

@@ -110,7 +110,7 @@ func TestSpecProperties(t *testing.T) {
 // fixtures are real resources of the tenant, so that generated paths name
 // existing ones as often as unknown ones.
 type fixtures struct {
-	endpoint, task, execution, workflow, run, calendar, backfill string
+	endpoint, task, execution, workflow, run, calendar, backfill, event string
 }
 
 func newFixtures(a *testAPI, tok string) fixtures {
@@ -123,6 +123,10 @@ func newFixtures(a *testAPI, tok string) fixtures {
 	f.calendar = a.must(http.StatusCreated, req{
 		Method: http.MethodPost, Path: "/v1/calendars", Token: tok,
 		Body: map[string]any{"name": "prop", "dates": []string{"2027-01-01"}},
+	}).JSON["id"].(string)
+	f.event = a.must(http.StatusAccepted, req{
+		Method: http.MethodPost, Path: "/v1/events", Token: tok,
+		Body: map[string]any{"name": "prop.fixture"},
 	}).JSON["id"].(string)
 	now := time.Now().UTC().Truncate(time.Hour)
 	f.backfill = a.must(http.StatusAccepted, req{
@@ -147,6 +151,7 @@ func (g *gen) path(tpl string) string {
 	id := map[string]string{
 		"endpoints": g.fx.endpoint, "tasks": g.fx.task, "executions": g.fx.execution,
 		"workflows": g.fx.workflow, "workflow-runs": g.fx.run, "calendars": g.fx.calendar, "backfills": g.fx.backfill,
+		"events": g.fx.event,
 	}[kind]
 	switch g.rnd.IntN(6) {
 	case 0:

@@ -15,7 +15,10 @@ import (
 
 // scheduleDTO is a task's schedule (README, "Tasks").
 type scheduleDTO struct {
-	Type string `json:"type" enums:"cron,interval,once,union" example:"cron" validate:"required"`
+	Type string `json:"type" enums:"cron,interval,once,union,event" example:"cron" validate:"required"`
+	// Event (event only): the name of the event that fires it, once per event posted (POST /v1/events); an event
+	// schedule has no time slots.
+	Event string `json:"event,omitempty" example:"files.ready" maxLength:"200" pattern:"^[A-Za-z0-9._:-]+$"`
 	// Cron: standard dialect 5 fields, or 6 with seconds first, or 7 with a year last; quartz dialect 6 or 7 fields,
 	// seconds first; descriptors like @hourly; L, W, LW, # and wrapped ranges (FRI-MON) in both.
 	Cron string `json:"cron,omitempty" example:"0 2 * * *" maxLength:"256"`
@@ -182,6 +185,9 @@ type previewResponse struct {
 	// Paused: the task is paused and fires nothing until it is resumed (items is empty); resuming it fires its
 	// schedule's slots from then on.
 	Paused bool `json:"paused"`
+	// Event: the task's schedule is this event's (type event); it has no time slots and fires once per event posted
+	// (items is empty). Absent for other schedules.
+	Event string `json:"event,omitempty"`
 } // @name Preview
 
 var taskReadOnly = []string{"id", "state", "next_run_at", "created_at", "updated_at", "missed_count", "tenant", "tenant_id", "version"}
@@ -279,7 +285,7 @@ func scheduleOut(s schedule.Spec) scheduleDTO {
 	out := scheduleDTO{
 		Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
 		RunAt: formatTime(s.RunAt), StartAt: formatTime(s.StartAt), EndAt: formatTime(s.EndAt),
-		Dialect: s.Dialect, DSTPolicy: s.DSTPolicy, ExcludeCalendars: s.ExcludeCalendars,
+		Dialect: s.Dialect, DSTPolicy: s.DSTPolicy, ExcludeCalendars: s.ExcludeCalendars, Event: s.Event,
 	}
 	for _, m := range s.Schedules {
 		out.Schedules = append(out.Schedules, scheduleOut(m))
@@ -294,7 +300,7 @@ func (d scheduleDTO) spec(ve *service.ValidationError, field string) schedule.Sp
 		Type: d.Type, Cron: d.Cron, Timezone: d.Timezone, IntervalSeconds: d.IntervalSeconds,
 		RunAt: parseTime(ve, field+".run_at", d.RunAt), StartAt: parseTime(ve, field+".start_at", d.StartAt),
 		EndAt: parseTime(ve, field+".end_at", d.EndAt), Dialect: d.Dialect, DSTPolicy: d.DSTPolicy,
-		ExcludeCalendars: d.ExcludeCalendars,
+		ExcludeCalendars: d.ExcludeCalendars, Event: d.Event,
 	}
 	for i, m := range d.Schedules {
 		s.Schedules = append(s.Schedules, m.spec(ve, fmt.Sprintf("%s.schedules[%d]", field, i)))
@@ -593,6 +599,7 @@ func (h *handlers) previewTask(c echo.Context) error {
 	out := previewResponse{
 		Timezone: loc.String(), DSTPolicy: p.Schedule.Spec().DSTPolicy, Items: make([]previewItem, 0, len(p.Fires)),
 		Excluded: make([]previewItem, 0, len(p.Excluded)), Skipped: make([]previewItem, 0, len(p.Skipped)), Paused: p.Paused,
+		Event: p.Event,
 	}
 	item := func(t time.Time, dst bool) previewItem {
 		it := previewItem{At: stamp(t.UTC()), Local: t.In(p.Schedule.LocationAt(t)).Format(time.RFC3339)}

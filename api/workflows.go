@@ -185,7 +185,7 @@ type runResponse struct {
 	Version      int       `json:"version"`
 	ScheduledFor timestamp `json:"scheduled_for" swaggertype:"string" format:"date-time"`
 	Round        int       `json:"round"`
-	Trigger      string    `json:"trigger" enums:"schedule,manual,backfill"`
+	Trigger      string    `json:"trigger" enums:"schedule,manual,backfill,event"`
 	State        string    `json:"state" enums:"pending,running,blocked,succeeded,failed,cancelled"`
 	// Inputs are the run's inputs: the defaults of its version overridden by its trigger's or backfill's.
 	Inputs     inputsDTO  `json:"inputs"`
@@ -257,7 +257,7 @@ func (r workflowRequest) input() (service.WorkflowInput, error) {
 			Type: s.Type, Cron: s.Cron, Timezone: s.Timezone, IntervalSeconds: s.IntervalSeconds,
 			RunAt: parseTime(&ve, "schedule.run_at", s.RunAt), StartAt: parseTime(&ve, "schedule.start_at", s.StartAt),
 			EndAt: parseTime(&ve, "schedule.end_at", s.EndAt), Dialect: s.Dialect, DSTPolicy: s.DSTPolicy,
-			ExcludeCalendars: s.ExcludeCalendars,
+			ExcludeCalendars: s.ExcludeCalendars, Event: s.Event,
 		}
 	}
 	if r.SLA != nil {

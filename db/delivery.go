@@ -36,6 +36,8 @@ type DeliveryRow struct {
 	Node          *string `db:"node"`
 	Shard         int     `db:"shard"`
 	ShardCount    int     `db:"shard_count"`
+	// EventID is the event that fired the execution (trigger event).
+	EventID *string `db:"event_id"`
 	// CreatedAt is when the execution was created (a workflow node's: when
 	// its rule was met).
 	CreatedAt time.Time `db:"created_at"`
@@ -95,7 +97,7 @@ func (r *DeliveryRow) fields() []any {
 	return []any{
 		&r.TenantID, &r.ID, &r.TaskID, &r.ScheduledFor, &r.Trigger, &r.State, &r.Attempts, &r.AttemptsBase,
 		&r.LeaseAttempt, &r.CancelRequested, &r.Payload, &r.RiverJobID, &r.Round,
-		&r.WorkflowID, &r.WorkflowRunID, &r.Node, &r.Shard, &r.ShardCount, &r.CreatedAt, &r.NeverStarted, &r.Held, &r.TaskFound, &r.TaskName,
+		&r.WorkflowID, &r.WorkflowRunID, &r.Node, &r.Shard, &r.ShardCount, &r.EventID, &r.CreatedAt, &r.NeverStarted, &r.Held, &r.TaskFound, &r.TaskName,
 		&r.TaskState, &r.TaskPayload, &r.TaskTimeoutMS, &r.MaxAttempts, &r.InitialBackoffMS, &r.MaxBackoffMS,
 		&r.OverlapPolicy, &r.MisfirePolicy, &r.EarlierUnfinished, &r.LaterMissed, &r.LaterMisfire, &r.CaughtUp, &r.CatchUpShard,
 		&r.SingleSlot,
@@ -153,7 +155,7 @@ var MisfiredFirstFire = `(e.state = ` + execPending + ` AND e.trigger = 'schedul
 func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m Misfire) (DeliveryRow, error) {
 	rows, err := q.Query(ctx, `SELECT e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.state,
 			e.attempts, e.attempts_base, e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id, e.round,
-			e.workflow_id::text, e.workflow_run_id::text, e.node, e.shard, e.shard_count, e.created_at,
+			e.workflow_id::text, e.workflow_run_id::text, e.node, e.shard, e.shard_count, e.event_id::text, e.created_at,
 			e.first_started_at IS NULL AS never_started, e.held_at IS NOT NULL AS held,
 			t.id IS NOT NULL AS task_found, t.name AS task_name, t.state AS task_state, t.payload AS task_payload,
 			t.timeout_ms AS task_timeout_ms, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,

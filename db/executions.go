@@ -48,6 +48,8 @@ type Execution struct {
 	// HeldAt is when an operator held the execution (nil: not held). It
 	// holds back a pending execution only (migration 0025).
 	HeldAt *time.Time `db:"held_at"`
+	// EventID is the event that fired it (trigger event; nil otherwise).
+	EventID *string `db:"event_id"`
 }
 
 // fields returns pointers to e's fields in their order, which is that of
@@ -60,6 +62,7 @@ func (e *Execution) fields() []any {
 		&e.NextAttemptAt, &e.CreatedAt, &e.StartedAt, &e.FinishedAt, &e.ImplicitEvents, &e.LastLatencyMS,
 		&e.FirstStartedAt, &e.Round, &e.BackfillID, &e.WorkflowID, &e.WorkflowRunID, &e.Node, &e.Shard, &e.ShardCount,
 		&e.HeldAt,
+		&e.EventID,
 	}
 }
 
@@ -81,7 +84,7 @@ const executionColumns = `e.tenant_id, e.id::text, e.task_id::text, e.scheduled_
 	e.attempts, e.late, e.cancel_requested, e.last_status_code, e.last_error, e.last_error_class, e.river_job_id,
 	e.next_attempt_at, e.created_at, e.started_at, e.finished_at, e.implicit_events, e.last_latency_ms,
 	e.first_started_at, e.round, e.backfill_id::text, e.workflow_id::text, e.workflow_run_id::text, e.node, e.shard,
-	e.shard_count, e.held_at`
+	e.shard_count, e.held_at, e.event_id::text`
 
 // ExecutionEvent is a row of execution_events.
 type ExecutionEvent struct {

@@ -137,7 +137,7 @@ func TestMigrateHotExecutions(t *testing.T) {
 	indexes, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{
-		"executions_backfill_idx", "executions_dedup_idx", "executions_last_error_idx",
+		"executions_backfill_idx", "executions_dedup_idx", "executions_event_idx", "executions_last_error_idx",
 		"executions_node_idx", "executions_pkey", "executions_retrying_idx", "executions_slot_idx", "executions_task_idx",
 	}, indexes)
 	_, err = pool.Exec(ctx, `UPDATE executions SET last_error = NULL WHERE state = 'failed'`)

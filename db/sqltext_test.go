@@ -218,6 +218,7 @@ var tenantTables = []string{
 	"endpoints", "tasks", "executions", "execution_events", "unfinished_executions", "idempotency_keys", "audit_log",
 	"callback_attempts", "sla_misses", "flow_gates", "flow_permits", "flow_holds", "api_budgets", "workflow_run_events",
 	"backfills", "calendars", "workflows", "workflow_versions", "workflow_runs", "workflow_run_nodes", "execution_outputs",
+	"posted_events", "event_dedup",
 }
 
 // crossTenant lists the functions of db/ whose statements read or write
@@ -236,6 +237,9 @@ var crossTenant = map[string]string{
 	// Retention: audit records of every tenant older than the retention
 	// go, oldest first (audit_log_at_idx).
 	"DeleteExpiredAudit": "retention of the audit log",
+	// Retention: events (and expired dedup keys) of every tenant older
+	// than the retention go, oldest first (posted_events_received_idx).
+	"DeleteExpiredEvents": "retention of events",
 	// The reconciler looks for unfinished executions of every tenant that
 	// no live job carries; its joins are on (tenant_id, id).
 	"FindOrphanedExecutions": "the reconciler's look at every tenant's unfinished executions",

@@ -67,6 +67,9 @@ type Task struct {
 	// AlertAfterFailures: failure alerts start at the task's Nth failed
 	// execution in a row (at least 1; 0 is stored as 1).
 	AlertAfterFailures int32 `db:"alert_after_failures"`
+	// ScheduleEvent is the event name of an event schedule
+	// (ScheduleType "event"), nil otherwise.
+	ScheduleEvent *string `db:"schedule_event"`
 }
 
 // fields returns pointers to t's fields in their order, which is that of
@@ -79,7 +82,7 @@ func (t *Task) fields() []any {
 		&t.PauseAfterFailures, &t.ConsecutiveFailures, &t.MissedCount, &t.Version, &t.CreatedAt, &t.UpdatedAt,
 		&t.ScheduleDialect, &t.DSTPolicy, &t.ExcludeCalendars, &t.Shards, &t.WorkflowID, &t.CompletionMode,
 		&t.CompletionTimeoutMS, &t.HeartbeatTimeoutMS, &t.SLAFinishWithinMS, &t.PayloadTemplate, &t.ScheduleUnion,
-		&t.AlertAfterFailures,
+		&t.AlertAfterFailures, &t.ScheduleEvent,
 	}
 }
 
@@ -88,7 +91,7 @@ const taskColumns = `tenant_id, id::text, name, endpoint_id::text, schedule_type
 	overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id::text, pause_after_failures,
 	consecutive_failures, missed_count, version, created_at, updated_at, schedule_dialect, dst_policy,
 	exclude_calendars::text[], shards, workflow_id::text, completion_mode, completion_timeout_ms, heartbeat_timeout_ms,
-	sla_finish_within_ms, payload_template, schedule_union::text, alert_after_failures`
+	sla_finish_within_ms, payload_template, schedule_union::text, alert_after_failures, schedule_event`
 
 // InsertTask inserts t, created (and updated) at t.CreatedAt, and returns
 // the stored row. With wake, it signals TaskChangedChannel in the same
@@ -139,16 +142,16 @@ func insertTask(ctx context.Context, q Querier, t Task, wake bool, audit *AuditR
 			max_backoff_ms, overlap_policy, misfire_policy, state, next_run_at, labels, alert_endpoint_id,
 			pause_after_failures, created_at, updated_at, schedule_dialect, dst_policy, exclude_calendars, shards,
 			workflow_id, completion_mode, completion_timeout_ms, heartbeat_timeout_ms, sla_finish_within_ms, payload_template,
-			schedule_union, alert_after_failures)
+			schedule_union, alert_after_failures, schedule_event)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
-			$23, $24, $25, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36::jsonb, $37)
+			$23, $24, $25, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36::jsonb, $37, $38)
 		RETURNING ` + taskColumns
 	args := []any{
 		t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
 		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
 		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
 		t.CreatedAt, t.ScheduleDialect, t.DSTPolicy, nil, max(t.Shards, 1), t.WorkflowID, completionMode(t.CompletionMode),
-		t.CompletionTimeoutMS, t.HeartbeatTimeoutMS, t.SLAFinishWithinMS, t.PayloadTemplate, t.ScheduleUnion, t.AlertAfterFailures,
+		t.CompletionTimeoutMS, t.HeartbeatTimeoutMS, t.SLAFinishWithinMS, t.PayloadTemplate, t.ScheduleUnion, t.AlertAfterFailures, t.ScheduleEvent,
 	}
 	cals, err := uuidArray(t.ExcludeCalendars)
 	if err != nil {
@@ -161,7 +164,7 @@ func insertTask(ctx context.Context, q Querier, t Task, wake bool, audit *AuditR
 		from := `t`
 		if audit != nil {
 			sql += `, a AS (INSERT INTO audit_log (tenant_id, id, subject, operator, action, resource_type, resource_id, request_id, changes)
-				SELECT t.tenant_id, $38, $39, $40, $41, $42, t.id::text, $43, $44::jsonb FROM t)`
+				SELECT t.tenant_id, $39, $40, $41, $42, $43, t.id::text, $44, $45::jsonb FROM t)`
 			args = append(args, audit.ID, audit.Subject, audit.Operator, audit.Action, audit.ResourceType, audit.RequestID, nullJSON(audit.Changes))
 		}
 		if wake {
@@ -225,14 +228,14 @@ func UpdateTask(ctx context.Context, q Querier, t Task) (Task, error) {
 		alert_endpoint_id = $23, pause_after_failures = $24, consecutive_failures = $25,
 		schedule_dialect = $26, dst_policy = $27, exclude_calendars = $28, shards = $29, completion_mode = $30,
 		completion_timeout_ms = $31, heartbeat_timeout_ms = $32, sla_finish_within_ms = $33, payload_template = $34,
-		schedule_union = $35::jsonb, alert_after_failures = $36, version = version + 1, updated_at = now()
+		schedule_union = $35::jsonb, alert_after_failures = $36, schedule_event = $37, version = version + 1, updated_at = now()
 		WHERE tenant_id = $1 AND id = $2 RETURNING `+taskColumns,
 		t.TenantID, t.ID, t.Name, t.EndpointID, t.ScheduleType, t.Cron, t.Timezone, t.IntervalSeconds, t.RunAt,
 		t.StartAt, t.EndAt, t.Payload, t.Priority, t.TimeoutMS, t.MaxAttempts, t.InitialBackoffMS, t.MaxBackoffMS,
 		t.OverlapPolicy, t.MisfirePolicy, t.State, t.NextRunAt, t.Labels, t.AlertEndpointID, t.PauseAfterFailures,
 		t.ConsecutiveFailures, t.ScheduleDialect, t.DSTPolicy, cals, max(t.Shards, 1), completionMode(t.CompletionMode),
 		t.CompletionTimeoutMS, t.HeartbeatTimeoutMS, t.SLAFinishWithinMS, t.PayloadTemplate, t.ScheduleUnion,
-		max(t.AlertAfterFailures, 1))
+		max(t.AlertAfterFailures, 1), t.ScheduleEvent)
 	return collectOneRow[Task](rows, err)
 }
 

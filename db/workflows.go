@@ -203,11 +203,13 @@ type WorkflowRun struct {
 	// overrides of its trigger or backfill ("": none), which
 	// InsertWorkflowRun merges into its version's defaults.
 	Inputs string `db:"inputs"`
+	// EventID is the event that started the run (trigger event).
+	EventID *string `db:"event_id"`
 }
 
 const runColumns = `r.tenant_id, r.id::text, r.workflow_id::text, r.version, r.scheduled_for, r.round, r.trigger,
 	r.dedup_key, r.state, r.created_at, r.started_at, r.finished_at, r.updated_at, r.sla_missed_at, r.backfill_id::text,
-	r.inputs::text AS inputs`
+	r.inputs::text AS inputs, r.event_id::text AS event_id`
 
 // InsertWorkflowRun inserts a pending run unless its slot (a scheduled
 // run) or its dedup key already has one; it reports whether it did. The
@@ -220,14 +222,14 @@ func InsertWorkflowRun(ctx context.Context, q Querier, r WorkflowRun) (bool, err
 		overrides = &r.Inputs
 	}
 	tag, err := q.Exec(ctx, `INSERT INTO workflow_runs (tenant_id, id, workflow_id, version, scheduled_for, round,
-			trigger, dedup_key, state, backfill_id, inputs)
+			trigger, dedup_key, state, backfill_id, inputs, event_id)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, `+runPending+`, $9,
 			coalesce(v.inputs, '{}') || coalesce((SELECT jsonb_object_agg(o.key, o.value) FROM jsonb_each($10::text::jsonb) o
-				WHERE v.inputs ? o.key), '{}')
+				WHERE v.inputs ? o.key), '{}'), $11
 		FROM (VALUES (1)) one
 		LEFT JOIN workflow_versions v ON v.tenant_id = $1 AND v.workflow_id = $3 AND v.version = $4
 		ON CONFLICT DO NOTHING`,
-		r.TenantID, r.ID, r.WorkflowID, r.Version, r.ScheduledFor, max(r.Round, 1), r.Trigger, r.DedupKey, r.BackfillID, overrides)
+		r.TenantID, r.ID, r.WorkflowID, r.Version, r.ScheduledFor, max(r.Round, 1), r.Trigger, r.DedupKey, r.BackfillID, overrides, r.EventID)
 	if err != nil {
 		return false, wrap("insert workflow run", err)
 	}

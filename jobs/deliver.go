@@ -245,6 +245,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 		Method: d.Method, URL: d.URL, Headers: d.Headers, Body: d.Payload, Timeout: d.Timeout,
 		ExecutionID: d.ExecutionID, TaskID: d.TaskID, ScheduledFor: d.ScheduledFor, Round: d.Round, Attempt: d.Attempt, Keys: d.Keys,
 		WorkflowID: d.WorkflowID, WorkflowRunID: d.WorkflowRunID, Node: d.Node, ShardIndex: d.Shard, ShardCount: d.ShardCount,
+		EventID: d.EventID,
 		// A node in response mode: its JSON answer is its output.
 		ReadBody: d.WorkflowRunID != "" && d.Callback == nil,
 	}

@@ -36,6 +36,7 @@ func observeRetention(m *metrics.Metrics, r retention.Result) {
 	m.RetentionDeleted.WithLabelValues(metrics.KindExecutionEvents).Add(float64(r.Events))
 	m.RetentionDeleted.WithLabelValues(metrics.KindAudit).Add(float64(r.Audit))
 	m.RetentionDeleted.WithLabelValues(metrics.KindWorkflowRuns).Add(float64(r.Runs))
+	m.RetentionDeleted.WithLabelValues(metrics.KindPostedEvents).Add(float64(r.PostedEvents))
 }
 
 // observeCallbacks records what a callback sweep did (m nil: nothing).

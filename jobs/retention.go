@@ -54,9 +54,9 @@ func RetentionLoop(r *retention.Sweeper, cfg RetentionLoopConfig) Loop {
 	return Loop{Name: LoopRetention, Every: cfg.Every, Pass: func(ctx context.Context) (time.Duration, error) {
 		res, err := r.Sweep(ctx)
 		observeRetention(cfg.Metrics, res)
-		if n := res.Executions + res.Audit + res.Runs; n > 0 {
+		if n := res.Executions + res.Audit + res.Runs + res.PostedEvents; n > 0 {
 			cfg.Logger.DebugContext(ctx, "removed expired history", "executions", res.Executions, "events", res.Events,
-				"workflow_runs", res.Runs, "audit_records", res.Audit)
+				"workflow_runs", res.Runs, "audit_records", res.Audit, "posted_events", res.PostedEvents)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("remove expired history: %w", err)

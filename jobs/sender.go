@@ -144,6 +144,9 @@ type Request struct {
 	WorkflowID, WorkflowRunID, Node string
 	// X-Ax-Shard-Index and X-Ax-Shard-Count, sent when ShardCount > 1.
 	ShardIndex, ShardCount int
+	// EventID is sent as X-Ax-Event-Id: the event that fired the
+	// execution (trigger event).
+	EventID string
 	// AlertType, when set, makes the request an alert about execution
 	// AlertAbout: it carries X-Ax-Alert-Type and X-Ax-Alert-Execution-Id
 	// instead of X-Ax-Task-Id, X-Ax-Execution-Id and X-Ax-Scheduled-For,
@@ -408,6 +411,9 @@ func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*htt
 		if r.ShardCount > 1 {
 			h["X-Ax-Shard-Index"] = []string{strconv.Itoa(r.ShardIndex)}
 			h["X-Ax-Shard-Count"] = []string{strconv.Itoa(r.ShardCount)}
+		}
+		if r.EventID != "" {
+			h["X-Ax-Event-Id"] = []string{r.EventID}
 		}
 	}
 	if !r.Test {

@@ -257,14 +257,16 @@ func TestSpecTellsTheTruth(t *testing.T) {
 			}
 		}
 	}
-	// A schedule is one of three shapes keyed by type, each requiring its
+	// A schedule is one of five shapes keyed by type, each requiring its
 	// own field and closed to the others' (api's TestSpecScheduleShapes
 	// holds the server to it).
 	sched := schema("Schedule")
 	require.NotNil(t, sched.Discriminator, "Schedule: a oneOf with a discriminator")
 	require.Equal(t, "type", sched.Discriminator.PropertyName)
-	require.Len(t, sched.OneOf, 3)
-	for typ, field := range map[string]string{"cron": "cron", "interval": "interval_seconds", "once": "run_at"} {
+	require.Len(t, sched.OneOf, 5)
+	for typ, field := range map[string]string{
+		"cron": "cron", "interval": "interval_seconds", "once": "run_at", "union": "schedules", "event": "event",
+	} {
 		m, ok := sched.Discriminator.Mapping[typ]
 		require.True(t, ok, "Schedule: no variant for %s", typ)
 		v := doc.Components.Schemas[strings.TrimPrefix(m.Ref, "#/components/schemas/")].Value

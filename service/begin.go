@@ -78,6 +78,9 @@ type Delivery struct {
 	// Shard and ShardCount are X-Ax-Shard-Index and X-Ax-Shard-Count
 	// (sent when ShardCount > 1).
 	Shard, ShardCount int
+	// EventID is the event that fired the execution (trigger event), sent
+	// as X-Ax-Event-Id; empty otherwise.
+	EventID string
 	// CreatedAt is when the execution was created: for a workflow node's,
 	// when its rule was met.
 	CreatedAt time.Time
@@ -395,7 +398,7 @@ func deliveryFromRow(row db.DeliveryRow, lease int) Delivery {
 		Attempt: row.Attempts, Lease: lease, URL: zeroIfNil(row.EndpointURL), Method: zeroIfNil(row.EndpointMethod),
 		Headers: row.EndpointHeaders, Payload: row.Payload,
 		WorkflowID: zeroIfNil(row.WorkflowID), WorkflowRunID: zeroIfNil(row.WorkflowRunID), Node: zeroIfNil(row.Node),
-		Shard: row.Shard, ShardCount: row.ShardCount, CreatedAt: row.CreatedAt,
+		Shard: row.Shard, ShardCount: row.ShardCount, EventID: zeroIfNil(row.EventID), CreatedAt: row.CreatedAt,
 		Retry: RetryPolicy{
 			MaxAttempts:    int(zeroIfNil(row.MaxAttempts)),
 			InitialBackoff: time.Duration(zeroIfNil(row.InitialBackoffMS)) * time.Millisecond,

@@ -25,6 +25,9 @@ const (
 	TriggerRetry    = "retry"
 	// TriggerBackfill: created by a backfill (POST /v1/tasks/{id}/backfill).
 	TriggerBackfill = "backfill"
+	// TriggerEvent: fired by an event (POST /v1/events) matching the
+	// task's event schedule.
+	TriggerEvent = "event"
 )
 
 // Execution event types on the timeline.
@@ -74,6 +77,8 @@ type Execution struct {
 	// that re-ran the slot.
 	Round      int
 	BackfillID string
+	// EventID is the event that fired it (trigger event).
+	EventID string
 	// WorkflowID, WorkflowRunID and Node name a workflow step's run and
 	// node; Shard is the shard (0 unless sharded).
 	WorkflowID, WorkflowRunID, Node string
@@ -657,7 +662,7 @@ func executionDetailOf(r db.Execution, events []db.ExecutionEvent) ExecutionDeta
 			LastError: strValue(r.LastError), LastErrorClass: strValue(r.LastErrorClass), CreatedAt: r.CreatedAt.UTC(),
 			StartedAt: utcPtr(r.StartedAt), FirstStartedAt: utcPtr(r.FirstStartedAt), FinishedAt: utcPtr(r.FinishedAt), Round: int(r.Round), BackfillID: strValue(r.BackfillID),
 			WorkflowID: strValue(r.WorkflowID), WorkflowRunID: strValue(r.WorkflowRunID), Node: strValue(r.Node),
-			Shard: int(r.Shard), Held: heldOf(r),
+			Shard: int(r.Shard), Held: heldOf(r), EventID: strValue(r.EventID),
 		},
 		CancelRequested: r.CancelRequested,
 		NextAttemptAt:   utcPtr(r.NextAttemptAt),

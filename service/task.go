@@ -642,6 +642,9 @@ func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) (TaskPrev
 	if t.State == TaskPaused {
 		return TaskPreview{Paused: true, Schedule: sched}, nil
 	}
+	if t.Schedule.Type == schedule.Event {
+		return TaskPreview{Schedule: sched, Event: t.Schedule.Event}, nil
+	}
 	now, err := s.now(ctx)
 	if err != nil {
 		return TaskPreview{}, err
@@ -692,7 +695,10 @@ type TaskPreview struct {
 	// Excluded are the slots in the same span that calendars removed.
 	Excluded []time.Time
 	// Paused: the task is paused and fires nothing (Fires is empty).
-	Paused   bool
+	Paused bool
+	// Event: the schedule is this event's, without time slots (Fires is
+	// empty): each event of that name fires the task once.
+	Event    string
 	Schedule *schedule.Schedule
 }
 
@@ -756,7 +762,8 @@ func (s *Tasks) validate(in TaskInput, anchor time.Time) (*schedule.Schedule, er
 	case !json.Valid(in.Payload):
 		ve.Add("payload", "must be valid JSON")
 	case in.PayloadTemplate:
-		checkPayloadTemplate(&ve, "payload", in.Payload, template.Scope{})
+		// An event-triggered task's template may read .event….
+		checkPayloadTemplate(&ve, "payload", in.Payload, template.Scope{Event: in.Schedule.Type == schedule.Event})
 	}
 	if in.Priority < 1 || in.Priority > 4 {
 		ve.Add("priority", "must be 1 (highest) to 4")
@@ -837,6 +844,9 @@ func (s *Tasks) checkOnceLate(sched *schedule.Schedule, now time.Time) error {
 // the first fire time after now.
 func firstRun(sched *schedule.Schedule, now time.Time) (*time.Time, error) {
 	spec := sched.Spec()
+	if spec.Type == schedule.Event {
+		return nil, nil // no time slots: events fire it (FireEvent)
+	}
 	if spec.Type == schedule.Once && spec.RunAt != nil {
 		t := spec.RunAt.UTC()
 		return &t, nil
@@ -876,7 +886,7 @@ func sameSchedule(a, b schedule.Spec) bool {
 	return a.Type == b.Type && a.Cron == b.Cron && a.Timezone == b.Timezone && a.IntervalSeconds == b.IntervalSeconds &&
 		eqTime(a.RunAt, b.RunAt) && eqTime(a.StartAt, b.StartAt) && eqTime(a.EndAt, b.EndAt) &&
 		slices.Equal(a.ExcludeCalendars, b.ExcludeCalendars) &&
-		a.Dialect == b.Dialect && a.DSTPolicy == b.DSTPolicy &&
+		a.Dialect == b.Dialect && a.DSTPolicy == b.DSTPolicy && a.Event == b.Event &&
 		slices.EqualFunc(a.Schedules, b.Schedules, sameSchedule)
 }
 
@@ -903,6 +913,9 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 	if in.Schedule.IntervalSeconds != 0 {
 		v := in.Schedule.IntervalSeconds
 		r.IntervalSeconds = &v
+	}
+	if in.Schedule.Type == schedule.Event {
+		r.ScheduleEvent = refTo(in.Schedule.Event)
 	}
 	if in.Timeout != 0 {
 		ms := int32(in.Timeout.Milliseconds())
@@ -964,6 +977,9 @@ func taskFromRow(r db.Task) Task {
 	}
 	if spec, ok := unionSpec(r.ScheduleUnion); ok {
 		t.Schedule = spec
+	}
+	if r.ScheduleEvent != nil {
+		t.Schedule.Event = *r.ScheduleEvent
 	}
 	if r.TimeoutMS != nil {
 		t.Timeout = time.Duration(*r.TimeoutMS) * time.Millisecond

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/schedule"
 	"github.com/axhq/ax/service/template"
 )
 
@@ -237,7 +238,9 @@ func nodeScope(n WorkflowNodeInput, in WorkflowInput) template.Scope {
 	for name := range in.Inputs {
 		names = append(names, name)
 	}
-	return template.Scope{Workflow: true, Inputs: names, Upstream: up}
+	// A run of an event-scheduled workflow may read .event….
+	event := in.Schedule != nil && in.Schedule.Type == schedule.Event
+	return template.Scope{Workflow: true, Inputs: names, Upstream: up, Event: event}
 }
 
 // checkNodeTemplates checks node n's payload template and run_if (field

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ type runTemplates struct {
 	loc    *time.Location
 	inputs map[string]json.RawMessage
 	nodes  map[string]template.Node
+	event  *template.Event // the event that started the run (nil: none)
 }
 
 // needsTemplates reports whether a node of keys renders a template.
@@ -46,6 +48,16 @@ func loadTemplates(ctx context.Context, tx db.Tx, run db.WorkflowRun, g *graph, 
 	for k, n := range d.Nodes {
 		t.nodes[k] = template.Node{Status: n.Status, Output: n.Output}
 	}
+	if run.EventID != nil {
+		// Gone past its retention: the run's templates read no event.
+		ev, err := db.GetEvent(ctx, tx, run.TenantID, *run.EventID)
+		switch err = storeError(err, "load the run's event"); {
+		case err == nil:
+			t.event = &template.Event{Name: ev.Name, Key: zeroIfNil(ev.Key), Payload: ev.Payload}
+		case !errors.Is(err, ErrNotFound):
+			return nil, err
+		}
+	}
 	w, err := db.GetWorkflow(ctx, tx, run.TenantID, run.WorkflowID, false)
 	if err != nil {
 		return nil, storeError(err, "load workflow")
@@ -68,7 +80,7 @@ func (t *runTemplates) data(n storedNode, id, trigger string, shard, count int) 
 	return template.Data{
 		ScheduledFor: t.run.ScheduledFor, Location: t.loc, ExecutionID: id, TaskName: n.Key,
 		Round: max(int(t.run.Round), 1), ShardIndex: shard, ShardCount: max(count, 1), Trigger: trigger,
-		WorkflowID: t.run.WorkflowID, WorkflowRunID: t.run.ID, Inputs: t.inputs, Nodes: t.nodes,
+		WorkflowID: t.run.WorkflowID, WorkflowRunID: t.run.ID, Inputs: t.inputs, Nodes: t.nodes, Event: t.event,
 	}
 }
 
@@ -143,5 +155,7 @@ func scopeOf(g *graph, n storedNode) template.Scope {
 		}
 	}
 	walk(n.DependsOn)
-	return template.Scope{Workflow: true, Upstream: up}
+	// .event… was checked against the workflow's schedule when the
+	// version was stored.
+	return template.Scope{Workflow: true, Upstream: up, Event: true}
 }

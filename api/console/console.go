@@ -30,6 +30,7 @@ import (
 	"github.com/axhq/ax/api"
 	"github.com/axhq/ax/service"
 	"github.com/axhq/ax/service/audit"
+	"github.com/axhq/ax/service/event"
 )
 
 // Prefix is where the console is mounted.
@@ -80,6 +81,8 @@ type Config struct {
 	// with admin may set its own tenant's limits, so the limits page lets
 	// it edit them too.
 	AdminIsOperator bool
+	// Events serves the events page (nil: no events page).
+	Events *event.Events
 }
 
 // console carries the dependencies of every page.
@@ -172,6 +175,11 @@ func Mount(e *echo.Echo, cfg Config) {
 	w("/workflow-runs/:id/cancel", c.cancelRun, api.ScopeWorkflowsWrite)
 	w("/workflow-runs/:id/nodes/:key/run", c.runNode, api.ScopeWorkflowsWrite)
 	w("/workflow-runs/:id/nodes/:key/skip", c.skipNode, api.ScopeWorkflowsWrite)
+
+	if cfg.Events != nil {
+		r("/events", c.events, api.ScopeEventsRead)
+		w("/events", c.postEvent, api.ScopeEventsWrite)
+	}
 
 	// Anything else under the prefix is the console's own 404 page.
 	g.Any("/*", func(ec echo.Context) error {

@@ -60,6 +60,8 @@ func newEnvWith(t *testing.T, o envOpts) *env {
 	require.NoError(t, err)
 	limits := service.NewLimits(pool, service.LimitsConfig{})
 	tasks := service.NewTasks(pool, service.TasksConfig{Limits: limits})
+	workflows := service.NewWorkflows(pool, enq, service.WorkflowsConfig{})
+	events := service.NewEvents(pool, enq, workflows, nil)
 	cfg := api.Config{
 		Logger:          slog.New(slog.DiscardHandler),
 		Auth:            auth,
@@ -71,7 +73,7 @@ func newEnvWith(t *testing.T, o envOpts) *env {
 		Stats:           service.NewStats(pool),
 		Calendars:       service.NewCalendars(pool, tasks),
 		Backfills:       service.NewBackfills(pool, enq, tasks),
-		Workflows:       service.NewWorkflows(pool, enq, service.WorkflowsConfig{}),
+		Workflows:       workflows,
 		Idempotency:     idempotency.New(pool),
 		Audit:           audit.NewLog(pool),
 		Replicas:        service.NewReplicas(pool),
@@ -79,6 +81,7 @@ func newEnvWith(t *testing.T, o envOpts) *env {
 		Ready:           func(ctx context.Context) error { return db.CheckMigrated(ctx, pool) },
 		Version:         "test",
 		Limits:          limits,
+		Events:          events,
 	}
 	sender := jobs.NewSender(jobs.SenderConfig{AllowPrivateTargets: true, UserAgent: "ax/test"})
 	t.Cleanup(sender.Close)
@@ -88,6 +91,7 @@ func newEnvWith(t *testing.T, o envOpts) *env {
 		Logger: cfg.Logger, Auth: auth, Tenants: cfg.Tenants, Endpoints: cfg.Endpoints,
 		Tasks: tasks, Executions: cfg.Executions, Stats: cfg.Stats, Backfills: cfg.Backfills, Workflows: cfg.Workflows,
 		Limits: limits, EndpointProbe: sender.Probe, Calendars: cfg.Calendars, Audit: cfg.Audit, AdminIsOperator: o.adminIsOperator,
+		Events: events,
 	})
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)

@@ -21,7 +21,7 @@ type pages map[string]*template.Template
 // pageNames lists the templates/<name>.html files that are pages.
 var pageNames = []string{
 	"signin", "error", "tasks", "task", "task_new", "execution", "endpoints", "secret", "dashboard", "backfills", "workflows", "workflow", "workflow_run",
-	"alerts", "task_edit", "endpoint_edit", "audit", "calendars", "calendar", "limits",
+	"alerts", "task_edit", "endpoint_edit", "audit", "calendars", "calendar", "limits", "events",
 }
 
 func mustParsePages() pages {

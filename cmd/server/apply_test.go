@@ -547,7 +547,7 @@ func TestApplyRefusesBadDocuments(t *testing.T) {
 		{task(", overlap_policy: sometimes"), "spec.overlap_policy: must be one of allow, skip, queue"},
 		{task(", alert_endpoint: gone"), `spec.alert_endpoint: no endpoint named "gone"`},
 		{task(", endpoint_id: 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e"), "spec.endpoint_id: give the endpoint's name as endpoint: NAME"},
-		{"kind: Task\nname: t\nspec: {endpoint: billing, schedule: {type: hourly}}\n", "spec.schedule.type: must be one of cron, interval, once"},
+		{"kind: Task\nname: t\nspec: {endpoint: billing, schedule: {type: hourly}}\n", "spec.schedule.type: must be one of cron, event, interval, once"},
 		{
 			"kind: Task\nname: t\nspec: {endpoint: billing, schedule: {type: cron, cron: '* * * * *', exclude_calendars: [nope]}}\n",
 			`spec.schedule.exclude_calendars[0]: no calendar named "nope"`,

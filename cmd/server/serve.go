@@ -211,6 +211,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	tenants, endpoints, executions := service.NewTenants(d.pool), service.NewEndpoints(d.pool), service.NewExecutions(d.pool, enq,
 		service.ExecutionsConfig{Metrics: axMetrics, FetchAhead: jobs.RiverConfig{FetchPollInterval: cfg.FetchPollInterval}.FetchAhead()})
 	calendars, auditLog := service.NewCalendars(d.pool, tasks), audit.NewLog(d.pool)
+	events := service.NewEvents(d.pool, enq, workflows, axMetrics)
 	handler := api.New(api.Config{
 		Logger:        logger,
 		Auth:          auth,
@@ -223,6 +224,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Calendars:     calendars,
 		Backfills:     backfills,
 		Workflows:     workflows,
+		Events:        events,
 		Ready:         func(ctx context.Context) error { return db.CheckMigrated(ctx, d.pool) },
 		ClockDrift:    clock.Drift,
 		EndpointProbe: sender.Probe,
@@ -242,6 +244,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Logger: logger, Auth: auth, Tenants: tenants, Endpoints: endpoints, Tasks: tasks, Executions: executions,
 		Stats: stats, Backfills: backfills, Workflows: workflows, Limits: limits, EndpointProbe: sender.Probe,
 		Calendars: calendars, Audit: auditLog, AdminIsOperator: cfg.AdminIsOperator,
+		Events: events,
 	})
 	srv := &http.Server{
 		Handler:           handler,

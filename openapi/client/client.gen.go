@@ -381,6 +381,72 @@ func (e EndpointWithSecretFormat) Valid() bool {
 	}
 }
 
+// Defines values for EventMatchType.
+const (
+	EventMatchTypeTask     EventMatchType = "task"
+	EventMatchTypeWait     EventMatchType = "wait"
+	EventMatchTypeWorkflow EventMatchType = "workflow"
+)
+
+// Valid indicates whether the value is a known member of the EventMatchType enum.
+func (e EventMatchType) Valid() bool {
+	switch e {
+	case EventMatchTypeTask:
+		return true
+	case EventMatchTypeWait:
+		return true
+	case EventMatchTypeWorkflow:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EventScheduleDialect.
+const (
+	EventScheduleDialectStandard EventScheduleDialect = "standard"
+)
+
+// Valid indicates whether the value is a known member of the EventScheduleDialect enum.
+func (e EventScheduleDialect) Valid() bool {
+	switch e {
+	case EventScheduleDialectStandard:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EventScheduleDstPolicy.
+const (
+	EventScheduleDstPolicyVixie EventScheduleDstPolicy = "vixie"
+)
+
+// Valid indicates whether the value is a known member of the EventScheduleDstPolicy enum.
+func (e EventScheduleDstPolicy) Valid() bool {
+	switch e {
+	case EventScheduleDstPolicyVixie:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EventScheduleType.
+const (
+	EventScheduleTypeEvent EventScheduleType = "event"
+)
+
+// Valid indicates whether the value is a known member of the EventScheduleType enum.
+func (e EventScheduleType) Valid() bool {
+	switch e {
+	case EventScheduleTypeEvent:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ExecutionState.
 const (
 	ExecutionStateCancelled ExecutionState = "cancelled"
@@ -418,6 +484,7 @@ func (e ExecutionState) Valid() bool {
 const (
 	ExecutionTriggerBackfill   ExecutionTrigger = "backfill"
 	ExecutionTriggerDependency ExecutionTrigger = "dependency"
+	ExecutionTriggerEvent      ExecutionTrigger = "event"
 	ExecutionTriggerManual     ExecutionTrigger = "manual"
 	ExecutionTriggerRetry      ExecutionTrigger = "retry"
 	ExecutionTriggerSchedule   ExecutionTrigger = "schedule"
@@ -429,6 +496,8 @@ func (e ExecutionTrigger) Valid() bool {
 	case ExecutionTriggerBackfill:
 		return true
 	case ExecutionTriggerDependency:
+		return true
+	case ExecutionTriggerEvent:
 		return true
 	case ExecutionTriggerManual:
 		return true
@@ -885,6 +954,7 @@ func (e WorkflowRunState) Valid() bool {
 // Defines values for WorkflowRunTrigger.
 const (
 	WorkflowRunTriggerBackfill WorkflowRunTrigger = "backfill"
+	WorkflowRunTriggerEvent    WorkflowRunTrigger = "event"
 	WorkflowRunTriggerManual   WorkflowRunTrigger = "manual"
 	WorkflowRunTriggerSchedule WorkflowRunTrigger = "schedule"
 )
@@ -893,6 +963,8 @@ const (
 func (e WorkflowRunTrigger) Valid() bool {
 	switch e {
 	case WorkflowRunTriggerBackfill:
+		return true
+	case WorkflowRunTriggerEvent:
 		return true
 	case WorkflowRunTriggerManual:
 		return true
@@ -1685,6 +1757,125 @@ type EndpointWithSecret struct {
 // Example: ax
 type EndpointWithSecretFormat string
 
+// Event defines model for Event.
+type Event struct {
+	DedupKey *string      `json:"dedup_key,omitempty"`
+	Id       string       `json:"id"`
+	Key      *string      `json:"key,omitempty"`
+	Matched  EventMatched `json:"matched"`
+
+	// Matches Matches are the executions and runs it fired.
+	Matches []EventMatch `json:"matches"`
+	Name    string       `json:"name"`
+
+	// Payload Payload is the event's payload (absent: none).
+	Payload    interface{} `json:"payload,omitempty"`
+	ReceivedAt time.Time   `json:"received_at"`
+}
+
+// EventAccepted defines model for EventAccepted.
+type EventAccepted struct {
+	Id      string       `json:"id"`
+	Matched EventMatched `json:"matched"`
+}
+
+// EventList defines model for EventList.
+type EventList struct {
+	Items      []Event `json:"items"`
+	NextCursor *string `json:"next_cursor,omitempty"`
+}
+
+// EventMatch defines model for EventMatch.
+type EventMatch struct {
+	ExecutionId *string        `json:"execution_id,omitempty"`
+	Node        *string        `json:"node,omitempty"`
+	RunId       *string        `json:"run_id,omitempty"`
+	TaskId      *string        `json:"task_id,omitempty"`
+	Type        EventMatchType `json:"type"`
+	WorkflowId  *string        `json:"workflow_id,omitempty"`
+}
+
+// EventMatchType defines model for EventMatch.Type.
+type EventMatchType string
+
+// EventMatched defines model for EventMatched.
+type EventMatched struct {
+	// Tasks Tasks is how many tasks it fired (one execution each, every shard of a sharded task).
+	Tasks int `json:"tasks"`
+
+	// Waits Waits is how many waiting workflow nodes it resolved.
+	Waits int `json:"waits"`
+
+	// Workflows Workflows is how many workflows it started a run of.
+	Workflows int `json:"workflows"`
+}
+
+// EventRequest defines model for EventRequest.
+type EventRequest struct {
+	// DedupKey DedupKey: the same key within 24 h answers the first event's answer and fires nothing again.
+	DedupKey *string `json:"dedup_key,omitempty"`
+
+	// Key Key narrows the event (a date, a file): workflow nodes that wait for the event with a key match it only when
+	// equal.
+	//
+	// Example: 2026-12-03
+	Key *string `json:"key,omitempty"`
+
+	// Name Name is what happened: 1 to 200 letters, digits and . _ : - characters. Tasks and workflows whose schedule is
+	// {"type": "event", "event": name} fire once per event.
+	//
+	// Example: files.ready
+	Name string `json:"name"`
+
+	// Payload Payload is any JSON value of at most 64 KiB; the fires' templates read it as .event.payload.
+	Payload interface{} `json:"payload,omitempty"`
+}
+
+// EventSchedule An event schedule.
+type EventSchedule struct {
+	// Dialect Only standard, the default, is accepted: dialect applies to cron schedules.
+	//
+	// Example: standard
+	Dialect *EventScheduleDialect `json:"dialect,omitempty"`
+
+	// DstPolicy Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+	//
+	// Example: vixie
+	DstPolicy *EventScheduleDstPolicy `json:"dst_policy,omitempty"`
+	EndAt     *time.Time              `json:"end_at,omitempty"`
+
+	// Event Event (event only): the name of the event that fires it, once per event posted (POST /v1/events); an event
+	// schedule has no time slots.
+	//
+	// Example: files.ready
+	Event string `json:"event"`
+
+	// ExcludeCalendars ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20).
+	ExcludeCalendars *[]string  `json:"exclude_calendars,omitempty"`
+	StartAt          *time.Time `json:"start_at,omitempty"`
+
+	// Timezone Timezone is an IANA zone name (letters, digits, _ + - in segments separated by /; not Local); default UTC.
+	//
+	// Example: Asia/Shanghai
+	Timezone *string `json:"timezone,omitempty"`
+
+	// Type Example: event
+	Type EventScheduleType `json:"type"`
+}
+
+// EventScheduleDialect Only standard, the default, is accepted: dialect applies to cron schedules.
+//
+// Example: standard
+type EventScheduleDialect string
+
+// EventScheduleDstPolicy Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+//
+// Example: vixie
+type EventScheduleDstPolicy string
+
+// EventScheduleType Example: event
+type EventScheduleType string
+
 // Execution defines model for Execution.
 type Execution struct {
 	Attempts int `json:"attempts"`
@@ -1701,6 +1892,9 @@ type Execution struct {
 
 	// ErrorClass ErrorClass classifies the last error.
 	ErrorClass *string `json:"error_class,omitempty"`
+
+	// EventId EventID is the event that fired the execution (trigger event), also sent as X-Ax-Event-Id.
+	EventId *string `json:"event_id,omitempty"`
 
 	// Events Events is the timeline, oldest first; only on single-execution responses.
 	Events     *[]ExecutionEvent `json:"events,omitempty"`
@@ -1986,6 +2180,10 @@ type Preview struct {
 	// DstPolicy DSTPolicy is the cron schedule's DST policy, which the fire times follow (absent for other types).
 	DstPolicy *PreviewDstPolicy `json:"dst_policy,omitempty"`
 
+	// Event Event: the task's schedule is this event's (type event); it has no time slots and fires once per event posted
+	// (items is empty). Absent for other schedules.
+	Event *string `json:"event,omitempty"`
+
 	// Excluded Excluded are the slots in the same span that the schedule's calendars removed.
 	Excluded []PreviewItem `json:"excluded"`
 
@@ -2186,7 +2384,7 @@ type SLA struct {
 	FinishWithinMs int `json:"finish_within_ms"`
 }
 
-// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused.
+// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required), union (schedules required: 2 to 10 cron or interval schedules) or event (event required: fired once per event of that name, no time slots). A field of another type is refused.
 type Schedule struct {
 	union json.RawMessage
 }
@@ -2315,7 +2513,7 @@ type Task struct {
 	Priority        int         `json:"priority"`
 	Retry           RetryPolicy `json:"retry"`
 
-	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused.
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required), union (schedules required: 2 to 10 cron or interval schedules) or event (event required: fired once per event of that name, no time slots). A field of another type is refused.
 	Schedule Schedule  `json:"schedule"`
 	Shards   int       `json:"shards"`
 	Sla      *SLA      `json:"sla,omitempty"`
@@ -2388,7 +2586,7 @@ type TaskRequest struct {
 	Priority *int         `json:"priority,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
 
-	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused.
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required), union (schedules required: 2 to 10 cron or interval schedules) or event (event required: fired once per event of that name, no time slots). A field of another type is refused.
 	Schedule Schedule `json:"schedule"`
 
 	// Shards Shards fires this many executions per slot (1..1000; 0 or absent: 1), each with X-Ax-Shard-Index and
@@ -2465,7 +2663,7 @@ type TaskRequestPatch struct {
 	Priority *int         `json:"priority,omitempty"`
 	Retry    *RetryPolicy `json:"retry,omitempty"`
 
-	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused.
+	// Schedule A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required), union (schedules required: 2 to 10 cron or interval schedules) or event (event required: fired once per event of that name, no time slots). A field of another type is refused.
 	Schedule *Schedule `json:"schedule,omitempty"`
 
 	// Shards Shards fires this many executions per slot (1..1000; 0 or absent: 1), each with X-Ax-Shard-Index and
@@ -3032,6 +3230,18 @@ type CreateEndpointParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// ListEventsParams defines parameters for ListEvents.
+type ListEventsParams struct {
+	// Name only events of this name
+	Name *string `form:"name,omitempty" json:"name,omitempty"`
+
+	// Limit page size (default 50, max 500)
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
 // ListExecutionsParams defines parameters for ListExecutions.
 type ListExecutionsParams struct {
 	// TaskId only this task's executions
@@ -3169,6 +3379,9 @@ type RotateEndpointSecretJSONRequestBody = RotateSecretRequest
 
 // TestEndpointJSONRequestBody defines body for TestEndpoint for application/json ContentType.
 type TestEndpointJSONRequestBody = EndpointTestRequest
+
+// PostEventJSONRequestBody defines body for PostEvent for application/json ContentType.
+type PostEventJSONRequestBody = EventRequest
 
 // RetryExecutionsJSONRequestBody defines body for RetryExecutions for application/json ContentType.
 type RetryExecutionsJSONRequestBody = RetryExecutionsRequest
@@ -3345,6 +3558,40 @@ func (t *Schedule) MergeUnionSchedule(v UnionSchedule) error {
 	return err
 }
 
+// AsEventSchedule returns the union data inside the Schedule as a EventSchedule
+func (t Schedule) AsEventSchedule() (EventSchedule, error) {
+	var body EventSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromEventSchedule overwrites any union data inside the Schedule as the provided EventSchedule
+func (t *Schedule) FromEventSchedule(v EventSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"event"}`))
+	t.union = b
+	return err
+}
+
+// MergeEventSchedule performs a merge with any union data inside the Schedule, using the provided EventSchedule
+func (t *Schedule) MergeEventSchedule(v EventSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"event"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t Schedule) Discriminator() (string, error) {
 	var discriminator struct {
 		Discriminator string `json:"type"`
@@ -3361,6 +3608,8 @@ func (t Schedule) ValueByDiscriminator() (interface{}, error) {
 	switch discriminator {
 	case "cron":
 		return t.AsCronSchedule()
+	case "event":
+		return t.AsEventSchedule()
 	case "interval":
 		return t.AsIntervalSchedule()
 	case "once":
@@ -3585,6 +3834,40 @@ func (t *WorkflowSchedule) MergeOnceSchedule(v OnceSchedule) error {
 	return err
 }
 
+// AsEventSchedule returns the union data inside the WorkflowSchedule as a EventSchedule
+func (t WorkflowSchedule) AsEventSchedule() (EventSchedule, error) {
+	var body EventSchedule
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromEventSchedule overwrites any union data inside the WorkflowSchedule as the provided EventSchedule
+func (t *WorkflowSchedule) FromEventSchedule(v EventSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"event"}`))
+	t.union = b
+	return err
+}
+
+// MergeEventSchedule performs a merge with any union data inside the WorkflowSchedule, using the provided EventSchedule
+func (t *WorkflowSchedule) MergeEventSchedule(v EventSchedule) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b, err = runtime.JSONMerge(b, []byte(`{"type":"event"}`))
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
 func (t WorkflowSchedule) Discriminator() (string, error) {
 	var discriminator struct {
 		Discriminator string `json:"type"`
@@ -3601,6 +3884,8 @@ func (t WorkflowSchedule) ValueByDiscriminator() (interface{}, error) {
 	switch discriminator {
 	case "cron":
 		return t.AsCronSchedule()
+	case "event":
+		return t.AsEventSchedule()
 	case "interval":
 		return t.AsIntervalSchedule()
 	case "once":
@@ -3903,6 +4188,34 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/endpoints/{id}/test (the `TestEndpoint` operationId).
 	TestEndpoint(ctx context.Context, id string, body TestEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListEvents List events, newest first
+	//
+	// Corresponds with GET /v1/events (the `ListEvents` operationId).
+	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostEventWithBody Post an event
+	//
+	// Records that something happened and fires, in the same transaction, one execution of every active task and one run of every active workflow whose schedule is {"type": "event", "event": name} (trigger event, scheduled_for the event's arrival, X-Ax-Event-Id on the webhook). A paused task or workflow fires nothing and is not fired later. The same dedup_key within 24 h answers the first event's answer and fires nothing again.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/events (the `PostEvent` operationId).
+	PostEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostEvent Post an event
+	//
+	// Records that something happened and fires, in the same transaction, one execution of every active task and one run of every active workflow whose schedule is {"type": "event", "event": name} (trigger event, scheduled_for the event's arrival, X-Ax-Event-Id on the webhook). A paused task or workflow fires nothing and is not fired later. The same dedup_key within 24 h answers the first event's answer and fires nothing again.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/events (the `PostEvent` operationId).
+	PostEvent(ctx context.Context, body PostEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetEvent Get an event and what it fired
+	//
+	// Corresponds with GET /v1/events/{id} (the `GetEvent` operationId).
+	GetEvent(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListExecutions List executions, newest first
 	//
@@ -4780,6 +5093,74 @@ func (c *Client) TestEndpointWithBody(ctx context.Context, id string, contentTyp
 // Corresponds with POST /v1/endpoints/{id}/test (the `TestEndpoint` operationId).
 func (c *Client) TestEndpoint(ctx context.Context, id string, body TestEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewTestEndpointRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListEvents List events, newest first
+//
+// Corresponds with GET /v1/events (the `ListEvents` operationId).
+func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostEventWithBody Post an event
+//
+// Records that something happened and fires, in the same transaction, one execution of every active task and one run of every active workflow whose schedule is {"type": "event", "event": name} (trigger event, scheduled_for the event's arrival, X-Ax-Event-Id on the webhook). A paused task or workflow fires nothing and is not fired later. The same dedup_key within 24 h answers the first event's answer and fires nothing again.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/events (the `PostEvent` operationId).
+func (c *Client) PostEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostEventRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostEvent Post an event
+//
+// Records that something happened and fires, in the same transaction, one execution of every active task and one run of every active workflow whose schedule is {"type": "event", "event": name} (trigger event, scheduled_for the event's arrival, X-Ax-Event-Id on the webhook). A paused task or workflow fires nothing and is not fired later. The same dedup_key within 24 h answers the first event's answer and fires nothing again.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/events (the `PostEvent` operationId).
+func (c *Client) PostEvent(ctx context.Context, body PostEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostEventRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetEvent Get an event and what it fired
+//
+// Corresponds with GET /v1/events/{id} (the `GetEvent` operationId).
+func (c *Client) GetEvent(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetEventRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -6703,6 +7084,158 @@ func NewTestEndpointRequestWithBody(server string, id string, contentType string
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListEventsRequest constructs an http.Request for the ListEvents method
+func NewListEventsRequest(server string, params *ListEventsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewPostEventRequest calls the generic PostEvent builder with application/json body
+func NewPostEventRequest(server string, body PostEventJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPostEventRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewPostEventRequestWithBody constructs an http.Request for the PostEvent method, with any body, and a specified content type
+func NewPostEventRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetEventRequest constructs an http.Request for the GetEvent method
+func NewGetEventRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/events/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -8808,6 +9341,38 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/endpoints/{id}/test (the `TestEndpoint` operationId).
 	TestEndpointWithResponse(ctx context.Context, id string, body TestEndpointJSONRequestBody, reqEditors ...RequestEditorFn) (*TestEndpointResponse, error)
+
+	// ListEventsWithResponse List events, newest first
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events (the `ListEvents` operationId).
+	ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error)
+
+	// PostEventWithBodyWithResponse Post an event
+	//
+	// Records that something happened and fires, in the same transaction, one execution of every active task and one run of every active workflow whose schedule is {"type": "event", "event": name} (trigger event, scheduled_for the event's arrival, X-Ax-Event-Id on the webhook). A paused task or workflow fires nothing and is not fired later. The same dedup_key within 24 h answers the first event's answer and fires nothing again.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events (the `PostEvent` operationId).
+	PostEventWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostEventResponse, error)
+
+	// PostEventWithResponse Post an event
+	//
+	// Records that something happened and fires, in the same transaction, one execution of every active task and one run of every active workflow whose schedule is {"type": "event", "event": name} (trigger event, scheduled_for the event's arrival, X-Ax-Event-Id on the webhook). A paused task or workflow fires nothing and is not fired later. The same dedup_key within 24 h answers the first event's answer and fires nothing again.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/events (the `PostEvent` operationId).
+	PostEventWithResponse(ctx context.Context, body PostEventJSONRequestBody, reqEditors ...RequestEditorFn) (*PostEventResponse, error)
+
+	// GetEventWithResponse Get an event and what it fired
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/events/{id} (the `GetEvent` operationId).
+	GetEventWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetEventResponse, error)
 
 	// ListExecutionsWithResponse List executions, newest first
 	//
@@ -11630,6 +12195,362 @@ func (r TestEndpointResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r TestEndpointResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListEventsResponse401Headers the declared response headers of an HTTP 401 response for ListEvents
+type ListEventsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ListEventsResponse429Headers the declared response headers of an HTTP 429 response for ListEvents
+type ListEventsResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+// ListEventsResponse503Headers the declared response headers of an HTTP 503 response for ListEvents
+type ListEventsResponse503Headers struct {
+	RetryAfter *int
+}
+
+type ListEventsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *EventList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListEventsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListEventsResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListEventsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListEventsResponse) GetJSON200() *EventList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListEventsResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListEventsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListEventsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r ListEventsResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListEventsResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListEventsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ListEventsResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListEventsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListEventsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListEventsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PostEventResponse401Headers the declared response headers of an HTTP 401 response for PostEvent
+type PostEventResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// PostEventResponse429Headers the declared response headers of an HTTP 429 response for PostEvent
+type PostEventResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+// PostEventResponse503Headers the declared response headers of an HTTP 503 response for PostEvent
+type PostEventResponse503Headers struct {
+	RetryAfter *int
+}
+
+type PostEventResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *EventAccepted
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PostEventResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PostEventResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PostEventResponse503Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r PostEventResponse) GetJSON202() *EventAccepted {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r PostEventResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PostEventResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PostEventResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r PostEventResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r PostEventResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r PostEventResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PostEventResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r PostEventResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PostEventResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PostEventResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PostEventResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PostEventResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PostEventResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetEventResponse401Headers the declared response headers of an HTTP 401 response for GetEvent
+type GetEventResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// GetEventResponse429Headers the declared response headers of an HTTP 429 response for GetEvent
+type GetEventResponse429Headers struct {
+	RateLimitLimit     *int
+	RateLimitRemaining *int
+	RateLimitReset     *int
+	RetryAfter         *int
+}
+
+// GetEventResponse503Headers the declared response headers of an HTTP 503 response for GetEvent
+type GetEventResponse503Headers struct {
+	RetryAfter *int
+}
+
+type GetEventResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Event
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetEventResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetEventResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetEventResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetEventResponse) GetJSON200() *Event {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetEventResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetEventResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetEventResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetEventResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetEventResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetEventResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetEventResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetEventResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetEventResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetEventResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetEventResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -16780,6 +17701,62 @@ func (c *ClientWithResponses) TestEndpointWithResponse(ctx context.Context, id s
 	return ParseTestEndpointResponse(rsp)
 }
 
+// ListEventsWithResponse List events, newest first
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events (the `ListEvents` operationId).
+func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error) {
+	rsp, err := c.ListEvents(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListEventsResponse(rsp)
+}
+
+// PostEventWithBodyWithResponse Post an event
+//
+// Records that something happened and fires, in the same transaction, one execution of every active task and one run of every active workflow whose schedule is {"type": "event", "event": name} (trigger event, scheduled_for the event's arrival, X-Ax-Event-Id on the webhook). A paused task or workflow fires nothing and is not fired later. The same dedup_key within 24 h answers the first event's answer and fires nothing again.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events (the `PostEvent` operationId).
+func (c *ClientWithResponses) PostEventWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostEventResponse, error) {
+	rsp, err := c.PostEventWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostEventResponse(rsp)
+}
+
+// PostEventWithResponse Post an event
+//
+// Records that something happened and fires, in the same transaction, one execution of every active task and one run of every active workflow whose schedule is {"type": "event", "event": name} (trigger event, scheduled_for the event's arrival, X-Ax-Event-Id on the webhook). A paused task or workflow fires nothing and is not fired later. The same dedup_key within 24 h answers the first event's answer and fires nothing again.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/events (the `PostEvent` operationId).
+func (c *ClientWithResponses) PostEventWithResponse(ctx context.Context, body PostEventJSONRequestBody, reqEditors ...RequestEditorFn) (*PostEventResponse, error) {
+	rsp, err := c.PostEvent(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePostEventResponse(rsp)
+}
+
+// GetEventWithResponse Get an event and what it fired
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/events/{id} (the `GetEvent` operationId).
+func (c *ClientWithResponses) GetEventWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetEventResponse, error) {
+	rsp, err := c.GetEvent(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetEventResponse(rsp)
+}
+
 // ListExecutionsWithResponse List executions, newest first
 //
 // state=failed is the dead-letter view. since and until bound scheduled_for (since inclusive, until exclusive). Items carry no events; get one execution for its timeline.
@@ -20160,6 +21137,407 @@ func ParseTestEndpointResponse(rsp *http.Response) (*TestEndpointResponse, error
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers TestEndpointResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListEventsResponse parses an HTTP response from a ListEventsWithResponse call
+func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListEventsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest EventList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListEventsResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListEventsResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePostEventResponse parses an HTTP response from a PostEventWithResponse call
+func ParsePostEventResponse(rsp *http.Response) (*PostEventResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PostEventResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest EventAccepted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers PostEventResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PostEventResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PostEventResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetEventResponse parses an HTTP response from a GetEventWithResponse call
+func ParseGetEventResponse(rsp *http.Response) (*GetEventResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetEventResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Event
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetEventResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetEventResponse429Headers
+		if values := rsp.Header.Values("RateLimit-Limit"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Limit", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitLimit = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Remaining"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Remaining", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitRemaining = &value
+		}
+		if values := rsp.Header.Values("RateLimit-Reset"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "RateLimit-Reset", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RateLimitReset = &value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetEventResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

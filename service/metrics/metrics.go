@@ -34,6 +34,7 @@ const (
 	KindExecutionEvents = "execution_events"
 	KindAudit           = "audit"
 	KindWorkflowRuns    = "workflow_runs"
+	KindPostedEvents    = "posted_events"
 )
 
 // Metrics are the scheduler's, the workers', the background loops' and the
@@ -95,6 +96,9 @@ type Metrics struct {
 	// workflow runs that missed their workflow's, by kind (execution,
 	// workflow_run).
 	SLAMissed *prometheus.CounterVec
+	// Events counts the events posted, by outcome (matched, unmatched,
+	// duplicate: its dedup key named an earlier event).
+	Events *prometheus.CounterVec
 
 	// LoopPasses counts the passes of each background loop (jobs.Runner),
 	// by loop name; LoopErrors the passes that failed (a panic included)
@@ -183,9 +187,13 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, class := range []string{ClassHeartbeatTimeout, ClassCallbackTimeout} {
 		m.CallbackTimeouts.WithLabelValues(class)
 	}
-	for _, kind := range []string{KindExecutions, KindExecutionEvents, KindAudit, KindWorkflowRuns} {
+	for _, kind := range []string{KindExecutions, KindExecutionEvents, KindAudit, KindWorkflowRuns, KindPostedEvents} {
 		m.RetentionDeleted.WithLabelValues(kind) // reported from the start, at 0
 	}
+	m.Events = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ax_events_total",
+		Help: "Events posted (POST /v1/events), by outcome: matched (fired something), unmatched, duplicate (its dedup_key named an earlier event).",
+	}, []string{"outcome"})
 	m.ReplicasLive = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "ax_replicas_live", Help: "Live ax replicas, as this replica's last heartbeat saw them.",
 	})
@@ -220,8 +228,17 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.Fires, m.FiringLateness, m.Attempts, m.AttemptDuration, m.RetriesScheduled, m.Finished,
 		m.MissedSlots, m.Reconciled, m.SchedulerPass, m.SchedulerClaimed, m.RetentionDeleted, m.ReplicasLive, m.ClockOffset,
 		m.ReplicasDeclaredDead, m.ReplicaJobsResumed, inFlight, m.WorkflowRuns, m.NodeWait, m.CallbacksAccepted,
-		m.CallbackTimeouts, m.SLAMissed, m.Throttled, m.LoopPasses, m.LoopErrors, m.LoopPanics, m.LoopLastSuccess)
+		m.CallbackTimeouts, m.SLAMissed, m.Events, m.Throttled, m.LoopPasses, m.LoopErrors, m.LoopPanics, m.LoopLastSuccess)
 	return m
+}
+
+// EventPosted counts an event posted, by outcome, once its transaction
+// committed.
+func (m *Metrics) EventPosted(outcome string) {
+	if m == nil {
+		return
+	}
+	m.Events.WithLabelValues(outcome).Inc()
 }
 
 // WorkflowRunFinished counts a workflow run that reached final state

@@ -70,7 +70,8 @@ func NewRenderer(templated bool, payload []byte, loc *time.Location, taskID, nam
 		return Renderer{}
 	}
 	r := Renderer{loc: loc, taskID: taskID, name: name}
-	r.tpl, r.broken = template.Parse(payload, template.Scope{})
+	// .event… is checked against the schedule when the task is written.
+	r.tpl, r.broken = template.Parse(payload, template.Scope{Event: true})
 	if r.broken == nil && !r.tpl.Templated() {
 		r.tpl = nil // no string holds a template: the task's payload is sent as it is
 	}
@@ -109,6 +110,7 @@ type Fire struct {
 	Shard        int
 	ShardCount   int
 	Trigger      string
+	Event        *template.Event // an event's fire: .event…
 }
 
 // data is the template data of fire f.
@@ -116,6 +118,7 @@ func (r Renderer) data(f Fire) template.Data {
 	return template.Data{
 		ScheduledFor: f.ScheduledFor, Location: r.location(f.ScheduledFor), ExecutionID: f.ExecutionID, TaskID: r.taskID,
 		TaskName: r.name, Round: max(f.Round, 1), ShardIndex: f.Shard, ShardCount: max(f.ShardCount, 1), Trigger: f.Trigger,
+		Event: f.Event,
 	}
 }
 

@@ -68,6 +68,9 @@ type Result struct {
 	// Executions and Events include the node executions of the removed
 	// workflow runs (Runs).
 	Executions, Events, Audit, Runs int64
+	// PostedEvents are the tenants' posted events (POST /v1/events),
+	// kept as long as executions.
+	PostedEvents int64
 	// More: the sweep stopped at its budget with work left.
 	More bool
 }
@@ -106,7 +109,7 @@ func New(pool *db.Pool, cfg Config) *Sweeper {
 	return &Sweeper{pool: pool, cfg: cfg}
 }
 
-// Sweep removes expired audit records, then walks on through the
+// Sweep removes expired audit records and posted events, then walks on through the
 // tenants' expired executions, in batches (one short transaction each)
 // until nothing is left or its budget is spent (More). Replicas take
 // turns: when another one holds the turn, Sweep stops and leaves the work
@@ -121,6 +124,20 @@ func (r *Sweeper) Sweep(ctx context.Context) (Result, error) {
 		res.Audit += n
 		if err != nil || !turn {
 			return res, errs.Store(err, "remove expired audit records")
+		}
+		if n < int64(r.cfg.Batch) {
+			break
+		}
+		if time.Now().After(deadline) {
+			res.More = true
+			return res, nil
+		}
+	}
+	for {
+		n, turn, err := db.DeleteExpiredEvents(ctx, r.pool, r.cfg.Executions, r.cfg.Batch)
+		res.PostedEvents += n
+		if err != nil || !turn {
+			return res, errs.Store(err, "remove expired events")
 		}
 		if n < int64(r.cfg.Batch) {
 			break

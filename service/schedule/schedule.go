@@ -24,7 +24,31 @@ const (
 	// Union fires at every slot of its member schedules (Spec.Schedules):
 	// an instant two members produce is one slot.
 	Union = "union"
+	// Event schedules have no time slots: each matching event fires
+	// (Spec.Event names it), so Next never answers.
+	Event = "event"
 )
+
+// EventNameMax bounds an event's name (schedule.event, an event's name).
+const EventNameMax = 200
+
+// ValidEventName reports whether name is an event name: 1 to EventNameMax
+// characters among letters, digits and "._:-".
+func ValidEventName(name string) bool {
+	if name == "" || len(name) > EventNameMax {
+		return false
+	}
+	for _, r := range name {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !letter && (r < '0' || r > '9') && !strings.ContainsRune("._:-", r) {
+			return false
+		}
+	}
+	return true
+}
+
+// EventNameRule says what ValidEventName accepts, for error messages.
+const EventNameRule = "must be 1 to 200 characters among letters, digits and . _ : -"
 
 // DST policies, as schedule.dst_policy spells them (see Schedule).
 const (
@@ -74,6 +98,8 @@ type Spec struct {
 	// UnionMembersMax cron or interval schedules), each with its own
 	// zone, dialect, DST policy, bounds and calendars.
 	Schedules []Spec `json:",omitempty"`
+	// Event is the event name of an event schedule.
+	Event string
 }
 
 // Schedule is a validated schedule that computes fire times. It is immutable
@@ -145,6 +171,7 @@ type Schedule struct {
 	interval int64     // seconds
 	base     time.Time // interval slot 0
 	runAt    time.Time
+	event    bool      // an event schedule: no time slots
 	start    time.Time // zero: unbounded
 	end      time.Time // always set: end_at or maxFire()
 	excl     []exclusion
@@ -223,13 +250,30 @@ func Parse(spec Spec, anchor time.Time) (*Schedule, error) {
 		if spec.IntervalSeconds != 0 {
 			notFor("schedule.interval_seconds")
 		}
+	case Event:
+		if !ValidEventName(spec.Event) {
+			verr.Add("schedule.event", EventNameRule)
+		}
+		s.event = true
+		if cronSet {
+			notFor("schedule.cron")
+		}
+		if spec.IntervalSeconds != 0 {
+			notFor("schedule.interval_seconds")
+		}
+		if spec.RunAt != nil {
+			notFor("schedule.run_at")
+		}
 	case "":
-		verr.Add("schedule.type", `is required; must be one of "cron", "interval", "once", "union"`)
+		verr.Add("schedule.type", `is required; must be one of "cron", "interval", "once", "union", "event"`)
 	default:
-		verr.Add("schedule.type", fmt.Sprintf(`%q is not a schedule type; must be one of "cron", "interval", "once", "union"`, spec.Type))
+		verr.Add("schedule.type", fmt.Sprintf(`%q is not a schedule type; must be one of "cron", "interval", "once", "union", "event"`, spec.Type))
 	}
 	if len(spec.Schedules) > 0 {
 		verr.Add("schedule.schedules", "must not be set when schedule.type is not union")
+	}
+	if spec.Type != Event && spec.Event != "" {
+		notFor("schedule.event")
 	}
 
 	for _, t := range []struct {
@@ -383,6 +427,8 @@ func (s *Schedule) next(after time.Time) (t time.Time, ok bool, err error) {
 		return time.Time{}, false, nil
 	}
 	switch {
+	case s.event:
+		return time.Time{}, false, nil
 	case s.members != nil:
 		t, ok, err = s.nextMember(after)
 	case s.elapsed:

@@ -47,6 +47,10 @@
 //     (50, 4,000 fires due over 10 s) with ax as two replicas on one
 //     database; the most requests in flight at the receiver and the
 //     throughput, the requests per wall-clock second (limits.go).
+//   - events: one task whose schedule is an event, and N events a second
+//     (default 1,000, -tasks) posted through POST /v1/events for the
+//     window; latency = the webhook's arrival − the POST's answer, each
+//     event delivered once. Target: p99 ≤ 50 ms (events.go).
 //
 // Each database of the other scenarios is ANALYZEd just before measuring
 // (-analyze), as autovacuum
@@ -120,13 +124,13 @@ func (m *multiFlag) Set(v string) error {
 
 var scenarios = []string{
 	"precision", "burst", "sustained", "deployed", "deployed-sustained", "idle", "api", "ceiling", "retention",
-	"workflow", "diamond", "shards", "callbacks", "noisy", "hung", "maxconc", "ratelimit", "templated",
+	"workflow", "diamond", "shards", "callbacks", "noisy", "hung", "maxconc", "ratelimit", "templated", "events",
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.scenario, "scenario", "precision",
-		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling|retention|workflow|callbacks|noisy|hung|maxconc|ratelimit|templated, "+
+		"precision|burst|sustained|deployed|deployed-sustained|idle|api|ceiling|retention|workflow|callbacks|noisy|hung|maxconc|ratelimit|templated|events, "+
 			"a comma-separated list, or all")
 	flag.IntVar(&o.tasks, "tasks", 0, "number of tasks (0: the scenario's default: precision 1000, sustained 5000, "+
 		"burst 10000, idle 1000000, ceiling 20000 jobs per configuration, noisy 20000 of the noisy tenant, hung 450 hung deliveries, "+
@@ -321,6 +325,8 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 		return ratelimit(ctx, st, o, orInt(n, 4000))
 	case "templated":
 		return templated(ctx, st, o, orInt(n, 1000))
+	case "events":
+		return eventsScenario(ctx, st, o, orInt(n, 1000))
 	}
 	return nil, fmt.Errorf("unknown scenario %q", name)
 }

@@ -523,6 +523,7 @@ var scheduleTypes = map[string]scheduleVariant{
 	"interval": {"IntervalSchedule", []string{"interval_seconds"}, []string{"interval_seconds"}, []string{"dialect", "dst_policy"}},
 	"once":     {"OnceSchedule", []string{"run_at"}, []string{"run_at"}, []string{"dialect", "dst_policy"}},
 	"union":    {"UnionSchedule", []string{"schedules"}, []string{"schedules"}, []string{"dialect", "dst_policy"}},
+	"event":    {"EventSchedule", []string{"event"}, []string{"event"}, []string{"dialect", "dst_policy"}},
 }
 
 // scheduleCommon are the Schedule properties every type takes.
@@ -548,8 +549,9 @@ func scheduleVariants(doc *openapi3.T) error {
 	covered := map[string]bool{}
 	disc := &openapi3.Discriminator{PropertyName: "type", Mapping: map[string]openapi3.MappingRef{}}
 	one := openapi3.NewSchema()
-	one.Description = "A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) " +
-		"or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused."
+	one.Description = "A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required), " +
+		"union (schedules required: 2 to 10 cron or interval schedules) or event (event required: fired once per event of that name, " +
+		"no time slots). A field of another type is refused."
 	for _, t := range types {
 		variant := scheduleTypes[t]
 		v := openapi3.NewObjectSchema()

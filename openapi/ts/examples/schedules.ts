@@ -17,6 +17,7 @@ export const schedules: Schedule[] = [
       { type: "interval", interval_seconds: 21600 },
     ],
   },
+  { type: "event", event: "files.ready" },
 ];
 
 // @ts-expect-error a cron schedule needs cron
@@ -27,6 +28,8 @@ export const foreignCron: Schedule = { type: "interval", interval_seconds: 60, c
 export const noRunAt: Schedule = { type: "once" };
 // @ts-expect-error a union holds cron and interval schedules only
 export const nested: Schedule = { type: "union", schedules: [{ type: "once", run_at: "2027-01-01T00:00:00Z" }] };
+// @ts-expect-error an event schedule needs event
+export const noEvent: Schedule = { type: "event" };
 
 // Narrowing on type gives each variant's fields without casts.
 export function describe(s: Schedule): string {
@@ -39,5 +42,7 @@ export function describe(s: Schedule): string {
       return `once at ${s.run_at}`;
     case "union":
       return s.schedules.map((m) => (m.type === "cron" ? `cron ${m.cron}` : `every ${m.interval_seconds}s`)).join(" or ");
+    case "event":
+      return `on each ${s.event} event`;
   }
 }

@@ -1,0 +1,180 @@
+package service
+
+import (
+	"context"
+	"errors"
+
+	"github.com/riverqueue/river"
+
+	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/event"
+	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/payload"
+	"github.com/axhq/ax/service/template"
+)
+
+// EventFires fires what an event matches, in the transaction that stores
+// the event (event.Events.Post): one execution of each active task whose
+// schedule is the event (every shard of it), trigger event, scheduled for
+// the event's arrival, with its deliver jobs; one run of each active
+// workflow whose schedule is the event. A paused task or workflow fires
+// nothing, and the events it missed are not replayed when it resumes.
+//
+// Each fire's identity is (task, event, shard) or (workflow, event)
+// (executions_event_idx, workflow_runs_event_idx), not the slot: two
+// events that arrive in the same microsecond both fire.
+type EventFires struct {
+	enq       *Enqueuer
+	workflows *Workflows
+	metrics   *metrics.Metrics
+}
+
+// NewEventFires returns the firing of events: enq inserts the deliveries,
+// workflows starts the runs (nil: workflows are not fired); m counts what
+// ended (a fire whose template failed).
+func NewEventFires(enq *Enqueuer, workflows *Workflows, m *metrics.Metrics) *EventFires {
+	return &EventFires{enq: enq, workflows: workflows, metrics: m}
+}
+
+// Fire is an event.Fire.
+func (f *EventFires) Fire(ctx context.Context, tx db.Tx, ev event.Occurrence) (event.Fired, error) {
+	var (
+		out  event.Fired
+		done ended
+	)
+	if err := f.fireTasks(ctx, tx, ev, &out, &done); err != nil {
+		return event.Fired{}, err
+	}
+	if f.workflows != nil {
+		ids, err := db.EventWorkflowIDs(ctx, tx, ev.TenantID, ev.Name)
+		if err != nil {
+			return event.Fired{}, storeError(err, "list event workflows")
+		}
+		for _, id := range ids {
+			runID, ok, err := f.workflows.startEventRun(ctx, tx, ev, id)
+			if err != nil {
+				return event.Fired{}, err
+			}
+			if ok {
+				out.Matched.Workflows++
+				out.Matches = append(out.Matches, event.Match{Type: event.MatchWorkflow, WorkflowID: id, RunID: runID})
+			}
+		}
+	}
+	if len(done) > 0 {
+		m := f.metrics
+		out.Committed = func() { done.report(m) }
+	}
+	return out, nil
+}
+
+// fireTasks creates the executions of the tasks ev fires and their
+// deliver jobs, adding them to out.
+func (f *EventFires) fireTasks(ctx context.Context, tx db.Tx, ev event.Occurrence, out *event.Fired, done *ended) error {
+	tasks, err := db.EventTasks(ctx, tx, ev.TenantID, ev.Name)
+	if err != nil {
+		return storeError(err, "list event tasks")
+	}
+	if len(tasks) == 0 {
+		return nil
+	}
+	data := &template.Event{Name: ev.Name, Key: ev.Key, Payload: ev.Payload}
+	var (
+		execs  []db.EventExecution
+		byTask = make(map[string]db.Task, len(tasks))
+		unsent map[string]string // execution id → why its template failed
+	)
+	for _, t := range tasks {
+		byTask[t.ID] = t
+		r := payload.ForTask(t)
+		n := max(t.Shards, 1)
+		for i := range n {
+			e := db.EventExecution{ID: NewID(), TaskID: t.ID, Shard: i, ShardCount: n}
+			if r.Active() {
+				b, err := r.Render(payload.Fire{
+					ExecutionID: e.ID, ScheduledFor: ev.At, Round: 1, Shard: int(i), ShardCount: int(n),
+					Trigger: TriggerEvent, Event: data,
+				})
+				if err != nil {
+					if unsent == nil {
+						unsent = map[string]string{}
+					}
+					unsent[e.ID] = err.Error()
+				}
+				e.Payload = b
+			}
+			execs = append(execs, e)
+		}
+	}
+	ids, err := db.InsertEventExecutions(ctx, tx, ev.TenantID, ev.ID, ev.At, execs)
+	if err != nil {
+		return storeError(err, "insert event executions")
+	}
+	inserted := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		inserted[id] = true
+	}
+	var (
+		jobs   []river.InsertManyParams
+		failed []unsentFire
+	)
+	for _, e := range execs {
+		if !inserted[e.ID] {
+			continue
+		}
+		t := byTask[e.TaskID]
+		if e.Shard == 0 {
+			out.Matched.Tasks++
+			out.Matches = append(out.Matches, event.Match{Type: event.MatchTask, TaskID: t.ID, ExecutionID: e.ID})
+		}
+		if reason, ok := unsent[e.ID]; ok {
+			failed = append(failed, unsentFire{TenantID: ev.TenantID, ID: e.ID, TaskID: t.ID, Reason: reason})
+			continue
+		}
+		jobs = append(jobs, deliverInsert(ev.TenantID, e.ID, t.EndpointID, ev.At, int(t.Priority), int(t.MaxAttempts), ev.At, 0, QueueDeliver))
+	}
+	if len(jobs) > 0 {
+		if _, err := f.enq.insertMany(ctx, tx, jobs); err != nil {
+			return err
+		}
+	}
+	return failUnsent(ctx, tx, f.enq, failed, done)
+}
+
+// startEventRun starts a run of workflow id for ev, in tx: pending, then
+// promoted as a trigger's run is (max_active_runs). ok is false when the
+// workflow is gone or the event already started one.
+func (s *Workflows) startEventRun(ctx context.Context, tx db.Tx, ev event.Occurrence, id string) (runID string, ok bool, err error) {
+	w, err := s.get(ctx, tx, ev.TenantID, id, true)
+	if errors.Is(err, ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	eventID := ev.ID
+	run := db.WorkflowRun{
+		TenantID: ev.TenantID, ID: NewID(), WorkflowID: w.ID, Version: int32(w.Version),
+		ScheduledFor: ev.At, Trigger: TriggerEvent, EventID: &eventID,
+	}
+	created, err := db.InsertWorkflowRun(ctx, tx, run)
+	if err != nil {
+		return "", false, storeError(err, "insert workflow run")
+	}
+	if !created {
+		return "", false, nil
+	}
+	if err := s.engine.promote(ctx, tx, ev.TenantID, w.ID); err != nil {
+		return "", false, err
+	}
+	return run.ID, true, nil
+}
+
+// NewEvents returns the events of pool, fired by EventFires (enq,
+// workflows) and counted in m's ax_events_total.
+func NewEvents(pool *db.Pool, enq *Enqueuer, workflows *Workflows, m *metrics.Metrics) *event.Events {
+	return event.New(pool, event.Config{
+		Fire:    NewEventFires(enq, workflows, m).Fire,
+		Observe: func(o event.Outcome) { m.EventPosted(string(o)) },
+	})
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// eventsTarget is the events scenario's goal: the p99 from the POST's
+// answer to the webhook's arrival.
+const eventsTarget = 50 * time.Millisecond
+
+// eventsScenario measures events: one task whose schedule is the event
+// "bench.tick", and rate events a second posted for the measurement
+// window (POST /v1/events, o.concurrency clients, each post paced on a
+// shared ticker). Each event fires one execution of the task in the
+// post's transaction; the latency is the webhook's arrival at the
+// receiver − the moment the POST answered (the event, and its execution,
+// committed), matched through the executions' event_id after the run.
+// Every event must arrive exactly once.
+func eventsScenario(ctx context.Context, st *stack, o options, rate int) (*result, error) {
+	s, err := open(ctx, st, "events", true, false)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	res := &result{
+		Scenario: "events", Tasks: 1, FiresPerSecond: float64(rate), WindowSeconds: o.duration.Seconds(),
+		Target: fmt.Sprintf("p99 POST answer → webhook arrival ≤ %d ms at %d events/s, each event delivered once",
+			eventsTarget.Milliseconds(), rate),
+	}
+	err = s.ax.call(ctx, http.MethodPost, "/v1/tasks", map[string]any{
+		"name": "on-tick", "endpoint_id": s.epID,
+		"schedule": map[string]any{"type": "event", "event": "bench.tick"},
+	}, nil)
+	if err != nil {
+		return res, fmt.Errorf("create the event task: %w", err)
+	}
+
+	// Post at rate per second for the warm-up and the window; the
+	// warm-up's events are delivered but not measured.
+	var (
+		mu       sync.Mutex
+		answered = make(map[string]time.Time, rate*int(o.duration.Seconds()+1))
+		errs     int
+		samples  []string
+		wg       sync.WaitGroup
+	)
+	tick := time.Second / time.Duration(max(rate, 1))
+	start := time.Now()
+	measureFrom := start.Add(o.warmup)
+	end := measureFrom.Add(o.duration)
+	slots := make(chan time.Time, o.concurrency)
+	for range o.concurrency {
+		wg.Go(func() {
+			for due := range slots {
+				var out struct {
+					ID string `json:"id"`
+				}
+				err := s.ax.call(ctx, http.MethodPost, "/v1/events", map[string]any{"name": "bench.tick"}, &out)
+				at := time.Now()
+				mu.Lock()
+				switch {
+				case err != nil:
+					errs++
+					if len(samples) < 5 {
+						samples = append(samples, err.Error())
+					}
+				case !due.Before(measureFrom):
+					answered[out.ID] = at
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for due := start; due.Before(end) && ctx.Err() == nil; due = due.Add(tick) {
+		if d := time.Until(due); d > 0 {
+			time.Sleep(d)
+		}
+		slots <- due
+	}
+	close(slots)
+	wg.Wait()
+	res.Errors, res.ErrorSamples = errs, samples
+	res.Expected = len(answered)
+	if err := s.waitUntil(ctx, time.Now().Add(o.grace), "grace for the last deliveries"); err != nil {
+		return res, err
+	}
+
+	// Match each delivery to its event through the execution.
+	conn, err := pgx.Connect(ctx, s.dbURL)
+	if err != nil {
+		return res, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, `SELECT id::text, event_id::text FROM executions WHERE event_id IS NOT NULL`)
+	if err != nil {
+		return res, err
+	}
+	eventOf := map[string]string{}
+	var id, ev string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &ev}, func() error { eventOf[id] = ev; return nil }); err != nil {
+		return res, err
+	}
+	seen := map[string]bool{}
+	var lat []time.Duration
+	for _, d := range s.rcv.snapshot() {
+		ev, ok := eventOf[d.exec]
+		if !ok {
+			res.Errors++
+			continue
+		}
+		if seen[ev] {
+			res.Duplicates++
+			continue
+		}
+		seen[ev] = true
+		if at, ok := answered[ev]; ok {
+			lat = append(lat, d.at.Sub(at))
+			res.Delivered++
+		}
+	}
+	res.Missing = res.Expected - res.Delivered
+	res.Lateness = summarize(lat)
+	res.DeliveriesPerSecond = math.Round(float64(res.Delivered)/o.duration.Seconds()*10) / 10
+	res.Notes = append(res.Notes, "lateness_ms here is the webhook's arrival − the POST /v1/events answer")
+	s.finish(ctx, res)
+	return res, nil
+}
