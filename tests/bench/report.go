@@ -466,7 +466,7 @@ func numCPU() int { return runtime.NumCPU() }
 func deliveryScenario(name string) bool {
 	switch name {
 	case "precision", "sustained", "burst", "deployed", "deployed-sustained", "retention", "noisy", "hung", "workflow",
-		"diamond", "shards", "templated":
+		"diamond", "shards", "templated", "events":
 		return true
 	}
 	return false

@@ -291,6 +291,44 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List events, newest first */
+        get: operations["listEvents"];
+        put?: never;
+        /**
+         * Post an event
+         * @description Records that something happened and fires, in the same transaction, one execution of every active task and one run of every active workflow whose schedule is {"type": "event", "event": name} (trigger event, scheduled_for the event's arrival, X-Ax-Event-Id on the webhook). A paused task or workflow fires nothing and is not fired later. The same dedup_key within 24 h answers the first event's answer and fires nothing again.
+         */
+        post: operations["postEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/events/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get an event and what it fired */
+        get: operations["getEvent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions": {
         parameters: {
             query?: never;
@@ -1442,6 +1480,103 @@ export interface components {
             /** @example https://hooks.example.com/ax */
             url: string;
         };
+        Event: {
+            dedup_key?: string;
+            id: string;
+            key?: string;
+            matched: components["schemas"]["EventMatched"];
+            /** @description Matches are the executions and runs it fired. */
+            matches: components["schemas"]["EventMatch"][];
+            name: string;
+            /** @description Payload is the event's payload (absent: none). */
+            payload?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
+            /** Format: date-time */
+            received_at: string;
+        };
+        EventAccepted: {
+            id: string;
+            matched: components["schemas"]["EventMatched"];
+        };
+        EventList: {
+            items: components["schemas"]["Event"][];
+            next_cursor?: string;
+        };
+        EventMatch: {
+            execution_id?: string;
+            node?: string;
+            run_id?: string;
+            task_id?: string;
+            /** @enum {string} */
+            type: "task" | "workflow" | "wait";
+            workflow_id?: string;
+        };
+        EventMatched: {
+            /** @description Tasks is how many tasks it fired (one execution each, every shard of a sharded task). */
+            tasks: number;
+            /** @description Waits is how many waiting workflow nodes it resolved. */
+            waits: number;
+            /** @description Workflows is how many workflows it started a run of. */
+            workflows: number;
+        };
+        EventRequest: {
+            /** @description DedupKey: the same key within 24 h answers the first event's answer and fires nothing again. */
+            dedup_key?: string;
+            /**
+             * @description Key narrows the event (a date, a file): workflow nodes that wait for the event with a key match it only when
+             *     equal.
+             * @example 2026-12-03
+             */
+            key?: string;
+            /**
+             * @description Name is what happened: 1 to 200 letters, digits and . _ : - characters. Tasks and workflows whose schedule is
+             *     {"type": "event", "event": name} fire once per event.
+             * @example files.ready
+             */
+            name: string;
+            /** @description Payload is any JSON value of at most 64 KiB; the fires' templates read it as .event.payload. */
+            payload?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
+        };
+        /** @description An event schedule. */
+        EventSchedule: {
+            /**
+             * @description Only standard, the default, is accepted: dialect applies to cron schedules.
+             * @example standard
+             * @enum {string}
+             */
+            dialect?: "standard";
+            /**
+             * @description Only vixie, the default, is accepted: dst_policy applies to cron schedules.
+             * @example vixie
+             * @enum {string}
+             */
+            dst_policy?: "vixie";
+            /** Format: date-time */
+            end_at?: string;
+            /**
+             * @description Event (event only): the name of the event that fires it, once per event posted (POST /v1/events); an event
+             *     schedule has no time slots.
+             * @example files.ready
+             */
+            event: string;
+            /** @description ExcludeCalendars lists calendar ids: no slot fires on their local dates (at most 20). */
+            exclude_calendars?: string[];
+            /** Format: date-time */
+            start_at?: string;
+            /**
+             * @description Timezone is an IANA zone name (letters, digits, _ + - in segments separated by /; not Local); default UTC.
+             * @example Asia/Shanghai
+             */
+            timezone?: string;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "event";
+        };
         Execution: {
             attempts: number;
             /** @description BackfillID is the backfill that created the execution (trigger backfill). */
@@ -1454,6 +1589,8 @@ export interface components {
             dedup_key?: string;
             /** @description ErrorClass classifies the last error. */
             error_class?: string;
+            /** @description EventID is the event that fired the execution (trigger event), also sent as X-Ax-Event-Id. */
+            event_id?: string;
             /** @description Events is the timeline, oldest first; only on single-execution responses. */
             events?: components["schemas"]["ExecutionEvent"][];
             /** Format: date-time */
@@ -1503,7 +1640,7 @@ export interface components {
              */
             task_id?: string;
             /** @enum {string} */
-            trigger: "schedule" | "manual" | "backfill" | "retry" | "dependency";
+            trigger: "schedule" | "manual" | "backfill" | "retry" | "dependency" | "event";
             /** @description WorkflowID, WorkflowRunID and Node name a workflow step's workflow, run and node. */
             workflow_id?: string;
             workflow_run_id?: string;
@@ -1702,6 +1839,11 @@ export interface components {
              * @enum {string}
              */
             dst_policy?: "vixie" | "once_per_local_time";
+            /**
+             * @description Event: the task's schedule is this event's (type event); it has no time slots and fires once per event posted
+             *     (items is empty). Absent for other schedules.
+             */
+            event?: string;
             /** @description Excluded are the slots in the same span that the schedule's calendars removed. */
             excluded: components["schemas"]["PreviewItem"][];
             /**
@@ -1898,8 +2040,8 @@ export interface components {
              */
             finish_within_ms: number;
         };
-        /** @description A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required) or union (schedules required: 2 to 10 cron or interval schedules). A field of another type is refused. */
-        Schedule: components["schemas"]["CronSchedule"] | components["schemas"]["IntervalSchedule"] | components["schemas"]["OnceSchedule"] | components["schemas"]["UnionSchedule"];
+        /** @description A schedule, by type: cron (cron required), interval (interval_seconds required), once (run_at required), union (schedules required: 2 to 10 cron or interval schedules) or event (event required: fired once per event of that name, no time slots). A field of another type is refused. */
+        Schedule: components["schemas"]["CronSchedule"] | components["schemas"]["IntervalSchedule"] | components["schemas"]["OnceSchedule"] | components["schemas"]["UnionSchedule"] | components["schemas"]["EventSchedule"];
         SkipRequest: {
             /**
              * Format: date-time
@@ -2501,7 +2643,7 @@ export interface components {
             /** @enum {string} */
             state: "pending" | "running" | "blocked" | "succeeded" | "failed" | "cancelled";
             /** @enum {string} */
-            trigger: "schedule" | "manual" | "backfill";
+            trigger: "schedule" | "manual" | "backfill" | "event";
             version: number;
             workflow_id: string;
         };
@@ -2620,7 +2762,7 @@ export interface components {
             total: number;
         };
         /** @description A workflow's schedule, by type: cron (cron required), interval (interval_seconds required) or once (run_at required). A field of another type is refused. */
-        WorkflowSchedule: components["schemas"]["CronSchedule"] | components["schemas"]["IntervalSchedule"] | components["schemas"]["OnceSchedule"];
+        WorkflowSchedule: components["schemas"]["CronSchedule"] | components["schemas"]["IntervalSchedule"] | components["schemas"]["OnceSchedule"] | components["schemas"]["EventSchedule"];
         WorkflowTriggerRequest: {
             /** @description DedupKey (at most 256 bytes; empty: none): a second trigger with the same key returns the first run. */
             dedup_key?: string;
@@ -4734,6 +4876,324 @@ export interface operations {
             };
             /** @description Unprocessable Entity */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests: the tenant's api_requests_per_second limit is reached */
+            429: {
+                headers: {
+                    /** @description the tenant's requests per second */
+                    "RateLimit-Limit"?: number;
+                    /** @description requests left in the current window */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until the window resets */
+                    "RateLimit-Reset"?: number;
+                    /** @description seconds to wait before the next request */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error: an unexpected failure; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description seconds to wait: the database is unreachable */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listEvents: {
+        parameters: {
+            query?: {
+                /** @description only events of this name */
+                name?: string;
+                /** @description page size (default 50, max 500) */
+                limit?: number;
+                /** @description next_cursor of the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventList"];
+                };
+            };
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description The bearer challenge, e.g. `Bearer realm="ax", error="invalid_token"`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests: the tenant's api_requests_per_second limit is reached */
+            429: {
+                headers: {
+                    /** @description the tenant's requests per second */
+                    "RateLimit-Limit"?: number;
+                    /** @description requests left in the current window */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until the window resets */
+                    "RateLimit-Reset"?: number;
+                    /** @description seconds to wait before the next request */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error: an unexpected failure; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description seconds to wait: the database is unreachable */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    postEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description the event */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EventRequest"];
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EventAccepted"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description The bearer challenge, e.g. `Bearer realm="ax", error="invalid_token"`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests: the tenant's api_requests_per_second limit is reached */
+            429: {
+                headers: {
+                    /** @description the tenant's requests per second */
+                    "RateLimit-Limit"?: number;
+                    /** @description requests left in the current window */
+                    "RateLimit-Remaining"?: number;
+                    /** @description seconds until the window resets */
+                    "RateLimit-Reset"?: number;
+                    /** @description seconds to wait before the next request */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error: an unexpected failure; nothing was changed */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    /** @description seconds to wait: the database is unreachable */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description event id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Event"];
+                };
+            };
+            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    /** @description The bearer challenge, e.g. `Bearer realm="ax", error="invalid_token"`. */
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
