@@ -15,7 +15,8 @@ import (
 // failed executions of a range (the night's), of one task when named,
 // with their ids (so their idempotency keys); a dry run counts; what a
 // retry refuses is skipped and named; other tenants' and other states'
-// executions are untouched; bad input is a 422 by field.
+// executions are untouched; bad input is a 422 by field, and so is a range
+// of more than 10,000 matches (nothing retried).
 func TestRetryExecutionsInBulk(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, nil)
@@ -91,4 +92,22 @@ func TestRetryExecutionsInBulk(t *testing.T) {
 		assert.Contains(t, fieldErrors(r), tc.field, "%s", r.Raw)
 	}
 	a.must(http.StatusForbidden, req{Method: http.MethodPost, Path: "/v1/executions/retry", Token: token(t, "acme", "executions:read"), Body: body(nil)})
+
+	// One more than the bound: a 422 that says so, and nothing retried
+	// (nor counted in a dry run).
+	month := night.AddDate(0, -1, 0)
+	a.exec(`INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, last_error)
+		SELECT 'acme', gen_random_uuid(), $1, $2::timestamptz + make_interval(secs => g), 'schedule', 'failed', 'fixture'
+		FROM generate_series(1, $3::int) g`, t2, month, service.RetryBulkMax+1)
+	many := map[string]any{"state": "failed", "from": month.Format(time.RFC3339), "to": month.AddDate(0, 0, 1).Format(time.RFC3339)}
+	for _, dry := range []bool{true, false} {
+		many["dry_run"] = dry
+		r := a.must(http.StatusUnprocessableEntity, req{Method: http.MethodPost, Path: "/v1/executions/retry", Token: tok, Body: many})
+		assert.Contains(t, fieldErrors(r), "to", "%s", r.Raw)
+		assert.Contains(t, string(r.Raw), "more than 10000", "%s", r.Raw)
+	}
+	var left int
+	require.NoError(t, a.pool.QueryRow(t.Context(), `SELECT count(*) FROM executions WHERE tenant_id = 'acme' AND task_id = $1
+		AND state = 'failed' AND scheduled_for >= $2`, t2, month).Scan(&left))
+	assert.Greater(t, left, service.RetryBulkMax, "nothing retried")
 }
