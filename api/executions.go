@@ -285,7 +285,7 @@ type retryExecutionsResult struct {
 //
 //	@ID				retryExecutions
 //	@Summary		Deliver again every failed (or cancelled) execution of a range
-//	@Description	Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
+//	@Description	Bulk replay after an incident: every execution in state whose slot lies in [from, to), of task_id or workflow_id when given, oldest first, is retried as POST /v1/executions/{id}/retry does (same id, so the same Idempotency-Key and webhook-id; one audit record each), and one audit record of action retry says what the bulk retry did (its selection and counts, under the task or workflow named, else an execution without id). More than 10000 matches → 422 and nothing is retried. A match that retry refuses (its task paused or deleted, its slot now fired by another execution) is skipped and counted. dry_run → the count only.
 //	@Tags			executions
 //	@Accept			json
 //	@Produce		json

@@ -73,10 +73,32 @@ func TestRetryExecutionsInBulk(t *testing.T) {
 	}
 	assert.Equal(t, "failed", state("other", other), "another tenant's is untouched")
 
-	// One audit record per retried execution.
+	// One audit record per retried execution, and one per bulk retry with
+	// its counts (under the task it named, or an execution without id).
 	audits := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/audit?resource_type=execution&resource_id=" + f1, Token: tok})
 	require.Len(t, audits.JSON["items"], 1)
 	assert.Equal(t, "retry", audits.JSON["items"].([]any)[0].(map[string]any)["action"])
+	bulkRecord := func(query string) map[string]any {
+		t.Helper()
+		page := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/audit?" + query, Token: tok})
+		for _, it := range page.JSON["items"].([]any) {
+			rec := it.(map[string]any)
+			if ch, ok := rec["changes"].(map[string]any); ok && ch["bulk_retry"] != nil {
+				assert.Equal(t, "retry", rec["action"])
+				return ch["bulk_retry"].(map[string]any)
+			}
+		}
+		require.Fail(t, "no bulk retry record", "%s", page.Raw)
+		return nil
+	}
+	forTask := bulkRecord("resource_type=task&resource_id=" + t2)
+	assert.EqualValues(t, 1, forTask["matched"])
+	assert.EqualValues(t, 1, forTask["retried"])
+	assert.Equal(t, "failed", forTask["state"])
+	forAll := bulkRecord("resource_type=execution&limit=200")
+	assert.EqualValues(t, 3, forAll["matched"])
+	assert.EqualValues(t, 2, forAll["retried"])
+	assert.EqualValues(t, 1, forAll["skipped"])
 
 	for _, tc := range []struct {
 		body  map[string]any
