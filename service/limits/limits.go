@@ -142,6 +142,13 @@ type Limits struct {
 	mu    sync.RWMutex
 	rows  map[string]db.TenantLimits
 	ready bool
+	// Refreshes may overlap (the refresh loop, a caller's Refresh) and a
+	// change may commit while one reads: reads is the last refresh begun,
+	// applied the last one applied (an older read never replaces a newer
+	// one), and changed the rows Changed set, by the changes counter, so
+	// that a read begun before a change does not undo it.
+	reads, applied, changes uint64
+	changed                 map[string]uint64
 
 	api  sync.Map // tenant → *apiShare
 	wake chan struct{}
@@ -149,12 +156,19 @@ type Limits struct {
 
 // New returns Limits on pool.
 func New(pool *db.Pool, cfg Config) *Limits {
-	return &Limits{pool: pool, cfg: cfg.WithDefaults(), rows: map[string]db.TenantLimits{}, wake: make(chan struct{}, 1)}
+	return &Limits{
+		pool: pool, cfg: cfg.WithDefaults(), rows: map[string]db.TenantLimits{}, changed: map[string]uint64{},
+		wake: make(chan struct{}, 1),
+	}
 }
 
 // Refresh re-reads every tenant's limits (one pass of the cache's
 // refresh).
 func (l *Limits) Refresh(ctx context.Context) error {
+	l.mu.Lock()
+	l.reads++
+	read, since := l.reads, l.changes
+	l.mu.Unlock()
 	rows, err := db.ListTenantLimits(ctx, l.pool)
 	if err != nil {
 		return errs.Store(err, "read tenant limits")
@@ -164,8 +178,21 @@ func (l *Limits) Refresh(ctx context.Context) error {
 		m[r.TenantID] = r
 	}
 	l.mu.Lock()
-	l.rows, l.ready = m, true
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	if read < l.applied {
+		return nil // a refresh begun later has applied a newer read
+	}
+	for tenant, at := range l.changed {
+		switch {
+		case at > since: // changed while this read ran: keep the change
+			if row, ok := l.rows[tenant]; ok {
+				m[tenant] = row
+			}
+		default: // this read saw it
+			delete(l.changed, tenant)
+		}
+	}
+	l.rows, l.ready, l.applied = m, true, read
 	return nil
 }
 
@@ -174,6 +201,8 @@ func (l *Limits) Refresh(ctx context.Context) error {
 func (l *Limits) Changed(row db.TenantLimits) {
 	l.mu.Lock()
 	l.rows[row.TenantID] = row
+	l.changes++
+	l.changed[row.TenantID] = l.changes
 	l.mu.Unlock()
 	l.api.Delete(row.TenantID)
 }
