@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/service"
+	"github.com/axhq/ax/service/endpoint"
 )
 
 // verifierDir holds verify.mjs and package.json, which pins the reference
@@ -53,6 +54,15 @@ func TestReferenceVerifier(t *testing.T) {
 	}
 
 	single := send([][]byte{newKey}, `{"b":1,  "a":2, "s":"caf\u00e9 ü \ud83d\ude00"}`)
+	// An endpoint's test request (POST /v1/endpoints/{id}/test) is signed
+	// as a delivery is.
+	probe := s.Probe(t.Context(), endpoint.TestRequest{
+		Endpoint: endpoint.Endpoint{URL: srv.URL + "/hook", Method: http.MethodPost, Timeout: 5 * time.Second},
+		Keys:     [][]byte{newKey}, ID: service.NewID(), Body: []byte(`{"test":true}`),
+	})
+	require.Empty(t, probe.Error)
+	tested := <-got
+	require.Equal(t, "true", tested.Header.Get("X-Ax-Test"))
 	rotated := send([][]byte{newKey, oldKey}, `{"order":42,"items":[1,2,3]}`)
 	require.Len(t, strings.Fields(rotated.Header.Get("Webhook-Signature")), 2)
 
@@ -69,6 +79,8 @@ func TestReferenceVerifier(t *testing.T) {
 		{"rotation, old key", oldSecret, rotated, nil, "ok"},
 		{"rotation, other secret", otherSecret, rotated, nil, "No matching signature found"},
 		{"re-serialised body", newSecret, single, []byte(`{"b":1,"a":2,"s":"café ü 😀"}`), "No matching signature found"},
+		{"endpoint test request", newSecret, tested, nil, "ok"},
+		{"endpoint test request, other secret", otherSecret, tested, nil, "No matching signature found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
