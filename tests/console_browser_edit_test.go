@@ -101,8 +101,14 @@ func TestConsoleBrowserEdit(t *testing.T) {
 	b.do(chromedp.Navigate(console+"audit"), chromedp.WaitVisible(chromedp.CSS("#audit")))
 	assert.Equal(t, 3, b.count("#audit tbody tr"), "the endpoint's and the task's creates, the update")
 	assert.Equal(t, "update", b.evalS(`document.querySelector("#audit tbody tr").getAttribute("data-action")`))
-	b.do(chromedp.SendKeys(chromedp.CSS("#a-type"), "endpoint"), chromedp.Click(chromedp.CSS("#audit-filter")),
-		chromedp.WaitVisible(chromedp.CSS("#audit")))
+	b.do(chromedp.SendKeys(chromedp.CSS("#a-type"), "endpoint"), chromedp.Click(chromedp.CSS("#audit-filter")))
+	// The old page's #audit is visible until the filtered one replaces
+	// it: wait for the navigation first.
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(b.location(), "resource_type=endpoint") &&
+		time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.do(chromedp.WaitVisible(chromedp.CSS("#audit")))
 	require.Contains(t, b.location(), "resource_type=endpoint")
 	assert.Equal(t, 1, b.count("#audit tbody tr"))
 	assert.Equal(t, "endpoint", b.evalS(`document.querySelector("#audit tbody tr").getAttribute("data-resource-type")`))
