@@ -182,14 +182,15 @@ func eventExecutions(ctx context.Context, base, tok string, tasks []eventTask) (
 	return all, nil
 }
 
-// waitEventExecutions waits until the tasks have want executions, every
-// one succeeded (the receiver answers 200), and returns them.
+// waitEventExecutions waits until the tasks have at least want
+// executions, every one succeeded (the receiver answers 200), and returns
+// them (more than want is for the caller's checks to name).
 func waitEventExecutions(t *testing.T, base, tok string, tasks []eventTask, want int, within time.Duration) []map[string]any {
 	t.Helper()
 	var execs []map[string]any
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		items, err := eventExecutions(t.Context(), base, tok, tasks)
-		if !assert.NoError(c, err) || !assert.Len(c, items, want, "executions") {
+		if !assert.NoError(c, err) || !assert.GreaterOrEqual(c, len(items), want, "executions") {
 			return
 		}
 		for _, x := range items {
@@ -357,29 +358,31 @@ func TestEventsReplicas(t *testing.T) {
 	close(next)
 	wg.Wait()
 
-	byID := map[string]int{} // event id → index
-	var pairs int
+	byID := map[string]int{} // event id → index, by each event's first answer
 	for i, as := range answers {
 		for _, a := range as {
 			require.NoError(t, a.err, "event %d", i)
 			require.Equal(t, http.StatusAccepted, a.code, "event %d: %s", i, a.body)
 			require.Equal(t, len(tasks), a.tasks, "event %d: matched tasks", i)
 		}
-		if len(as) == 2 {
-			require.Equal(t, as[0].id, as[1].id, "event %d: both posts of one dedup_key name one event", i)
-			pairs++
-		}
 		if other, ok := byID[as[0].id]; ok {
 			t.Fatalf("events %d and %d got one id %s", other, i, as[0].id)
 		}
 		byID[as[0].id] = i
 	}
-	require.Equal(t, events/5, pairs)
-	checkEventList(t, a.base, tok, name, byID, tasks)
 
 	// A succeeded execution was received: the receiver records each
 	// webhook before it answers.
 	execs := waitEventExecutions(t, b.base, tok, tasks, events*fires(tasks), 60*time.Second)
 	checkEventDeliveries(t, recv, tasks, byID, execs, false)
+	var pairs int
+	for i, as := range answers {
+		if len(as) == 2 {
+			require.Equal(t, as[0].id, as[1].id, "event %d: both posts of one dedup_key name one event", i)
+			pairs++
+		}
+	}
+	require.Equal(t, events/5, pairs)
+	checkEventList(t, a.base, tok, name, byID, tasks)
 	t.Logf("%d events (%d racing pairs) fired %d deliveries on two replicas", events, pairs, len(execs))
 }
