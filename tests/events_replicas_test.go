@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -105,7 +106,7 @@ func createEventTasks(t *testing.T, base, tok, endpointID, name string) []eventT
 			"payload":  map[string]any{"i": "{{ .event.payload.i }}"}, "payload_template": true,
 			"shards": shards,
 		})
-		require.Equal(t, float64(shards), task["shards"])
+		require.Equal(t, shards, int(task["shards"].(float64)))
 		out = append(out, eventTask{id: task["id"].(string), shards: shards})
 	}
 	return out
@@ -204,12 +205,13 @@ func waitEventExecutions(t *testing.T, base, tok string, tasks []eventTask, want
 }
 
 // checkEventDeliveries holds the receiver's hits against the executions
-// ax lists: exactly one execution per (task, event, shard) for each of
-// the events (their ids by the test's index of each), every one of them
-// received, with its X-Ax-Event-Id; per (task, index, shard) exactly one
-// execution received, whatever event ids ax gave; no attempt of an
-// execution received twice; each execution at attempt 1 only unless
-// rescued allows more.
+// ax lists. By the test's index, whatever event ids ax gave: each (task,
+// index, shard) was delivered by exactly one execution, and no attempt of
+// an execution arrived twice (without rescued, attempt 1 only: each
+// execution arrived once). By ax's list: one execution per (task, event,
+// shard) of events (event id → index), each received with its own
+// X-Ax-Event-Id, task, shard and the event's payload, and nothing received
+// that ax does not list.
 func checkEventDeliveries(t *testing.T, recv *eventReceiver, tasks []eventTask, events map[string]int,
 	execs []map[string]any, rescued bool,
 ) {
@@ -277,7 +279,7 @@ func checkEventDeliveries(t *testing.T, recv *eventReceiver, tasks []eventTask, 
 			require.Equal(t, event, h.event, "execution %s: X-Ax-Event-Id", id)
 			require.Equal(t, x["task_id"], h.task, "execution %s: X-Ax-Task-Id", id)
 			require.Equal(t, fmt.Sprint(x["shard"]), h.shard, "execution %s: X-Ax-Shard-Index", id)
-			require.Equal(t, fmt.Sprint(index), h.index, "execution %s: the event's payload", id)
+			require.Equal(t, strconv.Itoa(index), h.index, "execution %s: the event's payload", id)
 		}
 		delete(perExecution, id)
 	}
@@ -296,7 +298,7 @@ func checkEventList(t *testing.T, base, tok, name string, events map[string]int,
 		if _, ok := events[id]; !ok {
 			extra = append(extra, fmt.Sprintf("%s %v", id, e["payload"]))
 		}
-		require.Equal(t, float64(len(tasks)), e["matched"].(map[string]any)["tasks"], "event %s", id)
+		require.Equal(t, len(tasks), int(e["matched"].(map[string]any)["tasks"].(float64)), "event %s", id)
 	}
 	require.Empty(t, extra, "stored events no answer named")
 	require.Len(t, stored, len(events), "every answered event is stored once")
