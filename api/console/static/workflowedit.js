@@ -1,18 +1,22 @@
 // ax console, workflow editor: progressive enhancement only (without it,
 // "Preview without saving" posts the form and the server draws the same
-// preview). While the document is typed, the draft's preview (#draft) is
-// fetched again, at most once per pause in the typing, from the console's
-// preview action (it checks the draft and stores nothing) and replaces
-// the preview's body with the server's own rendering.
+// preview). While the document is typed, the draft's preview is fetched
+// again, once per pause in the typing, from the console's preview action
+// (it checks the draft and stores nothing); the server's own rendering
+// replaces the summary above the editor and the graph below it.
 (function () {
   "use strict";
   document.addEventListener("DOMContentLoaded", function () {
     var form = document.getElementById("workflow-form");
     var box = document.getElementById("draft");
-    var body = document.getElementById("draft-body");
     var doc = document.getElementById("wf-document");
-    if (!form || !box || !body || !doc || !box.getAttribute("data-url")) { return; }
+    if (!form || !box || !doc || !box.getAttribute("data-url")) { return; }
     var timer = null, seq = 0;
+    function replace(tpl, id) {
+      var next = tpl.content.getElementById(id), cur = document.getElementById(id);
+      // The containers stay (the summary is a live region): their content changes.
+      if (next && cur) { cur.innerHTML = next.innerHTML; }
+    }
     function update() {
       var fd = new FormData();
       fd.append("csrf", form.querySelector("input[name=csrf]").value);
@@ -29,7 +33,10 @@
         .then(function (res) {
           if (mine !== seq) { return; }
           // The server's own template output (escaped by html/template).
-          body.innerHTML = res.html;
+          var tpl = document.createElement("template");
+          tpl.innerHTML = res.html;
+          replace(tpl, "draft-summary");
+          replace(tpl, "draft-graph");
           doc.setAttribute("aria-invalid", res.ok ? "false" : "true");
           box.setAttribute("data-state", res.ok ? "valid" : "invalid");
         })
