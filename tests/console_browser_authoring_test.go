@@ -82,11 +82,14 @@ func TestConsoleBrowserAuthoring(t *testing.T) {
 	b.signIn(console, rw)
 	b.do(chromedp.Navigate(console+"workflows"), chromedp.WaitVisible(chromedp.CSS("#new-workflow")))
 	b.do(b.follow("#new-workflow"), chromedp.WaitVisible(chromedp.CSS("#wf-document")))
-	assert.Contains(t, b.evalS(`document.querySelector("#wf-document").value`), ep, "the example uses the tenant's endpoint")
+	example := b.evalS(`document.querySelector("#wf-document").value`)
+	assert.Contains(t, example, `"endpoint_id": "`, "a starting example")
+	assert.Regexp(t, eps["extract"]+"|"+eps["transform"]+"|"+eps["load"]+"|"+eps["report"], example, "on one of the tenant's endpoints")
 
 	// The cycle, previewed by the form (no script involved): refused,
 	// named, its nodes marked; the error links to its first node.
-	b.do(setDoc(doc(true)), chromedp.Click(chromedp.CSS("#wf-preview")), chromedp.WaitVisible(chromedp.CSS("#draft-errors")))
+	b.do(setDoc(doc(true)))
+	submitAndWait(b, "#wf-preview", "#draft-errors")
 	errs := b.text("#draft-errors")
 	assert.Contains(t, errs, "The draft would be refused")
 	assert.Contains(t, errs, "cycle: transform → load → report → transform")
@@ -100,7 +103,7 @@ func TestConsoleBrowserAuthoring(t *testing.T) {
 	b.shot("workflow-editor-cycle.png")
 
 	// Saving it is refused the same way; nothing is stored.
-	b.do(chromedp.Click(chromedp.CSS("#wf-save")), chromedp.WaitVisible(chromedp.CSS("#draft-errors")))
+	submitAndWait(b, "#wf-save", "#draft-errors")
 	assert.Contains(t, b.text("#draft-errors"), "The workflow was not saved")
 	assert.Contains(t, b.text("#draft-errors"), "cycle: transform → load → report → transform")
 	assert.Empty(t, apiGet(t, p.base, rw, "/v1/workflows")["items"])
@@ -119,7 +122,7 @@ func TestConsoleBrowserAuthoring(t *testing.T) {
 	assert.Empty(t, apiGet(t, p.base, rw, "/v1/workflows")["items"], "a preview saves nothing")
 	b.shot("workflow-draft-preview.png")
 
-	b.do(chromedp.Click(chromedp.CSS("#wf-save")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	submitAndWait(b, "#wf-save", "#flash")
 	assert.Contains(t, b.text("#flash"), "The workflow is created")
 	items := apiGet(t, p.base, rw, "/v1/workflows")["items"].([]any)
 	require.Len(t, items, 1)
@@ -162,7 +165,8 @@ func TestConsoleBrowserAuthoring(t *testing.T) {
 	edited["nodes"] = append(edited["nodes"].([]any), map[string]any{"key": "notify", "endpoint_id": ep, "depends_on": []string{"report"}})
 	next, err := json.MarshalIndent(edited, "", "  ")
 	require.NoError(t, err)
-	b.do(setDoc(string(next)), chromedp.Click(chromedp.CSS("#wf-save")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	b.do(setDoc(string(next)))
+	submitAndWait(b, "#wf-save", "#flash")
 	assert.Contains(t, b.text("#flash"), "runs already started keep the version they started with")
 	assert.EqualValues(t, 2, apiGet(t, p.base, rw, "/v1/workflows/"+wf["id"].(string))["version"])
 	runID := runURL[strings.LastIndex(runURL, "/")+1:]
@@ -196,6 +200,20 @@ func TestConsoleBrowserAuthoring(t *testing.T) {
 			body: new URLSearchParams({csrf: csrf, document: ` + jsString(doc(false)) + `})}).then(r => String(r.status)); })()`)
 	assert.Equal(t, "403", status)
 	assert.Len(t, apiGet(t, p.base, rw, "/v1/workflows")["items"], 1, "the forged POST created nothing")
+}
+
+// submitAndWait clicks sel, a submit button, and waits for the page the
+// form's answer loads to show want (the page it leaves may show want
+// too: the wait starts once it is gone).
+func submitAndWait(b *consoleTab, sel, want string) {
+	b.t.Helper()
+	b.evalS(`String(window.axPageLeft = true)`)
+	b.do(chromedp.Click(chromedp.CSS(sel)))
+	require.Eventually(b.t, func() bool {
+		s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`String(window.axPageLeft === undefined && document.readyState === "complete")`))
+		return err == nil && s == "true"
+	}, time.Minute, 50*time.Millisecond, "the page %s submits to loads", sel)
+	b.do(chromedp.WaitVisible(chromedp.CSS(want)))
 }
 
 // jsString is s as a JavaScript string literal.

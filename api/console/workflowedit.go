@@ -219,17 +219,16 @@ func newWorkflowDocument(endpoints []service.Endpoint) string {
 	if len(endpoints) > 0 {
 		ep = endpoints[0].ID
 	}
-	node := func(key string, deps ...string) service.WorkflowNodeInput {
-		return service.WorkflowNodeInput{Key: key, EndpointID: ep, DependsOn: deps}
-	}
-	b, err := api.WorkflowDocument(service.WorkflowInput{
-		Name:  "etl.daily",
-		Nodes: []service.WorkflowNodeInput{node("extract"), node("transform", "extract"), node("load", "transform")},
-	})
-	if err != nil {
-		return ""
-	}
-	return string(b)
+	return strings.ReplaceAll(`{
+  "name": "etl.daily",
+  "inputs": {"day": "today"},
+  "nodes": [
+    {"key": "extract", "endpoint_id": "EP", "payload": {"day": "{{ .inputs.day }}"}, "payload_template": true},
+    {"key": "transform", "endpoint_id": "EP", "depends_on": ["extract"]},
+    {"key": "load", "endpoint_id": "EP", "depends_on": ["transform"]}
+  ]
+}
+`, "EP", ep)
 }
 
 // newWorkflow shows the editor for a new workflow.
