@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,7 +23,7 @@ func TestWorkflowCheck(t *testing.T) {
 			return nil
 		}
 		var ve *service.ValidationError
-		require.True(t, errors.As(err, &ve), "%v", err)
+		require.ErrorAs(t, err, &ve)
 		return ve.Fields
 	}
 
