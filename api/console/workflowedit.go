@@ -101,17 +101,34 @@ func documentJSON(text string) ([]byte, error) {
 	if t == "" || t[0] == '{' {
 		return []byte(t), nil
 	}
-	var raw any
-	if err := yaml.Unmarshal([]byte(t), &raw); err != nil {
+	var node yaml.Node
+	if err := yaml.Unmarshal([]byte(t), &node); err != nil {
 		return nil, &service.ValidationError{Fields: []service.FieldError{{Field: "document", Message: "neither JSON nor YAML: " + err.Error()}}}
 	}
-	b, err := json.Marshal(raw)
+	keepTimestamps(&node)
+	var raw any
+	err := node.Decode(&raw)
+	var b []byte
+	if err == nil {
+		b, err = json.Marshal(raw)
+	}
 	if err != nil {
 		return nil, &service.ValidationError{Fields: []service.FieldError{{
 			Field: "document", Message: "YAML that JSON cannot hold (a key that is not a string?)",
 		}}}
 	}
 	return b, nil
+}
+
+// keepTimestamps makes YAML's unquoted dates and times (2026-12-03)
+// strings as written, as JSON has them, rather than instants.
+func keepTimestamps(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!timestamp" {
+		n.Tag = "!!str"
+	}
+	for _, c := range n.Content {
+		keepTimestamps(c)
+	}
 }
 
 // decodeDocument reads the editor's text as the REST route reads its
