@@ -35,6 +35,9 @@ type dagInput struct {
 	State string
 	// Href links the node (its execution), "" for none.
 	Href string
+	// Invalid says, in words, what a draft's node has wrong ("" for
+	// nothing): the box is marked and its second line says it.
+	Invalid string
 }
 
 // dagView is a laid-out graph.
@@ -189,6 +192,9 @@ func nodeWords(n dagInput) (sub, tip string) {
 	}
 	if n.Rule != "" && n.Rule != service.RuleAllSuccess {
 		parts = append(parts, n.Rule)
+	}
+	if n.Invalid != "" {
+		parts = append(parts, n.Invalid)
 	}
 	sub = strings.Join(parts, " · ")
 	tip = n.Key

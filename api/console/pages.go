@@ -769,6 +769,8 @@ var flashes = map[string]string{
 	"skipped":   "The node is skipped.",
 	// A workflow backfill started by a token that cannot read the
 	// backfills page (tasks:read) comes back to the workflow.
+	"workflow-created": "The workflow is created (version 1).",
+	"workflow-saved":   "The workflow is saved. A change of its nodes or inputs made a new version; runs already started keep the version they started with.",
 	"backfill-started": "The backfill is started: its slots start runs oldest first, a few at a time (GET /v1/backfills?workflow_id=… shows its progress).",
 }
 

@@ -22,6 +22,7 @@ type pages map[string]*template.Template
 var pageNames = []string{
 	"signin", "error", "tasks", "task", "task_new", "execution", "endpoints", "secret", "dashboard", "backfills", "workflows", "workflow", "workflow_run",
 	"alerts", "task_edit", "endpoint_edit", "audit", "calendars", "calendar", "limits", "events",
+	"workflow_edit",
 }
 
 func mustParsePages() pages {
