@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/axhq/ax/api"
+	"github.com/axhq/ax/api/yamldoc"
 	"github.com/axhq/ax/service"
 	"github.com/axhq/ax/service/dag"
 )
@@ -105,7 +106,7 @@ func documentJSON(text string) ([]byte, error) {
 	if err := yaml.Unmarshal([]byte(t), &node); err != nil {
 		return nil, &service.ValidationError{Fields: []service.FieldError{{Field: "document", Message: "neither JSON nor YAML: " + err.Error()}}}
 	}
-	keepTimestamps(&node)
+	yamldoc.KeepTimestamps(&node)
 	var raw any
 	err := node.Decode(&raw)
 	var b []byte
@@ -118,17 +119,6 @@ func documentJSON(text string) ([]byte, error) {
 		}}}
 	}
 	return b, nil
-}
-
-// keepTimestamps makes YAML's unquoted dates and times (2026-12-03)
-// strings as written, as JSON has them, rather than instants.
-func keepTimestamps(n *yaml.Node) {
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!timestamp" {
-		n.Tag = "!!str"
-	}
-	for _, c := range n.Content {
-		keepTimestamps(c)
-	}
 }
 
 // decodeDocument reads the editor's text as the REST route reads its

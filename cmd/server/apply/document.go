@@ -21,6 +21,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/axhq/ax/api/yamldoc"
 )
 
 // Document is one resource as the files hold it.
@@ -156,6 +158,7 @@ func parse(file string, b []byte) ([]Document, error) {
 			errs = append(errs, &DocError{File: file, Index: i, FieldError: FieldError{Message: "not YAML or JSON: " + err.Error()}})
 			break
 		}
+		yamldoc.KeepTimestamps(&node)
 		var raw any
 		if err := node.Decode(&raw); err != nil {
 			errs = append(errs, &DocError{File: file, Index: i, FieldError: FieldError{Message: err.Error()}})

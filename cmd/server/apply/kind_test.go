@@ -79,6 +79,11 @@ spec: {url: "https://h.example.com"}
 	require.Equal(t, 2, docs[1].Index)
 	require.Equal(t, map[string]any{"n": int64(1)}, docs[1].Spec["payload"])
 
+	// Unquoted YAML dates reach the server as written, not as instants.
+	docs, err = parse("c.yaml", []byte("kind: Calendar\nname: hol\nspec: {timezone: Asia/Shanghai, dates: [2026-12-25, 2027-01-01]}\n"))
+	require.NoError(t, err)
+	require.Equal(t, []any{"2026-12-25", "2027-01-01"}, docs[0].Spec["dates"])
+
 	_, err = parse("f.yaml", []byte("kind: Task\nname: t\nspec: {endpoint: e, schedule: {type: interval, interval_seconds: 0.5}}\n"))
 	require.ErrorContains(t, err, "f.yaml: document 1 (Task/t): spec.schedule.interval_seconds: must be an integer")
 	require.Equal(t, "spec.nodes[2].endpoint", strings.Join([]string{"spec", docField("nodes[2].endpoint_id")}, "."))
