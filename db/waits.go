@@ -80,27 +80,56 @@ type WaitResolution struct {
 	At      time.Time
 }
 
-// ResolveWaits ends, succeeded, the nodes of a run still awaiting event
-// ev (ev.Name, a key equal to ev.Key or none, since before ev.At), with
-// its id and payload as their output, and returns their keys. The
-// state = awaiting condition is what makes an event consume a wait at most
-// once: a second transaction waiting for the row re-reads it and finds it
-// ended.
-func ResolveWaits(ctx context.Context, q Querier, tenant, runID string, ev WaitResolution) ([]string, error) {
+// LockRuns locks the runs ids of tenant in id order (FOR UPDATE) and
+// returns them: a caller that ends waits of several runs takes every
+// run's lock before it advances any (an advance may then lock a
+// workflow), so that two such callers cannot each hold what the other
+// waits for.
+func LockRuns(ctx context.Context, q Querier, tenant string, ids []string) ([]WorkflowRun, error) {
+	uids, err := uuidArray(ids)
+	if err != nil {
+		return nil, wrap("lock workflow runs", err)
+	}
+	rows, err := q.Query(ctx, `SELECT `+runColumns+` FROM workflow_runs r
+		WHERE r.tenant_id = $1 AND r.id = ANY($2::uuid[]) ORDER BY r.id FOR UPDATE`, tenant, uids)
+	if err != nil {
+		return nil, wrap("lock workflow runs", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[WorkflowRun])
+	return out, wrap("lock workflow runs", err)
+}
+
+// ResolvedWait is a node whose wait an event ended.
+type ResolvedWait struct {
+	RunID string `db:"run_id"`
+	Key   string `db:"key"`
+}
+
+// ResolveWaits ends, succeeded, the nodes of runs (locked by the caller)
+// still awaiting event ev (ev.Name, a key equal to ev.Key or none, since
+// before ev.At), with its id and payload as their output, and returns
+// them. The state = awaiting condition is what makes an event consume a
+// wait at most once: a transaction that found the node awaiting before
+// another ended it finds it ended once it holds the run.
+func ResolveWaits(ctx context.Context, q Querier, tenant string, runIDs []string, ev WaitResolution) ([]ResolvedWait, error) {
 	var payload *string
 	if ev.Payload != nil {
 		p := string(ev.Payload)
 		payload = &p
 	}
-	rows, err := q.Query(ctx, `UPDATE workflow_run_nodes SET state = `+nodeSucceeded+`, updated_at = now(),
-			finished_at = now(), event_id = $5, output = $6::text::jsonb
-		WHERE tenant_id = $1 AND run_id = $2 AND state = `+nodeAwaiting+` AND wait_event = $3
-		  AND (wait_key IS NULL OR wait_key = $4) AND wait_since < $7
-		RETURNING key`, tenant, runID, ev.Name, ev.Key, ev.EventID, payload, ev.At)
+	uids, err := uuidArray(runIDs)
 	if err != nil {
 		return nil, wrap("resolve waits", err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	rows, err := q.Query(ctx, `UPDATE workflow_run_nodes SET state = `+nodeSucceeded+`, updated_at = now(),
+			finished_at = now(), event_id = $5, output = $6::text::jsonb
+		WHERE tenant_id = $1 AND run_id = ANY($2::uuid[]) AND state = `+nodeAwaiting+` AND wait_event = $3
+		  AND (wait_key IS NULL OR wait_key = $4) AND wait_since < $7
+		RETURNING run_id::text AS run_id, key`, tenant, uids, ev.Name, ev.Key, ev.EventID, payload, ev.At)
+	if err != nil {
+		return nil, wrap("resolve waits", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[ResolvedWait])
 	return out, wrap("resolve waits", err)
 }
 

@@ -298,6 +298,7 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedul
 		if n.WaitFor != nil {
 			checkWaitNode(&ve, f, n, in)
 			addProblems(i, "trigger_rule")
+			n.PayloadTemplate = false // refused above: it has no payload
 			checkNodeTemplates(&ve, f, n, in)
 			continue
 		}

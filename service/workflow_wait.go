@@ -232,44 +232,50 @@ func (t *runTemplates) waitKey(n storedNode) (string, error) {
 
 // resolveWaits ends, succeeded, the nodes waiting for ev (in ev's
 // transaction) and advances their runs, adding them to out. It finds the
-// runs by one probe of the awaiting nodes' index, then locks each run in
-// id order (as the engine does: run, then its nodes) before it ends its
-// nodes' waits, conditionally: a wait another transaction ended first is
+// runs by one probe of the awaiting nodes' index, locks them all in id
+// order (run before nodes, as the engine does; every run before any
+// advance, which may lock a workflow), then ends their nodes' waits in
+// one statement, conditionally: a wait another transaction ended first is
 // not ended again.
 func (f *EventFires) resolveWaits(ctx context.Context, tx db.Tx, ev event.Occurrence, out *event.Fired, done *ended) error {
 	var key *string
 	if ev.Key != "" {
 		key = &ev.Key
 	}
-	runs, err := db.WaitingRuns(ctx, tx, ev.TenantID, ev.Name, key, ev.At)
-	if err != nil {
+	ids, err := db.WaitingRuns(ctx, tx, ev.TenantID, ev.Name, key, ev.At)
+	if err != nil || len(ids) == 0 {
 		return storeError(err, "find waiting runs")
 	}
+	runs, err := db.LockRuns(ctx, tx, ev.TenantID, ids)
+	if err != nil {
+		return storeError(err, "lock waiting runs")
+	}
+	ids = ids[:0]
+	for _, r := range runs {
+		if lifecycle.RunActive.Has(r.State) {
+			ids = append(ids, r.ID)
+		}
+	}
+	resolved, err := db.ResolveWaits(ctx, tx, ev.TenantID, ids, db.WaitResolution{
+		Name: ev.Name, Key: key, EventID: ev.ID, Payload: ev.Payload, At: ev.At,
+	})
+	if err != nil {
+		return storeError(err, "resolve waits")
+	}
+	byRun := map[string][]string{}
+	for _, r := range resolved {
+		byRun[r.RunID] = append(byRun[r.RunID], r.Key)
+	}
 	engine := f.workflows.engine.tallying(done)
-	for _, id := range runs {
-		run, err := db.GetWorkflowRun(ctx, tx, ev.TenantID, id, true)
-		if err = storeError(err, "load workflow run"); errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if !lifecycle.RunActive.Has(run.State) {
-			continue
-		}
-		keys, err := db.ResolveWaits(ctx, tx, ev.TenantID, id, db.WaitResolution{
-			Name: ev.Name, Key: key, EventID: ev.ID, Payload: ev.Payload, At: ev.At,
-		})
-		if err != nil {
-			return storeError(err, "resolve waits")
-		}
+	for _, run := range runs {
+		keys := byRun[run.ID]
 		if len(keys) == 0 {
 			continue
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
 			out.Matched.Waits++
-			out.Matches = append(out.Matches, event.Match{Type: event.MatchWait, WorkflowID: run.WorkflowID, RunID: id, Node: k})
+			out.Matches = append(out.Matches, event.Match{Type: event.MatchWait, WorkflowID: run.WorkflowID, RunID: run.ID, Node: k})
 		}
 		if err := engine.advanceLocked(ctx, tx, run, nil); err != nil {
 			return err
