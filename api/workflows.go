@@ -52,14 +52,17 @@ type workflowNodeDTO struct {
 // an event posted before does not count. No such event within timeout_ms fails it (error_class event_timeout).
 type waitForDTO struct {
 	// Event is the event's name: letters, digits and "._:-", 1 to 200 characters.
-	Event string `json:"event" example:"files.ready" validate:"required" minLength:"1" maxLength:"200"`
+	Event string `json:"event" validate:"required" minLength:"1" maxLength:"200"`
 	// Key, when set, is a template rendered when the node's rule is met, with the data of a node's payload template
 	// (.business_date, .inputs.<name>, .nodes.<key>.output…): only an event with that key satisfies the node. A key
 	// that does not render fails the node (error_class template).
-	Key string `json:"key,omitempty" maxLength:"4096" example:"{{ .business_date }}"`
+	Key string `json:"key,omitempty" maxLength:"4096"`
 	// TimeoutMS: 1000 (1 s) to 2592000000 (30 days).
-	TimeoutMS int64 `json:"timeout_ms" example:"3600000" validate:"required" minimum:"1000" maximum:"2592000000"`
+	TimeoutMS int64 `json:"timeout_ms" validate:"required" minimum:"1000" maximum:"2592000000"`
 } // @name WorkflowNodeWaitFor
+
+// (No examples above: the example bodies the spec tests send are built
+// from every field with one, and a node has endpoint_id or wait_for.)
 
 // workflowRequest is the body of POST /v1/workflows, and the shape a PATCH merges into.
 type workflowRequest struct {

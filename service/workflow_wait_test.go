@@ -345,7 +345,9 @@ func TestWaitForValidation(t *testing.T) {
 		{with(func(n *service.WorkflowNodeInput) { n.Payload = []byte(`{}`) }), "nodes[1].payload"},
 		{with(func(n *service.WorkflowNodeInput) { n.PayloadTemplate = true }), "nodes[1].payload_template"},
 		{with(func(n *service.WorkflowNodeInput) { n.Shards = 3 }), "nodes[1].shards"},
-		{with(func(n *service.WorkflowNodeInput) { n.Completion = service.Completion{Mode: service.CompletionCallback} }), "nodes[1].completion"},
+		{with(func(n *service.WorkflowNodeInput) {
+			n.Completion = service.Completion{Mode: service.CompletionCallback}
+		}), "nodes[1].completion"},
 		{with(func(n *service.WorkflowNodeInput) { n.Timeout = time.Second }), "nodes[1].timeout_ms"},
 		{with(func(n *service.WorkflowNodeInput) { n.Retry.MaxAttempts = 3 }), "nodes[1].retry"},
 	} {
