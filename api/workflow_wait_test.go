@@ -89,7 +89,9 @@ func TestWaitForAPI(t *testing.T) {
 	require.NotContains(t, n, "wait")
 	require.Equal(t, "pending", nodeOf(t, got, "process")["state"])
 
-	path := func(run, key, action string) string { return "/v1/workflow-runs/" + run + "/nodes/" + key + "/" + action }
+	path := func(run, key, action string) string {
+		return "/v1/workflow-runs/" + run + "/nodes/" + key + "/" + action
+	}
 	a.must(http.StatusConflict, req{Method: http.MethodPost, Path: path(runID, "files", "run"), Token: tok})
 	a.must(http.StatusConflict, req{Method: http.MethodPost, Path: path(runID, "files", "skip"), Token: tok})
 	a.must(http.StatusConflict, req{Method: http.MethodPost, Path: path(runID, "process", "run"), Token: tok})
