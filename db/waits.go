@@ -28,8 +28,10 @@ type NodeWait struct {
 }
 
 // SetRunNodesAwaiting makes nodes of a run await their events from now
-// (the transaction's clock) until now + their timeout.
-func SetRunNodesAwaiting(ctx context.Context, q Querier, tenant, runID string, waits []NodeWait) error {
+// (the transaction's clock), or from the run's slot when that is later (a
+// run the scheduler starts a little ahead of its slot), until then +
+// their timeout.
+func SetRunNodesAwaiting(ctx context.Context, q Querier, tenant, runID string, slot time.Time, waits []NodeWait) error {
 	if len(waits) == 0 {
 		return nil
 	}
@@ -39,10 +41,10 @@ func SetRunNodesAwaiting(ctx context.Context, q Querier, tenant, runID string, w
 		keys[i], events[i], wkeys[i], ms[i] = w.Key, w.Event, w.WaitKey, w.Timeout.Milliseconds()
 	}
 	_, err := q.Exec(ctx, `UPDATE workflow_run_nodes n SET state = `+nodeAwaiting+`, updated_at = now(),
-			rule_met_at = coalesce(n.rule_met_at, now()), wait_event = c.event, wait_key = c.wkey, wait_since = now(),
-			wait_deadline = now() + make_interval(secs => c.ms / 1000.0)
+			rule_met_at = coalesce(n.rule_met_at, now()), wait_event = c.event, wait_key = c.wkey,
+			wait_since = greatest(now(), $7), wait_deadline = greatest(now(), $7) + make_interval(secs => c.ms / 1000.0)
 		FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[]) AS c(key, event, wkey, ms)
-		WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.key = c.key`, tenant, runID, keys, events, wkeys, ms)
+		WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.key = c.key`, tenant, runID, keys, events, wkeys, ms, slot)
 	return wrap("set run nodes awaiting", err)
 }
 

@@ -22,7 +22,8 @@ import (
 // Such a node has no hidden task and no execution: its state lives on its
 // workflow_run_nodes row (db/waits.go). When its rule is met the advance
 // renders its key (the same data as a payload template) and makes it
-// awaiting from the transaction's clock until its timeout; the API shows
+// awaiting from the transaction's clock (or its run's slot, when the
+// scheduler starts the run ahead of it) until its timeout; the API shows
 // it running, with what it waits for. It ends
 //   - succeeded, when an event of its name (and, with a key, that key)
 //     arrives after it became awaiting: EventFires.resolveWaits, in the
@@ -193,7 +194,7 @@ func (e runEngine) startWaits(ctx context.Context, tx db.Tx, run db.WorkflowRun,
 			Key: k, Event: n.WaitFor.Event, WaitKey: key, Timeout: time.Duration(n.WaitFor.TimeoutMS) * time.Millisecond,
 		})
 	}
-	return failed, storeError(db.SetRunNodesAwaiting(ctx, tx, run.TenantID, run.ID, waits), "start waits")
+	return failed, storeError(db.SetRunNodesAwaiting(ctx, tx, run.TenantID, run.ID, run.ScheduledFor, waits), "start waits")
 }
 
 // waitKey renders wait_for node n's key: a string, or a number or boolean
