@@ -473,3 +473,62 @@ func TestWaitingNodesGauge(t *testing.T) {
 	require.EqualValues(t, 3, n)
 	require.InDelta(t, 3, testutil.ToFloat64(m.WaitingNodes), 0)
 }
+
+// TestWaitForScheduledRunWaitsFromItsSlot: the scheduler starts a run a
+// little ahead of its slot (its look-ahead); the run's root wait_for node
+// waits from its slot, so an event posted before the slot does not
+// satisfy it, and one posted after does (for each run, whichever it is
+// when the event comes: the check holds however slow the machine).
+func TestWaitForScheduledRunWaitsFromItsSlot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newWFFixture(t)
+	events := service.NewEvents(f.pool, f.enq, f.wf, nil)
+	w, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "every-second", MaxActiveRuns: 1000, Schedule: &schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1},
+		Nodes: []service.WorkflowNodeInput{waitNode("gate", "go", "")},
+	})
+	require.NoError(t, err)
+	_, err = f.scheduler(service.SchedulerConfig{}).Tick(ctx)
+	require.NoError(t, err)
+	require.Positive(t, f.count(t, `SELECT count(*) FROM workflow_run_nodes n JOIN workflow_runs r ON r.id = n.run_id
+		WHERE r.workflow_id = $1 AND n.rule_met_at < r.scheduled_for`, w.ID), "a run started ahead of its slot")
+	require.Zero(t, f.count(t, `SELECT count(*) FROM workflow_run_nodes n JOIN workflow_runs r ON r.id = n.run_id
+		WHERE r.workflow_id = $1 AND n.wait_since IS DISTINCT FROM greatest(n.rule_met_at, r.scheduled_for)`, w.ID),
+		"its wait starts at its slot")
+
+	ev, err := events.Post(ctx, f.tenant, event.Input{Name: "go"})
+	require.NoError(t, err)
+	require.Zero(t, f.count(t, `SELECT count(*) FROM workflow_run_nodes n, posted_events v
+		WHERE v.id = $1 AND (n.state = 'succeeded') <> (n.wait_since < v.received_at)`, ev.ID),
+		"the event satisfies exactly the waits that started before it")
+	require.Equal(t, ev.Matched.Waits, f.count(t, `SELECT count(*) FROM workflow_run_nodes WHERE event_id = $1`, ev.ID))
+}
+
+// TestWaitForEventStartedRun: a run started by one event waits for
+// another, keyed by the first event's key (.event.key); the event that
+// started the run is not the one it waits for, even of the same name.
+func TestWaitForEventStartedRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newWFFixture(t)
+	events := service.NewEvents(f.pool, f.enq, f.wf, nil)
+	_, err := f.wf.Create(ctx, f.tenant, service.WorkflowInput{
+		Name: "chain", MaxActiveRuns: 10, Schedule: &schedule.Spec{Type: schedule.Event, Event: "batch"},
+		Nodes: []service.WorkflowNodeInput{waitNode("next", "batch", "{{ .event.key }}")},
+	})
+	require.NoError(t, err)
+	first, err := events.Post(ctx, f.tenant, event.Input{Name: "batch", Key: "a"})
+	require.NoError(t, err)
+	require.Equal(t, event.Matched{Workflows: 1}, first.Matched, "it starts a run, and does not satisfy that run's wait")
+	runID := first.Matches[0].RunID
+	require.Equal(t, "a", f.runNode(t, runID, "next").Wait.Key)
+
+	other, err := events.Post(ctx, f.tenant, event.Input{Name: "batch", Key: "b"})
+	require.NoError(t, err)
+	require.Equal(t, event.Matched{Workflows: 1}, other.Matched, "another key: a run of its own, no wait ended")
+	second, err := events.Post(ctx, f.tenant, event.Input{Name: "batch", Key: "a"})
+	require.NoError(t, err)
+	require.Equal(t, event.Matched{Workflows: 1, Waits: 1}, second.Matched)
+	require.Equal(t, second.ID, f.runNode(t, runID, "next").EventID)
+}
