@@ -1101,8 +1101,12 @@ func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action 
 		if j, ok := g.index[key]; ok && g.nodes[j].WaitFor != nil {
 			// A wait_for node ends by hand: succeeded (with the output
 			// given) or skipped, whether its rule was met yet or not.
+			if st := nodes[i].State; !lifecycle.NodeOpen.Has(st) {
+				return conflictf("node %q is %s; only a wait_for node still waiting (for its rule or its event) can be run or skipped",
+					key, st)
+			}
 			state := map[bool]string{true: NodeSkipped, false: nodeSucceeded}[action == AuditSkip]
-			if err := resolveWait(ctx, tx, run, key, state, action, output); err != nil {
+			if err := resolveWait(ctx, tx, run, key, state, output); err != nil {
 				return err
 			}
 			if err := s.engine.tallying(&done).advanceLocked(ctx, tx, run, nil); err != nil {

@@ -354,17 +354,17 @@ func (s *Workflows) WaitingNodes(ctx context.Context) (int64, error) {
 	return n, storeError(err, "count waiting nodes")
 }
 
-// resolveWait runs (action AuditTrigger: succeeded, with output) or skips
-// a wait_for node of a locked run that is waiting, blocked or awaiting
-// its event; any other state is a conflict.
-func resolveWait(ctx context.Context, tx db.Tx, run db.WorkflowRun, key, state, action string, output json.RawMessage) error {
+// resolveWait ends a wait_for node of a locked run that is waiting,
+// blocked or awaiting its event: state succeeded (run by hand, with
+// output) or skipped. The update is conditional on those states, so a
+// node another transaction ended is a conflict.
+func resolveWait(ctx context.Context, tx db.Tx, run db.WorkflowRun, key, state string, output json.RawMessage) error {
 	ok, err := db.ResolveWaitByHand(ctx, tx, run.TenantID, run.ID, key, state, output)
 	if err != nil {
 		return storeError(err, "resolve wait_for node")
 	}
 	if !ok {
-		return conflictf("node %q is not waiting: only a waiting, blocked or awaiting wait_for node can be %s", key,
-			map[string]string{AuditSkip: "skipped"}[action]+map[bool]string{true: "run"}[action != AuditSkip])
+		return conflictf("node %q is no longer waiting", key)
 	}
 	return nil
 }
