@@ -637,6 +637,11 @@ func (w *exampleWorld) boundCases(b specBound, base map[string]any) (at, beyond 
 // and an initial backoff at their maximum need the timeout and the
 // maximum backoff as large.
 var boundContext = map[string]func(parent map[string]any){
+	"wait_for.event minLength":    waitForNode,
+	"wait_for.event maxLength":    waitForNode,
+	"wait_for.key maxLength":      waitForNode,
+	"wait_for.timeout_ms minimum": waitForNode,
+	"wait_for.timeout_ms maximum": waitForNode,
 	"completion.timeout_ms minimum": func(p map[string]any) {
 		p["completion"] = map[string]any{"mode": "response"}
 	},
@@ -740,4 +745,13 @@ func TestSpecRangesAreTheServers(t *testing.T) {
 	}
 	t.Logf("%d ranges, %d requests", len(checked), n)
 	require.Greater(t, len(checked), 40, "the walk found the documented ranges")
+}
+
+// waitForNode makes the example node p a wait_for node: wait_for instead
+// of endpoint_id, and none of the delivery fields.
+func waitForNode(p map[string]any) {
+	for _, f := range []string{"endpoint_id", "payload", "payload_template", "priority", "timeout_ms", "retry", "shards", "completion"} {
+		delete(p, f)
+	}
+	p["wait_for"] = map[string]any{"event": "files.ready", "timeout_ms": 3600000}
 }

@@ -296,7 +296,10 @@ func TestSpecStatesAreTheLifecycles(t *testing.T) {
 	require.Equal(t, sorted(lifecycle.WorkflowStates.States()), state("Workflow"))
 	require.Equal(t, sorted(lifecycle.BackfillStates.States()), state("Backfill"))
 	require.Equal(t, sorted(lifecycle.Runs.States().States()), state("WorkflowRun"))
-	// A node that fired shows its execution's state.
-	nodes := slices.DeleteFunc(lifecycle.Nodes.States().States(), func(s string) bool { return s == lifecycle.NodeFired })
+	// A node that fired shows its execution's state; a wait_for node
+	// awaiting its event shows running.
+	nodes := slices.DeleteFunc(lifecycle.Nodes.States().States(), func(s string) bool {
+		return s == lifecycle.NodeFired || s == lifecycle.NodeAwaiting
+	})
 	require.Equal(t, sorted(nodes, executions), state("WorkflowRunNode"))
 }

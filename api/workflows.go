@@ -16,8 +16,9 @@ import (
 // delivery fields, its upstream keys and its trigger rule.
 type workflowNodeDTO struct {
 	// Key is unique in the workflow: ^[a-z0-9][a-z0-9._-]{0,63}$.
-	Key        string `json:"key" example:"extract" validate:"required" minLength:"1" maxLength:"64"`
-	EndpointID string `json:"endpoint_id" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e" validate:"required" format:"uuid"`
+	Key string `json:"key" example:"extract" validate:"required" minLength:"1" maxLength:"64"`
+	// EndpointID is the endpoint the node calls; required unless the node has wait_for (never both).
+	EndpointID string `json:"endpoint_id,omitempty" example:"0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e" format:"uuid"`
 	// Payload is any JSON; the webhook body carries it. Default {}.
 	Payload json.RawMessage `json:"payload,omitempty" swaggertype:"object"`
 	// Priority 1 (highest) to 4; 0 or absent: 2.
@@ -41,7 +42,27 @@ type workflowNodeDTO struct {
 	// RunIf is a template rendered when the node's trigger rule is met: "true" fires it, "false" skips it (downstream
 	// all_success treats it as satisfied), anything else fails it (error_class template). Empty: no condition.
 	RunIf string `json:"run_if,omitempty" maxLength:"4096" example:"{{ ne .trigger \"backfill\" }}"`
+	// WaitFor, instead of endpoint_id, makes the node wait for an event: it sends nothing, and has no payload, shards,
+	// completion, timeout_ms, priority or retry.
+	WaitFor *waitForDTO `json:"wait_for,omitempty"`
 } // @name WorkflowNode
+
+// waitForDTO is what a wait_for node waits for. Once its rule is met, the node succeeds when an event of that name
+// (and, with a key, that key) is posted (POST /v1/events), the event's payload becoming its output (null when none);
+// an event posted before does not count. No such event within timeout_ms fails it (error_class event_timeout).
+type waitForDTO struct {
+	// Event is the event's name: letters, digits and "._:-", 1 to 200 characters.
+	Event string `json:"event" validate:"required" minLength:"1" maxLength:"200"`
+	// Key, when set, is a template rendered when the node's rule is met, with the data of a node's payload template
+	// (.business_date, .inputs.<name>, .nodes.<key>.output…): only an event with that key satisfies the node. A key
+	// that does not render fails the node (error_class template).
+	Key string `json:"key,omitempty" maxLength:"4096"`
+	// TimeoutMS: 1000 (1 s) to 2592000000 (30 days).
+	TimeoutMS int64 `json:"timeout_ms" validate:"required" minimum:"1000" maximum:"2592000000"`
+} // @name WorkflowNodeWaitFor
+
+// (No examples above: the example bodies the spec tests send are built
+// from every field with one, and a node has endpoint_id or wait_for.)
 
 // workflowRequest is the body of POST /v1/workflows, and the shape a PATCH merges into.
 type workflowRequest struct {
@@ -155,7 +176,30 @@ type runNodeResponse struct {
 	// RenderedFrom is the node's lineage, present once its payload template or run_if rendered (absent for a node
 	// without templates): what they were rendered from.
 	RenderedFrom *renderedFromResponse `json:"rendered_from,omitempty"`
+	// Wait is what a wait_for node awaits, while it does (state running); absent otherwise.
+	Wait *runNodeWaitResponse `json:"wait,omitempty"`
+	// EventID is the event that resolved a wait_for node (its output is that event's payload).
+	EventID string `json:"event_id,omitempty" format:"uuid"`
+	// ErrorClass and LastError say why a wait_for node failed: event_timeout (no event within its timeout) or
+	// template (its key did not render).
+	ErrorClass string `json:"error_class,omitempty" example:"event_timeout"`
+	LastError  string `json:"last_error,omitempty"`
 } // @name WorkflowRunNode
+
+// runNodeWaitResponse is what an awaiting wait_for node waits for.
+type runNodeWaitResponse struct {
+	Event string `json:"event" example:"files.ready"`
+	// Key is its rendered key; absent: any event of that name.
+	Key      string    `json:"key,omitempty" example:"2026-12-03"`
+	Deadline timestamp `json:"deadline" swaggertype:"string" format:"date-time"`
+} // @name WorkflowRunNodeWait
+
+// runNodeRequest is the optional body of POST /v1/workflow-runs/{id}/nodes/{key}/run.
+type runNodeRequest struct {
+	// Output becomes the output of a wait_for node run by hand (any JSON, at most 64 KiB); only a wait_for node takes
+	// one.
+	Output json.RawMessage `json:"output,omitempty" swaggertype:"object"`
+} // @name WorkflowRunNodeRequest
 
 // renderedFromResponse is what a templated node was rendered from: the run inputs and upstream outputs its payload
 // template and run_if read, kept when they rendered.
@@ -274,7 +318,7 @@ func (r workflowRequest) input() (service.WorkflowInput, error) {
 		node := service.WorkflowNodeInput{
 			Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority,
 			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
-			PayloadTemplate: n.PayloadTemplate, RunIf: n.RunIf,
+			PayloadTemplate: n.PayloadTemplate, RunIf: n.RunIf, WaitFor: waitForIn(&ve, f, n.WaitFor),
 			Retry: service.RetryPolicy{
 				MaxAttempts:    n.Retry.MaxAttempts,
 				InitialBackoff: time.Duration(n.Retry.InitialBackoffMS) * time.Millisecond,
@@ -330,6 +374,9 @@ func workflowRequestOf(in service.WorkflowInput) workflowRequest {
 			ms := int(n.Timeout.Milliseconds())
 			d.TimeoutMS = &ms
 		}
+		if w := n.WaitFor; w != nil {
+			d.WaitFor = &waitForDTO{Event: w.Event, Key: w.Key, TimeoutMS: w.Timeout.Milliseconds()}
+		}
 		if n.Completion.Callback() {
 			d.Completion = &completionDTO{
 				Mode: service.CompletionCallback, TimeoutMS: n.Completion.Timeout.Milliseconds(),
@@ -368,6 +415,10 @@ func runOut(r service.WorkflowRun) runResponse {
 		}
 		if n.Shards > 1 {
 			rn.Shards = n.Shards
+		}
+		rn.EventID, rn.ErrorClass, rn.LastError = n.EventID, n.ErrorClass, n.LastError
+		if w := n.Wait; w != nil {
+			rn.Wait = &runNodeWaitResponse{Event: w.Event, Key: w.Key, Deadline: stamp(w.Deadline)}
 		}
 		if rf := n.RenderedFrom; rf != nil {
 			rn.RenderedFrom = &renderedFromResponse{
@@ -683,18 +734,24 @@ func (h *handlers) cancelWorkflowRun(c echo.Context) error {
 //
 //	@ID				runWorkflowNode
 //	@Summary		Run a node now
-//	@Description	Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead).
+//	@Description	Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead). A wait_for node that is waiting, blocked or awaiting its event succeeds at once, with the body's output as its output (any JSON, at most 64 KiB; absent: none); one that ended is a 409. Only a wait_for node takes an output (otherwise 422).
 //	@Tags			workflows
+//	@Accept			json
 //	@Produce		json
 //	@Security		BearerAuth
-//	@Param			id	path		string	true	"run id"
-//	@Param			key	path		string	true	"node key"
-//	@Success		200	{object}	runResponse
-//	@Failure		401,403,404,409,503	{object}	problem
+//	@Param			id		path		string			true	"run id"
+//	@Param			key		path		string			true	"node key"
+//	@Param			body	body		runNodeRequest	false	"a wait_for node's output"
+//	@Success		200		{object}	runResponse
+//	@Failure		400,401,403,404,409,413,415,422,503	{object}	problem
 //	@Header			503	{integer}	Retry-After	"seconds to wait: the database is unreachable"
 //	@Router			/v1/workflow-runs/{id}/nodes/{key}/run [post]
 func (h *handlers) runWorkflowNode(c echo.Context) error {
-	r, err := h.cfg.Workflows.RunNode(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), c.Param("key"))
+	var body runNodeRequest
+	if err := decodeOptional(c, &body); err != nil {
+		return err
+	}
+	r, err := h.cfg.Workflows.RunNodeWith(c.Request().Context(), principalFrom(c).Tenant, c.Param("id"), c.Param("key"), body.Output)
 	if err != nil {
 		return err
 	}
@@ -705,7 +762,7 @@ func (h *handlers) runWorkflowNode(c echo.Context) error {
 //
 //	@ID				skipWorkflowNode
 //	@Summary		Skip a node
-//	@Description	Marks a waiting or blocked node skipped; a skipped upstream satisfies all_success.
+//	@Description	Marks a waiting or blocked node skipped (a wait_for node also while it awaits its event); a skipped upstream satisfies all_success. A node that fired already, or a wait_for node that ended, is a 409.
 //	@Tags			workflows
 //	@Produce		json
 //	@Security		BearerAuth
@@ -721,4 +778,13 @@ func (h *handlers) skipWorkflowNode(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, runOut(r))
+}
+
+// waitForIn is a node's wait_for for the service (nil: none).
+func waitForIn(ve *service.ValidationError, f string, w *waitForDTO) *service.WaitFor {
+	if w == nil {
+		return nil
+	}
+	negative(ve, f+"wait_for.timeout_ms", w.TimeoutMS)
+	return &service.WaitFor{Event: w.Event, Key: w.Key, Timeout: time.Duration(w.TimeoutMS) * time.Millisecond}
 }

@@ -39,7 +39,11 @@ var (
 	runFinal        = stateSet(lifecycle.RunFinal)
 	runUnsuccessful = stateSet(lifecycle.RunUnsuccessful)
 
-	nodeFired = stateLit(lifecycle.NodeFired)
+	nodeFired     = stateLit(lifecycle.NodeFired)
+	nodeAwaiting  = stateLit(lifecycle.NodeAwaiting)
+	nodeSucceeded = stateLit(lifecycle.NodeSucceeded)
+	nodeFailed    = stateLit(lifecycle.NodeFailed)
+	nodeOpen      = stateSet(lifecycle.NodeOpen)
 
 	taskActive    = stateLit(lifecycle.TaskActive)
 	taskPaused    = stateLit(lifecycle.TaskPaused)

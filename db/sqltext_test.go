@@ -265,6 +265,11 @@ var crossTenant = map[string]string{
 	// The backfill pump takes every tenant's running backfills in turn
 	// (each is then pumped by (tenant_id, id)).
 	"RunningBackfills": "the backfill pump's look for running backfills",
+	// The expiry of wait_for nodes finds every tenant's overdue waits by
+	// the partial index of their deadlines (each run is then locked and
+	// expired by (tenant_id, id)); the gauge counts every tenant's waits.
+	"OverdueWaitRuns":   "the expiry's look at every tenant's overdue waits",
+	"CountWaitingNodes": "the ax_waiting_nodes gauge",
 }
 
 // reference matches a table reference: the keyword before it, the table

@@ -41,14 +41,18 @@ type NodeOutput struct {
 }
 
 // GetRunOutputs returns the outputs of a run's nodes that fired
-// (executions_node_idx), one per node.
+// (executions_node_idx), one per node, and of its wait_for nodes that
+// have one (workflow_run_nodes.output).
 func GetRunOutputs(ctx context.Context, q Querier, tenant, runID string) ([]NodeOutput, error) {
 	rows, err := q.Query(ctx, `SELECT e.node, coalesce(o.output,
 			(SELECT c.output FROM callback_attempts c WHERE c.tenant_id = e.tenant_id AND c.execution_id = e.id
 			 ORDER BY c.attempt DESC LIMIT 1))::text AS output
 		FROM executions e
 		LEFT JOIN execution_outputs o ON o.tenant_id = e.tenant_id AND o.execution_id = e.id
-		WHERE e.workflow_run_id = $2 AND e.tenant_id = $1 AND e.shard = 0`, tenant, runID)
+		WHERE e.workflow_run_id = $2 AND e.tenant_id = $1 AND e.shard = 0
+		UNION ALL
+		SELECT n.key, n.output::text FROM workflow_run_nodes n
+		WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.output IS NOT NULL`, tenant, runID)
 	if err != nil {
 		return nil, wrap("load run outputs", err)
 	}

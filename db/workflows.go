@@ -303,6 +303,16 @@ type RunNode struct {
 	State     string     `db:"state"`
 	RuleMetAt *time.Time `db:"rule_met_at"`
 	UpdatedAt time.Time  `db:"updated_at"`
+	// The wait of a wait_for node (nil before its rule is met, and for
+	// other nodes): see db/waits.go.
+	WaitEvent    *string    `db:"wait_event"`
+	WaitKey      *string    `db:"wait_key"`
+	WaitSince    *time.Time `db:"wait_since"`
+	WaitDeadline *time.Time `db:"wait_deadline"`
+	EventID      *string    `db:"event_id"`
+	ErrorClass   *string    `db:"error_class"`
+	LastError    *string    `db:"last_error"`
+	FinishedAt   *time.Time `db:"finished_at"`
 }
 
 // InsertRunNodes adds a run's nodes, waiting.
@@ -314,8 +324,9 @@ func InsertRunNodes(ctx context.Context, q Querier, tenant, runID string, keys [
 
 // GetRunNodes reads a run's nodes.
 func GetRunNodes(ctx context.Context, q Querier, tenant, runID string) ([]RunNode, error) {
-	rows, err := q.Query(ctx, `SELECT key, state, rule_met_at, updated_at FROM workflow_run_nodes
-		WHERE tenant_id = $1 AND run_id = $2`, tenant, runID)
+	rows, err := q.Query(ctx, `SELECT key, state, rule_met_at, updated_at, wait_event, wait_key, wait_since, wait_deadline,
+			event_id::text AS event_id, error_class, last_error, finished_at
+		FROM workflow_run_nodes WHERE tenant_id = $1 AND run_id = $2`, tenant, runID)
 	if err != nil {
 		return nil, wrap("load run nodes", err)
 	}
@@ -461,6 +472,8 @@ type RunRef struct {
 // advance: no unfinished execution, unchanged for at least age. They are
 // the backstop sweep's work (a crash between an upstream's terminal
 // transition and its run's advance, or a transition that does not advance).
+// A run with a node awaiting its event is not: that node's event, expiry
+// or resolution by hand advances it, and an idle wait costs no sweep.
 func StalledRuns(ctx context.Context, q Querier, age time.Duration, limit int) ([]RunRef, error) {
 	// Cross-tenant by design: the sweep serves every tenant.
 	rows, err := q.Query(ctx, `SELECT r.tenant_id, r.id::text FROM workflow_runs r
@@ -468,6 +481,8 @@ func StalledRuns(ctx context.Context, q Querier, age time.Duration, limit int) (
 		  AND r.updated_at < now() - make_interval(secs => $1)
 		  AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.workflow_run_id = r.id AND e.tenant_id = r.tenant_id
 			AND e.state IN `+execUnfinished+`)
+		  AND NOT EXISTS (SELECT 1 FROM workflow_run_nodes n WHERE n.tenant_id = r.tenant_id AND n.run_id = r.id
+			AND n.state = `+nodeAwaiting+`)
 		ORDER BY r.updated_at LIMIT $2`, age.Seconds(), limit)
 	if err != nil {
 		return nil, wrap("stalled runs", err)

@@ -17,8 +17,11 @@ import (
 // the event (event.Events.Post): one execution of each active task whose
 // schedule is the event (every shard of it), trigger event, scheduled for
 // the event's arrival, with its deliver jobs; one run of each active
-// workflow whose schedule is the event. A paused task or workflow fires
-// nothing, and the events it missed are not replayed when it resumes.
+// workflow whose schedule is the event; and it ends the waits of the
+// workflow nodes waiting for it (resolveWaits, workflow_wait.go). A paused
+// task or workflow fires nothing, and the events it missed are not
+// replayed when it resumes; a paused workflow's runs in flight go on, and
+// their nodes' waits end as any others'.
 //
 // Each fire's identity is (task, event, shard) or (workflow, event)
 // (executions_event_idx, workflow_runs_event_idx), not the slot: two
@@ -42,6 +45,13 @@ func (f *EventFires) Fire(ctx context.Context, tx db.Tx, ev event.Occurrence) (e
 		out  event.Fired
 		done ended
 	)
+	if f.workflows != nil {
+		// First the nodes waiting for it (a run it starts below cannot
+		// wait for it: it arrived before).
+		if err := f.resolveWaits(ctx, tx, ev, &out, &done); err != nil {
+			return event.Fired{}, err
+		}
+	}
 	if err := f.fireTasks(ctx, tx, ev, &out, &done); err != nil {
 		return event.Fired{}, err
 	}

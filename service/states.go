@@ -37,6 +37,12 @@ const (
 	NodeCancelled = lifecycle.NodeCancelled
 	// nodeFired: stored; the node's executions exist.
 	nodeFired = lifecycle.NodeFired
+	// nodeAwaiting: stored; a wait_for node waits for its event (shown
+	// running). A wait_for node's outcome is stored as succeeded or
+	// failed: it has no execution.
+	nodeAwaiting  = lifecycle.NodeAwaiting
+	nodeSucceeded = lifecycle.NodeSucceeded
+	nodeFailed    = lifecycle.NodeFailed
 )
 
 // Task states.

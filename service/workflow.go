@@ -57,6 +57,10 @@ type WorkflowNodeInput struct {
 	// RunIf, when set, is a template rendered when the node's rule is met:
 	// "true" fires it, "false" skips it, anything else fails it.
 	RunIf string
+	// WaitFor, instead of EndpointID, makes the node wait for an event
+	// (workflow_wait.go): it sends nothing, and has none of the delivery
+	// fields.
+	WaitFor *WaitFor
 }
 
 // WorkflowInput is what a client may set on a workflow.
@@ -111,6 +115,13 @@ type WorkflowRunNode struct {
 	// RenderedFrom is what its templates were rendered from (lineage);
 	// nil for a node without templates, or before they rendered.
 	RenderedFrom *RenderedFrom
+	// Wait is what a wait_for node awaits, while it does (nil otherwise).
+	Wait *NodeWait
+	// EventID is the event that resolved a wait_for node ("": none).
+	EventID string
+	// ErrorClass and LastError say why a wait_for node failed
+	// (event_timeout, template).
+	ErrorClass, LastError string
 }
 
 // WorkflowRun is a run of a workflow.
@@ -172,6 +183,7 @@ type Workflows struct {
 
 	retireMu  sync.Mutex
 	retiredAt time.Time // the last retirement sweep
+	countedAt time.Time // the last count of the waiting nodes (under retireMu)
 }
 
 // NewWorkflows returns Workflows on pool; enq inserts the node deliveries.
@@ -198,6 +210,10 @@ func (in WorkflowInput) withDefaults() WorkflowInput {
 	}
 	nodes := make([]WorkflowNodeInput, len(in.Nodes))
 	for i, n := range in.Nodes {
+		if n.WaitFor != nil {
+			nodes[i] = n.waitDefaults()
+			continue
+		}
 		t := TaskInput{Payload: n.Payload, Priority: n.Priority, Retry: n.Retry}.withDefaults()
 		n.Payload, n.Priority, n.Retry = t.Payload, t.Priority, t.Retry
 		if n.Shards == 0 {
@@ -279,6 +295,13 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedul
 	for i, n := range in.Nodes {
 		f := fmt.Sprintf("nodes[%d]", i)
 		addProblems(i, "key")
+		if n.WaitFor != nil {
+			checkWaitNode(&ve, f, n, in)
+			addProblems(i, "trigger_rule")
+			n.PayloadTemplate = false // refused above: it has no payload
+			checkNodeTemplates(&ve, f, n, in)
+			continue
+		}
 		// The delivery fields follow the task rules.
 		t := TaskInput{
 			Name: "node", EndpointID: n.EndpointID, Payload: n.Payload, Priority: n.Priority, Timeout: n.Timeout,
@@ -325,7 +348,9 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedul
 func checkEndpoints(ctx context.Context, q db.Querier, tenant string, in WorkflowInput) error {
 	ids := []string{}
 	for _, n := range in.Nodes {
-		ids = append(ids, n.EndpointID)
+		if n.WaitFor == nil {
+			ids = append(ids, n.EndpointID)
+		}
 	}
 	if in.AlertEndpointID != "" {
 		ids = append(ids, in.AlertEndpointID)
@@ -337,7 +362,7 @@ func checkEndpoints(ctx context.Context, q db.Querier, tenant string, in Workflo
 	}
 	var ve ValidationError
 	for i, n := range in.Nodes {
-		if !have[strings.ToLower(n.EndpointID)] {
+		if n.WaitFor == nil && !have[strings.ToLower(n.EndpointID)] {
 			ve.Add(fmt.Sprintf("nodes[%d].endpoint_id", i), "no such endpoint")
 		}
 	}
@@ -354,6 +379,10 @@ func storeVersion(ctx context.Context, tx db.Tx, tenant, workflowID string, vers
 ) error {
 	stored := make([]storedNode, len(nodes))
 	for i, n := range nodes {
+		if n.WaitFor != nil { // no hidden task: it sends nothing
+			stored[i] = storedWaitNode(n)
+			continue
+		}
 		id := NewID()
 		row := taskRow(tenant, id, TaskInput{
 			Name: fmt.Sprintf("%s%s/v%d/%s", nodeTaskNamePrefix, workflowID, version, n.Key), EndpointID: n.EndpointID,
@@ -517,6 +546,10 @@ func workflowFromRow(r db.Workflow) (Workflow, error) {
 		return Workflow{}, err
 	}
 	for _, n := range g.nodes {
+		if n.WaitFor != nil {
+			w.Nodes = append(w.Nodes, n.waitInput())
+			continue
+		}
 		w.Nodes = append(w.Nodes, WorkflowNodeInput{
 			Key: n.Key, EndpointID: n.EndpointID, Payload: n.Payload,
 			Priority: n.Priority, Timeout: time.Duration(n.TimeoutMS) * time.Millisecond,
@@ -895,6 +928,10 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 			Key: n.Key, State: st, Shards: max(n.Shards, 1), DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
 			RuleMetAt: utcPtr(sn.RuleMetAt), Output: data.Nodes[n.Key].Output, RenderedFrom: lineage[n.Key],
 		}
+		if n.WaitFor != nil {
+			rn.Shards = 1
+			waitOf(&rn, sn)
+		}
 		for _, x := range byNode[n.Key] {
 			if x.Shard == 0 {
 				rn.ExecutionID = x.ID
@@ -1016,16 +1053,26 @@ func (s *Workflows) CancelRun(ctx context.Context, tenant, id string) (WorkflowR
 // It is audited as a trigger of the run, with the node in changes (the
 // audit log's actions are a fixed list; "run it now" is a trigger).
 func (s *Workflows) RunNode(ctx context.Context, tenant, runID, key string) (WorkflowRun, error) {
-	return s.resolveNode(ctx, tenant, runID, key, AuditTrigger)
+	return s.resolveNode(ctx, tenant, runID, key, AuditTrigger, nil)
+}
+
+// RunNodeWith is RunNode with an output: a wait_for node (waiting,
+// blocked or awaiting its event) succeeds at once with output as its
+// output (nil: none); output on another node is a 422.
+func (s *Workflows) RunNodeWith(ctx context.Context, tenant, runID, key string, output json.RawMessage) (WorkflowRun, error) {
+	if err := checkNodeOutput(output); err != nil {
+		return WorkflowRun{}, err
+	}
+	return s.resolveNode(ctx, tenant, runID, key, AuditTrigger, output)
 }
 
 // SkipNode: see RunNode; audited as a skip of the run, with the node.
 func (s *Workflows) SkipNode(ctx context.Context, tenant, runID, key string) (WorkflowRun, error) {
-	return s.resolveNode(ctx, tenant, runID, key, AuditSkip)
+	return s.resolveNode(ctx, tenant, runID, key, AuditSkip, nil)
 }
 
 // resolveNode runs (action AuditTrigger) or skips (AuditSkip) a node.
-func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action string) (WorkflowRun, error) {
+func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action string, output json.RawMessage) (WorkflowRun, error) {
 	var (
 		out  WorkflowRun
 		done ended
@@ -1046,6 +1093,33 @@ func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action 
 		i := slices.IndexFunc(nodes, func(n db.RunNode) bool { return n.Key == key })
 		if i < 0 {
 			return ErrNotFound
+		}
+		g, err := s.graphs.load(ctx, tx, tenant, run.WorkflowID, run.Version)
+		if err != nil {
+			return err
+		}
+		if j, ok := g.index[key]; ok && g.nodes[j].WaitFor != nil {
+			// A wait_for node ends by hand: succeeded (with the output
+			// given) or skipped, whether its rule was met yet or not.
+			if st := nodes[i].State; !lifecycle.NodeOpen.Has(st) {
+				return conflictf("node %q is %s; only a wait_for node still waiting (for its rule or its event) can be run or skipped",
+					key, st)
+			}
+			state := map[bool]string{true: NodeSkipped, false: nodeSucceeded}[action == AuditSkip]
+			if err := resolveWait(ctx, tx, run, key, state, output); err != nil {
+				return err
+			}
+			if err := s.engine.tallying(&done).advanceLocked(ctx, tx, run, nil); err != nil {
+				return err
+			}
+			out, err = s.getRun(ctx, tx, tenant, runID)
+			if err != nil {
+				return err
+			}
+			return recordAudit(ctx, tx, tenant, action, ResourceWorkflowRun, runID, map[string]any{"node": key})
+		}
+		if output != nil {
+			return fieldError("output", "only a wait_for node takes an output")
 		}
 		if st := nodes[i].State; !lifecycle.NodeOpen.Has(st) {
 			return conflictf("node %q is %s; only a waiting or blocked node can be run or skipped (retry its execution instead)", key,
@@ -1077,8 +1151,9 @@ func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action 
 
 // Sweep is the backstop of the event-driven advance: it advances running
 // runs that nothing in flight will advance (db.StalledRuns) and starts
-// the pending runs of workflows with room under max_active_runs. It
-// returns how many runs and workflows it looked at.
+// the pending runs of workflows with room under max_active_runs. It also
+// fails the wait_for nodes past their deadline (expireWaits). It returns
+// how many runs and workflows it looked at.
 func (s *Workflows) Sweep(ctx context.Context) (int, error) {
 	stalled, err := db.StalledRuns(ctx, s.pool, workflowSweepAge, workflowSweepBatch)
 	if err != nil {
@@ -1108,7 +1183,11 @@ func (s *Workflows) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	return len(stalled) + len(queued) + retired, nil
+	expired, err := s.expireWaits(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return len(stalled) + len(queued) + retired + expired, nil
 }
 
 // AdvanceRun advances one run in a transaction of its own (the sweep's

@@ -59,6 +59,8 @@ type storedNode struct {
 	// PayloadTemplate and RunIf: the node's templates (WorkflowNodeInput).
 	PayloadTemplate bool   `json:"payload_template,omitempty"`
 	RunIf           string `json:"run_if,omitempty"`
+	// WaitFor: a node that waits for an event (no task, no delivery).
+	WaitFor *storedWait `json:"wait_for,omitempty"`
 }
 
 // completion is the node's completion mode as a task's.
@@ -140,6 +142,9 @@ func (c *graphCache) load(ctx context.Context, q db.Querier, tenant, workflowID 
 // nodeState is a node's state from its stored state and, once it fired,
 // its executions'.
 func nodeState(stored string, execs []db.RunExecution) string {
+	if stored == nodeAwaiting {
+		return dag.Running // a wait_for node waiting for its event
+	}
 	if stored != nodeFired {
 		return stored
 	}
@@ -282,6 +287,8 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 		}
 		fire = kept
 	}
+	// A wait_for node whose rule is met starts waiting for its event.
+	fire, waits := splitWaits(g, fire)
 	var keys, states []string
 	for _, k := range fire {
 		keys, states = append(keys, k), append(states, nodeFired)
@@ -300,14 +307,18 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 			return storeError(err, "set run node states")
 		}
 	}
-	if err := tr.keepLineage(ctx, tx, fire, skipped, broken, ranIf); err != nil {
+	if err := tr.keepLineage(ctx, tx, slices.Concat(fire, waits), skipped, broken, ranIf); err != nil {
 		return err
 	}
 	failed, err := e.fireNodes(ctx, tx, run, g, fire, tr, broken)
 	if err != nil {
 		return err
 	}
-	if len(skipped) > 0 || failed {
+	waitFailed, err := e.startWaits(ctx, tx, run, g, waits, tr, broken)
+	if err != nil {
+		return err
+	}
+	if len(skipped) > 0 || failed || waitFailed {
 		// A skipped or failed node may meet (or break) its downstream
 		// nodes' rules, and settles the run's state: plan again.
 		return e.advance(ctx, tx, run, nil, depth+1)

@@ -26,10 +26,11 @@ type runTemplates struct {
 	event  *template.Event // the event that started the run (nil: none)
 }
 
-// needsTemplates reports whether a node of keys renders a template.
+// needsTemplates reports whether a node of keys renders a template (a
+// payload, a run_if, a wait_for key).
 func needsTemplates(g *graph, keys []string) bool {
 	for _, k := range keys {
-		if n := g.nodes[g.index[k]]; n.PayloadTemplate || n.RunIf != "" {
+		if n := g.nodes[g.index[k]]; n.PayloadTemplate || n.RunIf != "" || (n.WaitFor != nil && n.WaitFor.Key != "") {
 			return true
 		}
 	}

@@ -2866,8 +2866,10 @@ type WorkflowNode struct {
 	// DependsOn DependsOn lists the keys of the node's upstream nodes.
 	DependsOn *[]string `json:"depends_on,omitempty"`
 
-	// EndpointId Example: 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e
-	EndpointId string `json:"endpoint_id"`
+	// EndpointId EndpointID is the endpoint the node calls; required unless the node has wait_for (never both).
+	//
+	// Example: 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e
+	EndpointId *string `json:"endpoint_id,omitempty"`
 
 	// Key Key is unique in the workflow: ^[a-z0-9][a-z0-9._-]{0,63}$.
 	//
@@ -2907,12 +2909,30 @@ type WorkflowNode struct {
 	//
 	// Example: all_success
 	TriggerRule *WorkflowNodeTriggerRule `json:"trigger_rule,omitempty"`
+
+	// WaitFor WaitFor, instead of endpoint_id, makes the node wait for an event: it sends nothing, and has no payload, shards,
+	// completion, timeout_ms, priority or retry.
+	WaitFor *WorkflowNodeWaitFor `json:"wait_for,omitempty"`
 }
 
 // WorkflowNodeTriggerRule TriggerRule: all_success (default), all_done (every upstream finished) or one_success.
 //
 // Example: all_success
 type WorkflowNodeTriggerRule string
+
+// WorkflowNodeWaitFor defines model for WorkflowNodeWaitFor.
+type WorkflowNodeWaitFor struct {
+	// Event Event is the event's name: letters, digits and "._:-", 1 to 200 characters.
+	Event string `json:"event"`
+
+	// Key Key, when set, is a template rendered when the node's rule is met, with the data of a node's payload template
+	// (.business_date, .inputs.<name>, .nodes.<key>.output…): only an event with that key satisfies the node. A key
+	// that does not render fails the node (error_class template).
+	Key *string `json:"key,omitempty"`
+
+	// TimeoutMs TimeoutMS: 1000 (1 s) to 2592000000 (30 days).
+	TimeoutMs int `json:"timeout_ms"`
+}
 
 // WorkflowRequest defines model for WorkflowRequest.
 type WorkflowRequest struct {
@@ -3048,10 +3068,20 @@ type WorkflowRunList struct {
 
 // WorkflowRunNode defines model for WorkflowRunNode.
 type WorkflowRunNode struct {
+	// ErrorClass ErrorClass and LastError say why a wait_for node failed: event_timeout (no event within its timeout) or
+	// template (its key did not render).
+	//
+	// Example: event_timeout
+	ErrorClass *string `json:"error_class,omitempty"`
+
+	// EventId EventID is the event that resolved a wait_for node (its output is that event's payload).
+	EventId *string `json:"event_id,omitempty"`
+
 	// ExecutionId ExecutionID is the node's execution (shard 0's when sharded); absent before it fires.
 	ExecutionId *string    `json:"execution_id,omitempty"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
 	Key         string     `json:"key"`
+	LastError   *string    `json:"last_error,omitempty"`
 
 	// Output Output is the node's output (shard 0's execution's when sharded), absent while it has none: in callback mode the
 	// output of its completion, in response mode its 2xx response body when that is a JSON value of at most 64 KiB
@@ -3070,6 +3100,9 @@ type WorkflowRunNode struct {
 	Shards    *int                 `json:"shards,omitempty"`
 	StartedAt *time.Time           `json:"started_at,omitempty"`
 	State     WorkflowRunNodeState `json:"state"`
+
+	// Wait Wait is what a wait_for node awaits, while it does (state running); absent otherwise.
+	Wait *WorkflowRunNodeWait `json:"wait,omitempty"`
 }
 
 // WorkflowRunNodeState defines model for WorkflowRunNode.State.
@@ -3100,6 +3133,26 @@ type WorkflowRunNodeRenderedNode struct {
 
 // WorkflowRunNodeRenderedNodeStatus Status is its state then (.nodes.<key>.status).
 type WorkflowRunNodeRenderedNodeStatus string
+
+// WorkflowRunNodeRequest defines model for WorkflowRunNodeRequest.
+type WorkflowRunNodeRequest struct {
+	// Output Output becomes the output of a wait_for node run by hand (any JSON, at most 64 KiB); only a wait_for node takes
+	// one.
+	Output interface{} `json:"output,omitempty"`
+}
+
+// WorkflowRunNodeWait defines model for WorkflowRunNodeWait.
+type WorkflowRunNodeWait struct {
+	Deadline time.Time `json:"deadline"`
+
+	// Event Example: files.ready
+	Event string `json:"event"`
+
+	// Key Key is its rendered key; absent: any event of that name.
+	//
+	// Example: 2026-12-03
+	Key *string `json:"key,omitempty"`
+}
 
 // WorkflowRunSLA defines model for WorkflowRunSLA.
 type WorkflowRunSLA struct {
@@ -3409,6 +3462,9 @@ type SkipSlotJSONRequestBody = SkipRequest
 
 // TriggerTaskJSONRequestBody defines body for TriggerTask for application/json ContentType.
 type TriggerTaskJSONRequestBody = TriggerRequest
+
+// RunWorkflowNodeJSONRequestBody defines body for RunWorkflowNode for application/json ContentType.
+type RunWorkflowNodeJSONRequestBody = WorkflowRunNodeRequest
 
 // CreateWorkflowJSONRequestBody defines body for CreateWorkflow for application/json ContentType.
 type CreateWorkflowJSONRequestBody = WorkflowRequest
@@ -4490,16 +4546,27 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/workflow-runs/{id}/cancel (the `CancelWorkflowRun` operationId).
 	CancelWorkflowRun(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// RunWorkflowNode Run a node now
+	// RunWorkflowNodeWithBody Run a node now
 	//
-	// Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead).
+	// Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead). A wait_for node that is waiting, blocked or awaiting its event succeeds at once, with the body's output as its output (any JSON, at most 64 KiB; absent: none); one that ended is a 409. Only a wait_for node takes an output (otherwise 422).
+	//
+	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/workflow-runs/{id}/nodes/{key}/run (the `RunWorkflowNode` operationId).
-	RunWorkflowNode(ctx context.Context, id string, key string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RunWorkflowNodeWithBody(ctx context.Context, id string, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RunWorkflowNode Run a node now
+	//
+	// Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead). A wait_for node that is waiting, blocked or awaiting its event succeeds at once, with the body's output as its output (any JSON, at most 64 KiB; absent: none); one that ended is a 409. Only a wait_for node takes an output (otherwise 422).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/workflow-runs/{id}/nodes/{key}/run (the `RunWorkflowNode` operationId).
+	RunWorkflowNode(ctx context.Context, id string, key string, body RunWorkflowNodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SkipWorkflowNode Skip a node
 	//
-	// Marks a waiting or blocked node skipped; a skipped upstream satisfies all_success.
+	// Marks a waiting or blocked node skipped (a wait_for node also while it awaits its event); a skipped upstream satisfies all_success. A node that fired already, or a wait_for node that ended, is a 409.
 	//
 	// Corresponds with POST /v1/workflow-runs/{id}/nodes/{key}/skip (the `SkipWorkflowNode` operationId).
 	SkipWorkflowNode(ctx context.Context, id string, key string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -5794,13 +5861,34 @@ func (c *Client) CancelWorkflowRun(ctx context.Context, id string, reqEditors ..
 	return c.Client.Do(req)
 }
 
-// RunWorkflowNode Run a node now
+// RunWorkflowNodeWithBody Run a node now
 //
-// Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead).
+// Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead). A wait_for node that is waiting, blocked or awaiting its event succeeds at once, with the body's output as its output (any JSON, at most 64 KiB; absent: none); one that ended is a 409. Only a wait_for node takes an output (otherwise 422).
+//
+// Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/workflow-runs/{id}/nodes/{key}/run (the `RunWorkflowNode` operationId).
-func (c *Client) RunWorkflowNode(ctx context.Context, id string, key string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRunWorkflowNodeRequest(c.Server, id, key)
+func (c *Client) RunWorkflowNodeWithBody(ctx context.Context, id string, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRunWorkflowNodeRequestWithBody(c.Server, id, key, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RunWorkflowNode Run a node now
+//
+// Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead). A wait_for node that is waiting, blocked or awaiting its event succeeds at once, with the body's output as its output (any JSON, at most 64 KiB; absent: none); one that ended is a 409. Only a wait_for node takes an output (otherwise 422).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/workflow-runs/{id}/nodes/{key}/run (the `RunWorkflowNode` operationId).
+func (c *Client) RunWorkflowNode(ctx context.Context, id string, key string, body RunWorkflowNodeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRunWorkflowNodeRequest(c.Server, id, key, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5813,7 +5901,7 @@ func (c *Client) RunWorkflowNode(ctx context.Context, id string, key string, req
 
 // SkipWorkflowNode Skip a node
 //
-// Marks a waiting or blocked node skipped; a skipped upstream satisfies all_success.
+// Marks a waiting or blocked node skipped (a wait_for node also while it awaits its event); a skipped upstream satisfies all_success. A node that fired already, or a wait_for node that ended, is a 409.
 //
 // Corresponds with POST /v1/workflow-runs/{id}/nodes/{key}/skip (the `SkipWorkflowNode` operationId).
 func (c *Client) SkipWorkflowNode(ctx context.Context, id string, key string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -8477,8 +8565,19 @@ func NewCancelWorkflowRunRequest(server string, id string) (*http.Request, error
 	return req, nil
 }
 
-// NewRunWorkflowNodeRequest constructs an http.Request for the RunWorkflowNode method
-func NewRunWorkflowNodeRequest(server string, id string, key string) (*http.Request, error) {
+// NewRunWorkflowNodeRequest calls the generic RunWorkflowNode builder with application/json body
+func NewRunWorkflowNodeRequest(server string, id string, key string, body RunWorkflowNodeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRunWorkflowNodeRequestWithBody(server, id, key, "application/json", bodyReader)
+}
+
+// NewRunWorkflowNodeRequestWithBody constructs an http.Request for the RunWorkflowNode method, with any body, and a specified content type
+func NewRunWorkflowNodeRequestWithBody(server string, id string, key string, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -8510,10 +8609,12 @@ func NewRunWorkflowNodeRequest(server string, id string, key string) (*http.Requ
 		return nil, err
 	}
 
-	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
 	if err != nil {
 		return nil, err
 	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -9681,18 +9782,27 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/workflow-runs/{id}/cancel (the `CancelWorkflowRun` operationId).
 	CancelWorkflowRunWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*CancelWorkflowRunResponse, error)
 
-	// RunWorkflowNodeWithResponse Run a node now
+	// RunWorkflowNodeWithBodyWithResponse Run a node now
 	//
-	// Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead).
+	// Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead). A wait_for node that is waiting, blocked or awaiting its event succeeds at once, with the body's output as its output (any JSON, at most 64 KiB; absent: none); one that ended is a 409. Only a wait_for node takes an output (otherwise 422).
 	//
-	// Returns a wrapper object for the known response body format(s).
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/workflow-runs/{id}/nodes/{key}/run (the `RunWorkflowNode` operationId).
-	RunWorkflowNodeWithResponse(ctx context.Context, id string, key string, reqEditors ...RequestEditorFn) (*RunWorkflowNodeResponse, error)
+	RunWorkflowNodeWithBodyWithResponse(ctx context.Context, id string, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RunWorkflowNodeResponse, error)
+
+	// RunWorkflowNodeWithResponse Run a node now
+	//
+	// Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead). A wait_for node that is waiting, blocked or awaiting its event succeeds at once, with the body's output as its output (any JSON, at most 64 KiB; absent: none); one that ended is a 409. Only a wait_for node takes an output (otherwise 422).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/workflow-runs/{id}/nodes/{key}/run (the `RunWorkflowNode` operationId).
+	RunWorkflowNodeWithResponse(ctx context.Context, id string, key string, body RunWorkflowNodeJSONRequestBody, reqEditors ...RequestEditorFn) (*RunWorkflowNodeResponse, error)
 
 	// SkipWorkflowNodeWithResponse Skip a node
 	//
-	// Marks a waiting or blocked node skipped; a skipped upstream satisfies all_success.
+	// Marks a waiting or blocked node skipped (a wait_for node also while it awaits its event); a skipped upstream satisfies all_success. A node that fired already, or a wait_for node that ended, is a 409.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -15820,6 +15930,12 @@ type RunWorkflowNodeResponse struct {
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
@@ -15862,6 +15978,21 @@ func (r RunWorkflowNodeResponse) GetApplicationproblemJSON404() *Problem {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r RunWorkflowNodeResponse) GetApplicationproblemJSON409() *Problem {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RunWorkflowNodeResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RunWorkflowNodeResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RunWorkflowNodeResponse) GetApplicationproblemJSON422() *Problem {
+	return r.ApplicationproblemJSON422
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
@@ -18274,15 +18405,30 @@ func (c *ClientWithResponses) CancelWorkflowRunWithResponse(ctx context.Context,
 	return ParseCancelWorkflowRunResponse(rsp)
 }
 
-// RunWorkflowNodeWithResponse Run a node now
+// RunWorkflowNodeWithBodyWithResponse Run a node now
 //
-// Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead).
+// Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead). A wait_for node that is waiting, blocked or awaiting its event succeeds at once, with the body's output as its output (any JSON, at most 64 KiB; absent: none); one that ended is a 409. Only a wait_for node takes an output (otherwise 422).
 //
-// Returns a wrapper object for the known response body format(s).
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/workflow-runs/{id}/nodes/{key}/run (the `RunWorkflowNode` operationId).
-func (c *ClientWithResponses) RunWorkflowNodeWithResponse(ctx context.Context, id string, key string, reqEditors ...RequestEditorFn) (*RunWorkflowNodeResponse, error) {
-	rsp, err := c.RunWorkflowNode(ctx, id, key, reqEditors...)
+func (c *ClientWithResponses) RunWorkflowNodeWithBodyWithResponse(ctx context.Context, id string, key string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RunWorkflowNodeResponse, error) {
+	rsp, err := c.RunWorkflowNodeWithBody(ctx, id, key, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRunWorkflowNodeResponse(rsp)
+}
+
+// RunWorkflowNodeWithResponse Run a node now
+//
+// Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead). A wait_for node that is waiting, blocked or awaiting its event succeeds at once, with the body's output as its output (any JSON, at most 64 KiB; absent: none); one that ended is a 409. Only a wait_for node takes an output (otherwise 422).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/workflow-runs/{id}/nodes/{key}/run (the `RunWorkflowNode` operationId).
+func (c *ClientWithResponses) RunWorkflowNodeWithResponse(ctx context.Context, id string, key string, body RunWorkflowNodeJSONRequestBody, reqEditors ...RequestEditorFn) (*RunWorkflowNodeResponse, error) {
+	rsp, err := c.RunWorkflowNode(ctx, id, key, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -18291,7 +18437,7 @@ func (c *ClientWithResponses) RunWorkflowNodeWithResponse(ctx context.Context, i
 
 // SkipWorkflowNodeWithResponse Skip a node
 //
-// Marks a waiting or blocked node skipped; a skipped upstream satisfies all_success.
+// Marks a waiting or blocked node skipped (a wait_for node also while it awaits its event); a skipped upstream satisfies all_success. A node that fired already, or a wait_for node that ended, is a 409.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -25232,6 +25378,27 @@ func ParseRunWorkflowNodeResponse(rsp *http.Response) (*RunWorkflowNodeResponse,
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest Problem

@@ -66,16 +66,26 @@ const (
 	NodeSkipped = "skipped"
 	// NodeCancelled: its run was cancelled before it fired.
 	NodeCancelled = "cancelled"
+	// NodeAwaiting: a wait_for node whose rule is met: it waits for its
+	// event (the API shows it running, with what it waits for).
+	NodeAwaiting = "awaiting"
+	// NodeSucceeded: a wait_for node whose event arrived, or that a
+	// person ran.
+	NodeSucceeded = "succeeded"
+	// NodeFailed: a wait_for node whose wait timed out, or whose key did
+	// not render.
+	NodeFailed = "failed"
 )
 
-// NodeOpen: a node not decided yet, which may still fire: only these can
-// be run or skipped by hand, and a run's cancel cancels them.
-var NodeOpen = newSet(NodeWaiting, NodeBlocked)
+// NodeOpen: a node not decided yet, which may still fire (or, a wait_for
+// node, still receive its event): only these can be run or skipped by
+// hand, and a run's cancel cancels them.
+var NodeOpen = newSet(NodeWaiting, NodeBlocked, NodeAwaiting)
 
 // Nodes is the lifecycle of a run's node, as stored.
 var Nodes = Machine{
 	name:   "workflow node",
-	states: newSet(NodeWaiting, NodeFired, NodeBlocked, NodeSkipped, NodeCancelled),
+	states: newSet(NodeWaiting, NodeFired, NodeBlocked, NodeSkipped, NodeCancelled, NodeAwaiting, NodeSucceeded, NodeFailed),
 	transitions: []Transition{
 		{NodeWaiting, NodeFired, "its rule is met, or it is run by hand"},
 		{NodeWaiting, NodeBlocked, "its rule can no longer be met"},
@@ -85,5 +95,15 @@ var Nodes = Machine{
 		{NodeBlocked, NodeWaiting, "its rule can be met again (an upstream execution retried)"},
 		{NodeBlocked, NodeSkipped, "skipped by hand"},
 		{NodeBlocked, NodeCancelled, "its run was cancelled"},
+		{NodeWaiting, NodeAwaiting, "a wait_for node's rule is met: it waits for its event"},
+		{NodeBlocked, NodeAwaiting, "a wait_for node's rule is met after all"},
+		{NodeWaiting, NodeSucceeded, "a wait_for node run by hand"},
+		{NodeBlocked, NodeSucceeded, "a wait_for node run by hand"},
+		{NodeWaiting, NodeFailed, "a wait_for node's rule is met and its key does not render"},
+		{NodeBlocked, NodeFailed, "a wait_for node's rule is met after all and its key does not render"},
+		{NodeAwaiting, NodeSucceeded, "its event arrived, or a person ran it"},
+		{NodeAwaiting, NodeFailed, "no event within its timeout"},
+		{NodeAwaiting, NodeSkipped, "skipped by hand"},
+		{NodeAwaiting, NodeCancelled, "its run was cancelled"},
 	},
 }

@@ -99,6 +99,9 @@ type Metrics struct {
 	// Events counts the events posted, by outcome (matched, unmatched,
 	// duplicate: its dedup key named an earlier event).
 	Events *prometheus.CounterVec
+	// WaitingNodes is the number of workflow nodes (every tenant's)
+	// awaiting their event, as the workflow sweep last counted them.
+	WaitingNodes prometheus.Gauge
 
 	// LoopPasses counts the passes of each background loop (jobs.Runner),
 	// by loop name; LoopErrors the passes that failed (a panic included)
@@ -194,6 +197,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Name: "ax_events_total",
 		Help: "Events posted (POST /v1/events), by outcome: matched (fired something), unmatched, duplicate (its dedup_key named an earlier event).",
 	}, []string{"outcome"})
+	m.WaitingNodes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ax_waiting_nodes",
+		Help: "Workflow nodes (wait_for) awaiting their event, every tenant's, as the workflow sweep last counted them.",
+	})
 	m.ReplicasLive = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "ax_replicas_live", Help: "Live ax replicas, as this replica's last heartbeat saw them.",
 	})
@@ -228,7 +235,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.Fires, m.FiringLateness, m.Attempts, m.AttemptDuration, m.RetriesScheduled, m.Finished,
 		m.MissedSlots, m.Reconciled, m.SchedulerPass, m.SchedulerClaimed, m.RetentionDeleted, m.ReplicasLive, m.ClockOffset,
 		m.ReplicasDeclaredDead, m.ReplicaJobsResumed, inFlight, m.WorkflowRuns, m.NodeWait, m.CallbacksAccepted,
-		m.CallbackTimeouts, m.SLAMissed, m.Events, m.Throttled, m.LoopPasses, m.LoopErrors, m.LoopPanics, m.LoopLastSuccess)
+		m.CallbackTimeouts, m.SLAMissed, m.Events, m.WaitingNodes, m.Throttled, m.LoopPasses, m.LoopErrors, m.LoopPanics, m.LoopLastSuccess)
 	return m
 }
 
@@ -239,6 +246,14 @@ func (m *Metrics) EventPosted(outcome string) {
 		return
 	}
 	m.Events.WithLabelValues(outcome).Inc()
+}
+
+// SetWaitingNodes sets ax_waiting_nodes.
+func (m *Metrics) SetWaitingNodes(n int64) {
+	if m == nil {
+		return
+	}
+	m.WaitingNodes.Set(float64(n))
 }
 
 // WorkflowRunFinished counts a workflow run that reached final state

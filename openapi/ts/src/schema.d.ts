@@ -800,7 +800,7 @@ export interface paths {
         put?: never;
         /**
          * Run a node now
-         * @description Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead).
+         * @description Fires a waiting or blocked node of a running or blocked run, ignoring its rule. A node that fired already is a 409 (retry its execution instead). A wait_for node that is waiting, blocked or awaiting its event succeeds at once, with the body's output as its output (any JSON, at most 64 KiB; absent: none); one that ended is a 409. Only a wait_for node takes an output (otherwise 422).
          */
         post: operations["runWorkflowNode"];
         delete?: never;
@@ -820,7 +820,7 @@ export interface paths {
         put?: never;
         /**
          * Skip a node
-         * @description Marks a waiting or blocked node skipped; a skipped upstream satisfies all_success.
+         * @description Marks a waiting or blocked node skipped (a wait_for node also while it awaits its event); a skipped upstream satisfies all_success. A node that fired already, or a wait_for node that ended, is a 409.
          */
         post: operations["skipWorkflowNode"];
         delete?: never;
@@ -2495,9 +2495,10 @@ export interface components {
             depends_on?: string[];
             /**
              * Format: uuid
+             * @description EndpointID is the endpoint the node calls; required unless the node has wait_for (never both).
              * @example 0192f0c1-7c1e-7d2a-9a51-1f0e2b3c4d5e
              */
-            endpoint_id: string;
+            endpoint_id?: string;
             /**
              * @description Key is unique in the workflow: ^[a-z0-9][a-z0-9._-]{0,63}$.
              * @example extract
@@ -2540,6 +2541,23 @@ export interface components {
              * @enum {string}
              */
             trigger_rule?: "all_success" | "all_done" | "one_success";
+            /**
+             * @description WaitFor, instead of endpoint_id, makes the node wait for an event: it sends nothing, and has no payload, shards,
+             *     completion, timeout_ms, priority or retry.
+             */
+            wait_for?: components["schemas"]["WorkflowNodeWaitFor"];
+        };
+        WorkflowNodeWaitFor: {
+            /** @description Event is the event's name: letters, digits and "._:-", 1 to 200 characters. */
+            event: string;
+            /**
+             * @description Key, when set, is a template rendered when the node's rule is met, with the data of a node's payload template
+             *     (.business_date, .inputs.<name>, .nodes.<key>.output…): only an event with that key satisfies the node. A key
+             *     that does not render fails the node (error_class template).
+             */
+            key?: string;
+            /** @description TimeoutMS: 1000 (1 s) to 2592000000 (30 days). */
+            timeout_ms: number;
         };
         WorkflowRequest: {
             /** @description AlertEndpointID receives the runs' alerts (blocked, SLA missed); empty: none. */
@@ -2665,11 +2683,23 @@ export interface components {
             next_cursor?: string;
         };
         WorkflowRunNode: {
+            /**
+             * @description ErrorClass and LastError say why a wait_for node failed: event_timeout (no event within its timeout) or
+             *     template (its key did not render).
+             * @example event_timeout
+             */
+            error_class?: string;
+            /**
+             * Format: uuid
+             * @description EventID is the event that resolved a wait_for node (its output is that event's payload).
+             */
+            event_id?: string;
             /** @description ExecutionID is the node's execution (shard 0's when sharded); absent before it fires. */
             execution_id?: string;
             /** Format: date-time */
             finished_at?: string;
             key: string;
+            last_error?: string;
             /**
              * @description Output is the node's output (shard 0's execution's when sharded), absent while it has none: in callback mode the
              *     output of its completion, in response mode its 2xx response body when that is a JSON value of at most 64 KiB
@@ -2697,6 +2727,8 @@ export interface components {
             started_at?: string;
             /** @enum {string} */
             state: "waiting" | "pending" | "running" | "retrying" | "succeeded" | "failed" | "blocked" | "skipped" | "cancelled";
+            /** @description Wait is what a wait_for node awaits, while it does (state running); absent otherwise. */
+            wait?: components["schemas"]["WorkflowRunNodeWait"];
         };
         WorkflowRunNodeRenderedFrom: {
             /** @description Inputs names the run's inputs its templates read, sorted; their values are the run's inputs. */
@@ -2724,6 +2756,26 @@ export interface components {
              * @enum {string}
              */
             status: "waiting" | "pending" | "running" | "retrying" | "succeeded" | "failed" | "blocked" | "skipped" | "cancelled";
+        };
+        WorkflowRunNodeRequest: {
+            /**
+             * @description Output becomes the output of a wait_for node run by hand (any JSON, at most 64 KiB); only a wait_for node takes
+             *     one.
+             */
+            output?: ({
+                [key: string]: unknown;
+            } | null) | unknown[] | string | number | boolean;
+        };
+        WorkflowRunNodeWait: {
+            /** Format: date-time */
+            deadline: string;
+            /** @example files.ready */
+            event: string;
+            /**
+             * @description Key is its rendered key; absent: any event of that name.
+             * @example 2026-12-03
+             */
+            key?: string;
         };
         WorkflowRunSLA: {
             /**
@@ -8223,7 +8275,12 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description a wait_for node's output */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["WorkflowRunNodeRequest"];
+            };
+        };
         responses: {
             /** @description OK */
             200: {
@@ -8234,7 +8291,7 @@ export interface operations {
                     "application/json": components["schemas"]["WorkflowRun"];
                 };
             };
-            /** @description Bad Request: an unknown query parameter, or a NUL character in the path or query. (A control character other than a tab in a header is refused by the HTTP server itself, with a text/plain 400, before the API sees the request.) */
+            /** @description Bad Request */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -8274,6 +8331,33 @@ export interface operations {
             };
             /** @description Conflict */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,0 +1,197 @@
+package db
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The waits of wait_for workflow nodes (workflow_run_nodes, migration
+// 0027). A node awaiting its event is a row in state awaiting with its
+// event's name, its rendered key and its deadline; the partial indexes
+// workflow_run_nodes_wait_idx (tenant, name, key) and
+// workflow_run_nodes_deadline_idx hold the awaiting nodes only. Every
+// statement that ends a wait is conditional on the node still awaiting,
+// so of two transactions ending one wait (two events, an event and the
+// expiry, an event and a person) one changes it and the other finds
+// nothing.
+
+// NodeWait is what a wait_for node whose rule is met waits for.
+type NodeWait struct {
+	Key   string
+	Event string
+	// WaitKey is the rendered key (nil: any event of that name).
+	WaitKey *string
+	Timeout time.Duration
+}
+
+// SetRunNodesAwaiting makes nodes of a run await their events from now
+// (the transaction's clock), or from the run's slot when that is later (a
+// run the scheduler starts a little ahead of its slot), until then +
+// their timeout.
+func SetRunNodesAwaiting(ctx context.Context, q Querier, tenant, runID string, slot time.Time, waits []NodeWait) error {
+	if len(waits) == 0 {
+		return nil
+	}
+	keys, events, wkeys := make([]string, len(waits)), make([]string, len(waits)), make([]*string, len(waits))
+	ms := make([]int64, len(waits))
+	for i, w := range waits {
+		keys[i], events[i], wkeys[i], ms[i] = w.Key, w.Event, w.WaitKey, w.Timeout.Milliseconds()
+	}
+	_, err := q.Exec(ctx, `UPDATE workflow_run_nodes n SET state = `+nodeAwaiting+`, updated_at = now(),
+			rule_met_at = coalesce(n.rule_met_at, now()), wait_event = c.event, wait_key = c.wkey,
+			wait_since = greatest(now(), $7), wait_deadline = greatest(now(), $7) + make_interval(secs => c.ms / 1000.0)
+		FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[]) AS c(key, event, wkey, ms)
+		WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.key = c.key`, tenant, runID, keys, events, wkeys, ms, slot)
+	return wrap("set run nodes awaiting", err)
+}
+
+// FailRunNode fails a wait_for node of a run without waiting (its key
+// does not render): errorClass and reason say why.
+func FailRunNode(ctx context.Context, q Querier, tenant, runID, key, errorClass, reason string) error {
+	_, err := q.Exec(ctx, `UPDATE workflow_run_nodes SET state = `+nodeFailed+`, updated_at = now(),
+			rule_met_at = coalesce(rule_met_at, now()), finished_at = now(), error_class = $4, last_error = $5
+		WHERE tenant_id = $1 AND run_id = $2 AND key = $3`, tenant, runID, key, errorClass, reason)
+	return wrap("fail run node", err)
+}
+
+// WaitingRuns returns the runs (ordered by id) of tenant with a node
+// awaiting event name with key (nil: the event has none) since before
+// at: one probe of workflow_run_nodes_wait_idx. It locks nothing: the
+// caller locks each run, then ends its waits (ResolveWaits).
+func WaitingRuns(ctx context.Context, q Querier, tenant, name string, key *string, at time.Time) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT DISTINCT run_id::text FROM workflow_run_nodes
+		WHERE tenant_id = $1 AND state = `+nodeAwaiting+` AND wait_event = $2 AND (wait_key IS NULL OR wait_key = $3)
+		  AND wait_since < $4
+		ORDER BY 1`, tenant, name, key, at)
+	if err != nil {
+		return nil, wrap("find waiting runs", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, wrap("find waiting runs", err)
+}
+
+// WaitResolution is an event as the waits it ends record it.
+type WaitResolution struct {
+	Name    string
+	Key     *string
+	EventID string
+	Payload json.RawMessage // nil: none
+	At      time.Time
+}
+
+// LockRuns locks the runs ids of tenant in id order (FOR UPDATE) and
+// returns them: a caller that ends waits of several runs takes every
+// run's lock before it advances any (an advance may then lock a
+// workflow), so that two such callers cannot each hold what the other
+// waits for.
+func LockRuns(ctx context.Context, q Querier, tenant string, ids []string) ([]WorkflowRun, error) {
+	uids, err := uuidArray(ids)
+	if err != nil {
+		return nil, wrap("lock workflow runs", err)
+	}
+	rows, err := q.Query(ctx, `SELECT `+runColumns+` FROM workflow_runs r
+		WHERE r.tenant_id = $1 AND r.id = ANY($2::uuid[]) ORDER BY r.id FOR UPDATE`, tenant, uids)
+	if err != nil {
+		return nil, wrap("lock workflow runs", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[WorkflowRun])
+	return out, wrap("lock workflow runs", err)
+}
+
+// ResolvedWait is a node whose wait an event ended.
+type ResolvedWait struct {
+	RunID string `db:"run_id"`
+	Key   string `db:"key"`
+}
+
+// ResolveWaits ends, succeeded, the nodes of runs (locked by the caller)
+// still awaiting event ev (ev.Name, a key equal to ev.Key or none, since
+// before ev.At), with its id and payload as their output, and returns
+// them. The state = awaiting condition is what makes an event consume a
+// wait at most once: a transaction that found the node awaiting before
+// another ended it finds it ended once it holds the run.
+func ResolveWaits(ctx context.Context, q Querier, tenant string, runIDs []string, ev WaitResolution) ([]ResolvedWait, error) {
+	var payload *string
+	if ev.Payload != nil {
+		p := string(ev.Payload)
+		payload = &p
+	}
+	uids, err := uuidArray(runIDs)
+	if err != nil {
+		return nil, wrap("resolve waits", err)
+	}
+	rows, err := q.Query(ctx, `UPDATE workflow_run_nodes SET state = `+nodeSucceeded+`, updated_at = now(),
+			finished_at = now(), event_id = $5, output = $6::text::jsonb
+		WHERE tenant_id = $1 AND run_id = ANY($2::uuid[]) AND state = `+nodeAwaiting+` AND wait_event = $3
+		  AND (wait_key IS NULL OR wait_key = $4) AND wait_since < $7
+		RETURNING run_id::text AS run_id, key`, tenant, uids, ev.Name, ev.Key, ev.EventID, payload, ev.At)
+	if err != nil {
+		return nil, wrap("resolve waits", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[ResolvedWait])
+	return out, wrap("resolve waits", err)
+}
+
+// ResolveWaitByHand ends a wait_for node of a run that is waiting,
+// blocked or awaiting its event: state succeeded (output, nil: none) or
+// skipped. It reports whether the node was in one of those states.
+func ResolveWaitByHand(ctx context.Context, q Querier, tenant, runID, key, state string, output json.RawMessage) (bool, error) {
+	var out *string
+	if output != nil {
+		o := string(output)
+		out = &o
+	}
+	tag, err := q.Exec(ctx, `UPDATE workflow_run_nodes SET state = $4, updated_at = now(), finished_at = now(),
+			rule_met_at = coalesce(rule_met_at, now()), output = $5::text::jsonb
+		WHERE tenant_id = $1 AND run_id = $2 AND key = $3 AND state IN `+nodeOpen,
+		tenant, runID, key, state, out)
+	if err != nil {
+		return false, wrap("resolve wait", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// OverdueWaitRuns returns up to limit runs with a node awaiting its event
+// past its deadline, by the database's clock
+// (workflow_run_nodes_deadline_idx).
+func OverdueWaitRuns(ctx context.Context, q Querier, limit int) ([]RunRef, error) {
+	// Cross-tenant by design: the expiry serves every tenant.
+	rows, err := q.Query(ctx, `SELECT DISTINCT o.tenant_id, o.run_id::text AS id FROM (
+			SELECT tenant_id, run_id FROM workflow_run_nodes
+			WHERE state = `+nodeAwaiting+` AND wait_deadline <= now()
+			ORDER BY wait_deadline LIMIT $1) o`, limit)
+	if err != nil {
+		return nil, wrap("overdue waits", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunRef])
+	return out, wrap("overdue waits", err)
+}
+
+// ExpireWaits fails the nodes of a run awaiting their event past their
+// deadline (error class errorClass) and returns their keys.
+func ExpireWaits(ctx context.Context, q Querier, tenant, runID, errorClass string) ([]string, error) {
+	rows, err := q.Query(ctx, `UPDATE workflow_run_nodes SET state = `+nodeFailed+`, updated_at = now(), finished_at = now(),
+			error_class = $3, last_error = 'no event ' || wait_event ||
+				coalesce(' with key ' || wait_key, '') || ' arrived by ' || to_char(wait_deadline AT TIME ZONE 'UTC',
+				'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+		WHERE tenant_id = $1 AND run_id = $2 AND state = `+nodeAwaiting+` AND wait_deadline <= now()
+		RETURNING key`, tenant, runID, errorClass)
+	if err != nil {
+		return nil, wrap("expire waits", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, wrap("expire waits", err)
+}
+
+// CountWaitingNodes counts the nodes of every tenant awaiting their event
+// (an index-only count of workflow_run_nodes_deadline_idx), for the
+// ax_waiting_nodes gauge.
+func CountWaitingNodes(ctx context.Context, q Querier) (int64, error) {
+	// Cross-tenant by design: a process-wide gauge.
+	var n int64
+	err := q.QueryRow(ctx, `SELECT count(*) FROM workflow_run_nodes WHERE state = `+nodeAwaiting+` AND wait_deadline IS NOT NULL`).Scan(&n)
+	return n, wrap("count waiting nodes", err)
+}

@@ -1,0 +1,396 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/event"
+	"github.com/axhq/ax/service/lifecycle"
+	"github.com/axhq/ax/service/schedule"
+	"github.com/axhq/ax/service/template"
+)
+
+// Workflow nodes that wait for an event (wait_for instead of an endpoint).
+//
+// Such a node has no hidden task and no execution: its state lives on its
+// workflow_run_nodes row (db/waits.go). When its rule is met the advance
+// renders its key (the same data as a payload template) and makes it
+// awaiting from the transaction's clock (or its run's slot, when the
+// scheduler starts the run ahead of it) until its timeout; the API shows
+// it running, with what it waits for. It ends
+//   - succeeded, when an event of its name (and, with a key, that key)
+//     arrives after it became awaiting: EventFires.resolveWaits, in the
+//     event's transaction, with the event's payload as its output;
+//   - succeeded or skipped by a person (RunNode, SkipNode);
+//   - failed (error class event_timeout) when its deadline passes first:
+//     Workflows.expireWaits, from the workflow sweep;
+//   - failed (error class template) when its key does not render.
+//
+// Each of those locks the run first, then ends the wait with a statement
+// conditional on the node still awaiting, and advances the run in the
+// same transaction: two transactions ending one wait serialize on the
+// run's row, and the second finds nothing to end, so an event consumes a
+// wait at most once, whichever replica posts it.
+
+// Wait limits and error classes.
+const (
+	// WaitTimeoutMin and WaitTimeoutMax bound wait_for.timeout_ms.
+	WaitTimeoutMin = time.Second
+	WaitTimeoutMax = 30 * 24 * time.Hour
+	// ErrorClassEventTimeout: a wait_for node whose event did not arrive
+	// within its timeout.
+	ErrorClassEventTimeout = "event_timeout"
+	// waitSweepBatch bounds the runs one expiry pass ends waits of.
+	waitSweepBatch = 100
+	// waitGaugeEvery paces the count behind ax_waiting_nodes.
+	waitGaugeEvery = 10 * time.Second
+)
+
+// WaitFor is what a wait_for node waits for.
+type WaitFor struct {
+	// Event is the event's name (schedule.ValidEventName).
+	Event string
+	// Key, when set, is a template (the data of a node's payload
+	// template) rendered when the node's rule is met: only an event with
+	// that key satisfies the node. "": any event of that name.
+	Key string
+	// Timeout: no matching event within it fails the node
+	// (event_timeout). WaitTimeoutMin to WaitTimeoutMax.
+	Timeout time.Duration
+}
+
+// NodeWait is what an awaiting node waits for, as a run shows it.
+type NodeWait struct {
+	Event string
+	// Key is the rendered key ("": any event of that name).
+	Key      string
+	Deadline time.Time
+}
+
+// storedWait is a wait_for node in a version's document.
+type storedWait struct {
+	Event     string `json:"event"`
+	Key       string `json:"key,omitempty"`
+	TimeoutMS int64  `json:"timeout_ms"`
+}
+
+// waitDefaults is a wait_for node's defaults: its rule and dependencies,
+// and none of the delivery fields' (a payload, shards or a completion
+// given are refused by checkWaitNode).
+func (n WorkflowNodeInput) waitDefaults() WorkflowNodeInput {
+	if n.TriggerRule == "" {
+		n.TriggerRule = RuleAllSuccess
+	}
+	if n.DependsOn == nil {
+		n.DependsOn = []string{}
+	}
+	if n.Completion.Mode == CompletionResponse {
+		n.Completion.Mode = ""
+	}
+	if n.Shards == 1 {
+		n.Shards = 0
+	}
+	return n
+}
+
+// checkWaitNode checks a wait_for node (field prefix f, nodes[i]): its
+// wait, and that it has no delivery field.
+func checkWaitNode(ve *ValidationError, f string, n WorkflowNodeInput, in WorkflowInput) {
+	w := n.WaitFor
+	if n.EndpointID != "" {
+		ve.Add(f+".endpoint_id", "a node has endpoint_id or wait_for, not both")
+	}
+	if !schedule.ValidEventName(w.Event) {
+		ve.Add(f+".wait_for.event", schedule.EventNameRule)
+	}
+	if w.Timeout < WaitTimeoutMin || w.Timeout > WaitTimeoutMax {
+		ve.Add(f+".wait_for.timeout_ms", fmt.Sprintf("is required: %d (1 s) to %d (30 days)",
+			WaitTimeoutMin.Milliseconds(), WaitTimeoutMax.Milliseconds()))
+	}
+	if w.Key != "" {
+		if len(w.Key) > RunIfMax {
+			ve.Add(f+".wait_for.key", fmt.Sprintf("must be at most %d bytes", RunIfMax))
+		} else {
+			doc, _ := json.Marshal(w.Key)
+			checkPayloadTemplate(ve, f+".wait_for.key", doc, nodeScope(n, in))
+		}
+	}
+	refuse := func(field string, given bool) {
+		if given {
+			ve.Add(f+"."+field, "a wait_for node sends nothing: it has no "+field)
+		}
+	}
+	refuse("payload", len(n.Payload) > 0)
+	refuse("payload_template", n.PayloadTemplate)
+	refuse("shards", n.Shards != 0)
+	refuse("completion", n.Completion.Mode != "" || n.Completion.Timeout != 0 || n.Completion.HeartbeatTimeout != 0)
+	refuse("timeout_ms", n.Timeout != 0)
+	refuse("priority", n.Priority != 0)
+	refuse("retry", n.Retry != (RetryPolicy{}))
+}
+
+// storedWaitNode is wait_for node n as its version's document keeps it.
+func storedWaitNode(n WorkflowNodeInput) storedNode {
+	return storedNode{
+		Key: n.Key, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule, RunIf: n.RunIf,
+		WaitFor: &storedWait{Event: n.WaitFor.Event, Key: n.WaitFor.Key, TimeoutMS: n.WaitFor.Timeout.Milliseconds()},
+	}
+}
+
+// waitInput is a stored wait_for node as the client set it.
+func (n storedNode) waitInput() WorkflowNodeInput {
+	return WorkflowNodeInput{
+		Key: n.Key, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule, RunIf: n.RunIf,
+		WaitFor: &WaitFor{Event: n.WaitFor.Event, Key: n.WaitFor.Key, Timeout: time.Duration(n.WaitFor.TimeoutMS) * time.Millisecond},
+	}
+}
+
+// splitWaits separates, of the nodes to fire, the wait_for nodes.
+func splitWaits(g *graph, keys []string) (fire, waits []string) {
+	for _, k := range keys {
+		if g.nodes[g.index[k]].WaitFor != nil {
+			waits = append(waits, k)
+		} else {
+			fire = append(fire, k)
+		}
+	}
+	return fire, waits
+}
+
+// startWaits makes the wait_for nodes keys of run await their events: each
+// one's key rendered with tr; a node in broken (its run_if) or whose key
+// does not render fails (error class template), and failed says so.
+func (e runEngine) startWaits(ctx context.Context, tx db.Tx, run db.WorkflowRun, g *graph, keys []string,
+	tr *runTemplates, broken map[string]string,
+) (failed bool, err error) {
+	var waits []db.NodeWait
+	for _, k := range keys {
+		n := g.nodes[g.index[k]]
+		reason, bad := broken[k]
+		var key *string
+		if !bad && n.WaitFor.Key != "" {
+			var rendered string
+			if rendered, err = tr.waitKey(n); err != nil {
+				reason, bad = "wait_for.key: "+err.Error(), true
+			} else {
+				key = &rendered
+			}
+		}
+		if bad {
+			if err := db.FailRunNode(ctx, tx, run.TenantID, run.ID, k, ErrorClassTemplate, reason); err != nil {
+				return false, storeError(err, "fail wait_for node")
+			}
+			failed = true
+			continue
+		}
+		waits = append(waits, db.NodeWait{
+			Key: k, Event: n.WaitFor.Event, WaitKey: key, Timeout: time.Duration(n.WaitFor.TimeoutMS) * time.Millisecond,
+		})
+	}
+	return failed, storeError(db.SetRunNodesAwaiting(ctx, tx, run.TenantID, run.ID, run.ScheduledFor, waits), "start waits")
+}
+
+// waitKey renders wait_for node n's key: a string, or a number or boolean
+// as its JSON text; anything else, or an empty key, is an error.
+func (t *runTemplates) waitKey(n storedNode) (string, error) {
+	if t == nil {
+		return "", errors.New("no template data") // needsTemplates said otherwise: a programmer's error
+	}
+	doc, _ := json.Marshal(n.WaitFor.Key)
+	tpl, err := template.Parse(doc, scopeOf(t.g, n))
+	if err != nil {
+		return "", fmt.Errorf("does not parse: %w", err)
+	}
+	out, err := tpl.Render(t.data(n, "", TriggerDependency, 0, 1), event.KeyMax*4)
+	if err != nil {
+		return "", err
+	}
+	var v any
+	if err := json.Unmarshal(out, &v); err != nil {
+		return "", fmt.Errorf("rendered no value: %w", err)
+	}
+	var key string
+	switch v := v.(type) {
+	case string:
+		key = v
+	case float64, bool:
+		key = string(out)
+	default:
+		return "", fmt.Errorf("rendered %s: want a string", truncateText(string(out), 200))
+	}
+	if key == "" || utf8.RuneCountInString(key) > event.KeyMax || slices.ContainsFunc([]rune(key), func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return "", fmt.Errorf("rendered %q: an event's key is 1 to %d printable characters", truncateText(key, 200), event.KeyMax)
+	}
+	return key, nil
+}
+
+// resolveWaits ends, succeeded, the nodes waiting for ev (in ev's
+// transaction) and advances their runs, adding them to out. It finds the
+// runs by one probe of the awaiting nodes' index, locks them all in id
+// order (run before nodes, as the engine does; every run before any
+// advance, which may lock a workflow), then ends their nodes' waits in
+// one statement, conditionally: a wait another transaction ended first is
+// not ended again.
+func (f *EventFires) resolveWaits(ctx context.Context, tx db.Tx, ev event.Occurrence, out *event.Fired, done *ended) error {
+	var key *string
+	if ev.Key != "" {
+		key = &ev.Key
+	}
+	ids, err := db.WaitingRuns(ctx, tx, ev.TenantID, ev.Name, key, ev.At)
+	if err != nil || len(ids) == 0 {
+		return storeError(err, "find waiting runs")
+	}
+	runs, err := db.LockRuns(ctx, tx, ev.TenantID, ids)
+	if err != nil {
+		return storeError(err, "lock waiting runs")
+	}
+	ids = ids[:0]
+	for _, r := range runs {
+		if lifecycle.RunActive.Has(r.State) {
+			ids = append(ids, r.ID)
+		}
+	}
+	resolved, err := db.ResolveWaits(ctx, tx, ev.TenantID, ids, db.WaitResolution{
+		Name: ev.Name, Key: key, EventID: ev.ID, Payload: ev.Payload, At: ev.At,
+	})
+	if err != nil {
+		return storeError(err, "resolve waits")
+	}
+	byRun := map[string][]string{}
+	for _, r := range resolved {
+		byRun[r.RunID] = append(byRun[r.RunID], r.Key)
+	}
+	engine := f.workflows.engine.tallying(done)
+	for _, run := range runs {
+		keys := byRun[run.ID]
+		if len(keys) == 0 {
+			continue
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			out.Matched.Waits++
+			out.Matches = append(out.Matches, event.Match{Type: event.MatchWait, WorkflowID: run.WorkflowID, RunID: run.ID, Node: k})
+		}
+		if err := engine.advanceLocked(ctx, tx, run, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// expireWaits fails the waits past their deadline (event_timeout), a
+// transaction per run (locked first, as an event's), and advances their
+// runs; it returns how many runs it looked at. Every waitGaugeEvery it
+// also counts the awaiting nodes for ax_waiting_nodes.
+func (s *Workflows) expireWaits(ctx context.Context) (int, error) {
+	if err := s.countWaits(ctx); err != nil {
+		return 0, err
+	}
+	refs, err := db.OverdueWaitRuns(ctx, s.pool, waitSweepBatch)
+	if err != nil {
+		return 0, storeError(err, "find overdue waits")
+	}
+	for _, r := range refs {
+		var done ended
+		err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+			done = nil
+			run, err := db.GetWorkflowRun(ctx, tx, r.TenantID, r.ID, true)
+			if err = storeError(err, "load workflow run"); errors.Is(err, ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			keys, err := db.ExpireWaits(ctx, tx, r.TenantID, r.ID, ErrorClassEventTimeout)
+			if err != nil {
+				return storeError(err, "expire waits")
+			}
+			if len(keys) == 0 || !lifecycle.RunActive.Has(run.State) {
+				return nil
+			}
+			return s.engine.tallying(&done).advanceLocked(ctx, tx, run, nil)
+		})
+		if err != nil {
+			return 0, storeError(err, "expire waits")
+		}
+		done.report(s.cfg.Metrics)
+	}
+	return len(refs), nil
+}
+
+// countWaits refreshes ax_waiting_nodes, at most every waitGaugeEvery.
+func (s *Workflows) countWaits(ctx context.Context) error {
+	if s.cfg.Metrics == nil {
+		return nil
+	}
+	s.retireMu.Lock()
+	due := time.Since(s.countedAt) >= waitGaugeEvery
+	if due {
+		s.countedAt = time.Now()
+	}
+	s.retireMu.Unlock()
+	if !due {
+		return nil
+	}
+	n, err := db.CountWaitingNodes(ctx, s.pool)
+	if err != nil {
+		return storeError(err, "count waiting nodes")
+	}
+	s.cfg.Metrics.SetWaitingNodes(n)
+	return nil
+}
+
+// WaitingNodes counts the nodes of every tenant awaiting their event (the
+// ax_waiting_nodes gauge, read now).
+func (s *Workflows) WaitingNodes(ctx context.Context) (int64, error) {
+	n, err := db.CountWaitingNodes(ctx, s.pool)
+	return n, storeError(err, "count waiting nodes")
+}
+
+// resolveWait ends a wait_for node of a locked run that is waiting,
+// blocked or awaiting its event: state succeeded (run by hand, with
+// output) or skipped. The update is conditional on those states, so a
+// node another transaction ended is a conflict.
+func resolveWait(ctx context.Context, tx db.Tx, run db.WorkflowRun, key, state string, output json.RawMessage) error {
+	ok, err := db.ResolveWaitByHand(ctx, tx, run.TenantID, run.ID, key, state, output)
+	if err != nil {
+		return storeError(err, "resolve wait_for node")
+	}
+	if !ok {
+		return conflictf("node %q is no longer waiting", key)
+	}
+	return nil
+}
+
+// checkNodeOutput checks the output a person gives a wait_for node.
+func checkNodeOutput(output json.RawMessage) error {
+	if output == nil {
+		return nil
+	}
+	var ve ValidationError
+	switch {
+	case len(output) > OutputMax:
+		ve.Add("output", fmt.Sprintf("must be at most %d bytes", OutputMax))
+	case !json.Valid(output):
+		ve.Add("output", "must be a JSON value")
+	case jsonHasNUL(output):
+		ve.Add("output", `must not contain U+0000 ("\u0000")`)
+	}
+	return ve.Err()
+}
+
+// waitOf sets what run node rn shows of its wait from its row sn.
+func waitOf(rn *WorkflowRunNode, sn db.RunNode) {
+	if sn.State == nodeAwaiting && sn.WaitEvent != nil && sn.WaitDeadline != nil {
+		rn.Wait = &NodeWait{Event: *sn.WaitEvent, Key: zeroIfNil(sn.WaitKey), Deadline: sn.WaitDeadline.UTC()}
+	}
+	rn.StartedAt, rn.FinishedAt = utcPtr(sn.WaitSince), utcPtr(sn.FinishedAt)
+	rn.EventID, rn.ErrorClass, rn.LastError = zeroIfNil(sn.EventID), zeroIfNil(sn.ErrorClass), zeroIfNil(sn.LastError)
+}
