@@ -9,6 +9,7 @@ import (
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/alert"
 	"github.com/axhq/ax/service/endpoint"
+	"github.com/axhq/ax/service/execution"
 )
 
 // Alerts (service/alert), as the service's callers name them.
@@ -117,7 +118,7 @@ func (s *Executions) FailedSince(ctx context.Context, tenant string, since time.
 	out := make([]FailedExecution, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, FailedExecution{
-			ExecutionDetail: executionDetailOf(r.Execution, nil),
+			ExecutionDetail: execution.Of(r.Execution, nil),
 			TaskName:        zeroIfNil(r.TaskName), WorkflowName: zeroIfNil(r.WorkflowName),
 		})
 	}
