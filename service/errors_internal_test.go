@@ -43,27 +43,6 @@ func TestScheduleErrorTranslation(t *testing.T) {
 	require.NoError(t, scheduleError(nil))
 }
 
-// jsonHasNUL finds U+0000 in a string or a key of JSON text, and only
-// there: an escaped backslash before u0000 is the text \u0000.
-func TestJSONHasNUL(t *testing.T) {
-	t.Parallel()
-	for raw, want := range map[string]bool{
-		`{"a":"x\u0000"}`:            true,
-		`{"\u0000":1}`:               true,
-		`[1,{"b":["\u0000"]}]`:       true,
-		`"\u0000"`:                   true,
-		`{"a":"\\u0000"}`:            false,
-		`{"a":"\\\u0000"}`:           true,
-		`{"a":"u0000","b":"\u00a0"}`: false,
-		`{}`:                         false,
-		``:                           false,
-		`{"a":"\u0000`:               false, // invalid JSON: refused as such elsewhere
-		`not json \u0000`:            false,
-	} {
-		require.Equal(t, want, jsonHasNUL([]byte(raw)), raw)
-	}
-}
-
 // A schedule's exclude_calendars accepts exactly the ids validID accepts
 // (package schedule imports nothing of ax, so it states the rule again),
 // and its errors reach the client as the service's *ValidationError,
