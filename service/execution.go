@@ -373,13 +373,14 @@ func firingLateness(trigger string, late bool, scheduledFor time.Time, firstStar
 }
 
 // SkipReason is the last_error of a slot skipped through the API.
-const SkipReason = "skipped by request"
+const SkipReason = execution.SkipReason
 
 // Skip records a future slot of the task's schedule as skipped: the
-// scheduler will not fire it. A slot already materialised that has not
-// started is moved to skipped; one that started → ConflictError. A time
-// that is not a slot of the schedule (calendars applied), or one that has
-// passed → ValidationError. Skipping a skipped slot again returns it.
+// scheduler will not fire it (execution.Skip). A slot already
+// materialised that has not started is moved to skipped; one that started
+// → ConflictError. A time that is not a slot of the schedule (calendars
+// applied), or one that has passed → ValidationError. Skipping a skipped
+// slot again returns it.
 func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Time) (ExecutionDetail, error) {
 	if !validID(taskID) {
 		return ExecutionDetail{}, ErrNotFound
@@ -399,53 +400,9 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 		if err != nil {
 			return err
 		}
-		cals, err := loadCalendars(ctx, tx, tenant, sched.CalendarIDs(), false)
-		if err != nil {
-			return err
-		}
-		sched = sched.Excluding(cals)
-		if next, ok := sched.Next(at.Add(-time.Nanosecond)); !ok || !next.Equal(at) {
-			msg := "is not a slot of the task's schedule"
-			if ok {
-				msg += "; the next slot from there is " + next.UTC().Format(time.RFC3339Nano)
-			}
-			return fieldError("scheduled_for", msg)
-		}
-		now, err := db.Now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if !at.After(now) {
-			msg := "has passed: only a future slot can be skipped; the schedule has no slot ahead"
-			if next, ok := sched.Next(now); ok {
-				msg = "has passed: only a future slot can be skipped; the next slot is " + next.UTC().Format(time.RFC3339Nano)
-			}
-			return fieldError("scheduled_for", msg)
-		}
-		ids := make([]string, t.Shards) // one execution per shard
-		for i := range ids {
-			ids[i] = NewID()
-		}
-		id, changed, err := db.SkipSlot(ctx, tx, tenant, taskID, ids, at, SkipReason)
-		if err != nil {
-			return err
-		}
-		if changed > 0 {
-			done.add(ExecSkipped, int64(changed))
-		}
-		if id == "" {
-			return conflictf("the slot %s has already started or finished", at.UTC().Format(time.RFC3339Nano))
-		}
-		e, err := db.GetExecution(ctx, tx, tenant, id, false)
-		if err != nil {
-			return storeError(err, "load skipped execution")
-		}
-		if err := recordAudit(ctx, tx, tenant, AuditSkip, ResourceTask, taskID, map[string]any{
-			"scheduled_for": at.UTC().Format(time.RFC3339Nano), "execution_id": id,
-		}); err != nil {
-			return err
-		}
-		out, err = execution.WithEvents(ctx, tx, e)
+		var changed int
+		out, changed, err = execution.Skip(ctx, tx, tenant, taskID, sched, t.Shards, at)
+		done.add(ExecSkipped, int64(changed))
 		return err
 	})
 	if err != nil {
