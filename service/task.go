@@ -13,6 +13,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/resource"
 	"github.com/axhq/ax/service/schedule"
 	"github.com/axhq/ax/service/template"
 )
@@ -41,8 +42,6 @@ const (
 	BackoffMin            = 100 * time.Millisecond
 	BackoffMax            = 7 * 24 * time.Hour
 	PayloadMaxDefault     = 256 << 10
-	LabelsMax             = 32
-	labelValueMax         = 256
 	PauseAfterFailuresMax = 1000
 	// AlertAfterFailuresDefault: every failed execution alerts; at most
 	// AlertAfterFailuresMax.
@@ -58,25 +57,18 @@ const (
 	TaskWakeWithin = 30 * time.Second
 )
 
-// The forms of names and label keys, as regular expressions that Go and
-// ECMA-262 (the OpenAPI document's patterns) read alike.
+// The forms of names and label keys (service/resource).
 const (
-	// NamePattern is a task's or a workflow's name: lower-case letters of
-	// any script (and letters of scripts without case, such as 订单),
-	// digits of any script, and '.', '_', '-'.
-	NamePattern = `^[\p{Ll}\p{Lo}\p{Lm}\p{Nd}][\p{Ll}\p{Lo}\p{Lm}\p{Mn}\p{Mc}\p{Nd}._-]{0,127}$`
-	// LabelKeyPattern is a label's key.
-	LabelKeyPattern = `^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`
+	NamePattern     = resource.NamePattern
+	LabelKeyPattern = resource.LabelKeyPattern
+	// LabelFilterRule is the message of a label filter ParseLabelFilter
+	// refuses.
+	LabelFilterRule = resource.LabelFilterRule
+	// nameRule is the message of a name that does not match NamePattern.
+	nameRule = resource.NameRule
 )
 
-// nameRule is the message of a name that does not match NamePattern.
-const nameRule = "must be 1 to 128 characters: lower-case or uncased letters and digits of any script, '.', '_', '-', " +
-	"starting with a letter or digit (e.g. order.reconcile.daily, 订单.对账.每日)"
-
-var (
-	taskNamePattern = regexp.MustCompile(NamePattern)
-	labelKeyPattern = regexp.MustCompile(LabelKeyPattern)
-)
+var taskNamePattern = regexp.MustCompile(NamePattern)
 
 // RetryPolicy bounds delivery retries. MaxAttempts 1 means never retry.
 type RetryPolicy struct {
@@ -344,21 +336,9 @@ func (s *Tasks) Get(ctx context.Context, tenant, id string) (Task, error) {
 	return taskFromRow(row), nil
 }
 
-// ParseLabelFilter reads a label filter, key:value or key=value (the
-// API's ?label= and the console's filter take both): it splits at the
-// first ':' or '=', which no label key holds (LabelKeyPattern), so the
-// value may hold either. ok is false without a separator or a key.
-func ParseLabelFilter(s string) (key, value string, ok bool) {
-	i := strings.IndexAny(s, ":=")
-	if i <= 0 {
-		return "", "", false
-	}
-	return s[:i], s[i+1:], true
-}
-
-// LabelFilterRule is the message of a label filter ParseLabelFilter
-// refuses.
-const LabelFilterRule = "must be key:value or key=value"
+// ParseLabelFilter reads a label filter, key:value or key=value
+// (resource.ParseLabelFilter).
+func ParseLabelFilter(s string) (key, value string, ok bool) { return resource.ParseLabelFilter(s) }
 
 // TaskFilter narrows List.
 type TaskFilter struct {
@@ -789,7 +769,7 @@ func (s *Tasks) validate(in TaskInput, anchor time.Time) (*schedule.Schedule, er
 	if !contains([]string{MisfireFireOnce, MisfireFireAll, MisfireSkip}, in.MisfirePolicy) {
 		ve.Add("misfire_policy", "must be fire_once, fire_all or skip")
 	}
-	validateLabels(&ve, in.Labels)
+	resource.CheckLabels(&ve, in.Labels)
 	if in.AlertEndpointID != "" && !validID(in.AlertEndpointID) {
 		ve.Add("alert_endpoint_id", "must be the id of one of your endpoints")
 	}
@@ -811,21 +791,6 @@ func (s *Tasks) validate(in TaskInput, anchor time.Time) (*schedule.Schedule, er
 		return nil, err
 	}
 	return sched, nil
-}
-
-func validateLabels(ve *ValidationError, labels map[string]string) {
-	if len(labels) > LabelsMax {
-		ve.Add("labels", fmt.Sprintf("at most %d labels", LabelsMax))
-		return
-	}
-	for k, v := range labels {
-		if !labelKeyPattern.MatchString(k) {
-			ve.Add("labels."+k, "key must match "+LabelKeyPattern)
-		}
-		if len(v) > labelValueMax || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 }) {
-			ve.Add("labels."+k, fmt.Sprintf("value must be at most %d characters without control characters", labelValueMax))
-		}
-	}
 }
 
 // checkOnceLate refuses a once schedule whose run_at lies further in the
