@@ -49,7 +49,6 @@ func storeError(err error, op string, meanings ...errs.Meaning) error {
 func onConstraint(name string, err error) errs.Meaning { return errs.OnConstraint(name, err) }
 func conflictf(format string, args ...any) error       { return errs.Conflictf(format, args...) }
 func fieldError(field, message string) error           { return errs.Field(field, message) }
-func newError(text string) error                       { return errs.New(text) }
 
 // parseSchedule is schedule.Parse with its errors as the service's
 // (errs.ParseSchedule).
