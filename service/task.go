@@ -13,6 +13,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/preview"
 	"github.com/axhq/ax/service/resource"
 	"github.com/axhq/ax/service/schedule"
 	"github.com/axhq/ax/service/template"
@@ -629,57 +630,7 @@ func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) (TaskPrev
 	if err != nil {
 		return TaskPreview{}, err
 	}
-	// Ask the schedule for as many more slots as the span holds slots
-	// that do not fire, until the count of those settles.
-	want := n
-	for {
-		slots, excluded, err := sched.PreviewExcluded(ctx, now, want)
-		if err != nil {
-			return TaskPreview{}, scheduleError(err)
-		}
-		p := TaskPreview{Excluded: excluded, Schedule: sched}
-		if len(slots) == 0 {
-			return p, nil
-		}
-		latest, err := db.LatestSlotStates(ctx, s.pool, tenant, id, now, slots[len(slots)-1].Add(time.Microsecond)) // timestamptz: microseconds
-		if err != nil {
-			return TaskPreview{}, storeError(err, "read slots")
-		}
-		ended := make(map[int64]bool, len(latest))
-		for _, l := range latest {
-			if l.State == ExecSkipped || l.State == ExecCancelled {
-				ended[l.ScheduledFor.UnixNano()] = true
-			}
-		}
-		for _, at := range slots {
-			if ended[at.UnixNano()] {
-				p.Skipped = append(p.Skipped, at)
-			} else {
-				p.Fires = append(p.Fires, at)
-			}
-		}
-		if len(p.Fires) >= n || len(slots) < want || want >= schedule.PreviewMax {
-			return p, nil
-		}
-		want = min(n+len(p.Skipped), schedule.PreviewMax)
-	}
-}
-
-// TaskPreview is a task's upcoming fire times.
-type TaskPreview struct {
-	// Fires are the slots that fire.
-	Fires []time.Time
-	// Skipped are the slots in the same span that do not fire: skipped on
-	// request (Executions.Skip), or whose queued execution was cancelled.
-	Skipped []time.Time
-	// Excluded are the slots in the same span that calendars removed.
-	Excluded []time.Time
-	// Paused: the task is paused and fires nothing (Fires is empty).
-	Paused bool
-	// Event: the schedule is this event's, without time slots (Fires is
-	// empty): each event of that name fires the task once.
-	Event    string
-	Schedule *schedule.Schedule
+	return preview.Task(ctx, s.pool, tenant, id, sched, now, n)
 }
 
 func (in TaskInput) withDefaults() TaskInput {
