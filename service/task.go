@@ -17,6 +17,7 @@ import (
 	"github.com/axhq/ax/service/resource"
 	"github.com/axhq/ax/service/schedule"
 	"github.com/axhq/ax/service/template"
+	"github.com/axhq/ax/service/union"
 )
 
 // Overlap policies: what a fire does while the previous execution is unfinished.
@@ -191,7 +192,7 @@ func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, 
 		})
 		return out, storeError(err, "create task")
 	}
-	if len(scheduleCalendarIDs(in.Schedule)) > 0 {
+	if len(union.CalendarIDs(in.Schedule)) > 0 {
 		// The calendars' dates decide the first slot: read them, and keep
 		// them from changing or going away, in the insert's transaction.
 		var out Task
@@ -258,7 +259,7 @@ func (s *Tasks) withCalendars(ctx context.Context, q db.Querier, tenant string, 
 	}
 	cals, err := loadCalendars(ctx, q, tenant, ids, share)
 	if err != nil {
-		return nil, calendarFieldsOfUnion(err, sched.Spec(), ids)
+		return nil, union.CalendarFields(err, sched.Spec(), ids)
 	}
 	return sched.Excluding(cals), nil
 }
@@ -858,7 +859,7 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 		r.SLAFinishWithinMS = refTo(in.SLA.FinishWithin.Milliseconds())
 	}
 	if in.Schedule.Type == schedule.Union {
-		setUnionColumns(&r, in.Schedule)
+		union.SetColumns(&r, in.Schedule)
 	}
 	return r
 }
@@ -891,7 +892,7 @@ func taskFromRow(r db.Task) Task {
 	if r.IntervalSeconds != nil {
 		t.Schedule.IntervalSeconds = *r.IntervalSeconds
 	}
-	if spec, ok := unionSpec(r.ScheduleUnion); ok {
+	if spec, ok := union.Spec(r.ScheduleUnion); ok {
 		t.Schedule = spec
 	}
 	if r.ScheduleEvent != nil {
