@@ -38,6 +38,9 @@ type (
 	// AlertRun is a workflow run that needs attention: one that missed
 	// its workflow's SLA, or one that is blocked.
 	AlertRun = alert.Run
+	// FailedExecution is an execution failed for good with its task's or
+	// its workflow's name.
+	FailedExecution = alert.Failed
 )
 
 // Alert loads the alert a job's args name (alert.Load). ErrNotFound means
@@ -105,29 +108,8 @@ func (s *Workflows) BlockedRuns(ctx context.Context, tenant string, limit int) (
 }
 
 // FailedSince returns up to limit (at most AlertListMax) of a tenant's
-// executions that failed for good at or after since, newest first: failed
-// (retries exhausted or a permanent error), and their slot not re-run
-// since by a backfill (db.FailedForGood) — a slot whose latest round
-// succeeded is no longer failed.
+// executions that failed for good at or after since, newest first
+// (alert.FailedSince).
 func (s *Executions) FailedSince(ctx context.Context, tenant string, since time.Time, limit int) ([]FailedExecution, error) {
-	rows, err := db.ListFailedSince(ctx, s.pool, tenant, since, alert.Limit(limit))
-	if err != nil {
-		return nil, storeError(err, "list failed executions")
-	}
-	out := make([]FailedExecution, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, FailedExecution{
-			ExecutionDetail: executionDetailOf(r.Execution, nil),
-			TaskName:        zeroIfNil(r.TaskName), WorkflowName: zeroIfNil(r.WorkflowName),
-		})
-	}
-	return out, nil
-}
-
-// FailedExecution is an execution failed for good with the names that
-// tell it: its task's, or for a workflow step its workflow's ("" when
-// deleted since: there is no page to link to).
-type FailedExecution struct {
-	ExecutionDetail
-	TaskName, WorkflowName string
+	return alert.FailedSince(ctx, s.pool, tenant, since, limit)
 }

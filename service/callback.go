@@ -2,19 +2,13 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/riverqueue/river"
-
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/callback"
 )
 
 // Long-running work (docs/architecture.md, "Callbacks"): a task in
@@ -25,72 +19,39 @@ import (
 // receiver reports with the attempt's callback token, an opaque random
 // capability whose SHA-256 is all ax keeps.
 
-// Completion modes.
+// Completion modes, callbacks' error classes, events and bounds
+// (service/callback), as service's files and callers name them.
 const (
-	// CompletionResponse: a 2xx ends the attempt (the default).
-	CompletionResponse = "response"
-	// CompletionCallback: a 2xx accepts the attempt; the receiver
-	// completes it later (POST /v1/executions/{id}/complete).
-	CompletionCallback = "callback"
-)
-
-// Error classes of a callback attempt that failed.
-const (
-	// ErrorClassHeartbeatTimeout: no heartbeat (or completion) within the
-	// heartbeat timeout of the acceptance or of the last heartbeat.
-	ErrorClassHeartbeatTimeout = "heartbeat_timeout"
-	// ErrorClassCallbackTimeout: no completion within the completion
-	// timeout of the attempt's send.
-	ErrorClassCallbackTimeout = "callback_timeout"
-	// ErrorClassCallbackFailed: the receiver completed the attempt as
-	// failed.
-	ErrorClassCallbackFailed = "callback_failed"
-)
-
-// Timeline events of callbacks and SLAs.
-const (
-	// EventAccepted: the receiver answered a callback attempt with a 2xx;
-	// ax waits for its completion.
-	EventAccepted = "accepted"
-	// EventCompleted: the receiver (or a tenant token) completed the
-	// attempt; data says how.
-	EventCompleted = "completed"
+	CompletionResponse         = callback.ModeResponse
+	CompletionCallback         = callback.ModeCallback
+	ErrorClassHeartbeatTimeout = callback.ErrorClassHeartbeatTimeout
+	ErrorClassCallbackTimeout  = callback.ErrorClassCallbackTimeout
+	ErrorClassCallbackFailed   = callback.ErrorClassCallbackFailed
+	EventAccepted              = callback.EventAccepted
+	EventCompleted             = callback.EventCompleted
+	CallbackTokenPrefix        = callback.TokenPrefix
+	OutputMax                  = callback.OutputMax
 	// EventSLAMissed: the execution was not succeeded by its task's SLA.
 	EventSLAMissed = "sla_missed"
-)
-
-// Callback limits.
-const (
-	// CallbackTokenPrefix starts every callback token, so that the API
-	// tells one from a JWT without parsing it.
-	CallbackTokenPrefix = "axcb_"
-	// OutputMax caps a completion's output (JSON bytes).
-	OutputMax = 64 << 10
-	// ProgressMax caps a heartbeat's progress (JSON bytes).
-	ProgressMax = 16 << 10
-	// CompletionTimeoutMax bounds a callback attempt: 7 days.
-	CompletionTimeoutMax = 7 * 24 * time.Hour
-	// CompletionTimeoutMin and HeartbeatTimeoutMin: 1 s.
-	CompletionTimeoutMin = time.Second
-	HeartbeatTimeoutMin  = time.Second
 	// SLAMax bounds finish_within_ms: 30 days.
 	SLAMax = 30 * 24 * time.Hour
 )
 
-// Completion is how an attempt of a task ends (TaskInput.Completion).
-type Completion struct {
-	// Mode is CompletionResponse ("" too) or CompletionCallback.
-	Mode string
-	// Timeout bounds a callback attempt, from its send to its completion.
-	Timeout time.Duration
-	// HeartbeatTimeout, when set, fails a callback attempt that neither
-	// heartbeats nor completes within it of its acceptance or of its
-	// last heartbeat.
-	HeartbeatTimeout time.Duration
-}
+type (
+	// Completion is how an attempt of a task ends (TaskInput.Completion).
+	Completion = callback.Completion
+	// CallbackSpec is what a delivery in callback mode needs.
+	CallbackSpec = callback.Spec
+	// CallbackGrant is what a callback token allows.
+	CallbackGrant = callback.Grant
+	// CompletionInput is the body of a completion.
+	CompletionInput = callback.Input
+	// CallbackSweep is what one SweepCallbacks pass did.
+	CallbackSweep = callback.Sweep
+)
 
-// Callback reports whether c is callback mode.
-func (c Completion) Callback() bool { return c.Mode == CompletionCallback }
+// ErrInvalidCallbackToken: no attempt was ever given the token.
+var ErrInvalidCallbackToken = callback.ErrInvalidToken
 
 // SLA is a task's service level (TaskInput.SLA): FinishWithin after its
 // slot, an execution should have succeeded. Zero: none.
@@ -98,47 +59,12 @@ type SLA struct {
 	FinishWithin time.Duration
 }
 
-// CallbackSpec is what a delivery in callback mode needs.
-type CallbackSpec struct {
-	Timeout          time.Duration
-	HeartbeatTimeout time.Duration
-}
-
-func validateCompletion(ve *ValidationError, c Completion) {
-	switch c.Mode {
-	case "", CompletionResponse:
-		if c.Timeout != 0 || c.HeartbeatTimeout != 0 {
-			ve.Add("completion.mode", "timeout_ms and heartbeat_timeout_ms need mode callback")
-		}
-	case CompletionCallback:
-		if c.Timeout < CompletionTimeoutMin || c.Timeout > CompletionTimeoutMax {
-			ve.Add("completion.timeout_ms", fmt.Sprintf("must be %d to %d", CompletionTimeoutMin.Milliseconds(),
-				CompletionTimeoutMax.Milliseconds()))
-		}
-		if c.HeartbeatTimeout != 0 && (c.HeartbeatTimeout < HeartbeatTimeoutMin || c.HeartbeatTimeout > c.Timeout) {
-			ve.Add("completion.heartbeat_timeout_ms", fmt.Sprintf("must be %d to completion.timeout_ms, or absent for none",
-				HeartbeatTimeoutMin.Milliseconds()))
-		}
-	default:
-		ve.Add("completion.mode", "must be response or callback")
-	}
-}
+func validateCompletion(ve *ValidationError, c Completion) { c.Check(ve) }
 
 func validateSLA(ve *ValidationError, s SLA) {
 	if s.FinishWithin != 0 && (s.FinishWithin < time.Second || s.FinishWithin > SLAMax) {
 		ve.Add("sla.finish_within_ms", fmt.Sprintf("must be 1000 to %d, or sla absent for none", SLAMax.Milliseconds()))
 	}
-}
-
-// newCallbackToken returns a new token and the hash ax keeps of it.
-func newCallbackToken() (string, []byte, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", nil, err
-	}
-	token := CallbackTokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
-	h := sha256.Sum256([]byte(token))
-	return token, h[:], nil
 }
 
 // PrepareCallback records attempt d (in callback mode, just begun) and
@@ -149,22 +75,7 @@ func (s *Deliveries) PrepareCallback(ctx context.Context, d Delivery) (string, e
 	if d.Callback == nil {
 		return "", errors.New("prepare callback: the delivery is not in callback mode")
 	}
-	token, hash, err := newCallbackToken()
-	if err != nil {
-		return "", err
-	}
-	var hb *time.Duration
-	if d.Callback.HeartbeatTimeout > 0 {
-		hb = &d.Callback.HeartbeatTimeout
-	}
-	ok, err := db.InsertCallbackAttempt(ctx, s.pool, d.TenantID, d.ExecutionID, d.Attempt, d.Lease, hash, d.Callback.Timeout, hb)
-	if err != nil {
-		return "", storeError(err, "record callback attempt")
-	}
-	if !ok {
-		return "", conflictf("execution %s is not running under attempt %d", d.ExecutionID, d.Attempt)
-	}
-	return token, nil
+	return callback.Prepare(ctx, s.pool, d.TenantID, d.ExecutionID, d.Attempt, d.Lease, *d.Callback)
 }
 
 // Accept records that the receiver accepted callback attempt d with a 2xx
@@ -205,15 +116,9 @@ func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, lat
 			return err
 		}
 		state = ExecRunning
-		ms := int(latency.Milliseconds())
-		data := map[string]any{"completion_timeout_ms": d.Callback.Timeout.Milliseconds()}
-		if d.Callback.HeartbeatTimeout > 0 {
-			data["heartbeat_timeout_ms"] = d.Callback.HeartbeatTimeout.Milliseconds()
-		}
-		return db.InsertDeliveryEvents(ctx, tx, d.TenantID, d.ExecutionID, []db.DeliveryEvent{{
-			Type: EventAccepted, Attempt: &d.Attempt, StatusCode: &statusCode, LatencyMS: &ms,
-			Message: refTo("accepted; waiting for the receiver to complete the attempt"), Data: data,
-		}})
+		return db.InsertDeliveryEvents(ctx, tx, d.TenantID, d.ExecutionID, []db.DeliveryEvent{
+			callback.AcceptedEvent(d.Attempt, statusCode, latency, *d.Callback),
+		})
 	})
 	if err != nil {
 		return "", storeError(err, "accept callback attempt")
@@ -223,107 +128,17 @@ func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, lat
 	return state, nil
 }
 
-// CallbackGrant is what a callback token allows: acting on one attempt
-// of one execution of one tenant.
-type CallbackGrant struct {
-	TenantID    string
-	ExecutionID string
-	Attempt     int
-}
-
-// ErrInvalidCallbackToken: no attempt was ever given the token.
-var ErrInvalidCallbackToken = newError("invalid callback token")
-
 // CallbackGrant returns what token allows. A token that no attempt was
 // given is ErrInvalidCallbackToken; a token of an attempt that is no
 // longer current is still returned (acting with it is a conflict).
 func (s *Deliveries) CallbackGrant(ctx context.Context, token string) (CallbackGrant, error) {
-	if !strings.HasPrefix(token, CallbackTokenPrefix) || len(token) > 128 {
-		return CallbackGrant{}, ErrInvalidCallbackToken
-	}
-	h := sha256.Sum256([]byte(token))
-	cb, err := db.GetCallbackByToken(ctx, s.pool, h[:])
-	if err = storeError(err, "find callback token"); errors.Is(err, ErrNotFound) {
-		return CallbackGrant{}, ErrInvalidCallbackToken
-	}
-	if err != nil {
-		return CallbackGrant{}, err
-	}
-	// The index found the row by the hash; compare it again in constant
-	// time, so that nothing of the answer depends on how much matched.
-	if subtle.ConstantTimeCompare(cb.TokenHash, h[:]) != 1 {
-		return CallbackGrant{}, ErrInvalidCallbackToken
-	}
-	return CallbackGrant{TenantID: cb.TenantID, ExecutionID: cb.ExecutionID, Attempt: cb.Attempt}, nil
-}
-
-// CompletionInput is the body of a completion.
-type CompletionInput struct {
-	// Status is succeeded or failed.
-	Status string
-	// Output is any JSON up to OutputMax bytes; kept and returned with the
-	// execution.
-	Output json.RawMessage
-	// Error describes a failure.
-	Error string
-	// Retryable (default true) lets a failure be retried by the task's
-	// retry policy; false ends the execution failed.
-	Retryable *bool
-}
-
-func (in CompletionInput) validate() error {
-	var ve ValidationError
-	if in.Status != ExecSucceeded && in.Status != ExecFailed {
-		ve.Add("status", "must be succeeded or failed")
-	}
-	switch {
-	case len(in.Output) > OutputMax:
-		ve.Add("output", fmt.Sprintf("must be at most %d bytes of JSON", OutputMax))
-	case len(in.Output) > 0 && !json.Valid(in.Output):
-		ve.Add("output", "must be valid JSON")
-	default:
-		checkJSONDocument(&ve, "output", in.Output)
-	}
-	if len(in.Error) > 4096 {
-		ve.Add("error", "must be at most 4096 bytes")
-	}
-	if in.Status == ExecSucceeded && (in.Error != "" || in.Retryable != nil) {
-		ve.Add("status", "error and retryable go with status failed")
-	}
-	return ve.Err()
+	return callback.GrantOf(ctx, s.pool, token)
 }
 
 // Completed is the execution after a completion.
 type Completed struct {
 	Finished
 	Output json.RawMessage
-}
-
-// current locks the execution and its latest callback attempt and checks
-// that grant (nil: a tenant token, which acts on the current attempt) may
-// act on it now.
-func (s *Deliveries) current(ctx context.Context, tx db.Tx, tenant, executionID string, grant *CallbackGrant,
-) (db.DeliveryOutcome, db.CallbackAttempt, error) {
-	row, err := db.GetDeliveryOutcome(ctx, tx, tenant, executionID)
-	if err != nil {
-		return row, db.CallbackAttempt{}, storeError(err, "load execution "+executionID)
-	}
-	cb, err := db.GetLatestCallback(ctx, tx, tenant, executionID, true)
-	if err = storeError(err, "load callback attempt"); errors.Is(err, ErrNotFound) {
-		return row, cb, conflictf("the execution is %s and has no callback attempt", row.State)
-	}
-	if err != nil {
-		return row, cb, err
-	}
-	switch {
-	case grant != nil && grant.Attempt != cb.Attempt:
-		return row, cb, conflictf("the token is for attempt %d; attempt %d is the current one", grant.Attempt, cb.Attempt)
-	case !cb.Current:
-		return row, cb, conflictf("attempt %d is over (the execution is %s)", cb.Attempt, row.State)
-	case cb.Expired:
-		return row, cb, conflictf("attempt %d timed out (%s)", cb.Attempt, cb.ExpiredClass)
-	}
-	return row, cb, nil
 }
 
 // Heartbeat extends the heartbeat deadline of the execution's current
@@ -334,15 +149,11 @@ func (s *Deliveries) Heartbeat(ctx context.Context, tenant, executionID string, 
 	if !validID(executionID) {
 		return ErrNotFound
 	}
-	if len(progress) > ProgressMax {
-		return fieldError("progress", fmt.Sprintf("must be at most %d bytes of JSON", ProgressMax))
-	}
-	var ve ValidationError
-	if checkJSONDocument(&ve, "progress", progress); ve.Err() != nil {
-		return &ve
+	if err := callback.CheckProgress(progress); err != nil {
+		return err
 	}
 	return storeError(db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		_, cb, err := s.current(ctx, tx, tenant, executionID, grant)
+		_, cb, err := callback.Current(ctx, tx, tenant, executionID, grant)
 		if err != nil {
 			return err
 		}
@@ -366,12 +177,12 @@ func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, g
 	if !validID(executionID) {
 		return Completed{}, ErrNotFound
 	}
-	if err := in.validate(); err != nil {
+	if err := in.Validate(); err != nil {
 		return Completed{}, err
 	}
 	var out Completed
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		row, cb, err := s.current(ctx, tx, tenant, executionID, grant)
+		row, cb, err := callback.Current(ctx, tx, tenant, executionID, grant)
 		if err != nil {
 			return err
 		}
@@ -422,21 +233,6 @@ func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, g
 	return out, nil
 }
 
-// CallbackSweep is what one SweepCallbacks pass did.
-type CallbackSweep struct {
-	// TimedOut counts attempts failed by a timeout, by error class.
-	TimedOut map[string]int
-	// Finished counts the executions that ended, by final state.
-	Finished map[string]int
-	// Retrying counts the executions that will be retried.
-	Retrying int
-	// More: the pass stopped at its batch with more left.
-	More bool
-}
-
-// callbackSweepBatch bounds the attempts one pass fails.
-const callbackSweepBatch = 200
-
 // SweepCallbacks fails the callback attempts whose wait expired by the
 // database clock (heartbeat_timeout or callback_timeout): each in its own
 // transaction, through decideFinish, so that a failure is retried with a
@@ -445,11 +241,11 @@ const callbackSweepBatch = 200
 // the sweep then finds the attempt over and leaves it.
 func (s *Deliveries) SweepCallbacks(ctx context.Context) (CallbackSweep, error) {
 	res := CallbackSweep{TimedOut: map[string]int{}, Finished: map[string]int{}}
-	refs, err := db.FindExpiredCallbacks(ctx, s.pool, callbackSweepBatch)
+	refs, err := db.FindExpiredCallbacks(ctx, s.pool, callback.SweepBatch)
 	if err != nil {
 		return res, storeError(err, "find expired callbacks")
 	}
-	res.More = len(refs) == callbackSweepBatch
+	res.More = len(refs) == callback.SweepBatch
 	// released: a committed outcome gave a permit back (the dispatcher
 	// is woken once the pass is over).
 	released := false
@@ -517,34 +313,14 @@ func (s *Deliveries) SweepCallbacks(ctx context.Context) (CallbackSweep, error) 
 // NextCallbackExpiry returns how long until the earliest waiting attempt
 // expires by the database clock (ok false: none waits).
 func (s *Deliveries) NextCallbackExpiry(ctx context.Context) (time.Duration, bool, error) {
-	next, now, err := db.NextCallbackExpiry(ctx, s.pool)
-	if err != nil || next == nil {
-		return 0, false, storeError(err, "next callback expiry")
-	}
-	return max(next.Sub(now), 0), true, nil
+	return callback.NextExpiry(ctx, s.pool)
 }
 
 // retryDetached gives a retrying execution that no River job carries any
-// more (its attempt was accepted and the job ended) a new deliver job, due
-// at, whose leases are above lease, recorded as its river_job_id. Not
-// unique: the finished job of the accepted attempt has the same args.
+// more a new deliver job, due at, whose leases are above lease
+// (callback.RetryDetached).
 func (s *Deliveries) retryDetached(ctx context.Context, tx db.Tx, tenant, executionID string, lease, priority int, at time.Time) error {
-	opts := &river.InsertOpts{Queue: QueueDeliver, Priority: max(priority, 1), MaxAttempts: handOffMaxAttempts, ScheduledAt: at}
-	res, err := s.enqueuer.insertMany(ctx, tx, []river.InsertManyParams{{
-		Args: DeliverArgs{TenantID: tenant, ExecutionID: executionID, LeaseBase: lease}, InsertOpts: opts,
-	}})
-	if err != nil {
-		return err
-	}
-	return storeError(db.SetExecutionJobs(ctx, tx, []db.ExecutionRef{{TenantID: tenant, ID: executionID}}, []int64{res[0].Job.ID}),
-		"record detached retry job")
-}
-
-// ExecutionCallback is what an execution shows of its callbacks: the
-// latest attempt's progress and output.
-type ExecutionCallback struct {
-	Progress json.RawMessage
-	Output   json.RawMessage
+	return callback.RetryDetached(ctx, tx, s.enqueuer.Enqueuer, tenant, executionID, lease, priority, handOffMaxAttempts, at)
 }
 
 func cmpOr(a, b string) string {

@@ -75,22 +75,9 @@ func NewEnqueuer(pool *db.Pool, logger *slog.Logger) (*Enqueuer, error) {
 	return &Enqueuer{e}, nil
 }
 
-// insertMany, cancelTx, deleteTx and retryNowTx are the Enqueuer's Enqueue,
-// CancelTx, DeleteTx and RetryNowTx, as service's files call them.
+// insertMany is the Enqueuer's Enqueue, as service's files call it.
 func (e *Enqueuer) insertMany(ctx context.Context, tx db.Tx, p []river.InsertManyParams) ([]*rivertype.JobInsertResult, error) {
 	return e.Enqueue(ctx, tx, p)
-}
-
-func (e *Enqueuer) cancelTx(ctx context.Context, tx db.Tx, jobID int64) error {
-	return e.CancelTx(ctx, tx, jobID)
-}
-
-func (e *Enqueuer) deleteTx(ctx context.Context, tx db.Tx, jobID int64) error {
-	return e.DeleteTx(ctx, tx, jobID)
-}
-
-func (e *Enqueuer) retryNowTx(ctx context.Context, tx db.Tx, jobID int64) error {
-	return e.RetryNowTx(ctx, tx, jobID)
 }
 
 // deliverInsert is queue.DeliverInsert.

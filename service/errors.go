@@ -1,7 +1,6 @@
 package service
 
 import (
-	"errors"
 	"time"
 
 	"github.com/axhq/ax/service/errs"
@@ -50,35 +49,12 @@ func storeError(err error, op string, meanings ...errs.Meaning) error {
 func onConstraint(name string, err error) errs.Meaning { return errs.OnConstraint(name, err) }
 func conflictf(format string, args ...any) error       { return errs.Conflictf(format, args...) }
 func fieldError(field, message string) error           { return errs.Field(field, message) }
-func newError(text string) error                       { return errs.New(text) }
 
 // parseSchedule is schedule.Parse with its errors as the service's
-// (scheduleError).
+// (errs.ParseSchedule).
 func parseSchedule(spec schedule.Spec, anchor time.Time) (*schedule.Schedule, error) {
-	sched, err := schedule.Parse(spec, anchor)
-	if err != nil {
-		return nil, scheduleError(err)
-	}
-	return sched, nil
+	return errs.ParseSchedule(spec, anchor)
 }
 
-// scheduleError is the one translation of package schedule's errors into
-// the service's: its *ValidationError becomes ours, field for field and in
-// order (the API's 422 lists them as schedule found them), and a
-// fire-time computation cut short (NextErr) is a 422 on schedule.cron.
-// Anything else (a context's error) passes through.
-func scheduleError(err error) error {
-	var se *schedule.ValidationError
-	switch {
-	case errors.As(err, &se):
-		ve := &ValidationError{Fields: make([]FieldError, len(se.Fields))}
-		for i, f := range se.Fields {
-			ve.Fields[i] = FieldError{Field: f.Field, Message: f.Message}
-		}
-		return ve
-	case errors.Is(err, schedule.ErrTooManySteps), errors.Is(err, schedule.ErrNoProgress):
-		return fieldError("schedule.cron", "its fire times cannot be computed within ax's bound on the work; "+
-			"simplify the expression (fewer restricted fields) or use another time zone or DST policy")
-	}
-	return err
-}
+// scheduleError translates package schedule's errors (errs.Schedule).
+func scheduleError(err error) error { return errs.Schedule(err) }

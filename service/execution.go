@@ -2,32 +2,22 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
-
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/execution"
 	"github.com/axhq/ax/service/lifecycle"
 	"github.com/axhq/ax/service/metrics"
 )
 
-// Execution triggers.
+// Execution triggers (service/execution).
 const (
-	TriggerSchedule = "schedule"
-	TriggerManual   = "manual"
-	TriggerRetry    = "retry"
-	// TriggerBackfill: created by a backfill (POST /v1/tasks/{id}/backfill).
-	TriggerBackfill = "backfill"
-	// TriggerEvent: fired by an event (POST /v1/events) matching the
-	// task's event schedule.
-	TriggerEvent = "event"
+	TriggerSchedule = execution.TriggerSchedule
+	TriggerManual   = execution.TriggerManual
+	TriggerRetry    = execution.TriggerRetry
+	TriggerBackfill = execution.TriggerBackfill
+	TriggerEvent    = execution.TriggerEvent
 )
 
 // Execution event types on the timeline.
@@ -46,79 +36,29 @@ const (
 	EventEndpointDisabled = "endpoint_disabled"
 	EventTaskPaused       = "task_paused"
 	EventAlertQueued      = "alert_queued"
-	EventRetried          = "retried"
+	EventRetried          = execution.EventRetried
 	EventReconciled       = "reconciled"
+	EventHeld             = execution.EventHeld
+	EventReleased         = execution.EventReleased
 )
 
-// Execution is one fire of a task, or of a workflow step.
-type Execution struct {
-	ID string
-	// TaskID is the task the execution fires; "" for a workflow step's,
-	// which WorkflowID, WorkflowRunID and Node name (a step is sent by a
-	// task of the workflow's own, which the API never shows: its id would
-	// lead nowhere).
-	TaskID         string
-	ScheduledFor   time.Time
-	Trigger        string
-	DedupKey       string
-	State          string
-	Attempts       int
-	Late           bool
-	LastStatusCode *int
-	LastError      string
-	LastErrorClass string
-	CreatedAt      time.Time
-	// StartedAt is when its latest attempt started, FirstStartedAt its
-	// first.
-	StartedAt      *time.Time
-	FirstStartedAt *time.Time
-	FinishedAt     *time.Time
-	// Round is 1 for a slot's first fire and one more for each backfill
-	// that re-ran the slot.
-	Round      int
-	BackfillID string
-	// EventID is the event that fired it (trigger event).
-	EventID string
-	// WorkflowID, WorkflowRunID and Node name a workflow step's run and
-	// node; Shard is the shard (0 unless sharded).
-	WorkflowID, WorkflowRunID, Node string
-	Shard                           int
-	// Held: an operator holds the pending execution; it does not start
-	// until it is released (Executions.Hold, Executions.Release).
-	Held   bool
-	Events []Event
-}
-
-// Event is one step on an execution's timeline.
-type Event struct {
-	Type       string
-	At         time.Time
-	Attempt    *int
-	StatusCode *int
-	LatencyMS  *int
-	ErrorClass string
-	Message    string
-	Data       map[string]any
-}
-
 // DedupKeyMax is the longest dedup key of a manual trigger, in characters.
-const DedupKeyMax = 128
+const DedupKeyMax = execution.DedupKeyMax
 
-// ExecutionDetail is an execution as operators see it: the execution and
-// the delivery state they act on.
-type ExecutionDetail struct {
-	Execution
-	// CancelRequested: a cancel arrived while the execution was running;
-	// its worker finishes it as cancelled.
-	CancelRequested bool
-	// NextAttemptAt is when a retrying execution's next attempt is due.
-	NextAttemptAt *time.Time
-	// Output and Progress: the latest callback attempt's completion
-	// output and last heartbeat progress (callback completion mode); for
-	// a workflow node in response mode, Output is its 2xx JSON answer.
-	Output   json.RawMessage
-	Progress json.RawMessage
-}
+// An execution as operators see it (service/execution).
+type (
+	// Execution is one fire of a task, or of a workflow step.
+	Execution = execution.Execution
+	// Event is one step on an execution's timeline.
+	Event = execution.Event
+	// ExecutionDetail is an execution and the delivery state operators
+	// act on.
+	ExecutionDetail = execution.Detail
+	// ExecutionFilter narrows Executions.List.
+	ExecutionFilter = execution.Filter
+	// TriggerInput is a manual fire of a task.
+	TriggerInput = execution.TriggerInput
+)
 
 // Executions lets tenants inspect executions, cancel and retry them, and
 // fire tasks by hand.
@@ -148,76 +88,14 @@ func NewExecutions(pool *db.Pool, enq *Enqueuer, cfg ExecutionsConfig) *Executio
 	return &Executions{pool: pool, enq: enq, cfg: cfg}
 }
 
-// ExecutionFilter narrows List. Since and Until bound scheduled_for
-// (Since inclusive, Until exclusive).
-type ExecutionFilter struct {
-	TaskID string
-	State  string
-	Since  *time.Time
-	Until  *time.Time
-	// Held: only held executions (which are pending).
-	Held bool
-}
-
-// List returns a page of executions, newest first (by id, i.e. by
-// creation). State failed is the dead-letter set.
+// List returns a page of executions, newest first (execution.List).
 func (s *Executions) List(ctx context.Context, tenant string, f ExecutionFilter, page Page) ([]ExecutionDetail, string, error) {
-	var ve ValidationError
-	if f.TaskID != "" && !validID(f.TaskID) {
-		ve.Add("task_id", "must be a task id")
-	}
-	if states := lifecycle.Executions.States(); f.State != "" && !states.Has(f.State) {
-		ve.Add("state", "must be one of "+strings.Join(states.States(), ", "))
-	}
-	if f.Held && f.State != "" && f.State != ExecPending {
-		ve.Add("held", "held executions are pending: combine held with state pending or none")
-	}
-	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
-		ve.Add("until", "must be after since")
-	}
-	if err := ve.Err(); err != nil {
-		return nil, "", err
-	}
-	if err := page.Check(); err != nil {
-		return nil, "", err
-	}
-	rows, err := db.ListExecutions(ctx, s.pool, tenant, db.ExecutionFilter{
-		TaskID: f.TaskID, State: f.State, Since: f.Since, Until: f.Until, Before: page.After, Limit: page.Limit + 1,
-		Held: f.Held,
-	})
-	if err != nil {
-		return nil, "", storeError(err, "list executions")
-	}
-	out, next := pageOf(rows, page.Limit, func(r db.Execution) ExecutionDetail { return executionDetailOf(r, nil) },
-		func(e ExecutionDetail) string { return e.ID })
-	return out, next, nil
+	return execution.List(ctx, s.pool, tenant, f, page)
 }
 
-// Get returns one execution with its timeline.
+// Get returns one execution with its timeline (execution.Get).
 func (s *Executions) Get(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
-	if !validID(id) {
-		return ExecutionDetail{}, ErrNotFound
-	}
-	row, err := db.GetExecution(ctx, s.pool, tenant, id, false)
-	if err != nil {
-		return ExecutionDetail{}, storeError(err, "load execution")
-	}
-	d, err := s.withEvents(ctx, s.pool, row)
-	if err != nil {
-		return ExecutionDetail{}, err
-	}
-	cb, err := db.GetExecutionCallback(ctx, s.pool, tenant, id)
-	if err = storeError(err, "load callback"); err != nil && !errors.Is(err, ErrNotFound) {
-		return ExecutionDetail{}, err
-	}
-	d.Output, d.Progress = cb.Output, cb.Progress
-	if d.Output == nil && row.WorkflowRunID != nil {
-		// A workflow node in response mode keeps its JSON answer.
-		if d.Output, err = db.GetExecutionOutput(ctx, s.pool, tenant, id); err != nil {
-			return ExecutionDetail{}, storeError(err, "load execution output")
-		}
-	}
-	return d, nil
+	return execution.Get(ctx, s.pool, tenant, id)
 }
 
 // Cancel cancels an execution. A pending or retrying one becomes cancelled
@@ -233,71 +111,12 @@ func (s *Executions) Get(ctx context.Context, tenant, id string) (ExecutionDetai
 func (s *Executions) Cancel(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
 	var done ended
 	out, err := s.change(ctx, tenant, id, AuditCancel, &done, func(tx db.Tx, row db.Execution) error {
-		var (
-			ok  bool
-			err error
-			// now: the execution is cancelled at once (not a cancel
-			// requested of a running one, which its worker ends).
-			now = true
-		)
 		done = nil
-		if !lifecycle.ExecUnfinished.Has(row.State) {
-			return conflictf("the execution is %s; only pending, retrying and running executions can be cancelled", row.State)
-		}
-		if err := checkExec([]string{row.State}, ExecCancelled); err != nil {
-			return err
-		}
-		switch {
-		case lifecycle.ExecIdle.Has(row.State):
-			ok, err = db.CancelExecution(ctx, tx, tenant, id, "cancelled through the API", []string{row.State})
-		case row.State == ExecRunning:
-			var orphaned, waiting bool
-			if waiting, err = db.EndCallbacks(ctx, tx, tenant, row.ID); err != nil {
-				return err
-			}
-			if !waiting {
-				if _, orphaned, err = db.GetOrphanedExecution(ctx, tx, tenant, row.ID, reconcileLeaseCeiling); err != nil {
-					return err
-				}
-			}
-			switch {
-			case waiting:
-				// No worker holds it: the wait ends with the cancel (the
-				// token can no longer act).
-				ok, err = db.CancelExecution(ctx, tx, tenant, id,
-					"cancelled through the API while waiting for the receiver's callback", []string{ExecRunning})
-			case orphaned:
-				ok, err = db.CancelExecution(ctx, tx, tenant, id,
-					"cancelled through the API (no job was delivering the execution)", []string{ExecRunning})
-			default:
-				ok, err = db.RequestExecutionCancel(ctx, tx, tenant, id)
-				now = false
-			}
-		}
-		if err != nil {
-			return err
-		}
-		if !ok { // the row is locked: cannot happen
-			return conflictf("the execution changed state; try again")
-		}
+		now, err := execution.Cancel(ctx, tx, s.enq.Enqueuer, s.jobs(), tenant, row)
 		if now {
 			done.add(ExecCancelled, 1)
 		}
-		// Even when a job cannot be cancelled (a worker just picked it
-		// up), the worker re-checks the execution and sends nothing.
-		jobs, err := db.ExecutionJobs(ctx, tx, DeliverArgs{}.Kind(), tenant, id, row.RiverJobID)
-		if err != nil {
-			return err
-		}
-		for _, j := range jobs {
-			if rivertype.JobState(j.State) == rivertype.JobStateCompleted {
-				continue
-			}
-			if err := s.enq.cancelTx(ctx, tx, j.ID); err != nil {
-				return err
-			}
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return ExecutionDetail{}, err
@@ -334,7 +153,7 @@ func (s *Executions) change(ctx context.Context, tenant, id, action string, done
 		if row, err = db.GetExecution(ctx, tx, tenant, id, false); err != nil {
 			return storeError(err, "load execution")
 		}
-		if out, err = s.withEvents(ctx, tx, row); err != nil {
+		if out, err = execution.WithEvents(ctx, tx, row); err != nil {
 			return err
 		}
 		changes := map[string]any{}
@@ -344,7 +163,7 @@ func (s *Executions) change(ctx context.Context, tenant, id, action string, done
 		if row.CancelRequested != before.CancelRequested {
 			changes["cancel_requested"] = map[string]any{"old": before.CancelRequested, "new": row.CancelRequested}
 		}
-		if wasHeld, held := heldOf(before), heldOf(row); wasHeld != held {
+		if wasHeld, held := execution.Held(before), execution.Held(row); wasHeld != held {
 			changes["held"] = map[string]any{"old": wasHeld, "new": held}
 		}
 		return recordAudit(ctx, tx, tenant, action, ResourceExecution, row.ID, changes)
@@ -375,10 +194,10 @@ func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDet
 			if err := checkExec([]string{row.State}, ExecPending); err != nil {
 				return err
 			}
-		case heldOf(row):
+		case execution.Held(row):
 			return conflictf("the execution is held; release it (POST /v1/executions/%s/release) to start it", row.ID)
 		case lifecycle.ExecUnfinished.Has(row.State):
-			return s.retryUnfinished(ctx, tx, tenant, row)
+			return execution.RetryUnfinished(ctx, tx, s.enq.Enqueuer, s.jobs(), tenant, row)
 		default:
 			return conflictf("the execution is %s; only failed, cancelled, retrying and stuck executions can be retried", row.State)
 		}
@@ -398,12 +217,12 @@ func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDet
 				return err
 			}
 		}
-		if err := s.releaseJobs(ctx, tx, tenant, row); err != nil {
+		if err := execution.ReleaseJobs(ctx, tx, s.enq.Enqueuer, tenant, row); err != nil {
 			return err
 		}
 		// row.ID is the canonical (lower-case) id: the job's args and
 		// River's unique key must not depend on how the caller spelled it.
-		jobID, err := s.enqueueNow(ctx, tx, tenant, row.ID, task)
+		jobID, err := execution.EnqueueNow(ctx, tx, s.enq.Enqueuer, tenant, row.ID, task)
 		if err != nil {
 			return err
 		}
@@ -424,82 +243,6 @@ func (s *Executions) Retry(ctx context.Context, tenant, id string) (ExecutionDet
 	return out, nil
 }
 
-// retryUnfinished is Retry of an execution that is not final.
-func (s *Executions) retryUnfinished(ctx context.Context, tx db.Tx, tenant string, row db.Execution) error {
-	o, orphaned, err := db.GetOrphanedExecution(ctx, tx, tenant, row.ID, reconcileLeaseCeiling)
-	if err != nil {
-		return storeError(err, "load orphaned execution")
-	}
-	if orphaned {
-		data := map[string]any{"previous_state": row.State}
-		ok, err := resumeOrphan(ctx, tx, s.enq, o, EventRetried, "retried through the API: no job was delivering the execution", data)
-		if err == nil && !ok {
-			return conflictf("the execution changed state; try again")
-		}
-		return err
-	}
-	if row.State != ExecRetrying {
-		return conflictf("the execution is %s and being delivered; it cannot be retried until it ends", row.State)
-	}
-	ok, err := db.HurryRetry(ctx, tx, tenant, row.ID)
-	if err != nil {
-		return storeError(err, "hurry retry")
-	}
-	if !ok { // the row is locked: cannot happen
-		return conflictf("the execution changed state; try again")
-	}
-	jobs, err := db.ExecutionJobs(ctx, tx, DeliverArgs{}.Kind(), tenant, row.ID, row.RiverJobID)
-	if err != nil {
-		return storeError(err, "list execution jobs")
-	}
-	for _, j := range jobs {
-		switch rivertype.JobState(j.State) {
-		case rivertype.JobStateScheduled, rivertype.JobStateRetryable:
-			if err := s.enq.retryNowTx(ctx, tx, j.ID); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// releaseJobs frees the River unique slot of an execution's deliver job
-// (DeliverArgs are unique by execution, and a completed job keeps its slot
-// until River's cleaner deletes it) so that a new job can be inserted: a
-// completed job is deleted (the execution's own timeline keeps the
-// history), a queued one is cancelled. A running job means a worker is
-// still finishing the previous delivery: a conflict.
-func (s *Executions) releaseJobs(ctx context.Context, tx db.Tx, tenant string, row db.Execution) error {
-	jobs, err := db.ExecutionJobs(ctx, tx, DeliverArgs{}.Kind(), tenant, row.ID, row.RiverJobID)
-	if err != nil {
-		return storeError(err, "list execution jobs")
-	}
-	for _, j := range jobs {
-		switch rivertype.JobState(j.State) {
-		case rivertype.JobStateRunning:
-			return conflictf("the previous delivery of this execution is still finishing; retry shortly")
-		case rivertype.JobStateCompleted:
-			err = s.enq.deleteTx(ctx, tx, j.ID)
-		default:
-			err = s.enq.cancelTx(ctx, tx, j.ID)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// TriggerInput is a manual fire of a task.
-type TriggerInput struct {
-	// Payload overrides the task's payload for this execution; nil means
-	// the task's.
-	Payload []byte
-	// DedupKey, when set, makes the trigger idempotent per task: the same
-	// key returns the execution it first created.
-	DedupKey string
-}
-
 // Trigger fires a task now: a pending execution with trigger manual,
 // scheduled for the database's now, and its deliver job, in one
 // transaction. Active, paused and completed tasks can be triggered (a
@@ -512,7 +255,7 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 	if !validID(taskID) {
 		return ExecutionDetail{}, ErrNotFound
 	}
-	if err := in.validate(); err != nil {
+	if err := in.Validate(PayloadMaxDefault); err != nil {
 		return ExecutionDetail{}, err
 	}
 	var (
@@ -548,7 +291,7 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 		if created {
 			// Its delivery would be cancelled at once: say so now. (A
 			// dedup key used before still returns its execution.)
-			if err := checkEndpointEnabled(ctx, tx, tenant, task.EndpointID); err != nil {
+			if err := execution.CheckEndpointEnabled(ctx, tx, tenant, task.EndpointID); err != nil {
 				return err
 			}
 			var failed []unsentFire
@@ -557,7 +300,7 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 					failed = append(failed, unsentFire{TenantID: tenant, ID: id, TaskID: task.ID, Reason: unsent[i]})
 					continue
 				}
-				if _, err := s.enqueueNow(ctx, tx, tenant, id, task); err != nil {
+				if _, err := execution.EnqueueNow(ctx, tx, s.enq.Enqueuer, tenant, id, task); err != nil {
 					return err
 				}
 			}
@@ -571,7 +314,7 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 		if err != nil {
 			return storeError(err, "load triggered execution")
 		}
-		if out, err = s.withEvents(ctx, tx, row); err != nil {
+		if out, err = execution.WithEvents(ctx, tx, row); err != nil {
 			return err
 		}
 		changes := map[string]any{"execution_id": row.ID, "created": created}
@@ -590,121 +333,54 @@ func (s *Executions) Trigger(ctx context.Context, tenant, taskID string, in Trig
 	return out, nil
 }
 
-// checkEndpointEnabled is a conflict naming the endpoint when it is
-// disabled (by a client, or by ax after a 410 Gone): a fire sent to it is
-// cancelled before it leaves.
-func checkEndpointEnabled(ctx context.Context, q db.Querier, tenant, endpointID string) error {
-	ep, err := db.GetEndpoint(ctx, q, tenant, endpointID, false)
-	if err != nil {
-		return storeError(err, "load endpoint "+endpointID)
-	}
-	if ep.Enabled {
-		return nil
-	}
-	why := ""
-	if ep.DisabledReason != nil && *ep.DisabledReason != "" {
-		why = " (" + *ep.DisabledReason + ")"
-	}
-	return conflictf("the task's endpoint %q (%s) is disabled%s: enable it (PATCH /v1/endpoints/%s {\"enabled\": true}) "+
-		"before triggering", ep.Name, ep.ID, why, ep.ID)
+// jobs are the River attempts and lease ceiling of the deliver jobs an
+// action inserts (handOffMaxAttempts, reconcileLeaseCeiling).
+func (s *Executions) jobs() execution.Jobs {
+	return execution.Jobs{MaxAttempts: handOffMaxAttempts, LeaseCeiling: reconcileLeaseCeiling}
 }
 
-func (in TriggerInput) validate() error {
-	var ve ValidationError
-	if in.Payload != nil {
-		switch {
-		case len(in.Payload) > PayloadMaxDefault:
-			ve.Add("payload", fmt.Sprintf("must be at most %d bytes", PayloadMaxDefault))
-		case !json.Valid(in.Payload):
-			ve.Add("payload", "must be valid JSON")
-		}
-	}
-	if in.DedupKey != "" && !validDedupKey(in.DedupKey) {
-		ve.Add("dedup_key", fmt.Sprintf("must be 1 to %d printable characters", DedupKeyMax))
-	}
-	return ve.Err()
-}
-
-func validDedupKey(k string) bool {
-	return k != "" && utf8.ValidString(k) && utf8.RuneCountInString(k) <= DedupKeyMax &&
-		!strings.ContainsFunc(k, func(r rune) bool { return !unicode.IsPrint(r) })
-}
-
-// enqueueNow inserts an execution's deliver job, available at once, with
-// the task's priority and attempt budget, and returns its id.
-func (s *Executions) enqueueNow(ctx context.Context, tx db.Tx, tenant, executionID string, task db.Task) (int64, error) {
-	var now time.Time // scheduled for now: not a scheduled job
-	res, err := s.enq.insertMany(ctx, tx, []river.InsertManyParams{
-		deliverInsert(tenant, executionID, task.EndpointID, now, int(task.Priority), int(task.MaxAttempts), now, 0, QueueDeliver),
+// Hold holds a pending execution: it does not start until it is
+// released (execution.Hold). A held execution can be cancelled.
+func (s *Executions) Hold(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
+	var done ended
+	out, err := s.change(ctx, tenant, id, AuditHold, &done, func(tx db.Tx, row db.Execution) error {
+		return execution.Hold(ctx, tx, tenant, row)
 	})
 	if err != nil {
-		return 0, err
+		return ExecutionDetail{}, err
 	}
-	if res[0].UniqueSkippedAsDuplicate {
-		return 0, conflictf("a delivery of this execution is already queued")
-	}
-	return res[0].Job.ID, nil
+	done.report(s.cfg.Metrics)
+	return out, nil
 }
 
-func (s *Executions) withEvents(ctx context.Context, q db.Querier, row db.Execution) (ExecutionDetail, error) {
-	events, err := db.ListExecutionEvents(ctx, q, row)
+// Release lets a held execution start, at its slot when that is still
+// ahead, else now, with a new deliver job (execution.Release).
+func (s *Executions) Release(ctx context.Context, tenant, id string) (ExecutionDetail, error) {
+	var done ended
+	out, err := s.change(ctx, tenant, id, AuditRelease, &done, func(tx db.Tx, row db.Execution) error {
+		return execution.Release(ctx, tx, s.enq.Enqueuer, tenant, row, s.cfg.FetchAhead, handOffMaxAttempts, reconcileLeaseCeiling)
+	})
 	if err != nil {
-		return ExecutionDetail{}, storeError(err, "list execution events")
+		return ExecutionDetail{}, err
 	}
-	return executionDetailOf(row, events), nil
+	done.report(s.cfg.Metrics)
+	return out, nil
 }
 
-func executionDetailOf(r db.Execution, events []db.ExecutionEvent) ExecutionDetail {
-	d := ExecutionDetail{
-		Execution: Execution{
-			ID: r.ID, ScheduledFor: r.ScheduledFor.UTC(), Trigger: r.Trigger, DedupKey: strValue(r.DedupKey),
-			State: r.State, Attempts: int(r.Attempts), Late: r.Late, LastStatusCode: intValue(r.LastStatusCode),
-			LastError: strValue(r.LastError), LastErrorClass: strValue(r.LastErrorClass), CreatedAt: r.CreatedAt.UTC(),
-			StartedAt: utcPtr(r.StartedAt), FirstStartedAt: utcPtr(r.FirstStartedAt), FinishedAt: utcPtr(r.FinishedAt), Round: int(r.Round), BackfillID: strValue(r.BackfillID),
-			WorkflowID: strValue(r.WorkflowID), WorkflowRunID: strValue(r.WorkflowRunID), Node: strValue(r.Node),
-			Shard: int(r.Shard), Held: heldOf(r), EventID: strValue(r.EventID),
-		},
-		CancelRequested: r.CancelRequested,
-		NextAttemptAt:   utcPtr(r.NextAttemptAt),
-	}
-	if r.WorkflowRunID == nil {
-		d.TaskID = r.TaskID
-	}
-	if events != nil {
-		d.Events = make([]Event, 0, len(events))
-		for _, ev := range events {
-			d.Events = append(d.Events, Event{
-				Type: ev.Type, At: ev.At.UTC(), Attempt: intValue(ev.Attempt), StatusCode: intValue(ev.StatusCode),
-				LatencyMS: intValue(ev.LatencyMS), ErrorClass: strValue(ev.ErrorClass), Message: strValue(ev.Message), Data: ev.Data,
-			})
-		}
-	}
-	return d
-}
-
-func strValue(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-func intValue(n *int32) *int {
-	if n == nil {
-		return nil
-	}
-	v := int(*n)
-	return &v
+// firingLateness is how late a fire was (execution.Lateness).
+func firingLateness(trigger string, late bool, scheduledFor time.Time, firstStarted *time.Time) (time.Duration, bool) {
+	return execution.Lateness(trigger, late, scheduledFor, firstStarted)
 }
 
 // SkipReason is the last_error of a slot skipped through the API.
-const SkipReason = "skipped by request"
+const SkipReason = execution.SkipReason
 
 // Skip records a future slot of the task's schedule as skipped: the
-// scheduler will not fire it. A slot already materialised that has not
-// started is moved to skipped; one that started → ConflictError. A time
-// that is not a slot of the schedule (calendars applied), or one that has
-// passed → ValidationError. Skipping a skipped slot again returns it.
+// scheduler will not fire it (execution.Skip). A slot already
+// materialised that has not started is moved to skipped; one that started
+// → ConflictError. A time that is not a slot of the schedule (calendars
+// applied), or one that has passed → ValidationError. Skipping a skipped
+// slot again returns it.
 func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Time) (ExecutionDetail, error) {
 	if !validID(taskID) {
 		return ExecutionDetail{}, ErrNotFound
@@ -724,53 +400,9 @@ func (s *Executions) Skip(ctx context.Context, tenant, taskID string, at time.Ti
 		if err != nil {
 			return err
 		}
-		cals, err := loadCalendars(ctx, tx, tenant, sched.CalendarIDs(), false)
-		if err != nil {
-			return err
-		}
-		sched = sched.Excluding(cals)
-		if next, ok := sched.Next(at.Add(-time.Nanosecond)); !ok || !next.Equal(at) {
-			msg := "is not a slot of the task's schedule"
-			if ok {
-				msg += "; the next slot from there is " + next.UTC().Format(time.RFC3339Nano)
-			}
-			return fieldError("scheduled_for", msg)
-		}
-		now, err := db.Now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if !at.After(now) {
-			msg := "has passed: only a future slot can be skipped; the schedule has no slot ahead"
-			if next, ok := sched.Next(now); ok {
-				msg = "has passed: only a future slot can be skipped; the next slot is " + next.UTC().Format(time.RFC3339Nano)
-			}
-			return fieldError("scheduled_for", msg)
-		}
-		ids := make([]string, t.Shards) // one execution per shard
-		for i := range ids {
-			ids[i] = NewID()
-		}
-		id, changed, err := db.SkipSlot(ctx, tx, tenant, taskID, ids, at, SkipReason)
-		if err != nil {
-			return err
-		}
-		if changed > 0 {
-			done.add(ExecSkipped, int64(changed))
-		}
-		if id == "" {
-			return conflictf("the slot %s has already started or finished", at.UTC().Format(time.RFC3339Nano))
-		}
-		e, err := db.GetExecution(ctx, tx, tenant, id, false)
-		if err != nil {
-			return storeError(err, "load skipped execution")
-		}
-		if err := recordAudit(ctx, tx, tenant, AuditSkip, ResourceTask, taskID, map[string]any{
-			"scheduled_for": at.UTC().Format(time.RFC3339Nano), "execution_id": id,
-		}); err != nil {
-			return err
-		}
-		out, err = s.withEvents(ctx, tx, e)
+		var changed int
+		out, changed, err = execution.Skip(ctx, tx, tenant, taskID, sched, t.Shards, at)
+		done.add(ExecSkipped, int64(changed))
 		return err
 	})
 	if err != nil {

@@ -4,21 +4,13 @@ import (
 	"context"
 	"time"
 
-	"github.com/riverqueue/river"
-
 	"github.com/axhq/ax/db"
-	"github.com/axhq/ax/service/queue"
 )
 
 // HandOff inserts, in one transaction, a DeliverArgs job for each of refs
 // that continues it outside its batch job, available at at (at once when
-// zero), with leases above leaseBase — the batch's own lease, so that the
-// new job's attempts are newer than the batch's — and records the job as
-// the execution's (river_job_id): from then on the batch, run again or
-// not, leaves the execution alone. An execution that already has a live
-// or completed deliver job keeps it (the jobs are unique per execution)
-// and that job is recorded instead; the job's Begin decides what an
-// execution still needs, which may be nothing.
+// zero), with leases above leaseBase, and records the job as the
+// execution's (queue.Enqueuer.HandOff).
 func (s *Deliveries) HandOff(ctx context.Context, refs []ExecutionRef, leaseBase, priority int, at time.Time, q string) error {
 	if len(refs) == 0 {
 		return nil
@@ -31,26 +23,7 @@ func (s *Deliveries) HandOff(ctx context.Context, refs []ExecutionRef, leaseBase
 func (s *Deliveries) handOff(ctx context.Context, tx db.Tx, refs []ExecutionRef, leaseBase, priority int, at time.Time,
 	q string,
 ) error {
-	seen := make(map[ExecutionRef]bool, len(refs))
-	params := make([]river.InsertManyParams, 0, len(refs))
-	owned := make([]db.ExecutionRef, 0, len(refs))
-	for _, r := range refs {
-		if seen[r] { // the same key twice aborts a unique InsertMany
-			continue
-		}
-		seen[r] = true
-		params = append(params, queue.HandOffInsert(r, leaseBase, priority, handOffMaxAttempts, at, q))
-		owned = append(owned, db.ExecutionRef{TenantID: r.TenantID, ID: r.ExecutionID})
-	}
-	res, err := s.enqueuer.insertMany(ctx, tx, params)
-	if err != nil {
-		return err
-	}
-	jobIDs := make([]int64, len(res))
-	for i, r := range res {
-		jobIDs[i] = r.Job.ID
-	}
-	return storeError(db.SetExecutionJobs(ctx, tx, owned, jobIDs), "record hand-off jobs")
+	return s.enqueuer.HandOff(ctx, tx, refs, leaseBase, priority, handOffMaxAttempts, at, q)
 }
 
 // CancelRequested returns the ids of those of refs that are running with

@@ -1,54 +1,10 @@
 package service
 
-import (
-	"bytes"
-	"encoding/json"
-	"strings"
-)
+import "github.com/axhq/ax/service/jsondoc"
 
-// nulEscape is how U+0000 appears in JSON text: control characters are
-// always escaped in a JSON string.
-var nulEscape = []byte(`\u0000`)
+// checkJSONDocument refuses request JSON held as a jsonb document that
+// holds U+0000 (jsondoc.Check).
+func checkJSONDocument(ve *ValidationError, field string, raw []byte) { jsondoc.Check(ve, field, raw) }
 
-// checkJSONDocument refuses, as a field error on field, request JSON that
-// ax keeps as a jsonb document and that holds U+0000 (\u0000) in a string
-// or a key: Postgres cannot store that character in jsonb (SQLSTATE
-// 22P05), and the request would fail with a 500 (a completion so refused
-// would leave its attempt running until the callback timeout). Every
-// request value stored as jsonb passes here: a workflow node's payload, a
-// heartbeat's progress, a completion's output. A task's payload is stored
-// as bytes and keeps the character; strings and maps of strings (labels,
-// headers) are checked where they are decoded.
-func checkJSONDocument(ve *ValidationError, field string, raw []byte) {
-	if jsonHasNUL(raw) {
-		ve.Add(field, `must not contain U+0000 (\u0000) in a string or a key: ax stores it as a JSON document, `+
-			`which cannot hold that character`)
-	}
-}
-
-// jsonHasNUL reports whether the JSON text raw has a string or a key that
-// holds U+0000. Invalid JSON is not its business (false).
-func jsonHasNUL(raw []byte) bool {
-	if !bytes.Contains(raw, nulEscape) {
-		return false // the common case: no need to decode
-	}
-	// The bytes \u0000 may be the text "\\u0000" (an escaped backslash):
-	// decode the strings to tell.
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	for {
-		tok, err := dec.Token()
-		if err != nil { // the end, or not JSON: validated elsewhere
-			return false
-		}
-		if s, ok := tok.(string); ok && strings.IndexByte(s, 0) >= 0 {
-			return true
-		}
-	}
-}
-
-// jsonEqual reports whether a and b encode to the same JSON.
-func jsonEqual(a, b any) bool {
-	x, errX := json.Marshal(a)
-	y, errY := json.Marshal(b)
-	return errX == nil && errY == nil && bytes.Equal(x, y)
-}
+func jsonHasNUL(raw []byte) bool { return jsondoc.HasNUL(raw) }
+func jsonEqual(a, b any) bool    { return jsondoc.Equal(a, b) }

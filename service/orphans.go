@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/reconcile"
 )
 
@@ -23,12 +22,4 @@ func (s *Scheduler) Reconcile(ctx context.Context, olderThan time.Duration) (int
 	return reconcile.Reconciler{
 		Pool: s.pool, Enqueuer: s.enq.Enqueuer, Logger: s.logger, Event: EventReconciled, MaxAttempts: handOffMaxAttempts,
 	}.Run(ctx, olderThan)
-}
-
-// resumeOrphan gives orphaned execution o a new deliver job and records
-// it with an event (reconcile.Resume).
-func resumeOrphan(ctx context.Context, tx db.Tx, enq *Enqueuer, o db.OrphanedExecution, event, message string,
-	data map[string]any,
-) (bool, error) {
-	return reconcile.Resume(ctx, tx, enq.Enqueuer, o, handOffMaxAttempts, event, message, data)
 }

@@ -13,8 +13,11 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/preview"
+	"github.com/axhq/ax/service/resource"
 	"github.com/axhq/ax/service/schedule"
 	"github.com/axhq/ax/service/template"
+	"github.com/axhq/ax/service/union"
 )
 
 // Overlap policies: what a fire does while the previous execution is unfinished.
@@ -41,8 +44,6 @@ const (
 	BackoffMin            = 100 * time.Millisecond
 	BackoffMax            = 7 * 24 * time.Hour
 	PayloadMaxDefault     = 256 << 10
-	LabelsMax             = 32
-	labelValueMax         = 256
 	PauseAfterFailuresMax = 1000
 	// AlertAfterFailuresDefault: every failed execution alerts; at most
 	// AlertAfterFailuresMax.
@@ -58,25 +59,18 @@ const (
 	TaskWakeWithin = 30 * time.Second
 )
 
-// The forms of names and label keys, as regular expressions that Go and
-// ECMA-262 (the OpenAPI document's patterns) read alike.
+// The forms of names and label keys (service/resource).
 const (
-	// NamePattern is a task's or a workflow's name: lower-case letters of
-	// any script (and letters of scripts without case, such as 订单),
-	// digits of any script, and '.', '_', '-'.
-	NamePattern = `^[\p{Ll}\p{Lo}\p{Lm}\p{Nd}][\p{Ll}\p{Lo}\p{Lm}\p{Mn}\p{Mc}\p{Nd}._-]{0,127}$`
-	// LabelKeyPattern is a label's key.
-	LabelKeyPattern = `^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`
+	NamePattern     = resource.NamePattern
+	LabelKeyPattern = resource.LabelKeyPattern
+	// LabelFilterRule is the message of a label filter ParseLabelFilter
+	// refuses.
+	LabelFilterRule = resource.LabelFilterRule
+	// nameRule is the message of a name that does not match NamePattern.
+	nameRule = resource.NameRule
 )
 
-// nameRule is the message of a name that does not match NamePattern.
-const nameRule = "must be 1 to 128 characters: lower-case or uncased letters and digits of any script, '.', '_', '-', " +
-	"starting with a letter or digit (e.g. order.reconcile.daily, 订单.对账.每日)"
-
-var (
-	taskNamePattern = regexp.MustCompile(NamePattern)
-	labelKeyPattern = regexp.MustCompile(LabelKeyPattern)
-)
+var taskNamePattern = regexp.MustCompile(NamePattern)
 
 // RetryPolicy bounds delivery retries. MaxAttempts 1 means never retry.
 type RetryPolicy struct {
@@ -198,7 +192,7 @@ func (s *Tasks) Create(ctx context.Context, tenant string, in TaskInput) (Task, 
 		})
 		return out, storeError(err, "create task")
 	}
-	if len(scheduleCalendarIDs(in.Schedule)) > 0 {
+	if len(union.CalendarIDs(in.Schedule)) > 0 {
 		// The calendars' dates decide the first slot: read them, and keep
 		// them from changing or going away, in the insert's transaction.
 		var out Task
@@ -265,7 +259,7 @@ func (s *Tasks) withCalendars(ctx context.Context, q db.Querier, tenant string, 
 	}
 	cals, err := loadCalendars(ctx, q, tenant, ids, share)
 	if err != nil {
-		return nil, calendarFieldsOfUnion(err, sched.Spec(), ids)
+		return nil, union.CalendarFields(err, sched.Spec(), ids)
 	}
 	return sched.Excluding(cals), nil
 }
@@ -344,21 +338,9 @@ func (s *Tasks) Get(ctx context.Context, tenant, id string) (Task, error) {
 	return taskFromRow(row), nil
 }
 
-// ParseLabelFilter reads a label filter, key:value or key=value (the
-// API's ?label= and the console's filter take both): it splits at the
-// first ':' or '=', which no label key holds (LabelKeyPattern), so the
-// value may hold either. ok is false without a separator or a key.
-func ParseLabelFilter(s string) (key, value string, ok bool) {
-	i := strings.IndexAny(s, ":=")
-	if i <= 0 {
-		return "", "", false
-	}
-	return s[:i], s[i+1:], true
-}
-
-// LabelFilterRule is the message of a label filter ParseLabelFilter
-// refuses.
-const LabelFilterRule = "must be key:value or key=value"
+// ParseLabelFilter reads a label filter, key:value or key=value
+// (resource.ParseLabelFilter).
+func ParseLabelFilter(s string) (key, value string, ok bool) { return resource.ParseLabelFilter(s) }
 
 // TaskFilter narrows List.
 type TaskFilter struct {
@@ -649,57 +631,7 @@ func (s *Tasks) Preview(ctx context.Context, tenant, id string, n int) (TaskPrev
 	if err != nil {
 		return TaskPreview{}, err
 	}
-	// Ask the schedule for as many more slots as the span holds slots
-	// that do not fire, until the count of those settles.
-	want := n
-	for {
-		slots, excluded, err := sched.PreviewExcluded(ctx, now, want)
-		if err != nil {
-			return TaskPreview{}, scheduleError(err)
-		}
-		p := TaskPreview{Excluded: excluded, Schedule: sched}
-		if len(slots) == 0 {
-			return p, nil
-		}
-		latest, err := db.LatestSlotStates(ctx, s.pool, tenant, id, now, slots[len(slots)-1].Add(time.Microsecond)) // timestamptz: microseconds
-		if err != nil {
-			return TaskPreview{}, storeError(err, "read slots")
-		}
-		ended := make(map[int64]bool, len(latest))
-		for _, l := range latest {
-			if l.State == ExecSkipped || l.State == ExecCancelled {
-				ended[l.ScheduledFor.UnixNano()] = true
-			}
-		}
-		for _, at := range slots {
-			if ended[at.UnixNano()] {
-				p.Skipped = append(p.Skipped, at)
-			} else {
-				p.Fires = append(p.Fires, at)
-			}
-		}
-		if len(p.Fires) >= n || len(slots) < want || want >= schedule.PreviewMax {
-			return p, nil
-		}
-		want = min(n+len(p.Skipped), schedule.PreviewMax)
-	}
-}
-
-// TaskPreview is a task's upcoming fire times.
-type TaskPreview struct {
-	// Fires are the slots that fire.
-	Fires []time.Time
-	// Skipped are the slots in the same span that do not fire: skipped on
-	// request (Executions.Skip), or whose queued execution was cancelled.
-	Skipped []time.Time
-	// Excluded are the slots in the same span that calendars removed.
-	Excluded []time.Time
-	// Paused: the task is paused and fires nothing (Fires is empty).
-	Paused bool
-	// Event: the schedule is this event's, without time slots (Fires is
-	// empty): each event of that name fires the task once.
-	Event    string
-	Schedule *schedule.Schedule
+	return preview.Task(ctx, s.pool, tenant, id, sched, now, n)
 }
 
 func (in TaskInput) withDefaults() TaskInput {
@@ -789,7 +721,7 @@ func (s *Tasks) validate(in TaskInput, anchor time.Time) (*schedule.Schedule, er
 	if !contains([]string{MisfireFireOnce, MisfireFireAll, MisfireSkip}, in.MisfirePolicy) {
 		ve.Add("misfire_policy", "must be fire_once, fire_all or skip")
 	}
-	validateLabels(&ve, in.Labels)
+	resource.CheckLabels(&ve, in.Labels)
 	if in.AlertEndpointID != "" && !validID(in.AlertEndpointID) {
 		ve.Add("alert_endpoint_id", "must be the id of one of your endpoints")
 	}
@@ -811,21 +743,6 @@ func (s *Tasks) validate(in TaskInput, anchor time.Time) (*schedule.Schedule, er
 		return nil, err
 	}
 	return sched, nil
-}
-
-func validateLabels(ve *ValidationError, labels map[string]string) {
-	if len(labels) > LabelsMax {
-		ve.Add("labels", fmt.Sprintf("at most %d labels", LabelsMax))
-		return
-	}
-	for k, v := range labels {
-		if !labelKeyPattern.MatchString(k) {
-			ve.Add("labels."+k, "key must match "+LabelKeyPattern)
-		}
-		if len(v) > labelValueMax || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 }) {
-			ve.Add("labels."+k, fmt.Sprintf("value must be at most %d characters without control characters", labelValueMax))
-		}
-	}
 }
 
 // checkOnceLate refuses a once schedule whose run_at lies further in the
@@ -942,7 +859,7 @@ func taskRow(tenant, id string, in TaskInput) db.Task {
 		r.SLAFinishWithinMS = refTo(in.SLA.FinishWithin.Milliseconds())
 	}
 	if in.Schedule.Type == schedule.Union {
-		setUnionColumns(&r, in.Schedule)
+		union.SetColumns(&r, in.Schedule)
 	}
 	return r
 }
@@ -975,7 +892,7 @@ func taskFromRow(r db.Task) Task {
 	if r.IntervalSeconds != nil {
 		t.Schedule.IntervalSeconds = *r.IntervalSeconds
 	}
-	if spec, ok := unionSpec(r.ScheduleUnion); ok {
+	if spec, ok := union.Spec(r.ScheduleUnion); ok {
 		t.Schedule = spec
 	}
 	if r.ScheduleEvent != nil {

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 
+	"github.com/axhq/ax/service/preview"
 	"github.com/axhq/ax/service/schedule"
 )
 
@@ -31,9 +32,8 @@ func (s *Tasks) PreviewSchedule(ctx context.Context, tenant, id string, spec sch
 	if err != nil {
 		return TaskPreview{}, err
 	}
-	fires, excluded, err := sched.PreviewExcluded(ctx, now, min(max(n, 1), schedule.PreviewMax))
-	if err != nil {
-		return TaskPreview{}, scheduleError(err)
-	}
-	return TaskPreview{Fires: fires, Excluded: excluded, Schedule: sched}, nil
+	return preview.Schedule(ctx, sched, now, n)
 }
+
+// TaskPreview is a task's upcoming fire times (service/preview).
+type TaskPreview = preview.Preview

@@ -1,32 +1,13 @@
 package service
 
 import (
-	"context"
-	"sync"
-
 	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/tenant"
 )
 
-// Tenants creates tenants on their first authenticated use.
-type Tenants struct {
-	pool  *db.Pool
-	known sync.Map // tenant id → struct{}: already in the database
-}
+// Tenants creates tenants on their first authenticated use
+// (service/tenant).
+type Tenants = tenant.Tenants
 
 // NewTenants returns a Tenants backed by pool.
-func NewTenants(pool *db.Pool) *Tenants {
-	return &Tenants{pool: pool}
-}
-
-// Ensure makes sure tenant exists. A tenant seen once by this process is
-// not written again, so the cost per request is a map lookup.
-func (t *Tenants) Ensure(ctx context.Context, tenant string) error {
-	if _, ok := t.known.Load(tenant); ok {
-		return nil
-	}
-	if err := db.EnsureTenant(ctx, t.pool, tenant); err != nil {
-		return storeError(err, "ensure tenant")
-	}
-	t.known.Store(tenant, struct{}{})
-	return nil
-}
+func NewTenants(pool *db.Pool) *Tenants { return tenant.New(pool) }

@@ -1,7 +1,7 @@
 // Package alert holds an execution's alerts as the alert worker sends
 // them (Load) and records what became of them (RecordResult), and the
 // lists of what needs a person's attention (SLAMisses, SLAMissedRuns,
-// BlockedRuns). Queueing alerts is service's, in the transactions that
+// BlockedRuns, FailedSince). Queueing alerts is service's, in the transactions that
 // record what they are about.
 package alert
 

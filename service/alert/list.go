@@ -6,6 +6,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/errs"
+	"github.com/axhq/ax/service/execution"
 )
 
 // ListMax bounds the rows one of the lists below returns.
@@ -95,4 +96,32 @@ func Limit(n int) int {
 		return ListMax
 	}
 	return n
+}
+
+// FailedSince returns up to limit (at most ListMax) of a tenant's
+// executions that failed for good at or after since, newest first: failed
+// (retries exhausted or a permanent error), and their slot not re-run
+// since by a backfill (db.FailedForGood) — a slot whose latest round
+// succeeded is no longer failed.
+func FailedSince(ctx context.Context, q db.Querier, tenant string, since time.Time, limit int) ([]Failed, error) {
+	rows, err := db.ListFailedSince(ctx, q, tenant, since, Limit(limit))
+	if err != nil {
+		return nil, errs.Store(err, "list failed executions")
+	}
+	out := make([]Failed, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, Failed{
+			Detail:   execution.Of(r.Execution, nil),
+			TaskName: zeroIfNil(r.TaskName), WorkflowName: zeroIfNil(r.WorkflowName),
+		})
+	}
+	return out, nil
+}
+
+// Failed is an execution failed for good with the names that tell it: its
+// task's, or for a workflow step its workflow's ("" when deleted since:
+// there is no page to link to).
+type Failed struct {
+	execution.Detail
+	TaskName, WorkflowName string
 }

@@ -1,7 +1,7 @@
 // Package errs holds the errors that package service and its subpackages
 // end their operations with, the outcomes callers (the API, the console,
 // the workers) map to a status, and Store, the one translation of db's
-// errors into them. Package service re-exports them under the same names
+// errors into them (Schedule is package schedule's). Package service re-exports them under the same names
 // (service.ErrNotFound, *service.ValidationError, …).
 package errs
 

@@ -1,6 +1,6 @@
 // Package resource holds what every resource of the service shares: its
-// id, a UUIDv7 (NewID), and the pages of newest-first lists that page on
-// it (Page). Package service and its subpackages use it; service
+// id, a UUIDv7 (NewID), the pages of newest-first lists that page on it
+// (Page), the form of a name and of labels (NamePattern, CheckLabels). Package service and its subpackages use it; service
 // re-exports Page, ClampLimit and NewID.
 package resource
 

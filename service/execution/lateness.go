@@ -1,8 +1,8 @@
-package service
+package execution
 
 import "time"
 
-// firingLateness is ax's one definition of how late a fire was: its first
+// Lateness is ax's one definition of how late a fire was: its first
 // attempt's start minus its slot, for an on-time scheduled fire; ok is
 // false for any other execution, which has none. The Prometheus histogram
 // ax_firing_lateness_seconds (Delivery.FiringLateness), GET /v1/stats and
@@ -20,16 +20,16 @@ import "time"
 //     the task's misfire policy, and are counted as late fires instead.
 //   - Never below zero: a worker whose clock runs a hair ahead of the
 //     database's may start a slot's attempt a little before it.
-func firingLateness(trigger string, late bool, scheduledFor time.Time, firstStarted *time.Time) (time.Duration, bool) {
+func Lateness(trigger string, late bool, scheduledFor time.Time, firstStarted *time.Time) (time.Duration, bool) {
 	if trigger != TriggerSchedule || late || firstStarted == nil {
 		return 0, false
 	}
 	return max(firstStarted.Sub(scheduledFor), 0), true
 }
 
-// FiringLateness is how late x fired (firingLateness); ok is false when
+// FiringLateness is how late x fired (Lateness); ok is false when
 // it has no firing lateness (not an on-time scheduled fire, or not started
 // yet).
 func (x Execution) FiringLateness() (d time.Duration, ok bool) {
-	return firingLateness(x.Trigger, x.Late, x.ScheduledFor, x.FirstStartedAt)
+	return Lateness(x.Trigger, x.Late, x.ScheduledFor, x.FirstStartedAt)
 }
