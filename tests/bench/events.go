@@ -98,17 +98,31 @@ func eventsScenario(ctx context.Context, st *stack, o options, rate int) (*resul
 		return res, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `SELECT id::text, event_id::text FROM executions WHERE event_id IS NOT NULL`)
+	rows, err := conn.Query(ctx, `SELECT id::text, event_id::text, first_started_at FROM executions WHERE event_id IS NOT NULL`)
 	if err != nil {
 		return res, err
 	}
 	eventOf := map[string]string{}
-	var id, ev string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &ev}, func() error { eventOf[id] = ev; return nil }); err != nil {
+	startOf := map[string]time.Time{}
+	var (
+		id, ev  string
+		started *time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &ev, &started}, func() error {
+		eventOf[id] = ev
+		if started != nil {
+			startOf[id] = *started
+		}
+		return nil
+	}); err != nil {
 		return res, err
 	}
 	seen := map[string]bool{}
-	var lat []time.Duration
+	// The latency's two parts: the answer → the attempt's start (the
+	// deliver job's fetch by River and Begin's transaction, which
+	// first_started_at dates by the database's clock on this machine) and
+	// the start → the arrival (the send).
+	var lat, toStart, toArrival []time.Duration
 	for _, d := range s.rcv.snapshot() {
 		ev, ok := eventOf[d.exec]
 		if !ok {
@@ -123,12 +137,19 @@ func eventsScenario(ctx context.Context, st *stack, o options, rate int) (*resul
 		if at, ok := answered[ev]; ok {
 			lat = append(lat, d.at.Sub(at))
 			res.Delivered++
+			if st, ok := startOf[d.exec]; ok {
+				toStart, toArrival = append(toStart, st.Sub(at)), append(toArrival, d.at.Sub(st))
+			}
 		}
 	}
 	res.Missing = res.Expected - res.Delivered
 	res.Lateness = summarize(lat)
 	res.DeliveriesPerSecond = math.Round(float64(res.Delivered)/o.duration.Seconds()*10) / 10
 	res.Notes = append(res.Notes, "lateness_ms here is the webhook's arrival − the POST /v1/events answer")
+	if a, b := summarize(toStart), summarize(toArrival); a != nil && b != nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("answer → attempt started (first_started_at): p50 %.1f p99 %.1f ms; "+
+			"started → arrival: p50 %.1f p99 %.1f ms", a.P50, a.P99, b.P50, b.P99))
+	}
 	s.finish(ctx, res)
 	return res, nil
 }
