@@ -98,7 +98,15 @@ func eventsScenario(ctx context.Context, st *stack, o options, rate int) (*resul
 		return res, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `SELECT id::text, event_id::text, first_started_at FROM executions WHERE event_id IS NOT NULL`)
+	// River's part: its job's insert (created_at, this machine's clock,
+	// before the POST's commit) to its fetch (attempted_at, at the fetch
+	// that handed it to a worker).
+	rows, err := conn.Query(ctx, `SELECT e.id::text, e.event_id::text, e.first_started_at, j.wait
+		FROM executions e LEFT JOIN (
+			SELECT args->>'execution_id' AS execution_id, min(attempted_at - created_at) AS wait
+			FROM river_job WHERE kind = 'deliver' GROUP BY 1
+		) j ON j.execution_id = e.id::text
+		WHERE e.event_id IS NOT NULL`)
 	if err != nil {
 		return res, err
 	}
@@ -107,11 +115,16 @@ func eventsScenario(ctx context.Context, st *stack, o options, rate int) (*resul
 	var (
 		id, ev  string
 		started *time.Time
+		fetched *time.Duration
+		toFetch []time.Duration
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &ev, &started}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&id, &ev, &started, &fetched}, func() error {
 		eventOf[id] = ev
 		if started != nil {
 			startOf[id] = *started
+		}
+		if fetched != nil {
+			toFetch = append(toFetch, *fetched)
 		}
 		return nil
 	}); err != nil {
@@ -149,6 +162,10 @@ func eventsScenario(ctx context.Context, st *stack, o options, rate int) (*resul
 	if a, b := summarize(toStart), summarize(toArrival); a != nil && b != nil {
 		res.Notes = append(res.Notes, fmt.Sprintf("answer → attempt started (first_started_at): p50 %.1f p99 %.1f ms; "+
 			"started → arrival: p50 %.1f p99 %.1f ms", a.P50, a.P99, b.P50, b.P99))
+	}
+	if f := summarize(toFetch); f != nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("deliver job inserted → fetched by River (every event, warm-up included): "+
+			"p50 %.1f p90 %.1f p99 %.1f ms", f.P50, f.P90, f.P99))
 	}
 	s.finish(ctx, res)
 	return res, nil
