@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/service"
@@ -204,4 +205,60 @@ func TestCatchUpRendersItsSlot(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"at":"`+at.UTC().Format(time.RFC3339)+`","date":"`+at.In(shanghai).Format(time.DateOnly)+`","trigger":"schedule"}`,
 		string(body))
+}
+
+// TestSchedulerRendersThePatchedTemplate: the scheduler keeps a task's
+// parsed template from claim to claim, and a patch of the payload reaches
+// the next claim's fires: the cache is per task version.
+func TestSchedulerRendersThePatchedTemplate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	task, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+		Name: "every1s", EndpointID: f.endpoint, PayloadTemplate: true,
+		Payload:  []byte(`{"v":"one","id":"{{ .execution_id }}"}`),
+		Schedule: schedule.Spec{Type: schedule.Interval, IntervalSeconds: 1},
+	})
+	require.NoError(t, err)
+	clock := time.Now()
+	s := f.scheduler(service.SchedulerConfig{Now: func() time.Time { return clock }})
+	bodies := func() map[string]int {
+		rows, err := f.pool.Query(ctx, `SELECT convert_from(payload, 'UTF8')::jsonb->>'v', count(*) FROM executions WHERE task_id = $1 GROUP BY 1`, task.ID)
+		require.NoError(t, err)
+		out := map[string]int{}
+		var (
+			v string
+			n int
+		)
+		_, err = pgx.ForEachRow(rows, []any{&v, &n}, func() error { out[v] = n; return nil })
+		require.NoError(t, err)
+		return out
+	}
+
+	res, err := s.Tick(ctx)
+	require.NoError(t, err)
+	require.Positive(t, res.Fired)
+	first := bodies()
+	require.Equal(t, map[string]int{"one": res.Fired}, first)
+
+	// Claimed again, unpatched: the same template (from the cache).
+	clock = clock.Add(20 * time.Second)
+	res, err = s.Tick(ctx)
+	require.NoError(t, err)
+	require.Positive(t, res.Fired)
+	require.Equal(t, map[string]int{"one": first["one"] + res.Fired}, bodies())
+
+	_, err = f.tasks.Update(ctx, f.tenant, task.ID, func(in *service.TaskInput) error {
+		in.Payload = []byte(`{"v":"two","id":"{{ .execution_id }}"}`)
+		return nil
+	})
+	require.NoError(t, err)
+	before := bodies()
+	clock = clock.Add(20 * time.Second)
+	res, err = s.Tick(ctx)
+	require.NoError(t, err)
+	require.Positive(t, res.Fired)
+	after := bodies()
+	require.Equal(t, res.Fired, after["two"], "the claim after the patch renders the new template")
+	require.Equal(t, before["one"], after["one"])
 }

@@ -109,7 +109,7 @@ type Scheduler struct {
 	logger *slog.Logger
 
 	mu    sync.Mutex
-	cache map[string]cachedSchedule // task id → parsed schedule
+	cache map[string]cachedSchedule // task id → parsed schedule (and payload template)
 	// graphs are the workflow versions its runs' starts read.
 	graphs graphCache
 }
@@ -117,6 +117,8 @@ type Scheduler struct {
 type cachedSchedule struct {
 	version int32
 	sched   *schedule.Schedule
+	// render is a templated task's payload renderer (nil: not built yet).
+	render *payload.Renderer
 }
 
 // NewScheduler returns a Scheduler.
@@ -419,12 +421,7 @@ func (s *Scheduler) renderPayloads(t db.DueTask, cals map[string]db.Calendar, ex
 	if len(execs) == 0 {
 		return unsent
 	}
-	loc := time.UTC
-	sched, err := s.schedule(t, cals)
-	if err == nil {
-		loc = sched.Location()
-	}
-	r := payload.NewRenderer(true, t.Payload, loc, t.ID, t.Name).WithSchedule(sched) // a union's fires are local to their members
+	r := s.renderer(t, cals)
 	for i := range execs {
 		e := &execs[i]
 		b, err := r.Render(payload.Fire{
@@ -441,6 +438,35 @@ func (s *Scheduler) renderPayloads(t db.DueTask, cals map[string]db.Calendar, ex
 		e.Payload = b
 	}
 	return unsent
+}
+
+// renderer returns the payload's renderer of t, a templated task: parsed
+// once per task version, with its schedule (a patch of the payload, the
+// name or the schedule moves the version on), because parsing a template
+// costs more than rendering all the fires of a claim.
+func (s *Scheduler) renderer(t db.DueTask, cals map[string]db.Calendar) payload.Renderer {
+	s.mu.Lock()
+	c, ok := s.cache[t.ID]
+	s.mu.Unlock()
+	if ok && c.version == t.Version && c.render != nil {
+		return *c.render
+	}
+	loc := time.UTC
+	sched, err := s.schedule(t, cals)
+	if err == nil {
+		loc = sched.Location()
+	}
+	r := payload.NewRenderer(true, t.Payload, loc, t.ID, t.Name).WithSchedule(sched) // a union's fires are local to their members
+	if err != nil {
+		return r
+	}
+	s.mu.Lock()
+	if c, ok := s.cache[t.ID]; ok && c.version == t.Version { // schedule cached it
+		c.render = &r
+		s.cache[t.ID] = c
+	}
+	s.mu.Unlock()
+	return r
 }
 
 // shardOut fans each fire out into n executions, one per shard, that

@@ -248,6 +248,15 @@ func nearTermAvailable(_ context.Context, p *rivertype.JobInsertParams) error {
 	return nil
 }
 
+// InsertNotifyCooldown is the shortest time between two of the Enqueuer's
+// notifications of inserts into one queue (River's client-level
+// FetchCooldown throttles them), the deliver queues' fetch cooldown
+// (jobs.FetchCooldownDefault). A job inserted within it after a
+// notification is fetched at the next one, or at its queue's poll: with
+// River's default, 100 ms, an event's fire, due at once, waited up to
+// 100 ms for its fetch; the queue's fetches were not sooner for it.
+const InsertNotifyCooldown = 10 * time.Millisecond
+
 // Client is a River client on ax's database.
 type Client = river.Client[db.Tx]
 
@@ -266,7 +275,7 @@ func NewEnqueuer(pool *db.Pool, logger *slog.Logger) (*Enqueuer, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	c, err := newRiverClient(pool, &river.Config{Logger: logger})
+	c, err := newRiverClient(pool, &river.Config{Logger: logger, FetchCooldown: InsertNotifyCooldown})
 	if err != nil {
 		return nil, fmt.Errorf("river insert client: %w", err)
 	}

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 	"text/template/parse"
 	"time"
@@ -192,11 +193,39 @@ func (e *RenderError) Unwrap() error { return e.Err }
 // ErrTooLarge: a render made a string or an output over its bound.
 var ErrTooLarge = errors.New("the rendered payload is too large")
 
-// Template is a parsed payload.
+// Template is a parsed payload. It is safe for concurrent use.
 type Template struct {
 	raw   []byte
 	parts []part
 	reads Reads
+	// execs holds *executor: one render's state with the parts' templates
+	// bound to it, built once and reused, because binding functions to a
+	// text/template (Funcs) costs more than executing it.
+	execs sync.Pool
+}
+
+// executor renders t's parts: a renderer and, per part, a template whose
+// functions are bound to it. One render at a time uses it.
+type executor struct {
+	r     *renderer
+	tmpls []*template.Template
+}
+
+// executor returns an executor of t from its pool, or a new one.
+func (t *Template) executor() (*executor, error) {
+	if x, ok := t.execs.Get().(*executor); ok {
+		return x, nil
+	}
+	x := &executor{r: &renderer{}, tmpls: make([]*template.Template, len(t.parts))}
+	fm := x.r.funcs()
+	for i, p := range t.parts {
+		tmpl := template.New(p.path).Option("missingkey=error").Funcs(fm)
+		if _, err := tmpl.AddParseTree(p.path, p.tree); err != nil {
+			return nil, err
+		}
+		x.tmpls[i] = tmpl
+	}
+	return x, nil
 }
 
 // part is one templated string of the payload: raw[start:end] is its
@@ -273,13 +302,19 @@ func (t *Template) Render(d Data, maxBytes int) ([]byte, error) {
 	if maxBytes <= 0 {
 		maxBytes = max(len(t.raw), 1<<20)
 	}
-	r := &renderer{max: maxBytes}
+	x, err := t.executor()
+	if err != nil {
+		return nil, &RenderError{Err: err}
+	}
+	defer t.execs.Put(x)
+	r := x.r
+	*r = renderer{max: maxBytes}
 	data := d.values()
 	out := make([]byte, 0, len(t.raw)+64)
 	at := 0
-	for _, p := range t.parts {
+	for i, p := range t.parts {
 		out = append(out, t.raw[at:p.start]...)
-		v, err := r.render(p, data)
+		v, err := r.render(x.tmpls[i], p, data)
 		if err != nil {
 			return nil, &RenderError{Path: p.path, Err: err}
 		}
@@ -362,11 +397,8 @@ type renderer struct {
 	value    any
 }
 
-func (r *renderer) render(p part, data map[string]any) ([]byte, error) {
-	tmpl := template.New(p.path).Option("missingkey=error").Funcs(r.funcs())
-	if _, err := tmpl.AddParseTree(p.path, p.tree); err != nil {
-		return nil, err
-	}
+// render executes tmpl, part p's template bound to r.
+func (r *renderer) render(tmpl *template.Template, p part, data map[string]any) ([]byte, error) {
 	w := &limitWriter{max: r.max}
 	r.captured, r.value = false, nil
 	if err := tmpl.Execute(w, data); err != nil {

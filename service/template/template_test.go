@@ -2,7 +2,9 @@ package template
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -338,4 +340,45 @@ func TestReads(t *testing.T) {
 	}
 	u := Reads{Inputs: []string{"b"}, Nodes: []string{"x"}}.Union(Reads{Inputs: []string{"a", "b"}, AllNodes: true})
 	require.Equal(t, Reads{Inputs: []string{"a", "b"}, Nodes: []string{"x"}, AllNodes: true}, u)
+}
+
+// TestRenderReusesNothingOfAnEarlierRender: a Template keeps the state of
+// its renders (its functions bound to a renderer) to reuse it; each render
+// still starts afresh, alone, whatever the ones before it did, and renders
+// at the same time render their own data.
+func TestRenderReusesNothingOfAnEarlierRender(t *testing.T) {
+	t.Parallel()
+	tpl, err := Parse([]byte(`{"n":"{{ range 6000 }}{{ end }}{{ .round }}","id":"{{ .execution_id }}","t":"{{ .task_name }}"}`), Scope{})
+	require.NoError(t, err)
+	// 6,000 iterations a render: two renders' counts together would pass
+	// RangeMax.
+	for i := range 3 {
+		out, err := tpl.Render(Data{Round: i + 1, ExecutionID: "e", TaskName: "t"}, 0)
+		require.NoError(t, err, "render %d", i)
+		require.JSONEq(t, `{"n":"`+strconv.Itoa(i+1)+`","id":"e","t":"t"}`, string(out))
+	}
+	// A render that fails (its output over the bound) leaves nothing behind.
+	_, err = tpl.Render(Data{Round: 1, ExecutionID: "e", TaskName: strings.Repeat("x", 200)}, 100)
+	require.ErrorIs(t, err, ErrTooLarge)
+	out, err := tpl.Render(Data{Round: 1, ExecutionID: "e", TaskName: "t"}, 100)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"n":"1","id":"e","t":"t"}`, string(out))
+
+	// A single action's value is the render's own, never an earlier one's.
+	single, err := Parse([]byte(`{"r":"{{ .round }}","s":"{{ .shard_index }}"}`), Scope{})
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	outs := make([]string, 40)
+	errs := make([]error, len(outs))
+	for i := range outs {
+		wg.Go(func() {
+			b, err := single.Render(Data{Round: i + 1, ShardIndex: i, ShardCount: len(outs)}, 0)
+			outs[i], errs[i] = string(b), err
+		})
+	}
+	wg.Wait()
+	for i := range outs {
+		require.NoError(t, errs[i])
+		require.JSONEq(t, `{"r":`+strconv.Itoa(i+1)+`,"s":`+strconv.Itoa(i)+`}`, outs[i])
+	}
 }

@@ -98,17 +98,44 @@ func eventsScenario(ctx context.Context, st *stack, o options, rate int) (*resul
 		return res, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `SELECT id::text, event_id::text FROM executions WHERE event_id IS NOT NULL`)
+	// River's part: its job's insert (created_at, this machine's clock,
+	// before the POST's commit) to its fetch (attempted_at, at the fetch
+	// that handed it to a worker).
+	rows, err := conn.Query(ctx, `SELECT e.id::text, e.event_id::text, e.first_started_at, j.wait
+		FROM executions e LEFT JOIN (
+			SELECT args->>'execution_id' AS execution_id, min(attempted_at - created_at) AS wait
+			FROM river_job WHERE kind = 'deliver' GROUP BY 1
+		) j ON j.execution_id = e.id::text
+		WHERE e.event_id IS NOT NULL`)
 	if err != nil {
 		return res, err
 	}
 	eventOf := map[string]string{}
-	var id, ev string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &ev}, func() error { eventOf[id] = ev; return nil }); err != nil {
+	startOf := map[string]time.Time{}
+	var (
+		id, ev  string
+		started *time.Time
+		fetched *time.Duration
+		toFetch []time.Duration
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &ev, &started, &fetched}, func() error {
+		eventOf[id] = ev
+		if started != nil {
+			startOf[id] = *started
+		}
+		if fetched != nil {
+			toFetch = append(toFetch, *fetched)
+		}
+		return nil
+	}); err != nil {
 		return res, err
 	}
 	seen := map[string]bool{}
-	var lat []time.Duration
+	// The latency's two parts: the answer → the attempt's start (the
+	// deliver job's fetch by River and Begin's transaction, which
+	// first_started_at dates by the database's clock on this machine) and
+	// the start → the arrival (the send).
+	var lat, toStart, toArrival []time.Duration
 	for _, d := range s.rcv.snapshot() {
 		ev, ok := eventOf[d.exec]
 		if !ok {
@@ -123,12 +150,23 @@ func eventsScenario(ctx context.Context, st *stack, o options, rate int) (*resul
 		if at, ok := answered[ev]; ok {
 			lat = append(lat, d.at.Sub(at))
 			res.Delivered++
+			if st, ok := startOf[d.exec]; ok {
+				toStart, toArrival = append(toStart, st.Sub(at)), append(toArrival, d.at.Sub(st))
+			}
 		}
 	}
 	res.Missing = res.Expected - res.Delivered
 	res.Lateness = summarize(lat)
 	res.DeliveriesPerSecond = math.Round(float64(res.Delivered)/o.duration.Seconds()*10) / 10
 	res.Notes = append(res.Notes, "lateness_ms here is the webhook's arrival − the POST /v1/events answer")
+	if a, b := summarize(toStart), summarize(toArrival); a != nil && b != nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("answer → attempt started (first_started_at): p50 %.1f p99 %.1f ms; "+
+			"started → arrival: p50 %.1f p99 %.1f ms", a.P50, a.P99, b.P50, b.P99))
+	}
+	if f := summarize(toFetch); f != nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("deliver job inserted → fetched by River (every event, warm-up included): "+
+			"p50 %.1f p90 %.1f p99 %.1f ms", f.P50, f.P90, f.P99))
+	}
 	s.finish(ctx, res)
 	return res, nil
 }
