@@ -72,9 +72,11 @@ type taskView struct {
 	Schedule  string
 	DSTPolicy string
 	// Members are a union's schedules, one line each.
-	Members    []unionMember
-	Fires      []fireRow
-	Excluded   []time.Time
+	Members  []unionMember
+	Fires    []fireRow
+	Excluded []time.Time
+	// EventNote says what an event schedule fires on (it has no slots).
+	EventNote  string
 	Executions []service.ExecutionDetail
 	// SuccessRate over the finished executions listed.
 	SuccessRate *float64
@@ -116,6 +118,9 @@ func (taskFormView) title() (string, string) { return "New task", "tasks" }
 
 type taskForm struct {
 	Name, EndpointID, Type, Cron, Timezone, Interval, Payload string
+	// Event is an event schedule's event name; Members a union's members
+	// (the JSON array schedule.schedules takes).
+	Event, Members string
 	// PayloadTemplate: the payload's strings are templates (docs/templates.md).
 	PayloadTemplate bool
 }
@@ -285,6 +290,9 @@ func (c *console) taskPage(ec echo.Context, s *session, status int, id string, v
 		}
 		slices.SortFunc(v.Fires, func(a, b fireRow) int { return a.At.Compare(b.At) })
 		v.Excluded = p.Excluded
+		if p.Event != "" {
+			v.EventNote = eventNote(p.Event)
+		}
 	}
 	if t.PayloadTemplate {
 		if v.Render, err = c.renderPreview(ctx, s, t, ec.QueryParam("render_at")); err != nil {
@@ -384,6 +392,7 @@ func (c *console) createTask(ec echo.Context, s *session) error {
 		Cron: strings.TrimSpace(ec.FormValue("cron")), Timezone: strings.TrimSpace(ec.FormValue("timezone")),
 		Interval: strings.TrimSpace(ec.FormValue("interval")), Payload: strings.TrimSpace(ec.FormValue("payload")),
 		PayloadTemplate: ec.FormValue("payload_template") == "true",
+		Event:           strings.TrimSpace(ec.FormValue("event")), Members: strings.TrimSpace(ec.FormValue("members")),
 	}
 	in := service.TaskInput{
 		Name: f.Name, EndpointID: f.EndpointID, Schedule: schedule.Spec{Type: f.Type, Timezone: f.Timezone},
@@ -399,8 +408,12 @@ func (c *console) createTask(ec echo.Context, s *session) error {
 			ve.Add("schedule.interval_seconds", "must be a whole number of seconds")
 		}
 		in.Schedule.IntervalSeconds = n
+	case schedule.Event:
+		in.Schedule.Event = f.Event
+	case schedule.Union:
+		in.Schedule.Timezone, in.Schedule.Schedules = "", readMembers(&ve, f.Members)
 	default:
-		ve.Add("schedule.type", "must be cron or interval")
+		ve.Add("schedule.type", "must be cron, interval, union or event")
 	}
 	if f.Payload != "" {
 		if !json.Valid([]byte(f.Payload)) {
