@@ -128,9 +128,9 @@ func TestConsoleEditUnionSchedule(t *testing.T) {
 	// The REST decoder's checks: an unknown field, a member type a union
 	// does not take, text that is no JSON array.
 	for members, want := range map[string]string{
-		`[{"type":"cron","cron":"0 9 * * *","every":5},{"type":"interval","interval_seconds":60}]`: `schedule.schedules[0].every: unknown field`,
+		`[{"type":"cron","cron":"0 9 * * *","every":5},{"type":"interval","interval_seconds":60}]`:    `schedule.schedules[0].every: unknown field`,
 		`[{"type":"once","run_at":"2030-01-01T00:00:00Z"},{"type":"interval","interval_seconds":60}]`: `schedule.schedules[0].type: `,
-		`{"type":"cron"}`: `must be an array`,
+		`{"type":"cron"}`:  `must be an array`,
 		`[{"type":"cron",`: `must be a JSON array of schedules (this is not valid JSON)`,
 		`[{"type":"interval","interval_seconds":60}]`: `must hold 2 to 10 schedules, not 1`,
 	} {
