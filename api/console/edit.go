@@ -33,18 +33,19 @@ type taskEditForm struct {
 	Type, Cron, Timezone, Dialect, DSTPolicy, Interval string
 	RunAt, StartAt, EndAt                              string
 	ExcludeCalendars                                   []string
+	Payload                                            string
+	PayloadTemplate                                    bool
+	Priority, TimeoutMS                                string
+	MaxAttempts, InitialBackoffMS, MaxBackoffMS        string
+	OverlapPolicy, MisfirePolicy                       string
+	Labels                                             string
+	AlertEndpointID, PauseAfterFailures, Shards        string
+	CompletionMode, CompletionTimeoutMS, HeartbeatMS   string
+	SLAMS                                              string
+
 	// Event is an event schedule's event name; Members a union's members,
 	// the JSON array schedule.schedules takes.
-	Event, Members                                   string
-	Payload                                          string
-	PayloadTemplate                                  bool
-	Priority, TimeoutMS                              string
-	MaxAttempts, InitialBackoffMS, MaxBackoffMS      string
-	OverlapPolicy, MisfirePolicy                     string
-	Labels                                           string
-	AlertEndpointID, PauseAfterFailures, Shards      string
-	CompletionMode, CompletionTimeoutMS, HeartbeatMS string
-	SLAMS                                            string
+	Event, Members string
 }
 
 // previewRow is one previewed fire: the instant (UTC), the same in the

@@ -72,11 +72,9 @@ type taskView struct {
 	Schedule  string
 	DSTPolicy string
 	// Members are a union's schedules, one line each.
-	Members  []unionMember
-	Fires    []fireRow
-	Excluded []time.Time
-	// EventNote says what an event schedule fires on (it has no slots).
-	EventNote  string
+	Members    []unionMember
+	Fires      []fireRow
+	Excluded   []time.Time
 	Executions []service.ExecutionDetail
 	// SuccessRate over the finished executions listed.
 	SuccessRate *float64
@@ -98,6 +96,9 @@ type taskView struct {
 	Lateness, Outcomes *stripView
 	// Render is a templated task's rendered body (nil: not templated).
 	Render *renderView
+
+	// EventNote says what an event schedule fires on (it has no slots).
+	EventNote string
 }
 
 func (v taskView) title() (string, string) { return "Task " + v.Task.Name, "tasks" }
