@@ -17,7 +17,8 @@ import (
 // refuses (422) is shown next to its own field; saving changes the task.
 // The audit log page then lists the change and filters by resource type.
 // A read-only token sees no edit link or form, and its forged POST (the
-// page's own CSRF token, same origin) is refused with a 403.
+// page's own CSRF token, same origin) is refused with a 403. Last, the
+// task is switched to an event schedule, whose preview names the event.
 func TestConsoleBrowserEdit(t *testing.T) {
 	t.Parallel()
 	b := newConsoleTab(t)
@@ -127,4 +128,20 @@ func TestConsoleBrowserEdit(t *testing.T) {
 			body: new URLSearchParams({csrf: csrf, name: "nightly", type: "cron", cron: "* * * * *"})}).then(r => String(r.status)); })()`)
 	assert.Equal(t, "403", status)
 	assert.Equal(t, "30 18 * * *", storedCron(), "the forged POST changed nothing")
+
+	// The task made an event task: the preview says what it fires on
+	// instead of listing slots, as the name is typed; saving stores it.
+	b.signIn(console, rw)
+	b.do(chromedp.Navigate(console+"tasks/"+id+"/edit"), chromedp.WaitVisible(chromedp.CSS("#preview-list li")))
+	b.do(chromedp.Click(chromedp.CSS(`input[name=type][value=event]`)), chromedp.SendKeys(chromedp.CSS("#f-event"), "files.ready"))
+	require.Eventually(t, func() bool {
+		return strings.Contains(evalNow(`document.querySelector("#preview-note").textContent`), "Fires on each matching event \u201cfiles.ready\u201d")
+	}, 30*time.Second, 100*time.Millisecond, "the preview follows the typed event name")
+	assert.Equal(t, 0, b.count("#preview-list li"))
+	b.shot("task-edit-event.png")
+	b.do(chromedp.Click(chromedp.CSS("#save-task")), chromedp.WaitVisible(chromedp.CSS("#flash")))
+	assert.Contains(t, b.text("#no-fires"), "Fires on each matching event")
+	schedule := apiGet(t, p.base, rw, "/v1/tasks/"+id)["schedule"].(map[string]any)
+	assert.Equal(t, "event", schedule["type"])
+	assert.Equal(t, "files.ready", schedule["event"])
 }

@@ -35,6 +35,7 @@ type calendarsView struct {
 	Form      calendarForm
 	Errs      map[string]string
 	Problem   *errorView
+	Flash     string
 }
 
 func (calendarsView) title() (string, string) { return "Calendars", "calendars" }
@@ -47,6 +48,10 @@ type calendarView struct {
 	Errs             map[string]string
 	Problem          *errorView
 	Flash            string
+	// ConfirmDelete shows the delete's confirmation step (?delete=1);
+	// DeleteProblem is the service's refusal of the delete.
+	ConfirmDelete bool
+	DeleteProblem *errorView
 }
 
 func (v calendarView) title() (string, string) { return "Calendar " + v.Calendar.Name, "calendars" }
@@ -67,7 +72,11 @@ func readCalendarForm(ec echo.Context) calendarForm {
 // calendars lists the tenant's calendars with how many tasks and
 // workflows exclude each, and the create form.
 func (c *console) calendars(ec echo.Context, s *session) error {
-	return c.calendarsPage(ec, s, http.StatusOK, calendarsView{Form: calendarForm{Timezone: "UTC"}})
+	v := calendarsView{Form: calendarForm{Timezone: "UTC"}}
+	if ec.QueryParam("done") == "deleted" {
+		v.Flash = "The calendar is deleted."
+	}
+	return c.calendarsPage(ec, s, http.StatusOK, v)
 }
 
 func (c *console) calendarsPage(ec echo.Context, s *session, status int, v calendarsView) error {
@@ -121,7 +130,9 @@ var calendarFlashes = map[string]string{
 // calendar shows a calendar: its dates, the tasks and workflows that
 // exclude it, and the form that changes it.
 func (c *console) calendar(ec echo.Context, s *session) error {
-	return c.calendarPage(ec, s, http.StatusOK, ec.Param("id"), calendarView{Flash: calendarFlashes[ec.QueryParam("done")]})
+	return c.calendarPage(ec, s, http.StatusOK, ec.Param("id"), calendarView{
+		Flash: calendarFlashes[ec.QueryParam("done")], ConfirmDelete: ec.QueryParam("delete") != "",
+	})
 }
 
 func (c *console) calendarPage(ec echo.Context, s *session, status int, id string, v calendarView) error {
@@ -162,6 +173,26 @@ func (c *console) updateCalendar(ec echo.Context, s *session) error {
 		return err
 	}
 	return ec.Redirect(http.StatusSeeOther, Prefix+"/calendars/"+url.PathEscape(id)+"?done=saved")
+}
+
+// deleteCalendar deletes a calendar (the REST DELETE's service call) and
+// goes to the calendars list; a calendar a schedule still excludes is
+// refused, and the calendar's page shows the service's reason (which
+// names them).
+func (c *console) deleteCalendar(ec echo.Context, s *session) error {
+	if c.cfg.Calendars == nil {
+		return service.ErrNotFound
+	}
+	id := ec.Param("id")
+	if err := c.cfg.Calendars.Delete(ec.Request().Context(), s.Tenant, id); err != nil {
+		p, err := conflictView(err)
+		if err != nil {
+			return err
+		}
+		p.Title = "The calendar was not deleted"
+		return c.calendarPage(ec, s, http.StatusConflict, id, calendarView{DeleteProblem: p})
+	}
+	return ec.Redirect(http.StatusSeeOther, Prefix+"/calendars?done=deleted")
 }
 
 // formRefusal turns a refused form's error into what the form shows: the

@@ -160,6 +160,7 @@ func Mount(e *echo.Echo, cfg Config) {
 	w("/calendars", c.createCalendar, api.ScopeTasksWrite)
 	r("/calendars/:id", c.calendar, api.ScopeTasksRead)
 	w("/calendars/:id", c.updateCalendar, api.ScopeTasksWrite)
+	w("/calendars/:id/delete", c.deleteCalendar, api.ScopeTasksWrite)
 	r("/limits", c.limits, "")
 	w("/limits", c.setLimits, api.ScopeAdmin)
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/axhq/ax/api"
 	"github.com/axhq/ax/service"
 	"github.com/axhq/ax/service/schedule"
 )
@@ -24,7 +25,7 @@ const editPreviewCount = 5
 
 // editableTypes are the schedule types the task form edits; a task of
 // another type keeps its schedule and the form says so.
-var editableTypes = []string{schedule.Cron, schedule.Interval, schedule.Once}
+var editableTypes = []string{schedule.Cron, schedule.Interval, schedule.Once, schedule.Union, schedule.Event}
 
 // taskEditForm is the task form's values, as typed.
 type taskEditForm struct {
@@ -41,6 +42,10 @@ type taskEditForm struct {
 	AlertEndpointID, PauseAfterFailures, Shards        string
 	CompletionMode, CompletionTimeoutMS, HeartbeatMS   string
 	SLAMS                                              string
+
+	// Event is an event schedule's event name; Members a union's members,
+	// the JSON array schedule.schedules takes.
+	Event, Members string
 }
 
 // previewRow is one previewed fire: the instant (UTC), the same in the
@@ -78,6 +83,7 @@ func (v taskEditView) title() (string, string) { return "Edit task " + v.Task.Na
 var taskEditFields = []string{
 	"name", "endpoint_id", "schedule", "schedule.type", "schedule.cron", "schedule.timezone", "schedule.dialect", "schedule.dst_policy",
 	"schedule.interval_seconds", "schedule.run_at", "schedule.start_at", "schedule.end_at", "schedule.exclude_calendars",
+	"schedule.event", "schedule.schedules",
 	"payload", "payload_template", "priority", "timeout_ms", "retry.max_attempts", "retry.initial_backoff_ms", "retry.max_backoff_ms",
 	"overlap_policy", "misfire_policy", "labels", "alert_endpoint_id", "pause_after_failures", "shards",
 	"completion.mode", "completion.timeout_ms", "completion.heartbeat_timeout_ms", "sla.finish_within_ms",
@@ -132,6 +138,13 @@ func editFormOf(t service.Task) taskEditForm {
 	if sp.IntervalSeconds > 0 {
 		f.Interval = strconv.FormatInt(sp.IntervalSeconds, 10)
 	}
+	f.Event = sp.Event
+	if sp.Type == schedule.Union {
+		if doc, err := api.ScheduleMembersDocument(sp.Schedules); err == nil {
+			f.Members = string(doc)
+		}
+		f.Timezone = "" // the members'
+	}
 	if t.Timeout > 0 {
 		f.TimeoutMS = ms(t.Timeout)
 	}
@@ -174,8 +187,8 @@ func readTaskForm(ec echo.Context) (taskEditForm, error) {
 		Name: v("name"), EndpointID: v("endpoint_id"),
 		Type: v("type"), Cron: v("cron"), Timezone: v("timezone"), Dialect: v("dialect"), DSTPolicy: v("dst_policy"),
 		Interval: v("interval"), RunAt: v("run_at"), StartAt: v("start_at"), EndAt: v("end_at"),
-		ExcludeCalendars: form["exclude_calendars"],
-		Payload:          v("payload"), PayloadTemplate: form.Get("payload_template") == "true",
+		ExcludeCalendars: form["exclude_calendars"], Event: v("event"), Members: v("members"),
+		Payload: v("payload"), PayloadTemplate: form.Get("payload_template") == "true",
 		Priority: v("priority"), TimeoutMS: v("timeout_ms"),
 		MaxAttempts: v("max_attempts"), InitialBackoffMS: v("initial_backoff_ms"), MaxBackoffMS: v("max_backoff_ms"),
 		OverlapPolicy: v("overlap_policy"), MisfirePolicy: v("misfire_policy"), Labels: form.Get("labels"),
@@ -195,12 +208,36 @@ func (f taskEditForm) spec(ve *service.ValidationError) schedule.Spec {
 		sp.IntervalSeconds = wholeNumber(ve, "schedule.interval_seconds", f.Interval)
 	case schedule.Once:
 		sp.RunAt = optionalTime(ve, "schedule.run_at", f.RunAt)
+	case schedule.Event:
+		sp.Event = f.Event
+	case schedule.Union:
+		// The zone, dialect and DST policy are each member's.
+		sp.Timezone, sp.Schedules = "", readMembers(ve, f.Members)
 	default:
-		ve.Add("schedule.type", "must be cron, interval or once")
+		ve.Add("schedule.type", "must be cron, interval, once, union or event")
 	}
 	sp.StartAt = optionalTime(ve, "schedule.start_at", f.StartAt)
 	sp.EndAt = optionalTime(ve, "schedule.end_at", f.EndAt)
 	return sp
+}
+
+// readMembers reads a union's members, typed as the JSON array
+// schedule.schedules takes (the REST API's decoder); its refusals are
+// added to ve under schedule.schedules.
+func readMembers(ve *service.ValidationError, text string) []schedule.Spec {
+	if text == "" {
+		ve.Add("schedule.schedules", "is required for a union schedule: a JSON array of 2 to 10 cron or interval schedules")
+		return nil
+	}
+	members, err := api.DecodeScheduleMembers([]byte(text))
+	var mv *service.ValidationError
+	switch {
+	case errors.As(err, &mv):
+		ve.Fields = append(ve.Fields, mv.Fields...)
+	case err != nil:
+		ve.Add("schedule.schedules", err.Error())
+	}
+	return members
 }
 
 // apply writes the form's values over in; the schedule only when locked
@@ -340,10 +377,25 @@ func (c *console) previewInto(ec echo.Context, s *session, id string, sp schedul
 		return err
 	}
 	v.Preview, v.Excluded = previewRows(p), len(p.Excluded)
-	if len(v.Preview) == 0 {
-		v.PreviewNote = "This schedule fires no more."
-	}
+	v.PreviewNote = previewNote(p)
 	return nil
+}
+
+// previewNote explains a preview without fires: an event schedule has
+// no time slots (each matching event fires it), any other fires no more.
+func previewNote(p service.TaskPreview) string {
+	switch {
+	case len(p.Fires) > 0:
+		return ""
+	case p.Schedule != nil && p.Schedule.Spec().Type == schedule.Event:
+		return eventNote(p.Schedule.Spec().Event)
+	}
+	return "This schedule fires no more."
+}
+
+// eventNote is what an event schedule fires on, as its preview says.
+func eventNote(name string) string {
+	return "Fires on each matching event \u201c" + name + "\u201d: an event schedule has no time slots."
 }
 
 func previewRows(p service.TaskPreview) []previewRow {
@@ -361,7 +413,9 @@ type previewResponse struct {
 	Fires    []previewRow `json:"fires"`
 	Excluded int          `json:"excluded"`
 	Words    string       `json:"words,omitempty"`
-	Errors   []fieldJSON  `json:"errors,omitempty"`
+	// Note explains an empty preview (an event schedule's).
+	Note   string      `json:"note,omitempty"`
+	Errors []fieldJSON `json:"errors,omitempty"`
 }
 
 // fieldJSON is a refused field as the REST API's problem lists it.
@@ -379,6 +433,7 @@ func (c *console) previewTask(ec echo.Context, s *session) error {
 		Type: q.Get("type"), Cron: strings.TrimSpace(q.Get("cron")), Timezone: strings.TrimSpace(q.Get("timezone")),
 		Dialect: q.Get("dialect"), DSTPolicy: q.Get("dst_policy"), Interval: strings.TrimSpace(q.Get("interval")),
 		RunAt: q.Get("run_at"), StartAt: q.Get("start_at"), EndAt: q.Get("end_at"), ExcludeCalendars: q["exclude_calendars"],
+		Event: strings.TrimSpace(q.Get("event")), Members: strings.TrimSpace(q.Get("members")),
 	}
 	var ve service.ValidationError
 	sp := f.spec(&ve)
@@ -398,7 +453,9 @@ func (c *console) previewTask(ec echo.Context, s *session) error {
 	if err != nil {
 		return err
 	}
-	return ec.JSON(http.StatusOK, previewResponse{Fires: previewRows(p), Excluded: len(p.Excluded), Words: describeSchedule(sp)})
+	return ec.JSON(http.StatusOK, previewResponse{
+		Fires: previewRows(p), Excluded: len(p.Excluded), Words: describeSchedule(sp), Note: previewNote(p),
+	})
 }
 
 // updateTask saves the task form (the REST PATCH's service call, every

@@ -240,8 +240,8 @@ func TestConsoleEditTaskRefused(t *testing.T) {
 }
 
 // TestConsoleEditEndpoint: the endpoint form changes URL, method, headers
-// (values never shown; "(unchanged)" keeps one), timeout, limits and
-// enabled; a refusal is shown at its field.
+// (values never shown; "(unchanged)" keeps one), timeout, limits, the
+// alerts' format and enabled; a refusal is shown at its field.
 func TestConsoleEditEndpoint(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -269,6 +269,20 @@ func TestConsoleEditEndpoint(t *testing.T) {
 	assert.InDelta(t, 3, got["max_concurrency"], 0)
 	assert.InDelta(t, 2.5, got["rate_limit_per_second"], 0)
 	assert.Equal(t, false, got["enabled"], "the box was not ticked")
+	assert.Equal(t, "ax", got["format"], "the form's default, as the API's")
+
+	p = e.get("/console/endpoints/"+id+"/edit", tok)
+	assert.Contains(t, p.Body, `<option value="ax" selected>`)
+	form.Set("format", "slack")
+	require.Equal(t, http.StatusSeeOther, e.post("/console/endpoints/"+id+"/edit", tok, form).Status)
+	assert.Equal(t, "slack", e.rest(http.MethodGet, "/v1/endpoints/"+id, tok, "")["format"])
+	assert.Contains(t, e.get("/console/endpoints/"+id+"/edit", tok).Body, `<option value="slack" selected>`)
+	form.Set("format", "teams")
+	p = e.post("/console/endpoints/"+id+"/edit", tok, form)
+	require.Equal(t, http.StatusUnprocessableEntity, p.Status, p.Body)
+	assert.Regexp(t, `id="f-format"[^>]*aria-invalid="true" aria-describedby="err-format"`, p.Body)
+	assert.Contains(t, p.Body, `<option value="teams" selected>teams</option>`, "the value as typed")
+	form.Set("format", "slack")
 
 	form.Set("url", "ftp://example.com/c")
 	form.Set("max_concurrency", "0")

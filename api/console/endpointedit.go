@@ -22,7 +22,9 @@ const keepValue = "(unchanged)"
 // endpointEditForm is the endpoint form's values, as typed.
 type endpointEditForm struct {
 	Name, URL, Method, Headers, TimeoutMS, MaxConcurrency, RateLimit string
-	Enabled                                                          bool
+	// Format is the alerts' format (service.AlertFormatAx or AlertFormatSlack).
+	Format  string
+	Enabled bool
 }
 
 type endpointEditView struct {
@@ -37,11 +39,11 @@ func (v endpointEditView) title() (string, string) {
 }
 
 // endpointEditFields are the fields the endpoint form has an input for.
-var endpointEditFields = []string{"name", "url", "method", "headers", "timeout_ms", "max_concurrency", "rate_limit_per_second", "enabled"}
+var endpointEditFields = []string{"name", "url", "method", "headers", "timeout_ms", "max_concurrency", "rate_limit_per_second", "format", "enabled"}
 
 func endpointFormOf(ep service.Endpoint) endpointEditForm {
 	f := endpointEditForm{
-		Name: ep.Name, URL: ep.URL, Method: ep.Method, TimeoutMS: ms(ep.Timeout), Enabled: ep.Enabled,
+		Name: ep.Name, URL: ep.URL, Method: ep.Method, TimeoutMS: ms(ep.Timeout), Format: ep.Format, Enabled: ep.Enabled,
 	}
 	var h strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(ep.Headers)) {
@@ -62,6 +64,9 @@ func endpointFormOf(ep service.Endpoint) endpointEditForm {
 func (f endpointEditForm) apply(in *service.EndpointInput) error {
 	var ve service.ValidationError
 	in.Name, in.URL, in.Method, in.Enabled = f.Name, f.URL, f.Method, f.Enabled
+	if f.Format != "" { // a form without the field keeps the endpoint's
+		in.Format = f.Format
+	}
 	headers := map[string]string{}
 	for i, line := range strings.Split(f.Headers, "\n") {
 		line = strings.TrimSpace(line)
@@ -133,7 +138,8 @@ func (c *console) updateEndpoint(ec echo.Context, s *session) error {
 	v := func(k string) string { return strings.TrimSpace(ec.FormValue(k)) }
 	f := endpointEditForm{
 		Name: v("name"), URL: v("url"), Method: v("method"), Headers: ec.FormValue("headers"), TimeoutMS: v("timeout_ms"),
-		MaxConcurrency: v("max_concurrency"), RateLimit: v("rate_limit_per_second"), Enabled: ec.FormValue("enabled") == "true",
+		MaxConcurrency: v("max_concurrency"), RateLimit: v("rate_limit_per_second"), Format: v("format"),
+		Enabled: ec.FormValue("enabled") == "true",
 	}
 	_, err = c.cfg.Endpoints.Update(ctx, s.Tenant, ep.ID, f.apply)
 	var ve *service.ValidationError

@@ -96,6 +96,9 @@ type taskView struct {
 	Lateness, Outcomes *stripView
 	// Render is a templated task's rendered body (nil: not templated).
 	Render *renderView
+
+	// EventNote says what an event schedule fires on (it has no slots).
+	EventNote string
 }
 
 func (v taskView) title() (string, string) { return "Task " + v.Task.Name, "tasks" }
@@ -116,6 +119,9 @@ func (taskFormView) title() (string, string) { return "New task", "tasks" }
 
 type taskForm struct {
 	Name, EndpointID, Type, Cron, Timezone, Interval, Payload string
+	// Event is an event schedule's event name; Members a union's members
+	// (the JSON array schedule.schedules takes).
+	Event, Members string
 	// PayloadTemplate: the payload's strings are templates (docs/templates.md).
 	PayloadTemplate bool
 }
@@ -285,6 +291,9 @@ func (c *console) taskPage(ec echo.Context, s *session, status int, id string, v
 		}
 		slices.SortFunc(v.Fires, func(a, b fireRow) int { return a.At.Compare(b.At) })
 		v.Excluded = p.Excluded
+		if p.Event != "" {
+			v.EventNote = eventNote(p.Event)
+		}
 	}
 	if t.PayloadTemplate {
 		if v.Render, err = c.renderPreview(ctx, s, t, ec.QueryParam("render_at")); err != nil {
@@ -384,6 +393,7 @@ func (c *console) createTask(ec echo.Context, s *session) error {
 		Cron: strings.TrimSpace(ec.FormValue("cron")), Timezone: strings.TrimSpace(ec.FormValue("timezone")),
 		Interval: strings.TrimSpace(ec.FormValue("interval")), Payload: strings.TrimSpace(ec.FormValue("payload")),
 		PayloadTemplate: ec.FormValue("payload_template") == "true",
+		Event:           strings.TrimSpace(ec.FormValue("event")), Members: strings.TrimSpace(ec.FormValue("members")),
 	}
 	in := service.TaskInput{
 		Name: f.Name, EndpointID: f.EndpointID, Schedule: schedule.Spec{Type: f.Type, Timezone: f.Timezone},
@@ -399,8 +409,12 @@ func (c *console) createTask(ec echo.Context, s *session) error {
 			ve.Add("schedule.interval_seconds", "must be a whole number of seconds")
 		}
 		in.Schedule.IntervalSeconds = n
+	case schedule.Event:
+		in.Schedule.Event = f.Event
+	case schedule.Union:
+		in.Schedule.Timezone, in.Schedule.Schedules = "", readMembers(&ve, f.Members)
 	default:
-		ve.Add("schedule.type", "must be cron or interval")
+		ve.Add("schedule.type", "must be cron, interval, union or event")
 	}
 	if f.Payload != "" {
 		if !json.Valid([]byte(f.Payload)) {
@@ -776,8 +790,9 @@ var flashes = map[string]string{
 
 // nodeFlashes are the same for a change of one node, named by ?node=.
 var nodeFlashes = map[string]string{
-	"ran":     "was started now, whatever its trigger rule.",
-	"skipped": "is skipped: its downstream nodes go on as if it had succeeded.",
+	"ran":      "was started now, whatever its trigger rule.",
+	"resolved": "is marked succeeded without its event (a wait_for node sends nothing); its downstream nodes go on.",
+	"skipped":  "is skipped: its downstream nodes go on as if it had succeeded.",
 }
 
 // flashOf returns the request's flash message, with the node it names.
@@ -877,7 +892,7 @@ func (c *console) workflowRunPage(ec echo.Context, s *session, status int, id, f
 
 // runChange applies a change to a run and goes back to the run's page,
 // with a flash message, or shows the refusal there.
-func (c *console) runChange(ec echo.Context, s *session, done, node string,
+func (c *console) runChange(ec echo.Context, s *session, done *string, node string,
 	change func(ctx context.Context, tenant, id string) (service.WorkflowRun, error),
 ) error {
 	id := ec.Param("id")
@@ -888,7 +903,7 @@ func (c *console) runChange(ec echo.Context, s *session, done, node string,
 		}
 		return c.workflowRunPage(ec, s, http.StatusConflict, id, "", p)
 	}
-	q := url.Values{"done": {done}}
+	q := url.Values{"done": {*done}}
 	if node != "" {
 		q.Set("node", node)
 	}
@@ -896,19 +911,40 @@ func (c *console) runChange(ec echo.Context, s *session, done, node string,
 }
 
 func (c *console) cancelRun(ec echo.Context, s *session) error {
-	return c.runChange(ec, s, "cancelled", "", c.cfg.Workflows.CancelRun)
+	done := "cancelled"
+	return c.runChange(ec, s, &done, "", c.cfg.Workflows.CancelRun)
 }
 
+// runNode runs a node now; a wait_for node, which sends nothing, is
+// marked succeeded instead, and the flash says which happened.
 func (c *console) runNode(ec echo.Context, s *session) error {
 	key := ec.Param("key")
-	return c.runChange(ec, s, "ran", key, func(ctx context.Context, tenant, id string) (service.WorkflowRun, error) {
-		return c.cfg.Workflows.RunNode(ctx, tenant, id, key)
+	done := "ran"
+	return c.runChange(ec, s, &done, key, func(ctx context.Context, tenant, id string) (service.WorkflowRun, error) {
+		r, err := c.cfg.Workflows.RunNode(ctx, tenant, id, key)
+		if err == nil && resolvedWait(r, key) {
+			done = "resolved"
+		}
+		return r, err
 	})
 }
 
+// resolvedWait reports whether node key of run r (as RunNode returns it)
+// succeeded without an execution (a node's shown state is its
+// execution's otherwise): a wait_for node, which sends nothing, marked
+// succeeded by hand. A node that was run has its execution.
+func resolvedWait(r service.WorkflowRun, key string) bool {
+	for _, n := range r.Nodes {
+		if n.Key == key {
+			return n.ExecutionID == "" && n.State == service.ExecSucceeded
+		}
+	}
+	return false
+}
+
 func (c *console) skipNode(ec echo.Context, s *session) error {
-	key := ec.Param("key")
-	return c.runChange(ec, s, "skipped", key, func(ctx context.Context, tenant, id string) (service.WorkflowRun, error) {
+	key, done := ec.Param("key"), "skipped"
+	return c.runChange(ec, s, &done, key, func(ctx context.Context, tenant, id string) (service.WorkflowRun, error) {
 		return c.cfg.Workflows.SkipNode(ctx, tenant, id, key)
 	})
 }

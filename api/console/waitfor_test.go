@@ -9,7 +9,8 @@ import (
 )
 
 // TestConsoleWaitForNode: a run's page shows what an awaiting wait_for
-// node waits for, with the Run now and Skip buttons, which resolve it.
+// node waits for, with the Run now and Skip buttons, which resolve it;
+// Run now's flash says the node was marked succeeded, not started.
 func TestConsoleWaitForNode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -31,6 +32,8 @@ func TestConsoleWaitForNode(t *testing.T) {
 	p = e.post(runPath+"/nodes/files/run", tok, nil)
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 	p = e.get(p.Location, tok)
+	assert.Contains(t, p.Body, `id="flash">Node &#34;files&#34; is marked succeeded without its event`, "a wait is not started: it sends nothing")
+	assert.NotContains(t, p.Body, "was started now")
 	st := dagStatesOf(p.Body)
 	assert.Equal(t, "succeeded", st["files"])
 	assert.Equal(t, "pending", st["process"])

@@ -33,6 +33,9 @@ func describeSchedule(s schedule.Spec) string {
 	case "union":
 		out = fmt.Sprintf("the union of %d schedules", len(s.Schedules))
 		zone = ""
+	case "event":
+		out = "on each event " + s.Event
+		zone = ""
 	default:
 		out = s.Type
 	}

@@ -35,7 +35,7 @@
     localFmt = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "2-digit", day: "2-digit",
       hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short" });
   } catch (e) { localFmt = null; }
-  var scheduleFields = ["type", "cron", "timezone", "dialect", "dst_policy", "interval", "run_at", "start_at", "end_at", "exclude_calendars"];
+  var scheduleFields = ["type", "cron", "timezone", "dialect", "dst_policy", "interval", "run_at", "start_at", "end_at", "exclude_calendars", "event", "members"];
   function preview(form) {
     var box = document.getElementById("preview");
     if (!box || !box.getAttribute("data-url") || !form.querySelector("[name=type]")) { return; }
@@ -69,7 +69,7 @@
       if (data.errors && data.errors.length) {
         note.textContent = "No preview: " + data.errors.map(function (e) { return e.field + " " + e.message; }).join("; ");
       } else if (!data.fires || data.fires.length === 0) {
-        note.textContent = "This schedule fires no more.";
+        note.textContent = data.note || "This schedule fires no more.";
       } else {
         note.textContent = data.words ? "Schedule: " + data.words + "." : "";
       }
