@@ -1,0 +1,47 @@
+package workflow
+
+import "time"
+
+// Workflow alert types.
+const (
+	// AlertRunBlocked is the alert of a run that waits for a person.
+	AlertRunBlocked = "workflow_run.blocked"
+	// AlertRunSLAMissed is the alert of a run not succeeded by its
+	// workflow's SLA deadline (sla.finish_within_ms after its slot).
+	AlertRunSLAMissed = "workflow_run.sla_missed"
+)
+
+// AlertArgs is the River job that sends a workflow run's alert
+// (workflow_run.blocked) to the workflow's alert endpoint.
+type AlertArgs struct {
+	TenantID   string   `json:"tenant_id"`
+	WorkflowID string   `json:"workflow_id"`
+	RunID      string   `json:"run_id"`
+	EndpointID string   `json:"endpoint_id"`
+	Type       string   `json:"type"`
+	Nodes      []string `json:"nodes"`
+	// State and ScheduledFor are the run's when the alert was queued
+	// (workflow_run.sla_missed).
+	State        string     `json:"state,omitempty"`
+	ScheduledFor *time.Time `json:"scheduled_for,omitempty"`
+	// SLAFinishWithinMS and SLADueAt are the SLA a workflow_run.sla_missed
+	// alert is about.
+	SLAFinishWithinMS int64      `json:"sla_finish_within_ms,omitempty"`
+	SLADueAt          *time.Time `json:"sla_due_at,omitempty"`
+}
+
+// Kind implements river.JobArgs.
+func (AlertArgs) Kind() string { return "workflow_alert" }
+
+// Alert is what the alert worker sends: where, and signed how.
+type Alert struct {
+	URL     string
+	Method  string
+	Headers map[string]string
+	Timeout time.Duration
+	Keys    [][]byte
+	// WorkflowName names the workflow ("" when it is gone: nothing to send).
+	WorkflowName string
+	// Format is the endpoint's alert format: ax or slack.
+	Format string
+}
