@@ -835,7 +835,7 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 		return WorkflowRun{}, err
 	}
 	var lineage map[string]*RenderedFrom
-	if needsTemplates(g, slices.Collect(maps.Keys(g.Index))) {
+	if g.NeedsTemplates(slices.Collect(maps.Keys(g.Index))) {
 		if lineage, err = runLineage(ctx, q, tenant, id); err != nil {
 			return WorkflowRun{}, err
 		}
@@ -1190,24 +1190,5 @@ func (s *Workflows) AlertTarget(ctx context.Context, a WorkflowAlertArgs) (Workf
 	if err != nil {
 		return WorkflowAlert{}, err
 	}
-	ep, err := db.GetEndpoint(ctx, s.pool, a.TenantID, a.EndpointID, false)
-	if err != nil {
-		return WorkflowAlert{}, storeError(err, "load alert endpoint")
-	}
-	if !ep.Enabled {
-		return WorkflowAlert{}, ErrNotFound
-	}
-	now, err := s.now(ctx, s.pool)
-	if err != nil {
-		return WorkflowAlert{}, err
-	}
-	e := Endpoint{ID: ep.ID, Secret: ep.Secret, PreviousSecret: zeroIfNil(ep.PreviousSecret), PreviousSecretExpiresAt: ep.PreviousSecretExpiresAt}
-	keys, err := e.SigningKeys(now)
-	if err != nil {
-		return WorkflowAlert{}, err
-	}
-	return WorkflowAlert{
-		URL: ep.URL, Method: ep.Method, Headers: ep.Headers, Keys: keys,
-		Timeout: time.Duration(ep.TimeoutMS) * time.Millisecond, WorkflowName: w.Name, Format: ep.Format,
-	}, nil
+	return workflow.AlertTarget(ctx, s.pool, a, w.Name)
 }

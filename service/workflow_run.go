@@ -41,24 +41,6 @@ const TriggerDependency = "dependency"
 // graphCache keeps parsed versions (workflow.Cache).
 type graphCache = workflow.Cache
 
-// runPlan is what advanceRun decides for a run (dag.Plan).
-type runPlan struct {
-	fire, block, unblock []string
-	run                  string
-}
-
-// planRun decides, from the stored node states and the executions of a
-// running or blocked run, which nodes fire, which are blocked or no longer
-// blocked, and the run's state (dag.Advance).
-func planRun(g *graph, stored map[string]string, execs map[string][]db.RunExecution) runPlan {
-	states := make(map[string]string, len(g.Nodes))
-	for _, n := range g.Nodes {
-		states[n.Key] = workflow.NodeState(stored[n.Key], execs[n.Key])
-	}
-	p := dag.Advance(g.DAG, states)
-	return runPlan{fire: p.Fire, block: p.Block, unblock: p.Unblock, run: p.Run}
-}
-
 // runEngine fires the nodes of runs; ahead makes a root's deliver job due
 // that long before its slot (SchedulerConfig.FetchAhead); graphs is its
 // owner's cache of parsed versions (nil: none).
@@ -134,8 +116,8 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 	for _, k := range force {
 		stored[k] = nodeFired // fired below with the planned ones
 	}
-	p := planRun(g, stored, execs)
-	fire := append(slices.Clone(p.fire), force...)
+	p := g.Plan(stored, execs)
+	fire := append(slices.Clone(p.Fire), force...)
 	// Conditions and templates: run_if decides whether a node whose rule
 	// is met fires or is skipped (a node forced to run fires whatever it
 	// says); one that renders anything else fails, as does a payload
@@ -146,7 +128,7 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 		broken  map[string]string
 		ranIf   = map[string]bool{} // the nodes whose run_if rendered (lineage)
 	)
-	if needsTemplates(g, fire) {
+	if g.NeedsTemplates(fire) {
 		if tr, err = loadTemplates(ctx, tx, run, g, stored, execs); err != nil {
 			return err
 		}
@@ -174,7 +156,7 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 		fire = kept
 	}
 	// A wait_for node whose rule is met starts waiting for its event.
-	fire, waits := splitWaits(g, fire)
+	fire, waits := g.SplitWaits(fire)
 	var keys, states []string
 	for _, k := range fire {
 		keys, states = append(keys, k), append(states, nodeFired)
@@ -182,10 +164,10 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 	for _, k := range skipped {
 		keys, states = append(keys, k), append(states, NodeSkipped)
 	}
-	for _, k := range p.block {
+	for _, k := range p.Block {
 		keys, states = append(keys, k), append(states, NodeBlocked)
 	}
-	for _, k := range p.unblock {
+	for _, k := range p.Unblock {
 		keys, states = append(keys, k), append(states, NodeWaiting)
 	}
 	if len(keys) > 0 {
@@ -209,22 +191,22 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 		// nodes' rules, and settles the run's state: plan again.
 		return e.advance(ctx, tx, run, nil, depth+1)
 	}
-	if p.run == run.State {
+	if p.Run == run.State {
 		return nil
 	}
-	if err := lifecycle.Runs.Check([]string{run.State}, p.run); err != nil {
+	if err := lifecycle.Runs.Check([]string{run.State}, p.Run); err != nil {
 		return err
 	}
-	if err := db.SetWorkflowRunState(ctx, tx, run.TenantID, run.ID, p.run); err != nil {
+	if err := db.SetWorkflowRunState(ctx, tx, run.TenantID, run.ID, p.Run); err != nil {
 		return storeError(err, "set workflow run state")
 	}
-	if p.run == RunBlocked {
-		if err := e.alertBlocked(ctx, tx, run, p.block); err != nil {
+	if p.Run == RunBlocked {
+		if err := e.alertBlocked(ctx, tx, run, p.Block); err != nil {
 			return err
 		}
 	}
-	if lifecycle.RunFinal.Has(p.run) {
-		e.metrics.WorkflowRunFinished(p.run)
+	if lifecycle.RunFinal.Has(p.Run) {
+		e.metrics.WorkflowRunFinished(p.Run)
 		return e.finishedRun(ctx, tx, run)
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/axhq/ax/db"
-	"github.com/axhq/ax/service/schedule"
 	"github.com/axhq/ax/service/template"
 	"github.com/axhq/ax/service/workflow"
 )
@@ -25,17 +24,6 @@ type runTemplates struct {
 	event  *template.Event // the event that started the run (nil: none)
 }
 
-// needsTemplates reports whether a node of keys renders a template (a
-// payload, a run_if, a wait_for key).
-func needsTemplates(g *graph, keys []string) bool {
-	for _, k := range keys {
-		if n := g.Nodes[g.Index[k]]; n.PayloadTemplate || n.RunIf != "" || (n.WaitFor != nil && n.WaitFor.Key != "") {
-			return true
-		}
-	}
-	return false
-}
-
 // loadTemplates reads run's data (runData) and its workflow's zone.
 func loadTemplates(ctx context.Context, tx db.Tx, run db.WorkflowRun, g *graph, stored map[string]string,
 	execs map[string][]db.RunExecution,
@@ -44,7 +32,7 @@ func loadTemplates(ctx context.Context, tx db.Tx, run db.WorkflowRun, g *graph, 
 	if err != nil {
 		return nil, err
 	}
-	t := &runTemplates{run: run, g: g, loc: time.UTC, inputs: d.Inputs, nodes: make(map[string]template.Node, len(d.Nodes))}
+	t := &runTemplates{run: run, g: g, inputs: d.Inputs, nodes: make(map[string]template.Node, len(d.Nodes))}
 	for k, n := range d.Nodes {
 		t.nodes[k] = template.Node{Status: n.Status, Output: n.Output}
 	}
@@ -62,16 +50,7 @@ func loadTemplates(ctx context.Context, tx db.Tx, run db.WorkflowRun, g *graph, 
 	if err != nil {
 		return nil, storeError(err, "load workflow")
 	}
-	if w.Schedule != nil {
-		var s struct {
-			Timezone string `json:"timezone"`
-		}
-		if json.Unmarshal([]byte(*w.Schedule), &s) == nil && s.Timezone != "" {
-			if loc, err := schedule.LoadZone(s.Timezone); err == nil {
-				t.loc = loc
-			}
-		}
-	}
+	t.loc = workflow.Zone(w.Schedule)
 	return t, nil
 }
 

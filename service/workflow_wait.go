@@ -90,18 +90,6 @@ func waitInput(n storedNode) WorkflowNodeInput {
 	return WorkflowNodeInput{Key: n.Key, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule, RunIf: n.RunIf, WaitFor: n.WaitFor.Input()}
 }
 
-// splitWaits separates, of the nodes to fire, the wait_for nodes.
-func splitWaits(g *graph, keys []string) (fire, waits []string) {
-	for _, k := range keys {
-		if g.Nodes[g.Index[k]].WaitFor != nil {
-			waits = append(waits, k)
-		} else {
-			fire = append(fire, k)
-		}
-	}
-	return fire, waits
-}
-
 // startWaits makes the wait_for nodes keys of run await their events: each
 // one's key rendered with tr; a node in broken (its run_if) or whose key
 // does not render fails (error class template), and failed says so.
@@ -139,7 +127,7 @@ func (e runEngine) startWaits(ctx context.Context, tx db.Tx, run db.WorkflowRun,
 // as its JSON text; anything else, or an empty key, is an error.
 func (t *runTemplates) waitKey(n storedNode) (string, error) {
 	if t == nil {
-		return "", errors.New("no template data") // needsTemplates said otherwise: a programmer's error
+		return "", errors.New("no template data") // NeedsTemplates said otherwise: a programmer's error
 	}
 	doc, _ := json.Marshal(n.WaitFor.Key)
 	tpl, err := template.Parse(doc, workflow.ScopeOf(t.g, n))

@@ -1,6 +1,13 @@
 package workflow
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/axhq/ax/db"
+	"github.com/axhq/ax/service/endpoint"
+	"github.com/axhq/ax/service/errs"
+)
 
 // Workflow alert types.
 const (
@@ -44,4 +51,33 @@ type Alert struct {
 	WorkflowName string
 	// Format is the endpoint's alert format: ax or slack.
 	Format string
+}
+
+// AlertTarget loads the endpoint alert a goes to, of the workflow named
+// name, and its signing keys now (by the database's clock);
+// errs.ErrNotFound: the endpoint is gone or disabled.
+func AlertTarget(ctx context.Context, q db.Querier, a AlertArgs, name string) (Alert, error) {
+	ep, err := db.GetEndpoint(ctx, q, a.TenantID, a.EndpointID, false)
+	if err != nil {
+		return Alert{}, errs.Store(err, "load alert endpoint")
+	}
+	if !ep.Enabled {
+		return Alert{}, errs.ErrNotFound
+	}
+	now, err := db.Now(ctx, q)
+	if err != nil {
+		return Alert{}, errs.Store(err, "read the database clock")
+	}
+	e := endpoint.Endpoint{ID: ep.ID, Secret: ep.Secret, PreviousSecretExpiresAt: ep.PreviousSecretExpiresAt}
+	if ep.PreviousSecret != nil {
+		e.PreviousSecret = *ep.PreviousSecret
+	}
+	keys, err := e.SigningKeys(now)
+	if err != nil {
+		return Alert{}, err
+	}
+	return Alert{
+		URL: ep.URL, Method: ep.Method, Headers: ep.Headers, Keys: keys,
+		Timeout: time.Duration(ep.TimeoutMS) * time.Millisecond, WorkflowName: name, Format: ep.Format,
+	}, nil
 }

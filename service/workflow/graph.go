@@ -121,3 +121,37 @@ func TruncateText(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// Plan decides, from the stored node states and the executions of a
+// running or blocked run of g, which nodes fire, which are blocked or no
+// longer blocked, and the run's state (dag.Advance).
+func (g *Graph) Plan(stored map[string]string, execs map[string][]db.RunExecution) dag.Plan {
+	states := make(map[string]string, len(g.Nodes))
+	for _, n := range g.Nodes {
+		states[n.Key] = NodeState(stored[n.Key], execs[n.Key])
+	}
+	return dag.Advance(g.DAG, states)
+}
+
+// NeedsTemplates reports whether a node of keys renders a template (a
+// payload, a run_if, a wait_for key).
+func (g *Graph) NeedsTemplates(keys []string) bool {
+	for _, k := range keys {
+		if n := g.Nodes[g.Index[k]]; n.PayloadTemplate || n.RunIf != "" || (n.WaitFor != nil && n.WaitFor.Key != "") {
+			return true
+		}
+	}
+	return false
+}
+
+// SplitWaits separates, of the nodes to fire, the wait_for nodes.
+func (g *Graph) SplitWaits(keys []string) (fire, waits []string) {
+	for _, k := range keys {
+		if g.Nodes[g.Index[k]].WaitFor != nil {
+			waits = append(waits, k)
+		} else {
+			fire = append(fire, k)
+		}
+	}
+	return fire, waits
+}

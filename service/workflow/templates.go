@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/axhq/ax/service/errs"
 	"github.com/axhq/ax/service/payload"
+	"github.com/axhq/ax/service/schedule"
 	"github.com/axhq/ax/service/template"
 )
 
@@ -79,4 +81,21 @@ func RunIfVerdict(out []byte) (fire, skip bool, reason string) {
 		}
 	}
 	return false, false, fmt.Sprintf("run_if rendered %s: want true or false", TruncateText(string(out), 200))
+}
+
+// Zone is the zone of a workflow's stored schedule (nil: none), in which
+// its runs' templates read their slot: UTC without one, or when the zone
+// does not load.
+func Zone(stored *string) *time.Location {
+	if stored != nil {
+		var s struct {
+			Timezone string `json:"timezone"`
+		}
+		if json.Unmarshal([]byte(*stored), &s) == nil && s.Timezone != "" {
+			if loc, err := schedule.LoadZone(s.Timezone); err == nil {
+				return loc
+			}
+		}
+	}
+	return time.UTC
 }
