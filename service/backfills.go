@@ -7,6 +7,7 @@ import (
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/backfill"
 	"github.com/axhq/ax/service/schedule"
+	"github.com/axhq/ax/service/workflow"
 )
 
 // Backfills (service/backfill), as service's callers name them.
@@ -46,7 +47,7 @@ func NewBackfills(pool *db.Pool, enq *Enqueuer, tasks *Tasks) *Backfills {
 	return backfill.New(backfill.Config{
 		Pool: pool, Enqueuer: enq.Enqueuer, Metrics: tasks.cfg.Metrics,
 		Schedule:     tasks.backfillSchedule,
-		DecodeInputs: func(doc string) (map[string]json.RawMessage, error) { return decodeInputs(doc) },
+		DecodeInputs: func(doc string) (map[string]json.RawMessage, error) { return workflow.DecodeInputs(doc) },
 		FailUnsent: func(ctx context.Context, tx db.Tx, tenant, executionID, taskID, reason string) (func(), error) {
 			var done ended
 			err := failUnsent(ctx, tx, enq, []unsentFire{{TenantID: tenant, ID: executionID, TaskID: taskID, Reason: reason}}, &done)
@@ -74,7 +75,7 @@ func (s *Tasks) backfillSchedule(ctx context.Context, tx db.Tx, tenant string, t
 		if err != nil {
 			return nil, "", err
 		}
-		overrides, err := mergeInputs(w.Inputs, inputs)
+		overrides, err := workflow.MergeInputs(w.Inputs, inputs)
 		if err != nil {
 			return nil, "", err
 		}

@@ -6,5 +6,4 @@ import "github.com/axhq/ax/service/jsondoc"
 // holds U+0000 (jsondoc.Check).
 func checkJSONDocument(ve *ValidationError, field string, raw []byte) { jsondoc.Check(ve, field, raw) }
 
-func jsonHasNUL(raw []byte) bool { return jsondoc.HasNUL(raw) }
-func jsonEqual(a, b any) bool    { return jsondoc.Equal(a, b) }
+func jsonEqual(a, b any) bool { return jsondoc.Equal(a, b) }

@@ -18,6 +18,7 @@ import (
 	"github.com/axhq/ax/service/lifecycle"
 	"github.com/axhq/ax/service/metrics"
 	"github.com/axhq/ax/service/schedule"
+	"github.com/axhq/ax/service/workflow"
 )
 
 // Workflow limits.
@@ -94,70 +95,18 @@ type Workflow struct {
 // Input returns the client-settable fields (the start of a PATCH).
 func (w Workflow) Input() WorkflowInput { return w.WorkflowInput }
 
-// WorkflowRunNode is one node of a run.
-type WorkflowRunNode struct {
-	Key   string
-	State string
-	// ExecutionID is the node's execution (shard 0's); empty before it fires.
-	ExecutionID string
-	Shards      int
-	// ShardStates counts a sharded node's executions per state.
-	ShardStates map[string]int
-	// DependsOn and TriggerRule are the node's, in the run's version.
-	DependsOn   []string
-	TriggerRule string
-	RuleMetAt   *time.Time
-	StartedAt   *time.Time
-	FinishedAt  *time.Time
-	// Output is the node's output (its execution's, shard 0's when
-	// sharded); nil: none.
-	Output json.RawMessage
-	// RenderedFrom is what its templates were rendered from (lineage);
-	// nil for a node without templates, or before they rendered.
-	RenderedFrom *RenderedFrom
-	// Wait is what a wait_for node awaits, while it does (nil otherwise).
-	Wait *NodeWait
-	// EventID is the event that resolved a wait_for node ("": none).
-	EventID string
-	// ErrorClass and LastError say why a wait_for node failed
-	// (event_timeout, template).
-	ErrorClass, LastError string
-}
-
-// WorkflowRun is a run of a workflow.
-type WorkflowRun struct {
-	ID           string
-	WorkflowID   string
-	Version      int
-	ScheduledFor time.Time
-	Round        int
-	Trigger      string
-	State        string
-	CreatedAt    time.Time
-	StartedAt    *time.Time
-	FinishedAt   *time.Time
-	// SLAMissedAt is when the run was recorded as not succeeded by its
-	// workflow's SLA deadline (nil: it was not).
-	SLAMissedAt *time.Time
-	// Inputs are the run's inputs: its version's defaults overridden by
-	// its trigger's or backfill's.
-	Inputs Inputs
-	// Nodes is set by GetRun (the run's timeline), not by lists.
-	Nodes []WorkflowRunNode
-	// Events is the run's own timeline (sla_missed), set by GetRun.
-	Events []WorkflowRunEvent
-	// SLA is where the run stands with its workflow's SLA now (runSLA).
-	SLA RunSLA
-}
-
-// WorkflowRunEvent is one event of a run as a whole (not of a node's
-// execution): sla_missed.
-type WorkflowRunEvent struct {
-	At      time.Time
-	Type    string
-	Message string
-	Data    map[string]any
-}
+// A run, its nodes and events, a trigger and a run's alert, as
+// service's callers name them (service/workflow).
+type (
+	WorkflowRun       = workflow.Run
+	WorkflowRunNode   = workflow.RunNode
+	WorkflowRunEvent  = workflow.RunEvent
+	WorkflowTrigger   = workflow.Trigger
+	WorkflowAlertArgs = workflow.AlertArgs
+	WorkflowAlert     = workflow.Alert
+	storedNode        = workflow.StoredNode
+	graph             = workflow.Graph
+)
 
 // WorkflowsConfig configures Workflows.
 type WorkflowsConfig struct {
@@ -270,7 +219,7 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedul
 		ve.Add("alert_endpoint_id", "must be the id of one of your endpoints")
 	}
 	validateSLA(&ve, SLA{FinishWithin: in.SLAFinishWithin})
-	validateInputs(&ve, in.Inputs)
+	workflow.CheckInputs(&ve, in.Inputs)
 	switch {
 	case len(in.Nodes) == 0:
 		ve.Add("nodes", "a workflow has at least one node")
@@ -299,7 +248,7 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedul
 			checkWaitNode(&ve, f, n, in)
 			addProblems(i, "trigger_rule")
 			n.PayloadTemplate = false // refused above: it has no payload
-			checkNodeTemplates(&ve, f, n, in)
+			workflow.CheckTemplates(&ve, f, n.Payload, n.PayloadTemplate, n.RunIf, nodeScope(n, in))
 			continue
 		}
 		// The delivery fields follow the task rules.
@@ -324,7 +273,7 @@ func (s *Workflows) validate(in WorkflowInput, now time.Time) (*schedule.Schedul
 		// (the workflow's version).
 		checkJSONDocument(&ve, f+".payload", n.Payload)
 		addProblems(i, "trigger_rule")
-		checkNodeTemplates(&ve, f, n, in)
+		workflow.CheckTemplates(&ve, f, n.Payload, n.PayloadTemplate, n.RunIf, nodeScope(n, in))
 	}
 	for i := range in.Nodes {
 		addProblems(i, "depends_on")
@@ -414,7 +363,7 @@ func storeVersion(ctx context.Context, tx db.Tx, tenant, workflowID string, vers
 	if err != nil {
 		return fmt.Errorf("encode workflow version: %w", err)
 	}
-	in, err := inputs.encode()
+	in, err := inputs.Encode()
 	if err != nil {
 		return err
 	}
@@ -538,16 +487,16 @@ func workflowFromRow(r db.Workflow) (Workflow, error) {
 		}
 		w.Schedule = &spec
 	}
-	g, err := parseGraph(r.Nodes)
+	g, err := workflow.ParseGraph(r.Nodes)
 	if err != nil {
 		return Workflow{}, err
 	}
-	if w.Inputs, err = decodeInputs(r.Inputs); err != nil {
+	if w.Inputs, err = workflow.DecodeInputs(r.Inputs); err != nil {
 		return Workflow{}, err
 	}
-	for _, n := range g.nodes {
+	for _, n := range g.Nodes {
 		if n.WaitFor != nil {
-			w.Nodes = append(w.Nodes, n.waitInput())
+			w.Nodes = append(w.Nodes, waitInput(n))
 			continue
 		}
 		w.Nodes = append(w.Nodes, WorkflowNodeInput{
@@ -557,7 +506,7 @@ func workflowFromRow(r db.Workflow) (Workflow, error) {
 				MaxAttempts: n.MaxAttempts, InitialBackoff: time.Duration(n.InitialBackoffMS) * time.Millisecond,
 				MaxBackoff: time.Duration(n.MaxBackoffMS) * time.Millisecond,
 			},
-			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule, Completion: n.completion(),
+			Shards: n.Shards, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule, Completion: n.Completion(),
 			PayloadTemplate: n.PayloadTemplate, RunIf: n.RunIf,
 		})
 	}
@@ -768,15 +717,6 @@ func (s *Workflows) Trigger(ctx context.Context, tenant, id, dedupKey string) (W
 	return s.TriggerWith(ctx, tenant, id, WorkflowTrigger{DedupKey: dedupKey})
 }
 
-// WorkflowTrigger is what a trigger of a workflow may say.
-type WorkflowTrigger struct {
-	// DedupKey: a second trigger with the same key returns the first run.
-	DedupKey string
-	// Inputs override the workflow's defaults for the run; a name the
-	// workflow does not declare is a 422 (inputs.<name>).
-	Inputs Inputs
-}
-
 // TriggerWith is Trigger with inputs.
 func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in WorkflowTrigger) (WorkflowRun, error) {
 	var (
@@ -793,7 +733,7 @@ func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in Workf
 		if err != nil {
 			return err
 		}
-		overrides, err := mergeInputs(w.Inputs, in.Inputs)
+		overrides, err := workflow.MergeInputs(w.Inputs, in.Inputs)
 		if err != nil {
 			return err
 		}
@@ -844,18 +784,6 @@ func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in Workf
 	return out, nil
 }
 
-func runFromRow(r db.WorkflowRun) (WorkflowRun, error) {
-	inputs, err := decodeInputs(r.Inputs)
-	if err != nil {
-		return WorkflowRun{}, err
-	}
-	return WorkflowRun{
-		ID: r.ID, WorkflowID: r.WorkflowID, Version: int(r.Version), ScheduledFor: r.ScheduledFor.UTC(),
-		Round: int(r.Round), Trigger: r.Trigger, State: r.State, CreatedAt: r.CreatedAt.UTC(), StartedAt: utcPtr(r.StartedAt),
-		FinishedAt: utcPtr(r.FinishedAt), SLAMissedAt: utcPtr(r.SLAMissedAt), Inputs: inputs,
-	}, nil
-}
-
 // GetRun returns a run with its nodes.
 func (s *Workflows) GetRun(ctx context.Context, tenant, id string) (WorkflowRun, error) {
 	return s.getRun(ctx, s.pool, tenant, id)
@@ -869,11 +797,11 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 	if err != nil {
 		return WorkflowRun{}, storeError(err, "load workflow run")
 	}
-	out, err := runFromRow(row)
+	out, err := workflow.RunFromRow(row)
 	if err != nil {
 		return WorkflowRun{}, err
 	}
-	g, err := s.graphs.load(ctx, q, tenant, row.WorkflowID, row.Version)
+	g, err := s.graphs.Load(ctx, q, tenant, row.WorkflowID, row.Version)
 	if err != nil {
 		return WorkflowRun{}, err
 	}
@@ -889,10 +817,7 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 	if err != nil {
 		return WorkflowRun{}, storeError(err, "load run events")
 	}
-	out.Events = make([]WorkflowRunEvent, 0, len(events))
-	for _, ev := range events {
-		out.Events = append(out.Events, WorkflowRunEvent{At: ev.At.UTC(), Type: ev.Type, Message: zeroIfNil(ev.Message), Data: ev.Data})
-	}
+	out.Events = workflow.EventsFromRows(events)
 	if out.SLA, err = s.runSLA(ctx, q, tenant, row.WorkflowID, out); err != nil {
 		return WorkflowRun{}, err
 	}
@@ -910,46 +835,14 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 		return WorkflowRun{}, err
 	}
 	var lineage map[string]*RenderedFrom
-	if needsTemplates(g, slices.Collect(maps.Keys(g.index))) {
+	if g.NeedsTemplates(slices.Collect(maps.Keys(g.Index))) {
 		if lineage, err = runLineage(ctx, q, tenant, id); err != nil {
 			return WorkflowRun{}, err
 		}
 	}
-	for _, n := range g.nodes {
+	for _, n := range g.Nodes {
 		sn, ok := stored[n.Key]
-		st := NodeWaiting
-		if ok {
-			st = nodeState(sn.State, byNode[n.Key])
-		}
-		if row.State == RunCancelled && st == NodeWaiting {
-			st = NodeCancelled
-		}
-		rn := WorkflowRunNode{
-			Key: n.Key, State: st, Shards: max(n.Shards, 1), DependsOn: n.DependsOn, TriggerRule: n.TriggerRule,
-			RuleMetAt: utcPtr(sn.RuleMetAt), Output: data.Nodes[n.Key].Output, RenderedFrom: lineage[n.Key],
-		}
-		if n.WaitFor != nil {
-			rn.Shards = 1
-			waitOf(&rn, sn)
-		}
-		for _, x := range byNode[n.Key] {
-			if x.Shard == 0 {
-				rn.ExecutionID = x.ID
-			}
-			if rn.Shards > 1 {
-				if rn.ShardStates == nil {
-					rn.ShardStates = map[string]int{}
-				}
-				rn.ShardStates[x.State]++
-			}
-			if x.StartedAt != nil && (rn.StartedAt == nil || x.StartedAt.Before(*rn.StartedAt)) {
-				rn.StartedAt = utcPtr(x.StartedAt)
-			}
-			if dag.Done(st) && x.FinishedAt != nil && (rn.FinishedAt == nil || x.FinishedAt.After(*rn.FinishedAt)) {
-				rn.FinishedAt = utcPtr(x.FinishedAt)
-			}
-		}
-		out.Nodes = append(out.Nodes, rn)
+		out.Nodes = append(out.Nodes, workflow.NodeOf(n, sn, ok, row.State, byNode[n.Key], data.Nodes[n.Key].Output, lineage[n.Key]))
 	}
 	return out, nil
 }
@@ -973,7 +866,7 @@ func (s *Workflows) ListRuns(ctx context.Context, tenant, workflowID string, pag
 	}
 	runs := make([]WorkflowRun, 0, len(rows))
 	for _, r := range rows {
-		run, err := runFromRow(r)
+		run, err := workflow.RunFromRow(r)
 		if err != nil {
 			return nil, "", err
 		}
@@ -1060,7 +953,7 @@ func (s *Workflows) RunNode(ctx context.Context, tenant, runID, key string) (Wor
 // blocked or awaiting its event) succeeds at once with output as its
 // output (nil: none); output on another node is a 422.
 func (s *Workflows) RunNodeWith(ctx context.Context, tenant, runID, key string, output json.RawMessage) (WorkflowRun, error) {
-	if err := checkNodeOutput(output); err != nil {
+	if err := workflow.CheckOutput(output); err != nil {
 		return WorkflowRun{}, err
 	}
 	return s.resolveNode(ctx, tenant, runID, key, AuditTrigger, output)
@@ -1094,11 +987,11 @@ func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action 
 		if i < 0 {
 			return ErrNotFound
 		}
-		g, err := s.graphs.load(ctx, tx, tenant, run.WorkflowID, run.Version)
+		g, err := s.graphs.Load(ctx, tx, tenant, run.WorkflowID, run.Version)
 		if err != nil {
 			return err
 		}
-		if j, ok := g.index[key]; ok && g.nodes[j].WaitFor != nil {
+		if j, ok := g.Index[key]; ok && g.Nodes[j].WaitFor != nil {
 			// A wait_for node ends by hand: succeeded (with the output
 			// given) or skipped, whether its rule was met yet or not.
 			if st := nodes[i].State; !lifecycle.NodeOpen.Has(st) {
@@ -1232,30 +1125,14 @@ func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
 		}
 		tasks := make([]db.DueTask, 0, len(due))
 		for _, w := range due {
-			var spec schedule.Spec
-			if w.Schedule == nil || w.NextRunAt == nil {
-				continue
-			}
-			if err := json.Unmarshal([]byte(*w.Schedule), &spec); err != nil {
-				return fmt.Errorf("decode workflow schedule: %w", err)
-			}
 			// The parsed schedule is cached per (workflow, schedule version).
-			t := db.DueTask{
-				TenantID: w.TenantID, ID: w.ID, ScheduleType: spec.Type, Timezone: spec.Timezone,
-				RunAt: spec.RunAt, StartAt: spec.StartAt, EndAt: spec.EndAt, MisfirePolicy: w.MisfirePolicy,
-				NextRunAt: *w.NextRunAt, Version: w.ScheduleVersion, CreatedAt: w.CreatedAt,
-				ScheduleDialect: cmp0(spec.Dialect, schedule.DialectStandard), DSTPolicy: cmp0(spec.DSTPolicy, schedule.DSTVixie),
-				ExcludeCalendars: w.ExcludeCalendars,
+			t, ok, err := workflow.Due(w)
+			if err != nil {
+				return err
 			}
-			if spec.Cron != "" {
-				c := spec.Cron
-				t.Cron = &c
+			if ok {
+				tasks = append(tasks, t)
 			}
-			if spec.IntervalSeconds != 0 {
-				v := spec.IntervalSeconds
-				t.IntervalSeconds = &v
-			}
-			tasks = append(tasks, t)
 		}
 		cals, err := s.calendarsFor(ctx, tx, tasks)
 		if err != nil {
@@ -1296,59 +1173,14 @@ func (s *Scheduler) tickWorkflows(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-func cmp0(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// WorkflowAlertArgs is the River job that sends a workflow run's alert
-// (workflow_run.blocked) to the workflow's alert endpoint.
-type WorkflowAlertArgs struct {
-	TenantID   string   `json:"tenant_id"`
-	WorkflowID string   `json:"workflow_id"`
-	RunID      string   `json:"run_id"`
-	EndpointID string   `json:"endpoint_id"`
-	Type       string   `json:"type"`
-	Nodes      []string `json:"nodes"`
-	// State and ScheduledFor are the run's when the alert was queued
-	// (workflow_run.sla_missed).
-	State        string     `json:"state,omitempty"`
-	ScheduledFor *time.Time `json:"scheduled_for,omitempty"`
-	// SLAFinishWithinMS and SLADueAt are the SLA a workflow_run.sla_missed
-	// alert is about.
-	SLAFinishWithinMS int64      `json:"sla_finish_within_ms,omitempty"`
-	SLADueAt          *time.Time `json:"sla_due_at,omitempty"`
-}
-
-// Kind implements river.JobArgs.
-func (WorkflowAlertArgs) Kind() string { return "workflow_alert" }
-
-// Workflow alert types.
+// Workflow alert types (service/workflow).
 const (
-	// AlertWorkflowRunBlocked is the alert of a run that waits for a person.
-	AlertWorkflowRunBlocked = "workflow_run.blocked"
-	// AlertWorkflowRunSLAMissed is the alert of a run not succeeded by its
-	// workflow's SLA deadline (sla.finish_within_ms after its slot).
-	AlertWorkflowRunSLAMissed = "workflow_run.sla_missed"
+	AlertWorkflowRunBlocked   = workflow.AlertRunBlocked
+	AlertWorkflowRunSLAMissed = workflow.AlertRunSLAMissed
 )
 
 func workflowAlertInsert(a WorkflowAlertArgs) []river.InsertManyParams {
 	return []river.InsertManyParams{{Args: a, InsertOpts: &river.InsertOpts{Queue: QueueAlert, MaxAttempts: AlertMaxAttemptsDefault}}}
-}
-
-// WorkflowAlert is what the alert worker sends: where, and signed how.
-type WorkflowAlert struct {
-	URL     string
-	Method  string
-	Headers map[string]string
-	Timeout time.Duration
-	Keys    [][]byte
-	// WorkflowName names the workflow ("" when it is gone: nothing to send).
-	WorkflowName string
-	// Format is the endpoint's alert format: AlertFormatAx or AlertFormatSlack.
-	Format string
 }
 
 // AlertTarget loads the endpoint a workflow alert goes to; ErrNotFound:
@@ -1358,24 +1190,5 @@ func (s *Workflows) AlertTarget(ctx context.Context, a WorkflowAlertArgs) (Workf
 	if err != nil {
 		return WorkflowAlert{}, err
 	}
-	ep, err := db.GetEndpoint(ctx, s.pool, a.TenantID, a.EndpointID, false)
-	if err != nil {
-		return WorkflowAlert{}, storeError(err, "load alert endpoint")
-	}
-	if !ep.Enabled {
-		return WorkflowAlert{}, ErrNotFound
-	}
-	now, err := s.now(ctx, s.pool)
-	if err != nil {
-		return WorkflowAlert{}, err
-	}
-	e := Endpoint{ID: ep.ID, Secret: ep.Secret, PreviousSecret: zeroIfNil(ep.PreviousSecret), PreviousSecretExpiresAt: ep.PreviousSecretExpiresAt}
-	keys, err := e.SigningKeys(now)
-	if err != nil {
-		return WorkflowAlert{}, err
-	}
-	return WorkflowAlert{
-		URL: ep.URL, Method: ep.Method, Headers: ep.Headers, Keys: keys,
-		Timeout: time.Duration(ep.TimeoutMS) * time.Millisecond, WorkflowName: w.Name, Format: ep.Format,
-	}, nil
+	return workflow.AlertTarget(ctx, s.pool, a, w.Name)
 }

@@ -3,161 +3,39 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"maps"
-	"regexp"
-	"slices"
-	"strings"
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/schedule"
 	"github.com/axhq/ax/service/template"
+	"github.com/axhq/ax/service/workflow"
 )
 
-// The data of a workflow run: its inputs and its nodes' outputs.
-//
-// A workflow declares inputs with their defaults (WorkflowInput.Inputs,
-// kept with each version: a change makes a new version, as a change of
-// the nodes does). A run's inputs are its version's defaults overridden
-// by its trigger's or its backfill's (a scheduled run: the defaults),
-// stored with the run when it is created (db.InsertWorkflowRun).
-//
-// A node's output is its execution's (shard 0's for a sharded node): in
-// callback mode the output of its completion (callback_attempts), in
-// response mode its 2xx response body when that is a JSON value of at
-// most OutputMax bytes (execution_outputs, written by Finish in the
-// transaction that records the success and advances the run, so the
-// nodes it lets fire can read it). runData reads both for a run.
+// The data of a workflow run, its inputs and its nodes' outputs, and the
+// scope a node's templates are checked against: service/workflow.
 
-// Input limits.
+// Input limits, the run_if bound and the event of an output not kept
+// (service/workflow).
 const (
-	// InputsMax caps the JSON of a workflow's inputs, of a trigger's or a
-	// backfill's overrides, and of a run's merged inputs.
-	InputsMax = 64 << 10
-	// InputNamesMax caps how many inputs a workflow declares.
-	InputNamesMax = 100
+	InputsMax     = workflow.InputsMax
+	InputNamesMax = workflow.InputNamesMax
+	EventNoOutput = workflow.EventNoOutput
+	RunIfMax      = workflow.RunIfMax
 )
 
-// EventNoOutput: a workflow node's response-mode attempt succeeded but its
-// response body gave no output (empty, not JSON, or over OutputMax); data
-// says why.
-const EventNoOutput = "no_output"
+type (
+	// Inputs are named JSON values: a workflow's defaults, a trigger's
+	// overrides, a run's inputs.
+	Inputs = workflow.Inputs
+	// NodeData is what a run shows of one of its nodes downstream.
+	NodeData = workflow.NodeData
+	// RunData is what a run's nodes may be made from.
+	RunData = workflow.RunData
+)
 
-// inputNamePattern: an input's name, usable as .inputs.<name> in a
-// template.
-var inputNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
-
-// Inputs are named JSON values: a workflow's defaults, a trigger's
-// overrides, a run's inputs.
-type Inputs map[string]json.RawMessage
-
-// encode returns inputs as a JSON object ({} when empty).
-func (in Inputs) encode() ([]byte, error) {
-	if len(in) == 0 {
-		return []byte("{}"), nil
-	}
-	b, err := json.Marshal(map[string]json.RawMessage(in))
-	if err != nil {
-		return nil, fmt.Errorf("encode inputs: %w", err)
-	}
-	return b, nil
-}
-
-// decodeInputs reads a stored JSON object of inputs ("" or invalid: none).
-func decodeInputs(doc string) (Inputs, error) {
-	out := Inputs{}
-	if doc == "" {
-		return out, nil
-	}
-	if err := json.Unmarshal([]byte(doc), &out); err != nil {
-		return nil, fmt.Errorf("decode inputs: %w", err)
-	}
-	return out, nil
-}
-
-// checkValues reports the values of in that are no JSON document ax can
-// keep, as field.<name>.
-func (in Inputs) checkValues(ve *ValidationError, field string) {
-	for _, name := range slices.Sorted(maps.Keys(in)) {
-		v := in[name]
-		f := field + "." + name
-		if len(v) == 0 || !json.Valid(v) {
-			ve.Add(f, "must be a JSON value")
-			continue
-		}
-		checkJSONDocument(ve, f, v)
-	}
-}
-
-// validateInputs checks a workflow's declared inputs (field "inputs").
-func validateInputs(ve *ValidationError, in Inputs) {
-	if len(in) > InputNamesMax {
-		ve.Add("inputs", fmt.Sprintf("at most %d inputs", InputNamesMax))
-	}
-	for _, name := range slices.Sorted(maps.Keys(in)) {
-		if !inputNamePattern.MatchString(name) {
-			ve.Add("inputs."+name, "an input's name is 1 to 64 ASCII letters, digits and '_', not starting with a digit")
-		}
-	}
-	in.checkValues(ve, "inputs")
-	if b, err := in.encode(); err == nil && len(b) > InputsMax {
-		ve.Add("inputs", fmt.Sprintf("must be at most %d bytes of JSON", InputsMax))
-	}
-}
-
-// mergeInputs checks overrides (of a trigger or a backfill) against a
-// workflow's declared inputs: an undeclared name is a 422 naming it
-// (inputs.<name>), and so is merged inputs past InputsMax. It returns the
-// overrides' JSON ("" for none), which db.InsertWorkflowRun merges into
-// the run's version's defaults.
-func mergeInputs(declared, overrides Inputs) (string, error) {
-	if len(overrides) == 0 {
-		return "", nil
-	}
-	var ve ValidationError
-	for _, name := range slices.Sorted(maps.Keys(overrides)) {
-		if _, ok := declared[name]; !ok {
-			ve.Add("inputs."+name, fmt.Sprintf("the workflow declares no input %q (it declares: %s)", name, declaredNames(declared)))
-		}
-	}
-	overrides.checkValues(&ve, "inputs")
-	if err := ve.Err(); err != nil {
-		return "", err
-	}
-	merged := Inputs{}
-	maps.Copy(merged, declared)
-	maps.Copy(merged, overrides)
-	b, err := merged.encode()
-	if err != nil {
-		return "", err
-	}
-	if len(b) > InputsMax {
-		return "", fieldError("inputs", fmt.Sprintf("the run's inputs must be at most %d bytes of JSON", InputsMax))
-	}
-	o, err := overrides.encode()
-	return string(o), err
-}
-
-func declaredNames(in Inputs) string {
-	if len(in) == 0 {
-		return "none"
-	}
-	return strings.Join(slices.Sorted(maps.Keys(in)), ", ")
-}
-
-// NodeData is what a run shows of one of its nodes to the nodes
-// downstream: its state (as GET of the run says it) and its output (nil:
-// none yet).
-type NodeData struct {
-	Status string
-	Output json.RawMessage
-}
-
-// RunData is what a run's nodes may be made from: the run's inputs, and
-// its nodes' states and outputs by key.
-type RunData struct {
-	Inputs Inputs
-	Nodes  map[string]NodeData
+// ResponseOutput is the output of a workflow node's 2xx response in
+// response mode (workflow.ResponseOutput).
+func ResponseOutput(body []byte, truncated bool) (json.RawMessage, string) {
+	return workflow.ResponseOutput(body, truncated)
 }
 
 // runData reads the data of run (version graph g) in q: its inputs, and
@@ -167,7 +45,7 @@ type RunData struct {
 func runData(ctx context.Context, q db.Querier, run db.WorkflowRun, g *graph, stored map[string]string,
 	execs map[string][]db.RunExecution,
 ) (RunData, error) {
-	inputs, err := decodeInputs(run.Inputs)
+	inputs, err := workflow.DecodeInputs(run.Inputs)
 	if err != nil {
 		return RunData{}, err
 	}
@@ -175,13 +53,13 @@ func runData(ctx context.Context, q db.Querier, run db.WorkflowRun, g *graph, st
 	if err != nil {
 		return RunData{}, storeError(err, "load run outputs")
 	}
-	d := RunData{Inputs: inputs, Nodes: make(map[string]NodeData, len(g.nodes))}
-	for _, n := range g.nodes {
+	d := RunData{Inputs: inputs, Nodes: make(map[string]NodeData, len(g.Nodes))}
+	for _, n := range g.Nodes {
 		st, ok := stored[n.Key]
 		if !ok {
 			st = NodeWaiting
 		}
-		d.Nodes[n.Key] = NodeData{Status: nodeState(st, execs[n.Key])}
+		d.Nodes[n.Key] = NodeData{Status: workflow.NodeState(st, execs[n.Key])}
 	}
 	for _, o := range outs {
 		if nd, ok := d.Nodes[o.Node]; ok && o.Output != nil {
@@ -192,73 +70,16 @@ func runData(ctx context.Context, q db.Querier, run db.WorkflowRun, g *graph, st
 	return d, nil
 }
 
-// ResponseOutput is the output of a workflow node's 2xx response in
-// response mode: body when it is a JSON value of at most OutputMax bytes
-// (truncated: the body was longer than what was read). Otherwise the
-// output is nil and the reason says why, for the node's timeline.
-func ResponseOutput(body []byte, truncated bool) (output json.RawMessage, reason string) {
-	trimmed := strings.TrimSpace(string(body))
-	switch {
-	case truncated || len(body) > OutputMax:
-		return nil, fmt.Sprintf("the response body is larger than %d bytes", OutputMax)
-	case trimmed == "":
-		return nil, "the response body is empty"
-	case !json.Valid(body):
-		return nil, "the response body is not JSON"
-	case jsonHasNUL(body):
-		return nil, `the response body holds U+0000 (\u0000), which a JSON document cannot keep`
-	}
-	return json.RawMessage(trimmed), ""
-}
-
-// RunIfMax bounds a node's run_if template, in bytes.
-const RunIfMax = 4096
-
 // nodeScope is the template data node n of workflow in may read: the
-// workflow's inputs and its upstream nodes, direct or not.
-func nodeScope(n WorkflowNodeInput, in WorkflowInput) template.Scope {
-	deps := make(map[string][]string, len(in.Nodes))
-	for _, m := range in.Nodes {
-		deps[m.Key] = m.DependsOn
-	}
-	seen := map[string]bool{}
-	var up []string
-	var walk func(keys []string)
-	walk = func(keys []string) {
-		for _, k := range keys {
-			if !seen[k] {
-				seen[k] = true
-				up = append(up, k)
-				walk(deps[k])
-			}
+// workflow's inputs and its upstream nodes, direct or not; and .event…
+// for the runs of an event-scheduled workflow.
+func nodeScope(n WorkflowNodeInput, in WorkflowInput) func() template.Scope {
+	return func() template.Scope {
+		deps := make(map[string][]string, len(in.Nodes))
+		for _, m := range in.Nodes {
+			deps[m.Key] = m.DependsOn
 		}
-	}
-	walk(n.DependsOn)
-	names := make([]string, 0, len(in.Inputs))
-	for name := range in.Inputs {
-		names = append(names, name)
-	}
-	// A run of an event-scheduled workflow may read .event….
-	event := in.Schedule != nil && in.Schedule.Type == schedule.Event
-	return template.Scope{Workflow: true, Inputs: names, Upstream: up, Event: event}
-}
-
-// checkNodeTemplates checks node n's payload template and run_if (field
-// prefix f, nodes[i]) against the data it may read.
-func checkNodeTemplates(ve *ValidationError, f string, n WorkflowNodeInput, in WorkflowInput) {
-	if !n.PayloadTemplate && n.RunIf == "" {
-		return
-	}
-	scope := nodeScope(n, in)
-	if n.PayloadTemplate {
-		checkPayloadTemplate(ve, f+".payload", n.Payload, scope)
-	}
-	if n.RunIf != "" {
-		if len(n.RunIf) > RunIfMax {
-			ve.Add(f+".run_if", fmt.Sprintf("must be at most %d bytes", RunIfMax))
-			return
-		}
-		doc, _ := json.Marshal(n.RunIf)
-		checkPayloadTemplate(ve, f+".run_if", doc, scope)
+		event := in.Schedule != nil && in.Schedule.Type == schedule.Event
+		return workflow.NodeScope(n.DependsOn, deps, in.Inputs, event)
 	}
 }

@@ -278,34 +278,6 @@ func (f *wfFixture) deliverWith(t *testing.T, runID, key string, out service.Out
 	return d
 }
 
-// TestResponseOutput: which 2xx bodies are a node's output, and why the
-// others are not.
-func TestResponseOutput(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		body      string
-		truncated bool
-		output    string
-		reason    string
-	}{
-		{body: ` {"rows": 7} `, output: `{"rows": 7}`},
-		{body: `[1, 2]`, output: `[1, 2]`},
-		{body: `"done"`, output: `"done"`},
-		{body: `null`, output: `null`},
-		{body: "", reason: "the response body is empty"},
-		{body: " \n", reason: "the response body is empty"},
-		{body: "ok", reason: "the response body is not JSON"},
-		{body: `{"a":1}{"b":2}`, reason: "the response body is not JSON"},
-		{body: `{"a":"\u0000"}`, reason: `the response body holds U+0000 (\u0000), which a JSON document cannot keep`},
-		{body: `{}`, truncated: true, reason: "the response body is larger than 65536 bytes"},
-		{body: `"` + strings.Repeat("x", service.OutputMax) + `"`, reason: "the response body is larger than 65536 bytes"},
-	} {
-		out, reason := service.ResponseOutput([]byte(tt.body), tt.truncated)
-		require.Equal(t, tt.output, string(out), "%.40q", tt.body)
-		require.Equal(t, tt.reason, reason, "%.40q", tt.body)
-	}
-}
-
 // TestWorkflowInputsAudit: the audit log records a change of the inputs
 // and a trigger's overrides, each value as its size and hash (as a
 // payload is: a value may be a credential), never the value.

@@ -2,17 +2,16 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/dag"
 	"github.com/axhq/ax/service/lifecycle"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/workflow"
 )
 
 // The run engine of workflows: how a run's nodes fire. advanceRun is the
@@ -36,142 +35,11 @@ const (
 // TriggerDependency: a workflow node fired because its rule was met.
 const TriggerDependency = "dependency"
 
-// storedNode is one node of a workflow version, as workflow_versions
-// stores it: the client's fields and the hidden task that delivers it.
-type storedNode struct {
-	Key              string          `json:"key"`
-	TaskID           string          `json:"task_id"`
-	EndpointID       string          `json:"endpoint_id"`
-	Payload          json.RawMessage `json:"payload"`
-	Priority         int             `json:"priority"`
-	TimeoutMS        int64           `json:"timeout_ms,omitempty"`
-	MaxAttempts      int             `json:"max_attempts"`
-	InitialBackoffMS int64           `json:"initial_backoff_ms"`
-	MaxBackoffMS     int64           `json:"max_backoff_ms"`
-	Shards           int             `json:"shards"`
-	DependsOn        []string        `json:"depends_on"`
-	TriggerRule      string          `json:"trigger_rule"`
-	// CompletionMode is "callback" for a node in callback mode (absent:
-	// response), with its timeouts.
-	CompletionMode      string `json:"completion_mode,omitempty"`
-	CompletionTimeoutMS int64  `json:"completion_timeout_ms,omitempty"`
-	HeartbeatTimeoutMS  int64  `json:"heartbeat_timeout_ms,omitempty"`
-	// PayloadTemplate and RunIf: the node's templates (WorkflowNodeInput).
-	PayloadTemplate bool   `json:"payload_template,omitempty"`
-	RunIf           string `json:"run_if,omitempty"`
-	// WaitFor: a node that waits for an event (no task, no delivery).
-	WaitFor *storedWait `json:"wait_for,omitempty"`
-}
+// A version's stored document and its parse (storedNode, graph) are
+// service/workflow's.
 
-// completion is the node's completion mode as a task's.
-func (n storedNode) completion() Completion {
-	if n.CompletionMode != CompletionCallback {
-		return Completion{}
-	}
-	return Completion{
-		Mode: CompletionCallback, Timeout: time.Duration(n.CompletionTimeoutMS) * time.Millisecond,
-		HeartbeatTimeout: time.Duration(n.HeartbeatTimeoutMS) * time.Millisecond,
-	}
-}
-
-// graph is a parsed workflow version: its nodes in topological order, and
-// the same as package dag sees them.
-type graph struct {
-	nodes []storedNode
-	dag   []dag.Node
-	index map[string]int
-}
-
-func parseGraph(doc string) (*graph, error) {
-	var nodes []storedNode
-	if err := json.Unmarshal([]byte(doc), &nodes); err != nil {
-		return nil, fmt.Errorf("workflow version document: %w", err)
-	}
-	g := &graph{nodes: nodes, dag: make([]dag.Node, len(nodes)), index: make(map[string]int, len(nodes))}
-	for i, n := range nodes {
-		g.dag[i] = dag.Node{Key: n.Key, DependsOn: n.DependsOn, Rule: n.TriggerRule}
-		g.index[n.Key] = i
-	}
-	return g, nil
-}
-
-// graphCache keeps parsed versions (immutable) by tenant, workflow and
-// version: a version's document holds every node's payload, and reading
-// and parsing it again for each advance of a run costs more than the rest
-// of the advance (BenchmarkWorkflowAdvance). Each value that advances runs
-// owns one; its zero value is ready, and a nil *graphCache reads through.
-type graphCache struct {
-	mu sync.Mutex
-	m  map[string]*graph
-}
-
-// graphCacheMax bounds the versions a cache holds: past it, it starts
-// over.
-const graphCacheMax = 10_000
-
-// load returns the parsed version, from the cache or read with q.
-func (c *graphCache) load(ctx context.Context, q db.Querier, tenant, workflowID string, version int32) (*graph, error) {
-	key := fmt.Sprintf("%s\x00%s\x00%d", tenant, workflowID, version)
-	if c != nil {
-		c.mu.Lock()
-		g := c.m[key]
-		c.mu.Unlock()
-		if g != nil {
-			return g, nil
-		}
-	}
-	doc, err := db.GetWorkflowVersion(ctx, q, tenant, workflowID, version)
-	if err != nil {
-		return nil, storeError(err, "load workflow version")
-	}
-	g, err := parseGraph(string(doc))
-	if err != nil {
-		return nil, err
-	}
-	if c != nil {
-		c.mu.Lock()
-		if c.m == nil || len(c.m) > graphCacheMax {
-			c.m = map[string]*graph{}
-		}
-		c.m[key] = g
-		c.mu.Unlock()
-	}
-	return g, nil
-}
-
-// nodeState is a node's state from its stored state and, once it fired,
-// its executions'.
-func nodeState(stored string, execs []db.RunExecution) string {
-	if stored == nodeAwaiting {
-		return dag.Running // a wait_for node waiting for its event
-	}
-	if stored != nodeFired {
-		return stored
-	}
-	shards := make([]string, len(execs))
-	for i, e := range execs {
-		shards[i] = e.State
-	}
-	return dag.FiredState(shards)
-}
-
-// runPlan is what advanceRun decides for a run (dag.Plan).
-type runPlan struct {
-	fire, block, unblock []string
-	run                  string
-}
-
-// planRun decides, from the stored node states and the executions of a
-// running or blocked run, which nodes fire, which are blocked or no longer
-// blocked, and the run's state (dag.Advance).
-func planRun(g *graph, stored map[string]string, execs map[string][]db.RunExecution) runPlan {
-	states := make(map[string]string, len(g.nodes))
-	for _, n := range g.nodes {
-		states[n.Key] = nodeState(stored[n.Key], execs[n.Key])
-	}
-	p := dag.Advance(g.dag, states)
-	return runPlan{fire: p.Fire, block: p.Block, unblock: p.Unblock, run: p.Run}
-}
+// graphCache keeps parsed versions (workflow.Cache).
+type graphCache = workflow.Cache
 
 // runEngine fires the nodes of runs; ahead makes a root's deliver job due
 // that long before its slot (SchedulerConfig.FetchAhead); graphs is its
@@ -222,11 +90,11 @@ func (e runEngine) advanceLocked(ctx context.Context, tx db.Tx, run db.WorkflowR
 // template made it run again (each one changes a node's state, so they
 // are at most as many as the nodes).
 func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, force []string, depth int) error {
-	g, err := e.graphs.load(ctx, tx, run.TenantID, run.WorkflowID, run.Version)
+	g, err := e.graphs.Load(ctx, tx, run.TenantID, run.WorkflowID, run.Version)
 	if err != nil {
 		return err
 	}
-	if depth > len(g.nodes) {
+	if depth > len(g.Nodes) {
 		return fmt.Errorf("workflow run %s: its nodes' conditions did not settle after %d passes", run.ID, depth)
 	}
 	nodes, err := db.GetRunNodes(ctx, tx, run.TenantID, run.ID)
@@ -248,8 +116,8 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 	for _, k := range force {
 		stored[k] = nodeFired // fired below with the planned ones
 	}
-	p := planRun(g, stored, execs)
-	fire := append(slices.Clone(p.fire), force...)
+	p := g.Plan(stored, execs)
+	fire := append(slices.Clone(p.Fire), force...)
 	// Conditions and templates: run_if decides whether a node whose rule
 	// is met fires or is skipped (a node forced to run fires whatever it
 	// says); one that renders anything else fails, as does a payload
@@ -260,13 +128,13 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 		broken  map[string]string
 		ranIf   = map[string]bool{} // the nodes whose run_if rendered (lineage)
 	)
-	if needsTemplates(g, fire) {
+	if g.NeedsTemplates(fire) {
 		if tr, err = loadTemplates(ctx, tx, run, g, stored, execs); err != nil {
 			return err
 		}
 		kept := fire[:0:0]
 		for _, k := range fire {
-			n := g.nodes[g.index[k]]
+			n := g.Nodes[g.Index[k]]
 			if n.RunIf == "" || slices.Contains(force, k) {
 				kept = append(kept, k)
 				continue
@@ -288,7 +156,7 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 		fire = kept
 	}
 	// A wait_for node whose rule is met starts waiting for its event.
-	fire, waits := splitWaits(g, fire)
+	fire, waits := g.SplitWaits(fire)
 	var keys, states []string
 	for _, k := range fire {
 		keys, states = append(keys, k), append(states, nodeFired)
@@ -296,10 +164,10 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 	for _, k := range skipped {
 		keys, states = append(keys, k), append(states, NodeSkipped)
 	}
-	for _, k := range p.block {
+	for _, k := range p.Block {
 		keys, states = append(keys, k), append(states, NodeBlocked)
 	}
-	for _, k := range p.unblock {
+	for _, k := range p.Unblock {
 		keys, states = append(keys, k), append(states, NodeWaiting)
 	}
 	if len(keys) > 0 {
@@ -323,22 +191,22 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 		// nodes' rules, and settles the run's state: plan again.
 		return e.advance(ctx, tx, run, nil, depth+1)
 	}
-	if p.run == run.State {
+	if p.Run == run.State {
 		return nil
 	}
-	if err := lifecycle.Runs.Check([]string{run.State}, p.run); err != nil {
+	if err := lifecycle.Runs.Check([]string{run.State}, p.Run); err != nil {
 		return err
 	}
-	if err := db.SetWorkflowRunState(ctx, tx, run.TenantID, run.ID, p.run); err != nil {
+	if err := db.SetWorkflowRunState(ctx, tx, run.TenantID, run.ID, p.Run); err != nil {
 		return storeError(err, "set workflow run state")
 	}
-	if p.run == RunBlocked {
-		if err := e.alertBlocked(ctx, tx, run, p.block); err != nil {
+	if p.Run == RunBlocked {
+		if err := e.alertBlocked(ctx, tx, run, p.Block); err != nil {
 			return err
 		}
 	}
-	if lifecycle.RunFinal.Has(p.run) {
-		e.metrics.WorkflowRunFinished(p.run)
+	if lifecycle.RunFinal.Has(p.Run) {
+		e.metrics.WorkflowRunFinished(p.Run)
 		return e.finishedRun(ctx, tx, run)
 	}
 	return nil
@@ -359,7 +227,7 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 	unsent := map[string]string{} // execution id → why it fails unsent
 	meta := map[string]storedNode{}
 	for _, k := range keys {
-		n := g.nodes[g.index[k]]
+		n := g.Nodes[g.Index[k]]
 		trigger := TriggerDependency
 		if len(n.DependsOn) == 0 {
 			// A root has its run's trigger: a backfill run's roots are
@@ -459,12 +327,12 @@ func (e runEngine) promoteVersion(ctx context.Context, tx db.Tx, tenant, workflo
 
 // start makes a pending run running: its nodes, then its roots' fires.
 func (e runEngine) start(ctx context.Context, tx db.Tx, run db.WorkflowRun) error {
-	g, err := e.graphs.load(ctx, tx, run.TenantID, run.WorkflowID, run.Version)
+	g, err := e.graphs.Load(ctx, tx, run.TenantID, run.WorkflowID, run.Version)
 	if err != nil {
 		return err
 	}
-	keys := make([]string, len(g.nodes))
-	for i, n := range g.nodes {
+	keys := make([]string, len(g.Nodes))
+	for i, n := range g.Nodes {
 		keys[i] = n.Key
 	}
 	if err := db.InsertRunNodes(ctx, tx, run.TenantID, run.ID, keys); err != nil {

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/axhq/ax/db"
-	"github.com/axhq/ax/service/schedule"
 	"github.com/axhq/ax/service/template"
+	"github.com/axhq/ax/service/workflow"
 )
 
 // runTemplates renders a run's node templates (payloads and run_if) from
@@ -26,17 +24,6 @@ type runTemplates struct {
 	event  *template.Event // the event that started the run (nil: none)
 }
 
-// needsTemplates reports whether a node of keys renders a template (a
-// payload, a run_if, a wait_for key).
-func needsTemplates(g *graph, keys []string) bool {
-	for _, k := range keys {
-		if n := g.nodes[g.index[k]]; n.PayloadTemplate || n.RunIf != "" || (n.WaitFor != nil && n.WaitFor.Key != "") {
-			return true
-		}
-	}
-	return false
-}
-
 // loadTemplates reads run's data (runData) and its workflow's zone.
 func loadTemplates(ctx context.Context, tx db.Tx, run db.WorkflowRun, g *graph, stored map[string]string,
 	execs map[string][]db.RunExecution,
@@ -45,7 +32,7 @@ func loadTemplates(ctx context.Context, tx db.Tx, run db.WorkflowRun, g *graph, 
 	if err != nil {
 		return nil, err
 	}
-	t := &runTemplates{run: run, g: g, loc: time.UTC, inputs: d.Inputs, nodes: make(map[string]template.Node, len(d.Nodes))}
+	t := &runTemplates{run: run, g: g, inputs: d.Inputs, nodes: make(map[string]template.Node, len(d.Nodes))}
 	for k, n := range d.Nodes {
 		t.nodes[k] = template.Node{Status: n.Status, Output: n.Output}
 	}
@@ -63,16 +50,7 @@ func loadTemplates(ctx context.Context, tx db.Tx, run db.WorkflowRun, g *graph, 
 	if err != nil {
 		return nil, storeError(err, "load workflow")
 	}
-	if w.Schedule != nil {
-		var s struct {
-			Timezone string `json:"timezone"`
-		}
-		if json.Unmarshal([]byte(*w.Schedule), &s) == nil && s.Timezone != "" {
-			if loc, err := schedule.LoadZone(s.Timezone); err == nil {
-				t.loc = loc
-			}
-		}
-	}
+	t.loc = workflow.Zone(w.Schedule)
 	return t, nil
 }
 
@@ -89,7 +67,7 @@ func (t *runTemplates) data(n storedNode, id, trigger string, shard, count int) 
 // false) says why the node fails instead (anything but true or false).
 func (t *runTemplates) runIf(n storedNode) (fire, skip bool, reason string) {
 	doc, _ := json.Marshal(n.RunIf)
-	tpl, err := template.Parse(doc, scopeOf(t.g, n))
+	tpl, err := template.Parse(doc, workflow.ScopeOf(t.g, n))
 	if err != nil {
 		return false, false, "run_if does not parse: " + err.Error()
 	}
@@ -97,22 +75,7 @@ func (t *runTemplates) runIf(n storedNode) (fire, skip bool, reason string) {
 	if err != nil {
 		return false, false, "run_if: " + err.Error()
 	}
-	var v any
-	if err := json.Unmarshal(out, &v); err != nil {
-		return false, false, "run_if rendered no value: " + err.Error()
-	}
-	switch v := v.(type) {
-	case bool:
-		return v, !v, ""
-	case string:
-		switch strings.TrimSpace(v) {
-		case "true":
-			return true, false, ""
-		case "false":
-			return false, true, ""
-		}
-	}
-	return false, false, fmt.Sprintf("run_if rendered %s: want true or false", truncateText(string(out), 200))
+	return workflow.RunIfVerdict(out)
 }
 
 // payload renders node n's payload for one of its executions; nil, nil
@@ -121,42 +84,9 @@ func (t *runTemplates) payload(n storedNode, id, trigger string, shard, count in
 	if t == nil || !n.PayloadTemplate {
 		return nil, nil
 	}
-	tpl, err := template.Parse(n.Payload, scopeOf(t.g, n))
+	tpl, err := template.Parse(n.Payload, workflow.ScopeOf(t.g, n))
 	if err != nil {
 		return nil, fmt.Errorf("the payload's template does not parse: %w", err)
 	}
 	return tpl.Render(t.data(n, id, trigger, shard, count), RenderedPayloadMax)
-}
-
-// truncateText cuts s to at most n bytes on a character boundary.
-func truncateText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-// scopeOf is the template scope of node n in graph g: every upstream node,
-// direct or not, and any input name (the inputs were checked when the
-// version was stored).
-func scopeOf(g *graph, n storedNode) template.Scope {
-	seen := map[string]bool{}
-	var up []string
-	var walk func(keys []string)
-	walk = func(keys []string) {
-		for _, k := range keys {
-			if i, ok := g.index[k]; ok && !seen[k] {
-				seen[k] = true
-				up = append(up, k)
-				walk(g.nodes[i].DependsOn)
-			}
-		}
-	}
-	walk(n.DependsOn)
-	// .event… was checked against the workflow's schedule when the
-	// version was stored.
-	return template.Scope{Workflow: true, Upstream: up, Event: true}
 }

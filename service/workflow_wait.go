@@ -7,79 +7,35 @@ import (
 	"fmt"
 	"slices"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/event"
 	"github.com/axhq/ax/service/lifecycle"
-	"github.com/axhq/ax/service/schedule"
 	"github.com/axhq/ax/service/template"
+	"github.com/axhq/ax/service/workflow"
 )
 
-// Workflow nodes that wait for an event (wait_for instead of an endpoint).
-//
-// Such a node has no hidden task and no execution: its state lives on its
-// workflow_run_nodes row (db/waits.go). When its rule is met the advance
-// renders its key (the same data as a payload template) and makes it
-// awaiting from the transaction's clock (or its run's slot, when the
-// scheduler starts the run ahead of it) until its timeout; the API shows
-// it running, with what it waits for. It ends
-//   - succeeded, when an event of its name (and, with a key, that key)
-//     arrives after it became awaiting: EventFires.resolveWaits, in the
-//     event's transaction, with the event's payload as its output;
-//   - succeeded or skipped by a person (RunNode, SkipNode);
-//   - failed (error class event_timeout) when its deadline passes first:
-//     Workflows.expireWaits, from the workflow sweep;
-//   - failed (error class template) when its key does not render.
-//
-// Each of those locks the run first, then ends the wait with a statement
-// conditional on the node still awaiting, and advances the run in the
-// same transaction: two transactions ending one wait serialize on the
-// run's row, and the second finds nothing to end, so an event consumes a
-// wait at most once, whichever replica posts it.
+// Workflow nodes that wait for an event (wait_for instead of an endpoint):
+// their rules are service/workflow's (wait.go says how a wait ends); the
+// transactions that start and end waits are here.
 
-// Wait limits and error classes.
+// Wait limits and error classes (service/workflow).
 const (
-	// WaitTimeoutMin and WaitTimeoutMax bound wait_for.timeout_ms.
-	WaitTimeoutMin = time.Second
-	WaitTimeoutMax = 30 * 24 * time.Hour
-	// ErrorClassEventTimeout: a wait_for node whose event did not arrive
-	// within its timeout.
-	ErrorClassEventTimeout = "event_timeout"
+	WaitTimeoutMin         = workflow.WaitTimeoutMin
+	WaitTimeoutMax         = workflow.WaitTimeoutMax
+	ErrorClassEventTimeout = workflow.ErrorClassEventTimeout
 	// waitSweepBatch bounds the runs one expiry pass ends waits of.
 	waitSweepBatch = 100
 	// waitGaugeEvery paces the count behind ax_waiting_nodes.
 	waitGaugeEvery = 10 * time.Second
 )
 
-// WaitFor is what a wait_for node waits for.
-type WaitFor struct {
-	// Event is the event's name (schedule.ValidEventName).
-	Event string
-	// Key, when set, is a template (the data of a node's payload
-	// template) rendered when the node's rule is met: only an event with
-	// that key satisfies the node. "": any event of that name.
-	Key string
-	// Timeout: no matching event within it fails the node
-	// (event_timeout). WaitTimeoutMin to WaitTimeoutMax.
-	Timeout time.Duration
-}
-
-// NodeWait is what an awaiting node waits for, as a run shows it.
-type NodeWait struct {
-	Event string
-	// Key is the rendered key ("": any event of that name).
-	Key      string
-	Deadline time.Time
-}
-
-// storedWait is a wait_for node in a version's document.
-type storedWait struct {
-	Event     string `json:"event"`
-	Key       string `json:"key,omitempty"`
-	TimeoutMS int64  `json:"timeout_ms"`
-}
+type (
+	// WaitFor is what a wait_for node waits for.
+	WaitFor = workflow.WaitFor
+	// NodeWait is what an awaiting node waits for, as a run shows it.
+	NodeWait = workflow.NodeWait
+)
 
 // waitDefaults is a wait_for node's defaults: its rule and dependencies,
 // and none of the delivery fields' (a payload, shards or a completion
@@ -103,25 +59,10 @@ func (n WorkflowNodeInput) waitDefaults() WorkflowNodeInput {
 // checkWaitNode checks a wait_for node (field prefix f, nodes[i]): its
 // wait, and that it has no delivery field.
 func checkWaitNode(ve *ValidationError, f string, n WorkflowNodeInput, in WorkflowInput) {
-	w := n.WaitFor
 	if n.EndpointID != "" {
 		ve.Add(f+".endpoint_id", "a node has endpoint_id or wait_for, not both")
 	}
-	if !schedule.ValidEventName(w.Event) {
-		ve.Add(f+".wait_for.event", schedule.EventNameRule)
-	}
-	if w.Timeout < WaitTimeoutMin || w.Timeout > WaitTimeoutMax {
-		ve.Add(f+".wait_for.timeout_ms", fmt.Sprintf("is required: %d (1 s) to %d (30 days)",
-			WaitTimeoutMin.Milliseconds(), WaitTimeoutMax.Milliseconds()))
-	}
-	if w.Key != "" {
-		if len(w.Key) > RunIfMax {
-			ve.Add(f+".wait_for.key", fmt.Sprintf("must be at most %d bytes", RunIfMax))
-		} else {
-			doc, _ := json.Marshal(w.Key)
-			checkPayloadTemplate(ve, f+".wait_for.key", doc, nodeScope(n, in))
-		}
-	}
+	workflow.CheckWait(ve, f, *n.WaitFor, nodeScope(n, in))
 	refuse := func(field string, given bool) {
 		if given {
 			ve.Add(f+"."+field, "a wait_for node sends nothing: it has no "+field)
@@ -140,28 +81,13 @@ func checkWaitNode(ve *ValidationError, f string, n WorkflowNodeInput, in Workfl
 func storedWaitNode(n WorkflowNodeInput) storedNode {
 	return storedNode{
 		Key: n.Key, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule, RunIf: n.RunIf,
-		WaitFor: &storedWait{Event: n.WaitFor.Event, Key: n.WaitFor.Key, TimeoutMS: n.WaitFor.Timeout.Milliseconds()},
+		WaitFor: n.WaitFor.Stored(),
 	}
 }
 
 // waitInput is a stored wait_for node as the client set it.
-func (n storedNode) waitInput() WorkflowNodeInput {
-	return WorkflowNodeInput{
-		Key: n.Key, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule, RunIf: n.RunIf,
-		WaitFor: &WaitFor{Event: n.WaitFor.Event, Key: n.WaitFor.Key, Timeout: time.Duration(n.WaitFor.TimeoutMS) * time.Millisecond},
-	}
-}
-
-// splitWaits separates, of the nodes to fire, the wait_for nodes.
-func splitWaits(g *graph, keys []string) (fire, waits []string) {
-	for _, k := range keys {
-		if g.nodes[g.index[k]].WaitFor != nil {
-			waits = append(waits, k)
-		} else {
-			fire = append(fire, k)
-		}
-	}
-	return fire, waits
+func waitInput(n storedNode) WorkflowNodeInput {
+	return WorkflowNodeInput{Key: n.Key, DependsOn: n.DependsOn, TriggerRule: n.TriggerRule, RunIf: n.RunIf, WaitFor: n.WaitFor.Input()}
 }
 
 // startWaits makes the wait_for nodes keys of run await their events: each
@@ -172,7 +98,7 @@ func (e runEngine) startWaits(ctx context.Context, tx db.Tx, run db.WorkflowRun,
 ) (failed bool, err error) {
 	var waits []db.NodeWait
 	for _, k := range keys {
-		n := g.nodes[g.index[k]]
+		n := g.Nodes[g.Index[k]]
 		reason, bad := broken[k]
 		var key *string
 		if !bad && n.WaitFor.Key != "" {
@@ -201,10 +127,10 @@ func (e runEngine) startWaits(ctx context.Context, tx db.Tx, run db.WorkflowRun,
 // as its JSON text; anything else, or an empty key, is an error.
 func (t *runTemplates) waitKey(n storedNode) (string, error) {
 	if t == nil {
-		return "", errors.New("no template data") // needsTemplates said otherwise: a programmer's error
+		return "", errors.New("no template data") // NeedsTemplates said otherwise: a programmer's error
 	}
 	doc, _ := json.Marshal(n.WaitFor.Key)
-	tpl, err := template.Parse(doc, scopeOf(t.g, n))
+	tpl, err := template.Parse(doc, workflow.ScopeOf(t.g, n))
 	if err != nil {
 		return "", fmt.Errorf("does not parse: %w", err)
 	}
@@ -212,23 +138,7 @@ func (t *runTemplates) waitKey(n storedNode) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var v any
-	if err := json.Unmarshal(out, &v); err != nil {
-		return "", fmt.Errorf("rendered no value: %w", err)
-	}
-	var key string
-	switch v := v.(type) {
-	case string:
-		key = v
-	case float64, bool:
-		key = string(out)
-	default:
-		return "", fmt.Errorf("rendered %s: want a string", truncateText(string(out), 200))
-	}
-	if key == "" || utf8.RuneCountInString(key) > event.KeyMax || slices.ContainsFunc([]rune(key), func(r rune) bool { return !unicode.IsPrint(r) }) {
-		return "", fmt.Errorf("rendered %q: an event's key is 1 to %d printable characters", truncateText(key, 200), event.KeyMax)
-	}
-	return key, nil
+	return workflow.CheckKey(out)
 }
 
 // resolveWaits ends, succeeded, the nodes waiting for ev (in ev's
@@ -367,30 +277,4 @@ func resolveWait(ctx context.Context, tx db.Tx, run db.WorkflowRun, key, state s
 		return conflictf("node %q is no longer waiting", key)
 	}
 	return nil
-}
-
-// checkNodeOutput checks the output a person gives a wait_for node.
-func checkNodeOutput(output json.RawMessage) error {
-	if output == nil {
-		return nil
-	}
-	var ve ValidationError
-	switch {
-	case len(output) > OutputMax:
-		ve.Add("output", fmt.Sprintf("must be at most %d bytes", OutputMax))
-	case !json.Valid(output):
-		ve.Add("output", "must be a JSON value")
-	case jsonHasNUL(output):
-		ve.Add("output", `must not contain U+0000 ("\u0000")`)
-	}
-	return ve.Err()
-}
-
-// waitOf sets what run node rn shows of its wait from its row sn.
-func waitOf(rn *WorkflowRunNode, sn db.RunNode) {
-	if sn.State == nodeAwaiting && sn.WaitEvent != nil && sn.WaitDeadline != nil {
-		rn.Wait = &NodeWait{Event: *sn.WaitEvent, Key: zeroIfNil(sn.WaitKey), Deadline: sn.WaitDeadline.UTC()}
-	}
-	rn.StartedAt, rn.FinishedAt = utcPtr(sn.WaitSince), utcPtr(sn.FinishedAt)
-	rn.EventID, rn.ErrorClass, rn.LastError = zeroIfNil(sn.EventID), zeroIfNil(sn.ErrorClass), zeroIfNil(sn.LastError)
 }
