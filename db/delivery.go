@@ -75,6 +75,10 @@ type DeliveryRow struct {
 	// SingleSlot: the task's schedule has one slot only (once), so a
 	// misfire of it has no other slot to stand for.
 	SingleSlot bool `db:"single_slot"`
+	// Late: the batched start (StartPendingDeliveries) sent the execution
+	// as a late fire, a misfire its task's policy still sends. Not read by
+	// GetDeliveryForUpdate: the row-by-row path decides that itself.
+	Late bool `db:"-"`
 	JoinedEndpoint
 	// CompletionTimeoutMS is set for a task in callback completion mode
 	// (nil: a 2xx ends the attempt); HeartbeatTimeoutMS may be set then.
@@ -137,6 +141,21 @@ type Misfire struct {
 var MisfiredFirstFire = `(e.state = ` + execPending + ` AND e.trigger = 'schedule' AND e.first_started_at IS NULL
 	AND e.scheduled_for < m.cut)`
 
+// laterMisfire is the SQL of DeliveryRow.LaterMisfire over execution e
+// (a misfired first fire of a fire_once task), with m.cut in scope: a
+// later scheduled execution of its task is a misfired first fire too, not
+// decided yet. One probe of the task's slot index.
+var laterMisfire = `EXISTS (
+	SELECT 1 FROM executions x
+	WHERE x.task_id = e.task_id AND x.trigger = 'schedule' AND NOT x.rescheduled AND x.tenant_id = e.tenant_id
+	  AND x.scheduled_for > e.scheduled_for AND x.scheduled_for < m.cut
+	  AND x.state = ` + execPending + ` AND x.first_started_at IS NULL)`
+
+// caughtUp is the SQL of DeliveryRow.CaughtUp over execution e (a
+// misfired first fire of a fire_once task) and its task t: the task's
+// latest catch-up started at or after e's slot (NULL: it has none).
+var caughtUp = `t.caught_up_at >= e.scheduled_for`
+
 // GetDeliveryForUpdate reads an execution with its task and endpoint and
 // locks the execution row until the transaction ends. The overlap count
 // looks only at the task's unfinished executions ordered before this one by
@@ -190,12 +209,8 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 					  AND x.state <> `+execCancelled+`
 					LIMIT $4) later)
 			ELSE 0 END::int AS later_missed,
-			coalesce(`+MisfiredFirstFire+` AND t.misfire_policy = 'fire_once' AND EXISTS (
-				SELECT 1 FROM executions x
-				WHERE x.task_id = e.task_id AND x.trigger = 'schedule' AND NOT x.rescheduled AND x.tenant_id = e.tenant_id
-				  AND x.scheduled_for > e.scheduled_for AND x.scheduled_for < m.cut
-				  AND x.state = `+execPending+` AND x.first_started_at IS NULL), false) AS later_misfire,
-			coalesce(`+MisfiredFirstFire+` AND t.misfire_policy = 'fire_once' AND t.caught_up_at >= e.scheduled_for, false) AS caught_up,
+			coalesce(`+MisfiredFirstFire+` AND t.misfire_policy = 'fire_once' AND `+laterMisfire+`, false) AS later_misfire,
+			coalesce(`+MisfiredFirstFire+` AND t.misfire_policy = 'fire_once' AND `+caughtUp+`, false) AS caught_up,
 			coalesce(`+MisfiredFirstFire+` AND t.misfire_policy = 'fire_once' AND EXISTS (
 				SELECT 1 FROM executions x
 				WHERE x.task_id = e.task_id AND x.trigger = 'schedule' AND NOT x.rescheduled AND x.tenant_id = e.tenant_id

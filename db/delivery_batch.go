@@ -43,15 +43,28 @@ import (
 // than these rows; every other attempt takes the row-by-row path, which
 // asks decideStart itself. A rule added to decideStart is added here too
 // (service.TestStartDecisionAgreesWithTheBatch fails until it is).
-// m.cut is the misfire cut (MisfiredFirstFire).
+// m.cut is the misfire cut (MisfiredFirstFire). A misfire is taken only
+// when SendsLateWithoutDecision holds; the CASE keeps its probe off every
+// on-time start.
 var StartsWithoutDecision = `e.state = ` + execPending + ` AND NOT e.cancel_requested AND e.held_at IS NULL
 	AND (i.job_id = 0 OR e.river_job_id IS NULL OR e.river_job_id = i.job_id)
 	AND (t.state <> ` + taskPaused + ` OR e.trigger = 'manual')
 	AND t.overlap_policy = 'allow'
 	AND e.attempts - e.attempts_base < t.max_attempts
-	AND NOT ` + MisfiredFirstFire + `
+	AND CASE WHEN ` + MisfiredFirstFire + ` THEN ` + SendsLateWithoutDecision + ` ELSE true END
 	AND ep.enabled
 	AND ep.max_concurrency IS NULL AND ep.rate_limit_per_second IS NULL AND NOT i.tenant_limited`
+
+// SendsLateWithoutDecision is the condition under which the batched start
+// sends a misfire (MisfiredFirstFire) late, over the execution e and its
+// task t: the SQL mirror of service's startRules.batchesLate. The task is
+// a one-shot (schedule once) fire_once task, so the late send stands for
+// no other slot: it takes no task row lock and records no catch-up. No
+// catch-up of the task started at or after its slot (caughtUp) and no
+// later misfire of the task waits to be decided (laterMisfire), either of
+// which would miss it.
+var SendsLateWithoutDecision = `(t.misfire_policy = 'fire_once' AND t.schedule_type = 'once'
+	AND NOT coalesce(` + caughtUp + `, false) AND NOT ` + laterMisfire + `)`
 
 // SucceedsWithoutDecision is the condition under which the batched
 // success (SucceedDeliveries) records a 2xx: the SQL mirror of
@@ -91,8 +104,13 @@ type DeliveryKey struct {
 // by the row (ImplicitStarted) for the execution's first start ever,
 // stored for a start after an API retry — and returns the started rows as
 // GetDeliveryForUpdate would have read them, keyed by their index in keys.
+// A misfire SendsLateWithoutDecision admits is started as a late fire, as
+// StartDelivery's late does: marked late, its attempt_started event stored
+// with the late fire's data (late, lateness_ms, misfire_policy, as
+// service's Begin writes them), never implied; its row comes back with
+// Late set.
 // misfire.Threshold is the misfire threshold (misfire.CountMax is unused:
-// a misfire is never batched).
+// no fire_all misfire is batched).
 // The others — including any another transaction has locked — are
 // untouched and absent from the map.
 func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, misfire Misfire) (map[int]DeliveryRow, error) {
@@ -115,6 +133,9 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 			SELECT now() - make_interval(secs => $5) AS cut, set_config('synchronous_commit', 'off', true) AS async_commit
 		), cur AS (
 			SELECT i.ord, e.row, e.tenant_id, e.id, i.lease, e.first_started_at AS prev_first_started_at,
+				`+MisfiredFirstFire+` AS late,
+				floor(extract(epoch FROM now() - e.scheduled_for) * 1000)::bigint AS lateness_ms,
+				t.schedule_type = 'once' AS single_slot,
 				t.name AS task_name, t.state AS task_state, t.payload AS task_payload, t.timeout_ms AS task_timeout_ms,
 				t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy, t.misfire_policy,
 				ep.id AS endpoint_id, ep.url AS endpoint_url, ep.method AS endpoint_method, ep.headers AS endpoint_headers,
@@ -140,8 +161,8 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 		), started AS (
 			UPDATE executions e SET state = `+execRunning+`, attempts = e.attempts + 1, lease_attempt = c.lease,
 				started_at = coalesce(e.started_at, now()), next_attempt_at = NULL,
-				first_started_at = coalesce(e.first_started_at, now()),
-				implicit_events = e.implicit_events | CASE WHEN c.prev_first_started_at IS NULL THEN 2 ELSE 0 END
+				first_started_at = coalesce(e.first_started_at, now()), late = e.late OR c.late,
+				implicit_events = e.implicit_events | CASE WHEN c.prev_first_started_at IS NULL AND NOT c.late THEN 2 ELSE 0 END
 			FROM cur c
 			WHERE e.ctid = c.row AND e.tenant_id = c.tenant_id AND e.id = c.id
 			RETURNING c.ord, e.tenant_id, e.id, e.task_id, e.scheduled_for, e.trigger, e.state, e.attempts, e.attempts_base,
@@ -151,18 +172,23 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 				c.endpoint_id, c.endpoint_url,
 				c.endpoint_method, c.endpoint_headers, c.secret, c.previous_secret, c.previous_secret_expires_at,
 				c.endpoint_timeout_ms, c.endpoint_enabled, c.completion_timeout_ms, c.heartbeat_timeout_ms,
-				c.endpoint_max_concurrency, c.endpoint_rate_limit, c.prev_first_started_at
+				c.endpoint_max_concurrency, c.endpoint_rate_limit, c.prev_first_started_at, c.late, c.lateness_ms, c.single_slot
 		), events AS (
-			INSERT INTO execution_events (tenant_id, execution_id, type, attempt)
-			SELECT tenant_id, id, 'attempt_started', attempts FROM started WHERE prev_first_started_at IS NOT NULL
+			-- A late start's event says so, and which policy let it
+			-- through (lateness_ms by the statement's clock, as Begin's
+			-- by the row's now()).
+			INSERT INTO execution_events (tenant_id, execution_id, type, attempt, data)
+			SELECT tenant_id, id, 'attempt_started', attempts, CASE WHEN late THEN
+					jsonb_build_object('late', true, 'lateness_ms', lateness_ms, 'misfire_policy', misfire_policy) END
+			FROM started WHERE prev_first_started_at IS NOT NULL OR late
 		)
-		SELECT ord, tenant_id, id::text, task_id::text, scheduled_for, trigger, state, attempts, attempts_base,
+		SELECT ord, late, tenant_id, id::text, task_id::text, scheduled_for, trigger, state, attempts, attempts_base,
 			lease_attempt, cancel_requested, payload, river_job_id, round,
 			workflow_id::text, workflow_run_id::text, node, shard, shard_count, event_id::text, created_at,
 			prev_first_started_at IS NULL AS never_started, false AS held,
 			true AS task_found, task_name, task_state, task_payload, task_timeout_ms, max_attempts,
 			initial_backoff_ms, max_backoff_ms, overlap_policy, misfire_policy, 0 AS earlier_unfinished, 0 AS later_missed,
-			false AS later_misfire, false AS caught_up, false AS catch_up_shard, false AS single_slot,
+			false AS later_misfire, false AS caught_up, false AS catch_up_shard, single_slot,
 			true AS endpoint_found, endpoint_id::text, endpoint_url, endpoint_method, endpoint_headers, secret,
 			previous_secret, previous_secret_expires_at, endpoint_timeout_ms, endpoint_enabled,
 			completion_timeout_ms, heartbeat_timeout_ms, false AS waiting, endpoint_max_concurrency, endpoint_rate_limit,
@@ -173,12 +199,14 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 	}
 	out := make(map[int]DeliveryRow, len(keys))
 	var (
-		ord int
-		r   DeliveryRow
+		ord  int
+		late bool
+		r    DeliveryRow
 	)
 	// Scanned by position into the fields in their order (the SELECT lists
 	// them so): named struct scanning was a twentieth of ax's CPU here.
-	_, err = pgx.ForEachRow(rows, append([]any{&ord}, r.fields()...), func() error {
+	_, err = pgx.ForEachRow(rows, append([]any{&ord, &late}, r.fields()...), func() error {
+		r.Late = late
 		out[ord-1] = r
 		r = DeliveryRow{}
 		return nil

@@ -118,9 +118,9 @@ type Delivery struct {
 // Begin decides (decideStart) and records the start of River attempt
 // lease of an execution, in one transaction. The common case — a first
 // send that needs no decision beyond the execution, task and endpoint rows
-// (db.StartsWithoutDecision) — is batched with concurrent Begins into one
-// statement; everything else, and any execution a failed batch carried,
-// takes the row-by-row path.
+// (db.StartsWithoutDecision), a one-shot task's late send included — is
+// batched with concurrent Begins into one statement; everything else, and
+// any execution a failed batch carried, takes the row-by-row path.
 func (s *Deliveries) Begin(ctx context.Context, tenant, executionID string, lease int) (Delivery, error) {
 	return s.BeginJob(ctx, tenant, executionID, lease, 0)
 }
@@ -142,8 +142,8 @@ func (s *Deliveries) BeginJob(ctx context.Context, tenant, executionID string, l
 		if err != nil {
 			return Delivery{}, err
 		}
-		d.Action, d.Attempt, d.Keys = ActionSend, r.row.Attempts, keys
-		d.FiringLateness = firstFiringLateness(r.row, false) // a batched start is never a catch-up
+		d.Action, d.Attempt, d.Keys, d.Late = ActionSend, r.row.Attempts, keys, r.row.Late
+		d.FiringLateness = firstFiringLateness(r.row, r.row.Late)
 		return d, nil
 	}
 	return s.beginRow(ctx, tenant, executionID, lease, jobID)

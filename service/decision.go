@@ -128,6 +128,17 @@ func (r startRules) decidedAlone(f startFacts) bool {
 	return r.misfire(f) && f.MisfirePolicy == MisfireFireOnce && !f.SingleSlot
 }
 
+// batchesLate reports whether the batched start may send the misfire f
+// late: a one-shot (SingleSlot) fire_once task's, which takes no task row
+// lock and records no catch-up (decidedAlone, startDecision.CatchUp),
+// when neither a catch-up that started after its slot (CaughtUp) nor a
+// later misfire (LaterMisfire) could miss it — then no other fact
+// (CatchUpShard) matters either. A burst of one-shot tasks picked up past
+// the threshold is sent in batches, not row by row.
+func (r startRules) batchesLate(f startFacts) bool {
+	return r.misfire(f) && f.MisfirePolicy == MisfireFireOnce && f.SingleSlot && !f.CaughtUp && !f.LaterMisfire
+}
+
 // startVerdict is what Begin does with an attempt.
 type startVerdict uint8
 
@@ -198,11 +209,14 @@ type startDecision struct {
 	// ErrorClass classifies startFail.
 	ErrorClass string
 	// Batch: the batched start (db.StartPendingDeliveries) makes this
-	// start itself: a send of a pending execution that is not a misfire
-	// (nor held: that is no send), to an endpoint without limits, decided from the execution, task and
-	// endpoint rows alone (an overlap policy other than allow needs the
-	// count of earlier unfinished executions). db.StartsWithoutDecision is
-	// its mirror in SQL.
+	// start itself: a send of a pending execution (not held: that is no
+	// send), to an endpoint without limits, decided from the execution,
+	// task and endpoint rows alone (an overlap policy other than allow
+	// needs the count of earlier unfinished executions) — not a misfire,
+	// or the late send of a one-shot fire_once task's misfire that no
+	// catch-up fact stands against (startRules.batchesLate). It marks a
+	// late send late and stores its attempt_started event, as Begin does.
+	// db.StartsWithoutDecision is its mirror in SQL.
 	Batch bool
 	// Admit: the send passes gates, and is admitted through them first
 	// (limits.Admit, in the transaction that starts it): it starts under
@@ -328,7 +342,8 @@ func startVerdictOf(f startFacts, r startRules) startDecision {
 	}
 	// A delivery through gates is admitted through them first (Admit),
 	// which the batched start does not do.
-	batch := f.State == ExecPending && f.OverlapPolicy == OverlapAllow && !late && !f.EndpointLimited && !f.TenantLimited
+	batch := f.State == ExecPending && f.OverlapPolicy == OverlapAllow && (!late || r.batchesLate(f)) &&
+		!f.EndpointLimited && !f.TenantLimited
 	return startDecision{
 		Verdict: startSend, Resumed: resumed, Attempt: next, Late: late, Batch: batch,
 		CatchUp: late && f.MisfirePolicy == MisfireFireOnce && !f.SingleSlot,

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -707,8 +708,7 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 			wg.Go(func() {
 				defer func() { <-sem }()
 				d, err := begin(c)
-				out[i] = fmt.Sprintf("action=%d state=%s reason=%q ended=%v missed=%v late=%v attempt=%d resumed=%v lease=%d keys=%d url=%s timeout=%s retry=%+v err=%v",
-					d.Action, d.State, d.Reason, d.Ended, d.Missed, d.Late, d.Attempt, d.Resumed, d.Lease, len(d.Keys), d.URL, d.Timeout, d.Retry, err)
+				out[i] = beginResult(d, err)
 			})
 		}
 		wg.Wait()
@@ -725,6 +725,58 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 		require.Equal(t, rowOut[i], batchOut[i], "combination %d (%+v): Begin's result", i, facts[i])
 		require.Equal(t, rowState[i], batchState[i], "combination %d (%+v): what Begin left", i, facts[i])
 	}
+}
+
+// beginResult is what Begin returned, but for the ids and times.
+func beginResult(d Delivery, err error) string {
+	return fmt.Sprintf("action=%d state=%s reason=%q ended=%v missed=%v late=%v attempt=%d resumed=%v lease=%d keys=%d url=%s timeout=%s retry=%+v firing_lateness=%v err=%v",
+		d.Action, d.State, d.Reason, d.Ended, d.Missed, d.Late, d.Attempt, d.Resumed, d.Lease, len(d.Keys), d.URL, d.Timeout, d.Retry,
+		d.FiringLateness != nil, err)
+}
+
+// TestLateOneShotMisfireIsBatched: a one-shot fire_once task's slot picked
+// up past the misfire threshold (every task of a large burst, late in the
+// backlog) is started by the batched statement, and it records what the
+// row-by-row path records: Begin's result (late; no firing lateness, so
+// the worker observes no ax_firing_lateness_seconds), the execution row
+// (marked late) and its timeline (an attempt_started event stored with
+// the late fire's data, not implied by the row).
+func TestLateOneShotMisfireIsBatched(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rnd := rand.New(rand.NewPCG(5, 6))
+	newID := func() string { return uuid.Must(uuid.NewRandomFromReader(rndReader{rnd})).String() }
+	misfire := func() equivCase {
+		return equivCase{
+			ID: newID(), TaskID: newID(), Lease: 1, JobID: 500, Exec: equivExec{
+				State: ExecPending, Trigger: TriggerSchedule, Ago: 2 * time.Hour, RiverJobID: refTo(int64(500)),
+			},
+			Task: &equivTask{State: TaskActive, Overlap: OverlapAllow, Misfire: MisfireFireOnce, MaxAttempts: 3, Endpoint: "on", OneShot: true},
+		}
+	}
+	byRow, batched := misfire(), misfire()
+	e := newEquivDB(t)
+	e.write(t, []equivCase{byRow, batched})
+
+	rowD, rowErr := e.d.beginRow(ctx, byRow.tenant(), byRow.ID, byRow.Lease, byRow.JobID)
+	batchD, batchErr := e.d.BeginJob(ctx, batched.tenant(), batched.ID, batched.Lease, batched.JobID)
+	require.NoError(t, batchErr)
+	require.Equal(t, int64(1), e.d.BatchStats().Batched, "the batched start took the late send")
+	require.True(t, batchD.Late)
+	require.Nil(t, batchD.FiringLateness, "a late fire has no firing lateness")
+	require.Equal(t, beginResult(rowD, rowErr), beginResult(batchD, batchErr))
+
+	got := e.snapshot(t, []equivCase{byRow, batched})
+	require.Contains(t, got[1].Row, "running attempts=1 ")
+	require.True(t, strings.HasSuffix(got[1].Row, " late=t"), got[1].Row)
+	require.Equal(t, []string{
+		"attempt_started attempt=1 status=<nil> latency=<nil> class=<nil> message=<nil> data=map[late:true misfire_policy:fire_once]",
+	}, got[1].Timeline)
+	var lateness int64
+	require.NoError(t, e.pools.Main.QueryRow(ctx, `SELECT (data->>'lateness_ms')::bigint FROM execution_events
+		WHERE tenant_id = $1 AND execution_id = $2`, batched.tenant(), batched.ID).Scan(&lateness))
+	require.InDelta(t, (2 * time.Hour).Milliseconds(), lateness, float64(time.Minute.Milliseconds()), "lateness_ms: how late it started")
+	require.Equal(t, got[0], got[1], "the batched start records what the row-by-row path does")
 }
 
 // errRollback rolls a test's transaction back.

@@ -220,9 +220,13 @@ func TestDecideStart(t *testing.T) {
 			late(MisfireFireOnce, time.Minute, 0)(f)
 			f.CaughtUp, f.LaterMisfire, f.CatchUpShard = true, true, true
 		}, startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true}},
-		{"misfire, fire_once, a one-shot task's only slot: late, no catch-up to record", func(f *startFacts) {
+		{"misfire, fire_once, a one-shot task's only slot: late, no catch-up to record, batched", func(f *startFacts) {
 			late(MisfireFireOnce, time.Minute, 0)(f)
 			f.SingleSlot = true
+		}, startDecision{Verdict: startSend, Attempt: 1, Late: true, Batch: true}},
+		{"misfire, fire_once, a one-shot task's shard sent with its caught-up slot: late, not batched", func(f *startFacts) {
+			late(MisfireFireOnce, time.Minute, 0)(f)
+			f.SingleSlot, f.CaughtUp, f.CatchUpShard = true, true, true
 		}, startDecision{Verdict: startSend, Attempt: 1, Late: true}},
 		{
 			"misfire, fire_once, later slots fired count for fire_all only", late(MisfireFireOnce, time.Minute, 5),

@@ -63,6 +63,9 @@ type result struct {
 	// window's start (a growing p50 is a backlog); burst, deliveries per
 	// 0.5 s after the instant.
 	Trend []trendPoint `json:"trend,omitempty"`
+	// Windows: burst, the delivery rate in 5 s windows after the instant
+	// (windowRates); a window far below the first is a cliff.
+	Windows []windowRate `json:"windows,omitempty"`
 
 	// Stages break the latency down (ms after the slot): materialised,
 	// fetched, started, finished from the database, delivered from the
@@ -112,6 +115,13 @@ type trendPoint struct {
 	N    int     `json:"n"`
 	P50  float64 `json:"p50_ms,omitempty"`
 	P99  float64 `json:"p99_ms,omitempty"`
+}
+
+// windowRate is a burst's deliveries in one window after the instant.
+type windowRate struct {
+	From      float64 `json:"from_s"`
+	N         int     `json:"n"`
+	PerSecond float64 `json:"per_second"`
 }
 
 // latencyStats summarises durations in milliseconds.
@@ -244,7 +254,7 @@ func (rep *report) print(w io.Writer) {
 			load := "-"
 			if r.FiresPerSecond > 0 {
 				load = fmt.Sprintf("%.0f/s", r.FiresPerSecond)
-			} else if r.Scenario == "burst" || r.Scenario == "shards" {
+			} else if burstScenario(r.Scenario) {
 				load = "1 instant"
 			}
 			p50, p90, p99, mx := "-", "-", "-", "-"
@@ -341,17 +351,24 @@ func (rep *report) details(w io.Writer, r result) {
 	if len(r.Trend) > 0 {
 		var t []string
 		for _, p := range r.Trend {
-			if r.Scenario == "burst" {
+			if burstScenario(r.Scenario) {
 				t = append(t, strconv.Itoa(p.N))
 			} else {
 				t = append(t, f1(p.P50))
 			}
 		}
-		if r.Scenario == "burst" {
+		if burstScenario(r.Scenario) {
 			parts = append(parts, "deliveries per 0.5 s after the instant: "+strings.Join(t, " "))
 		} else {
 			parts = append(parts, "lateness p50 per 5 s of the window: "+strings.Join(t, " "))
 		}
+	}
+	if len(r.Windows) > 0 {
+		var t []string
+		for _, w := range r.Windows {
+			t = append(t, fmt.Sprintf("%.0f", w.PerSecond))
+		}
+		parts = append(parts, "deliveries/s per 5 s after the instant: "+strings.Join(t, " "))
 	}
 	if len(r.Stages) > 0 {
 		var st []string
@@ -465,9 +482,15 @@ func numCPU() int { return runtime.NumCPU() }
 // deliveryScenario reports whether a scenario measures webhook deliveries.
 func deliveryScenario(name string) bool {
 	switch name {
-	case "precision", "sustained", "burst", "deployed", "deployed-sustained", "retention", "noisy", "hung", "workflow",
-		"diamond", "shards", "templated", "events":
+	case "precision", "sustained", "sustained-10k", "burst", "burst-100k", "deployed", "deployed-sustained", "retention", "noisy",
+		"hung", "workflow", "diamond", "shards", "templated", "events":
 		return true
 	}
 	return false
+}
+
+// burstScenario reports whether a scenario is a burst: every fire due at
+// one instant.
+func burstScenario(name string) bool {
+	return name == "burst" || name == "burst-100k" || name == "shards"
 }
