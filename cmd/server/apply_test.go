@@ -390,6 +390,9 @@ spec:
       shards: 3
       timeout_ms: 20000
       trigger_rule: all_done
+    - key: landed
+      depends_on: [report]
+      wait_for: {event: files.ready, key: "{{ .inputs.business_date }}", timeout_ms: 3600000}
 `
 
 // roundTripCoverage: the schemas whose every property everyField must
