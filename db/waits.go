@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -194,4 +195,111 @@ func CountWaitingNodes(ctx context.Context, q Querier) (int64, error) {
 	var n int64
 	err := q.QueryRow(ctx, `SELECT count(*) FROM workflow_run_nodes WHERE state = `+nodeAwaiting+` AND wait_deadline IS NOT NULL`).Scan(&n)
 	return n, wrap("count waiting nodes", err)
+}
+
+// Waits and events of one name meet under a transaction-scoped advisory
+// lock of (tenant, event name): an event's transaction holds it shared
+// (LockEventName: events never block each other), a transaction that
+// starts waits holds it exclusive (TryLockWaitEvents, or LockWaitEvents
+// in a transaction of its own) and, after recording them, looks for the
+// events already committed (ConsumeArrivedEvents).
+// Under READ COMMITTED an event whose transaction overlaps the wait's
+// would otherwise miss it both ways: the event's lookup does not see the
+// uncommitted wait, and the wait, recorded before the event committed,
+// never looked. With the lock, of an event and a wait one holds the lock
+// first and commits before the other's next statement (which takes a
+// fresh snapshot): either the wait's lookup sees the event, or the
+// event's lookup (WaitingRuns, after the lock) sees the wait. Both
+// compare the same stored times (the event's arrival after the wait's
+// since), so the match holds whichever side finds it.
+//
+// eventLockKey is the lock's 64-bit key: the name's hash seeded by the
+// tenant's ($1 the tenant, $2 the name). Two pairs that share a key only
+// share a lock.
+const eventLockKey = `hashtextextended($2::text, hashtextextended($1::text, 0))`
+
+// LockEventName takes the shared lock of tenant's event name until the
+// transaction q ends: one per event transaction, before its lookup of
+// the waits (its cost for a tenant that never waits).
+func LockEventName(ctx context.Context, q Querier, tenant, name string) error {
+	_, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+eventLockKey+`)`, tenant, name)
+	return wrap("lock event name", err)
+}
+
+// LockWaitEvents takes the exclusive locks of tenant's event names until
+// the transaction q ends, in name order, waiting for the event
+// transactions that hold them. Only a transaction that holds no other
+// lock yet may wait so (a deferred lookup, WaitLookupArgs in service): an
+// event transaction holding a name's lock may wait for rows it holds.
+func LockWaitEvents(ctx context.Context, q Querier, tenant string, names []string) error {
+	for _, name := range sortedNames(names) {
+		if _, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock(`+eventLockKey+`)`, tenant, name); err != nil {
+			return wrap("lock wait events", err)
+		}
+	}
+	return nil
+}
+
+// TryLockWaitEvents takes the exclusive locks of tenant's event names
+// that no event transaction holds, until the transaction q ends, without
+// waiting; all says whether it got every one.
+func TryLockWaitEvents(ctx context.Context, q Querier, tenant string, names []string) (all bool, err error) {
+	all = true
+	for _, name := range sortedNames(names) {
+		var ok bool
+		if err := q.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(`+eventLockKey+`)`, tenant, name).Scan(&ok); err != nil {
+			return false, wrap("lock wait events", err)
+		}
+		all = all && ok
+	}
+	return all, nil
+}
+
+func sortedNames(names []string) []string {
+	names = slices.Clone(names)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// ArrivedEvent is an event ConsumeArrivedEvents ended a wait with.
+type ArrivedEvent struct {
+	Key     string `db:"key"`
+	EventID string `db:"event_id"`
+}
+
+// ConsumeArrivedEvents ends, succeeded, each node keys of a run (locked
+// by the caller) still awaiting its event for which a matching event
+// (name, a key equal to its own or none) arrived after its since and is
+// visible to this statement: the earliest one, with its id and payload as
+// the node's output, as ResolveWaits would have. The caller holds the
+// names' locks (LockWaitEvents), so the events it finds are those that
+// committed before it; it records each node in its event's detail
+// (AddEventWaits).
+func ConsumeArrivedEvents(ctx context.Context, q Querier, tenant, runID string, keys []string) ([]ArrivedEvent, error) {
+	rows, err := q.Query(ctx, `WITH m AS (
+			SELECT n.key, e.id, e.payload FROM workflow_run_nodes n
+			CROSS JOIN LATERAL (SELECT p.id, p.payload FROM posted_events p
+				WHERE p.tenant_id = n.tenant_id AND p.name = n.wait_event AND (n.wait_key IS NULL OR p.key = n.wait_key)
+				  AND p.received_at > n.wait_since
+				ORDER BY p.received_at, p.id LIMIT 1) e
+			WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.key = ANY($3::text[]) AND n.state = `+nodeAwaiting+`
+		)
+		UPDATE workflow_run_nodes n SET state = `+nodeSucceeded+`, updated_at = now(), finished_at = now(),
+			event_id = m.id, output = m.payload
+		FROM m WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.key = m.key AND n.state = `+nodeAwaiting+`
+		RETURNING n.key, m.id::text AS event_id`, tenant, runID, keys)
+	if err != nil {
+		return nil, wrap("consume arrived events", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[ArrivedEvent])
+	return out, wrap("consume arrived events", err)
+}
+
+// AddEventWaits adds to event id's detail the waits it ended after it
+// was stored (n more in matched_waits; list, a JSON array, appended to
+// matched).
+func AddEventWaits(ctx context.Context, q Querier, tenant, id string, n int, list []byte) error {
+	_, err := q.Exec(ctx, `UPDATE posted_events SET matched_waits = matched_waits + $3, matched = matched || $4::text::jsonb
+		WHERE tenant_id = $1 AND id = $2`, tenant, id, n, string(list))
+	return wrap("add event waits", err)
 }

@@ -219,6 +219,14 @@ func (s *Events) Post(ctx context.Context, tenant string, in Input) (Event, erro
 				return nil
 			}
 		}
+		// The name's lock, shared, before the waits are looked for (in
+		// Fire): a transaction starting waits for this name holds it
+		// exclusive, so either it committed before the lookup, which
+		// then sees its waits, or it looks for this event itself once
+		// this commits (db.LockEventName).
+		if err := db.LockEventName(ctx, tx, tenant, in.Name); err != nil {
+			return err
+		}
 		at, err := db.Now(ctx, tx)
 		if err != nil {
 			return err
