@@ -216,8 +216,9 @@ func TestWaitForNoLostMatch(t *testing.T) {
 	w := gatedWorkflow(t, f, 1000)
 	const keys = 520 // 1,040 events
 
-	// Each key's first post races its run's start (posted at once, on
-	// the other instance); its second one follows the start.
+	// Each key's two posts race its run's start (on the other instance
+	// than the start's, one after the other): either may arrive before
+	// the node is ready, after, or while its wait is being recorded.
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -238,15 +239,15 @@ func TestWaitForNoLostMatch(t *testing.T) {
 		wg.Go(func() {
 			for i := range work {
 				var race sync.WaitGroup
-				race.Go(func() { post((i+1)%2, i) })
-				in := service.WorkflowTrigger{Inputs: inputsOf("k", fmt.Sprintf(`"%d"`, i))}
-				_, err := workflows[i%2].TriggerWith(ctx, f.tenant, w.ID, in)
-				race.Wait()
-				if err != nil {
-					fail(err)
-					continue
-				}
+				race.Go(func() {
+					in := service.WorkflowTrigger{Inputs: inputsOf("k", fmt.Sprintf(`"%d"`, i))}
+					if _, err := workflows[i%2].TriggerWith(ctx, f.tenant, w.ID, in); err != nil {
+						fail(err)
+					}
+				})
+				post((i+1)%2, i)
 				post(i%2, i)
+				race.Wait()
 			}
 		})
 	}
@@ -262,22 +263,24 @@ func TestWaitForNoLostMatch(t *testing.T) {
 	for _, a := range lookups {
 		require.NoError(t, f.wf.LookUpArrived(ctx, a))
 	}
-	t.Logf("%d of %d starts queued a lookup", len(lookups), keys)
+	resolved := f.count(t, `SELECT count(*) FROM workflow_run_nodes WHERE key = 'gate' AND state = 'succeeded'`)
+	t.Logf("%d of %d starts queued a lookup; %d nodes ended (the others' events both arrived before they were ready)",
+		len(lookups), keys, resolved)
 
 	require.Equal(t, 2*keys, f.count(t, `SELECT count(*) FROM posted_events WHERE name = 'go'`))
 	require.Equal(t, keys, f.count(t, `SELECT count(*) FROM workflow_run_nodes WHERE key = 'gate'`))
 	require.Zero(t, f.count(t, `SELECT count(*) FROM workflow_run_nodes n WHERE n.key = 'gate' AND n.state <> 'succeeded'
 		AND EXISTS (SELECT 1 FROM posted_events p WHERE p.tenant_id = n.tenant_id AND p.name = 'go' AND p.key = n.wait_key
 			AND p.received_at > n.wait_since)`), "lost matches: a node not ended although its event arrived after it was ready")
-	require.Equal(t, keys, f.count(t, `SELECT count(*) FROM workflow_run_nodes n JOIN posted_events p
+	require.Equal(t, resolved, f.count(t, `SELECT count(*) FROM workflow_run_nodes n JOIN posted_events p
 		ON p.tenant_id = n.tenant_id AND p.id = n.event_id
 		WHERE n.key = 'gate' AND n.state = 'succeeded' AND p.key = n.wait_key AND p.received_at > n.wait_since`),
 		"every node ended with an event of its key that arrived after it was ready")
-	require.Equal(t, keys, f.count(t, `SELECT coalesce(sum(matched_waits), 0) FROM posted_events WHERE name = 'go'`),
+	require.Equal(t, resolved, f.count(t, `SELECT coalesce(sum(matched_waits), 0) FROM posted_events WHERE name = 'go'`),
 		"the events' matched.waits sum to the nodes")
 	require.Zero(t, f.count(t, `SELECT count(*) FROM (SELECT m->>'run_id' FROM posted_events, jsonb_array_elements(matched) m
 		WHERE name = 'go' GROUP BY 1 HAVING count(*) <> 1) d`), "double resolutions: a node listed by two events")
-	require.Equal(t, keys, f.count(t, `SELECT count(*) FROM workflow_run_nodes n JOIN posted_events p
+	require.Equal(t, resolved, f.count(t, `SELECT count(*) FROM workflow_run_nodes n JOIN posted_events p
 		ON p.tenant_id = n.tenant_id AND p.id = n.event_id
 		WHERE n.key = 'gate' AND p.matched @> jsonb_build_array(jsonb_build_object('run_id', n.run_id::text, 'node', n.key))`),
 		"the event that ended a node lists it")
