@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -197,68 +198,103 @@ func CountWaitingNodes(ctx context.Context, q Querier) (int64, error) {
 	return n, wrap("count waiting nodes", err)
 }
 
-// Waits and events of one name meet under a transaction-scoped advisory
-// lock of (tenant, event name): an event's transaction holds it shared
-// (LockEventName: events never block each other), a transaction that
-// starts waits holds it exclusive (TryLockWaitEvents, or LockWaitEvents
-// in a transaction of its own) and, after recording them, looks for the
-// events already committed (ConsumeArrivedEvents).
-// Under READ COMMITTED an event whose transaction overlaps the wait's
-// would otherwise miss it both ways: the event's lookup does not see the
-// uncommitted wait, and the wait, recorded before the event committed,
-// never looked. With the lock, of an event and a wait one holds the lock
-// first and commits before the other's next statement (which takes a
-// fresh snapshot): either the wait's lookup sees the event, or the
-// event's lookup (WaitingRuns, after the lock) sees the wait. Both
-// compare the same stored times (the event's arrival after the wait's
-// since), so the match holds whichever side finds it.
+// Waits and events meet under transaction-scoped advisory locks: one of
+// (tenant, event name) and one of (tenant, event name, key). An event's
+// transaction holds its name's lock and, with a key, its key's, both
+// shared (LockEvent: events never block each other); a transaction that
+// starts waits holds exclusive the lock of each wait's key, or of its
+// name for a wait of any key (TryLockWaits, or LockWaits in a transaction
+// of its own), and, after recording them, looks for the events already
+// committed (ConsumeArrivedEvents). Under READ COMMITTED an event whose
+// transaction overlaps the wait's would otherwise miss it both ways: the
+// event's lookup does not see the uncommitted wait, and the wait,
+// recorded before the event committed, never looked. With the lock, of
+// an event and a wait it may end one holds the lock first and commits
+// before the other's next statement (which takes a fresh snapshot):
+// either the wait's lookup sees the event, or the event's lookup
+// (WaitingRuns, after the lock) sees the wait. Both compare the same
+// stored times (the event's arrival after the wait's since), so the match
+// holds whichever side finds it. A wait blocks only the events it may
+// match: those of its key (any key: of its name).
 //
-// eventLockKey is the lock's 64-bit key: the name's hash seeded by the
-// tenant's ($1 the tenant, $2 the name). Two pairs that share a key only
-// share a lock.
-const eventLockKey = `hashtextextended($2::text, hashtextextended($1::text, 0))`
+// The locks' 64-bit keys: the name's hash seeded by the tenant's, the
+// key's seeded by that ($1 the tenant, $2 the name, $3 the key). Two
+// that share a key only share a lock.
+const (
+	nameLockKey = `hashtextextended($2::text, hashtextextended($1::text, 0))`
+	keyLockKey  = `hashtextextended($3::text, ` + nameLockKey + `)`
+)
 
-// LockEventName takes the shared lock of tenant's event name until the
-// transaction q ends: one per event transaction, before its lookup of
-// the waits (its cost for a tenant that never waits).
-func LockEventName(ctx context.Context, q Querier, tenant, name string) error {
-	_, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+eventLockKey+`)`, tenant, name)
-	return wrap("lock event name", err)
-}
-
-// LockWaitEvents takes the exclusive locks of tenant's event names until
-// the transaction q ends, in name order, waiting for the event
-// transactions that hold them. Only a transaction that holds no other
-// lock yet may wait so (a deferred lookup, WaitLookupArgs in service): an
-// event transaction holding a name's lock may wait for rows it holds.
-func LockWaitEvents(ctx context.Context, q Querier, tenant string, names []string) error {
-	for _, name := range sortedNames(names) {
-		if _, err := q.Exec(ctx, `SELECT pg_advisory_xact_lock(`+eventLockKey+`)`, tenant, name); err != nil {
-			return wrap("lock wait events", err)
-		}
+// LockEvent takes the shared locks of tenant's event name and key (nil:
+// none) until the transaction q ends, name first: one statement per
+// event transaction, before its lookup of the waits (its cost for a
+// tenant that never waits).
+func LockEvent(ctx context.Context, q Querier, tenant, name string, key *string) error {
+	var err error
+	if key == nil {
+		_, err = q.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+nameLockKey+`)`, tenant, name)
+	} else {
+		// The target list is evaluated in order: the name's lock first,
+		// as LockWaits orders them.
+		_, err = q.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+nameLockKey+`), pg_advisory_xact_lock_shared(`+keyLockKey+`)`,
+			tenant, name, *key)
 	}
-	return nil
+	return wrap("lock event", err)
 }
 
-// TryLockWaitEvents takes the exclusive locks of tenant's event names
-// that no event transaction holds, until the transaction q ends, without
-// waiting; all says whether it got every one.
-func TryLockWaitEvents(ctx context.Context, q Querier, tenant string, names []string) (all bool, err error) {
-	all = true
-	for _, name := range sortedNames(names) {
-		var ok bool
-		if err := q.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(`+eventLockKey+`)`, tenant, name).Scan(&ok); err != nil {
-			return false, wrap("lock wait events", err)
+// WaitLock is the lock a wait takes: its event's name and key (nil: a
+// wait of any key, which takes the name's).
+type WaitLock struct {
+	Event string  `json:"event"`
+	Key   *string `json:"key,omitempty"`
+}
+
+// LockWaits takes the exclusive locks of tenant's waits until the
+// transaction q ends, names before keys (as LockEvent), waiting for the
+// event transactions that hold them. Only a transaction that holds no
+// other lock yet may wait so (a deferred lookup, WaitLookupArgs in
+// service): an event transaction holding one may wait for rows it holds.
+func LockWaits(ctx context.Context, q Querier, tenant string, locks []WaitLock) error {
+	_, err := lockWaits(ctx, q, `pg_advisory_xact_lock`, tenant, locks)
+	return err
+}
+
+// TryLockWaits takes the exclusive locks of tenant's waits that no event
+// transaction holds, until the transaction q ends, without waiting; all
+// says whether it got every one.
+func TryLockWaits(ctx context.Context, q Querier, tenant string, locks []WaitLock) (all bool, err error) {
+	return lockWaits(ctx, q, `pg_try_advisory_xact_lock`, tenant, locks)
+}
+
+func lockWaits(ctx context.Context, q Querier, fn, tenant string, locks []WaitLock) (all bool, err error) {
+	locks = slices.Clone(locks)
+	slices.SortFunc(locks, func(a, b WaitLock) int {
+		switch {
+		case (a.Key == nil) != (b.Key == nil):
+			if a.Key == nil {
+				return -1
+			}
+			return 1
+		case a.Event != b.Event:
+			return strings.Compare(a.Event, b.Event)
+		case a.Key == nil:
+			return 0
 		}
-		all = all && ok
+		return strings.Compare(*a.Key, *b.Key)
+	})
+	all = true
+	for _, l := range locks {
+		sql, args := `SELECT `+fn+`(`+nameLockKey+`)::text`, []any{tenant, l.Event}
+		if l.Key != nil {
+			sql, args = `SELECT `+fn+`(`+keyLockKey+`)::text`, append(args, *l.Key)
+		}
+		var got string // "true", "false", or "" (the waiting function's void)
+		if err := q.QueryRow(ctx, sql, args...).Scan(&got); err != nil {
+			return false, wrap("lock waits", err)
+		}
+		all = all && got != "false"
 	}
 	return all, nil
-}
-
-func sortedNames(names []string) []string {
-	names = slices.Clone(names)
-	slices.Sort(names)
-	return slices.Compact(names)
 }
 
 // ArrivedEvent is an event ConsumeArrivedEvents ended a wait with.
@@ -272,7 +308,7 @@ type ArrivedEvent struct {
 // (name, a key equal to its own or none) arrived after its since and is
 // visible to this statement: the earliest one, with its id and payload as
 // the node's output, as ResolveWaits would have. The caller holds the
-// names' locks (LockWaitEvents), so the events it finds are those that
+// waits' locks (LockWaits), so the events it finds are those that
 // committed before it; it records each node in its event's detail
 // (AddEventWaits).
 func ConsumeArrivedEvents(ctx context.Context, q Querier, tenant, runID string, keys []string) ([]ArrivedEvent, error) {

@@ -129,27 +129,27 @@ func (e runEngine) startWaits(ctx context.Context, tx db.Tx, run db.WorkflowRun,
 	if len(waits) == 0 {
 		return changed, nil
 	}
-	// The exclusive locks of the waits' event names first (db.LockEventName
-	// says why): an event transaction that takes one afterwards finds
-	// these waits once this commits. Taken without waiting: this
-	// transaction holds its run (and maybe its workflow), which an event
-	// transaction holding a name's lock may be waiting for. Got, no event
-	// transaction is in flight and the lookup below sees every event;
-	// not got, a job looks again, under the locks, once this committed
-	// and those that held them did (WaitLookupArgs).
-	names, started := make([]string, len(waits)), make([]string, len(waits))
+	// The waits' exclusive locks first (db.LockEvent says why): an event
+	// transaction that takes one afterwards finds these waits once this
+	// commits. Taken without waiting: this transaction holds its run (and
+	// maybe its workflow), which an event transaction holding one may be
+	// waiting for. Got, no event these waits may match is in flight and
+	// the lookup below sees every one; not got, a job looks again, under
+	// the locks, once this committed and those that held them did
+	// (WaitLookupArgs).
+	locks, started := make([]db.WaitLock, len(waits)), make([]string, len(waits))
 	for i, w := range waits {
-		names[i], started[i] = w.Event, w.Key
+		locks[i], started[i] = db.WaitLock{Event: w.Event, Key: w.WaitKey}, w.Key
 	}
-	all, err := db.TryLockWaitEvents(ctx, tx, run.TenantID, names)
+	all, err := db.TryLockWaits(ctx, tx, run.TenantID, locks)
 	if err != nil {
-		return false, storeError(err, "lock wait events")
+		return false, storeError(err, "lock waits")
 	}
 	if err := db.SetRunNodesAwaiting(ctx, tx, run.TenantID, run.ID, run.ScheduledFor, waits); err != nil {
 		return false, storeError(err, "start waits")
 	}
 	if !all {
-		look := WaitLookupArgs{TenantID: run.TenantID, RunID: run.ID, Keys: started, Events: names}
+		look := WaitLookupArgs{TenantID: run.TenantID, RunID: run.ID, Keys: started, Locks: locks}
 		if _, err := e.enq.insertMany(ctx, tx, []river.InsertManyParams{{Args: look, InsertOpts: &river.InsertOpts{
 			Queue: QueueAlert, MaxAttempts: AlertMaxAttemptsDefault,
 		}}}); err != nil {
@@ -161,30 +161,30 @@ func (e runEngine) startWaits(ctx context.Context, tx db.Tx, run db.WorkflowRun,
 }
 
 // WaitLookupArgs is the River job that looks again for the events of
-// waits a run started while an event transaction held the lock of one of
-// their names (startWaits): it waits for that lock, so it sees every
-// event of those names that arrived after the waits' since. Short and
-// rare, it shares the alert queue (woken by its insert).
+// waits a run started while an event transaction held one of their locks
+// (startWaits): it waits for those locks, so it sees every event that
+// arrived for those waits after their since. Short and rare, it shares
+// the alert queue (woken by its insert).
 type WaitLookupArgs struct {
-	TenantID string   `json:"tenant_id"`
-	RunID    string   `json:"run_id"`
-	Keys     []string `json:"keys"`   // the nodes
-	Events   []string `json:"events"` // their event names
+	TenantID string        `json:"tenant_id"`
+	RunID    string        `json:"run_id"`
+	Keys     []string      `json:"keys"`  // the nodes
+	Locks    []db.WaitLock `json:"locks"` // their locks
 }
 
 // Kind implements river.JobArgs.
 func (WaitLookupArgs) Kind() string { return "wait_lookup" }
 
 // LookUpArrived is a WaitLookupArgs job: in a transaction that takes the
-// names' exclusive locks before anything else (so waiting for them cannot
+// waits' exclusive locks before anything else (so waiting for them cannot
 // deadlock), it ends the nodes still awaiting whose event arrived after
 // they became ready (consumeArrived), and advances their run.
 func (s *Workflows) LookUpArrived(ctx context.Context, a WaitLookupArgs) error {
 	var done ended
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		done = nil
-		if err := db.LockWaitEvents(ctx, tx, a.TenantID, a.Events); err != nil {
-			return storeError(err, "lock wait events")
+		if err := db.LockWaits(ctx, tx, a.TenantID, a.Locks); err != nil {
+			return storeError(err, "lock waits")
 		}
 		run, err := db.GetWorkflowRun(ctx, tx, a.TenantID, a.RunID, true)
 		if err = storeError(err, "load workflow run"); errors.Is(err, ErrNotFound) {
@@ -209,8 +209,8 @@ func (s *Workflows) LookUpArrived(ctx context.Context, a WaitLookupArgs) error {
 	return nil
 }
 
-// consumeArrived ends the waits keys just started of a run (locked, its
-// event names locked exclusive) whose event arrived after the node became ready
+// consumeArrived ends the waits keys just started of a run (locked, their
+// locks held exclusive) whose event arrived after the node became ready
 // and committed before the lock was granted: the earliest such event,
 // conditionally as an event's own resolution (ResolveWaits) is, which
 // lists the node in its detail. The lock makes this lookup and the

@@ -15,10 +15,10 @@ import (
 	"github.com/axhq/ax/service/event"
 )
 
-// A wait and an event of its name whose transactions overlap: under READ
-// COMMITTED neither sees the other's uncommitted rows, so without the
-// lock of the event's name (db.LockEventName) the event would miss the
-// node however late it arrived. These tests hold one side's transaction
+// A wait and an event it may match whose transactions overlap: under
+// READ COMMITTED neither sees the other's uncommitted rows, so without
+// the locks of events and waits (db.LockEvent) and the wait's own lookup
+// the event would miss the node however late it arrived. These tests hold one side's transaction
 // open at the point the race is lost and let the other side run.
 
 // blockedOrDone returns once a backend waits for an advisory lock or
@@ -130,8 +130,9 @@ func TestWaitForEventCommittedWhileReadying(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, txW.Commit(ctx))
 	require.Equal(t, "running", f.runNode(t, run.ID, "gate").State, "the event is not committed yet")
-	lookups := queuedLookups(t, f)
-	require.Equal(t, []service.WaitLookupArgs{{TenantID: f.tenant, RunID: run.ID, Keys: []string{"gate"}, Events: []string{"go"}}},
+	lookups, key := queuedLookups(t, f), "a"
+	require.Equal(t, []service.WaitLookupArgs{{TenantID: f.tenant, RunID: run.ID, Keys: []string{"gate"},
+		Locks: []db.WaitLock{{Event: "go", Key: &key}}}},
 		lookups, "the advance queued a lookup")
 
 	var (

@@ -219,12 +219,16 @@ func (s *Events) Post(ctx context.Context, tenant string, in Input) (Event, erro
 				return nil
 			}
 		}
-		// The name's lock, shared, before the waits are looked for (in
-		// Fire): a transaction starting waits for this name holds it
-		// exclusive, so either it committed before the lookup, which
-		// then sees its waits, or it looks for this event itself once
-		// this commits (db.LockEventName).
-		if err := db.LockEventName(ctx, tx, tenant, in.Name); err != nil {
+		// The locks of its name and key, shared, before the waits are
+		// looked for (in Fire): a transaction starting waits it may end
+		// holds one exclusive, so either that committed before the
+		// lookup, which then sees its waits, or it looks for this event
+		// itself once this commits (db.LockEvent).
+		var key *string
+		if in.Key != "" {
+			key = &in.Key
+		}
+		if err := db.LockEvent(ctx, tx, tenant, in.Name, key); err != nil {
 			return err
 		}
 		at, err := db.Now(ctx, tx)
