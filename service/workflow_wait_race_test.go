@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -131,9 +132,10 @@ func TestWaitForEventCommittedWhileReadying(t *testing.T) {
 	require.NoError(t, txW.Commit(ctx))
 	require.Equal(t, "running", f.runNode(t, run.ID, "gate").State, "the event is not committed yet")
 	lookups, key := queuedLookups(t, f), "a"
-	require.Equal(t, []service.WaitLookupArgs{{TenantID: f.tenant, RunID: run.ID, Keys: []string{"gate"},
-		Locks: []db.WaitLock{{Event: "go", Key: &key}}}},
-		lookups, "the advance queued a lookup")
+	want := service.WaitLookupArgs{
+		TenantID: f.tenant, RunID: run.ID, Keys: []string{"gate"}, Locks: []db.WaitLock{{Event: "go", Key: &key}},
+	}
+	require.Equal(t, []service.WaitLookupArgs{want}, lookups, "the advance queued a lookup")
 
 	var (
 		lookErr error
@@ -232,7 +234,7 @@ func TestWaitForNoLostMatch(t *testing.T) {
 		mu.Unlock()
 	}
 	post := func(on, i int) {
-		if _, err := instances[on].Post(ctx, f.tenant, event.Input{Name: "go", Key: fmt.Sprint(i)}); err != nil {
+		if _, err := instances[on].Post(ctx, f.tenant, event.Input{Name: "go", Key: strconv.Itoa(i)}); err != nil {
 			fail(err)
 		}
 	}
