@@ -3,6 +3,8 @@ package db
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -194,4 +196,146 @@ func CountWaitingNodes(ctx context.Context, q Querier) (int64, error) {
 	var n int64
 	err := q.QueryRow(ctx, `SELECT count(*) FROM workflow_run_nodes WHERE state = `+nodeAwaiting+` AND wait_deadline IS NOT NULL`).Scan(&n)
 	return n, wrap("count waiting nodes", err)
+}
+
+// Waits and events meet under transaction-scoped advisory locks: one of
+// (tenant, event name) and one of (tenant, event name, key). An event's
+// transaction holds its name's lock and, with a key, its key's, both
+// shared (LockEvent: events never block each other); a transaction that
+// starts waits holds exclusive the lock of each wait's key, or of its
+// name for a wait of any key (TryLockWaits, or LockWaits in a transaction
+// of its own), and, after recording them, looks for the events already
+// committed (ConsumeArrivedEvents). Under READ COMMITTED an event whose
+// transaction overlaps the wait's would otherwise miss it both ways: the
+// event's lookup does not see the uncommitted wait, and the wait,
+// recorded before the event committed, never looked. With the lock, of
+// an event and a wait it may end one holds the lock first and commits
+// before the other's next statement (which takes a fresh snapshot):
+// either the wait's lookup sees the event, or the event's lookup
+// (WaitingRuns, after the lock) sees the wait. Both compare the same
+// stored times (the event's arrival after the wait's since), so the match
+// holds whichever side finds it. A wait blocks only the events it may
+// match: those of its key (any key: of its name).
+//
+// The locks' 64-bit keys: the name's hash seeded by the tenant's, the
+// key's seeded by that ($1 the tenant, $2 the name, $3 the key). Two
+// that share a key only share a lock.
+const (
+	nameLockKey = `hashtextextended($2::text, hashtextextended($1::text, 0))`
+	keyLockKey  = `hashtextextended($3::text, ` + nameLockKey + `)`
+)
+
+// LockEvent takes the shared locks of tenant's event name and key (nil:
+// none) until the transaction q ends, name first: one statement per
+// event transaction, before its lookup of the waits (its cost for a
+// tenant that never waits).
+func LockEvent(ctx context.Context, q Querier, tenant, name string, key *string) error {
+	var err error
+	if key == nil {
+		_, err = q.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+nameLockKey+`)`, tenant, name)
+	} else {
+		// The target list is evaluated in order: the name's lock first,
+		// as LockWaits orders them.
+		_, err = q.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+nameLockKey+`), pg_advisory_xact_lock_shared(`+keyLockKey+`)`,
+			tenant, name, *key)
+	}
+	return wrap("lock event", err)
+}
+
+// WaitLock is the lock a wait takes: its event's name and key (nil: a
+// wait of any key, which takes the name's).
+type WaitLock struct {
+	Event string  `json:"event"`
+	Key   *string `json:"key,omitempty"`
+}
+
+// LockWaits takes the exclusive locks of tenant's waits until the
+// transaction q ends, names before keys (as LockEvent), waiting for the
+// event transactions that hold them. Only a transaction that holds no
+// other lock yet may wait so (a deferred lookup, WaitLookupArgs in
+// service): an event transaction holding one may wait for rows it holds.
+func LockWaits(ctx context.Context, q Querier, tenant string, locks []WaitLock) error {
+	_, err := lockWaits(ctx, q, `pg_advisory_xact_lock`, tenant, locks)
+	return err
+}
+
+// TryLockWaits takes the exclusive locks of tenant's waits that no event
+// transaction holds, until the transaction q ends, without waiting; all
+// says whether it got every one.
+func TryLockWaits(ctx context.Context, q Querier, tenant string, locks []WaitLock) (all bool, err error) {
+	return lockWaits(ctx, q, `pg_try_advisory_xact_lock`, tenant, locks)
+}
+
+func lockWaits(ctx context.Context, q Querier, fn, tenant string, locks []WaitLock) (all bool, err error) {
+	locks = slices.Clone(locks)
+	slices.SortFunc(locks, func(a, b WaitLock) int {
+		switch {
+		case (a.Key == nil) != (b.Key == nil):
+			if a.Key == nil {
+				return -1
+			}
+			return 1
+		case a.Event != b.Event:
+			return strings.Compare(a.Event, b.Event)
+		case a.Key == nil:
+			return 0
+		}
+		return strings.Compare(*a.Key, *b.Key)
+	})
+	all = true
+	for _, l := range locks {
+		sql, args := `SELECT `+fn+`(`+nameLockKey+`)::text`, []any{tenant, l.Event}
+		if l.Key != nil {
+			sql, args = `SELECT `+fn+`(`+keyLockKey+`)::text`, append(args, *l.Key)
+		}
+		var got string // "true", "false", or "" (the waiting function's void)
+		if err := q.QueryRow(ctx, sql, args...).Scan(&got); err != nil {
+			return false, wrap("lock waits", err)
+		}
+		all = all && got != "false"
+	}
+	return all, nil
+}
+
+// ArrivedEvent is an event ConsumeArrivedEvents ended a wait with.
+type ArrivedEvent struct {
+	Key     string `db:"key"`
+	EventID string `db:"event_id"`
+}
+
+// ConsumeArrivedEvents ends, succeeded, each node keys of a run (locked
+// by the caller) still awaiting its event for which a matching event
+// (name, a key equal to its own or none) arrived after its since and is
+// visible to this statement: the earliest one, with its id and payload as
+// the node's output, as ResolveWaits would have. The caller holds the
+// waits' locks (LockWaits), so the events it finds are those that
+// committed before it; it records each node in its event's detail
+// (AddEventWaits).
+func ConsumeArrivedEvents(ctx context.Context, q Querier, tenant, runID string, keys []string) ([]ArrivedEvent, error) {
+	rows, err := q.Query(ctx, `WITH m AS (
+			SELECT n.key, e.id, e.payload FROM workflow_run_nodes n
+			CROSS JOIN LATERAL (SELECT p.id, p.payload FROM posted_events p
+				WHERE p.tenant_id = n.tenant_id AND p.name = n.wait_event AND (n.wait_key IS NULL OR p.key = n.wait_key)
+				  AND p.received_at > n.wait_since
+				ORDER BY p.received_at, p.id LIMIT 1) e
+			WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.key = ANY($3::text[]) AND n.state = `+nodeAwaiting+`
+		)
+		UPDATE workflow_run_nodes n SET state = `+nodeSucceeded+`, updated_at = now(), finished_at = now(),
+			event_id = m.id, output = m.payload
+		FROM m WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.key = m.key AND n.state = `+nodeAwaiting+`
+		RETURNING n.key, m.id::text AS event_id`, tenant, runID, keys)
+	if err != nil {
+		return nil, wrap("consume arrived events", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[ArrivedEvent])
+	return out, wrap("consume arrived events", err)
+}
+
+// AddEventWaits adds to event id's detail the waits it ended after it
+// was stored (n more in matched_waits; list, a JSON array, appended to
+// matched).
+func AddEventWaits(ctx context.Context, q Querier, tenant, id string, n int, list []byte) error {
+	_, err := q.Exec(ctx, `UPDATE posted_events SET matched_waits = matched_waits + $3, matched = matched || $4::text::jsonb
+		WHERE tenant_id = $1 AND id = $2`, tenant, id, n, string(list))
+	return wrap("add event waits", err)
 }

@@ -234,6 +234,7 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 			workflows: deps.Workflows, sender: deps.Sender, logger: deps.Logger,
 			timeout: cfg.JobTimeout, publicURL: deps.PublicURL,
 		})
+		river.AddWorker(workers, &WaitLookupWorker{workflows: deps.Workflows})
 	}
 	queue := func(n int, poll time.Duration) river.QueueConfig {
 		return river.QueueConfig{MaxWorkers: n, FetchCooldown: cfg.FetchCooldown, FetchPollInterval: poll}

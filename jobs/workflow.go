@@ -150,3 +150,16 @@ func WorkflowSlackText(a service.WorkflowAlertArgs, workflowName, publicURL stri
 	link := strings.TrimRight(publicURL, "/") + "/v1/workflow-runs/" + a.RunID
 	return what + " <" + link + "|run " + a.RunID + ">"
 }
+
+// WaitLookupWorker looks again for the events of waits started while an
+// event of their name was in flight (service.WaitLookupArgs).
+type WaitLookupWorker struct {
+	river.WorkerDefaults[service.WaitLookupArgs]
+
+	workflows *service.Workflows
+}
+
+// Work runs one lookup; an error is retried.
+func (w *WaitLookupWorker) Work(ctx context.Context, job *river.Job[service.WaitLookupArgs]) error {
+	return w.workflows.LookUpArrived(ctx, job.Args)
+}

@@ -182,13 +182,14 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 	if err != nil {
 		return err
 	}
-	waitFailed, err := e.startWaits(ctx, tx, run, g, waits, tr, broken)
+	waitsChanged, err := e.startWaits(ctx, tx, run, g, waits, tr, broken)
 	if err != nil {
 		return err
 	}
-	if len(skipped) > 0 || failed || waitFailed {
-		// A skipped or failed node may meet (or break) its downstream
-		// nodes' rules, and settles the run's state: plan again.
+	if len(skipped) > 0 || failed || waitsChanged {
+		// A skipped, failed or ended node may meet (or break) its
+		// downstream nodes' rules, and settles the run's state: plan
+		// again.
 		return e.advance(ctx, tx, run, nil, depth+1)
 	}
 	if p.Run == run.State {

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
+
+	"github.com/riverqueue/river"
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/event"
@@ -92,10 +95,13 @@ func waitInput(n storedNode) WorkflowNodeInput {
 
 // startWaits makes the wait_for nodes keys of run await their events: each
 // one's key rendered with tr; a node in broken (its run_if) or whose key
-// does not render fails (error class template), and failed says so.
+// does not render fails (error class template). A node whose event
+// already arrived after it became ready (an event that committed while
+// this transaction ran) ends with it at once (consumeArrived). changed
+// says that a node failed or ended: the run is to be planned again.
 func (e runEngine) startWaits(ctx context.Context, tx db.Tx, run db.WorkflowRun, g *graph, keys []string,
 	tr *runTemplates, broken map[string]string,
-) (failed bool, err error) {
+) (changed bool, err error) {
 	var waits []db.NodeWait
 	for _, k := range keys {
 		n := g.Nodes[g.Index[k]]
@@ -113,14 +119,128 @@ func (e runEngine) startWaits(ctx context.Context, tx db.Tx, run db.WorkflowRun,
 			if err := db.FailRunNode(ctx, tx, run.TenantID, run.ID, k, ErrorClassTemplate, reason); err != nil {
 				return false, storeError(err, "fail wait_for node")
 			}
-			failed = true
+			changed = true
 			continue
 		}
 		waits = append(waits, db.NodeWait{
 			Key: k, Event: n.WaitFor.Event, WaitKey: key, Timeout: time.Duration(n.WaitFor.TimeoutMS) * time.Millisecond,
 		})
 	}
-	return failed, storeError(db.SetRunNodesAwaiting(ctx, tx, run.TenantID, run.ID, run.ScheduledFor, waits), "start waits")
+	if len(waits) == 0 {
+		return changed, nil
+	}
+	// The waits' exclusive locks first (db.LockEvent says why): an event
+	// transaction that takes one afterwards finds these waits once this
+	// commits. Taken without waiting: this transaction holds its run (and
+	// maybe its workflow), which an event transaction holding one may be
+	// waiting for. Got, no event these waits may match is in flight and
+	// the lookup below sees every one; not got, a job looks again, under
+	// the locks, once this committed and those that held them did
+	// (WaitLookupArgs).
+	locks, started := make([]db.WaitLock, len(waits)), make([]string, len(waits))
+	for i, w := range waits {
+		locks[i], started[i] = db.WaitLock{Event: w.Event, Key: w.WaitKey}, w.Key
+	}
+	all, err := db.TryLockWaits(ctx, tx, run.TenantID, locks)
+	if err != nil {
+		return false, storeError(err, "lock waits")
+	}
+	if err := db.SetRunNodesAwaiting(ctx, tx, run.TenantID, run.ID, run.ScheduledFor, waits); err != nil {
+		return false, storeError(err, "start waits")
+	}
+	if !all {
+		look := WaitLookupArgs{TenantID: run.TenantID, RunID: run.ID, Keys: started, Locks: locks}
+		if _, err := e.enq.insertMany(ctx, tx, []river.InsertManyParams{{Args: look, InsertOpts: &river.InsertOpts{
+			Queue: QueueAlert, MaxAttempts: AlertMaxAttemptsDefault,
+		}}}); err != nil {
+			return false, err
+		}
+	}
+	ended, err := consumeArrived(ctx, tx, run, started)
+	return changed || ended, err
+}
+
+// WaitLookupArgs is the River job that looks again for the events of
+// waits a run started while an event transaction held one of their locks
+// (startWaits): it waits for those locks, so it sees every event that
+// arrived for those waits after their since. Short and rare, it shares
+// the alert queue (woken by its insert).
+type WaitLookupArgs struct {
+	TenantID string        `json:"tenant_id"`
+	RunID    string        `json:"run_id"`
+	Keys     []string      `json:"keys"`  // the nodes
+	Locks    []db.WaitLock `json:"locks"` // their locks
+}
+
+// Kind implements river.JobArgs.
+func (WaitLookupArgs) Kind() string { return "wait_lookup" }
+
+// LookUpArrived is a WaitLookupArgs job: in a transaction that takes the
+// waits' exclusive locks before anything else (so waiting for them cannot
+// deadlock), it ends the nodes still awaiting whose event arrived after
+// they became ready (consumeArrived), and advances their run.
+func (s *Workflows) LookUpArrived(ctx context.Context, a WaitLookupArgs) error {
+	var done ended
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		done = nil
+		if err := db.LockWaits(ctx, tx, a.TenantID, a.Locks); err != nil {
+			return storeError(err, "lock waits")
+		}
+		run, err := db.GetWorkflowRun(ctx, tx, a.TenantID, a.RunID, true)
+		if err = storeError(err, "load workflow run"); errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !lifecycle.RunActive.Has(run.State) {
+			return nil
+		}
+		ended, err := consumeArrived(ctx, tx, run, a.Keys)
+		if err != nil || !ended {
+			return err
+		}
+		return s.engine.tallying(&done).advanceLocked(ctx, tx, run, nil)
+	})
+	if err != nil {
+		return storeError(err, "look up arrived events")
+	}
+	done.report(s.cfg.Metrics)
+	return nil
+}
+
+// consumeArrived ends the waits keys just started of a run (locked, their
+// locks held exclusive) whose event arrived after the node became ready
+// and committed before the lock was granted: the earliest such event,
+// conditionally as an event's own resolution (ResolveWaits) is, which
+// lists the node in its detail. The lock makes this lookup and the
+// event's own one (resolveWaits) complementary, so that no event arriving
+// after a node became ready misses it. Its since is its advance's clock
+// (when the rule was met), which may precede the lock: an event posted in
+// between is found here. It is compared strictly, as resolveWaits does,
+// so that an event never ends a wait it readied in its own transaction.
+func consumeArrived(ctx context.Context, tx db.Tx, run db.WorkflowRun, keys []string) (bool, error) {
+	arrived, err := db.ConsumeArrivedEvents(ctx, tx, run.TenantID, run.ID, keys)
+	if err != nil || len(arrived) == 0 {
+		return false, storeError(err, "consume arrived events")
+	}
+	byEvent := map[string][]event.Match{}
+	for _, a := range arrived {
+		byEvent[a.EventID] = append(byEvent[a.EventID], event.Match{
+			Type: event.MatchWait, WorkflowID: run.WorkflowID, RunID: run.ID, Node: a.Key,
+		})
+	}
+	ids := slices.Sorted(maps.Keys(byEvent)) // one order of the events' row locks
+	for _, id := range ids {
+		list, err := json.Marshal(byEvent[id])
+		if err != nil {
+			return false, err
+		}
+		if err := db.AddEventWaits(ctx, tx, run.TenantID, id, len(byEvent[id]), list); err != nil {
+			return false, storeError(err, "record the waits an event ended")
+		}
+	}
+	return true, nil
 }
 
 // waitKey renders wait_for node n's key: a string, or a number or boolean

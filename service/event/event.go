@@ -219,6 +219,18 @@ func (s *Events) Post(ctx context.Context, tenant string, in Input) (Event, erro
 				return nil
 			}
 		}
+		// The locks of its name and key, shared, before the waits are
+		// looked for (in Fire): a transaction starting waits it may end
+		// holds one exclusive, so either that committed before the
+		// lookup, which then sees its waits, or it looks for this event
+		// itself once this commits (db.LockEvent).
+		var key *string
+		if in.Key != "" {
+			key = &in.Key
+		}
+		if err := db.LockEvent(ctx, tx, tenant, in.Name, key); err != nil {
+			return err
+		}
 		at, err := db.Now(ctx, tx)
 		if err != nil {
 			return err
