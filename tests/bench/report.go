@@ -285,6 +285,8 @@ func (rep *report) print(w io.Writer) {
 				fmt.Fprintf(w, ", %s statements/s", fp(r.PGStmtsPerSec))
 			}
 			fmt.Fprintf(w, " (other processes: %s%% of a CPU)\n", fp(r.OtherCPUPercent))
+		case "idle-waits":
+			fmt.Fprintf(w, " %d workflow runs waiting on events; over %.0f s: %s: %s\n", r.Tasks, r.WindowSeconds, costOf(&r), verdict(r))
 		case "api", "callbacks": // callbacks: complete-to-succeeded, as a request's latency
 			fmt.Fprintln(w)
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -380,7 +382,7 @@ func (rep *report) details(w io.Writer, r result) {
 		}
 		parts = append(parts, "stages, ms after the slot (p50/p99/max): "+strings.Join(st, ", "))
 	}
-	if r.Scenario != "idle" && (r.AxCPUPercent != nil || r.PGCPUPercent != nil) {
+	if r.Scenario != "idle" && r.Scenario != "idle-waits" && (r.AxCPUPercent != nil || r.PGCPUPercent != nil) {
 		parts = append(parts, fmt.Sprintf("CPU (%% of one core) ax %s, postgres %s, bench %s, other %s; ax RSS %s MiB",
 			fp(r.AxCPUPercent), fp(r.PGCPUPercent), fp(r.BenchCPUPercent), fp(r.OtherCPUPercent), fp(r.AxRSSMiB)))
 	}
