@@ -183,6 +183,7 @@ func idleWaits(ctx context.Context, st *stack, o options, n int) (*result, error
 	if err != nil {
 		return res, err
 	}
+	res.IdleBaseline = &base
 	res.Notes = append(res.Notes, "baseline (the same ax and database, the workflow and no run): "+base.String())
 
 	// Start the n runs, each with its own key.
@@ -200,6 +201,9 @@ func idleWaits(ctx context.Context, st *stack, o options, n int) (*result, error
 			for i := next.Add(1) - 1; i < int64(n) && ctx.Err() == nil; i = next.Add(1) - 1 {
 				err := s.ax.call(ctx, http.MethodPost, "/v1/workflows/"+wfs[i/idleWaitsPerWorkflow]+"/trigger",
 					map[string]any{"inputs": map[string]any{"k": waitKey(int(i))}}, nil)
+				if (i+1)%1000 == 0 {
+					st.logf("idle-waits: run %d triggered", i+1)
+				}
 				if err != nil {
 					errs.Add(1)
 					mu.Lock()

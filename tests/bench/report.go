@@ -93,6 +93,10 @@ type result struct {
 	// virtual machines. Compare runs at similar values.
 	LoopbackPerSecond float64 `json:"loopback_http_per_second,omitempty"`
 
+	// IdleBaseline is idle-waits' window without the waiting runs (the
+	// figures above are with them).
+	IdleBaseline *idleCost `json:"idle_baseline,omitempty"`
+
 	API           []apiStats   `json:"api,omitempty"`
 	JobsPerSecond float64      `json:"jobs_per_second,omitempty"` // ceiling: the best configuration
 	Ceiling       []ceilingRun `json:"ceiling,omitempty"`
