@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +42,58 @@ type idleCost struct {
 	PGXactsPerSec   *float64 `json:"postgres_transactions_per_second,omitempty"`
 	PGStmtsPerSec   *float64 `json:"postgres_statements_per_second,omitempty"`
 	OtherCPUPercent *float64 `json:"other_cpu_percent,omitempty"`
+	// PGStmtMSPerSec is the statements' execution time, ms per second of
+	// the window (pg_stat_statements): a statement whose cost grows with
+	// the waiting runs shows here, not in statements/s.
+	PGStmtMSPerSec *float64 `json:"postgres_statement_ms_per_second,omitempty"`
+	// Top are the window's statements with the most execution time.
+	Top []stmtDelta `json:"top,omitempty"`
+}
+
+// stmtDelta is one statement's share of a window.
+type stmtDelta struct {
+	Query   string  `json:"query"`
+	Calls   int64   `json:"calls"`
+	TotalMS float64 `json:"total_ms"`
+}
+
+// stmtTotals are pg_stat_statements' counters by query id.
+type stmtTotals map[int64]stmtDelta
+
+// readStmtTotals reads the database's statements' counters.
+func readStmtTotals(ctx context.Context, conn *pgx.Conn) (stmtTotals, error) {
+	rows, err := conn.Query(ctx, `SELECT queryid, left(regexp_replace(query, '\s+', ' ', 'g'), 110), calls, total_exec_time
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+	if err != nil {
+		return nil, err
+	}
+	out := stmtTotals{}
+	var (
+		id int64
+		d  stmtDelta
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &d.Query, &d.Calls, &d.TotalMS}, func() error {
+		out[id] = d
+		return nil
+	})
+	return out, err
+}
+
+// since is b − a: every statement that ran in between, most execution
+// time first, and their total time.
+func (b stmtTotals) since(a stmtTotals) ([]stmtDelta, float64) {
+	var out []stmtDelta
+	var total float64
+	for id, s := range b {
+		d := stmtDelta{Query: s.Query, Calls: s.Calls - a[id].Calls, TotalMS: s.TotalMS - a[id].TotalMS}
+		if d.Calls <= 0 {
+			continue
+		}
+		total += d.TotalMS
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(x, y stmtDelta) int { return cmp.Compare(y.TotalMS, x.TotalMS) })
+	return out, total
 }
 
 // costOf is a result's idle figures.
@@ -57,6 +111,9 @@ func (c idleCost) String() string {
 	if c.PGStmtsPerSec != nil {
 		s += fmt.Sprintf(", %s statements/s", fp(c.PGStmtsPerSec))
 	}
+	if c.PGStmtMSPerSec != nil {
+		s += fmt.Sprintf(" taking %s ms/s", fp(c.PGStmtMSPerSec))
+	}
 	return s + fmt.Sprintf(" (other processes: %s%% of a CPU)", fp(c.OtherCPUPercent))
 }
 
@@ -73,7 +130,17 @@ func (c idleCost) minus(base idleCost) idleCost {
 		AxCPUPercent: sub(c.AxCPUPercent, base.AxCPUPercent), AxRSSMiB: sub(c.AxRSSMiB, base.AxRSSMiB),
 		PGCPUPercent: sub(c.PGCPUPercent, base.PGCPUPercent), PGXactsPerSec: sub(c.PGXactsPerSec, base.PGXactsPerSec),
 		PGStmtsPerSec: sub(c.PGStmtsPerSec, base.PGStmtsPerSec), OtherCPUPercent: sub(c.OtherCPUPercent, base.OtherCPUPercent),
+		PGStmtMSPerSec: sub(c.PGStmtMSPerSec, base.PGStmtMSPerSec),
 	}
+}
+
+// topString is the window's top statements on one line.
+func (c idleCost) topString() string {
+	var parts []string
+	for _, t := range c.Top {
+		parts = append(parts, fmt.Sprintf("%d calls %.0f ms: %s", t.Calls, t.TotalMS, t.Query))
+	}
+	return strings.Join(parts, " | ")
 }
 
 // deltaString is a difference on one line, signed.
@@ -88,6 +155,9 @@ func (c idleCost) deltaString() string {
 		sp(c.AxCPUPercent), sp(c.AxRSSMiB), sp(c.PGCPUPercent), sp(c.PGXactsPerSec))
 	if c.PGStmtsPerSec != nil {
 		s += fmt.Sprintf(", %s statements/s", sp(c.PGStmtsPerSec))
+	}
+	if c.PGStmtMSPerSec != nil {
+		s += fmt.Sprintf(" taking %s ms/s", sp(c.PGStmtMSPerSec))
 	}
 	return s
 }
@@ -249,8 +319,17 @@ func idleWaits(ctx context.Context, st *stack, o options, n int) (*result, error
 	}
 	res.AxCPUPercent, res.AxRSSMiB, res.PGCPUPercent = with.AxCPUPercent, with.AxRSSMiB, with.PGCPUPercent
 	res.PGXactsPerSec, res.PGStmtsPerSec, res.OtherCPUPercent = with.PGXactsPerSec, with.PGStmtsPerSec, with.OtherCPUPercent
+	res.Notes = append(res.Notes, fmt.Sprintf("with %d runs waiting: %s", want, with))
 	diff := with.minus(base)
 	res.Notes = append(res.Notes, "difference (with − without): "+diff.deltaString())
+	for _, w := range []struct {
+		name string
+		c    idleCost
+	}{{"baseline", base}, {"with waits", with}} {
+		if len(w.c.Top) > 0 {
+			res.Notes = append(res.Notes, "statements by time, "+w.name+" window: "+w.c.topString())
+		}
+	}
 	pass, why := idleWaitsVerdict(diff)
 	if o, b := with.OtherCPUPercent, base.OtherCPUPercent; (o != nil && *o >= 15) || (b != nil && *b >= 15) {
 		res.Notes = append(res.Notes, "other processes used 15% of a CPU or more in a window: the difference is noisier than it reads")
@@ -320,6 +399,13 @@ func idleWindow(ctx context.Context, s *session, conn *pgx.Conn, d time.Duration
 	if err := s.waitUntil(ctx, time.Now().Add(5*time.Second), "settling"); err != nil {
 		return idleCost{}, err
 	}
+	var s0 stmtTotals
+	if s.st.pgss {
+		var err error
+		if s0, err = readStmtTotals(ctx, conn); err != nil {
+			return idleCost{}, err
+		}
+	}
 	a, err := readDBStats(ctx, conn, s.st.pgss)
 	if err != nil {
 		return idleCost{}, err
@@ -344,5 +430,17 @@ func idleWindow(ctx context.Context, s *session, conn *pgx.Conn, d time.Duration
 		c := math.Round(float64(b.calls-a.calls-2)/secs*10) / 10
 		r.PGStmtsPerSec = &c
 	}
-	return costOf(&r), nil
+	out := costOf(&r)
+	if s.st.pgss {
+		s1, err := readStmtTotals(ctx, conn)
+		if err != nil {
+			return out, err
+		}
+		// s0's and the two readings' own statements are in; they take
+		// microseconds.
+		top, total := s1.since(s0)
+		ms := math.Round(total/secs*10) / 10
+		out.PGStmtMSPerSec, out.Top = &ms, top[:min(len(top), 3)]
+	}
+	return out, nil
 }

@@ -345,7 +345,11 @@ func (rep *report) againstCeiling(w io.Writer) {
 func (rep *report) details(w io.Writer, r result) {
 	var parts []string
 	if r.CreateSeconds > 0 {
-		parts = append(parts, fmt.Sprintf("created %d tasks in %.1f s (%.0f/s)", r.Tasks, r.CreateSeconds, r.CreatePerSecond))
+		what := "tasks"
+		if r.Scenario == "idle-waits" {
+			what = "workflow runs"
+		}
+		parts = append(parts, fmt.Sprintf("created %d %s in %.1f s (%.0f/s)", r.Tasks, what, r.CreateSeconds, r.CreatePerSecond))
 	}
 	if r.FirstDeliveryMS != nil {
 		parts = append(parts, fmt.Sprintf("first delivery +%s ms, last +%s ms, %d/%d within 3 s",
