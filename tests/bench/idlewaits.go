@@ -25,6 +25,11 @@ const (
 	// for noise: a statement per waiting node even once per half hour
 	// would be 5.6/s with 10,000 waiting.
 	idleWaitsStmtsNoise = 5.0
+	// idleWaitsStmtMSNoise is the largest growth of the statements'
+	// execution time (ms per second) taken for noise: 0.5% of a core, as
+	// for ax. One statement a second whose cost grows with the waiting
+	// runs misses it where statements/s does not.
+	idleWaitsStmtMSNoise = 5.0
 	// idleWaitsProbeEvery is how many runs' keys share one sanity event:
 	// one event per this many keys is posted after the windows.
 	idleWaitsProbeEvery = 1000
@@ -63,7 +68,8 @@ type stmtTotals map[int64]stmtDelta
 // readStmtTotals reads the database's statements' counters.
 func readStmtTotals(ctx context.Context, conn *pgx.Conn) (stmtTotals, error) {
 	rows, err := conn.Query(ctx, `SELECT queryid, left(regexp_replace(query, '\s+', ' ', 'g'), 110), calls, total_exec_time
-		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND query NOT LIKE '%pg_stat_statements%'`)
 	if err != nil {
 		return nil, err
 	}
@@ -163,8 +169,9 @@ func (c idleCost) deltaString() string {
 }
 
 // idleWaitsVerdict judges a difference (with waits − without): ax's CPU
-// within noise, and no statements per waiting node (statements/s, or
-// transactions/s without pg_stat_statements, not growing); it says what
+// within noise, no statements per waiting node (statements/s, or
+// transactions/s without pg_stat_statements, not growing) and, when
+// known, the statements' execution time not growing; it says what
 // failed.
 func idleWaitsVerdict(d idleCost) (bool, []string) {
 	var why []string
@@ -182,6 +189,9 @@ func idleWaitsVerdict(d idleCost) (bool, []string) {
 		why = append(why, "postgres statements/s unknown")
 	case *grew >= idleWaitsStmtsNoise:
 		why = append(why, fmt.Sprintf("postgres %s grew by %.1f (noise: < %.0f)", what, *grew, idleWaitsStmtsNoise))
+	}
+	if d.PGStmtMSPerSec != nil && *d.PGStmtMSPerSec >= idleWaitsStmtMSNoise {
+		why = append(why, fmt.Sprintf("postgres statement time grew by %.1f ms/s (noise: < %.0f)", *d.PGStmtMSPerSec, idleWaitsStmtMSNoise))
 	}
 	return len(why) == 0, why
 }
@@ -219,7 +229,8 @@ func idleWaits(ctx context.Context, st *stack, o options, n int) (*result, error
 	res := &result{
 		Scenario: "idle-waits", Tasks: n, WindowSeconds: o.duration.Seconds(),
 		Target: fmt.Sprintf("with %d runs waiting: ax CPU within %.1f%% of a core of the baseline, postgres statements/s "+
-			"within %.0f/s (none per waiting node); every probed run advances", n, idleWaitsCPUNoise, idleWaitsStmtsNoise),
+			"within %.0f/s (none per waiting node) taking within %.0f ms/s more; every probed run advances",
+			n, idleWaitsCPUNoise, idleWaitsStmtsNoise, idleWaitsStmtMSNoise),
 	}
 	// max_active_runs is at most idleWaitsPerWorkflow: run i is a run of
 	// workflow i / idleWaitsPerWorkflow, all of the same shape.
@@ -436,8 +447,7 @@ func idleWindow(ctx context.Context, s *session, conn *pgx.Conn, d time.Duration
 		if err != nil {
 			return out, err
 		}
-		// s0's and the two readings' own statements are in; they take
-		// microseconds.
+		// The bench's own readings are left out (readStmtTotals).
 		top, total := s1.since(s0)
 		ms := math.Round(total/secs*10) / 10
 		out.PGStmtMSPerSec, out.Top = &ms, top[:min(len(top), 3)]

@@ -25,9 +25,10 @@ func TestIdleCostMinus(t *testing.T) {
 	assert.Equal(t, "ax CPU +0.2%, ax RSS +11.3 MiB, postgres CPU -0.2%, postgres +0.0 transactions/s", d.deltaString())
 }
 
-// TestIdleWaitsVerdict: a pass needs ax's CPU within noise and
-// statements/s (transactions/s without pg_stat_statements) not growing;
-// a miss says which, and an unknown figure is a miss.
+// TestIdleWaitsVerdict: a pass needs ax's CPU within noise, statements/s
+// (transactions/s without pg_stat_statements) and, when known, their
+// execution time not growing; a miss says which, and an unknown CPU or
+// statement rate is a miss.
 func TestIdleWaitsVerdict(t *testing.T) {
 	pass, why := idleWaitsVerdict(idleCost{AxCPUPercent: num(0.3), PGStmtsPerSec: num(1), PGXactsPerSec: num(99)})
 	assert.True(t, pass, why)
@@ -47,6 +48,14 @@ func TestIdleWaitsVerdict(t *testing.T) {
 	assert.False(t, pass, "without pg_stat_statements, transactions/s are judged")
 	require.Len(t, why, 1)
 	assert.Contains(t, why[0], "transactions/s grew by 5.0")
+
+	pass, why = idleWaitsVerdict(idleCost{AxCPUPercent: num(0.1), PGStmtsPerSec: num(2), PGStmtMSPerSec: num(25.1)})
+	assert.False(t, pass, "one statement a second growing with the waits")
+	require.Len(t, why, 1)
+	assert.Contains(t, why[0], "statement time grew by 25.1 ms/s")
+
+	pass, why = idleWaitsVerdict(idleCost{AxCPUPercent: num(0.1), PGStmtsPerSec: num(2), PGStmtMSPerSec: num(4.9)})
+	assert.True(t, pass, why)
 
 	pass, why = idleWaitsVerdict(idleCost{})
 	assert.False(t, pass)

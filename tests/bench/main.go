@@ -40,8 +40,8 @@
 //     (wait_for, timeout 24 h), started through the API; the idle
 //     window measured on the same ax before the runs (the baseline) and
 //     while they wait, and the difference. Target: ax CPU within 0.5% of
-//     a core, statements/s not growing; then one event per 1,000 keys,
-//     whose runs must advance. Not part of "all" (two windows and the
+//     a core, statements/s and their execution time not growing; then
+//     one event per 1,000 keys, whose runs must advance. Not part of "all" (two windows and the
 //     triggers take longer than its budget) (idlewaits.go).
 //   - api: POST /v1/tasks and GET /v1/executions at fixed concurrency.
 //   - ceiling: River alone (no ax) working no-op jobs on the same cluster:
