@@ -77,11 +77,15 @@ func TestProbeKeys(t *testing.T) {
 // new in the window counts from zero.
 func TestStmtTotalsSince(t *testing.T) {
 	a := stmtTotals{1: {Query: "sweep", Calls: 10, TotalMS: 5}, 2: {Query: "idle", Calls: 3, TotalMS: 1}, 3: {Query: "gauge", Calls: 1, TotalMS: 0.5}}
-	b := stmtTotals{1: {Query: "sweep", Calls: 40, TotalMS: 20}, 2: {Query: "idle", Calls: 3, TotalMS: 1}, 3: {Query: "gauge", Calls: 2, TotalMS: 0.75},
-		4: {Query: "new", Calls: 2, TotalMS: 30}}
+	b := stmtTotals{
+		1: {Query: "sweep", Calls: 40, TotalMS: 20}, 2: {Query: "idle", Calls: 3, TotalMS: 1},
+		3: {Query: "gauge", Calls: 2, TotalMS: 0.75}, 4: {Query: "new", Calls: 2, TotalMS: 30},
+	}
 	top, total := b.since(a)
-	assert.Equal(t, []stmtDelta{{Query: "new", Calls: 2, TotalMS: 30}, {Query: "sweep", Calls: 30, TotalMS: 15},
-		{Query: "gauge", Calls: 1, TotalMS: 0.25}}, top)
+	want := []stmtDelta{
+		{Query: "new", Calls: 2, TotalMS: 30}, {Query: "sweep", Calls: 30, TotalMS: 15}, {Query: "gauge", Calls: 1, TotalMS: 0.25},
+	}
+	assert.Equal(t, want, top)
 	assert.InDelta(t, 45.25, total, 1e-9)
 	assert.Equal(t, "2 calls 30 ms: new | 30 calls 15 ms: sweep", idleCost{Top: top[:2]}.topString())
 }
