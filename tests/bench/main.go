@@ -36,6 +36,13 @@
 //     less than half the first window's rate (no cliff).
 //   - idle: N tasks (default 1,000,000) none due for an hour; ax CPU%, RSS,
 //     PostgreSQL statements/s and CPU% while nothing is due.
+//   - idle-waits: N workflow runs (default 10,000) waiting on events
+//     (wait_for, timeout 24 h), started through the API; the idle
+//     window measured on the same ax before the runs (the baseline) and
+//     while they wait, and the difference. Target: ax CPU within 0.5% of
+//     a core, statements/s and their execution time not growing; then
+//     one event per 1,000 keys, whose runs must advance. Not part of "all" (two windows and the
+//     triggers take longer than its budget) (idlewaits.go).
 //   - api: POST /v1/tasks and GET /v1/executions at fixed concurrency.
 //   - ceiling: River alone (no ax) working no-op jobs on the same cluster:
 //     the throughput ceiling of the queue on this box.
@@ -138,7 +145,7 @@ var scenarios = []string{
 }
 
 // extraScenarios run only when named: each takes too long for "all".
-var extraScenarios = []string{"burst-100k"}
+var extraScenarios = []string{"burst-100k", "idle-waits"}
 
 func main() {
 	var o options
@@ -146,9 +153,9 @@ func main() {
 		strings.Join(slices.Concat(scenarios, extraScenarios), "|")+", a comma-separated list, or all (every one but "+
 			strings.Join(extraScenarios, ", ")+")")
 	flag.IntVar(&o.tasks, "tasks", 0, "number of tasks (0: the scenario's default: precision 1000, sustained 5000, "+
-		"sustained-10k 10000, burst 10000, burst-100k 100000, idle 1000000, ceiling 20000 jobs per configuration, noisy 20000 of the noisy tenant, hung 450 hung deliveries, "+
+		"sustained-10k 10000, burst 10000, burst-100k 100000, idle 1000000, idle-waits 10000 runs, ceiling 20000 jobs per configuration, noisy 20000 of the noisy tenant, hung 450 hung deliveries, "+
 		"maxconc 2000, ratelimit 4000, templated 1000)")
-	flag.DurationVar(&o.duration, "duration", 30*time.Second, "measurement window (precision, sustained, idle, and each api phase)")
+	flag.DurationVar(&o.duration, "duration", 30*time.Second, "measurement window (precision, sustained, idle, each of idle-waits' two, and each api phase)")
 	flag.DurationVar(&o.warmup, "warmup", 5*time.Second, "discarded warm-up after the first slot (precision, sustained)")
 	flag.DurationVar(&o.grace, "grace", 10*time.Second, "how long after the window a slot may still arrive before it counts as missing")
 	flag.IntVar(&o.interval, "interval", 1, "interval_seconds of the precision/sustained tasks (fires/s = tasks/interval)")
@@ -326,6 +333,8 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 		return burst(ctx, st, o, name, orInt(n, 100), 50)
 	case "idle":
 		return idle(ctx, st, o, orInt(n, 1_000_000))
+	case "idle-waits":
+		return idleWaits(ctx, st, o, orInt(n, 10_000))
 	case "api":
 		return apiScenario(ctx, st, o)
 	case "ceiling":

@@ -93,6 +93,10 @@ type result struct {
 	// virtual machines. Compare runs at similar values.
 	LoopbackPerSecond float64 `json:"loopback_http_per_second,omitempty"`
 
+	// IdleBaseline is idle-waits' window without the waiting runs (the
+	// figures above are with them).
+	IdleBaseline *idleCost `json:"idle_baseline,omitempty"`
+
 	API           []apiStats   `json:"api,omitempty"`
 	JobsPerSecond float64      `json:"jobs_per_second,omitempty"` // ceiling: the best configuration
 	Ceiling       []ceilingRun `json:"ceiling,omitempty"`
@@ -285,6 +289,8 @@ func (rep *report) print(w io.Writer) {
 				fmt.Fprintf(w, ", %s statements/s", fp(r.PGStmtsPerSec))
 			}
 			fmt.Fprintf(w, " (other processes: %s%% of a CPU)\n", fp(r.OtherCPUPercent))
+		case "idle-waits":
+			fmt.Fprintf(w, " %d workflow runs waiting on events; over %.0f s: %s: %s\n", r.Tasks, r.WindowSeconds, costOf(&r), verdict(r))
 		case "api", "callbacks": // callbacks: complete-to-succeeded, as a request's latency
 			fmt.Fprintln(w)
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -339,7 +345,11 @@ func (rep *report) againstCeiling(w io.Writer) {
 func (rep *report) details(w io.Writer, r result) {
 	var parts []string
 	if r.CreateSeconds > 0 {
-		parts = append(parts, fmt.Sprintf("created %d tasks in %.1f s (%.0f/s)", r.Tasks, r.CreateSeconds, r.CreatePerSecond))
+		what := "tasks"
+		if r.Scenario == "idle-waits" {
+			what = "workflow runs"
+		}
+		parts = append(parts, fmt.Sprintf("created %d %s in %.1f s (%.0f/s)", r.Tasks, what, r.CreateSeconds, r.CreatePerSecond))
 	}
 	if r.FirstDeliveryMS != nil {
 		parts = append(parts, fmt.Sprintf("first delivery +%s ms, last +%s ms, %d/%d within 3 s",
@@ -380,7 +390,7 @@ func (rep *report) details(w io.Writer, r result) {
 		}
 		parts = append(parts, "stages, ms after the slot (p50/p99/max): "+strings.Join(st, ", "))
 	}
-	if r.Scenario != "idle" && (r.AxCPUPercent != nil || r.PGCPUPercent != nil) {
+	if r.Scenario != "idle" && r.Scenario != "idle-waits" && (r.AxCPUPercent != nil || r.PGCPUPercent != nil) {
 		parts = append(parts, fmt.Sprintf("CPU (%% of one core) ax %s, postgres %s, bench %s, other %s; ax RSS %s MiB",
 			fp(r.AxCPUPercent), fp(r.PGCPUPercent), fp(r.BenchCPUPercent), fp(r.OtherCPUPercent), fp(r.AxRSSMiB)))
 	}
