@@ -36,18 +36,24 @@ const (
 	opConst exprOp = iota // val
 	opField               // the scalar datum name
 	opFinal               // the value piped into the command
-	opPipe                // a parenthesized pipeline, pipe
-	opCall                // fn(args…)
+	opPipe                // a parenthesized pipeline: sub
+	opCall                // fn(sub…)
 )
 
-// expr is a command of a pipeline or an argument of a call.
+// The functions a fast part calls.
+const (
+	fnDateAdd uint8 = iota
+	fnDateFormat
+)
+
+// expr is a command of a pipeline or an argument of a call. A template
+// is kept as long as its task is (the scheduler's cache): it is small.
 type expr struct {
 	op   exprOp
+	fn   uint8
+	name uint8
 	val  any
-	name int
-	pipe []expr
-	fn   func(v, arg any) (string, error)
-	args []expr
+	sub  []expr
 }
 
 // errSlow: this render is text/template's to do.
@@ -106,22 +112,16 @@ func compileCmd(cmd *parse.CommandNode, piped bool) (expr, bool) {
 		}
 		return compileArg(cmd.Args[0])
 	}
-	var fn func(v, arg any) (string, error)
+	var fn uint8
 	switch id.Ident {
 	case "date_add":
-		fn = dateAdd
+		fn = fnDateAdd
 	case "date_format":
-		fn = func(v, layout any) (string, error) {
-			s, ok := layout.(string) // text/template converts only a string to a string parameter
-			if !ok {
-				return "", errSlow
-			}
-			return dateFormat(v, s)
-		}
+		fn = fnDateFormat
 	default:
 		return expr{}, false
 	}
-	var args []expr
+	args := make([]expr, 0, 2)
 	for _, a := range cmd.Args[1:] {
 		e, ok := compileArg(a)
 		if !ok {
@@ -135,10 +135,10 @@ func compileCmd(cmd *parse.CommandNode, piped bool) (expr, bool) {
 	if len(args) != 2 {
 		return expr{}, false
 	}
-	if id.Ident == "date_format" && args[1].op != opFinal && args[1].op != opConst {
+	if fn == fnDateFormat && args[1].op != opFinal && args[1].op != opConst {
 		return expr{}, false // a layout read from the data or made by a pipeline: text/template's conversions
 	}
-	return expr{op: opCall, fn: fn, args: args}, true
+	return expr{op: opCall, fn: fn, sub: args}, true
 }
 
 // compileArg compiles an argument: a scalar datum, a string or an int
@@ -153,7 +153,7 @@ func compileArg(n parse.Node) (expr, bool) {
 		if i < 0 || i >= scalarCount {
 			return expr{}, false
 		}
-		return expr{op: opField, name: i}, true
+		return expr{op: opField, name: uint8(i)}, true
 	case *parse.StringNode:
 		return expr{op: opConst, val: n.Text}, true
 	case *parse.NumberNode:
@@ -168,7 +168,7 @@ func compileArg(n parse.Node) (expr, bool) {
 		if !ok {
 			return expr{}, false
 		}
-		return expr{op: opPipe, pipe: pipe}, true
+		return expr{op: opPipe, sub: pipe}, true
 	}
 	return expr{}, false
 }
@@ -248,17 +248,24 @@ func eval(e expr, final any, scalars *[scalarCount]any) (any, error) {
 	case opFinal:
 		return final, nil
 	case opPipe:
-		return evalPipe(e.pipe, scalars)
+		return evalPipe(e.sub, scalars)
 	}
 	var args [2]any
-	for i, a := range e.args {
+	for i, a := range e.sub {
 		v, err := eval(a, final, scalars)
 		if err != nil {
 			return nil, err
 		}
 		args[i] = v
 	}
-	return e.fn(args[0], args[1])
+	if e.fn == fnDateAdd {
+		return dateAdd(args[0], args[1])
+	}
+	layout, ok := args[1].(string) // text/template converts only a string to a string parameter
+	if !ok {
+		return nil, errSlow
+	}
+	return dateFormat(args[0], layout)
 }
 
 // appendJSONString appends s's JSON as marshal makes it.

@@ -200,6 +200,13 @@ type Template struct {
 	reads Reads
 	// names are the data its parts read: a render builds only those.
 	names names
+	scope Scope
+	// trees are the parts' parsed templates, which a part that renders
+	// fast does not keep: parsed again (once) when a render of the
+	// template needs text/template.
+	trees     []*parse.Tree
+	treesOnce sync.Once
+	treesErr  error
 	// execs holds *executor: one render's state with the parts' templates
 	// bound to it, built once and reused, because binding functions to a
 	// text/template (Funcs) costs more than executing it.
@@ -218,11 +225,15 @@ func (t *Template) executor() (*executor, error) {
 	if x, ok := t.execs.Get().(*executor); ok {
 		return x, nil
 	}
+	t.treesOnce.Do(t.parseTrees)
+	if t.treesErr != nil {
+		return nil, t.treesErr
+	}
 	x := &executor{r: &renderer{}, tmpls: make([]*template.Template, len(t.parts))}
 	fm := x.r.funcs()
 	for i, p := range t.parts {
 		tmpl := template.New(p.path).Option("missingkey=error").Funcs(fm)
-		if _, err := tmpl.AddParseTree(p.path, p.tree); err != nil {
+		if _, err := tmpl.AddParseTree(p.path, t.trees[i]); err != nil {
 			return nil, err
 		}
 		x.tmpls[i] = tmpl
@@ -230,13 +241,35 @@ func (t *Template) executor() (*executor, error) {
 	return x, nil
 }
 
+// parseTrees sets t.trees: the parts' own, or parsed again.
+func (t *Template) parseTrees() {
+	t.trees = make([]*parse.Tree, len(t.parts))
+	for i, p := range t.parts {
+		if p.tree != nil {
+			t.trees[i] = p.tree
+			continue
+		}
+		var src string
+		if err := json.Unmarshal(t.raw[p.start:p.end], &src); err != nil {
+			t.treesErr = err
+			return
+		}
+		again, err := parsePart(src, t.scope)
+		if err != nil { // cannot happen: it parsed before
+			t.treesErr = err
+			return
+		}
+		t.trees[i] = again.tree
+	}
+}
+
 // part is one templated string of the payload: raw[start:end] is its
 // JSON literal.
 type part struct {
 	start, end int
 	path       string
-	tree       *parse.Tree
-	single     bool // exactly one action: its value keeps its JSON type
+	tree       *parse.Tree // nil when fast renders it (Template.trees)
+	single     bool        // exactly one action: its value keeps its JSON type
 	reads      Reads
 	names      names
 	// fast renders the part without text/template when it can (nil:
@@ -253,7 +286,7 @@ func Parse(payload []byte, scope Scope) (*Template, error) {
 	if !json.Valid(payload) {
 		return nil, errors.New("the payload is not valid JSON")
 	}
-	t := &Template{raw: payload}
+	t := &Template{raw: payload, scope: scope}
 	var errs Errors
 	err := walkStrings(payload, func(start, end int, path string) {
 		var src string
@@ -271,6 +304,9 @@ func Parse(payload []byte, scope Scope) (*Template, error) {
 			return
 		}
 		p.start, p.end, p.path = start, end, path
+		if p.fast != nil {
+			p.tree = nil // parsed again if a render needs it
+		}
 		t.parts = append(t.parts, p)
 		t.reads = t.reads.Union(p.reads)
 		t.names |= p.names
