@@ -330,6 +330,22 @@ func Check(payload []byte, scope Scope) error {
 // name: what a workflow node's payload or run_if is rendered from.
 func (t *Template) Reads() Reads { return t.reads }
 
+// Size is about how many bytes t keeps (its payload, its parts and their
+// compiled or parsed forms, measured for typical payloads), for a cache
+// to bound what it holds.
+func (t *Template) Size() int {
+	n := 256 + len(t.raw)
+	for _, p := range t.parts {
+		n += 160 + len(p.path)
+		if p.fast != nil {
+			n += 12 * (p.end - p.start)
+		} else {
+			n += 32 * (p.end - p.start)
+		}
+	}
+	return n
+}
+
 // Templated reports whether t has a template at all (Render then returns
 // the payload's own bytes).
 func (t *Template) Templated() bool { return len(t.parts) > 0 }
