@@ -110,6 +110,9 @@ type Scheduler struct {
 
 	mu    sync.Mutex
 	cache map[string]cachedSchedule // task id → parsed schedule (and payload template)
+	// renderBytes is about how many bytes the cache's payload renderers
+	// keep (payload.Renderer.Size), at most renderMax (renderCacheMax).
+	renderBytes, renderMax int
 	// graphs are the workflow versions its runs' starts read.
 	graphs graphCache
 }
@@ -117,16 +120,25 @@ type Scheduler struct {
 type cachedSchedule struct {
 	version int32
 	sched   *schedule.Schedule
-	// render is a templated task's payload renderer (nil: not built yet).
+	// render is a templated task's payload renderer (nil: not built yet,
+	// or the cache's renderers are at their bound).
 	render *payload.Renderer
 }
+
+// renderCacheMax bounds the bytes of the payload renderers the scheduler
+// keeps: about 20,000 templated tasks of a few small templated strings.
+// A task past it has its template parsed at each claim.
+const renderCacheMax = 64 << 20
 
 // NewScheduler returns a Scheduler.
 func NewScheduler(pool *db.Pool, enq *Enqueuer, cfg SchedulerConfig, logger *slog.Logger) *Scheduler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Scheduler{pool: pool, enq: enq, cfg: cfg.WithDefaults(), logger: logger, cache: map[string]cachedSchedule{}}
+	return &Scheduler{
+		pool: pool, enq: enq, cfg: cfg.WithDefaults(), logger: logger, cache: map[string]cachedSchedule{},
+		renderMax: renderCacheMax,
+	}
 }
 
 // Config returns the effective configuration.
@@ -461,9 +473,10 @@ func (s *Scheduler) renderer(t db.DueTask, cals map[string]db.Calendar) payload.
 		return r
 	}
 	s.mu.Lock()
-	if c, ok := s.cache[t.ID]; ok && c.version == t.Version { // schedule cached it
-		c.render = &r
+	if c, ok := s.cache[t.ID]; ok && c.version == t.Version && c.render == nil && s.renderBytes+r.Size() <= s.renderMax {
+		c.render = &r // schedule cached it
 		s.cache[t.ID] = c
+		s.renderBytes += r.Size()
 	}
 	s.mu.Unlock()
 	return r
@@ -581,6 +594,10 @@ func (s *Scheduler) schedule(t db.DueTask, cals map[string]db.Calendar) (*schedu
 	s.mu.Lock()
 	if len(s.cache) > 200_000 {
 		clear(s.cache)
+		s.renderBytes = 0
+	}
+	if old, ok := s.cache[t.ID]; ok && old.render != nil {
+		s.renderBytes -= old.render.Size()
 	}
 	s.cache[t.ID] = cachedSchedule{version: t.Version, sched: sched}
 	s.mu.Unlock()

@@ -99,6 +99,15 @@ func ForTask(t db.Task) Renderer {
 	return r
 }
 
+// Size is about how many bytes r keeps (template.Template.Size).
+func (r Renderer) Size() int {
+	n := 128 + len(r.taskID) + len(r.name)
+	if r.tpl != nil {
+		n += r.tpl.Size()
+	}
+	return n
+}
+
 // Active reports whether executions need a payload of their own.
 func (r Renderer) Active() bool { return r.tpl != nil || r.broken != nil }
 

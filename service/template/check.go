@@ -16,6 +16,9 @@ type checker struct {
 	err   error
 	// reads collects the run data the template names (Template.Reads).
 	reads Reads
+	// names are the data the template reads (a render builds only
+	// those).
+	names names
 }
 
 func (c *checker) fail(format string, args ...any) {
@@ -68,9 +71,17 @@ func (c *checker) arg(n parse.Node, root bool) {
 		if root {
 			c.name(n.Ident)
 		}
+	case *parse.DotNode:
+		if root { // the data as a whole: {{ . }}, {{ index . $k }}, {{ range $k, $v := . }}
+			c.names = allNames
+		}
 	case *parse.VariableNode:
-		if n.Ident[0] == "$" && len(n.Ident) > 1 {
+		switch {
+		case n.Ident[0] != "$":
+		case len(n.Ident) > 1:
 			c.name(n.Ident[1:])
+		default: // $ alone: the data as a whole
+			c.names = allNames
 		}
 	case *parse.ChainNode:
 		switch inner := n.Node.(type) {
@@ -113,6 +124,7 @@ func (c *checker) name(idents []string) {
 		c.fail("%s: there is no data .%s here (there are .%s)", dotted, top, strings.Join(c.scope.Names(), ", ."))
 		return
 	}
+	c.names |= nameBit(top)
 	switch top {
 	case NameInputs:
 		if len(idents) > 1 && c.scope.Inputs != nil && !slices.Contains(c.scope.Inputs, idents[1]) {
@@ -159,6 +171,65 @@ func (c *checker) name(idents []string) {
 		}
 	}
 }
+
+// names is a set of the data's names: bit i is dataNames[i].
+type names uint32
+
+// The data's names by index (dataNames).
+const (
+	iScheduledFor = iota
+	iScheduledForLocal
+	iBusinessDate
+	iTimezone
+	iExecutionID
+	iTaskID
+	iTaskName
+	iRound
+	iShardIndex
+	iShardCount
+	iTrigger
+	iWorkflowID
+	iWorkflowRunID
+	iInputs
+	iNodes
+	iEvent
+)
+
+// scalarCount is how many names are scalars (a string or an int): those
+// before .inputs, .nodes and .event, which are documents.
+const scalarCount = iInputs
+
+// dataNames are every name of the data, by index.
+var dataNames = [...]string{
+	iScheduledFor: NameScheduledFor, iScheduledForLocal: NameScheduledForLocal, iBusinessDate: NameBusinessDate,
+	iTimezone: NameTimezone, iExecutionID: NameExecutionID, iTaskID: NameTaskID, iTaskName: NameTaskName,
+	iRound: NameRound, iShardIndex: NameShardIndex, iShardCount: NameShardCount, iTrigger: NameTrigger,
+	iWorkflowID: NameWorkflowID, iWorkflowRunID: NameWorkflowRunID,
+	iInputs: NameInputs, iNodes: NameNodes, iEvent: NameEvent,
+}
+
+// allNames is every name: a template that reads the data as a whole.
+const allNames = names(1)<<len(dataNames) - 1
+
+// nameBit is name's bit (0: not a name of the data).
+func nameBit(name string) names {
+	if i := nameIndex(name); i >= 0 {
+		return 1 << i
+	}
+	return 0
+}
+
+// nameIndex is name's index in dataNames, or -1.
+func nameIndex(name string) int {
+	for i, n := range dataNames {
+		if n == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (ns names) has(i int) bool { return ns&(1<<i) != 0 }
 
 // Reads is the run data a workflow node's template names: the run's
 // inputs and the upstream nodes it reads, each name once, sorted. A

@@ -26,8 +26,8 @@ var stubFuncs = (&renderer{}).funcs()
 // urlquery) are replaced by bounded equivalents.
 func (r *renderer) funcs() map[string]any {
 	return map[string]any{
-		"date_add":    r.dateAdd,
-		"date_format": r.dateFormat,
+		"date_add":    dateAdd,
+		"date_format": dateFormat,
 		"json":        r.json,
 		"default":     dflt,
 		"print": func(args ...any) (string, error) {
@@ -176,7 +176,7 @@ func dflt(def any, given ...any) any {
 
 // dateAdd adds days to a date (YYYY-MM-DD, giving a date) or to an RFC
 // 3339 time (giving one, in its own offset).
-func (r *renderer) dateAdd(v any, days any) (string, error) {
+func dateAdd(v any, days any) (string, error) {
 	n, err := toInt(days)
 	if err != nil {
 		return "", fmt.Errorf("the days %w", err)
@@ -197,7 +197,7 @@ func (r *renderer) dateAdd(v any, days any) (string, error) {
 // dateFormat formats a date or an RFC 3339 time by layout, whose yyyy,
 // MM, dd, HH, mm and ss are the year, month, day, hour, minute and
 // second (zero-padded); every other character is itself.
-func (r *renderer) dateFormat(v any, layout string) (string, error) {
+func dateFormat(v any, layout string) (string, error) {
 	t, _, err := toTime(v)
 	if err != nil {
 		return "", err
@@ -205,34 +205,49 @@ func (r *renderer) dateFormat(v any, layout string) (string, error) {
 	if len(layout) > 256 {
 		return "", errors.New("the layout is longer than 256 bytes")
 	}
-	var b strings.Builder
+	b := make([]byte, 0, len(layout)+8)
 	for i := 0; i < len(layout); {
 		rest := layout[i:]
 		switch {
 		case strings.HasPrefix(rest, "yyyy"):
-			fmt.Fprintf(&b, "%04d", t.Year())
+			b = appendPadded(b, t.Year(), 4)
 			i += 4
 		case strings.HasPrefix(rest, "MM"):
-			fmt.Fprintf(&b, "%02d", int(t.Month()))
+			b = appendPadded(b, int(t.Month()), 2)
 			i += 2
 		case strings.HasPrefix(rest, "dd"):
-			fmt.Fprintf(&b, "%02d", t.Day())
+			b = appendPadded(b, t.Day(), 2)
 			i += 2
 		case strings.HasPrefix(rest, "HH"):
-			fmt.Fprintf(&b, "%02d", t.Hour())
+			b = appendPadded(b, t.Hour(), 2)
 			i += 2
 		case strings.HasPrefix(rest, "mm"):
-			fmt.Fprintf(&b, "%02d", t.Minute())
+			b = appendPadded(b, t.Minute(), 2)
 			i += 2
 		case strings.HasPrefix(rest, "ss"):
-			fmt.Fprintf(&b, "%02d", t.Second())
+			b = appendPadded(b, t.Second(), 2)
 			i += 2
 		default:
-			b.WriteByte(layout[i])
+			b = append(b, layout[i])
 			i++
 		}
 	}
-	return b.String(), nil
+	return string(b), nil
+}
+
+// appendPadded appends n as fmt's %0<width>d does.
+func appendPadded(b []byte, n, width int) []byte {
+	if n < 0 {
+		return fmt.Appendf(b, "%0*d", width, n)
+	}
+	digits := 1
+	for p := 10; n >= p && digits < width; p *= 10 {
+		digits++
+	}
+	for ; digits < width; digits++ {
+		b = append(b, '0')
+	}
+	return strconv.AppendInt(b, int64(n), 10)
 }
 
 // toTime reads a date (YYYY-MM-DD: dateOnly) or an RFC 3339 time.

@@ -198,6 +198,15 @@ type Template struct {
 	raw   []byte
 	parts []part
 	reads Reads
+	// names are the data its parts read: a render builds only those.
+	names names
+	scope Scope
+	// trees are the parts' parsed templates, which a part that renders
+	// fast does not keep: parsed again (once) when a render of the
+	// template needs text/template.
+	trees     []*parse.Tree
+	treesOnce sync.Once
+	treesErr  error
 	// execs holds *executor: one render's state with the parts' templates
 	// bound to it, built once and reused, because binding functions to a
 	// text/template (Funcs) costs more than executing it.
@@ -216,11 +225,15 @@ func (t *Template) executor() (*executor, error) {
 	if x, ok := t.execs.Get().(*executor); ok {
 		return x, nil
 	}
+	t.treesOnce.Do(t.parseTrees)
+	if t.treesErr != nil {
+		return nil, t.treesErr
+	}
 	x := &executor{r: &renderer{}, tmpls: make([]*template.Template, len(t.parts))}
 	fm := x.r.funcs()
 	for i, p := range t.parts {
 		tmpl := template.New(p.path).Option("missingkey=error").Funcs(fm)
-		if _, err := tmpl.AddParseTree(p.path, p.tree); err != nil {
+		if _, err := tmpl.AddParseTree(p.path, t.trees[i]); err != nil {
 			return nil, err
 		}
 		x.tmpls[i] = tmpl
@@ -228,14 +241,40 @@ func (t *Template) executor() (*executor, error) {
 	return x, nil
 }
 
+// parseTrees sets t.trees: the parts' own, or parsed again.
+func (t *Template) parseTrees() {
+	t.trees = make([]*parse.Tree, len(t.parts))
+	for i, p := range t.parts {
+		if p.tree != nil {
+			t.trees[i] = p.tree
+			continue
+		}
+		var src string
+		if err := json.Unmarshal(t.raw[p.start:p.end], &src); err != nil {
+			t.treesErr = err
+			return
+		}
+		again, err := parsePart(src, t.scope)
+		if err != nil { // cannot happen: it parsed before
+			t.treesErr = err
+			return
+		}
+		t.trees[i] = again.tree
+	}
+}
+
 // part is one templated string of the payload: raw[start:end] is its
 // JSON literal.
 type part struct {
 	start, end int
 	path       string
-	tree       *parse.Tree
-	single     bool // exactly one action: its value keeps its JSON type
+	tree       *parse.Tree // nil when fast renders it (Template.trees)
+	single     bool        // exactly one action: its value keeps its JSON type
 	reads      Reads
+	names      names
+	// fast renders the part without text/template when it can (nil:
+	// never).
+	fast *fastPart
 }
 
 // Parse checks payload, a JSON document, for scope: every string holding
@@ -247,7 +286,7 @@ func Parse(payload []byte, scope Scope) (*Template, error) {
 	if !json.Valid(payload) {
 		return nil, errors.New("the payload is not valid JSON")
 	}
-	t := &Template{raw: payload}
+	t := &Template{raw: payload, scope: scope}
 	var errs Errors
 	err := walkStrings(payload, func(start, end int, path string) {
 		var src string
@@ -265,8 +304,12 @@ func Parse(payload []byte, scope Scope) (*Template, error) {
 			return
 		}
 		p.start, p.end, p.path = start, end, path
+		if p.fast != nil {
+			p.tree = nil // parsed again if a render needs it
+		}
 		t.parts = append(t.parts, p)
 		t.reads = t.reads.Union(p.reads)
+		t.names |= p.names
 	})
 	if err != nil {
 		return nil, err
@@ -287,6 +330,22 @@ func Check(payload []byte, scope Scope) error {
 // name: what a workflow node's payload or run_if is rendered from.
 func (t *Template) Reads() Reads { return t.reads }
 
+// Size is about how many bytes t keeps (its payload, its parts and their
+// compiled or parsed forms, measured for typical payloads), for a cache
+// to bound what it holds.
+func (t *Template) Size() int {
+	n := 256 + len(t.raw)
+	for _, p := range t.parts {
+		n += 160 + len(p.path)
+		if p.fast != nil {
+			n += 12 * (p.end - p.start)
+		} else {
+			n += 32 * (p.end - p.start)
+		}
+	}
+	return n
+}
+
 // Templated reports whether t has a template at all (Render then returns
 // the payload's own bytes).
 func (t *Template) Templated() bool { return len(t.parts) > 0 }
@@ -302,23 +361,39 @@ func (t *Template) Render(d Data, maxBytes int) ([]byte, error) {
 	if maxBytes <= 0 {
 		maxBytes = max(len(t.raw), 1<<20)
 	}
-	x, err := t.executor()
-	if err != nil {
-		return nil, &RenderError{Err: err}
-	}
-	defer t.execs.Put(x)
-	r := x.r
-	*r = renderer{max: maxBytes}
-	data := d.values()
+	scalars := d.scalars(t.names)
+	var (
+		x    *executor // the parts text/template renders: got at the first
+		data map[string]any
+	)
+	defer func() {
+		if x != nil {
+			t.execs.Put(x)
+		}
+	}()
 	out := make([]byte, 0, len(t.raw)+64)
 	at := 0
 	for i, p := range t.parts {
 		out = append(out, t.raw[at:p.start]...)
-		v, err := r.render(x.tmpls[i], p, data)
-		if err != nil {
-			return nil, &RenderError{Path: p.path, Err: err}
+		ok := false
+		if p.fast != nil {
+			out, ok = p.fast.render(out, &scalars, maxBytes)
 		}
-		out = append(out, v...)
+		if !ok { // no fast path, or it failed: text/template says how
+			if x == nil {
+				var err error
+				if x, err = t.executor(); err != nil {
+					return nil, &RenderError{Err: err}
+				}
+				*x.r = renderer{max: maxBytes}
+				data = d.values(t.names, &scalars)
+			}
+			v, err := x.r.render(x.tmpls[i], p, data)
+			if err != nil {
+				return nil, &RenderError{Path: p.path, Err: err}
+			}
+			out = append(out, v...)
+		}
 		at = p.end
 		if len(out) > maxBytes {
 			return nil, &RenderError{Err: fmt.Errorf("%w (more than %d bytes)", ErrTooLarge, maxBytes)}
@@ -331,43 +406,70 @@ func (t *Template) Render(d Data, maxBytes int) ([]byte, error) {
 	return out, nil
 }
 
-// values is d as a template sees it.
-func (d Data) values() map[string]any {
+// scalars are d's scalar data, by index, that ns names (nil: not read).
+func (d Data) scalars(ns names) (v [scalarCount]any) {
 	loc := d.Location
 	if loc == nil {
 		loc = time.UTC
 	}
-	local := d.ScheduledFor.In(loc)
-	m := map[string]any{
-		NameScheduledFor:      d.ScheduledFor.UTC().Format(time.RFC3339Nano),
-		NameScheduledForLocal: local.Format(time.RFC3339Nano),
-		NameBusinessDate:      local.Format(time.DateOnly),
-		NameTimezone:          loc.String(),
-		NameExecutionID:       d.ExecutionID,
-		NameTaskID:            d.TaskID,
-		NameTaskName:          d.TaskName,
-		NameRound:             d.Round,
-		NameShardIndex:        d.ShardIndex,
-		NameShardCount:        max(d.ShardCount, 1),
-		NameTrigger:           d.Trigger,
-		NameWorkflowID:        d.WorkflowID,
-		NameWorkflowRunID:     d.WorkflowRunID,
+	if ns.has(iScheduledFor) {
+		v[iScheduledFor] = d.ScheduledFor.UTC().Format(time.RFC3339Nano)
 	}
-	if d.Inputs != nil {
+	if ns.has(iScheduledForLocal) || ns.has(iBusinessDate) {
+		local := d.ScheduledFor.In(loc)
+		if ns.has(iScheduledForLocal) {
+			v[iScheduledForLocal] = local.Format(time.RFC3339Nano)
+		}
+		if ns.has(iBusinessDate) {
+			v[iBusinessDate] = local.Format(time.DateOnly)
+		}
+	}
+	if ns.has(iTimezone) {
+		v[iTimezone] = loc.String()
+	}
+	setRead(&v, ns, iExecutionID, d.ExecutionID)
+	setRead(&v, ns, iTaskID, d.TaskID)
+	setRead(&v, ns, iTaskName, d.TaskName)
+	setRead(&v, ns, iRound, d.Round)
+	setRead(&v, ns, iShardIndex, d.ShardIndex)
+	setRead(&v, ns, iShardCount, max(d.ShardCount, 1))
+	setRead(&v, ns, iTrigger, d.Trigger)
+	setRead(&v, ns, iWorkflowID, d.WorkflowID)
+	setRead(&v, ns, iWorkflowRunID, d.WorkflowRunID)
+	return v
+}
+
+// setRead sets v[i] to x when ns names it (boxing x only then).
+func setRead[T string | int](v *[scalarCount]any, ns names, i int, x T) {
+	if ns.has(i) {
+		v[i] = x
+	}
+}
+
+// values is d as a template sees it: the names ns names, the scalars
+// among them already built.
+func (d Data) values(ns names, scalars *[scalarCount]any) map[string]any {
+	m := make(map[string]any, 4)
+	for i, v := range scalars {
+		if ns.has(i) {
+			m[dataNames[i]] = v
+		}
+	}
+	if d.Inputs != nil && ns.has(iInputs) {
 		in := make(map[string]any, len(d.Inputs))
 		for k, raw := range d.Inputs {
 			in[k] = decode(raw)
 		}
 		m[NameInputs] = in
 	}
-	if d.Nodes != nil {
+	if d.Nodes != nil && ns.has(iNodes) {
 		nodes := make(map[string]any, len(d.Nodes))
 		for k, n := range d.Nodes {
 			nodes[k] = map[string]any{"status": n.Status, "output": decode(n.Output)}
 		}
 		m[NameNodes] = nodes
 	}
-	if d.Event != nil {
+	if d.Event != nil && ns.has(iEvent) {
 		m[NameEvent] = map[string]any{"name": d.Event.Name, "key": d.Event.Key, "payload": decode(d.Event.Payload)}
 	}
 	return m
@@ -472,7 +574,7 @@ func parsePart(src string, scope Scope) (part, error) {
 	if c.err != nil {
 		return part{}, c.err
 	}
-	p := part{tree: tree, reads: c.reads}
+	p := part{tree: tree, reads: c.reads, names: c.names}
 	if nodes := tree.Root.Nodes; len(nodes) == 1 {
 		if a, ok := nodes[0].(*parse.ActionNode); ok && len(a.Pipe.Decl) == 0 {
 			p.single = true
@@ -480,6 +582,7 @@ func parsePart(src string, scope Scope) (part, error) {
 		}
 	}
 	boundRanges(tree, tree.Root)
+	p.fast = compileFast(tree, p.single)
 	return p, nil
 }
 
