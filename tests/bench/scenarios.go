@@ -306,10 +306,12 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 	}
 	cpu0 := sampleCPU(s.ax.Pid(), st)
 	waits := s.sampleWaits(ctx, res)
+	profiled := s.profileAx(ctx, o.duration)
 	if err := s.waitUntil(ctx, w1, "window ends"); err != nil {
 		return res, err
 	}
 	cpu1 := sampleCPU(s.ax.Pid(), st)
+	profiled()
 	if waits != nil {
 		res.Waits = waits.result(12)
 	}
@@ -472,12 +474,16 @@ func burst(ctx context.Context, st *stack, o options, name string, n, shards int
 	}
 	cpu0 := sampleCPU(s.ax.Pid(), st)
 	waits := s.sampleWaits(ctx, res)
+	// The profile spans the burst's expected length (the target), from a
+	// second before the instant.
+	profiled := s.profileAx(ctx, time.Second+max(3*time.Second, time.Duration(want)*150*time.Microsecond))
 	for distinctFires(s.rcv.snapshot()) < want && time.Now().Before(deadline) {
 		if err := s.waitUntil(ctx, time.Now().Add(20*time.Millisecond), "next check"); err != nil {
 			return res, err
 		}
 	}
 	cpu1 := sampleCPU(s.ax.Pid(), st)
+	profiled()
 	if waits != nil {
 		res.Waits = waits.result(12)
 	}
