@@ -474,9 +474,9 @@ func burst(ctx context.Context, st *stack, o options, name string, n, shards int
 	}
 	cpu0 := sampleCPU(s.ax.Pid(), st)
 	waits := s.sampleWaits(ctx, res)
-	// The profile spans the burst's expected length (the target), from a
+	// The profile spans about the burst on a busy machine, from a
 	// second before the instant.
-	profiled := s.profileAx(ctx, time.Second+max(3*time.Second, time.Duration(want)*150*time.Microsecond))
+	profiled := s.profileAx(ctx, time.Second+max(5*time.Second, time.Duration(want)*300*time.Microsecond))
 	for distinctFires(s.rcv.snapshot()) < want && time.Now().Before(deadline) {
 		if err := s.waitUntil(ctx, time.Now().Add(20*time.Millisecond), "next check"); err != nil {
 			return res, err
