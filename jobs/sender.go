@@ -209,6 +209,8 @@ type Sender struct {
 	// endpoint has the same URL); urlCount counts its entries.
 	urls     sync.Map // string → *url.URL
 	urlCount atomic.Int64
+	// macs sign (SignatureHeader) with HMAC states kept per key.
+	macs macs
 }
 
 // urlCacheMax bounds Sender.urls; past it, the cache starts over.
@@ -390,7 +392,7 @@ func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*htt
 	h["Idempotency-Key"] = []string{r.ExecutionID}
 	h["Webhook-Id"] = []string{r.ExecutionID}
 	h["Webhook-Timestamp"] = []string{strconv.FormatInt(now.Unix(), 10)}
-	h["Webhook-Signature"] = []string{SignatureHeader(r.Keys, r.ExecutionID, now, r.Body)}
+	h["Webhook-Signature"] = []string{s.macs.signatureHeader(r.Keys, r.ExecutionID, now, r.Body)}
 	switch {
 	case r.Test:
 		h["X-Ax-Test"] = []string{"true"}
