@@ -396,6 +396,7 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 		}
 	}
 	res.DeliveriesPerSecond = math.Round(float64(inWindow) / o.duration.Seconds())
+	res.setCPUPerDelivery(inWindow)
 	if res.Delivered == 0 && res.Expected > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("no slot of the window arrived within the grace: ax fell behind by more "+
 			"than the warm-up, window and grace together (%d requests arrived in all, for earlier slots)", len(got)))
@@ -538,6 +539,7 @@ func burst(ctx context.Context, st *stack, o options, name string, n, shards int
 	}
 	res.Delivered = len(first)
 	res.Missing = want - res.Delivered
+	res.setCPUPerDelivery(res.Delivered) // the CPU window ends at the last delivery
 	res.Lateness = summarize(lateness)
 	res.Early = countNegative(lateness)
 	for _, l := range lateness {
