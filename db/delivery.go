@@ -114,10 +114,12 @@ func (r *DeliveryRow) fields() []any {
 // JoinedEndpoint is an endpoint LEFT JOINed to an execution's task: every
 // column may be NULL when the endpoint is gone.
 type JoinedEndpoint struct {
-	EndpointFound     bool              `db:"endpoint_found"`
-	EndpointID        *string           `db:"endpoint_id"`
-	EndpointURL       *string           `db:"endpoint_url"`
-	EndpointMethod    *string           `db:"endpoint_method"`
+	EndpointFound  bool    `db:"endpoint_found"`
+	EndpointID     *string `db:"endpoint_id"`
+	EndpointURL    *string `db:"endpoint_url"`
+	EndpointMethod *string `db:"endpoint_method"`
+	// EndpointHeaders is nil when the endpoint has none (no JSON to
+	// decode for most deliveries).
 	EndpointHeaders   map[string]string `db:"endpoint_headers"`
 	Secret            *string           `db:"secret"`
 	PreviousSecret    *string           `db:"previous_secret"`
@@ -218,7 +220,7 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 				  AND x.late AND x.first_started_at IS NOT NULL), false) AS catch_up_shard,
 			coalesce(t.schedule_type = 'once', false) AS single_slot,
 			ep.id IS NOT NULL AS endpoint_found, ep.id::text AS endpoint_id, ep.url AS endpoint_url,
-			ep.method AS endpoint_method, ep.headers AS endpoint_headers, ep.secret, ep.previous_secret,
+			ep.method AS endpoint_method, nullif(ep.headers, '{}') AS endpoint_headers, ep.secret, ep.previous_secret,
 			ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms, ep.enabled AS endpoint_enabled,
 			t.completion_timeout_ms, t.heartbeat_timeout_ms,
 			CASE WHEN e.state = `+execRunning+` THEN `+WaitingForCallback+` ELSE false END AS waiting,
@@ -538,7 +540,7 @@ func GetAlert(ctx context.Context, q Querier, tenant, executionID string) (Alert
 			e.last_status_code, e.last_error, e.last_error_class, e.finished_at,
 			t.name AS task_name, t.state AS task_state,
 			ep.id IS NOT NULL AS endpoint_found, ep.id::text AS endpoint_id, ep.url AS endpoint_url,
-			ep.method AS endpoint_method, ep.headers AS endpoint_headers, ep.secret, ep.previous_secret,
+			ep.method AS endpoint_method, nullif(ep.headers, '{}') AS endpoint_headers, ep.secret, ep.previous_secret,
 			ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms, ep.enabled AS endpoint_enabled,
 			ep.format AS endpoint_format, t.sla_finish_within_ms,
 			(SELECT s.due_at FROM sla_misses s WHERE s.tenant_id = e.tenant_id AND s.execution_id = e.id) AS sla_due_at,

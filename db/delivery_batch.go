@@ -138,7 +138,7 @@ func StartPendingDeliveries(ctx context.Context, q Querier, keys []DeliveryKey, 
 				t.schedule_type = 'once' AS single_slot,
 				t.name AS task_name, t.state AS task_state, t.payload AS task_payload, t.timeout_ms AS task_timeout_ms,
 				t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy, t.misfire_policy,
-				ep.id AS endpoint_id, ep.url AS endpoint_url, ep.method AS endpoint_method, ep.headers AS endpoint_headers,
+				ep.id AS endpoint_id, ep.url AS endpoint_url, ep.method AS endpoint_method, nullif(ep.headers, '{}') AS endpoint_headers,
 				ep.secret, ep.previous_secret, ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms,
 				ep.enabled AS endpoint_enabled, t.completion_timeout_ms, t.heartbeat_timeout_ms,
 				ep.max_concurrency AS endpoint_max_concurrency, ep.rate_limit_per_second AS endpoint_rate_limit

@@ -209,6 +209,8 @@ type Sender struct {
 	// endpoint has the same URL); urlCount counts its entries.
 	urls     sync.Map // string → *url.URL
 	urlCount atomic.Int64
+	// macs sign (SignatureHeader) with HMAC states kept per key.
+	macs macs
 }
 
 // urlCacheMax bounds Sender.urls; past it, the cache starts over.
@@ -384,48 +386,55 @@ func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*htt
 	}
 
 	// The keys are in canonical form already (Header.Set would
-	// canonicalise each again).
+	// canonicalise each again), and the values share one array: a
+	// slice each, capped, so that adding to one never writes another's.
 	h := req.Header
-	h["Content-Type"] = []string{"application/json"}
-	h["Idempotency-Key"] = []string{r.ExecutionID}
-	h["Webhook-Id"] = []string{r.ExecutionID}
-	h["Webhook-Timestamp"] = []string{strconv.FormatInt(now.Unix(), 10)}
-	h["Webhook-Signature"] = []string{SignatureHeader(r.Keys, r.ExecutionID, now, r.Body)}
+	vals := make([]string, 0, 12) // a plain fire's; more grow it
+	set := func(name, value string) {
+		vals = append(vals, value)
+		n := len(vals)
+		h[name] = vals[n-1 : n : n]
+	}
+	set("Content-Type", "application/json")
+	set("Idempotency-Key", r.ExecutionID)
+	set("Webhook-Id", r.ExecutionID)
+	set("Webhook-Timestamp", strconv.FormatInt(now.Unix(), 10))
+	set("Webhook-Signature", s.macs.signatureHeader(r.Keys, r.ExecutionID, now, r.Body))
 	switch {
 	case r.Test:
-		h["X-Ax-Test"] = []string{"true"}
+		set("X-Ax-Test", "true")
 	case r.AlertType != "":
-		h["X-Ax-Alert-Type"] = []string{r.AlertType}
-		h["X-Ax-Alert-Execution-Id"] = []string{r.AlertAbout}
+		set("X-Ax-Alert-Type", r.AlertType)
+		set("X-Ax-Alert-Execution-Id", r.AlertAbout)
 	default:
-		h["X-Ax-Execution-Id"] = []string{r.ExecutionID}
-		h["X-Ax-Scheduled-For"] = []string{r.ScheduledFor.UTC().Format(time.RFC3339Nano)}
-		h["X-Ax-Round"] = []string{strconv.Itoa(max(r.Round, 1))}
+		set("X-Ax-Execution-Id", r.ExecutionID)
+		set("X-Ax-Scheduled-For", r.ScheduledFor.UTC().Format(time.RFC3339Nano))
+		set("X-Ax-Round", strconv.Itoa(max(r.Round, 1)))
 		if r.WorkflowRunID != "" {
-			h["X-Ax-Workflow-Id"] = []string{r.WorkflowID}
-			h["X-Ax-Workflow-Run-Id"] = []string{r.WorkflowRunID}
-			h["X-Ax-Node"] = []string{r.Node}
+			set("X-Ax-Workflow-Id", r.WorkflowID)
+			set("X-Ax-Workflow-Run-Id", r.WorkflowRunID)
+			set("X-Ax-Node", r.Node)
 		} else {
-			h["X-Ax-Task-Id"] = []string{r.TaskID}
+			set("X-Ax-Task-Id", r.TaskID)
 		}
 		if r.ShardCount > 1 {
-			h["X-Ax-Shard-Index"] = []string{strconv.Itoa(r.ShardIndex)}
-			h["X-Ax-Shard-Count"] = []string{strconv.Itoa(r.ShardCount)}
+			set("X-Ax-Shard-Index", strconv.Itoa(r.ShardIndex))
+			set("X-Ax-Shard-Count", strconv.Itoa(r.ShardCount))
 		}
 		if r.EventID != "" {
-			h["X-Ax-Event-Id"] = []string{r.EventID}
+			set("X-Ax-Event-Id", r.EventID)
 		}
 	}
 	if !r.Test {
-		h["X-Ax-Attempt"] = []string{strconv.Itoa(r.Attempt)}
+		set("X-Ax-Attempt", strconv.Itoa(r.Attempt))
 	}
 	if r.CallbackToken != "" {
-		h["X-Ax-Callback-Token"] = []string{r.CallbackToken}
+		set("X-Ax-Callback-Token", r.CallbackToken)
 		if r.HeartbeatTimeout > 0 {
-			h["X-Ax-Heartbeat-Timeout-Ms"] = []string{strconv.FormatInt(r.HeartbeatTimeout.Milliseconds(), 10)}
+			set("X-Ax-Heartbeat-Timeout-Ms", strconv.FormatInt(r.HeartbeatTimeout.Milliseconds(), 10))
 		}
 	}
-	h["User-Agent"] = []string{s.cfg.UserAgent}
+	set("User-Agent", s.cfg.UserAgent)
 	return req, nil
 }
 
@@ -478,6 +487,9 @@ func validHeaderValue(v string) bool {
 // closes it. Read errors only shorten the excerpt.
 func (s *Sender) readBody(body io.ReadCloser) string {
 	defer body.Close()
+	if body == http.NoBody { // a 204, or Content-Length: 0
+		return ""
+	}
 	limited := io.LimitReader(body, ResponseReadMax)
 	excerpt, _ := io.ReadAll(io.LimitReader(limited, s.cfg.MaxResponseBytes))
 	_, _ = io.Copy(io.Discard, limited)

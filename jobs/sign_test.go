@@ -1,8 +1,11 @@
 package jobs
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"encoding/base64"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -107,4 +110,57 @@ func verifySignatureHeader(header string, key []byte, msgID string, ts time.Time
 		}
 	}
 	return false
+}
+
+// TestKeptMACsSignAsSignatureHeader: signing with the states a Sender
+// keeps per key gives SignatureHeader's header, for one key and for a
+// rotation's two, again and again (a state is reset and reused), and
+// after the states are forgotten past macKeysMax.
+func TestKeptMACsSignAsSignatureHeader(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	key := func() []byte {
+		k := make([]byte, 24+rng.IntN(41))
+		for i := range k {
+			k[i] = byte(rng.Uint32())
+		}
+		return k
+	}
+	cur, prev := key(), key()
+	var m macs
+	for i := range 50 {
+		body := make([]byte, rng.IntN(300))
+		for j := range body {
+			body[j] = byte(rng.Uint32())
+		}
+		id, ts := fmt.Sprintf("exec-%d", i), time.Unix(1_700_000_000+int64(i), 0)
+		require.Equal(t, SignatureHeader([][]byte{cur}, id, ts, body), m.signatureHeader([][]byte{cur}, id, ts, body))
+		require.Equal(t, SignatureHeader([][]byte{cur, prev}, id, ts, body), m.signatureHeader([][]byte{cur, prev}, id, ts, body))
+	}
+	for range macKeysMax {
+		m.pool(key())
+	}
+	require.Less(t, len(m.pools), macKeysMax/2, "forgotten past macKeysMax")
+	require.Equal(t, SignatureHeader([][]byte{cur}, "x", time.Unix(1, 0), nil), m.signatureHeader([][]byte{cur}, "x", time.Unix(1, 0), nil))
+}
+
+// BenchmarkSignatureHeader: a delivery's signature with a new HMAC each
+// time (SignatureHeader) and with the states a Sender keeps per key.
+func BenchmarkSignatureHeader(b *testing.B) {
+	keys := [][]byte{bytes.Repeat([]byte{7}, 32)}
+	body := []byte(`{"i": 1234}`)
+	ts := time.Unix(1_700_000_000, 0)
+	b.Run("new", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			SignatureHeader(keys, "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", ts, body)
+		}
+	})
+	b.Run("kept", func(b *testing.B) {
+		b.ReportAllocs()
+		var m macs
+		for b.Loop() {
+			m.signatureHeader(keys, "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", ts, body)
+		}
+	})
 }

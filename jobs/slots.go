@@ -67,8 +67,23 @@ type tenantSlots struct {
 	held int
 	// over: slots held by its endpoints beyond endpointShare.
 	over int
-	// waiters, in arrival order.
-	waiters []*slotWaiter
+	// waiters, in arrival order; waitingTo counts them by endpoint, so
+	// that a lane full of one endpoint's waiters finds in a look per
+	// endpoint, not per waiter, that none of them may use the reserve.
+	waiters   []*slotWaiter
+	waitingTo map[string]int
+}
+
+// anyWithin reports whether some waiter of t is to an endpoint within
+// its share (or to none), for the reserve: without one, dispatch need
+// not look at t's waiters one by one.
+func (t *tenantSlots) anyWithin(p *slotPool) bool {
+	for endpoint := range t.waitingTo {
+		if endpoint == "" || p.endpoints[endpoint] < p.endpointShare {
+			return true
+		}
+	}
+	return false
 }
 
 // lent is what the tenant holds beyond its share: its endpoints' excess,
@@ -107,12 +122,7 @@ func (s sendSlots) acquire(ctx context.Context, tenant, endpoint string, wait ti
 		p.mu.Unlock()
 		return true
 	}
-	w := &slotWaiter{key: k, granted: make(chan struct{}, 1)}
-	t := p.tenant(tenant)
-	if len(t.waiters) == 0 {
-		p.waiting = append(p.waiting, tenant)
-	}
-	t.waiters = append(t.waiters, w)
+	w := p.enqueue(k)
 	p.dispatch()
 	p.mu.Unlock()
 	select {
@@ -200,11 +210,26 @@ func (p *slotPool) tenant(name string) *tenantSlots {
 	return t
 }
 
+// enqueue adds a waiter for a slot of k's at the end of its tenant's.
+func (p *slotPool) enqueue(k slotKey) *slotWaiter {
+	w := &slotWaiter{key: k, granted: make(chan struct{}, 1)}
+	t := p.tenant(k.tenant)
+	if len(t.waiters) == 0 {
+		p.waiting = append(p.waiting, k.tenant)
+	}
+	t.waiters = append(t.waiters, w)
+	if t.waitingTo == nil {
+		t.waitingTo = map[string]int{}
+	}
+	t.waitingTo[k.endpoint]++
+	return w
+}
+
 // forget drops tenant name's part once it holds and awaits nothing.
 func (p *slotPool) forget(name string, t *tenantSlots) {
 	if t.held == 0 && len(t.waiters) == 0 {
 		delete(p.tenants, name)
-		*t = tenantSlots{}
+		*t = tenantSlots{waiters: t.waiters[:0], waitingTo: t.waitingTo} // empty: kept for the next tenant
 		p.spare = append(p.spare, t)
 	}
 }
@@ -286,7 +311,7 @@ func (p *slotPool) dispatch() {
 			case best != nil && t.held >= best.held:
 			case free:
 				best, bestAt, bestIdx = t, i, 0
-			case reserve && t.held-t.over < p.tenantShare:
+			case reserve && t.held-t.over < p.tenantShare && t.anyWithin(p):
 				// Its first waiter to an endpoint within its share.
 				if j := slices.IndexFunc(t.waiters, func(w *slotWaiter) bool { return p.eligible(w.key) }); j >= 0 {
 					best, bestAt, bestIdx = t, i, j
@@ -321,6 +346,11 @@ func (p *slotPool) dequeue(w *slotWaiter) bool {
 
 // remove takes waiter j of t, the tenant at p.waiting[at], off the queue.
 func (p *slotPool) remove(at int, t *tenantSlots, j int) {
+	if ep := t.waiters[j].key.endpoint; t.waitingTo[ep] > 1 {
+		t.waitingTo[ep]--
+	} else {
+		delete(t.waitingTo, ep)
+	}
 	t.waiters = slices.Delete(t.waiters, j, j+1)
 	if len(t.waiters) == 0 {
 		p.waiting = slices.Delete(p.waiting, at, at+1)

@@ -138,7 +138,7 @@ func (s *Deliveries) BeginJob(ctx context.Context, tenant, executionID string, l
 	}
 	if r, err := s.starts.Do(ctx, key); s.count(r.ok, err) {
 		d := deliveryFromRow(r.row, lease)
-		keys, err := endpointOf(r.row.JoinedEndpoint).SigningKeys(r.row.Now)
+		keys, err := endpointOf(r.row.JoinedEndpoint).SigningKeysFrom(r.row.Now, &s.secrets)
 		if err != nil {
 			return Delivery{}, err
 		}
@@ -339,7 +339,7 @@ func (s *Deliveries) begin(ctx context.Context, tx db.Tx, row db.DeliveryRow, le
 	if err := db.InsertDeliveryEvents(ctx, tx, row.TenantID, row.ID, events); err != nil {
 		return Delivery{}, storeError(err, "record start")
 	}
-	keys, err := endpointOf(row.JoinedEndpoint).SigningKeys(row.Now)
+	keys, err := endpointOf(row.JoinedEndpoint).SigningKeysFrom(row.Now, &s.secrets)
 	if err != nil {
 		return Delivery{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/batch"
 	"github.com/axhq/ax/service/metrics"
+	"github.com/axhq/ax/service/signing"
 )
 
 // ErrorClassInterrupted is the error class of an execution failed because
@@ -116,6 +117,8 @@ type Deliveries struct {
 	batchErrs atomic.Int64 // Begins and Finishes whose batch failed
 	// graphs are the workflow versions its finishes advance runs of.
 	graphs graphCache
+	// secrets are the endpoints' signing keys, read once per secret.
+	secrets signing.Keys
 }
 
 // Batching of the deliver worker's two statements: at most deliveryBatchMax

@@ -302,14 +302,18 @@ func (s *Endpoints) inUseConflict(ctx context.Context, tenant, id string) error 
 
 // SigningKeys returns the keys that sign a delivery at time now: the
 // current secret first, then the previous one during the rotation overlap.
-func (e Endpoint) SigningKeys(now time.Time) ([][]byte, error) {
-	cur, err := signing.ParseSecret(e.Secret)
+func (e Endpoint) SigningKeys(now time.Time) ([][]byte, error) { return e.SigningKeysFrom(now, nil) }
+
+// SigningKeysFrom is SigningKeys with the secrets read by secrets (nil:
+// each read afresh). The keys may be shared: never change one.
+func (e Endpoint) SigningKeysFrom(now time.Time, secrets *signing.Keys) ([][]byte, error) {
+	cur, err := secrets.Parse(e.Secret)
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %s: stored secret: %w", e.ID, err)
 	}
 	keys := [][]byte{cur}
 	if e.PreviousSecret != "" && e.PreviousSecretExpiresAt != nil && now.Before(*e.PreviousSecretExpiresAt) {
-		if prev, err := signing.ParseSecret(e.PreviousSecret); err == nil {
+		if prev, err := secrets.Parse(e.PreviousSecret); err == nil {
 			keys = append(keys, prev)
 		}
 	}

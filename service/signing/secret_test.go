@@ -110,3 +110,33 @@ func TestParseSecretErrorHidesSecret(t *testing.T) {
 		require.NotContains(t, err.Error(), "c2VjcmV0")
 	}
 }
+
+// TestKeysRemembersValidSecrets: Keys reads a secret as ParseSecret does,
+// once (the second read returns the same key), refuses an invalid one
+// each time without remembering it, and a nil Keys reads afresh.
+func TestKeysRemembersValidSecrets(t *testing.T) {
+	t.Parallel()
+	secret, err := GenerateSecret()
+	require.NoError(t, err)
+	want, err := ParseSecret(secret)
+	require.NoError(t, err)
+
+	var keys Keys
+	first, err := keys.Parse(secret)
+	require.NoError(t, err)
+	require.Equal(t, want, first)
+	again, err := keys.Parse(secret)
+	require.NoError(t, err)
+	require.Same(t, &first[0], &again[0], "read once, then remembered")
+
+	for range 2 {
+		_, err = keys.Parse("whsec_not base64")
+		require.ErrorIs(t, err, ErrInvalidSecret)
+	}
+	require.EqualValues(t, 1, keys.count.Load(), "only the valid secret is remembered")
+
+	var none *Keys
+	fresh, err := none.Parse(secret)
+	require.NoError(t, err)
+	require.Equal(t, want, fresh)
+}

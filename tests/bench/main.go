@@ -119,6 +119,7 @@ type options struct {
 	quietWait   time.Duration
 	analyze     bool
 	cpuProfile  string
+	axProfile   string
 	receiver    string
 	history     int
 	// completeRate is the callbacks scenario's completions per second.
@@ -180,6 +181,9 @@ func main() {
 	flag.Var(&o.pgSettings, "pg", "extra PostgreSQL setting name=value for experiments, e.g. synchronous_commit=off (repeatable)")
 	flag.Var(&o.env, "env", "extra KEY=VALUE for ax's environment, e.g. a tuning variable (repeatable)")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write this command's own CPU profile (the receiver, the load) to this file")
+	flag.StringVar(&o.axProfile, "ax-cpuprofile", "", "write ax's CPU profile over each precision/sustained window and each burst "+
+		"(from the instant to the last delivery) to this file, the scenario's name before its extension (ax serves Go's profiles "+
+		"on a loopback port of its own: AX_DEBUG_ADDR)")
 	flag.IntVar(&o.completeRate, "complete-rate", 1000, "callbacks: completions per second through the API")
 	flag.IntVar(&o.history, "history", 3_000_000, "retention: finished executions older than the retention to seed before "+
 		"measuring (enough that the sweep works at full speed through the window)")

@@ -84,6 +84,14 @@ type result struct {
 	// zero means another workload shared the CPUs and the figures are off.
 	BenchCPUPercent *float64 `json:"bench_cpu_percent,omitempty"`
 	OtherCPUPercent *float64 `json:"other_cpu_percent,omitempty"`
+	// AxCPUPerDeliveryUS and PGCPUPerDeliveryUS are ax's and PostgreSQL's
+	// CPU time over the window per request delivered in it, in µs
+	// (precision-like rows and bursts): a cost that a busy machine changes
+	// less than latencies and rates.
+	AxCPUPerDeliveryUS *float64 `json:"ax_cpu_per_delivery_us,omitempty"`
+	PGCPUPerDeliveryUS *float64 `json:"postgres_cpu_per_delivery_us,omitempty"`
+	// cpuSeconds: ax's and PostgreSQL's CPU time over the window (setCPU).
+	cpuSeconds struct{ ax, pg float64 }
 	// FsyncPerSecond is the disk's 8 kB write+fdatasync rate measured just
 	// before the scenario: the floor under every durable commit.
 	FsyncPerSecond float64 `json:"disk_fsync_per_second,omitempty"`
@@ -182,9 +190,11 @@ func (r *result) setCPU(a, b cpuSample) {
 	}
 	if a.ax >= 0 && b.ax >= 0 {
 		r.AxCPUPercent = pct(float64(b.ax-a.ax) / clockTicks / secs)
+		r.cpuSeconds.ax = float64(b.ax-a.ax) / clockTicks
 	}
 	if a.pg >= 0 && b.pg >= 0 {
 		r.PGCPUPercent = pct(float64(b.pg-a.pg) / clockTicks / secs)
+		r.cpuSeconds.pg = float64(b.pg-a.pg) / clockTicks
 	}
 	if a.self >= 0 && b.self >= 0 {
 		r.BenchCPUPercent = pct(float64(b.self-a.self) / clockTicks / secs)
@@ -200,6 +210,22 @@ func (r *result) setCPU(a, b cpuSample) {
 	if b.rssKiB > 0 {
 		v := math.Round(float64(b.rssKiB)/1024*10) / 10
 		r.AxRSSMiB = &v
+	}
+}
+
+// setCPUPerDelivery sets the CPU time per delivery from setCPU's window,
+// in which n requests were delivered.
+func (r *result) setCPUPerDelivery(n int) {
+	if n <= 0 {
+		return
+	}
+	if r.AxCPUPercent != nil {
+		v := math.Round(r.cpuSeconds.ax / float64(n) * 1e6)
+		r.AxCPUPerDeliveryUS = &v
+	}
+	if r.PGCPUPercent != nil {
+		v := math.Round(r.cpuSeconds.pg / float64(n) * 1e6)
+		r.PGCPUPerDeliveryUS = &v
 	}
 }
 
@@ -391,8 +417,12 @@ func (rep *report) details(w io.Writer, r result) {
 		parts = append(parts, "stages, ms after the slot (p50/p99/max): "+strings.Join(st, ", "))
 	}
 	if r.Scenario != "idle" && r.Scenario != "idle-waits" && (r.AxCPUPercent != nil || r.PGCPUPercent != nil) {
-		parts = append(parts, fmt.Sprintf("CPU (%% of one core) ax %s, postgres %s, bench %s, other %s; ax RSS %s MiB",
-			fp(r.AxCPUPercent), fp(r.PGCPUPercent), fp(r.BenchCPUPercent), fp(r.OtherCPUPercent), fp(r.AxRSSMiB)))
+		line := fmt.Sprintf("CPU (%% of one core) ax %s, postgres %s, bench %s, other %s; ax RSS %s MiB",
+			fp(r.AxCPUPercent), fp(r.PGCPUPercent), fp(r.BenchCPUPercent), fp(r.OtherCPUPercent), fp(r.AxRSSMiB))
+		if r.AxCPUPerDeliveryUS != nil || r.PGCPUPerDeliveryUS != nil {
+			line += fmt.Sprintf("; per delivery ax %s µs, postgres %s µs", fp(r.AxCPUPerDeliveryUS), fp(r.PGCPUPerDeliveryUS))
+		}
+		parts = append(parts, line)
 	}
 	if r.FsyncPerSecond > 0 || r.LoopbackPerSecond > 0 {
 		parts = append(parts, fmt.Sprintf("machine just before the scenario: %.0f fdatasync/s (8 kB writes), %.0f loopback HTTP "+

@@ -306,10 +306,12 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 	}
 	cpu0 := sampleCPU(s.ax.Pid(), st)
 	waits := s.sampleWaits(ctx, res)
+	profiled := s.profileAx(ctx, o.duration)
 	if err := s.waitUntil(ctx, w1, "window ends"); err != nil {
 		return res, err
 	}
 	cpu1 := sampleCPU(s.ax.Pid(), st)
+	profiled()
 	if waits != nil {
 		res.Waits = waits.result(12)
 	}
@@ -394,6 +396,7 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 		}
 	}
 	res.DeliveriesPerSecond = math.Round(float64(inWindow) / o.duration.Seconds())
+	res.setCPUPerDelivery(inWindow)
 	if res.Delivered == 0 && res.Expected > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("no slot of the window arrived within the grace: ax fell behind by more "+
 			"than the warm-up, window and grace together (%d requests arrived in all, for earlier slots)", len(got)))
@@ -472,12 +475,16 @@ func burst(ctx context.Context, st *stack, o options, name string, n, shards int
 	}
 	cpu0 := sampleCPU(s.ax.Pid(), st)
 	waits := s.sampleWaits(ctx, res)
+	// The profile spans about the burst on a busy machine, from a
+	// second before the instant.
+	profiled := s.profileAx(ctx, time.Second+max(5*time.Second, time.Duration(want)*300*time.Microsecond))
 	for distinctFires(s.rcv.snapshot()) < want && time.Now().Before(deadline) {
 		if err := s.waitUntil(ctx, time.Now().Add(20*time.Millisecond), "next check"); err != nil {
 			return res, err
 		}
 	}
 	cpu1 := sampleCPU(s.ax.Pid(), st)
+	profiled()
 	if waits != nil {
 		res.Waits = waits.result(12)
 	}
@@ -532,6 +539,7 @@ func burst(ctx context.Context, st *stack, o options, name string, n, shards int
 	}
 	res.Delivered = len(first)
 	res.Missing = want - res.Delivered
+	res.setCPUPerDelivery(res.Delivered) // the CPU window ends at the last delivery
 	res.Lateness = summarize(lateness)
 	res.Early = countNegative(lateness)
 	for _, l := range lateness {

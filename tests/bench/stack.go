@@ -210,6 +210,8 @@ type axProc struct {
 	logPath string
 	token   string
 	client  *http.Client
+	// debugAddr is where ax serves Go's profiles ("" unless -ax-cpuprofile).
+	debugAddr string
 }
 
 // exitedEarly reports whether ax exited without being asked to.
@@ -219,6 +221,14 @@ func (p *axProc) exitedEarly() bool { return p.ExitedEarly() }
 // and mints an API token with `ax token` under the same configuration.
 func (st *stack) startAx(ctx context.Context, name, dbURL string) (*axProc, error) {
 	env := st.axEnv(dbURL)
+	debugAddr := ""
+	if st.o.axProfile != "" {
+		var err error
+		if debugAddr, err = freeLoopbackAddr(ctx); err != nil {
+			return nil, err
+		}
+		env = append(env, "AX_DEBUG_ADDR="+debugAddr)
+	}
 	logPath := filepath.Join(st.dir, name+".ax.log")
 	var stderr io.Writer
 	if st.o.verbose {
@@ -232,7 +242,7 @@ func (st *stack) startAx(ctx context.Context, name, dbURL string) (*axProc, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w; its log:\n%s", err, tail(logPath, 20))
 	}
-	p := &axProc{Proc: ap, base: ap.Base(), env: env, logPath: logPath}
+	p := &axProc{Proc: ap, base: ap.Base(), env: env, logPath: logPath, debugAddr: debugAddr}
 	cmdTok := exec.CommandContext(ctx, st.axBin, "token", "--tenant", "bench", "--ttl", "12h")
 	cmdTok.Env = env
 	out, err := cmdTok.Output()
