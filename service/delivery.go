@@ -116,6 +116,9 @@ type Deliveries struct {
 	batchErrs atomic.Int64 // Begins and Finishes whose batch failed
 	// graphs are the workflow versions its finishes advance runs of.
 	graphs graphCache
+
+	// completions batch the callbacks' common completion (callback.go).
+	completions *batch.Batcher[db.CallbackCompletion, completionResult]
 }
 
 // Batching of the deliver worker's two statements: at most deliveryBatchMax
@@ -140,6 +143,7 @@ func NewDeliveries(pool *db.Pool, enqueuer *Enqueuer, cfg DeliveriesConfig) *Del
 	s := &Deliveries{pool: pool, enqueuer: enqueuer, cfg: cfg.WithDefaults()}
 	s.starts = batch.New(deliveryBatchMax, startFlushers, s.startPending)
 	s.successes = batch.New(deliveryBatchMax, successFlushers, s.recordSuccesses)
+	s.completions = batch.New(deliveryBatchMax, completionFlushers, s.completeMany)
 	return s
 }
 
