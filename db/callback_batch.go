@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"encoding/json"
+	"sort"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -74,11 +75,23 @@ type CompletionEvents struct {
 func CompleteCallbacks(ctx context.Context, q Querier, cs []CallbackCompletion, types CompletionEvents,
 ) (map[int]int, []Recovered, error) {
 	n := len(cs)
+	// In (tenant, id) order: concurrent batches lock the executions they
+	// share in the same order (the plan follows the input's), and do not
+	// deadlock. by[k] is the index in cs of the k-th.
+	by := make([]int, n)
+	for i := range by {
+		by[i] = i
+	}
+	sort.SliceStable(by, func(a, b int) bool {
+		x, y := cs[by[a]], cs[by[b]]
+		return x.TenantID < y.TenantID || x.TenantID == y.TenantID && x.ExecutionID < y.ExecutionID
+	})
 	tenants, ids, attempts := make([]string, n), make([]string, n), make([]int32, n)
 	outputs, events := make([]*string, n), make([]string, n)
 	auditIDs, actions, kinds, changes := make([]*string, n), make([]string, n), make([]string, n), make([]*string, n)
 	subjects, requests, operators := make([]string, n), make([]string, n), make([]bool, n)
-	for i, c := range cs {
+	for i, k := range by {
+		c := cs[k]
 		tenants[i], ids[i], attempts[i] = c.TenantID, c.ExecutionID, int32(c.Attempt) // attempts are small
 		outputs[i], events[i] = jsonOrNull(c.Output), string(c.Event)
 		if a := c.Audit; a != nil {
@@ -95,7 +108,7 @@ func CompleteCallbacks(ctx context.Context, q Querier, cs []CallbackCompletion, 
 				$6::text[], $7::text[], $8::bool[], $9::text[], $10::jsonb[], $11::text[], $12::text[]) WITH ORDINALITY
 				AS i(tenant_id, id, attempt, output, event, audit_id, subject, operator, request_id, changes, action, resource_type, ord)
 		), cw AS (
-			SELECT i.ord, i.tenant_id, i.id, w.attempt, w.lease
+			SELECT i.*, w.attempt AS current_attempt, w.lease
 			FROM input i
 			JOIN LATERAL (
 				SELECT w.attempt, w.lease, w.ended_at, w.expires_at FROM callback_attempts w
@@ -107,29 +120,29 @@ func CompleteCallbacks(ctx context.Context, q Querier, cs []CallbackCompletion, 
 			UPDATE executions e SET state = `+execSucceeded+`, finished_at = now(), next_attempt_at = NULL,
 				last_error = NULL, last_error_class = NULL
 			FROM cw i
-			WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.attempts = i.attempt AND `+SucceedsWithoutDecision+`
-			RETURNING i.ord, e.tenant_id, e.task_id, e.attempts, e.scheduled_for, e.id
+			WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.attempts = i.current_attempt AND `+SucceedsWithoutDecision+`
+			RETURNING i.ord, e.tenant_id, e.task_id, e.attempts, e.scheduled_for, e.id, i.output, i.event,
+				i.audit_id, i.subject, i.operator, i.request_id, i.changes, i.action, i.resource_type
 		), closed AS (
 			DELETE FROM unfinished_executions u USING done d
 			WHERE u.tenant_id = d.tenant_id AND u.task_id = d.task_id AND u.scheduled_for = d.scheduled_for AND u.id = d.id
 		), ended AS (
 			UPDATE callback_attempts w SET ended_at = coalesce(w.ended_at, now()), expires_at = NULL,
-				output = coalesce(i.output, w.output)
-			FROM done d JOIN input i ON i.ord = d.ord
+				output = coalesce(d.output, w.output)
+			FROM done d
 			WHERE w.tenant_id = d.tenant_id AND w.execution_id = d.id AND w.attempt = d.attempts
 		), timeline AS (
 			INSERT INTO execution_events (tenant_id, execution_id, type, attempt, latency_ms, data)
 			SELECT tenant_id, id, type, attempts, latency_ms, data FROM (
 				SELECT d.tenant_id, d.id, d.ord, d.attempts, k.n, k.type,
-					CASE WHEN k.n = 2 THEN 0 END AS latency_ms, CASE WHEN k.n = 1 THEN i.event END AS data
-				FROM done d JOIN input i ON i.ord = d.ord
-				CROSS JOIN unnest($13::text[]) WITH ORDINALITY AS k(type, n)
+					CASE WHEN k.n = 2 THEN 0 END AS latency_ms, CASE WHEN k.n = 1 THEN d.event END AS data
+				FROM done d CROSS JOIN unnest($13::text[]) WITH ORDINALITY AS k(type, n)
 			) ev ORDER BY ord, n
 		), audited AS (
 			INSERT INTO audit_log (tenant_id, id, subject, operator, action, resource_type, resource_id, request_id, changes)
-			SELECT i.tenant_id, i.audit_id::uuid, i.subject, i.operator, i.action, i.resource_type, d.id::text, i.request_id, i.changes
-			FROM done d JOIN input i ON i.ord = d.ord
-			WHERE i.audit_id IS NOT NULL
+			SELECT d.tenant_id, d.audit_id::uuid, d.subject, d.operator, d.action, d.resource_type, d.id::text, d.request_id, d.changes
+			FROM done d
+			WHERE d.audit_id IS NOT NULL
 		)
 		SELECT d.ord, d.attempts, t.id::text AS failing_task
 		FROM done d
@@ -147,12 +160,15 @@ func CompleteCallbacks(ctx context.Context, q Querier, cs []CallbackCompletion, 
 	var ord, attempt int
 	var failing *string
 	_, err = pgx.ForEachRow(rows, []any{&ord, &attempt, &failing}, func() error {
-		out[ord-1] = attempt
+		i := by[ord-1]
+		out[i] = attempt
 		if failing != nil {
-			ref := taskRef{tenant: cs[ord-1].TenantID, id: *failing}
-			if _, seen := first[ref]; !seen {
-				first[ref] = ord - 1
-				reset = append(reset, ref)
+			ref := taskRef{tenant: cs[i].TenantID, id: *failing}
+			if _, seen := first[ref]; !seen || i < first[ref] {
+				first[ref] = i
+				if !seen {
+					reset = append(reset, ref)
+				}
 			}
 		}
 		return nil
