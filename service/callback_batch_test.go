@@ -258,3 +258,88 @@ func (f *callbackFixture) stateOf(t *testing.T, id string) string {
 	require.NoError(t, f.pool.QueryRow(context.Background(), `SELECT state FROM executions WHERE id = $1`, id).Scan(&s))
 	return s
 }
+
+// TestCompletionBatchAgreesWithTheRow: every combination of what decides
+// a completion — whose token (the attempt's, a tenant's, another
+// attempt's), the wait (open, ended, expired), the execution (running
+// under the attempt, its lease moved on, a cancel requested) — completed
+// in one database through one batch and in another through the row-by-row
+// path alone gives the same answers and leaves the same rows, events and
+// audit records; and the batched statement takes exactly the completions
+// the row-by-row path records (db.CompletesWithoutDecision with
+// db.SucceedsWithoutDecision is callback.Current's mirror for a success).
+func TestCompletionBatchAgreesWithTheRow(t *testing.T) {
+	t.Parallel()
+	ctx := audit.WithActor(context.Background(), audit.Actor{Subject: "callback:attempt-1", RequestID: "req-2"})
+	type combo struct{ grant, wait, exec string }
+	var combos []combo
+	for _, g := range []string{"token", "tenant", "other-attempt"} {
+		for _, w := range []string{"open", "ended", "expired"} {
+			for _, e := range []string{"current", "lease-moved", "cancel-requested"} {
+				combos = append(combos, combo{g, w, e})
+			}
+		}
+	}
+	// prepare makes one waiting execution per combination in f.
+	prepare := func(f *callbackFixture) ([]string, []service.CompletionRequest) {
+		ids := make([]string, len(combos))
+		reqs := make([]service.CompletionRequest, len(combos))
+		for i, c := range combos {
+			id, grant := f.waiting(t, f.tenant)
+			switch c.grant {
+			case "tenant":
+				grant = nil
+			case "other-attempt":
+				grant.Attempt++
+			}
+			switch c.wait {
+			case "ended":
+				f.exec(t, `UPDATE callback_attempts SET ended_at = now(), expires_at = NULL WHERE execution_id = $1`, id)
+			case "expired":
+				f.exec(t, `UPDATE callback_attempts SET expires_at = now() - interval '1 second' WHERE execution_id = $1`, id)
+			}
+			switch c.exec {
+			case "lease-moved":
+				f.exec(t, `UPDATE executions SET lease_attempt = lease_attempt + 1 WHERE id = $1`, id)
+			case "cancel-requested":
+				f.exec(t, `UPDATE executions SET cancel_requested = true WHERE id = $1`, id)
+			}
+			ids[i] = id
+			reqs[i] = service.CompletionRequest{
+				ExecutionID: id, Grant: grant,
+				In: service.CompletionInput{Status: service.ExecSucceeded, Output: json.RawMessage(`{"i": ` + fmt.Sprint(i) + `}`)},
+			}
+		}
+		return ids, reqs
+	}
+	answer := func(c service.Completed, err error) string {
+		switch {
+		case err == nil:
+			return "ok " + c.State + " " + fmt.Sprint(c.Attempt) + " " + string(c.Output)
+		case errors.Is(err, service.ErrConflict):
+			return "conflict"
+		case errors.Is(err, service.ErrNotFound):
+			return "not found"
+		}
+		return err.Error()
+	}
+
+	batchDB, rowDB := newCallbackFixture(t), newCallbackFixture(t)
+	batchIDs, batchReqs := prepare(batchDB)
+	rowIDs, rowReqs := prepare(rowDB)
+	got, errs, batched, err := batchDB.del.CompleteTogether(ctx, batchDB.tenant, batchReqs)
+	require.NoError(t, err)
+	var recorded []int
+	for i, c := range combos {
+		want, wantErr := rowDB.del.CompleteRow(ctx, rowDB.tenant, rowReqs[i])
+		if wantErr == nil {
+			recorded = append(recorded, i)
+		}
+		require.Equal(t, answer(want, wantErr), answer(got[i], errs[i]), "%+v", c)
+		require.Equal(t,
+			strings.ReplaceAll(rowDB.recorded(t, rowIDs[i]), rowIDs[i], "X"),
+			strings.ReplaceAll(batchDB.recorded(t, batchIDs[i]), batchIDs[i], "X"), "%+v", c)
+	}
+	require.Equal(t, recorded, batched, "the batch takes exactly the completions the row-by-row path records")
+	require.NotEmpty(t, batched)
+}
