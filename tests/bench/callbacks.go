@@ -197,6 +197,7 @@ func callbacks(ctx context.Context, st *stack, o options, n, rate int) (*result,
 		return res, err
 	}
 	cpuStart := sampleCPU(s.ax.Pid(), st)
+	st.logf("callbacks: completing %d at %d/s", len(todo), rate)
 	completeStart := time.Now()
 	tick := time.Second / time.Duration(max(rate, 1))
 	sem := make(chan struct{}, 512)
