@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -307,7 +308,7 @@ func TestCompletionBatchAgreesWithTheRow(t *testing.T) {
 			ids[i] = id
 			reqs[i] = service.CompletionRequest{
 				ExecutionID: id, Grant: grant,
-				In: service.CompletionInput{Status: service.ExecSucceeded, Output: json.RawMessage(`{"i": ` + fmt.Sprint(i) + `}`)},
+				In: service.CompletionInput{Status: service.ExecSucceeded, Output: json.RawMessage(`{"i": ` + strconv.Itoa(i) + `}`)},
 			}
 		}
 		return ids, reqs
@@ -315,7 +316,7 @@ func TestCompletionBatchAgreesWithTheRow(t *testing.T) {
 	answer := func(c service.Completed, err error) string {
 		switch {
 		case err == nil:
-			return "ok " + c.State + " " + fmt.Sprint(c.Attempt) + " " + string(c.Output)
+			return "ok " + c.State + " " + strconv.Itoa(c.Attempt) + " " + string(c.Output)
 		case errors.Is(err, service.ErrConflict):
 			return "conflict"
 		case errors.Is(err, service.ErrNotFound):
