@@ -173,6 +173,11 @@ func (s *Deliveries) Heartbeat(ctx context.Context, tenant, executionID string, 
 // not retryable or out of attempts), through the same decision as any
 // outcome (decideFinish). A stale attempt's token, an expired wait or a
 // finished execution is a conflict, and changes nothing.
+//
+// Successes are batched with concurrent ones into one statement
+// (db.CompleteCallbacks, under db.CompletesWithoutDecision); a completion
+// the batch did not record (or a failed batch) takes the row-by-row path,
+// which decides it and reports its own conflict or error.
 func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, grant *CallbackGrant, in CompletionInput) (Completed, error) {
 	if !validID(executionID) {
 		return Completed{}, ErrNotFound
@@ -180,6 +185,153 @@ func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, g
 	if err := in.Validate(); err != nil {
 		return Completed{}, err
 	}
+	data := completionData(grant, in)
+	if in.Status == ExecSucceeded {
+		c, ok, err := s.completeBatched(ctx, tenant, executionID, grant, in, data)
+		if err != nil {
+			return Completed{}, err
+		}
+		if ok {
+			return c, nil
+		}
+	}
+	return s.completeRow(ctx, tenant, executionID, grant, in, data)
+}
+
+// completionData is the data of a completion's completed event, and of
+// its audit record.
+func completionData(grant *CallbackGrant, in CompletionInput) map[string]any {
+	data := map[string]any{"status": in.Status, "by": "api"}
+	if grant != nil {
+		data["by"] = "callback_token"
+	}
+	if in.Status == ExecFailed {
+		data["retryable"] = in.Retryable == nil || *in.Retryable
+	}
+	if len(in.Output) > 0 {
+		data["output_bytes"] = len(in.Output)
+	}
+	return data
+}
+
+// completionAudit is the audit record's changes of a completion that
+// moved the execution to state.
+func completionAudit(state string, data map[string]any) map[string]any {
+	return map[string]any{"state": map[string]any{"old": ExecRunning, "new": state}, "completion": data}
+}
+
+// completionOutput is the output a completion returns: in's, unless none.
+func completionOutput(in CompletionInput) json.RawMessage {
+	if len(in.Output) > 0 && string(in.Output) != "null" {
+		return in.Output
+	}
+	return nil
+}
+
+// completeBatched offers a success to the batched completion: ok when the
+// statement recorded it. A completion it left alone (ok false, no error)
+// needs the row-by-row path; so does one whose batch failed, which is
+// counted (BatchStats) and not returned as an error.
+func (s *Deliveries) completeBatched(ctx context.Context, tenant, executionID string, grant *CallbackGrant, in CompletionInput,
+	data map[string]any,
+) (Completed, bool, error) {
+	c, err := completionOf(ctx, tenant, executionID, grant, in, data)
+	if err != nil {
+		return Completed{}, false, err
+	}
+	r, err := s.completions.Do(ctx, c)
+	if err != nil && ctx.Err() != nil { // not run: the request is gone
+		return Completed{}, false, err
+	}
+	if !s.count(r.ok, err) {
+		return Completed{}, false, nil
+	}
+	return batchedCompletion(in, r), true, nil
+}
+
+// completionOf is a success as the batched completion takes it, with its
+// audit record (made for ctx's actor).
+func completionOf(ctx context.Context, tenant, executionID string, grant *CallbackGrant, in CompletionInput, data map[string]any,
+) (db.CallbackCompletion, error) {
+	event, err := json.Marshal(data)
+	if err != nil {
+		return db.CallbackCompletion{}, err
+	}
+	c := db.CallbackCompletion{TenantID: tenant, ExecutionID: executionID, Output: in.Output, Event: event}
+	if grant != nil {
+		c.Attempt = grant.Attempt
+	}
+	rec, audited, err := auditRecord(ctx, tenant, AuditUpdate, ResourceExecution, executionID, completionAudit(ExecSucceeded, data))
+	if err != nil {
+		return db.CallbackCompletion{}, err
+	}
+	if audited {
+		c.Audit = &rec
+	}
+	return c, nil
+}
+
+// batchedCompletion is what Complete returns for a success the batch
+// recorded (its metrics were reported with the batch).
+func batchedCompletion(in CompletionInput, r completionResult) Completed {
+	return Completed{Finished: Finished{State: ExecSucceeded, Attempt: r.attempt}, Output: completionOutput(in)}
+}
+
+// completionFlushers bounds the batched completions in flight at once:
+// a completion's answer waits for its commit, so two run at once, as the
+// starts do.
+const completionFlushers = 2
+
+type completionResult struct {
+	attempt int
+	ok      bool
+}
+
+// completionEvents are the events a batched completion writes, as the
+// row-by-row path writes them (completeRow, then finish's success).
+var completionEvents = db.CompletionEvents{
+	Completed: EventCompleted, AttemptSucceeded: EventAttemptSucceeded, Succeeded: EventSucceeded,
+}
+
+// completeMany runs one batched completion: the completions
+// db.CompletesWithoutDecision and db.SucceedsWithoutDecision admit end
+// succeeded, in one transaction with the failure streaks they end and
+// those streaks' recovered alerts (as recordSuccesses); the others are
+// left for the row-by-row path.
+func (s *Deliveries) completeMany(ctx context.Context, cs []db.CallbackCompletion) ([]completionResult, error) {
+	var done map[int]int
+	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		var recovered []db.Recovered
+		var err error
+		done, recovered, err = db.CompleteCallbacks(ctx, tx, cs, completionEvents)
+		if err != nil {
+			return err
+		}
+		for _, r := range recovered {
+			c := cs[r.Index]
+			if _, err := queueRecovered(ctx, tx, s.enqueuer, s.cfg.AlertMaxAttempts, c.TenantID, c.ExecutionID, r.Recovery); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, storeError(err, "complete callback attempts")
+	}
+	s.cfg.Metrics.ExecutionsFinished(ExecSucceeded, len(done))
+	res := make([]completionResult, len(cs))
+	for i := range cs {
+		res[i].attempt, res[i].ok = done[i]
+	}
+	return res, nil
+}
+
+// completeRow is Complete's row-by-row path: it locks the execution and
+// its latest attempt, checks that grant may act on it (callback.Current)
+// and finishes the attempt through decideFinish.
+func (s *Deliveries) completeRow(ctx context.Context, tenant, executionID string, grant *CallbackGrant, in CompletionInput,
+	data map[string]any,
+) (Completed, error) {
 	var out Completed
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		row, cb, err := callback.Current(ctx, tx, tenant, executionID, grant)
@@ -187,20 +339,11 @@ func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, g
 			return err
 		}
 		o := Outcome{Kind: OutcomeSucceeded, Detached: true}
-		data := map[string]any{"status": in.Status, "by": "api"}
-		if grant != nil {
-			data["by"] = "callback_token"
-		}
 		if in.Status == ExecFailed {
 			o.Kind, o.ErrorClass, o.Error = OutcomeRetry, ErrorClassCallbackFailed, cmpOr(in.Error, "the receiver reported a failure")
-			retryable := in.Retryable == nil || *in.Retryable
-			if !retryable {
+			if retryable := in.Retryable == nil || *in.Retryable; !retryable {
 				o.Kind = OutcomePermanent
 			}
-			data["retryable"] = retryable
-		}
-		if len(in.Output) > 0 {
-			data["output_bytes"] = len(in.Output)
 		}
 		attempt := cb.Attempt
 		if err := db.InsertDeliveryEvents(ctx, tx, tenant, executionID, []db.DeliveryEvent{{
@@ -217,13 +360,9 @@ func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, g
 		if err != nil {
 			return err
 		}
-		if len(in.Output) > 0 && string(in.Output) != "null" {
-			out.Output = in.Output
-		}
+		out.Output = completionOutput(in)
 		out.Finished = fin
-		return recordAudit(ctx, tx, tenant, AuditUpdate, ResourceExecution, executionID, map[string]any{
-			"state": map[string]any{"old": ExecRunning, "new": fin.State}, "completion": data,
-		})
+		return recordAudit(ctx, tx, tenant, AuditUpdate, ResourceExecution, executionID, completionAudit(fin.State, data))
 	})
 	if err != nil {
 		return Completed{}, storeError(err, "complete callback attempt")

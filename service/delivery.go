@@ -113,12 +113,14 @@ type Deliveries struct {
 	// (db.StartPendingDeliveries, db.SucceedDeliveries).
 	starts    *batch.Batcher[db.DeliveryKey, startResult]
 	successes *batch.Batcher[db.DeliverySuccess, successResult]
-	batched   atomic.Int64 // Begins and Finishes a batch completed
-	batchErrs atomic.Int64 // Begins and Finishes whose batch failed
+	batched   atomic.Int64 // Begins, Finishes and completions a batch completed
+	batchErrs atomic.Int64 // Begins, Finishes and completions whose batch failed
 	// graphs are the workflow versions its finishes advance runs of.
 	graphs graphCache
 	// secrets are the endpoints' signing keys, read once per secret.
 	secrets signing.Keys
+	// completions batch the callbacks' common completion (callback.go).
+	completions *batch.Batcher[db.CallbackCompletion, completionResult]
 }
 
 // Batching of the deliver worker's two statements: at most deliveryBatchMax
@@ -143,6 +145,7 @@ func NewDeliveries(pool *db.Pool, enqueuer *Enqueuer, cfg DeliveriesConfig) *Del
 	s := &Deliveries{pool: pool, enqueuer: enqueuer, cfg: cfg.WithDefaults()}
 	s.starts = batch.New(deliveryBatchMax, startFlushers, s.startPending)
 	s.successes = batch.New(deliveryBatchMax, successFlushers, s.recordSuccesses)
+	s.completions = batch.New(deliveryBatchMax, completionFlushers, s.completeMany)
 	return s
 }
 

@@ -9,7 +9,6 @@ package execution
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"time"
 
@@ -149,18 +148,11 @@ func Get(ctx context.Context, q db.Querier, tenant, id string) (Detail, error) {
 	if !resource.ValidID(id) {
 		return Detail{}, errs.ErrNotFound
 	}
-	row, err := db.GetExecution(ctx, q, tenant, id, false)
+	row, events, cb, err := db.GetExecutionDetail(ctx, q, tenant, id)
 	if err != nil {
 		return Detail{}, errs.Store(err, "load execution")
 	}
-	d, err := WithEvents(ctx, q, row)
-	if err != nil {
-		return Detail{}, err
-	}
-	cb, err := db.GetExecutionCallback(ctx, q, tenant, id)
-	if err = errs.Store(err, "load callback"); err != nil && !errors.Is(err, errs.ErrNotFound) {
-		return Detail{}, err
-	}
+	d := Of(row, events)
 	d.Output, d.Progress = cb.Output, cb.Progress
 	if d.Output == nil && row.WorkflowRunID != nil {
 		// A workflow node in response mode keeps its JSON answer.

@@ -184,6 +184,20 @@ func callbacks(ctx context.Context, st *stack, o options, n, rate int) (*result,
 		failed  int
 		samples []string
 	)
+	// The statements and the waits from here on are the completions'
+	// (-top-queries, -waits), and so is the CPU per completion noted.
+	if o.topQueries > 0 && st.pgss {
+		if _, err := conn.Exec(ctx, `SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`); err != nil {
+			return res, fmt.Errorf("reset pg_stat_statements: %w", err)
+		}
+	}
+	waits := s.sampleWaits(ctx, res)
+	before, err := readDBStats(ctx, conn, st.pgss)
+	if err != nil {
+		return res, err
+	}
+	cpuStart := sampleCPU(s.ax.Pid(), st)
+	st.logf("callbacks: completing %d at %d/s", len(todo), rate)
 	completeStart := time.Now()
 	tick := time.Second / time.Duration(max(rate, 1))
 	sem := make(chan struct{}, 512)
@@ -216,6 +230,23 @@ func callbacks(ctx context.Context, st *stack, o options, n, rate int) (*result,
 	}
 	wg.Wait()
 	elapsed := time.Since(completeStart)
+	cpuEnd := sampleCPU(s.ax.Pid(), st)
+	if waits != nil {
+		res.Waits = waits.result(12)
+	}
+	after, err := readDBStats(ctx, conn, st.pgss)
+	if err != nil {
+		return res, err
+	}
+	if k := len(todo); k > 0 {
+		note := fmt.Sprintf("completions: per 1,000, ax %.2f CPU-s, PostgreSQL %.2f CPU-s, %.0f transactions",
+			float64(cpuEnd.ax-cpuStart.ax)/clockTicks*1000/float64(k), float64(cpuEnd.pg-cpuStart.pg)/clockTicks*1000/float64(k),
+			float64(after.xacts-before.xacts)*1000/float64(k))
+		if st.pgss {
+			note += fmt.Sprintf(", %.0f statements", float64(after.calls-before.calls)*1000/float64(k))
+		}
+		res.Notes = append(res.Notes, note)
+	}
 	res.API = append(res.API, apiStats{
 		Name:        fmt.Sprintf("POST /v1/executions/{id}/complete at %d/s (complete-to-succeeded)", rate),
 		Concurrency: cap(sem), Requests: len(todo), PerSecond: math.Round(float64(len(todo))/elapsed.Seconds()*10) / 10,
