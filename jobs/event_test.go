@@ -179,3 +179,28 @@ func TestEventRunnerDroppedFireDeliversViaRiver(t *testing.T) {
 	h.waitJobState(jobID, "completed")
 	recv.quiet(t, 200*time.Millisecond)
 }
+
+// TestEventRunnerCancel: a cancel requested through the API while the
+// EventRunner's attempt is in flight cuts it short at the runner's next
+// watch (CancelLoop), and the execution ends cancelled.
+func TestEventRunnerCancel(t *testing.T) {
+	t.Parallel()
+	h, er := startEventRunner(t, true)
+	recv := newScript(t, response{Status: http.StatusOK}).holdRequests()
+	ep := h.endpoint(recv.srv.URL+"/hook", func(in *service.EndpointInput) { in.Timeout = 20 * time.Second })
+	h.task(ep.ID, func(in *service.TaskInput) {
+		in.Schedule = schedule.Spec{Type: schedule.Event, Event: "tick"}
+	})
+	posted := service.NewEventsRunBy(h.pool, h.enq, nil, nil, er)
+	ev, err := posted.Post(t.Context(), h.tenant, events.Input{Name: "tick"})
+	require.NoError(t, err)
+	exec := ev.Matches[0].ExecutionID
+	recv.next(t) // in flight
+	_, err = h.executionsAPI().Cancel(t.Context(), h.tenant, exec)
+	require.NoError(t, err)
+	require.Equal(t, service.ExecRunning, h.execution(exec).State, "a cancel of a running attempt is a request")
+	_, err = er.CancelLoop().Pass(t.Context())
+	require.NoError(t, err)
+	e := h.waitState(exec, service.ExecCancelled)
+	require.Equal(t, 1, e.Attempts)
+}

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -48,11 +49,15 @@ type EventRunner struct {
 	// statement.
 	ends *batch.Batcher[jobEnd, struct{}]
 
+	// inflight are the attempts under way, cut short when their cancel
+	// is requested (CancelLoop).
+	inflight *inflight
+
 	mu       sync.Mutex
 	ctx      context.Context
 	cancel   context.CancelFunc
 	running  bool
-	inflight int
+	working  int
 	wg       sync.WaitGroup
 }
 
@@ -61,7 +66,33 @@ var _ service.FireRunner = (*EventRunner)(nil)
 // NewEventRunner returns a runner to pass to NewRiverClient
 // (WorkerDeps.Events), which wires it to its deliver worker, and to
 // service.NewEventsRunBy. It takes fires between Start and Stop.
-func NewEventRunner() *EventRunner { return &EventRunner{} }
+func NewEventRunner() *EventRunner { return &EventRunner{inflight: newInflight()} }
+
+// LoopEventCancels is the loop name of the EventRunner's watch for
+// cancel requests.
+const LoopEventCancels = "event_cancels"
+
+// CancelLoop returns the loop that cuts short the runner's attempts whose
+// execution's cancel was requested through the API (River cancels a job
+// its own worker runs; these it does not run), within
+// cancelWatchInterval, as a batch does for its members. It reads nothing
+// while no attempt is in flight.
+func (r *EventRunner) CancelLoop() Loop {
+	return Loop{Name: LoopEventCancels, Every: cancelWatchInterval, Pass: func(ctx context.Context) (time.Duration, error) {
+		refs := r.inflight.refs()
+		if len(refs) == 0 || r.one == nil {
+			return 0, nil
+		}
+		ids, err := r.one.deliveries.CancelRequested(ctx, refs)
+		if err != nil {
+			return 0, fmt.Errorf("read cancel requests of event fires in flight: %w", err)
+		}
+		for _, id := range ids {
+			r.inflight.cancel(id)
+		}
+		return 0, nil
+	}}
+}
 
 // wire gives the runner the deliver worker whose attempts it makes.
 // client is the River client's ID, which its fetches record in
@@ -107,7 +138,7 @@ func (r *EventRunner) endJobs(ctx context.Context, ends []jobEnd) ([]struct{}, e
 func (r *EventRunner) Claimant() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.running || r.inflight >= r.most {
+	if !r.running || r.working >= r.most {
 		return ""
 	}
 	return r.client
@@ -167,7 +198,7 @@ func (r *EventRunner) Run(fires []service.ClaimedFire) {
 		return
 	}
 	ctx := r.ctx
-	r.inflight += len(fires)
+	r.working += len(fires)
 	r.wg.Add(len(fires))
 	r.mu.Unlock()
 	for _, f := range fires {
@@ -181,7 +212,7 @@ func (r *EventRunner) attempt(ctx context.Context, f service.ClaimedFire, tracke
 	defer r.wg.Done()
 	defer func() {
 		r.mu.Lock()
-		r.inflight--
+		r.working--
 		r.mu.Unlock()
 	}()
 	defer tracked()
@@ -212,7 +243,10 @@ func (r *EventRunner) send(ctx context.Context, f service.ClaimedFire) bool {
 		slog.String("tenant", f.TenantID))
 	// As a batch member: a retry continues in a job of its own.
 	handOff := &service.HandOff{Priority: f.Priority, Queue: service.QueueDeliver}
-	st := w.attempt(ctx, f.TenantID, f.ExecutionID, f.Lease, f.JobID, handOff, log, sent)
+	ref := service.ExecutionRef{TenantID: f.TenantID, ExecutionID: f.ExecutionID, EndpointID: f.EndpointID}
+	actx := r.inflight.add(ctx, ref)
+	st := w.attempt(actx, f.TenantID, f.ExecutionID, f.Lease, f.JobID, handOff, log, sent)
+	r.inflight.remove(ref)
 	switch st.kind {
 	case stepDone, stepRetry, stepCancel:
 		return true

@@ -121,6 +121,7 @@ func startBackground(ctx context.Context, d backgroundDeps, cfg config, logger *
 	// After River: the claimed jobs' client runs; stopped before it, with
 	// the same soft stop.
 	r.AddStep(jobs.Step{Name: "event_runner", Start: events.Start, Stop: events.Stop})
+	r.Add(events.CancelLoop())
 	r.Add(jobs.SchedulerLoops(scheduler, jobs.SchedulerLoopConfig{
 		Logger: logger, Metrics: d.metrics,
 		ExpireKeys: idempotency.New(pool).ExpireKeys,
