@@ -53,12 +53,12 @@ type EventRunner struct {
 	// is requested (CancelLoop).
 	inflight *inflight
 
-	mu       sync.Mutex
-	ctx      context.Context
-	cancel   context.CancelFunc
-	running  bool
-	working  int
-	wg       sync.WaitGroup
+	mu      sync.Mutex
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running bool
+	working int
+	wg      sync.WaitGroup
 }
 
 var _ service.FireRunner = (*EventRunner)(nil)
@@ -222,8 +222,8 @@ func (r *EventRunner) attempt(ctx context.Context, f service.ClaimedFire, tracke
 	rctx, cancelRecord := recordContext(ctx)
 	defer cancelRecord()
 	if _, err := r.ends.Do(rctx, jobEnd{id: f.JobID, completed: done}); err != nil {
-		r.one.logger.WarnContext(rctx, "event fire's job not ended; it is released as stranded", slog.Int64("job_id", f.JobID),
-			slog.Bool("completed", done), slog.String("error", err.Error()))
+		r.one.logger.WarnContext(rctx, "event fire's job not ended; it is released as stranded", "job_id", f.JobID,
+			"completed", done, "error", err.Error())
 	}
 }
 
@@ -271,6 +271,6 @@ func (r *EventRunner) end(ctx context.Context, completed, released []service.Cla
 	}
 	if err := r.enq.EndClaimed(rctx, ids(completed), ids(released)); err != nil {
 		r.one.logger.WarnContext(rctx, "event fires' jobs not ended; they are released as stranded",
-			slog.Int("completed", len(completed)), slog.Int("released", len(released)), slog.String("error", err.Error()))
+			"completed", len(completed), "released", len(released), "error", err.Error())
 	}
 }
