@@ -191,7 +191,7 @@ func TestEventRunnerCancel(t *testing.T) {
 	t.Parallel()
 	h, er := startEventRunner(t, true)
 	recv := newScript(t, response{Status: http.StatusOK}).holdRequests()
-	ep := h.endpoint(recv.srv.URL+"/hook", func(in *service.EndpointInput) { in.Timeout = 20 * time.Second })
+	ep := h.endpoint(recv.srv.URL+"/hook", func(in *service.EndpointInput) { in.Timeout = time.Minute })
 	h.task(ep.ID, func(in *service.TaskInput) {
 		in.Schedule = schedule.Spec{Type: schedule.Event, Event: "tick"}
 	})
