@@ -208,3 +208,33 @@ func TestEventRunnerCancel(t *testing.T) {
 	e := h.waitState(exec, service.ExecCancelled)
 	require.Equal(t, 1, e.Attempts)
 }
+
+// TestEventRunnerStopReleasesToRiver: a shutdown that cuts the
+// EventRunner's attempt short releases the claimed job to River, whose
+// run resumes the execution under the same lease (the same webhook-id,
+// its idempotency key) and ends it once.
+func TestEventRunnerStopReleasesToRiver(t *testing.T) {
+	t.Parallel()
+	h, er := startEventRunner(t, true)
+	recv := newScript(t, response{Status: http.StatusOK}).holdRequests()
+	ep := h.endpoint(recv.srv.URL+"/hook", func(in *service.EndpointInput) { in.Timeout = time.Minute })
+	h.task(ep.ID, func(in *service.TaskInput) {
+		in.Schedule = schedule.Spec{Type: schedule.Event, Event: "tick"}
+	})
+	posted := service.NewEventsRunBy(h.pool, h.enq, nil, nil, er)
+	ev, err := posted.Post(t.Context(), h.tenant, events.Input{Name: "tick"})
+	require.NoError(t, err)
+	exec := ev.Matches[0].ExecutionID
+	first := recv.next(t) // the runner's attempt, in flight
+
+	stop, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	require.NoError(t, er.Stop(stop))
+	recv.releaseAll()
+	again := recv.next(t) // River's run of the released job
+	require.Equal(t, exec, first.Header.Get("webhook-id"))
+	require.Equal(t, exec, again.Header.Get("webhook-id"), "resumed with the same idempotency key")
+	e := h.waitState(exec, service.ExecSucceeded)
+	require.Equal(t, 1, e.LeaseAttempt, "River's run holds the claim's lease")
+	recv.quiet(t, 200*time.Millisecond)
+}
