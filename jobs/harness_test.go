@@ -47,6 +47,7 @@ type harnessOpts struct {
 	River      RiverConfig              // zero fields: fast test values
 	Deliveries service.DeliveriesConfig // zero fields: the defaults
 	NoStart    bool                     // build the client but do not start it
+	Events     *EventRunner             // wired to the client (WorkerDeps.Events)
 }
 
 const testUserAgent = "ax/test"
@@ -73,7 +74,7 @@ func newHarness(t *testing.T, opts harnessOpts) *harness {
 	}
 	sender := NewSender(SenderConfig{AllowPrivateTargets: true, UserAgent: testUserAgent})
 	t.Cleanup(sender.Close)
-	h.deps = WorkerDeps{Deliveries: h.deliveries, Sender: sender, Logger: testLogger(), Metrics: metrics.New(nil)}
+	h.deps = WorkerDeps{Deliveries: h.deliveries, Sender: sender, Logger: testLogger(), Metrics: metrics.New(nil), Events: opts.Events}
 	require.NoError(t, db.EnsureTenant(t.Context(), pool, h.tenant))
 	h.client = h.newClient()
 	if !opts.NoStart {

@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -201,6 +200,10 @@ type WorkerDeps struct {
 	// PublicURL is where ax's API is reached (AX_PUBLIC_URL): alerts in
 	// the slack format link to the execution there.
 	PublicURL string
+	// Events, when set, is wired to the deliver worker and the client, to
+	// make the first attempt of events' fires in this process
+	// (EventRunner).
+	Events *EventRunner
 }
 
 // NewRiverClient returns the River client that works ax's queues, on the
@@ -222,6 +225,9 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 	}
 	if deps.Metrics == nil {
 		deps.Metrics = metrics.New(nil)
+	}
+	if deps.Work == nil {
+		deps.Work = NewWorkTracker()
 	}
 	workers := river.NewWorkers()
 	one := newDeliverWorker(deps, cfg, newSendSlots(cfg.DeliverWorkers, cfg.SlotShare),
@@ -261,10 +267,13 @@ func NewRiverClient(enq *service.Enqueuer, cfg RiverConfig, deps WorkerDeps) (*s
 			service.QueueAlert: queue(cfg.AlertWorkers, max(cfg.FetchPollInterval, alertPollInterval)),
 		},
 		Workers:    workers,
-		Middleware: []rivertype.Middleware{cmp.Or(deps.Work, NewWorkTracker())},
+		Middleware: []rivertype.Middleware{deps.Work},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
+	}
+	if deps.Events != nil {
+		deps.Events.wire(one, enq, deps.Work, client.ID(), cfg)
 	}
 	return client, nil
 }

@@ -33,18 +33,24 @@ func NewWorkTracker() *WorkTracker {
 
 // Work implements rivertype.WorkerMiddleware.
 func (w *WorkTracker) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	defer w.track(job.ID)()
+	return doInner(ctx)
+}
+
+// track records job id as worked from now until the returned func is
+// called (River's workers, and the jobs EventRunner claims).
+func (w *WorkTracker) track(id int64) func() {
 	w.mu.Lock()
-	w.running[job.ID]++
+	w.running[id]++
 	w.mu.Unlock()
-	defer func() {
+	return func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if w.running[job.ID]--; w.running[job.ID] <= 0 {
-			delete(w.running, job.ID)
+		if w.running[id]--; w.running[id] <= 0 {
+			delete(w.running, id)
 		}
-		w.ended[job.ID] = time.Now()
-	}()
-	return doInner(ctx)
+		w.ended[id] = time.Now()
+	}
 }
 
 // Busy returns the jobs being worked and those whose work ended within

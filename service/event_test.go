@@ -104,6 +104,36 @@ func TestEventFiresTask(t *testing.T) {
 	require.JSONEq(t, `{"file": "a.csv", "n": 3}`, string(stored.Payload))
 }
 
+// TestEventTemplatePatched: an event task's parsed payload template is
+// kept between events (per task version), and a patched template is the
+// one the next event renders.
+func TestEventTemplatePatched(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	events := service.NewEvents(f.pool, f.enq, nil, nil)
+	task := f.eventTask(t, f.tenant, f.endpoint, "on-tick", "tick", `{"v": "one {{ .event.key }}"}`)
+	payloadOf := func(key string) string {
+		t.Helper()
+		ev, err := events.Post(ctx, f.tenant, event.Input{Name: "tick", Key: key})
+		require.NoError(t, err)
+		require.Len(t, ev.Matches, 1)
+		var p string
+		require.NoError(t, f.pool.QueryRow(ctx, `SELECT convert_from(payload, 'UTF8') FROM executions WHERE id = $1`,
+			ev.Matches[0].ExecutionID).Scan(&p))
+		return p
+	}
+	require.JSONEq(t, `{"v": "one a"}`, payloadOf("a"))
+	require.JSONEq(t, `{"v": "one b"}`, payloadOf("b"), "the kept template renders each event's data")
+
+	_, err := f.tasks.Update(ctx, f.tenant, task, func(in *service.TaskInput) error {
+		in.Payload = []byte(`{"v": "two {{ .event.key }}"}`)
+		return nil
+	})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"v": "two c"}`, payloadOf("c"), "the patched template renders the next event")
+}
+
 // TestEventValidation: each bad field is a 422 naming it.
 func TestEventValidation(t *testing.T) {
 	t.Parallel()

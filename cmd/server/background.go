@@ -34,6 +34,9 @@ import (
 type background struct {
 	runner  *jobs.Runner
 	replica *jobs.Replica
+	// events makes the first attempt of events' fires in this process
+	// (service.NewEventsRunBy).
+	events *jobs.EventRunner
 }
 
 // backgroundDeps are the services the background work drives.
@@ -64,8 +67,10 @@ func startBackground(ctx context.Context, d backgroundDeps, cfg config, logger *
 		RescueStuckJobsAfter: cfg.RescueAfter, SoftStopTimeout: cfg.SoftStopTimeout,
 	}
 	work := jobs.NewWorkTracker()
+	events := jobs.NewEventRunner()
 	rc, err := jobs.NewRiverClient(d.enq, riverCfg, jobs.WorkerDeps{
 		Work:       work,
+		Events:     events,
 		Deliveries: d.deliveries,
 		Sender:     d.sender,
 		Logger:     logger,
@@ -113,6 +118,10 @@ func startBackground(ctx context.Context, d backgroundDeps, cfg config, logger *
 		}
 		return nil
 	}})
+	// After River: the claimed jobs' client runs; stopped before it, with
+	// the same soft stop.
+	r.AddStep(jobs.Step{Name: "event_runner", Start: events.Start, Stop: events.Stop})
+	r.Add(events.CancelLoop())
 	r.Add(jobs.SchedulerLoops(scheduler, jobs.SchedulerLoopConfig{
 		Logger: logger, Metrics: d.metrics,
 		ExpireKeys: idempotency.New(pool).ExpireKeys,
@@ -123,7 +132,7 @@ func startBackground(ctx context.Context, d backgroundDeps, cfg config, logger *
 	// Its own lifetime: shutdown stops it explicitly, after the HTTP
 	// server.
 	r.Start(context.WithoutCancel(ctx))
-	return &background{runner: r, replica: replica}, nil
+	return &background{runner: r, replica: replica, events: events}, nil
 }
 
 // stop stops the loops, River (with its deadline) and the heartbeat, and

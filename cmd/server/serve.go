@@ -211,7 +211,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	tenants, endpoints, executions := service.NewTenants(d.pool), service.NewEndpoints(d.pool), service.NewExecutions(d.pool, enq,
 		service.ExecutionsConfig{Metrics: axMetrics, FetchAhead: jobs.RiverConfig{FetchPollInterval: cfg.FetchPollInterval}.FetchAhead()})
 	calendars, auditLog := service.NewCalendars(d.pool, tasks), audit.NewLog(d.pool)
-	events := service.NewEvents(d.pool, enq, workflows, axMetrics)
+	events := service.NewEventsRunBy(d.pool, enq, workflows, axMetrics, bg.events)
 	handler := api.New(api.Config{
 		Logger:        logger,
 		Auth:          auth,

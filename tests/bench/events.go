@@ -78,14 +78,30 @@ func eventsScenario(ctx context.Context, st *stack, o options, rate int) (*resul
 			}
 		})
 	}
+	// ax's and PostgreSQL's CPU (and, with -waits, their wait events)
+	// over the measured posts: per event, what contention does not change.
+	var (
+		cpu0    cpuSample
+		sampled bool
+		waits   *waitSampler
+	)
 	for due := start; due.Before(end) && ctx.Err() == nil; due = due.Add(tick) {
 		if d := time.Until(due); d > 0 {
 			time.Sleep(d)
+		}
+		if !sampled && !due.Before(measureFrom) {
+			cpu0, sampled, waits = sampleCPU(s.ax.Pid(), st), true, s.sampleWaits(ctx, res)
 		}
 		slots <- due
 	}
 	close(slots)
 	wg.Wait()
+	if sampled {
+		res.setCPU(cpu0, sampleCPU(s.ax.Pid(), st))
+	}
+	if waits != nil {
+		res.Waits = waits.result(12)
+	}
 	res.Errors, res.ErrorSamples = errs, samples
 	res.Expected = len(answered)
 	if err := s.waitUntil(ctx, time.Now().Add(o.grace), "grace for the last deliveries"); err != nil {
@@ -100,10 +116,12 @@ func eventsScenario(ctx context.Context, st *stack, o options, rate int) (*resul
 	defer conn.Close(context.WithoutCancel(ctx))
 	// River's part: its job's insert (created_at, this machine's clock,
 	// before the POST's commit) to its fetch (attempted_at, at the fetch
-	// that handed it to a worker).
-	rows, err := conn.Query(ctx, `SELECT e.id::text, e.event_id::text, e.first_started_at, j.wait
+	// that handed it to a worker; a job the event's transaction claimed
+	// for ax's own first attempt has the claim's, before the answer).
+	rows, err := conn.Query(ctx, `SELECT e.id::text, e.event_id::text, e.first_started_at, j.wait, j.fetched_at
 		FROM executions e LEFT JOIN (
-			SELECT args->>'execution_id' AS execution_id, min(attempted_at - created_at) AS wait
+			SELECT args->>'execution_id' AS execution_id, min(attempted_at - created_at) AS wait,
+				min(attempted_at) AS fetched_at
 			FROM river_job WHERE kind = 'deliver' GROUP BY 1
 		) j ON j.execution_id = e.id::text
 		WHERE e.event_id IS NOT NULL`)
@@ -112,16 +130,21 @@ func eventsScenario(ctx context.Context, st *stack, o options, rate int) (*resul
 	}
 	eventOf := map[string]string{}
 	startOf := map[string]time.Time{}
+	fetchedAt := map[string]time.Time{}
 	var (
-		id, ev  string
-		started *time.Time
-		fetched *time.Duration
-		toFetch []time.Duration
+		id, ev    string
+		started   *time.Time
+		fetched   *time.Duration
+		fetchedOn *time.Time
+		toFetch   []time.Duration
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &ev, &started, &fetched}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&id, &ev, &started, &fetched, &fetchedOn}, func() error {
 		eventOf[id] = ev
 		if started != nil {
 			startOf[id] = *started
+		}
+		if fetchedOn != nil {
+			fetchedAt[id] = *fetchedOn
 		}
 		if fetched != nil {
 			toFetch = append(toFetch, *fetched)
@@ -135,7 +158,9 @@ func eventsScenario(ctx context.Context, st *stack, o options, rate int) (*resul
 	// deliver job's fetch by River and Begin's transaction, which
 	// first_started_at dates by the database's clock on this machine) and
 	// the start → the arrival (the send).
-	var lat, toStart, toArrival []time.Duration
+	// The first part split again where River fetched the job (its
+	// attempted_at, the fetch's clock): answer → fetched → started.
+	var lat, toStart, toArrival, answerToFetch, fetchToStart []time.Duration
 	for _, d := range s.rcv.snapshot() {
 		ev, ok := eventOf[d.exec]
 		if !ok {
@@ -152,6 +177,9 @@ func eventsScenario(ctx context.Context, st *stack, o options, rate int) (*resul
 			res.Delivered++
 			if st, ok := startOf[d.exec]; ok {
 				toStart, toArrival = append(toStart, st.Sub(at)), append(toArrival, d.at.Sub(st))
+				if f, ok := fetchedAt[d.exec]; ok {
+					answerToFetch, fetchToStart = append(answerToFetch, f.Sub(at)), append(fetchToStart, st.Sub(f))
+				}
 			}
 		}
 	}
@@ -163,8 +191,12 @@ func eventsScenario(ctx context.Context, st *stack, o options, rate int) (*resul
 		res.Notes = append(res.Notes, fmt.Sprintf("answer → attempt started (first_started_at): p50 %.1f p99 %.1f ms; "+
 			"started → arrival: p50 %.1f p99 %.1f ms", a.P50, a.P99, b.P50, b.P99))
 	}
+	if a, b := summarize(answerToFetch), summarize(fetchToStart); a != nil && b != nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("answer → fetched by River or claimed (attempted_at; a claim is before the answer): p50 %.1f p90 %.1f p99 %.1f ms; "+
+			"fetched → attempt started: p50 %.1f p90 %.1f p99 %.1f ms", a.P50, a.P90, a.P99, b.P50, b.P90, b.P99))
+	}
 	if f := summarize(toFetch); f != nil {
-		res.Notes = append(res.Notes, fmt.Sprintf("deliver job inserted → fetched by River (every event, warm-up included): "+
+		res.Notes = append(res.Notes, fmt.Sprintf("deliver job inserted → fetched by River or claimed (every event, warm-up included): "+
 			"p50 %.1f p90 %.1f p99 %.1f ms", f.P50, f.P90, f.P99))
 	}
 	s.finish(ctx, res)
