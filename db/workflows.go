@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -96,6 +97,31 @@ func GetWorkflow(ctx context.Context, q Querier, tenant, id string, forUpdate bo
 		sql += ` FOR UPDATE OF w`
 	}
 	rows, err := q.Query(ctx, sql, tenant, id)
+	return collectOne[Workflow](rows, err)
+}
+
+// RowLock is how a statement locks the rows it reads (PostgreSQL's
+// row-level lock modes).
+type RowLock string
+
+// The row locks of GetWorkflowLocked. A trigger holds its workflow's
+// KeyShare while it inserts a run, so that no change of the workflow's
+// version or its delete comes between its read and its run (those take
+// FOR UPDATE), while other triggers, and the promote of pending runs,
+// proceed; promote holds NoKeyUpdate, which serializes promotes (and
+// changes of the workflow) but not triggers.
+const (
+	LockKeyShare    RowLock = "FOR KEY SHARE"
+	LockNoKeyUpdate RowLock = "FOR NO KEY UPDATE"
+)
+
+// GetWorkflowLocked is GetWorkflow locking the workflow's row in mode.
+func GetWorkflowLocked(ctx context.Context, q Querier, tenant, id string, mode RowLock) (Workflow, error) {
+	if mode != LockKeyShare && mode != LockNoKeyUpdate {
+		return Workflow{}, fmt.Errorf("get workflow: unknown row lock %q", mode)
+	}
+	rows, err := q.Query(ctx, `SELECT `+workflowColumns+workflowFrom+` WHERE w.tenant_id = $1 AND w.id = $2 `+string(mode)+` OF w`,
+		tenant, id)
 	return collectOne[Workflow](rows, err)
 }
 
@@ -282,6 +308,45 @@ func CountActiveRuns(ctx context.Context, q Querier, tenant, workflowID string) 
 		WHERE workflow_id = $2 AND state IN `+runUnfinished+` AND tenant_id = $1 AND state <> `+runPending,
 		tenant, workflowID).Scan(&n)
 	return n, wrap("count active runs", err)
+}
+
+// WorkflowQueue is what the end of a run needs to know of its workflow
+// before it takes the workflow's row lock: its current version and
+// whether it has a pending run.
+type WorkflowQueue struct {
+	Version int32 `db:"version"`
+	Pending bool  `db:"pending"`
+}
+
+// GetWorkflowQueue reads a workflow's current version and whether it has
+// a pending run (workflow_runs_unfinished_idx), without locking anything.
+func GetWorkflowQueue(ctx context.Context, q Querier, tenant, workflowID string) (WorkflowQueue, error) {
+	rows, err := q.Query(ctx, `SELECT w.version, EXISTS (SELECT 1 FROM workflow_runs r
+			WHERE r.workflow_id = w.id AND r.state IN `+runUnfinished+` AND r.tenant_id = w.tenant_id AND r.state = `+runPending+`) AS pending
+		FROM workflows w WHERE w.tenant_id = $1 AND w.id = $2`, tenant, workflowID)
+	return collectOne[WorkflowQueue](rows, err)
+}
+
+// GetWorkflowRunState reads a run's state, without locking it.
+func GetWorkflowRunState(ctx context.Context, q Querier, tenant, id string) (string, error) {
+	var state string
+	err := q.QueryRow(ctx, `SELECT state FROM workflow_runs WHERE tenant_id = $1 AND id = $2`, tenant, id).Scan(&state)
+	return state, wrap("load workflow run state", err)
+}
+
+// NotifyJobQueues tells the River clients listening on queues that jobs
+// were inserted there, as River's own insert does (a NOTIFY on
+// <schema>.river_insert with {"queue": …}, sent at commit). River sends
+// its own at most once per FetchCooldown per queue and process, so a job
+// inserted just after another transaction's notification, but committed
+// after that notification's fetch, waited for its queue's next poll.
+func NotifyJobQueues(ctx context.Context, q Querier, queues []string) error {
+	if len(queues) == 0 {
+		return nil
+	}
+	_, err := q.Exec(ctx, `SELECT pg_notify(current_schema() || '.river_insert', json_build_object('queue', queue)::text)
+		FROM (SELECT DISTINCT queue FROM unnest($1::text[]) queue) q`, queues)
+	return wrap("notify job queues", err)
 }
 
 // PendingRuns locks up to limit of a workflow's pending runs, oldest slot

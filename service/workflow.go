@@ -718,18 +718,34 @@ func (s *Workflows) Trigger(ctx context.Context, tenant, id, dedupKey string) (W
 }
 
 // TriggerWith is Trigger with inputs.
+//
+// The run is inserted pending in one transaction and started in a second
+// (promote): the start is what needs the workflow's row lock exclusively
+// (max_active_runs), so triggers of one workflow insert their runs side
+// by side and each promote starts every run committed by then — the next
+// ones find theirs started and take no lock. A trigger that dies between
+// the two leaves a pending run with room, which the sweep starts.
 func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in WorkflowTrigger) (WorkflowRun, error) {
 	var (
-		out  WorkflowRun
-		done ended // its roots failed unsent (a payload that does not render)
+		runID string
+		done  ended // its roots failed unsent (a payload that does not render)
 	)
 	dedupKey := in.DedupKey
 	if len(dedupKey) > 256 {
-		return out, fieldError("dedup_key", "at most 256 characters")
+		return WorkflowRun{}, fieldError("dedup_key", "at most 256 characters")
 	}
+	if !validID(id) {
+		return WorkflowRun{}, ErrNotFound
+	}
+	inserted := false
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		done = nil
-		w, err := s.get(ctx, tx, tenant, id, true)
+		// KEY SHARE: the version read here is the run's until it is
+		// inserted (a change of the workflow takes FOR UPDATE).
+		row, err := db.GetWorkflowLocked(ctx, tx, tenant, id, db.LockKeyShare)
+		if err != nil {
+			return storeError(err, "load workflow")
+		}
+		w, err := workflowFromRow(row)
 		if err != nil {
 			return err
 		}
@@ -757,16 +773,10 @@ func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in Workf
 			if err != nil {
 				return storeError(err, "load workflow run")
 			}
-			out, err = s.getRun(ctx, tx, tenant, prev.ID)
-			return err
+			runID, inserted = prev.ID, false
+			return nil
 		}
-		if err := s.engine.tallying(&done).promote(ctx, tx, tenant, w.ID); err != nil {
-			return err
-		}
-		out, err = s.getRun(ctx, tx, tenant, run.ID)
-		if err != nil {
-			return err
-		}
+		runID, inserted = run.ID, true
 		changes := map[string]any{"run_id": run.ID}
 		if len(in.Inputs) > 0 { // each value summarised, as a workflow's inputs are
 			inputs := map[string]any{}
@@ -780,8 +790,36 @@ func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in Workf
 	if err != nil {
 		return WorkflowRun{}, storeError(err, "trigger workflow")
 	}
-	done.report(s.cfg.Metrics)
+	if inserted {
+		if err := s.startTriggered(ctx, tenant, id, runID, &done); err != nil {
+			return WorkflowRun{}, storeError(err, "trigger workflow")
+		}
+		done.report(s.cfg.Metrics)
+	}
+	// With a context carrying a transaction (an Idempotency-Key), both
+	// transactions above were its savepoints: read the run there.
+	out, err := s.getRun(ctx, db.Using(ctx, s.pool), tenant, runID)
+	if err != nil {
+		return WorkflowRun{}, storeError(err, "trigger workflow")
+	}
 	return out, nil
+}
+
+// startTriggered starts the pending run runID a trigger inserted, with
+// the other pending runs of its workflow there is room for (promote),
+// unless a promote that committed meanwhile started it already.
+func (s *Workflows) startTriggered(ctx context.Context, tenant, workflowID, runID string, done *ended) error {
+	state, err := db.GetWorkflowRunState(ctx, db.Using(ctx, s.pool), tenant, runID)
+	if err != nil {
+		return storeError(err, "load workflow run")
+	}
+	if state != RunPending {
+		return nil
+	}
+	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		*done = nil
+		return s.engine.tallying(done).promote(ctx, tx, tenant, workflowID)
+	})
 }
 
 // GetRun returns a run with its nodes.

@@ -282,15 +282,28 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 		}
 	}
 	if len(fired) > 0 {
-		if _, err := e.enq.insertMany(ctx, tx, fireInserts(fired, time.Now(), e.ahead, e.ahead)); err != nil { // a run's nodes are in the main lane
+		jobs := fireInserts(fired, time.Now(), e.ahead, e.ahead) // a run's nodes are in the main lane
+		if _, err := e.enq.insertMany(ctx, tx, jobs); err != nil {
 			return false, err
+		}
+		// The hand-off to the next nodes must not wait for a poll: their
+		// queues hear of the jobs at commit, whatever River's own
+		// notification throttle decided (db.NotifyJobQueues).
+		queues := make([]string, len(jobs))
+		for i, j := range jobs {
+			queues[i] = j.InsertOpts.Queue
+		}
+		if err := db.NotifyJobQueues(ctx, tx, queues); err != nil {
+			return false, storeError(err, "notify job queues")
 		}
 	}
 	return len(fails) > 0, nil
 }
 
 // promote starts a workflow's pending runs, oldest slot first, while fewer
-// than max_active_runs are started, under the workflow's row lock.
+// than max_active_runs are started, under the workflow's row lock (FOR NO
+// KEY UPDATE: promotes and changes of the workflow wait for each other,
+// triggers inserting runs do not; db.GetWorkflowLocked).
 func (e runEngine) promote(ctx context.Context, tx db.Tx, tenant, workflowID string) error {
 	_, err := e.promoteVersion(ctx, tx, tenant, workflowID)
 	return err
@@ -299,7 +312,7 @@ func (e runEngine) promote(ctx context.Context, tx db.Tx, tenant, workflowID str
 // promoteVersion is promote; it returns the workflow's current version
 // (0: the workflow is gone).
 func (e runEngine) promoteVersion(ctx context.Context, tx db.Tx, tenant, workflowID string) (int32, error) {
-	w, err := db.GetWorkflow(ctx, tx, tenant, workflowID, true)
+	w, err := db.GetWorkflowLocked(ctx, tx, tenant, workflowID, db.LockNoKeyUpdate)
 	if err = storeError(err, "load workflow"); errors.Is(err, ErrNotFound) {
 		return 0, nil
 	}
