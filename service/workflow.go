@@ -719,12 +719,13 @@ func (s *Workflows) Trigger(ctx context.Context, tenant, id, dedupKey string) (W
 
 // TriggerWith is Trigger with inputs.
 //
-// The run is inserted pending in one transaction and started in a second
-// (promote): the start is what needs the workflow's row lock exclusively
-// (max_active_runs), so triggers of one workflow insert their runs side
-// by side and each promote starts every run committed by then — the next
-// ones find theirs started and take no lock. A trigger that dies between
-// the two leaves a pending run with room, which the sweep starts.
+// The run is inserted pending in one transaction and started in the next
+// ones (startTriggered): only the admission under max_active_runs needs
+// the workflow's row lock exclusively, so triggers of one workflow insert
+// their runs side by side, and each admission admits every run committed
+// by then. A trigger that dies between them leaves a pending run with
+// room, or a running one whose roots have not fired: the sweep starts
+// both.
 func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in WorkflowTrigger) (WorkflowRun, error) {
 	var (
 		runID string
@@ -805,20 +806,37 @@ func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in Workf
 	return out, nil
 }
 
-// startTriggered starts the pending run runID a trigger inserted, with
-// the other pending runs of its workflow there is room for (promote),
-// unless a promote that committed meanwhile started it already.
+// startTriggered starts the pending run runID a trigger inserted: a
+// transaction under the workflow's row lock makes it, and the other
+// pending runs there is room for, running (runEngine.admit), and a
+// second fires its roots under the run's own lock, so that triggers of
+// one workflow wait for each other only for the admission. Each trigger
+// fires its own run's roots (the run admitted by another trigger's
+// transaction too); a run whose trigger died before that is the sweep's.
 func (s *Workflows) startTriggered(ctx context.Context, tenant, workflowID, runID string, done *ended) error {
-	state, err := db.GetWorkflowRunState(ctx, db.Using(ctx, s.pool), tenant, runID)
+	q := db.Using(ctx, s.pool)
+	state, err := db.GetWorkflowRunState(ctx, q, tenant, runID)
 	if err != nil {
 		return storeError(err, "load workflow run")
 	}
-	if state != RunPending {
-		return nil
+	if state == RunPending {
+		err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
+			_, _, err := s.engine.admit(ctx, tx, tenant, workflowID)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if state, err = db.GetWorkflowRunState(ctx, q, tenant, runID); err != nil {
+			return storeError(err, "load workflow run")
+		}
+	}
+	if state != RunRunning {
+		return nil // still pending (max_active_runs), or already over
 	}
 	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		*done = nil
-		return s.engine.tallying(done).promote(ctx, tx, tenant, workflowID)
+		return s.engine.tallying(done).advanceRun(ctx, tx, tenant, runID)
 	})
 }
 

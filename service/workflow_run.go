@@ -312,35 +312,56 @@ func (e runEngine) promote(ctx context.Context, tx db.Tx, tenant, workflowID str
 // promoteVersion is promote; it returns the workflow's current version
 // (0: the workflow is gone).
 func (e runEngine) promoteVersion(ctx context.Context, tx db.Tx, tenant, workflowID string) (int32, error) {
-	w, err := db.GetWorkflowLocked(ctx, tx, tenant, workflowID, db.LockNoKeyUpdate)
-	if err = storeError(err, "load workflow"); errors.Is(err, ErrNotFound) {
-		return 0, nil
-	}
+	opened, version, err := e.admit(ctx, tx, tenant, workflowID)
 	if err != nil {
 		return 0, err
 	}
-	active, err := db.CountActiveRuns(ctx, tx, tenant, workflowID)
-	if err != nil {
-		return 0, storeError(err, "count active runs")
-	}
-	free := int(w.MaxActiveRuns) - active
-	if free <= 0 {
-		return w.Version, nil
-	}
-	pending, err := db.PendingRuns(ctx, tx, tenant, workflowID, free)
-	if err != nil {
-		return 0, storeError(err, "pending runs")
-	}
-	for _, r := range pending {
-		if err := e.start(ctx, tx, r); err != nil {
+	for _, r := range opened {
+		if err := e.advanceLocked(ctx, tx, r, nil); err != nil {
 			return 0, err
 		}
 	}
-	return w.Version, nil
+	return version, nil
 }
 
-// start makes a pending run running: its nodes, then its roots' fires.
-func (e runEngine) start(ctx context.Context, tx db.Tx, run db.WorkflowRun) error {
+// admit is the part of promote that needs the workflow's row lock: it
+// makes the pending runs there is room for running, with their nodes
+// waiting (open), and returns them, still to be advanced (their roots
+// fired), with the workflow's current version (0: the workflow is gone).
+// A run admitted in a transaction that commits without its advance is a
+// running run with no unfinished execution: the sweep's
+// (db.StalledRuns), when its admitter does not advance it first.
+func (e runEngine) admit(ctx context.Context, tx db.Tx, tenant, workflowID string) ([]db.WorkflowRun, int32, error) {
+	w, err := db.GetWorkflowLocked(ctx, tx, tenant, workflowID, db.LockNoKeyUpdate)
+	if err = storeError(err, "load workflow"); errors.Is(err, ErrNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	active, err := db.CountActiveRuns(ctx, tx, tenant, workflowID)
+	if err != nil {
+		return nil, 0, storeError(err, "count active runs")
+	}
+	free := int(w.MaxActiveRuns) - active
+	if free <= 0 {
+		return nil, w.Version, nil
+	}
+	pending, err := db.PendingRuns(ctx, tx, tenant, workflowID, free)
+	if err != nil {
+		return nil, 0, storeError(err, "pending runs")
+	}
+	for i := range pending {
+		if err := e.open(ctx, tx, &pending[i]); err != nil {
+			return nil, 0, err
+		}
+	}
+	return pending, w.Version, nil
+}
+
+// open makes a pending run running with its nodes waiting; its advance
+// fires its roots.
+func (e runEngine) open(ctx context.Context, tx db.Tx, run *db.WorkflowRun) error {
 	g, err := e.graphs.Load(ctx, tx, run.TenantID, run.WorkflowID, run.Version)
 	if err != nil {
 		return err
@@ -359,7 +380,7 @@ func (e runEngine) start(ctx context.Context, tx db.Tx, run db.WorkflowRun) erro
 		return storeError(err, "start workflow run")
 	}
 	run.State = RunRunning
-	return e.advanceLocked(ctx, tx, run, nil)
+	return nil
 }
 
 // alertBlocked enqueues the workflow_run.blocked alert to the workflow's
