@@ -825,7 +825,7 @@ func (s *Workflows) startTriggered(ctx context.Context, tenant, workflowID, runI
 			return err
 		})
 		if err != nil {
-			return err
+			return storeError(err, "admit workflow runs")
 		}
 		if state, err = db.GetWorkflowRunState(ctx, q, tenant, runID); err != nil {
 			return storeError(err, "load workflow run")
@@ -834,10 +834,11 @@ func (s *Workflows) startTriggered(ctx context.Context, tenant, workflowID, runI
 	if state != RunRunning {
 		return nil // still pending (max_active_runs), or already over
 	}
-	return db.InTx(ctx, s.pool, func(tx db.Tx) error {
+	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		*done = nil
 		return s.engine.tallying(done).advanceRun(ctx, tx, tenant, runID)
 	})
+	return storeError(err, "start workflow run")
 }
 
 // GetRun returns a run with its nodes.
