@@ -387,11 +387,13 @@ func InsertRunNodes(ctx context.Context, q Querier, tenant, runID string, keys [
 	return wrap("insert run nodes", err)
 }
 
+const runNodesSQL = `SELECT key, state, rule_met_at, updated_at, wait_event, wait_key, wait_since, wait_deadline,
+		event_id::text AS event_id, error_class, last_error, finished_at
+	FROM workflow_run_nodes WHERE tenant_id = $1 AND run_id = $2`
+
 // GetRunNodes reads a run's nodes.
 func GetRunNodes(ctx context.Context, q Querier, tenant, runID string) ([]RunNode, error) {
-	rows, err := q.Query(ctx, `SELECT key, state, rule_met_at, updated_at, wait_event, wait_key, wait_since, wait_deadline,
-			event_id::text AS event_id, error_class, last_error, finished_at
-		FROM workflow_run_nodes WHERE tenant_id = $1 AND run_id = $2`, tenant, runID)
+	rows, err := q.Query(ctx, runNodesSQL, tenant, runID)
 	if err != nil {
 		return nil, wrap("load run nodes", err)
 	}
@@ -419,15 +421,53 @@ type RunExecution struct {
 	FinishedAt *time.Time `db:"finished_at"`
 }
 
+const runExecutionsSQL = `SELECT id::text, node, shard, state, started_at, finished_at FROM executions
+	WHERE workflow_run_id = $2 AND tenant_id = $1 ORDER BY node, shard`
+
 // GetRunExecutions reads the executions of a run (executions_node_idx).
 func GetRunExecutions(ctx context.Context, q Querier, tenant, runID string) ([]RunExecution, error) {
-	rows, err := q.Query(ctx, `SELECT id::text, node, shard, state, started_at, finished_at FROM executions
-		WHERE workflow_run_id = $2 AND tenant_id = $1 ORDER BY node, shard`, tenant, runID)
+	rows, err := q.Query(ctx, runExecutionsSQL, tenant, runID)
 	if err != nil {
 		return nil, wrap("load run executions", err)
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunExecution])
 	return out, wrap("load run executions", err)
+}
+
+// LockRunForAdvance locks a run's row and reads it with its nodes and
+// executions (GetWorkflowRun, GetRunNodes, GetRunExecutions) in one round
+// trip: the reads run after the lock is granted, so they see every change
+// committed by the run's previous holder. A run that is gone is
+// ErrNotFound.
+func LockRunForAdvance(ctx context.Context, tx Tx, tenant, runID string) (WorkflowRun, []RunNode, []RunExecution, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+runColumns+` FROM workflow_runs r WHERE r.tenant_id = $1 AND r.id = $2 FOR UPDATE`, tenant, runID)
+	b.Queue(runNodesSQL, tenant, runID)
+	b.Queue(runExecutionsSQL, tenant, runID)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	run, err := collectOne[WorkflowRun](rows, err)
+	if err != nil {
+		return WorkflowRun{}, nil, nil, err
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return WorkflowRun{}, nil, nil, wrap("load run nodes", err)
+	}
+	nodes, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunNode])
+	if err != nil {
+		return WorkflowRun{}, nil, nil, wrap("load run nodes", err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return WorkflowRun{}, nil, nil, wrap("load run executions", err)
+	}
+	execs, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunExecution])
+	if err != nil {
+		return WorkflowRun{}, nil, nil, wrap("load run executions", err)
+	}
+	return run, nodes, execs, wrap("lock workflow run", br.Close())
 }
 
 // NewNodeExecution is one shard of a node to fire.
