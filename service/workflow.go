@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strings"
@@ -133,7 +134,14 @@ type Workflows struct {
 	retireMu  sync.Mutex
 	retiredAt time.Time // the last retirement sweep
 	countedAt time.Time // the last count of the waiting nodes (under retireMu)
+
+	// admitting queues this process's triggers for their admissions,
+	// striped by workflow (startTriggered).
+	admitting [admitStripes]sync.Mutex
 }
+
+// admitStripes is how many workflows' admissions a process runs at once.
+const admitStripes = 64
 
 // NewWorkflows returns Workflows on pool; enq inserts the node deliveries.
 func NewWorkflows(pool *db.Pool, enq *Enqueuer, cfg WorkflowsConfig) *Workflows {
@@ -815,21 +823,9 @@ func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in Workf
 // transaction too); a run whose trigger died before that is the sweep's.
 func (s *Workflows) startTriggered(ctx context.Context, tenant, workflowID, runID string, done *ended) error {
 	q := db.Using(ctx, s.pool)
-	state, err := db.GetWorkflowRunState(ctx, q, tenant, runID)
+	state, err := s.admitTriggered(ctx, q, tenant, workflowID, runID)
 	if err != nil {
-		return storeError(err, "load workflow run")
-	}
-	if state == RunPending {
-		err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-			_, _, err := s.engine.admit(ctx, tx, tenant, workflowID)
-			return err
-		})
-		if err != nil {
-			return storeError(err, "admit workflow runs")
-		}
-		if state, err = db.GetWorkflowRunState(ctx, q, tenant, runID); err != nil {
-			return storeError(err, "load workflow run")
-		}
+		return err
 	}
 	if state != RunRunning {
 		return nil // still pending (max_active_runs), or already over
@@ -839,6 +835,38 @@ func (s *Workflows) startTriggered(ctx context.Context, tenant, workflowID, runI
 		return s.engine.tallying(done).advanceRun(ctx, tx, tenant, runID)
 	})
 	return storeError(err, "start workflow run")
+}
+
+// admitTriggered admits the pending run runID (runEngine.admit) unless an
+// admission committed since its insert did, and returns its state then.
+// This process's triggers of one workflow take their turns in memory
+// rather than in the workflow's row lock: each one's admission admits
+// every run committed before it, so the triggers queued behind it mostly
+// find theirs admitted, and skip the transaction and the lock.
+func (s *Workflows) admitTriggered(ctx context.Context, q db.Querier, tenant, workflowID, runID string) (string, error) {
+	mu := &s.admitting[stripe(workflowID)]
+	mu.Lock()
+	defer mu.Unlock()
+	state, err := db.GetWorkflowRunState(ctx, q, tenant, runID)
+	if err != nil || state != RunPending {
+		return state, storeError(err, "load workflow run")
+	}
+	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		_, _, err := s.engine.admit(ctx, tx, tenant, workflowID)
+		return err
+	})
+	if err != nil {
+		return "", storeError(err, "admit workflow runs")
+	}
+	state, err = db.GetWorkflowRunState(ctx, q, tenant, runID)
+	return state, storeError(err, "load workflow run")
+}
+
+// stripe is the admitting stripe of a workflow.
+func stripe(workflowID string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(workflowID))
+	return int(h.Sum32() % admitStripes)
 }
 
 // GetRun returns a run with its nodes.
