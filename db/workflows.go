@@ -312,17 +312,23 @@ func CountActiveRuns(ctx context.Context, q Querier, tenant, workflowID string) 
 
 // WorkflowQueue is what the end of a run needs to know of its workflow
 // before it takes the workflow's row lock: its current version and
-// whether it has a pending run.
+// whether a pending run waits for room.
 type WorkflowQueue struct {
 	Version int32 `db:"version"`
-	Pending bool  `db:"pending"`
+	// Waiting: the workflow has a pending run, and its started runs, the
+	// ending one among them, are at least max_active_runs.
+	Waiting bool `db:"waiting"`
 }
 
-// GetWorkflowQueue reads a workflow's current version and whether it has
-// a pending run (workflow_runs_unfinished_idx), without locking anything.
+// GetWorkflowQueue reads a workflow's current version and whether a
+// pending run waits for room (workflow_runs_unfinished_idx), without
+// locking anything; it is called by the transaction that ends a run,
+// after the run's final state, which it counts as started still.
 func GetWorkflowQueue(ctx context.Context, q Querier, tenant, workflowID string) (WorkflowQueue, error) {
 	rows, err := q.Query(ctx, `SELECT w.version, EXISTS (SELECT 1 FROM workflow_runs r
-			WHERE r.workflow_id = w.id AND r.state IN `+runUnfinished+` AND r.tenant_id = w.tenant_id AND r.state = `+runPending+`) AS pending
+			WHERE r.workflow_id = w.id AND r.state IN `+runUnfinished+` AND r.tenant_id = w.tenant_id AND r.state = `+runPending+`)
+		AND (SELECT count(*) FROM workflow_runs r WHERE r.workflow_id = w.id AND r.state IN `+runUnfinished+`
+			AND r.tenant_id = w.tenant_id AND r.state <> `+runPending+`) + 1 >= w.max_active_runs AS waiting
 		FROM workflows w WHERE w.tenant_id = $1 AND w.id = $2`, tenant, workflowID)
 	return collectOne[WorkflowQueue](rows, err)
 }
