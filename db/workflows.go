@@ -451,7 +451,18 @@ func LockRunForAdvance(ctx context.Context, tx Tx, tenant, runID string) (Workfl
 	b.Queue(runNodesSQL, tenant, runID)
 	b.Queue(runExecutionsSQL, tenant, runID)
 	br := tx.SendBatch(ctx, b)
-	defer br.Close()
+	run, nodes, execs, err := readRunForAdvance(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = wrap("lock workflow run", cerr)
+	}
+	if err != nil {
+		return WorkflowRun{}, nil, nil, err
+	}
+	return run, nodes, execs, nil
+}
+
+// readRunForAdvance reads LockRunForAdvance's three results.
+func readRunForAdvance(br pgx.BatchResults) (WorkflowRun, []RunNode, []RunExecution, error) {
 	rows, err := br.Query()
 	run, err := collectOne[WorkflowRun](rows, err)
 	if err != nil {
@@ -473,7 +484,7 @@ func LockRunForAdvance(ctx context.Context, tx Tx, tenant, runID string) (Workfl
 	if err != nil {
 		return WorkflowRun{}, nil, nil, wrap("load run executions", err)
 	}
-	return run, nodes, execs, wrap("lock workflow run", br.Close())
+	return run, nodes, execs, nil
 }
 
 // NewNodeExecution is one shard of a node to fire.
