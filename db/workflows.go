@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -96,6 +97,31 @@ func GetWorkflow(ctx context.Context, q Querier, tenant, id string, forUpdate bo
 		sql += ` FOR UPDATE OF w`
 	}
 	rows, err := q.Query(ctx, sql, tenant, id)
+	return collectOne[Workflow](rows, err)
+}
+
+// RowLock is how a statement locks the rows it reads (PostgreSQL's
+// row-level lock modes).
+type RowLock string
+
+// The row locks of GetWorkflowLocked. A trigger holds its workflow's
+// KeyShare while it inserts a run, so that no change of the workflow's
+// version or its delete comes between its read and its run (those take
+// FOR UPDATE), while other triggers, and the promote of pending runs,
+// proceed; promote holds NoKeyUpdate, which serializes promotes (and
+// changes of the workflow) but not triggers.
+const (
+	LockKeyShare    RowLock = "FOR KEY SHARE"
+	LockNoKeyUpdate RowLock = "FOR NO KEY UPDATE"
+)
+
+// GetWorkflowLocked is GetWorkflow locking the workflow's row in mode.
+func GetWorkflowLocked(ctx context.Context, q Querier, tenant, id string, mode RowLock) (Workflow, error) {
+	if mode != LockKeyShare && mode != LockNoKeyUpdate {
+		return Workflow{}, fmt.Errorf("get workflow: unknown row lock %q", mode)
+	}
+	rows, err := q.Query(ctx, `SELECT `+workflowColumns+workflowFrom+` WHERE w.tenant_id = $1 AND w.id = $2 `+string(mode)+` OF w`,
+		tenant, id)
 	return collectOne[Workflow](rows, err)
 }
 
@@ -284,6 +310,51 @@ func CountActiveRuns(ctx context.Context, q Querier, tenant, workflowID string) 
 	return n, wrap("count active runs", err)
 }
 
+// WorkflowQueue is what the end of a run needs to know of its workflow
+// before it takes the workflow's row lock: its current version and
+// whether a pending run waits for room.
+type WorkflowQueue struct {
+	Version int32 `db:"version"`
+	// Waiting: the workflow has a pending run, and its started runs, the
+	// ending one among them, are at least max_active_runs.
+	Waiting bool `db:"waiting"`
+}
+
+// GetWorkflowQueue reads a workflow's current version and whether a
+// pending run waits for room (workflow_runs_unfinished_idx), without
+// locking anything; it is called by the transaction that ends a run,
+// after the run's final state, which it counts as started still.
+func GetWorkflowQueue(ctx context.Context, q Querier, tenant, workflowID string) (WorkflowQueue, error) {
+	rows, err := q.Query(ctx, `SELECT w.version, EXISTS (SELECT 1 FROM workflow_runs r
+			WHERE r.workflow_id = w.id AND r.state IN `+runUnfinished+` AND r.tenant_id = w.tenant_id AND r.state = `+runPending+`)
+		AND (SELECT count(*) FROM workflow_runs r WHERE r.workflow_id = w.id AND r.state IN `+runUnfinished+`
+			AND r.tenant_id = w.tenant_id AND r.state <> `+runPending+`) + 1 >= w.max_active_runs AS waiting
+		FROM workflows w WHERE w.tenant_id = $1 AND w.id = $2`, tenant, workflowID)
+	return collectOne[WorkflowQueue](rows, err)
+}
+
+// GetWorkflowRunState reads a run's state, without locking it.
+func GetWorkflowRunState(ctx context.Context, q Querier, tenant, id string) (string, error) {
+	var state string
+	err := q.QueryRow(ctx, `SELECT state FROM workflow_runs WHERE tenant_id = $1 AND id = $2`, tenant, id).Scan(&state)
+	return state, wrap("load workflow run state", err)
+}
+
+// NotifyJobQueues tells the River clients listening on queues that jobs
+// were inserted there, as River's own insert does (a NOTIFY on
+// <schema>.river_insert with {"queue": …}, sent at commit). River sends
+// its own at most once per FetchCooldown per queue and process, so a job
+// inserted just after another transaction's notification, but committed
+// after that notification's fetch, waited for its queue's next poll.
+func NotifyJobQueues(ctx context.Context, q Querier, queues []string) error {
+	if len(queues) == 0 {
+		return nil
+	}
+	_, err := q.Exec(ctx, `SELECT pg_notify(current_schema() || '.river_insert', json_build_object('queue', queue)::text)
+		FROM (SELECT DISTINCT queue FROM unnest($1::text[]) queue) q`, queues)
+	return wrap("notify job queues", err)
+}
+
 // PendingRuns locks up to limit of a workflow's pending runs, oldest slot
 // first (SKIP LOCKED).
 func PendingRuns(ctx context.Context, q Querier, tenant, workflowID string, limit int) ([]WorkflowRun, error) {
@@ -322,11 +393,13 @@ func InsertRunNodes(ctx context.Context, q Querier, tenant, runID string, keys [
 	return wrap("insert run nodes", err)
 }
 
+const runNodesSQL = `SELECT key, state, rule_met_at, updated_at, wait_event, wait_key, wait_since, wait_deadline,
+		event_id::text AS event_id, error_class, last_error, finished_at
+	FROM workflow_run_nodes WHERE tenant_id = $1 AND run_id = $2`
+
 // GetRunNodes reads a run's nodes.
 func GetRunNodes(ctx context.Context, q Querier, tenant, runID string) ([]RunNode, error) {
-	rows, err := q.Query(ctx, `SELECT key, state, rule_met_at, updated_at, wait_event, wait_key, wait_since, wait_deadline,
-			event_id::text AS event_id, error_class, last_error, finished_at
-		FROM workflow_run_nodes WHERE tenant_id = $1 AND run_id = $2`, tenant, runID)
+	rows, err := q.Query(ctx, runNodesSQL, tenant, runID)
 	if err != nil {
 		return nil, wrap("load run nodes", err)
 	}
@@ -354,15 +427,64 @@ type RunExecution struct {
 	FinishedAt *time.Time `db:"finished_at"`
 }
 
+const runExecutionsSQL = `SELECT id::text, node, shard, state, started_at, finished_at FROM executions
+	WHERE workflow_run_id = $2 AND tenant_id = $1 ORDER BY node, shard`
+
 // GetRunExecutions reads the executions of a run (executions_node_idx).
 func GetRunExecutions(ctx context.Context, q Querier, tenant, runID string) ([]RunExecution, error) {
-	rows, err := q.Query(ctx, `SELECT id::text, node, shard, state, started_at, finished_at FROM executions
-		WHERE workflow_run_id = $2 AND tenant_id = $1 ORDER BY node, shard`, tenant, runID)
+	rows, err := q.Query(ctx, runExecutionsSQL, tenant, runID)
 	if err != nil {
 		return nil, wrap("load run executions", err)
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunExecution])
 	return out, wrap("load run executions", err)
+}
+
+// LockRunForAdvance locks a run's row and reads it with its nodes and
+// executions (GetWorkflowRun, GetRunNodes, GetRunExecutions) in one round
+// trip: the reads run after the lock is granted, so they see every change
+// committed by the run's previous holder. A run that is gone is
+// ErrNotFound.
+func LockRunForAdvance(ctx context.Context, tx Tx, tenant, runID string) (WorkflowRun, []RunNode, []RunExecution, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+runColumns+` FROM workflow_runs r WHERE r.tenant_id = $1 AND r.id = $2 FOR UPDATE`, tenant, runID)
+	b.Queue(runNodesSQL, tenant, runID)
+	b.Queue(runExecutionsSQL, tenant, runID)
+	br := tx.SendBatch(ctx, b)
+	run, nodes, execs, err := readRunForAdvance(br)
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = wrap("lock workflow run", cerr)
+	}
+	if err != nil {
+		return WorkflowRun{}, nil, nil, err
+	}
+	return run, nodes, execs, nil
+}
+
+// readRunForAdvance reads LockRunForAdvance's three results.
+func readRunForAdvance(br pgx.BatchResults) (WorkflowRun, []RunNode, []RunExecution, error) {
+	rows, err := br.Query()
+	run, err := collectOne[WorkflowRun](rows, err)
+	if err != nil {
+		return WorkflowRun{}, nil, nil, err
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return WorkflowRun{}, nil, nil, wrap("load run nodes", err)
+	}
+	nodes, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunNode])
+	if err != nil {
+		return WorkflowRun{}, nil, nil, wrap("load run nodes", err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return WorkflowRun{}, nil, nil, wrap("load run executions", err)
+	}
+	execs, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunExecution])
+	if err != nil {
+		return WorkflowRun{}, nil, nil, wrap("load run executions", err)
+	}
+	return run, nodes, execs, nil
 }
 
 // NewNodeExecution is one shard of a node to fire.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strings"
@@ -133,7 +134,14 @@ type Workflows struct {
 	retireMu  sync.Mutex
 	retiredAt time.Time // the last retirement sweep
 	countedAt time.Time // the last count of the waiting nodes (under retireMu)
+
+	// admitting queues this process's triggers for their admissions,
+	// striped by workflow (startTriggered).
+	admitting [admitStripes]sync.Mutex
 }
+
+// admitStripes is how many workflows' admissions a process runs at once.
+const admitStripes = 64
 
 // NewWorkflows returns Workflows on pool; enq inserts the node deliveries.
 func NewWorkflows(pool *db.Pool, enq *Enqueuer, cfg WorkflowsConfig) *Workflows {
@@ -718,18 +726,35 @@ func (s *Workflows) Trigger(ctx context.Context, tenant, id, dedupKey string) (W
 }
 
 // TriggerWith is Trigger with inputs.
+//
+// The run is inserted pending in one transaction and started in the next
+// ones (startTriggered): only the admission under max_active_runs needs
+// the workflow's row lock exclusively, so triggers of one workflow insert
+// their runs side by side, and each admission admits every run committed
+// by then. A trigger that dies between them leaves a pending run with
+// room, or a running one whose roots have not fired: the sweep starts
+// both.
 func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in WorkflowTrigger) (WorkflowRun, error) {
 	var (
-		out  WorkflowRun
-		done ended // its roots failed unsent (a payload that does not render)
+		runID string
+		done  ended // its roots failed unsent (a payload that does not render)
 	)
 	dedupKey := in.DedupKey
 	if len(dedupKey) > 256 {
-		return out, fieldError("dedup_key", "at most 256 characters")
+		return WorkflowRun{}, fieldError("dedup_key", "at most 256 characters")
 	}
+	if !validID(id) {
+		return WorkflowRun{}, ErrNotFound
+	}
+	inserted := false
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		done = nil
-		w, err := s.get(ctx, tx, tenant, id, true)
+		// KEY SHARE: the version read here is the run's until it is
+		// inserted (a change of the workflow takes FOR UPDATE).
+		row, err := db.GetWorkflowLocked(ctx, tx, tenant, id, db.LockKeyShare)
+		if err != nil {
+			return storeError(err, "load workflow")
+		}
+		w, err := workflowFromRow(row)
 		if err != nil {
 			return err
 		}
@@ -757,16 +782,10 @@ func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in Workf
 			if err != nil {
 				return storeError(err, "load workflow run")
 			}
-			out, err = s.getRun(ctx, tx, tenant, prev.ID)
-			return err
+			runID, inserted = prev.ID, false
+			return nil
 		}
-		if err := s.engine.tallying(&done).promote(ctx, tx, tenant, w.ID); err != nil {
-			return err
-		}
-		out, err = s.getRun(ctx, tx, tenant, run.ID)
-		if err != nil {
-			return err
-		}
+		runID, inserted = run.ID, true
 		changes := map[string]any{"run_id": run.ID}
 		if len(in.Inputs) > 0 { // each value summarised, as a workflow's inputs are
 			inputs := map[string]any{}
@@ -780,8 +799,74 @@ func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in Workf
 	if err != nil {
 		return WorkflowRun{}, storeError(err, "trigger workflow")
 	}
-	done.report(s.cfg.Metrics)
+	if inserted {
+		if err := s.startTriggered(ctx, tenant, id, runID, &done); err != nil {
+			return WorkflowRun{}, storeError(err, "trigger workflow")
+		}
+		done.report(s.cfg.Metrics)
+	}
+	// With a context carrying a transaction (an Idempotency-Key), both
+	// transactions above were its savepoints: read the run there.
+	out, err := s.getRun(ctx, db.Using(ctx, s.pool), tenant, runID)
+	if err != nil {
+		return WorkflowRun{}, storeError(err, "trigger workflow")
+	}
 	return out, nil
+}
+
+// startTriggered starts the pending run runID a trigger inserted: a
+// transaction under the workflow's row lock makes it, and the other
+// pending runs there is room for, running (runEngine.admit), and a
+// second fires its roots under the run's own lock, so that triggers of
+// one workflow wait for each other only for the admission. Each trigger
+// fires its own run's roots (the run admitted by another trigger's
+// transaction too); a run whose trigger died before that is the sweep's.
+func (s *Workflows) startTriggered(ctx context.Context, tenant, workflowID, runID string, done *ended) error {
+	q := db.Using(ctx, s.pool)
+	state, err := s.admitTriggered(ctx, q, tenant, workflowID, runID)
+	if err != nil {
+		return err
+	}
+	if state != RunRunning {
+		return nil // still pending (max_active_runs), or already over
+	}
+	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		*done = nil
+		return s.engine.tallying(done).advanceRun(ctx, tx, tenant, runID)
+	})
+	return storeError(err, "start workflow run")
+}
+
+// admitTriggered admits the pending run runID (runEngine.admit) unless an
+// admission committed since its insert did, and returns its state then.
+// This process's triggers of one workflow take their turns in memory
+// rather than in the workflow's row lock: each one's admission admits
+// every run committed before it, so the triggers queued behind it mostly
+// find theirs admitted, and skip the transaction and the lock.
+func (s *Workflows) admitTriggered(ctx context.Context, q db.Querier, tenant, workflowID, runID string) (string, error) {
+	mu := &s.admitting[stripe(workflowID)]
+	mu.Lock()
+	defer mu.Unlock()
+	state, err := db.GetWorkflowRunState(ctx, q, tenant, runID)
+	if err != nil || state != RunPending {
+		return state, storeError(err, "load workflow run")
+	}
+	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
+		_, _, err := s.engine.admit(ctx, tx, tenant, workflowID)
+		return err
+	})
+	if err != nil {
+		return "", storeError(err, "admit workflow runs")
+	}
+	state, err = db.GetWorkflowRunState(ctx, q, tenant, runID)
+	return state, storeError(err, "load workflow run")
+}
+
+// stripe is the admitting stripe of a workflow.
+func stripe(workflowID string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(workflowID))
+	return int(h.Sum32() % admitStripes)
 }
 
 // GetRun returns a run with its nodes.

@@ -154,7 +154,23 @@ func recalendarWorkflow(ctx context.Context, tx db.Tx, tenant, id string, m *met
 // workflow: it starts the pending runs there is now room for and, when
 // the run's version is not the current one any more, retires the old
 // versions no unfinished run uses.
+//
+// Both need the workflow's row lock, which the admissions of the
+// workflow's triggers take too; most runs end on the current version
+// with no pending run waiting for room (one that is pending only until
+// its trigger admits it needs nothing from this run), so a read without
+// the lock comes first and the lock is taken only when it finds work. A
+// pending run it cannot see yet, or one left pending by an admission
+// that still counted this run, is its trigger's or the sweep's
+// (Workflows.Sweep promotes a workflow with a pending run and room).
 func (e runEngine) finishedRun(ctx context.Context, tx db.Tx, run db.WorkflowRun) error {
+	q, err := db.GetWorkflowQueue(ctx, tx, run.TenantID, run.WorkflowID)
+	if err = storeError(err, "load workflow"); errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil || (!q.Waiting && run.Version >= q.Version) {
+		return err
+	}
 	cur, err := e.promoteVersion(ctx, tx, run.TenantID, run.WorkflowID)
 	if err != nil || cur == 0 || run.Version >= cur {
 		return err

@@ -66,8 +66,12 @@ func (e runEngine) tallying(done *ended) runEngine {
 
 // advanceRun brings run runID up to date in tx (see the top of the
 // file). A run that is gone, pending or final is left alone.
+//
+// The lock and the reads the advance starts from are one round trip
+// (db.LockRunForAdvance): a node's success, which comes here once per
+// node, costs no more statements than the changes it makes.
 func (e runEngine) advanceRun(ctx context.Context, tx db.Tx, tenant, runID string) error {
-	run, err := db.GetWorkflowRun(ctx, tx, tenant, runID, true)
+	run, nodes, rows, err := db.LockRunForAdvance(ctx, tx, tenant, runID)
 	if err = storeError(err, "load workflow run"); errors.Is(err, ErrNotFound) {
 		return nil
 	}
@@ -77,19 +81,27 @@ func (e runEngine) advanceRun(ctx context.Context, tx db.Tx, tenant, runID strin
 	if !lifecycle.RunActive.Has(run.State) {
 		return nil
 	}
-	return e.advanceLocked(ctx, tx, run, nil)
+	return e.advance(ctx, tx, run, nil, 0, &runRead{nodes: nodes, execs: rows})
 }
 
 // advanceLocked is advanceRun on a run locked by the caller; force names
 // nodes to fire whatever their rule.
 func (e runEngine) advanceLocked(ctx context.Context, tx db.Tx, run db.WorkflowRun, force []string) error {
-	return e.advance(ctx, tx, run, force, 0)
+	return e.advance(ctx, tx, run, force, 0, nil)
+}
+
+// runRead is a run's nodes and executions as its advance read them with
+// the run's lock.
+type runRead struct {
+	nodes []db.RunNode
+	execs []db.RunExecution
 }
 
 // advance is advanceLocked; depth counts the passes a node's condition or
 // template made it run again (each one changes a node's state, so they
-// are at most as many as the nodes).
-func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, force []string, depth int) error {
+// are at most as many as the nodes). read is the run's nodes and
+// executions read under its lock in this transaction (nil: read them).
+func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, force []string, depth int, read *runRead) error {
 	g, err := e.graphs.Load(ctx, tx, run.TenantID, run.WorkflowID, run.Version)
 	if err != nil {
 		return err
@@ -97,17 +109,19 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 	if depth > len(g.Nodes) {
 		return fmt.Errorf("workflow run %s: its nodes' conditions did not settle after %d passes", run.ID, depth)
 	}
-	nodes, err := db.GetRunNodes(ctx, tx, run.TenantID, run.ID)
-	if err != nil {
-		return storeError(err, "load run nodes")
+	if read == nil {
+		read = &runRead{}
+		if read.nodes, err = db.GetRunNodes(ctx, tx, run.TenantID, run.ID); err != nil {
+			return storeError(err, "load run nodes")
+		}
+		if read.execs, err = db.GetRunExecutions(ctx, tx, run.TenantID, run.ID); err != nil {
+			return storeError(err, "load run executions")
+		}
 	}
+	nodes, rows := read.nodes, read.execs
 	stored := make(map[string]string, len(nodes))
 	for _, n := range nodes {
 		stored[n.Key] = n.State
-	}
-	rows, err := db.GetRunExecutions(ctx, tx, run.TenantID, run.ID)
-	if err != nil {
-		return storeError(err, "load run executions")
 	}
 	execs := map[string][]db.RunExecution{}
 	for _, x := range rows {
@@ -190,7 +204,7 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 		// A skipped, failed or ended node may meet (or break) its
 		// downstream nodes' rules, and settles the run's state: plan
 		// again.
-		return e.advance(ctx, tx, run, nil, depth+1)
+		return e.advance(ctx, tx, run, nil, depth+1, nil)
 	}
 	if p.Run == run.State {
 		return nil
@@ -282,15 +296,28 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 		}
 	}
 	if len(fired) > 0 {
-		if _, err := e.enq.insertMany(ctx, tx, fireInserts(fired, time.Now(), e.ahead, e.ahead)); err != nil { // a run's nodes are in the main lane
+		jobs := fireInserts(fired, time.Now(), e.ahead, e.ahead) // a run's nodes are in the main lane
+		if _, err := e.enq.insertMany(ctx, tx, jobs); err != nil {
 			return false, err
+		}
+		// The hand-off to the next nodes must not wait for a poll: their
+		// queues hear of the jobs at commit, whatever River's own
+		// notification throttle decided (db.NotifyJobQueues).
+		queues := make([]string, len(jobs))
+		for i, j := range jobs {
+			queues[i] = j.InsertOpts.Queue
+		}
+		if err := db.NotifyJobQueues(ctx, tx, queues); err != nil {
+			return false, storeError(err, "notify job queues")
 		}
 	}
 	return len(fails) > 0, nil
 }
 
 // promote starts a workflow's pending runs, oldest slot first, while fewer
-// than max_active_runs are started, under the workflow's row lock.
+// than max_active_runs are started, under the workflow's row lock (FOR NO
+// KEY UPDATE: promotes and changes of the workflow wait for each other,
+// triggers inserting runs do not; db.GetWorkflowLocked).
 func (e runEngine) promote(ctx context.Context, tx db.Tx, tenant, workflowID string) error {
 	_, err := e.promoteVersion(ctx, tx, tenant, workflowID)
 	return err
@@ -299,35 +326,56 @@ func (e runEngine) promote(ctx context.Context, tx db.Tx, tenant, workflowID str
 // promoteVersion is promote; it returns the workflow's current version
 // (0: the workflow is gone).
 func (e runEngine) promoteVersion(ctx context.Context, tx db.Tx, tenant, workflowID string) (int32, error) {
-	w, err := db.GetWorkflow(ctx, tx, tenant, workflowID, true)
-	if err = storeError(err, "load workflow"); errors.Is(err, ErrNotFound) {
-		return 0, nil
-	}
+	opened, version, err := e.admit(ctx, tx, tenant, workflowID)
 	if err != nil {
 		return 0, err
 	}
-	active, err := db.CountActiveRuns(ctx, tx, tenant, workflowID)
-	if err != nil {
-		return 0, storeError(err, "count active runs")
-	}
-	free := int(w.MaxActiveRuns) - active
-	if free <= 0 {
-		return w.Version, nil
-	}
-	pending, err := db.PendingRuns(ctx, tx, tenant, workflowID, free)
-	if err != nil {
-		return 0, storeError(err, "pending runs")
-	}
-	for _, r := range pending {
-		if err := e.start(ctx, tx, r); err != nil {
+	for _, r := range opened {
+		if err := e.advanceLocked(ctx, tx, r, nil); err != nil {
 			return 0, err
 		}
 	}
-	return w.Version, nil
+	return version, nil
 }
 
-// start makes a pending run running: its nodes, then its roots' fires.
-func (e runEngine) start(ctx context.Context, tx db.Tx, run db.WorkflowRun) error {
+// admit is the part of promote that needs the workflow's row lock: it
+// makes the pending runs there is room for running, with their nodes
+// waiting (open), and returns them, still to be advanced (their roots
+// fired), with the workflow's current version (0: the workflow is gone).
+// A run admitted in a transaction that commits without its advance is a
+// running run with no unfinished execution: the sweep's
+// (db.StalledRuns), when its admitter does not advance it first.
+func (e runEngine) admit(ctx context.Context, tx db.Tx, tenant, workflowID string) ([]db.WorkflowRun, int32, error) {
+	w, err := db.GetWorkflowLocked(ctx, tx, tenant, workflowID, db.LockNoKeyUpdate)
+	if err = storeError(err, "load workflow"); errors.Is(err, ErrNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	active, err := db.CountActiveRuns(ctx, tx, tenant, workflowID)
+	if err != nil {
+		return nil, 0, storeError(err, "count active runs")
+	}
+	free := int(w.MaxActiveRuns) - active
+	if free <= 0 {
+		return nil, w.Version, nil
+	}
+	pending, err := db.PendingRuns(ctx, tx, tenant, workflowID, free)
+	if err != nil {
+		return nil, 0, storeError(err, "pending runs")
+	}
+	for i := range pending {
+		if err := e.open(ctx, tx, &pending[i]); err != nil {
+			return nil, 0, err
+		}
+	}
+	return pending, w.Version, nil
+}
+
+// open makes a pending run running with its nodes waiting; its advance
+// fires its roots.
+func (e runEngine) open(ctx context.Context, tx db.Tx, run *db.WorkflowRun) error {
 	g, err := e.graphs.Load(ctx, tx, run.TenantID, run.WorkflowID, run.Version)
 	if err != nil {
 		return err
@@ -346,7 +394,7 @@ func (e runEngine) start(ctx context.Context, tx db.Tx, run db.WorkflowRun) erro
 		return storeError(err, "start workflow run")
 	}
 	run.State = RunRunning
-	return e.advanceLocked(ctx, tx, run, nil)
+	return nil
 }
 
 // alertBlocked enqueues the workflow_run.blocked alert to the workflow's
