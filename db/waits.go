@@ -205,8 +205,12 @@ func CountRunWaits(ctx context.Context, q Querier, limit int) (int64, error) {
 			WHERE (state = `+nodeAwaiting+`) <> wait_counted
 			LIMIT $1
 		), locked AS (
-			SELECT r.tenant_id, r.id FROM workflow_runs r JOIN todo t ON r.tenant_id = t.tenant_id AND r.id = t.run_id
-			FOR UPDATE OF r SKIP LOCKED
+			-- A probe of the primary key per run, locking it: the planner,
+			-- which cannot estimate the index's predicate, would rather
+			-- hash every run.
+			SELECT l.tenant_id, l.id FROM todo t CROSS JOIN LATERAL (
+				SELECT r.tenant_id, r.id FROM workflow_runs r WHERE r.tenant_id = t.tenant_id AND r.id = t.run_id
+				FOR UPDATE SKIP LOCKED) l
 		), counted AS (
 			UPDATE workflow_run_nodes n SET wait_counted = NOT n.wait_counted
 			FROM locked l WHERE n.tenant_id = l.tenant_id AND n.run_id = l.id AND (n.state = `+nodeAwaiting+`) <> n.wait_counted
