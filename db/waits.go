@@ -193,9 +193,11 @@ func ExpireWaits(ctx context.Context, q Querier, tenant, runID, errorClass strin
 // (workflow_run_nodes_uncounted_idx, migration 0028) and returns how many
 // nodes it counted. Each node's wait_counted flips with its run's count in
 // one statement, so a run's awaiting_nodes is always the number of its
-// nodes with wait_counted. It locks each run first, skipping a run locked
-// by a transaction (one that changes its nodes holds it: the next pass
-// counts them), so it never waits, and it writes the run once (the
+// nodes with wait_counted. It locks each run first (FOR NO KEY UPDATE, as
+// the update does: an insert that references the run is not held up),
+// skipping a run locked by a transaction (one that changes its nodes
+// holds it FOR UPDATE: the next pass counts them), so it never waits, and
+// it writes the run once (the
 // statements that start and end waits do not write it: migration 0028
 // says why).
 func CountRunWaits(ctx context.Context, q Querier, limit int) (int64, error) {
@@ -210,7 +212,7 @@ func CountRunWaits(ctx context.Context, q Querier, limit int) (int64, error) {
 			-- hash every run.
 			SELECT l.tenant_id, l.id FROM todo t CROSS JOIN LATERAL (
 				SELECT r.tenant_id, r.id FROM workflow_runs r WHERE r.tenant_id = t.tenant_id AND r.id = t.run_id
-				FOR UPDATE SKIP LOCKED) l
+				FOR NO KEY UPDATE SKIP LOCKED) l
 		), counted AS (
 			UPDATE workflow_run_nodes n SET wait_counted = NOT n.wait_counted
 			FROM locked l WHERE n.tenant_id = l.tenant_id AND n.run_id = l.id AND (n.state = `+nodeAwaiting+`) <> n.wait_counted
