@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -187,4 +188,58 @@ func TestMigrateScheduleDialectDST(t *testing.T) {
 	require.ErrorContains(t, err, "tasks_dst_policy_check")
 	_, err = pool.Exec(ctx, `UPDATE tasks SET schedule_dialect = 'spring'`)
 	require.ErrorContains(t, err, "tasks_schedule_dialect_check")
+}
+
+// TestMigrateRunWaits upgrades a database at version 27 that holds runs
+// waiting for events: migration 0028 counts their awaiting nodes into
+// workflow_runs.awaiting_nodes (and marks those nodes counted), so that
+// the stalled-run backstop leaves the waiting runs out and finds the
+// stalled one at once, with nothing left for the sweep to count.
+func TestMigrateRunWaits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := openEmpty(t)
+	ms, err := db.Migrations()
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `CREATE TABLE ax_migrations (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`)
+	require.NoError(t, err)
+	for _, m := range ms {
+		if m.Version > 27 {
+			break
+		}
+		_, err := pool.Exec(ctx, m.SQL)
+		require.NoError(t, err, m.Name)
+		_, err = pool.Exec(ctx, `INSERT INTO ax_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
+		require.NoError(t, err)
+	}
+	// Run …01 waits on two nodes, …02 on one (another succeeded), …03 on
+	// none: it is stalled.
+	_, err = pool.Exec(ctx, `
+		INSERT INTO tenants (id) VALUES ('t');
+		INSERT INTO workflows (tenant_id, id, name) VALUES ('t', '01900000-0000-7000-8000-000000000000', 'w');
+		INSERT INTO workflow_runs (tenant_id, id, workflow_id, version, scheduled_for, trigger, state, updated_at)
+			SELECT 't', ('01900000-0000-7000-8000-00000000000' || g)::uuid, '01900000-0000-7000-8000-000000000000', 1, now(),
+				'manual', 'running', now() - interval '1 hour'
+			FROM generate_series(1, 3) g;
+		INSERT INTO workflow_run_nodes (tenant_id, run_id, key, state, wait_event, wait_since, wait_deadline)
+			VALUES ('t', '01900000-0000-7000-8000-000000000001', 'a', 'awaiting', 'go', now(), now() + interval '1 day'),
+				('t', '01900000-0000-7000-8000-000000000001', 'b', 'awaiting', 'go', now(), now() + interval '1 day'),
+				('t', '01900000-0000-7000-8000-000000000002', 'a', 'awaiting', 'go', now(), now() + interval '1 day'),
+				('t', '01900000-0000-7000-8000-000000000002', 'b', 'succeeded', 'go', now(), now() + interval '1 day'),
+				('t', '01900000-0000-7000-8000-000000000003', 'a', 'succeeded', 'go', now(), now() + interval '1 day')`)
+	require.NoError(t, err)
+
+	require.NoError(t, db.Migrate(ctx, pool, nil))
+	rows, err := pool.Query(ctx, `SELECT awaiting_nodes FROM workflow_runs ORDER BY id`)
+	require.NoError(t, err)
+	counts, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	require.NoError(t, err)
+	require.Equal(t, []int{2, 1, 0}, counts)
+	stalled, err := db.StalledRuns(ctx, pool, time.Second, 100)
+	require.NoError(t, err)
+	require.Equal(t, []db.RunRef{{TenantID: "t", ID: "01900000-0000-7000-8000-000000000003"}}, stalled)
+	n, err := db.CountRunWaits(ctx, pool, 100)
+	require.NoError(t, err)
+	require.Zero(t, n, "every wait of upgrade time is counted")
 }

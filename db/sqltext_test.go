@@ -270,6 +270,10 @@ var crossTenant = map[string]string{
 	// expired by (tenant_id, id)); the gauge counts every tenant's waits.
 	"OverdueWaitRuns":   "the expiry's look at every tenant's overdue waits",
 	"CountWaitingNodes": "the ax_waiting_nodes gauge",
+	// The sweep counts every tenant's waits started or ended into their
+	// runs (the nodes by a partial index, then each run by (tenant_id,
+	// id)).
+	"CountRunWaits": "the sweep's count of every tenant's waits into their runs",
 }
 
 // reference matches a table reference: the keyword before it, the table

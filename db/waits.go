@@ -188,6 +188,48 @@ func ExpireWaits(ctx context.Context, q Querier, tenant, runID, errorClass strin
 	return out, wrap("expire waits", err)
 }
 
+// CountRunWaits brings up to date the awaiting_nodes of up to limit runs
+// with a node whose wait started or ended since it was last counted
+// (workflow_run_nodes_uncounted_idx, migration 0028) and returns how many
+// nodes it counted. Each node's wait_counted flips with its run's count in
+// one statement, so a run's awaiting_nodes is always the number of its
+// nodes with wait_counted. It locks each run first (FOR NO KEY UPDATE, as
+// the update does: an insert that references the run is not held up),
+// skipping a run locked by a transaction (one that changes its nodes
+// holds it FOR UPDATE: the next pass counts them), so it never waits, and
+// it writes the run once (the
+// statements that start and end waits do not write it: migration 0028
+// says why).
+func CountRunWaits(ctx context.Context, q Querier, limit int) (int64, error) {
+	// Cross-tenant by design: the sweep serves every tenant.
+	tag, err := q.Exec(ctx, `WITH todo AS (
+			SELECT DISTINCT tenant_id, run_id FROM workflow_run_nodes
+			WHERE (state = `+nodeAwaiting+`) <> wait_counted
+			LIMIT $1
+		), locked AS (
+			-- A probe of the primary key per run, locking it: the planner,
+			-- which cannot estimate the index's predicate, would rather
+			-- hash every run.
+			SELECT l.tenant_id, l.id FROM todo t CROSS JOIN LATERAL (
+				SELECT r.tenant_id, r.id FROM workflow_runs r WHERE r.tenant_id = t.tenant_id AND r.id = t.run_id
+				FOR NO KEY UPDATE SKIP LOCKED) l
+		), counted AS (
+			UPDATE workflow_run_nodes n SET wait_counted = NOT n.wait_counted
+			FROM locked l WHERE n.tenant_id = l.tenant_id AND n.run_id = l.id AND (n.state = `+nodeAwaiting+`) <> n.wait_counted
+			RETURNING n.tenant_id, n.run_id, n.wait_counted
+		), runs AS (
+			UPDATE workflow_runs r SET awaiting_nodes = r.awaiting_nodes + d.delta
+			FROM (SELECT tenant_id, run_id, sum(CASE WHEN wait_counted THEN 1 ELSE -1 END) AS delta FROM counted
+				GROUP BY tenant_id, run_id) d
+			WHERE r.tenant_id = d.tenant_id AND r.id = d.run_id
+		)
+		SELECT 1 FROM counted`, limit)
+	if err != nil {
+		return 0, wrap("count run waits", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // CountWaitingNodes counts the nodes of every tenant awaiting their event
 // (an index-only count of workflow_run_nodes_deadline_idx), for the
 // ax_waiting_nodes gauge.

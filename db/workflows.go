@@ -595,16 +595,19 @@ type RunRef struct {
 // the backstop sweep's work (a crash between an upstream's terminal
 // transition and its run's advance, or a transition that does not advance).
 // A run with a node awaiting its event is not: that node's event, expiry
-// or resolution by hand advances it, and an idle wait costs no sweep.
+// or resolution by hand advances it. It reads the running runs with no
+// node counted awaiting only (workflow_runs_stalled_idx; CountRunWaits
+// keeps awaiting_nodes), so that an idle wait costs no sweep. A wait
+// started since the last count may make a run a candidate (its advance
+// then changes nothing); a wait ended since keeps its run out until the
+// count, which the sweep makes first.
 func StalledRuns(ctx context.Context, q Querier, age time.Duration, limit int) ([]RunRef, error) {
 	// Cross-tenant by design: the sweep serves every tenant.
 	rows, err := q.Query(ctx, `SELECT r.tenant_id, r.id::text FROM workflow_runs r
-		WHERE r.state IN `+runUnfinished+` AND r.state = `+runRunning+`
+		WHERE r.state = `+runRunning+` AND r.awaiting_nodes = 0
 		  AND r.updated_at < now() - make_interval(secs => $1)
 		  AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.workflow_run_id = r.id AND e.tenant_id = r.tenant_id
 			AND e.state IN `+execUnfinished+`)
-		  AND NOT EXISTS (SELECT 1 FROM workflow_run_nodes n WHERE n.tenant_id = r.tenant_id AND n.run_id = r.id
-			AND n.state = `+nodeAwaiting+`)
 		ORDER BY r.updated_at LIMIT $2`, age.Seconds(), limit)
 	if err != nil {
 		return nil, wrap("stalled runs", err)

@@ -1129,10 +1129,15 @@ func (s *Workflows) resolveNode(ctx context.Context, tenant, runID, key, action 
 
 // Sweep is the backstop of the event-driven advance: it advances running
 // runs that nothing in flight will advance (db.StalledRuns) and starts
-// the pending runs of workflows with room under max_active_runs. It also
-// fails the wait_for nodes past their deadline (expireWaits). It returns
+// the pending runs of workflows with room under max_active_runs, after
+// counting the waits started or ended since the last pass into their
+// runs (countRunWaits). It also fails the wait_for nodes past their
+// deadline (expireWaits). It returns
 // how many runs and workflows it looked at.
 func (s *Workflows) Sweep(ctx context.Context) (int, error) {
+	if err := s.countRunWaits(ctx); err != nil {
+		return 0, err
+	}
 	stalled, err := db.StalledRuns(ctx, s.pool, workflowSweepAge, workflowSweepBatch)
 	if err != nil {
 		return 0, storeError(err, "find stalled runs")

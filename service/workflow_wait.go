@@ -29,6 +29,10 @@ const (
 	ErrorClassEventTimeout = workflow.ErrorClassEventTimeout
 	// waitSweepBatch bounds the runs one expiry pass ends waits of.
 	waitSweepBatch = 100
+	// waitCountBatch bounds the runs one pass of countRunWaits brings
+	// up to date, waitCountPasses the passes of one sweep.
+	waitCountBatch  = 1000
+	waitCountPasses = 10
 	// waitGaugeEvery paces the count behind ax_waiting_nodes.
 	waitGaugeEvery = 10 * time.Second
 )
@@ -353,6 +357,23 @@ func (s *Workflows) expireWaits(ctx context.Context) (int, error) {
 		done.report(s.cfg.Metrics)
 	}
 	return len(refs), nil
+}
+
+// countRunWaits brings up to date the runs' counts of awaiting nodes
+// after waits started or ended (db.CountRunWaits), so that the stalled-run
+// backstop reads no waiting run and again reads a run whose waits ended.
+// The sweep calls it before db.StalledRuns.
+func (s *Workflows) countRunWaits(ctx context.Context) error {
+	for range waitCountPasses {
+		n, err := db.CountRunWaits(ctx, s.pool, waitCountBatch)
+		if err != nil {
+			return storeError(err, "count run waits")
+		}
+		if n < waitCountBatch {
+			return nil
+		}
+	}
+	return nil
 }
 
 // countWaits refreshes ax_waiting_nodes, at most every waitGaugeEvery.

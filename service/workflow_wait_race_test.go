@@ -287,4 +287,5 @@ func TestWaitForNoLostMatch(t *testing.T) {
 		ON p.tenant_id = n.tenant_id AND p.id = n.event_id
 		WHERE n.key = 'gate' AND p.matched @> jsonb_build_array(jsonb_build_object('run_id', n.run_id::text, 'node', n.key))`),
 		"the event that ended a node lists it")
+	f.requireWaitsCounted(t)
 }

@@ -447,6 +447,7 @@ func TestWaitForExactlyOnce(t *testing.T) {
 	require.Equal(t, nodes, f.count(t, `SELECT count(*) FROM workflow_run_nodes WHERE key = 'gate' AND state = 'succeeded'
 		AND event_id IS NOT NULL`))
 	require.Equal(t, nodes, f.count(t, `SELECT count(*) FROM executions WHERE node = 'next'`), "each next fired once")
+	f.requireWaitsCounted(t)
 }
 
 // TestWaitingNodesGauge: the sweep counts the waiting nodes into
