@@ -7,30 +7,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/db/dbtest"
 )
-
-// analyzer is a db.Querier that runs a query under EXPLAIN (ANALYZE) and
-// records the plan with what each node did, then runs it for real.
-type analyzer struct {
-	*pgxpool.Pool
-	t     *testing.T
-	plans []string
-}
-
-func (a *analyzer) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	var plan []map[string]any
-	require.NoError(a.t, a.Pool.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&plan))
-	b, err := json.Marshal(plan)
-	require.NoError(a.t, err)
-	a.plans = append(a.plans, string(b))
-	return a.Pool.Query(ctx, sql, args...)
-}
 
 // ranNode is a node of an EXPLAIN (ANALYZE, FORMAT JSON) plan.
 type ranNode struct {
@@ -123,8 +105,10 @@ func TestOrphanSearchReadsEachTableOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, want, 5)
 
-	a := &analyzer{Pool: pool, t: t}
-	got, err := db.FindOrphanedExecutions(ctx, a, 30*time.Second, 100, 30)
+	got, err := db.FindOrphanedExecutions(ctx, pool, 30*time.Second, 100, 30)
+	require.NoError(t, err)
+	a := &analyzer{explainer: &explainer{Pool: pool, t: t}}
+	_, err = db.FindOrphanedExecutions(ctx, a, 30*time.Second, 100, 30)
 	require.NoError(t, err)
 	var ids []string
 	for _, o := range got {
