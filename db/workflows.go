@@ -620,12 +620,17 @@ func StalledRuns(ctx context.Context, q Querier, age time.Duration, limit int) (
 // pending run and fewer started runs than max_active_runs.
 func WorkflowsWithQueuedRuns(ctx context.Context, q Querier, limit int) ([]RunRef, error) {
 	// Cross-tenant by design: the sweep serves every tenant.
-	// It starts from the pending runs (workflow_runs_unfinished_idx), not
-	// from every workflow.
-	rows, err := q.Query(ctx, `SELECT w.tenant_id, w.id::text FROM workflows w
-		WHERE (w.tenant_id, w.id) IN (SELECT DISTINCT r.tenant_id, r.workflow_id FROM workflow_runs r
-			WHERE r.state IN `+runUnfinished+` AND r.state = `+runPending+`)
-		  AND (SELECT count(*) FROM workflow_runs r WHERE r.workflow_id = w.id AND r.tenant_id = w.tenant_id
+	// It starts from the pending runs alone (workflow_runs_pending_idx, a
+	// materialised CTE so that no plan starts elsewhere) and counts the
+	// started runs only of workflows that have one: with none pending it
+	// reads no run.
+	rows, err := q.Query(ctx, `WITH queued AS MATERIALIZED (
+			SELECT DISTINCT r.tenant_id, r.workflow_id FROM workflow_runs r
+			WHERE r.state IN `+runUnfinished+` AND r.state = `+runPending+`
+		)
+		SELECT w.tenant_id, w.id::text FROM queued p
+		JOIN workflows w ON w.tenant_id = p.tenant_id AND w.id = p.workflow_id
+		WHERE (SELECT count(*) FROM workflow_runs r WHERE r.workflow_id = w.id AND r.tenant_id = w.tenant_id
 			AND r.state IN `+runUnfinished+` AND r.state <> `+runPending+`) < w.max_active_runs
 		LIMIT $1`, limit)
 	if err != nil {
