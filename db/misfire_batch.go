@@ -44,13 +44,16 @@ var DecidesMisfireInBatch = `e.state = ` + execPending + ` AND NOT e.cancel_requ
 	AND ep.enabled
 	AND ep.max_concurrency IS NULL AND ep.rate_limit_per_second IS NULL AND NOT i.tenant_limited`
 
-// LockMisfires locks those of keys that DecidesMisfireInBatch admits
-// (skipping any another transaction holds), then their tasks in
-// (tenant_id, id) order, and returns their indexes in keys. Run it in a
-// transaction (q a pgx.Tx) that reads and decides them next. It waits for
-// a task's lock, as the row-by-row path does (it locks the execution, then
-// the task); it never waits for an execution's, and two of them lock
-// tasks in the same order, so it cannot deadlock with either.
+// LockMisfires locks those of keys that DecidesMisfireInBatch admits,
+// then their tasks in (tenant_id, id) order, and returns the indexes in
+// keys of those whose task it locked. Run it in a transaction (q a
+// pgx.Tx) that reads and decides them next. It waits for no lock: an
+// execution or a task another transaction holds is skipped (SKIP LOCKED),
+// and its misfires are left to the row-by-row path, which waits for the
+// task. A batch waiting for every one of its tasks would wait for the
+// slowest holder — the scheduler claims a thousand tasks at a time for
+// as long as it takes to materialise their slots — and stall all of its
+// executions meanwhile.
 func LockMisfires(ctx context.Context, q Querier, keys []DeliveryKey, misfire Misfire) ([]int, error) {
 	tenants, ids := make([]string, len(keys)), make([]string, len(keys))
 	jobs, limited := make([]int64, len(keys)), make([]bool, len(keys))
@@ -90,7 +93,7 @@ func LockMisfires(ctx context.Context, q Querier, keys []DeliveryKey, misfire Mi
 				SELECT t.tenant_id, t.id FROM tasks t WHERE t.tenant_id = c.tenant_id AND t.id = c.task_id OFFSET 0
 			) t
 			ORDER BY t.tenant_id, t.id
-			FOR NO KEY UPDATE OF t
+			FOR NO KEY UPDATE OF t SKIP LOCKED
 		)
 		SELECT c.ord FROM cand c
 		WHERE EXISTS (SELECT 1 FROM locked l WHERE l.tenant_id = c.tenant_id AND l.id = c.task_id)

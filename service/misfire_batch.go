@@ -13,7 +13,8 @@ import (
 // misfires startRules.batchesMisfire admits — late first fires of
 // recurring tasks when deliveries fall behind — are decided together in
 // one transaction, not row by row (startDecision.MisfireBatch). It locks
-// them and their tasks (db.LockMisfires), reads their facts afterwards
+// them and their tasks, skipping any another transaction holds
+// (db.LockMisfires), reads their facts afterwards
 // (db.GetDeliveriesForUpdate: it sees what a concurrent decision of the
 // task committed before), asks decideStart for each of a task's misfires
 // in the order of its slots, as the row-by-row path would one after the
