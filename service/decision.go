@@ -155,7 +155,7 @@ func (r startRules) batchesLate(f startFacts) bool {
 // db.DecidesMisfireInBatch is its mirror in SQL.
 func (r startRules) batchesMisfire(f startFacts) bool {
 	return r.misfire(f) && f.OverlapPolicy == OverlapAllow && f.Attempts-f.AttemptsBase < f.MaxAttempts &&
-		!(f.MisfirePolicy == MisfireFireOnce && f.SingleSlot) && !f.Sharded && !f.EndpointLimited && !f.TenantLimited
+		(f.MisfirePolicy != MisfireFireOnce || !f.SingleSlot) && !f.Sharded && !f.EndpointLimited && !f.TenantLimited
 }
 
 // startVerdict is what Begin does with an attempt.
