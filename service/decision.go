@@ -19,8 +19,11 @@ import (
 // needs no write beyond the statement's own), and the statement's WHERE
 // clause is that verdict's mirror in SQL, a single named predicate
 // (db.StartsWithoutDecision, db.SucceedsWithoutDecision). Everything else
-// falls back to the row-by-row path. A rule added here must be added to
-// the predicate too; TestStartDecisionAgreesWithTheBatch and
+// falls back to the row-by-row path. Misfires of recurring tasks, which
+// the statement leaves, are decided in a batch of their own
+// (startDecision.MisfireBatch, Deliveries.decideMisfires), by this
+// function, for the executions db.DecidesMisfireInBatch admits. A rule
+// added here must be added to the predicates too; TestStartDecisionAgreesWithTheBatch and
 // TestFinishDecisionAgreesWithTheBatch run every combination of the facts
 // through both against Postgres and fail until they agree.
 
