@@ -174,20 +174,35 @@ var caughtUp = `t.caught_up_at >= e.scheduled_for`
 // task's latest catch-up (caught_up_at) and whether a shard of its own
 // slot was sent late, each one probe of the slot index or the task row.
 func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m Misfire) (DeliveryRow, error) {
-	rows, err := q.Query(ctx, `SELECT e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.state,
+	rows, err := q.Query(ctx, `SELECT `+deliveryColumns+`
+		FROM executions e
+		CROSS JOIN (SELECT now() - make_interval(secs => $3) AS cut) m
+		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
+		LEFT JOIN endpoints ep ON ep.tenant_id = t.tenant_id AND ep.id = t.endpoint_id
+		WHERE e.tenant_id = $1 AND e.id = $2
+		FOR UPDATE OF e`, tenant, id, m.Threshold.Seconds(), m.CountMax)
+	return collectOne[DeliveryRow](rows, err)
+}
+
+// deliveryColumns is GetDeliveryForUpdate's select list: a DeliveryRow's
+// columns in the order of its fields (DeliveryRow.fields), over the
+// execution e, its task t and endpoint ep (LEFT JOINed), m.cut, $3 (the
+// misfire threshold) and $4 (Misfire.CountMax). GetDeliveriesForUpdate
+// reads the same columns for many executions at once.
+var deliveryColumns = `e.tenant_id, e.id::text, e.task_id::text, e.scheduled_for, e.trigger, e.state,
 			e.attempts, e.attempts_base, e.lease_attempt, e.cancel_requested, e.payload, e.river_job_id, e.round,
 			e.workflow_id::text, e.workflow_run_id::text, e.node, e.shard, e.shard_count, e.event_id::text, e.created_at,
 			e.first_started_at IS NULL AS never_started, e.held_at IS NOT NULL AS held,
 			t.id IS NOT NULL AS task_found, t.name AS task_name, t.state AS task_state, t.payload AS task_payload,
 			t.timeout_ms AS task_timeout_ms, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.overlap_policy,
 			t.misfire_policy,
-			CASE WHEN e.state = `+execPending+` AND t.overlap_policy IN ('skip', 'queue') AND e.trigger <> 'backfill' THEN (
+			CASE WHEN e.state = ` + execPending + ` AND t.overlap_policy IN ('skip', 'queue') AND e.trigger <> 'backfill' THEN (
 				SELECT count(*) FROM (
 					SELECT 1 FROM unfinished_executions o
 					JOIN executions x ON x.tenant_id = o.tenant_id AND x.id = o.id
 					WHERE o.tenant_id = e.tenant_id AND o.task_id = e.task_id
 					  AND (o.scheduled_for, o.id) < (e.scheduled_for, e.id)
-					  AND x.state IN `+execUnfinished+`
+					  AND x.state IN ` + execUnfinished + `
 					  -- A backfill's executions are bounded by its
 					  -- max_concurrency, not by the overlap policy.
 					  AND x.trigger <> 'backfill'
@@ -197,23 +212,23 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 					  -- An earlier misfire its policy will miss for sure does
 					  -- not hold this one back: with skip every misfire is
 					  -- missed, with fire_once every misfire before another.
-					  AND NOT (x.state = `+execPending+` AND x.trigger = 'schedule' AND x.first_started_at IS NULL
+					  AND NOT (x.state = ` + execPending + ` AND x.trigger = 'schedule' AND x.first_started_at IS NULL
 						AND x.scheduled_for < m.cut
-						AND (t.misfire_policy = 'skip' OR (t.misfire_policy = 'fire_once' AND `+MisfiredFirstFire+`)))
+						AND (t.misfire_policy = 'skip' OR (t.misfire_policy = 'fire_once' AND ` + MisfiredFirstFire + `)))
 					LIMIT 2) earlier)
 			ELSE 0 END::int AS earlier_unfinished,
-			CASE WHEN `+MisfiredFirstFire+` AND t.misfire_policy = 'fire_all' THEN (
+			CASE WHEN ` + MisfiredFirstFire + ` AND t.misfire_policy = 'fire_all' THEN (
 				SELECT count(*) FROM (
 					SELECT 1 FROM executions x
 					WHERE x.task_id = e.task_id AND x.trigger = 'schedule' AND NOT x.rescheduled
 					  AND x.tenant_id = e.tenant_id
 					  AND x.scheduled_for > e.scheduled_for AND x.scheduled_for < m.cut
-					  AND x.state <> `+execCancelled+`
+					  AND x.state <> ` + execCancelled + `
 					LIMIT $4) later)
 			ELSE 0 END::int AS later_missed,
-			coalesce(`+MisfiredFirstFire+` AND t.misfire_policy = 'fire_once' AND `+laterMisfire+`, false) AS later_misfire,
-			coalesce(`+MisfiredFirstFire+` AND t.misfire_policy = 'fire_once' AND `+caughtUp+`, false) AS caught_up,
-			coalesce(`+MisfiredFirstFire+` AND t.misfire_policy = 'fire_once' AND EXISTS (
+			coalesce(` + MisfiredFirstFire + ` AND t.misfire_policy = 'fire_once' AND ` + laterMisfire + `, false) AS later_misfire,
+			coalesce(` + MisfiredFirstFire + ` AND t.misfire_policy = 'fire_once' AND ` + caughtUp + `, false) AS caught_up,
+			coalesce(` + MisfiredFirstFire + ` AND t.misfire_policy = 'fire_once' AND EXISTS (
 				SELECT 1 FROM executions x
 				WHERE x.task_id = e.task_id AND x.trigger = 'schedule' AND NOT x.rescheduled AND x.tenant_id = e.tenant_id
 				  AND x.scheduled_for = e.scheduled_for AND x.round = e.round AND x.id <> e.id
@@ -223,17 +238,9 @@ func GetDeliveryForUpdate(ctx context.Context, q Querier, tenant, id string, m M
 			ep.method AS endpoint_method, nullif(ep.headers, '{}') AS endpoint_headers, ep.secret, ep.previous_secret,
 			ep.previous_secret_expires_at, ep.timeout_ms AS endpoint_timeout_ms, ep.enabled AS endpoint_enabled,
 			t.completion_timeout_ms, t.heartbeat_timeout_ms,
-			CASE WHEN e.state = `+execRunning+` THEN `+WaitingForCallback+` ELSE false END AS waiting,
+			CASE WHEN e.state = ` + execRunning + ` THEN ` + WaitingForCallback + ` ELSE false END AS waiting,
 			ep.max_concurrency AS endpoint_max_concurrency, ep.rate_limit_per_second AS endpoint_rate_limit,
-			now() AS now
-		FROM executions e
-		CROSS JOIN (SELECT now() - make_interval(secs => $3) AS cut) m
-		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
-		LEFT JOIN endpoints ep ON ep.tenant_id = t.tenant_id AND ep.id = t.endpoint_id
-		WHERE e.tenant_id = $1 AND e.id = $2
-		FOR UPDATE OF e`, tenant, id, m.Threshold.Seconds(), m.CountMax)
-	return collectOne[DeliveryRow](rows, err)
-}
+			now() AS now`
 
 // WaitingForCallback is the SQL condition that running execution e waits
 // for the callback of its current attempt: the attempt was accepted (a

@@ -119,8 +119,10 @@ type Delivery struct {
 // lease of an execution, in one transaction. The common case — a first
 // send that needs no decision beyond the execution, task and endpoint rows
 // (db.StartsWithoutDecision), a one-shot task's late send included — is
-// batched with concurrent Begins into one statement; everything else, and
-// any execution a failed batch carried, takes the row-by-row path.
+// batched with concurrent Begins into one statement, and so are the
+// misfires of recurring tasks when deliveries fall behind, decided
+// together (decideMisfires); everything else, and any execution a failed
+// batch carried, takes the row-by-row path.
 func (s *Deliveries) Begin(ctx context.Context, tenant, executionID string, lease int) (Delivery, error) {
 	return s.BeginJob(ctx, tenant, executionID, lease, 0)
 }
@@ -138,6 +140,11 @@ func (s *Deliveries) BeginJob(ctx context.Context, tenant, executionID string, l
 	}
 	if r, err := s.starts.Do(ctx, key); s.count(r.ok, err) {
 		d := deliveryFromRow(r.row, lease)
+		if r.missed {
+			// A misfire its policy does not fire (decideMisfires).
+			d.Action, d.State, d.Reason, d.Ended, d.Missed = ActionDone, ExecSkipped, r.reason, true, true
+			return d, nil
+		}
 		keys, err := endpointOf(r.row.JoinedEndpoint).SigningKeysFrom(r.row.Now, &s.secrets)
 		if err != nil {
 			return Delivery{}, err
@@ -195,6 +202,7 @@ func startFactsOf(row db.DeliveryRow, lease int, jobID int64, gates []limits.Gat
 		MisfirePolicy: zeroIfNil(row.MisfirePolicy), MaxAttempts: int(zeroIfNil(row.MaxAttempts)),
 		EarlierUnfinished: row.EarlierUnfinished, LaterMissed: row.LaterMissed,
 		LaterMisfire: row.LaterMisfire, CaughtUp: row.CaughtUp, CatchUpShard: row.CatchUpShard, SingleSlot: row.SingleSlot,
+		Sharded:       row.ShardCount > 1,
 		EndpointFound: row.EndpointFound, EndpointEnabled: zeroIfNil(row.EndpointEnabled),
 		Waited: row.Now.Sub(row.ScheduledFor), Waiting: row.Waiting,
 		EndpointLimited: row.EndpointMaxConcurrency != nil || row.EndpointRateLimit != nil,

@@ -19,8 +19,11 @@ import (
 // needs no write beyond the statement's own), and the statement's WHERE
 // clause is that verdict's mirror in SQL, a single named predicate
 // (db.StartsWithoutDecision, db.SucceedsWithoutDecision). Everything else
-// falls back to the row-by-row path. A rule added here must be added to
-// the predicate too; TestStartDecisionAgreesWithTheBatch and
+// falls back to the row-by-row path. Misfires of recurring tasks, which
+// the statement leaves, are decided in a batch of their own
+// (startDecision.MisfireBatch, Deliveries.decideMisfires), by this
+// function, for the executions db.DecidesMisfireInBatch admits. A rule
+// added here must be added to the predicates too; TestStartDecisionAgreesWithTheBatch and
 // TestFinishDecisionAgreesWithTheBatch run every combination of the facts
 // through both against Postgres and fail until they agree.
 
@@ -81,6 +84,9 @@ type startFacts struct {
 	// misfire stands for no other slot: fire_once sends it late without
 	// the catch-up's bookkeeping (no task row lock, nothing recorded).
 	SingleSlot bool
+	// Sharded: the execution is one shard of its slot (shard_count > 1);
+	// a misfire of it is decided row by row (startRules.batchesMisfire).
+	Sharded bool
 
 	// The task's endpoint (EndpointFound false: deleted).
 	EndpointFound   bool
@@ -137,6 +143,22 @@ func (r startRules) decidedAlone(f startFacts) bool {
 // the threshold is sent in batches, not row by row.
 func (r startRules) batchesLate(f startFacts) bool {
 	return r.misfire(f) && f.MisfirePolicy == MisfireFireOnce && f.SingleSlot && !f.CaughtUp && !f.LaterMisfire
+}
+
+// batchesMisfire reports whether the batched misfire decision
+// (db.LockMisfires, Deliveries.decideMisfires) decides the misfire f, whose
+// verdict is then a late send or a miss (the cases that end it otherwise
+// come first in startVerdictOf): a pending execution of a task that
+// allows overlap and has an attempt left, to an endpoint without limits
+// for a tenant without them; not a one-shot fire_once task's (the
+// batched start sends those: batchesLate) and not a shard (a catch-up's
+// other shards are sent with it, which the row-by-row path decides).
+// The batch decides a task's misfires in the order of their slots, as
+// decideStart would one after the other, under the task's row lock.
+// db.DecidesMisfireInBatch is its mirror in SQL.
+func (r startRules) batchesMisfire(f startFacts) bool {
+	return r.misfire(f) && f.OverlapPolicy == OverlapAllow && f.Attempts-f.AttemptsBase < f.MaxAttempts &&
+		(f.MisfirePolicy != MisfireFireOnce || !f.SingleSlot) && !f.Sharded && !f.EndpointLimited && !f.TenantLimited
 }
 
 // startVerdict is what Begin does with an attempt.
@@ -218,6 +240,10 @@ type startDecision struct {
 	// late send late and stores its attempt_started event, as Begin does.
 	// db.StartsWithoutDecision is its mirror in SQL.
 	Batch bool
+	// MisfireBatch: the batched misfire decision makes this decision, a
+	// misfire sent late or missed (startRules.batchesMisfire), for many
+	// executions at once; db.DecidesMisfireInBatch is its mirror in SQL.
+	MisfireBatch bool
 	// Admit: the send passes gates, and is admitted through them first
 	// (limits.Admit, in the transaction that starts it): it starts under
 	// a permit, or is held back (ActionHold).
@@ -310,7 +336,7 @@ func startVerdictOf(f startFacts, r startRules) startDecision {
 	late := r.misfire(f)
 	if late {
 		if reason := r.missReason(f); reason != "" {
-			return startDecision{Verdict: startMiss, Reason: reason}
+			return startDecision{Verdict: startMiss, Reason: reason, MisfireBatch: r.batchesMisfire(f)}
 		}
 	}
 
@@ -346,7 +372,8 @@ func startVerdictOf(f startFacts, r startRules) startDecision {
 		!f.EndpointLimited && !f.TenantLimited
 	return startDecision{
 		Verdict: startSend, Resumed: resumed, Attempt: next, Late: late, Batch: batch,
-		CatchUp: late && f.MisfirePolicy == MisfireFireOnce && !f.SingleSlot,
+		CatchUp:      late && f.MisfirePolicy == MisfireFireOnce && !f.SingleSlot,
+		MisfireBatch: late && r.batchesMisfire(f),
 	}
 }
 

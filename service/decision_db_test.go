@@ -140,6 +140,8 @@ type equivExec struct {
 	CatchUpShard bool
 	// Held: an operator holds the (pending) execution.
 	Held bool
+	// Sharded: the execution is shard 0 of 2 (shard_count).
+	Sharded bool
 }
 
 // equivCase is one combination: a task (or none), earlier unfinished
@@ -259,15 +261,15 @@ func (e *equivDB) write(t *testing.T, cases []equivCase) {
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, cancel_requested,
 				attempts, attempts_base, lease_attempt, river_job_id, started_at, first_started_at, finished_at, next_attempt_at,
-				last_error, workflow_id, workflow_run_id, node, held_at)
+				last_error, workflow_id, workflow_run_id, node, held_at, shard_count)
 			VALUES ($1, $2, $3, now() - make_interval(secs => $4), $5, $6, $7, $8, $13, $9, $10,
 				CASE WHEN $6 <> 'pending' THEN now() - interval '1 second' END,
 				CASE WHEN $6 <> 'pending' OR $14 THEN now() - interval '1 second' END,
 				CASE WHEN $11 THEN now() END,
 				CASE WHEN $6 = 'retrying' THEN now() END, $12, $15, $16, CASE WHEN $16::uuid IS NOT NULL THEN 'n' END,
-				CASE WHEN $17 THEN now() END)`,
+				CASE WHEN $17 THEN now() END, CASE WHEN $18 THEN 2 ELSE 1 END)`,
 			tenant, c.ID, c.TaskID, x.Ago.Seconds(), x.Trigger, x.State, x.CancelRequested, x.Attempts, x.LeaseAttempt,
-			x.RiverJobID, final, lastError, x.AttemptsBase, x.Retried, workflowID, runID, x.Held)
+			x.RiverJobID, final, lastError, x.AttemptsBase, x.Retried, workflowID, runID, x.Held, x.Sharded)
 		require.NoError(t, err)
 		if x.Waiting {
 			_, err = tx.Exec(ctx, `INSERT INTO callback_attempts (tenant_id, execution_id, attempt, lease, token_hash,
@@ -603,6 +605,19 @@ func misfireCases(newID func() string) []equivCase {
 			}
 		}
 	}
+	// A shard's misfire (its catch-up's other shards are the row-by-row
+	// path's), and one-shot tasks of each policy.
+	for _, policy := range []string{MisfireSkip, MisfireFireOnce, MisfireFireAll} {
+		for _, sharded := range []bool{false, true} {
+			for _, oneShot := range []bool{false, true} {
+				out = append(out, equivCase{
+					ID: newID(), TaskID: newID(), Lease: 1,
+					Task: &equivTask{State: TaskActive, Overlap: OverlapAllow, Misfire: policy, MaxAttempts: 3, Endpoint: "on", OneShot: oneShot},
+					Exec: equivExec{State: ExecPending, Trigger: TriggerSchedule, Ago: 2 * time.Hour, Sharded: sharded},
+				})
+			}
+		}
+	}
 	return out
 }
 
@@ -669,11 +684,26 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 	require.ErrorIs(t, err, errRollback)
 	requireEveryFactVaries(t, facts)
 	var taken map[int]db.DeliveryRow
+	misfires := map[int]bool{} // the batched misfire decision's
 	err = db.InTx(ctx, rowDB.pools.Delivery, func(tx db.Tx) error {
 		var err error
 		taken, err = db.StartPendingDeliveries(ctx, tx, keys, equivConfig.misfire())
 		if err != nil {
 			return err
+		}
+		var left []db.DeliveryKey
+		var idx []int
+		for i, k := range keys {
+			if _, ok := taken[i]; !ok {
+				left, idx = append(left, k), append(idx, i)
+			}
+		}
+		ords, err := db.LockMisfires(ctx, tx, left, equivConfig.misfire())
+		if err != nil {
+			return err
+		}
+		for _, o := range ords {
+			misfires[idx[o]] = true
 		}
 		return errRollback
 	})
@@ -687,8 +717,10 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 		_, ok := taken[i]
 		require.Equal(t, dec.Batch, ok,
 			"combination %d: %+v decided %+v; db.StartsWithoutDecision took it: %v", i, f, dec, ok)
+		require.Equal(t, dec.MisfireBatch, misfires[i],
+			"combination %d: %+v decided %+v; db.DecidesMisfireInBatch took it: %v", i, f, dec, misfires[i])
 	}
-	t.Logf("verdicts: %v; the batch takes %d", verdicts, len(taken))
+	t.Logf("verdicts: %v; the batch takes %d, the misfire batch %d", verdicts, len(taken), len(misfires))
 	for _, v := range []startVerdict{startSend, startLeave, startWait, startCancel, startSkip, startFail, startMiss, startPark} {
 		require.Positive(t, verdicts[v], "no combination leads to verdict %s", v)
 	}
@@ -719,7 +751,7 @@ func TestStartDecisionAgreesWithTheBatch(t *testing.T) {
 	run(batchOut, func(c equivCase) (Delivery, error) {
 		return batchDB.d.BeginJob(ctx, c.tenant(), c.ID, c.Lease, c.JobID)
 	})
-	require.Equal(t, int64(len(taken)), batchDB.d.BatchStats().Batched, "the batch took the same rows through Begin")
+	require.Equal(t, int64(len(taken)+len(misfires)), batchDB.d.BatchStats().Batched, "the batch took the same rows through Begin")
 	rowState, batchState := rowDB.snapshot(t, cases), batchDB.snapshot(t, cases)
 	for i := range cases {
 		require.Equal(t, rowOut[i], batchOut[i], "combination %d (%+v): Begin's result", i, facts[i])

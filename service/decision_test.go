@@ -196,30 +196,32 @@ func TestDecideStart(t *testing.T) {
 		{"at the threshold is on time", late(MisfireSkip, 5*time.Second, 0), startDecision{Verdict: startSend, Attempt: 1, Batch: true}},
 		{
 			"misfire, skip", late(MisfireSkip, 6*time.Second, 0),
-			startDecision{Verdict: startMiss, Reason: "missed: picked up more than 5s after its slot (misfire_policy skip)"},
+			startDecision{Verdict: startMiss, Reason: "missed: picked up more than 5s after its slot (misfire_policy skip)", MisfireBatch: true},
 		},
 		{
 			"misfire, fire_once, the latest: the catch-up", late(MisfireFireOnce, time.Minute, 0),
-			startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true},
+			startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true, MisfireBatch: true},
 		},
 		{"misfire, fire_once, a later one still to decide fires", func(f *startFacts) {
 			late(MisfireFireOnce, time.Minute, 0)(f)
 			f.LaterMisfire = true
 		}, startDecision{
-			Verdict: startMiss,
-			Reason:  "missed: picked up more than 5s after its slot; a later missed slot fires instead (misfire_policy fire_once)",
+			Verdict:      startMiss,
+			Reason:       "missed: picked up more than 5s after its slot; a later missed slot fires instead (misfire_policy fire_once)",
+			MisfireBatch: true,
 		}},
 		{"misfire, fire_once, a catch-up started since its slot", func(f *startFacts) {
 			late(MisfireFireOnce, time.Minute, 0)(f)
 			f.CaughtUp = true
 		}, startDecision{
-			Verdict: startMiss,
-			Reason:  "missed: picked up more than 5s after its slot; a late fire that started after its slot stands for it (misfire_policy fire_once)",
+			Verdict:      startMiss,
+			Reason:       "missed: picked up more than 5s after its slot; a late fire that started after its slot stands for it (misfire_policy fire_once)",
+			MisfireBatch: true,
 		}},
 		{"misfire, fire_once, a shard of the catch-up's slot is sent with it", func(f *startFacts) {
 			late(MisfireFireOnce, time.Minute, 0)(f)
 			f.CaughtUp, f.LaterMisfire, f.CatchUpShard = true, true, true
-		}, startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true}},
+		}, startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true, MisfireBatch: true}},
 		{"misfire, fire_once, a one-shot task's only slot: late, no catch-up to record, batched", func(f *startFacts) {
 			late(MisfireFireOnce, time.Minute, 0)(f)
 			f.SingleSlot = true
@@ -230,23 +232,43 @@ func TestDecideStart(t *testing.T) {
 		}, startDecision{Verdict: startSend, Attempt: 1, Late: true}},
 		{
 			"misfire, fire_once, later slots fired count for fire_all only", late(MisfireFireOnce, time.Minute, 5),
-			startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true},
+			startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true, MisfireBatch: true},
 		},
-		{"misfire, fire_all", late(MisfireFireAll, time.Minute, 99), startDecision{Verdict: startSend, Attempt: 1, Late: true}},
+		{"misfire, fire_all", late(MisfireFireAll, time.Minute, 99), startDecision{Verdict: startSend, Attempt: 1, Late: true, MisfireBatch: true}},
 		{
 			"misfire, fire_all, beyond CatchUpMax", late(MisfireFireAll, time.Minute, 100),
 			startDecision{
-				Verdict: startMiss,
-				Reason:  "missed: picked up more than 5s after its slot; the 100 most recent missed slots fire instead (misfire_policy fire_all)",
+				Verdict:      startMiss,
+				Reason:       "missed: picked up more than 5s after its slot; the 100 most recent missed slots fire instead (misfire_policy fire_all)",
+				MisfireBatch: true,
 			},
 		},
 		{
 			"misfire, fire_all, beyond the window", late(MisfireFireAll, 25*time.Hour, 0),
 			startDecision{
-				Verdict: startMiss,
-				Reason:  "missed: picked up more than the catch-up window of 24h0m0s after its slot (misfire_policy fire_all)",
+				Verdict:      startMiss,
+				Reason:       "missed: picked up more than the catch-up window of 24h0m0s after its slot (misfire_policy fire_all)",
+				MisfireBatch: true,
 			},
 		},
+		// The batched misfire decision takes what it can decide from the
+		// rows and the misfire facts alone.
+		{"misfire, a shard: decided row by row", func(f *startFacts) {
+			late(MisfireFireOnce, time.Minute, 0)(f)
+			f.Sharded = true
+		}, startDecision{Verdict: startSend, Attempt: 1, Late: true, CatchUp: true}},
+		{"misfire, skip, a one-shot task's only slot: missed in the batch", func(f *startFacts) {
+			late(MisfireSkip, time.Minute, 0)(f)
+			f.SingleSlot = true
+		}, startDecision{Verdict: startMiss, Reason: "missed: picked up more than 5s after its slot (misfire_policy skip)", MisfireBatch: true}},
+		{"misfire, no attempt left: missed row by row", func(f *startFacts) {
+			late(MisfireSkip, time.Minute, 0)(f)
+			f.MaxAttempts = 0
+		}, startDecision{Verdict: startMiss, Reason: "missed: picked up more than 5s after its slot (misfire_policy skip)"}},
+		{"misfire, overlap skip: missed row by row", func(f *startFacts) {
+			late(MisfireSkip, time.Minute, 0)(f)
+			f.OverlapPolicy = OverlapSkip
+		}, startDecision{Verdict: startMiss, Reason: "missed: picked up more than 5s after its slot (misfire_policy skip)"}},
 		{
 			"a late manual fire is no misfire", func(f *startFacts) { late(MisfireSkip, time.Hour, 0)(f); f.Trigger = TriggerManual },
 			startDecision{Verdict: startSend, Attempt: 1, Batch: true},

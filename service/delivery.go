@@ -177,6 +177,10 @@ func (s *Deliveries) count(ok bool, err error) bool {
 type startResult struct {
 	row db.DeliveryRow
 	ok  bool
+	// missed: the batched misfire decision missed the execution (row as
+	// it read it, pending), for reason.
+	missed bool
+	reason string
 }
 
 type successResult struct {
@@ -185,15 +189,31 @@ type successResult struct {
 }
 
 // startPending runs one batched start: the rows db.StartsWithoutDecision
-// admits become running; the others are left for the row-by-row path.
+// admits become running; of the others, the misfires the batch decides
+// (decideMisfires) are sent late or missed; the rest are left for the
+// row-by-row path.
 func (s *Deliveries) startPending(ctx context.Context, keys []db.DeliveryKey) ([]startResult, error) {
 	started, err := db.StartPendingDeliveries(ctx, s.pool, keys, s.cfg.misfire())
 	if err != nil {
 		return nil, storeError(err, "start pending deliveries")
 	}
 	res := make([]startResult, len(keys))
+	var left []db.DeliveryKey
+	var idx []int
 	for i := range keys {
 		res[i].row, res[i].ok = started[i]
+		if !res[i].ok {
+			left, idx = append(left, keys[i]), append(idx, i)
+		}
+	}
+	if len(left) > 0 {
+		// The starts above committed: a failure here leaves the rest to
+		// the row-by-row path and fails none of them.
+		missed, err := s.decideMisfires(ctx, left, idx, res)
+		if err != nil {
+			s.batchErrs.Add(int64(len(left)))
+		}
+		s.cfg.Metrics.ExecutionsFinished(ExecSkipped, missed)
 	}
 	return res, nil
 }
