@@ -76,8 +76,10 @@ func TestWorkflowJoinStartsOnce(t *testing.T) {
 // node notifies the node's deliver queue at its commit, so that the
 // River clients fetch the job at once. River's own insert notification
 // goes out at most once per queue and cooldown from one process: the
-// finishes here, all at once, would otherwise leave most of their
-// successors to the queue's next poll.
+// finishes here, one after the other within the cooldown and each in a
+// transaction of its own (alone, a success is its step batch's only
+// one), would otherwise leave most of their successors to the queue's
+// next poll.
 func TestWorkflowHandOffNotifiesItsQueue(t *testing.T) {
 	t.Parallel()
 	f := newWFFixture(t)
@@ -107,20 +109,9 @@ func TestWorkflowHandOffNotifiesItsQueue(t *testing.T) {
 	_, err = conn.Exec(ctx, `LISTEN `+pgx.Identifier{schema + ".river_insert"}.Sanitize())
 	require.NoError(t, err)
 
-	var wg sync.WaitGroup
-	errs := make(chan error, len(todo))
 	for _, s := range todo {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := f.del.Finish(ctx, f.tenant, s.id, s.lease,
-				service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 200, WorkflowRun: true})
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+		_, err := f.del.Finish(ctx, f.tenant, s.id, s.lease,
+			service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 200, WorkflowRun: true})
 		require.NoError(t, err)
 	}
 	require.Equal(t, runs, f.count(t, `SELECT count(*) FROM executions WHERE node = 'b'`))
