@@ -187,8 +187,9 @@ func TestWorkflowTriggersKeepMaxActiveRuns(t *testing.T) {
 // TestWorkflowSweepStartsALeftRun: a trigger that dies between its
 // transactions leaves its run pending with room (it died before the
 // admission; or the run that made room ended while the trigger still
-// counted it) or running with no node fired (it died between the
-// admission and its run's advance). The sweep starts both, once, with
+// counted it); a run running with no node fired (an admission by an
+// older ax, which fired the roots in a transaction of its own, died
+// between the two) is stalled. The sweep starts both, once, with
 // their roots fired once.
 func TestWorkflowSweepStartsALeftRun(t *testing.T) {
 	t.Parallel()
@@ -206,8 +207,8 @@ func TestWorkflowSweepStartsALeftRun(t *testing.T) {
 		return run.ID
 	}
 	pending, admitted := insert(), insert()
-	require.NoError(t, db.InsertRunNodes(ctx, f.pool, f.tenant, admitted, []string{"a", "b"}))
-	require.NoError(t, db.SetWorkflowRunState(ctx, f.pool, f.tenant, admitted, service.RunRunning))
+	_, err := db.OpenRuns(ctx, f.pool, f.tenant, []string{admitted}, []string{admitted, admitted}, []string{"a", "b"})
+	require.NoError(t, err)
 	f.exec(t, `UPDATE workflow_runs SET updated_at = now() - interval '1 minute' WHERE id = $1`, admitted)
 	_, state := f.nodes(t, pending)
 	require.Equal(t, service.RunPending, state)

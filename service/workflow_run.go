@@ -331,11 +331,19 @@ func (e runEngine) promoteVersion(ctx context.Context, tx db.Tx, tenant, workflo
 		return 0, err
 	}
 	for _, r := range opened {
-		if err := e.advanceLocked(ctx, tx, r, nil); err != nil {
+		if err := e.advance(ctx, tx, r.run, nil, 0, r.read); err != nil {
 			return 0, err
 		}
 	}
 	return version, nil
+}
+
+// openedRun is a run admit made running, with what its advance starts
+// from when its nodes are all fresh (every one waiting, no execution; nil:
+// read them).
+type openedRun struct {
+	run  db.WorkflowRun
+	read *runRead
 }
 
 // admit is the part of promote that needs the workflow's row lock: it
@@ -344,8 +352,8 @@ func (e runEngine) promoteVersion(ctx context.Context, tx db.Tx, tenant, workflo
 // fired), with the workflow's current version (0: the workflow is gone).
 // A run admitted in a transaction that commits without its advance is a
 // running run with no unfinished execution: the sweep's
-// (db.StalledRuns), when its admitter does not advance it first.
-func (e runEngine) admit(ctx context.Context, tx db.Tx, tenant, workflowID string) ([]db.WorkflowRun, int32, error) {
+// (db.StalledRuns).
+func (e runEngine) admit(ctx context.Context, tx db.Tx, tenant, workflowID string) ([]openedRun, int32, error) {
 	w, err := db.GetWorkflowLocked(ctx, tx, tenant, workflowID, db.LockNoKeyUpdate)
 	if err = storeError(err, "load workflow"); errors.Is(err, ErrNotFound) {
 		return nil, 0, nil
@@ -365,36 +373,51 @@ func (e runEngine) admit(ctx context.Context, tx db.Tx, tenant, workflowID strin
 	if err != nil {
 		return nil, 0, storeError(err, "pending runs")
 	}
-	for i := range pending {
-		if err := e.open(ctx, tx, &pending[i]); err != nil {
-			return nil, 0, err
-		}
-	}
-	return pending, w.Version, nil
+	opened, err := e.open(ctx, tx, tenant, pending)
+	return opened, w.Version, err
 }
 
-// open makes a pending run running with its nodes waiting; its advance
-// fires its roots.
-func (e runEngine) open(ctx context.Context, tx db.Tx, run *db.WorkflowRun) error {
-	g, err := e.graphs.Load(ctx, tx, run.TenantID, run.WorkflowID, run.Version)
+// open makes pending runs of tenant running with their nodes waiting, in
+// one statement (db.OpenRuns); their advance fires their roots. A run
+// whose nodes were all inserted here has nothing else to read: its
+// advance starts from them, waiting, and no execution (an execution that
+// existed anyway would only make the fire of its node's shard a no-op,
+// executions_node_idx).
+func (e runEngine) open(ctx context.Context, tx db.Tx, tenant string, runs []db.WorkflowRun) ([]openedRun, error) {
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(runs))
+	var nodeRuns, nodeKeys []string
+	fresh := make([][]db.RunNode, len(runs))
+	for i, r := range runs {
+		if err := lifecycle.Runs.Check([]string{r.State}, RunRunning); err != nil {
+			return nil, err
+		}
+		g, err := e.graphs.Load(ctx, tx, r.TenantID, r.WorkflowID, r.Version)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = r.ID
+		fresh[i] = make([]db.RunNode, len(g.Nodes))
+		for j, n := range g.Nodes {
+			nodeRuns, nodeKeys = append(nodeRuns, r.ID), append(nodeKeys, n.Key)
+			fresh[i][j] = db.RunNode{Key: n.Key, State: NodeWaiting}
+		}
+	}
+	inserted, err := db.OpenRuns(ctx, tx, tenant, ids, nodeRuns, nodeKeys)
 	if err != nil {
-		return err
+		return nil, storeError(err, "start workflow runs")
 	}
-	keys := make([]string, len(g.Nodes))
-	for i, n := range g.Nodes {
-		keys[i] = n.Key
+	out := make([]openedRun, len(runs))
+	for i, r := range runs {
+		r.State = RunRunning
+		out[i] = openedRun{run: r}
+		if inserted[r.ID] == len(fresh[i]) {
+			out[i].read = &runRead{nodes: fresh[i]}
+		}
 	}
-	if err := db.InsertRunNodes(ctx, tx, run.TenantID, run.ID, keys); err != nil {
-		return storeError(err, "insert run nodes")
-	}
-	if err := lifecycle.Runs.Check([]string{run.State}, RunRunning); err != nil {
-		return err
-	}
-	if err := db.SetWorkflowRunState(ctx, tx, run.TenantID, run.ID, RunRunning); err != nil {
-		return storeError(err, "start workflow run")
-	}
-	run.State = RunRunning
-	return nil
+	return out, nil
 }
 
 // alertBlocked enqueues the workflow_run.blocked alert to the workflow's
