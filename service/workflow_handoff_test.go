@@ -177,6 +177,8 @@ func TestWorkflowTriggersKeepMaxActiveRuns(t *testing.T) {
 	require.Equal(t, 3, f.count(t, `SELECT count(*) FROM workflow_runs WHERE state = 'running'`))
 	require.Equal(t, triggers-3, f.count(t, `SELECT count(*) FROM workflow_runs WHERE state = 'pending'`))
 	require.Equal(t, 3, f.count(t, `SELECT count(*) FROM executions WHERE node = 'a'`))
+	require.Equal(t, 3, f.count(t, `SELECT count(*) FROM river_job j JOIN executions e ON e.id::text = j.args->>'execution_id'
+		WHERE e.node = 'a'`), "each root's deliver job, inserted by the admission that fired it")
 
 	f.deliver(t, running[0], "a", true)
 	require.Equal(t, 3, f.count(t, `SELECT count(*) FROM workflow_runs WHERE state = 'running'`),

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/dag"
 	"github.com/axhq/ax/service/lifecycle"
@@ -50,6 +52,9 @@ type runEngine struct {
 	// metrics counts the runs that end (nil: none).
 	metrics *metrics.Metrics
 	graphs  *graphCache
+	// handOffs, when set, gathers the deliver jobs of the nodes fired, for
+	// the caller to insert at once (handOffs.insert) before it commits.
+	handOffs *handOffs
 	// ended is the tally of the executions the caller's transaction ends,
 	// which the caller reports once it committed (tallying): the engine
 	// adds the node executions it fails unsent. The engine runs inside
@@ -297,21 +302,44 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 	}
 	if len(fired) > 0 {
 		jobs := fireInserts(fired, time.Now(), e.ahead, e.ahead) // a run's nodes are in the main lane
-		if _, err := e.enq.insertMany(ctx, tx, jobs); err != nil {
+		if e.handOffs != nil {
+			e.handOffs.jobs = append(e.handOffs.jobs, jobs...)
+		} else if err := (&handOffs{jobs: jobs}).insert(ctx, tx, e.enq); err != nil {
 			return false, err
-		}
-		// The hand-off to the next nodes must not wait for a poll: their
-		// queues hear of the jobs at commit, whatever River's own
-		// notification throttle decided (db.NotifyJobQueues).
-		queues := make([]string, len(jobs))
-		for i, j := range jobs {
-			queues[i] = j.InsertOpts.Queue
-		}
-		if err := db.NotifyJobQueues(ctx, tx, queues); err != nil {
-			return false, storeError(err, "notify job queues")
 		}
 	}
 	return len(fails) > 0, nil
+}
+
+// handOffs are the deliver jobs of the nodes a transaction fired, gathered
+// from the advances of several runs so that they cost one insert and one
+// notification (runEngine.handOffs).
+type handOffs struct {
+	jobs []river.InsertManyParams
+}
+
+// insert inserts the jobs gathered, if any, and notifies their queues at
+// commit: the hand-off to the next nodes must not wait for a poll, whatever
+// River's own notification throttle decided (db.NotifyJobQueues).
+func (h *handOffs) insert(ctx context.Context, tx db.Tx, enq *Enqueuer) error {
+	if len(h.jobs) == 0 {
+		return nil
+	}
+	if _, err := enq.insertMany(ctx, tx, h.jobs); err != nil {
+		return err
+	}
+	queues := make([]string, len(h.jobs))
+	for i, j := range h.jobs {
+		queues[i] = j.InsertOpts.Queue
+	}
+	h.jobs = nil
+	return storeError(db.NotifyJobQueues(ctx, tx, queues), "notify job queues")
+}
+
+// gathering returns e gathering its fired nodes' jobs in h.
+func (e runEngine) gathering(h *handOffs) runEngine {
+	e.handOffs = h
+	return e
 }
 
 // promote starts a workflow's pending runs, oldest slot first, while fewer
@@ -330,8 +358,17 @@ func (e runEngine) promoteVersion(ctx context.Context, tx db.Tx, tenant, workflo
 	if err != nil {
 		return 0, err
 	}
+	own := e.handOffs == nil // the runs' roots' jobs go in one insert, ours or the caller's
+	if own {
+		e = e.gathering(&handOffs{})
+	}
 	for _, r := range opened {
 		if err := e.advance(ctx, tx, r.run, nil, 0, r.read); err != nil {
+			return 0, err
+		}
+	}
+	if own {
+		if err := e.handOffs.insert(ctx, tx, e.enq); err != nil {
 			return 0, err
 		}
 	}

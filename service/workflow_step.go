@@ -135,13 +135,13 @@ func (s *Deliveries) recordSteps(ctx context.Context, reqs []stepSuccess) ([]ste
 			}
 			res[i] = stepResult{fin: fin, ok: true}
 		}
-		eng := runEngine{enq: s.enqueuer, metrics: s.cfg.Metrics, graphs: &s.graphs, ended: &done}
+		eng := runEngine{enq: s.enqueuer, metrics: s.cfg.Metrics, graphs: &s.graphs, ended: &done}.gathering(&handOffs{})
 		for _, ref := range sortedRuns(recorded) {
 			if err := eng.advanceRun(ctx, tx, ref.TenantID, ref.ID); err != nil {
 				return err
 			}
 		}
-		return nil
+		return eng.handOffs.insert(ctx, tx, s.enqueuer)
 	})
 	if err != nil {
 		return nil, storeError(err, "record workflow steps")

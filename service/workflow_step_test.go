@@ -54,7 +54,10 @@ func TestWorkflowStepsBatchAcrossRuns(t *testing.T) {
 	require.Equal(t, "running", state)
 	require.Equal(t, map[string]string{"a": "succeeded", "b": "succeeded", "c": "succeeded", "d": "pending"}, nodes)
 
-	require.Len(t, f.execsOf(t, c1.ID, "b"), 1, "the other run's successor fired")
+	b := f.execsOf(t, c1.ID, "b")
+	require.Len(t, b, 1, "the other run's successor fired")
+	require.Equal(t, 1, f.count(t, `SELECT count(*) FROM river_job WHERE args->>'execution_id' = $1`, b[0]),
+		"with its deliver job, inserted with the join's")
 	nodes, _ = f.nodes(t, c1.ID)
 	require.Equal(t, "succeeded", nodes["a"])
 
