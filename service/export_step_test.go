@@ -14,8 +14,10 @@ type StepRequest struct {
 func (s *Deliveries) FinishStepsTogether(ctx context.Context, tenant string, reqs []StepRequest) ([]bool, error) {
 	in := make([]stepSuccess, len(reqs))
 	for i, r := range reqs {
-		in[i] = stepSuccess{tenant: tenant, id: r.ExecutionID, lease: r.Lease,
-			out: Outcome{Kind: OutcomeSucceeded, StatusCode: 200, WorkflowRun: true}}
+		in[i] = stepSuccess{
+			tenant: tenant, id: r.ExecutionID, lease: r.Lease,
+			out: Outcome{Kind: OutcomeSucceeded, StatusCode: 200, WorkflowRun: true},
+		}
 	}
 	res, err := s.recordSteps(ctx, in)
 	if err != nil {
