@@ -3,7 +3,6 @@ package service
 import (
 	"cmp"
 	"context"
-	"errors"
 	"slices"
 
 	"github.com/axhq/ax/db"
@@ -23,7 +22,8 @@ import (
 // path, which reports the conflict or records it alone.
 //
 // Locks are taken in one order, the engine's (execution, then run, then
-// workflow): every execution of the batch first (in id order), then every
+// workflow): every execution of the batch first (in id order, read in
+// one round trip: db.GetDeliveryOutcomes), then every
 // run (db.LockRuns, in id order, tenant by tenant), and only then the
 // advances, which may lock a workflow (a run's end that promotes a
 // pending run). Two batches, or a batch and a single transition, never
@@ -93,31 +93,33 @@ func (s *Deliveries) recordSteps(ctx context.Context, reqs []stepSuccess) ([]ste
 	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		res, done = make([]stepResult, len(reqs)), nil
+		refs := make([]db.ExecutionRef, len(order))
+		for k, i := range order {
+			refs[k] = db.ExecutionRef{TenantID: reqs[i].tenant, ID: reqs[i].id}
+		}
+		read, err := db.GetDeliveryOutcomes(ctx, tx, refs)
+		if err != nil {
+			return storeError(err, "load executions")
+		}
 		rows := make([]*db.DeliveryOutcome, len(reqs))
 		runs := runsToAdvance{}
-		for _, i := range order {
-			r := reqs[i]
-			row, err := db.GetDeliveryOutcome(ctx, tx, r.tenant, r.id)
-			if err = storeError(err, "load execution "+r.id); errors.Is(err, ErrNotFound) {
-				continue // the row-by-row path reports it
+		for k, i := range order {
+			r, row := reqs[i], read[k]
+			if row == nil || row.WorkflowRunID == nil ||
+				decideFinish(s.finishFactsOf(*row, r.lease), r.out).Verdict != finishSucceed {
+				continue // gone or stale: the row-by-row path reports the conflict
 			}
-			if err != nil {
-				return err
-			}
-			if row.WorkflowRunID == nil || decideFinish(s.finishFactsOf(row, r.lease), r.out).Verdict != finishSucceed {
-				continue // stale: the row-by-row path reports the conflict
-			}
-			rows[i] = &row
+			rows[i] = row
 			runs[db.RunRef{TenantID: r.tenant, ID: *row.WorkflowRunID}] = struct{}{}
 		}
-		refs := sortedRuns(runs)
-		for i := 0; i < len(refs); {
+		locks := sortedRuns(runs)
+		for i := 0; i < len(locks); {
 			j := i
 			var ids []string
-			for ; j < len(refs) && refs[j].TenantID == refs[i].TenantID; j++ {
-				ids = append(ids, refs[j].ID)
+			for ; j < len(locks) && locks[j].TenantID == locks[i].TenantID; j++ {
+				ids = append(ids, locks[j].ID)
 			}
-			if _, err := db.LockRuns(ctx, tx, refs[i].TenantID, ids); err != nil {
+			if _, err := db.LockRuns(ctx, tx, locks[i].TenantID, ids); err != nil {
 				return storeError(err, "lock workflow runs")
 			}
 			i = j

@@ -14,8 +14,9 @@ import (
 // of them: a join whose two upstreams succeed in the batch fires once
 // with one deliver job, the successor of another run fires, a run
 // cancelled meanwhile fires nothing (its success is recorded, its run
-// stays cancelled), and a stale attempt in the batch is left to the
-// row-by-row path, which reports the conflict.
+// stays cancelled), and a stale attempt or an execution that does not
+// exist in the batch is left to the row-by-row path, which reports the
+// conflict.
 func TestWorkflowStepsBatchAcrossRuns(t *testing.T) {
 	t.Parallel()
 	f := newWFFixture(t)
@@ -41,10 +42,11 @@ func TestWorkflowStepsBatchAcrossRuns(t *testing.T) {
 	require.NoError(t, err)
 	stale := a1
 	stale.Lease++ // an attempt that does not own the execution
+	gone := service.StepRequest{ExecutionID: service.NewID(), Lease: 1}
 
-	ok, err := f.del.FinishStepsTogether(ctx, f.tenant, []service.StepRequest{jb, a2, stale, jc, a1})
+	ok, err := f.del.FinishStepsTogether(ctx, f.tenant, []service.StepRequest{jb, a2, stale, gone, jc, a1})
 	require.NoError(t, err)
-	require.Equal(t, []bool{true, true, false, true, true}, ok)
+	require.Equal(t, []bool{true, true, false, false, true, true}, ok)
 
 	d := f.execsOf(t, j.ID, "d")
 	require.Len(t, d, 1, "the join fired once")
@@ -70,6 +72,9 @@ func TestWorkflowStepsBatchAcrossRuns(t *testing.T) {
 	// The stale attempt, left by the batch, is refused by the row-by-row
 	// path.
 	_, err = f.del.Finish(ctx, f.tenant, stale.ExecutionID, stale.Lease,
+		service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 200, WorkflowRun: true})
+	require.ErrorIs(t, err, service.ErrConflict)
+	_, err = f.del.Finish(ctx, f.tenant, gone.ExecutionID, gone.Lease,
 		service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 200, WorkflowRun: true})
 	require.ErrorIs(t, err, service.ErrConflict)
 }
