@@ -356,19 +356,46 @@ type DeliveryOutcome struct {
 	Permitted bool `db:"permitted"`
 }
 
+const deliveryOutcomeSQL = `SELECT e.task_id::text, e.state, e.lease_attempt, e.attempts, e.attempts_base, e.cancel_requested,
+		t.id IS NOT NULL AS task_found, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms,
+		coalesce(t.consecutive_failures, 0) AS task_failures, coalesce(t.failure_alerted, false) AS task_failure_alerted,
+		e.workflow_run_id::text, t.priority,
+		EXISTS (SELECT 1 FROM flow_permits p WHERE p.tenant_id = e.tenant_id AND p.execution_id = e.id) AS permitted
+	FROM executions e
+	LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
+	WHERE e.tenant_id = $1 AND e.id = $2
+	FOR UPDATE OF e`
+
 // GetDeliveryOutcome reads an execution with its task and locks the
 // execution until the transaction ends. ErrNotFound: no such execution.
 func GetDeliveryOutcome(ctx context.Context, q Querier, tenant, id string) (DeliveryOutcome, error) {
-	rows, err := q.Query(ctx, `SELECT e.task_id::text, e.state, e.lease_attempt, e.attempts, e.attempts_base, e.cancel_requested,
-			t.id IS NOT NULL AS task_found, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms,
-			coalesce(t.consecutive_failures, 0) AS task_failures, coalesce(t.failure_alerted, false) AS task_failure_alerted,
-			e.workflow_run_id::text, t.priority,
-			EXISTS (SELECT 1 FROM flow_permits p WHERE p.tenant_id = e.tenant_id AND p.execution_id = e.id) AS permitted
-		FROM executions e
-		LEFT JOIN tasks t ON t.tenant_id = e.tenant_id AND t.id = e.task_id
-		WHERE e.tenant_id = $1 AND e.id = $2
-		FOR UPDATE OF e`, tenant, id)
+	rows, err := q.Query(ctx, deliveryOutcomeSQL, tenant, id)
 	return collectOne[DeliveryOutcome](rows, err)
+}
+
+// GetDeliveryOutcomes is GetDeliveryOutcome for each of refs, in one round
+// trip, locking them in the order given; an execution that does not exist
+// is nil.
+func GetDeliveryOutcomes(ctx context.Context, tx Tx, refs []ExecutionRef) ([]*DeliveryOutcome, error) {
+	b := &pgx.Batch{}
+	for _, r := range refs {
+		b.Queue(deliveryOutcomeSQL, r.TenantID, r.ID)
+	}
+	br := tx.SendBatch(ctx, b)
+	out := make([]*DeliveryOutcome, len(refs))
+	for i := range refs {
+		rows, err := br.Query()
+		row, err := collectOne[DeliveryOutcome](rows, err)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			_ = br.Close()
+			return nil, err
+		}
+		out[i] = &row
+	}
+	return out, wrap("load executions", br.Close())
 }
 
 // DeliveryEvent is one timeline entry to append.

@@ -386,11 +386,41 @@ type RunNode struct {
 	FinishedAt   *time.Time `db:"finished_at"`
 }
 
-// InsertRunNodes adds a run's nodes, waiting.
-func InsertRunNodes(ctx context.Context, q Querier, tenant, runID string, keys []string) error {
-	_, err := q.Exec(ctx, `INSERT INTO workflow_run_nodes (tenant_id, run_id, key)
-		SELECT $1, $2, k FROM unnest($3::text[]) k ON CONFLICT DO NOTHING`, tenant, runID, keys)
-	return wrap("insert run nodes", err)
+// OpenRuns starts pending runs of a tenant in one statement: each run's
+// nodes are inserted waiting (nodeRuns[i] is the run of nodeKeys[i]) and
+// the runs become running (SetWorkflowRunState's columns). It returns how
+// many nodes it inserted per run: a run that had none before has all its
+// nodes fresh.
+func OpenRuns(ctx context.Context, q Querier, tenant string, runIDs, nodeRuns, nodeKeys []string) (map[string]int, error) {
+	ids, err := uuidArray(runIDs)
+	if err != nil {
+		return nil, wrap("open workflow runs", err)
+	}
+	of, err := uuidArray(nodeRuns)
+	if err != nil {
+		return nil, wrap("open workflow runs", err)
+	}
+	rows, err := q.Query(ctx, `WITH n AS (
+			INSERT INTO workflow_run_nodes (tenant_id, run_id, key)
+			SELECT $1, r, k FROM unnest($3::uuid[], $4::text[]) AS i(r, k) ON CONFLICT DO NOTHING
+			RETURNING run_id
+		), s AS (
+			UPDATE workflow_runs SET state = `+runRunning+`, updated_at = now(), started_at = coalesce(started_at, now()),
+				finished_at = NULL
+			WHERE tenant_id = $1 AND id = ANY($2::uuid[])
+		)
+		SELECT run_id::text, count(*)::int FROM n GROUP BY run_id`, tenant, ids, of, nodeKeys)
+	if err != nil {
+		return nil, wrap("open workflow runs", err)
+	}
+	out := map[string]int{}
+	var id string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&id, &n}, func() error {
+		out[id] = n
+		return nil
+	})
+	return out, wrap("open workflow runs", err)
 }
 
 const runNodesSQL = `SELECT key, state, rule_met_at, updated_at, wait_event, wait_key, wait_since, wait_deadline,

@@ -119,6 +119,8 @@ type Deliveries struct {
 	graphs graphCache
 	// secrets are the endpoints' signing keys, read once per secret.
 	secrets signing.Keys
+	// steps batch workflow nodes' successes (workflow_step.go).
+	steps *batch.Batcher[stepSuccess, stepResult]
 	// completions batch the callbacks' common completion (callback.go).
 	completions *batch.Batcher[db.CallbackCompletion, completionResult]
 }
@@ -146,6 +148,7 @@ func NewDeliveries(pool *db.Pool, enqueuer *Enqueuer, cfg DeliveriesConfig) *Del
 	s.starts = batch.New(deliveryBatchMax, startFlushers, s.startPending)
 	s.successes = batch.New(deliveryBatchMax, successFlushers, s.recordSuccesses)
 	s.completions = batch.New(deliveryBatchMax, completionFlushers, s.completeMany)
+	s.steps = batch.New(deliveryBatchMax, stepFlushers, s.recordSteps)
 	return s
 }
 

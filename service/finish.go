@@ -152,6 +152,11 @@ func (s *Deliveries) Finish(ctx context.Context, tenant, executionID string, lea
 			return Finished{State: ExecSucceeded, Attempt: r.attempts}, nil
 		}
 	}
+	if mayBatchStep(out) { // a workflow node's: workflow_step.go
+		if fin, ok := s.finishStep(ctx, tenant, executionID, lease, out); ok {
+			return fin, nil
+		}
+	}
 	return s.finishRow(ctx, tenant, executionID, lease, out)
 }
 
@@ -358,6 +363,10 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 // ends, reported with the caller's after the commit.
 func (s *Deliveries) advanceWorkflow(ctx context.Context, tx db.Tx, tenant string, runID *string, done *ended) error {
 	if runID == nil {
+		return nil
+	}
+	if later := advanceLater(ctx); later != nil { // a step batch advances it once (workflow_step.go)
+		later[db.RunRef{TenantID: tenant, ID: *runID}] = struct{}{}
 		return nil
 	}
 	return runEngine{enq: s.enqueuer, metrics: s.cfg.Metrics, graphs: &s.graphs, ended: done}.advanceRun(ctx, tx, tenant, *runID)

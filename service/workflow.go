@@ -816,50 +816,34 @@ func (s *Workflows) TriggerWith(ctx context.Context, tenant, id string, in Workf
 
 // startTriggered starts the pending run runID a trigger inserted: a
 // transaction under the workflow's row lock makes it, and the other
-// pending runs there is room for, running (runEngine.admit), and a
-// second fires its roots under the run's own lock, so that triggers of
-// one workflow wait for each other only for the admission. Each trigger
-// fires its own run's roots (the run admitted by another trigger's
-// transaction too); a run whose trigger died before that is the sweep's.
+// pending runs there is room for, running and fires their roots
+// (runEngine.promote), so that triggers of one workflow wait for each
+// other only for the admission, and a run found running has its roots
+// fired. A run whose trigger died before that is the sweep's.
 func (s *Workflows) startTriggered(ctx context.Context, tenant, workflowID, runID string, done *ended) error {
-	q := db.Using(ctx, s.pool)
-	state, err := s.admitTriggered(ctx, q, tenant, workflowID, runID)
-	if err != nil {
-		return err
-	}
-	if state != RunRunning {
-		return nil // still pending (max_active_runs), or already over
-	}
-	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		*done = nil
-		return s.engine.tallying(done).advanceRun(ctx, tx, tenant, runID)
-	})
-	return storeError(err, "start workflow run")
+	return s.admitTriggered(ctx, db.Using(ctx, s.pool), tenant, workflowID, runID, done)
 }
 
-// admitTriggered admits the pending run runID (runEngine.admit) unless an
-// admission committed since its insert did, and returns its state then.
+// admitTriggered admits the pending run runID and fires its roots
+// (runEngine.promote) unless an admission committed since its insert did.
 // This process's triggers of one workflow take their turns in memory
 // rather than in the workflow's row lock: each one's admission admits
 // every run committed before it, so the triggers queued behind it mostly
-// find theirs admitted, and skip the transaction and the lock.
-func (s *Workflows) admitTriggered(ctx context.Context, q db.Querier, tenant, workflowID, runID string) (string, error) {
+// find theirs admitted, and skip the transaction and the lock. done
+// tallies the roots the admission failed unsent.
+func (s *Workflows) admitTriggered(ctx context.Context, q db.Querier, tenant, workflowID, runID string, done *ended) error {
 	mu := &s.admitting[stripe(workflowID)]
 	mu.Lock()
 	defer mu.Unlock()
 	state, err := db.GetWorkflowRunState(ctx, q, tenant, runID)
 	if err != nil || state != RunPending {
-		return state, storeError(err, "load workflow run")
+		return storeError(err, "load workflow run")
 	}
 	err = db.InTx(ctx, s.pool, func(tx db.Tx) error {
-		_, _, err := s.engine.admit(ctx, tx, tenant, workflowID)
-		return err
+		*done = nil
+		return s.engine.tallying(done).promote(ctx, tx, tenant, workflowID)
 	})
-	if err != nil {
-		return "", storeError(err, "admit workflow runs")
-	}
-	state, err = db.GetWorkflowRunState(ctx, q, tenant, runID)
-	return state, storeError(err, "load workflow run")
+	return storeError(err, "admit workflow runs")
 }
 
 // stripe is the admitting stripe of a workflow.

@@ -76,8 +76,10 @@ func TestWorkflowJoinStartsOnce(t *testing.T) {
 // node notifies the node's deliver queue at its commit, so that the
 // River clients fetch the job at once. River's own insert notification
 // goes out at most once per queue and cooldown from one process: the
-// finishes here, all at once, would otherwise leave most of their
-// successors to the queue's next poll.
+// finishes here, one after the other within the cooldown and each in a
+// transaction of its own (alone, a success is its step batch's only
+// one), would otherwise leave most of their successors to the queue's
+// next poll.
 func TestWorkflowHandOffNotifiesItsQueue(t *testing.T) {
 	t.Parallel()
 	f := newWFFixture(t)
@@ -107,20 +109,9 @@ func TestWorkflowHandOffNotifiesItsQueue(t *testing.T) {
 	_, err = conn.Exec(ctx, `LISTEN `+pgx.Identifier{schema + ".river_insert"}.Sanitize())
 	require.NoError(t, err)
 
-	var wg sync.WaitGroup
-	errs := make(chan error, len(todo))
 	for _, s := range todo {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := f.del.Finish(ctx, f.tenant, s.id, s.lease,
-				service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 200, WorkflowRun: true})
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+		_, err := f.del.Finish(ctx, f.tenant, s.id, s.lease,
+			service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 200, WorkflowRun: true})
 		require.NoError(t, err)
 	}
 	require.Equal(t, runs, f.count(t, `SELECT count(*) FROM executions WHERE node = 'b'`))
@@ -186,6 +177,8 @@ func TestWorkflowTriggersKeepMaxActiveRuns(t *testing.T) {
 	require.Equal(t, 3, f.count(t, `SELECT count(*) FROM workflow_runs WHERE state = 'running'`))
 	require.Equal(t, triggers-3, f.count(t, `SELECT count(*) FROM workflow_runs WHERE state = 'pending'`))
 	require.Equal(t, 3, f.count(t, `SELECT count(*) FROM executions WHERE node = 'a'`))
+	require.Equal(t, 3, f.count(t, `SELECT count(*) FROM river_job j JOIN executions e ON e.id::text = j.args->>'execution_id'
+		WHERE e.node = 'a'`), "each root's deliver job, inserted by the admission that fired it")
 
 	f.deliver(t, running[0], "a", true)
 	require.Equal(t, 3, f.count(t, `SELECT count(*) FROM workflow_runs WHERE state = 'running'`),
@@ -196,8 +189,9 @@ func TestWorkflowTriggersKeepMaxActiveRuns(t *testing.T) {
 // TestWorkflowSweepStartsALeftRun: a trigger that dies between its
 // transactions leaves its run pending with room (it died before the
 // admission; or the run that made room ended while the trigger still
-// counted it) or running with no node fired (it died between the
-// admission and its run's advance). The sweep starts both, once, with
+// counted it); a run running with no node fired (an admission by an
+// older ax, which fired the roots in a transaction of its own, died
+// between the two) is stalled. The sweep starts both, once, with
 // their roots fired once.
 func TestWorkflowSweepStartsALeftRun(t *testing.T) {
 	t.Parallel()
@@ -215,8 +209,8 @@ func TestWorkflowSweepStartsALeftRun(t *testing.T) {
 		return run.ID
 	}
 	pending, admitted := insert(), insert()
-	require.NoError(t, db.InsertRunNodes(ctx, f.pool, f.tenant, admitted, []string{"a", "b"}))
-	require.NoError(t, db.SetWorkflowRunState(ctx, f.pool, f.tenant, admitted, service.RunRunning))
+	_, err := db.OpenRuns(ctx, f.pool, f.tenant, []string{admitted}, []string{admitted, admitted}, []string{"a", "b"})
+	require.NoError(t, err)
 	f.exec(t, `UPDATE workflow_runs SET updated_at = now() - interval '1 minute' WHERE id = $1`, admitted)
 	_, state := f.nodes(t, pending)
 	require.Equal(t, service.RunPending, state)

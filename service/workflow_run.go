@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/dag"
 	"github.com/axhq/ax/service/lifecycle"
@@ -50,6 +52,9 @@ type runEngine struct {
 	// metrics counts the runs that end (nil: none).
 	metrics *metrics.Metrics
 	graphs  *graphCache
+	// handOffs, when set, gathers the deliver jobs of the nodes fired, for
+	// the caller to insert at once (handOffs.insert) before it commits.
+	handOffs *handOffs
 	// ended is the tally of the executions the caller's transaction ends,
 	// which the caller reports once it committed (tallying): the engine
 	// adds the node executions it fails unsent. The engine runs inside
@@ -297,21 +302,44 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 	}
 	if len(fired) > 0 {
 		jobs := fireInserts(fired, time.Now(), e.ahead, e.ahead) // a run's nodes are in the main lane
-		if _, err := e.enq.insertMany(ctx, tx, jobs); err != nil {
+		if e.handOffs != nil {
+			e.handOffs.jobs = append(e.handOffs.jobs, jobs...)
+		} else if err := (&handOffs{jobs: jobs}).insert(ctx, tx, e.enq); err != nil {
 			return false, err
-		}
-		// The hand-off to the next nodes must not wait for a poll: their
-		// queues hear of the jobs at commit, whatever River's own
-		// notification throttle decided (db.NotifyJobQueues).
-		queues := make([]string, len(jobs))
-		for i, j := range jobs {
-			queues[i] = j.InsertOpts.Queue
-		}
-		if err := db.NotifyJobQueues(ctx, tx, queues); err != nil {
-			return false, storeError(err, "notify job queues")
 		}
 	}
 	return len(fails) > 0, nil
+}
+
+// handOffs are the deliver jobs of the nodes a transaction fired, gathered
+// from the advances of several runs so that they cost one insert and one
+// notification (runEngine.handOffs).
+type handOffs struct {
+	jobs []river.InsertManyParams
+}
+
+// insert inserts the jobs gathered, if any, and notifies their queues at
+// commit: the hand-off to the next nodes must not wait for a poll, whatever
+// River's own notification throttle decided (db.NotifyJobQueues).
+func (h *handOffs) insert(ctx context.Context, tx db.Tx, enq *Enqueuer) error {
+	if len(h.jobs) == 0 {
+		return nil
+	}
+	if _, err := enq.insertMany(ctx, tx, h.jobs); err != nil {
+		return err
+	}
+	queues := make([]string, len(h.jobs))
+	for i, j := range h.jobs {
+		queues[i] = j.InsertOpts.Queue
+	}
+	h.jobs = nil
+	return storeError(db.NotifyJobQueues(ctx, tx, queues), "notify job queues")
+}
+
+// gathering returns e gathering its fired nodes' jobs in h.
+func (e runEngine) gathering(h *handOffs) runEngine {
+	e.handOffs = h
+	return e
 }
 
 // promote starts a workflow's pending runs, oldest slot first, while fewer
@@ -330,12 +358,29 @@ func (e runEngine) promoteVersion(ctx context.Context, tx db.Tx, tenant, workflo
 	if err != nil {
 		return 0, err
 	}
+	own := e.handOffs == nil // the runs' roots' jobs go in one insert, ours or the caller's
+	if own {
+		e = e.gathering(&handOffs{})
+	}
 	for _, r := range opened {
-		if err := e.advanceLocked(ctx, tx, r, nil); err != nil {
+		if err := e.advance(ctx, tx, r.run, nil, 0, r.read); err != nil {
+			return 0, err
+		}
+	}
+	if own {
+		if err := e.handOffs.insert(ctx, tx, e.enq); err != nil {
 			return 0, err
 		}
 	}
 	return version, nil
+}
+
+// openedRun is a run admit made running, with what its advance starts
+// from when its nodes are all fresh (every one waiting, no execution; nil:
+// read them).
+type openedRun struct {
+	run  db.WorkflowRun
+	read *runRead
 }
 
 // admit is the part of promote that needs the workflow's row lock: it
@@ -344,8 +389,8 @@ func (e runEngine) promoteVersion(ctx context.Context, tx db.Tx, tenant, workflo
 // fired), with the workflow's current version (0: the workflow is gone).
 // A run admitted in a transaction that commits without its advance is a
 // running run with no unfinished execution: the sweep's
-// (db.StalledRuns), when its admitter does not advance it first.
-func (e runEngine) admit(ctx context.Context, tx db.Tx, tenant, workflowID string) ([]db.WorkflowRun, int32, error) {
+// (db.StalledRuns).
+func (e runEngine) admit(ctx context.Context, tx db.Tx, tenant, workflowID string) ([]openedRun, int32, error) {
 	w, err := db.GetWorkflowLocked(ctx, tx, tenant, workflowID, db.LockNoKeyUpdate)
 	if err = storeError(err, "load workflow"); errors.Is(err, ErrNotFound) {
 		return nil, 0, nil
@@ -365,36 +410,51 @@ func (e runEngine) admit(ctx context.Context, tx db.Tx, tenant, workflowID strin
 	if err != nil {
 		return nil, 0, storeError(err, "pending runs")
 	}
-	for i := range pending {
-		if err := e.open(ctx, tx, &pending[i]); err != nil {
-			return nil, 0, err
-		}
-	}
-	return pending, w.Version, nil
+	opened, err := e.open(ctx, tx, tenant, pending)
+	return opened, w.Version, err
 }
 
-// open makes a pending run running with its nodes waiting; its advance
-// fires its roots.
-func (e runEngine) open(ctx context.Context, tx db.Tx, run *db.WorkflowRun) error {
-	g, err := e.graphs.Load(ctx, tx, run.TenantID, run.WorkflowID, run.Version)
+// open makes pending runs of tenant running with their nodes waiting, in
+// one statement (db.OpenRuns); their advance fires their roots. A run
+// whose nodes were all inserted here has nothing else to read: its
+// advance starts from them, waiting, and no execution (an execution that
+// existed anyway would only make the fire of its node's shard a no-op,
+// executions_node_idx).
+func (e runEngine) open(ctx context.Context, tx db.Tx, tenant string, runs []db.WorkflowRun) ([]openedRun, error) {
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(runs))
+	var nodeRuns, nodeKeys []string
+	fresh := make([][]db.RunNode, len(runs))
+	for i, r := range runs {
+		if err := lifecycle.Runs.Check([]string{r.State}, RunRunning); err != nil {
+			return nil, err
+		}
+		g, err := e.graphs.Load(ctx, tx, r.TenantID, r.WorkflowID, r.Version)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = r.ID
+		fresh[i] = make([]db.RunNode, len(g.Nodes))
+		for j, n := range g.Nodes {
+			nodeRuns, nodeKeys = append(nodeRuns, r.ID), append(nodeKeys, n.Key)
+			fresh[i][j] = db.RunNode{Key: n.Key, State: NodeWaiting}
+		}
+	}
+	inserted, err := db.OpenRuns(ctx, tx, tenant, ids, nodeRuns, nodeKeys)
 	if err != nil {
-		return err
+		return nil, storeError(err, "start workflow runs")
 	}
-	keys := make([]string, len(g.Nodes))
-	for i, n := range g.Nodes {
-		keys[i] = n.Key
+	out := make([]openedRun, len(runs))
+	for i, r := range runs {
+		r.State = RunRunning
+		out[i] = openedRun{run: r}
+		if inserted[r.ID] == len(fresh[i]) {
+			out[i].read = &runRead{nodes: fresh[i]}
+		}
 	}
-	if err := db.InsertRunNodes(ctx, tx, run.TenantID, run.ID, keys); err != nil {
-		return storeError(err, "insert run nodes")
-	}
-	if err := lifecycle.Runs.Check([]string{run.State}, RunRunning); err != nil {
-		return err
-	}
-	if err := db.SetWorkflowRunState(ctx, tx, run.TenantID, run.ID, RunRunning); err != nil {
-		return storeError(err, "start workflow run")
-	}
-	run.State = RunRunning
-	return nil
+	return out, nil
 }
 
 // alertBlocked enqueues the workflow_run.blocked alert to the workflow's

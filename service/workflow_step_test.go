@@ -1,0 +1,80 @@
+package service_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/axhq/ax/service"
+)
+
+// TestWorkflowStepsBatchAcrossRuns: node successes of several runs
+// recorded in one step batch each advance their own run once, after all
+// of them: a join whose two upstreams succeed in the batch fires once
+// with one deliver job, the successor of another run fires, a run
+// cancelled meanwhile fires nothing (its success is recorded, its run
+// stays cancelled), and a stale attempt or an execution that does not
+// exist in the batch is left to the row-by-row path, which reports the
+// conflict.
+func TestWorkflowStepsBatchAcrossRuns(t *testing.T) {
+	t.Parallel()
+	f := newWFFixture(t)
+	ctx := context.Background()
+	join := f.create(t, "steps-join", f.node("a"), f.node("b", "a"), f.node("c", "a"), f.node("d", "b", "c"))
+	chain := f.create(t, "steps-chain", f.node("a"), f.node("b", "a"))
+
+	begin := func(runID, key string) service.StepRequest {
+		t.Helper()
+		x := f.execsOf(t, runID, key)
+		require.Len(t, x, 1, "node %s has fired", key)
+		d, err := f.del.Begin(ctx, f.tenant, x[0], 1)
+		require.NoError(t, err)
+		require.Equal(t, service.ActionSend, d.Action)
+		return service.StepRequest{ExecutionID: x[0], Lease: d.Lease}
+	}
+	j := f.trigger(t, join)
+	f.deliver(t, j.ID, "a", true)
+	jb, jc := begin(j.ID, "b"), begin(j.ID, "c")
+	c1, c2 := f.trigger(t, chain), f.trigger(t, chain)
+	a1, a2 := begin(c1.ID, "a"), begin(c2.ID, "a")
+	_, err := f.wf.CancelRun(ctx, f.tenant, c2.ID) // a2 is running: asked to stop
+	require.NoError(t, err)
+	stale := a1
+	stale.Lease++ // an attempt that does not own the execution
+	gone := service.StepRequest{ExecutionID: service.NewID(), Lease: 1}
+
+	ok, err := f.del.FinishStepsTogether(ctx, f.tenant, []service.StepRequest{jb, a2, stale, gone, jc, a1})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true, false, false, true, true}, ok)
+
+	d := f.execsOf(t, j.ID, "d")
+	require.Len(t, d, 1, "the join fired once")
+	require.Equal(t, 1, f.count(t, `SELECT count(*) FROM river_job WHERE args->>'execution_id' = $1`, d[0]),
+		"one deliver job for the join")
+	nodes, state := f.nodes(t, j.ID)
+	require.Equal(t, "running", state)
+	require.Equal(t, map[string]string{"a": "succeeded", "b": "succeeded", "c": "succeeded", "d": "pending"}, nodes)
+
+	b := f.execsOf(t, c1.ID, "b")
+	require.Len(t, b, 1, "the other run's successor fired")
+	require.Equal(t, 1, f.count(t, `SELECT count(*) FROM river_job WHERE args->>'execution_id' = $1`, b[0]),
+		"with its deliver job, inserted with the join's")
+	nodes, _ = f.nodes(t, c1.ID)
+	require.Equal(t, "succeeded", nodes["a"])
+
+	require.Empty(t, f.execsOf(t, c2.ID, "b"), "the cancelled run fires nothing")
+	nodes, state = f.nodes(t, c2.ID)
+	require.Equal(t, "cancelled", state)
+	require.Equal(t, "succeeded", nodes["a"], "its attempt was sent: its success is recorded")
+	require.Equal(t, "cancelled", nodes["b"])
+
+	// The stale attempt, left by the batch, is refused by the row-by-row
+	// path.
+	_, err = f.del.Finish(ctx, f.tenant, stale.ExecutionID, stale.Lease,
+		service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 200, WorkflowRun: true})
+	require.ErrorIs(t, err, service.ErrConflict)
+	_, err = f.del.Finish(ctx, f.tenant, gone.ExecutionID, gone.Lease,
+		service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 200, WorkflowRun: true})
+	require.ErrorIs(t, err, service.ErrConflict)
+}
