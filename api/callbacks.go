@@ -144,11 +144,14 @@ func (h *handlers) completeExecution(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	tenant := principalFrom(c).Tenant
-	_, err = h.cfg.Deliveries.Complete(ctx, tenant, c.Param("id"), callbackGrant(c), service.CompletionInput{
+	done, err := h.cfg.Deliveries.Complete(ctx, tenant, c.Param("id"), callbackGrant(c), service.CompletionInput{
 		Status: req.Status, Output: req.Output, Error: req.Error, Retryable: req.Retryable,
 	})
 	if err != nil {
 		return err
+	}
+	if done.Detail != nil { // read by the completion's own transaction
+		return c.JSON(http.StatusOK, executionOut(*done.Detail))
 	}
 	x, err := h.cfg.Executions.Get(ctx, tenant, c.Param("id"))
 	if err != nil {

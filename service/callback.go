@@ -9,6 +9,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/callback"
+	"github.com/axhq/ax/service/execution"
 )
 
 // Long-running work (docs/architecture.md, "Callbacks"): a task in
@@ -139,6 +140,9 @@ func (s *Deliveries) CallbackGrant(ctx context.Context, token string) (CallbackG
 type Completed struct {
 	Finished
 	Output json.RawMessage
+	// Detail is the execution as the completion's transaction left it,
+	// when the completion read it (a batched one); nil: not read.
+	Detail *ExecutionDetail
 }
 
 // Heartbeat extends the heartbeat deadline of the execution's current
@@ -274,7 +278,7 @@ func completionOf(ctx context.Context, tenant, executionID string, grant *Callba
 // batchedCompletion is what Complete returns for a success the batch
 // recorded (its metrics were reported with the batch).
 func batchedCompletion(in CompletionInput, r completionResult) Completed {
-	return Completed{Finished: Finished{State: ExecSucceeded, Attempt: r.attempt}, Output: completionOutput(in)}
+	return Completed{Finished: Finished{State: ExecSucceeded, Attempt: r.attempt}, Output: completionOutput(in), Detail: r.detail}
 }
 
 // completionFlushers bounds the batched completions in flight at once:
@@ -285,6 +289,9 @@ const completionFlushers = 2
 type completionResult struct {
 	attempt int
 	ok      bool
+	// detail is the execution as the batch's transaction left it (nil:
+	// the answer reads it).
+	detail *ExecutionDetail
 }
 
 // completionEvents are the events a batched completion writes, as the
@@ -297,9 +304,14 @@ var completionEvents = db.CompletionEvents{
 // db.CompletesWithoutDecision and db.SucceedsWithoutDecision admit end
 // succeeded, in one transaction with the failure streaks they end and
 // those streaks' recovered alerts (as recordSuccesses); the others are
-// left for the row-by-row path.
+// left for the row-by-row path. Each recorded completion's answer, the
+// execution's detail, is read in the same transaction: two statements for
+// the batch rather than a round trip per request.
 func (s *Deliveries) completeMany(ctx context.Context, cs []db.CallbackCompletion) ([]completionResult, error) {
-	var done map[int]int
+	var (
+		res  []completionResult
+		done map[int]int
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		var recovered []db.Recovered
 		var err error
@@ -313,15 +325,42 @@ func (s *Deliveries) completeMany(ctx context.Context, cs []db.CallbackCompletio
 				return err
 			}
 		}
-		return nil
+		res, err = completedDetails(ctx, tx, cs, done)
+		return err
 	})
 	if err != nil {
 		return nil, storeError(err, "complete callback attempts")
 	}
 	s.cfg.Metrics.ExecutionsFinished(ExecSucceeded, len(done))
+	return res, nil
+}
+
+// completedDetails is completeMany's result: for each completion in cs
+// that the batch recorded (done: its attempt by index), its attempt and
+// its execution's detail, read in tx.
+func completedDetails(ctx context.Context, tx db.Tx, cs []db.CallbackCompletion, done map[int]int) ([]completionResult, error) {
 	res := make([]completionResult, len(cs))
+	tenants, ids, at := make([]string, 0, len(done)), make([]string, 0, len(done)), make([]int, 0, len(done))
 	for i := range cs {
-		res[i].attempt, res[i].ok = done[i]
+		if attempt, ok := done[i]; ok {
+			res[i].attempt, res[i].ok = attempt, true
+			tenants, ids, at = append(tenants, cs[i].TenantID), append(ids, cs[i].ExecutionID), append(at, i)
+		}
+	}
+	if len(ids) == 0 {
+		return res, nil
+	}
+	details, found, err := db.GetExecutionDetails(ctx, tx, tenants, ids)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range at {
+		if !found[k] {
+			continue
+		}
+		if d, whole := execution.OfDetail(details[k]); whole {
+			res[i].detail = &d
+		}
 	}
 	return res, nil
 }

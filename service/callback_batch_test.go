@@ -344,3 +344,44 @@ func TestCompletionBatchAgreesWithTheRow(t *testing.T) {
 	require.Equal(t, recorded, batched, "the batch takes exactly the completions the row-by-row path records")
 	require.NotEmpty(t, batched)
 }
+
+// TestBatchedCompletionAnswersWithTheDetail: a completion the batch
+// records answers with its execution as the batch's transaction left it,
+// which is what reading it after the commit returns (Executions.Get: the
+// state, the whole timeline with the batch's events, the output, the last
+// heartbeat's progress), for each completion of the batch.
+func TestBatchedCompletionAnswersWithTheDetail(t *testing.T) {
+	t.Parallel()
+	f := newCallbackFixture(t)
+	ctx := audit.WithActor(context.Background(), audit.Actor{Subject: "callback:attempt-1", RequestID: "req-1"})
+
+	withOutput, withOutputGrant := f.waiting(t, f.tenant)
+	byTenant, _ := f.waiting(t, f.tenant)
+	withProgress, withProgressGrant := f.waiting(t, f.tenant)
+	require.NoError(t, f.del.Heartbeat(ctx, f.tenant, withProgress, withProgressGrant, json.RawMessage(`{"done": 3}`)))
+	stale, staleGrant := f.waiting(t, f.tenant)
+	staleGrant.Attempt = 2
+
+	got, errs, batched, err := f.del.CompleteTogether(ctx, f.tenant, []service.CompletionRequest{
+		{ExecutionID: withOutput, Grant: withOutputGrant, In: service.CompletionInput{
+			Status: service.ExecSucceeded, Output: json.RawMessage(`{"rows": 12}`),
+		}},
+		{ExecutionID: byTenant, In: service.CompletionInput{Status: service.ExecSucceeded}},
+		{ExecutionID: withProgress, Grant: withProgressGrant, In: service.CompletionInput{Status: service.ExecSucceeded}},
+		{ExecutionID: stale, Grant: staleGrant, In: service.CompletionInput{Status: service.ExecSucceeded}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []int{0, 1, 2}, batched)
+	for i, id := range []string{withOutput, byTenant, withProgress} {
+		require.NoError(t, errs[i])
+		require.NotNil(t, got[i].Detail, "the batch read the answer of %s", id)
+		want, err := f.ex.Get(ctx, f.tenant, id)
+		require.NoError(t, err)
+		require.Equal(t, want, *got[i].Detail, id)
+		require.Equal(t, service.ExecSucceeded, got[i].Detail.State)
+	}
+	require.JSONEq(t, `{"rows": 12}`, string(got[0].Detail.Output))
+	require.JSONEq(t, `{"done": 3}`, string(got[2].Detail.Progress))
+	require.ErrorIs(t, errs[3], service.ErrConflict)
+	require.Nil(t, got[3].Detail)
+}
