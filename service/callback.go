@@ -76,7 +76,7 @@ func (s *Deliveries) PrepareCallback(ctx context.Context, d Delivery) (string, e
 	if d.Callback == nil {
 		return "", errors.New("prepare callback: the delivery is not in callback mode")
 	}
-	return callback.Prepare(ctx, s.pool, d.TenantID, d.ExecutionID, d.Attempt, d.Lease, *d.Callback)
+	return s.grants.Prepare(ctx, s.pool, d.TenantID, d.ExecutionID, d.Attempt, d.Lease, *d.Callback)
 }
 
 // Accept records that the receiver accepted callback attempt d with a 2xx
@@ -131,9 +131,19 @@ func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, lat
 
 // CallbackGrant returns what token allows. A token that no attempt was
 // given is ErrInvalidCallbackToken; a token of an attempt that is no
-// longer current is still returned (acting with it is a conflict).
+// longer current is still returned (acting with it is a conflict). The
+// grant of a token this replica handed out or looked up is kept
+// (callback.Grants) and may be stale (CallbackGrant.Kept): the acts check
+// its token, and a request it authorised that fails is to be checked with
+// VerifyCallbackGrant before its answer.
 func (s *Deliveries) CallbackGrant(ctx context.Context, token string) (CallbackGrant, error) {
-	return callback.GrantOf(ctx, s.pool, token)
+	return s.grants.Of(ctx, s.pool, token)
+}
+
+// VerifyCallbackGrant is CallbackGrant by the database, whatever this
+// replica kept.
+func (s *Deliveries) VerifyCallbackGrant(ctx context.Context, token string) (CallbackGrant, error) {
+	return s.grants.Verify(ctx, s.pool, token)
 }
 
 // Completed is the execution after a completion.
@@ -196,10 +206,15 @@ func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, g
 			return Completed{}, err
 		}
 		if ok {
+			s.grants.Forget(grant)
 			return c, nil
 		}
 	}
-	return s.completeRow(ctx, tenant, executionID, grant, in, data)
+	c, err := s.completeRow(ctx, tenant, executionID, grant, in, data)
+	if err == nil {
+		s.grants.Forget(grant)
+	}
+	return c, err
 }
 
 // completionData is the data of a completion's completed event, and of
@@ -263,7 +278,7 @@ func completionOf(ctx context.Context, tenant, executionID string, grant *Callba
 	}
 	c := db.CallbackCompletion{TenantID: tenant, ExecutionID: executionID, Output: in.Output, Event: event}
 	if grant != nil {
-		c.Attempt = grant.Attempt
+		c.Attempt, c.TokenHash = grant.Attempt, grant.TokenHash
 	}
 	rec, audited, err := auditRecord(ctx, tenant, AuditUpdate, ResourceExecution, executionID, completionAudit(ExecSucceeded, data))
 	if err != nil {

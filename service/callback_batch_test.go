@@ -262,7 +262,8 @@ func (f *callbackFixture) stateOf(t *testing.T, id string) string {
 
 // TestCompletionBatchAgreesWithTheRow: every combination of what decides
 // a completion — whose token (the attempt's, a tenant's, another
-// attempt's), the wait (open, ended, expired), the execution (running
+// attempt's, the attempt's kept after the attempt was given a new one),
+// the wait (open, ended, expired), the execution (running
 // under the attempt, its lease moved on, a cancel requested) — completed
 // in one database through one batch and in another through the row-by-row
 // path alone gives the same answers and leaves the same rows, events and
@@ -274,7 +275,7 @@ func TestCompletionBatchAgreesWithTheRow(t *testing.T) {
 	ctx := audit.WithActor(context.Background(), audit.Actor{Subject: "callback:attempt-1", RequestID: "req-2"})
 	type combo struct{ grant, wait, exec string }
 	var combos []combo
-	for _, g := range []string{"token", "tenant", "other-attempt"} {
+	for _, g := range []string{"token", "tenant", "other-attempt", "replaced-token"} {
 		for _, w := range []string{"open", "ended", "expired"} {
 			for _, e := range []string{"current", "lease-moved", "cancel-requested"} {
 				combos = append(combos, combo{g, w, e})
@@ -292,6 +293,9 @@ func TestCompletionBatchAgreesWithTheRow(t *testing.T) {
 				grant = nil
 			case "other-attempt":
 				grant.Attempt++
+			case "replaced-token":
+				require.True(t, grant.Kept, "the grant of a token this replica handed out is kept")
+				f.exec(t, `UPDATE callback_attempts SET token_hash = sha256(convert_to('axcb_new_' || $1, 'UTF8')) WHERE execution_id = $1`, id)
 			}
 			switch c.wait {
 			case "ended":

@@ -9,6 +9,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/batch"
+	"github.com/axhq/ax/service/callback"
 	"github.com/axhq/ax/service/metrics"
 	"github.com/axhq/ax/service/signing"
 )
@@ -121,6 +122,8 @@ type Deliveries struct {
 	secrets signing.Keys
 	// completions batch the callbacks' common completion (callback.go).
 	completions *batch.Batcher[db.CallbackCompletion, completionResult]
+	// grants keep the callback tokens' grants (callback.go).
+	grants *callback.Grants
 }
 
 // Batching of the deliver worker's two statements: at most deliveryBatchMax
@@ -146,6 +149,7 @@ func NewDeliveries(pool *db.Pool, enqueuer *Enqueuer, cfg DeliveriesConfig) *Del
 	s.starts = batch.New(deliveryBatchMax, startFlushers, s.startPending)
 	s.successes = batch.New(deliveryBatchMax, successFlushers, s.recordSuccesses)
 	s.completions = batch.New(deliveryBatchMax, completionFlushers, s.completeMany)
+	s.grants = callback.NewGrants(0)
 	return s
 }
 

@@ -174,32 +174,54 @@ type Grant struct {
 	TenantID    string
 	ExecutionID string
 	Attempt     int
+	// TokenHash is the SHA-256 of the token: an act checks it against
+	// the attempt's row (a kept grant may be stale).
+	TokenHash []byte
+	// Kept: the grant is one this replica kept (Grants), not read from
+	// the database for this request.
+	Kept bool
 }
 
 // ErrInvalidToken: no attempt was ever given the token.
 var ErrInvalidToken = errs.New("invalid callback token")
 
-// GrantOf returns what token allows. A token that no attempt was given is
-// ErrInvalidToken; a token of an attempt that is no longer current is
-// still returned (acting with it is a conflict).
+// GrantOf returns what token allows, by the database. A token that no
+// attempt was given is ErrInvalidToken; a token of an attempt that is no
+// longer current is still returned (acting with it is a conflict).
 func GrantOf(ctx context.Context, q db.Querier, token string) (Grant, error) {
-	if !strings.HasPrefix(token, TokenPrefix) || len(token) > 128 {
-		return Grant{}, ErrInvalidToken
+	g, _, err := grantOf(ctx, q, token)
+	return g, err
+}
+
+// grantOf is GrantOf, with how long the grant is worth keeping: until the
+// attempt's deadline while it may still act, zero otherwise.
+func grantOf(ctx context.Context, q db.Querier, token string) (Grant, time.Time, error) {
+	if !wellFormed(token) {
+		return Grant{}, time.Time{}, ErrInvalidToken
 	}
 	h := sha256.Sum256([]byte(token))
 	cb, err := db.GetCallbackByToken(ctx, q, h[:])
 	if err = errs.Store(err, "find callback token"); errors.Is(err, errs.ErrNotFound) {
-		return Grant{}, ErrInvalidToken
+		return Grant{}, time.Time{}, ErrInvalidToken
 	}
 	if err != nil {
-		return Grant{}, err
+		return Grant{}, time.Time{}, err
 	}
 	// The index found the row by the hash; compare it again in constant
 	// time, so that nothing of the answer depends on how much matched.
 	if subtle.ConstantTimeCompare(cb.TokenHash, h[:]) != 1 {
-		return Grant{}, ErrInvalidToken
+		return Grant{}, time.Time{}, ErrInvalidToken
 	}
-	return Grant{TenantID: cb.TenantID, ExecutionID: cb.ExecutionID, Attempt: cb.Attempt}, nil
+	var until time.Time
+	if cb.Current && !cb.Expired {
+		until = cb.DeadlineAt
+	}
+	return Grant{TenantID: cb.TenantID, ExecutionID: cb.ExecutionID, Attempt: cb.Attempt, TokenHash: h[:]}, until, nil
+}
+
+// wellFormed: token may be a callback token.
+func wellFormed(token string) bool {
+	return strings.HasPrefix(token, TokenPrefix) && len(token) <= 128
 }
 
 // Current locks the execution and its latest callback attempt in tx and
@@ -219,6 +241,10 @@ func Current(ctx context.Context, tx db.Tx, tenant, executionID string, grant *G
 		return row, cb, err
 	}
 	switch {
+	case grant != nil && grant.Attempt == cb.Attempt && grant.TokenHash != nil &&
+		subtle.ConstantTimeCompare(grant.TokenHash, cb.TokenHash) != 1:
+		// The attempt was given another token since (a kept grant).
+		return row, cb, ErrInvalidToken
 	case grant != nil && grant.Attempt != cb.Attempt:
 		return row, cb, errs.Conflictf("the token is for attempt %d; attempt %d is the current one", grant.Attempt, cb.Attempt)
 	case !cb.Current:
