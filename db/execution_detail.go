@@ -128,8 +128,8 @@ func GetExecutionDetails(ctx context.Context, q Querier, tenants, ids []string) 
 		return nil, nil, wrap("list execution events", err)
 	}
 	var ev ExecutionEvent
-	_, err = pgx.ForEachRow(rows, []any{&ord, &ev.Type, &ev.At, &ev.Attempt, &ev.StatusCode, &ev.LatencyMS, &ev.ErrorClass,
-		&ev.Message, &ev.Data}, func() error {
+	scan := []any{&ord, &ev.Type, &ev.At, &ev.Attempt, &ev.StatusCode, &ev.LatencyMS, &ev.ErrorClass, &ev.Message, &ev.Data}
+	_, err = pgx.ForEachRow(rows, scan, func() error {
 		details[ord-1].Events = append(details[ord-1].Events, ev)
 		ev = ExecutionEvent{}
 		return nil

@@ -367,7 +367,7 @@ func completedDetails(ctx context.Context, tx db.Tx, cs []db.CallbackCompletion,
 	}
 	details, found, err := db.GetExecutionDetails(ctx, tx, tenants, ids)
 	if err != nil {
-		return nil, err
+		return nil, storeError(err, "read completed executions")
 	}
 	for k, i := range at {
 		if !found[k] {
