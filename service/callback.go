@@ -137,13 +137,30 @@ func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, lat
 // its token, and a request it authorised that fails is to be checked with
 // VerifyCallbackGrant before its answer.
 func (s *Deliveries) CallbackGrant(ctx context.Context, token string) (CallbackGrant, error) {
-	return s.grants.Of(ctx, s.pool, token)
+	if g, ok := s.grants.Kept(token); ok {
+		return g, nil
+	}
+	return s.VerifyCallbackGrant(ctx, token)
 }
 
 // VerifyCallbackGrant is CallbackGrant by the database, whatever this
-// replica kept.
+// replica kept. Concurrent lookups share one statement
+// (callback.GrantsOf).
 func (s *Deliveries) VerifyCallbackGrant(ctx context.Context, token string) (CallbackGrant, error) {
-	return s.grants.Verify(ctx, s.pool, token)
+	if !callback.WellFormed(token) {
+		return CallbackGrant{}, ErrInvalidCallbackToken
+	}
+	l, err := s.lookups.Do(ctx, token)
+	if err != nil {
+		return CallbackGrant{}, storeError(err, "find callback token")
+	}
+	s.grants.Learn(token, l)
+	return l.Grant, l.Err
+}
+
+// lookUpGrants runs one batch of VerifyCallbackGrant's lookups.
+func (s *Deliveries) lookUpGrants(ctx context.Context, tokens []string) ([]callback.Looked, error) {
+	return callback.GrantsOf(ctx, s.pool, tokens)
 }
 
 // Completed is the execution after a completion.
@@ -300,6 +317,10 @@ func batchedCompletion(in CompletionInput, r completionResult) Completed {
 // a completion's answer waits for its commit, so two run at once, as the
 // starts do.
 const completionFlushers = 2
+
+// lookupFlushers bounds the batched token lookups in flight at once (a
+// read: one lets them gather).
+const lookupFlushers = 1
 
 type completionResult struct {
 	attempt int

@@ -122,8 +122,10 @@ type Deliveries struct {
 	secrets signing.Keys
 	// completions batch the callbacks' common completion (callback.go).
 	completions *batch.Batcher[db.CallbackCompletion, completionResult]
-	// grants keep the callback tokens' grants (callback.go).
-	grants *callback.Grants
+	// grants keep the callback tokens' grants, and lookups batch the
+	// lookups of those not kept (callback.go).
+	grants  *callback.Grants
+	lookups *batch.Batcher[string, callback.Looked]
 }
 
 // Batching of the deliver worker's two statements: at most deliveryBatchMax
@@ -150,6 +152,7 @@ func NewDeliveries(pool *db.Pool, enqueuer *Enqueuer, cfg DeliveriesConfig) *Del
 	s.successes = batch.New(deliveryBatchMax, successFlushers, s.recordSuccesses)
 	s.completions = batch.New(deliveryBatchMax, completionFlushers, s.completeMany)
 	s.grants = callback.NewGrants(0)
+	s.lookups = batch.New(deliveryBatchMax, lookupFlushers, s.lookUpGrants)
 	return s
 }
 

@@ -3,7 +3,6 @@ package callback
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"sync"
 	"time"
 
@@ -22,8 +21,8 @@ import (
 // word: the acts check the token's hash against the attempt's row where
 // they lock it (Current; the batched completion's CompletesWithoutDecision),
 // and a request authorised by a kept grant that fails is checked against
-// the database (Verify) before its answer, so that an invalid token gets
-// the answer it always got.
+// the database before its answer, so that an invalid token gets the
+// answer it always got.
 type Grants struct {
 	mu      sync.Mutex
 	max     int
@@ -62,42 +61,41 @@ func (g *Grants) Prepare(ctx context.Context, q db.Querier, tenant, executionID 
 	return token, nil
 }
 
-// Of returns what token allows: the kept grant (Grant.Kept), or else the
-// database's (GrantOf), which is kept while its attempt may still act.
-func (g *Grants) Of(ctx context.Context, q db.Querier, token string) (Grant, error) {
-	if !wellFormed(token) {
-		return Grant{}, ErrInvalidToken
+// Kept returns the grant kept for token (Grant.Kept), if any: ok false,
+// the token is to be looked up (GrantsOf) and what was found kept
+// (Learn).
+func (g *Grants) Kept(token string) (Grant, bool) {
+	if !WellFormed(token) {
+		return Grant{}, false
 	}
 	h := sha256.Sum256([]byte(token))
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	k, ok := g.byHash[h]
-	if ok && !g.nowFunc().Before(k.until) {
+	if !ok {
+		return Grant{}, false
+	}
+	if !g.nowFunc().Before(k.until) {
 		delete(g.byHash, h)
-		ok = false
+		return Grant{}, false
 	}
-	g.mu.Unlock()
-	if ok {
-		grant := k.grant
-		grant.Kept = true
-		return grant, nil
-	}
-	return g.Verify(ctx, q, token)
+	grant := k.grant
+	grant.Kept = true
+	return grant, true
 }
 
-// Verify returns what token allows by the database (GrantOf), whatever
-// is kept, and keeps it (or forgets it: an invalid token).
-func (g *Grants) Verify(ctx context.Context, q db.Querier, token string) (Grant, error) {
-	grant, until, err := grantOf(ctx, q, token)
-	if errors.Is(err, ErrInvalidToken) && wellFormed(token) {
-		g.forget(sha256.Sum256([]byte(token)))
+// Learn keeps what a lookup of token found while the grant may act, and
+// forgets the token otherwise (an invalid token, an attempt over).
+func (g *Grants) Learn(token string, l Looked) {
+	if !WellFormed(token) {
+		return
 	}
-	if err != nil {
-		return Grant{}, err
+	h := sha256.Sum256([]byte(token))
+	if l.Err != nil || l.Until.IsZero() {
+		g.forget(h)
+		return
 	}
-	if !until.IsZero() {
-		g.keep([sha256.Size]byte(grant.TokenHash), grant, until)
-	}
-	return grant, nil
+	g.keep(h, l.Grant, l.Until)
 }
 
 // Forget drops grant's token once its attempt is over: none of its acts
