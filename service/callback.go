@@ -313,10 +313,12 @@ func batchedCompletion(in CompletionInput, r completionResult) Completed {
 	return Completed{Finished: Finished{State: ExecSucceeded, Attempt: r.attempt}, Output: completionOutput(in), Detail: r.detail}
 }
 
-// completionFlushers bounds the batched completions in flight at once:
-// a completion's answer waits for its commit, so two run at once, as the
-// starts do.
-const completionFlushers = 2
+// completionFlushers bounds the batched completions in flight at once.
+// One lets them gather: with two, each statement carried half as many
+// completions for the same fixed cost (its transaction, its commit, the
+// read of its answers), and one statement keeps up with thousands a
+// second.
+const completionFlushers = 1
 
 // lookupFlushers bounds the batched token lookups in flight at once (a
 // read: one lets them gather).
