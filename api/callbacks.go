@@ -37,6 +37,12 @@ const callbackGrantKey = "ax.callback_grant"
 // (service.CallbackTokenPrefix) for the one execution and attempt it was
 // given for; any other bearer goes to jwt (a tenant token). The token is
 // never logged.
+//
+// The grant may be one the replica kept (CallbackGrant.Kept), which a
+// newer token of its attempt may have made stale: the acts check the
+// token themselves, and a request it authorised that fails is checked
+// against the database before it is answered, so that an invalid token
+// gets its 401 whatever else the request did wrong.
 func (h *handlers) callbackAuth(jwt echo.MiddlewareFunc) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		viaJWT := jwt(next)
@@ -47,24 +53,42 @@ func (h *handlers) callbackAuth(jwt echo.MiddlewareFunc) echo.MiddlewareFunc {
 				return viaJWT(c)
 			}
 			grant, err := h.cfg.Deliveries.CallbackGrant(c.Request().Context(), raw)
-			if errors.Is(err, service.ErrInvalidCallbackToken) {
-				return &authError{challenge: `Bearer realm="ax", error="invalid_token"`, detail: "the callback token is invalid"}
-			}
 			if err != nil {
+				return callbackTokenError(err)
+			}
+			err = h.actWithGrant(c, next, grant)
+			if err == nil || c.Response().Committed || (!grant.Kept && !errors.Is(err, service.ErrInvalidCallbackToken)) {
 				return err
 			}
-			if grant.ExecutionID != c.Param("id") {
-				return &problem{
-					Status: http.StatusForbidden, Title: "Forbidden",
-					Detail: "this callback token is for another execution",
-				}
+			if _, verr := h.cfg.Deliveries.VerifyCallbackGrant(c.Request().Context(), raw); errors.Is(verr, service.ErrInvalidCallbackToken) {
+				return callbackTokenError(verr)
 			}
-			c.Set(principalContextKey, Principal{Tenant: grant.TenantID, Subject: fmt.Sprintf("callback:attempt-%d", grant.Attempt)})
-			c.Set(callbackGrantKey, &grant)
-			setLogAttrs(c, "tenant", grant.TenantID)
-			return next(c)
+			return callbackTokenError(err)
 		}
 	}
+}
+
+// actWithGrant runs next for the holder of grant.
+func (h *handlers) actWithGrant(c echo.Context, next echo.HandlerFunc, grant service.CallbackGrant) error {
+	if grant.ExecutionID != c.Param("id") {
+		return &problem{
+			Status: http.StatusForbidden, Title: "Forbidden",
+			Detail: "this callback token is for another execution",
+		}
+	}
+	c.Set(principalContextKey, Principal{Tenant: grant.TenantID, Subject: fmt.Sprintf("callback:attempt-%d", grant.Attempt)})
+	c.Set(callbackGrantKey, &grant)
+	setLogAttrs(c, "tenant", grant.TenantID)
+	return next(c)
+}
+
+// callbackTokenError is err as a callback token's request answers it:
+// an invalid token is a 401.
+func callbackTokenError(err error) error {
+	if errors.Is(err, service.ErrInvalidCallbackToken) {
+		return &authError{challenge: `Bearer realm="ax", error="invalid_token"`, detail: "the callback token is invalid"}
+	}
+	return err
 }
 
 // requireCallbackOrScope lets a callback token through (callbackAuth
@@ -144,11 +168,14 @@ func (h *handlers) completeExecution(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	tenant := principalFrom(c).Tenant
-	_, err = h.cfg.Deliveries.Complete(ctx, tenant, c.Param("id"), callbackGrant(c), service.CompletionInput{
+	done, err := h.cfg.Deliveries.Complete(ctx, tenant, c.Param("id"), callbackGrant(c), service.CompletionInput{
 		Status: req.Status, Output: req.Output, Error: req.Error, Retryable: req.Retryable,
 	})
 	if err != nil {
 		return err
+	}
+	if done.Detail != nil { // read by the completion's own transaction
+		return c.JSON(http.StatusOK, executionOut(*done.Detail))
 	}
 	x, err := h.cfg.Executions.Get(ctx, tenant, c.Param("id"))
 	if err != nil {

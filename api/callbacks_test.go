@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"crypto/sha256"
 	"net/http"
 	"strings"
 	"testing"
@@ -166,4 +167,43 @@ func TestCallbackAndSLAFields(t *testing.T) {
 		Method: http.MethodPost, Path: "/v1/endpoints", Token: tok,
 		Body: map[string]any{"name": "chat2", "url": "https://hooks.slack.example.com/y", "format": "teams"},
 	})
+}
+
+// TestKeptGrantOfAReplacedToken: the server keeps the grant of a callback
+// token it has seen; once the attempt is given a new token (sent again,
+// by any replica), the old token answers 401 as a token no attempt has —
+// whatever else is wrong with the request (a bad body, another execution)
+// and for a heartbeat or a completion — and changes nothing, while the new
+// token completes the attempt.
+func TestKeptGrantOfAReplacedToken(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, nil)
+	acme := token(t, "acme")
+	x, old := a.waitingExecution(acme)
+	y, _ := a.waitingExecution(acme)
+	// Seen: the server keeps its grant.
+	a.must(http.StatusNoContent, req{Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat", Token: old})
+
+	fresh := service.CallbackTokenPrefix + "replacement-" + x
+	sum := sha256.Sum256([]byte(fresh))
+	_, err := a.pool.Exec(t.Context(), `UPDATE callback_attempts SET token_hash = $2 WHERE execution_id = $1`, x, sum[:])
+	require.NoError(t, err)
+
+	for _, r := range []req{
+		{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: old, Body: map[string]any{"status": "succeeded"}},
+		{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: old, Body: "{"},
+		{Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: old, Body: map[string]any{"status": "done"}},
+		{Method: http.MethodPost, Path: "/v1/executions/" + y + "/complete", Token: old, Body: map[string]any{"status": "succeeded"}},
+		{Method: http.MethodPost, Path: "/v1/executions/" + x + "/heartbeat", Token: old},
+	} {
+		a.must(http.StatusUnauthorized, r)
+	}
+	got := a.must(http.StatusOK, req{Method: http.MethodGet, Path: "/v1/executions/" + x, Token: acme})
+	require.Equal(t, "running", got.JSON["state"])
+
+	r := a.must(http.StatusOK, req{
+		Method: http.MethodPost, Path: "/v1/executions/" + x + "/complete", Token: fresh,
+		Body: map[string]any{"status": "succeeded"},
+	})
+	require.Equal(t, "succeeded", r.JSON["state"])
 }

@@ -22,14 +22,16 @@ import (
 // CompletesWithoutDecision is the condition under which the batched
 // completion (CompleteCallbacks) takes a completion, over the request i
 // (attempt: the attempt the callback token was given for, 0 for a tenant
-// token, which acts on the current attempt) and the execution's latest
-// callback attempt w: the SQL mirror of service/callback.Current's checks
-// (the token's attempt is the latest, which has not ended nor timed out
-// by the database clock). The execution's side — running under that
+// token, which acts on the current attempt; token_hash: the token's hash,
+// null for a tenant token) and the execution's latest callback attempt w:
+// the SQL mirror of service/callback.Current's checks (the token's attempt
+// is the latest, still given that token, which has not ended nor timed
+// out by the database clock). The execution's side — running under that
 // attempt and its lease, and a success the batched statement may record —
 // is SucceedsWithoutDecision, with w's lease as i.lease, and e.attempts =
 // w.attempt.
-var CompletesWithoutDecision = `(i.attempt = 0 OR i.attempt = w.attempt) AND w.ended_at IS NULL
+var CompletesWithoutDecision = `(i.attempt = 0 OR i.attempt = w.attempt)
+	AND (i.token_hash IS NULL OR i.token_hash = w.token_hash) AND w.ended_at IS NULL
 	AND (w.expires_at IS NULL OR w.expires_at > now())`
 
 // CallbackCompletion is a callback attempt reported succeeded, offered to
@@ -40,6 +42,9 @@ type CallbackCompletion struct {
 	// Attempt is the attempt the callback token was given for; 0: a
 	// tenant token, which completes the current attempt.
 	Attempt int
+	// TokenHash is the callback token's hash (nil: a tenant token): the
+	// attempt must still have that token.
+	TokenHash []byte
 	// Output is kept as the attempt's output (nil or null: none).
 	Output json.RawMessage
 	// Event is the data of the attempt's completed event.
@@ -86,13 +91,13 @@ func CompleteCallbacks(ctx context.Context, q Querier, cs []CallbackCompletion, 
 		x, y := cs[by[a]], cs[by[b]]
 		return x.TenantID < y.TenantID || x.TenantID == y.TenantID && x.ExecutionID < y.ExecutionID
 	})
-	tenants, ids, attempts := make([]string, n), make([]string, n), make([]int32, n)
+	tenants, ids, attempts, hashes := make([]string, n), make([]string, n), make([]int32, n), make([][]byte, n)
 	outputs, events := make([]*string, n), make([]string, n)
 	auditIDs, actions, kinds, changes := make([]*string, n), make([]string, n), make([]string, n), make([]*string, n)
 	subjects, requests, operators := make([]string, n), make([]string, n), make([]bool, n)
 	for i, k := range by {
 		c := cs[k]
-		tenants[i], ids[i], attempts[i] = c.TenantID, c.ExecutionID, int32(c.Attempt) // attempts are small
+		tenants[i], ids[i], attempts[i], hashes[i] = c.TenantID, c.ExecutionID, int32(c.Attempt), c.TokenHash // attempts are small
 		outputs[i], events[i] = jsonOrNull(c.Output), string(c.Event)
 		if a := c.Audit; a != nil {
 			auditIDs[i], subjects[i], operators[i], requests[i], changes[i] = &a.ID, a.Subject, a.Operator, a.RequestID, nullJSON(a.Changes)
@@ -105,13 +110,14 @@ func CompleteCallbacks(ctx context.Context, q Querier, cs []CallbackCompletion, 
 	}
 	rows, err := q.Query(ctx, `WITH input AS (
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::jsonb[], $5::jsonb[],
-				$6::text[], $7::text[], $8::bool[], $9::text[], $10::jsonb[], $11::text[], $12::text[]) WITH ORDINALITY
-				AS i(tenant_id, id, attempt, output, event, audit_id, subject, operator, request_id, changes, action, resource_type, ord)
+				$6::text[], $7::text[], $8::bool[], $9::text[], $10::jsonb[], $11::text[], $12::text[], $14::bytea[]) WITH ORDINALITY
+				AS i(tenant_id, id, attempt, output, event, audit_id, subject, operator, request_id, changes, action, resource_type,
+					token_hash, ord)
 		), cw AS (
 			SELECT i.*, w.attempt AS current_attempt, w.lease
 			FROM input i
 			JOIN LATERAL (
-				SELECT w.attempt, w.lease, w.ended_at, w.expires_at FROM callback_attempts w
+				SELECT w.attempt, w.lease, w.token_hash, w.ended_at, w.expires_at FROM callback_attempts w
 				WHERE w.tenant_id = i.tenant_id AND w.execution_id = i.id
 				ORDER BY w.attempt DESC LIMIT 1
 			) w ON true
@@ -150,7 +156,7 @@ func CompleteCallbacks(ctx context.Context, q Querier, cs []CallbackCompletion, 
 			SELECT t.id FROM tasks t
 			WHERE t.tenant_id = d.tenant_id AND t.id = d.task_id AND (t.consecutive_failures <> 0 OR t.failure_alerted) OFFSET 0
 		) t ON true`, tenants, uids, attempts, outputs, events, auditIDs, subjects, operators, requests, changes, actions, kinds,
-		[]string{types.Completed, types.AttemptSucceeded, types.Succeeded})
+		[]string{types.Completed, types.AttemptSucceeded, types.Succeeded}, hashes)
 	if err != nil {
 		return nil, nil, wrap("complete callbacks", err)
 	}

@@ -99,15 +99,20 @@ func AcceptCallback(ctx context.Context, q Querier, tenant, executionID string, 
 	return n == 1, nil
 }
 
-// GetCallbackByToken finds the attempt whose token hashes to tokenHash,
-// whatever its tenant: the token is the capability. ErrNotFound: none.
-func GetCallbackByToken(ctx context.Context, q Querier, tokenHash []byte) (CallbackAttempt, error) {
+// GetCallbacksByTokens finds the attempts whose tokens hash to hashes, in
+// one statement, whatever their tenants: a token is the capability. A
+// hash no attempt has is absent from the result.
+func GetCallbacksByTokens(ctx context.Context, q Querier, hashes [][]byte) ([]CallbackAttempt, error) {
 	// Not tenant-scoped on purpose: the token names its tenant.
 	rows, err := q.Query(ctx, `SELECT `+callbackColumns+`
 		FROM callback_attempts w
 		JOIN executions e ON e.tenant_id = w.tenant_id AND e.id = w.execution_id
-		WHERE w.token_hash = $1`, tokenHash)
-	return collectOne[CallbackAttempt](rows, err)
+		WHERE w.token_hash = ANY($1::bytea[])`, hashes)
+	if err != nil {
+		return nil, wrap("find callback tokens", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[CallbackAttempt])
+	return out, wrap("find callback tokens", err)
 }
 
 // GetLatestCallback returns the latest attempt of an execution in

@@ -73,3 +73,74 @@ func executionDetailOneByOne(ctx context.Context, q Querier, tenant, id string) 
 	}
 	return row, events, cb, err
 }
+
+// ExecutionDetail is what an execution's detail shows (GetExecutionDetail's
+// three parts): the execution, its timeline, its latest callback attempt's
+// progress and output.
+type ExecutionDetail struct {
+	Row      Execution
+	Events   []ExecutionEvent
+	Callback ExecutionCallback
+}
+
+// GetExecutionDetails reads the details of many executions, the i-th of
+// tenants[i] and ids[i], in two statements whatever their number (the
+// executions with their latest callback attempts, then their events): a
+// batched completion answers each completion it recorded with its detail,
+// read in its own transaction. found is false for an execution that does
+// not exist.
+func GetExecutionDetails(ctx context.Context, q Querier, tenants, ids []string) (details []ExecutionDetail, found []bool, err error) {
+	uids, err := uuidArray(ids)
+	if err != nil {
+		return nil, nil, wrap("read executions", err)
+	}
+	rows, err := q.Query(ctx, `SELECT i.ord, `+executionColumns+`, w.progress, w.output
+		FROM unnest($1::text[], $2::uuid[]) WITH ORDINALITY AS i(tenant_id, id, ord)
+		JOIN executions e ON e.tenant_id = i.tenant_id AND e.id = i.id
+		LEFT JOIN LATERAL (
+			SELECT w.progress, w.output FROM callback_attempts w
+			WHERE w.tenant_id = e.tenant_id AND w.execution_id = e.id
+			ORDER BY w.attempt DESC LIMIT 1
+		) w ON true`, tenants, uids)
+	if err != nil {
+		return nil, nil, wrap("read executions", err)
+	}
+	details, found = make([]ExecutionDetail, len(ids)), make([]bool, len(ids))
+	var (
+		ord int
+		row Execution
+		cb  ExecutionCallback
+	)
+	_, err = pgx.ForEachRow(rows, append([]any{&ord}, append(row.fields(), &cb.Progress, &cb.Output)...), func() error {
+		details[ord-1] = ExecutionDetail{Row: row, Callback: cb}
+		found[ord-1] = true
+		row, cb = Execution{}, ExecutionCallback{}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, wrap("read executions", err)
+	}
+	rows, err = q.Query(ctx, `SELECT i.ord, v.type, v.at, v.attempt, v.status_code, v.latency_ms, v.error_class, v.message, v.data
+		FROM unnest($1::text[], $2::uuid[]) WITH ORDINALITY AS i(tenant_id, id, ord)
+		JOIN execution_events v ON v.tenant_id = i.tenant_id AND v.execution_id = i.id
+		ORDER BY i.ord, v.seq`, tenants, uids)
+	if err != nil {
+		return nil, nil, wrap("list execution events", err)
+	}
+	var ev ExecutionEvent
+	scan := []any{&ord, &ev.Type, &ev.At, &ev.Attempt, &ev.StatusCode, &ev.LatencyMS, &ev.ErrorClass, &ev.Message, &ev.Data}
+	_, err = pgx.ForEachRow(rows, scan, func() error {
+		details[ord-1].Events = append(details[ord-1].Events, ev)
+		ev = ExecutionEvent{}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, wrap("list execution events", err)
+	}
+	for i := range details {
+		if found[i] {
+			details[i].Events = Timeline(details[i].Row, details[i].Events)
+		}
+	}
+	return details, found, nil
+}

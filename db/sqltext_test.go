@@ -249,7 +249,7 @@ var crossTenant = map[string]string{
 	// A callback token is the capability: its hash finds its attempt (by
 	// the unique token index), whose row names the tenant; the join to
 	// executions is on (tenant_id, id).
-	"GetCallbackByToken": "a callback token names its tenant",
+	"GetCallbacksByTokens": "a callback token names its tenant",
 	// The callback sweeper finds every tenant's expired waits by the
 	// partial index of expires_at, and sleeps until the earliest.
 	"FindExpiredCallbacks": "the callback sweeper's look at every tenant's expired waits",

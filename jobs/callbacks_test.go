@@ -92,7 +92,7 @@ func TestCallbackAcceptHeartbeatComplete(t *testing.T) {
 	require.Equal(t, id, hit.Header.Get("Idempotency-Key"))
 	require.Equal(t, "30000", hit.Header.Get("X-Ax-Heartbeat-Timeout-Ms"), "the receiver learns its heartbeat timeout")
 	token, grant := h.grantOf(hit)
-	require.Equal(t, service.CallbackGrant{TenantID: h.tenant, ExecutionID: id, Attempt: 1}, *grant)
+	require.Equal(t, []any{h.tenant, id, 1}, []any{grant.TenantID, grant.ExecutionID, grant.Attempt}, "the token's grant")
 
 	// Accepted: running, and no River job holds it.
 	evs := h.waitEvent(id, service.EventAccepted)

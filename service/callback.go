@@ -9,6 +9,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/callback"
+	"github.com/axhq/ax/service/execution"
 )
 
 // Long-running work (docs/architecture.md, "Callbacks"): a task in
@@ -75,7 +76,7 @@ func (s *Deliveries) PrepareCallback(ctx context.Context, d Delivery) (string, e
 	if d.Callback == nil {
 		return "", errors.New("prepare callback: the delivery is not in callback mode")
 	}
-	return callback.Prepare(ctx, s.pool, d.TenantID, d.ExecutionID, d.Attempt, d.Lease, *d.Callback)
+	return s.grants.Prepare(ctx, s.pool, d.TenantID, d.ExecutionID, d.Attempt, d.Lease, *d.Callback)
 }
 
 // Accept records that the receiver accepted callback attempt d with a 2xx
@@ -130,15 +131,45 @@ func (s *Deliveries) Accept(ctx context.Context, d Delivery, statusCode int, lat
 
 // CallbackGrant returns what token allows. A token that no attempt was
 // given is ErrInvalidCallbackToken; a token of an attempt that is no
-// longer current is still returned (acting with it is a conflict).
+// longer current is still returned (acting with it is a conflict). The
+// grant of a token this replica handed out or looked up is kept
+// (callback.Grants) and may be stale (CallbackGrant.Kept): the acts check
+// its token, and a request it authorised that fails is to be checked with
+// VerifyCallbackGrant before its answer.
 func (s *Deliveries) CallbackGrant(ctx context.Context, token string) (CallbackGrant, error) {
-	return callback.GrantOf(ctx, s.pool, token)
+	if g, ok := s.grants.Kept(token); ok {
+		return g, nil
+	}
+	return s.VerifyCallbackGrant(ctx, token)
+}
+
+// VerifyCallbackGrant is CallbackGrant by the database, whatever this
+// replica kept. Concurrent lookups share one statement
+// (callback.GrantsOf).
+func (s *Deliveries) VerifyCallbackGrant(ctx context.Context, token string) (CallbackGrant, error) {
+	if !callback.WellFormed(token) {
+		return CallbackGrant{}, ErrInvalidCallbackToken
+	}
+	l, err := s.lookups.Do(ctx, token)
+	if err != nil {
+		return CallbackGrant{}, storeError(err, "find callback token")
+	}
+	s.grants.Learn(token, l)
+	return l.Grant, l.Err
+}
+
+// lookUpGrants runs one batch of VerifyCallbackGrant's lookups.
+func (s *Deliveries) lookUpGrants(ctx context.Context, tokens []string) ([]callback.Looked, error) {
+	return callback.GrantsOf(ctx, s.pool, tokens)
 }
 
 // Completed is the execution after a completion.
 type Completed struct {
 	Finished
 	Output json.RawMessage
+	// Detail is the execution as the completion's transaction left it,
+	// when the completion read it (a batched one); nil: not read.
+	Detail *ExecutionDetail
 }
 
 // Heartbeat extends the heartbeat deadline of the execution's current
@@ -192,10 +223,15 @@ func (s *Deliveries) Complete(ctx context.Context, tenant, executionID string, g
 			return Completed{}, err
 		}
 		if ok {
+			s.grants.Forget(grant)
 			return c, nil
 		}
 	}
-	return s.completeRow(ctx, tenant, executionID, grant, in, data)
+	c, err := s.completeRow(ctx, tenant, executionID, grant, in, data)
+	if err == nil {
+		s.grants.Forget(grant)
+	}
+	return c, err
 }
 
 // completionData is the data of a completion's completed event, and of
@@ -259,7 +295,7 @@ func completionOf(ctx context.Context, tenant, executionID string, grant *Callba
 	}
 	c := db.CallbackCompletion{TenantID: tenant, ExecutionID: executionID, Output: in.Output, Event: event}
 	if grant != nil {
-		c.Attempt = grant.Attempt
+		c.Attempt, c.TokenHash = grant.Attempt, grant.TokenHash
 	}
 	rec, audited, err := auditRecord(ctx, tenant, AuditUpdate, ResourceExecution, executionID, completionAudit(ExecSucceeded, data))
 	if err != nil {
@@ -274,17 +310,26 @@ func completionOf(ctx context.Context, tenant, executionID string, grant *Callba
 // batchedCompletion is what Complete returns for a success the batch
 // recorded (its metrics were reported with the batch).
 func batchedCompletion(in CompletionInput, r completionResult) Completed {
-	return Completed{Finished: Finished{State: ExecSucceeded, Attempt: r.attempt}, Output: completionOutput(in)}
+	return Completed{Finished: Finished{State: ExecSucceeded, Attempt: r.attempt}, Output: completionOutput(in), Detail: r.detail}
 }
 
-// completionFlushers bounds the batched completions in flight at once:
-// a completion's answer waits for its commit, so two run at once, as the
-// starts do.
-const completionFlushers = 2
+// completionFlushers bounds the batched completions in flight at once.
+// One lets them gather: with two, each statement carried half as many
+// completions for the same fixed cost (its transaction, its commit, the
+// read of its answers), and one statement keeps up with thousands a
+// second.
+const completionFlushers = 1
+
+// lookupFlushers bounds the batched token lookups in flight at once (a
+// read: one lets them gather).
+const lookupFlushers = 1
 
 type completionResult struct {
 	attempt int
 	ok      bool
+	// detail is the execution as the batch's transaction left it (nil:
+	// the answer reads it).
+	detail *ExecutionDetail
 }
 
 // completionEvents are the events a batched completion writes, as the
@@ -297,9 +342,14 @@ var completionEvents = db.CompletionEvents{
 // db.CompletesWithoutDecision and db.SucceedsWithoutDecision admit end
 // succeeded, in one transaction with the failure streaks they end and
 // those streaks' recovered alerts (as recordSuccesses); the others are
-// left for the row-by-row path.
+// left for the row-by-row path. Each recorded completion's answer, the
+// execution's detail, is read in the same transaction: two statements for
+// the batch rather than a round trip per request.
 func (s *Deliveries) completeMany(ctx context.Context, cs []db.CallbackCompletion) ([]completionResult, error) {
-	var done map[int]int
+	var (
+		res  []completionResult
+		done map[int]int
+	)
 	err := db.InTx(ctx, s.pool, func(tx db.Tx) error {
 		var recovered []db.Recovered
 		var err error
@@ -313,15 +363,42 @@ func (s *Deliveries) completeMany(ctx context.Context, cs []db.CallbackCompletio
 				return err
 			}
 		}
-		return nil
+		res, err = completedDetails(ctx, tx, cs, done)
+		return err
 	})
 	if err != nil {
 		return nil, storeError(err, "complete callback attempts")
 	}
 	s.cfg.Metrics.ExecutionsFinished(ExecSucceeded, len(done))
+	return res, nil
+}
+
+// completedDetails is completeMany's result: for each completion in cs
+// that the batch recorded (done: its attempt by index), its attempt and
+// its execution's detail, read in tx.
+func completedDetails(ctx context.Context, tx db.Tx, cs []db.CallbackCompletion, done map[int]int) ([]completionResult, error) {
 	res := make([]completionResult, len(cs))
+	tenants, ids, at := make([]string, 0, len(done)), make([]string, 0, len(done)), make([]int, 0, len(done))
 	for i := range cs {
-		res[i].attempt, res[i].ok = done[i]
+		if attempt, ok := done[i]; ok {
+			res[i].attempt, res[i].ok = attempt, true
+			tenants, ids, at = append(tenants, cs[i].TenantID), append(ids, cs[i].ExecutionID), append(at, i)
+		}
+	}
+	if len(ids) == 0 {
+		return res, nil
+	}
+	details, found, err := db.GetExecutionDetails(ctx, tx, tenants, ids)
+	if err != nil {
+		return nil, storeError(err, "read completed executions")
+	}
+	for k, i := range at {
+		if !found[k] {
+			continue
+		}
+		if d, whole := execution.OfDetail(details[k]); whole {
+			res[i].detail = &d
+		}
 	}
 	return res, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/axhq/ax/service"
 	"github.com/axhq/ax/service/audit"
+	"github.com/axhq/ax/service/callback"
 	"github.com/axhq/ax/service/schedule"
 )
 
@@ -262,7 +263,8 @@ func (f *callbackFixture) stateOf(t *testing.T, id string) string {
 
 // TestCompletionBatchAgreesWithTheRow: every combination of what decides
 // a completion — whose token (the attempt's, a tenant's, another
-// attempt's), the wait (open, ended, expired), the execution (running
+// attempt's, the attempt's kept after the attempt was given a new one),
+// the wait (open, ended, expired), the execution (running
 // under the attempt, its lease moved on, a cancel requested) — completed
 // in one database through one batch and in another through the row-by-row
 // path alone gives the same answers and leaves the same rows, events and
@@ -274,7 +276,7 @@ func TestCompletionBatchAgreesWithTheRow(t *testing.T) {
 	ctx := audit.WithActor(context.Background(), audit.Actor{Subject: "callback:attempt-1", RequestID: "req-2"})
 	type combo struct{ grant, wait, exec string }
 	var combos []combo
-	for _, g := range []string{"token", "tenant", "other-attempt"} {
+	for _, g := range []string{"token", "tenant", "other-attempt", "replaced-token"} {
 		for _, w := range []string{"open", "ended", "expired"} {
 			for _, e := range []string{"current", "lease-moved", "cancel-requested"} {
 				combos = append(combos, combo{g, w, e})
@@ -292,6 +294,9 @@ func TestCompletionBatchAgreesWithTheRow(t *testing.T) {
 				grant = nil
 			case "other-attempt":
 				grant.Attempt++
+			case "replaced-token":
+				require.True(t, grant.Kept, "the grant of a token this replica handed out is kept")
+				f.exec(t, `UPDATE callback_attempts SET token_hash = sha256(convert_to('axcb_new_' || $1, 'UTF8')) WHERE execution_id = $1`, id)
 			}
 			switch c.wait {
 			case "ended":
@@ -343,4 +348,113 @@ func TestCompletionBatchAgreesWithTheRow(t *testing.T) {
 	}
 	require.Equal(t, recorded, batched, "the batch takes exactly the completions the row-by-row path records")
 	require.NotEmpty(t, batched)
+}
+
+// TestBatchedCompletionAnswersWithTheDetail: a completion the batch
+// records answers with its execution as the batch's transaction left it,
+// which is what reading it after the commit returns (Executions.Get: the
+// state, the whole timeline with the batch's events, the output, the last
+// heartbeat's progress), for each completion of the batch.
+func TestBatchedCompletionAnswersWithTheDetail(t *testing.T) {
+	t.Parallel()
+	f := newCallbackFixture(t)
+	ctx := audit.WithActor(context.Background(), audit.Actor{Subject: "callback:attempt-1", RequestID: "req-1"})
+
+	withOutput, withOutputGrant := f.waiting(t, f.tenant)
+	byTenant, _ := f.waiting(t, f.tenant)
+	withProgress, withProgressGrant := f.waiting(t, f.tenant)
+	require.NoError(t, f.del.Heartbeat(ctx, f.tenant, withProgress, withProgressGrant, json.RawMessage(`{"done": 3}`)))
+	stale, staleGrant := f.waiting(t, f.tenant)
+	staleGrant.Attempt = 2
+
+	got, errs, batched, err := f.del.CompleteTogether(ctx, f.tenant, []service.CompletionRequest{
+		{ExecutionID: withOutput, Grant: withOutputGrant, In: service.CompletionInput{
+			Status: service.ExecSucceeded, Output: json.RawMessage(`{"rows": 12}`),
+		}},
+		{ExecutionID: byTenant, In: service.CompletionInput{Status: service.ExecSucceeded}},
+		{ExecutionID: withProgress, Grant: withProgressGrant, In: service.CompletionInput{Status: service.ExecSucceeded}},
+		{ExecutionID: stale, Grant: staleGrant, In: service.CompletionInput{Status: service.ExecSucceeded}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []int{0, 1, 2}, batched)
+	for i, id := range []string{withOutput, byTenant, withProgress} {
+		require.NoError(t, errs[i])
+		require.NotNil(t, got[i].Detail, "the batch read the answer of %s", id)
+		want, err := f.ex.Get(ctx, f.tenant, id)
+		require.NoError(t, err)
+		require.Equal(t, want, *got[i].Detail, id)
+		require.Equal(t, service.ExecSucceeded, got[i].Detail.State)
+	}
+	require.JSONEq(t, `{"rows": 12}`, string(got[0].Detail.Output))
+	require.JSONEq(t, `{"done": 3}`, string(got[2].Detail.Progress))
+	require.ErrorIs(t, errs[3], service.ErrConflict)
+	require.Nil(t, got[3].Detail)
+}
+
+// waitingToken is waiting, returning the attempt's callback token.
+func (f *callbackFixture) waitingToken(t *testing.T, tenant string) (string, string) {
+	t.Helper()
+	ctx := context.Background()
+	x, err := f.ex.Trigger(ctx, tenant, f.tasks[tenant], service.TriggerInput{})
+	require.NoError(t, err)
+	d, err := f.del.Begin(ctx, tenant, x.ID, 1)
+	require.NoError(t, err)
+	require.Equal(t, service.ActionSend, d.Action, d.Reason)
+	token, err := f.del.PrepareCallback(ctx, d)
+	require.NoError(t, err)
+	state, err := f.del.Accept(ctx, d, 202, time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, service.ExecRunning, state)
+	return x.ID, token
+}
+
+// TestTokenLookupsOfOneBatchAnswerEach: tokens looked up together in one
+// statement (callback.GrantsOf) each get their own grant — of its tenant,
+// execution and attempt, kept while the attempt may act — or
+// ErrInvalidToken for a token no attempt was given (forged, malformed,
+// replaced by the attempt's new token); a replica that did not hand a
+// token out looks it up once and then keeps it.
+func TestTokenLookupsOfOneBatchAnswerEach(t *testing.T) {
+	t.Parallel()
+	f := newCallbackFixture(t)
+	ctx := context.Background()
+	x, tx := f.waitingToken(t, f.tenant)
+	y, ty := f.waitingToken(t, "other")
+	over, tover := f.waitingToken(t, f.tenant)
+	_, err := f.del.Complete(ctx, f.tenant, over, nil, service.CompletionInput{Status: service.ExecSucceeded})
+	require.NoError(t, err)
+	replaced, treplaced := f.waitingToken(t, f.tenant)
+	f.exec(t, `UPDATE callback_attempts SET token_hash = sha256('axcb_elsewhere'::bytea) WHERE execution_id = $1`, replaced)
+
+	tokens := []string{tx, service.CallbackTokenPrefix + "forged", ty, "not-a-token", tover, treplaced, tx}
+	got, err := callback.GrantsOf(ctx, f.pool, tokens)
+	require.NoError(t, err)
+	require.Len(t, got, len(tokens))
+	grant := func(i int) [3]any {
+		return [3]any{got[i].Grant.TenantID, got[i].Grant.ExecutionID, got[i].Grant.Attempt}
+	}
+	require.NoError(t, got[0].Err)
+	require.Equal(t, [3]any{f.tenant, x, 1}, grant(0))
+	require.False(t, got[0].Until.IsZero(), "a waiting attempt's grant is kept until its deadline")
+	require.ErrorIs(t, got[1].Err, service.ErrInvalidCallbackToken)
+	require.NoError(t, got[2].Err)
+	require.Equal(t, [3]any{"other", y, 1}, grant(2))
+	require.ErrorIs(t, got[3].Err, service.ErrInvalidCallbackToken)
+	require.NoError(t, got[4].Err, "the token of an attempt over still names it")
+	require.Equal(t, [3]any{f.tenant, over, 1}, grant(4))
+	require.True(t, got[4].Until.IsZero(), "an attempt over is not worth keeping")
+	require.ErrorIs(t, got[5].Err, service.ErrInvalidCallbackToken)
+	require.Equal(t, grant(0), grant(6))
+
+	// Another replica: looks the token up, then keeps it.
+	other := service.NewDeliveries(f.delivery, f.enq, service.DeliveriesConfig{})
+	g, err := other.CallbackGrant(ctx, tx)
+	require.NoError(t, err)
+	require.False(t, g.Kept)
+	g, err = other.CallbackGrant(ctx, tx)
+	require.NoError(t, err)
+	require.True(t, g.Kept)
+	require.Equal(t, x, g.ExecutionID)
+	_, err = other.CallbackGrant(ctx, treplaced)
+	require.ErrorIs(t, err, service.ErrInvalidCallbackToken)
 }

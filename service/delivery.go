@@ -9,6 +9,7 @@ import (
 
 	"github.com/axhq/ax/db"
 	"github.com/axhq/ax/service/batch"
+	"github.com/axhq/ax/service/callback"
 	"github.com/axhq/ax/service/metrics"
 	"github.com/axhq/ax/service/signing"
 )
@@ -123,6 +124,10 @@ type Deliveries struct {
 	steps *batch.Batcher[stepSuccess, stepResult]
 	// completions batch the callbacks' common completion (callback.go).
 	completions *batch.Batcher[db.CallbackCompletion, completionResult]
+	// grants keep the callback tokens' grants, and lookups batch the
+	// lookups of those not kept (callback.go).
+	grants  *callback.Grants
+	lookups *batch.Batcher[string, callback.Looked]
 }
 
 // Batching of the deliver worker's two statements: at most deliveryBatchMax
@@ -149,6 +154,8 @@ func NewDeliveries(pool *db.Pool, enqueuer *Enqueuer, cfg DeliveriesConfig) *Del
 	s.successes = batch.New(deliveryBatchMax, successFlushers, s.recordSuccesses)
 	s.completions = batch.New(deliveryBatchMax, completionFlushers, s.completeMany)
 	s.steps = batch.New(deliveryBatchMax, stepFlushers, s.recordSteps)
+	s.grants = callback.NewGrants(0)
+	s.lookups = batch.New(deliveryBatchMax, lookupFlushers, s.lookUpGrants)
 	return s
 }
 

@@ -174,32 +174,90 @@ type Grant struct {
 	TenantID    string
 	ExecutionID string
 	Attempt     int
+	// TokenHash is the SHA-256 of the token: an act checks it against
+	// the attempt's row (a kept grant may be stale).
+	TokenHash []byte
+	// Kept: the grant is one this replica kept (Grants), not read from
+	// the database for this request.
+	Kept bool
 }
 
 // ErrInvalidToken: no attempt was ever given the token.
 var ErrInvalidToken = errs.New("invalid callback token")
 
-// GrantOf returns what token allows. A token that no attempt was given is
-// ErrInvalidToken; a token of an attempt that is no longer current is
-// still returned (acting with it is a conflict).
+// Looked is what a token's lookup found (GrantsOf): its grant and how
+// long the grant is worth keeping (until the attempt's deadline while it
+// may still act, zero otherwise), or Err (ErrInvalidToken: no attempt was
+// given the token).
+type Looked struct {
+	Grant Grant
+	Until time.Time
+	Err   error
+}
+
+// GrantOf returns what token allows, by the database. A token that no
+// attempt was given is ErrInvalidToken; a token of an attempt that is no
+// longer current is still returned (acting with it is a conflict).
 func GrantOf(ctx context.Context, q db.Querier, token string) (Grant, error) {
-	if !strings.HasPrefix(token, TokenPrefix) || len(token) > 128 {
-		return Grant{}, ErrInvalidToken
-	}
-	h := sha256.Sum256([]byte(token))
-	cb, err := db.GetCallbackByToken(ctx, q, h[:])
-	if err = errs.Store(err, "find callback token"); errors.Is(err, errs.ErrNotFound) {
-		return Grant{}, ErrInvalidToken
-	}
+	l, err := GrantsOf(ctx, q, []string{token})
 	if err != nil {
 		return Grant{}, err
 	}
-	// The index found the row by the hash; compare it again in constant
-	// time, so that nothing of the answer depends on how much matched.
-	if subtle.ConstantTimeCompare(cb.TokenHash, h[:]) != 1 {
-		return Grant{}, ErrInvalidToken
+	return l[0].Grant, l[0].Err
+}
+
+// GrantsOf is GrantOf of many tokens in one statement: the i-th result is
+// tokens[i]'s. err is the statement's.
+func GrantsOf(ctx context.Context, q db.Querier, tokens []string) ([]Looked, error) {
+	out := make([]Looked, len(tokens))
+	hashes := make([][]byte, 0, len(tokens))
+	for i, token := range tokens {
+		if !WellFormed(token) {
+			out[i].Err = ErrInvalidToken
+			continue
+		}
+		h := sha256.Sum256([]byte(token))
+		out[i].Grant.TokenHash = h[:]
+		hashes = append(hashes, h[:])
 	}
-	return Grant{TenantID: cb.TenantID, ExecutionID: cb.ExecutionID, Attempt: cb.Attempt}, nil
+	if len(hashes) == 0 {
+		return out, nil
+	}
+	rows, err := db.GetCallbacksByTokens(ctx, q, hashes)
+	if err != nil {
+		return nil, errs.Store(err, "find callback tokens")
+	}
+	byHash := make(map[[sha256.Size]byte]db.CallbackAttempt, len(rows))
+	for _, cb := range rows {
+		if len(cb.TokenHash) == sha256.Size {
+			byHash[[sha256.Size]byte(cb.TokenHash)] = cb
+		}
+	}
+	for i := range out {
+		h := out[i].Grant.TokenHash
+		if out[i].Err != nil {
+			continue
+		}
+		cb, ok := byHash[[sha256.Size]byte(h)]
+		// The index found the row by the hash; compare it again in
+		// constant time, so that nothing of the answer depends on how
+		// much matched.
+		if !ok || subtle.ConstantTimeCompare(cb.TokenHash, h) != 1 {
+			out[i] = Looked{Err: ErrInvalidToken}
+			continue
+		}
+		out[i].Grant = Grant{TenantID: cb.TenantID, ExecutionID: cb.ExecutionID, Attempt: cb.Attempt, TokenHash: h}
+		if cb.Current && !cb.Expired {
+			out[i].Until = cb.DeadlineAt
+		}
+	}
+	return out, nil
+}
+
+// WellFormed: token may be a callback token (one that is not is
+// invalid without a lookup).
+func WellFormed(token string) bool {
+	return strings.HasPrefix(token, TokenPrefix) && len(token) <= 128
 }
 
 // Current locks the execution and its latest callback attempt in tx and
@@ -219,6 +277,10 @@ func Current(ctx context.Context, tx db.Tx, tenant, executionID string, grant *G
 		return row, cb, err
 	}
 	switch {
+	case grant != nil && grant.Attempt == cb.Attempt && grant.TokenHash != nil &&
+		subtle.ConstantTimeCompare(grant.TokenHash, cb.TokenHash) != 1:
+		// The attempt was given another token since (a kept grant).
+		return row, cb, ErrInvalidToken
 	case grant != nil && grant.Attempt != cb.Attempt:
 		return row, cb, errs.Conflictf("the token is for attempt %d; attempt %d is the current one", grant.Attempt, cb.Attempt)
 	case !cb.Current:

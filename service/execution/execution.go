@@ -152,15 +152,23 @@ func Get(ctx context.Context, q db.Querier, tenant, id string) (Detail, error) {
 	if err != nil {
 		return Detail{}, errs.Store(err, "load execution")
 	}
-	d := Of(row, events)
-	d.Output, d.Progress = cb.Output, cb.Progress
-	if d.Output == nil && row.WorkflowRunID != nil {
+	d, whole := OfDetail(db.ExecutionDetail{Row: row, Events: events, Callback: cb})
+	if !whole {
 		// A workflow node in response mode keeps its JSON answer.
 		if d.Output, err = db.GetExecutionOutput(ctx, q, tenant, id); err != nil {
 			return Detail{}, errs.Store(err, "load execution output")
 		}
 	}
 	return d, nil
+}
+
+// OfDetail returns an execution's detail as Get returns it; whole is
+// false when it lacks the output of a workflow node in response mode,
+// which Get reads on its own (execution_outputs).
+func OfDetail(x db.ExecutionDetail) (d Detail, whole bool) {
+	d = Of(x.Row, x.Events)
+	d.Output, d.Progress = x.Callback.Output, x.Callback.Progress
+	return d, d.Output != nil || x.Row.WorkflowRunID == nil
 }
 
 // WithEvents returns row as operators see it, with its timeline.
