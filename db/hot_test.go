@@ -71,3 +71,74 @@ func TestCommonDeliveryUpdatesAreHOT(t *testing.T) {
 	require.Zero(t, unfinished, "succeeded executions leave unfinished_executions")
 	require.NoError(t, tx.Commit(ctx))
 }
+
+// TestBurstDeliveryUpdatesAreHOT: executions fired together fill pages
+// together, and their batches start them in one statement and record
+// their successes in another; every page keeps room for all its rows'
+// started versions, and, once those commit, for their succeeded ones
+// (migration 0030's fillfactor). At fillfactor 60 about a quarter of the
+// starts moved to another page (a new entry in every index).
+func TestBurstDeliveryUpdatesAreHOT(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pools := dbtest.Pools(t)
+	const n, batch = 200, 50
+	rows, err := pools.Main.Query(ctx, `WITH tn AS (INSERT INTO tenants (id) VALUES ('t')),
+		ep AS (INSERT INTO endpoints (tenant_id, id, name, url, secret)
+			VALUES ('t', gen_random_uuid(), 'e', 'https://example.com', 'whsec_x') RETURNING id)
+		INSERT INTO tasks (tenant_id, id, name, endpoint_id, schedule_type, run_at)
+		SELECT 't', gen_random_uuid(), 'task-' || i, ep.id, 'once', now() FROM ep, generate_series(1, $1) i
+		RETURNING id::text`, n)
+	require.NoError(t, err)
+	tasks, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	slot := time.Now().UTC().Truncate(time.Second)
+	fires := make([]db.NewExecution, n)
+	for i, task := range tasks {
+		fires[i] = db.NewExecution{TenantID: "t", ID: uuid.Must(uuid.NewV7()).String(), TaskID: task, ScheduledFor: slot}
+	}
+	err = pgx.BeginFunc(ctx, pools.Main, func(tx pgx.Tx) error { // one claim
+		_, err := db.InsertScheduledExecutions(ctx, tx, fires)
+		return err
+	})
+	require.NoError(t, err)
+
+	keys := make([]db.DeliveryKey, n)
+	oks := make([]db.DeliverySuccess, n)
+	for i, f := range fires {
+		keys[i] = db.DeliveryKey{ExecutionRef: db.ExecutionRef{TenantID: "t", ID: f.ID}, Lease: 1}
+		oks[i] = db.DeliverySuccess{DeliveryKey: keys[i], StatusCode: 204, LatencyMS: 1}
+	}
+	// Each batch's statement in a transaction of its own, as the batched
+	// start and success commit. The session's counters may still hold its
+	// earlier transactions' (they are flushed now and then), so a batch's
+	// are the difference across its statement.
+	counts := func(tx pgx.Tx) (updated, hot int) {
+		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_updated('executions'::regclass),
+			pg_stat_get_xact_tuples_hot_updated('executions'::regclass)`).Scan(&updated, &hot))
+		return updated, hot
+	}
+	inBatches := func(what string, update func(tx pgx.Tx, from, to int) (int, error)) {
+		for from := 0; from < n; from += batch {
+			err := pgx.BeginFunc(ctx, pools.Delivery, func(tx pgx.Tx) error {
+				updated0, hot0 := counts(tx)
+				got, err := update(tx, from, from+batch)
+				require.NoError(t, err)
+				require.Equal(t, batch, got)
+				updated, hot := counts(tx)
+				require.Equal(t, batch, updated-updated0)
+				require.Equal(t, batch, hot-hot0, "every %s of executions %d–%d is HOT", what, from, from+batch-1)
+				return nil
+			})
+			require.NoError(t, err)
+		}
+	}
+	inBatches("start", func(tx pgx.Tx, from, to int) (int, error) {
+		started, err := db.StartPendingDeliveries(ctx, tx, keys[from:to], db.Misfire{Threshold: 5 * time.Second, CountMax: 100})
+		return len(started), err
+	})
+	inBatches("success", func(tx pgx.Tx, from, to int) (int, error) {
+		done, _, err := db.SucceedDeliveries(ctx, tx, oks[from:to])
+		return len(done), err
+	})
+}

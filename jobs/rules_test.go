@@ -33,6 +33,8 @@ var goStatements = map[string]struct {
 	"cmd/server/debug.go serveDebug": {1, "the pprof HTTP server on AX_DEBUG_ADDR: closed when serve returns"},
 	"jobs/deliver_batch.go (*DeliverBatchWorker).Work": {2, "per-job work: a goroutine per member of the batch, " +
 		"and the batch's watch for cancel requests, all ended and waited for before the job returns"},
+	"jobs/scheduler.go claimDue": {1, "claims of a backlog at once (SchedulerLoopConfig.Claimers), each ending " +
+		"when its claim is not full; waited for before the scheduler's pass returns"},
 	"jobs/eventrun.go (*EventRunner).Run": {1, "per-fire work: an event's fire's attempt, as River's worker " +
 		"would run its job; bounded by the job timeout, counted and waited for by Stop"},
 	"jobs/eventrun.go (*EventRunner).Stop": {1, "waits once for the attempts in flight to end; Stop waits for it"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/axhq/ax/service"
@@ -19,6 +20,8 @@ const (
 	PollCeilingDefault = time.Second
 	// GatherDefault is how long the loop lets due tasks accumulate.
 	GatherDefault = 500 * time.Millisecond
+	// ClaimersDefault is how many claims run at once through a backlog.
+	ClaimersDefault = 2
 	// analyzeEvery is how often the analyze loop looks for young tables
 	// to ANALYZE (service.Scheduler.AnalyzeYoungTables).
 	analyzeEvery = 10 * time.Second
@@ -56,6 +59,15 @@ type SchedulerLoopConfig struct {
 	// a task change wakes the loop at once. Defaults to 500 ms; it is
 	// capped at half the look-ahead.
 	Gather time.Duration
+	// Claimers is how many claims (service.Scheduler.Tick) run at once
+	// while they come back full: a backlog of due tasks, such as a burst
+	// of 100,000 fires due at one instant, which is claimed 1,000 tasks a
+	// transaction. One claim's statements alternate between ax and
+	// PostgreSQL, so one at a time keeps about one core busy; a second
+	// one, locking other rows (SKIP LOCKED, as replicas share the work),
+	// keeps the other busy and writes the burst's slots before it is due.
+	// Defaults to 2; 1 claims one batch at a time.
+	Claimers int
 	// Logger receives what the housekeeping found (the runner logs the
 	// failures). Defaults to a discarding logger.
 	Logger *slog.Logger
@@ -63,7 +75,8 @@ type SchedulerLoopConfig struct {
 	// ax_scheduler_claimed_tasks, ax_fires_total, ax_missed_slots_total)
 	// and the reconciliations (ax_reconciled_executions_total). Optional.
 	Metrics *metrics.Metrics
-	// OnTick, if set, observes every pass (tests).
+	// OnTick, if set, observes every pass (tests); concurrent claims
+	// (Claimers) call it concurrently.
 	OnTick func(service.TickResult, time.Duration)
 	// ReconcileAfter is how long after its slot an unfinished execution
 	// may go without a live River job before the loop resumes it.
@@ -95,6 +108,7 @@ type SchedulerLoopConfig struct {
 //     tables.
 func SchedulerLoops(s *service.Scheduler, cfg SchedulerLoopConfig) []Loop {
 	cfg.PollCeiling = cmp.Or(cfg.PollCeiling, PollCeilingDefault)
+	cfg.Claimers = max(cmp.Or(cfg.Claimers, ClaimersDefault), 1)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -113,25 +127,19 @@ func SchedulerLoops(s *service.Scheduler, cfg SchedulerLoopConfig) []Loop {
 	}}
 
 	backoff := 100 * time.Millisecond
-	scheduler := Loop{Name: LoopScheduler, Every: ceiling, Wake: wake, Pass: func(ctx context.Context) (time.Duration, error) {
-		for {
-			start := time.Now()
-			res, err := s.Tick(ctx)
-			if err != nil {
-				wait := backoff
-				backoff = min(backoff*2, 5*time.Second)
-				return wait, err
-			}
-			d := time.Since(start)
-			observeTick(cfg.Metrics, res, d)
-			if cfg.OnTick != nil {
-				cfg.OnTick(res, d)
-			}
-			backoff = 100 * time.Millisecond
-			if !res.More || ctx.Err() != nil {
-				break
-			}
+	observe := func(res service.TickResult, d time.Duration) {
+		observeTick(cfg.Metrics, res, d)
+		if cfg.OnTick != nil {
+			cfg.OnTick(res, d)
 		}
+	}
+	scheduler := Loop{Name: LoopScheduler, Every: ceiling, Wake: wake, Pass: func(ctx context.Context) (time.Duration, error) {
+		if err := claimDue(ctx, s, cfg.Claimers, observe); err != nil {
+			wait := backoff
+			backoff = min(backoff*2, 5*time.Second)
+			return wait, err
+		}
+		backoff = 100 * time.Millisecond
 		due, known, err := s.NextDueIn(ctx)
 		return nextWait(due, known && err == nil, ceiling, lookAhead, gather), nil
 	}}
@@ -186,6 +194,38 @@ func SchedulerLoops(s *service.Scheduler, cfg SchedulerLoopConfig) []Loop {
 		}
 		return 0, nil
 	}})
+}
+
+// claimDue claims due tasks (service.Scheduler.Tick) until a claim comes
+// back with room to spare. While claims come back full, claimers of them
+// run at once, each until its own claim is not full; they lock different
+// tasks (SKIP LOCKED), so they share the backlog as replicas do. The
+// goroutines end before it returns.
+func claimDue(ctx context.Context, s *service.Scheduler, claimers int, observe func(service.TickResult, time.Duration)) error {
+	claim := func() (bool, error) {
+		start := time.Now()
+		res, err := s.Tick(ctx)
+		if err != nil {
+			return false, err
+		}
+		observe(res, time.Since(start))
+		return res.More && ctx.Err() == nil, nil
+	}
+	more, err := claim()
+	if err != nil || !more {
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, claimers)
+	for i := range claimers {
+		wg.Go(func() {
+			for more := true; more && errs[i] == nil; {
+				more, errs[i] = claim()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // RunScheduler runs the scheduler's loops (SchedulerLoops) on a Runner of

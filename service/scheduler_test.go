@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,7 +152,8 @@ func TestConcurrentSchedulersFireEachSlotOnce(t *testing.T) {
 	// Every reported fire is an execution. A pass the cancel cut during its
 	// COMMIT may have committed without being reported (the client cannot
 	// tell), so the executions may exceed the reports by that last pass of
-	// each loop, never the other way. A pass claims up to BatchSize tasks
+	// each of a loop's claims (jobs.ClaimersDefault at once through a
+	// backlog), never the other way. A pass claims up to BatchSize tasks
 	// and writes each one's slots up to the horizon (and up to a quarter of
 	// the claim cycle beyond): one a second, from a slot at most the
 	// look-ahead away.
@@ -160,11 +162,59 @@ func TestConcurrentSchedulersFireEachSlotOnce(t *testing.T) {
 	mu.Lock()
 	execs := f.count(t, `SELECT count(*) FROM executions`)
 	require.LessOrEqual(t, fired, execs, "the loops logged:\n%s", logs.String())
-	require.LessOrEqual(t, execs-fired, 4*perPass, "the loops logged:\n%s", logs.String())
+	require.LessOrEqual(t, execs-fired, 4*jobs.ClaimersDefault*perPass, "the loops logged:\n%s", logs.String())
 	mu.Unlock()
 	// Every slot at or after the first was fired, none before it.
 	require.Equal(t, 1000, f.count(t, `SELECT count(*) FROM executions WHERE scheduled_for = $1`, now.Add(time.Second)))
 	require.Zero(t, f.count(t, `SELECT count(*) FROM executions WHERE scheduled_for < $1`, now.Add(time.Second)))
+}
+
+// TestSchedulerClaimsABacklogAtOnce: while claims come back full (1,000
+// tasks due at one instant, claimed 100 at a time), the loop runs two of
+// them at once (SchedulerLoopConfig.Claimers), and every slot still fires
+// once. The two claims after the first meet in OnTick: each waits there
+// for the other, which only a second claim in flight can be.
+func TestSchedulerClaimsABacklogAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	f.insertTasks(t, 1000, 1, now.Add(time.Second), "fire_once")
+
+	var (
+		calls atomic.Int32
+		met   atomic.Bool
+		both  = make(chan struct{})
+	)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		jobs.RunScheduler(ctx, f.scheduler(service.SchedulerConfig{BatchSize: 100}), jobs.SchedulerLoopConfig{
+			Claimers: 2,
+			OnTick: func(service.TickResult, time.Duration) {
+				switch calls.Add(1) {
+				case 2: // one of the two claims after the first, full one
+					select {
+					case <-both:
+						met.Store(true)
+					case <-time.After(10 * time.Second): // no second claim in flight
+					}
+				case 3:
+					close(both)
+				}
+			},
+		})
+	}()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		n, err := f.loadCount(`SELECT count(*) FROM tasks WHERE next_run_at <= $1`, now.Add(time.Second))
+		assert.NoError(c, err)
+		assert.Zero(c, n, "tasks whose first slot is not claimed")
+	}, 30*time.Second, 20*time.Millisecond)
+	cancel()
+	<-done
+	require.True(t, met.Load(), "two claims were in flight at once")
+	require.Equal(t, 1000, f.count(t, `SELECT count(*) FROM executions WHERE scheduled_for = $1`, now.Add(time.Second)))
+	f.requireExactlyOncePerSlot(t, 1)
 }
 
 // TestSchedulerSurvivesInterruptions cancels the loop at random moments,

@@ -131,6 +131,16 @@ func (r *receiver) count() int {
 	return len(r.got)
 }
 
+// since returns a copy of the requests that arrived after the first from.
+func (r *receiver) since(from int) []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if from >= len(r.got) {
+		return nil
+	}
+	return append([]delivery(nil), r.got[from:]...)
+}
+
 // snapshot returns a copy of every request so far.
 func (r *receiver) snapshot() []delivery {
 	r.mu.Lock()

@@ -84,14 +84,17 @@ type result struct {
 	// zero means another workload shared the CPUs and the figures are off.
 	BenchCPUPercent *float64 `json:"bench_cpu_percent,omitempty"`
 	OtherCPUPercent *float64 `json:"other_cpu_percent,omitempty"`
-	// AxCPUPerDeliveryUS and PGCPUPerDeliveryUS are ax's and PostgreSQL's
-	// CPU time over the window per request delivered in it, in µs
-	// (precision-like rows and bursts): a cost that a busy machine changes
-	// less than latencies and rates.
-	AxCPUPerDeliveryUS *float64 `json:"ax_cpu_per_delivery_us,omitempty"`
-	PGCPUPerDeliveryUS *float64 `json:"postgres_cpu_per_delivery_us,omitempty"`
-	// cpuSeconds: ax's and PostgreSQL's CPU time over the window (setCPU).
-	cpuSeconds struct{ ax, pg float64 }
+	// AxCPUPerDeliveryUS, PGCPUPerDeliveryUS and BenchCPUPerDeliveryUS
+	// are ax's, PostgreSQL's and this command's CPU time over the window
+	// per request delivered in it, in µs (precision-like rows and bursts):
+	// a cost that a busy machine changes less than latencies and rates.
+	// The bench's is mostly its receiver's, which shares the cores with ax.
+	AxCPUPerDeliveryUS    *float64 `json:"ax_cpu_per_delivery_us,omitempty"`
+	PGCPUPerDeliveryUS    *float64 `json:"postgres_cpu_per_delivery_us,omitempty"`
+	BenchCPUPerDeliveryUS *float64 `json:"bench_cpu_per_delivery_us,omitempty"`
+	// cpuSeconds: ax's, PostgreSQL's and the bench's CPU time over the
+	// window (setCPU).
+	cpuSeconds struct{ ax, pg, bench float64 }
 	// FsyncPerSecond is the disk's 8 kB write+fdatasync rate measured just
 	// before the scenario: the floor under every durable commit.
 	FsyncPerSecond float64 `json:"disk_fsync_per_second,omitempty"`
@@ -198,6 +201,7 @@ func (r *result) setCPU(a, b cpuSample) {
 	}
 	if a.self >= 0 && b.self >= 0 {
 		r.BenchCPUPercent = pct(float64(b.self-a.self) / clockTicks / secs)
+		r.cpuSeconds.bench = float64(b.self-a.self) / clockTicks
 	}
 	if a.busy >= 0 && b.busy >= 0 && a.ax >= 0 && b.ax >= 0 && a.pg >= 0 && b.pg >= 0 {
 		other := float64((b.busy-a.busy)-(b.ax-a.ax)-(b.pg-a.pg)-(b.self-a.self)) / clockTicks / secs
@@ -226,6 +230,10 @@ func (r *result) setCPUPerDelivery(n int) {
 	if r.PGCPUPercent != nil {
 		v := math.Round(r.cpuSeconds.pg / float64(n) * 1e6)
 		r.PGCPUPerDeliveryUS = &v
+	}
+	if r.BenchCPUPercent != nil {
+		v := math.Round(r.cpuSeconds.bench / float64(n) * 1e6)
+		r.BenchCPUPerDeliveryUS = &v
 	}
 }
 
@@ -420,7 +428,8 @@ func (rep *report) details(w io.Writer, r result) {
 		line := fmt.Sprintf("CPU (%% of one core) ax %s, postgres %s, bench %s, other %s; ax RSS %s MiB",
 			fp(r.AxCPUPercent), fp(r.PGCPUPercent), fp(r.BenchCPUPercent), fp(r.OtherCPUPercent), fp(r.AxRSSMiB))
 		if r.AxCPUPerDeliveryUS != nil || r.PGCPUPerDeliveryUS != nil {
-			line += fmt.Sprintf("; per delivery ax %s µs, postgres %s µs", fp(r.AxCPUPerDeliveryUS), fp(r.PGCPUPerDeliveryUS))
+			line += fmt.Sprintf("; per delivery ax %s µs, postgres %s µs, bench %s µs", fp(r.AxCPUPerDeliveryUS),
+				fp(r.PGCPUPerDeliveryUS), fp(r.BenchCPUPerDeliveryUS))
 		}
 		parts = append(parts, line)
 	}
