@@ -118,6 +118,7 @@ type options struct {
 	label       string
 	quietWait   time.Duration
 	analyze     bool
+	deployed    string
 	cpuProfile  string
 	axProfile   string
 	receiver    string
@@ -177,6 +178,10 @@ func main() {
 	flag.BoolVar(&o.analyze, "analyze", true, "ANALYZE the database just before measuring (precision: after the warm-up; burst: "+
 		"after creating the tasks), as autovacuum does within a minute on a running server; false measures a freshly created "+
 		"database, whose planner has no statistics yet")
+	flag.StringVar(&o.deployed, "deployed", strings.Join(deployedParts, ","), "deployed, deployed-sustained: which of their "+
+		"differences from precision and sustained to keep, a comma-separated subset of "+strings.Join(deployedParts, ", ")+
+		" (PostgreSQL over TCP; tasks without start_at, their slots anchored on their creation times; no ANALYZE by hand); "+
+		"the rest as precision has them (the Unix socket, staggered start_at, -analyze)")
 	flag.StringVar(&o.label, "label", "", "a note recorded with the results, e.g. what -ax was built from")
 	flag.Var(&o.pgSettings, "pg", "extra PostgreSQL setting name=value for experiments, e.g. synchronous_commit=off (repeatable)")
 	flag.Var(&o.env, "env", "extra KEY=VALUE for ax's environment, e.g. a tuning variable (repeatable)")
@@ -193,6 +198,12 @@ func main() {
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
 		os.Exit(2)
+	}
+	for _, part := range strings.Split(o.deployed, ",") {
+		if part = strings.TrimSpace(part); part != "" && !slices.Contains(deployedParts, part) {
+			fmt.Fprintf(os.Stderr, "bench: -deployed: unknown part %q (want a subset of %s)\n", part, strings.Join(deployedParts, ", "))
+			os.Exit(2)
+		}
 	}
 
 	if o.cpuProfile != "" {
@@ -326,9 +337,9 @@ func runScenario(ctx context.Context, st *stack, o options, name string) (*resul
 		}
 		return precision(ctx, st, o, name, orInt(n, 10_000), benchShape(o))
 	case "deployed":
-		return precision(ctx, st, o, name, orInt(n, 1000), deployedShape)
+		return precision(ctx, st, o, name, orInt(n, 1000), deployedShape(o))
 	case "deployed-sustained":
-		return precision(ctx, st, o, name, orInt(n, 5000), deployedShape)
+		return precision(ctx, st, o, name, orInt(n, 5000), deployedShape(o))
 	case "burst":
 		return burst(ctx, st, o, name, orInt(n, 10000), 1)
 	case "burst-100k":

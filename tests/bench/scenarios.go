@@ -37,8 +37,26 @@ type shape struct {
 func benchShape(o options) shape { return shape{startAt: true, analyze: o.analyze} }
 
 // deployedShape is how a user deploys ax: PostgreSQL over TCP, tasks
-// created without start_at, no ANALYZE by hand.
-var deployedShape = shape{tcp: true}
+// created without start_at, no ANALYZE by hand. -deployed keeps only some
+// of these differences (deployedParts), the others as benchShape has
+// them, to tell which one costs what.
+func deployedShape(o options) shape {
+	sh := benchShape(o)
+	for _, part := range strings.Split(o.deployed, ",") {
+		switch strings.TrimSpace(part) {
+		case "tcp":
+			sh.tcp = true
+		case "anchored":
+			sh.startAt = false
+		case "unanalyzed":
+			sh.analyze = false
+		}
+	}
+	return sh
+}
+
+// deployedParts are the differences of deployedShape that -deployed names.
+var deployedParts = []string{"tcp", "anchored", "unanalyzed"}
 
 // session is one scenario's ax process, database and receiver.
 type session struct {
