@@ -97,7 +97,10 @@ func TestReplicas(t *testing.T) {
 	// due within 20 ms share a batch job, so this makes about 50 jobs a
 	// second for the replicas to share out (with every task on one instant
 	// they were one or two a second, and one replica could take them all).
-	first := time.Now().Add(6 * time.Second).Truncate(time.Second)
+	// The lead leaves room for creating 200 tasks through the API while
+	// the rest of the suite runs in parallel (over 6 s on a loaded
+	// two-core machine).
+	first := time.Now().Add(20 * time.Second).Truncate(time.Second)
 	start := func(i int) time.Time { return first.Add(time.Second * time.Duration(i) / tasks) }
 	ids := make([]string, tasks)
 	errs := make(chan error, tasks)
