@@ -46,8 +46,8 @@ type SchedulerConfig struct {
 	// Horizon − LookAhead, not on every pass, and each claim rewrites the
 	// task row (next_run_at, a non-HOT update of every index on tasks).
 	// Each task's claims converge on their own phase of that cycle, so a
-	// claim materialises up to the task's next claim instant, within a
-	// quarter of the cycle of the horizon (horizonEnd). Both stay within
+	// claim materialises up to the task's next claim instant, between a
+	// quarter and 1¼ cycles ahead (horizonEnd). Both stay within
 	// NearTermWindow so that the deliveries' jobs are written as
 	// available. Defaults to four times the look-ahead (16 s: at 5,000
 	// fires/s a third of the task row rewrites of twice the look-ahead).
@@ -369,17 +369,19 @@ func (s *Scheduler) plan(t db.DueTask, now time.Time, cals map[string]db.Calenda
 
 // horizonEnd is how far a claim at now materialises the slots of the
 // task id whose next slot is slot: up to the task's next claim instant
-// plus the look-ahead. A task's claim instants converge on a fixed phase
-// of the claim cycle (Horizon − LookAhead): the next one is the first
-// instant at that phase more than ¾ of a cycle after now, but no later
-// than 1¼ cycles after now (and within NearTermWindow). A task out of
-// phase thus moves up to a quarter of a cycle at each claim, as often
-// later as sooner, so tasks created (or first due) together spread over
-// the cycle within a few cycles without being claimed more often on
-// average than with a fixed horizon, and once in phase each is claimed
-// once per cycle. Without phases, 5,000 tasks firing every second from
-// one start would all be claimed in the same few seconds of every cycle,
-// writing 60,000 executions while the deliveries wait for the CPU.
+// plus the look-ahead. A task's claim instants are at a fixed phase of the
+// claim cycle (Horizon − LookAhead): the next one is the first instant at
+// that phase more than a quarter of a cycle after now, which is never
+// later than 1¼ cycles after now (nor, with a horizon at NearTermWindow,
+// later than the window allows: it is then clipped, and the task moves
+// towards its phase at its next claims). A task out of phase — created at
+// any instant, or first due together with thousands of others — thus
+// reaches its phase at its first claim, at the cost of one shorter claim,
+// and from then on is claimed once per cycle. So tasks created one after
+// another through the API are claimed by phase from their second claim,
+// and their fires share batch jobs; and 5,000 tasks firing every second
+// from one start are not all claimed in the same few seconds of every
+// cycle, writing 60,000 executions while the deliveries wait for the CPU.
 //
 // The phase is a whole number of seconds chosen by the slot's position
 // within its second (the first twelfth of a second → 0 s, and so on), plus
@@ -403,7 +405,7 @@ func (s *Scheduler) horizonEnd(id string, slot, now time.Time) time.Time {
 	seconds := int64(cycle.Seconds() * float64(pick) / float64(time.Second))
 	phase := seconds*int64(time.Second) + off
 	n := now.UnixNano()
-	lo := n + int64(cycle-cycle/4)
+	lo := n + int64(cycle/4)
 	hi := n + int64(min(cycle+cycle/4, max(cycle, NearTermWindow-s.cfg.LookAhead)))
 	claim := lo - floorMod(lo-phase, int64(cycle)) + int64(cycle) // the first instant at the phase after lo
 	return time.Unix(0, min(claim, hi)).Add(s.cfg.LookAhead)
