@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -212,7 +213,7 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 		return e.advance(ctx, tx, run, nil, depth+1, nil)
 	}
 	if p.Run == run.State {
-		return nil
+		return e.advanced(ctx, tx, run)
 	}
 	if err := lifecycle.Runs.Check([]string{run.State}, p.Run); err != nil {
 		return err
@@ -311,17 +312,47 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 	return len(fails) > 0, nil
 }
 
+// advanced records that the advance brought run, still running, up to
+// date (db.MarkRunsAdvanced: the backstop reads only the runs not
+// advanced for its age), at once or, gathering, with the hand-offs. A run
+// whose state the advance changed is not marked: the state's write sets
+// it (db.SetWorkflowRunState).
+func (e runEngine) advanced(ctx context.Context, tx db.Tx, run db.WorkflowRun) error {
+	if run.State != RunRunning {
+		return nil
+	}
+	if e.handOffs != nil {
+		if e.handOffs.advanced == nil {
+			e.handOffs.advanced = map[string][]string{}
+		}
+		e.handOffs.advanced[run.TenantID] = append(e.handOffs.advanced[run.TenantID], run.ID)
+		return nil
+	}
+	return storeError(db.MarkRunsAdvanced(ctx, tx, run.TenantID, []string{run.ID}), "mark workflow run advanced")
+}
+
 // handOffs are the deliver jobs of the nodes a transaction fired, gathered
 // from the advances of several runs so that they cost one insert and one
-// notification (runEngine.handOffs).
+// notification (runEngine.handOffs), and the runs advanced, marked in one
+// statement per tenant.
 type handOffs struct {
 	jobs []river.InsertManyParams
+	// advanced: tenant → its runs advanced, still running (runEngine.advanced).
+	advanced map[string][]string
 }
 
 // insert inserts the jobs gathered, if any, and notifies their queues at
 // commit: the hand-off to the next nodes must not wait for a poll, whatever
-// River's own notification throttle decided (db.NotifyJobQueues).
+// River's own notification throttle decided (db.NotifyJobQueues). It marks
+// the runs advanced.
 func (h *handOffs) insert(ctx context.Context, tx db.Tx, enq *Enqueuer) error {
+	tenants := slices.Sorted(maps.Keys(h.advanced))
+	for _, t := range tenants {
+		if err := db.MarkRunsAdvanced(ctx, tx, t, h.advanced[t]); err != nil {
+			return storeError(err, "mark workflow runs advanced")
+		}
+	}
+	h.advanced = nil
 	if len(h.jobs) == 0 {
 		return nil
 	}
