@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/axhq/ax/db"
@@ -93,4 +95,71 @@ func TestMarkRunsAdvanced(t *testing.T) {
 	x, fresh = xmin(ended)
 	require.Equal(t, before[ended], x, "a run that is not running is not written")
 	require.False(t, fresh)
+}
+
+// pipelines counts the round trips of a Querier: each statement sent
+// alone, each batch sent at once.
+type pipelines struct {
+	*pgxpool.Pool
+	queries, batches int
+}
+
+func (p *pipelines) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	p.queries++
+	return p.Pool.Query(ctx, sql, args...)
+}
+
+func (p *pipelines) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	p.batches++
+	return p.Pool.SendBatch(ctx, b)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// oneByOne is a Querier that does not pipeline.
+type oneByOne struct{ db.Querier }
+
+// TestReadRunViewIsOneRoundTrip: a run's view (the run, its nodes, its
+// timeline, outputs, its workflow's SLA and the clock) is read in one
+// round trip, and reads the same one statement after another on a
+// Querier that does not pipeline.
+func TestReadRunViewIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.Pools(t).Main
+	const run = "01900000-0000-7000-8000-000000000021"
+	_, err := pool.Exec(ctx, `
+		INSERT INTO tenants (id) VALUES ('view');
+		INSERT INTO workflows (tenant_id, id, name, sla_finish_within_ms)
+			VALUES ('view', '01900000-0000-7000-8000-000000000020', 'w', 60000)`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO workflow_runs (tenant_id, id, workflow_id, version, scheduled_for, trigger, state)
+		VALUES ('view', $1, '01900000-0000-7000-8000-000000000020', 1, now(), 'manual', 'running')`, run)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO workflow_run_nodes (tenant_id, run_id, key, state, output)
+		VALUES ('view', $1, 'a', 'waiting', NULL), ('view', $1, 'b', 'succeeded', '{"ok": true}')`, run)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO workflow_run_events (tenant_id, run_id, type, message)
+		VALUES ('view', $1, 'sla_missed', 'late')`, run)
+	require.NoError(t, err)
+
+	p := &pipelines{Pool: pool}
+	v, err := db.ReadRunView(ctx, p, "view", run)
+	require.NoError(t, err)
+	require.Equal(t, 1, p.batches)
+	require.Zero(t, p.queries, "one round trip")
+	require.Equal(t, run, v.Run.ID)
+	require.Len(t, v.Nodes, 2)
+	require.Len(t, v.Events, 1)
+	require.Equal(t, []db.NodeOutput{{Node: "b", Output: ptr(`{"ok": true}`)}}, v.Outputs)
+	require.Equal(t, ptr(int64(60000)), v.SLAFinishWithinMS)
+	require.WithinDuration(t, time.Now(), v.Now, time.Minute)
+
+	alone, err := db.ReadRunView(ctx, oneByOne{pool}, "view", run)
+	require.NoError(t, err)
+	v.Now, alone.Now = time.Time{}, time.Time{}
+	require.Equal(t, v, alone)
+
+	_, err = db.ReadRunView(ctx, p, "view", "01900000-0000-7000-8000-000000000029")
+	require.ErrorIs(t, err, db.ErrNotFound)
 }
