@@ -440,10 +440,24 @@ func GetRunNodes(ctx context.Context, q Querier, tenant, runID string) ([]RunNod
 // SetRunNodeStates moves nodes of a run to states (keys[i] → states[i]);
 // a node that becomes fired records when (rule_met_at).
 func SetRunNodeStates(ctx context.Context, q Querier, tenant, runID string, keys, states []string) error {
-	_, err := q.Exec(ctx, `UPDATE workflow_run_nodes n SET state = c.state, updated_at = now(),
+	runs := make([]string, len(keys))
+	for i := range runs {
+		runs[i] = runID
+	}
+	return SetRunsNodeStates(ctx, q, tenant, runs, keys, states)
+}
+
+// SetRunsNodeStates is SetRunNodeStates for nodes of several runs of a
+// tenant in one statement: node keys[i] of run runs[i] moves to states[i].
+func SetRunsNodeStates(ctx context.Context, q Querier, tenant string, runs, keys, states []string) error {
+	ids, err := uuidArray(runs)
+	if err != nil {
+		return wrap("set run node states", err)
+	}
+	_, err = q.Exec(ctx, `UPDATE workflow_run_nodes n SET state = c.state, updated_at = now(),
 			rule_met_at = CASE WHEN c.state = `+nodeFired+` THEN coalesce(n.rule_met_at, now()) ELSE n.rule_met_at END
-		FROM unnest($3::text[], $4::text[]) AS c(key, state)
-		WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.key = c.key`, tenant, runID, keys, states)
+		FROM unnest($2::uuid[], $3::text[], $4::text[]) AS c(run_id, key, state)
+		WHERE n.tenant_id = $1 AND n.run_id = c.run_id AND n.key = c.key`, tenant, ids, keys, states)
 	return wrap("set run node states", err)
 }
 
@@ -538,31 +552,53 @@ type NewNodeExecution struct {
 func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, runID string, slot time.Time, round int32,
 	execs []NewNodeExecution,
 ) ([]InsertedExecution, error) {
+	rows := make([]RunNodeExecution, len(execs))
+	for i, e := range execs {
+		rows[i] = RunNodeExecution{WorkflowID: workflowID, RunID: runID, Slot: slot, Round: round, NewNodeExecution: e}
+	}
+	return InsertRunsNodeExecutions(ctx, q, tenant, rows)
+}
+
+// RunNodeExecution is a shard of a node to fire with its run.
+type RunNodeExecution struct {
+	WorkflowID, RunID string
+	// Slot and Round are the run's (InsertNodeExecutions).
+	Slot  time.Time
+	Round int32
+	NewNodeExecution
+}
+
+// InsertRunsNodeExecutions is InsertNodeExecutions for nodes of several
+// runs of a tenant in one statement.
+func InsertRunsNodeExecutions(ctx context.Context, q Querier, tenant string, execs []RunNodeExecution) ([]InsertedExecution, error) {
 	n := len(execs)
 	if n == 0 {
 		return nil, nil
 	}
 	ids, tasks, triggers, nodes := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	workflows, runs, slots, rounds := make([]string, n), make([]string, n), make([]time.Time, n), make([]int32, n)
 	shards, counts := make([]int32, n), make([]int32, n)
 	payloads := make([][]byte, n)
 	for i, e := range execs {
 		ids[i], tasks[i], triggers[i], nodes[i], shards[i], counts[i] = e.ID, e.TaskID, e.Trigger, e.Node, e.Shard, e.ShardCount
+		workflows[i], runs[i], slots[i], rounds[i] = e.WorkflowID, e.RunID, e.Slot, max(e.Round, 1)
 		payloads[i] = e.Payload
 	}
-	uids, err := uuidArray(ids)
-	if err != nil {
-		return nil, wrap("insert node executions", err)
-	}
-	taskIDs, err := uuidArray(tasks)
-	if err != nil {
-		return nil, wrap("insert node executions", err)
+	var uuids [4][][16]byte
+	for i, a := range [][]string{ids, tasks, workflows, runs} {
+		u, err := uuidArray(a)
+		if err != nil {
+			return nil, wrap("insert node executions", err)
+		}
+		uuids[i] = u
 	}
 	rows, err := q.Query(ctx, `WITH ins AS (
 			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, implicit_events, workflow_id,
 				workflow_run_id, node, shard, shard_count, round, payload)
-			SELECT $1, id, task_id, $4, trigger, 1, $2, $3, node, shard, shard_count, $11, payload
-			FROM unnest($5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::int[], $10::int[], $12::bytea[])
-				AS i(id, task_id, trigger, node, shard, shard_count, payload)
+			SELECT $1, id, task_id, slot, trigger, 1, workflow_id, run_id, node, shard, shard_count, round, payload
+			FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::int[], $7::int[], $8::bytea[],
+					$9::uuid[], $10::uuid[], $11::timestamptz[], $12::int[])
+				AS i(id, task_id, trigger, node, shard, shard_count, payload, workflow_id, run_id, slot, round)
 			ON CONFLICT DO NOTHING
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
@@ -570,7 +606,7 @@ func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, ru
 			SELECT tenant_id, task_id, scheduled_for, id FROM ins
 		)
 		SELECT tenant_id, id::text, task_id::text, scheduled_for FROM ins`,
-		tenant, workflowID, runID, slot, uids, taskIDs, triggers, nodes, shards, counts, max(round, 1), payloads)
+		tenant, uuids[0], uuids[1], triggers, nodes, shards, counts, payloads, uuids[2], uuids[3], slots, rounds)
 	if err != nil {
 		return nil, wrap("insert node executions", err)
 	}

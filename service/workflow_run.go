@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -190,6 +191,13 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 	for _, k := range p.Unblock {
 		keys, states = append(keys, k), append(states, NodeWaiting)
 	}
+	if e.handOffs != nil && tr == nil && len(waits) == 0 && len(skipped) == 0 {
+		// Nothing here needs the writes before the caller's flush: they
+		// go with the other runs' (handOffs.insert).
+		news, _, meta := nodeExecutions(run, g, fire, nil, nil)
+		e.handOffs.later(run, keys, states, news, meta)
+		return e.settle(ctx, tx, run, p)
+	}
 	if len(keys) > 0 {
 		if err := db.SetRunNodeStates(ctx, tx, run.TenantID, run.ID, keys, states); err != nil {
 			return storeError(err, "set run node states")
@@ -212,6 +220,11 @@ func (e runEngine) advance(ctx context.Context, tx db.Tx, run db.WorkflowRun, fo
 		// again.
 		return e.advance(ctx, tx, run, nil, depth+1, nil)
 	}
+	return e.settle(ctx, tx, run, p)
+}
+
+// settle applies the run's state that the advance's plan p decided.
+func (e runEngine) settle(ctx context.Context, tx db.Tx, run db.WorkflowRun, p dag.Plan) error {
 	if p.Run == run.State {
 		return e.advanced(ctx, tx, run)
 	}
@@ -244,35 +257,7 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 	if len(keys) == 0 {
 		return false, nil
 	}
-	var news []db.NewNodeExecution
-	unsent := map[string]string{} // execution id → why it fails unsent
-	meta := map[string]storedNode{}
-	for _, k := range keys {
-		n := g.Nodes[g.Index[k]]
-		trigger := TriggerDependency
-		if len(n.DependsOn) == 0 {
-			// A root has its run's trigger: a backfill run's roots are
-			// backfill executions (no misfire rule, the backfill's wake).
-			trigger = TriggerManual
-			if run.Trigger == TriggerSchedule || run.Trigger == TriggerBackfill {
-				trigger = run.Trigger
-			}
-		}
-		shards := max(n.Shards, 1)
-		for i := range shards {
-			x := db.NewNodeExecution{
-				ID: NewID(), TaskID: n.TaskID, Trigger: trigger, Node: k,
-				Shard: int32(i), ShardCount: int32(shards),
-			}
-			if why, ok := broken[k]; ok {
-				unsent[x.ID] = why
-			} else if x.Payload, err = tr.payload(n, x.ID, trigger, i, shards); err != nil {
-				unsent[x.ID], x.Payload = err.Error(), nil
-			}
-			news = append(news, x)
-		}
-		meta[n.TaskID] = n
-	}
+	news, unsent, meta := nodeExecutions(run, g, keys, tr, broken)
 	inserted, err := db.InsertNodeExecutions(ctx, tx, run.TenantID, run.WorkflowID, run.ID, run.ScheduledFor, run.Round, news)
 	if err != nil {
 		return false, storeError(err, "insert node executions")
@@ -280,19 +265,7 @@ func (e runEngine) fireNodes(ctx context.Context, tx db.Tx, run db.WorkflowRun, 
 	if len(inserted) == 0 {
 		return false, nil
 	}
-	fired := make([]firedExecution, 0, len(inserted))
-	var fails []unsentFire
-	for _, x := range inserted {
-		if why, ok := unsent[x.ID]; ok {
-			fails = append(fails, unsentFire{TenantID: x.TenantID, ID: x.ID, TaskID: x.TaskID, Reason: why})
-			continue
-		}
-		n := meta[x.TaskID]
-		fired = append(fired, firedExecution{
-			TenantID: x.TenantID, ID: x.ID, ScheduledFor: x.ScheduledFor, Priority: n.Priority,
-			MaxAttempts: n.MaxAttempts,
-		})
-	}
+	fired, fails := firedOf(inserted, unsent, meta)
 	if len(fails) > 0 {
 		if e.ended == nil { // a caller that would lose the count: see tallying
 			return false, errors.New("workflow engine: no tally of the executions it ends (runEngine.tallying)")
@@ -331,6 +304,61 @@ func (e runEngine) advanced(ctx context.Context, tx db.Tx, run db.WorkflowRun) e
 	return storeError(db.MarkRunsAdvanced(ctx, tx, run.TenantID, []string{run.ID}), "mark workflow run advanced")
 }
 
+// nodeExecutions returns the executions (one per shard) of nodes keys of
+// run to insert, with, by id, those that fail unsent and why (a node in
+// broken, a payload that does not render with tr), and the nodes by task.
+func nodeExecutions(run db.WorkflowRun, g *graph, keys []string, tr *runTemplates, broken map[string]string,
+) (news []db.NewNodeExecution, unsent map[string]string, meta map[string]storedNode) {
+	unsent, meta = map[string]string{}, map[string]storedNode{}
+	for _, k := range keys {
+		n := g.Nodes[g.Index[k]]
+		trigger := TriggerDependency
+		if len(n.DependsOn) == 0 {
+			// A root has its run's trigger: a backfill run's roots are
+			// backfill executions (no misfire rule, the backfill's wake).
+			trigger = TriggerManual
+			if run.Trigger == TriggerSchedule || run.Trigger == TriggerBackfill {
+				trigger = run.Trigger
+			}
+		}
+		shards := max(n.Shards, 1)
+		for i := range shards {
+			x := db.NewNodeExecution{
+				ID: NewID(), TaskID: n.TaskID, Trigger: trigger, Node: k,
+				Shard: int32(i), ShardCount: int32(shards),
+			}
+			var err error
+			if why, ok := broken[k]; ok {
+				unsent[x.ID] = why
+			} else if x.Payload, err = tr.payload(n, x.ID, trigger, i, shards); err != nil {
+				unsent[x.ID], x.Payload = err.Error(), nil
+			}
+			news = append(news, x)
+		}
+		meta[n.TaskID] = n
+	}
+	return news, unsent, meta
+}
+
+// firedOf splits the executions inserted into those to deliver and those
+// that fail unsent.
+func firedOf(inserted []db.InsertedExecution, unsent map[string]string, meta map[string]storedNode,
+) (fired []firedExecution, fails []unsentFire) {
+	fired = make([]firedExecution, 0, len(inserted))
+	for _, x := range inserted {
+		if why, ok := unsent[x.ID]; ok {
+			fails = append(fails, unsentFire{TenantID: x.TenantID, ID: x.ID, TaskID: x.TaskID, Reason: why})
+			continue
+		}
+		n := meta[x.TaskID]
+		fired = append(fired, firedExecution{
+			TenantID: x.TenantID, ID: x.ID, ScheduledFor: x.ScheduledFor, Priority: n.Priority,
+			MaxAttempts: n.MaxAttempts,
+		})
+	}
+	return fired, fails
+}
+
 // handOffs are the deliver jobs of the nodes a transaction fired, gathered
 // from the advances of several runs so that they cost one insert and one
 // notification (runEngine.handOffs), and the runs advanced, marked in one
@@ -339,6 +367,83 @@ type handOffs struct {
 	jobs []river.InsertManyParams
 	// advanced: tenant → its runs advanced, still running (runEngine.advanced).
 	advanced map[string][]string
+	// writes: tenant → the node states and executions of the advances
+	// that left them for the flush (later), with the nodes by task and
+	// the engine's ahead for their jobs.
+	writes map[string]*runWrites
+	nodes  map[string]storedNode
+	ahead  time.Duration
+}
+
+// runWrites are a tenant's node states (nodeRuns[i]'s node nodeKeys[i] →
+// nodeStates[i]) and node executions to write at a flush.
+type runWrites struct {
+	nodeRuns, nodeKeys, nodeStates []string
+	execs                          []db.RunNodeExecution
+}
+
+// later keeps the node states (keys[i] → states[i]) and the executions
+// news of an advance of run for the flush: an advance whose writes
+// nothing reads before it (no template, no wait, no skip: they read the
+// run's nodes and executions again) leaves them to one statement each
+// for all the runs of the transaction.
+func (h *handOffs) later(run db.WorkflowRun, keys, states []string, news []db.NewNodeExecution, meta map[string]storedNode) {
+	if len(keys) == 0 && len(news) == 0 {
+		return
+	}
+	if h.writes == nil {
+		h.writes, h.nodes = map[string]*runWrites{}, map[string]storedNode{}
+	}
+	w := h.writes[run.TenantID]
+	if w == nil {
+		w = &runWrites{}
+		h.writes[run.TenantID] = w
+	}
+	for range keys {
+		w.nodeRuns = append(w.nodeRuns, run.ID)
+	}
+	w.nodeKeys, w.nodeStates = append(w.nodeKeys, keys...), append(w.nodeStates, states...)
+	for _, x := range news {
+		w.execs = append(w.execs, db.RunNodeExecution{
+			WorkflowID: run.WorkflowID, RunID: run.ID, Slot: run.ScheduledFor, Round: run.Round, NewNodeExecution: x,
+		})
+	}
+	maps.Copy(h.nodes, meta)
+}
+
+// write makes the writes left for the flush (later), tenant by tenant,
+// and gathers the jobs of the executions it inserted.
+func (h *handOffs) write(ctx context.Context, tx db.Tx) error {
+	for _, t := range slices.Sorted(maps.Keys(h.writes)) {
+		w := h.writes[t]
+		if len(w.nodeKeys) > 0 {
+			if err := db.SetRunsNodeStates(ctx, tx, t, w.nodeRuns, w.nodeKeys, w.nodeStates); err != nil {
+				return storeError(err, "set run node states")
+			}
+		}
+		inserted, err := db.InsertRunsNodeExecutions(ctx, tx, t, w.execs)
+		if err != nil {
+			return storeError(err, "insert node executions")
+		}
+		fired, _ := firedOf(inserted, nil, h.nodes) // nothing fails unsent without a template
+		// Each run's fired nodes get their jobs apart, as fireNodes gives
+		// them (a job carries one run's executions).
+		runOf := make(map[string]string, len(w.execs))
+		for _, x := range w.execs {
+			runOf[x.ID] = x.RunID
+		}
+		slices.SortStableFunc(fired, func(a, b firedExecution) int { return cmp.Compare(runOf[a.ID], runOf[b.ID]) })
+		for i := 0; i < len(fired); {
+			j := i + 1
+			for j < len(fired) && runOf[fired[j].ID] == runOf[fired[i].ID] {
+				j++
+			}
+			h.jobs = append(h.jobs, fireInserts(fired[i:j], time.Now(), h.ahead, h.ahead)...) // a run's nodes are in the main lane
+			i = j
+		}
+	}
+	h.writes = nil
+	return nil
 }
 
 // insert inserts the jobs gathered, if any, and notifies their queues at
@@ -346,6 +451,9 @@ type handOffs struct {
 // River's own notification throttle decided (db.NotifyJobQueues). It marks
 // the runs advanced.
 func (h *handOffs) insert(ctx context.Context, tx db.Tx, enq *Enqueuer) error {
+	if err := h.write(ctx, tx); err != nil {
+		return err
+	}
 	tenants := slices.Sorted(maps.Keys(h.advanced))
 	for _, t := range tenants {
 		if err := db.MarkRunsAdvanced(ctx, tx, t, h.advanced[t]); err != nil {
@@ -369,6 +477,7 @@ func (h *handOffs) insert(ctx context.Context, tx db.Tx, enq *Enqueuer) error {
 
 // gathering returns e gathering its fired nodes' jobs in h.
 func (e runEngine) gathering(h *handOffs) runEngine {
+	h.ahead = e.ahead
 	e.handOffs = h
 	return e
 }

@@ -116,3 +116,41 @@ func TestWorkflowAdvanceMarksItsRun(t *testing.T) {
 	require.Len(t, f.execsOf(t, r.ID, "c"), 1, "c fired")
 	require.True(t, marked(), "the row-by-row advance marks it")
 }
+
+// TestWorkflowStepsWriteOnceForAllRuns: the node states and the
+// executions that a step batch's advances fire are written for all its
+// runs together, one statement each: the rows of the two runs' successors
+// carry one command id (cmin) per table, and each successor fired once
+// with its deliver job.
+func TestWorkflowStepsWriteOnceForAllRuns(t *testing.T) {
+	t.Parallel()
+	f := newWFFixture(t)
+	ctx := context.Background()
+	chain := f.create(t, "steps-once", f.node("a"), f.node("b", "a", "x"), f.node("x"))
+	var reqs []service.StepRequest
+	var runs []string
+	for range 3 {
+		r := f.trigger(t, chain)
+		runs = append(runs, r.ID)
+		for _, k := range []string{"a", "x"} {
+			x := f.execsOf(t, r.ID, k)
+			require.Len(t, x, 1)
+			d, err := f.del.Begin(ctx, f.tenant, x[0], 1)
+			require.NoError(t, err)
+			reqs = append(reqs, service.StepRequest{ExecutionID: x[0], Lease: d.Lease})
+		}
+	}
+	ok, err := f.del.FinishStepsTogether(ctx, f.tenant, reqs)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true, true, true, true, true}, ok)
+	for _, r := range runs {
+		b := f.execsOf(t, r, "b")
+		require.Len(t, b, 1, "b fired once")
+		require.Equal(t, 1, f.count(t, `SELECT count(*) FROM river_job WHERE args->>'execution_id' = $1`, b[0]),
+			"with its own deliver job")
+	}
+	require.Equal(t, 1, f.count(t, `SELECT count(DISTINCT cmin::text) FROM executions
+		WHERE workflow_run_id = ANY($1::uuid[]) AND node = 'b'`, runs), "one insert for the runs' successors")
+	require.Equal(t, 1, f.count(t, `SELECT count(DISTINCT cmin::text) FROM workflow_run_nodes
+		WHERE run_id = ANY($1::uuid[]) AND key = 'b'`, runs), "one update of the runs' node states")
+}
