@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -454,10 +455,19 @@ func SetRunsNodeStates(ctx context.Context, q Querier, tenant string, runs, keys
 	if err != nil {
 		return wrap("set run node states", err)
 	}
+	distinct := slices.Compact(slices.Sorted(slices.Values(runs)))
+	only, err := uuidArray(distinct)
+	if err != nil {
+		return wrap("set run node states", err)
+	}
+	// The runs' nodes are found by the primary key's prefix (run_id =
+	// ANY): joined on the list alone, a plan made without statistics
+	// walked every node of the tenant once per entry of the list.
 	_, err = q.Exec(ctx, `UPDATE workflow_run_nodes n SET state = c.state, updated_at = now(),
 			rule_met_at = CASE WHEN c.state = `+nodeFired+` THEN coalesce(n.rule_met_at, now()) ELSE n.rule_met_at END
 		FROM unnest($2::uuid[], $3::text[], $4::text[]) AS c(run_id, key, state)
-		WHERE n.tenant_id = $1 AND n.run_id = c.run_id AND n.key = c.key`, tenant, ids, keys, states)
+		WHERE n.tenant_id = $1 AND n.run_id = ANY($5::uuid[]) AND n.run_id = c.run_id AND n.key = c.key`,
+		tenant, ids, keys, states, only)
 	return wrap("set run node states", err)
 }
 
