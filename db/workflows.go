@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -441,33 +440,10 @@ func GetRunNodes(ctx context.Context, q Querier, tenant, runID string) ([]RunNod
 // SetRunNodeStates moves nodes of a run to states (keys[i] → states[i]);
 // a node that becomes fired records when (rule_met_at).
 func SetRunNodeStates(ctx context.Context, q Querier, tenant, runID string, keys, states []string) error {
-	runs := make([]string, len(keys))
-	for i := range runs {
-		runs[i] = runID
-	}
-	return SetRunsNodeStates(ctx, q, tenant, runs, keys, states)
-}
-
-// SetRunsNodeStates is SetRunNodeStates for nodes of several runs of a
-// tenant in one statement: node keys[i] of run runs[i] moves to states[i].
-func SetRunsNodeStates(ctx context.Context, q Querier, tenant string, runs, keys, states []string) error {
-	ids, err := uuidArray(runs)
-	if err != nil {
-		return wrap("set run node states", err)
-	}
-	distinct := slices.Compact(slices.Sorted(slices.Values(runs)))
-	only, err := uuidArray(distinct)
-	if err != nil {
-		return wrap("set run node states", err)
-	}
-	// The runs' nodes are found by the primary key's prefix (run_id =
-	// ANY): joined on the list alone, a plan made without statistics
-	// walked every node of the tenant once per entry of the list.
-	_, err = q.Exec(ctx, `UPDATE workflow_run_nodes n SET state = c.state, updated_at = now(),
+	_, err := q.Exec(ctx, `UPDATE workflow_run_nodes n SET state = c.state, updated_at = now(),
 			rule_met_at = CASE WHEN c.state = `+nodeFired+` THEN coalesce(n.rule_met_at, now()) ELSE n.rule_met_at END
-		FROM unnest($2::uuid[], $3::text[], $4::text[]) AS c(run_id, key, state)
-		WHERE n.tenant_id = $1 AND n.run_id = ANY($5::uuid[]) AND n.run_id = c.run_id AND n.key = c.key`,
-		tenant, ids, keys, states, only)
+		FROM unnest($3::text[], $4::text[]) AS c(key, state)
+		WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.key = c.key`, tenant, runID, keys, states)
 	return wrap("set run node states", err)
 }
 
