@@ -134,6 +134,9 @@ type RunEvent struct {
 	Data    map[string]any `db:"data"`
 }
 
+const runEventsSQL = `SELECT at, type, message, data FROM workflow_run_events
+	WHERE tenant_id = $1 AND run_id = $2 ORDER BY id`
+
 // InsertRunEvent appends an event to a run's timeline.
 func InsertRunEvent(ctx context.Context, q Querier, tenant, runID string, ev RunEvent) error {
 	_, err := q.Exec(ctx, `INSERT INTO workflow_run_events (tenant_id, run_id, type, message, data)
@@ -143,8 +146,7 @@ func InsertRunEvent(ctx context.Context, q Querier, tenant, runID string, ev Run
 
 // GetRunEvents returns a run's events, oldest first.
 func GetRunEvents(ctx context.Context, q Querier, tenant, runID string) ([]RunEvent, error) {
-	rows, err := q.Query(ctx, `SELECT at, type, message, data FROM workflow_run_events
-		WHERE tenant_id = $1 AND run_id = $2 ORDER BY id`, tenant, runID)
+	rows, err := q.Query(ctx, runEventsSQL, tenant, runID)
 	if err != nil {
 		return nil, wrap("load run events", err)
 	}

@@ -143,7 +143,7 @@ func TestStalledRunsReadNoWaitingRun(t *testing.T) {
 	_, err := pool.Exec(ctx, `
 		INSERT INTO tenants (id) VALUES ('big');
 		INSERT INTO workflows (tenant_id, id, name) VALUES ('big', '01900000-0000-7000-8000-000000000001', 'w');
-		INSERT INTO workflow_runs (tenant_id, id, workflow_id, version, scheduled_for, trigger, state, updated_at, awaiting_nodes)
+		INSERT INTO workflow_runs (tenant_id, id, workflow_id, version, scheduled_for, trigger, state, advanced_at, awaiting_nodes)
 			SELECT 'big', gen_random_uuid(), '01900000-0000-7000-8000-000000000001', 1, now(), 'manual', 'running',
 				now() - interval '1 hour', CASE WHEN g <= 10000 THEN 1 ELSE 0 END
 			FROM generate_series(1, 10005) g;

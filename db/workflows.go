@@ -294,7 +294,7 @@ func ListWorkflowRuns(ctx context.Context, q Querier, tenant, workflowID, before
 // SetWorkflowRunState moves a run to state; started sets started_at (once),
 // and a final state sets finished_at.
 func SetWorkflowRunState(ctx context.Context, q Querier, tenant, id, state string) error {
-	_, err := q.Exec(ctx, `UPDATE workflow_runs SET state = $3, updated_at = now(),
+	_, err := q.Exec(ctx, `UPDATE workflow_runs SET state = $3, updated_at = now(), advanced_at = now(),
 			started_at = CASE WHEN $3 <> `+runPending+` THEN coalesce(started_at, now()) END,
 			finished_at = CASE WHEN $3 IN `+runFinal+` THEN coalesce(finished_at, now()) END
 		WHERE tenant_id = $1 AND id = $2`, tenant, id, state)
@@ -405,8 +405,8 @@ func OpenRuns(ctx context.Context, q Querier, tenant string, runIDs, nodeRuns, n
 			SELECT $1, r, k FROM unnest($3::uuid[], $4::text[]) AS i(r, k) ON CONFLICT DO NOTHING
 			RETURNING run_id
 		), s AS (
-			UPDATE workflow_runs SET state = `+runRunning+`, updated_at = now(), started_at = coalesce(started_at, now()),
-				finished_at = NULL
+			UPDATE workflow_runs SET state = `+runRunning+`, updated_at = now(), advanced_at = now(),
+				started_at = coalesce(started_at, now()), finished_at = NULL
 			WHERE tenant_id = $1 AND id = ANY($2::uuid[])
 		)
 		SELECT run_id::text, count(*)::int FROM n GROUP BY run_id`, tenant, ids, of, nodeKeys)
@@ -538,31 +538,53 @@ type NewNodeExecution struct {
 func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, runID string, slot time.Time, round int32,
 	execs []NewNodeExecution,
 ) ([]InsertedExecution, error) {
+	rows := make([]RunNodeExecution, len(execs))
+	for i, e := range execs {
+		rows[i] = RunNodeExecution{WorkflowID: workflowID, RunID: runID, Slot: slot, Round: round, NewNodeExecution: e}
+	}
+	return InsertRunsNodeExecutions(ctx, q, tenant, rows)
+}
+
+// RunNodeExecution is a shard of a node to fire with its run.
+type RunNodeExecution struct {
+	WorkflowID, RunID string
+	// Slot and Round are the run's (InsertNodeExecutions).
+	Slot  time.Time
+	Round int32
+	NewNodeExecution
+}
+
+// InsertRunsNodeExecutions is InsertNodeExecutions for nodes of several
+// runs of a tenant in one statement.
+func InsertRunsNodeExecutions(ctx context.Context, q Querier, tenant string, execs []RunNodeExecution) ([]InsertedExecution, error) {
 	n := len(execs)
 	if n == 0 {
 		return nil, nil
 	}
 	ids, tasks, triggers, nodes := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	workflows, runs, slots, rounds := make([]string, n), make([]string, n), make([]time.Time, n), make([]int32, n)
 	shards, counts := make([]int32, n), make([]int32, n)
 	payloads := make([][]byte, n)
 	for i, e := range execs {
 		ids[i], tasks[i], triggers[i], nodes[i], shards[i], counts[i] = e.ID, e.TaskID, e.Trigger, e.Node, e.Shard, e.ShardCount
+		workflows[i], runs[i], slots[i], rounds[i] = e.WorkflowID, e.RunID, e.Slot, max(e.Round, 1)
 		payloads[i] = e.Payload
 	}
-	uids, err := uuidArray(ids)
-	if err != nil {
-		return nil, wrap("insert node executions", err)
-	}
-	taskIDs, err := uuidArray(tasks)
-	if err != nil {
-		return nil, wrap("insert node executions", err)
+	var uuids [4][][16]byte
+	for i, a := range [][]string{ids, tasks, workflows, runs} {
+		u, err := uuidArray(a)
+		if err != nil {
+			return nil, wrap("insert node executions", err)
+		}
+		uuids[i] = u
 	}
 	rows, err := q.Query(ctx, `WITH ins AS (
 			INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, implicit_events, workflow_id,
 				workflow_run_id, node, shard, shard_count, round, payload)
-			SELECT $1, id, task_id, $4, trigger, 1, $2, $3, node, shard, shard_count, $11, payload
-			FROM unnest($5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::int[], $10::int[], $12::bytea[])
-				AS i(id, task_id, trigger, node, shard, shard_count, payload)
+			SELECT $1, id, task_id, slot, trigger, 1, workflow_id, run_id, node, shard, shard_count, round, payload
+			FROM unnest($2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::int[], $7::int[], $8::bytea[],
+					$9::uuid[], $10::uuid[], $11::timestamptz[], $12::int[])
+				AS i(id, task_id, trigger, node, shard, shard_count, payload, workflow_id, run_id, slot, round)
 			ON CONFLICT DO NOTHING
 			RETURNING tenant_id, id, task_id, scheduled_for
 		), u AS (
@@ -570,7 +592,7 @@ func InsertNodeExecutions(ctx context.Context, q Querier, tenant, workflowID, ru
 			SELECT tenant_id, task_id, scheduled_for, id FROM ins
 		)
 		SELECT tenant_id, id::text, task_id::text, scheduled_for FROM ins`,
-		tenant, workflowID, runID, slot, uids, taskIDs, triggers, nodes, shards, counts, max(round, 1), payloads)
+		tenant, uuids[0], uuids[1], triggers, nodes, shards, counts, payloads, uuids[2], uuids[3], slots, rounds)
 	if err != nil {
 		return nil, wrap("insert node executions", err)
 	}
@@ -621,29 +643,57 @@ type RunRef struct {
 }
 
 // StalledRuns returns up to limit running runs that nothing in flight will
-// advance: no unfinished execution, unchanged for at least age. They are
-// the backstop sweep's work (a crash between an upstream's terminal
-// transition and its run's advance, or a transition that does not advance).
-// A run with a node awaiting its event is not: that node's event, expiry
-// or resolution by hand advances it. It reads the running runs with no
-// node counted awaiting only (workflow_runs_stalled_idx; CountRunWaits
-// keeps awaiting_nodes), so that an idle wait costs no sweep. A wait
-// started since the last count may make a run a candidate (its advance
-// then changes nothing); a wait ended since keeps its run out until the
-// count, which the sweep makes first.
+// advance: no unfinished execution, not advanced for at least age. They
+// are the backstop sweep's work (a transition committed without its
+// run's advance: a crash between them is impossible inside one
+// transaction, but an older worker's success, or an admission whose
+// roots did not fire, leaves one). It reads only the candidates: the
+// running runs not advanced for age (advanced_at, which every advance
+// that leaves its run running keeps within a second: MarkRunsAdvanced)
+// with no node counted awaiting (workflow_runs_stalled_idx), so that
+// neither a run advancing nor an idle wait costs the sweep a read of
+// its executions. A run with a node awaiting its event is not stalled:
+// that node's event, expiry or resolution by hand advances it;
+// CountRunWaits keeps awaiting_nodes (a wait started since the last
+// count may make a run a candidate, its advance then changes nothing; a
+// wait ended since keeps its run out until the count, which the sweep
+// makes first).
 func StalledRuns(ctx context.Context, q Querier, age time.Duration, limit int) ([]RunRef, error) {
 	// Cross-tenant by design: the sweep serves every tenant.
 	rows, err := q.Query(ctx, `SELECT r.tenant_id, r.id::text FROM workflow_runs r
 		WHERE r.state = `+runRunning+` AND r.awaiting_nodes = 0
-		  AND r.updated_at < now() - make_interval(secs => $1)
+		  AND r.advanced_at < now() - make_interval(secs => $1)
 		  AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.workflow_run_id = r.id AND e.tenant_id = r.tenant_id
 			AND e.state IN `+execUnfinished+`)
-		ORDER BY r.updated_at LIMIT $2`, age.Seconds(), limit)
+		ORDER BY r.advanced_at LIMIT $2`, age.Seconds(), limit)
 	if err != nil {
 		return nil, wrap("stalled runs", err)
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[RunRef])
 	return out, wrap("stalled runs", err)
+}
+
+// RunAdvancedEvery is how far behind its last advance a running run's
+// advanced_at may be: MarkRunsAdvanced does not write a run it marked
+// more recently (a run's row is written at most once a second for it).
+const RunAdvancedEvery = time.Second
+
+// MarkRunsAdvanced records that the advance of a tenant's running runs
+// (locked by the caller) brought them up to date (advanced_at, which
+// StalledRuns reads), skipping those marked within RunAdvancedEvery. The
+// caller writes no run twice in its transaction: a second write of a run
+// row checks its workflow's key (FOR KEY SHARE), and so a run whose
+// state the transaction changes (SetWorkflowRunState, OpenRuns: they
+// set advanced_at themselves) is not marked.
+func MarkRunsAdvanced(ctx context.Context, q Querier, tenant string, ids []string) error {
+	uids, err := uuidArray(ids)
+	if err != nil {
+		return wrap("mark workflow runs advanced", err)
+	}
+	_, err = q.Exec(ctx, `UPDATE workflow_runs SET advanced_at = now()
+		WHERE tenant_id = $1 AND id = ANY($2::uuid[]) AND state = `+runRunning+`
+		  AND advanced_at < now() - make_interval(secs => $3)`, tenant, uids, RunAdvancedEvery.Seconds())
+	return wrap("mark workflow runs advanced", err)
 }
 
 // WorkflowsWithQueuedRuns returns up to limit workflows that have a

@@ -862,10 +862,12 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 	if !validID(id) {
 		return WorkflowRun{}, ErrNotFound
 	}
-	row, err := db.GetWorkflowRun(ctx, q, tenant, id, false)
+	// The run and what it shows are one round trip (db.ReadRunView).
+	view, err := db.ReadRunView(ctx, q, tenant, id)
 	if err != nil {
 		return WorkflowRun{}, storeError(err, "load workflow run")
 	}
+	row := view.Run
 	out, err := workflow.RunFromRow(row)
 	if err != nil {
 		return WorkflowRun{}, err
@@ -874,32 +876,18 @@ func (s *Workflows) getRun(ctx context.Context, q db.Querier, tenant, id string)
 	if err != nil {
 		return WorkflowRun{}, err
 	}
-	nodes, err := db.GetRunNodes(ctx, q, tenant, id)
-	if err != nil {
-		return WorkflowRun{}, storeError(err, "load run nodes")
-	}
-	execs, err := db.GetRunExecutions(ctx, q, tenant, id)
-	if err != nil {
-		return WorkflowRun{}, storeError(err, "load run executions")
-	}
-	events, err := db.GetRunEvents(ctx, q, tenant, id)
-	if err != nil {
-		return WorkflowRun{}, storeError(err, "load run events")
-	}
-	out.Events = workflow.EventsFromRows(events)
-	if out.SLA, err = s.runSLA(ctx, q, tenant, row.WorkflowID, out); err != nil {
-		return WorkflowRun{}, err
-	}
+	out.Events = workflow.EventsFromRows(view.Events)
+	out.SLA = runSLA(time.Duration(zeroIfNil(view.SLAFinishWithinMS))*time.Millisecond, out, view.Now)
 	stored := map[string]db.RunNode{}
 	states := map[string]string{}
-	for _, n := range nodes {
+	for _, n := range view.Nodes {
 		stored[n.Key], states[n.Key] = n, n.State
 	}
 	byNode := map[string][]db.RunExecution{}
-	for _, x := range execs {
+	for _, x := range view.Executions {
 		byNode[x.Node] = append(byNode[x.Node], x)
 	}
-	data, err := runData(ctx, q, row, g, states, byNode)
+	data, err := runDataOf(row, g, states, byNode, view.Outputs)
 	if err != nil {
 		return WorkflowRun{}, err
 	}
@@ -944,20 +932,6 @@ func (s *Workflows) ListRuns(ctx context.Context, tenant, workflowID string, pag
 	}
 	items, next := pageOf(runs, page.Limit, func(r WorkflowRun) WorkflowRun { return r }, func(r WorkflowRun) string { return r.ID })
 	return items, next, nil
-}
-
-// runSLA is where run, of workflow workflowID, stands with the workflow's
-// SLA now, by the database clock (the sweep's).
-func (s *Workflows) runSLA(ctx context.Context, q db.Querier, tenant, workflowID string, run WorkflowRun) (RunSLA, error) {
-	w, err := db.GetWorkflow(ctx, q, tenant, workflowID, false)
-	if err != nil {
-		return RunSLA{}, storeError(err, "load workflow")
-	}
-	now, err := s.now(ctx, q)
-	if err != nil {
-		return RunSLA{}, err
-	}
-	return runSLA(time.Duration(zeroIfNil(w.SLAFinishWithinMS))*time.Millisecond, run, now), nil
 }
 
 // lockRun locks a run that is started and not final, or explains why not.

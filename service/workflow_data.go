@@ -45,13 +45,20 @@ func ResponseOutput(body []byte, truncated bool) (json.RawMessage, string) {
 func runData(ctx context.Context, q db.Querier, run db.WorkflowRun, g *graph, stored map[string]string,
 	execs map[string][]db.RunExecution,
 ) (RunData, error) {
-	inputs, err := workflow.DecodeInputs(run.Inputs)
-	if err != nil {
-		return RunData{}, err
-	}
 	outs, err := db.GetRunOutputs(ctx, q, run.TenantID, run.ID)
 	if err != nil {
 		return RunData{}, storeError(err, "load run outputs")
+	}
+	return runDataOf(run, g, stored, execs, outs)
+}
+
+// runDataOf is runData from the run's outputs read (db.GetRunOutputs).
+func runDataOf(run db.WorkflowRun, g *graph, stored map[string]string, execs map[string][]db.RunExecution,
+	outs []db.NodeOutput,
+) (RunData, error) {
+	inputs, err := workflow.DecodeInputs(run.Inputs)
+	if err != nil {
+		return RunData{}, err
 	}
 	d := RunData{Inputs: inputs, Nodes: make(map[string]NodeData, len(g.Nodes))}
 	for _, n := range g.Nodes {

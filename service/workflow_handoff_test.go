@@ -211,7 +211,7 @@ func TestWorkflowSweepStartsALeftRun(t *testing.T) {
 	pending, admitted := insert(), insert()
 	_, err := db.OpenRuns(ctx, f.pool, f.tenant, []string{admitted}, []string{admitted, admitted}, []string{"a", "b"})
 	require.NoError(t, err)
-	f.exec(t, `UPDATE workflow_runs SET updated_at = now() - interval '1 minute' WHERE id = $1`, admitted)
+	f.exec(t, `UPDATE workflow_runs SET advanced_at = now() - interval '1 minute' WHERE id = $1`, admitted)
 	_, state := f.nodes(t, pending)
 	require.Equal(t, service.RunPending, state)
 

@@ -78,3 +78,76 @@ func TestWorkflowStepsBatchAcrossRuns(t *testing.T) {
 		service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 200, WorkflowRun: true})
 	require.ErrorIs(t, err, service.ErrConflict)
 }
+
+// TestWorkflowAdvanceMarksItsRun: the advance of a run that stays running
+// marks it advanced (advanced_at), in the step batch and row by row, so
+// that the backstop (db.StalledRuns), which reads only the runs not
+// advanced for its age, leaves a run that advances alone.
+func TestWorkflowAdvanceMarksItsRun(t *testing.T) {
+	t.Parallel()
+	f := newWFFixture(t)
+	ctx := context.Background()
+	chain := f.create(t, "marks-chain", f.node("a"), f.node("b", "a"), f.node("c", "b"))
+	r := f.trigger(t, chain)
+	marked := func() bool {
+		t.Helper()
+		return f.count(t, `SELECT count(*) FROM workflow_runs WHERE id = $1 AND advanced_at > now() - interval '5 seconds'`,
+			r.ID) == 1
+	}
+	require.True(t, marked(), "its admission marks it")
+
+	f.exec(t, `UPDATE workflow_runs SET advanced_at = now() - interval '1 minute' WHERE id = $1`, r.ID)
+	x := f.execsOf(t, r.ID, "a")
+	require.Len(t, x, 1)
+	d, err := f.del.Begin(ctx, f.tenant, x[0], 1)
+	require.NoError(t, err)
+	ok, err := f.del.FinishStepsTogether(ctx, f.tenant, []service.StepRequest{{ExecutionID: x[0], Lease: d.Lease}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, ok)
+	require.Len(t, f.execsOf(t, r.ID, "b"), 1, "b fired")
+	require.True(t, marked(), "the step batch's advance marks it")
+
+	f.exec(t, `UPDATE workflow_runs SET advanced_at = now() - interval '1 minute' WHERE id = $1`, r.ID)
+	x = f.execsOf(t, r.ID, "b")
+	d, err = f.del.Begin(ctx, f.tenant, x[0], 1)
+	require.NoError(t, err)
+	_, err = f.del.Finish(ctx, f.tenant, x[0], d.Lease, service.Outcome{Kind: service.OutcomeSucceeded, StatusCode: 200})
+	require.NoError(t, err)
+	require.Len(t, f.execsOf(t, r.ID, "c"), 1, "c fired")
+	require.True(t, marked(), "the row-by-row advance marks it")
+}
+
+// TestWorkflowStepsWriteOnceForAllRuns: the executions that a step
+// batch's advances fire are inserted for all its runs together, one
+// statement: the three runs' successors carry one command id (cmin), and
+// each fired once with a deliver job of its own.
+func TestWorkflowStepsWriteOnceForAllRuns(t *testing.T) {
+	t.Parallel()
+	f := newWFFixture(t)
+	ctx := context.Background()
+	chain := f.create(t, "steps-once", f.node("a"), f.node("b", "a", "x"), f.node("x"))
+	var reqs []service.StepRequest
+	var runs []string
+	for range 3 {
+		r := f.trigger(t, chain)
+		runs = append(runs, r.ID)
+		for _, k := range []string{"a", "x"} {
+			x := f.execsOf(t, r.ID, k)
+			require.Len(t, x, 1)
+			d, err := f.del.Begin(ctx, f.tenant, x[0], 1)
+			require.NoError(t, err)
+			reqs = append(reqs, service.StepRequest{ExecutionID: x[0], Lease: d.Lease})
+		}
+	}
+	ok, err := f.del.FinishStepsTogether(ctx, f.tenant, reqs)
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true, true, true, true, true}, ok)
+	for _, r := range runs {
+		b := f.execsOf(t, r, "b")
+		require.Len(t, b, 1, "b fired once")
+		require.Equal(t, 1, f.count(t, `SELECT count(*) FROM river_job WHERE args->>'execution_id' = $1`, b[0]),
+			"with its own deliver job")
+	}
+	require.Equal(t, 1, f.count(t, `SELECT count(DISTINCT cmin::text) FROM executions
+		WHERE workflow_run_id = ANY($1::uuid[]) AND node = 'b'`, runs), "one insert for the runs' successors")
+}

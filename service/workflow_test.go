@@ -491,7 +491,7 @@ func TestWorkflowBackstopFiresOnce(t *testing.T) {
 		require.Equal(t, "succeeded", nodes["a"])
 		require.Equal(t, "waiting", nodes["b"], "not advanced yet")
 	}
-	f.exec(t, `UPDATE workflow_runs SET updated_at = now() - interval '1 minute'`)
+	f.exec(t, `UPDATE workflow_runs SET advanced_at = now() - interval '1 minute'`)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for i := range 4 {

@@ -96,7 +96,7 @@ func TestWaitEndReachesTheBackstop(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.Empty(t, f.execsOf(t, run.ID, "b"), "%s: not advanced yet", path)
-		f.exec(t, `UPDATE workflow_runs SET updated_at = now() - interval '1 minute' WHERE id = $1`, run.ID)
+		f.exec(t, `UPDATE workflow_runs SET advanced_at = now() - interval '1 minute' WHERE id = $1`, run.ID)
 		_, err = f.wf.Sweep(ctx)
 		require.NoError(t, err)
 		require.Len(t, f.execsOf(t, run.ID, "b"), 1, "%s: the backstop found the stalled run", path)

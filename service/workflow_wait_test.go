@@ -465,7 +465,7 @@ func TestWaitingNodesGauge(t *testing.T) {
 		_, err := wf.Trigger(ctx, f.tenant, w.ID, "")
 		require.NoError(t, err)
 	}
-	f.exec(t, `UPDATE workflow_runs SET updated_at = now() - interval '1 hour'`)
+	f.exec(t, `UPDATE workflow_runs SET advanced_at = now() - interval '1 hour'`)
 	looked, err := wf.Sweep(ctx)
 	require.NoError(t, err)
 	require.Zero(t, looked, "waiting runs are not stalled")
