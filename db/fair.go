@@ -38,8 +38,8 @@ const FairSlack = 64
 //
 // Whether a second tenant has available jobs in a queue and priority is
 // asked first, in two probes of river_job_available_tenant_idx (the
-// first tenant, then any after it): a backlog of one tenant alone, a
-// burst's, costs no read of its jobs.
+// last tenant, from its newest job, then any before it): a backlog of
+// one tenant alone, a burst's, costs no read of its jobs.
 //
 // A job's tenant (jobTenant) is its args' tenant_id, or a batch's first tenant
 // (DeliverBatchArgs, packed: "tenants"; or its first execution's in the
@@ -53,9 +53,9 @@ func ShareQueues(ctx context.Context, q Querier, queues []string, after time.Dur
 		WHERE (SELECT min(scheduled_at) FROM river_job
 			WHERE state = `+jobAvailable+` AND queue = q AND priority = p AND scheduled_at <= now()) < now() - $2::interval
 		AND EXISTS (SELECT FROM river_job j
-			WHERE state = `+jobAvailable+` AND queue = q AND priority = p AND `+jobTenant+` > (
+			WHERE state = `+jobAvailable+` AND queue = q AND priority = p AND `+jobTenant+` < (
 				SELECT `+jobTenant+` FROM river_job j
-				WHERE state = `+jobAvailable+` AND queue = q AND priority = p ORDER BY 1 LIMIT 1))`,
+				WHERE state = `+jobAvailable+` AND queue = q AND priority = p ORDER BY 1 DESC LIMIT 1))`,
 		queues, after)
 	if err != nil {
 		return 0, wrap("find backlogs", err)
