@@ -20,6 +20,7 @@ import (
 const (
 	BatchSizeDefault        = 1000
 	LookAheadDefault        = 4 * time.Second
+	ClaimRateDefault        = 5000
 	MisfireThresholdDefault = 5 * time.Second
 	CatchUpWindowDefault    = 24 * time.Hour
 	CatchUpMaxDefault       = 100
@@ -41,6 +42,22 @@ type SchedulerConfig struct {
 	// deliveries are queued before they are due (a burst of thousands of
 	// fires due at one instant is written before it). Defaults to 4 s.
 	LookAhead time.Duration
+	// LookAheadMax bounds how much earlier than LookAhead a large instant
+	// is claimed. When at least BatchSize tasks are due after LookAhead
+	// and within LookAheadMax, they are claimed as early as ClaimRate says
+	// writing them takes (n tasks: LookAhead + n / ClaimRate ahead, at
+	// most LookAheadMax), so that a burst of 100,000 fires is written
+	// before its instant rather than from 4 s before it. Its executions
+	// are pending and its jobs not due until their slots, as with any
+	// claim. Defaults to LookAhead plus half the claim cycle (Horizon −
+	// LookAhead; 10 s): a recurring task's claim materialises its slots
+	// to at least LookAhead plus ¾ of a cycle ahead (horizonEnd), beyond
+	// it, so a task just claimed is never due again at once. Set it to
+	// LookAhead to claim by LookAhead alone.
+	LookAheadMax time.Duration
+	// ClaimRate is how many tasks a second the claims are taken to write
+	// (LookAheadMax). Defaults to 5,000.
+	ClaimRate int
 	// Horizon is how far ahead a claimed task's slots are materialised
 	// (at least LookAhead): a task firing every second is claimed once per
 	// Horizon − LookAhead, not on every pass, and each claim rewrites the
@@ -92,6 +109,8 @@ func (c SchedulerConfig) WithDefaults() SchedulerConfig {
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
 	c.LookAhead = cmp.Or(c.LookAhead, LookAheadDefault)
 	c.Horizon = max(cmp.Or(c.Horizon, min(4*c.LookAhead, NearTermWindow)), c.LookAhead)
+	c.LookAheadMax = max(cmp.Or(c.LookAheadMax, c.LookAhead+(c.Horizon-c.LookAhead)/2), c.LookAhead)
+	c.ClaimRate = cmp.Or(c.ClaimRate, ClaimRateDefault)
 	c.MisfireThreshold = cmp.Or(c.MisfireThreshold, MisfireThresholdDefault)
 	c.CatchUpWindow = cmp.Or(c.CatchUpWindow, CatchUpWindowDefault)
 	c.CatchUpMax = cmp.Or(c.CatchUpMax, CatchUpMaxDefault)
@@ -115,7 +134,17 @@ type Scheduler struct {
 	renderBytes, renderMax int
 	// graphs are the workflow versions its runs' starts read.
 	graphs graphCache
+
+	// ahead is the last look-ahead a claim chose (lookAhead), at aheadAt
+	// by the claim's clock; guarded by aheadMu.
+	aheadMu sync.Mutex
+	aheadAt time.Time
+	ahead   time.Duration
 }
+
+// lookAheadFor is how long a look-ahead (lookAhead) stays chosen: claims
+// within it, a backlog's, do not count again.
+const lookAheadFor = 500 * time.Millisecond
 
 type cachedSchedule struct {
 	version int32
@@ -169,7 +198,11 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 		if err != nil {
 			return err
 		}
-		due, err := db.ClaimDueTasks(ctx, tx, now.Add(s.cfg.LookAhead), s.cfg.BatchSize)
+		ahead, err := s.lookAhead(ctx, tx, now)
+		if err != nil {
+			return err
+		}
+		due, err := db.ClaimDueTasks(ctx, tx, now.Add(ahead), s.cfg.BatchSize)
 		if err != nil {
 			return err
 		}
@@ -248,6 +281,36 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 }
 
 // now is the clock of a pass in tx: the database's, or SchedulerConfig.Now.
+// lookAhead is how far ahead of now a claim takes due tasks: LookAhead,
+// or up to LookAheadMax for a large instant (SchedulerConfig.LookAheadMax).
+// The count behind it is a walk of at most (LookAheadMax − LookAhead) ×
+// ClaimRate index entries, made at most once per lookAheadFor.
+func (s *Scheduler) lookAhead(ctx context.Context, tx db.Tx, now time.Time) (time.Duration, error) {
+	extra := s.cfg.LookAheadMax - s.cfg.LookAhead
+	if extra <= 0 {
+		return s.cfg.LookAhead, nil
+	}
+	s.aheadMu.Lock()
+	if since := now.Sub(s.aheadAt); since >= 0 && since < lookAheadFor {
+		defer s.aheadMu.Unlock()
+		return s.ahead, nil
+	}
+	s.aheadMu.Unlock()
+	limit := max(int(extra.Seconds()*float64(s.cfg.ClaimRate)), s.cfg.BatchSize)
+	n, err := db.CountTasksDueBetween(ctx, tx, now.Add(s.cfg.LookAhead), now.Add(s.cfg.LookAheadMax), limit)
+	if err != nil {
+		return 0, storeError(err, "count the tasks due soon")
+	}
+	ahead := s.cfg.LookAhead
+	if n >= s.cfg.BatchSize {
+		ahead += min(time.Duration(float64(n)/float64(s.cfg.ClaimRate)*float64(time.Second)), extra)
+	}
+	s.aheadMu.Lock()
+	s.aheadAt, s.ahead = now, ahead
+	s.aheadMu.Unlock()
+	return ahead, nil
+}
+
 func (s *Scheduler) now(ctx context.Context, tx db.Tx) (time.Time, error) {
 	if s.cfg.Now != nil {
 		return s.cfg.Now(), nil

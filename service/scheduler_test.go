@@ -731,3 +731,56 @@ func TestCreateTeachesTheClock(t *testing.T) {
 	require.WithinDuration(t, time.Now(), third.CreatedAt, time.Second, "from the database")
 	require.InDelta(t, time.Hour.Seconds(), stale.Offset().Seconds(), 1, "the estimate is not replaced from a transaction")
 }
+
+// TestLargeInstantClaimedEarly: a few tasks due at an instant beyond the
+// look-ahead wait for it, but once at least a batch of them is due
+// there, they are claimed ahead of it (LookAheadMax), as early as the
+// claim rate says writing them takes: each fires once, pending for its
+// slot, its job not due before the slot. Tasks due after LookAheadMax
+// wait whatever their number.
+func TestLargeInstantClaimedEarly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	base := time.Now()
+	clock := base
+	s := f.scheduler(service.SchedulerConfig{BatchSize: 10, ClaimRate: 5, Now: func() time.Time { return clock }})
+	require.Equal(t, 10*time.Second, s.Config().LookAheadMax, "LookAhead plus half the claim cycle")
+	instant, far := base.Add(8*time.Second), base.Add(12*time.Second)
+	create := func(n int, at time.Time) {
+		t.Helper()
+		for range n {
+			_, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+				Name: service.NewID(), EndpointID: f.endpoint,
+				Schedule: schedule.Spec{Type: schedule.Once, RunAt: &at},
+			})
+			require.NoError(t, err)
+		}
+	}
+	tick := func() {
+		t.Helper()
+		for {
+			res, err := s.Tick(ctx)
+			require.NoError(t, err)
+			if !res.More {
+				return
+			}
+		}
+	}
+	create(5, instant)
+	create(20, far)
+	tick()
+	require.Zero(t, f.count(t, `SELECT count(*) FROM executions`), "fewer than a batch due 8 s ahead: not yet")
+
+	create(25, instant)
+	clock = base.Add(time.Second)
+	tick()
+	require.Equal(t, 30, f.count(t, `SELECT count(*) FROM executions WHERE scheduled_for = $1 AND state = 'pending'`, instant),
+		"a batch or more due 7 s ahead: claimed, each once")
+	require.Equal(t, 30, f.count(t, `SELECT count(DISTINCT task_id) FROM executions`))
+	require.Zero(t, f.count(t, `SELECT count(*) FROM river_job WHERE scheduled_at < $1`, instant), "no job due before the slot")
+	require.Equal(t, 20, f.count(t, `SELECT count(*) FROM tasks WHERE state = 'active' AND next_run_at = $1`, far),
+		"due after LookAheadMax: not yet")
+	tick()
+	require.Equal(t, 30, f.count(t, `SELECT count(*) FROM executions`), "claimed once")
+}
