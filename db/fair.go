@@ -36,16 +36,26 @@ const FairSlack = 64
 // is never later than now, so it stays due). Nothing is rewritten while a
 // single tenant has due jobs there.
 //
+// Whether a second tenant has available jobs in a queue and priority is
+// asked first, in two probes of river_job_available_tenant_idx (the
+// last tenant, from its newest job, then any before it): a backlog of
+// one tenant alone, a burst's, costs no read of its jobs.
+//
 // A job's tenant (jobTenant) is its args' tenant_id, or a batch's first tenant
 // (DeliverBatchArgs, packed: "tenants"; or its first execution's in the
 // older object array); the scheduler keeps batches to one tenant.
 // Rows locked by a fetch are skipped, never waited for. It returns the
-// jobs reordered. When no backlog has formed it costs one statement of
-// index probes (the oldest due job of each queue and priority).
+// jobs reordered. When no backlog has formed, or one tenant alone has
+// available jobs, it costs one statement of index probes (the oldest due
+// job and the first two tenants of each queue and priority).
 func ShareQueues(ctx context.Context, q Querier, queues []string, after time.Duration) (int64, error) {
 	rows, err := q.Query(ctx, `SELECT q, p FROM unnest($1::text[]) q, generate_series(1, 4) p
 		WHERE (SELECT min(scheduled_at) FROM river_job
-			WHERE state = `+jobAvailable+` AND queue = q AND priority = p AND scheduled_at <= now()) < now() - $2::interval`,
+			WHERE state = `+jobAvailable+` AND queue = q AND priority = p AND scheduled_at <= now()) < now() - $2::interval
+		AND EXISTS (SELECT FROM river_job j
+			WHERE state = `+jobAvailable+` AND queue = q AND priority = p AND `+jobTenant+` < (
+				SELECT `+jobTenant+` FROM river_job j
+				WHERE state = `+jobAvailable+` AND queue = q AND priority = p ORDER BY 1 DESC LIMIT 1))`,
 		queues, after)
 	if err != nil {
 		return 0, wrap("find backlogs", err)

@@ -62,6 +62,20 @@ func ClaimDueTasks(ctx context.Context, tx pgx.Tx, horizon time.Time, limit int)
 	return pgx.CollectRows(rows, pgx.RowToStructByName[DueTask])
 }
 
+// CountTasksDueBetween counts the active tasks whose next slot is after
+// from and no later than to, up to limit: a walk of at most limit entries
+// of tasks_due_idx.
+func CountTasksDueBetween(ctx context.Context, q Querier, from, to time.Time, limit int) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM (SELECT FROM tasks
+		WHERE state = `+taskActive+` AND next_run_at IS NOT NULL AND next_run_at > $1 AND next_run_at <= $2
+		ORDER BY next_run_at LIMIT $3) d`, from, to, limit).Scan(&n)
+	if err != nil {
+		return 0, wrap("count tasks due soon", err)
+	}
+	return n, nil
+}
+
 // NewExecution is a scheduled fire to insert.
 type NewExecution struct {
 	TenantID     string

@@ -20,6 +20,7 @@ import (
 const (
 	BatchSizeDefault        = 1000
 	LookAheadDefault        = 4 * time.Second
+	ClaimRateDefault        = 5000
 	MisfireThresholdDefault = 5 * time.Second
 	CatchUpWindowDefault    = 24 * time.Hour
 	CatchUpMaxDefault       = 100
@@ -41,13 +42,29 @@ type SchedulerConfig struct {
 	// deliveries are queued before they are due (a burst of thousands of
 	// fires due at one instant is written before it). Defaults to 4 s.
 	LookAhead time.Duration
+	// LookAheadMax bounds how much earlier than LookAhead a large instant
+	// is claimed. When at least BatchSize tasks are due after LookAhead
+	// and within LookAheadMax, they are claimed as early as ClaimRate says
+	// writing them takes (n tasks: LookAhead + n / ClaimRate ahead, at
+	// most LookAheadMax), so that a burst of 100,000 fires is written
+	// before its instant rather than from 4 s before it. Its executions
+	// are pending and its jobs not due until their slots, as with any
+	// claim. Defaults to LookAhead plus half the claim cycle (Horizon −
+	// LookAhead; 10 s): a recurring task's claim materialises its slots
+	// to at least LookAhead plus half a cycle ahead (horizonEnd), beyond
+	// it, so a task just claimed is never due again at once. Set it to
+	// LookAhead to claim by LookAhead alone.
+	LookAheadMax time.Duration
+	// ClaimRate is how many tasks a second the claims are taken to write
+	// (LookAheadMax). Defaults to 5,000.
+	ClaimRate int
 	// Horizon is how far ahead a claimed task's slots are materialised
 	// (at least LookAhead): a task firing every second is claimed once per
 	// Horizon − LookAhead, not on every pass, and each claim rewrites the
 	// task row (next_run_at, a non-HOT update of every index on tasks).
 	// Each task's claims converge on their own phase of that cycle, so a
-	// claim materialises up to the task's next claim instant, between a
-	// quarter and 1¼ cycles ahead (horizonEnd). Both stay within
+	// claim materialises up to the task's next claim instant, between half
+	// a cycle and 1¼ cycles ahead (horizonEnd). Both stay within
 	// NearTermWindow so that the deliveries' jobs are written as
 	// available. Defaults to four times the look-ahead (16 s: at 5,000
 	// fires/s a third of the task row rewrites of twice the look-ahead).
@@ -92,6 +109,8 @@ func (c SchedulerConfig) WithDefaults() SchedulerConfig {
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
 	c.LookAhead = cmp.Or(c.LookAhead, LookAheadDefault)
 	c.Horizon = max(cmp.Or(c.Horizon, min(4*c.LookAhead, NearTermWindow)), c.LookAhead)
+	c.LookAheadMax = max(cmp.Or(c.LookAheadMax, c.LookAhead+(c.Horizon-c.LookAhead)/2), c.LookAhead)
+	c.ClaimRate = cmp.Or(c.ClaimRate, ClaimRateDefault)
 	c.MisfireThreshold = cmp.Or(c.MisfireThreshold, MisfireThresholdDefault)
 	c.CatchUpWindow = cmp.Or(c.CatchUpWindow, CatchUpWindowDefault)
 	c.CatchUpMax = cmp.Or(c.CatchUpMax, CatchUpMaxDefault)
@@ -115,7 +134,17 @@ type Scheduler struct {
 	renderBytes, renderMax int
 	// graphs are the workflow versions its runs' starts read.
 	graphs graphCache
+
+	// ahead is the last look-ahead a claim chose (lookAhead), at aheadAt
+	// by the claim's clock; guarded by aheadMu.
+	aheadMu sync.Mutex
+	aheadAt time.Time
+	ahead   time.Duration
 }
+
+// lookAheadFor is how long a look-ahead (lookAhead) stays chosen: claims
+// within it, a backlog's, do not count again.
+const lookAheadFor = 500 * time.Millisecond
 
 type cachedSchedule struct {
 	version int32
@@ -169,7 +198,11 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 		if err != nil {
 			return err
 		}
-		due, err := db.ClaimDueTasks(ctx, tx, now.Add(s.cfg.LookAhead), s.cfg.BatchSize)
+		ahead, err := s.lookAhead(ctx, tx, now)
+		if err != nil {
+			return err
+		}
+		due, err := db.ClaimDueTasks(ctx, tx, now.Add(ahead), s.cfg.BatchSize)
 		if err != nil {
 			return err
 		}
@@ -248,6 +281,36 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 }
 
 // now is the clock of a pass in tx: the database's, or SchedulerConfig.Now.
+// lookAhead is how far ahead of now a claim takes due tasks: LookAhead,
+// or up to LookAheadMax for a large instant (SchedulerConfig.LookAheadMax).
+// The count behind it is a walk of at most (LookAheadMax − LookAhead) ×
+// ClaimRate index entries, made at most once per lookAheadFor.
+func (s *Scheduler) lookAhead(ctx context.Context, tx db.Tx, now time.Time) (time.Duration, error) {
+	extra := s.cfg.LookAheadMax - s.cfg.LookAhead
+	if extra <= 0 {
+		return s.cfg.LookAhead, nil
+	}
+	s.aheadMu.Lock()
+	if since := now.Sub(s.aheadAt); since >= 0 && since < lookAheadFor {
+		defer s.aheadMu.Unlock()
+		return s.ahead, nil
+	}
+	s.aheadMu.Unlock()
+	limit := max(int(extra.Seconds()*float64(s.cfg.ClaimRate)), s.cfg.BatchSize)
+	n, err := db.CountTasksDueBetween(ctx, tx, now.Add(s.cfg.LookAhead), now.Add(s.cfg.LookAheadMax), limit)
+	if err != nil {
+		return 0, storeError(err, "count the tasks due soon")
+	}
+	ahead := s.cfg.LookAhead
+	if n >= s.cfg.BatchSize {
+		ahead += min(time.Duration(float64(n)/float64(s.cfg.ClaimRate)*float64(time.Second)), extra)
+	}
+	s.aheadMu.Lock()
+	s.aheadAt, s.ahead = now, ahead
+	s.aheadMu.Unlock()
+	return ahead, nil
+}
+
 func (s *Scheduler) now(ctx context.Context, tx db.Tx) (time.Time, error) {
 	if s.cfg.Now != nil {
 		return s.cfg.Now(), nil
@@ -371,17 +434,19 @@ func (s *Scheduler) plan(t db.DueTask, now time.Time, cals map[string]db.Calenda
 // task id whose next slot is slot: up to the task's next claim instant
 // plus the look-ahead. A task's claim instants are at a fixed phase of the
 // claim cycle (Horizon − LookAhead): the next one is the first instant at
-// that phase more than a quarter of a cycle after now, which is never
-// later than 1¼ cycles after now (nor, with a horizon at NearTermWindow,
-// later than the window allows: it is then clipped, and the task moves
-// towards its phase at its next claims). A task out of phase — created at
-// any instant, or first due together with thousands of others — thus
-// reaches its phase at its first claim, at the cost of one shorter claim,
-// and from then on is claimed once per cycle. So tasks created one after
-// another through the API are claimed by phase from their second claim,
-// and their fires share batch jobs; and 5,000 tasks firing every second
-// from one start are not all claimed in the same few seconds of every
-// cycle, writing 60,000 executions while the deliveries wait for the CPU.
+// that phase more than half a cycle after now, but no later than 1¼
+// cycles after now (and within NearTermWindow), where a phase that is
+// further off clips it. A task out of phase — created at any instant, or
+// first due together with thousands of others — thus reaches its phase at
+// its first claim or, clipped, at its second, at the cost of one shorter
+// claim, and from then on is claimed once per cycle. So tasks created one
+// after another through the API are soon claimed by phase and their
+// fires share batch jobs; and 5,000 tasks firing every second from one
+// start are not all claimed in the same few seconds of every cycle,
+// writing 60,000 executions while the deliveries wait for the CPU. A
+// claim materialises at least LookAhead plus half a cycle ahead, beyond
+// the default LookAheadMax, so a task just claimed is not due again at
+// once even for a large instant's early claim.
 //
 // The phase is a whole number of seconds chosen by the slot's position
 // within its second (the first twelfth of a second → 0 s, and so on), plus
@@ -405,7 +470,7 @@ func (s *Scheduler) horizonEnd(id string, slot, now time.Time) time.Time {
 	seconds := int64(cycle.Seconds() * float64(pick) / float64(time.Second))
 	phase := seconds*int64(time.Second) + off
 	n := now.UnixNano()
-	lo := n + int64(cycle/4)
+	lo := n + int64(cycle/2)
 	hi := n + int64(min(cycle+cycle/4, max(cycle, NearTermWindow-s.cfg.LookAhead)))
 	claim := lo - floorMod(lo-phase, int64(cycle)) + int64(cycle) // the first instant at the phase after lo
 	return time.Unix(0, min(claim, hi)).Add(s.cfg.LookAhead)

@@ -475,9 +475,9 @@ func TestHorizonSpacesClaims(t *testing.T) {
 	res, err := s.Tick(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Tasks)
-	// The end is ¼ to 1¼ cycles (6 s) beyond the look-ahead: 4 to 10 of
+	// The end is ½ to 1¼ cycles (6 s) beyond the look-ahead: 5 to 10 of
 	// the slots, one a second from half a second ahead.
-	require.GreaterOrEqual(t, res.Fired, 4, "slots beyond the look-ahead")
+	require.GreaterOrEqual(t, res.Fired, 5, "slots beyond the look-ahead")
 	require.LessOrEqual(t, res.Fired, 10, "slots within the horizon and a quarter cycle")
 	var next time.Time
 	require.NoError(t, f.pool.QueryRow(ctx, `SELECT next_run_at FROM tasks`).Scan(&next))
@@ -490,7 +490,7 @@ func TestHorizonSpacesClaims(t *testing.T) {
 
 // TestHorizonJobsAreAvailable: with the default configuration, tasks
 // claimed together at slots spread over a second materialise their slots
-// to ends spread over the cycle (7 to 19 s ahead), each up to its next
+// to ends spread over the cycle (10 to 19 s ahead), each up to its next
 // claim at its own phase; every deliver job written is
 // available — within NearTermWindow — so none waits for River's leader to
 // promote it (service.NearTermWindow).
@@ -512,8 +512,8 @@ func TestHorizonJobsAreAvailable(t *testing.T) {
 	require.Positive(t, f.count(t, `SELECT count(*) FROM river_job WHERE scheduled_at > now() + interval '12 seconds'`),
 		"jobs for slots well beyond the old 10 s window")
 	require.Zero(t, f.count(t, `SELECT count(*) FROM river_job WHERE state <> 'available'`), "every job written available")
-	require.Zero(t, f.count(t, `SELECT count(*) FROM tasks WHERE next_run_at < now() + interval '6 seconds'`),
-		"each claim writes at least a quarter of the cycle beyond the look-ahead")
+	require.Zero(t, f.count(t, `SELECT count(*) FROM tasks WHERE next_run_at < now() + interval '9 seconds'`),
+		"each claim writes at least half the cycle beyond the look-ahead")
 	require.GreaterOrEqual(t, f.count(t, `SELECT extract(epoch FROM max(next_run_at) - min(next_run_at))::int FROM tasks`), 2,
 		"the next claims are spread")
 	require.Positive(t, f.count(t, `SELECT count(*) FROM tasks WHERE next_run_at > now() + interval '17.5 seconds'`),
@@ -730,4 +730,57 @@ func TestCreateTeachesTheClock(t *testing.T) {
 	require.NoError(t, err)
 	require.WithinDuration(t, time.Now(), third.CreatedAt, time.Second, "from the database")
 	require.InDelta(t, time.Hour.Seconds(), stale.Offset().Seconds(), 1, "the estimate is not replaced from a transaction")
+}
+
+// TestLargeInstantClaimedEarly: a few tasks due at an instant beyond the
+// look-ahead wait for it, but once at least a batch of them is due
+// there, they are claimed ahead of it (LookAheadMax), as early as the
+// claim rate says writing them takes: each fires once, pending for its
+// slot, its job not due before the slot. Tasks due after LookAheadMax
+// wait whatever their number.
+func TestLargeInstantClaimedEarly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	base := time.Now()
+	clock := base
+	s := f.scheduler(service.SchedulerConfig{BatchSize: 10, ClaimRate: 5, Now: func() time.Time { return clock }})
+	require.Equal(t, 10*time.Second, s.Config().LookAheadMax, "LookAhead plus half the claim cycle")
+	instant, far := base.Add(8*time.Second), base.Add(12*time.Second)
+	create := func(n int, at time.Time) {
+		t.Helper()
+		for range n {
+			_, err := f.tasks.Create(ctx, f.tenant, service.TaskInput{
+				Name: service.NewID(), EndpointID: f.endpoint,
+				Schedule: schedule.Spec{Type: schedule.Once, RunAt: &at},
+			})
+			require.NoError(t, err)
+		}
+	}
+	tick := func() {
+		t.Helper()
+		for {
+			res, err := s.Tick(ctx)
+			require.NoError(t, err)
+			if !res.More {
+				return
+			}
+		}
+	}
+	create(5, instant)
+	create(20, far)
+	tick()
+	require.Zero(t, f.count(t, `SELECT count(*) FROM executions`), "fewer than a batch due 8 s ahead: not yet")
+
+	create(25, instant)
+	clock = base.Add(time.Second)
+	tick()
+	require.Equal(t, 30, f.count(t, `SELECT count(*) FROM executions WHERE scheduled_for = $1 AND state = 'pending'`, instant),
+		"a batch or more due 7 s ahead: claimed, each once")
+	require.Equal(t, 30, f.count(t, `SELECT count(DISTINCT task_id) FROM executions`))
+	require.Zero(t, f.count(t, `SELECT count(*) FROM river_job WHERE scheduled_at < $1`, instant), "no job due before the slot")
+	require.Equal(t, 20, f.count(t, `SELECT count(*) FROM tasks WHERE state = 'active' AND next_run_at = $1`, far),
+		"due after LookAheadMax: not yet")
+	tick()
+	require.Equal(t, 30, f.count(t, `SELECT count(*) FROM executions`), "claimed once")
 }
