@@ -229,6 +229,9 @@ var crossTenant = map[string]string{
 	"ClaimDueTasks": "the scheduler's claim of every tenant's due tasks",
 	// The scheduler loop sleeps until the earliest due task of any tenant.
 	"NextDueIn": "the scheduler's look at the earliest due task",
+	// The scheduler counts every tenant's tasks due soon (a bounded walk
+	// of tasks_due_idx) to claim a large instant early.
+	"CountTasksDueBetween": "the scheduler's count of the tasks due soon",
 	// Maintenance of unfinished_executions over every tenant; the join to
 	// executions is on (tenant_id, id).
 	"SweepUnfinished": "maintenance of unfinished_executions",
