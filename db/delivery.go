@@ -2,8 +2,10 @@ package db
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -329,6 +331,127 @@ func EndDelivery(ctx context.Context, q Querier, e DeliveryEnd) (bool, error) {
 	return n == 1, nil
 }
 
+// NodeSuccess is a workflow node's success for EndNodeSuccesses: the end
+// EndDelivery would apply to its running execution (to succeeded, fenced
+// on its lease), with the events InsertDeliveryEvents would append (in
+// order) and the output SetExecutionOutput would keep (nil: none).
+type NodeSuccess struct {
+	ExecutionRef
+	Lease          int
+	StatusCode     *int
+	KeepStatusCode bool
+	Events         []DeliveryEvent
+	Output         json.RawMessage
+}
+
+// EndNodeSuccesses records successes in one statement, each exactly as
+// EndDelivery to succeeded, InsertDeliveryEvents and SetExecutionOutput
+// would one by one (the same rows, the events of each execution in
+// order), and returns the indexes in ok of those whose execution was
+// still running under its lease. The others are untouched but their
+// events and output are written all the same: the caller holds the
+// executions' locks (GetDeliveryOutcomes), so the update waits for none
+// and finds every one, and rolls the transaction back when one is
+// missing.
+func EndNodeSuccesses(ctx context.Context, q Querier, ok []NodeSuccess) ([]int, error) {
+	n := len(ok)
+	tenants, ids, leases := make([]string, n), make([]string, n), make([]int32, n)
+	codes, keep := make([]*int32, n), make([]bool, n)
+	var (
+		evTenant, evID                 []string
+		evType                         []string
+		evAttempt, evStatus, evLatency []*int32
+		evClass, evMessage, evData     []*string
+		outTenant, outID, outputs      []string
+	)
+	for i, s := range ok {
+		tenants[i], ids[i], leases[i], keep[i] = s.TenantID, s.ID, int32(s.Lease), s.KeepStatusCode // attempts are small
+		codes[i] = int32Ptr(s.StatusCode)
+		for _, ev := range s.Events {
+			var data *string
+			if ev.Data != nil {
+				b, err := json.Marshal(ev.Data)
+				if err != nil {
+					return nil, wrap("record node successes", err)
+				}
+				d := string(b)
+				data = &d
+			}
+			evTenant, evID, evType = append(evTenant, s.TenantID), append(evID, s.ID), append(evType, ev.Type)
+			evAttempt, evStatus = append(evAttempt, int32Ptr(ev.Attempt)), append(evStatus, int32Ptr(ev.StatusCode))
+			evLatency, evClass = append(evLatency, int32Ptr(ev.LatencyMS)), append(evClass, ev.ErrorClass)
+			evMessage, evData = append(evMessage, ev.Message), append(evData, data)
+		}
+		if s.Output != nil {
+			outTenant, outID, outputs = append(outTenant, s.TenantID), append(outID, s.ID), append(outputs, string(s.Output))
+		}
+	}
+	uids, err := uuidArray(ids)
+	if err != nil {
+		return nil, wrap("record node successes", err)
+	}
+	evUIDs, err := uuidArray(evID)
+	if err != nil {
+		return nil, wrap("record node successes", err)
+	}
+	outUIDs, err := uuidArray(outID)
+	if err != nil {
+		return nil, wrap("record node successes", err)
+	}
+	rows, err := q.Query(ctx, `WITH input AS (
+			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::int[], $5::bool[]) WITH ORDINALITY
+				AS i(tenant_id, id, lease, status_code, keep_status, ord)
+		), done AS (
+			UPDATE executions e SET state = `+execSucceeded+`, finished_at = now(), next_attempt_at = NULL,
+				last_status_code = CASE WHEN i.keep_status THEN e.last_status_code ELSE i.status_code END,
+				last_error = NULL, last_error_class = NULL
+			FROM input i
+			WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.state = `+execRunning+` AND e.lease_attempt = i.lease
+			RETURNING i.ord, e.tenant_id, e.task_id, e.scheduled_for, e.id
+		), closed AS (
+			DELETE FROM unfinished_executions u USING done d
+			WHERE u.tenant_id = d.tenant_id AND u.task_id = d.task_id AND u.scheduled_for = d.scheduled_for AND u.id = d.id
+		), events AS (
+			-- Written whether or not their execution was: a caller that
+			-- finds one missing from the answer rolls the transaction
+			-- back (a join on done would run the input per row of done).
+			INSERT INTO execution_events (tenant_id, execution_id, type, attempt, status_code, latency_ms,
+				error_class, message, data)
+			SELECT v.tenant_id, v.id, v.type, v.attempt, v.status_code, v.latency_ms, v.error_class, v.message, v.data::jsonb
+			FROM unnest($6::text[], $7::uuid[], $8::text[], $9::int[], $10::int[], $11::int[], $12::text[], $13::text[],
+				$14::text[]) WITH ORDINALITY AS v(tenant_id, id, type, attempt, status_code, latency_ms, error_class, message, data, k)
+			ORDER BY v.k
+		), outputs AS (
+			INSERT INTO execution_outputs (tenant_id, execution_id, output)
+			SELECT o.tenant_id, o.id, o.output::jsonb FROM unnest($15::text[], $16::uuid[], $17::text[]) AS o(tenant_id, id, output)
+			ON CONFLICT (tenant_id, execution_id) DO UPDATE SET output = excluded.output, created_at = now()
+		)
+		SELECT ord FROM done`, tenants, uids, leases, codes, keep,
+		evTenant, evUIDs, evType, evAttempt, evStatus, evLatency, evClass, evMessage, evData, outTenant, outUIDs, outputs)
+	if err != nil {
+		return nil, wrap("record node successes", err)
+	}
+	ords, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, wrap("record node successes", err)
+	}
+	for i := range ords {
+		ords[i]--
+	}
+	slices.Sort(ords)
+	return ords, nil
+}
+
+// int32Ptr narrows an optional int for an int4 array (status codes,
+// attempts and latencies fit).
+func int32Ptr(v *int) *int32 {
+	if v == nil {
+		return nil
+	}
+	n := int32(min(*v, 1<<31-1))
+	return &n
+}
+
 // DeliveryOutcome is an execution locked to record an attempt's outcome,
 // with what that needs from its task (service.decideFinish).
 type DeliveryOutcome struct {
@@ -373,29 +496,54 @@ func GetDeliveryOutcome(ctx context.Context, q Querier, tenant, id string) (Deli
 	return collectOne[DeliveryOutcome](rows, err)
 }
 
-// GetDeliveryOutcomes is GetDeliveryOutcome for each of refs, in one round
-// trip, locking them in the order given; an execution that does not exist
-// is nil.
+// GetDeliveryOutcomes is GetDeliveryOutcome for each of refs, in one
+// statement, locking them in the order given (the nested loop over the
+// input takes each execution's lock in its LATERAL subquery, as
+// StartPendingDeliveries does; the pool's plans keep that shape); an
+// execution that does not exist is nil.
 func GetDeliveryOutcomes(ctx context.Context, tx Tx, refs []ExecutionRef) ([]*DeliveryOutcome, error) {
-	b := &pgx.Batch{}
-	for _, r := range refs {
-		b.Queue(deliveryOutcomeSQL, r.TenantID, r.ID)
+	tenants, ids := make([]string, len(refs)), make([]string, len(refs))
+	for i, r := range refs {
+		tenants[i], ids[i] = r.TenantID, r.ID
 	}
-	br := tx.SendBatch(ctx, b)
+	uids, err := uuidArray(ids)
+	if err != nil {
+		return nil, wrap("load executions", err)
+	}
+	rows, err := tx.Query(ctx, `SELECT i.ord, e.task_id::text, e.state, e.lease_attempt, e.attempts, e.attempts_base,
+			e.cancel_requested, t.id IS NOT NULL AS task_found, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms,
+			coalesce(t.consecutive_failures, 0) AS task_failures, coalesce(t.failure_alerted, false) AS task_failure_alerted,
+			e.workflow_run_id::text, t.priority,
+			EXISTS (SELECT 1 FROM flow_permits p WHERE p.tenant_id = e.tenant_id AND p.execution_id = e.id) AS permitted
+		FROM unnest($1::text[], $2::uuid[]) WITH ORDINALITY AS i(tenant_id, id, ord)
+		CROSS JOIN LATERAL (
+			SELECT e.tenant_id, e.id, e.task_id, e.state, e.lease_attempt, e.attempts, e.attempts_base,
+				e.cancel_requested, e.workflow_run_id
+			FROM executions e WHERE e.tenant_id = i.tenant_id AND e.id = i.id
+			OFFSET 0 FOR UPDATE
+		) e
+		LEFT JOIN LATERAL (
+			SELECT t.id, t.max_attempts, t.initial_backoff_ms, t.max_backoff_ms, t.consecutive_failures,
+				t.failure_alerted, t.priority
+			FROM tasks t WHERE t.tenant_id = e.tenant_id AND t.id = e.task_id OFFSET 0
+		) t ON true
+		ORDER BY i.ord`, tenants, uids)
+	if err != nil {
+		return nil, wrap("load executions", err)
+	}
+	type outcomeAt struct {
+		Ord int `db:"ord"`
+		DeliveryOutcome
+	}
+	read, err := pgx.CollectRows(rows, pgx.RowToStructByName[outcomeAt])
+	if err != nil {
+		return nil, wrap("load executions", err)
+	}
 	out := make([]*DeliveryOutcome, len(refs))
-	for i := range refs {
-		rows, err := br.Query()
-		row, err := collectOne[DeliveryOutcome](rows, err)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			_ = br.Close()
-			return nil, err
-		}
-		out[i] = &row
+	for _, r := range read {
+		out[r.Ord-1] = &r.DeliveryOutcome
 	}
-	return out, wrap("load executions", br.Close())
+	return out, nil
 }
 
 // DeliveryEvent is one timeline entry to append.

@@ -6,6 +6,8 @@ import "context"
 type StepRequest struct {
 	ExecutionID string
 	Lease       int
+	// Outcome is the success to record (zero: a 200 without a body).
+	Outcome Outcome
 }
 
 // FinishStepsTogether records the node successes reqs in one step batch,
@@ -18,6 +20,9 @@ func (s *Deliveries) FinishStepsTogether(ctx context.Context, tenant string, req
 			tenant: tenant, id: r.ExecutionID, lease: r.Lease,
 			out: Outcome{Kind: OutcomeSucceeded, StatusCode: 200, WorkflowRun: true},
 		}
+		if r.Outcome.Kind != 0 {
+			in[i].out = r.Outcome
+		}
 	}
 	res, err := s.recordSteps(ctx, in)
 	if err != nil {
@@ -28,4 +33,9 @@ func (s *Deliveries) FinishStepsTogether(ctx context.Context, tenant string, req
 		ok[i] = r.ok
 	}
 	return ok, nil
+}
+
+// FinishRow records an outcome on the row-by-row path (never a batch).
+func (s *Deliveries) FinishRow(ctx context.Context, tenant, executionID string, lease int, out Outcome) (Finished, error) {
+	return s.finishRow(ctx, tenant, executionID, lease, out)
 }

@@ -239,17 +239,12 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 
 	case finishSucceed:
 		end.To = ExecSucceeded
-		events := []db.DeliveryEvent{{Type: EventAttemptSucceeded, Attempt: &attempt, StatusCode: status, LatencyMS: &latency}}
-		nodeOutput := row.WorkflowRunID != nil && (out.Output != nil || out.NoOutput != "")
-		if nodeOutput && out.NoOutput != "" {
-			events = append(events, db.DeliveryEvent{Type: EventNoOutput, Attempt: &attempt, Message: &out.NoOutput})
-		}
-		events = append(events, db.DeliveryEvent{Type: EventSucceeded, Attempt: &attempt, StatusCode: status})
+		events, output := successWrites(row, out)
 		if err := s.transition(ctx, tx, end, events); err != nil {
 			return Finished{}, err
 		}
-		if nodeOutput && out.Output != nil { // before the run advances: the nodes it fires may read it
-			if err := db.SetExecutionOutput(ctx, tx, tenant, executionID, out.Output); err != nil {
+		if output != nil { // before the run advances: the nodes it fires may read it
+			if err := db.SetExecutionOutput(ctx, tx, tenant, executionID, output); err != nil {
 				return Finished{}, storeError(err, "store node output")
 			}
 		}
@@ -355,6 +350,28 @@ func (s *Deliveries) finish(ctx context.Context, tx db.Tx, tenant, executionID s
 	fin.ended.add(ExecFailed, 1)
 	fin.ended.add(ExecCancelled, after.cancelled)
 	return fin, nil
+}
+
+// successWrites returns what a success of the execution row writes
+// besides its end: its events in order, and the output a node keeps (nil:
+// none). The step batch writes the same (Deliveries.recordSteps).
+func successWrites(row db.DeliveryOutcome, out Outcome) ([]db.DeliveryEvent, json.RawMessage) {
+	attempt := row.Attempts
+	var status *int
+	if out.StatusCode != 0 {
+		status = &out.StatusCode
+	}
+	latency := int(out.Latency.Milliseconds())
+	events := []db.DeliveryEvent{{Type: EventAttemptSucceeded, Attempt: &attempt, StatusCode: status, LatencyMS: &latency}}
+	nodeOutput := row.WorkflowRunID != nil && (out.Output != nil || out.NoOutput != "")
+	if nodeOutput && out.NoOutput != "" {
+		events = append(events, db.DeliveryEvent{Type: EventNoOutput, Attempt: &attempt, Message: &out.NoOutput})
+	}
+	events = append(events, db.DeliveryEvent{Type: EventSucceeded, Attempt: &attempt, StatusCode: status})
+	if !nodeOutput {
+		return events, nil
+	}
+	return events, out.Output
 }
 
 // advanceWorkflow advances the workflow run of an execution that just

@@ -15,15 +15,18 @@ import (
 // eight upstreams of a join that finish together cost one commit and one
 // advance, not eight of each, and the successors of many runs are handed
 // off at one commit. Each success is recorded exactly as the row-by-row
-// path records it (Deliveries.finish, with the same decision); only its
-// run's advance waits for the end of the batch, still in its transaction.
+// path records it (Deliveries.finish, with the same decision): the plain
+// ones (plainStep, nearly all) in one statement for the batch
+// (db.EndNodeSuccesses: the same execution row, events and output), the
+// others one by one; only its run's advance waits for the end of the
+// batch, still in its transaction.
 // A success the batch does not record (its attempt is stale, its row is
 // gone) and every success of a batch that failed take the row-by-row
 // path, which reports the conflict or records it alone.
 //
 // Locks are taken in one order, the engine's (execution, then run, then
 // workflow): every execution of the batch first (in id order, read in
-// one round trip: db.GetDeliveryOutcomes), then every
+// one statement: db.GetDeliveryOutcomes), then every
 // run (db.LockRuns, in id order, tenant by tenant), and only then the
 // advances, which may lock a workflow (a run's end that promotes a
 // pending run). Two batches, or a batch and a single transition, never
@@ -126,16 +129,53 @@ func (s *Deliveries) recordSteps(ctx context.Context, reqs []stepSuccess) ([]ste
 		}
 		recorded := runsToAdvance{}
 		later := context.WithValue(ctx, laterKey{}, recorded)
+		var (
+			plain []db.NodeSuccess // recorded in one statement
+			at    []int            // their indexes in reqs
+			seen  = map[db.ExecutionRef]bool{}
+		)
 		for _, i := range order {
-			if rows[i] == nil {
+			row := rows[i]
+			if row == nil {
 				continue
 			}
 			r := reqs[i]
-			fin, err := s.finish(later, tx, r.tenant, r.id, r.lease, *rows[i], r.out)
+			ref := db.ExecutionRef{TenantID: r.tenant, ID: r.id}
+			if plainStep(*row, decideFinish(s.finishFactsOf(*row, r.lease), r.out)) && !seen[ref] {
+				seen[ref] = true
+				events, output := successWrites(*row, r.out)
+				var status *int
+				if r.out.StatusCode != 0 {
+					status = &r.out.StatusCode
+				}
+				plain = append(plain, db.NodeSuccess{
+					ExecutionRef: ref, Lease: r.lease, StatusCode: status,
+					KeepStatusCode: r.out.Detached && status == nil, Events: events, Output: output,
+				})
+				at = append(at, i)
+				recorded[db.RunRef{TenantID: r.tenant, ID: *row.WorkflowRunID}] = struct{}{}
+				continue
+			}
+			fin, err := s.finish(later, tx, r.tenant, r.id, r.lease, *row, r.out)
 			if err != nil {
 				return err
 			}
 			res[i] = stepResult{fin: fin, ok: true}
+		}
+		if len(plain) > 0 {
+			ended, err := db.EndNodeSuccesses(ctx, tx, plain)
+			if err != nil {
+				return storeError(err, "record node successes")
+			}
+			if len(ended) != len(plain) { // they are locked: only a bug gets here
+				return conflictf("%d of %d node successes found their execution changed under its lock",
+					len(plain)-len(ended), len(plain))
+			}
+			for _, i := range at {
+				fin := Finished{State: ExecSucceeded, Attempt: rows[i].Attempts}
+				fin.ended.add(ExecSucceeded, 1)
+				res[i] = stepResult{fin: fin, ok: true}
+			}
 		}
 		eng := runEngine{enq: s.enqueuer, metrics: s.cfg.Metrics, graphs: &s.graphs, ended: &done}.gathering(&handOffs{})
 		for _, ref := range sortedRuns(recorded) {
@@ -156,6 +196,15 @@ func (s *Deliveries) recordSteps(ctx context.Context, reqs []stepSuccess) ([]ste
 	}
 	done.report(s.cfg.Metrics)
 	return res, nil
+}
+
+// plainStep reports whether the step batch records the success of row
+// (decided dec) in its one statement (db.EndNodeSuccesses): a success
+// that writes nothing beyond its execution, events and output — no permit
+// to give back (dec.Release), no failure streak of a task to end.
+// Deliveries.finish records the others, in the batch's transaction.
+func plainStep(row db.DeliveryOutcome, dec finishDecision) bool {
+	return dec.Verdict == finishSucceed && !dec.Release && row.TaskFailures == 0 && !row.TaskFailureAlerted
 }
 
 // sortedRuns returns runs in (tenant, id) order: the order the batch locks

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -150,4 +151,107 @@ func TestWorkflowStepsWriteOnceForAllRuns(t *testing.T) {
 	}
 	require.Equal(t, 1, f.count(t, `SELECT count(DISTINCT cmin::text) FROM executions
 		WHERE workflow_run_id = ANY($1::uuid[]) AND node = 'b'`, runs), "one insert for the runs' successors")
+}
+
+// TestStepBatchWritesAsTheRow: a node success the step batch records in
+// its one statement (db.EndNodeSuccesses) leaves exactly what the
+// row-by-row path leaves — the execution's row, its timeline (the events
+// in order, a no_output among them), its output, its place in
+// unfinished_executions — and so does one it records one by one (a task
+// whose failure streak it ends), for outcomes with and without a body, a
+// status other than 200, and an accepted callback attempt that keeps the
+// status its 2xx stored. Each pair is two runs of one workflow: one
+// node's success row by row, the other's in a batch with the others.
+func TestStepBatchWritesAsTheRow(t *testing.T) {
+	t.Parallel()
+	f := newWFFixture(t)
+	ctx := context.Background()
+	w := f.create(t, "steps-as-row", f.node("a"), f.node("b", "a"))
+	cases := []struct {
+		name   string
+		out    service.Outcome
+		streak bool // the node's task has a failure streak to end
+	}{
+		{name: "output", out: service.Outcome{StatusCode: 200, Output: []byte(`{"rows": 3}`)}},
+		{name: "no output", out: service.Outcome{StatusCode: 201, NoOutput: "the response is not JSON"}},
+		{name: "plain", out: service.Outcome{StatusCode: 204, Latency: 17 * time.Millisecond}},
+		{name: "callback", out: service.Outcome{Detached: true, Output: []byte(`"done"`)}},
+		{name: "streak", out: service.Outcome{StatusCode: 200}, streak: true},
+	}
+	type side struct{ run, exec string }
+	begin := func(c int) side {
+		t.Helper()
+		r := f.trigger(t, w)
+		x := f.execsOf(t, r.ID, "a")
+		require.Len(t, x, 1)
+		d, err := f.del.Begin(ctx, f.tenant, x[0], 1)
+		require.NoError(t, err)
+		require.Equal(t, 1, d.Lease)
+		f.exec(t, `UPDATE executions SET last_status_code = 202 WHERE id = $1`, x[0]) // what a callback's 2xx stores
+		if cases[c].streak {
+			f.exec(t, `UPDATE tasks SET consecutive_failures = 2 FROM executions e WHERE e.id = $1 AND tasks.id = e.task_id`, x[0])
+		}
+		return side{run: r.ID, exec: x[0]}
+	}
+	rows, batch := make([]side, len(cases)), make([]side, len(cases))
+	var reqs []service.StepRequest
+	for c := range cases {
+		rows[c], batch[c] = begin(c), begin(c)
+		out := cases[c].out
+		out.Kind, out.WorkflowRun = service.OutcomeSucceeded, true
+		_, err := f.del.FinishRow(ctx, f.tenant, rows[c].exec, 1, out)
+		require.NoError(t, err, cases[c].name)
+		reqs = append(reqs, service.StepRequest{ExecutionID: batch[c].exec, Lease: 1, Outcome: out})
+	}
+	ok, err := f.del.FinishStepsTogether(ctx, f.tenant, reqs)
+	require.NoError(t, err)
+	for c := range cases {
+		require.True(t, ok[c], cases[c].name)
+	}
+
+	// what an execution's success left, without its ids and instants
+	type event struct {
+		Type                           string
+		Attempt, StatusCode, LatencyMS *int
+		ErrorClass, Message            string
+		Data                           map[string]any
+	}
+	type left struct {
+		State, LastError, LastErrorClass string
+		Attempts                         int
+		LastStatusCode                   *int
+		Finished, Unfinished, NextFired  bool
+		Output                           string
+		Events                           []event
+		TaskFailures                     int
+	}
+	leftBy := func(s side) left {
+		t.Helper()
+		d, err := f.ex.Get(ctx, f.tenant, s.exec)
+		require.NoError(t, err)
+		l := left{
+			State: d.State, LastError: d.LastError, LastErrorClass: d.LastErrorClass, Attempts: d.Attempts,
+			LastStatusCode: d.LastStatusCode, Finished: d.FinishedAt != nil, Output: string(d.Output),
+			Unfinished: f.count(t, `SELECT count(*) FROM unfinished_executions WHERE id = $1`, s.exec) == 1,
+			NextFired:  len(f.execsOf(t, s.run, "b")) == 1,
+			TaskFailures: f.count(t, `SELECT t.consecutive_failures FROM tasks t JOIN executions e
+				ON e.tenant_id = t.tenant_id AND e.task_id = t.id WHERE e.id = $1`, s.exec),
+		}
+		for _, ev := range d.Events {
+			if ev.Type == "fired" {
+				ev.Data = nil // the run's instant
+			}
+			l.Events = append(l.Events, event{ev.Type, ev.Attempt, ev.StatusCode, ev.LatencyMS, ev.ErrorClass, ev.Message, ev.Data})
+		}
+		return l
+	}
+	for c := range cases {
+		want := leftBy(rows[c])
+		require.Equal(t, "succeeded", want.State, cases[c].name)
+		require.True(t, want.NextFired, cases[c].name)
+		require.Equal(t, want, leftBy(batch[c]), cases[c].name)
+	}
+	require.Equal(t, 1, f.count(t, `SELECT count(DISTINCT cmin::text) FROM executions
+		WHERE id = ANY($1::uuid[]) AND state = 'succeeded'`, []string{batch[0].exec, batch[1].exec, batch[2].exec}),
+		"the plain successes in one statement")
 }

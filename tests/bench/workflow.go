@@ -79,6 +79,7 @@ func workflowScenario(ctx context.Context, st *stack, o options, name string, n 
 	st.logf("workflow: triggering %d runs of a %d-node DAG", n, len(nodes))
 	start := time.Now()
 	cpu0 := sampleCPU(s.ax.Pid(), st)
+	waits := s.sampleWaits(ctx, res)
 	var (
 		next   atomic.Int64
 		errs   atomic.Int64
@@ -120,6 +121,9 @@ func workflowScenario(ctx context.Context, st *stack, o options, name string, n 
 	}
 	elapsed := time.Since(start)
 	cpu1 := sampleCPU(s.ax.Pid(), st)
+	if waits != nil {
+		res.Waits = waits.result(12)
+	}
 	res.setCPU(cpu0, cpu1)
 	if err := s.waitUntil(ctx, time.Now().Add(2*time.Second), "duplicates"); err != nil {
 		return res, err
