@@ -401,13 +401,24 @@ func EndNodeSuccesses(ctx context.Context, q Querier, ok []NodeSuccess) ([]int, 
 	rows, err := q.Query(ctx, `WITH input AS (
 			SELECT * FROM unnest($1::text[], $2::uuid[], $3::int[], $4::int[], $5::bool[]) WITH ORDINALITY
 				AS i(tenant_id, id, lease, status_code, keep_status, ord)
+		), cur AS (
+			-- Each execution by its primary key, then updated by its
+			-- ctid (as StartPendingDeliveries does): a join the planner
+			-- may reorder could start from the table's side.
+			SELECT i.ord, e.row, e.tenant_id, e.id, i.status_code, i.keep_status
+			FROM input i
+			CROSS JOIN LATERAL (
+				SELECT e.ctid AS row, e.tenant_id, e.id FROM executions e
+				WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.state = `+execRunning+` AND e.lease_attempt = i.lease
+				OFFSET 0
+			) e
 		), done AS (
 			UPDATE executions e SET state = `+execSucceeded+`, finished_at = now(), next_attempt_at = NULL,
-				last_status_code = CASE WHEN i.keep_status THEN e.last_status_code ELSE i.status_code END,
+				last_status_code = CASE WHEN c.keep_status THEN e.last_status_code ELSE c.status_code END,
 				last_error = NULL, last_error_class = NULL
-			FROM input i
-			WHERE e.tenant_id = i.tenant_id AND e.id = i.id AND e.state = `+execRunning+` AND e.lease_attempt = i.lease
-			RETURNING i.ord, e.tenant_id, e.task_id, e.scheduled_for, e.id
+			FROM cur c
+			WHERE e.ctid = c.row AND e.tenant_id = c.tenant_id AND e.id = c.id
+			RETURNING c.ord, e.tenant_id, e.task_id, e.scheduled_for, e.id
 		), closed AS (
 			DELETE FROM unfinished_executions u USING done d
 			WHERE u.tenant_id = d.tenant_id AND u.task_id = d.task_id AND u.scheduled_for = d.scheduled_for AND u.id = d.id

@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -440,11 +441,29 @@ func GetRunNodes(ctx context.Context, q Querier, tenant, runID string) ([]RunNod
 // SetRunNodeStates moves nodes of a run to states (keys[i] → states[i]);
 // a node that becomes fired records when (rule_met_at).
 func SetRunNodeStates(ctx context.Context, q Querier, tenant, runID string, keys, states []string) error {
-	_, err := q.Exec(ctx, `UPDATE workflow_run_nodes n SET state = c.state, updated_at = now(),
-			rule_met_at = CASE WHEN c.state = `+nodeFired+` THEN coalesce(n.rule_met_at, now()) ELSE n.rule_met_at END
-		FROM unnest($3::text[], $4::text[]) AS c(key, state)
-		WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.key = c.key`, tenant, runID, keys, states)
+	_, err := q.Exec(ctx, setRunNodeStatesSQL, tenant, runID, keys, states)
 	return wrap("set run node states", err)
+}
+
+var setRunNodeStatesSQL = `UPDATE workflow_run_nodes n SET state = c.state, updated_at = now(),
+		rule_met_at = CASE WHEN c.state = ` + nodeFired + ` THEN coalesce(n.rule_met_at, now()) ELSE n.rule_met_at END
+	FROM unnest($3::text[], $4::text[]) AS c(key, state)
+	WHERE n.tenant_id = $1 AND n.run_id = $2 AND n.key = c.key`
+
+// RunNodeStates moves nodes of a run to states (SetRunNodeStates).
+type RunNodeStates struct {
+	TenantID, RunID string
+	Keys, States    []string
+}
+
+// SetRunsNodeStates is SetRunNodeStates for each of runs, in one round
+// trip (one statement per run).
+func SetRunsNodeStates(ctx context.Context, tx Tx, runs []RunNodeStates) error {
+	b := &pgx.Batch{}
+	for _, r := range runs {
+		b.Queue(setRunNodeStatesSQL, r.TenantID, r.RunID, r.Keys, r.States)
+	}
+	return wrap("set run node states", tx.SendBatch(ctx, b).Close())
 }
 
 // RunExecution is one execution of a run's node.
@@ -489,6 +508,48 @@ func LockRunForAdvance(ctx context.Context, tx Tx, tenant, runID string) (Workfl
 		return WorkflowRun{}, nil, nil, err
 	}
 	return run, nodes, execs, nil
+}
+
+// RunForAdvance is a run with its nodes and executions as an advance
+// reads them (ReadRunsForAdvance); Found is false for a run that is gone.
+type RunForAdvance struct {
+	Run   WorkflowRun
+	Nodes []RunNode
+	Execs []RunExecution
+	Found bool
+}
+
+// ReadRunsForAdvance is LockRunForAdvance's reads for each of runs, all in
+// one round trip, without taking the locks: the caller holds them
+// (LockRuns).
+func ReadRunsForAdvance(ctx context.Context, tx Tx, runs []RunRef) ([]RunForAdvance, error) {
+	b := &pgx.Batch{}
+	for _, r := range runs {
+		b.Queue(`SELECT `+runColumns+` FROM workflow_runs r WHERE r.tenant_id = $1 AND r.id = $2`, r.TenantID, r.ID)
+		b.Queue(runNodesSQL, r.TenantID, r.ID)
+		b.Queue(runExecutionsSQL, r.TenantID, r.ID)
+	}
+	br := tx.SendBatch(ctx, b)
+	out := make([]RunForAdvance, len(runs))
+	for i := range runs {
+		run, nodes, execs, err := readRunForAdvance(br)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			// the nodes' and executions' reads are still to be consumed
+			for range 2 {
+				if _, err := br.Exec(); err != nil {
+					_ = br.Close()
+					return nil, wrap("load workflow runs", err)
+				}
+			}
+			continue
+		case err != nil:
+			_ = br.Close()
+			return nil, err
+		}
+		out[i] = RunForAdvance{Run: run, Nodes: nodes, Execs: execs, Found: true}
+	}
+	return out, wrap("load workflow runs", br.Close())
 }
 
 // readRunForAdvance reads LockRunForAdvance's three results.

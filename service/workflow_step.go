@@ -178,8 +178,15 @@ func (s *Deliveries) recordSteps(ctx context.Context, reqs []stepSuccess) ([]ste
 			}
 		}
 		eng := runEngine{enq: s.enqueuer, metrics: s.cfg.Metrics, graphs: &s.graphs, ended: &done}.gathering(&handOffs{})
-		for _, ref := range sortedRuns(recorded) {
-			if err := eng.advanceRun(ctx, tx, ref.TenantID, ref.ID); err != nil {
+		// Every run is read before any advances: an advance changes its
+		// own run's rows only (and opens pending runs, which none of
+		// these is).
+		reads, err := db.ReadRunsForAdvance(ctx, tx, sortedRuns(recorded))
+		if err != nil {
+			return storeError(err, "load workflow runs")
+		}
+		for _, r := range reads {
+			if err := eng.advanceRead(ctx, tx, r); err != nil {
 				return err
 			}
 		}
