@@ -80,6 +80,7 @@ func workflowScenario(ctx context.Context, st *stack, o options, name string, n 
 	start := time.Now()
 	cpu0 := sampleCPU(s.ax.Pid(), st)
 	waits := s.sampleWaits(ctx, res)
+	profiled := s.profileAx(ctx, 4*time.Second) // 500 runs × 10 nodes take about that
 	var (
 		next   atomic.Int64
 		errs   atomic.Int64
@@ -124,6 +125,7 @@ func workflowScenario(ctx context.Context, st *stack, o options, name string, n 
 	if waits != nil {
 		res.Waits = waits.result(12)
 	}
+	profiled()
 	res.setCPU(cpu0, cpu1)
 	if err := s.waitUntil(ctx, time.Now().Add(2*time.Second), "duplicates"); err != nil {
 		return res, err
