@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -105,13 +106,16 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 		defer close(watched)
 		w.watchCancels(watchCtx, log, inflight)
 	}()
-	for _, ref := range refs {
+	// One wait per group of members whose slots are close (startAtSlots),
+	// and a goroutine per member only from its slot on.
+	at := make([]time.Time, len(refs))
+	for i, ref := range refs {
+		at[i] = w.one.clock.Local(ref.ScheduledFor)
+	}
+	started := startAtSlots(ctx, at, func(i int) {
+		ref := refs[i]
 		wg.Go(func() {
 			elog := log.with(slog.String("execution_id", ref.ExecutionID), slog.String("tenant", ref.TenantID))
-			if !sleepUntil(ctx, w.one.clock.Local(ref.ScheduledFor)) {
-				fail(ctx.Err())
-				return
-			}
 			if slow(ref) {
 				if err := w.handOffTogether(ctx, log, &toBulk, ref, lease, job.Priority, service.QueueDeliverBulk,
 					"the endpoint is slow"); err != nil {
@@ -166,6 +170,11 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 				fail(st.err)
 			}
 		})
+	})
+	if started < len(refs) {
+		// ctx ended before the others' slots: a shutdown (the re-run
+		// sends them) or the job's timeout.
+		fail(ctx.Err())
 	}
 	wg.Wait()
 	stopWatch()
@@ -358,4 +367,60 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// slotGroupWindow is how close a batch's slots must be to share one wait:
+// a group is the next slot and those less than this after it, started
+// together at the last of them (never before a slot), the first at most
+// this late. A batch job's fires spread over a few milliseconds; a wait
+// each (a timer, a select and a parked goroutine per member) cost more
+// than the sends' own bookkeeping.
+const slotGroupWindow = time.Millisecond
+
+// startAtSlots calls start(i) for every i once at[i] (a slot on this
+// process's clock: DBClock.Local) has passed, in slot order, waiting once
+// per group of slots within slotGroupWindow of each other. It returns how
+// many it started: fewer than len(at) when ctx ended first, the rest
+// being those whose slots had not come.
+func startAtSlots(ctx context.Context, at []time.Time, start func(i int)) int {
+	order := make([]int, len(at))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return at[a].Compare(at[b]) })
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	next := 0
+	for next < len(order) {
+		first, end := at[order[next]], next+1
+		for end < len(order) && at[order[end]].Sub(first) < slotGroupWindow {
+			end++
+		}
+		if d := time.Until(at[order[end-1]]); d > 0 {
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d)
+			}
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return next
+			}
+		}
+		// Those that came meanwhile (a late wake) go too.
+		now := time.Now()
+		for end < len(order) && !at[order[end]].After(now) {
+			end++
+		}
+		for _, i := range order[next:end] {
+			start(i)
+		}
+		next = end
+	}
+	return next
 }
