@@ -192,19 +192,39 @@ type step struct {
 // before its outcome is recorded: it gives the send slot back, so that a
 // slot bounds webhooks in flight, and recording (batched: its statement
 // waits for its turn) does not hold a slot the next send could use.
+//
+// Begin is called from this small frame, the send and its record from
+// send's large one: a delivery's goroutine waits in Begin (a batched
+// statement) with a stack shallow enough not to grow there, which at
+// thousands of deliveries a second was a twentieth of ax's CPU (stack
+// copies).
 func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string, lease int, jobID int64, handOff *service.HandOff,
 	log attrLogger, sent func(),
 ) step {
 	d, err := w.deliveries.BeginJob(ctx, tenant, executionID, lease, jobID)
+	if err != nil {
+		return w.beginFailed(ctx, executionID, lease, log, err)
+	}
+	return w.send(ctx, &d, tenant, executionID, lease, handOff, log, sent)
+}
+
+// beginFailed is what a Begin that failed with err comes to.
+func (w *DeliverWorker) beginFailed(ctx context.Context, executionID string, lease int, log attrLogger, err error) step {
 	switch {
 	case err != nil && stopping(ctx):
 		return step{kind: stepInterrupted}
 	case errors.Is(err, service.ErrNotFound):
 		log.warn(ctx, "deliver job of a missing execution; nothing to do", slog.Int("lease", lease))
 		return step{kind: stepDone}
-	case err != nil:
-		return step{kind: stepError, err: fmt.Errorf("begin delivery of execution %s: %w", executionID, err)}
 	}
+	return step{kind: stepError, err: fmt.Errorf("begin delivery of execution %s: %w", executionID, err)}
+}
+
+// send carries out what Begin decided for d: the attempt's request and
+// its record (attempt).
+func (w *DeliverWorker) send(ctx context.Context, d *service.Delivery, tenant, executionID string, lease int, handOff *service.HandOff,
+	log attrLogger, sent func(),
+) step {
 	if d.Missed {
 		w.metrics.MissedSlots.Inc()
 	}
@@ -252,7 +272,7 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	if d.Callback != nil {
 		// The token's hash and the attempt's deadline are stored before
 		// the request leaves: the receiver may complete it at once.
-		token, err := w.deliveries.PrepareCallback(ctx, d)
+		token, err := w.deliveries.PrepareCallback(ctx, *d)
 		switch {
 		case err != nil && stopping(ctx):
 			return step{kind: stepInterrupted}
@@ -280,9 +300,9 @@ func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string,
 	class := Classify(res, time.Now())
 	w.metrics.AttemptDuration.Observe(res.Latency.Seconds())
 	if d.Callback != nil && class.Outcome == service.OutcomeSucceeded {
-		return w.accept(ctx, d, res, remoteCancel, log)
+		return w.accept(ctx, *d, res, remoteCancel, log)
 	}
-	out := outcome(res, class, d, w.timeout)
+	out := outcome(res, class, *d, w.timeout)
 	out.HandOff = w.laneFor(handOff, d.EndpointID)
 	if remoteCancel && class.Outcome != service.OutcomeSucceeded {
 		out.CutByCancel = true
