@@ -201,11 +201,21 @@ type step struct {
 func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string, lease int, jobID int64, handOff *service.HandOff,
 	log attrLogger, sent func(),
 ) step {
-	d, err := w.deliveries.BeginJob(ctx, tenant, executionID, lease, jobID)
-	if err != nil {
+	var d service.Delivery
+	if err := w.begin(ctx, &d, tenant, executionID, lease, jobID); err != nil {
 		return w.beginFailed(ctx, executionID, lease, log, err)
 	}
 	return w.send(ctx, &d, tenant, executionID, lease, handOff, log, sent)
+}
+
+// begin is Begin, into d: the Delivery's copy is in this frame only while
+// Begin runs, not in attempt's while the request does (hence noinline).
+//
+//go:noinline
+func (w *DeliverWorker) begin(ctx context.Context, d *service.Delivery, tenant, executionID string, lease int, jobID int64) error {
+	var err error
+	*d, err = w.deliveries.BeginJob(ctx, tenant, executionID, lease, jobID)
+	return err
 }
 
 // beginFailed is what a Begin that failed with err comes to.
@@ -297,6 +307,15 @@ func (w *DeliverWorker) send(ctx context.Context, d *service.Delivery, tenant, e
 		return step{kind: stepInterrupted}
 	}
 
+	return w.record(ctx, d, &res, tenant, executionID, handOff, remoteCancel, log)
+}
+
+// record records what the attempt's request came to (res): its outcome
+// (Finish), or its acceptance in callback completion mode (accept).
+func (w *DeliverWorker) record(ctx context.Context, d *service.Delivery, resp *Result, tenant, executionID string,
+	handOff *service.HandOff, remoteCancel bool, log attrLogger,
+) step {
+	res := *resp
 	class := Classify(res, time.Now())
 	w.metrics.AttemptDuration.Observe(res.Latency.Seconds())
 	if d.Callback != nil && class.Outcome == service.OutcomeSucceeded {
