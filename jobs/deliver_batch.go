@@ -128,11 +128,7 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 					fail(ctx.Err())
 					return
 				}
-				group, queue, why := &noSlot, lane, "no send slot within "+w.one.slotWait.String()
-				if slow(ref) {
-					group, queue, why = &toBulk, service.QueueDeliverBulk, "the endpoint is slow"
-				}
-				if err := w.handOffTogether(ctx, log, group, ref, lease, job.Priority, queue, why); err != nil {
+				if err := w.noSlot(ctx, log, &noSlot, &toBulk, slow(ref), ref, lease, job.Priority, lane); err != nil {
 					fail(err)
 				}
 				return
@@ -143,23 +139,8 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 			st := w.one.attempt(actx, ref.TenantID, ref.ExecutionID, lease, job.ID, handOff, elog, sent)
 			inflight.remove(ref)
 			switch st.kind {
-			case stepWait:
-				// Recorded even when a shutdown is under way: it is what
-				// the execution needs next.
-				rctx, cancel := recordContext(ctx)
-				defer cancel()
-				wait := w.one.queuePoll
-				if err := w.handOff(rctx, elog, []service.ExecutionRef{ref}, lease, job.Priority, lane, time.Now().Add(wait),
-					"overlap_policy queue: waiting %s", wait); err != nil {
-					fail(err)
-				}
-			case stepHold:
-				// Held by a limit: it waits in a job of its own, which
-				// the dispatcher wakes when the limit allows.
-				rctx, cancel := recordContext(ctx)
-				defer cancel()
-				if err := w.handOff(rctx, elog, []service.ExecutionRef{ref}, lease, job.Priority, lane,
-					time.Now().Add(service.HoldRecheck), "held back by a limit"); err != nil {
+			case stepWait, stepHold:
+				if err := w.continueAlone(ctx, elog, ref, lease, job.Priority, lane, st.kind); err != nil {
 					fail(err)
 				}
 			case stepInterrupted:
@@ -210,6 +191,38 @@ func (w *DeliverBatchWorker) handOff(ctx context.Context, log attrLogger, refs [
 	log.info(ctx, "executions continue in deliver jobs of their own", slog.Int("executions", len(refs)),
 		slog.String("reason", fmt.Sprintf(why, whyArgs...)))
 	return nil
+}
+
+// noSlot hands off ref, which found no send slot within the slot wait:
+// with the others that found none, or, when its endpoint is slow now (in
+// the main lane), with those going to the bulk lane.
+func (w *DeliverBatchWorker) noSlot(ctx context.Context, log attrLogger, noSlot, toBulk *handOffGroup, slow bool,
+	ref service.ExecutionRef, lease, priority int, lane string,
+) error {
+	if slow {
+		return w.handOffTogether(ctx, log, toBulk, ref, lease, priority, service.QueueDeliverBulk, "the endpoint is slow")
+	}
+	return w.handOffTogether(ctx, log, noSlot, ref, lease, priority, lane, "no send slot within "+w.one.slotWait.String())
+}
+
+// continueAlone hands ref off to a job of its own after an attempt that
+// sent nothing: an overlap "queue" wait (stepWait), or a limit's hold
+// (stepHold: the job waits until the dispatcher wakes it when the limit
+// allows). It is recorded even when a shutdown is under way: it is what
+// the execution needs next. (A method, not in the member's closure: the
+// closure's frame is on the stack through the whole attempt.)
+func (w *DeliverBatchWorker) continueAlone(ctx context.Context, log attrLogger, ref service.ExecutionRef, lease, priority int,
+	lane string, kind stepKind,
+) error {
+	rctx, cancel := recordContext(ctx)
+	defer cancel()
+	if kind == stepWait {
+		wait := w.one.queuePoll
+		return w.handOff(rctx, log, []service.ExecutionRef{ref}, lease, priority, lane, time.Now().Add(wait),
+			"overlap_policy queue: waiting %s", wait)
+	}
+	return w.handOff(rctx, log, []service.ExecutionRef{ref}, lease, priority, lane, time.Now().Add(service.HoldRecheck),
+		"held back by a limit")
 }
 
 // handOffTogether hands ref off with the others g gathers: the batch's
