@@ -434,6 +434,7 @@ func BenchmarkBatchWait(b *testing.B) {
 // call to the call of the function it returns: for benchmarks whose ops
 // mostly wait, where ns/op is the wait.
 func reportCPU(b *testing.B) func() {
+	b.Helper()
 	cpu := func() time.Duration {
 		var ru syscall.Rusage
 		require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
