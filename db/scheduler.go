@@ -194,8 +194,8 @@ var errSlotTaken = errors.New("a slot has its execution already")
 // in a savepoint; when one of their slots has an execution already it
 // rolls the savepoint back and returns errSlotTaken (the caller inserts
 // them again with ON CONFLICT DO NOTHING). A claim's slots are new but
-// for rare cases (a schedule change that kept a pending execution, a
-// backfill's round 1, an API retry that took a slot back), and an insert
+// for rare cases (a schedule change that kept a pending execution, a skip
+// of a slot ahead, an API retry that took a slot back), and an insert
 // with ON CONFLICT pays for its arbiter on every row: a probe of
 // executions_slot_idx before the row, a speculative insertion lock taken
 // and released, and a second WAL record for the row once its index
