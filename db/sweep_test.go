@@ -13,7 +13,9 @@ import (
 
 // TestSweepUnfinished: rows of unfinished_executions whose execution is
 // final or gone go; those of unfinished executions stay; a final execution
-// another transaction holds is left for the next sweep.
+// another transaction holds is left for the next sweep; and a stale row
+// whose slot is younger than SweepUnfinishedAge (a fire ahead of its slot,
+// or just delivered) is not looked at yet.
 func TestSweepUnfinished(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -22,14 +24,24 @@ func TestSweepUnfinished(t *testing.T) {
 	for _, state := range []string{"pending", "running", "retrying", "succeeded", "failed", "cancelled", "skipped"} {
 		ids[state] = uuid.NewString()
 		_, err := pool.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state, last_error)
-			VALUES ('t', $1, gen_random_uuid(), now(), 'manual', $2, CASE WHEN $2 IN ('failed', 'cancelled', 'skipped') THEN 'x' END)`,
+			VALUES ('t', $1, gen_random_uuid(), now() - interval '2 minutes', 'manual', $2,
+				CASE WHEN $2 IN ('failed', 'cancelled', 'skipped') THEN 'x' END)`,
 			ids[state], state)
+		require.NoError(t, err)
+	}
+	// Stale rows of young slots: a final execution of a slot ahead, one of
+	// a slot just past, and a row of a slot ahead whose execution is gone.
+	young := []string{"now() + interval '10 seconds'", "now() - interval '10 seconds'"}
+	for _, at := range young {
+		_, err := pool.Exec(ctx, `INSERT INTO executions (tenant_id, id, task_id, scheduled_for, trigger, state)
+			VALUES ('t', gen_random_uuid(), gen_random_uuid(), `+at+`, 'schedule', 'succeeded')`)
 		require.NoError(t, err)
 	}
 	// Every execution listed, as a writer that does not keep the table
 	// would leave it, plus a row whose execution does not exist.
 	_, err := pool.Exec(ctx, `INSERT INTO unfinished_executions SELECT tenant_id, task_id, scheduled_for, id FROM executions;
-		INSERT INTO unfinished_executions VALUES ('t', gen_random_uuid(), now(), gen_random_uuid())`)
+		INSERT INTO unfinished_executions VALUES ('t', gen_random_uuid(), now() - interval '2 minutes', gen_random_uuid());
+		INSERT INTO unfinished_executions VALUES ('t', gen_random_uuid(), now() + interval '10 seconds', gen_random_uuid())`)
 	require.NoError(t, err)
 
 	holder, err := pool.Begin(ctx)
@@ -48,7 +60,12 @@ func TestSweepUnfinished(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 	var left []string
-	rows, err := pool.Query(ctx, `SELECT e.state FROM unfinished_executions u JOIN executions e ON e.id = u.id ORDER BY 1`)
+	var youngLeft int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM unfinished_executions
+		WHERE scheduled_for > now() - interval '1 minute'`).Scan(&youngLeft))
+	require.Equal(t, 3, youngLeft, "rows of young slots wait for a later sweep")
+	rows, err := pool.Query(ctx, `SELECT e.state FROM unfinished_executions u JOIN executions e ON e.id = u.id
+		WHERE u.scheduled_for < now() - interval '1 minute' ORDER BY 1`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var s string
@@ -57,6 +74,16 @@ func TestSweepUnfinished(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"pending", "retrying", "running"}, left)
+
+	// Once their slots are old, a sweep removes them.
+	_, err = pool.Exec(ctx, `UPDATE executions SET scheduled_for = scheduled_for - interval '5 minutes'
+			WHERE scheduled_for > now() - interval '1 minute';
+		UPDATE unfinished_executions SET scheduled_for = scheduled_for - interval '5 minutes'
+			WHERE scheduled_for > now() - interval '1 minute'`)
+	require.NoError(t, err)
+	n, err = db.SweepUnfinished(ctx, pool)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n, "the young slots' stale rows, now old")
 }
 
 // TestCancelPendingSkipsLockedExecutions: the cancel of a task's pending
