@@ -387,12 +387,8 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 // together at the last of them (never before a slot), the first at most
 // this late. A batch job's fires spread over a few milliseconds; a wait
 // each (a timer, a select and a parked goroutine per member) cost more
-// than the sends' own bookkeeping. The window is a fifth of a millisecond,
-// about a timer's own wake-up delay, so that sharing a wait costs the
-// fires no precision that shows (a millisecond's window delayed most of a
-// sustained load's fires by up to that, to save about half a microsecond
-// of CPU each).
-const slotGroupWindow = 200 * time.Microsecond
+// than the sends' own bookkeeping.
+const slotGroupWindow = time.Millisecond
 
 // startAtSlots calls start(i) for every i once at[i] (a slot on this
 // process's clock: DBClock.Local) has passed, in slot order, waiting once

@@ -362,8 +362,8 @@ func TestStartAtSlots(t *testing.T) {
 		base := time.Now().Add(20 * time.Millisecond)
 		at := []time.Time{
 			base.Add(30 * time.Millisecond), // a group of its own
-			base,                            // with the next: both start at base + 0.15 ms
-			base.Add(150 * time.Microsecond),
+			base,                            // with the next: both start at base + 0.6 ms
+			base.Add(600 * time.Microsecond),
 			base.Add(-time.Second), // past: at once
 		}
 		var order []int
