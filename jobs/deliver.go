@@ -192,49 +192,19 @@ type step struct {
 // before its outcome is recorded: it gives the send slot back, so that a
 // slot bounds webhooks in flight, and recording (batched: its statement
 // waits for its turn) does not hold a slot the next send could use.
-//
-// Begin is called from this small frame, the send and its record from
-// send's large one: a delivery's goroutine waits in Begin (a batched
-// statement) with a stack shallow enough not to grow there, which at
-// thousands of deliveries a second was a twentieth of ax's CPU (stack
-// copies).
 func (w *DeliverWorker) attempt(ctx context.Context, tenant, executionID string, lease int, jobID int64, handOff *service.HandOff,
 	log attrLogger, sent func(),
 ) step {
-	var d service.Delivery
-	if err := w.begin(ctx, &d, tenant, executionID, lease, jobID); err != nil {
-		return w.beginFailed(ctx, executionID, lease, log, err)
-	}
-	return w.send(ctx, &d, tenant, executionID, lease, handOff, log, sent)
-}
-
-// begin is Begin, into d: the Delivery's copy is in this frame only while
-// Begin runs, not in attempt's while the request does (hence noinline).
-//
-//go:noinline
-func (w *DeliverWorker) begin(ctx context.Context, d *service.Delivery, tenant, executionID string, lease int, jobID int64) error {
-	var err error
-	*d, err = w.deliveries.BeginJob(ctx, tenant, executionID, lease, jobID)
-	return err
-}
-
-// beginFailed is what a Begin that failed with err comes to.
-func (w *DeliverWorker) beginFailed(ctx context.Context, executionID string, lease int, log attrLogger, err error) step {
+	d, err := w.deliveries.BeginJob(ctx, tenant, executionID, lease, jobID)
 	switch {
 	case err != nil && stopping(ctx):
 		return step{kind: stepInterrupted}
 	case errors.Is(err, service.ErrNotFound):
 		log.warn(ctx, "deliver job of a missing execution; nothing to do", slog.Int("lease", lease))
 		return step{kind: stepDone}
+	case err != nil:
+		return step{kind: stepError, err: fmt.Errorf("begin delivery of execution %s: %w", executionID, err)}
 	}
-	return step{kind: stepError, err: fmt.Errorf("begin delivery of execution %s: %w", executionID, err)}
-}
-
-// send carries out what Begin decided for d: the attempt's request and
-// its record (attempt).
-func (w *DeliverWorker) send(ctx context.Context, d *service.Delivery, tenant, executionID string, lease int, handOff *service.HandOff,
-	log attrLogger, sent func(),
-) step {
 	if d.Missed {
 		w.metrics.MissedSlots.Inc()
 	}
@@ -282,7 +252,7 @@ func (w *DeliverWorker) send(ctx context.Context, d *service.Delivery, tenant, e
 	if d.Callback != nil {
 		// The token's hash and the attempt's deadline are stored before
 		// the request leaves: the receiver may complete it at once.
-		token, err := w.deliveries.PrepareCallback(ctx, *d)
+		token, err := w.deliveries.PrepareCallback(ctx, d)
 		switch {
 		case err != nil && stopping(ctx):
 			return step{kind: stepInterrupted}
@@ -307,21 +277,12 @@ func (w *DeliverWorker) send(ctx context.Context, d *service.Delivery, tenant, e
 		return step{kind: stepInterrupted}
 	}
 
-	return w.record(ctx, d, &res, tenant, executionID, handOff, remoteCancel, log)
-}
-
-// record records what the attempt's request came to (res): its outcome
-// (Finish), or its acceptance in callback completion mode (accept).
-func (w *DeliverWorker) record(ctx context.Context, d *service.Delivery, resp *Result, tenant, executionID string,
-	handOff *service.HandOff, remoteCancel bool, log attrLogger,
-) step {
-	res := *resp
 	class := Classify(res, time.Now())
 	w.metrics.AttemptDuration.Observe(res.Latency.Seconds())
 	if d.Callback != nil && class.Outcome == service.OutcomeSucceeded {
-		return w.accept(ctx, *d, res, remoteCancel, log)
+		return w.accept(ctx, d, res, remoteCancel, log)
 	}
-	out := outcome(res, class, *d, w.timeout)
+	out := outcome(res, class, d, w.timeout)
 	out.HandOff = w.laneFor(handOff, d.EndpointID)
 	if remoteCancel && class.Outcome != service.OutcomeSucceeded {
 		out.CutByCancel = true
@@ -348,30 +309,28 @@ func (w *DeliverWorker) record(ctx context.Context, d *service.Delivery, resp *R
 	if d.Trigger == service.TriggerBackfill && w.backfillProgress != nil {
 		w.backfillProgress()
 	}
+	log = log.with(slog.String("state", fin.State), slog.Int("status_code", res.StatusCode),
+		slog.Int64("latency_ms", res.Latency.Milliseconds()))
 	if fin.State == service.ExecRetrying {
 		w.metrics.RetriesScheduled.Inc()
 	}
-	state, status, latency := slog.String("state", fin.State), slog.Int("status_code", res.StatusCode),
-		slog.Int64("latency_ms", res.Latency.Milliseconds())
 	switch fin.State {
 	case service.ExecSucceeded:
 		// Debug: at thousands a second an info record per delivery would
 		// be most of the log (and of its cost); the execution row and
-		// the metrics have it. Its attributes are passed with the call,
-		// not added to the logger: nothing is allocated while the level
-		// drops it.
-		log.debug(ctx, "delivered", state, status, latency)
+		// the metrics have it.
+		log.debug(ctx, "delivered")
 		return step{kind: stepDone}
 	case service.ExecRetrying:
-		log.info(ctx, "delivery attempt failed; retrying", state, status, latency, slog.String("error_class", class.ErrorClass),
+		log.info(ctx, "delivery attempt failed; retrying", slog.String("error_class", class.ErrorClass),
 			slog.String("error", out.Error), slog.Int64("retry_in_ms", fin.RetryDelay.Milliseconds()))
 		return step{
 			kind: stepRetry, delay: fin.RetryDelay,
 			err: fmt.Errorf("attempt %d: %s; retrying in %s", d.Attempt, out.Error, fin.RetryDelay),
 		}
 	default:
-		log.warn(ctx, "delivery failed", state, status, latency, slog.String("error_class", class.ErrorClass),
-			slog.String("error", out.Error), slog.Bool("task_paused", fin.TaskPaused), slog.Bool("alert_queued", fin.AlertQueued))
+		log.warn(ctx, "delivery failed", slog.String("error_class", class.ErrorClass), slog.String("error", out.Error),
+			slog.Bool("task_paused", fin.TaskPaused), slog.Bool("alert_queued", fin.AlertQueued))
 		return step{kind: stepCancel, err: fmt.Errorf("attempt %d: execution %s: %s", d.Attempt, fin.State, out.Error)}
 	}
 }

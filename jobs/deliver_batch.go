@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -106,16 +105,13 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 		defer close(watched)
 		w.watchCancels(watchCtx, log, inflight)
 	}()
-	// One wait per group of members whose slots are close (startAtSlots),
-	// and a goroutine per member only from its slot on.
-	at := make([]time.Time, len(refs))
-	for i, ref := range refs {
-		at[i] = w.one.clock.Local(ref.ScheduledFor)
-	}
-	started := startAtSlots(ctx, at, func(i int) {
-		ref := refs[i]
+	for _, ref := range refs {
 		wg.Go(func() {
 			elog := log.with(slog.String("execution_id", ref.ExecutionID), slog.String("tenant", ref.TenantID))
+			if !sleepUntil(ctx, w.one.clock.Local(ref.ScheduledFor)) {
+				fail(ctx.Err())
+				return
+			}
 			if slow(ref) {
 				if err := w.handOffTogether(ctx, log, &toBulk, ref, lease, job.Priority, service.QueueDeliverBulk,
 					"the endpoint is slow"); err != nil {
@@ -128,7 +124,11 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 					fail(ctx.Err())
 					return
 				}
-				if err := w.noSlot(ctx, log, &noSlot, &toBulk, slow(ref), ref, lease, job.Priority, lane); err != nil {
+				group, queue, why := &noSlot, lane, "no send slot within "+w.one.slotWait.String()
+				if slow(ref) {
+					group, queue, why = &toBulk, service.QueueDeliverBulk, "the endpoint is slow"
+				}
+				if err := w.handOffTogether(ctx, log, group, ref, lease, job.Priority, queue, why); err != nil {
 					fail(err)
 				}
 				return
@@ -139,8 +139,23 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 			st := w.one.attempt(actx, ref.TenantID, ref.ExecutionID, lease, job.ID, handOff, elog, sent)
 			inflight.remove(ref)
 			switch st.kind {
-			case stepWait, stepHold:
-				if err := w.continueAlone(ctx, elog, ref, lease, job.Priority, lane, st.kind); err != nil {
+			case stepWait:
+				// Recorded even when a shutdown is under way: it is what
+				// the execution needs next.
+				rctx, cancel := recordContext(ctx)
+				defer cancel()
+				wait := w.one.queuePoll
+				if err := w.handOff(rctx, elog, []service.ExecutionRef{ref}, lease, job.Priority, lane, time.Now().Add(wait),
+					"overlap_policy queue: waiting %s", wait); err != nil {
+					fail(err)
+				}
+			case stepHold:
+				// Held by a limit: it waits in a job of its own, which
+				// the dispatcher wakes when the limit allows.
+				rctx, cancel := recordContext(ctx)
+				defer cancel()
+				if err := w.handOff(rctx, elog, []service.ExecutionRef{ref}, lease, job.Priority, lane,
+					time.Now().Add(service.HoldRecheck), "held back by a limit"); err != nil {
 					fail(err)
 				}
 			case stepInterrupted:
@@ -151,11 +166,6 @@ func (w *DeliverBatchWorker) Work(ctx context.Context, job *river.Job[service.De
 				fail(st.err)
 			}
 		})
-	})
-	if started < len(refs) {
-		// ctx ended before the others' slots: a shutdown (the re-run
-		// sends them) or the job's timeout.
-		fail(ctx.Err())
 	}
 	wg.Wait()
 	stopWatch()
@@ -191,38 +201,6 @@ func (w *DeliverBatchWorker) handOff(ctx context.Context, log attrLogger, refs [
 	log.info(ctx, "executions continue in deliver jobs of their own", slog.Int("executions", len(refs)),
 		slog.String("reason", fmt.Sprintf(why, whyArgs...)))
 	return nil
-}
-
-// noSlot hands off ref, which found no send slot within the slot wait:
-// with the others that found none, or, when its endpoint is slow now (in
-// the main lane), with those going to the bulk lane.
-func (w *DeliverBatchWorker) noSlot(ctx context.Context, log attrLogger, noSlot, toBulk *handOffGroup, slow bool,
-	ref service.ExecutionRef, lease, priority int, lane string,
-) error {
-	if slow {
-		return w.handOffTogether(ctx, log, toBulk, ref, lease, priority, service.QueueDeliverBulk, "the endpoint is slow")
-	}
-	return w.handOffTogether(ctx, log, noSlot, ref, lease, priority, lane, "no send slot within "+w.one.slotWait.String())
-}
-
-// continueAlone hands ref off to a job of its own after an attempt that
-// sent nothing: an overlap "queue" wait (stepWait), or a limit's hold
-// (stepHold: the job waits until the dispatcher wakes it when the limit
-// allows). It is recorded even when a shutdown is under way: it is what
-// the execution needs next. (A method, not in the member's closure: the
-// closure's frame is on the stack through the whole attempt.)
-func (w *DeliverBatchWorker) continueAlone(ctx context.Context, log attrLogger, ref service.ExecutionRef, lease, priority int,
-	lane string, kind stepKind,
-) error {
-	rctx, cancel := recordContext(ctx)
-	defer cancel()
-	if kind == stepWait {
-		wait := w.one.queuePoll
-		return w.handOff(rctx, log, []service.ExecutionRef{ref}, lease, priority, lane, time.Now().Add(wait),
-			"overlap_policy queue: waiting %s", wait)
-	}
-	return w.handOff(rctx, log, []service.ExecutionRef{ref}, lease, priority, lane, time.Now().Add(service.HoldRecheck),
-		"held back by a limit")
 }
 
 // handOffTogether hands ref off with the others g gathers: the batch's
@@ -380,60 +358,4 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// slotGroupWindow is how close a batch's slots must be to share one wait:
-// a group is the next slot and those less than this after it, started
-// together at the last of them (never before a slot), the first at most
-// this late. A batch job's fires spread over a few milliseconds; a wait
-// each (a timer, a select and a parked goroutine per member) cost more
-// than the sends' own bookkeeping.
-const slotGroupWindow = time.Millisecond
-
-// startAtSlots calls start(i) for every i once at[i] (a slot on this
-// process's clock: DBClock.Local) has passed, in slot order, waiting once
-// per group of slots within slotGroupWindow of each other. It returns how
-// many it started: fewer than len(at) when ctx ended first, the rest
-// being those whose slots had not come.
-func startAtSlots(ctx context.Context, at []time.Time, start func(i int)) int {
-	order := make([]int, len(at))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return at[a].Compare(at[b]) })
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	next := 0
-	for next < len(order) {
-		first, end := at[order[next]], next+1
-		for end < len(order) && at[order[end]].Sub(first) < slotGroupWindow {
-			end++
-		}
-		if d := time.Until(at[order[end-1]]); d > 0 {
-			if timer == nil {
-				timer = time.NewTimer(d)
-			} else {
-				timer.Reset(d)
-			}
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				return next
-			}
-		}
-		// Those that came meanwhile (a late wake) go too.
-		now := time.Now()
-		for end < len(order) && !at[order[end]].After(now) {
-			end++
-		}
-		for _, i := range order[next:end] {
-			start(i)
-		}
-		next = end
-	}
-	return next
 }

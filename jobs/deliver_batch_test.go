@@ -3,8 +3,6 @@ package jobs
 import (
 	"context"
 	"net/http"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -349,97 +347,4 @@ func TestDeliverBatchSlowEndpointToBulkLane(t *testing.T) {
 	require.Empty(t, queues(ids[1]), "fast: sent by the batch")
 	require.Equal(t, []string{service.QueueDeliverBulk}, queues(ids[2]), "turned slow: retried in the bulk lane")
 	require.Equal(t, "2", turning.next(t).Header.Get("X-Ax-Attempt"))
-}
-
-// TestStartAtSlots: a batch's members start in slot order, none before its
-// slot; slots within slotGroupWindow of each other start together, at the
-// last of them; a context that ends stops the wait, and the members whose
-// slots had not come are not started.
-func TestStartAtSlots(t *testing.T) {
-	t.Parallel()
-	t.Run("order, none early, grouped", func(t *testing.T) {
-		t.Parallel()
-		base := time.Now().Add(20 * time.Millisecond)
-		at := []time.Time{
-			base.Add(30 * time.Millisecond), // a group of its own
-			base,                            // with the next: both start at base + 0.6 ms
-			base.Add(600 * time.Microsecond),
-			base.Add(-time.Second), // past: at once
-		}
-		var order []int
-		startedAt := make([]time.Time, len(at))
-		n := startAtSlots(t.Context(), at, func(i int) {
-			startedAt[i] = time.Now()
-			order = append(order, i)
-		})
-		require.Equal(t, len(at), n)
-		require.Equal(t, []int{3, 1, 2, 0}, order)
-		for i := range at {
-			require.False(t, startedAt[i].Before(at[i]), "member %d started before its slot", i)
-		}
-		require.False(t, startedAt[1].Before(at[2]), "slots within the window share one wait: the first starts at the last's")
-	})
-	t.Run("context ends", func(t *testing.T) {
-		t.Parallel()
-		ctx, cancel := context.WithCancel(t.Context())
-		at := []time.Time{time.Now().Add(-time.Millisecond), time.Now().Add(time.Hour), time.Now().Add(2 * time.Hour)}
-		var started []int
-		n := startAtSlots(ctx, at, func(i int) {
-			started = append(started, i)
-			cancel()
-		})
-		require.Equal(t, 1, n)
-		require.Equal(t, []int{0}, started)
-	})
-}
-
-// BenchmarkBatchWait: the waits of a batch of 50 members whose slots
-// spread over 5 ms (a sustained load's batch job), each member's start
-// then ending at once: one wait and one goroutine per member (as the
-// batch worker waited before startAtSlots) against startAtSlots.
-func BenchmarkBatchWait(b *testing.B) {
-	const members = 50
-	slots := func() []time.Time {
-		base := time.Now().Add(time.Millisecond)
-		at := make([]time.Time, members)
-		for i := range at {
-			at[i] = base.Add(time.Duration(i) * 5 * time.Millisecond / members)
-		}
-		return at
-	}
-	ctx := b.Context()
-	b.Run("goroutine per member", func(b *testing.B) {
-		b.ReportAllocs()
-		defer reportCPU(b)()
-		for b.Loop() {
-			var wg sync.WaitGroup
-			for _, t := range slots() {
-				wg.Go(func() { sleepUntil(ctx, t) })
-			}
-			wg.Wait()
-		}
-	})
-	b.Run("startAtSlots", func(b *testing.B) {
-		b.ReportAllocs()
-		defer reportCPU(b)()
-		for b.Loop() {
-			var wg sync.WaitGroup
-			startAtSlots(ctx, slots(), func(int) { wg.Go(func() {}) })
-			wg.Wait()
-		}
-	})
-}
-
-// reportCPU reports the process's CPU time per op (cpu-ns/op) from its
-// call to the call of the function it returns: for benchmarks whose ops
-// mostly wait, where ns/op is the wait.
-func reportCPU(b *testing.B) func() {
-	b.Helper()
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	start := cpu()
-	return func() { b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op") }
 }

@@ -211,8 +211,6 @@ type Sender struct {
 	urlCount atomic.Int64
 	// macs sign (SignatureHeader) with HMAC states kept per key.
 	macs macs
-	// excerpts are buffers of MaxResponseBytes for readBody.
-	excerpts sync.Pool // *[]byte
 }
 
 // urlCacheMax bounds Sender.urls; past it, the cache starts over.
@@ -240,12 +238,7 @@ func NewSender(cfg SenderConfig) *Sender {
 		MaxIdleConnsPerHost:    cfg.MaxIdleConnsPerHost,
 		IdleConnTimeout:        idleConnTimeout,
 	}
-	s := &Sender{cfg: cfg, guard: guard, transport: transport}
-	s.excerpts.New = func() any {
-		b := make([]byte, cfg.MaxResponseBytes)
-		return &b
-	}
-	return s
+	return &Sender{cfg: cfg, guard: guard, transport: transport}
 }
 
 // Probe sends an endpoint's test request (endpoint.Probe): signed, through
@@ -492,21 +485,15 @@ func validHeaderValue(v string) bool {
 // readBody keeps the first MaxResponseBytes of the body, then drains up to
 // ResponseReadMax so that the connection can go back to the pool, and
 // closes it. Read errors only shorten the excerpt.
-//
-// The excerpt is read into a buffer kept for the next response: only the
-// string it becomes is allocated.
 func (s *Sender) readBody(body io.ReadCloser) string {
 	defer body.Close()
 	if body == http.NoBody { // a 204, or Content-Length: 0
 		return ""
 	}
-	buf := s.excerpts.Get().(*[]byte)
-	defer s.excerpts.Put(buf)
-	n, err := io.ReadFull(body, *buf)
-	if err == nil { // the body may go on: drain it
-		_, _ = io.CopyN(io.Discard, body, ResponseReadMax-int64(n))
-	}
-	return textExcerpt((*buf)[:n])
+	limited := io.LimitReader(body, ResponseReadMax)
+	excerpt, _ := io.ReadAll(io.LimitReader(limited, s.cfg.MaxResponseBytes))
+	_, _ = io.Copy(io.Discard, limited)
+	return textExcerpt(excerpt)
 }
 
 // readWholeBody reads the body up to ResponseReadMax (Request.ReadBody),

@@ -5,9 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,70 +66,5 @@ func BenchmarkNewRequest(b *testing.B) {
 		if _, err := s.newRequest(ctx, r, time.Unix(1_700_000_000, 0)); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// BenchmarkSendExcerpt: one delivery to a receiver answering 200 with a
-// short body (the excerpt kept), on a kept-alive connection; the
-// transport's own allocations included.
-func BenchmarkSendExcerpt(b *testing.B) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, `{"ok":true}`)
-	}))
-	defer srv.Close()
-	s := NewSender(SenderConfig{AllowPrivateTargets: true})
-	defer s.Close()
-	r := testRequest(srv.URL, bytes.Repeat([]byte{7}, 32))
-	ctx := b.Context()
-	b.ReportAllocs()
-	for b.Loop() {
-		if res := s.Send(ctx, r); res.Err != nil || res.Excerpt != `{"ok":true}` {
-			b.Fatal(res.Err, res.Excerpt)
-		}
-	}
-}
-
-// BenchmarkReadBody: keeping the excerpt of a short response body and of
-// one longer than the excerpt (drained up to ResponseReadMax).
-func BenchmarkReadBody(b *testing.B) {
-	s := NewSender(SenderConfig{AllowPrivateTargets: true})
-	defer s.Close()
-	for _, size := range []int{11, 3 * MaxResponseBytesDefault} {
-		body := strings.Repeat("a", size)
-		b.Run(strconv.Itoa(size), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if got := s.readBody(io.NopCloser(strings.NewReader(body))); len(got) != min(size, MaxResponseBytesDefault) {
-					b.Fatal(len(got))
-				}
-			}
-		})
-	}
-}
-
-// TestSendExcerptAfterALongerOne: the buffer an excerpt is read into is
-// kept for the next response; a shorter body after a longer one is kept
-// alone, nothing of the previous one after it.
-func TestSendExcerptAfterALongerOne(t *testing.T) {
-	t.Parallel()
-	bodies := []string{strings.Repeat("z", 2*MaxResponseBytesDefault), "ok", "", "a\x00b"}
-	var next atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusBadRequest)
-		_, _ = io.WriteString(w, bodies[next.Add(1)-1])
-	}))
-	t.Cleanup(srv.Close)
-	s := newTestSender(t, SenderConfig{AllowPrivateTargets: true})
-	key := mustKey(t)
-	for _, want := range []string{strings.Repeat("z", MaxResponseBytesDefault), "ok", "", "ab"} {
-		res := s.Send(t.Context(), testRequest(srv.URL, key))
-		require.NoError(t, res.Err)
-		require.Equal(t, want, res.Excerpt)
-	}
-	// Without the requests between (goroutines, a pool's other Ps): the
-	// buffer is the one the previous read used.
-	for range 3 {
-		require.Len(t, s.readBody(io.NopCloser(strings.NewReader(bodies[0]))), MaxResponseBytesDefault)
-		require.Equal(t, "ok", s.readBody(io.NopCloser(strings.NewReader("ok"))))
 	}
 }

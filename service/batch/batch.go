@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -35,33 +34,13 @@ type Batcher[Req, Res any] struct {
 }
 
 type call[Req, Res any] struct {
-	ctx context.Context
-	req Req
-	res Res
-	err error
-	// done: res and err are set. lead: a flusher role is handed to this
-	// call's goroutine (only while the call is pending, so before done).
-	done, lead atomic.Bool
-	// wake receives a token after done or lead is set: the caller waits
-	// on one channel, not a select over two (a select locks both, and
-	// its cost was most of the Batcher's per call).
-	wake chan struct{}
-}
-
-// signal wakes c's goroutine after done or lead was set; a token already
-// waiting will do.
-func (c *call[Req, Res]) signal() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
-// finish sets c's outcome and wakes its goroutine.
-func (c *call[Req, Res]) finish(res Res, err error) {
-	c.res, c.err = res, err
-	c.done.Store(true)
-	c.signal()
+	ctx  context.Context
+	req  Req
+	res  Res
+	err  error
+	done chan struct{}
+	// lead, when signalled, hands this call's goroutine a flusher role.
+	lead chan struct{}
 }
 
 // timeout bounds one batched statement.
@@ -80,7 +59,7 @@ func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
 		var zero Res
 		return zero, err
 	}
-	c := &call[Req, Res]{ctx: ctx, req: req, wake: make(chan struct{}, 1)}
+	c := &call[Req, Res]{ctx: ctx, req: req, done: make(chan struct{}), lead: make(chan struct{}, 1)}
 	b.mu.Lock()
 	b.pending = append(b.pending, c)
 	flush := b.flushers < b.maxFlushers
@@ -92,19 +71,19 @@ func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
 		b.flush(context.WithoutCancel(ctx), c)
 	}
 	for {
-		// done before lead: a role is handed over only while the call is
-		// pending, before it is done, so a done call's role (handed just
-		// before someone else's statement carried it) is seen here, and
-		// is still ours to pass on.
-		done := c.done.Load()
-		if c.lead.Swap(false) {
+		select {
+		case <-c.lead:
 			b.flush(context.WithoutCancel(ctx), c)
-			continue
-		}
-		if done {
+		case <-c.done:
+			// A role handed over just before the call was carried by
+			// someone else's statement is still ours to pass on.
+			select {
+			case <-c.lead:
+				b.flush(context.WithoutCancel(ctx), c)
+			default:
+			}
 			return c.res, c.err
 		}
-		<-c.wake
 	}
 }
 
@@ -118,13 +97,15 @@ func (b *Batcher[Req, Res]) flush(ctx context.Context, own *call[Req, Res]) {
 			b.mu.Unlock()
 			return
 		}
-		if own.done.Load() {
-			if next := b.pending[0]; next.lead.CompareAndSwap(false, true) {
+		select {
+		case <-own.done:
+			select {
+			case b.pending[0].lead <- struct{}{}:
 				b.mu.Unlock()
-				next.signal()
 				return
+			default: // it holds a role already: keep this one
 			}
-			// it holds a role already: keep this one
+		default:
 		}
 		n := min(len(b.pending), b.maxBatch)
 		calls := make([]*call[Req, Res], n)
@@ -137,8 +118,8 @@ func (b *Batcher[Req, Res]) flush(ctx context.Context, own *call[Req, Res]) {
 		live := calls[:0:0]
 		for _, c := range calls {
 			if err := c.ctx.Err(); err != nil {
-				var zero Res
-				c.finish(zero, err)
+				c.err = err
+				close(c.done)
 				continue
 			}
 			live = append(live, c)
@@ -153,11 +134,11 @@ func (b *Batcher[Req, Res]) flush(ctx context.Context, own *call[Req, Res]) {
 		res, err := b.runSafely(ctx, reqs)
 		for i, c := range live {
 			if err != nil {
-				var zero Res
-				c.finish(zero, err)
+				c.err = err
 			} else {
-				c.finish(res[i], nil)
+				c.res = res[i]
 			}
+			close(c.done)
 		}
 	}
 }

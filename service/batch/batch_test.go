@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -192,33 +191,4 @@ func TestBatcherDropsCallsCancelledBeforeTheirStatement(t *testing.T) {
 
 	_, err := b.Do(ctx, 3)
 	require.ErrorIs(t, err, context.Canceled, "an ended context does not even join")
-}
-
-// BenchmarkBatcher: calls from 256 goroutines at once (a sustained load's
-// deliveries in flight), through a statement that takes 50 µs plus 2 µs a
-// call: what a call costs in the Batcher itself (cpu-ns/op: CPU time per
-// call, the statement's waits excluded).
-func BenchmarkBatcher(b *testing.B) {
-	b.ReportAllocs()
-	bt := New(256, 2, func(_ context.Context, reqs []int) ([]int, error) {
-		time.Sleep(50*time.Microsecond + time.Duration(len(reqs))*2*time.Microsecond)
-		return reqs, nil
-	})
-	ctx := b.Context()
-	var ru syscall.Rusage
-	cpu := func() time.Duration {
-		require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	start := cpu()
-	b.SetParallelism(128)
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := bt.Do(ctx, 1); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op")
 }
