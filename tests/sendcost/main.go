@@ -115,6 +115,8 @@ var fire = [][2]string{
 func client(mode, url string, body []byte, c int) (func() error, error) {
 	switch mode {
 	case "ax":
+		// As many idle connections as requests in flight: the send path on
+		// a warm pool, not the dials of ax's default 8 per host.
 		s := jobs.NewSender(jobs.SenderConfig{AllowPrivateTargets: true, MaxIdleConnsPerHost: c})
 		key := bytes.Repeat([]byte{7}, 32)
 		slot := time.Date(2026, 12, 5, 20, 0, 0, 0, time.UTC)
