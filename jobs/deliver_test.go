@@ -38,7 +38,7 @@ func TestDeliverSuccess(t *testing.T) {
 	}
 	slices.Sort(names)
 	require.Equal(t, []string{
-		"Accept-Encoding", "Content-Length", "Content-Type", "Idempotency-Key", "User-Agent", "Webhook-Id",
+		"Content-Length", "Content-Type", "Idempotency-Key", "User-Agent", "Webhook-Id",
 		"Webhook-Signature", "Webhook-Timestamp", "X-Ax-Attempt", "X-Ax-Execution-Id", "X-Ax-Round", "X-Ax-Scheduled-For",
 		"X-Ax-Task-Id", "X-Env",
 	}, names)

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,18 +202,35 @@ type Result struct {
 // Sender delivers webhooks over HTTP: it signs each request (Standard
 // Webhooks), dials only addresses the SSRF guard allows, never follows
 // redirects and bounds every step with a timeout. It is safe for
-// concurrent use and reuses connections across calls.
+// concurrent use and reuses connections across calls. Plain-http
+// endpoints go through ax's own HTTP/1.1 client (h1Pool), https ones
+// through net/http's transport (HTTP/2 when the receiver offers it).
 type Sender struct {
 	cfg       SenderConfig
 	guard     *Guard
 	transport *http.Transport
+	h1        *h1Pool
 	// urls caches endpoint URLs, parsed and checked (every delivery to an
 	// endpoint has the same URL); urlCount counts its entries.
-	urls     sync.Map // string → *url.URL
+	urls     sync.Map // string → *target
 	urlCount atomic.Int64
 	// macs sign (SignatureHeader) with HMAC states kept per key.
 	macs macs
 }
+
+// target is an endpoint URL, parsed and checked (Sender.endpointURL).
+type target struct {
+	u *url.URL
+	// plain: an http URL with an ASCII host, sent by h1Pool; the others
+	// go through the transport.
+	plain bool
+	// addr is the host and port to dial; host the Host header;
+	// requestURI the request line's target (plain targets).
+	addr, host, requestURI string
+}
+
+// headerField is one request header: name in canonical form.
+type headerField struct{ name, value string }
 
 // urlCacheMax bounds Sender.urls; past it, the cache starts over.
 const urlCacheMax = 10_000
@@ -224,11 +243,12 @@ func NewSender(cfg SenderConfig) *Sender {
 		panic("jobs: invalid SenderConfig: " + err.Error())
 	}
 	guard := NewGuard(GuardConfig{AllowPrivate: cfg.AllowPrivateTargets})
+	dialer := guard.Dialer(cfg.DialTimeout)
 	transport := &http.Transport{
 		// Never from the environment: through a proxy the guard would
 		// only see the proxy's address.
 		Proxy:                  nil,
-		DialContext:            guard.Dialer(cfg.DialTimeout).DialContext,
+		DialContext:            dialer.DialContext,
 		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    cfg.TLSHandshakeTimeout,
 		ResponseHeaderTimeout:  cfg.ResponseHeaderTimeout,
@@ -238,7 +258,7 @@ func NewSender(cfg SenderConfig) *Sender {
 		MaxIdleConnsPerHost:    cfg.MaxIdleConnsPerHost,
 		IdleConnTimeout:        idleConnTimeout,
 	}
-	return &Sender{cfg: cfg, guard: guard, transport: transport}
+	return &Sender{cfg: cfg, guard: guard, transport: transport, h1: newH1Pool(dialer, cfg)}
 }
 
 // Probe sends an endpoint's test request (endpoint.Probe): signed, through
@@ -257,7 +277,10 @@ func (s *Sender) Probe(ctx context.Context, r endpoint.TestRequest) endpoint.Tes
 }
 
 // Close releases idle connections. The Sender stays usable.
-func (s *Sender) Close() { s.transport.CloseIdleConnections() }
+func (s *Sender) Close() {
+	s.transport.CloseIdleConnections()
+	s.h1.closeIdle()
+}
 
 // Send makes one delivery attempt and reports what happened; it never
 // returns an error separately: failures are in Result.Err.
@@ -281,15 +304,24 @@ func (s *Sender) Send(parent context.Context, r Request) Result {
 	ctx, cancel := context.WithTimeoutCause(parent, timeout, errAttemptTimeout)
 	defer cancel()
 
-	req, err := s.newRequest(ctx, r, start)
+	t, method, fields, err := s.prepare(r, start)
 	if err != nil {
 		return Result{Err: err}
 	}
-	// The transport itself, not an http.Client: a 3xx is the attempt's
-	// answer, never followed (the next hop would be a target nobody
-	// registered), and the client's redirect and cookie machinery cost a
-	// few percent of ax's CPU per delivery for nothing.
-	resp, err := s.transport.RoundTrip(req) //nolint:bodyclose // readBody drains and closes it
+	var resp *http.Response
+	if t.plain {
+		resp, err = s.h1.roundTrip(ctx, t, method, fields, r.Body) //nolint:bodyclose // readBody drains and closes it
+	} else {
+		var req *http.Request
+		if req, err = httpRequest(ctx, t, method, fields, r.Body); err != nil {
+			return Result{Err: err}
+		}
+		// The transport itself, not an http.Client: a 3xx is the
+		// attempt's answer, never followed (the next hop would be a
+		// target nobody registered), and the client's redirect and
+		// cookie machinery cost CPU for nothing.
+		resp, err = s.transport.RoundTrip(req) //nolint:bodyclose // readBody drains and closes it
+	}
 	if err != nil {
 		if errors.Is(parent.Err(), context.DeadlineExceeded) && !errors.Is(context.Cause(ctx), errAttemptTimeout) {
 			// The parent's deadline ended the attempt before its own
@@ -313,9 +345,9 @@ func (s *Sender) Send(parent context.Context, r Request) Result {
 }
 
 // endpointURL parses and checks an endpoint URL, once per URL.
-func (s *Sender) endpointURL(raw string) (*url.URL, error) {
-	if u, ok := s.urls.Load(raw); ok {
-		return u.(*url.URL), nil
+func (s *Sender) endpointURL(raw string) (*target, error) {
+	if t, ok := s.urls.Load(raw); ok {
+		return t.(*target), nil
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -330,71 +362,84 @@ func (s *Sender) endpointURL(raw string) (*url.URL, error) {
 	case u.User != nil:
 		return nil, fmt.Errorf("%w: URL must not contain credentials", ErrInvalidRequest)
 	}
+	t := &target{u: u, host: strings.TrimSuffix(u.Host, ":")}
+	if u.Scheme == "http" && isASCII(u.Host) {
+		// A host that is not ASCII needs its IDNA form, which the
+		// transport computes.
+		port := u.Port()
+		if port == "" {
+			port = "80"
+		}
+		t.plain, t.addr, t.requestURI = true, net.JoinHostPort(u.Hostname(), port), u.RequestURI()
+	}
 	if s.urlCount.Add(1) > urlCacheMax {
 		s.urls.Clear()
 		s.urlCount.Store(1)
 	}
-	s.urls.Store(raw, u)
-	return u, nil
+	s.urls.Store(raw, t)
+	return t, nil
 }
 
-func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*http.Request, error) {
-	u, err := s.endpointURL(r.URL)
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// prepare checks r and builds its method and headers: the endpoint's
+// custom headers first, then ax's, every name canonical.
+func (s *Sender) prepare(r Request, now time.Time) (t *target, method string, fields []headerField, err error) {
+	t, err = s.endpointURL(r.URL)
 	if err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
 	switch {
 	case r.ExecutionID == "":
-		return nil, fmt.Errorf("%w: no execution id", ErrInvalidRequest)
+		return nil, "", nil, fmt.Errorf("%w: no execution id", ErrInvalidRequest)
 	case len(r.Keys) == 0:
-		return nil, fmt.Errorf("%w: no signing key", ErrInvalidRequest)
+		return nil, "", nil, fmt.Errorf("%w: no signing key", ErrInvalidRequest)
 	}
 	for _, k := range r.Keys {
 		if len(k) == 0 {
-			return nil, fmt.Errorf("%w: empty signing key", ErrInvalidRequest)
+			return nil, "", nil, fmt.Errorf("%w: empty signing key", ErrInvalidRequest)
 		}
 	}
-	if err := s.guard.CheckHost(u.Hostname()); err != nil {
-		return nil, err
+	if err := s.guard.CheckHost(t.u.Hostname()); err != nil {
+		return nil, "", nil, err
 	}
-
-	method := r.Method
+	method = r.Method
 	if method == "" {
 		method = http.MethodPost
 	}
-	// The URL is parsed already: the request gets a copy (the transport
-	// does not change it, but nothing here should rely on that).
-	req, err := http.NewRequestWithContext(ctx, method, "", bytes.NewReader(r.Body))
-	if err != nil {
-		return nil, fmt.Errorf("%w: invalid method", ErrInvalidRequest)
+	if !validHeaderName(method) { // a method is a token too
+		return nil, "", nil, fmt.Errorf("%w: invalid method", ErrInvalidRequest)
 	}
-	uc := *u
-	req.URL, req.Host = &uc, strings.TrimSuffix(u.Host, ":")
-	req.Header = make(http.Header, len(r.Headers)+10)
 
+	fields = make([]headerField, 0, len(r.Headers)+12) // a plain fire's 11; more grow it
 	for name, value := range r.Headers {
 		if !validHeaderName(name) {
-			return nil, fmt.Errorf("%w: custom header name %q is invalid", ErrInvalidRequest, name)
+			return nil, "", nil, fmt.Errorf("%w: custom header name %q is invalid", ErrInvalidRequest, name)
 		}
 		if !validHeaderValue(value) {
 			// The value may be a credential: name the header only.
-			return nil, fmt.Errorf("%w: custom header %q has an invalid value", ErrInvalidRequest, name)
+			return nil, "", nil, fmt.Errorf("%w: custom header %q has an invalid value", ErrInvalidRequest, name)
 		}
-		if canonical := http.CanonicalHeaderKey(name); !reservedHeader(canonical) {
-			req.Header.Set(canonical, value)
+		canonical := http.CanonicalHeaderKey(name)
+		if reservedHeader(canonical) {
+			continue
 		}
+		// Two spellings of one name: one value, as a header map keeps.
+		if i := slices.IndexFunc(fields, func(f headerField) bool { return f.name == canonical }); i >= 0 {
+			fields[i].value = value
+			continue
+		}
+		fields = append(fields, headerField{canonical, value})
 	}
 
-	// The keys are in canonical form already (Header.Set would
-	// canonicalise each again), and the values share one array: a
-	// slice each, capped, so that adding to one never writes another's.
-	h := req.Header
-	vals := make([]string, 0, 12) // a plain fire's; more grow it
-	set := func(name, value string) {
-		vals = append(vals, value)
-		n := len(vals)
-		h[name] = vals[n-1 : n : n]
-	}
+	set := func(name, value string) { fields = append(fields, headerField{name, value}) }
 	set("Content-Type", "application/json")
 	set("Idempotency-Key", r.ExecutionID)
 	set("Webhook-Id", r.ExecutionID)
@@ -435,6 +480,27 @@ func (s *Sender) newRequest(ctx context.Context, r Request, now time.Time) (*htt
 		}
 	}
 	set("User-Agent", s.cfg.UserAgent)
+	return t, method, fields, nil
+}
+
+// httpRequest builds the transport's request from prepare's output.
+func httpRequest(ctx context.Context, t *target, method string, fields []headerField, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "", bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: invalid method", ErrInvalidRequest)
+	}
+	// A copy of the parsed URL: the transport does not change it, but
+	// nothing here should rely on that.
+	uc := *t.u
+	req.URL, req.Host = &uc, t.host
+	req.Header = make(http.Header, len(fields))
+	// The values share one array: a slice each, capped, so that adding
+	// to one never writes another's.
+	vals := make([]string, len(fields))
+	for i, f := range fields {
+		vals[i] = f.value
+		req.Header[f.name] = vals[i : i+1 : i+1]
+	}
 	return req, nil
 }
 

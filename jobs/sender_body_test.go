@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net/http"
@@ -54,16 +55,22 @@ func TestSendReadBody(t *testing.T) {
 	}
 }
 
-// BenchmarkNewRequest: building and signing one delivery's request, as
-// Send does before the transport takes it.
-func BenchmarkNewRequest(b *testing.B) {
+// BenchmarkPrepare: checking, building and signing one delivery's
+// request and writing it as a plain-http endpoint's is sent, as Send does
+// before the connection takes it.
+func BenchmarkPrepare(b *testing.B) {
 	s := NewSender(SenderConfig{AllowPrivateTargets: true})
 	defer s.Close()
 	r := testRequest("http://127.0.0.1:9/hook", bytes.Repeat([]byte{7}, 32))
-	ctx := b.Context()
+	w := bufio.NewWriterSize(io.Discard, h1BufferSize)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.newRequest(ctx, r, time.Unix(1_700_000_000, 0)); err != nil {
+		t, method, fields, err := s.prepare(r, time.Unix(1_700_000_000, 0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		writeRequest(w, t, method, fields, r.Body)
+		if err := w.Flush(); err != nil {
 			b.Fatal(err)
 		}
 	}

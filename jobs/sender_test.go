@@ -109,7 +109,6 @@ func TestSendHeaders(t *testing.T) {
 		"X-Ax-Round":         {"1"},
 		"X-Ax-Attempt":       {"3"},
 		"User-Agent":         {"ax/1.2.3"},
-		"Accept-Encoding":    {"gzip"}, // added by net/http, which then decompresses
 		"X-Env":              {"prod"},
 		"Authorization":      {"Bearer t0k"},
 	}
