@@ -27,6 +27,9 @@ type Batcher[Req, Res any] struct {
 	maxBatch    int
 	maxFlushers int
 	run         func(ctx context.Context, reqs []Req) ([]Res, error)
+	// lingerFrom, lingerTo and linger: see Linger.
+	lingerFrom, lingerTo int
+	linger               time.Duration
 
 	mu       sync.Mutex
 	pending  []*call[Req, Res]
@@ -52,6 +55,21 @@ func New[Req, Res any](maxBatch, maxFlushers int, run func(context.Context, []Re
 	return &Batcher[Req, Res]{maxBatch: maxBatch, maxFlushers: maxFlushers, run: run}
 }
 
+// Linger makes a busy Batcher gather: a flusher that finds from or more
+// but fewer than to calls pending, when it has just run a statement or
+// another flusher is running one, waits d once before taking them.
+// Natural batching alone makes each statement carry what arrived during
+// the last one; when calls arrive evenly and the statement is quick, that
+// is a few rows, and the statement's fixed cost (its executor, its
+// commit) is paid for each few. Fewer than from pending means the calls
+// are sparse: waiting would only delay them. An idle Batcher is not
+// affected: a lone call runs at once. It returns b; call it before the
+// first Do.
+func (b *Batcher[Req, Res]) Linger(from, to int, d time.Duration) *Batcher[Req, Res] {
+	b.lingerFrom, b.lingerTo, b.linger = from, to, d
+	return b
+}
+
 // do runs req in the next batch and returns its result. run must return
 // one result per request, in order, or an error that applies to all.
 func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
@@ -68,18 +86,18 @@ func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
 	}
 	b.mu.Unlock()
 	if flush {
-		b.flush(context.WithoutCancel(ctx), c)
+		b.flush(context.WithoutCancel(ctx), c, false)
 	}
 	for {
 		select {
 		case <-c.lead:
-			b.flush(context.WithoutCancel(ctx), c)
+			b.flush(context.WithoutCancel(ctx), c, true)
 		case <-c.done:
 			// A role handed over just before the call was carried by
 			// someone else's statement is still ours to pass on.
 			select {
 			case <-c.lead:
-				b.flush(context.WithoutCancel(ctx), c)
+				b.flush(context.WithoutCancel(ctx), c, true)
 			default:
 			}
 			return c.res, c.err
@@ -88,8 +106,10 @@ func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
 }
 
 // flush runs batches until nothing is pending or, once own is done, hands
-// the role to the oldest waiting call.
-func (b *Batcher[Req, Res]) flush(ctx context.Context, own *call[Req, Res]) {
+// the role to the oldest waiting call. handed: the role was handed over by
+// a flusher that ran a statement (the Batcher is busy).
+func (b *Batcher[Req, Res]) flush(ctx context.Context, own *call[Req, Res], handed bool) {
+	ran, lingered := handed, false
 	for {
 		b.mu.Lock()
 		if len(b.pending) == 0 {
@@ -107,6 +127,13 @@ func (b *Batcher[Req, Res]) flush(ctx context.Context, own *call[Req, Res]) {
 			}
 		default:
 		}
+		if b.linger > 0 && !lingered && len(b.pending) >= b.lingerFrom && len(b.pending) < b.lingerTo && (ran || b.flushers > 1) {
+			b.mu.Unlock()
+			time.Sleep(b.linger)
+			lingered = true
+			continue
+		}
+		lingered = false
 		n := min(len(b.pending), b.maxBatch)
 		calls := make([]*call[Req, Res], n)
 		copy(calls, b.pending)
@@ -132,6 +159,7 @@ func (b *Batcher[Req, Res]) flush(ctx context.Context, own *call[Req, Res]) {
 			reqs[i] = c.req
 		}
 		res, err := b.runSafely(ctx, reqs)
+		ran = true
 		for i, c := range live {
 			if err != nil {
 				c.err = err

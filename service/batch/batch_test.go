@@ -192,3 +192,52 @@ func TestBatcherDropsCallsCancelledBeforeTheirStatement(t *testing.T) {
 	_, err := b.Do(ctx, 3)
 	require.ErrorIs(t, err, context.Canceled, "an ended context does not even join")
 }
+
+// TestBatcherLingers: a busy Batcher (its flusher has just run a
+// statement) that finds a few calls pending waits once for more before
+// running them; a lone call on an idle one runs at once.
+func TestBatcherLingers(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	var sizes []int
+	const linger = 300 * time.Millisecond
+	b := New(50, 1, func(_ context.Context, reqs []int) ([]int, error) {
+		mu.Lock()
+		first := len(sizes) == 0
+		sizes = append(sizes, len(reqs))
+		mu.Unlock()
+		if first {
+			<-gate
+		}
+		return reqs, nil
+	}).Linger(2, 10, linger)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	do := func(i int) {
+		wg.Go(func() {
+			r, err := b.Do(ctx, i)
+			assert.NoError(t, err)
+			assert.Equal(t, i, r)
+		})
+	}
+	do(0) // alone: its statement runs at once, held at the gate
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(sizes) == 1 }, 5*time.Second, time.Millisecond)
+	do(1)
+	do(2)
+	require.Eventually(t, func() bool { return b.pendingLen() == 2 }, 5*time.Second, time.Millisecond)
+	close(gate)
+	// The role passes to call 1, which finds two pending (from 2, under
+	// 10) after a statement: it waits, and these join.
+	do(3)
+	do(4)
+	wg.Wait()
+	require.Equal(t, []int{1, 4}, sizes)
+
+	// Idle: a lone call does not wait.
+	start := time.Now()
+	_, err := b.Do(ctx, 5)
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), linger, "a lone call on an idle batcher lingered")
+	require.Equal(t, []int{1, 4, 1}, sizes)
+}

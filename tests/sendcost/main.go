@@ -1,6 +1,7 @@
 // Command sendcost measures the client CPU of one webhook request: ax's
-// own send path (jobs.Sender: signing, the SSRF guard, net/http's
-// transport), net/http's transport alone, and fasthttp's client, each
+// own send path (jobs.Sender: signing, the SSRF guard, its HTTP/1.1
+// client for plain-http endpoints), net/http's transport alone, and
+// fasthttp's client, each
 // sending the same headers and body as a plain fire to a fasthttp
 // receiver in a process of its own (so that the CPU this process uses is
 // the client's). It is the measurement behind the send path's share of
