@@ -120,7 +120,7 @@ func (p *h1Pool) roundTrip(ctx context.Context, t *target, method string, fields
 			return resp, nil
 		}
 		_ = c.nc.Close()
-		if d, _ := ctx.Deadline(); isTimeout(err) && !time.Now().Before(d) {
+		if d, ok := ctx.Deadline(); ok && isTimeout(err) && !time.Now().Before(d) {
 			// The connection's deadline is the context's: the read or
 			// write may see it pass an instant before the context does.
 			<-ctx.Done()
