@@ -125,6 +125,8 @@ type options struct {
 	history     int
 	// completeRate is the callbacks scenario's completions per second.
 	completeRate int
+	// trend is the width of the precision/sustained trend buckets.
+	trend time.Duration
 }
 
 // multiFlag is a repeatable KEY=VALUE flag.
@@ -172,7 +174,8 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 45*time.Minute, "give up after this long")
 	flag.IntVar(&o.poolConns, "pool-max-conns", 0, "set pool_max_conns on ax's database URL (0: ax's default)")
 	flag.IntVar(&o.topQueries, "top-queries", 0, "print the N statements with the most total time per scenario (pg_stat_statements)")
-	flag.BoolVar(&o.waits, "waits", false, "sample what PostgreSQL's active sessions wait on during the window (pg_stat_activity, every 100 ms)")
+	flag.BoolVar(&o.waits, "waits", false, "sample what PostgreSQL's active sessions wait on during the window (pg_stat_activity, every 100 ms); with -keep, "+
+		"each sample is also written, with its time and the cluster's background work (autovacuum, checkpoints, ANALYZE), to <scenario>.waits.log")
 	flag.DurationVar(&o.quietWait, "quiet-wait", 0, "before each scenario, wait up to this long for the machine to be idle "+
 		"(other processes under 20% of a CPU over 3 s); the figures are meaningless on a busy machine")
 	flag.BoolVar(&o.analyze, "analyze", true, "ANALYZE the database just before measuring (precision: after the warm-up; burst: "+
@@ -189,6 +192,7 @@ func main() {
 	flag.StringVar(&o.axProfile, "ax-cpuprofile", "", "write ax's CPU profile over each precision/sustained window and each burst "+
 		"(from the instant to the last delivery) to this file, the scenario's name before its extension (ax serves Go's profiles "+
 		"on a loopback port of its own: AX_DEBUG_ADDR)")
+	flag.DurationVar(&o.trend, "trend", 5*time.Second, "precision, sustained: the width of the lateness trend's buckets (e.g. 1s to find a short episode)")
 	flag.IntVar(&o.completeRate, "complete-rate", 1000, "callbacks: completions per second through the API")
 	flag.IntVar(&o.history, "history", 3_000_000, "retention: finished executions older than the retention to seed before "+
 		"measuring (enough that the sweep works at full speed through the window)")
@@ -197,6 +201,10 @@ func main() {
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	if o.trend <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: -trend must be positive")
 		os.Exit(2)
 	}
 	for _, part := range strings.Split(o.deployed, ",") {

@@ -59,10 +59,14 @@ type result struct {
 	Errors         int      `json:"errors"`          // failed creations, malformed or unattributable webhooks
 	ErrorSamples   []string `json:"error_samples,omitempty"`
 
-	// Trend: precision, lateness by slot time in 5 s buckets from the
+	// Trend: precision, lateness by slot time in TrendSeconds buckets from the
 	// window's start (a growing p50 is a backlog); burst, deliveries per
 	// 0.5 s after the instant.
 	Trend []trendPoint `json:"trend,omitempty"`
+	// TrendSeconds: precision, the width of Trend's buckets (-trend).
+	TrendSeconds float64 `json:"trend_s,omitempty"`
+	// WindowStart: precision, when the window began (to match logs).
+	WindowStart *time.Time `json:"window_start,omitempty"`
 	// Windows: burst, the delivery rate in 5 s windows after the instant
 	// (windowRates); a window far below the first is a cliff.
 	Windows []windowRate `json:"windows,omitempty"`
@@ -404,7 +408,7 @@ func (rep *report) details(w io.Writer, r result) {
 		if burstScenario(r.Scenario) {
 			parts = append(parts, "deliveries per 0.5 s after the instant: "+strings.Join(t, " "))
 		} else {
-			parts = append(parts, "lateness p50 per 5 s of the window: "+strings.Join(t, " "))
+			parts = append(parts, fmt.Sprintf("lateness p50 per %s s of the window: %s", strconv.FormatFloat(r.TrendSeconds, 'g', -1, 64), strings.Join(t, " ")))
 		}
 	}
 	if len(r.Windows) > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -194,7 +195,7 @@ func (s *session) sampleWaits(ctx context.Context, res *result) *waitSampler {
 	if !s.st.o.waits {
 		return nil
 	}
-	w, err := startWaitSampler(ctx, s.dbURL)
+	w, err := startWaitSampler(ctx, s.dbURL, s.waitsLog())
 	if err != nil {
 		res.Notes = append(res.Notes, "wait sampler: "+err.Error())
 		return nil
@@ -314,6 +315,8 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 	w0 = w0.Add(o.warmup)
 	w1 := w0.Add(o.duration)
 	res.WindowSeconds = o.duration.Seconds()
+	res.TrendSeconds = o.trend.Seconds()
+	res.WindowStart = &w0
 
 	if err := s.waitUntil(ctx, w0.Add(-time.Second), "analyze"); err != nil {
 		return res, err
@@ -362,7 +365,7 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 	firstExec := make(map[slot]string, res.Expected)
 	var (
 		lateness []time.Duration
-		trend    [][]time.Duration // lateness by slot time, trendBucket each
+		trend    [][]time.Duration // lateness by slot time, o.trend each
 	)
 	a := newAudit(res)
 	for _, d := range got {
@@ -392,7 +395,7 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 		}
 		firstExec[k] = d.exec
 		lateness = append(lateness, d.at.Sub(sched))
-		b := int(sched.Sub(w0) / trendBucket)
+		b := int(sched.Sub(w0) / o.trend)
 		for len(trend) <= b {
 			trend = append(trend, nil)
 		}
@@ -400,7 +403,7 @@ func precision(ctx context.Context, st *stack, o options, name string, n int, sh
 	}
 	for i, ds := range trend {
 		if l := summarize(ds); l != nil {
-			res.Trend = append(res.Trend, trendPoint{From: (time.Duration(i) * trendBucket).Seconds(), N: l.N, P50: l.P50, P99: l.P99})
+			res.Trend = append(res.Trend, trendPoint{From: (time.Duration(i) * o.trend).Seconds(), N: l.N, P50: l.P50, P99: l.P99})
 		}
 	}
 	res.Delivered = len(firstExec)
@@ -648,11 +651,8 @@ func thousands(v float64) string {
 	return s
 }
 
-// trendBucket and burstBucket are the widths of the trends' buckets.
-const (
-	trendBucket = 5 * time.Second
-	burstBucket = 500 * time.Millisecond
-)
+// burstBucket is the width of the burst trend's buckets.
+const burstBucket = 500 * time.Millisecond
 
 // audit checks each delivery's headers and counts duplicate execution ids
 // and retries into a result.
@@ -735,4 +735,13 @@ func countNegative(ds []time.Duration) int {
 		}
 	}
 	return n
+}
+
+// waitsLog is where the wait sampler writes its timeline: with -waits and
+// -keep, <scenario>.waits.log in the kept directory; otherwise nowhere.
+func (s *session) waitsLog() string {
+	if !s.st.o.keep {
+		return ""
+	}
+	return filepath.Join(s.st.dir, s.name+".waits.log")
 }

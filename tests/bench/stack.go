@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -19,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -669,16 +671,35 @@ type waitSampler struct {
 	polls  int
 }
 
-func startWaitSampler(ctx context.Context, dbURL string) (*waitSampler, error) {
+// startWaitSampler starts sampling dbURL's sessions; with a logPath, each
+// poll is also written there with its time, next to what the cluster's own
+// processes (autovacuum, the checkpointer) and ANALYZE/VACUUM progress say,
+// to line a short episode up with the lateness trend (-trend 1s).
+func startWaitSampler(ctx context.Context, dbURL, logPath string) (*waitSampler, error) {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return nil, err
+	}
+	var logFile *os.File
+	if logPath != "" {
+		if logFile, err = os.Create(logPath); err != nil {
+			_ = conn.Close(ctx)
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	w := &waitSampler{stop: cancel, done: make(chan struct{}), counts: map[string]int{}}
 	go func() {
 		defer close(w.done)
 		defer conn.Close(context.WithoutCancel(ctx))
+		var timeline *timelineLog
+		if logFile != nil {
+			timeline = newTimelineLog(ctx, logFile)
+			defer func() {
+				_ = timeline.w.Flush()
+				_ = logFile.Close()
+			}()
+		}
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -704,9 +725,62 @@ WHERE datname = current_database() AND state IN ('active', 'idle in transaction'
 			for _, e := range events {
 				w.counts[e]++
 			}
+			if timeline != nil {
+				timeline.write(ctx, conn, events)
+			}
 		}
 	}()
 	return w, nil
+}
+
+// write writes one poll's line: the time, the machine's CPU since the last
+// line (busy, iowait and steal, in % of all CPUs), the probe's worst
+// oversleep, the client sessions' states counted, and the cluster's
+// background work.
+func (t *timelineLog) write(ctx context.Context, conn *pgx.Conn, events []string) {
+	w := t.w
+	cpu := procStatCPU()
+	var busy, iowait, steal float64
+	if total := float64(cpu.total - t.cpu.total); t.cpu.total > 0 && total > 0 {
+		busy = 100 * float64(cpu.busy-t.cpu.busy) / total
+		iowait = 100 * float64(cpu.iowait-t.cpu.iowait) / total
+		steal = 100 * float64(cpu.steal-t.cpu.steal) / total
+	}
+	t.cpu = cpu
+	late := time.Duration(t.late.Swap(0))
+	at := time.Now()
+	var background []string
+	rows, err := conn.Query(ctx, `
+SELECT backend_type || ' ' || coalesce(wait_event, 'CPU') || coalesce(' ' || left(regexp_replace(query, '\s+', ' ', 'g'), 60), '')
+FROM pg_stat_activity
+WHERE backend_type NOT IN ('client backend', 'walwriter', 'logical replication launcher', 'autovacuum launcher')
+  AND NOT (backend_type = 'checkpointer' AND wait_event = 'CheckpointerMain')
+  AND NOT (backend_type = 'background writer' AND wait_event = 'BgWriterHibernate')
+UNION ALL
+SELECT 'analyze ' || relid::regclass::text || ' ' || phase FROM pg_stat_progress_analyze
+UNION ALL
+SELECT 'vacuum ' || relid::regclass::text || ' ' || phase FROM pg_stat_progress_vacuum`)
+	if err == nil {
+		background, _ = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	counts := map[string]int{}
+	for _, e := range events {
+		counts[e]++
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return counts[keys[i]] > counts[keys[j]] })
+	fmt.Fprintf(w, "%s cpu %3.0f%% io %2.0f%% steal %2.0f%% probe +%4.1fms %d active |", at.UTC().Format("15:04:05.000"),
+		busy, iowait, steal, float64(late.Microseconds())/1000, len(events))
+	for _, k := range keys {
+		fmt.Fprintf(w, " %d×%s;", counts[k], k)
+	}
+	if len(background) > 0 {
+		fmt.Fprintf(w, " || %s", strings.Join(background, "; "))
+	}
+	_ = w.WriteByte('\n')
 }
 
 // result stops the sampler and returns the most frequent states with the
@@ -729,3 +803,60 @@ type waitEvent struct {
 }
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
+
+// timelineLog is the wait sampler's timeline (-waits with -keep): its file,
+// the last /proc/stat reading, and a probe goroutine that sleeps 5 ms at a
+// time and keeps its worst oversleep since the last line, so that a stall
+// of the whole machine (a paused virtual CPU) tells itself apart from one
+// of PostgreSQL (the sampler's own query is late, the probe is not).
+type timelineLog struct {
+	w    *bufio.Writer
+	cpu  cpuTimes
+	late atomic.Int64 // nanoseconds
+}
+
+func newTimelineLog(ctx context.Context, f *os.File) *timelineLog {
+	t := &timelineLog{w: bufio.NewWriter(f), cpu: procStatCPU()}
+	go func() {
+		const nap = 5 * time.Millisecond
+		for ctx.Err() == nil {
+			t0 := time.Now()
+			time.Sleep(nap)
+			if over := int64(time.Since(t0) - nap); over > t.late.Load() {
+				t.late.Store(over)
+			}
+		}
+	}()
+	return t
+}
+
+// cpuTimes is the first line of /proc/stat, in clock ticks.
+type cpuTimes struct{ total, busy, iowait, steal int64 }
+
+func procStatCPU() cpuTimes {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return cpuTimes{}
+	}
+	var c cpuTimes
+	// user nice system idle iowait irq softirq steal
+	for i, v := range f[1:9] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		c.total += n
+		switch i {
+		case 3:
+		case 4:
+			c.iowait = n
+		case 7:
+			c.steal = n
+		default:
+			c.busy += n
+		}
+	}
+	return c
+}
