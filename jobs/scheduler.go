@@ -147,7 +147,7 @@ func SchedulerLoops(s *service.Scheduler, cfg SchedulerLoopConfig) []Loop {
 		}
 		backoff = 100 * time.Millisecond
 		due, known, err := s.NextDueIn(ctx)
-		return nextWait(due, known && err == nil, ceiling, lookAhead, gather), nil
+		return nextWait(due, known && err == nil, ceiling, s.CurrentLookAhead(), gather), nil
 	}}
 
 	reconcileAfter := cmp.Or(cfg.ReconcileAfter, service.ReconcileAfterDefault)
@@ -203,10 +203,14 @@ func SchedulerLoops(s *service.Scheduler, cfg SchedulerLoopConfig) []Loop {
 }
 
 // claimDue claims due tasks (service.Scheduler.Tick) until a claim comes
-// back with room to spare. While claims come back full, claimers of them
-// run at once, each until its own claim is not full; they lock different
-// tasks (SKIP LOCKED), so they share the backlog as replicas do. The
-// goroutines end before it returns.
+// back with room to spare. When two claims in a row come back full (a
+// backlog: a large instant, or downtime), claimers run at once, each until
+// its own claim is not full; they lock different tasks (SKIP LOCKED), so
+// they share the backlog as replicas do. One full claim is not a backlog:
+// at 10,000 fires a second, two groups of tasks due together (about 1,800)
+// are claimed now and then, and two claimers at once wrote their 22,000
+// executions on both cores while the deliveries waited. The goroutines end
+// before it returns.
 func claimDue(ctx context.Context, s *service.Scheduler, claimers int, observe func(service.TickResult, time.Duration)) error {
 	claim := func() (bool, error) {
 		start := time.Now()
@@ -217,9 +221,11 @@ func claimDue(ctx context.Context, s *service.Scheduler, claimers int, observe f
 		observe(res, time.Since(start))
 		return res.More && ctx.Err() == nil, nil
 	}
-	more, err := claim()
-	if err != nil || !more {
-		return err
+	for range 2 {
+		more, err := claim()
+		if err != nil || !more {
+			return err
+		}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, claimers)

@@ -311,6 +311,20 @@ func (s *Scheduler) lookAhead(ctx context.Context, tx db.Tx, now time.Time) (tim
 	return ahead, nil
 }
 
+// CurrentLookAhead is the look-ahead the last claim used: LookAhead, or
+// more while many tasks are due within LookAheadMax (lookAhead). The
+// scheduler loop sleeps until the next task comes within it, so that it
+// wakes when a claim would take that task rather than on its poll: at
+// 10,000 fires a second the look-ahead grows by about a second, and a
+// loop that woke by LookAhead alone fell back to its 1 s poll, drifted
+// against the claim groups (a second and an eleventh apart) and claimed two
+// groups at once every few passes.
+func (s *Scheduler) CurrentLookAhead() time.Duration {
+	s.aheadMu.Lock()
+	defer s.aheadMu.Unlock()
+	return max(s.ahead, s.cfg.LookAhead)
+}
+
 func (s *Scheduler) now(ctx context.Context, tx db.Tx) (time.Time, error) {
 	if s.cfg.Now != nil {
 		return s.cfg.Now(), nil
@@ -435,11 +449,13 @@ func (s *Scheduler) plan(t db.DueTask, now time.Time, cals map[string]db.Calenda
 // plus the look-ahead. A task's claim instants are at a fixed phase of the
 // claim cycle (Horizon − LookAhead): the next one is the first instant at
 // that phase more than half a cycle after now, but no later than 1¼
-// cycles after now (and within NearTermWindow), where a phase that is
-// further off clips it. A task out of phase — created at any instant, or
-// first due together with thousands of others — thus reaches its phase at
-// its first claim or, clipped, at its second, at the cost of one shorter
-// claim, and from then on is claimed once per cycle. So tasks created one
+// cycles after now (and within NearTermWindow); a phase that is further
+// off puts the claim between half a cycle and a cycle after now, spread by
+// how far off it is, so that tasks first due together and out of reach are
+// not claimed again all at one instant. A task out of phase — created at
+// any instant, or first due together with thousands of others — thus
+// reaches its phase at its first claim or at its second, at the cost of
+// one shorter claim, and from then on is claimed once per cycle. So tasks created one
 // after another through the API are soon claimed by phase and their
 // fires share batch jobs; and 5,000 tasks firing every second from one
 // start are not all claimed in the same few seconds of every cycle,
@@ -449,8 +465,9 @@ func (s *Scheduler) plan(t db.DueTask, now time.Time, cals map[string]db.Calenda
 // once even for a large instant's early claim.
 //
 // The phase is a whole number of seconds chosen by the slot's position
-// within its second (the first twelfth of a second → 0 s, and so on), plus
-// that position: the slots of tasks claimed together are then close
+// within its second (with a 12 s cycle, the first eleventh of a second →
+// 0 s, the second → 1 s, and so on: 11 groups 1 1/11 s apart), plus that
+// position: the slots of tasks claimed together are then close
 // together and share batch jobs (fireInserts), and each claim ends on a
 // slot. A slot on a whole second, where cron slots are, takes its whole
 // seconds from the task's id instead, so tasks firing at the same instants
@@ -467,13 +484,32 @@ func (s *Scheduler) horizonEnd(id string, slot, now time.Time) time.Time {
 		h.Write([]byte(id))
 		pick = int64(h.Sum64() % uint64(time.Second))
 	}
-	seconds := int64(cycle.Seconds() * float64(pick) / float64(time.Second))
+	// cycle − 1 groups of slot positions, each a second and its width
+	// apart: evenly spread over the cycle, the last group a group's
+	// spacing before the first of the next cycle (with as many groups as
+	// seconds, the last and the first are adjacent: two groups' claims at
+	// once every cycle).
+	seconds := int64((cycle.Seconds() - 1) * float64(pick) / float64(time.Second))
 	phase := seconds*int64(time.Second) + off
 	n := now.UnixNano()
 	lo := n + int64(cycle/2)
 	hi := n + int64(min(cycle+cycle/4, max(cycle, NearTermWindow-s.cfg.LookAhead)))
 	claim := lo - floorMod(lo-phase, int64(cycle)) + int64(cycle) // the first instant at the phase after lo
-	return time.Unix(0, min(claim, hi)).Add(s.cfg.LookAhead)
+	if claim > hi {
+		// Out of reach. The phases beyond hi, (hi, lo+cycle], are spread
+		// over half a cycle from lo, less two seconds (the next claim comes
+		// at the task's first slot past the end, up to a second later for
+		// a task firing every second, and its phase must then be more
+		// than half a cycle ahead), not all clipped to hi: tasks first
+		// due together, a quarter of them out of reach, would otherwise be
+		// claimed again all at once, one claim of thousands while the
+		// deliveries wait for the CPU. From there the phase is at least
+		// half a cycle and at most a cycle ahead, so the next claim
+		// reaches it.
+		spread := max(cycle/2-2*time.Second, 0)
+		claim = lo + int64(float64(claim-hi)*float64(spread)/float64(lo+int64(cycle)-hi))
+	}
+	return time.Unix(0, claim).Add(s.cfg.LookAhead)
 }
 
 // newExecution returns a fire of t at slot. Only a late fire (and the

@@ -3,6 +3,7 @@ package service
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -117,6 +118,7 @@ func TestClaimsSpreadOverTheCycle(t *testing.T) {
 	onTime := func() time.Duration { return 0 }
 	for _, staggered := range []bool{true, false} {
 		perSecond := make([]int, seconds)
+		phases := make([]int64, 0, n)
 		var prev time.Time
 		for i := range n {
 			first := base
@@ -126,10 +128,10 @@ func TestClaimsSpreadOverTheCycle(t *testing.T) {
 			at := claimSim(s, fmt.Sprint("task-", i), first, 8, onTime)
 			c := at[len(at)-1]
 			perSecond[floorMod(c.UnixNano(), int64(cycle))/int64(time.Second)]++
-			if staggered && i%(n/12) > 1 {
-				// A neighbour (1/6 ms apart) in the same twelfth of the second
-				// is claimed within a millisecond of it (the first of a
-				// twelfth and its neighbour may be apart: skipped).
+			phases = append(phases, floorMod(c.UnixNano(), int64(cycle)))
+			if groups := seconds - 1; staggered && i > 1 && groups*i/n == groups*(i-1)/n {
+				// A neighbour (1/6 ms apart) in the same group (an eleventh of
+				// the second) is claimed within a millisecond of it.
 				require.InDelta(t, 0, c.Sub(prev), float64(time.Millisecond), "task %d", i)
 			}
 			prev = c
@@ -139,6 +141,18 @@ func TestClaimsSpreadOverTheCycle(t *testing.T) {
 			busiest = max(busiest, c)
 		}
 		require.LessOrEqual(t, busiest, 2*n/seconds, "staggered %v: claims per second of the cycle %v", staggered, perSecond)
+		// No two groups are claimed within half a second of each other,
+		// the cycle's wrap included: in any 500 ms of the cycle, at most one
+		// group's claims (n / (seconds − 1), a quarter more for ids' hashes).
+		slices.Sort(phases)
+		crowd, j := 0, 0
+		for i := range phases {
+			for j < i+len(phases) && phases[j%len(phases)]+int64(j/len(phases))*int64(cycle)-phases[i] < int64(500*time.Millisecond) {
+				j++
+			}
+			crowd = max(crowd, j-i)
+		}
+		require.LessOrEqual(t, crowd, n/(seconds-1)*5/4, "staggered %v: claims within 500 ms of the cycle", staggered)
 	}
 }
 
@@ -160,5 +174,34 @@ func TestTasksReachTheirPhaseByTheThirdClaim(t *testing.T) {
 		for j := 3; j < len(at); j++ {
 			require.InDelta(t, cycle, at[j].Sub(at[j-1]), float64(time.Second), "task %d, claim %d: %v", i, j, at)
 		}
+	}
+}
+
+// TestFirstClaimsDoNotClump: 12,000 tasks firing every second, first due
+// together and claimed at one instant, are claimed the second time spread
+// over the next cycle — at most about twice the even share in any second —
+// rather than the quarter whose phase is out of reach all at one instant
+// (3,000 executions' worth of tasks in one claim, which at 10,000 fires a
+// second held the deliveries behind a second of materialising); and each
+// reaches its phase by its third claim.
+func TestFirstClaimsDoNotClump(t *testing.T) {
+	s := NewScheduler(nil, nil, SchedulerConfig{}, nil)
+	cycle := s.cfg.Horizon - s.cfg.LookAhead
+	base := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	const n = 12_000
+	onTime := func() time.Duration { return 0 }
+	perSecond := map[int64]int{}
+	for i := range n {
+		first := base.Add(time.Duration(i) * time.Second / n)
+		at := claimSim(s, fmt.Sprint("task-", i), first, 5, onTime)
+		perSecond[at[1].Unix()]++
+		for j := 3; j < len(at); j++ {
+			require.InDelta(t, cycle, at[j].Sub(at[j-1]), float64(time.Second), "task %d, claim %d: %v", i, j, at)
+		}
+	}
+	even := n / (int(cycle/time.Second) - 1) // tasks in each group of slot positions
+	for sec, c := range perSecond {
+		require.LessOrEqual(t, c, 2*even+even/20, "second claims at %v: %d (even share %d): %v",
+			time.Unix(sec, 0).UTC().Format("15:04:05"), c, even, perSecond)
 	}
 }

@@ -169,11 +169,11 @@ func TestConcurrentSchedulersFireEachSlotOnce(t *testing.T) {
 	require.Zero(t, f.count(t, `SELECT count(*) FROM executions WHERE scheduled_for < $1`, now.Add(time.Second)))
 }
 
-// TestSchedulerClaimsABacklogAtOnce: while claims come back full (1,000
-// tasks due at one instant, claimed 100 at a time), the loop runs two of
-// them at once (SchedulerLoopConfig.Claimers), and every slot still fires
-// once. The two claims after the first meet in OnTick: each waits there
-// for the other, which only a second claim in flight can be.
+// TestSchedulerClaimsABacklogAtOnce: once two claims in a row come back full
+// (1,000 tasks due at one instant, claimed 100 at a time), the loop runs
+// two of them at once (SchedulerLoopConfig.Claimers), and every slot still
+// fires once. The two claims after the first two meet in OnTick: each waits
+// there for the other, which only a second claim in flight can be.
 func TestSchedulerClaimsABacklogAtOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -193,13 +193,13 @@ func TestSchedulerClaimsABacklogAtOnce(t *testing.T) {
 			Claimers: 2,
 			OnTick: func(service.TickResult, time.Duration) {
 				switch calls.Add(1) {
-				case 2: // one of the two claims after the first, full one
+				case 3: // one of the two claims after the first two, full ones
 					select {
 					case <-both:
 						met.Store(true)
 					case <-time.After(10 * time.Second): // no second claim in flight
 					}
-				case 3:
+				case 4:
 					close(both)
 				}
 			},
