@@ -115,27 +115,13 @@ func postgresTicks(pm int) int64 {
 }
 
 // machineBusy is the CPU time every CPU spent on anything but idling and
-// waiting for I/O, from the first line of /proc/stat.
+// waiting for I/O, from the first line of /proc/stat (procStatCPU).
 func machineBusy() int64 {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
+	c := procStatCPU()
+	if c.total == 0 {
 		return -1
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 8 || f[0] != "cpu" {
-		return -1
-	}
-	var busy int64
-	// user nice system idle iowait irq softirq steal
-	for i, v := range f[1:9] {
-		if i == 3 || i == 4 {
-			continue
-		}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		busy += n
-	}
-	return busy
+	return c.busy + c.steal
 }
 
 // loopbackRate measures how many HTTP requests per second one client makes
