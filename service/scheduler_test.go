@@ -488,6 +488,53 @@ func TestHorizonSpacesClaims(t *testing.T) {
 	require.Zero(t, res.Tasks, "not claimed again while its next slot is beyond the look-ahead")
 }
 
+// TestClaimsAheadArePaced: a claim that is not full and whose fires are
+// all at least half the look-ahead away writes its executions a chunk at
+// a time over ClaimSpread (its last chunk not before (n−1)/n of it); a
+// full claim, or one with a fire within half the look-ahead, writes them
+// at once. Either way each slot fires once, with its job.
+func TestClaimsAheadArePaced(t *testing.T) {
+	t.Parallel()
+	const tasks = 300
+	claim := func(t *testing.T, cfg service.SchedulerConfig, firstIn time.Duration) (service.TickResult, time.Duration) {
+		t.Helper()
+		f := newFixture(t)
+		base := time.Now().UTC().Truncate(time.Second)
+		cfg.Now = func() time.Time { return base }
+		f.insertTasks(t, tasks, 1, base.Add(firstIn), "fire_once")
+		start := time.Now()
+		res, err := f.scheduler(cfg).Tick(context.Background())
+		took := time.Since(start)
+		require.NoError(t, err)
+		require.Equal(t, tasks, res.Tasks)
+		require.Equal(t, res.Fired, f.count(t, `SELECT count(*) FROM executions`))
+		f.requireExactlyOncePerSlot(t, 1)
+		return res, took
+	}
+	t.Run("ahead", func(t *testing.T) {
+		t.Parallel()
+		spread := 3 * time.Second
+		res, took := claim(t, service.SchedulerConfig{ClaimSpread: spread}, 3*time.Second)
+		chunks := (res.Fired + 1023) / 1024
+		require.GreaterOrEqual(t, chunks, 2, "the claim writes more than a chunk")
+		require.GreaterOrEqual(t, took, spread*time.Duration(chunks-1)/time.Duration(chunks), "the chunks spread over ClaimSpread")
+	})
+	// With a minute's spread, a paced claim would take most of a minute.
+	t.Run("full", func(t *testing.T) {
+		t.Parallel()
+		res, took := claim(t, service.SchedulerConfig{BatchSize: tasks, ClaimSpread: time.Minute}, 3*time.Second)
+		require.True(t, res.More)
+		require.Greater(t, res.Fired, 1024)
+		require.Less(t, took, 30*time.Second, "a full claim writes at once")
+	})
+	t.Run("near", func(t *testing.T) {
+		t.Parallel()
+		res, took := claim(t, service.SchedulerConfig{ClaimSpread: time.Minute}, time.Second)
+		require.Greater(t, res.Fired, 1024)
+		require.Less(t, took, 30*time.Second, "a claim with a fire within half the look-ahead writes at once")
+	})
+}
+
 // TestHorizonJobsAreAvailable: with the default configuration, tasks
 // claimed together at slots spread over a second materialise their slots
 // to ends spread over the cycle (10 to 19 s ahead), each up to its next
