@@ -310,7 +310,8 @@ const claimChunk = 1024
 func (s *Scheduler) paceInserts(ctx context.Context, tx db.Tx, execs []db.NewExecution, now time.Time, full bool) ([]db.InsertedExecution, error) {
 	if full || s.cfg.ClaimSpread <= 0 || len(execs) <= claimChunk ||
 		slices.ContainsFunc(execs, func(e db.NewExecution) bool { return e.ScheduledFor.Sub(now) < s.cfg.LookAhead/2 }) {
-		return db.InsertScheduledExecutions(ctx, tx, execs)
+		out, err := db.InsertScheduledExecutions(ctx, tx, execs)
+		return out, storeError(err, "insert executions")
 	}
 	chunks := (len(execs) + claimChunk - 1) / claimChunk
 	out := make([]db.InsertedExecution, 0, len(execs))
@@ -327,7 +328,7 @@ func (s *Scheduler) paceInserts(ctx context.Context, tx db.Tx, execs []db.NewExe
 		}
 		part, err := db.InsertScheduledExecutions(ctx, tx, execs[k*claimChunk:min((k+1)*claimChunk, len(execs))])
 		if err != nil {
-			return nil, err
+			return nil, storeError(err, "insert executions")
 		}
 		out = append(out, part...)
 	}
